@@ -1,0 +1,1 @@
+"""The client side: CLI, repo and corpus loading, validation, run planning, enqueueing."""

@@ -1,0 +1,103 @@
+"""Run planning: expand skills x cases x models x epochs x variants into shards. Pure."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle, shard_id_for
+from schemas.status import SandboxMode
+
+
+def new_run_id(now: datetime | None = None, entropy: bytes | None = None) -> str:
+    """``YYYYMMDD-HHMMSS-<8 hex>``: made once per run and reused for every file of it."""
+    now = now or datetime.now(UTC)
+    entropy = entropy if entropy is not None else os.urandom(4)
+    return f"{now:%Y%m%d-%H%M%S}-{entropy.hex()}"
+
+
+def bundle_key(skill: str, files: Iterable[tuple[str, bytes]]) -> str:
+    """``<skill>-<12 hex>`` over SKILL.md, agents/*.md and the corpus (names and contents).
+
+    Scoped per skill: an unrelated commit does not change it, and editing the skill text
+    alone does (a corpus-only key would skip exactly the re-run that detects a change).
+    """
+    digest = hashlib.sha256()
+    for name, content in sorted(files):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(content).digest())
+    return f"{skill}-{digest.hexdigest()[:12]}"
+
+
+def plan_run(
+    run_id: str,
+    bundles: Sequence[SkillBundle],
+    models: Sequence[str],
+    *,
+    judges: Sequence[str] = (),
+    epochs: int = 1,
+    variants: Sequence[str] = (CURRENT,),
+    sandbox: SandboxMode = SandboxMode.BWRAP,
+) -> RunPlan:
+    """Every shard of the run in a deterministic order (variant, skill, case, model, epoch)."""
+    if epochs < 1:
+        raise ValueError("epochs must be at least 1")
+    if not models:
+        raise ValueError("at least one executor model is required")
+    shards = [
+        Shard(
+            shard_id=shard_id_for(run_id, variant, b.skill, case.id, model, epoch),
+            run_id=run_id,
+            variant=variant,
+            skill=b.skill,
+            case_id=case.id,
+            model=model,
+            epoch=epoch,
+        )
+        for variant in variants
+        for b in bundles
+        for case in b.corpus.evals
+        for model in models
+        for epoch in range(epochs)
+    ]
+    return RunPlan(
+        run_id=run_id,
+        bundles=tuple(bundles),
+        models=tuple(models),
+        judges=tuple(judges),
+        epochs=epochs,
+        variants=tuple(variants),
+        shards=tuple(shards),
+        sandbox=sandbox,
+    )
+
+
+def plan_summary(plan: RunPlan) -> dict[str, object]:
+    """The plan as one JSON-ready object: per corpus cases and assertions, totals, shard count."""
+    per_variant = len(plan.models) * plan.epochs
+    corpora = [
+        {
+            "skill": b.skill,
+            "corpus": b.corpus_file,
+            "bundle_key": b.bundle_key,
+            "cases": len(b.corpus.evals),
+            "assertions": b.corpus.assertion_count,
+            "shards": len(b.corpus.evals) * per_variant * len(plan.variants),
+        }
+        for b in plan.bundles
+    ]
+    return {
+        "run_id": plan.run_id,
+        "corpora": corpora,
+        "models": list(plan.models),
+        "judges": list(plan.judges),
+        "epochs": plan.epochs,
+        "variants": list(plan.variants),
+        "totals": {
+            "corpora": len(plan.bundles),
+            "cases": plan.case_count,
+            "assertions": plan.assertion_count,
+            "shards": len(plan.shards),
+        },
+    }

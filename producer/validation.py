@@ -1,0 +1,247 @@
+"""Corpus validation, schema v1 of the contract. Pure: takes parsed JSON, returns a Corpus.
+
+The first violation, in document order, is raised as
+``BadCorpus(file, json_path, problem)`` which prints
+``BLOCKED_BAD_CORPUS: <file>: <JSON path>: <what is wrong>``.
+Never grade against a corpus that could not be validated (contract Phase 1).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import unicodedata
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from schemas.constants import (
+    CHECKABLE_VERBS,
+    CORPUS_SUFFIX,
+    GLOB_CHARS,
+    MIN_ASSERTION_CHARS,
+    MIN_EVALS,
+    SKILL_NAME_RE,
+)
+from schemas.corpus import Corpus, EvalCase, Fixture
+from schemas.errors import BadCorpus, BadSkillName
+from schemas.status import FixtureStage
+
+TOP_KEYS = frozenset({"skill_name", "evals"})
+CASE_KEYS = frozenset({"id", "prompt", "expected_output", "files", "assertions"})
+CASE_OPTIONAL_KEYS = frozenset({"fixtures"})
+FIXTURE_KEYS = frozenset({"path", "content"})
+FIXTURE_OPTIONAL_KEYS = frozenset({"stage"})
+
+_VERB_RE = re.compile(r"\b(?:" + "|".join(sorted(CHECKABLE_VERBS)) + r")\b")
+_VAGUE_TAIL_RE = re.compile(
+    r"(?:^|[^\w-])(?:well|correctly|properly|appropriately|as\s+expected)\Z", re.IGNORECASE
+)
+
+
+def check_skill_name(name: str, skill_dir_exists: Callable[[str], bool]) -> str:
+    """Return ``name`` when it is kebab-case and ``skills/<name>/`` exists; else BadSkillName.
+
+    The pattern is checked first, so no path is ever built from a hostile name.
+    """
+    if not SKILL_NAME_RE.fullmatch(name):
+        raise BadSkillName(f"{name!r} is not kebab-case (^[a-z0-9][a-z0-9-]*$)")
+    if not skill_dir_exists(name):
+        raise BadSkillName(f"{name!r} has no skills/{name}/ folder")
+    return name
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` is not a safe repo-relative literal path, or None when it is.
+
+    Rules: a non-blank string, not absolute, no glob characters (``* ? [ ]``), no NUL,
+    not escaping the repo root after normalisation, and naming something below the root.
+    """
+    if not path.strip():
+        return "is blank"
+    if "\x00" in path:
+        return "contains a NUL character"
+    if path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:[\\/]", path):
+        return f"{path!r} is absolute; paths are repo-relative"
+    bad = sorted(GLOB_CHARS.intersection(path))
+    if bad:
+        return f"{path!r} contains glob character(s) {' '.join(bad)}; paths are literal"
+    normal = posixpath.normpath(path.replace("\\", "/"))
+    if normal == ".." or normal.startswith("../"):
+        return f"{path!r} escapes the repo root"
+    if normal == ".":
+        return f"{path!r} names the repo root, not a file"
+    return None
+
+
+def normalise_path(path: str) -> str:
+    """The canonical form of a safe repo-relative path (call after :func:`path_problem`)."""
+    return posixpath.normpath(path.replace("\\", "/"))
+
+
+def assertion_problem(text: str) -> str | None:
+    """Why an assertion fails the quality floor, or None when it passes."""
+    stripped = text.strip()
+    if len(stripped) < MIN_ASSERTION_CHARS:
+        return f"is {len(stripped)} characters; at least {MIN_ASSERTION_CHARS} are needed"
+    if not _VERB_RE.search(stripped):
+        verbs = ", ".join(sorted(CHECKABLE_VERBS))
+        return f"has no checkable verb (one of: {verbs})"
+    tail = stripped
+    while tail and (unicodedata.category(tail[-1]).startswith("P") or tail[-1].isspace()) and tail[-1] != "-":
+        tail = tail[:-1]
+    match = _VAGUE_TAIL_RE.search(tail)
+    if match:
+        return f"ends with the vague qualifier {match.group(0).strip()!r}; state what is observable"
+    return None
+
+
+def _blank(value: Any) -> bool:
+    return not isinstance(value, str) or not value.strip()
+
+
+def _key_problem(obj: Mapping[str, Any], required: frozenset[str], optional: frozenset[str]) -> str | None:
+    missing = sorted(required - obj.keys())
+    extra = sorted(obj.keys() - required - optional)
+    parts = []
+    if missing:
+        parts.append("missing key(s) " + ", ".join(missing))
+    if extra:
+        parts.append("unexpected key(s) " + ", ".join(extra))
+    return "; ".join(parts) or None
+
+
+def corpus_stem(file_name: str) -> str:
+    """``evals/foo.evals.json`` -> ``foo``."""
+    base = posixpath.basename(file_name.replace("\\", "/"))
+    return base[: -len(CORPUS_SUFFIX)] if base.endswith(CORPUS_SUFFIX) else base
+
+
+def validate_corpus(data: Any, file: str, repo_has_file: Callable[[str], bool]) -> Corpus:
+    """Validate parsed corpus JSON against schema v1 and return the model.
+
+    ``file`` is the corpus path used in messages and for the stem check; ``repo_has_file``
+    answers whether a normalised repo-relative path exists in the repo. Raises
+    :class:`BadCorpus` naming the first violation.
+    """
+
+    def fail(path: str, problem: str) -> BadCorpus:
+        return BadCorpus(file, path, problem)
+
+    if not isinstance(data, dict):
+        raise fail("$", f"top level is {type(data).__name__}; an object is required")
+    problem = _key_problem(data, TOP_KEYS, frozenset())
+    if problem:
+        raise fail("$", problem + " (exactly skill_name, evals)")
+    stem = corpus_stem(file)
+    if data["skill_name"] != stem:
+        raise fail("$.skill_name", f"{data['skill_name']!r} does not equal the file stem {stem!r}")
+    evals = data["evals"]
+    if not isinstance(evals, list):
+        raise fail("$.evals", f"is {type(evals).__name__}; an array is required")
+    if len(evals) < MIN_EVALS:
+        raise fail("$.evals", f"has {len(evals)} case(s); at least {MIN_EVALS} are required")
+
+    seen_ids: dict[int, int] = {}
+    cases = []
+    for index, raw in enumerate(evals):
+        at = f"$.evals[{index}]"
+        case = _validate_case(raw, at, fail, repo_has_file)
+        if case.id in seen_ids:
+            raise fail(f"{at}.id", f"id {case.id} repeats $.evals[{seen_ids[case.id]}].id; ids are unique")
+        seen_ids[case.id] = index
+        cases.append(case)
+    return Corpus(skill_name=stem, evals=tuple(cases))
+
+
+def _validate_case(
+    raw: Any,
+    at: str,
+    fail: Callable[[str, str], BadCorpus],
+    repo_has_file: Callable[[str], bool],
+) -> EvalCase:
+    if not isinstance(raw, dict):
+        raise fail(at, f"is {type(raw).__name__}; each eval is an object")
+    problem = _key_problem(raw, CASE_KEYS, CASE_OPTIONAL_KEYS)
+    if problem:
+        raise fail(at, problem)
+    case_id = raw["id"]
+    if isinstance(case_id, bool) or not isinstance(case_id, int):
+        raise fail(f"{at}.id", f"{case_id!r} is not an integer")
+    for key in ("prompt", "expected_output"):
+        if _blank(raw[key]):
+            raise fail(f"{at}.{key}", "must be a non-blank string")
+
+    fixtures = _validate_fixtures(raw.get("fixtures", []), f"{at}.fixtures", fail) if "fixtures" in raw else ()
+    fixture_paths = {f.path for f in fixtures}
+
+    files = raw["files"]
+    if not isinstance(files, list):
+        raise fail(f"{at}.files", f"is {type(files).__name__}; an array is required")
+    clean_files = []
+    for i, path in enumerate(files):
+        where = f"{at}.files[{i}]"
+        if not isinstance(path, str):
+            raise fail(where, f"{path!r} is not a string")
+        problem = path_problem(path)
+        if problem:
+            raise fail(where, problem)
+        normal = normalise_path(path)
+        if normal not in fixture_paths and not repo_has_file(normal):
+            raise fail(where, f"{path!r} does not exist in the repo and no fixture of this eval provides it")
+        clean_files.append(path)
+
+    assertions = raw["assertions"]
+    if not isinstance(assertions, list) or not assertions:
+        raise fail(f"{at}.assertions", "must be a non-empty array of strings")
+    for i, text in enumerate(assertions):
+        where = f"{at}.assertions[{i}]"
+        if not isinstance(text, str):
+            raise fail(where, f"is {type(text).__name__}; assertions are strings")
+        problem = assertion_problem(text)
+        if problem:
+            raise fail(where, problem)
+
+    return EvalCase(
+        id=case_id,
+        prompt=raw["prompt"],
+        expected_output=raw["expected_output"],
+        files=tuple(clean_files),
+        assertions=tuple(assertions),
+        fixtures=fixtures,
+    )
+
+
+def _validate_fixtures(raw: Any, at: str, fail: Callable[[str, str], BadCorpus]) -> tuple[Fixture, ...]:
+    if not isinstance(raw, list):
+        raise fail(at, f"is {type(raw).__name__}; an array is required")
+    seen: dict[tuple[str, FixtureStage], int] = {}
+    fixtures = []
+    for index, item in enumerate(raw):
+        where = f"{at}[{index}]"
+        if not isinstance(item, dict):
+            raise fail(where, f"is {type(item).__name__}; each fixture is an object")
+        problem = _key_problem(item, FIXTURE_KEYS, FIXTURE_OPTIONAL_KEYS)
+        if problem:
+            raise fail(where, problem)
+        path = item["path"]
+        if not isinstance(path, str):
+            raise fail(f"{where}.path", f"{path!r} is not a string")
+        problem = path_problem(path)
+        if problem:
+            raise fail(f"{where}.path", problem)
+        stage_raw = item.get("stage", FixtureStage.HEAD.value)
+        if stage_raw not in {s.value for s in FixtureStage}:
+            raise fail(f"{where}.stage", f"{stage_raw!r} is not 'base' or 'head'")
+        stage = FixtureStage(stage_raw)
+        content = item["content"]
+        if not isinstance(content, str) or content == "":
+            raise fail(f"{where}.content", "must be a non-empty string")
+        key = (normalise_path(path), stage)
+        if key in seen:
+            raise fail(
+                f"{where}.path",
+                f"{path!r} appears twice in stage {stage.value} (first at {at}[{seen[key]}])",
+            )
+        seen[key] = index
+        fixtures.append(Fixture(path=key[0], content=content, stage=stage))
+    return tuple(fixtures)

@@ -1,0 +1,107 @@
+"""Shards and run manifests: what the producer plans and every worker reads.
+
+A shard is one unit of work: (run, variant, skill, case, executor model, epoch).
+Its id is a hash of exactly those fields, so a resubmission or a redelivery of the
+same work always lands on the same id (DESIGN.md §3).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.corpus import Corpus
+from schemas.status import SandboxMode
+
+CURRENT = "current"
+BASELINE_PREFIX = "baseline@"
+
+
+def baseline_variant(ref: str) -> str:
+    """The variant name of an old skill version materialized from git ``ref``."""
+    return BASELINE_PREFIX + ref
+
+
+def shard_id_for(run_id: str, variant: str, skill: str, case_id: int, model: str, epoch: int) -> str:
+    """Deterministic shard id: 16 hex characters of a SHA-256 over the identifying fields."""
+    # The unit separator cannot occur in any field (skill names are kebab-case, refs and
+    # model names are printable), so distinct tuples never collide by concatenation.
+    raw = "\x1f".join((run_id, variant, skill, str(case_id), model, str(epoch)))
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+class Shard(BaseModel):
+    """One (variant, skill, case, model, epoch) of a run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    shard_id: str
+    """Deterministic id, see :func:`shard_id_for`."""
+    run_id: str
+    """The run this shard belongs to."""
+    variant: str
+    """``current`` or ``baseline@<ref>``."""
+    skill: str
+    """Skill under test."""
+    case_id: int
+    """Eval case id within the skill's corpus."""
+    model: str
+    """Executor model (a litellm model name, or ``cmd:`` for an external agent CLI)."""
+    epoch: int
+    """Repetition index, 0-based."""
+
+
+class SkillBundle(BaseModel):
+    """A skill as planned: its corpus and the key that identifies its graded inputs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    skill: str
+    """Skill name (kebab-case, has a ``skills/<name>/`` folder)."""
+    bundle_key: str
+    """``<skill>-<12 hex>``: hash of SKILL.md + agents/*.md + corpus (contract dedup key)."""
+    corpus_file: str
+    """Repo-relative path of the corpus file."""
+    corpus: Corpus
+    """The validated corpus; every variant is graded against this one (hold the stick constant)."""
+
+
+class RunPlan(BaseModel):
+    """What a run will do, computed before anything is enqueued."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str
+    """``YYYYMMDD-HHMMSS-<8 hex>``, made once per run."""
+    bundles: tuple[SkillBundle, ...]
+    """Skills in the run, in the order given."""
+    models: tuple[str, ...]
+    """Executor models."""
+    judges: tuple[str, ...] = ()
+    """Judge models (an ensemble when more than one)."""
+    epochs: int = Field(default=1, ge=1)
+    """Repetitions of every case per model."""
+    variants: tuple[str, ...] = (CURRENT,)
+    """``current`` and optionally one ``baseline@<ref>``."""
+    shards: tuple[Shard, ...]
+    """Every shard of the run, deterministic order."""
+    sandbox: SandboxMode = SandboxMode.BWRAP
+    """Sandbox mode every executor tool call runs under."""
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    """When the plan was made (UTC)."""
+
+    @property
+    def case_count(self) -> int:
+        return sum(len(b.corpus.evals) for b in self.bundles)
+
+    @property
+    def assertion_count(self) -> int:
+        return sum(b.corpus.assertion_count for b in self.bundles)
+
+    def bundle(self, skill: str) -> SkillBundle:
+        for b in self.bundles:
+            if b.skill == skill:
+                return b
+        raise KeyError(skill)

@@ -1,0 +1,156 @@
+"""The executor's recorded trajectory: structured events, rendered as text for the judge."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.status import SandboxMode
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class AssistantEvent(BaseModel):
+    """Text the agent said; never evidence for the judge, but part of the record."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["assistant"] = "assistant"
+    text: str
+    """The assistant's message text."""
+    ts: datetime = Field(default_factory=_now)
+    """When the event was recorded (UTC)."""
+
+
+class ToolCallEvent(BaseModel):
+    """A tool call the agent made."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["tool_call"] = "tool_call"
+    call_id: str
+    """Pairs the call with its result."""
+    name: str
+    """Tool name (shell, read_file, write_file, edit_file, glob, grep, or an external agent's own)."""
+    arguments: dict[str, Any]
+    """Arguments as the agent gave them."""
+    ts: datetime = Field(default_factory=_now)
+    """When the call was made (UTC)."""
+
+
+class ToolResultEvent(BaseModel):
+    """What a tool call returned."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["tool_result"] = "tool_result"
+    call_id: str
+    """The call this result answers."""
+    output: str
+    """Output as the agent saw it (head and tail kept when large)."""
+    exit_code: int | None = None
+    """Exit code of a shell command; None for tools without one."""
+    truncated: bool = False
+    """True when the middle of the output was elided."""
+    limit: str | None = None
+    """Which sandbox limit the command hit (timeout, cpu, memory, processes, file-size), if any."""
+    ts: datetime = Field(default_factory=_now)
+    """When the result was recorded (UTC)."""
+
+
+Event = Annotated[AssistantEvent | ToolCallEvent | ToolResultEvent, Field(discriminator="kind")]
+
+
+class EndReason(str, Enum):
+    """Why the trajectory ended. Hitting a budget is behaviour, not infra."""
+
+    COMPLETED = "completed"
+    MAX_TURNS = "max-turns"
+    MAX_TOKENS = "max-tokens"
+    WALL_CLOCK = "wall-clock"
+
+
+class Usage(BaseModel):
+    """Tokens and cost of the model calls behind one record."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_tokens: int = 0
+    """Input tokens, as reported by the provider."""
+    completion_tokens: int = 0
+    """Output tokens, as reported by the provider."""
+    calls: int = 0
+    """Model calls made (retries included)."""
+    cost_usd: float | None = None
+    """Cost from litellm's cost map; None where the model is unknown to it."""
+
+    def add(self, other: Usage) -> Usage:
+        cost = None if self.cost_usd is None and other.cost_usd is None else (
+            (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        )
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            calls=self.calls + other.calls,
+            cost_usd=cost,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class Trajectory(BaseModel):
+    """Everything the executor did for one shard."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    shard_id: str = ""
+    """The shard this trajectory belongs to ('' for imported or built-in ones)."""
+    skill: str
+    """Skill under test."""
+    case_id: int
+    """Eval case id."""
+    model: str
+    """Executor model or external command label."""
+    events: list[Event] = Field(default_factory=list)
+    """Assistant text, tool calls and tool results, in order."""
+    end_reason: EndReason = EndReason.COMPLETED
+    """Why the loop stopped."""
+    sandbox: SandboxMode = SandboxMode.BWRAP
+    """Sandbox mode the tool calls ran under."""
+    usage: Usage = Field(default_factory=Usage)
+    """Executor model usage."""
+    final_files: dict[str, str] = Field(default_factory=dict)
+    """Final content of files the executor touched (repo-relative path -> text), for deterministic checks."""
+    started_at: datetime = Field(default_factory=_now)
+    """Start time (UTC)."""
+    finished_at: datetime | None = None
+    """End time (UTC)."""
+
+    def render(self) -> str:
+        """Render as the judge reads it: one block per event, each line-prefixed by its kind."""
+        names = {e.call_id: e.name for e in self.events if isinstance(e, ToolCallEvent)}
+        blocks: list[str] = []
+        for event in self.events:
+            if isinstance(event, AssistantEvent):
+                blocks.append(f"[assistant] {event.text}")
+            elif isinstance(event, ToolCallEvent):
+                args = json.dumps(event.arguments, ensure_ascii=False, sort_keys=True)
+                blocks.append(f"[tool_call] {event.name}({args})")
+            else:
+                head = f"[tool_result] {names.get(event.call_id, '?')}"
+                if event.exit_code is not None:
+                    head += f" exit={event.exit_code}"
+                if event.limit:
+                    head += f" limit={event.limit}"
+                blocks.append(f"{head}\n{event.output}")
+        if self.end_reason is not EndReason.COMPLETED:
+            blocks.append(f"[assistant] (run ended: {self.end_reason.value})")
+        return "\n".join(blocks) + ("\n" if blocks else "")

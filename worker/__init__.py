@@ -1,0 +1,1 @@
+"""Worker side: the Celery app and its tasks, sandbox, workspaces, model client, artifact store."""

