@@ -20,6 +20,8 @@
     │   ├── ExecutorFailed             executor-failed
     │   ├── GraderMalformed            grader-malformed
     │   └── GraderDispatchFailed       grader-dispatch-failed
+    ├── ModelCallFailed                a model call failed after its retry budget (the caller maps
+    │                                  it to executor-failed or grader-dispatch-failed)
     ├── ConfigError                    bad flags, settings or config file; exit code 2
     └── StoreError                     an artifact is missing or cannot be written
 
@@ -132,6 +134,12 @@ class GraderMalformed(InfraError):
 class GraderDispatchFailed(InfraError):
     status = ShardState.GRADER_DISPATCH_FAILED.value
     state = ShardState.GRADER_DISPATCH_FAILED
+
+
+class ModelCallFailed(SkillEvalError):
+    """Retries spent (429s, 5xx, timeouts, connection errors); never a behavioural failure."""
+
+    status = "MODEL_CALL_FAILED"
 
 
 class ConfigError(SkillEvalError):

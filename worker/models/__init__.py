@@ -1,0 +1,1 @@
+"""Model access: settings, the fleet-wide limiter, the litellm client."""
