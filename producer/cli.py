@@ -31,7 +31,9 @@ app = typer.Typer(
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
-RepoOpt = Annotated[Path, typer.Option("--repo", help="Skill repo (a local checkout).", show_default="current directory")]
+RepoOpt = Annotated[
+    Path, typer.Option("--repo", help="Skill repo (a local checkout).", show_default="current directory")
+]
 AllEvalsOpt = Annotated[bool, typer.Option("--all-evals", help="Every evals/*.evals.json corpus.")]
 
 
@@ -67,7 +69,8 @@ def validate(
             c = outcome.bundle.corpus
             out.print(
                 f"OK {outcome.corpus_file}: {len(c.evals)} cases, {c.assertion_count} assertions",
-                markup=False, highlight=False,
+                markup=False,
+                highlight=False,
             )
         else:
             bad += 1
@@ -85,7 +88,9 @@ def run(
     model: Annotated[list[str] | None, typer.Option("--model", help="Executor model (repeatable).")] = None,
     judge: Annotated[list[str] | None, typer.Option("--judge", help="Judge model (repeatable).")] = None,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Repetitions per case and model.")] = 1,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and print the plan; enqueue nothing.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Validate and print the plan; enqueue nothing.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as one JSON object.")] = False,
 ) -> None:
     """Plan (and, without --dry-run, execute) an evaluation run."""
@@ -127,7 +132,8 @@ def _print_plan(summary: dict) -> None:  # type: ignore[type-arg]
     out.print(
         f"models: {', '.join(summary['models'])}  epochs: {summary['epochs']}  "
         f"shards = cases x models x epochs = {totals['shards']}",
-        markup=False, highlight=False,
+        markup=False,
+        highlight=False,
     )
     for s in summary["skipped"]:
         out.print(f"skipped {s['corpus']}: {s['error']}", markup=False, highlight=False)
@@ -135,7 +141,9 @@ def _print_plan(summary: dict) -> None:  # type: ignore[type-arg]
 
 @app.command()
 def schema(
-    name: Annotated[str | None, typer.Argument(help="One schema: corpus, shard, run-plan, trajectory, shard-grade.")] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="One schema: corpus, shard, run-plan, trajectory, shard-grade.")
+    ] = None,
 ) -> None:
     """Print the JSON Schema of the data skill-eval reads and writes."""
     schemas = json_schemas()

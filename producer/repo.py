@@ -32,7 +32,8 @@ class Repo:
         """Raise DevOnly when the repo has no ``evals/`` folder (contract Phase 0.2)."""
         if not (self.root / EVALS_DIR).is_dir():
             raise DevOnly(
-                f"{self.root}: no {EVALS_DIR}/ folder; skill-eval needs an {EVALS_DIR}/ corpus in the working tree"
+                f"{self.root}: no {EVALS_DIR}/ folder; skill-eval needs an {EVALS_DIR}/ corpus "
+                "in the working tree (it is not runnable from an installed plugin cache)"
             )
 
     def skill_dir_exists(self, name: str) -> bool:
@@ -67,7 +68,9 @@ class Repo:
         except UnicodeDecodeError as exc:
             raise BadCorpus(corpus_file, "$", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
         except json.JSONDecodeError as exc:
-            raise BadCorpus(corpus_file, "$", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+            raise BadCorpus(
+                corpus_file, "$", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            ) from exc
         corpus = validate_corpus(data, corpus_file, self.has_file)
         return SkillBundle(
             skill=skill,

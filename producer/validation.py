@@ -171,7 +171,9 @@ def _validate_case(
         if _blank(raw[key]):
             raise fail(f"{at}.{key}", "must be a non-blank string")
 
-    fixtures = _validate_fixtures(raw.get("fixtures", []), f"{at}.fixtures", fail) if "fixtures" in raw else ()
+    fixtures = (
+        _validate_fixtures(raw.get("fixtures", []), f"{at}.fixtures", fail) if "fixtures" in raw else ()
+    )
     fixture_paths = {f.path for f in fixtures}
 
     files = raw["files"]

@@ -91,8 +91,10 @@ class Usage(BaseModel):
     """Cost from litellm's cost map; None where the model is unknown to it."""
 
     def add(self, other: Usage) -> Usage:
-        cost = None if self.cost_usd is None and other.cost_usd is None else (
-            (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        cost = (
+            None
+            if self.cost_usd is None and other.cost_usd is None
+            else ((self.cost_usd or 0.0) + (other.cost_usd or 0.0))
         )
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,

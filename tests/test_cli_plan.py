@@ -1,0 +1,146 @@
+"""`skill-eval validate`, `run --dry-run` and `schema` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from producer.cli import app
+from tests.conftest import EXAMPLE_REPO
+
+runner = CliRunner()
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_validate_all_example_corpora_prints_ok_with_counts() -> None:
+    code, output = invoke("validate", "--all-evals", "--repo", str(EXAMPLE_REPO))
+    assert code == 0, output
+    assert "OK evals/commit-message.evals.json: 2 cases, 6 assertions" in output
+    assert "OK evals/changelog-entry.evals.json: 2 cases, 5 assertions" in output
+
+
+def test_a_bad_corpus_in_all_evals_is_reported_and_does_not_stop_the_others(example_repo: Path) -> None:
+    bad = example_repo / "evals" / "changelog-entry.evals.json"
+    data = json.loads(bad.read_text())
+    data["evals"][1]["assertions"][0] = "too short"
+    bad.write_text(json.dumps(data))
+    before = tree(example_repo)
+    code, output = invoke("validate", "--all-evals", "--repo", str(example_repo))
+    assert code == 2
+    assert (
+        "BLOCKED_BAD_CORPUS: evals/changelog-entry.evals.json: $.evals[1].assertions[0]: is 9 characters"
+        in output
+    )
+    assert "OK evals/commit-message.evals.json" in output
+    assert tree(example_repo) == before  # nothing written
+
+
+def test_invalid_json_is_a_bad_corpus_naming_the_file_and_position(example_repo: Path) -> None:
+    (example_repo / "evals" / "commit-message.evals.json").write_text(
+        '{"skill_name": "commit-message",\n  "evals": ['
+    )
+    code, output = invoke("validate", "commit-message", "--repo", str(example_repo))
+    assert code == 2
+    assert re.search(r"BLOCKED_BAD_CORPUS: evals/commit-message.evals.json: \$: not JSON: .* line 2", output)
+
+
+@pytest.mark.parametrize(
+    ("setup", "args", "expected"),
+    [
+        (
+            lambda r: None,
+            ["validate", "Commit_Message"],
+            "BLOCKED_BAD_SKILL_NAME: 'Commit_Message' is not kebab-case",
+        ),
+        (
+            lambda r: None,
+            ["validate", "ghost"],
+            "BLOCKED_BAD_SKILL_NAME: 'ghost' has no skills/ghost/ folder",
+        ),
+        (
+            lambda r: (r / "evals" / "commit-message.evals.json").unlink(),
+            ["validate", "commit-message"],
+            "BLOCKED_NO_CORPUS: evals/commit-message.evals.json not found",
+        ),
+        (
+            lambda r: [p.unlink() for p in (r / "evals").iterdir()] and (r / "evals").rmdir(),
+            ["run", "commit-message", "--dry-run"],
+            "BLOCKED_DEV_ONLY:",
+        ),
+        (lambda r: None, ["run", "../commit-message", "--dry-run"], "BLOCKED_BAD_SKILL_NAME"),
+    ],
+    ids=["not-kebab", "no-folder", "no-corpus", "no-evals-dir", "traversal"],
+)
+def test_guards_exit_2_with_their_named_status_and_write_nothing(
+    example_repo: Path, setup: object, args: list[str], expected: str
+) -> None:
+    setup(example_repo)  # type: ignore[operator]
+    before = tree(example_repo)
+    code, output = invoke(*args, "--repo", str(example_repo))
+    assert code == 2
+    assert expected in output
+    assert tree(example_repo) == before
+
+
+def test_no_skill_and_no_all_evals_asks_instead_of_defaulting_to_all() -> None:
+    code, output = invoke("run", "--dry-run", "--repo", str(EXAMPLE_REPO))
+    assert code == 2
+    assert "--all-evals" in output
+
+
+def test_dry_run_json_plans_cases_times_models_times_epochs() -> None:
+    code, output = invoke(
+        "run", "--all-evals", "--dry-run", "--json", "--repo", str(EXAMPLE_REPO),
+        "--model", "m1", "--model", "m2", "--epochs", "3",
+    )  # fmt: skip
+    assert code == 0, output
+    plan = json.loads(output)
+    assert plan["totals"] == {"corpora": 2, "cases": 4, "assertions": 11, "shards": 4 * 2 * 3}
+    assert {c["skill"]: c["shards"] for c in plan["corpora"]} == {"changelog-entry": 12, "commit-message": 12}
+    assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{8}", plan["run_id"])
+    assert all(re.fullmatch(r"[a-z-]+-[0-9a-f]{12}", c["bundle_key"]) for c in plan["corpora"])
+    assert plan["skipped"] == []
+
+
+def test_dry_run_with_all_evals_lists_a_bad_corpus_as_skipped_and_plans_the_rest(example_repo: Path) -> None:
+    (example_repo / "evals" / "changelog-entry.evals.json").write_text("[]")
+    code, output = invoke("run", "--all-evals", "--dry-run", "--json", "--repo", str(example_repo))
+    plan = json.loads(output)
+    assert code == 2
+    assert [c["skill"] for c in plan["corpora"]] == ["commit-message"]
+    assert plan["skipped"][0]["corpus"] == "evals/changelog-entry.evals.json"
+    assert plan["skipped"][0]["error"].startswith("BLOCKED_BAD_CORPUS: evals/changelog-entry.evals.json: $:")
+
+
+def test_schema_exports_json_schema_for_the_corpus() -> None:
+    code, output = invoke("schema", "corpus")
+    assert code == 0
+    schema = json.loads(output)
+    assert set(schema["required"]) == {"skill_name", "evals"}
+    code, output = invoke("schema", "nope")
+    assert code == 2
+
+
+def test_the_installed_console_script_runs_from_a_shell() -> None:
+    exe = Path(sys.executable).parent / "skill-eval"
+    result = subprocess.run(
+        [str(exe), "run", "commit-message", "--dry-run", "--repo", str(EXAMPLE_REPO)],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "shards = cases x models x epochs = 2" in result.stdout

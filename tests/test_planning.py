@@ -1,0 +1,57 @@
+"""Run planning: deterministic shard ids, per-skill bundle keys, run ids."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from producer.planning import bundle_key, new_run_id, plan_run
+from producer.repo import Repo
+from schemas.shard import CURRENT, baseline_variant, shard_id_for
+from tests.conftest import EXAMPLE_REPO
+
+
+def test_shard_ids_are_deterministic_and_differ_in_every_field() -> None:
+    base = ("r", CURRENT, "s", 1, "m", 0)
+    assert shard_id_for(*base) == shard_id_for(*base)
+    variants = {
+        shard_id_for(*base),
+        shard_id_for("r2", CURRENT, "s", 1, "m", 0),
+        shard_id_for("r", baseline_variant("HEAD~1"), "s", 1, "m", 0),
+        shard_id_for("r", CURRENT, "s2", 1, "m", 0),
+        shard_id_for("r", CURRENT, "s", 2, "m", 0),
+        shard_id_for("r", CURRENT, "s", 1, "m2", 0),
+        shard_id_for("r", CURRENT, "s", 1, "m", 1),
+    }
+    assert len(variants) == 7
+
+
+def test_replanning_the_same_run_gives_the_same_shards() -> None:
+    bundles = Repo(EXAMPLE_REPO).load_many(Repo(EXAMPLE_REPO).targets([], all_evals=True))
+    b = [o.bundle for o in bundles if o.bundle]
+    one = plan_run("run-1", b, ["m1", "m2"], epochs=2, variants=[CURRENT, baseline_variant("v1")])
+    two = plan_run("run-1", b, ["m1", "m2"], epochs=2, variants=[CURRENT, baseline_variant("v1")])
+    assert [s.shard_id for s in one.shards] == [s.shard_id for s in two.shards]
+    assert len(one.shards) == len({s.shard_id for s in one.shards}) == 2 * 4 * 2 * 2
+
+
+def test_bundle_key_changes_with_skill_text_but_not_with_file_order() -> None:
+    files = [("skills/a/SKILL.md", b"one"), ("evals/a.evals.json", b"{}")]
+    assert bundle_key("a", files) == bundle_key("a", list(reversed(files)))
+    assert bundle_key("a", files) != bundle_key("a", [("skills/a/SKILL.md", b"two"), files[1]])
+    assert re.fullmatch(r"a-[0-9a-f]{12}", bundle_key("a", files))
+
+
+def test_bundle_key_covers_agents_but_not_unrelated_files(example_repo) -> None:  # type: ignore[no-untyped-def]
+    repo = Repo(example_repo)
+    key = repo.load("evals/changelog-entry.evals.json").bundle_key
+    (example_repo / "README.md").write_text("changed")
+    assert repo.load("evals/changelog-entry.evals.json").bundle_key == key
+    (example_repo / "skills/changelog-entry/agents/reviewer.md").write_text("changed")
+    assert repo.load("evals/changelog-entry.evals.json").bundle_key != key
+
+
+def test_run_id_has_the_contract_shape() -> None:
+    run_id = new_run_id(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), bytes.fromhex("deadbeef"))
+    assert run_id == "20260102-030405-deadbeef"
+    assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{8}", new_run_id())
