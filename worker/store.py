@@ -1,12 +1,22 @@
-"""The content-addressed artifact store (interface; implementations: issue 3 local, S3 later).
+"""The content-addressed artifact store: a local directory or an S3 bucket, behind one Protocol.
 
 Keys are slash-separated relative strings such as ``snapshots/<sha256>.tar`` or
-``runs/<run_id>/trajectories/<shard_id>.json``.
+``runs/<run_id>/trajectories/<shard_id>.json``. ``open_store(uri)`` turns the URI a
+message carries (``/path``, ``file:///path``, ``s3://bucket/prefix``) back into a store,
+so producer and workers on different hosts reach the same bytes.
+
+Every failure is a :class:`schemas.errors.StoreError` whose detail names the key.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import os
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
+from urllib.parse import unquote, urlparse
+
+from schemas.errors import StoreError
 
 
 class ArtifactStore(Protocol):
@@ -26,3 +36,162 @@ class ArtifactStore(Protocol):
     def list(self, prefix: str) -> list[str]:
         """Keys under ``prefix``, sorted."""
         ...
+
+
+def validate_key(key: str) -> str:
+    """Return ``key`` when it is a safe relative key; raise ``StoreError`` naming it otherwise.
+
+    Safe means: non-empty, relative, slash-separated, no empty, ``.`` or ``..`` segment, no
+    backslash or NUL. The same rule holds for every store so a key that works locally
+    works on S3 and cannot climb out of a local root.
+    """
+    if not isinstance(key, str) or not key:
+        raise StoreError(f"invalid key {key!r}: empty")
+    if key.startswith("/") or "\\" in key or "\x00" in key:
+        raise StoreError(f"invalid key {key!r}: must be a relative slash-separated path")
+    if any(part in ("", ".", "..") for part in key.split("/")):
+        raise StoreError(f"invalid key {key!r}: empty, '.' or '..' segment")
+    return key
+
+
+def _validate_prefix(prefix: str) -> str:
+    # A listing prefix may be empty or end with "/", but never climb.
+    if prefix == "":
+        return prefix
+    validate_key(prefix.rstrip("/") or "x")
+    return prefix
+
+
+class LocalStore:
+    """A directory of files; ``put`` writes a temp file in the target folder then ``os.replace``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).resolve()
+        self.uri = self.root.as_uri()
+
+    def _path(self, key: str) -> Path:
+        return self.root.joinpath(*PurePosixPath(validate_key(key)).parts)
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise StoreError(f"cannot write {key!r} to {self.uri}: {exc}") from exc
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError as exc:
+            raise StoreError(f"no artifact {key!r} in {self.uri}") from exc
+        except OSError as exc:
+            raise StoreError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list(self, prefix: str) -> list[str]:
+        _validate_prefix(prefix)
+        if not self.root.is_dir():
+            return []
+        keys = []
+        for dirpath, _dirs, files in os.walk(self.root):
+            rel = Path(dirpath).relative_to(self.root).as_posix()
+            for name in files:
+                if name.startswith(".tmp-") and name.endswith(".part"):
+                    continue  # an in-flight write, not an artifact
+                key = name if rel == "." else f"{rel}/{name}"
+                if key.startswith(prefix):
+                    keys.append(key)
+        return sorted(keys)
+
+
+class S3Store:
+    """An S3 bucket under a key prefix (boto3). S3 ``PutObject`` is atomic per object.
+
+    The endpoint comes from ``endpoint_url``, else ``SKILL_EVAL_S3_ENDPOINT``, else
+    ``AWS_ENDPOINT_URL``, else AWS itself; credentials come from boto3's usual chain.
+    """
+
+    def __init__(self, bucket: str, prefix: str = "", endpoint_url: str | None = None) -> None:
+        import boto3  # an I/O edge: only this class needs it
+
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        if self.prefix:
+            validate_key(self.prefix)
+        endpoint = (
+            endpoint_url or os.environ.get("SKILL_EVAL_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL")
+        )
+        self.uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
+        self._client: Any = boto3.client("s3", endpoint_url=endpoint)
+
+    def _key(self, key: str) -> str:
+        validate_key(key)
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def put(self, key: str, data: bytes) -> None:
+        try:
+            self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        except Exception as exc:  # botocore raises many unrelated types; all mean "not written"
+            raise StoreError(f"cannot write {key!r} to {self.uri}: {exc}") from exc
+
+    def get(self, key: str) -> bytes:
+        try:
+            body: bytes = self._client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+            return body
+        except self._client.exceptions.NoSuchKey as exc:
+            raise StoreError(f"no artifact {key!r} in {self.uri}") from exc
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
+
+    def exists(self, key: str) -> bool:
+        full = self._key(key)
+        try:
+            self._client.head_object(Bucket=self.bucket, Key=full)
+            return True
+        except Exception as exc:
+            code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+            if code in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise StoreError(f"cannot check {key!r} in {self.uri}: {exc}") from exc
+
+    def list(self, prefix: str) -> list[str]:
+        _validate_prefix(prefix)
+        full = f"{self.prefix}/{prefix}" if self.prefix else prefix
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        keys: list[str] = []
+        try:
+            paginator = self._client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
+                keys.extend(obj["Key"][strip:] for obj in page.get("Contents", []))
+        except Exception as exc:
+            raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
+        return sorted(keys)
+
+
+def open_store(uri: str) -> ArtifactStore:
+    """Open the store a URI names: ``/path`` or ``file:///path`` -> local, ``s3://bucket/prefix`` -> S3.
+
+    Raise ``StoreError`` for any other scheme or a bucket-less S3 URI.
+    """
+    if uri.startswith("/"):
+        return LocalStore(Path(uri))
+    parsed = urlparse(uri)
+    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+        return LocalStore(Path(unquote(parsed.path)))
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise StoreError(f"invalid store URI {uri!r}: no bucket")
+        return S3Store(parsed.netloc, parsed.path.strip("/"))
+    raise StoreError(f"invalid store URI {uri!r}: expected /path, file:///path or s3://bucket/prefix")
