@@ -1,0 +1,32 @@
+"""The executor: runs one eval case in a sandboxed workspace and records its trajectory.
+
+Two implementations behind one result type (:class:`schemas.trajectory.Trajectory`):
+
+- :func:`run_agent` - the built-in tool-calling loop over a model client (``agent.py``,
+  tools in ``tools.py``);
+- :func:`run_external` - an agent CLI run in the same sandbox, its stream-json events
+  parsed (``external.py``, ``stream_json.py``), proven by :func:`run_canary` before a
+  batch (``canary.py``).
+"""
+
+from __future__ import annotations
+
+from worker.executor.agent import AgentBudget, run_agent
+from worker.executor.canary import Canary, run_canary
+from worker.executor.external import ExternalExecutor, external_limits, run_external
+from worker.executor.prompt import RenderedPrompt, render_executor_prompt
+from worker.executor.stream_json import parse_stream_json, read_stream_json
+
+__all__ = [
+    "AgentBudget",
+    "Canary",
+    "ExternalExecutor",
+    "RenderedPrompt",
+    "external_limits",
+    "parse_stream_json",
+    "read_stream_json",
+    "render_executor_prompt",
+    "run_agent",
+    "run_canary",
+    "run_external",
+]

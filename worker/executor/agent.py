@@ -1,0 +1,184 @@
+"""The built-in executor: a tool-calling agent loop over a model client and a sandbox.
+
+One shard's loop: send the rendered executor prompt, execute every tool call the model
+asks for in the sandbox, send the results back, until the model answers without tool
+calls or a budget runs out. Budgets (turns, total tokens, wall clock) end the trajectory
+with its ``EndReason``: running out is the agent's behaviour, graded like any other. A
+model call that fails past its retry budget is the evaluator's failure: it is raised as
+:class:`schemas.errors.ExecutorFailed` and never becomes a behavioural result.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from schemas.corpus import EvalCase
+from schemas.errors import ExecutorFailed, ModelCallFailed
+from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory, Usage
+from worker.executor.final_files import collect_final_files
+from worker.executor.prompt import render_executor_prompt
+from worker.executor.tools import TOOL_SPECS, ToolOutcome, execute_tool
+from worker.models.base import ModelClient, ModelReply, ToolCall
+from worker.sandbox import Sandbox
+
+
+@dataclass(frozen=True)
+class AgentBudget:
+    """Per-shard limits of the agent loop; hitting one ends the trajectory (behaviour)."""
+
+    max_turns: int = 40
+    """Model calls the loop may make."""
+    max_tokens: int = 400_000
+    """Prompt plus completion tokens over all calls."""
+    wall_clock_s: float = 900.0
+    """Seconds from the first model call to the end of the last tool call."""
+    max_output_tokens: int = 4096
+    """Completion tokens asked for per call."""
+    command_timeout_s: float = 60.0
+    """Per-command timeout the sandbox applies; a command is cut shorter only when less wall clock remains."""
+
+
+def _assistant_message(reply: ModelReply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {
+                    "name": call.name,
+                    # Send back exactly what the model sent, even when it was not valid JSON.
+                    "arguments": call.arguments["_raw"]
+                    if set(call.arguments) == {"_raw"}
+                    else json.dumps(call.arguments, ensure_ascii=False),
+                },
+            }
+            for call in reply.tool_calls
+        ]
+    return message
+
+
+def _result_for_model(outcome: ToolOutcome) -> str:
+    notes = []
+    if outcome.limit:
+        notes.append(f"stopped by the {outcome.limit} limit")
+    elif outcome.exit_code not in (0, None):
+        notes.append(f"exit code {outcome.exit_code}")
+    if outcome.truncated:
+        notes.append("the middle of the output was cut")
+    return outcome.output + (f"\n[{'; '.join(notes)}]" if notes else "")
+
+
+class _Loop:
+    """State of one run: events, usage, the clock. Kept private; ``run_agent`` is the API."""
+
+    def __init__(self, client: ModelClient, model: str, sandbox: Sandbox, budget: AgentBudget) -> None:
+        self.client, self.model, self.sandbox, self.budget = client, model, sandbox, budget
+        self.events: list[AssistantEvent | ToolCallEvent | ToolResultEvent] = []
+        self.usage = Usage()
+        self.wrote: list[str] = []
+        self.started = time.monotonic()
+
+    def remaining_s(self) -> float:
+        return self.budget.wall_clock_s - (time.monotonic() - self.started)
+
+    def over_budget(self, turns: int) -> EndReason | None:
+        if self.remaining_s() <= 0:
+            return EndReason.WALL_CLOCK
+        if turns >= self.budget.max_turns:
+            return EndReason.MAX_TURNS
+        if self.usage.total_tokens >= self.budget.max_tokens:
+            return EndReason.MAX_TOKENS
+        return None
+
+    def call_model(self, messages: list[dict[str, Any]]) -> ModelReply:
+        try:
+            reply = self.client.complete(
+                self.model, messages, tools=TOOL_SPECS, max_tokens=self.budget.max_output_tokens
+            )
+        except ModelCallFailed as exc:
+            raise ExecutorFailed(f"executor model {self.model}: {exc.detail}") from exc
+        self.usage = self.usage.add(reply.usage)
+        return reply
+
+    def run_tool(self, call: ToolCall) -> ToolOutcome:
+        self.events.append(ToolCallEvent(call_id=call.id, name=call.name, arguments=call.arguments))
+        remaining = self.remaining_s()
+        timeout = max(1.0, remaining) if remaining < self.budget.command_timeout_s else None
+        outcome = execute_tool(self.sandbox, call.name, call.arguments, timeout_s=timeout)
+        self.events.append(
+            ToolResultEvent(
+                call_id=call.id,
+                output=outcome.output,
+                exit_code=outcome.exit_code,
+                truncated=outcome.truncated,
+                limit=outcome.limit,
+            )
+        )
+        if outcome.wrote:
+            self.wrote.append(outcome.wrote)
+        return outcome
+
+    def run(self, prompt: str) -> EndReason:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+        turns = 0
+        while (stop := self.over_budget(turns)) is None:
+            reply = self.call_model(messages)
+            turns += 1
+            if reply.content and reply.content.strip():
+                self.events.append(AssistantEvent(text=reply.content))
+            if not reply.tool_calls:
+                return EndReason.COMPLETED
+            messages.append(_assistant_message(reply))
+            for call in reply.tool_calls:
+                # A tool call still pending when the clock ran out is never started.
+                if self.remaining_s() <= 0:
+                    return EndReason.WALL_CLOCK
+                outcome = self.run_tool(call)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": _result_for_model(outcome)})
+        return stop
+
+
+def run_agent(
+    client: ModelClient,
+    model: str,
+    *,
+    skill: str,
+    skill_text: str,
+    agent_texts: Mapping[str, str],
+    case: EvalCase,
+    sandbox: Sandbox,
+    budget: AgentBudget | None = None,
+    shard_id: str = "",
+) -> Trajectory:
+    """Run the executor for one case in ``sandbox`` and return its trajectory.
+
+    ``agent_texts`` maps each ``agents/*.md`` file name of the skill to its text. Raises
+    :class:`ExecutorFailed` when the model client gives up (retries spent); budgets end
+    the trajectory normally with the matching ``end_reason``.
+    """
+    started_at = datetime.now(UTC)
+    since_epoch = time.time()
+    prompt = render_executor_prompt(
+        skill=skill, skill_text=skill_text, agent_texts=agent_texts, case=case, workspace=sandbox.inner_root
+    )
+    loop = _Loop(client, model, sandbox, budget or AgentBudget())
+    end_reason = loop.run(prompt.text)
+    return Trajectory(
+        shard_id=shard_id,
+        skill=skill,
+        case_id=case.id,
+        model=model,
+        events=loop.events,
+        end_reason=end_reason,
+        sandbox=sandbox.mode,
+        usage=loop.usage,
+        final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=loop.wrote),
+        started_at=started_at,
+        finished_at=datetime.now(UTC),
+    )

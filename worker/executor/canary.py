@@ -1,0 +1,108 @@
+"""The transcript-capture canary run before a batch of an external executor (contract Phase 2).
+
+The grader scores real tool calls, so a runtime that loses tool output would grade every
+assertion false by construction. Before the batch, one throwaway case asks the executor
+to run a command printing a payload of :data:`CANARY_PAYLOAD_CHARS` characters between
+a unique head marker and a unique tail marker. The canary passes only when one captured
+*tool result* holds both markers with the whole payload between them: a runtime that keeps
+only the first N bytes loses the tail marker, one that elides the middle loses payload.
+
+The markers never appear literally in the command (the shell assembles them from a
+variable), so an agent echoing the command back, or a transcript holding only the tool
+call, cannot pass by accident.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from schemas.corpus import EvalCase
+from schemas.errors import ExecutorFailed, NoTranscriptCapture
+from schemas.trajectory import ToolResultEvent, Trajectory
+from worker.executor.external import ExternalExecutor, run_external
+from worker.sandbox import Sandbox
+
+CANARY_PAYLOAD_CHARS = 5_000
+CANARY_SKILL = "transcript-canary"
+CANARY_SKILL_TEXT = """# transcript-canary
+
+Run the shell command the user gives you exactly as written, once, with your shell tool.
+Do not change it and do not run anything else. Then reply "done".
+"""
+
+
+@dataclass(frozen=True)
+class Canary:
+    """One canary probe with its own unique markers."""
+
+    nonce: str
+
+    @classmethod
+    def new(cls) -> Canary:
+        return cls(nonce=secrets.token_hex(8))
+
+    @property
+    def head_marker(self) -> str:
+        return f"SKILL-EVAL-CANARY-HEAD-{self.nonce}"
+
+    @property
+    def tail_marker(self) -> str:
+        return f"SKILL-EVAL-CANARY-TAIL-{self.nonce}"
+
+    @property
+    def command(self) -> str:
+        return (
+            f'n={self.nonce}; echo "SKILL-EVAL-CANARY-HEAD-$n"; '
+            f"head -c {CANARY_PAYLOAD_CHARS} /dev/zero | tr '\\0' x; echo; "
+            'echo "SKILL-EVAL-CANARY-TAIL-$n"'
+        )
+
+    def case(self) -> EvalCase:
+        """The throwaway case; it has no assertions, nothing about it is graded."""
+        prompt = f"Run this shell command exactly as written, once:\n\n```sh\n{self.command}\n```\n"
+        return EvalCase(id=0, prompt=prompt, expected_output="", files=(), assertions=())
+
+    def captured(self, trajectory: Trajectory) -> bool:
+        """True when one tool result holds the head marker, the whole payload, then the tail marker."""
+        for event in trajectory.events:
+            if not isinstance(event, ToolResultEvent):
+                continue
+            head = event.output.find(self.head_marker)
+            tail = event.output.find(self.tail_marker, head + 1) if head >= 0 else -1
+            if tail >= 0 and tail - (head + len(self.head_marker)) >= CANARY_PAYLOAD_CHARS:
+                return True
+        return False
+
+
+def run_canary(
+    executor: ExternalExecutor, sandbox: Sandbox, *, wall_clock_s: float = 300.0, canary: Canary | None = None
+) -> Trajectory:
+    """Run the canary in ``sandbox`` (a throwaway workspace); return its trajectory when capture works.
+
+    Raises :class:`NoTranscriptCapture` (``BLOCKED_NO_TRANSCRIPT_CAPTURE``) when either marker
+    or part of the payload is missing from the captured tool results, or the CLI fails
+    before producing a transcript at all: the batch must not start.
+    """
+    canary = canary or Canary.new()
+    try:
+        trajectory = run_external(
+            executor,
+            skill=CANARY_SKILL,
+            skill_text=CANARY_SKILL_TEXT,
+            agent_texts={},
+            case=canary.case(),
+            sandbox=sandbox,
+            wall_clock_s=wall_clock_s,
+        )
+    except ExecutorFailed as exc:
+        raise NoTranscriptCapture(
+            f"the canary of {executor.label} produced no transcript ({exc.detail}); grading would be vacuous"
+        ) from exc
+    if not canary.captured(trajectory):
+        raise NoTranscriptCapture(
+            f"cannot capture executor tool-call transcripts with {executor.label}: the canary's "
+            f"{CANARY_PAYLOAD_CHARS}-character payload with head and tail markers was not in any "
+            "captured tool result; grading would be vacuous"
+        )
+    return trajectory

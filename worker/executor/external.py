@@ -1,0 +1,123 @@
+"""External executors: an agent CLI run inside the shard's sandbox, its event stream parsed.
+
+``--executor cmd:'<command line>'`` names the CLI. The command runs with ``bash -c`` in
+the workspace, inside the same sandbox as the built-in executor's tools, and receives
+the full executor prompt (the same ``prompts/executor.md`` rendering: skill, agents, case
+prompt, file list; never the assertions) **on stdin**. It must write a JSON-lines event
+stream in Claude Code's stream-json format to stdout, e.g.::
+
+    --executor "cmd:claude -p --output-format stream-json --verbose"
+
+stdout and stderr arrive combined; the parser skips lines that are not events. The
+sandbox must be opened with :func:`external_limits` so the stream is never cut in the
+middle (a cut stream is refused rather than graded with a hole in it).
+
+Failure semantics (contract Phase 2): the CLI exiting non-zero, crashing before its
+``result`` line, or hitting a resource limit other than the wall clock is
+``executor-failed`` (infra); running out of wall clock or turns is behaviour.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from schemas.corpus import EvalCase
+from schemas.errors import ConfigError, ExecutorFailed
+from schemas.trajectory import EndReason, ToolCallEvent, Trajectory
+from worker.executor.final_files import collect_final_files
+from worker.executor.prompt import render_executor_prompt
+from worker.executor.stream_json import read_stream_json
+from worker.sandbox import Sandbox, SandboxLimits
+
+OPTION_PREFIX = "cmd:"
+# An agent's whole stream must fit; the sandbox's default cap is sized for one tool's output.
+EXTERNAL_OUTPUT_CHARS = 50_000_000
+# Tools that write the file named in their arguments (Claude Code's and the built-in ones).
+_WRITING_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "write_file", "edit_file"})
+_FILE_ARGUMENT_KEYS = ("file_path", "path", "notebook_path")
+
+
+@dataclass(frozen=True)
+class ExternalExecutor:
+    """An agent CLI command line, as given by ``--executor cmd:'<command line>'``."""
+
+    command: str
+
+    @property
+    def label(self) -> str:
+        """How the trajectory names this executor in place of a model name."""
+        return OPTION_PREFIX + self.command
+
+    @classmethod
+    def from_option(cls, value: str) -> ExternalExecutor:
+        """Parse the ``--executor`` value; raise ConfigError unless it is ``cmd:<non-empty command>``."""
+        if not value.startswith(OPTION_PREFIX) or not value[len(OPTION_PREFIX) :].strip():
+            raise ConfigError(f"--executor: expected cmd:'<command line>', got {value!r}")
+        return cls(command=value[len(OPTION_PREFIX) :].strip())
+
+
+def external_limits(limits: SandboxLimits, *, wall_clock_s: float) -> SandboxLimits:
+    """Sandbox limits for an external executor: the whole stream kept, the shard's wall clock as timeout."""
+    return replace(limits, output_chars=EXTERNAL_OUTPUT_CHARS, timeout_s=wall_clock_s, cpu_s=int(wall_clock_s))
+
+
+def _tail(text: str, chars: int = 600) -> str:
+    return text[-chars:].strip() or "(no output)"
+
+
+def run_external(
+    executor: ExternalExecutor,
+    *,
+    skill: str,
+    skill_text: str,
+    agent_texts: Mapping[str, str],
+    case: EvalCase,
+    sandbox: Sandbox,
+    wall_clock_s: float | None = None,
+    shard_id: str = "",
+) -> Trajectory:
+    """Run the external agent CLI for one case and return its trajectory.
+
+    Raises :class:`ExecutorFailed` when the CLI fails as a program (see the module doc).
+    """
+    started_at = datetime.now(UTC)
+    since_epoch = time.time()
+    prompt = render_executor_prompt(
+        skill=skill, skill_text=skill_text, agent_texts=agent_texts, case=case, workspace=sandbox.inner_root
+    )
+    result = sandbox.run(executor.command, timeout_s=wall_clock_s, stdin=prompt.text)
+    where = f"external executor {executor.command!r}"
+    if result.truncated:
+        raise ExecutorFailed(f"{where}: its event stream was cut by the sandbox's output cap")
+    parsed = read_stream_json(result.output.splitlines())
+    end_reason = parsed.end_reason
+    if result.limit == "timeout":
+        end_reason = EndReason.WALL_CLOCK
+    elif result.limit:
+        raise ExecutorFailed(f"{where}: stopped by the sandbox's {result.limit} limit: {_tail(result.output)}")
+    elif end_reason is not EndReason.MAX_TURNS and (result.exit_code != 0 or not parsed.saw_result):
+        what = f"exited {result.exit_code}" if result.exit_code != 0 else "ended without a result event"
+        raise ExecutorFailed(f"{where}: {what}: {_tail(result.output)}")
+    wrote = [
+        str(event.arguments[key])
+        for event in parsed.events
+        if isinstance(event, ToolCallEvent) and event.name in _WRITING_TOOLS
+        for key in _FILE_ARGUMENT_KEYS
+        if isinstance(event.arguments.get(key), str)
+    ]
+    return Trajectory(
+        shard_id=shard_id,
+        skill=skill,
+        case_id=case.id,
+        model=executor.label,
+        events=parsed.events,
+        end_reason=end_reason,
+        sandbox=sandbox.mode,
+        usage=parsed.usage,
+        final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=wrote),
+        started_at=started_at,
+        finished_at=datetime.now(UTC),
+    )

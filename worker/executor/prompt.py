@@ -1,0 +1,66 @@
+"""Render the executor prompt from ``prompts/executor.md``.
+
+The prompt carries the skill name, its SKILL.md, its agents/*.md, the case prompt and the
+case's file list. It never carries ``expected_output`` or the assertions: the executor
+must not know what it is graded on (contract Phase 2), so this module only ever reads
+``case.prompt`` and ``case.files``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from prompts import load_template
+from schemas.corpus import EvalCase
+
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """The executor prompt for one case, and the hash of the template it came from."""
+
+    text: str
+    template_sha256: str
+
+
+def fill(template: str, values: Mapping[str, str]) -> str:
+    """Replace every ``{{name}}`` token in one pass; raise KeyError for an unknown name.
+
+    One pass means text inserted for one placeholder (a SKILL.md full of braces, say) is
+    never itself scanned for placeholders.
+    """
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+def render_executor_prompt(
+    *,
+    skill: str,
+    skill_text: str,
+    agent_texts: Mapping[str, str],
+    case: EvalCase,
+    workspace: str,
+) -> RenderedPrompt:
+    """Render the executor prompt; ``agent_texts`` maps an agent file name to its text."""
+    template = load_template("executor")
+    if agent_texts:
+        agents = "\n\n".join(
+            f"### agents/{name}\n\n<agent>\n{text.strip()}\n</agent>" for name, text in sorted(agent_texts.items())
+        )
+    else:
+        agents = "(this skill has no agents)"
+    files = "\n".join(f"- `{path}`" for path in case.files) or "(none named)"
+    text = fill(
+        template.text,
+        {
+            "skill_name": skill,
+            "skill_text": skill_text.strip(),
+            "agent_texts": agents,
+            "case_files": files,
+            "case_prompt": case.prompt.strip(),
+            "workspace": workspace,
+        },
+    )
+    return RenderedPrompt(text=text, template_sha256=template.sha256)

@@ -1,0 +1,191 @@
+"""Parse an agent CLI's JSON-lines event stream into trajectory events.
+
+The format is Claude Code's print mode (``claude -p --output-format stream-json
+--verbose``): one JSON object per line, ``type`` one of
+
+- ``system`` (``subtype: init`` with session id, model and tools) - ignored;
+- ``assistant``: ``message.content`` holds ``text`` blocks and ``tool_use`` blocks
+  ``{id, name, input}`` (``thinking`` blocks are ignored), ``message.usage`` its tokens;
+- ``user``: ``message.content`` holds ``tool_result`` blocks ``{tool_use_id, content,
+  is_error}``, where ``content`` is a string or a list of ``text``/``image`` blocks;
+- ``result``: the end of the run, with ``subtype`` (``success``, ``error_max_turns``, ...),
+  ``num_turns``, ``usage`` and ``total_cost_usd``.
+
+Anything else - blank lines, log output on stderr, half-written lines, unknown types - is
+skipped and counted, never fatal: the stream is evidence, and one bad line must not throw
+away the rest of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.status import SandboxMode
+from schemas.trajectory import (
+    AssistantEvent,
+    EndReason,
+    Event,
+    ToolCallEvent,
+    ToolResultEvent,
+    Trajectory,
+    Usage,
+)
+
+ERROR_PREFIX = "[tool error] "
+
+
+@dataclass
+class ParsedStream:
+    """What a stream held: events in order, usage, and how the run ended."""
+
+    events: list[Event] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    end_reason: EndReason = EndReason.COMPLETED
+    saw_result: bool = False
+    """True when the stream's closing ``result`` line arrived (a crash leaves it out)."""
+    result_is_error: bool = False
+    skipped_lines: int = 0
+
+
+def _block_text(content: Any) -> str:
+    """Flatten a tool_result ``content`` (a string or a list of blocks) to text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            elif isinstance(block, dict):
+                parts.append(f"[{block.get('type', 'block')}]")
+        return "\n".join(parts)
+    return "" if content is None else json.dumps(content, ensure_ascii=False)
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage()
+    prompt = sum(
+        int(raw.get(key) or 0) for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    return Usage(prompt_tokens=prompt, completion_tokens=int(raw.get("output_tokens") or 0))
+
+
+class _Parser:
+    def __init__(self) -> None:
+        self.out = ParsedStream()
+        self.assistant_usage = Usage()
+        self.seen_messages: set[Any] = set()
+
+    def assistant(self, message: dict[str, Any]) -> None:
+        for block in message.get("content") or []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and str(block.get("text", "")).strip():
+                self.out.events.append(AssistantEvent(text=str(block["text"])))
+            elif block.get("type") == "tool_use":
+                arguments = block.get("input")
+                self.out.events.append(
+                    ToolCallEvent(
+                        call_id=str(block.get("id", "")),
+                        name=str(block.get("name", "?")),
+                        arguments=arguments if isinstance(arguments, dict) else {"input": arguments},
+                    )
+                )
+        # Claude Code writes one line per content block, each repeating the message's usage.
+        message_id = message.get("id")
+        if message_id is None or message_id not in self.seen_messages:
+            self.seen_messages.add(message_id)
+            self.assistant_usage = self.assistant_usage.add(
+                _usage(message.get("usage")).model_copy(update={"calls": 1})
+            )
+
+    def user(self, message: dict[str, Any]) -> None:
+        content = message.get("content")
+        if not isinstance(content, list):
+            return  # a plain user prompt echoed back, not a tool result
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                text = _block_text(block.get("content"))
+                self.out.events.append(
+                    ToolResultEvent(
+                        call_id=str(block.get("tool_use_id", "")),
+                        output=(ERROR_PREFIX + text) if block.get("is_error") else text,
+                    )
+                )
+
+    def result(self, line: dict[str, Any]) -> None:
+        self.out.saw_result = True
+        self.out.result_is_error = bool(line.get("is_error"))
+        if line.get("subtype") == "error_max_turns":
+            self.out.end_reason = EndReason.MAX_TURNS
+        usage = _usage(line.get("usage"))
+        if usage.total_tokens:
+            turns = line.get("num_turns")
+            cost = line.get("total_cost_usd")
+            self.out.usage = usage.model_copy(
+                update={
+                    "calls": int(turns) if isinstance(turns, int) else self.assistant_usage.calls,
+                    "cost_usd": float(cost) if isinstance(cost, int | float) else None,
+                }
+            )
+
+    def feed(self, raw_line: str) -> None:
+        line = raw_line.strip()
+        if not line:
+            return
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            self.out.skipped_lines += 1
+            return
+        kind = data.get("type") if isinstance(data, dict) else None
+        message = data.get("message") if isinstance(data, dict) else None
+        if kind == "assistant" and isinstance(message, dict):
+            self.assistant(message)
+        elif kind == "user" and isinstance(message, dict):
+            self.user(message)
+        elif kind == "result":
+            self.result(data)
+        elif kind != "system":
+            self.out.skipped_lines += 1
+
+
+def read_stream_json(lines: Iterable[str]) -> ParsedStream:
+    """Parse stream-json lines; junk lines are skipped and counted in ``skipped_lines``.
+
+    Usage comes from the ``result`` line when it reports tokens, else it is the sum of the
+    assistant messages' usage (a stream cut short still accounts for what it shows).
+    """
+    parser = _Parser()
+    for line in lines:
+        parser.feed(line)
+    if not parser.out.usage.total_tokens:
+        parser.out.usage = parser.assistant_usage
+    return parser.out
+
+
+def parse_stream_json(
+    lines: Iterable[str],
+    *,
+    skill: str,
+    case_id: int,
+    model: str,
+    sandbox: SandboxMode = SandboxMode.BWRAP,
+    shard_id: str = "",
+) -> Trajectory:
+    """Parse stream-json lines straight into a :class:`Trajectory` (junk lines skipped)."""
+    parsed = read_stream_json(lines)
+    return Trajectory(
+        shard_id=shard_id,
+        skill=skill,
+        case_id=case_id,
+        model=model,
+        events=parsed.events,
+        end_reason=parsed.end_reason,
+        sandbox=sandbox,
+        usage=parsed.usage,
+    )
