@@ -1,0 +1,194 @@
+"""Render a RunResult as markdown, JSON, JUnit XML, the SKILL-EVAL COMPLETE block and the run-log line. Pure."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from xml.sax.saxutils import escape, quoteattr
+
+from schemas.report import CaseRun, RunResult, SkillResult
+from schemas.shard import CURRENT
+from schemas.status import INFRA_FAILURES, ShardState
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def report_stem(skill: str, run_id: str) -> str:
+    return f"skill-eval-{skill}-{run_id}"
+
+
+def transcript_name(skill: str, run_id: str, run: CaseRun, unique_case: bool) -> str:
+    """``skill-eval-<skill>-<RUN_ID>-case<id>-transcript.txt``; model and epoch added when a case ran more than once."""
+    suffix = "" if unique_case else f"-{re.sub(r'[^A-Za-z0-9.-]+', '_', run.model)}-e{run.epoch}"
+    return f"{report_stem(skill, run_id)}-case{run.case_id}{suffix}-transcript.txt"
+
+
+def needs_transcript(run: CaseRun) -> bool:
+    """Failing or not-graded shards keep their rendered transcript."""
+    return run.state is not ShardState.GRADED or not all(v.passed for v in run.verdicts)
+
+
+def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
+    """The human report for one skill: headline, per case and assertion verdicts, not-graded list."""
+    parts = [s for s in result.skills if s.skill == skill]
+    lines = [f"# skill-eval: {skill}", ""]
+    lines += [f"- run: `{result.run_id}`", f"- verdict: **{result.verdict.value}**"]
+    lines += [f"- {k}: {v}" for k, v in meta.items()]
+    for reason in result.reasons:
+        lines.append(f"- reason: {reason}")
+    for judge, status in result.calibration.items():
+        lines.append(f"- judge `{judge}` calibration: {status}")
+    for part in parts:
+        lines += ["", *_variant_section(part)]
+    if len(parts) > 1:
+        lines += ["", "## Old vs new", "", "| variant | behavioural | composite |", "|---|---|---|"]
+        for part in parts:
+            comp = next((m.composite_mean for m in part.models), None)
+            lines.append(f"| {part.variant} | {part.headline} | {_pct(comp)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _variant_section(s: SkillResult) -> list[str]:
+    out = [f"## {s.variant}: {s.headline}", ""]
+    out.append(
+        f"Behavioural pass rate {s.behavioural.passed}/{s.behavioural.total} "
+        f"(95% CI {_pct(s.behavioural.low)}–{_pct(s.behavioural.high)}) over graded shards only; "
+        f"{s.not_graded}/{s.shard_count} shards not graded."
+    )
+    out.append(f"Sandbox: {', '.join(s.sandbox_modes) or 'n/a'}. Bundle key: `{s.bundle_key}`.")
+    if s.evidence_verified_share is not None:
+        out.append(f"Evidence found in the transcript for {_pct(s.evidence_verified_share)} of passes.")
+    out += ["", "### Not graded (infra)", ""]
+    out += [f"- {kind}: {n}" for kind, n in s.infra.items()]
+    if s.blocked:
+        out += ["", "### Blocked", ""]
+        out += [f"- case {r.case_id} ({r.model}, epoch {r.epoch}): {r.detail}" for r in s.blocked]
+    out += [
+        "",
+        "### Models",
+        "",
+        "| model | behavioural | 95% CI | composite | graded/shards |",
+        "|---|---|---|---|---|",
+    ]
+    for m in s.models:
+        out.append(
+            f"| {m.model} | {m.behavioural.passed}/{m.behavioural.total} ({_pct(m.behavioural.rate)}) | "
+            f"{_pct(m.behavioural.low)}–{_pct(m.behavioural.high)} | {_pct(m.composite_mean)} "
+            f"({_pct(m.composite_low)}–{_pct(m.composite_high)}) | {m.graded}/{m.shards} |"
+        )
+    models = [m.model for m in s.models]
+    out += ["", "### Assertions by model", ""]
+    out.append("| case | assertion | " + " | ".join(models) + " | pass@k | pass^k |")
+    out.append("|---|---|" + "---|" * len(models) + "---|---|")
+    for a in s.assertions:
+        cells = [_pct(a.by_model[m].rate) if m in a.by_model else "-" for m in models]
+        out.append(
+            f"| {a.case_id} | {_cell(a.text)} | "
+            + " | ".join(cells)
+            + f" | {_pct(a.pass_at_k)} | {_pct(a.pass_hat_k)} |"
+        )
+    out += ["", "### Cases", ""]
+    for r in s.runs:
+        out.append(f"#### case {r.case_id} · {r.model} · epoch {r.epoch}: {r.state.value}")
+        if r.state is not ShardState.GRADED:
+            out.append(f"- not graded: {r.detail or r.state.value}")
+        for v in r.verdicts:
+            mark = "PASS" if v.passed else "FAIL"
+            checked = (
+                ""
+                if v.evidence_verified is None
+                else (" (evidence found)" if v.evidence_verified else " (evidence NOT found)")
+            )
+            out.append(f"- **{mark}** {v.text}{checked}")
+            out.append(f"  - evidence: {_cell(v.evidence)}")
+            if v.note:
+                out.append(f"  - note: {_cell(v.note)}")
+        out.append("")
+    return out
+
+
+def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
+    """The machine record for one skill: statuses, raw judge arrays, metadata, usage."""
+    doc = {
+        "run_id": result.run_id,
+        "skill": skill,
+        "verdict": result.verdict.value,
+        "reasons": result.reasons,
+        "nonce_fenced": True,
+        "meta": meta,
+        "judges": result.judges,
+        "calibration": result.calibration,
+        "template_hashes": result.template_hashes,
+        "usage": {k: v.model_dump() for k, v in result.usage.items()},
+        "variants": [s.model_dump(mode="json") for s in result.skills if s.skill == skill],
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
+    """The contract's ``SKILL-EVAL COMPLETE`` block."""
+    lines = ["SKILL-EVAL COMPLETE", f"run: {result.run_id}", f"verdict: {result.verdict.value}"]
+    for s in result.skills:
+        infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v) or "none"
+        lines.append(f"skill: {s.skill} [{s.variant}]  cases: {s.cases}  result: {s.headline}")
+        lines.append(f"  not graded (infra): {infra}; blocked: {len(s.blocked)}")
+        for r in s.runs:
+            for v in r.verdicts:
+                if not v.passed:
+                    lines.append(f"  FAIL case {r.case_id} ({r.model} e{r.epoch}): {v.text} -> {v.evidence}")
+    if result.aggregate_headline:
+        lines.append(result.aggregate_headline)
+    if len(result.leaderboard) > 1:
+        lines.append(
+            "leaderboard (composite): " + ", ".join(f"{m.model} {_pct(m.composite_mean)}" for m in result.leaderboard)
+        )
+    lines += [f"reason: {r}" for r in result.reasons]
+    lines += [f"report: {p}" for p in paths]
+    return "\n".join(lines) + "\n"
+
+
+def render_junit(result: RunResult) -> str:
+    """JUnit XML: one testsuite per corpus and variant, one testcase per shard and assertion."""
+    suites = []
+    for s in result.skills:
+        cases = []
+        for r in s.runs:
+            name = f"case{r.case_id}.{r.model}.e{r.epoch}"
+            if r.state is not ShardState.GRADED:
+                tag = "error" if r.state in INFRA_FAILURES or r.state is ShardState.BLOCKED else "skipped"
+                cases.append(
+                    f"<testcase classname={quoteattr(s.skill)} name={quoteattr(name)}>"
+                    f"<{tag} message={quoteattr(r.state.value)}>{escape(r.detail)}</{tag}></testcase>"
+                )
+                continue
+            for i, v in enumerate(r.verdicts):
+                body = "" if v.passed else f"<failure message={quoteattr(v.evidence[:200])}/>"
+                test = quoteattr(f"{name}.a{i} {v.text}")
+                cases.append(f"<testcase classname={quoteattr(s.skill)} name={test}>{body}</testcase>")
+        failures = sum(1 for r in s.runs for v in r.verdicts if not v.passed)
+        errors = s.not_graded
+        suites.append(
+            f'<testsuite name={quoteattr(f"{s.skill}[{s.variant}]")} tests="{len(cases)}" '
+            f'failures="{failures}" errors="{errors}">' + "".join(cases) + "</testsuite>"
+        )
+    return '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>' + "".join(suites) + "</testsuites>\n"
+
+
+def run_log_line(result: RunResult, when: datetime, project: str, branch: str, sha7: str, tier: str = "-") -> str:
+    """The contract's 13-field tab-separated run-log line."""
+    cases = sum(s.cases for s in result.skills if s.variant == CURRENT)
+    notes = "; ".join(f"{s.skill}={s.headline}" for s in result.skills if s.variant == CURRENT) or "-"
+    fields = [
+        f"Run: {when.strftime('%Y-%m-%dT%H:%M:%SZ')}", "skill-eval", project or "-", "-", "-",
+        result.verdict.value, "-", f"{cases}-cases", notes.replace("\t", " "), branch or "-", sha7 or "-",
+        "-", tier,
+    ]  # fmt: skip
+    return "\t".join(fields) + "\n"

@@ -1,0 +1,283 @@
+"""Reduce shard outcomes into rates, infra tallies, gates, composite scores and a verdict. Pure.
+
+Contract Phase 5: the behavioural pass rate counts graded shards only; infra failures are
+tallied apart by kind; blocked shards are listed apart; a corpus is INCONCLUSIVE when more
+than 25% of its shards are not graded, or any is not graded in a corpus of fewer than 4
+cases; several corpora are INCONCLUSIVE together when more than 10% of them are.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from reducer.stats import mean_interval, pass_at_k, pass_hat_k, wilson
+from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
+from schemas.errors import NoIsolation
+from schemas.report import AssertionStat, CaseRun, ModelSummary, Rate, RunResult, SkillResult
+from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle
+from schemas.status import INFRA_FAILURES, SandboxMode, ShardState, Verdict
+from schemas.trajectory import Usage
+from schemas.verdict import AssertionVerdict, ShardGrade
+
+
+@dataclass(frozen=True)
+class ShardOutcome:
+    """What the reducer needs to know about one shard."""
+
+    shard: Shard
+    state: ShardState
+    grade: ShardGrade | None = None
+    detail: str = ""
+    sandbox: SandboxMode | None = None
+    end_reason: str = ""
+    usage: Usage = field(default_factory=Usage)
+
+
+def rate(passed: int, total: int) -> Rate:
+    low, high = wilson(passed, total)
+    return Rate(passed=passed, total=total, rate=(passed / total if total else None), low=low, high=high)
+
+
+def headline(r: Rate) -> str:
+    """``passed/graded (percent)``, e.g. ``4/7 (57.1%)``."""
+    pct = 100.0 * r.rate if r.rate is not None else 0.0
+    return f"{r.passed}/{r.total} ({pct:.1f}%)"
+
+
+def is_inconclusive(not_graded: int, shards: int, cases: int) -> bool:
+    """The trustworthiness gate of one corpus."""
+    if shards == 0 or not_graded == 0:
+        return False
+    return not_graded / shards > INCONCLUSIVE_CASE_SHARE or cases < SMALL_CORPUS_CASES
+
+
+def composite(verdicts: Sequence[AssertionVerdict], weights: Sequence[float]) -> float:
+    """Weighted share of assertions passed (weight 1 unless the assertion gives one)."""
+    total = sum(weights)
+    return sum(w for v, w in zip(verdicts, weights, strict=True) if v.passed) / total if total else 0.0
+
+
+def _weights(bundle: SkillBundle, case_id: int) -> list[float]:
+    case = bundle.corpus.case(case_id)
+    return [float(getattr(a, "weight", 1.0) or 1.0) for a in case.assertions]
+
+
+def _case_run(o: ShardOutcome, bundle: SkillBundle, judge_usage: Usage) -> CaseRun:
+    graded = o.state is ShardState.GRADED and o.grade is not None
+    verdicts = o.grade.verdicts if graded and o.grade else []
+    return CaseRun(
+        shard_id=o.shard.shard_id,
+        case_id=o.shard.case_id,
+        model=o.shard.model,
+        epoch=o.shard.epoch,
+        state=o.state,
+        verdicts=verdicts,
+        judges=o.grade.judges if o.grade else [],
+        composite=composite(verdicts, _weights(bundle, o.shard.case_id)) if graded else None,
+        detail=o.detail or (o.grade.error if o.grade else ""),
+        sandbox=o.sandbox,
+        end_reason=o.end_reason,
+        usage=o.usage,
+        judge_usage=judge_usage,
+    )
+
+
+def _judge_usage(grade: ShardGrade | None) -> Usage:
+    total = Usage()
+    for j in grade.judges if grade else []:
+        total = total.add(j.usage)
+    return total
+
+
+def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutcome], epochs: int) -> SkillResult:
+    """One corpus in one variant."""
+    runs = [_case_run(o, bundle, _judge_usage(o.grade)) for o in outcomes]
+    graded = [r for r in runs if r.state is ShardState.GRADED]
+    infra = {s.value: sum(r.state is s for r in runs) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)}
+    blocked = [r for r in runs if r.state is ShardState.BLOCKED]
+    not_graded = len(runs) - len(graded)
+    passed = sum(v.passed for r in graded for v in r.verdicts)
+    judged = sum(len(r.verdicts) for r in graded)
+    behavioural = rate(passed, judged)
+    inconclusive = is_inconclusive(not_graded, len(runs), len(bundle.corpus.evals))
+    head = (
+        f"INCONCLUSIVE ({not_graded}/{len(runs)} cases not graded — infra)" if inconclusive else headline(behavioural)
+    )
+    models = _model_summaries(runs)
+    verified = [v.evidence_verified for r in graded for v in r.verdicts if v.passed and v.evidence_verified is not None]
+    return SkillResult(
+        skill=bundle.skill,
+        variant=variant,
+        bundle_key=bundle.bundle_key,
+        corpus_file=bundle.corpus_file,
+        cases=len(bundle.corpus.evals),
+        behavioural=behavioural,
+        infra=infra,
+        blocked=blocked,
+        inconclusive=inconclusive,
+        not_graded=not_graded,
+        shard_count=len(runs),
+        headline=head,
+        models=models,
+        assertions=_assertion_stats(bundle, graded, epochs),
+        runs=runs,
+        evidence_verified_share=(sum(verified) / len(verified)) if verified else None,
+        sandbox_modes=sorted({r.sandbox.value for r in runs if r.sandbox}),
+    )
+
+
+def _model_summaries(runs: Sequence[CaseRun]) -> list[ModelSummary]:
+    by_model: dict[str, list[CaseRun]] = defaultdict(list)
+    for r in runs:
+        by_model[r.model].append(r)
+    out = []
+    for model, items in by_model.items():
+        graded = [r for r in items if r.state is ShardState.GRADED]
+        mean, (low, high) = mean_interval([r.composite for r in graded if r.composite is not None])
+        out.append(
+            ModelSummary(
+                model=model,
+                behavioural=rate(
+                    sum(v.passed for r in graded for v in r.verdicts), sum(len(r.verdicts) for r in graded)
+                ),
+                composite_mean=mean,
+                composite_low=low,
+                composite_high=high,
+                graded=len(graded),
+                shards=len(items),
+            )
+        )
+    return out
+
+
+def _assertion_stats(bundle: SkillBundle, graded: Sequence[CaseRun], epochs: int) -> list[AssertionStat]:
+    stats = []
+    for case in bundle.corpus.evals:
+        runs = [r for r in graded if r.case_id == case.id]
+        models = sorted({r.model for r in runs})
+        for index, assertion in enumerate(case.assertions):
+            by_model: dict[str, Rate] = {}
+            at_k: list[float] = []
+            hat_k: list[float] = []
+            for model in models:
+                results = [r.verdicts[index].passed for r in runs if r.model == model and len(r.verdicts) > index]
+                c, n = sum(results), len(results)
+                by_model[model] = rate(c, n)
+                if n:
+                    k = min(epochs, n)
+                    at_k.append(pass_at_k(n, c, k))
+                    hat_k.append(pass_hat_k(n, c, k))
+            stats.append(
+                AssertionStat(
+                    case_id=case.id,
+                    index=index,
+                    text=str(getattr(assertion, "text", assertion)),
+                    by_model=by_model,
+                    pass_at_k=sum(at_k) / len(at_k) if at_k else None,
+                    pass_hat_k=sum(hat_k) / len(hat_k) if hat_k else None,
+                )
+            )
+    return stats
+
+
+def reduce_run(
+    plan: RunPlan,
+    outcomes: Mapping[str, ShardOutcome],
+    *,
+    fail_under: float | None = None,
+    calibration: Mapping[str, str] | None = None,
+    skipped: Sequence[str] = (),
+    template_hashes: Mapping[str, str] | None = None,
+) -> RunResult:
+    """The whole run: per corpus and variant, leaderboard, usage, and the verdict with its reasons."""
+    skills: list[SkillResult] = []
+    for variant in plan.variants:
+        for bundle in plan.bundles:
+            shard_outcomes = [
+                outcomes.get(s.shard_id) or ShardOutcome(s, ShardState.QUEUED)
+                for s in plan.shards
+                if s.variant == variant and s.skill == bundle.skill
+            ]
+            skills.append(reduce_skill(bundle, variant, shard_outcomes, plan.epochs))
+    current = [s for s in skills if s.variant == CURRENT]
+    inconclusive = [s for s in current if s.inconclusive]
+    aggregate = len(current) > 1 and len(inconclusive) / len(current) > AGGREGATE_INCONCLUSIVE_SHARE
+    suite = rate(sum(s.behavioural.passed for s in current), sum(s.behavioural.total for s in current))
+    aggregate_headline = ""
+    if len(current) > 1:
+        aggregate_headline = (
+            f"AGGREGATE: INCONCLUSIVE ({len(inconclusive)}/{len(current)} corpora not trustworthy)"
+            if aggregate
+            else f"AGGREGATE: {headline(suite)}"
+        )
+    calibration = dict(calibration or {})
+    verdict, reasons = decide_verdict(current, skills, aggregate, calibration, fail_under, skipped)
+    usage: dict[str, Usage] = defaultdict(Usage)
+    for s in skills:
+        for r in s.runs:
+            usage[r.model] = usage[r.model].add(r.usage)
+            for j in r.judges:
+                usage[j.judge] = usage[j.judge].add(j.usage)
+    return RunResult(
+        run_id=plan.run_id,
+        verdict=verdict,
+        reasons=reasons,
+        skills=skills,
+        aggregate_inconclusive=aggregate,
+        aggregate_headline=aggregate_headline,
+        leaderboard=_leaderboard(current),
+        usage=dict(usage),
+        judges=list(plan.judges),
+        calibration=calibration,
+        template_hashes=dict(template_hashes or {}),
+        skipped=list(skipped),
+    )
+
+
+def _leaderboard(current: Sequence[SkillResult]) -> list[ModelSummary]:
+    runs = [r for s in current for r in s.runs]
+    board = _model_summaries(runs)
+    return sorted(board, key=lambda m: (m.composite_mean is None, -(m.composite_mean or 0.0), m.model))
+
+
+def decide_verdict(
+    current: Sequence[SkillResult],
+    all_skills: Sequence[SkillResult],
+    aggregate_inconclusive: bool,
+    calibration: Mapping[str, str],
+    fail_under: float | None,
+    skipped: Sequence[str],
+) -> tuple[Verdict, list[str]]:
+    """BLOCKED > FAIL > WARN > PASS, with every reason that applies."""
+    blocked = [
+        f"{s.skill} case {r.case_id}: {r.detail}"
+        for s in all_skills
+        for r in s.blocked
+        if r.detail.startswith(NoIsolation.status)
+    ]
+    if blocked or (skipped and not current):
+        return Verdict.BLOCKED, blocked or ["every corpus was skipped"]
+    fails = []
+    if fail_under is not None:
+        for s in current:
+            if not s.inconclusive and s.behavioural.rate is not None and s.behavioural.rate < fail_under:
+                fails.append(f"{s.skill}: behavioural pass rate {headline(s.behavioural)} is below {fail_under:.0%}")
+    for base in (s for s in all_skills if s.variant != CURRENT):
+        new = next((s for s in current if s.skill == base.skill), None)
+        if new is None or new.inconclusive or base.inconclusive:
+            continue
+        old_rate, new_rate = base.behavioural.rate, new.behavioural.rate
+        if old_rate is not None and new_rate is not None and new_rate < old_rate:
+            fails.append(f"{base.skill}: regression {headline(base.behavioural)} -> {headline(new.behavioural)}")
+    if fails:
+        return Verdict.FAIL, fails
+    warns = [f"{s.skill} ({s.variant}): {s.headline}" for s in all_skills if s.inconclusive]
+    if aggregate_inconclusive:
+        warns.append("more than 10% of corpora are INCONCLUSIVE")
+    warns += [f"judge {j} failed calibration: {c}" for j, c in calibration.items() if c.startswith("failed")]
+    warns += [f"skipped {s}" for s in skipped]
+    if warns:
+        return Verdict.WARN, warns
+    return Verdict.PASS, ["all corpora graded; no regression"]

@@ -1,0 +1,51 @@
+"""Small statistics for honest rates: Wilson intervals, mean intervals, pass@k and pass^k."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+Z95 = 1.959963984540054
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """95% Wilson score interval for a proportion; ``(0.0, 1.0)`` when n is 0."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mean_interval(values: Sequence[float], z: float = Z95) -> tuple[float | None, tuple[float, float]]:
+    """Mean of values in [0, 1] and a normal-approximation 95% interval clipped to [0, 1].
+
+    With fewer than two values nothing is known about the spread, so the interval is [0, 1].
+    """
+    if not values:
+        return None, (0.0, 1.0)
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, (0.0, 1.0)
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    half = z * math.sqrt(var / n)
+    return mean, (max(0.0, mean - half), min(1.0, mean + half))
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k: chance that at least one of k draws from n attempts (c passed) passes."""
+    if k > n:
+        raise ValueError("k must not exceed n")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """pass^k: chance that all of k draws from n attempts (c passed) pass."""
+    if k > n:
+        raise ValueError("k must not exceed n")
+    return math.comb(c, k) / math.comb(n, k)

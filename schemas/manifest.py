@@ -1,0 +1,97 @@
+"""The run manifest: everything a worker on any host needs to carry out a shard.
+
+Stored once per run at ``runs/<run_id>/manifest.json``; queue messages carry only the run
+and shard ids, and workers read (and cache) the manifest by run id.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.shard import RunPlan, Shard
+
+
+class AgentBudget(BaseModel):
+    """Per-shard executor limits; hitting one ends the trajectory (behaviour, not infra)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_turns: int = Field(default=40, ge=1)
+    """Model turns."""
+    max_tokens: int = Field(default=400_000, ge=1)
+    """Prompt plus completion tokens over the whole trajectory."""
+    wall_clock_s: float = Field(default=900.0, gt=0)
+    """Wall-clock seconds for the whole trajectory."""
+    command_timeout_s: float = Field(default=120.0, gt=0)
+    """Wall-clock seconds for one sandboxed command."""
+
+
+class RunSettings(BaseModel):
+    """How the run executes and grades; fixed at submit time."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    budget: AgentBudget = Field(default_factory=AgentBudget)
+    """Executor budget per shard."""
+    executor: str = "agent"
+    """``agent`` (the built-in tool loop) or ``cmd:<command line>`` (an external agent CLI)."""
+    strict_evidence: bool = False
+    """Turn a pass whose evidence cannot be found in the transcript into a fail."""
+    calibrate: bool = True
+    """Grade the built-in calibration trajectories with each judge before the batch."""
+    fail_under: float | None = None
+    """Behavioural pass rate below which the verdict is FAIL."""
+    model_config_toml: str = ""
+    """The model config file's text (api key *names* only, never keys), for workers on other hosts."""
+    api_base: str | None = None
+    """API base override for every model of the run."""
+
+
+class RunManifest(BaseModel):
+    """The plan plus where its inputs live in the artifact store."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    plan: RunPlan
+    """Shards, corpora, models, judges, epochs, variants."""
+    snapshots: dict[str, str]
+    """Variant -> snapshot key of the repo tree to materialize."""
+    settings: RunSettings = Field(default_factory=RunSettings)
+    """Execution and grading settings."""
+    repo: str = ""
+    """Where the repo came from (a local path or an s3:// URI), for the report."""
+    out_dir: str = ""
+    """Report folder the submitting client asked for."""
+    project: str = ""
+    """Project name for the run-log line."""
+    branch: str = "-"
+    """Git branch of the repo at submit time, or ``-``."""
+    sha7: str = "-"
+    """Short git commit of the repo at submit time, or ``-``."""
+
+    def shard(self, shard_id: str) -> Shard:
+        for shard in self.plan.shards:
+            if shard.shard_id == shard_id:
+                return shard
+        raise KeyError(shard_id)
+
+
+def manifest_key(run_id: str) -> str:
+    return f"runs/{run_id}/manifest.json"
+
+
+def trajectory_key(run_id: str, shard_id: str) -> str:
+    return f"runs/{run_id}/trajectories/{shard_id}.json"
+
+
+def grade_key(run_id: str, shard_id: str) -> str:
+    return f"runs/{run_id}/grades/{shard_id}.json"
+
+
+def outcome_key(run_id: str, shard_id: str) -> str:
+    """Why a shard ended outside the happy path (blocked or infra), as JSON."""
+    return f"runs/{run_id}/outcomes/{shard_id}.json"
+
+
+def result_key(run_id: str) -> str:
+    return f"runs/{run_id}/result.json"

@@ -1,0 +1,175 @@
+"""The reduced result of a run: what the md, json and junit reports are rendered from."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.status import SandboxMode, ShardState, Verdict
+from schemas.trajectory import Usage
+from schemas.verdict import AssertionVerdict, JudgeAnswer
+
+
+class CaseRun(BaseModel):
+    """One shard as the report shows it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    shard_id: str
+    """Shard id."""
+    case_id: int
+    """Eval case id."""
+    model: str
+    """Executor model."""
+    epoch: int
+    """Repetition index."""
+    state: ShardState
+    """Terminal state."""
+    verdicts: list[AssertionVerdict] = Field(default_factory=list)
+    """Combined verdict per assertion (graded shards only)."""
+    judges: list[JudgeAnswer] = Field(default_factory=list)
+    """Raw per-judge answers."""
+    composite: float | None = None
+    """Weighted share of the case's assertions passed (graded shards only)."""
+    detail: str = ""
+    """Why the shard was not graded (blocked status or infra error), when it was not."""
+    sandbox: SandboxMode | None = None
+    """Sandbox mode the executor ran under."""
+    end_reason: str = ""
+    """Why the executor stopped."""
+    usage: Usage = Field(default_factory=Usage)
+    """Executor usage."""
+    judge_usage: Usage = Field(default_factory=Usage)
+    """Judge usage."""
+
+
+class Rate(BaseModel):
+    """A proportion with its 95% Wilson interval."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    passed: int
+    """Successes."""
+    total: int
+    """Trials."""
+    rate: float | None
+    """passed / total; None when total is 0."""
+    low: float
+    """Lower bound of the 95% Wilson interval."""
+    high: float
+    """Upper bound."""
+
+
+class AssertionStat(BaseModel):
+    """One assertion of one case across models and epochs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    case_id: int
+    """Eval case id."""
+    index: int
+    """Position in the case's assertions."""
+    text: str
+    """Assertion text."""
+    by_model: dict[str, Rate]
+    """Pass rate per executor model over graded epochs."""
+    pass_at_k: float | None = None
+    """Mean over models of pass@k with k = epochs (graded epochs only)."""
+    pass_hat_k: float | None = None
+    """Mean over models of pass^k."""
+
+
+class ModelSummary(BaseModel):
+    """One executor model on one corpus."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    """Executor model."""
+    behavioural: Rate
+    """Passed assertions / assertions in graded shards."""
+    composite_mean: float | None
+    """Mean composite score over graded shards."""
+    composite_low: float
+    """95% interval of the composite mean."""
+    composite_high: float
+    """Upper bound."""
+    graded: int
+    """Shards graded."""
+    shards: int
+    """Shards in total."""
+
+
+class SkillResult(BaseModel):
+    """One corpus in one variant."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    skill: str
+    """Skill name."""
+    variant: str
+    """``current`` or ``baseline@<ref>``."""
+    bundle_key: str
+    """Bundle key of the graded inputs."""
+    corpus_file: str
+    """Corpus path."""
+    cases: int
+    """Cases in the corpus."""
+    behavioural: Rate
+    """Passed assertions / assertions in graded shards, all models."""
+    infra: dict[str, int]
+    """Not graded (infra) by kind."""
+    blocked: list[CaseRun]
+    """Blocked shards, listed apart."""
+    inconclusive: bool
+    """True when the trustworthiness gate failed."""
+    not_graded: int
+    """Shards not graded (infra and blocked)."""
+    shard_count: int
+    """Shards in total."""
+    headline: str
+    """``passed/graded (percent)`` or ``INCONCLUSIVE (<n>/<total> cases not graded — infra)``."""
+    models: list[ModelSummary]
+    """Per executor model."""
+    assertions: list[AssertionStat]
+    """Per assertion: model-by-assertion matrix, pass@k, pass^k."""
+    runs: list[CaseRun]
+    """Every shard."""
+    evidence_verified_share: float | None = None
+    """Share of passes whose evidence was found in the transcript."""
+    judge_agreement: float | None = None
+    """Mean pairwise agreement between judges (ensembles only)."""
+    judge_unanimous: float | None = None
+    """Share of assertions on which all judges agreed (ensembles only)."""
+    sandbox_modes: list[str] = Field(default_factory=list)
+    """Sandbox modes that ran."""
+
+
+class RunResult(BaseModel):
+    """Everything a run concluded."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    """Run id."""
+    verdict: Verdict
+    """PASS, WARN, FAIL or BLOCKED."""
+    reasons: list[str]
+    """Why the verdict is what it is."""
+    skills: list[SkillResult]
+    """Per corpus and variant."""
+    aggregate_inconclusive: bool = False
+    """More than 10% of corpora INCONCLUSIVE."""
+    aggregate_headline: str = ""
+    """Suite headline with several corpora."""
+    leaderboard: list[ModelSummary] = Field(default_factory=list)
+    """Executor models ranked by composite score across corpora."""
+    usage: dict[str, Usage] = Field(default_factory=dict)
+    """Usage and cost per model (executor and judge)."""
+    judges: list[str] = Field(default_factory=list)
+    """Judge models."""
+    calibration: dict[str, str] = Field(default_factory=dict)
+    """Judge -> ``ok``, ``failed: ...`` or ``not calibrated``."""
+    template_hashes: dict[str, str] = Field(default_factory=dict)
+    """SHA-256 of each prompt template used."""
+    skipped: list[str] = Field(default_factory=list)
+    """Corpora skipped before the run (named errors)."""
