@@ -68,7 +68,8 @@ class Malformed:
 
 def extract_array(answer: str) -> list[Any] | None:
     """The JSON array in ``answer``: the whole text, else a fenced block's content, else the
-    first (outermost) ``[ ... ]`` that decodes as an array. None when there is none."""
+    first outermost ``[ ... ]`` in the prose that decodes as an array of objects (or, failing
+    that, as any array). None when there is none."""
     text = answer.strip()
     candidates = [text]
     candidates += [m.group(1).strip() for m in _FENCE_RE.finditer(text)]
@@ -79,19 +80,23 @@ def extract_array(answer: str) -> list[Any] | None:
             continue
         if isinstance(value, list):
             return value
+    # Prose may hold bracketed asides ("[1]"): prefer the first array of objects, else the first array.
     decoder = json.JSONDecoder()
+    first: list[Any] | None = None
     start = text.find("[")
     for _ in range(_MAX_ARRAY_STARTS):
         if start < 0:
             break
         try:
-            value, _end = decoder.raw_decode(text, start)
+            value, end = decoder.raw_decode(text, start)
         except ValueError:
-            value = None
+            value, end = None, start + 1
         if isinstance(value, list):
-            return value
-        start = text.find("[", start + 1)
-    return None
+            if value and all(isinstance(item, dict) for item in value):
+                return value
+            first = value if first is None else first
+        start = text.find("[", start + 1 if value is None else end)
+    return first
 
 
 def normalise_text(text: str) -> str:
@@ -165,9 +170,7 @@ def parse_verdicts(answer: str, assertions: Sequence[str]) -> Parsed | Malformed
     if items is None:
         return Malformed(MalformedKind.NOT_JSON, "no JSON array found in the answer")
     if len(items) != len(assertions):
-        return Malformed(
-            MalformedKind.WRONG_LENGTH, f"{len(items)} verdict(s) for {len(assertions)} assertion(s)"
-        )
+        return Malformed(MalformedKind.WRONG_LENGTH, f"{len(items)} verdict(s) for {len(assertions)} assertion(s)")
     verdicts = []
     for i, item in enumerate(items):
         typed = _typed(item, i)

@@ -51,9 +51,7 @@ def _letter(c: str) -> str:
 # is rewritten: the contract's pattern also swallows everything up to the next ">", which an
 # agent could use to erase its own later tool calls from the judge's view (a stray
 # "</transcript" with no ">" after it would delete the rest of the run). See the design note.
-FENCE_PREFIX_RE = re.compile(
-    f"(?i)[{_LT}]{_GAP}[{_SLASH}]{_GAP}" + _GAP.join(_letter(c) for c in "transcript")
-)
+FENCE_PREFIX_RE = re.compile(f"(?i)[{_LT}]{_GAP}[{_SLASH}]{_GAP}" + _GAP.join(_letter(c) for c in "transcript"))
 
 GRADER_TEMPLATE = "grader"
 _ELIDED_NOTE = "\n... [{} chars elided from this block] ...\n"
