@@ -1,0 +1,91 @@
+"""The offline server's rule-based judge: decides a grading request without a model.
+
+A grading request (``prompts/grader.md`` filled in) carries the assertions as a JSON array
+of strings and the transcript inside ``<transcript-NONCE> ... </transcript-NONCE>``. Both are
+found defensively: the transcript by its fence, the assertions as the first JSON array of
+strings outside the fence (an array of ``{"text": ...}`` objects is accepted as well).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from testkit.scenario import JudgeRule
+
+_FENCE = re.compile(r"<transcript-([0-9A-Za-z_-]+)>(.*?)</transcript-\1>", re.DOTALL)
+_EVIDENCE_CHARS = 300
+
+
+def is_grading_request(text: str) -> bool:
+    """True when the text holds a transcript fence (the grader prompt's signature)."""
+    return "<transcript-" in text and _FENCE.search(text) is not None
+
+
+def split_grading_request(text: str) -> tuple[list[str], str]:
+    """Return (assertions, transcript) of a grading request; assertions may be empty."""
+    fence = _FENCE.search(text)
+    if fence is None:
+        return [], ""
+    transcript = fence.group(2)
+    outside = text[: fence.start()] + "\n" + text[fence.end() :]
+    return _first_assertion_array(outside), transcript
+
+
+def _first_assertion_array(text: str) -> list[str]:
+    decoder = json.JSONDecoder()
+    fallback: list[str] = []
+    for match in re.finditer(r"\[", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(value, list) or not value:
+            continue
+        if all(isinstance(v, str) for v in value):
+            return list(value)
+        if not fallback and all(isinstance(v, dict) and isinstance(v.get("text"), str) for v in value):
+            fallback = [v["text"] for v in value]
+    return fallback
+
+
+def _line_at(text: str, pos: int) -> str:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    line = text[start : end if end >= 0 else len(text)].strip()
+    return line[:_EVIDENCE_CHARS]
+
+
+def judge_assertion(assertion: str, transcript: str, rules: tuple[JudgeRule, ...]) -> dict[str, Any]:
+    """One verdict object ``{"text", "passed", "evidence"}`` from the first rule that applies."""
+    lowered = assertion.lower()
+    rule = next((r for r in rules if r.assertion_contains.lower() in lowered), None)
+    if rule is None:
+        return {
+            "text": assertion,
+            "passed": False,
+            "evidence": "absent: the scripted judge has no rule for this assertion",
+        }
+    found = rule.transcript_regex.search(transcript)
+    if rule.expect == "present":
+        if found:
+            return {"text": assertion, "passed": True, "evidence": _line_at(transcript, found.start())}
+        return {
+            "text": assertion,
+            "passed": False,
+            "evidence": f"absent: no transcript line matches /{rule.transcript_regex.pattern}/",
+        }
+    if found:
+        return {"text": assertion, "passed": False, "evidence": _line_at(transcript, found.start())}
+    return {
+        "text": assertion,
+        "passed": True,
+        "evidence": f"no transcript line matches /{rule.transcript_regex.pattern}/",
+    }
+
+
+def judge_request(text: str, rules: tuple[JudgeRule, ...]) -> list[dict[str, Any]]:
+    """Verdicts for every assertion of a grading request, in input order."""
+    assertions, transcript = split_grading_request(text)
+    return [judge_assertion(a, transcript, rules) for a in assertions]

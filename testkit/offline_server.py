@@ -1,0 +1,382 @@
+"""An OpenAI-compatible chat-completions server on 127.0.0.1 that plays scripted behaviour.
+
+litellm reaches it over real HTTP (model ``openai/<name>``, ``api_base=<url>``, any key), so
+the product and its tests run with no network. What it answers is a *scenario*
+(:mod:`testkit.scenario`): tool-call scripts, verdict arrays, latency, 5xx, 429 with
+Retry-After, hangs, malformed bodies, prose; grading requests can be decided by the
+rule-based judge (:mod:`testkit.judge`). A server-wide requests-per-minute ceiling is enforced
+with a sliding window and answered with 429 + ``Retry-After``.
+
+In-process::
+
+    server = OfflineModelServer(scenario, rpm=600)
+    base_url = server.start()        # "http://127.0.0.1:PORT/v1"
+    ...
+    server.stop()
+
+As a process: ``python -m testkit.offline_server --port 8080 --scenario demo --rpm 600``.
+
+Control endpoints (for tests): ``POST /_control/scenario`` (body: a scenario), ``POST
+/_control/reset`` (forget requests, stats and fault counters), ``GET /_control/requests``
+(recorded request bodies, oldest first, bounded), ``GET /_control/stats``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from testkit.judge import is_grading_request, judge_request
+from testkit.scenario import (
+    FAULT_KEYS,
+    Scenario,
+    ScenarioError,
+    conversation_key,
+    message_text,
+    parse_scenario,
+    select_rule,
+    turn_index,
+)
+
+SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
+MAX_RECORDED = 2000
+HANG_S = 3600.0
+
+
+def load_scenario(source: str | Path | dict[str, Any] | None) -> Scenario:
+    """A scenario from a dict, a JSON file, or the name of a bundled one (``demo``)."""
+    if source is None:
+        return Scenario()
+    if isinstance(source, dict):
+        return parse_scenario(source)
+    path = Path(source)
+    if not path.exists() and (SCENARIO_DIR / f"{source}.json").exists():
+        path = SCENARIO_DIR / f"{source}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise ScenarioError(f"{path}: {err}") from err
+    return parse_scenario(data)
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters per token: the usage figure the scripted model reports."""
+    return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+class RateWindow:
+    """A sliding-window ceiling: at most ``limit`` accepted requests in any ``window_s`` seconds.
+
+    ``rpm`` is spread over the window (``limit = rpm * window_s / 60``) because providers
+    enforce per-minute limits at sub-minute granularity; a full-minute window would let a
+    whole minute's budget through in one burst.
+    """
+
+    def __init__(self, rpm: int, window_s: float = 10.0) -> None:
+        self.window_s = window_s
+        self.limit = max(1, round(rpm * window_s / 60))
+        self._times: deque[float] = deque()
+        self._lock = threading.Lock()
+
+    def admit(self) -> float | None:
+        """Record and admit a request (None), or return the seconds until one may be admitted."""
+        now = time.monotonic()
+        with self._lock:
+            while self._times and self._times[0] <= now - self.window_s:
+                self._times.popleft()
+            if len(self._times) < self.limit:
+                self._times.append(now)
+                return None
+            return self._times[0] + self.window_s - now
+
+
+class _State:
+    """Everything the handlers share; guarded by one lock."""
+
+    def __init__(self, scenario: Scenario, rpm: int | None, window_s: float) -> None:
+        self.lock = threading.Lock()
+        self.scenario = scenario
+        self.window = RateWindow(rpm, window_s) if rpm else None
+        self.stopping = threading.Event()
+        self.reset()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.requests: deque[dict[str, Any]] = deque(maxlen=MAX_RECORDED)
+            self.fault_counts: dict[tuple[int, int, str], int] = {}
+            self.stats: dict[str, Any] = {
+                "total": 0, "ok": 0, "rate_limited": 0, "ceiling_rate_limited": 0,
+                "errors": 0, "hangs": 0, "malformed": 0, "first_ok_at": None, "last_ok_at": None,
+            }  # fmt: skip
+            self.seq = 0
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read /_control instead
+        pass
+
+    # --- plumbing -------------------------------------------------------------------------
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, status: int, value: Any, headers: dict[str, str] | None = None) -> None:
+        self._send(status, json.dumps(value).encode(), headers)
+
+    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        kind = "rate_limit_error" if status == 429 else "server_error"
+        self._json(status, {"error": {"message": message, "type": kind, "code": status}}, headers)
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        return json.loads(raw) if raw else {}
+
+    # --- routes ---------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        state = self.server.state
+        if self.path == "/_control/requests":
+            with state.lock:
+                self._json(200, list(state.requests))
+        elif self.path == "/_control/stats":
+            with state.lock:
+                self._json(200, dict(state.stats))
+        elif self.path.rstrip("/") in ("/v1/models", "/models"):
+            self._json(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+        else:
+            self._error(404, f"no route {self.path}")
+
+    def do_POST(self) -> None:
+        state = self.server.state
+        try:
+            body = self._body()
+        except json.JSONDecodeError as err:
+            self._error(400, f"request body is not JSON: {err}")
+            return
+        if self.path == "/_control/scenario":
+            try:
+                scenario = parse_scenario(body)
+            except ScenarioError as err:
+                self._error(400, str(err))
+                return
+            with state.lock:
+                state.scenario = scenario
+            self._json(200, {"ok": True})
+        elif self.path == "/_control/reset":
+            state.reset()
+            self._json(200, {"ok": True})
+        elif self.path.rstrip("/") in ("/v1/chat/completions", "/chat/completions"):
+            self._complete(body)
+        else:
+            self._error(404, f"no route {self.path}")
+
+    def _complete(self, body: dict[str, Any]) -> None:
+        state = self.server.state
+        with state.lock:
+            state.requests.append(body)
+            state.stats["total"] += 1
+            state.seq += 1
+            seq = state.seq
+            scenario = state.scenario
+        if state.window is not None:
+            wait = state.window.admit()
+            if wait is not None:
+                with state.lock:
+                    state.stats["rate_limited"] += 1
+                    state.stats["ceiling_rate_limited"] += 1
+                retry_after = str(max(1, math.ceil(wait)))
+                self._error(429, "rate limit: requests per minute exceeded", {"Retry-After": retry_after})
+                return
+        model = str(body.get("model", ""))
+        messages = body.get("messages") or []
+        turn = turn_index(messages)
+        rule = select_rule(scenario, model, messages, bool(body.get("tools")))
+        text = message_text(messages)
+        if (rule is not None and rule.judge) or (rule is None and is_grading_request(text)):
+            reply: dict[str, Any] = {"verdicts": judge_request(text, scenario.judge_rules)}
+            if rule is not None and rule.replies:  # a judge rule may still carry faults/latency
+                reply = {**rule.reply_for(turn), **reply}
+        else:
+            reply = rule.reply_for(turn) if rule is not None else scenario.default
+        if rule is not None and "times" in reply:
+            key = (rule.index, turn, conversation_key(messages))
+            with state.lock:
+                count = state.fault_counts.get(key, 0)
+                state.fault_counts[key] = count + 1
+            if count >= int(reply["times"]):
+                reply = {k: v for k, v in reply.items() if k not in FAULT_KEYS}
+        self._play(reply, model, text, seq)
+
+    def _play(self, reply: dict[str, Any], model: str, prompt_text: str, seq: int) -> None:
+        state = self.server.state
+        if reply.get("delay_s"):
+            state.stopping.wait(float(reply["delay_s"]))
+        if reply.get("hang"):
+            with state.lock:
+                state.stats["hangs"] += 1
+            state.stopping.wait(float(reply.get("hang_s", HANG_S)))
+            self.close_connection = True
+            return
+        status = int(reply.get("status", 200))
+        if status != 200:
+            with state.lock:
+                state.stats["rate_limited" if status == 429 else "errors"] += 1
+            headers = {"Retry-After": str(reply["retry_after"])} if "retry_after" in reply else None
+            self._error(status, f"scripted fault {status}", headers)
+            return
+        if reply.get("malformed"):
+            with state.lock:
+                state.stats["malformed"] += 1
+            self._send(200, b'{"id": "chatcmpl-broken", "choices": [{"message": ')
+            return
+        self._json(200, _completion(reply, model, prompt_text, seq))
+        with state.lock:
+            now = time.time()
+            state.stats["ok"] += 1
+            state.stats["first_ok_at"] = state.stats["first_ok_at"] or now
+            state.stats["last_ok_at"] = now
+
+
+def _completion(reply: dict[str, Any], model: str, prompt_text: str, seq: int) -> dict[str, Any]:
+    """An OpenAI chat.completion object for a scripted reply."""
+    content: str | None = reply.get("text")
+    if "verdicts" in reply:
+        content = json.dumps(reply["verdicts"])
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    calls = []
+    for i, call in enumerate(reply.get("tool_calls") or []):
+        arguments = call.get("arguments_raw")
+        if arguments is None:
+            arguments = json.dumps(call.get("arguments", {}))
+        calls.append(
+            {
+                "id": f"call_{seq}_{i}",
+                "type": "function",
+                "function": {"name": call["name"], "arguments": arguments},
+            }
+        )
+    if calls:
+        message["tool_calls"] = calls
+    completion_text = (content or "") + "".join(c["function"]["arguments"] for c in calls)
+    prompt_tokens, completion_tokens = estimate_tokens(prompt_text), estimate_tokens(completion_text)
+    return {
+        "id": f"chatcmpl-scripted-{seq}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False  # hung handlers end when `stopping` is set, never block stop()
+    state: _State
+
+
+class OfflineModelServer:
+    """The scripted model server; ``start()`` returns the API base (``http://127.0.0.1:PORT/v1``)."""
+
+    def __init__(
+        self,
+        scenario: str | Path | dict[str, Any] | Scenario | None = None,
+        *,
+        rpm: int | None = None,
+        window_s: float = 10.0,
+        port: int = 0,
+    ) -> None:
+        parsed = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+        self._httpd = _Server(("127.0.0.1", port), _Handler)
+        self._httpd.state = _State(parsed, rpm, window_s)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> str:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="offline-model", daemon=True)
+        self._thread.start()
+        return self.base_url
+
+    def set_scenario(self, scenario: str | Path | dict[str, Any]) -> None:
+        parsed = load_scenario(scenario)
+        with self._httpd.state.lock:
+            self._httpd.state.scenario = parsed
+
+    def requests(self) -> list[dict[str, Any]]:
+        with self._httpd.state.lock:
+            return list(self._httpd.state.requests)
+
+    def stats(self) -> dict[str, Any]:
+        with self._httpd.state.lock:
+            return dict(self._httpd.state.stats)
+
+    def reset(self) -> None:
+        self._httpd.state.reset()
+
+    def stop(self) -> None:
+        self._httpd.state.stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def __enter__(self) -> OfflineModelServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Scripted OpenAI-compatible model server (offline).")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
+    parser.add_argument("--scenario", default=None, help="scenario JSON file, or a bundled name (demo)")
+    parser.add_argument("--rpm", type=int, default=None, help="requests-per-minute ceiling (429 above)")
+    parser.add_argument("--window-s", type=float, default=10.0, help="sliding window of the ceiling")
+    args = parser.parse_args(argv)
+    try:
+        server = OfflineModelServer(args.scenario, rpm=args.rpm, window_s=args.window_s, port=args.port)
+    except (ScenarioError, OSError) as err:
+        print(f"offline_server: {err}", file=sys.stderr)
+        return 2
+    print(server.base_url, flush=True)
+    try:
+        server._httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server._httpd.state.stopping.set()
+        server._httpd.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

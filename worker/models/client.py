@@ -1,0 +1,213 @@
+"""The litellm model client: every attempt passes the fleet-wide limiter.
+
+litellm's own retries (``num_retries``) and the provider SDK's (``max_retries``) are switched
+off, because a hidden retry would bypass the limiter; this client retries instead, with
+exponential backoff and full jitter, for 429 (honouring Retry-After and starting the shared
+cool-down), 5xx, malformed responses, connection errors and timeouts, up to the configured
+attempts. Past them it raises :class:`ModelCallFailed`; other errors (4xx: a bad request, a
+missing key) raise it at once. The caller maps ModelCallFailed to ``executor-failed`` or
+``grader-dispatch-failed``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+from typing import Any
+from urllib.parse import urlparse
+
+# Importing litellm must never reach for the network (its remote cost map stalls on retries
+# here); this has to be set before the first import anywhere in the process.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import litellm
+import openai
+import redis
+
+from schemas.errors import ModelCallFailed
+from schemas.trajectory import Usage
+from worker.models.base import ModelReply, ToolCall
+from worker.models.limiter import Lease, Limiter
+from worker.models.settings import ModelConfig, ModelLimits
+from worker.models.usage import record_usage
+
+litellm.suppress_debug_info = True  # its "Give Feedback" banner goes to stdout on every error
+
+DEFAULT_COMPLETION_ESTIMATE = 1024
+"""Completion tokens assumed before a call without ``max_tokens`` (corrected after it)."""
+OFFLINE_API_KEY = "offline-no-key"
+"""Key sent to a loopback API base when none is configured (the offline server ignores it)."""
+
+
+def estimate_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int | None) -> int:
+    """Tokens a call may use, guessed before it: ~4 characters per prompt token + the completion cap."""
+    prompt_chars = len(json.dumps(messages, default=str)) + (len(json.dumps(tools)) if tools else 0)
+    return math.ceil(prompt_chars / 4) + (max_tokens or DEFAULT_COMPLETION_ESTIMATE)
+
+
+def retry_after_s(err: BaseException) -> float | None:
+    """Seconds from a 429's ``Retry-After`` (or ``retry-after-ms``) header; None when absent."""
+    response = getattr(err, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    try:
+        if headers.get("retry-after-ms") is not None:
+            return float(headers["retry-after-ms"]) / 1000.0
+        if headers.get("retry-after") is not None:
+            return float(headers["retry-after"])
+    except (TypeError, ValueError):
+        return None  # an HTTP-date Retry-After: fall back to the default cool-down
+    return None
+
+
+def is_retryable(err: BaseException) -> bool:
+    """429, 5xx, connection errors, timeouts and malformed responses are worth another attempt."""
+    if isinstance(err, openai.APIConnectionError | openai.APIResponseValidationError | json.JSONDecodeError):
+        return True
+    status = getattr(err, "status_code", None)
+    if isinstance(status, int):
+        return status == 429 or status >= 500
+    return isinstance(err, litellm.APIError)  # an APIError with no status: a garbled response
+
+
+def _parse_arguments(raw: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_raw": raw}
+
+
+def parse_reply(response: Any, attempts: int, cost_usd: float | None) -> ModelReply:
+    """A :class:`ModelReply` from a litellm ``ModelResponse``."""
+    choice = response.choices[0]
+    message = choice.message
+    calls = tuple(
+        ToolCall(id=c.id, name=c.function.name, arguments=_parse_arguments(c.function.arguments))
+        for c in (message.tool_calls or [])
+    )
+    usage = getattr(response, "usage", None)
+    return ModelReply(
+        content=message.content,
+        tool_calls=calls,
+        usage=Usage(
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            calls=attempts,
+            cost_usd=cost_usd,
+        ),
+        finish_reason=str(choice.finish_reason or "stop"),
+        raw=response.model_dump(),
+    )
+
+
+def _cost(response: Any) -> float | None:
+    try:
+        return float(litellm.completion_cost(completion_response=response))
+    except Exception:  # litellm raises several kinds for unknown models; cost is then unknown
+        return None
+
+
+class LiteLLMClient:
+    """:class:`worker.models.base.ModelClient` over litellm, gated by the Redis limiter.
+
+    One instance per worker process is enough; it is safe to share between threads.
+    ``run_id`` tags the usage counters of :func:`worker.models.usage.usage_totals`.
+    """
+
+    def __init__(self, config: ModelConfig, redis_client: redis.Redis, *, run_id: str | None = None) -> None:
+        self.config = config
+        self.redis = redis_client
+        self.run_id = run_id
+        self._limiters: dict[str, Limiter] = {}
+
+    def limiter(self, model: str) -> Limiter:
+        """The limiter of ``model`` (created on first use)."""
+        if model not in self._limiters:
+            self._limiters[model] = Limiter(self.redis, self.config.for_model(model), self.config.limiter)
+        return self._limiters[model]
+
+    def _credentials(self, limits: ModelLimits) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        if limits.api_base:
+            kwargs["api_base"] = limits.api_base
+        if limits.api_key_env:
+            key = os.environ.get(limits.api_key_env)
+            if not key:
+                raise ModelCallFailed(f"{limits.name}: environment variable {limits.api_key_env} is not set")
+            kwargs["api_key"] = key
+        elif limits.api_base and urlparse(limits.api_base).hostname in ("127.0.0.1", "localhost", "::1"):
+            kwargs["api_key"] = OFFLINE_API_KEY
+        return kwargs
+
+    def complete(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+        timeout_s: float | None = None,
+    ) -> ModelReply:
+        """One completion, retried within the budget; raises ModelCallFailed past it."""
+        limiter = self.limiter(model)
+        limits = limiter.limits
+        retry = self.config.retry
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "timeout": timeout_s or limits.timeout_s,
+            "num_retries": 0,  # litellm's wrapper retries: off, every retry passes the limiter
+            "max_retries": 0,  # the provider SDK's own retries: off, likewise
+            **self._credentials(limits),
+        }
+        if tools:
+            kwargs["tools"] = tools
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        estimate = estimate_tokens(messages, tools, max_tokens)
+        last_error: BaseException | None = None
+        for attempt in range(1, retry.max_attempts + 1):
+            with limiter.acquire(estimate) as lease:
+                try:
+                    response = litellm.completion(**kwargs)
+                except Exception as err:
+                    last_error = err
+                    self._on_error(limiter, lease, err)
+                    if not is_retryable(err):
+                        break
+                else:
+                    reply = parse_reply(response, attempt, _cost(response))
+                    lease.settle(reply.usage.total_tokens, success=True)
+                    record_usage(
+                        self.redis, model, self.run_id, calls=1, attempts=1,
+                        prompt_tokens=reply.usage.prompt_tokens,
+                        completion_tokens=reply.usage.completion_tokens,
+                        cost_usd=reply.usage.cost_usd,
+                    )  # fmt: skip
+                    return reply
+            if attempt < retry.max_attempts:
+                ceiling = min(retry.max_delay_s, retry.base_delay_s * 2 ** (attempt - 1))
+                time.sleep(random.uniform(0, ceiling))  # full jitter; a 429's cool-down waits in acquire
+        record_usage(self.redis, model, self.run_id, failed=1)
+        kind = type(last_error).__name__ if last_error else "unknown"
+        raise ModelCallFailed(
+            f"{model}: no completion after {attempt} attempt(s); last error: {kind}: {_short(last_error)}"
+        ) from last_error
+
+    def _on_error(self, limiter: Limiter, lease: Lease, err: BaseException) -> None:
+        if getattr(err, "status_code", None) == 429:
+            # The provider refused before doing work: give the tokens back, start the cool-down.
+            lease.settle(0, success=False)
+            limiter.report_rate_limited(retry_after_s(err), lease)
+            record_usage(self.redis, limiter.limits.name, self.run_id, attempts=1, rate_limited=1)
+        else:
+            lease.settle(None, success=False)
+            record_usage(self.redis, limiter.limits.name, self.run_id, attempts=1, errors=1)
+
+
+def _short(err: BaseException | None, limit: int = 300) -> str:
+    text = " ".join(str(err).split()) if err else ""
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,298 @@
+"""The fleet-wide rate limiter: one set of Redis keys per model, shared by every worker.
+
+Every model call passes :meth:`Limiter.acquire`, which atomically (one Lua script):
+
+1. refuses while the model is in a shared cool-down (set by any worker's 429);
+2. reclaims expired concurrency leases and takes one if fewer than the cap are held;
+3. reserves the next request slot (requests per minute) and the call's estimated tokens
+   (tokens per minute), returning how long the caller must wait for its slot.
+
+The lease is refreshed by a heartbeat thread while the call runs, so a worker that dies
+stops refreshing and its slot returns after ``lease_ttl_s``. After the call,
+:meth:`Lease.settle` corrects the token estimate with the provider's actual usage and lets
+the pace grow; :meth:`Limiter.report_rate_limited` starts a cool-down and shrinks the pace.
+Design and reasons: ``docs/design/limiter.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import redis
+
+from schemas.constants import LIMITER_KEY
+from schemas.errors import ModelCallFailed
+from worker.models.settings import LimiterSettings, ModelLimits
+
+T = TypeVar("T")
+
+# Redis time in ms, so every worker on every host reads the same clock.
+_NOW = "local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000\n"
+_NUM = "local function num(v, d) if v then return tonumber(v) end return d end\n"
+
+# KEYS: state hash, leases zset. ARGV: lease id, est tokens, rpm, tpm, max concurrency,
+# lease ttl ms, headroom. Returns {granted (0/1), wait ms, now ms} as strings (Lua floats
+# would be truncated to integers by the reply conversion).
+_ACQUIRE = (
+    _NOW
+    + _NUM
+    + """
+local st, leases = KEYS[1], KEYS[2]
+local est, rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local max_conc, ttl, headroom = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local h = redis.call('HMGET', st, 'factor', 'cooldown_until', 'req_level', 'req_ts', 'tok_level', 'tok_ts')
+local factor, cooldown = num(h[1], 1), num(h[2], 0)
+if cooldown > now then return {'0', tostring(cooldown - now), tostring(now)} end
+redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
+local cap = math.max(1, math.floor(max_conc * factor))
+if redis.call('ZCARD', leases) >= cap then return {'0', '-1', tostring(now)} end
+local delay = 0
+if rpm > 0 then
+  local rate = rpm * headroom * factor / 60000
+  local level = math.min(1, num(h[3], 1) + (now - num(h[4], now)) * rate) - 1
+  if level < 0 then delay = -level / rate end
+  redis.call('HSET', st, 'req_level', tostring(level), 'req_ts', tostring(now))
+end
+if tpm > 0 then
+  local rate = tpm * headroom * factor / 60000
+  local capacity = tpm * headroom
+  local level = math.min(capacity, num(h[5], capacity) + (now - num(h[6], now)) * rate) - est
+  if level < 0 then delay = math.max(delay, -level / rate) end
+  redis.call('HSET', st, 'tok_level', tostring(level), 'tok_ts', tostring(now))
+end
+redis.call('ZADD', leases, now + delay + ttl, ARGV[1])
+redis.call('PEXPIRE', leases, math.floor(delay + 2 * ttl))
+redis.call('PEXPIRE', st, 3600000)
+return {'1', tostring(delay), tostring(now)}
+"""
+)
+
+# KEYS: leases. ARGV: lease id, ttl ms. XX: a lease already released (or reclaimed) is never
+# brought back by a heartbeat that raced the release.
+_REFRESH = (
+    _NOW
+    + """
+redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], math.floor(2 * tonumber(ARGV[2])))
+return 1
+"""
+)
+
+# KEYS: state, leases. ARGV: lease id, token correction (estimate - actual), success 0/1,
+# growth per success.
+_SETTLE = (
+    _NUM
+    + """
+redis.call('ZREM', KEYS[2], ARGV[1])
+local correction = tonumber(ARGV[2])
+if correction ~= 0 and redis.call('HEXISTS', KEYS[1], 'tok_level') == 1 then
+  redis.call('HINCRBYFLOAT', KEYS[1], 'tok_level', correction)
+end
+if ARGV[3] == '1' then
+  local factor = math.min(1, num(redis.call('HGET', KEYS[1], 'factor'), 1) + tonumber(ARGV[4]))
+  redis.call('HSET', KEYS[1], 'factor', tostring(factor))
+end
+return 1
+"""
+)
+
+# KEYS: state. ARGV: retry-after ms, request start ms, shrink, min factor. Sets the shared
+# cool-down; shrinks the pace once per episode: only a 429 on a request that started after
+# the last shrink is news (the others were already in flight when the pace was cut).
+_RATE_LIMITED = (
+    _NOW
+    + _NUM
+    + """
+local h = redis.call('HMGET', KEYS[1], 'factor', 'cooldown_until', 'shrunk_at')
+local factor, cooldown, shrunk_at = num(h[1], 1), num(h[2], 0), num(h[3], 0)
+cooldown = math.max(cooldown, now + tonumber(ARGV[1]))
+redis.call('HSET', KEYS[1], 'cooldown_until', tostring(cooldown))
+if tonumber(ARGV[2]) >= shrunk_at then
+  factor = math.max(tonumber(ARGV[4]), factor * tonumber(ARGV[3]))
+  redis.call('HSET', KEYS[1], 'factor', tostring(factor), 'shrunk_at', tostring(now))
+end
+redis.call('PEXPIRE', KEYS[1], 3600000)
+return {tostring(factor), tostring(cooldown - now)}
+"""
+)
+
+_REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
+_POLL_S = (0.02, 0.25)  # poll interval range while every concurrency slot is taken
+
+
+@dataclass
+class Lease:
+    """One granted call slot; settle it with the actual usage when the call returns."""
+
+    limiter: Limiter
+    lease_id: str
+    estimated_tokens: int
+    started_ms: float
+    """Redis time at grant (ms): tells a 429 of this call from news of a new episode."""
+    waited_s: float = 0.0
+    """Time spent waiting for the request/token slot after the grant."""
+    settled: bool = False
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def settle(self, actual_tokens: int | None, *, success: bool = True) -> None:
+        """Release the slot; correct the token estimate with ``actual_tokens`` (None: keep it)."""
+        if self.settled:
+            return
+        self.settled = True
+        self._stop.set()
+        correction = 0 if actual_tokens is None else self.estimated_tokens - actual_tokens
+        self.limiter._settle(self, correction, success)
+
+
+class Limiter:
+    """The fleet-wide limiter of one model (see the module docstring).
+
+    Survives Redis restarts: every operation retries connection errors with backoff for
+    ``settings.redis_retry_s``, then raises :class:`ModelCallFailed` (an infra failure of the
+    one call, never a crash of the run). State lost in a restart starts afresh.
+    """
+
+    def __init__(
+        self,
+        redis_client: redis.Redis,
+        limits: ModelLimits,
+        settings: LimiterSettings | None = None,
+    ) -> None:
+        self.redis = redis_client
+        self.limits = limits
+        self.settings = settings or LimiterSettings()
+        base = LIMITER_KEY.format(model=limits.name)
+        self.state_key, self.leases_key = base + ":state", base + ":leases"
+        self._acquire = redis_client.register_script(_ACQUIRE)
+        self._refresh = redis_client.register_script(_REFRESH)
+        self._settle_script = redis_client.register_script(_SETTLE)
+        self._rate_limited = redis_client.register_script(_RATE_LIMITED)
+
+    # --- Redis with retries ---------------------------------------------------------------
+    def _with_redis(self, op: Callable[[], T], budget_s: float | None = None) -> T:
+        budget = self.settings.redis_retry_s if budget_s is None else min(budget_s, self.settings.redis_retry_s)
+        deadline = time.monotonic() + budget
+        delay = 0.05
+        while True:
+            try:
+                return op()
+            except _REDIS_ERRORS as err:
+                if time.monotonic() >= deadline:
+                    raise ModelCallFailed(
+                        f"{self.limits.name}: limiter: Redis unreachable for {budget:g}s: {err}"
+                    ) from err
+                time.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(delay * 2, 2.0)
+
+    # --- the public operations -------------------------------------------------------------
+    @contextmanager
+    def acquire(self, estimated_tokens: int, *, max_wait_s: float | None = None) -> Iterator[Lease]:
+        """Wait for a slot (cool-down, concurrency, rpm, tpm) and hold it for the block.
+
+        Raises :class:`ModelCallFailed` when no slot came within ``max_wait_s`` (None: wait
+        as long as it takes; leases of dead workers expire, so it always comes) or Redis
+        stays unreachable. Unsettled leases are released on exit with the estimate kept.
+        """
+        lease = self._grant(max(0, int(estimated_tokens)), max_wait_s)
+        beat = threading.Thread(target=self._heartbeat, args=(lease,), daemon=True, name="lease-heartbeat")
+        beat.start()
+        try:
+            if lease.waited_s > 0:
+                time.sleep(lease.waited_s)
+            self.wait_cooldown()
+            yield lease
+        finally:
+            lease._stop.set()
+            if not lease.settled:
+                lease.settle(None, success=False)
+
+    def report_rate_limited(self, retry_after_s: float | None, lease: Lease | None = None) -> float:
+        """A 429 came back: start the shared cool-down; shrink the pace once per episode.
+
+        ``retry_after_s`` None means the provider sent no Retry-After: one second. Returns the
+        cool-down left, in seconds.
+        """
+        retry_ms = 1000.0 * (retry_after_s if retry_after_s is not None else 1.0)
+        # Without the lease the 429's request cannot be placed in time: count it as news.
+        started = lease.started_ms if lease is not None else 1e18
+        args = [retry_ms, started, self.settings.shrink, self.settings.min_factor]
+        _factor, left = self._with_redis(lambda: self._rate_limited(keys=[self.state_key], args=args))
+        return max(0.0, float(left) / 1000.0)
+
+    def wait_cooldown(self) -> None:
+        """Sleep until the model's shared cool-down (if any) is over."""
+        while True:
+            left = self.cooldown_left()
+            if left <= 0:
+                return
+            time.sleep(left + random.uniform(0, 0.05))
+
+    def cooldown_left(self) -> float:
+        """Seconds of shared cool-down left (0: none)."""
+        raw = self._with_redis(lambda: self.redis.hget(self.state_key, "cooldown_until"))
+        if raw is None:
+            return 0.0
+        now_s, now_us = self._with_redis(self.redis.time)
+        return max(0.0, (float(raw) - (now_s * 1000 + now_us / 1000)) / 1000.0)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Pace factor, cool-down left and leases held, for ``skill-eval status`` and tests."""
+        factor = self._with_redis(lambda: self.redis.hget(self.state_key, "factor"))
+        leases = self._with_redis(lambda: self.redis.zcard(self.leases_key))
+        return {
+            "model": self.limits.name,
+            "factor": float(factor) if factor is not None else 1.0,
+            "cooldown_s": self.cooldown_left(),
+            "leases": int(leases),
+        }
+
+    # --- internals ----------------------------------------------------------------------------
+    def _grant(self, estimated_tokens: int, max_wait_s: float | None) -> Lease:
+        lease_id = uuid.uuid4().hex
+        ttl_ms = self.settings.lease_ttl_s * 1000
+        args = [
+            lease_id, estimated_tokens, self.limits.rpm or 0, self.limits.tpm or 0,
+            self.limits.max_concurrency, ttl_ms, self.settings.headroom,
+        ]  # fmt: skip
+        deadline = None if max_wait_s is None else time.monotonic() + max_wait_s
+        poll = _POLL_S[0]
+        while True:
+            granted, wait_ms, now_ms = self._with_redis(
+                lambda: self._acquire(keys=[self.state_key, self.leases_key], args=args)
+            )
+            wait_s = float(wait_ms) / 1000.0
+            if granted in (b"1", "1"):
+                return Lease(self, lease_id, estimated_tokens, float(now_ms), waited_s=wait_s)
+            if wait_s < 0:  # every slot held: poll, jittered so waiters do not wake in step
+                sleep = random.uniform(poll / 2, poll)
+                poll = min(poll * 1.5, _POLL_S[1])
+            else:  # cool-down: its end is known
+                sleep = wait_s + random.uniform(0, 0.05)
+            if deadline is not None and time.monotonic() + sleep > deadline:
+                raise ModelCallFailed(f"{self.limits.name}: limiter: no call slot within {max_wait_s:g}s")
+            time.sleep(sleep)
+
+    def _heartbeat(self, lease: Lease) -> None:
+        ttl_ms = self.settings.lease_ttl_s * 1000
+        # First refresh must land before the grant's expiry (which included the slot wait).
+        while not lease._stop.wait(self.settings.lease_ttl_s / 3):
+            # Redis away: the next beat tries again, the call goes on meanwhile.
+            with contextlib.suppress(*_REDIS_ERRORS):
+                self._refresh(keys=[self.leases_key], args=[lease.lease_id, ttl_ms])
+
+    def _settle(self, lease: Lease, correction: int, success: bool) -> None:
+        args = [lease.lease_id, correction, 1 if success else 0, self.settings.growth_per_success]
+        # A lease left behind expires on its own; one lost correction is not worth failing (or
+        # long delaying) a call that has already succeeded, hence the short Redis budget.
+        with contextlib.suppress(ModelCallFailed):
+            self._with_redis(
+                lambda: self._settle_script(keys=[self.state_key, self.leases_key], args=args), budget_s=5.0
+            )

@@ -1,0 +1,175 @@
+"""Model settings: the per-model limits of ``skill-eval.toml``, merged with defaults.
+
+The file holds one table per litellm model name, plus optional ``[defaults]`` (for models
+not listed), ``[retry]`` (the per-call retry budget) and ``[limiter]`` (lease and adaptation
+knobs)::
+
+    [models."openai/gpt-4.1"]
+    api_base = "https://..."      # optional
+    api_key_env = "OPENAI_API_KEY"
+    rpm = 500                      # requests per minute, fleet-wide
+    tpm = 200000                   # tokens per minute, fleet-wide
+    max_concurrency = 32           # calls in flight, fleet-wide
+    timeout_s = 120
+
+    [retry]
+    max_attempts = 6
+
+Every table forbids unknown keys, so a typo is a :class:`ConfigError` naming the file and the
+field instead of a limit silently not applied. Pure: pydantic and tomllib only.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from schemas.constants import CONFIG_FILE
+from schemas.errors import ConfigError
+
+
+class ModelSettings(BaseModel):
+    """Limits and endpoint of one model; fields left unset fall back to ``[defaults]``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    api_base: str | None = None
+    """Endpoint URL (litellm ``api_base``); None: the provider's default."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the API key; None: litellm's own lookup."""
+    rpm: int | None = Field(default=None, gt=0)
+    """Requests per minute, fleet-wide; None: not limited."""
+    tpm: int | None = Field(default=None, gt=0)
+    """Tokens per minute (prompt + completion), fleet-wide; None: not limited."""
+    max_concurrency: int | None = Field(default=None, gt=0)
+    """Calls in flight, fleet-wide; None: the default's value."""
+    timeout_s: float | None = Field(default=None, gt=0)
+    """Timeout of one HTTP call, seconds."""
+
+
+class ModelLimits(BaseModel):
+    """The resolved settings of one model, every limit decided (what the limiter and client use)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    """The litellm model name."""
+    api_base: str | None = None
+    """Endpoint URL; the ``--api-base`` flag overrides every model's."""
+    api_key_env: str | None = None
+    """Environment variable holding the key."""
+    rpm: int | None = None
+    """Requests per minute, fleet-wide; None: not limited."""
+    tpm: int | None = None
+    """Tokens per minute, fleet-wide; None: not limited."""
+    max_concurrency: int = 16
+    """Calls in flight, fleet-wide."""
+    timeout_s: float = 120.0
+    """Timeout of one HTTP call, seconds."""
+
+
+class RetrySettings(BaseModel):
+    """The retry budget of one model call (429, 5xx, connection errors, timeouts)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_attempts: int = Field(default=6, ge=1)
+    """HTTP attempts per call, the first included; past them: ModelCallFailed."""
+    base_delay_s: float = Field(default=1.0, ge=0)
+    """First backoff ceiling; doubles per attempt (full jitter: a uniform draw below it)."""
+    max_delay_s: float = Field(default=30.0, ge=0)
+    """Ceiling of one backoff sleep (a longer Retry-After still wins)."""
+
+
+class LimiterSettings(BaseModel):
+    """How the fleet-wide limiter holds leases and adapts its pace."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lease_ttl_s: float = Field(default=30.0, gt=0)
+    """A concurrency lease expires this long after its last refresh (a dead worker's slot returns)."""
+    headroom: float = Field(default=0.98, gt=0, le=1)
+    """Share of the configured rpm/tpm actually used, so arrival jitter never crosses the ceiling."""
+    shrink: float = Field(default=0.8, gt=0, lt=1)
+    """Factor applied to the pace and concurrency once per rate-limit episode."""
+    min_factor: float = Field(default=0.1, gt=0, le=1)
+    """The pace never shrinks below this share of the configured limits."""
+    growth_per_success: float = Field(default=0.002, ge=0)
+    """Added back to the pace factor per successful call, up to 1."""
+    redis_retry_s: float = Field(default=60.0, ge=0)
+    """How long a limiter operation retries an unreachable Redis before the call fails."""
+
+
+class ModelConfig(BaseModel):
+    """The whole model configuration of a run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    models: dict[str, ModelSettings] = Field(default_factory=dict)
+    """Per-model tables, keyed by litellm model name."""
+    defaults: ModelSettings = Field(default_factory=ModelSettings)
+    """Settings for fields a model's table leaves unset, and for models not listed."""
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+    """Retry budget per call."""
+    limiter: LimiterSettings = Field(default_factory=LimiterSettings)
+    """Lease and adaptation knobs."""
+    api_base_override: str | None = None
+    """``--api-base``: the API base of every model of the run."""
+    source: str | None = None
+    """The file this came from, for messages."""
+
+    def for_model(self, name: str) -> ModelLimits:
+        """The resolved limits of ``name`` (its table over ``[defaults]`` over built-in defaults)."""
+        merged: dict[str, Any] = self.defaults.model_dump(exclude_none=True)
+        merged.update(self.models.get(name, ModelSettings()).model_dump(exclude_none=True))
+        if self.api_base_override:
+            merged["api_base"] = self.api_base_override
+        return ModelLimits(name=name, **merged)
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    parts: list[str] = []
+    for i, part in enumerate(loc):
+        text = str(part)
+        if i == 1 and loc[0] == "models":  # a model name: quote it as TOML does
+            parts.append(f'"{text}"')
+        else:
+            parts.append(text)
+    return ".".join(parts)
+
+
+def parse_model_config(
+    data: dict[str, Any], source: str = "<config>", api_base_override: str | None = None
+) -> ModelConfig:
+    """Validate a parsed TOML document; raise ConfigError naming ``source`` and the field."""
+    try:
+        return ModelConfig.model_validate({**data, "api_base_override": api_base_override, "source": source})
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise ConfigError(f"{source}: {_field_path(first['loc'])}: {first['msg']}") from err
+
+
+def load_model_config(path: Path | None = None, api_base_override: str | None = None) -> ModelConfig:
+    """Load the model settings of a run.
+
+    ``path`` None means ``./skill-eval.toml`` when it exists, else built-in defaults. A path
+    that does not exist, bad TOML or a bad field raises :class:`ConfigError` naming the file
+    (and the field).
+    """
+    if path is None:
+        default = Path.cwd() / CONFIG_FILE
+        if not default.exists():
+            return ModelConfig(api_base_override=api_base_override)
+        path = default
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise ConfigError(f"{path}: config file not found") from err
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot read: {err}") from err
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from err
+    return parse_model_config(data, str(path), api_base_override)
