@@ -8,6 +8,7 @@ Never grade against a corpus that could not be validated (contract Phase 1).
 
 from __future__ import annotations
 
+import math
 import posixpath
 import re
 import unicodedata
@@ -22,20 +23,31 @@ from schemas.constants import (
     MIN_EVALS,
     SKILL_NAME_RE,
 )
-from schemas.corpus import Corpus, EvalCase, Fixture
+from schemas.corpus import (
+    DETERMINISTIC_ASSERTIONS,
+    KNOWN_EXTENSIONS,
+    Assertion,
+    CallOrderCheck,
+    Corpus,
+    DeterministicAssertion,
+    EvalCase,
+    FileContainsCheck,
+    Fixture,
+    ToolCallCheck,
+    ToolCallMatcher,
+)
 from schemas.errors import BadCorpus, BadSkillName
 from schemas.status import FixtureStage
 
 TOP_KEYS = frozenset({"skill_name", "evals"})
+TOP_OPTIONAL_KEYS = frozenset({"extensions"})  # the opt-in to extensions of schema v1
 CASE_KEYS = frozenset({"id", "prompt", "expected_output", "files", "assertions"})
 CASE_OPTIONAL_KEYS = frozenset({"fixtures"})
 FIXTURE_KEYS = frozenset({"path", "content"})
 FIXTURE_OPTIONAL_KEYS = frozenset({"stage"})
 
 _VERB_RE = re.compile(r"\b(?:" + "|".join(sorted(CHECKABLE_VERBS)) + r")\b")
-_VAGUE_TAIL_RE = re.compile(
-    r"(?:^|[^\w-])(?:well|correctly|properly|appropriately|as\s+expected)\Z", re.IGNORECASE
-)
+_VAGUE_TAIL_RE = re.compile(r"(?:^|[^\w-])(?:well|correctly|properly|appropriately|as\s+expected)\Z", re.IGNORECASE)
 
 
 def check_skill_name(name: str, skill_dir_exists: Callable[[str], bool]) -> str:
@@ -129,9 +141,10 @@ def validate_corpus(data: Any, file: str, repo_has_file: Callable[[str], bool]) 
 
     if not isinstance(data, dict):
         raise fail("$", f"top level is {type(data).__name__}; an object is required")
-    problem = _key_problem(data, TOP_KEYS, frozenset())
+    problem = _key_problem(data, TOP_KEYS, TOP_OPTIONAL_KEYS)
     if problem:
         raise fail("$", problem + " (exactly skill_name, evals)")
+    extensions = _validate_extensions(data["extensions"], fail) if "extensions" in data else ()
     stem = corpus_stem(file)
     if data["skill_name"] != stem:
         raise fail("$.skill_name", f"{data['skill_name']!r} does not equal the file stem {stem!r}")
@@ -145,12 +158,24 @@ def validate_corpus(data: Any, file: str, repo_has_file: Callable[[str], bool]) 
     cases = []
     for index, raw in enumerate(evals):
         at = f"$.evals[{index}]"
-        case = _validate_case(raw, at, fail, repo_has_file)
+        case = _validate_case(raw, at, fail, repo_has_file, DETERMINISTIC_ASSERTIONS in extensions)
         if case.id in seen_ids:
             raise fail(f"{at}.id", f"id {case.id} repeats $.evals[{seen_ids[case.id]}].id; ids are unique")
         seen_ids[case.id] = index
         cases.append(case)
-    return Corpus(skill_name=stem, evals=tuple(cases))
+    return Corpus(skill_name=stem, evals=tuple(cases), extensions=extensions)
+
+
+def _validate_extensions(raw: Any, fail: Callable[[str, str], BadCorpus]) -> tuple[str, ...]:
+    known = ", ".join(sorted(KNOWN_EXTENSIONS))
+    if not isinstance(raw, list) or not raw:
+        raise fail("$.extensions", f"must be a non-empty array of extension names (known: {known})")
+    for i, name in enumerate(raw):
+        if not isinstance(name, str) or name not in KNOWN_EXTENSIONS:
+            raise fail(f"$.extensions[{i}]", f"{name!r} is not a known extension (known: {known})")
+        if name in raw[:i]:
+            raise fail(f"$.extensions[{i}]", f"{name!r} is listed twice")
+    return tuple(raw)
 
 
 def _validate_case(
@@ -158,6 +183,7 @@ def _validate_case(
     at: str,
     fail: Callable[[str, str], BadCorpus],
     repo_has_file: Callable[[str], bool],
+    allow_objects: bool = False,
 ) -> EvalCase:
     if not isinstance(raw, dict):
         raise fail(at, f"is {type(raw).__name__}; each eval is an object")
@@ -171,9 +197,7 @@ def _validate_case(
         if _blank(raw[key]):
             raise fail(f"{at}.{key}", "must be a non-blank string")
 
-    fixtures = (
-        _validate_fixtures(raw.get("fixtures", []), f"{at}.fixtures", fail) if "fixtures" in raw else ()
-    )
+    fixtures = _validate_fixtures(raw.get("fixtures", []), f"{at}.fixtures", fail) if "fixtures" in raw else ()
     fixture_paths = {f.path for f in fixtures}
 
     files = raw["files"]
@@ -195,20 +219,25 @@ def _validate_case(
     assertions = raw["assertions"]
     if not isinstance(assertions, list) or not assertions:
         raise fail(f"{at}.assertions", "must be a non-empty array of strings")
+    checked: list[Assertion] = []
     for i, text in enumerate(assertions):
         where = f"{at}.assertions[{i}]"
+        if allow_objects and isinstance(text, dict):
+            checked.append(_validate_check(text, where, fail))
+            continue
         if not isinstance(text, str):
             raise fail(where, f"is {type(text).__name__}; assertions are strings")
         problem = assertion_problem(text)
         if problem:
             raise fail(where, problem)
+        checked.append(text)
 
     return EvalCase(
         id=case_id,
         prompt=raw["prompt"],
         expected_output=raw["expected_output"],
         files=tuple(clean_files),
-        assertions=tuple(assertions),
+        assertions=tuple(checked),
         fixtures=fixtures,
     )
 
@@ -247,3 +276,83 @@ def _validate_fixtures(raw: Any, at: str, fail: Callable[[str, str], BadCorpus])
         seen[key] = index
         fixtures.append(Fixture(path=key[0], content=content, stage=stage))
     return tuple(fixtures)
+
+
+# --- Deterministic assertions (extension "deterministic-assertions") ----------------------------
+MAX_PATTERN_CHARS = 1000  # long patterns are where catastrophic backtracking hides
+MAX_WEIGHT = 100.0
+_CHECK_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "tool_call": (frozenset({"kind", "pattern"}), frozenset({"text", "tool", "argument", "absent", "weight"})),
+    "call_order": (frozenset({"kind", "first", "then"}), frozenset({"text", "weight"})),
+    "file_contains": (frozenset({"kind", "path", "pattern"}), frozenset({"text", "weight"})),
+}
+_MATCHER_KEYS = (frozenset({"pattern"}), frozenset({"tool", "argument"}))
+
+
+def _validate_check(raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus]) -> DeterministicAssertion:
+    """An assertion object: ``kind`` is tool_call | call_order | file_contains; regexes must
+    compile; ``text`` (optional) is a non-blank string; ``weight`` (optional) is in (0, 100]."""
+    kind = raw.get("kind")
+    if kind not in _CHECK_KEYS:
+        raise fail(f"{at}.kind", f"{kind!r} is not one of: {', '.join(sorted(_CHECK_KEYS))}")
+    problem = _key_problem(raw, *_CHECK_KEYS[kind])
+    if problem:
+        raise fail(at, problem)
+    if "text" in raw and _blank(raw["text"]):
+        raise fail(f"{at}.text", "must be a non-blank string")
+    weight = raw.get("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
+        raise fail(f"{at}.weight", f"{weight!r} is not a number")
+    if not 0 < weight <= MAX_WEIGHT:
+        raise fail(f"{at}.weight", f"{weight!r} is outside (0, {MAX_WEIGHT:g}]")
+    if kind == "tool_call":
+        m = _validate_matcher({k: raw[k] for k in ("pattern", "tool", "argument") if k in raw}, at, fail)
+        absent = raw.get("absent", False)
+        if not isinstance(absent, bool):
+            raise fail(f"{at}.absent", f"{absent!r} is not true or false")
+        verb = "never makes" if absent else "makes"
+        text = raw.get("text") or f"The agent {verb} a tool call {_describe(m)}"
+        return ToolCallCheck(text=text, pattern=m.pattern, tool=m.tool, argument=m.argument, absent=absent,
+                             weight=float(weight))  # fmt: skip
+    if kind == "call_order":
+        first, then = (_validate_matcher(raw[k], f"{at}.{k}", fail) for k in ("first", "then"))
+        text = raw.get("text") or f"The agent makes a tool call {_describe(first)} before one {_describe(then)}"
+        return CallOrderCheck(text=text, first=first, then=then, weight=float(weight))
+    path = raw["path"]
+    path_issue = path_problem(path) if isinstance(path, str) else f"{path!r} is not a string"
+    if path_issue:
+        raise fail(f"{at}.path", path_issue)
+    pattern = _validate_pattern(raw["pattern"], f"{at}.pattern", fail)
+    text = raw.get("text") or f"The final {normalise_path(path)} contains a match for /{pattern}/"
+    return FileContainsCheck(text=text, path=normalise_path(path), pattern=pattern, weight=float(weight))
+
+
+def _validate_matcher(raw: Any, at: str, fail: Callable[[str, str], BadCorpus]) -> ToolCallMatcher:
+    if not isinstance(raw, dict):
+        raise fail(at, f"is {type(raw).__name__}; a tool-call matcher object is required")
+    problem = _key_problem(raw, *_MATCHER_KEYS)
+    if problem:
+        raise fail(at, problem)
+    for key in ("tool", "argument"):
+        if key in raw and _blank(raw[key]):
+            raise fail(f"{at}.{key}", "must be a non-blank string")
+    pattern = _validate_pattern(raw["pattern"], f"{at}.pattern", fail)
+    return ToolCallMatcher(pattern=pattern, tool=raw.get("tool"), argument=raw.get("argument"))
+
+
+def _validate_pattern(raw: Any, at: str, fail: Callable[[str, str], BadCorpus]) -> str:
+    if not isinstance(raw, str) or not raw:
+        raise fail(at, "must be a non-empty regular expression string")
+    if len(raw) > MAX_PATTERN_CHARS:
+        raise fail(at, f"is {len(raw)} characters; at most {MAX_PATTERN_CHARS} are allowed")
+    try:
+        re.compile(raw)
+    except re.error as exc:
+        raise fail(at, f"is not a valid regular expression: {exc}") from None
+    return raw
+
+
+def _describe(m: ToolCallMatcher) -> str:
+    tool = f"to {m.tool} " if m.tool else ""
+    where = f"argument {m.argument}" if m.argument else "arguments"
+    return f"{tool}whose {where} match /{m.pattern}/"

@@ -7,9 +7,15 @@ the shape that crosses queues and lands in the store.
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.status import FixtureStage
+
+DETERMINISTIC_ASSERTIONS = "deterministic-assertions"
+"""The opt-in extension name: with it in ``extensions``, an assertion may be an object."""
+KNOWN_EXTENSIONS = frozenset({DETERMINISTIC_ASSERTIONS})
 
 
 class Fixture(BaseModel):
@@ -25,6 +31,86 @@ class Fixture(BaseModel):
     """``base`` is committed before the case starts; ``head`` is written last and left uncommitted."""
 
 
+class ToolCallMatcher(BaseModel):
+    """Which recorded tool calls match: by tool name and a regular expression on arguments."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pattern: str
+    """Python regular expression, searched (not anchored) in the matched text."""
+    tool: str | None = None
+    """Exact tool name; None matches every tool."""
+    argument: str | None = None
+    """Match this argument's value (strings as they are, others as JSON); None: all arguments as JSON."""
+
+
+class ToolCallCheck(BaseModel):
+    """Passes when some tool call matches (or, with ``absent``, when none does)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["tool_call"] = "tool_call"
+    text: str
+    """What the check means, as reports show it."""
+    pattern: str
+    """Python regular expression, searched (not anchored) in the matched text."""
+    tool: str | None = None
+    """Exact tool name; None matches every tool."""
+    argument: str | None = None
+    """Match this argument's value (strings as they are, others as JSON); None: all arguments as JSON."""
+    absent: bool = False
+    """True: pass only when no tool call matches."""
+    weight: float = 1.0
+    """Relative weight in weighted scores."""
+
+    @property
+    def matcher(self) -> ToolCallMatcher:
+        return ToolCallMatcher(pattern=self.pattern, tool=self.tool, argument=self.argument)
+
+
+class CallOrderCheck(BaseModel):
+    """Passes when a call matching ``first`` is followed, later, by a call matching ``then``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["call_order"] = "call_order"
+    text: str
+    """What the check means, as reports show it."""
+    first: ToolCallMatcher
+    """The call that must come first."""
+    then: ToolCallMatcher
+    """The call that must come after it."""
+    weight: float = 1.0
+    """Relative weight in weighted scores."""
+
+
+class FileContainsCheck(BaseModel):
+    """Passes when a file in the final workspace contains a pattern."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["file_contains"] = "file_contains"
+    text: str
+    """What the check means, as reports show it."""
+    path: str
+    """Normalised repo-relative path, looked up in ``Trajectory.final_files``."""
+    pattern: str
+    """Python regular expression, searched in the file's final content."""
+    weight: float = 1.0
+    """Relative weight in weighted scores."""
+
+
+DeterministicAssertion = Annotated[ToolCallCheck | CallOrderCheck | FileContainsCheck, Field(discriminator="kind")]
+"""An assertion checked without a model (extension ``deterministic-assertions``)."""
+Assertion = str | DeterministicAssertion
+"""A judged assertion (its text) or a deterministic one."""
+
+
+def assertion_text(assertion: Assertion) -> str:
+    """The text reports show for an assertion of either kind."""
+    return assertion if isinstance(assertion, str) else assertion.text
+
+
 class EvalCase(BaseModel):
     """One eval case: a prompt for the executor and assertions for the judge."""
 
@@ -38,8 +124,9 @@ class EvalCase(BaseModel):
     """What a good run produces; never shown to the executor."""
     files: tuple[str, ...]
     """Repo-relative files the case is about (exist in the repo or are fixture paths)."""
-    assertions: tuple[str, ...]
-    """Observable facts about the agent's tool calls; graded one by one, never shown to the executor."""
+    assertions: tuple[Assertion, ...]
+    """Observable facts about the agent's tool calls; graded one by one, never shown to the executor.
+    Strings are judged; objects (only with the ``deterministic-assertions`` extension) are checked."""
     fixtures: tuple[Fixture, ...] = ()
     """Files to materialize in the workspace before the run."""
 
@@ -57,6 +144,8 @@ class Corpus(BaseModel):
     """Kebab-case skill name; equals the corpus file stem."""
     evals: tuple[EvalCase, ...] = Field(min_length=2)
     """The cases, at least two."""
+    extensions: tuple[str, ...] = ()
+    """Opted-in extensions of schema v1 (empty for a plain v1 corpus)."""
 
     @property
     def assertion_count(self) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.status import ShardState
@@ -23,6 +25,10 @@ class AssertionVerdict(BaseModel):
     """For passes: whether the quoted evidence was found in the transcript (None: not checked)."""
     note: str = ""
     """Why the verdict was changed after the judge answered (e.g. strict evidence), if it was."""
+    check: Literal["judge", "deterministic"] = "judge"
+    """Who decided: the judge model(s), or a deterministic check (extension) without a model."""
+    weight: float = 1.0
+    """Relative weight in weighted scores (deterministic assertions may set it; judged ones are 1)."""
 
 
 class JudgeAnswer(BaseModel):
@@ -46,6 +52,17 @@ class JudgeAnswer(BaseModel):
     """Judge model usage for this shard."""
 
 
+class PairAgreement(BaseModel):
+    """How often two judges agreed on one shard's judged assertions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    judges: tuple[str, str]
+    """The two judge models (sorted)."""
+    share: float
+    """Share of assertions on which they gave the same verdict."""
+
+
 class ShardGrade(BaseModel):
     """The grade of one shard: the combined verdicts and each judge's answer."""
 
@@ -63,3 +80,9 @@ class ShardGrade(BaseModel):
     """SHA-256 of each prompt template used, by template name."""
     error: str = ""
     """Detail for non-graded states."""
+    agreement: list[PairAgreement] = Field(default_factory=list)
+    """Pairwise agreement between the judges that graded (empty with fewer than two)."""
+    unanimous_share: float | None = None
+    """Share of judged assertions all grading judges agreed on; None with fewer than two."""
+    evidence_verified_share: float | None = None
+    """Share of judged passes whose quoted evidence was found in the transcript; None: no pass checked."""

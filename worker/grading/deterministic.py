@@ -1,0 +1,130 @@
+"""Deterministic assertions (extension ``deterministic-assertions``): checked without a model. Pure.
+
+Each check reads the structured trajectory, never the rendered text, so nothing the agent
+printed can imitate a tool call:
+
+* ``tool_call``: some tool call (optionally of one tool) has arguments matching a regex —
+  one named argument's value, or all arguments as sorted JSON; with ``absent``, none does;
+* ``call_order``: a call matching ``first`` is followed later by a call matching ``then``;
+* ``file_contains``: the file's final content (``Trajectory.final_files``) matches a regex.
+
+The corpus validator (producer/validation.py) has already compiled every pattern.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from functools import cache
+
+from schemas.corpus import (
+    Assertion,
+    CallOrderCheck,
+    DeterministicAssertion,
+    FileContainsCheck,
+    ToolCallCheck,
+    ToolCallMatcher,
+)
+from schemas.trajectory import ToolCallEvent, Trajectory
+from schemas.verdict import AssertionVerdict
+
+EVIDENCE_CHARS = 300  # a quoted call is cut to this length in the verdict
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _calls(trajectory: Trajectory) -> list[ToolCallEvent]:
+    return [e for e in trajectory.events if isinstance(e, ToolCallEvent)]
+
+
+def _subject(call: ToolCallEvent, argument: str | None) -> str | None:
+    if argument is None:
+        return json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)
+    if argument not in call.arguments:
+        return None
+    value = call.arguments[argument]
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def call_matches(call: ToolCallEvent, matcher: ToolCallMatcher) -> bool:
+    """True when ``call`` is of the matcher's tool (if any) and the regex is found in its subject."""
+    if matcher.tool is not None and call.name != matcher.tool:
+        return False
+    subject = _subject(call, matcher.argument)
+    return subject is not None and _compiled(matcher.pattern).search(subject) is not None
+
+
+def _quote(call: ToolCallEvent) -> str:
+    text = f"[tool_call] {call.name}({json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)})"
+    return text if len(text) <= EVIDENCE_CHARS else text[: EVIDENCE_CHARS - 3] + "..."
+
+
+def _verdict(check: DeterministicAssertion, passed: bool, evidence: str) -> AssertionVerdict:
+    return AssertionVerdict(
+        text=check.text, passed=passed, evidence=evidence, check="deterministic", weight=check.weight
+    )
+
+
+def _check_tool_call(check: ToolCallCheck, trajectory: Trajectory) -> AssertionVerdict:
+    matching = [c for c in _calls(trajectory) if call_matches(c, check.matcher)]
+    if check.absent:
+        if matching:
+            return _verdict(check, False, f"absent: no such call, but found {_quote(matching[0])}")
+        return _verdict(check, True, f"none of {len(_calls(trajectory))} tool call(s) matches /{check.pattern}/")
+    if matching:
+        return _verdict(check, True, _quote(matching[0]))
+    return _verdict(check, False, f"absent: a tool call matching /{check.pattern}/")
+
+
+def _check_call_order(check: CallOrderCheck, trajectory: Trajectory) -> AssertionVerdict:
+    calls = _calls(trajectory)
+    first = next((i for i, c in enumerate(calls) if call_matches(c, check.first)), None)
+    if first is None:
+        return _verdict(check, False, f"absent: a tool call matching /{check.first.pattern}/")
+    then = next((c for c in calls[first + 1 :] if call_matches(c, check.then)), None)
+    if then is None:
+        return _verdict(
+            check, False, f"absent: a tool call matching /{check.then.pattern}/ after {_quote(calls[first])}"
+        )
+    return _verdict(check, True, f"{_quote(calls[first])} ... then {_quote(then)}")
+
+
+def _check_file(check: FileContainsCheck, trajectory: Trajectory) -> AssertionVerdict:
+    content = trajectory.final_files.get(check.path)
+    if content is None:
+        return _verdict(check, False, f"absent: {check.path} among the files the run touched")
+    match = _compiled(check.pattern).search(content)
+    if match is None:
+        return _verdict(check, False, f"absent: a match for /{check.pattern}/ in the final {check.path}")
+    return _verdict(check, True, f"{check.path}: {match.group(0)[:EVIDENCE_CHARS]}")
+
+
+def check_assertion(check: DeterministicAssertion, trajectory: Trajectory) -> AssertionVerdict:
+    """The verdict of one deterministic assertion on ``trajectory``."""
+    if isinstance(check, ToolCallCheck):
+        return _check_tool_call(check, trajectory)
+    if isinstance(check, CallOrderCheck):
+        return _check_call_order(check, trajectory)
+    return _check_file(check, trajectory)
+
+
+def split_assertions(assertions: Sequence[Assertion]) -> tuple[list[str], list[int]]:
+    """The judged texts in order, and the positions (in ``assertions``) they came from."""
+    positions = [i for i, a in enumerate(assertions) if isinstance(a, str)]
+    return [a for a in assertions if isinstance(a, str)], positions
+
+
+def merge_by_position(
+    assertions: Sequence[Assertion], judged: Sequence[AssertionVerdict], trajectory: Trajectory
+) -> list[AssertionVerdict]:
+    """One verdict per assertion in corpus order: judged verdicts fill the string positions (in
+    order), deterministic checks fill the others. Raises ValueError on a count mismatch."""
+    texts, _positions = split_assertions(assertions)
+    if len(judged) != len(texts):
+        raise ValueError(f"{len(judged)} judged verdict(s) for {len(texts)} judged assertion(s)")
+    queue = iter(judged)
+    return [next(queue) if isinstance(a, str) else check_assertion(a, trajectory) for a in assertions]
