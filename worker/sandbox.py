@@ -1,15 +1,27 @@
-"""The sandbox every executor tool call runs in (interface; implementation: issue 3).
+"""The sandbox every executor tool call runs in: bubblewrap, or explicitly none.
 
 ``open_sandbox(workspace, mode, limits)`` returns a :class:`Sandbox` whose ``run`` executes
-one shell command confined to the workspace.
+one ``bash -c`` command confined to the workspace, with a scrubbed environment and
+per-command limits, and never raises for the command's own failure. ``require_sandbox``
+refuses up front (``NoSandbox``) when bubblewrap is missing or cannot work here.
+
+Decisions (why each mount, why a throwaway uid, what is not protected) are in
+docs/design/sandbox.md; the launch mechanics live in :mod:`worker.sandbox_exec`.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from schemas.errors import NoSandbox
 from schemas.status import SandboxMode
 
 
@@ -23,6 +35,8 @@ class SandboxLimits:
     processes: int = 256
     file_size_mb: int = 256
     output_chars: int = 30_000
+    tmpfs_mb: int = 512
+    """Size cap of each private tmpfs (HOME and /tmp) in bubblewrap mode."""
 
 
 @dataclass(frozen=True)
@@ -53,3 +67,146 @@ class Sandbox(Protocol):
     def run(self, command: str, *, timeout_s: float | None = None, stdin: str | None = None) -> CommandResult:
         """Run ``command`` with ``bash -c`` in the workspace; never raises for the command's own failure."""
         ...
+
+
+INNER_ROOT = "/workspace"
+INNER_HOME = "/home/agent"
+_HELPERS = ("prlimit", "setpriv")  # util-linux: per-command rlimits, dropping root to a throwaway uid
+
+
+def _missing_helpers() -> list[str]:
+    return [tool for tool in _HELPERS if shutil.which(tool) is None]
+
+
+@functools.cache
+def _probe_bwrap() -> str | None:
+    """None when bwrap can build this module's sandbox here; otherwise why not (cached per process)."""
+    from worker.sandbox_exec import bwrap_argv  # a cycle at import time otherwise
+
+    with tempfile.TemporaryDirectory(prefix="skill-eval-probe-") as tmp:
+        argv = bwrap_argv(Path(tmp), SandboxLimits(), uid=None, inner=["true"])
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={})
+        except (OSError, subprocess.SubprocessError) as exc:
+            return str(exc)
+        return None if done.returncode == 0 else (done.stderr.strip() or f"exit code {done.returncode}")
+
+
+def require_sandbox(mode: SandboxMode) -> None:
+    """Raise ``NoSandbox`` unless ``mode`` can run here; ``NONE`` only needs util-linux's helpers.
+
+    For ``BWRAP`` the message names the Debian package (``bubblewrap``) and the explicit
+    opt-out (``--sandbox none``); a bwrap that is installed but cannot create namespaces
+    (e.g. user namespaces disabled) is refused with bwrap's own words.
+    """
+    missing = _missing_helpers()
+    if missing:
+        raise NoSandbox(f"{', '.join(missing)} not found: install the Debian package util-linux")
+    if mode is SandboxMode.NONE:
+        return
+    if shutil.which("bwrap") is None:
+        raise NoSandbox(
+            "bubblewrap (bwrap) is not installed: install the Debian package `bubblewrap` "
+            "(apt-get install bubblewrap), or pass --sandbox none to run tool calls unconfined"
+        )
+    why = _probe_bwrap()
+    if why is not None:
+        raise NoSandbox(f"bubblewrap cannot create a sandbox on this host: {why}")
+
+
+def _choose_uid() -> int | None:
+    """A throwaway uid for this sandbox when the worker is root, else None (keep the worker's uid).
+
+    Root is exempt from RLIMIT_NPROC, so a fork bomb run as root is never stopped; a fresh
+    uid from a range no real account uses gives each sandbox its own process count.
+    """
+    if os.geteuid() != 0:
+        return None
+    import secrets
+
+    return 2_000_000_000 + secrets.randbelow(100_000_000)
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    os.lchown(root, uid, uid)
+    # bwrap enters the folder before dropping to ``uid``, holding no capability by then.
+    os.chmod(root, os.stat(root).st_mode | 0o711)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in (*dirnames, *filenames):
+            os.lchown(os.path.join(dirpath, name), uid, uid)
+
+
+class BwrapSandbox:
+    """Bubblewrap: read-only system, the workspace at ``/workspace`` the only writable host path."""
+
+    mode = SandboxMode.BWRAP
+    inner_root = INNER_ROOT
+
+    def __init__(self, workspace: Path, limits: SandboxLimits) -> None:
+        self.workspace = Path(os.path.realpath(workspace))
+        self.limits = limits
+        self.uid = _choose_uid()
+        if self.uid is not None:
+            _chown_tree(self.workspace, self.uid)
+
+    def run(self, command: str, *, timeout_s: float | None = None, stdin: str | None = None) -> CommandResult:
+        from worker.sandbox_exec import bwrap_argv, execute, inner_argv, sandbox_env
+
+        env = sandbox_env(home=INNER_HOME, tmp="/tmp")
+        inner = inner_argv(command, self.limits, uid=self.uid)
+        argv = bwrap_argv(self.workspace, self.limits, uid=self.uid, inner=inner, env=env)
+        timeout = self.limits.timeout_s if timeout_s is None else timeout_s
+        return execute(argv, env=env, cwd=None, stdin=stdin, timeout_s=timeout, limits=self.limits)
+
+
+class UnconfinedSandbox:
+    """``--sandbox none``: same limits, scrubbed environment and private HOME/TMPDIR, but no namespaces.
+
+    Only for users who asked for it explicitly: the command can read and write anything the
+    (throwaway, when the worker is root) uid can, and reach the network.
+    """
+
+    mode = SandboxMode.NONE
+
+    def __init__(self, workspace: Path, limits: SandboxLimits) -> None:
+        self.workspace = Path(os.path.realpath(workspace))
+        self.inner_root = str(self.workspace)
+        self.limits = limits
+        self.uid = _choose_uid()
+        self._private = Path(tempfile.mkdtemp(prefix="skill-eval-none-"))
+        (self._private / "home").mkdir()
+        (self._private / "tmp").mkdir()
+        if self.uid is not None:
+            _chown_tree(self.workspace, self.uid)
+            _chown_tree(self._private, self.uid)
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._private, True)
+
+    def close(self) -> None:
+        """Remove the private HOME and TMPDIR (also done when the object is collected)."""
+        self._cleanup()
+
+    def run(self, command: str, *, timeout_s: float | None = None, stdin: str | None = None) -> CommandResult:
+        from worker.sandbox_exec import execute, inner_argv, kill_uid, sandbox_env
+
+        env = sandbox_env(home=str(self._private / "home"), tmp=str(self._private / "tmp"))
+        argv = inner_argv(command, self.limits, uid=self.uid, unconfined=True)
+        timeout = self.limits.timeout_s if timeout_s is None else timeout_s
+        try:
+            return execute(argv, env=env, cwd=self.workspace, stdin=stdin, timeout_s=timeout, limits=self.limits)
+        finally:
+            if self.uid is not None:
+                kill_uid(self.uid)  # background processes that left the process group
+
+
+def open_sandbox(workspace: Path, mode: SandboxMode, limits: SandboxLimits = SandboxLimits()) -> Sandbox:
+    """Return a sandbox for ``workspace`` in ``mode``; raise ``NoSandbox`` when it cannot run here.
+
+    When the worker is root the workspace is handed to the sandbox's throwaway uid, so every
+    later write into it must go through ``Sandbox.run``.
+    """
+    require_sandbox(mode)
+    if not Path(workspace).is_dir():
+        raise NoSandbox(f"workspace {workspace} is not a folder")
+    if mode is SandboxMode.BWRAP:
+        return BwrapSandbox(workspace, limits)
+    return UnconfinedSandbox(workspace, limits)
