@@ -9,6 +9,7 @@ a laptop user's own desktop count against the sandbox's 256 processes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -17,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import IO
 
 from worker.gitcmd import GIT_IDENTITY
 from worker.output import OutputBuffer
@@ -151,54 +153,14 @@ def _which_limit(code: int | None, timed_out: bool, seen: set[str]) -> str | Non
 
 
 def _killpg(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
-def execute(
-    argv: list[str],
-    *,
-    env: Mapping[str, str],
-    cwd: Path | None,
-    stdin: str | None,
-    timeout_s: float,
-    limits: SandboxLimits,
-) -> CommandResult:
-    """Run ``argv`` in its own process group, read its output incrementally, enforce the wall clock.
-
-    On timeout the whole process group is killed (for bwrap this kills the PID namespace's
-    init, and with it every process in the sandbox). Never raises for the command's failure.
-    """
-    started = time.monotonic()
-    buffer = OutputBuffer(
-        limits.output_chars,
-        watch=("CPU time limit exceeded", "File size limit exceeded", *_PROCESS_HINTS, *_MEMORY_HINTS),
-    )
-    stdin_file = None
-    if stdin is not None:
-        stdin_file = tempfile.TemporaryFile()
-        stdin_file.write(stdin.encode())
-        stdin_file.seek(0)
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=stdin_file if stdin_file is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=dict(env),
-            cwd=cwd,
-            start_new_session=True,
-            close_fds=True,
-        )
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the command
-        if stdin_file is not None:
-            stdin_file.close()
-        return CommandResult(output=f"sandbox could not start the command: {exc}", exit_code=None)
+def _pump(proc: subprocess.Popen[bytes], buffer: OutputBuffer, *, deadline: float) -> bool:
+    """Feed ``proc``'s output into ``buffer`` until EOF or ``deadline``; reap it. True on timeout."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
-    deadline = started + timeout_s
     timed_out = False
     drain_until: float | None = None
     try:
@@ -224,8 +186,49 @@ def execute(
             _killpg(proc.pid)
         proc.wait()
         proc.stdout.close()
-        if stdin_file is not None:
-            stdin_file.close()
+    return timed_out
+
+
+def execute(
+    argv: list[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path | None,
+    stdin: str | None,
+    timeout_s: float,
+    limits: SandboxLimits,
+) -> CommandResult:
+    """Run ``argv`` in its own process group, read its output incrementally, enforce the wall clock.
+
+    On timeout the whole process group is killed (for bwrap this kills the PID namespace's
+    init, and with it every process in the sandbox). Never raises for the command's failure.
+    """
+    started = time.monotonic()
+    buffer = OutputBuffer(
+        limits.output_chars,
+        watch=("CPU time limit exceeded", "File size limit exceeded", *_PROCESS_HINTS, *_MEMORY_HINTS),
+    )
+    with contextlib.ExitStack() as stack:
+        stdin_src: int | IO[bytes] = subprocess.DEVNULL
+        if stdin is not None:
+            stdin_file = stack.enter_context(tempfile.TemporaryFile())
+            stdin_file.write(stdin.encode())
+            stdin_file.seek(0)
+            stdin_src = stdin_file
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=stdin_src,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=dict(env),
+                cwd=cwd,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the command
+            return CommandResult(output=f"sandbox could not start the command: {exc}", exit_code=None)
+        timed_out = _pump(proc, buffer, deadline=started + timeout_s)
     code = None if timed_out else proc.returncode
     output, truncated = buffer.render()
     limit = _which_limit(code, timed_out, buffer.seen)
