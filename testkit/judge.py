@@ -68,21 +68,25 @@ def judge_assertion(assertion: str, transcript: str, rules: tuple[JudgeRule, ...
             "evidence": "absent: the scripted judge has no rule for this assertion",
         }
     found = rule.transcript_regex.search(transcript)
+    # A named group "evidence" picks the quoted line when the match spans several (ordering rules).
+    at = 0
+    if found:
+        at = found.start("evidence") if "evidence" in found.re.groupindex and found.group("evidence") else found.start()
     if rule.expect == "present":
         if found:
-            return {"text": assertion, "passed": True, "evidence": _line_at(transcript, found.start())}
+            return {"text": assertion, "passed": True, "evidence": _line_at(transcript, at)}
         return {
             "text": assertion,
             "passed": False,
             "evidence": f"absent: no transcript line matches /{rule.transcript_regex.pattern}/",
         }
     if found:
-        return {"text": assertion, "passed": False, "evidence": _line_at(transcript, found.start())}
-    return {
-        "text": assertion,
-        "passed": True,
-        "evidence": f"no transcript line matches /{rule.transcript_regex.pattern}/",
-    }
+        return {"text": assertion, "passed": False, "evidence": _line_at(transcript, at)}
+    # A pass needs a verbatim quote (the grader checks evidence against the transcript): the
+    # agent's last tool call, showing where its run ended without the forbidden action.
+    calls = [line for line in transcript.splitlines() if line.startswith("[tool_call]")]
+    evidence = calls[-1][:_EVIDENCE_CHARS] if calls else f"no transcript line matches /{rule.transcript_regex.pattern}/"
+    return {"text": assertion, "passed": True, "evidence": evidence}
 
 
 def judge_request(text: str, rules: tuple[JudgeRule, ...]) -> list[dict[str, Any]]:
