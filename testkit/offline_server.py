@@ -320,7 +320,7 @@ class OfflineModelServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> str:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="offline-model", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="offline-model", daemon=True)
         self._thread.start()
         return self.base_url
 
