@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -30,7 +31,7 @@ _SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 _MB = 1024 * 1024
 
 # errno texts by which a command shows it ran into a limit that kills nobody by itself.
-_PROCESS_HINTS = ("fork: Resource temporarily unavailable", "fork: retry", "Cannot fork", "[Errno 11]")
+_PROCESS_HINTS = ("fork: Resource temporarily unavailable", "fork: retry", "Cannot fork", "can't fork")
 _MEMORY_HINTS = ("Cannot allocate memory", "MemoryError", "std::bad_alloc", "out of memory")
 
 
@@ -91,7 +92,14 @@ def bwrap_argv(
     env: Mapping[str, str] | None = None,
 ) -> list[str]:
     """The bwrap command line confining ``inner`` (see docs/design/sandbox.md for each choice)."""
-    argv = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    argv = [
+        shutil.which("bwrap") or "bwrap",
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+    ]
     if uid is None:
         argv.append("--unshare-user")  # unprivileged bwrap needs it; it also counts NPROC per sandbox
     else:
@@ -135,8 +143,10 @@ def kill_uid(uid: int) -> None:
 
 
 def _which_limit(code: int | None, timed_out: bool, seen: set[str]) -> str | None:
-    if seen & set(_PROCESS_HINTS) and (timed_out or code != 0):
-        return "processes"  # a contained fork bomb retries until the wall clock ends it
+    if seen & set(_PROCESS_HINTS):
+        # A fork refused by RLIMIT_NPROC; also when the shell retried and went on, or the
+        # wall clock ended a contained fork bomb: the process limit is what was hit.
+        return "processes"
     if timed_out:
         return "timeout"
     if code in (128 + signal.SIGXCPU, -signal.SIGXCPU):
