@@ -1,5 +1,7 @@
 """The built-in executor: a tool-calling agent loop over a model client and a sandbox.
 
+Decisions: docs/design/executor.md.
+
 One shard's loop: send the rendered executor prompt, execute every tool call the model
 asks for in the sandbox, send the results back, until the model answers without tool
 calls or a budget runs out. Budgets (turns, total tokens, wall clock) end the trajectory
@@ -36,7 +38,9 @@ class AgentBudget:
     max_tokens: int = 400_000
     """Prompt plus completion tokens over all calls."""
     wall_clock_s: float = 900.0
-    """Seconds from the first model call to the end of the last tool call."""
+    """Seconds for the whole loop. Checked before every model call and tool call, and a command
+    is given no more than what remains; a model call already in flight is bounded by the
+    model's own timeout, not cut (cutting it would turn behaviour into an infra failure)."""
     max_output_tokens: int = 4096
     """Completion tokens asked for per call."""
     command_timeout_s: float = 60.0
