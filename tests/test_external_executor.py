@@ -8,9 +8,10 @@ import pytest
 
 from schemas.corpus import Corpus, EvalCase
 from schemas.errors import ConfigError, ExecutorFailed, NoTranscriptCapture
+from schemas.status import SandboxMode
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory
 from tests.executor_support import fake_cli_command, open_test_sandbox
-from worker.executor.canary import CANARY_PAYLOAD_CHARS, Canary, run_canary
+from worker.executor.canary import CANARY_PAYLOAD_CHARS, Canary, probe_transcript_capture, run_canary
 from worker.executor.external import ExternalExecutor, external_limits, run_external
 from worker.sandbox import Sandbox, SandboxLimits
 
@@ -142,6 +143,18 @@ def test_a_runtime_that_truncates_tool_results_is_blocked_by_the_canary(sandbox:
 def test_a_cli_that_crashes_during_the_canary_is_blocked(sandbox: Sandbox) -> None:
     with pytest.raises(NoTranscriptCapture, match="produced no transcript"):
         run_canary(ExternalExecutor(fake_cli_command("--exit", "2")), sandbox, wall_clock_s=30)
+
+
+def test_the_batch_probe_runs_the_canary_in_a_throwaway_workspace_and_removes_it(tmp_path: Path) -> None:
+    honest = ExternalExecutor(fake_cli_command())
+    lossy = ExternalExecutor(fake_cli_command("--truncate", "4000"))
+
+    passed = probe_transcript_capture(honest, mode=SandboxMode.BWRAP, wall_clock_s=30, parent=tmp_path)
+    with pytest.raises(NoTranscriptCapture):
+        probe_transcript_capture(lossy, mode=SandboxMode.BWRAP, wall_clock_s=30, parent=tmp_path)
+
+    assert passed.skill == "transcript-canary" and passed.case_id == 0
+    assert list(tmp_path.iterdir()) == []
 
 
 def _trajectory(*events: ToolCallEvent | ToolResultEvent) -> Trajectory:

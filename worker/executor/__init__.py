@@ -12,7 +12,7 @@ Two implementations behind one result type (:class:`schemas.trajectory.Trajector
 from __future__ import annotations
 
 from worker.executor.agent import AgentBudget, run_agent
-from worker.executor.canary import Canary, run_canary
+from worker.executor.canary import Canary, probe_transcript_capture, run_canary
 from worker.executor.external import ExternalExecutor, external_limits, run_external
 from worker.executor.prompt import RenderedPrompt, render_executor_prompt
 from worker.executor.stream_json import parse_stream_json, read_stream_json
@@ -24,6 +24,7 @@ __all__ = [
     "RenderedPrompt",
     "external_limits",
     "parse_stream_json",
+    "probe_transcript_capture",
     "read_stream_json",
     "render_executor_prompt",
     "run_agent",

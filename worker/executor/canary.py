@@ -15,13 +15,16 @@ call, cannot pass by accident.
 from __future__ import annotations
 
 import secrets
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from schemas.corpus import EvalCase
 from schemas.errors import ExecutorFailed, NoTranscriptCapture
+from schemas.status import SandboxMode
 from schemas.trajectory import ToolResultEvent, Trajectory
-from worker.executor.external import ExternalExecutor, run_external
-from worker.sandbox import Sandbox
+from worker.executor.external import ExternalExecutor, external_limits, run_external
+from worker.sandbox import Sandbox, SandboxLimits, open_sandbox
 
 CANARY_PAYLOAD_CHARS = 5_000
 CANARY_SKILL = "transcript-canary"
@@ -106,3 +109,21 @@ def run_canary(
             "captured tool result; grading would be vacuous"
         )
     return trajectory
+
+
+def probe_transcript_capture(
+    executor: ExternalExecutor,
+    *,
+    mode: SandboxMode,
+    limits: SandboxLimits = SandboxLimits(),
+    wall_clock_s: float = 300.0,
+    parent: Path | None = None,
+) -> Trajectory:
+    """Run the canary in a fresh empty workspace under ``parent`` (removed afterwards).
+
+    The call to make once before a batch of ``executor``; raises :class:`NoTranscriptCapture`
+    as :func:`run_canary` does, or ``NoSandbox`` when ``mode`` cannot run here.
+    """
+    with tempfile.TemporaryDirectory(prefix="skill-eval-canary-", dir=parent) as workspace:
+        sandbox = open_sandbox(Path(workspace), mode, external_limits(limits, wall_clock_s=wall_clock_s))
+        return run_canary(executor, sandbox, wall_clock_s=wall_clock_s)
