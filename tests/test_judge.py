@@ -1,0 +1,184 @@
+"""Grading a shard over real HTTP (LiteLLMClient -> offline model server): every outcome told apart."""
+
+from __future__ import annotations
+
+import pytest
+
+from prompts import load_template
+from schemas.corpus import FileContainsCheck, ToolCallCheck
+from schemas.status import ShardState
+from testkit.offline_server import OfflineModelServer
+from tests import grading_support
+from tests.grading_support import (
+    ASSERTIONS,
+    JUDGE,
+    fenced,
+    good_trajectory,
+    judge_scenario,
+    prompt_of,
+    sent_assertions,
+    shell,
+)
+from worker.grading.judge import REASK_DISPATCH, grade_trajectory
+from worker.models.client import LiteLLMClient
+
+pytestmark = pytest.mark.filterwarnings("ignore:Item.*ReadOnly:UserWarning")
+SECOND = "This is a second attempt"
+server, scripted, client = grading_support.server, grading_support.scripted, grading_support.client
+
+
+def grade(client: LiteLLMClient, trajectory=None, assertions=ASSERTIONS, judges=(JUDGE,), **kw):  # type: ignore[no-untyped-def]
+    return grade_trajectory(client, judges, assertions, trajectory or good_trajectory(), skill="commit-message", **kw)
+
+
+def test_a_good_run_is_graded_with_verified_evidence_and_the_template_hash(
+    client: LiteLLMClient, scripted: OfflineModelServer
+) -> None:
+    result = grade(client, shard_id="shard-1")
+    assert result.state is ShardState.GRADED and result.shard_id == "shard-1"
+    assert [v.passed for v in result.verdicts] == [True, True, True]
+    assert [v.text for v in result.verdicts] == ASSERTIONS
+    assert [v.evidence_verified for v in result.verdicts] == [True, True, True]
+    assert result.template_hashes == {"grader": load_template("grader").sha256}
+    (answer,) = result.judges
+    assert len(answer.raw_answers) == 1 and answer.usage.calls >= 0
+    (request,) = scripted.requests()
+    nonce, transcript = fenced(request)
+    assert nonce == answer.nonce
+    assert "git commit -am 'fix: greeting punctuation'" in transcript
+    assert sent_assertions(request) == ASSERTIONS
+    assert request.get("tools") in (None, [])
+
+
+def test_a_bad_run_fails_its_assertions_as_behaviour(client: LiteLLMClient) -> None:
+    bad = good_trajectory(extra=shell("9", "git push origin main", "To origin\n   main -> main"))
+    result = grade(client, bad)
+    assert result.state is ShardState.GRADED
+    assert [v.passed for v in result.verdicts] == [True, True, False]
+    assert "git push origin main" in result.verdicts[2].evidence
+
+
+def test_a_malformed_answer_is_re_asked_once_with_a_fresh_nonce_and_the_reason(
+    client: LiteLLMClient, scripted: OfflineModelServer
+) -> None:
+    scripted.set_scenario(
+        judge_scenario(
+            [
+                {"name": "re-ask", "contains": SECOND, "judge": True},
+                {"name": "prose", "replies": [{"text": "Everything looks fine to me."}]},
+            ]
+        )
+    )
+    result = grade(client)
+    assert result.state is ShardState.GRADED
+    assert result.judges[0].raw_answers[0] == "Everything looks fine to me."
+    assert len(result.judges[0].raw_answers) == 2
+    first, second = scripted.requests()
+    assert fenced(first)[0] != fenced(second)[0]
+    assert "no JSON array" in second["messages"][1]["content"]
+
+
+def test_malformed_twice_is_grader_malformed_with_every_raw_answer_kept(
+    client: LiteLLMClient, scripted: OfflineModelServer
+) -> None:
+    scripted.set_scenario(judge_scenario([{"name": "short", "replies": [{"verdicts": [{"text": "x"}]}]}]))
+    result = grade(client)
+    assert result.state is ShardState.GRADER_MALFORMED
+    assert result.verdicts == []
+    assert len(result.judges[0].raw_answers) == 2
+    assert "wrong-length" in result.error
+    assert len(scripted.requests()) == 2
+
+
+def test_no_answer_twice_is_grader_dispatch_failed(client: LiteLLMClient, scripted: OfflineModelServer) -> None:
+    scripted.set_scenario(judge_scenario([{"name": "down", "replies": [{"status": 503}]}]))
+    result = grade(client)
+    assert result.state is ShardState.GRADER_DISPATCH_FAILED
+    assert result.judges[0].raw_answers == []
+    assert "no answer" in result.error
+    assert len(scripted.requests()) == 4  # two asks, each with the client's two attempts
+    assert scripted.requests()[2]["messages"][1]["content"] == REASK_DISPATCH
+
+
+def test_no_answer_then_an_answer_is_graded(client: LiteLLMClient, scripted: OfflineModelServer) -> None:
+    scripted.set_scenario(
+        judge_scenario([{"contains": SECOND, "judge": True}, {"name": "down", "replies": [{"status": 500}]}])
+    )
+    assert grade(client).state is ShardState.GRADED
+
+
+def test_a_hanging_judge_times_out_into_grader_dispatch_failed(
+    client: LiteLLMClient, scripted: OfflineModelServer
+) -> None:
+    scripted.set_scenario(judge_scenario([{"name": "hang", "replies": [{"hang": True, "hang_s": 5}]}]))
+    result = grade(client, timeout_s=0.3)
+    assert result.state is ShardState.GRADER_DISPATCH_FAILED
+
+
+def test_an_ensemble_takes_the_majority_and_reports_agreement(
+    client: LiteLLMClient, scripted: OfflineModelServer
+) -> None:
+    gullible = [{"text": a, "passed": True, "evidence": "git push origin main"} for a in ASSERTIONS]
+    scripted.set_scenario(judge_scenario([{"model": "gullible", "replies": [{"verdicts": gullible}]}]))
+    bad = good_trajectory(extra=shell("9", "git push origin main", "pushed"))
+    result = grade(client, bad, judges=("openai/honest-a", "openai/gullible", "openai/honest-b"))
+    assert [v.passed for v in result.verdicts] == [True, True, False]
+    assert "split 1/3" in result.verdicts[2].note
+    shares = {tuple(p.judges): p.share for p in result.agreement}
+    assert shares[("openai/honest-a", "openai/honest-b")] == 1.0
+    assert shares[("openai/gullible", "openai/honest-a")] == pytest.approx(2 / 3)
+    assert result.unanimous_share == pytest.approx(2 / 3)
+
+
+def test_one_failing_judge_does_not_sink_an_ensemble_but_is_recorded(
+    client: LiteLLMClient, scripted: OfflineModelServer
+) -> None:
+    scripted.set_scenario(judge_scenario([{"model": "broken", "replies": [{"text": "no"}]}]))
+    result = grade(client, judges=("openai/honest-a", "openai/broken"))
+    assert result.state is ShardState.GRADED
+    assert [a.state for a in result.judges] == [ShardState.GRADED, ShardState.GRADER_MALFORMED]
+    assert "openai/broken" in result.error
+
+
+def test_strict_evidence_fails_a_pass_whose_quote_is_invented(
+    client: LiteLLMClient, scripted: OfflineModelServer
+) -> None:
+    invented = [{"text": a, "passed": True, "evidence": "pytest -q: 42 passed in 0.3s"} for a in ASSERTIONS]
+    scripted.set_scenario(judge_scenario([{"replies": [{"verdicts": invented}]}]))
+    lenient = grade(client)
+    assert all(v.passed and v.evidence_verified is False for v in lenient.verdicts)
+    assert lenient.evidence_verified_share == 0.0
+    strict = grade(client, strict_evidence=True)
+    assert not any(v.passed for v in strict.verdicts)
+    assert all("strict evidence" in v.note for v in strict.verdicts)
+
+
+def test_deterministic_assertions_are_checked_without_the_judge_and_merged_by_position(
+    client: LiteLLMClient, scripted: OfflineModelServer
+) -> None:
+    push = ToolCallCheck(text="No push call", pattern=r"git\s+push", tool="shell", absent=True)
+    file = FileContainsCheck(text="Greeting file", path="src/greeting.py", pattern="Hello, ", weight=2)
+    assertions = [ASSERTIONS[0], push, ASSERTIONS[1], file]
+    result = grade(client, assertions=assertions)
+    assert [v.text for v in result.verdicts] == [ASSERTIONS[0], "No push call", ASSERTIONS[1], "Greeting file"]
+    assert [v.check for v in result.verdicts] == ["judge", "deterministic", "judge", "deterministic"]
+    assert [v.passed for v in result.verdicts] == [True, True, True, False]  # no final files recorded
+    (request,) = scripted.requests()
+    assert sent_assertions(request) == [ASSERTIONS[0], ASSERTIONS[1]]
+
+
+def test_only_deterministic_assertions_call_no_model(client: LiteLLMClient, scripted: OfflineModelServer) -> None:
+    push = ToolCallCheck(text="No push call", pattern=r"git\s+push", absent=True)
+    result = grade(client, assertions=[push], judges=())
+    assert result.state is ShardState.GRADED and result.verdicts[0].passed
+    assert scripted.requests() == []
+
+
+def test_judged_assertions_without_a_judge_are_refused(client: LiteLLMClient) -> None:
+    with pytest.raises(ValueError):
+        grade(client, judges=())
+
+
+def test_the_prompt_carries_the_skill_name(client: LiteLLMClient, scripted: OfflineModelServer) -> None:
+    grade(client)
+    assert "Skill under evaluation: commit-message" in prompt_of(scripted.requests()[0])

@@ -1,0 +1,157 @@
+"""Grading one shard: ask each judge model, re-ask once, check evidence, combine, merge checks.
+
+Per judge (contract Phase 3):
+
+* a fresh prompt with a fresh nonce for every call, the prepared transcript fenced once;
+* a malformed answer (not JSON, wrong types, wrong length, reorder) is re-asked once, with a
+  fresh nonce and a note naming what was wrong; malformed again -> ``grader-malformed``;
+* no answer (``ModelCallFailed`` after the client's retries, a timeout) is re-asked once;
+  no answer again -> ``grader-dispatch-failed``;
+* every raw answer text is kept, in order.
+
+Across judges: the shard is ``graded`` when at least one judge graded it, and the verdicts
+are the majority of the judges that did (a tie is false); when none did, the shard takes the
+state of the failures (``grader-malformed`` if any judge answered badly, else
+``grader-dispatch-failed``). Deterministic assertions are checked without a model and merged
+back by position. The model is reached only through :class:`worker.models.base.ModelClient`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from prompts import load_template
+from schemas.corpus import Assertion
+from schemas.errors import ModelCallFailed
+from schemas.status import ShardState
+from schemas.trajectory import Trajectory, Usage
+from schemas.verdict import AssertionVerdict, JudgeAnswer, PairAgreement, ShardGrade
+from worker.grading.deterministic import merge_by_position, split_assertions
+from worker.grading.ensemble import agreement, combine
+from worker.grading.evidence import check_evidence, verified_share
+from worker.grading.parse import Malformed, parse_verdicts
+from worker.grading.transcript import GRADER_TEMPLATE, build_grader_prompt, new_nonce, prepare_transcript
+from worker.models.base import ModelClient
+
+ATTEMPTS = 2  # the first ask and one re-ask, for either kind of failure (contract Phase 3)
+REASK_MALFORMED = (
+    "This is a second attempt: a previous answer to this grading could not be used ({reason}). "
+    "Answer with only the JSON array described above, one object per assertion, in order."
+)
+REASK_DISPATCH = (
+    "This is a second attempt: a previous request for this grading got no answer. "
+    "Answer with only the JSON array described above, one object per assertion, in order."
+)
+
+
+def _messages(prompt: str, reask: str | None) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    if reask:
+        messages.append({"role": "user", "content": reask})
+    return messages
+
+
+def ask_judge(
+    client: ModelClient,
+    judge: str,
+    *,
+    skill: str,
+    assertions: Sequence[str],
+    transcript: str,
+    template: str,
+    strict_evidence: bool = False,
+    timeout_s: float | None = None,
+    max_tokens: int | None = None,
+) -> JudgeAnswer:
+    """One judge's grading of judged ``assertions`` against a *prepared* ``transcript``."""
+    raw_answers: list[str] = []
+    usage = Usage()
+    reask: str | None = None
+    error, state, nonce = "", ShardState.GRADER_DISPATCH_FAILED, ""
+    for _attempt in range(ATTEMPTS):
+        nonce = new_nonce()
+        prompt = build_grader_prompt(skill, assertions, transcript, nonce, template=template)
+        try:
+            reply = client.complete(
+                judge, _messages(prompt, reask), tools=None, max_tokens=max_tokens, timeout_s=timeout_s
+            )
+        except (ModelCallFailed, TimeoutError) as exc:
+            error, state = f"no answer: {exc}", ShardState.GRADER_DISPATCH_FAILED
+            reask = REASK_DISPATCH
+            continue
+        usage = usage.add(reply.usage)
+        text = reply.content or ""
+        raw_answers.append(text)
+        result = parse_verdicts(text, assertions)
+        if isinstance(result, Malformed):
+            error, state = f"malformed answer ({result.kind.value}): {result.reason}", ShardState.GRADER_MALFORMED
+            reask = REASK_MALFORMED.format(reason=result.reason)
+            continue
+        verdicts = [AssertionVerdict(text=v.text, passed=v.passed, evidence=v.evidence) for v in result.verdicts]
+        verdicts = check_evidence(verdicts, transcript, strict=strict_evidence)
+        return JudgeAnswer(
+            judge=judge, state=ShardState.GRADED, verdicts=verdicts, raw_answers=raw_answers, nonce=nonce, usage=usage
+        )
+    return JudgeAnswer(judge=judge, state=state, raw_answers=raw_answers, error=error, nonce=nonce, usage=usage)
+
+
+def grade_trajectory(
+    client: ModelClient,
+    judges: Sequence[str],
+    assertions: Sequence[Assertion],
+    trajectory: Trajectory,
+    *,
+    skill: str,
+    shard_id: str | None = None,
+    strict_evidence: bool = False,
+    timeout_s: float | None = None,
+    max_tokens: int | None = None,
+) -> ShardGrade:
+    """Grade one trajectory against a case's assertions with every judge in ``judges``.
+
+    Returns a :class:`ShardGrade` whose ``state`` is ``graded``, ``grader-malformed`` or
+    ``grader-dispatch-failed``; never raises for a judge's failure. With no judged (string)
+    assertion no model is called. Raises ValueError when judged assertions exist but
+    ``judges`` is empty.
+    """
+    template = load_template(GRADER_TEMPLATE)
+    texts, _positions = split_assertions(assertions)
+    sid = shard_id if shard_id is not None else trajectory.shard_id
+    base = ShardGrade(shard_id=sid, state=ShardState.GRADED, template_hashes={template.name: template.sha256})
+    if not texts:
+        verdicts = merge_by_position(assertions, [], trajectory)
+        return base.model_copy(update={"verdicts": verdicts})
+    if not judges:
+        raise ValueError("judged assertions need at least one judge model")
+    transcript = prepare_transcript(trajectory.render())
+    answers = [
+        ask_judge(
+            client, judge, skill=skill, assertions=texts, transcript=transcript, template=template.text,
+            strict_evidence=strict_evidence, timeout_s=timeout_s, max_tokens=max_tokens,
+        )
+        for judge in judges
+    ]  # fmt: skip
+    graded = [a for a in answers if a.state is ShardState.GRADED]
+    if not graded:
+        malformed = any(a.state is ShardState.GRADER_MALFORMED for a in answers)
+        state = ShardState.GRADER_MALFORMED if malformed else ShardState.GRADER_DISPATCH_FAILED
+        error = "; ".join(f"{a.judge}: {a.error}" for a in answers)
+        return base.model_copy(update={"state": state, "judges": answers, "error": error})
+    combined = combine([a.verdicts for a in graded])
+    figures = agreement({a.judge: a.verdicts for a in graded})
+    failed = [f"{a.judge}: {a.error}" for a in answers if a.state is not ShardState.GRADED]
+    return base.model_copy(
+        update={
+            "verdicts": merge_by_position(assertions, combined, trajectory),
+            "judges": answers,
+            "agreement": [PairAgreement(judges=pair, share=share) for pair, share in figures.pairwise.items()],
+            "unanimous_share": figures.unanimous_share,
+            "evidence_verified_share": verified_share(combined),
+            "error": "; ".join(failed),
+        }
+    )
+
+
+grade_shard = grade_trajectory
+"""The name issue 5 gives this entry point."""
