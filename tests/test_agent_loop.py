@@ -19,6 +19,7 @@ from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolRes
 from testkit.offline_server import OfflineModelServer
 from tests.executor_support import open_test_sandbox
 from worker.executor.agent import AgentBudget, run_agent
+from worker.executor.prompt import render_executor_prompt
 from worker.models.client import LiteLLMClient
 from worker.models.settings import parse_model_config
 from worker.sandbox import Sandbox, SandboxLimits
@@ -252,3 +253,15 @@ def test_a_model_failing_past_its_retry_budget_is_executor_failed_not_behaviour(
     assert caught.value.state is ShardState.EXECUTOR_FAILED
     assert MODEL in caught.value.detail
     assert len(scripted.requests()) == 2  # the client's whole retry budget was spent
+
+
+def test_braces_and_placeholder_tokens_in_a_skill_are_inserted_literally(corpus: Corpus) -> None:
+    case = corpus.case(1)
+    tricky = "Use {{case_prompt}} and ${HOME} and {x} verbatim."
+
+    rendered = render_executor_prompt(skill=SKILL, skill_text=tricky, agent_texts={}, case=case, workspace="/workspace")
+
+    assert tricky in rendered.text
+    assert rendered.text.count(case.prompt) == 1
+    assert "{{" not in rendered.text.replace(tricky, "")  # every template token was filled
+    assert len(rendered.template_sha256) == 64

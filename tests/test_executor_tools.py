@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.executor_support import open_test_sandbox
 from worker.executor.final_files import collect_final_files, repo_relative
@@ -181,3 +183,11 @@ def test_final_files_hold_written_and_shell_changed_files_but_not_untouched_ones
 )
 def test_paths_the_agent_names_map_to_repo_relative_ones_or_none(path: str, expected: str | None) -> None:
     assert repo_relative(path, "/workspace") == expected
+
+
+@given(st.text(alphabet="ab./\\", max_size=24))
+def test_a_mapped_path_never_leaves_the_repo(path: str) -> None:
+    relative = repo_relative(path, "/workspace")
+
+    if relative is not None:
+        assert not relative.startswith("/") and ".." not in relative.split("/")
