@@ -31,7 +31,13 @@ from worker.grading.deterministic import merge_by_position, split_assertions
 from worker.grading.ensemble import agreement, combine
 from worker.grading.evidence import check_evidence, verified_share
 from worker.grading.parse import Malformed, parse_verdicts
-from worker.grading.transcript import GRADER_TEMPLATE, build_grader_prompt, new_nonce, prepare_transcript
+from worker.grading.transcript import (
+    GRADER_TEMPLATE,
+    build_grader_prompt,
+    new_nonce,
+    prepare_transcript,
+    render_for_judge,
+)
 from worker.models.base import ModelClient
 
 ATTEMPTS = 2  # the first ask and one re-ask, for either kind of failure (contract Phase 3)
@@ -124,7 +130,7 @@ def grade_trajectory(
         return base.model_copy(update={"verdicts": verdicts})
     if not judges:
         raise ValueError("judged assertions need at least one judge model")
-    transcript = prepare_transcript(trajectory.render())
+    transcript = prepare_transcript(render_for_judge(trajectory))
     answers = [
         ask_judge(
             client, judge, skill=skill, assertions=texts, transcript=transcript, template=template.text,

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from prompts import load_template
 from schemas.constants import BLOCK_CAP_CHARS, NONCE_BYTES, TRANSCRIPT_CAP_CHARS
+from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent, Trajectory
 
 # The contract's patterns, verbatim (CLOSING_FENCE_RE is what "a closing-fence lookalike" means).
 _BLOCK_SPLIT_RE = re.compile(r"(?m)^(?=\[(?:assistant|tool_call|tool_result)\])")
@@ -56,6 +57,31 @@ FENCE_PREFIX_RE = re.compile(f"(?i)[{_LT}]{_GAP}[{_SLASH}]{_GAP}" + _GAP.join(_l
 GRADER_TEMPLATE = "grader"
 _ELIDED_NOTE = "\n... [{} chars elided from this block] ...\n"
 _PLACEHOLDER_RE = re.compile(r"\{(NONCE|TRANSCRIPT|SKILL|ASSERTIONS)\}")
+
+
+# A turn marker at the start of a line inside free text (tool output, assistant prose).
+_FORGED_MARKER_RE = re.compile(r"(?m)^(?=\[(?:assistant|tool_call|tool_result)\])")
+
+
+def defang_markers(text: str) -> str:
+    """Indent every line of free text that starts like a turn marker, so tool output cannot
+    forge a ``[tool_call]`` line (or a block boundary) that the judge would read as real."""
+    return _FORGED_MARKER_RE.sub(" ", text)
+
+
+def render_for_judge(trajectory: Trajectory) -> str:
+    """:meth:`Trajectory.render` with forged turn markers in free text defanged: only the
+    renderer starts a line with ``[assistant]``, ``[tool_call]`` or ``[tool_result]``."""
+    events = []
+    for event in trajectory.events:
+        if isinstance(event, AssistantEvent):
+            event = event.model_copy(update={"text": defang_markers(event.text)})
+        elif isinstance(event, ToolResultEvent):
+            event = event.model_copy(update={"output": defang_markers(event.output)})
+        elif isinstance(event, ToolCallEvent) and "\n" in event.name:
+            event = event.model_copy(update={"name": event.name.replace("\n", " ")})
+        events.append(event)
+    return trajectory.model_copy(update={"events": events}).render()
 
 
 def cap_block(block: str, max_chars: int = BLOCK_CAP_CHARS) -> str:
