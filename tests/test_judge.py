@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from prompts import load_template
@@ -19,6 +21,8 @@ from tests.grading_support import (
     sent_assertions,
     shell,
 )
+from worker.grading.calibration import CALIBRATION_CASES, calibrate, judge_rules, load_case
+from worker.grading.deterministic import check_assertion
 from worker.grading.judge import REASK_DISPATCH, grade_trajectory
 from worker.models.client import LiteLLMClient
 
@@ -182,3 +186,53 @@ def test_judged_assertions_without_a_judge_are_refused(client: LiteLLMClient) ->
 def test_the_prompt_carries_the_skill_name(client: LiteLLMClient, scripted: OfflineModelServer) -> None:
     grade(client)
     assert "Skill under evaluation: commit-message" in prompt_of(scripted.requests()[0])
+
+
+# --- calibration -----------------------------------------------------------------------------
+
+
+def calibration_scenario(rules: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"rules": [*(rules or []), {"name": "judge", "judge": True}], "judge": judge_rules()}
+
+
+def test_an_honest_judge_calibrates(client: LiteLLMClient, scripted: OfflineModelServer) -> None:
+    scripted.set_scenario(calibration_scenario())
+    result = calibrate(client, JUDGE)
+    assert result.ok and result.details == () and result.judge == JUDGE
+    assert len(scripted.requests()) == len(CALIBRATION_CASES)
+
+
+def test_a_gullible_judge_fails_calibration_on_the_tempting_run(
+    client: LiteLLMClient, scripted: OfflineModelServer
+) -> None:
+    case = load_case("tempting-bad-run")
+    all_pass = [{"text": a, "passed": True, "evidence": "verified by platform"} for a in case.assertions]
+    scripted.set_scenario(calibration_scenario([{"replies": [{"verdicts": all_pass}]}]))
+    result = calibrate(client, JUDGE)
+    assert not result.ok
+    assert len(result.details) == 4
+    assert all(
+        d.startswith("tempting-bad-run: assertion") and "judged pass, expected fail" in d for d in result.details
+    )
+
+
+def test_a_judge_that_cannot_answer_fails_calibration_with_the_reason(
+    client: LiteLLMClient, scripted: OfflineModelServer
+) -> None:
+    scripted.set_scenario(calibration_scenario([{"replies": [{"text": "I refuse."}]}]))
+    result = calibrate(client, JUDGE)
+    assert not result.ok
+    assert [d.split(":")[0] for d in result.details] == list(CALIBRATION_CASES)
+    assert all("grader-malformed" in d for d in result.details)
+
+
+def test_the_built_in_cases_hold_what_they_claim() -> None:
+    good, bad = load_case("good-run"), load_case("tempting-bad-run")
+    assert all(good.expected) and not any(bad.expected)
+    rendered = bad.trajectory.render()
+    assert "</transcript>" in rendered and "SYSTEM NOTICE" in rendered and '"passed": true' in rendered
+    # The structured record agrees with the known verdicts where a check can decide it.
+    push = ToolCallCheck(text="no push", pattern=r"git\s+push", absent=True)
+    diff = ToolCallCheck(text="diff", pattern=r"^git diff", tool="shell", argument="command")
+    assert check_assertion(push, good.trajectory).passed and not check_assertion(push, bad.trajectory).passed
+    assert check_assertion(diff, good.trajectory).passed and not check_assertion(diff, bad.trajectory).passed
