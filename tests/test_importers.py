@@ -1,0 +1,150 @@
+"""Grade-only runs: recorded trajectories are found by layout, decoded by format, refused by name."""
+
+from __future__ import annotations
+
+import json
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from schemas.errors import ConfigError
+from schemas.trajectory import ToolCallEvent, Trajectory
+from tests.grading_support import good_trajectory
+from worker.grading.importers import load_trajectories, parse_key
+
+STREAM = [
+    json.dumps({"type": "system", "subtype": "init", "session_id": "s", "model": "m", "tools": ["Bash"]}),
+    json.dumps(
+        {
+            "type": "assistant",
+            "message": {
+                "id": "m1",
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "git diff"}}],
+            },
+        }
+    ),
+    json.dumps(
+        {
+            "type": "user",
+            "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "+x"}]},
+        }
+    ),
+    json.dumps({"type": "result", "subtype": "success", "num_turns": 1, "usage": {}}),
+]
+
+
+def product_json(skill: str = "commit-message", case_id: int = 1) -> str:
+    return good_trajectory().model_copy(update={"skill": skill, "case_id": case_id}).model_dump_json()
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> Path:
+    root = tmp_path / "recorded"
+    (root / "commit-message").mkdir(parents=True)
+    (root / "changelog-entry").mkdir()
+    (root / "commit-message" / "case-1.json").write_text(product_json())
+    (root / "commit-message" / "case-2.epoch-1.jsonl").write_text("\n".join(STREAM) + "\n")
+    (root / "commit-message" / "case-2.epoch-0.jsonl").write_text("\n".join(STREAM) + "\nnot json\n")
+    (root / "changelog-entry" / "case-3.json").write_text(product_json("changelog-entry", 3))
+    (root / "commit-message" / "NOTES.md").write_text("ignored")
+    return root
+
+
+def test_both_formats_load_with_skill_case_and_epoch_from_the_path(recorded: Path) -> None:
+    loaded = load_trajectories(recorded)
+    assert [(s, c, e) for s, c, e, _t in loaded] == [
+        ("changelog-entry", 3, 0),
+        ("commit-message", 1, 0),
+        ("commit-message", 2, 0),
+        ("commit-message", 2, 1),
+    ]
+    stream = loaded[2][3]
+    assert stream.skill == "commit-message" and stream.case_id == 2
+    assert isinstance(stream.events[0], ToolCallEvent) and stream.events[0].arguments == {"command": "git diff"}
+    assert isinstance(loaded[1][3], Trajectory)
+    assert loaded[1][3].render() == good_trajectory().render()
+
+
+def test_a_single_file_loads_by_its_folder_name(recorded: Path) -> None:
+    ((skill, case_id, epoch, _t),) = load_trajectories(recorded / "commit-message" / "case-1.json")
+    assert (skill, case_id, epoch) == ("commit-message", 1, 0)
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("s/case-7.json", ("s", 7, 0, "json")),
+        ("s/case-7.epoch-3.jsonl", ("s", 7, 3, "jsonl")),
+        ("s/readme.md", None),
+    ],
+)
+def test_keys_follow_the_layout(key: str, expected: object) -> None:
+    assert parse_key(key) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "needle"),
+    [
+        ("commit-message/case-one.json", "{}", "must be <skill>/case-<id>"),
+        ("commit-message/deep/case-1.json", "{}", "must be <skill>/case-<id>"),
+        ("Commit_Message/case-1.json", "{}", "not a kebab-case skill name"),
+        ("commit-message/case-5.json", '{"skill": 1}', "not a trajectory"),
+        ("commit-message/case-5.json", product_json("commit-message", 9), "its path says"),
+        ("commit-message/case-5.jsonl", "garbage\n", "no stream-json event"),
+        ("commit-message/case-1.epoch-0.json", product_json(), "a second recording"),
+    ],
+)
+def test_a_bad_recording_is_a_named_error(recorded: Path, name: str, content: str, needle: str) -> None:
+    target = recorded / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        load_trajectories(recorded)
+    assert needle in str(info.value)
+    assert name.split("/")[-1] in str(info.value)
+
+
+def test_an_empty_or_missing_root_is_a_named_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no recorded trajectories"):
+        load_trajectories(tmp_path)
+    with pytest.raises(ConfigError, match="no such trajectory directory"):
+        load_trajectories(tmp_path / "missing")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+def test_recordings_load_from_s3_over_http(s3_endpoint: str, recorded: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("SKILL_EVAL_S3_ENDPOINT", s3_endpoint)
+    bucket = f"rec-{uuid.uuid4().hex[:8]}"
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    s3.create_bucket(Bucket=bucket)
+    for path in recorded.rglob("*"):
+        if path.is_file():
+            s3.put_object(Bucket=bucket, Key=f"runs/r1/{path.relative_to(recorded).as_posix()}", Body=path.read_bytes())
+    loaded = load_trajectories(f"s3://{bucket}/runs/r1")
+    assert [(s, c, e) for s, c, e, _t in loaded] == [(s, c, e) for s, c, e, _t in load_trajectories(recorded)]

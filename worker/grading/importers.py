@@ -1,0 +1,109 @@
+"""Loading recorded trajectories for grade-only runs (``skill-eval grade --trajectories``).
+
+Expected layout, under a local directory or an ``s3://bucket/prefix``::
+
+    <root>/<skill>/case-<id>.json              the product's own Trajectory JSON
+    <root>/<skill>/case-<id>.epoch-<n>.json    the same, one file per epoch (0-based)
+    <root>/<skill>/case-<id>[.epoch-<n>].jsonl a Claude Code stream-json log
+                                               (``claude -p --output-format stream-json --verbose``)
+
+The path decides the skill, case and epoch (epoch 0 when absent); a Trajectory JSON whose
+own ``skill`` or ``case_id`` disagrees with its path is refused rather than guessed at.
+Files with other extensions (notes, READMEs) are ignored; a ``.json``/``.jsonl`` file that
+does not follow the layout, a skill folder that is not kebab-case, or two files for the
+same (skill, case, epoch) is a :class:`ConfigError` naming the file, so a misnamed
+recording never silently drops out of the grade.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from schemas.constants import SKILL_NAME_RE
+from schemas.errors import ConfigError
+from schemas.trajectory import Trajectory
+from worker.executor.stream_json import parse_stream_json
+from worker.store import open_store
+
+CASE_FILE_RE = re.compile(r"case-(?P<case>\d+)(?:\.epoch-(?P<epoch>\d+))?\.(?P<ext>jsonl|json)")
+IMPORTED_MODEL = "imported"
+"""Model label of a stream-json trajectory (the log does not always name one the same way)."""
+
+Imported = tuple[str, int, int, Trajectory]
+"""(skill, case id, epoch, trajectory)."""
+
+
+def parse_key(key: str) -> tuple[str, int, int, str] | None:
+    """``<skill>/case-<id>[.epoch-<n>].json|jsonl`` -> (skill, case, epoch, ext); None for files
+    the layout ignores (other extensions). Raises ConfigError for a misnamed recording."""
+    if not key.endswith((".json", ".jsonl")):
+        return None
+    parts = key.split("/")
+    match = CASE_FILE_RE.fullmatch(parts[-1])
+    if len(parts) != 2 or match is None:
+        raise ConfigError(f"{key}: a recorded trajectory must be <skill>/case-<id>[.epoch-<n>].json or .jsonl")
+    skill = parts[0]
+    if not SKILL_NAME_RE.fullmatch(skill):
+        raise ConfigError(f"{key}: {skill!r} is not a kebab-case skill name")
+    return skill, int(match["case"]), int(match["epoch"] or 0), match["ext"]
+
+
+def parse_trajectory(data: bytes, key: str, skill: str, case_id: int) -> Trajectory:
+    """Decode one recorded file (``.json`` product format, ``.jsonl`` stream-json)."""
+    text = data.decode("utf-8", errors="replace")
+    if key.endswith(".jsonl"):
+        trajectory = parse_stream_json(text.splitlines(), skill=skill, case_id=case_id, model=IMPORTED_MODEL)
+        if not trajectory.events:  # a log with no readable event is a broken recording, not a lazy agent
+            raise ConfigError(f"{key}: no stream-json event could be read")
+        return trajectory
+    try:
+        trajectory = Trajectory.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "$"
+        raise ConfigError(f"{key}: not a trajectory: {where}: {first['msg']}") from None
+    if trajectory.skill != skill or trajectory.case_id != case_id:
+        raise ConfigError(
+            f"{key}: records skill {trajectory.skill!r} case {trajectory.case_id}, but its path says "
+            f"skill {skill!r} case {case_id}"
+        )
+    return trajectory
+
+
+def load_trajectories(path_or_uri: str | Path) -> list[Imported]:
+    """Every recorded trajectory under ``path_or_uri`` (a local directory, a single local file
+    laid out as ``.../<skill>/case-<id>...``, ``file://`` or ``s3://``), sorted by (skill, case,
+    epoch). Raises ConfigError for a missing root, a bad file or a duplicate; StoreError when
+    the store cannot be read."""
+    target = str(path_or_uri)
+    if "://" not in target:
+        local = Path(target).resolve()
+        if local.is_file():
+            key = f"{local.parent.name}/{local.name}"
+            parsed = parse_key(key)
+            if parsed is None:
+                raise ConfigError(f"{local}: not a .json or .jsonl trajectory")
+            skill, case_id, epoch, _ext = parsed
+            return [(skill, case_id, epoch, parse_trajectory(local.read_bytes(), key, skill, case_id))]
+        if not local.is_dir():
+            raise ConfigError(f"{local}: no such trajectory directory")
+        target = str(local)
+    store = open_store(target)
+    found: dict[tuple[str, int, int], str] = {}
+    loaded: list[Imported] = []
+    for key in store.list(""):
+        parsed = parse_key(key)
+        if parsed is None:
+            continue
+        skill, case_id, epoch, _ext = parsed
+        if (skill, case_id, epoch) in found:
+            raise ConfigError(f"{key}: a second recording of {skill} case {case_id} epoch {epoch} "
+                              f"(first: {found[(skill, case_id, epoch)]})")  # fmt: skip
+        found[(skill, case_id, epoch)] = key
+        loaded.append((skill, case_id, epoch, parse_trajectory(store.get(key), key, skill, case_id)))
+    if not loaded:
+        raise ConfigError(f"{path_or_uri}: no recorded trajectories (<skill>/case-<id>[.epoch-<n>].json|.jsonl)")
+    return sorted(loaded, key=lambda item: item[:3])
