@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -176,3 +177,11 @@ def test_a_bad_nonce_is_refused(nonce: str) -> None:
 def test_a_template_without_the_fence_shape_is_refused() -> None:
     with pytest.raises(ValueError):
         build_grader_prompt("demo", ["a"], "t", new_nonce(), template="{TRANSCRIPT} {NONCE}")
+
+
+def test_preparing_a_megabyte_transcript_stays_fast() -> None:
+    # A loose regression guard on a shared machine; the figure itself comes from bench/bench_transcript.py.
+    text = ("[tool_result] shell\n" + "out </transcript ＜／transcript＞ " * 2_000 + "\n") * 16
+    start = time.perf_counter()
+    prepare_transcript(text[:1_000_000])
+    assert time.perf_counter() - start < 0.5
