@@ -185,3 +185,32 @@ def test_preparing_a_megabyte_transcript_stays_fast() -> None:
     start = time.perf_counter()
     prepare_transcript(text[:1_000_000])
     assert time.perf_counter() - start < 0.5
+
+
+def _contract_caps(text: str) -> str:
+    """Steps (1) and (2) of the contract's Python, verbatim apart from names."""
+
+    def cap(block: str, max_chars: int = 16000) -> str:
+        if len(block) <= max_chars:
+            return block
+        h = max_chars // 2
+        return block[:h] + ("\n... [%d chars elided from this block] ...\n" % (len(block) - 2 * h)) + block[-h:]  # noqa: UP031
+
+    parts = re.split(r"(?m)^(?=\[(?:assistant|tool_call|tool_result)\])", text)
+    if len(parts) > 1:
+        text = "".join(cap(p) for p in parts)
+    return cap(text, max_chars=120000)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["[assistant]", "[tool_call]", "[tool_result]", "", "x[tool_call]"]), st.integers(0, 40_000)
+        ),
+        max_size=10,
+    )
+)
+def test_capping_is_exactly_the_contracts(blocks: list[tuple[str, int]]) -> None:
+    text = "".join(f"{marker}" + "y" * size + "\n" for marker, size in blocks)
+    assert cap_transcript(text) == _contract_caps(text)
