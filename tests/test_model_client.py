@@ -1,0 +1,223 @@
+"""The litellm client over real HTTP (offline server) and a real Redis: replies, retries, faults, config."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from schemas.errors import ConfigError, ModelCallFailed
+from testkit.offline_server import OfflineModelServer
+from worker.models.client import LiteLLMClient
+from worker.models.settings import load_model_config, parse_model_config
+from worker.models.usage import usage_totals
+from worker.redis_server import RedisServer
+
+MODEL = "openai/scripted"
+TOOLS = [{"type": "function", "function": {"name": "shell", "parameters": {"type": "object"}}}]
+SCENARIO: dict[str, Any] = {
+    "rules": [
+        {"contains": "use a tool", "replies": [{"tool_calls": [{"name": "shell", "arguments": {"command": "ls"}}]}]},
+        {"contains": "garbled args", "replies": [{"tool_calls": [{"name": "shell", "arguments_raw": "{oops"}]}]},
+        {"contains": "flaky", "replies": [{"status": 503, "times": 2, "text": "recovered"}]},
+        {"contains": "always down", "replies": [{"status": 500}]},
+        {"contains": "bad request", "replies": [{"status": 400}]},
+        {"contains": "throttled once", "replies": [{"status": 429, "retry_after": 1, "times": 1, "text": "after"}]},
+        {"contains": "stuck", "replies": [{"hang": True}]},
+        {"contains": "broken once", "replies": [{"malformed": True, "times": 1, "text": "whole"}]},
+        {"contains": "always broken", "replies": [{"malformed": True}]},
+        {"contains": "slow", "replies": [{"delay_s": 0.3, "text": "slow reply"}]},
+    ],
+    "default": {"text": "plain"},
+}
+
+
+@pytest.fixture
+def server() -> Iterator[OfflineModelServer]:
+    srv = OfflineModelServer(SCENARIO)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def make_client(redis_client: redis.Redis, api_base: str, **tables: Any) -> LiteLLMClient:
+    data = {"retry": {"max_attempts": 4, "base_delay_s": 0.05, "max_delay_s": 0.2}, **tables}
+    return LiteLLMClient(parse_model_config(data, api_base_override=api_base), redis_client, run_id="run-1")
+
+
+def ask(client: LiteLLMClient, text: str, **kwargs: Any) -> Any:
+    return client.complete(MODEL, [{"role": "user", "content": text}], **kwargs)
+
+
+def test_a_tool_call_reply_arrives_parsed_with_usage(server: OfflineModelServer, redis_client: redis.Redis) -> None:
+    client = make_client(redis_client, server.base_url)
+    reply = ask(client, "please use a tool", tools=TOOLS)
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [("shell", {"command": "ls"})]
+    assert reply.finish_reason == "tool_calls"
+    assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0 and reply.usage.calls == 1
+    assert reply.usage.cost_usd is None  # the scripted model is not in litellm's cost map
+    totals = usage_totals(redis_client, "run-1")[MODEL]
+    assert (totals["calls"], totals["prompt_tokens"]) == (1, reply.usage.prompt_tokens)
+    assert usage_totals(redis_client)[MODEL]["calls"] == 1
+    assert server.requests()[0]["tools"] == TOOLS
+
+
+def test_unparseable_tool_arguments_are_kept_raw(server: OfflineModelServer, redis_client: redis.Redis) -> None:
+    reply = ask(make_client(redis_client, server.base_url), "garbled args")
+    assert reply.tool_calls[0].arguments == {"_raw": "{oops"}
+
+
+def test_5xx_then_success_is_retried_to_a_reply(server: OfflineModelServer, redis_client: redis.Redis) -> None:
+    reply = ask(make_client(redis_client, server.base_url), "flaky")
+    assert reply.content == "recovered" and reply.usage.calls == 3
+    assert server.stats()["total"] == 3
+    assert usage_totals(redis_client, "run-1")[MODEL]["errors"] == 2
+
+
+def test_retries_exhausted_raise_model_call_failed_with_the_last_error(
+    server: OfflineModelServer, redis_client: redis.Redis
+) -> None:
+    with pytest.raises(ModelCallFailed, match=r"after 4 attempt\(s\).*InternalServerError"):
+        ask(make_client(redis_client, server.base_url), "always down")
+    assert server.stats()["total"] == 4
+    assert usage_totals(redis_client, "run-1")[MODEL]["failed"] == 1
+
+
+def test_a_client_error_is_not_retried(server: OfflineModelServer, redis_client: redis.Redis) -> None:
+    with pytest.raises(ModelCallFailed, match="BadRequestError"):
+        ask(make_client(redis_client, server.base_url), "bad request")
+    assert server.stats()["total"] == 1
+
+
+def test_a_hang_hits_the_timeout_and_is_retried_within_the_budget(
+    server: OfflineModelServer, redis_client: redis.Redis
+) -> None:
+    client = make_client(redis_client, server.base_url, retry={"max_attempts": 2, "base_delay_s": 0.05})
+    started = time.monotonic()
+    with pytest.raises(ModelCallFailed, match="Timeout"):
+        ask(client, "stuck", timeout_s=0.5)
+    assert time.monotonic() - started < 5
+    assert server.stats()["hangs"] == 2
+
+
+def test_a_malformed_body_is_retried_and_a_persistent_one_fails(
+    server: OfflineModelServer, redis_client: redis.Redis
+) -> None:
+    client = make_client(redis_client, server.base_url)
+    assert ask(client, "broken once").content == "whole"
+    with pytest.raises(ModelCallFailed):
+        ask(client, "always broken")
+    assert server.stats()["malformed"] == 1 + 4
+
+
+def test_a_429_cools_down_every_client_for_its_retry_after(
+    server: OfflineModelServer, redis_server: RedisServer, redis_client: redis.Redis
+) -> None:
+    first = make_client(redis_client, server.base_url)
+    other_redis = redis.Redis.from_url(redis_server.url)
+    second = make_client(other_redis, server.base_url)  # another worker: shares only Redis
+    results: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: results.setdefault("first", ask(first, "throttled once")))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while (left := second.limiter(MODEL).cooldown_left()) == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the first worker's 429 has started the shared cool-down
+    assert 0.5 < left <= 1.0  # Retry-After: 1
+    started = time.monotonic()
+    assert ask(second, "an unrelated call").content == "plain"
+    assert time.monotonic() - started >= left - 0.05  # the second worker waited it out
+    thread.join(10)
+    assert results["first"].content == "after" and results["first"].usage.calls == 2
+    assert first.limiter(MODEL).snapshot()["factor"] < 1.0
+    other_redis.close()
+
+
+@pytest.mark.slow
+def test_a_storm_against_the_server_ceiling_ends_in_replies_not_failures(redis_client: redis.Redis) -> None:
+    # The config claims far more than the server allows (2 requests per 2 s): the 429s with
+    # Retry-After, the shared cool-down and the shrinking pace carry every call through.
+    with OfflineModelServer({"default": {"text": "ok"}}, rpm=60, window_s=2.0) as srv:
+        client = make_client(
+            redis_client, srv.base_url, retry={"max_attempts": 8, "base_delay_s": 0.05}, defaults={"rpm": 6000}
+        )
+        replies: list[str] = []
+        threads = [threading.Thread(target=lambda: replies.append(ask(client, "go").content)) for _ in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert replies == ["ok"] * 5
+        assert srv.stats()["rate_limited"] >= 1
+        assert client.limiter(MODEL).snapshot()["factor"] < 1.0
+
+
+def test_calls_pass_the_concurrency_cap(server: OfflineModelServer, redis_client: redis.Redis) -> None:
+    client = make_client(redis_client, server.base_url, models={MODEL: {"max_concurrency": 1}})
+    ask(client, "warm up")  # litellm's first call pays one-off set-up costs
+    started = time.monotonic()
+    threads = [threading.Thread(target=ask, args=(client, "slow")) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert time.monotonic() - started >= 0.6  # one at a time: 2 x 0.3 s
+
+
+def test_a_missing_api_key_variable_is_named(server: OfflineModelServer, redis_client: redis.Redis) -> None:
+    client = make_client(redis_client, server.base_url, models={MODEL: {"api_key_env": "SKILL_EVAL_NO_SUCH_KEY"}})
+    with pytest.raises(ModelCallFailed, match="SKILL_EVAL_NO_SUCH_KEY"):
+        ask(client, "hi")
+
+
+# --- settings ------------------------------------------------------------------------------
+
+
+def test_the_config_file_sets_per_model_limits_over_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "skill-eval.toml"
+    path.write_text(
+        '[defaults]\nmax_concurrency = 4\n\n[models."openai/gpt-4.1"]\nrpm = 500\ntpm = 200000\n'
+        'api_key_env = "OPENAI_API_KEY"\ntimeout_s = 60\n\n[retry]\nmax_attempts = 3\n'
+    )
+    config = load_model_config(path)
+    gpt = config.for_model("openai/gpt-4.1")
+    assert (gpt.rpm, gpt.tpm, gpt.max_concurrency, gpt.timeout_s) == (500, 200000, 4, 60)
+    other = config.for_model("openai/unlisted")
+    assert (other.rpm, other.max_concurrency, other.timeout_s) == (None, 4, 120)
+    assert config.retry.max_attempts == 3
+    overridden = load_model_config(path, api_base_override="http://127.0.0.1:9/v1")
+    assert overridden.for_model("openai/gpt-4.1").api_base == "http://127.0.0.1:9/v1"
+
+
+def test_the_default_config_file_is_read_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert load_model_config().models == {}
+    (tmp_path / "skill-eval.toml").write_text('[models."m"]\nrpm = 7\n')
+    assert load_model_config().for_model("m").rpm == 7
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[models."openai/x"\nrpm = 1', r"skill-eval\.toml: not valid TOML"),
+        ('[models."openai/x"]\nrpm = -1', r'skill-eval\.toml: models\."openai/x"\.rpm: Input should be greater than 0'),
+        ('[models."openai/x"]\nrmp = 5', r'models\."openai/x"\.rmp: Extra inputs are not permitted'),
+        ("[retry]\nmax_attempts = 0", r"retry\.max_attempts"),
+    ],
+)
+def test_a_bad_config_file_is_a_config_error_naming_file_and_field(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "skill-eval.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_model_config(path)
+
+
+def test_a_config_path_that_does_not_exist_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_model_config(tmp_path / "missing.toml")
