@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -18,7 +19,8 @@ from schemas.errors import NoSandbox
 from schemas.status import SandboxMode
 from worker import sandbox as sandbox_mod
 from worker.output import OutputBuffer
-from worker.sandbox import BwrapSandbox, SandboxLimits, open_sandbox, require_sandbox
+from worker.sandbox import BwrapSandbox, CommandResult, SandboxLimits, open_sandbox, require_sandbox
+from worker.sandbox_exec import bwrap_argv, execute, inner_argv, sandbox_env
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -186,8 +188,10 @@ def test_a_fork_bomb_is_contained_and_reported_as_the_process_limit(workspace: P
     assert isinstance(box, BwrapSandbox) and box.uid is not None
     result = box.run("bomb() { bomb | bomb & }; bomb; sleep 2; ps -e | wc -l")
     assert result.limit == "processes"
-    assert _uid_processes(box.uid) == []  # nothing of the sandbox survives on the host
-    assert box.run("echo still usable").output == "still usable\n"
+    # The very next command may fork again: the bomb's dying processes no longer count.
+    after = box.run("for i in 1 2 3 4 5 6 7 8; do true & done; wait; echo still usable")
+    assert (after.output, after.limit) == ("still usable\n", None)
+    assert _uid_processes(box.uid, settle_s=0) == []  # nothing of the sandbox survives on the host
 
 
 def test_an_endless_loop_is_killed_at_the_wall_clock_with_its_background_children(
@@ -355,3 +359,40 @@ def test_long_output_keeps_exactly_head_and_tail() -> None:
     for i in range(1000):
         buf.feed(f"{i:04d}".encode())
     assert buf.render() == (full[:5] + f"\n... [{len(full) - 10} chars elided] ...\n" + full[-5:], True)
+
+
+# --- a worker that is not root (a developer's laptop) ---------------------------------------
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A folder an unprivileged uid can reach (pytest's tmp_path is private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="skill-eval-nonroot-"))
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to impersonate an unprivileged worker")
+def test_an_unprivileged_worker_counts_processes_per_sandbox_not_per_user(shared_dir: Path) -> None:
+    """Without root, bwrap uses a user namespace and the rlimits are set inside it, so the
+    user's other processes do not eat the sandbox's allowance, and a fork bomb is still held."""
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    limits = SandboxLimits(timeout_s=4, processes=16)
+    env = sandbox_env(home="/home/agent", tmp="/tmp")
+
+    def run(command: str) -> CommandResult:
+        argv = bwrap_argv(shared_dir, limits, uid=None, inner=inner_argv(command, limits, uid=None), env=env)
+        return execute(as_nobody + argv, env=env, cwd=None, stdin=None, timeout_s=4, limits=limits)
+
+    sleepers = [subprocess.Popen([*as_nobody, "sleep", "30"]) for _ in range(24)]  # more than the limit
+    try:
+        result = run("for i in 1 2 3 4 5; do sleep 0.2 & done; wait; id -u; echo ok > f")
+        assert result.output == "65534\n" and result.limit is None
+        assert (shared_dir / "f").read_text() == "ok\n"
+        assert run("bomb() { bomb | bomb & }; bomb; sleep 1").limit == "processes"
+        assert len(_uid_processes(65534, settle_s=5)) == len(sleepers)  # only the host's own
+    finally:
+        for sleeper in sleepers:
+            sleeper.kill()
+            sleeper.wait()

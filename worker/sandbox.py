@@ -150,13 +150,17 @@ class BwrapSandbox:
             _chown_tree(self.workspace, self.uid)
 
     def run(self, command: str, *, timeout_s: float | None = None, stdin: str | None = None) -> CommandResult:
-        from worker.sandbox_exec import bwrap_argv, execute, inner_argv, sandbox_env
+        from worker.sandbox_exec import bwrap_argv, execute, inner_argv, reap_uid, sandbox_env
 
         env = sandbox_env(home=INNER_HOME, tmp="/tmp")
         inner = inner_argv(command, self.limits, uid=self.uid)
         argv = bwrap_argv(self.workspace, self.limits, uid=self.uid, inner=inner, env=env)
         timeout = self.limits.timeout_s if timeout_s is None else timeout_s
-        return execute(argv, env=env, cwd=None, stdin=stdin, timeout_s=timeout, limits=self.limits)
+        try:
+            return execute(argv, env=env, cwd=None, stdin=stdin, timeout_s=timeout, limits=self.limits)
+        finally:
+            if self.uid is not None:
+                reap_uid(self.uid)
 
 
 class UnconfinedSandbox:
@@ -186,7 +190,7 @@ class UnconfinedSandbox:
         self._cleanup()
 
     def run(self, command: str, *, timeout_s: float | None = None, stdin: str | None = None) -> CommandResult:
-        from worker.sandbox_exec import execute, inner_argv, kill_uid, sandbox_env
+        from worker.sandbox_exec import execute, inner_argv, reap_uid, sandbox_env
 
         env = sandbox_env(home=str(self._private / "home"), tmp=str(self._private / "tmp"))
         argv = inner_argv(command, self.limits, uid=self.uid, unconfined=True)
@@ -195,7 +199,7 @@ class UnconfinedSandbox:
             return execute(argv, env=env, cwd=self.workspace, stdin=stdin, timeout_s=timeout, limits=self.limits)
         finally:
             if self.uid is not None:
-                kill_uid(self.uid)  # background processes that left the process group
+                reap_uid(self.uid)  # also background processes that left the process group
 
 
 def open_sandbox(workspace: Path, mode: SandboxMode, limits: SandboxLimits = SandboxLimits()) -> Sandbox:

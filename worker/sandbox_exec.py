@@ -132,14 +132,25 @@ def _count_processes(uid: int) -> int:
     return count
 
 
-def kill_uid(uid: int) -> None:
-    """SIGKILL every process of ``uid`` (a throwaway sandbox uid, so nothing else dies)."""
+def reap_uid(uid: int, *, wait_s: float = 2.0) -> None:
+    """Make sure no process of the throwaway ``uid`` is left, killing stragglers, waiting ``wait_s`` at most.
+
+    Killed processes keep counting against RLIMIT_NPROC until the kernel has reaped them
+    (bwrap reports the exit before its PID namespace is fully torn down), so without this
+    wait the next command of the same sandbox could be refused a fork by the last one's
+    dying fork bomb.
+    """
+    if not _count_processes(uid):
+        return
     subprocess.run(
         ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "kill", "-KILL", "-1"],
         capture_output=True,
         env={"PATH": _PATH},
         check=False,
     )
+    deadline = time.monotonic() + wait_s
+    while _count_processes(uid) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _which_limit(code: int | None, timed_out: bool, seen: set[str]) -> str | None:
