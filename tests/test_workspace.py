@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from schemas.status import FixtureStage
 from tests.conftest import git
 from worker.snapshot import snapshot_repo
 from worker.store import LocalStore
-from worker.workspace import Workspace, materialize_workspace, reclaim_leftovers
+from worker.workspace import Workspace, default_work_root, materialize_workspace, reclaim_leftovers
 
 SKILL = "commit-message"
 
@@ -295,3 +296,12 @@ def test_reclaim_removes_leftovers_of_dead_processes_only(tmp_path: Path) -> Non
     assert reclaim_leftovers(parent) == 2
     assert sorted(p.name for p in parent.iterdir()) == sorted([f"{os.getppid()}-00000000", "unrelated"])
     assert reclaim_leftovers(tmp_path / "missing") == 0
+
+
+def test_the_default_work_root_is_a_roomy_tmpfs_or_the_temp_folder() -> None:
+    root = default_work_root()
+    assert root.name == "skill-eval"
+    assert root.parent in (Path("/dev/shm"), Path(tempfile.gettempdir()))
+    if root.parent == Path("/dev/shm"):
+        st = os.statvfs("/dev/shm")
+        assert st.f_bavail * st.f_frsize >= 2 * 1024**3
