@@ -298,6 +298,16 @@ def test_reclaim_removes_leftovers_of_dead_processes_only(tmp_path: Path) -> Non
     assert reclaim_leftovers(tmp_path / "missing") == 0
 
 
+def test_reclaim_also_removes_half_finished_unpacks_of_dead_processes(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    cache = tmp_path / "cache"
+    for name in (f".unpack-{dead.pid}-abc", f".unpack-{os.getppid()}-def", "a" * 64):
+        (cache / name).mkdir(parents=True)
+    assert reclaim_leftovers(tmp_path / "ws", cache_dir=cache) == 1
+    assert sorted(p.name for p in cache.iterdir()) == sorted([f".unpack-{os.getppid()}-def", "a" * 64])
+
+
 def test_the_default_work_root_is_a_roomy_tmpfs_or_the_temp_folder() -> None:
     root = default_work_root()
     assert root.name == "skill-eval"

@@ -34,6 +34,7 @@ from worker.store import ArtifactStore
 SNAPSHOT_PREFIX = "snapshots/"
 # Fixed metadata so the tar depends on content, names and permissions only.
 _FIXED_MTIME = 946_684_800  # 2000-01-01; some tools reject pre-1980 timestamps
+UNPACK_TEMP_PREFIX = ".unpack-"  # + "<pid>-<random>": lets a restarted worker reclaim a killed unpack
 _KEY_RE = re.compile(r"^snapshots/([0-9a-f]{64})\.tar$")
 
 
@@ -119,7 +120,7 @@ def unpack_snapshot(store: ArtifactStore, key: str, cache_dir: Path) -> Path:
         raise StoreError(f"snapshot {key!r} is corrupt: its bytes do not hash to its key")
     try:
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=f".unpack-{digest[:12]}-"))
+        tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=f"{UNPACK_TEMP_PREFIX}{os.getpid()}-"))
     except OSError as exc:
         raise StoreError(f"cannot unpack {key!r} into {cache_dir}: {exc}") from exc
     try:

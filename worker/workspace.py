@@ -33,10 +33,11 @@ from schemas.corpus import EvalCase
 from schemas.errors import BadSkillName, NoIsolation, StoreError
 from worker.fixtures import materialize_fixtures
 from worker.gitcmd import run_git
-from worker.snapshot import unpack_snapshot
+from worker.snapshot import UNPACK_TEMP_PREFIX, unpack_snapshot
 from worker.store import ArtifactStore
 
 _LEFTOVER_RE = re.compile(r"^(\d+)-[0-9a-f]{8}$")
+_UNPACK_RE = re.compile("^" + re.escape(UNPACK_TEMP_PREFIX) + r"(\d+)-")
 _TMPFS = Path("/dev/shm")
 _TMPFS_MIN_FREE = 2 * 1024**3  # Docker's default /dev/shm is 64 MB: far too small for workspaces
 
@@ -188,22 +189,28 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def reclaim_leftovers(parent: Path) -> int:
-    """Remove workspaces under ``parent`` whose creating process is gone; return how many.
+def reclaim_leftovers(parent: Path, cache_dir: Path | None = None) -> int:
+    """Remove what killed processes left behind; return how many folders were removed.
 
-    Call it when a worker process starts, before it creates workspaces: folders carrying
-    this process's own pid are leftovers of an earlier process that had the same pid (a
-    restarted container) and are removed too. Names not shaped ``<pid>-<8 hex>`` are left alone.
+    Workspaces ``parent/<pid>-<8 hex>`` and, when ``cache_dir`` is given, half-finished
+    snapshot unpacks ``cache_dir/.unpack-<pid>-*`` whose pid is gone. Call it when a worker
+    process starts, before it creates workspaces: folders carrying this process's own pid
+    are leftovers of an earlier process with the same pid (a restarted container) and are
+    removed too. Anything else is left alone.
     """
     removed = 0
-    if not Path(parent).is_dir():
-        return 0
-    for entry in Path(parent).iterdir():
-        match = _LEFTOVER_RE.match(entry.name)
-        if not match or entry.is_symlink():
+    candidates: list[tuple[Path, re.Pattern[str]]] = [(Path(parent), _LEFTOVER_RE)]
+    if cache_dir is not None:
+        candidates.append((Path(cache_dir), _UNPACK_RE))
+    for folder, pattern in candidates:
+        if not folder.is_dir():
             continue
-        pid = int(match.group(1))
-        if pid == os.getpid() or not _pid_alive(pid):
-            remove_tree(entry)
-            removed += 1
+        for entry in folder.iterdir():
+            match = pattern.match(entry.name)
+            if not match or entry.is_symlink():
+                continue
+            pid = int(match.group(1))
+            if pid == os.getpid() or not _pid_alive(pid):
+                remove_tree(entry)
+                removed += 1
     return removed
