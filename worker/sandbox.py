@@ -84,7 +84,9 @@ def _probe_bwrap() -> str | None:
     from worker.sandbox_exec import bwrap_argv  # a cycle at import time otherwise
 
     with tempfile.TemporaryDirectory(prefix="skill-eval-probe-") as tmp:
-        argv = bwrap_argv(Path(tmp), SandboxLimits(), uid=None, inner=["true"])
+        os.chmod(tmp, 0o711)  # as a workspace handed to a throwaway uid would be
+        # The same namespaces and capabilities a real sandbox of this process uses.
+        argv = bwrap_argv(Path(tmp), SandboxLimits(), uid=_choose_uid(), inner=["true"])
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={})
         except (OSError, subprocess.SubprocessError) as exc:
