@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from schemas.errors import StoreError
 from worker.store import ArtifactStore, LocalStore, S3Store, open_store
@@ -135,3 +137,14 @@ def test_an_unreachable_s3_endpoint_is_a_store_error(aws_env: str) -> None:
     dead._client.meta.config.retries = {"max_attempts": 0}
     with pytest.raises(StoreError, match="'k'"):
         dead.put("k", b"x")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.lists(st.sampled_from([*"ab./\\~-\x00", "..", "snapshots"]), max_size=12).map("".join))
+def test_any_key_is_refused_or_stays_inside_a_local_store(tmp_path: Path, key: str) -> None:
+    store = LocalStore(tmp_path / "s")
+    try:
+        path = store._path(key)
+    except StoreError:
+        return
+    assert store.root in path.parents

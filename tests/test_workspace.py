@@ -8,11 +8,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from schemas.corpus import EvalCase, Fixture
 from schemas.errors import BadFixture, BadSkillName, FixtureNeedsGit, NoIsolation
 from schemas.status import FixtureStage
 from tests.conftest import git
+from worker.fixtures import resolve_fixture_path
 from worker.snapshot import snapshot_repo
 from worker.store import LocalStore
 from worker.workspace import Workspace, default_work_root, materialize_workspace, reclaim_leftovers
@@ -315,3 +318,26 @@ def test_the_default_work_root_is_a_roomy_tmpfs_or_the_temp_folder() -> None:
     if root.parent == Path("/dev/shm"):
         st = os.statvfs("/dev/shm")
         assert st.f_bavail * st.f_frsize >= 2 * 1024**3
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    path=st.lists(st.sampled_from([*"ab./*?[]~\\-\x00 ", ".git", "..", "link", "inner", "up"]), max_size=12).map(
+        "".join
+    )
+)
+def test_any_fixture_path_is_refused_or_lands_strictly_inside_the_workspace(tmp_path: Path, path: str) -> None:
+    root = tmp_path / "root"
+    if not root.exists():
+        (root / ".git").mkdir(parents=True)
+        (root / "inner").mkdir()
+        (root / "link").symlink_to(tmp_path)
+        (root / "inner" / "up").symlink_to("..")
+    root = Path(os.path.realpath(root))
+    try:
+        dest = resolve_fixture_path(root, 1, 0, path)
+    except BadFixture as exc:
+        assert str(exc).startswith("BLOCKED_BAD_FIXTURE: case 1: fixtures[0].path")
+        return
+    assert root in dest.parents
+    assert dest.relative_to(root).parts[0] != ".git"
