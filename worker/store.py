@@ -128,9 +128,7 @@ class S3Store:
         self.prefix = prefix.strip("/")
         if self.prefix:
             validate_key(self.prefix)
-        endpoint = (
-            endpoint_url or os.environ.get("SKILL_EVAL_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL")
-        )
+        endpoint = endpoint_url or os.environ.get("SKILL_EVAL_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL")
         self.uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
         self._client: Any = boto3.client("s3", endpoint_url=endpoint)
 
