@@ -259,7 +259,7 @@ def _completion(reply: dict[str, Any], model: str, prompt_text: str, seq: int) -
     if "verdicts" in reply:
         content = json.dumps(reply["verdicts"])
     message: dict[str, Any] = {"role": "assistant", "content": content}
-    calls = []
+    calls: list[dict[str, Any]] = []
     for i, call in enumerate(reply.get("tool_calls") or []):
         arguments = call.get("arguments_raw")
         if arguments is None:
@@ -320,7 +320,9 @@ class OfflineModelServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> str:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="offline-model", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name="offline-model", daemon=True
+        )
         self._thread.start()
         return self.base_url
 

@@ -70,7 +70,7 @@ def is_retryable(err: BaseException) -> bool:
     status = getattr(err, "status_code", None)
     if isinstance(status, int):
         return status == 429 or status >= 500
-    return isinstance(err, litellm.APIError)  # an APIError with no status: a garbled response
+    return isinstance(err, litellm.exceptions.APIError)  # an APIError with no status: a garbled response
 
 
 def _parse_arguments(raw: str | None) -> dict[str, Any]:

@@ -258,7 +258,7 @@ class Limiter:
     def _grant(self, estimated_tokens: int, max_wait_s: float | None) -> Lease:
         lease_id = uuid.uuid4().hex
         ttl_ms = self.settings.lease_ttl_s * 1000
-        args = [
+        args: list[str | int | float] = [
             lease_id, estimated_tokens, self.limits.rpm or 0, self.limits.tpm or 0,
             self.limits.max_concurrency, ttl_ms, self.settings.headroom,
         ]  # fmt: skip
@@ -289,7 +289,12 @@ class Limiter:
                 self._refresh(keys=[self.leases_key], args=[lease.lease_id, ttl_ms])
 
     def _settle(self, lease: Lease, correction: int, success: bool) -> None:
-        args = [lease.lease_id, correction, 1 if success else 0, self.settings.growth_per_success]
+        args: list[str | int | float] = [
+            lease.lease_id,
+            correction,
+            1 if success else 0,
+            self.settings.growth_per_success,
+        ]
         # A lease left behind expires on its own; one lost correction is not worth failing (or
         # long delaying) a call that has already succeeded, hence the short Redis budget.
         with contextlib.suppress(ModelCallFailed):
