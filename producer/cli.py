@@ -7,6 +7,7 @@ Exit codes are the verdict's: 0 PASS, 1 FAIL, 2 BLOCKED (any named guard, bad fl
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -15,11 +16,19 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from producer.embedded import worker_command
 from producer.planning import new_run_id, plan_run, plan_summary
+from producer.progress import RunStalled
 from producer.repo import Repo
+from producer.runner import RunRequest, requeue_failed, rereport, run_evaluation, run_status
+from schemas.constants import ALL_QUEUES, DEFAULT_REPORT_DIR
 from schemas.errors import SkillEvalError
 from schemas.export import json_schemas
-from schemas.status import ExitCode
+from schemas.manifest import AgentBudget, RunSettings
+from schemas.status import ExitCode, SandboxMode
+from worker.models.settings import load_model_config
+from worker.sandbox import require_sandbox
+from worker.settings import Settings
 
 app = typer.Typer(
     name="skill-eval",
@@ -85,17 +94,88 @@ def run(
     skills: Annotated[list[str] | None, typer.Argument(help="Skill names.", show_default=False)] = None,
     all_evals: AllEvalsOpt = False,
     repo: RepoOpt = Path("."),
-    model: Annotated[list[str] | None, typer.Option("--model", help="Executor model (repeatable).")] = None,
-    judge: Annotated[list[str] | None, typer.Option("--judge", help="Judge model (repeatable).")] = None,
+    model: Annotated[
+        list[str] | None, typer.Option("--model", help="Executor model, a litellm name (repeatable).")
+    ] = None,
+    judge: Annotated[list[str] | None, typer.Option("--judge", help="Judge model (repeatable: an ensemble).")] = None,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Repetitions per case and model.")] = 1,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Validate and print the plan; enqueue nothing.")
+    out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path(DEFAULT_REPORT_DIR),
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Model config TOML (default ./skill-eval.toml).")
+    ] = None,
+    api_base: Annotated[str | None, typer.Option("--api-base", help="API base URL for every model of the run.")] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Embedded cluster: worker processes.")] = 2,
+    broker: Annotated[
+        str | None, typer.Option("--broker", help="Redis URL of a cluster (env SKILL_EVAL_BROKER_URL).")
+    ] = None,
+    store: Annotated[str | None, typer.Option("--store", help="Artifact store: folder or s3://bucket/prefix.")] = None,
+    sandbox: Annotated[
+        SandboxMode | None, typer.Option("--sandbox", help="bwrap (default) or none (explicit opt-out).")
+    ] = None,
+    executor: Annotated[str, typer.Option("--executor", help="agent, or cmd:'<agent CLI command line>'.")] = "agent",
+    max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Executor turns per shard.")] = 40,
+    shard_timeout: Annotated[
+        float, typer.Option("--shard-timeout", help="Executor wall clock per shard, seconds.")
+    ] = 900.0,
+    strict_evidence: Annotated[
+        bool, typer.Option("--strict-evidence", help="A pass whose quote is not in the transcript fails.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as one JSON object.")] = False,
+    no_calibration: Annotated[
+        bool, typer.Option("--no-calibration", help="Skip judge calibration (reported).")
+    ] = False,
+    fail_under: Annotated[
+        float | None, typer.Option("--fail-under", min=0.0, max=1.0, help="FAIL below this pass rate (0-1).")
+    ] = None,
+    detach: Annotated[bool, typer.Option("--detach", help="With --broker: submit, print the run id, return.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="--all-evals: re-run corpora that already have a report.")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and print the plan; enqueue nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --dry-run: print the plan as one JSON object.")] = False,
 ) -> None:
-    """Plan (and, without --dry-run, execute) an evaluation run."""
+    """Evaluate skills: plan, shard onto the queues, execute, grade, reduce, report. Exit code is the verdict's."""
     skills = skills or []
     _need_targets(skills, all_evals)
+    if dry_run:
+        _dry_run(skills, all_evals, repo, model or ["(unspecified)"], judge or [], epochs, as_json)
+        return
+    if not model or not judge:
+        err.print("CONFIG_ERROR: --model and --judge are required (litellm model names; see README).")
+        raise typer.Exit(ExitCode.BLOCKED)
+    try:
+        settings = _settings(broker_url=broker, store=store, sandbox=sandbox)
+        if settings.sandbox is SandboxMode.BWRAP:
+            require_sandbox(SandboxMode.BWRAP)
+        models_config = load_model_config(config, api_base)
+        req = RunRequest(
+            skills=skills, all_evals=all_evals, repo=repo, models=model, judges=judge, epochs=epochs,
+            out=out_dir, workers=workers, detach=detach, force=force, show_progress=sys.stderr.isatty(),
+            settings=RunSettings(
+                budget=AgentBudget(max_turns=max_turns, wall_clock_s=shard_timeout),
+                executor=executor, strict_evidence=strict_evidence, calibrate=not no_calibration,
+                fail_under=fail_under, models=models_config.model_dump(mode="json"),
+            ),
+        )  # fmt: skip
+        outcome = run_evaluation(req, settings, out, err)
+    except SkillEvalError as exc:
+        raise fail(exc) from exc
+    except RunStalled as exc:
+        err.print(f"executor-failed: {exc}", markup=False)
+        raise typer.Exit(ExitCode.BLOCKED) from exc
+    if isinstance(outcome, str):
+        sys.stdout.write(outcome + "\n")
+        return
+    raise typer.Exit(outcome.verdict.exit_code)
+
+
+def _settings(**overrides: object) -> Settings:
+    """Settings from env (SKILL_EVAL_*) with flags given on the command line taking precedence."""
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def _dry_run(
+    skills: list[str], all_evals: bool, repo: Path, models: list[str], judges: list[str], epochs: int, as_json: bool
+) -> None:
     r = Repo(repo)
     try:
         files = r.targets(skills, all_evals)
@@ -106,11 +186,7 @@ def run(
     if skipped and not all_evals:
         raise fail(skipped[0].error)  # type: ignore[arg-type]
     bundles = [o.bundle for o in outcomes if o.bundle]
-    models = model or ["(unspecified)"]
-    plan = plan_run(new_run_id(), bundles, models, judges=judge or [], epochs=epochs)
-    if not dry_run:
-        err.print("Executing runs arrives with the pipeline (issue 6); use --dry-run to see the plan.")
-        raise typer.Exit(ExitCode.BLOCKED)
+    plan = plan_run(new_run_id(), bundles, models, judges=judges, epochs=epochs)
     summary = plan_summary(plan)
     summary["skipped"] = [{"corpus": o.corpus_file, "error": str(o.error)} for o in skipped]
     if as_json:
@@ -137,6 +213,84 @@ def _print_plan(summary: dict) -> None:  # type: ignore[type-arg]
     )
     for s in summary["skipped"]:
         out.print(f"skipped {s['corpus']}: {s['error']}", markup=False, highlight=False)
+
+
+@app.command()
+def worker(
+    queues: Annotated[str, typer.Option("--queues", help="Comma-separated queues to consume.")] = ",".join(ALL_QUEUES),
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Worker processes.")] = 2,
+    broker: Annotated[str | None, typer.Option("--broker", help="Redis URL (env SKILL_EVAL_BROKER_URL).")] = None,
+    store: Annotated[str | None, typer.Option("--store", help="Artifact store (env SKILL_EVAL_STORE).")] = None,
+    sandbox: Annotated[SandboxMode | None, typer.Option("--sandbox", help="bwrap (default) or none.")] = None,
+    loglevel: Annotated[str, typer.Option("--loglevel", help="Celery log level.")] = "INFO",
+) -> None:
+    """Start a worker for a cluster (execute, grade and reduce queues by default)."""
+    settings = _settings(broker_url=broker, store=store, sandbox=sandbox)
+    if not settings.broker_url:
+        err.print("CONFIG_ERROR: a worker needs --broker or SKILL_EVAL_BROKER_URL")
+        raise typer.Exit(ExitCode.BLOCKED)
+    unknown = set(queues.split(",")) - set(ALL_QUEUES)
+    if unknown:
+        err.print(f"CONFIG_ERROR: unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(ALL_QUEUES)}")
+        raise typer.Exit(ExitCode.BLOCKED)
+    env = {**os.environ, "SKILL_EVAL_BROKER_URL": settings.broker_url, "SKILL_EVAL_STORE": settings.store,
+           "SKILL_EVAL_SANDBOX": settings.sandbox.value}  # fmt: skip
+    cmd = worker_command(queues, concurrency, f"skill-eval-{os.getpid()}@%h", loglevel)
+    os.execvpe(cmd[0], cmd, env)
+
+
+@app.command()
+def status(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+    broker: Annotated[str | None, typer.Option("--broker", help="Redis URL (env SKILL_EVAL_BROKER_URL).")] = None,
+    store: Annotated[str | None, typer.Option("--store", help="Artifact store (env SKILL_EVAL_STORE).")] = None,
+) -> None:
+    """Shard counts by state, whether the run is done, and per-model usage."""
+    settings = _settings(broker_url=broker, store=store)
+    try:
+        doc = run_status(run_id, settings)
+    except SkillEvalError as exc:
+        raise fail(exc) from exc
+    if as_json:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    out.print(f"run {run_id}: {'done' if doc['done'] else 'running'} ({doc['source']})", markup=False)
+    for state, n in doc["states"].items():
+        if n:
+            out.print(f"  {state}: {n}", markup=False)
+    out.print(f"  total: {doc['total']}", markup=False)
+    for model, u in doc["usage"].items():
+        out.print(f"  {model}: {u}", markup=False, highlight=False)
+
+
+@app.command()
+def report(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Report folder (default: the run's).")] = None,
+    store: Annotated[str | None, typer.Option("--store", help="Artifact store (env SKILL_EVAL_STORE).")] = None,
+) -> None:
+    """Reduce again from the stored verdicts and write the reports; exit code is the verdict's."""
+    try:
+        result = rereport(run_id, _settings(store=store), out_dir, out)
+    except SkillEvalError as exc:
+        raise fail(exc) from exc
+    raise typer.Exit(result.verdict.exit_code)
+
+
+@app.command()
+def resubmit(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    broker: Annotated[str | None, typer.Option("--broker", help="Redis URL (env SKILL_EVAL_BROKER_URL).")] = None,
+    store: Annotated[str | None, typer.Option("--store", help="Artifact store (env SKILL_EVAL_STORE).")] = None,
+) -> None:
+    """Re-run only the shards of a run that ended in an infra failure (cluster mode)."""
+    settings = _settings(broker_url=broker, store=store)
+    try:
+        shards = requeue_failed(run_id, settings)
+    except SkillEvalError as exc:
+        raise fail(exc) from exc
+    out.print(f"re-queued {len(shards)} shard(s) of run {run_id}", markup=False)
 
 
 @app.command()

@@ -46,9 +46,7 @@ class Repo:
         return f"{EVALS_DIR}/{skill}{CORPUS_SUFFIX}"
 
     def all_corpus_files(self) -> list[str]:
-        return sorted(
-            f"{EVALS_DIR}/{p.name}" for p in (self.root / EVALS_DIR).glob("*" + CORPUS_SUFFIX) if p.is_file()
-        )
+        return sorted(f"{EVALS_DIR}/{p.name}" for p in (self.root / EVALS_DIR).glob("*" + CORPUS_SUFFIX) if p.is_file())
 
     def bundle_files(self, skill: str) -> list[tuple[str, bytes]]:
         """SKILL.md, agents/*.md and the corpus: the inputs that define what is graded."""
@@ -68,9 +66,7 @@ class Repo:
         except UnicodeDecodeError as exc:
             raise BadCorpus(corpus_file, "$", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
         except json.JSONDecodeError as exc:
-            raise BadCorpus(
-                corpus_file, "$", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-            ) from exc
+            raise BadCorpus(corpus_file, "$", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
         corpus = validate_corpus(data, corpus_file, self.has_file)
         return SkillBundle(
             skill=skill,

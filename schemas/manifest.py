@@ -6,6 +6,8 @@ and shard ids, and workers read (and cache) the manifest by run id.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.shard import RunPlan, Shard
@@ -41,10 +43,8 @@ class RunSettings(BaseModel):
     """Grade the built-in calibration trajectories with each judge before the batch."""
     fail_under: float | None = None
     """Behavioural pass rate below which the verdict is FAIL."""
-    model_config_toml: str = ""
-    """The model config file's text (api key *names* only, never keys), for workers on other hosts."""
-    api_base: str | None = None
-    """API base override for every model of the run."""
+    models: dict[str, Any] = Field(default_factory=dict)
+    """The validated model config (limits, API bases, api key *names* only, never keys), for workers anywhere."""
 
 
 class RunManifest(BaseModel):
@@ -68,6 +68,8 @@ class RunManifest(BaseModel):
     """Git branch of the repo at submit time, or ``-``."""
     sha7: str = "-"
     """Short git commit of the repo at submit time, or ``-``."""
+    skipped: list[str] = Field(default_factory=list)
+    """Corpora skipped before the run, with their named errors."""
 
     def shard(self, shard_id: str) -> Shard:
         for shard in self.plan.shards:
@@ -95,3 +97,12 @@ def outcome_key(run_id: str, shard_id: str) -> str:
 
 def result_key(run_id: str) -> str:
     return f"runs/{run_id}/result.json"
+
+
+def calibration_key(run_id: str, judge: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in judge)
+    return f"runs/{run_id}/calibration/{safe}.json"
+
+
+def report_key(run_id: str, name: str) -> str:
+    return f"runs/{run_id}/reports/{name}"

@@ -36,9 +36,7 @@ TERMINAL_STATES = frozenset(
         ShardState.BLOCKED,
     }
 )
-INFRA_FAILURES = frozenset(
-    {ShardState.EXECUTOR_FAILED, ShardState.GRADER_MALFORMED, ShardState.GRADER_DISPATCH_FAILED}
-)
+INFRA_FAILURES = frozenset({ShardState.EXECUTOR_FAILED, ShardState.GRADER_MALFORMED, ShardState.GRADER_DISPATCH_FAILED})
 # Forward order of the happy path; a transition may only go to a later rank or to a terminal state.
 STATE_RANK = {
     ShardState.QUEUED: 0,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import redis
 
 from schemas.constants import KEY_PREFIX
-from schemas.status import TERMINAL_STATES, ShardState, may_transition
+from schemas.status import INFRA_FAILURES, TERMINAL_STATES, ShardState, may_transition
 
 ACTIVE_RUNS = KEY_PREFIX + ":runs"
 _TERMINAL_LUA = "{" + ",".join(f'["{s.value}"]=true' for s in TERMINAL_STATES) + "}"
@@ -98,6 +98,28 @@ return out
 """
 
 
+# KEYS: run, states, active. ARGV: run_id, queued, infra states...
+_REQUEUE = """
+local out = {}
+local all = redis.call('HGETALL', KEYS[2])
+for i = 1, #all, 2 do
+  local shard, cur = all[i], all[i + 1]
+  for j = 3, #ARGV do
+    if cur == ARGV[j] then
+      redis.call('HSET', KEYS[2], shard, ARGV[2])
+      redis.call('HINCRBY', KEYS[1], 'terminal', -1)
+      table.insert(out, shard)
+    end
+  end
+end
+if #out > 0 then
+  redis.call('HDEL', KEYS[1], 'reduced')
+  redis.call('SADD', KEYS[3], ARGV[1])
+end
+return out
+"""
+
+
 @dataclass(frozen=True)
 class Transition:
     """Outcome of a transition attempt."""
@@ -117,6 +139,7 @@ class RunState:
         self._claim = client.register_script(_CLAIM)
         self._heartbeat = client.register_script(_HEARTBEAT)
         self._reap = client.register_script(_REAP)
+        self._requeue = client.register_script(_REQUEUE)
 
     @staticmethod
     def _keys(run_id: str) -> tuple[str, str, str, str]:
@@ -167,7 +190,9 @@ class RunState:
     def claim(self, run_id: str, shard_id: str, src: ShardState, dst: ShardState, token: str, ttl_s: float) -> bool:
         """Move ``src -> dst`` taking a lease, or take over ``dst`` whose lease expired."""
         _, states, leases, owners = self._keys(run_id)
-        ok, _ = self._claim(keys=[states, leases, owners], args=[shard_id, src.value, dst.value, token, int(ttl_s * 1000)])
+        ok, _ = self._claim(
+            keys=[states, leases, owners], args=[shard_id, src.value, dst.value, token, int(ttl_s * 1000)]
+        )
         return bool(ok)
 
     def heartbeat(self, run_id: str, shard_id: str, token: str, ttl_s: float) -> bool:
@@ -190,24 +215,32 @@ class RunState:
         _, states, leases, owners = self._keys(run_id)
         flat = self._reap(
             keys=[states, leases, owners],
-            args=[ShardState.EXECUTING.value, ShardState.QUEUED.value, ShardState.GRADING.value, ShardState.EXECUTED.value],
+            args=[
+                ShardState.EXECUTING.value,
+                ShardState.QUEUED.value,
+                ShardState.GRADING.value,
+                ShardState.EXECUTED.value,
+            ],
         )
         return [(flat[i].decode(), ShardState(flat[i + 1].decode())) for i in range(0, len(flat), 2)]
 
     def active_runs(self) -> list[str]:
         return sorted(x.decode() for x in self.r.smembers(ACTIVE_RUNS))
 
+    def reduced(self, run_id: str) -> bool:
+        return bool(self.r.hget(self._keys(run_id)[0], "reduced"))
+
     def finish(self, run_id: str) -> None:
         """Mark the run reduced; the reaper stops watching it."""
         self.r.srem(ACTIVE_RUNS, run_id)
         self.r.hset(self._keys(run_id)[0], "reduced", 1)
 
-    def reset_terminal_for_resubmit(self, run_id: str, shard_ids: list[str]) -> None:
-        """Put failed shards back to queued for a resubmission (re-run only what failed)."""
-        run, states, leases, owners = self._keys(run_id)
-        for shard_id in shard_ids:
-            if self.r.hget(states, shard_id) is not None:
-                self.r.hset(states, shard_id, ShardState.QUEUED.value)
-                self.r.hincrby(run, "terminal", -1)
-        self.r.sadd(ACTIVE_RUNS, run_id)
-        self.r.hdel(run, "reduced")
+    def requeue_failed(self, run_id: str) -> list[str]:
+        """Put every shard in an infra-failure state back to queued (re-run only what failed).
+
+        Returns the shards re-queued; the run becomes active again and will be reduced anew.
+        """
+        run, states, _, _ = self._keys(run_id)
+        infra = [s.value for s in INFRA_FAILURES]
+        flat = self._requeue(keys=[run, states, ACTIVE_RUNS], args=[run_id, ShardState.QUEUED.value, *infra])
+        return [x.decode() for x in flat]

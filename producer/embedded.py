@@ -1,0 +1,93 @@
+"""The embedded one-host cluster: a private redis-server and Celery worker processes.
+
+With no broker given, ``skill-eval run`` starts this, runs the same tasks through the same
+queues as a cluster would, and stops everything afterwards. One code path.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+from schemas.constants import ALL_QUEUES
+from worker.redis_server import RedisServer
+from worker.settings import Settings
+
+
+def worker_command(queues: str, concurrency: int, name: str, loglevel: str = "WARNING") -> list[str]:
+    """The ``celery worker`` command line used by the embedded cluster and ``skill-eval worker``."""
+    return [
+        sys.executable, "-m", "celery", "-A", "worker.tasks", "worker",
+        "-Q", queues, "-c", str(concurrency), "-P", "prefork", "-n", name,
+        "--prefetch-multiplier", "1", "--without-gossip", "--without-mingle", "--without-heartbeat",
+        "-l", loglevel,
+    ]  # fmt: skip
+
+
+class EmbeddedCluster:
+    """Redis + one Celery worker node with ``workers`` processes, on this machine."""
+
+    def __init__(self, settings: Settings, workers: int = 2, log_path: Path | None = None) -> None:
+        self.base = settings
+        self.workers = workers
+        self.tmp = Path(tempfile.mkdtemp(prefix="skill-eval-cluster-"))
+        self.redis = RedisServer(workdir=self.tmp / "redis")
+        self.log_path = log_path or self.tmp / "worker.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self.base.model_copy(update={"broker_url": self.redis.url})
+
+    def start(self) -> EmbeddedCluster:
+        (self.tmp / "redis").mkdir(parents=True, exist_ok=True)
+        self.redis.start()
+        env = {
+            **os.environ,
+            "SKILL_EVAL_BROKER_URL": self.redis.url,
+            "SKILL_EVAL_STORE": self.base.store,
+            "SKILL_EVAL_WORKDIR": str(self.base.workdir),
+            "SKILL_EVAL_SANDBOX": self.base.sandbox.value,
+            "SKILL_EVAL_LEASE_TTL_S": str(self.base.lease_ttl_s),
+            "SKILL_EVAL_REAPER_PERIOD_S": str(self.base.reaper_period_s),
+        }
+        cmd = worker_command(",".join(ALL_QUEUES), self.workers, f"embedded-{os.getpid()}@localhost")
+        log = self.log_path.open("ab")
+        # Its own session, so stopping it can signal the whole pool and nothing is left running.
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+        log.close()
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)  # warm shutdown
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+            except ProcessLookupError:
+                pass
+        self.redis.stop()
+
+    def __enter__(self) -> EmbeddedCluster:
+        return self.start()
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()

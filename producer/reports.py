@@ -1,0 +1,96 @@
+"""Writing a run's reports to the output folder, and the run-log line. The I/O edge of the reducer."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from reducer.render import (
+    needs_transcript,
+    render_complete_block,
+    render_json,
+    render_junit,
+    render_markdown,
+    report_stem,
+    run_log_line,
+    transcript_name,
+)
+from schemas.manifest import RunManifest
+from schemas.report import RunResult
+from worker.collect import load_trajectory
+from worker.store import ArtifactStore
+
+
+def write_reports(result: RunResult, manifest: RunManifest, store: ArtifactStore, out_dir: Path) -> list[Path]:
+    """Per skill: ``.md`` and ``.json``; per failing or not-graded shard: its transcript; one JUnit file."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    run_id = result.run_id
+    for bundle in manifest.plan.bundles:
+        skill = bundle.skill
+        meta = {
+            "repo": manifest.repo,
+            "bundle_key": bundle.bundle_key,
+            "corpus": bundle.corpus_file,
+            "models": ", ".join(manifest.plan.models),
+            "judges": ", ".join(manifest.plan.judges) or "-",
+            "epochs": str(manifest.plan.epochs),
+            "sandbox": manifest.plan.sandbox.value,
+            "executor": manifest.settings.executor,
+        }
+        stem = report_stem(skill, run_id)
+        md = out_dir / f"{stem}.md"
+        md.write_text(render_markdown(result, skill, meta), encoding="utf-8")
+        js = out_dir / f"{stem}.json"
+        js.write_text(render_json(result, skill, {**meta, "branch": manifest.branch, "sha7": manifest.sha7}), "utf-8")
+        written += [md, js]
+        for part in (s for s in result.skills if s.skill == skill):
+            per_case: dict[int, int] = {}
+            for r in part.runs:
+                per_case[r.case_id] = per_case.get(r.case_id, 0) + 1
+            for r in part.runs:
+                if not needs_transcript(r):
+                    continue
+                trajectory = load_trajectory(store, run_id, r.shard_id)
+                text = trajectory.render() if trajectory else f"(no trajectory recorded: {r.state.value}: {r.detail})\n"
+                name = transcript_name(
+                    skill, run_id, r, unique_case=per_case[r.case_id] == 1 and len(manifest.plan.variants) == 1
+                )
+                if part.variant != "current":
+                    name = name.replace("-transcript.txt", f"-{part.variant.replace('@', '-')}-transcript.txt")
+                path = out_dir / name
+                path.write_text(text, encoding="utf-8")
+                written.append(path)
+    junit = out_dir / f"skill-eval-{run_id}.junit.xml"
+    junit.write_text(render_junit(result), encoding="utf-8")
+    written.append(junit)
+    return written
+
+
+def append_run_log(result: RunResult, manifest: RunManifest, log_path: Path) -> str:
+    """Append the contract's 13-field run-log line; return it."""
+    line = run_log_line(result, datetime.now(UTC), manifest.project, manifest.branch, manifest.sha7)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("a", encoding="utf-8") as fh:
+        fh.write(line)
+    return line
+
+
+def reported_bundle_keys(out_dir: Path) -> set[str]:
+    """Bundle keys that already have a JSON report in ``out_dir`` (``--all-evals`` skips them unless --force)."""
+    keys: set[str] = set()
+    for path in out_dir.glob("skill-eval-*.json"):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for variant in doc.get("variants", []) if isinstance(doc, dict) else []:
+            if variant.get("variant") == "current" and variant.get("bundle_key"):
+                keys.add(variant["bundle_key"])
+    return keys
+
+
+def complete_block(result: RunResult, paths: list[Path]) -> str:
+    """The SKILL-EVAL COMPLETE block naming the report files (transcripts are listed in the md reports)."""
+    return render_complete_block(result, [str(p) for p in paths if p.suffix in {".md", ".json", ".xml"}])

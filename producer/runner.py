@@ -1,0 +1,192 @@
+"""Carrying out ``skill-eval run``: plan, submit, wait, report — on a cluster or an embedded one."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+from rich.console import Console
+
+from producer.embedded import EmbeddedCluster
+from producer.planning import new_run_id, plan_run
+from producer.progress import wait_for_run
+from producer.repo import Repo
+from producer.reports import append_run_log, complete_block, reported_bundle_keys, write_reports
+from producer.submit import build_manifest, submit
+from schemas.errors import ConfigError, StoreError
+from schemas.manifest import RunManifest, RunSettings, manifest_key, result_key
+from schemas.report import RunResult
+from schemas.status import ShardState
+from worker.settings import Settings
+from worker.state import RunState
+from worker.store import ArtifactStore, open_store
+
+
+@dataclass
+class RunRequest:
+    """Everything ``skill-eval run`` was asked for."""
+
+    skills: list[str]
+    all_evals: bool
+    repo: Path
+    models: list[str]
+    judges: list[str]
+    epochs: int = 1
+    out: Path = Path("zuvo/reports")
+    workers: int = 2
+    detach: bool = False
+    force: bool = False
+    show_progress: bool = True
+    settings: RunSettings = field(default_factory=RunSettings)
+
+
+def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list, list[str]]:  # type: ignore[type-arg]
+    """Validate targets; return the repo, the bundles to run and the named errors of skipped corpora."""
+    repo = Repo(req.repo)
+    files = repo.targets(req.skills, req.all_evals)
+    outcomes = repo.load_many(files)
+    errors = [o for o in outcomes if o.error]
+    if errors and not req.all_evals:
+        raise errors[0].error  # type: ignore[misc]
+    skipped = [str(o.error) for o in errors]
+    bundles = [o.bundle for o in outcomes if o.bundle]
+    if req.all_evals and not req.force:
+        done = reported_bundle_keys(req.out)
+        for b in [b for b in bundles if b.bundle_key in done]:
+            out.print(
+                f"skipped {b.corpus_file}: bundle key {b.bundle_key} already reported in {req.out} (--force re-runs it)"
+            )
+            bundles.remove(b)
+    return repo, bundles, skipped
+
+
+@contextlib.contextmanager
+def cluster(settings: Settings, workers: int) -> Iterator[tuple[Settings, EmbeddedCluster | None]]:
+    """The broker to use: the given one, or an embedded cluster started (and stopped) here."""
+    if settings.broker_url:
+        yield settings, None
+        return
+    with EmbeddedCluster(settings, workers=workers) as embedded:
+        yield embedded.settings, embedded
+
+
+def enqueue_via(settings: Settings):  # type: ignore[no-untyped-def]
+    from worker.app import TASK_EXECUTE, make_app
+
+    app = make_app(settings)
+
+    def enqueue(run_id: str, shard_id: str, soft: float, hard: float) -> None:
+        app.send_task(TASK_EXECUTE, args=[run_id, shard_id], queue="execute", soft_time_limit=soft, time_limit=hard)
+
+    return enqueue
+
+
+def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Console) -> RunResult | str:
+    """Plan, submit and (unless detached) wait and report. Returns the result, or the run id when detached."""
+    repo, bundles, skipped = plan_request(req, out)
+    run_id = new_run_id()
+    plan = plan_run(run_id, bundles, req.models, judges=req.judges, epochs=req.epochs, sandbox=settings.sandbox)
+    store = open_store(settings.store)
+    manifest = build_manifest(plan, repo.root, store, req.settings, out_dir=str(req.out), skipped=skipped)
+    if not plan.shards:
+        return finish_run(manifest, store, settings, req.out, out)
+    with cluster(settings, req.workers) as (live, embedded):
+        client = redis.Redis.from_url(live.broker_url or "")
+        state = RunState(client)
+        submit(manifest, store, state, enqueue_via(live))
+        if req.detach and embedded is None:
+            return run_id
+        from worker.models.usage import usage_totals
+
+        wait_for_run(
+            state,
+            run_id,
+            console=err,
+            usage=lambda: usage_totals(client, run_id),
+            alive=embedded.alive if embedded else None,
+            show=req.show_progress,
+        )
+    return finish_run(manifest, store, settings, req.out, out)
+
+
+def finish_run(
+    manifest: RunManifest, store: ArtifactStore, settings: Settings, out_dir: Path, out: Console
+) -> RunResult:
+    """Load (or compute) the reduced result, write the reports and the run-log line, print the block."""
+    from worker.collect import reduce_from_store
+
+    key = result_key(manifest.plan.run_id)
+    result = RunResult.model_validate_json(store.get(key)) if store.exists(key) else reduce_from_store(store, manifest)
+    paths = write_reports(result, manifest, store, out_dir)
+    append_run_log(result, manifest, settings.run_log)
+    out.print(complete_block(result, paths), markup=False, highlight=False)
+    return result
+
+
+def load_manifest(store: ArtifactStore, run_id: str) -> RunManifest:
+    return RunManifest.model_validate_json(store.get(manifest_key(run_id)))
+
+
+def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console) -> RunResult:
+    """``skill-eval report``: reduce again from stored verdicts and write the reports."""
+    from worker.collect import reduce_from_store
+
+    store = open_store(settings.store)
+    manifest = load_manifest(store, run_id)
+    result = reduce_from_store(store, manifest)
+    store.put(result_key(run_id), result.model_dump_json().encode())
+    paths = write_reports(result, manifest, store, out_dir or Path(manifest.out_dir or "zuvo/reports"))
+    out.print(complete_block(result, paths), markup=False, highlight=False)
+    return result
+
+
+def run_status(run_id: str, settings: Settings) -> dict[str, object]:
+    """Counts by state, ``done`` and per-model usage: from Redis when a broker is given, else from the store."""
+    store = open_store(settings.store)
+    manifest = load_manifest(store, run_id) if store.exists(manifest_key(run_id)) else None
+    if settings.broker_url:
+        from worker.models.usage import usage_totals
+
+        client = redis.Redis.from_url(settings.broker_url)
+        state = RunState(client)
+        if state.exists(run_id):
+            done, total = state.totals(run_id)
+            return {
+                "run_id": run_id, "source": "broker", "total": total, "states": state.counts(run_id),
+                "done": state.reduced(run_id), "terminal": done, "usage": usage_totals(client, run_id),
+            }  # fmt: skip
+    if manifest is None:
+        raise StoreError(f"run {run_id}: no manifest at {manifest_key(run_id)} in {settings.store}")
+    from worker.collect import collect_outcomes
+
+    outcomes = collect_outcomes(store, manifest)
+    counts = {s.value: 0 for s in ShardState}
+    for o in outcomes.values():
+        counts[o.state.value] += 1
+    counts[ShardState.QUEUED.value] += len(manifest.plan.shards) - len(outcomes)
+    usage: dict[str, object] = {}
+    if store.exists(result_key(run_id)):
+        result = RunResult.model_validate_json(store.get(result_key(run_id)))
+        usage = {k: v.model_dump() for k, v in result.usage.items()}
+    return {
+        "run_id": run_id, "source": "store", "total": len(manifest.plan.shards), "states": counts,
+        "done": store.exists(result_key(run_id)), "terminal": len(outcomes), "usage": usage,
+    }  # fmt: skip
+
+
+def requeue_failed(run_id: str, settings: Settings) -> list[str]:
+    """Put infra-failed shards back on the execute queue of a live cluster."""
+    if not settings.broker_url:
+        raise ConfigError("resubmit needs the cluster's broker: --broker or SKILL_EVAL_BROKER_URL")
+    store = open_store(settings.store)
+    manifest = load_manifest(store, run_id)
+    state = RunState(redis.Redis.from_url(settings.broker_url))
+    shards = state.requeue_failed(run_id)
+    enqueue = enqueue_via(settings)
+    soft = manifest.settings.budget.wall_clock_s + 120.0
+    for shard_id in shards:
+        enqueue(run_id, shard_id, soft, soft + 60.0)
+    return shards

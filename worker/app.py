@@ -1,0 +1,52 @@
+"""The Celery app. Settings chosen for long, expensive, idempotent tasks (docs/design/engine.md).
+
+- late acks + reject on worker loss: a task whose worker dies is redelivered, never lost;
+- prefetch of one: a worker holds only what it runs, so queue depth (what autoscalers read)
+  is the real backlog and a slow shard never strands others behind it;
+- prefork pool only: gevent/eventlet pools break late-ack handling on the Redis broker;
+- no result backend: shard state lives in our own Redis keys (worker/state.py), and runs
+  finish through an atomic counter rather than chords.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu import Exchange, Queue
+
+from schemas.constants import ALL_QUEUES, QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE
+from worker.settings import Settings
+
+TASK_EXECUTE = "skill_eval.execute"
+TASK_GRADE = "skill_eval.grade"
+TASK_REDUCE = "skill_eval.reduce"
+
+
+def make_app(settings: Settings | None = None) -> Celery:
+    settings = settings or Settings()
+    broker = settings.broker_url or "redis://127.0.0.1:6379/0"
+    app = Celery("skill_eval", broker=broker, include=["worker.tasks"])
+    app.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_ignore_result=True,
+        worker_prefetch_multiplier=1,
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
+        # One direct exchange per queue: a grade message must never reach the execute queue.
+        task_queues=[Queue(q, Exchange(q, type="direct"), routing_key=q) for q in ALL_QUEUES],
+        task_default_queue=QUEUE_EXECUTE,
+        task_routes={
+            TASK_EXECUTE: {"queue": QUEUE_EXECUTE},
+            TASK_GRADE: {"queue": QUEUE_GRADE},
+            TASK_REDUCE: {"queue": QUEUE_REDUCE},
+        },
+        task_serializer="json",
+        accept_content=["json"],
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+    )
+    return app
+
+
+app = make_app()

@@ -1,0 +1,77 @@
+"""Read a run's stored results back into reducer inputs. Used by the reduce task and `skill-eval report`.
+
+Everything a report needs is in the artifact store (grades, outcomes, trajectories,
+calibration), so a report can be rebuilt anywhere, even after the broker is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+from prompts import load_template
+from reducer.scoring import ShardOutcome, reduce_run
+from schemas.manifest import RunManifest, calibration_key, grade_key, outcome_key, trajectory_key
+from schemas.report import RunResult
+from schemas.status import ShardState
+from schemas.trajectory import Trajectory
+from schemas.verdict import ShardGrade
+from worker.store import ArtifactStore
+
+
+def load_trajectory(store: ArtifactStore, run_id: str, shard_id: str) -> Trajectory | None:
+    key = trajectory_key(run_id, shard_id)
+    return Trajectory.model_validate_json(store.get(key)) if store.exists(key) else None
+
+
+def collect_outcomes(store: ArtifactStore, manifest: RunManifest) -> dict[str, ShardOutcome]:
+    """Shard id -> outcome, for every shard that reached a terminal state (others are absent)."""
+    run_id = manifest.plan.run_id
+    out: dict[str, ShardOutcome] = {}
+    for shard in manifest.plan.shards:
+        trajectory = load_trajectory(store, run_id, shard.shard_id)
+        extra = {}
+        if trajectory is not None:
+            extra = {
+                "sandbox": trajectory.sandbox,
+                "end_reason": trajectory.end_reason.value,
+                "usage": trajectory.usage,
+            }
+        okey, gkey = outcome_key(run_id, shard.shard_id), grade_key(run_id, shard.shard_id)
+        if not store.exists(okey):
+            continue  # not terminal (yet)
+        raw = json.loads(store.get(okey))
+        state = ShardState(raw["state"])
+        grade = ShardGrade.model_validate_json(store.get(gkey)) if store.exists(gkey) else None
+        if grade is not None and grade.state is not state:
+            grade = None  # left over from an earlier attempt of a re-run shard
+        out[shard.shard_id] = ShardOutcome(shard, state, grade=grade, detail=raw["detail"], **extra)  # type: ignore[arg-type]
+    return out
+
+
+def calibration_status(store: ArtifactStore, manifest: RunManifest) -> dict[str, str]:
+    status = {}
+    for judge in manifest.plan.judges:
+        key = calibration_key(manifest.plan.run_id, judge)
+        if not manifest.settings.calibrate:
+            status[judge] = "not calibrated (--no-calibration)"
+        elif store.exists(key):
+            status[judge] = json.loads(store.get(key))["status"]
+        else:
+            status[judge] = "not calibrated (no result recorded)"
+    return status
+
+
+def reduce_from_store(store: ArtifactStore, manifest: RunManifest, skipped: list[str] | None = None) -> RunResult:
+    hashes = {}
+    for name in ("executor", "grader"):
+        with contextlib.suppress(FileNotFoundError):
+            hashes[name] = load_template(name).sha256
+    return reduce_run(
+        manifest.plan,
+        collect_outcomes(store, manifest),
+        fail_under=manifest.settings.fail_under,
+        calibration=calibration_status(store, manifest),
+        skipped=skipped or list(manifest.skipped),
+        template_hashes=hashes,
+    )

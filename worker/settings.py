@@ -1,0 +1,52 @@
+"""Worker and client settings: one typed object built from flags and ``SKILL_EVAL_*`` env variables."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from schemas.status import SandboxMode
+from worker.workspace import default_work_root
+
+
+def default_data_dir() -> Path:
+    """``$XDG_DATA_HOME/skill-eval`` (``~/.local/share/skill-eval``)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "skill-eval"
+
+
+class Settings(BaseSettings):
+    """Where the broker and store are, where workspaces go, and the engine's timing."""
+
+    model_config = SettingsConfigDict(env_prefix="SKILL_EVAL_", extra="ignore")
+
+    broker_url: str | None = None
+    """Redis URL of the broker and state store; None means: start an embedded one-host cluster."""
+    store: str = Field(default_factory=lambda: str(default_data_dir() / "store"))
+    """Artifact store URI: a local folder, ``file:///...`` or ``s3://bucket/prefix``."""
+    workdir: Path = Field(default_factory=default_work_root)
+    """Where workspaces and the unpacked-snapshot cache live on a worker host (a tmpfs when it has room:
+    creating a workspace's files on a busy disk costs ~10x more, see bench/bench_workspace.py)."""
+    sandbox: SandboxMode = SandboxMode.BWRAP
+    """How executor tool calls are confined; ``none`` only when asked for explicitly."""
+    lease_ttl_s: float = 30.0
+    """A shard's heartbeat lease; a dead worker's shard is re-queued within about this plus one reaper period."""
+    reaper_period_s: float = 10.0
+    """How often each worker looks for expired leases."""
+    visibility_timeout_s: float = 4 * 3600.0
+    """Broker redelivery of unacked messages. It must exceed the longest allowed task (a task that outlives
+    it runs twice) and, as it is shared by every queue on the broker database, it is the longest one;
+    fast recovery from dead workers comes from leases, not from this."""
+    run_log: Path = Field(default_factory=lambda: default_data_dir() / "runs.log")
+    """File the contract's run-log line is appended to (``SKILL_EVAL_RUN_LOG``)."""
+
+    @property
+    def workspaces_dir(self) -> Path:
+        return self.workdir / "workspaces"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.workdir / "snapshots"

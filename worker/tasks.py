@@ -1,0 +1,127 @@
+"""Celery tasks: thin wrappers over worker.pipeline, plus the lease reaper and worker start-up."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+
+import structlog
+from celery.signals import worker_process_init, worker_ready, worker_shutting_down
+
+from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE
+from schemas.manifest import RunManifest
+from schemas.status import ShardState
+from worker import pipeline
+from worker.app import TASK_EXECUTE, TASK_GRADE, TASK_REDUCE, app
+from worker.context import context, reset_context
+
+log = structlog.get_logger("skill_eval.worker")
+
+_ROUTES = {
+    "execute": (TASK_EXECUTE, QUEUE_EXECUTE),
+    "grade": (TASK_GRADE, QUEUE_GRADE),
+    "reduce": (TASK_REDUCE, QUEUE_REDUCE),
+}
+
+
+def time_limits(manifest: RunManifest, kind: str) -> tuple[float, float]:
+    """(soft, hard) time limits for a task of ``kind``; both stay below the broker visibility timeout."""
+    if kind == "execute":
+        soft = manifest.settings.budget.wall_clock_s + 120.0  # workspace, final files, trajectory upload
+    elif kind == "grade":
+        soft = 900.0  # judge calls (with retries and one re-ask each) plus calibration
+    else:
+        soft = 600.0
+    return soft, soft + 60.0
+
+
+def send(kind: str, run_id: str, shard_id: str | None) -> None:
+    """Enqueue a follow-up task carrying ids only."""
+    name, queue = _ROUTES[kind]
+    args = [run_id] if shard_id is None else [run_id, shard_id]
+    soft, hard = time_limits(context().manifest(run_id), kind)
+    app.send_task(name, args=args, queue=queue, soft_time_limit=soft, time_limit=hard)
+
+
+@app.task(name=TASK_EXECUTE)
+def execute(run_id: str, shard_id: str) -> None:
+    structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=shard_id)
+    pipeline.execute_shard(context(), send, run_id, shard_id)
+
+
+@app.task(name=TASK_GRADE)
+def grade(run_id: str, shard_id: str) -> None:
+    structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=shard_id)
+    pipeline.grade_shard(context(), send, run_id, shard_id)
+
+
+@app.task(name=TASK_REDUCE)
+def reduce(run_id: str) -> None:
+    structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=None)
+    pipeline.reduce_run(context(), run_id)
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    """structlog JSON lines on stderr, with run and shard ids bound per task."""
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+def reap_once() -> int:
+    """Return every expired-lease shard of every active run to its queue; the count re-enqueued."""
+    ctx = context()
+    count = 0
+    for run_id in ctx.state.active_runs():
+        for shard_id, state in ctx.state.reap(run_id):
+            kind = "execute" if state is ShardState.QUEUED else "grade"
+            log.warning("lease expired; re-queued", run_id=run_id, shard_id=shard_id, queue=kind)
+            send(kind, run_id, shard_id)
+            count += 1
+    return count
+
+
+_stop_reaper = threading.Event()
+
+
+def _reaper_loop(period: float) -> None:
+    while not _stop_reaper.wait(period):
+        try:
+            reap_once()
+        except Exception as exc:  # Redis restarting: try again next period
+            log.warning("reaper pass failed", error=str(exc))
+
+
+@worker_process_init.connect
+def _on_process_init(**_: object) -> None:
+    reset_context()  # never share the parent's sockets across fork
+    configure_logging()
+
+
+@worker_ready.connect
+def _on_ready(**_: object) -> None:
+    from worker.workspace import reclaim_leftovers
+
+    configure_logging()
+    ctx = context()
+    removed = reclaim_leftovers(ctx.settings.workspaces_dir, cache_dir=ctx.settings.cache_dir)
+    if removed:
+        log.info("reclaimed leftover workspaces", count=removed)
+    threading.Thread(
+        target=_reaper_loop, args=(ctx.settings.reaper_period_s,), name="lease-reaper", daemon=True
+    ).start()
+
+
+@worker_shutting_down.connect
+def _on_shutdown(**_: object) -> None:
+    _stop_reaper.set()
