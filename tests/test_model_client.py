@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,7 +15,7 @@ import redis
 
 from schemas.errors import ConfigError, ModelCallFailed
 from testkit.offline_server import OfflineModelServer
-from worker.models.client import LiteLLMClient
+from worker.models.client import LiteLLMClient, is_retryable, retry_after_s
 from worker.models.settings import load_model_config, parse_model_config
 from worker.models.usage import usage_totals
 from worker.redis_server import RedisServer
@@ -221,3 +223,39 @@ def test_a_bad_config_file_is_a_config_error_naming_file_and_field(tmp_path: Pat
 def test_a_config_path_that_does_not_exist_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         load_model_config(tmp_path / "missing.toml")
+
+
+# --- pure helpers ----------------------------------------------------------------------------
+
+
+def _with_headers(**headers: str) -> Exception:
+    err = Exception("429")
+    err.response = SimpleNamespace(headers=headers)  # type: ignore[attr-defined]
+    return err
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"retry-after": "7"}, 7.0),
+        ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, None),  # HTTP-date: default cool-down
+        ({}, None),
+    ],
+)
+def test_retry_after_is_read_from_the_response_headers(headers: dict[str, str], seconds: float | None) -> None:
+    assert retry_after_s(_with_headers(**headers)) == seconds
+
+
+def test_only_transient_errors_are_retryable() -> None:
+    transient = SimpleNamespace(status_code=503)
+    refused = SimpleNamespace(status_code=401)
+    assert is_retryable(_as_error(transient)) and not is_retryable(_as_error(refused))
+    assert is_retryable(json.JSONDecodeError("x", "", 0))
+    assert not is_retryable(ValueError("a bug, not the provider"))
+
+
+def _as_error(attrs: SimpleNamespace) -> Exception:
+    err = Exception("status")
+    err.status_code = attrs.status_code  # type: ignore[attr-defined]
+    return err

@@ -235,3 +235,8 @@ def test_an_assertion_without_a_judge_rule_fails_as_absent() -> None:
     prompt = build_grader_prompt("s", ["The agent does something unscripted"], "[assistant] hi\n", "0" * 16)
     [verdict] = judge_request(prompt, load_scenario("demo").judge_rules)
     assert verdict["passed"] is False and verdict["evidence"].startswith("absent:")
+
+
+def test_assertions_given_as_objects_are_still_found() -> None:
+    text = 'Assertions:\n[{"text": "one"}, {"text": "two"}]\n<transcript-ab>\n["not", "these"]\n</transcript-ab>'
+    assert split_grading_request(text) == (["one", "two"], '\n["not", "these"]\n')

@@ -33,7 +33,9 @@ from schemas.trajectory import Usage
 from worker.models.base import ModelReply, ToolCall
 from worker.models.limiter import Lease, Limiter
 from worker.models.settings import ModelConfig, ModelLimits
-from worker.models.usage import record_usage
+from worker.models.usage import record_usage, usage_totals
+
+__all__ = ["LiteLLMClient", "estimate_tokens", "is_retryable", "retry_after_s", "usage_totals"]
 
 litellm.suppress_debug_info = True  # its "Give Feedback" banner goes to stdout on every error
 
