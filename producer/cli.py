@@ -20,7 +20,7 @@ from producer.embedded import worker_command
 from producer.planning import new_run_id, plan_run, plan_summary
 from producer.progress import RunStalled
 from producer.repo import Repo
-from producer.runner import RunRequest, requeue_failed, rereport, run_evaluation, run_status
+from producer.runner import RunRequest, grade_recorded, requeue_failed, rereport, run_evaluation, run_status
 from schemas.constants import ALL_QUEUES, DEFAULT_REPORT_DIR
 from schemas.errors import SkillEvalError
 from schemas.export import json_schemas
@@ -213,6 +213,61 @@ def _print_plan(summary: dict) -> None:  # type: ignore[type-arg]
     )
     for s in summary["skipped"]:
         out.print(f"skipped {s['corpus']}: {s['error']}", markup=False, highlight=False)
+
+
+@app.command()
+def grade(
+    skills: Annotated[list[str] | None, typer.Argument(help="Skill names (default: every skill recorded).")] = None,
+    trajectories: Annotated[
+        str, typer.Option("--trajectories", help="Folder or s3://bucket/prefix of recordings.")
+    ] = "",
+    repo: RepoOpt = Path("."),
+    judge: Annotated[list[str] | None, typer.Option("--judge", help="Judge model (repeatable: an ensemble).")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path(DEFAULT_REPORT_DIR),
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Model config TOML (default ./skill-eval.toml).")
+    ] = None,
+    api_base: Annotated[str | None, typer.Option("--api-base", help="API base URL for every model.")] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Embedded cluster: worker processes.")] = 2,
+    broker: Annotated[str | None, typer.Option("--broker", help="Redis URL of a cluster.")] = None,
+    store: Annotated[str | None, typer.Option("--store", help="Artifact store: folder or s3://bucket/prefix.")] = None,
+    strict_evidence: Annotated[
+        bool, typer.Option("--strict-evidence", help="A pass whose quote is not in the transcript fails.")
+    ] = False,
+    no_calibration: Annotated[
+        bool, typer.Option("--no-calibration", help="Skip judge calibration (reported).")
+    ] = False,
+    fail_under: Annotated[
+        float | None, typer.Option("--fail-under", min=0.0, max=1.0, help="FAIL below this pass rate.")
+    ] = None,
+    detach: Annotated[bool, typer.Option("--detach", help="With --broker: submit, print the run id, return.")] = False,
+) -> None:
+    """Grade recorded trajectories (own JSON or Claude Code stream-json) against the corpora; no execution.
+
+    Layout: <root>/<skill>/case-<id>[.epoch-<n>].json|.jsonl
+    """
+    if not trajectories or not judge:
+        err.print("CONFIG_ERROR: --trajectories and --judge are required")
+        raise typer.Exit(ExitCode.BLOCKED)
+    try:
+        settings = _settings(broker_url=broker, store=store)
+        models_config = load_model_config(config, api_base)
+        req = RunRequest(
+            skills=skills or [], all_evals=False, repo=repo, models=[], judges=judge, out=out_dir, workers=workers,
+            detach=detach, show_progress=sys.stderr.isatty(),
+            settings=RunSettings(strict_evidence=strict_evidence, calibrate=not no_calibration, fail_under=fail_under,
+                                 models=models_config.model_dump(mode="json")),
+        )  # fmt: skip
+        outcome = grade_recorded(req, trajectories, settings, out, err)
+    except SkillEvalError as exc:
+        raise fail(exc) from exc
+    except RunStalled as exc:
+        err.print(f"grader-dispatch-failed: {exc}", markup=False)
+        raise typer.Exit(ExitCode.BLOCKED) from exc
+    if isinstance(outcome, str):
+        sys.stdout.write(outcome + "\n")
+        return
+    raise typer.Exit(outcome.verdict.exit_code)
 
 
 @app.command()

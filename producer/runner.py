@@ -1,9 +1,9 @@
-"""Carrying out ``skill-eval run``: plan, submit, wait, report — on a cluster or an embedded one."""
+"""Carrying out ``skill-eval run`` and ``grade``: plan, submit, wait, report — on a cluster or an embedded one."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,15 +19,20 @@ from producer.submit import build_manifest, submit
 from schemas.errors import ConfigError, StoreError
 from schemas.manifest import RunManifest, RunSettings, manifest_key, result_key
 from schemas.report import RunResult
+from schemas.shard import SkillBundle
 from schemas.status import ShardState
 from worker.settings import Settings
 from worker.state import RunState
 from worker.store import ArtifactStore, open_store
 
+Enqueue = Callable[[str, str, str | None], None]
+"""enqueue(kind, run_id, shard_id or None): send an execute, grade or reduce message."""
+Submitter = Callable[[RunManifest, ArtifactStore, RunState, Enqueue], int]
+
 
 @dataclass
 class RunRequest:
-    """Everything ``skill-eval run`` was asked for."""
+    """Everything ``skill-eval run`` (or ``grade``) was asked for."""
 
     skills: list[str]
     all_evals: bool
@@ -43,15 +48,14 @@ class RunRequest:
     settings: RunSettings = field(default_factory=RunSettings)
 
 
-def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list, list[str]]:  # type: ignore[type-arg]
+def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list[SkillBundle], list[str]]:
     """Validate targets; return the repo, the bundles to run and the named errors of skipped corpora."""
     repo = Repo(req.repo)
     files = repo.targets(req.skills, req.all_evals)
     outcomes = repo.load_many(files)
-    errors = [o for o in outcomes if o.error]
+    errors = [o.error for o in outcomes if o.error]
     if errors and not req.all_evals:
-        raise errors[0].error  # type: ignore[misc]
-    skipped = [str(o.error) for o in errors]
+        raise errors[0]
     bundles = [o.bundle for o in outcomes if o.bundle]
     if req.all_evals and not req.force:
         done = reported_bundle_keys(req.out)
@@ -60,7 +64,7 @@ def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list, list[str]]:
                 f"skipped {b.corpus_file}: bundle key {b.bundle_key} already reported in {req.out} (--force re-runs it)"
             )
             bundles.remove(b)
-    return repo, bundles, skipped
+    return repo, bundles, [str(e) for e in errors]
 
 
 @contextlib.contextmanager
@@ -73,43 +77,95 @@ def cluster(settings: Settings, workers: int) -> Iterator[tuple[Settings, Embedd
         yield embedded.settings, embedded
 
 
-def enqueue_via(settings: Settings):  # type: ignore[no-untyped-def]
-    from worker.app import TASK_EXECUTE, make_app
+def enqueue_via(settings: Settings, manifest: RunManifest) -> Enqueue:
+    """Send ids-only messages to the run's broker, with the run's per-task time limits."""
+    from worker.app import TASK_NAMES, make_app, time_limits
 
     app = make_app(settings)
 
-    def enqueue(run_id: str, shard_id: str, soft: float, hard: float) -> None:
-        app.send_task(TASK_EXECUTE, args=[run_id, shard_id], queue="execute", soft_time_limit=soft, time_limit=hard)
+    def enqueue(kind: str, run_id: str, shard_id: str | None) -> None:
+        soft, hard = time_limits(manifest, kind)
+        args = [run_id] if shard_id is None else [run_id, shard_id]
+        app.send_task(TASK_NAMES[kind], args=args, queue=kind, soft_time_limit=soft, time_limit=hard)
 
     return enqueue
+
+
+def drive(
+    manifest: RunManifest, submitter: Submitter, req: RunRequest, settings: Settings, out: Console, err: Console
+) -> RunResult | str:
+    """Submit on the given broker (or an embedded cluster), wait unless detached, then report."""
+    store = open_store(settings.store)
+    if not manifest.plan.shards:
+        return finish_run(manifest, store, settings, req.out, out)
+    with cluster(settings, req.workers) as (live, embedded):
+        client = redis.Redis.from_url(live.broker_url or "")
+        state = RunState(client)
+        submitter(manifest, store, state, enqueue_via(live, manifest))
+        if req.detach and embedded is None:
+            return manifest.plan.run_id
+        from worker.models.usage import usage_totals
+
+        wait_for_run(
+            state,
+            manifest.plan.run_id,
+            console=err,
+            usage=lambda: usage_totals(client, manifest.plan.run_id),
+            alive=embedded.alive if embedded else None,
+            show=req.show_progress,
+        )
+    return finish_run(manifest, store, settings, req.out, out)
 
 
 def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Console) -> RunResult | str:
     """Plan, submit and (unless detached) wait and report. Returns the result, or the run id when detached."""
     repo, bundles, skipped = plan_request(req, out)
-    run_id = new_run_id()
-    plan = plan_run(run_id, bundles, req.models, judges=req.judges, epochs=req.epochs, sandbox=settings.sandbox)
+    plan = plan_run(new_run_id(), bundles, req.models, judges=req.judges, epochs=req.epochs, sandbox=settings.sandbox)
     store = open_store(settings.store)
     manifest = build_manifest(plan, repo.root, store, req.settings, out_dir=str(req.out), skipped=skipped)
-    if not plan.shards:
-        return finish_run(manifest, store, settings, req.out, out)
-    with cluster(settings, req.workers) as (live, embedded):
-        client = redis.Redis.from_url(live.broker_url or "")
-        state = RunState(client)
-        submit(manifest, store, state, enqueue_via(live))
-        if req.detach and embedded is None:
-            return run_id
-        from worker.models.usage import usage_totals
+    if req.settings.executor.startswith("cmd:") and plan.shards:
+        probe_external_executor(req.settings.executor, settings)
 
-        wait_for_run(
-            state,
-            run_id,
-            console=err,
-            usage=lambda: usage_totals(client, run_id),
-            alive=embedded.alive if embedded else None,
-            show=req.show_progress,
-        )
-    return finish_run(manifest, store, settings, req.out, out)
+    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, enqueue: Enqueue) -> int:
+        return submit(m, st, state, lambda run_id, shard_id: enqueue("execute", run_id, shard_id))
+
+    return drive(manifest, submitter, req, settings, out, err)
+
+
+def probe_external_executor(option: str, settings: Settings) -> None:
+    """The contract's canary: prove transcript capture before a batch, or raise BLOCKED_NO_TRANSCRIPT_CAPTURE."""
+    from worker.executor.canary import probe_transcript_capture
+    from worker.executor.external import ExternalExecutor
+
+    probe_transcript_capture(
+        ExternalExecutor.from_option(option), mode=settings.sandbox, parent=settings.workspaces_dir
+    )
+
+
+def grade_recorded(
+    req: RunRequest, trajectories: str, settings: Settings, out: Console, err: Console
+) -> RunResult | str:
+    """``skill-eval grade``: shard recorded trajectories and grade them like a run."""
+    from producer.grade_only import recorded_models, select, submit_recorded
+    from worker.grading.importers import load_trajectories
+
+    recorded = load_trajectories(trajectories)
+    if not req.skills and not req.all_evals:
+        req.skills = sorted({skill for skill, _, _, _ in recorded})
+    repo, bundles, skipped = plan_request(req, out)
+    kept, ignored = select(recorded, bundles)
+    for line in ignored:
+        err.print(f"ignored recording {line}", markup=False)
+    epochs = max((epoch for _, _, epoch, _ in kept), default=0) + 1
+    models = recorded_models(kept)
+    plan = plan_run(new_run_id(), bundles, models, judges=req.judges, epochs=epochs, sandbox=settings.sandbox)
+    run_settings = req.settings.model_copy(update={"executor": f"recorded:{trajectories}"})
+    manifest = build_manifest(plan, repo.root, None, run_settings, out_dir=str(req.out), skipped=skipped)
+
+    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, enqueue: Enqueue) -> int:
+        return submit_recorded(m, kept, st, state, enqueue)
+
+    return drive(manifest, submitter, req, settings, out, err)
 
 
 def finish_run(
@@ -127,7 +183,10 @@ def finish_run(
 
 
 def load_manifest(store: ArtifactStore, run_id: str) -> RunManifest:
-    return RunManifest.model_validate_json(store.get(manifest_key(run_id)))
+    key = manifest_key(run_id)
+    if not store.exists(key):
+        raise StoreError(f"run {run_id}: no manifest at {key} in {store.uri}")
+    return RunManifest.model_validate_json(store.get(key))
 
 
 def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console) -> RunResult:
@@ -146,7 +205,6 @@ def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console
 def run_status(run_id: str, settings: Settings) -> dict[str, object]:
     """Counts by state, ``done`` and per-model usage: from Redis when a broker is given, else from the store."""
     store = open_store(settings.store)
-    manifest = load_manifest(store, run_id) if store.exists(manifest_key(run_id)) else None
     if settings.broker_url:
         from worker.models.usage import usage_totals
 
@@ -158,8 +216,7 @@ def run_status(run_id: str, settings: Settings) -> dict[str, object]:
                 "run_id": run_id, "source": "broker", "total": total, "states": state.counts(run_id),
                 "done": state.reduced(run_id), "terminal": done, "usage": usage_totals(client, run_id),
             }  # fmt: skip
-    if manifest is None:
-        raise StoreError(f"run {run_id}: no manifest at {manifest_key(run_id)} in {settings.store}")
+    manifest = load_manifest(store, run_id)
     from worker.collect import collect_outcomes
 
     outcomes = collect_outcomes(store, manifest)
@@ -185,8 +242,7 @@ def requeue_failed(run_id: str, settings: Settings) -> list[str]:
     manifest = load_manifest(store, run_id)
     state = RunState(redis.Redis.from_url(settings.broker_url))
     shards = state.requeue_failed(run_id)
-    enqueue = enqueue_via(settings)
-    soft = manifest.settings.budget.wall_clock_s + 120.0
+    enqueue = enqueue_via(settings, manifest)
     for shard_id in shards:
-        enqueue(run_id, shard_id, soft, soft + 60.0)
+        enqueue("execute", run_id, shard_id)
     return shards

@@ -12,8 +12,8 @@ from worker.snapshot import snapshot_repo
 from worker.state import RunState
 from worker.store import ArtifactStore
 
-Enqueue = Callable[[str, str, float, float], None]
-"""enqueue(run_id, shard_id, soft_limit_s, hard_limit_s): put one execute message on the queue."""
+Enqueue = Callable[[str, str], None]
+"""enqueue(run_id, shard_id): put one execute message on the queue."""
 
 
 def _git(root: Path, *args: str) -> str:
@@ -27,16 +27,21 @@ def _git(root: Path, *args: str) -> str:
 def build_manifest(
     plan: RunPlan,
     repo_root: Path,
-    store: ArtifactStore,
+    store: ArtifactStore | None,
     settings: RunSettings,
     *,
     out_dir: str,
     skipped: list[str],
 ) -> RunManifest:
-    """Snapshot the working tree (uncommitted edits included) once; every variant materializes from it."""
-    key = snapshot_repo(repo_root, store)
-    # Baselines clone the snapshot's own .git and check out their ref, so one snapshot serves all.
-    snapshots = {v: key for v in plan.variants if v == CURRENT or v.startswith(BASELINE_PREFIX)}
+    """Snapshot the working tree (uncommitted edits included) once; every variant materializes from it.
+
+    ``store`` None skips the snapshot (grade-only runs execute nothing).
+    """
+    snapshots: dict[str, str] = {}
+    if store is not None:
+        key = snapshot_repo(repo_root, store)
+        # Baselines clone the snapshot's own .git and check out their ref, so one snapshot serves all.
+        snapshots = {v: key for v in plan.variants if v == CURRENT or v.startswith(BASELINE_PREFIX)}
     return RunManifest(
         plan=plan,
         snapshots=snapshots,
@@ -61,10 +66,9 @@ def submit(manifest: RunManifest, store: ArtifactStore, state: RunState, enqueue
     store.put(key, manifest.model_dump_json().encode())
     known = state.states(plan.run_id)
     state.register(plan.run_id, [s.shard_id for s in plan.shards], key, plan.created_at.isoformat())
-    soft = manifest.settings.budget.wall_clock_s + 120.0
     count = 0
     for shard in plan.shards:
         if shard.shard_id not in known:
-            enqueue(plan.run_id, shard.shard_id, soft, soft + 60.0)
+            enqueue(plan.run_id, shard.shard_id)
             count += 1
     return count

@@ -14,11 +14,24 @@ from celery import Celery
 from kombu import Exchange, Queue
 
 from schemas.constants import ALL_QUEUES, QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE
+from schemas.manifest import RunManifest
 from worker.settings import Settings
 
 TASK_EXECUTE = "skill_eval.execute"
 TASK_GRADE = "skill_eval.grade"
 TASK_REDUCE = "skill_eval.reduce"
+TASK_NAMES = {QUEUE_EXECUTE: TASK_EXECUTE, QUEUE_GRADE: TASK_GRADE, QUEUE_REDUCE: TASK_REDUCE}
+
+
+def time_limits(manifest: RunManifest, kind: str) -> tuple[float, float]:
+    """(soft, hard) time limits of a task; both stay well below the broker visibility timeout."""
+    if kind == QUEUE_EXECUTE:
+        soft = manifest.settings.budget.wall_clock_s + 120.0  # workspace, final files, trajectory upload
+    elif kind == QUEUE_GRADE:
+        soft = 900.0  # judge calls with retries and one re-ask each, plus calibration
+    else:
+        soft = 600.0
+    return soft, soft + 60.0
 
 
 def make_app(settings: Settings | None = None) -> Celery:

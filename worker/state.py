@@ -146,15 +146,24 @@ class RunState:
         base = f"{KEY_PREFIX}:run:{run_id}"
         return base, base + ":states", base + ":leases", base + ":owners"
 
-    def register(self, run_id: str, shard_ids: list[str], manifest_key: str, created: str) -> int:
-        """Record a run's shards as queued; idempotent (a resubmission keeps existing states).
+    def register(
+        self,
+        run_id: str,
+        shard_ids: list[str],
+        manifest_key: str,
+        created: str,
+        initial: ShardState = ShardState.QUEUED,
+    ) -> int:
+        """Record a run's shards as ``initial`` (queued; executed for grade-only runs); idempotent.
+
+        A resubmission keeps existing states.
 
         Returns the number of shards newly registered.
         """
         run, states, _, _ = self._keys(run_id)
         pipe = self.r.pipeline()
         for shard_id in shard_ids:
-            pipe.hsetnx(states, shard_id, ShardState.QUEUED.value)
+            pipe.hsetnx(states, shard_id, initial.value)
         added = sum(bool(x) for x in pipe.execute())
         self.r.hset(run, mapping={"total": len(shard_ids), "manifest": manifest_key, "created": created})
         self.r.hsetnx(run, "terminal", 0)

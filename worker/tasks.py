@@ -9,39 +9,19 @@ import threading
 import structlog
 from celery.signals import worker_process_init, worker_ready, worker_shutting_down
 
-from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE
-from schemas.manifest import RunManifest
 from schemas.status import ShardState
 from worker import pipeline
-from worker.app import TASK_EXECUTE, TASK_GRADE, TASK_REDUCE, app
+from worker.app import TASK_EXECUTE, TASK_GRADE, TASK_NAMES, TASK_REDUCE, app, time_limits
 from worker.context import context, reset_context
 
 log = structlog.get_logger("skill_eval.worker")
 
-_ROUTES = {
-    "execute": (TASK_EXECUTE, QUEUE_EXECUTE),
-    "grade": (TASK_GRADE, QUEUE_GRADE),
-    "reduce": (TASK_REDUCE, QUEUE_REDUCE),
-}
-
-
-def time_limits(manifest: RunManifest, kind: str) -> tuple[float, float]:
-    """(soft, hard) time limits for a task of ``kind``; both stay below the broker visibility timeout."""
-    if kind == "execute":
-        soft = manifest.settings.budget.wall_clock_s + 120.0  # workspace, final files, trajectory upload
-    elif kind == "grade":
-        soft = 900.0  # judge calls (with retries and one re-ask each) plus calibration
-    else:
-        soft = 600.0
-    return soft, soft + 60.0
-
 
 def send(kind: str, run_id: str, shard_id: str | None) -> None:
     """Enqueue a follow-up task carrying ids only."""
-    name, queue = _ROUTES[kind]
     args = [run_id] if shard_id is None else [run_id, shard_id]
     soft, hard = time_limits(context().manifest(run_id), kind)
-    app.send_task(name, args=args, queue=queue, soft_time_limit=soft, time_limit=hard)
+    app.send_task(TASK_NAMES[kind], args=args, queue=kind, soft_time_limit=soft, time_limit=hard)
 
 
 @app.task(name=TASK_EXECUTE)

@@ -1,0 +1,82 @@
+"""Grade-only runs: grade recorded trajectories against a corpus without executing anything.
+
+The recordings are sharded like a run (one shard per skill, case, model and epoch), stored
+as the shards' trajectories, registered as ``executed`` and put on the grade queue; the
+rest of the pipeline (grading, reduce, reports) is the same code as a full run. A planned
+shard with no recording ends ``executor-failed`` ("no recorded trajectory"): it is counted
+as not graded, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+
+from schemas.manifest import RunManifest, manifest_key, outcome_key, trajectory_key
+from schemas.shard import SkillBundle, shard_id_for
+from schemas.status import ShardState
+from schemas.trajectory import Trajectory
+from worker.state import RunState
+from worker.store import ArtifactStore
+
+Recorded = tuple[str, int, int, Trajectory]
+"""(skill, case id, epoch, trajectory), as worker.grading.importers.load_trajectories returns."""
+
+
+def recorded_models(recorded: Sequence[Recorded]) -> list[str]:
+    """Distinct executor labels of the recordings, in first-seen order."""
+    seen: dict[str, None] = {}
+    for _, _, _, t in recorded:
+        seen.setdefault(t.model or "recorded", None)
+    return list(seen) or ["recorded"]
+
+
+def select(recorded: Sequence[Recorded], bundles: Sequence[SkillBundle]) -> tuple[list[Recorded], list[str]]:
+    """Keep recordings of planned skills and known cases; name the ones ignored."""
+    known = {b.skill: {c.id for c in b.corpus.evals} for b in bundles}
+    kept, ignored = [], []
+    for item in recorded:
+        skill, case_id, epoch, _ = item
+        if skill in known and case_id in known[skill]:
+            kept.append(item)
+        elif skill in known:
+            ignored.append(f"{skill}/case-{case_id} (epoch {epoch}): no such case in the corpus")
+    return kept, ignored
+
+
+def submit_recorded(
+    manifest: RunManifest,
+    recorded: Sequence[Recorded],
+    store: ArtifactStore,
+    state: RunState,
+    enqueue: Callable[[str, str, str | None], None],
+) -> int:
+    """Store each recording under its shard, register the run, enqueue grading; return shards enqueued."""
+    plan = manifest.plan
+    run_id = plan.run_id
+    store.put(manifest_key(run_id), manifest.model_dump_json().encode())
+    by_shard: dict[str, Trajectory] = {}
+    for skill, case_id, epoch, trajectory in recorded:
+        shard_id = shard_id_for(run_id, "current", skill, case_id, trajectory.model or "recorded", epoch)
+        by_shard[shard_id] = trajectory.model_copy(update={"shard_id": shard_id})
+    state.register(
+        run_id,
+        [s.shard_id for s in plan.shards],
+        manifest_key(run_id),
+        plan.created_at.isoformat(),
+        ShardState.EXECUTED,
+    )
+    count = 0
+    for shard in plan.shards:
+        trajectory = by_shard.get(shard.shard_id)
+        if trajectory is None:
+            detail = f"no recorded trajectory for {shard.skill} case {shard.case_id} epoch {shard.epoch}"
+            outcome = {"state": ShardState.EXECUTOR_FAILED.value, "detail": detail}
+            store.put(outcome_key(run_id, shard.shard_id), json.dumps(outcome).encode())
+            if state.transition(run_id, shard.shard_id, ShardState.EXECUTOR_FAILED).finished_run:
+                enqueue("reduce", run_id, None)
+            continue
+        store.put(trajectory_key(run_id, shard.shard_id), trajectory.model_dump_json().encode())
+        enqueue("grade", run_id, shard.shard_id)
+        count += 1
+    return count
