@@ -1,0 +1,156 @@
+"""Shard state in a real Redis: forward-only transitions, claims, leases, the finish counter."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+import redis
+
+from schemas.status import INFRA_FAILURES, TERMINAL_STATES, ShardState
+from worker.state import RunState
+
+RUN = "20260101-000000-0000abcd"
+S = ShardState
+
+
+def _state(client: redis.Redis, shards: list[str] | None = None) -> RunState:
+    state = RunState(client)
+    state.register(RUN, shards or ["s1"], "runs/x/manifest.json", "2026-01-01T00:00:00")
+    return state
+
+
+def _race(n: int, fn: Callable[[int], object]) -> list[object]:
+    """Run ``fn(i)`` in ``n`` threads released together; their results in thread order."""
+    barrier = threading.Barrier(n)
+    results: list[object] = [None] * n
+
+    def body(i: int) -> None:
+        barrier.wait()
+        results[i] = fn(i)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return results
+
+
+def test_a_shard_moves_only_forward_through_the_happy_path(redis_client: redis.Redis) -> None:
+    state = _state(redis_client)
+    assert state.transition(RUN, "s1", S.EXECUTING).moved
+    assert not state.transition(RUN, "s1", S.QUEUED).moved
+    assert state.transition(RUN, "s1", S.EXECUTED).moved
+    assert not state.transition(RUN, "s1", S.EXECUTING).moved
+    assert not state.transition(RUN, "s1", S.EXECUTED).moved  # not even to where it is
+    assert state.transition(RUN, "s1", S.GRADING).moved
+    assert state.get(RUN, "s1") is S.GRADING
+
+
+@pytest.mark.parametrize("end", sorted(TERMINAL_STATES, key=lambda s: s.value))
+def test_a_terminal_shard_never_moves_again(redis_client: redis.Redis, end: ShardState) -> None:
+    state = _state(redis_client, ["s1", "s2"])
+    assert state.transition(RUN, "s1", end).moved
+    for target in ShardState:
+        result = state.transition(RUN, "s1", target)
+        assert not result.moved and result.previous is end
+    assert not state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "t", 30)
+    assert state.get(RUN, "s1") is end
+    assert state.totals(RUN) == (1, 2)  # counted once
+
+
+def test_an_unknown_shard_is_never_created_by_a_transition(redis_client: redis.Redis) -> None:
+    state = _state(redis_client)
+    assert not state.transition(RUN, "ghost", S.GRADED).moved
+    assert state.get(RUN, "ghost") is None
+
+
+def test_of_concurrent_claimers_exactly_one_wins(redis_client: redis.Redis) -> None:
+    state = _state(redis_client)
+    wins = _race(16, lambda i: state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, f"token{i}", 30))
+    assert wins.count(True) == 1
+    assert state.get(RUN, "s1") is S.EXECUTING
+
+
+def test_the_last_terminal_transition_reports_finished_run_to_exactly_one_caller(redis_client: redis.Redis) -> None:
+    shards = [f"s{i}" for i in range(40)]
+    state = _state(redis_client, shards)
+    # Every shard is finished by two racing callers (a redelivered task), all at once.
+    results = _race(80, lambda i: state.transition(RUN, shards[i // 2], S.GRADED))
+    assert sum(r.moved for r in results) == 40  # type: ignore[attr-defined]
+    assert sum(r.finished_run for r in results) == 1  # type: ignore[attr-defined]
+    assert state.totals(RUN) == (40, 40)
+
+
+def test_a_transition_with_a_token_needs_the_lease(redis_client: redis.Redis) -> None:
+    state = _state(redis_client)
+    assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "mine", 30)
+    assert not state.transition(RUN, "s1", S.EXECUTED, "someone-else").moved
+    assert state.transition(RUN, "s1", S.EXECUTED, "mine").moved
+
+
+def test_a_heartbeat_keeps_the_lease_and_an_expired_one_is_reaped_back_to_queued(redis_client: redis.Redis) -> None:
+    state = _state(redis_client)
+    assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "old", 0.3)
+    for _ in range(5):  # 0.5 s in all, longer than the 0.3 s lease
+        time.sleep(0.1)
+        assert state.heartbeat(RUN, "s1", "old", 0.3)
+        assert state.reap(RUN) == []
+    time.sleep(0.4)  # the worker "died": no more heartbeats
+    assert state.reap(RUN) == [("s1", S.QUEUED)]
+    assert state.get(RUN, "s1") is S.QUEUED
+    assert state.reap(RUN) == []  # reaped once
+    assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "new", 30)
+    assert not state.heartbeat(RUN, "s1", "old", 30)  # the dead worker's token is worthless now
+    assert not state.transition(RUN, "s1", S.EXECUTED, "old").moved
+
+
+def test_an_expired_grading_lease_goes_back_to_executed(redis_client: redis.Redis) -> None:
+    state = _state(redis_client)
+    assert state.transition(RUN, "s1", S.EXECUTED).moved
+    assert state.claim(RUN, "s1", S.EXECUTED, S.GRADING, "g", 0.1)
+    time.sleep(0.2)
+    assert state.reap(RUN) == [("s1", S.EXECUTED)]
+    assert state.claim(RUN, "s1", S.EXECUTED, S.GRADING, "g2", 30)
+
+
+def test_a_live_lease_cannot_be_taken_over_but_an_expired_one_can(redis_client: redis.Redis) -> None:
+    state = _state(redis_client)
+    assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "first", 0.2)
+    assert not state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "second", 30)  # redelivered message
+    time.sleep(0.3)
+    assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "second", 30)  # before any reaper pass
+    assert not state.heartbeat(RUN, "s1", "first", 30)
+
+
+def test_requeue_failed_puts_infra_failures_back_and_the_run_finishes_again(redis_client: redis.Redis) -> None:
+    infra = sorted(INFRA_FAILURES, key=lambda s: s.value)
+    shards = ["ok", "blocked"] + [f"bad{i}" for i in range(len(infra))]
+    state = _state(redis_client, shards)
+    state.transition(RUN, "ok", S.GRADED)
+    state.transition(RUN, "blocked", S.BLOCKED)
+    finished = [state.transition(RUN, f"bad{i}", s).finished_run for i, s in enumerate(infra)]
+    assert finished[-1]
+    state.finish(RUN)
+    assert state.reduced(RUN) and RUN not in state.active_runs()
+
+    again = state.requeue_failed(RUN)
+    assert sorted(again) == sorted(f"bad{i}" for i in range(len(infra)))
+    assert state.get(RUN, "ok") is S.GRADED and state.get(RUN, "blocked") is S.BLOCKED
+    assert all(state.get(RUN, s) is S.QUEUED for s in again)
+    assert not state.reduced(RUN) and RUN in state.active_runs()
+    assert state.totals(RUN) == (2, len(shards))
+    results = [state.transition(RUN, s, S.GRADED) for s in sorted(again)]
+    assert [r.finished_run for r in results] == [False] * (len(again) - 1) + [True]
+
+
+def test_register_is_idempotent_and_keeps_states(redis_client: redis.Redis) -> None:
+    state = _state(redis_client, ["a", "b"])
+    state.transition(RUN, "a", S.GRADED)
+    assert state.register(RUN, ["a", "b"], "runs/x/manifest.json", "2026-01-01T00:00:00") == 0
+    assert state.get(RUN, "a") is S.GRADED and state.get(RUN, "b") is S.QUEUED
+    assert state.totals(RUN) == (1, 2)
+    assert state.counts(RUN)[S.GRADED.value] == 1
