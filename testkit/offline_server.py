@@ -35,41 +35,21 @@ from pathlib import Path
 from typing import Any
 
 from testkit.judge import is_grading_request, judge_request
+from testkit.replies import completion_body
 from testkit.scenario import (
     FAULT_KEYS,
     Scenario,
     ScenarioError,
     conversation_key,
+    load_scenario,
     message_text,
     parse_scenario,
     select_rule,
     turn_index,
 )
 
-SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 MAX_RECORDED = 2000
 HANG_S = 3600.0
-
-
-def load_scenario(source: str | Path | dict[str, Any] | None) -> Scenario:
-    """A scenario from a dict, a JSON file, or the name of a bundled one (``demo``)."""
-    if source is None:
-        return Scenario()
-    if isinstance(source, dict):
-        return parse_scenario(source)
-    path = Path(source)
-    if not path.exists() and (SCENARIO_DIR / f"{source}.json").exists():
-        path = SCENARIO_DIR / f"{source}.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise ScenarioError(f"{path}: {err}") from err
-    return parse_scenario(data)
-
-
-def estimate_tokens(text: str) -> int:
-    """About four characters per token: the usage figure the scripted model reports."""
-    return max(1, math.ceil(len(text) / 4)) if text else 0
 
 
 class RateWindow:
@@ -245,48 +225,12 @@ class _Handler(BaseHTTPRequestHandler):
                 state.stats["malformed"] += 1
             self._send(200, b'{"id": "chatcmpl-broken", "choices": [{"message": ')
             return
-        self._json(200, _completion(reply, model, prompt_text, seq))
+        self._json(200, completion_body(reply, model, prompt_text, seq))
         with state.lock:
             now = time.time()
             state.stats["ok"] += 1
             state.stats["first_ok_at"] = state.stats["first_ok_at"] or now
             state.stats["last_ok_at"] = now
-
-
-def _completion(reply: dict[str, Any], model: str, prompt_text: str, seq: int) -> dict[str, Any]:
-    """An OpenAI chat.completion object for a scripted reply."""
-    content: str | None = reply.get("text")
-    if "verdicts" in reply:
-        content = json.dumps(reply["verdicts"])
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    calls: list[dict[str, Any]] = []
-    for i, call in enumerate(reply.get("tool_calls") or []):
-        arguments = call.get("arguments_raw")
-        if arguments is None:
-            arguments = json.dumps(call.get("arguments", {}))
-        calls.append(
-            {
-                "id": f"call_{seq}_{i}",
-                "type": "function",
-                "function": {"name": call["name"], "arguments": arguments},
-            }
-        )
-    if calls:
-        message["tool_calls"] = calls
-    completion_text = (content or "") + "".join(c["function"]["arguments"] for c in calls)
-    prompt_tokens, completion_tokens = estimate_tokens(prompt_text), estimate_tokens(completion_text)
-    return {
-        "id": f"chatcmpl-scripted-{seq}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
 
 
 class _Server(ThreadingHTTPServer):

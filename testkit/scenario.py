@@ -41,8 +41,10 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 FAULT_KEYS = ("status", "hang", "malformed")
 
 
@@ -192,3 +194,19 @@ def select_rule(scenario: Scenario, model: str, messages: list[dict[str, Any]], 
     """The first rule matching this request, or None."""
     text = message_text(messages)
     return next((r for r in scenario.rules if r.matches(model, text, has_tools)), None)
+
+
+def load_scenario(source: str | Path | dict[str, Any] | None) -> Scenario:
+    """A scenario from a dict, a JSON file, or the name of a bundled one (``demo``)."""
+    if source is None:
+        return Scenario()
+    if isinstance(source, dict):
+        return parse_scenario(source)
+    path = Path(source)
+    if not path.exists() and (SCENARIO_DIR / f"{source}.json").exists():
+        path = SCENARIO_DIR / f"{source}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise ScenarioError(f"{path}: {err}") from err
+    return parse_scenario(data)
