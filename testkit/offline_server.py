@@ -38,6 +38,7 @@ from testkit.judge import is_grading_request, judge_request
 from testkit.replies import completion_body
 from testkit.scenario import (
     FAULT_KEYS,
+    SCENARIO_DIR,
     Scenario,
     ScenarioError,
     conversation_key,
@@ -47,6 +48,8 @@ from testkit.scenario import (
     select_rule,
     turn_index,
 )
+
+__all__ = ["SCENARIO_DIR", "OfflineModelServer", "RateWindow", "load_scenario", "main"]
 
 MAX_RECORDED = 2000
 HANG_S = 3600.0
