@@ -1,0 +1,198 @@
+"""Helpers for the end-to-end tests: small skill repos, scripted scenarios, the CLI as a subprocess.
+
+Everything here builds real inputs (git repos on disk, scenario dicts for the offline model
+server) and runs the real ``skill-eval`` command; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from worker.grading.calibration import judge_rules
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{8}$")
+GIT = ["git", "-c", "user.name=e2e", "-c", "user.email=e2e@example.invalid", "-c", "commit.gpgsign=false"]
+
+
+# --- repos ------------------------------------------------------------------------------------
+def case(
+    case_id: int,
+    prompt: str,
+    assertions: list[Any],
+    *,
+    files: list[str] | None = None,
+    fixtures: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """One eval case of schema v1 (``files`` defaults to the repo's README.md)."""
+    out: dict[str, Any] = {
+        "id": case_id,
+        "prompt": prompt,
+        "expected_output": "The agent does what the prompt asks and nothing else.",
+        "files": files if files is not None else ["README.md"],
+        "assertions": assertions,
+    }
+    if fixtures is not None:
+        out["fixtures"] = fixtures
+    return out
+
+
+def write_skill(repo: Path, skill: str, cases: list[dict[str, Any]], skill_text: str | None = None) -> None:
+    """``skills/<skill>/SKILL.md`` and ``evals/<skill>.evals.json``."""
+    skill_dir = repo / "skills" / skill
+    skill_dir.mkdir(parents=True, exist_ok=True)
+    (skill_dir / "SKILL.md").write_text(skill_text or f"# {skill}\n\nDo what the user asks, with shell commands.\n")
+    (repo / "evals").mkdir(exist_ok=True)
+    corpus = {"skill_name": skill, "evals": cases}
+    (repo / "evals" / f"{skill}.evals.json").write_text(json.dumps(corpus, indent=2))
+
+
+def git_init(repo: Path) -> None:
+    """Make ``repo`` a git repository with everything committed on branch ``main``."""
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "e2e repo"]):
+        subprocess.run([*GIT, *args], cwd=repo, check=True, capture_output=True)
+
+
+def new_repo(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "README.md").write_text("# e2e repo\n\nA small repo for end-to-end tests.\n")
+    return path
+
+
+# --- scenarios -------------------------------------------------------------------------------
+def shell_rule(prompt_marker: str, commands: list[str], *, model: str | None = None) -> dict[str, Any]:
+    """An executor script: for the case whose prompt holds ``prompt_marker``, run ``commands``, then stop."""
+    replies: list[dict[str, Any]] = [{"tool_calls": [{"name": "shell", "arguments": {"command": c}}]} for c in commands]
+    replies.append({"text": f"(scripted) ran {len(commands)} command(s)."})
+    rule: dict[str, Any] = {"name": f"{prompt_marker}/{model or 'any'}", "tools": True, "contains": prompt_marker}
+    if model is not None:
+        rule["model"] = model
+    rule["replies"] = replies
+    return rule
+
+
+def ran(marker: str) -> dict[str, str]:
+    """A judge rule: an assertion mentioning ``marker`` passes when a shell call ran it."""
+    return {"assertion_contains": marker, "transcript_regex": r"\[tool_call\] shell\(.*" + re.escape(marker)}
+
+
+def never_ran(marker: str) -> dict[str, str]:
+    """A judge rule: an assertion mentioning ``marker`` passes when no shell call ran it."""
+    return {**ran(marker), "expect": "absent"}
+
+
+def scenario(rules: list[dict[str, Any]], judge: list[dict[str, str]]) -> dict[str, Any]:
+    """A scenario whose judge also passes the built-in calibration honestly (its rules come first)."""
+    return {"rules": rules, "judge": [*judge_rules(), *judge], "default": {"text": "(scripted) no script."}}
+
+
+# --- the command -----------------------------------------------------------------------------
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+    pid: int
+
+    def field(self, prefix: str) -> list[str]:
+        """Values of every stdout line starting with ``prefix`` (the COMPLETE block's lines)."""
+        return [line[len(prefix) :].strip() for line in self.stdout.splitlines() if line.startswith(prefix)]
+
+    @property
+    def run_id(self) -> str:
+        return self.field("run:")[0]
+
+
+@dataclass
+class Env:
+    """Where one test's runs put things: store, reports, run log, temp files (cluster dirs)."""
+
+    base: Path
+    api_base: str
+
+    @property
+    def store(self) -> Path:
+        return self.base / "store"
+
+    @property
+    def out(self) -> Path:
+        return self.base / "reports"
+
+    @property
+    def run_log(self) -> Path:
+        return self.base / "runs.log"
+
+    @property
+    def tmp(self) -> Path:
+        return self.base / "tmp"
+
+    @property
+    def config(self) -> Path:
+        """A model config with a short retry budget, so scripted faults end quickly."""
+        path = self.base / "skill-eval.toml"
+        if not path.exists():
+            path.write_text("[retry]\nmax_attempts = 2\nbase_delay_s = 0.05\nmax_delay_s = 0.1\n")
+        return path
+
+    def env(self) -> dict[str, str]:
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SKILL_EVAL_")}
+        env.update(
+            SKILL_EVAL_RUN_LOG=str(self.run_log),
+            XDG_DATA_HOME=str(self.base / "data"),
+            # The embedded cluster's redis dir and worker log land here, so pgrep can find our processes.
+            TMPDIR=str(self.tmp),
+            OPENAI_API_KEY="sk-offline-scripted",
+        )
+        return env
+
+    def cli(self, *args: str, timeout_s: float = 150.0) -> CliResult:
+        """``python -m producer.cli ARGS`` with this env; stdout and stderr captured."""
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "producer.cli", *args],
+            cwd=ROOT,
+            env=self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+            raise AssertionError(f"skill-eval {' '.join(args)} timed out\n{stdout}\n{stderr}") from None
+        return CliResult(proc.returncode, stdout, stderr, proc.pid)
+
+    def run(self, repo: Path, *args: str, models: tuple[str, ...] = ("openai/exec-a",)) -> CliResult:
+        """``skill-eval run`` against the offline server with this env's store, out and config."""
+        model_args = [a for m in models for a in ("--model", m)]
+        return self.cli(
+            "run", *args, "--repo", str(repo), *model_args, "--judge", "openai/judge",
+            "--api-base", self.api_base, "--store", str(self.store), "--out", str(self.out),
+            "--config", str(self.config), "--workers", "2",
+        )  # fmt: skip
+
+
+def leftover_processes(marker: str) -> list[str]:
+    """Command lines of live processes whose command line mentions ``marker``."""
+    found = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True)
+    return [line for line in found.stdout.splitlines() if line.strip() and "pgrep" not in line]
+
+
+def reports(out: Path, skill: str, run_id: str) -> tuple[dict[str, Any], str]:
+    """The JSON and markdown reports of ``skill`` in run ``run_id``."""
+    stem = out / f"skill-eval-{skill}-{run_id}"
+    return json.loads(stem.with_suffix(".json").read_text()), stem.with_suffix(".md").read_text()
+
+
+def current(doc: dict[str, Any]) -> dict[str, Any]:
+    """The ``current`` variant of a JSON report."""
+    return next(v for v in doc["variants"] if v["variant"] == "current")
