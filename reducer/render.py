@@ -66,6 +66,11 @@ def _variant_section(s: SkillResult) -> list[str]:
     out.append(f"Sandbox: {', '.join(s.sandbox_modes) or 'n/a'}. Bundle key: `{s.bundle_key}`.")
     if s.evidence_verified_share is not None:
         out.append(f"Evidence found in the transcript for {_pct(s.evidence_verified_share)} of passes.")
+    if s.judge_agreement is not None:
+        out.append(
+            f"Judges agreed pairwise on {_pct(s.judge_agreement)} of verdicts; "
+            f"unanimous on {_pct(s.judge_unanimous)} of assertions."
+        )
     out += ["", "### Not graded (infra)", ""]
     out += [f"- {kind}: {n}" for kind, n in s.infra.items()]
     if s.blocked:

@@ -53,18 +53,13 @@ def is_inconclusive(not_graded: int, shards: int, cases: int) -> bool:
     return not_graded / shards > INCONCLUSIVE_CASE_SHARE or cases < SMALL_CORPUS_CASES
 
 
-def composite(verdicts: Sequence[AssertionVerdict], weights: Sequence[float]) -> float:
-    """Weighted share of assertions passed (weight 1 unless the assertion gives one)."""
-    total = sum(weights)
-    return sum(w for v, w in zip(verdicts, weights, strict=True) if v.passed) / total if total else 0.0
+def composite(verdicts: Sequence[AssertionVerdict]) -> float:
+    """Weighted share of assertions passed, judged and deterministic alike (weight 1 unless given)."""
+    total = sum(v.weight for v in verdicts)
+    return sum(v.weight for v in verdicts if v.passed) / total if total else 0.0
 
 
-def _weights(bundle: SkillBundle, case_id: int) -> list[float]:
-    case = bundle.corpus.case(case_id)
-    return [float(getattr(a, "weight", 1.0) or 1.0) for a in case.assertions]
-
-
-def _case_run(o: ShardOutcome, bundle: SkillBundle, judge_usage: Usage) -> CaseRun:
+def _case_run(o: ShardOutcome, judge_usage: Usage) -> CaseRun:
     graded = o.state is ShardState.GRADED and o.grade is not None
     verdicts = o.grade.verdicts if graded and o.grade else []
     return CaseRun(
@@ -75,7 +70,7 @@ def _case_run(o: ShardOutcome, bundle: SkillBundle, judge_usage: Usage) -> CaseR
         state=o.state,
         verdicts=verdicts,
         judges=o.grade.judges if o.grade else [],
-        composite=composite(verdicts, _weights(bundle, o.shard.case_id)) if graded else None,
+        composite=composite(verdicts) if graded else None,
         detail=o.detail or (o.grade.error if o.grade else ""),
         sandbox=o.sandbox,
         end_reason=o.end_reason,
@@ -93,7 +88,7 @@ def _judge_usage(grade: ShardGrade | None) -> Usage:
 
 def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutcome], epochs: int) -> SkillResult:
     """One corpus in one variant."""
-    runs = [_case_run(o, bundle, _judge_usage(o.grade)) for o in outcomes]
+    runs = [_case_run(o, _judge_usage(o.grade)) for o in outcomes]
     graded = [r for r in runs if r.state is ShardState.GRADED]
     infra = {s.value: sum(r.state is s for r in runs) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)}
     blocked = [r for r in runs if r.state is ShardState.BLOCKED]
@@ -107,6 +102,9 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
     )
     models = _model_summaries(runs)
     verified = [v.evidence_verified for r in graded for v in r.verdicts if v.passed and v.evidence_verified is not None]
+    grades = [o.grade for o in outcomes if o.state is ShardState.GRADED and o.grade is not None]
+    pair_shares = [p.share for g in grades for p in g.agreement]
+    unanimous = [g.unanimous_share for g in grades if g.unanimous_share is not None]
     return SkillResult(
         skill=bundle.skill,
         variant=variant,
@@ -125,6 +123,8 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
         runs=runs,
         evidence_verified_share=(sum(verified) / len(verified)) if verified else None,
         sandbox_modes=sorted({r.sandbox.value for r in runs if r.sandbox}),
+        judge_agreement=(sum(pair_shares) / len(pair_shares)) if pair_shares else None,
+        judge_unanimous=(sum(unanimous) / len(unanimous)) if unanimous else None,
     )
 
 
