@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,10 +16,11 @@ from producer.progress import wait_for_run
 from producer.repo import Repo
 from producer.reports import append_run_log, complete_block, reported_bundle_keys, write_reports
 from producer.submit import build_manifest, submit
+from reducer.scoring import reduce_run
 from schemas.errors import ConfigError, StoreError
 from schemas.manifest import RunManifest, RunSettings, manifest_key, result_key
 from schemas.report import RunResult
-from schemas.shard import SkillBundle
+from schemas.shard import CURRENT, RunPlan, SkillBundle, baseline_variant
 from schemas.status import ShardState
 from worker.settings import Settings
 from worker.state import RunState
@@ -46,6 +47,10 @@ class RunRequest:
     force: bool = False
     show_progress: bool = True
     settings: RunSettings = field(default_factory=RunSettings)
+    compare: str | None = None
+    """``--compare <ref>``: also grade the skill as it was at this git ref."""
+    reported: list[str] = field(default_factory=list)
+    """Filled by :func:`plan_request`: corpora left out because their bundle key already has a report."""
 
 
 def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list[SkillBundle], list[str]]:
@@ -64,6 +69,7 @@ def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list[SkillBundle]
                 f"skipped {b.corpus_file}: bundle key {b.bundle_key} already reported in {req.out} (--force re-runs it)"
             )
             bundles.remove(b)
+            req.reported.append(b.corpus_file)
     return repo, bundles, [str(e) for e in errors]
 
 
@@ -97,7 +103,7 @@ def drive(
     """Submit on the given broker (or an embedded cluster), wait unless detached, then report."""
     store = open_store(settings.store)
     if not manifest.plan.shards:
-        return finish_run(manifest, store, settings, req.out, out)
+        return finish_run(manifest, store, settings, req.out, out, already_reported=req.reported)
     with cluster(settings, req.workers) as (live, embedded):
         client = redis.Redis.from_url(live.broker_url or "")
         state = RunState(client)
@@ -120,9 +126,22 @@ def drive(
 def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Console) -> RunResult | str:
     """Plan, submit and (unless detached) wait and report. Returns the result, or the run id when detached."""
     repo, bundles, skipped = plan_request(req, out)
-    plan = plan_run(new_run_id(), bundles, req.models, judges=req.judges, epochs=req.epochs, sandbox=settings.sandbox)
+    variants = [CURRENT] if not req.compare else [CURRENT, baseline_variant(req.compare)]
+    plan = plan_run(
+        new_run_id(),
+        bundles,
+        req.models,
+        judges=req.judges,
+        epochs=req.epochs,
+        sandbox=settings.sandbox,
+        variants=variants,
+    )
+    guards: list[str] = []
+    if req.compare:
+        plan, guards = plan_compare(plan, repo.root, req.compare, req.out, err)
     store = open_store(settings.store)
     manifest = build_manifest(plan, repo.root, store, req.settings, out_dir=str(req.out), skipped=skipped)
+    manifest = manifest.model_copy(update={"guards": guards})
     if req.settings.executor.startswith("cmd:") and plan.shards:
         probe_external_executor(req.settings.executor, settings)
 
@@ -130,6 +149,25 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
         return submit(m, st, state, lambda run_id, shard_id: enqueue("execute", run_id, shard_id))
 
     return drive(manifest, submitter, req, settings, out, err)
+
+
+def plan_compare(plan: RunPlan, root: Path, ref: str, out_dir: Path, err: Console) -> tuple[RunPlan, list[str]]:
+    """Apply the compare guards per skill; write each baseline's audit record; return the plan and guard lines."""
+    from producer.compare import baseline_record, check_compare, restrict_baseline
+
+    guards, allowed = [], set()
+    for bundle in plan.bundles:
+        guard = check_compare(root, ref, bundle.skill)
+        if guard is not None:
+            err.print(f"{bundle.skill}: {guard}", markup=False)
+            guards.append(f"{bundle.skill}: {guard}")
+            continue
+        allowed.add(bundle.skill)
+        context_dir = out_dir.parent / "context"
+        context_dir.mkdir(parents=True, exist_ok=True)
+        record = context_dir / f"skill-eval-baseline-{bundle.skill}-{plan.run_id}.txt"
+        record.write_bytes(baseline_record(root, ref, bundle.skill))
+    return restrict_baseline(plan, ref, allowed), guards
 
 
 def probe_external_executor(option: str, settings: Settings) -> None:
@@ -169,13 +207,23 @@ def grade_recorded(
 
 
 def finish_run(
-    manifest: RunManifest, store: ArtifactStore, settings: Settings, out_dir: Path, out: Console
+    manifest: RunManifest,
+    store: ArtifactStore,
+    settings: Settings,
+    out_dir: Path,
+    out: Console,
+    already_reported: Sequence[str] = (),
 ) -> RunResult:
     """Load (or compute) the reduced result, write the reports and the run-log line, print the block."""
     from worker.collect import reduce_from_store
 
     key = result_key(manifest.plan.run_id)
-    result = RunResult.model_validate_json(store.get(key)) if store.exists(key) else reduce_from_store(store, manifest)
+    if store.exists(key):
+        result = RunResult.model_validate_json(store.get(key))
+    elif not manifest.plan.shards:  # nothing ran: no stored verdicts, only what was left out and why
+        result = reduce_run(manifest.plan, {}, skipped=manifest.skipped, already_reported=already_reported)
+    else:
+        result = reduce_from_store(store, manifest)
     paths = write_reports(result, manifest, store, out_dir)
     append_run_log(result, manifest, settings.run_log)
     out.print(complete_block(result, paths), markup=False, highlight=False)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
-from schemas.report import CaseRun, RunResult, SkillResult
+from reducer.stats import two_proportion_p
+from schemas.report import CaseRun, Rate, RunResult, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import INFRA_FAILURES, ShardState
 
@@ -49,10 +50,7 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
     for part in parts:
         lines += ["", *_variant_section(part)]
     if len(parts) > 1:
-        lines += ["", "## Old vs new", "", "| variant | behavioural | composite |", "|---|---|---|"]
-        for part in parts:
-            comp = next((m.composite_mean for m in part.models), None)
-            lines.append(f"| {part.variant} | {part.headline} | {_pct(comp)} |")
+        lines += ["", *_compare_section(parts)]
     return "\n".join(lines) + "\n"
 
 
@@ -149,6 +147,7 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
             for v in r.verdicts:
                 if not v.passed:
                     lines.append(f"  FAIL case {r.case_id} ({r.model} e{r.epoch}): {v.text} -> {v.evidence}")
+    lines += [f"skipped: {s}" for s in result.skipped]
     if result.aggregate_headline:
         lines.append(result.aggregate_headline)
     if len(result.leaderboard) > 1:
@@ -197,3 +196,33 @@ def run_log_line(result: RunResult, when: datetime, project: str, branch: str, s
         "-", tier,
     ]  # fmt: skip
     return "\t".join(fields) + "\n"
+
+
+def _compare_section(parts: Sequence[SkillResult]) -> list[str]:
+    """Old -> new per assertion and overall, with a two-proportion test on the overall rates."""
+    new = next(p for p in parts if p.variant == CURRENT)
+    out = ["## Old vs new (same corpus, same grader)", ""]
+    for old in (p for p in parts if p.variant != CURRENT):
+        p_value = two_proportion_p(
+            old.behavioural.passed, old.behavioural.total, new.behavioural.passed, new.behavioural.total
+        )
+        out.append(
+            f"Overall: {old.variant} {old.headline} -> current {new.headline}"
+            + ("" if p_value is None else f" (two-proportion test p = {p_value:.3f})")
+        )
+        out += ["", "| case | assertion | old | new |", "|---|---|---|---|"]
+        new_rates = {(a.case_id, a.index): a for a in new.assertions}
+        for a in old.assertions:
+            n = new_rates.get((a.case_id, a.index))
+            old_r = _mean_rate(a.by_model.values())
+            new_r = _mean_rate(n.by_model.values()) if n else None
+            out.append(f"| {a.case_id} | {_cell(a.text)} | {_pct(old_r)} | {_pct(new_r)} |")
+        out.append("")
+    return out
+
+
+def _mean_rate(rates: Iterable[Rate]) -> float | None:
+    passed = total = 0
+    for r in rates:
+        passed, total = passed + r.passed, total + r.total
+    return passed / total if total else None

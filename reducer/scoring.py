@@ -190,8 +190,13 @@ def reduce_run(
     calibration: Mapping[str, str] | None = None,
     skipped: Sequence[str] = (),
     template_hashes: Mapping[str, str] | None = None,
+    already_reported: Sequence[str] = (),
 ) -> RunResult:
-    """The whole run: per corpus and variant, leaderboard, usage, and the verdict with its reasons."""
+    """The whole run: per corpus and variant, leaderboard, usage, and the verdict with its reasons.
+
+    ``skipped`` are the named errors of corpora left out before the run; ``already_reported``
+    the corpora ``--all-evals`` left out because their bundle key already has a report.
+    """
     skills: list[SkillResult] = []
     for variant in plan.variants:
         for bundle in plan.bundles:
@@ -213,7 +218,7 @@ def reduce_run(
             else f"AGGREGATE: {headline(suite)}"
         )
     calibration = dict(calibration or {})
-    verdict, reasons = decide_verdict(current, skills, aggregate, calibration, fail_under, skipped)
+    verdict, reasons = decide_verdict(current, skills, aggregate, calibration, fail_under, skipped, already_reported)
     usage: dict[str, Usage] = defaultdict(Usage)
     for s in skills:
         for r in s.runs:
@@ -249,15 +254,20 @@ def decide_verdict(
     calibration: Mapping[str, str],
     fail_under: float | None,
     skipped: Sequence[str],
+    already_reported: Sequence[str] = (),
 ) -> tuple[Verdict, list[str]]:
-    """BLOCKED > FAIL > WARN > PASS, with every reason that applies."""
+    """BLOCKED > FAIL > WARN > PASS, with every reason that applies.
+
+    A run with nothing to do because every valid corpus already has a report is not
+    BLOCKED: those corpora were evaluated before; only the skipped ones (if any) warn.
+    """
     blocked = [
         f"{s.skill} case {r.case_id}: {r.detail}"
         for s in all_skills
         for r in s.blocked
         if r.detail.startswith(NoIsolation.status)
     ]
-    if blocked or (skipped and not current):
+    if blocked or (skipped and not current and not already_reported):
         return Verdict.BLOCKED, blocked or ["every corpus was skipped"]
     fails = []
     if fail_under is not None:
@@ -280,4 +290,6 @@ def decide_verdict(
     warns += [f"skipped {s}" for s in skipped]
     if warns:
         return Verdict.WARN, warns
+    if not current and already_reported:
+        return Verdict.PASS, [f"nothing to run: {len(already_reported)} corpora already reported (--force re-runs)"]
     return Verdict.PASS, ["all corpora graded; no regression"]

@@ -168,3 +168,147 @@ def test_a_mixed_corpus_reports_the_exact_headline_blocks_the_unsafe_fixture_and
     assert "result: 5/7 (71.4%)" in again.stdout
     doc2, _ = reports(env.base / "again", "alpha", run_id)
     assert current(doc2)["behavioural"] == cur["behavioural"]
+
+
+# --- (c) infra failures -> INCONCLUSIVE, (e) --all-evals with the bundle-key skip ---------------
+STEADY = [
+    case(1, "Steady one: greet.", ["The agent runs echo steady-one in the shell"]),
+    case(2, "Steady two: greet again.", ["The agent runs echo steady-two in the shell"]),
+]
+BETA = [
+    case(1, "Beta one: fine.", ["The agent runs echo beta-one in the shell"]),
+    case(2, "Beta two: the executor model breaks.", ["The agent runs echo beta-two in the shell"]),
+    case(3, "Beta three: the judge rambles.", ["The agent runs echo beta-prose-marker in the shell"]),
+    case(4, "Beta four: the judge's reply is cut off.", ["The agent runs echo beta-cut-marker in the shell"]),
+]
+INFRA_RULES = [
+    shell_rule("Steady one:", ["echo steady-one"]),
+    shell_rule("Steady two:", ["echo steady-two"]),
+    shell_rule("Beta one:", ["echo beta-one"]),
+    # The executor's model answers 500 on every attempt: executor-failed.
+    {"name": "beta-two 500", "tools": True, "contains": "Beta two:", "replies": [{"status": 500}]},
+    shell_rule("Beta three:", ["echo beta-prose-marker"]),
+    shell_rule("Beta four:", ["echo beta-cut-marker"]),
+    # The judge answers prose, also when asked again: grader-malformed.
+    {"name": "judge prose", "tools": False, "contains": "beta-prose-marker", "replies": [{"text": "Looks fine."}]},
+    # The judge's HTTP body is cut off on every attempt: grader-dispatch-failed.
+    {
+        "name": "judge cut",
+        "tools": False,
+        "contains": "beta-cut-marker",
+        "judge": True,
+        "replies": [{"malformed": True}],
+    },
+]
+INFRA_JUDGE = [ran("steady-one"), ran("steady-two"), ran("beta-one")]
+
+
+def test_c_e_infra_failures_turn_a_corpus_inconclusive_and_all_evals_skips_what_is_already_reported(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    repo = new_repo(tmp_path / "repo")
+    write_skill(repo, "steady", STEADY)
+    write_skill(repo, "beta", BETA)
+    write_skill(repo, "gamma", STEADY[:1])  # one case: schema v1 needs two, so the corpus is skipped
+    git_init(repo)
+    use(server, INFRA_RULES, INFRA_JUDGE)
+
+    first = env.run(repo, "--all-evals")
+
+    # beta: 3 of 4 cases not graded (> 25%) -> INCONCLUSIVE, tallied by kind; WARN, exit 3.
+    assert first.code == 3, first.stdout + first.stderr
+    assert first.field("verdict:") == ["WARN"]
+    assert "skill: beta [current]  cases: 4  result: INCONCLUSIVE (3/4 cases not graded — infra)" in first.stdout
+    assert "not graded (infra): executor-failed 1, grader-dispatch-failed 1, grader-malformed 1" in first.stdout
+    assert "skill: steady [current]  cases: 2  result: 2/2 (100.0%)" in first.stdout
+    assert "AGGREGATE: INCONCLUSIVE (1/2 corpora not trustworthy)" in first.stdout
+    assert first.field("skipped:") == [
+        "BLOCKED_BAD_CORPUS: evals/gamma.evals.json: $.evals: has 1 case(s); at least 2 are required"
+    ]
+    beta, beta_md = reports(env.out, "beta", first.run_id)
+    cur = current(beta)
+    assert cur["inconclusive"] and cur["behavioural"]["passed"] == 1 and cur["behavioural"]["total"] == 1
+    by_case = {r["case_id"]: r for r in cur["runs"]}
+    assert [by_case[i]["state"] for i in (1, 2, 3, 4)] == [
+        "graded", "executor-failed", "grader-malformed", "grader-dispatch-failed",
+    ]  # fmt: skip
+    assert by_case[3]["judges"][0]["raw_answers"][:2] == ["Looks fine.", "Looks fine."]  # first try and re-ask
+    assert "- executor-failed: 1" in beta_md and "- grader-malformed: 1" in beta_md
+    assert "## current: INCONCLUSIVE (3/4 cases not graded — infra)" in beta_md
+    transcripts = {p.name for p in env.out.glob(f"*-{first.run_id}-*-transcript.txt")}
+    assert transcripts == {f"skill-eval-beta-{first.run_id}-case{i}-transcript.txt" for i in (2, 3, 4)}
+
+    # Unchanged corpora already have a report: nothing is run, no cluster is started.
+    second = env.run(repo, "--all-evals")
+    assert "skipped evals/steady.evals.json: bundle key" in second.stdout
+    assert "skipped evals/beta.evals.json: bundle key" in second.stdout
+    assert "skill: " not in second.stdout, second.stdout
+    assert second.code == 3, second.stdout + second.stderr  # the bad corpus is still skipped: WARN
+
+    # Editing one SKILL.md (uncommitted: the working tree is graded) re-runs that corpus alone.
+    skill_md = repo / "skills" / "steady" / "SKILL.md"
+    skill_md.write_text(skill_md.read_text() + "\nAlways greet politely.\n")
+    third = env.run(repo, "--all-evals")
+    assert "skipped evals/beta.evals.json: bundle key" in third.stdout
+    assert "skipped evals/steady.evals.json" not in third.stdout
+    assert [line.split("  ")[0] for line in third.stdout.splitlines() if line.startswith("skill: ")] == [
+        "skill: steady [current]"
+    ]
+
+    # --force re-runs every corpus.
+    forced = env.run(repo, "--all-evals", "--force")
+    assert "bundle key" not in forced.stdout
+    assert {line.split(" [")[0] for line in forced.stdout.splitlines() if line.startswith("skill: ")} == {
+        "skill: steady", "skill: beta",
+    }  # fmt: skip
+    assert len(env.run_log.read_text().splitlines()) == 4
+
+
+# --- (d) several models and epochs ---------------------------------------------------------------
+DUO = [
+    case(1, "Duo one: two greetings.", [
+        "The agent runs echo duo-one-a in the shell",
+        "The agent runs echo duo-one-b in the shell",
+    ]),
+    case(2, "Duo two: one greeting.", ["The agent runs echo duo-two-a in the shell"]),
+]  # fmt: skip
+DUO_RULES = [
+    shell_rule("Duo one:", ["echo duo-one-a", "echo duo-one-b"], model="exec-a"),
+    shell_rule("Duo one:", ["echo duo-one-a"], model="exec-b"),  # B forgets the second greeting
+    shell_rule("Duo two:", ["echo duo-two-a"]),
+]
+
+
+def test_d_several_models_and_epochs_get_per_model_tables_a_matrix_pass_at_k_and_a_leaderboard(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    repo = new_repo(tmp_path / "repo")
+    write_skill(repo, "duo", DUO)
+    git_init(repo)
+    use(server, DUO_RULES, [ran("duo-one-a"), ran("duo-one-b"), ran("duo-two-a")])
+
+    res = env.run(repo, "duo", "--epochs", "2", models=("openai/exec-a", "openai/exec-b"))
+
+    # 2 cases x 2 models x 2 epochs = 8 shards, all graded: A 6/6, B 4/6 -> 10/12; no gate: PASS.
+    assert res.code == 0, res.stdout + res.stderr
+    assert "result: 10/12 (83.3%)" in res.stdout
+    assert "leaderboard (composite): openai/exec-a 100.0%, openai/exec-b 75.0%" in res.stdout
+    doc, md = reports(env.out, "duo", res.run_id)
+    cur = current(doc)
+    assert len(cur["runs"]) == 8
+    models = {m["model"]: m for m in cur["models"]}
+    assert models["openai/exec-a"]["behavioural"]["passed"] == 6
+    assert models["openai/exec-b"]["behavioural"]["passed"] == 4
+    assert models["openai/exec-b"]["composite_mean"] == pytest.approx(0.75)  # case 1: 1/2, case 2: 1
+    # Model-by-assertion matrix with pass@k and pass^k (k = 2 epochs; mean over the two models).
+    assert "| 1 | The agent runs echo duo-one-b in the shell | 100.0% | 0.0% | 50.0% | 50.0% |" in md
+    assert "| 2 | The agent runs echo duo-two-a in the shell | 100.0% | 100.0% | 100.0% | 100.0% |" in md
+    rows = [line for line in md.splitlines() if line.startswith("| openai/exec-")]
+    assert [r.split(" | ")[:2] for r in rows] == [
+        ["| openai/exec-a", "6/6 (100.0%)"],
+        ["| openai/exec-b", "4/6 (66.7%)"],
+    ]
+    # Several shards per case: transcripts are told apart by model and epoch; only B's case 1 failed.
+    names = sorted(p.name for p in env.out.glob("*-transcript.txt"))
+    assert names == [f"skill-eval-duo-{res.run_id}-case1-openai_exec-b-e{e}-transcript.txt" for e in (0, 1)]
+    assert leftover_processes(f"embedded-{res.pid}@") == []
