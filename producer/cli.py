@@ -113,6 +113,7 @@ def run(
         SandboxMode | None, typer.Option("--sandbox", help="bwrap (default) or none (explicit opt-out).")
     ] = None,
     executor: Annotated[str, typer.Option("--executor", help="agent, or cmd:'<agent CLI command line>'.")] = "agent",
+    compare: Annotated[str | None, typer.Option("--compare", help="Also grade the skill as at this git ref.")] = None,
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Executor turns per shard.")] = 40,
     shard_timeout: Annotated[
         float, typer.Option("--shard-timeout", help="Executor wall clock per shard, seconds.")
@@ -150,6 +151,7 @@ def run(
         req = RunRequest(
             skills=skills, all_evals=all_evals, repo=repo, models=model, judges=judge, epochs=epochs,
             out=out_dir, workers=workers, detach=detach, force=force, show_progress=sys.stderr.isatty(),
+            compare=compare,
             settings=RunSettings(
                 budget=AgentBudget(max_turns=max_turns, wall_clock_s=shard_timeout),
                 executor=executor, strict_evidence=strict_evidence, calibrate=not no_calibration,

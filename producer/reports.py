@@ -39,6 +39,7 @@ def write_reports(result: RunResult, manifest: RunManifest, store: ArtifactStore
             "sandbox": manifest.plan.sandbox.value,
             "executor": manifest.settings.executor,
         }
+        meta.update({f"guard ({i + 1})": g for i, g in enumerate(manifest.guards) if g.startswith(f"{skill}:")})
         stem = report_stem(skill, run_id)
         md = out_dir / f"{stem}.md"
         md.write_text(render_markdown(result, skill, meta), encoding="utf-8")

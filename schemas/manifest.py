@@ -70,6 +70,8 @@ class RunManifest(BaseModel):
     """Short git commit of the repo at submit time, or ``-``."""
     skipped: list[str] = Field(default_factory=list)
     """Corpora skipped before the run, with their named errors."""
+    guards: list[str] = Field(default_factory=list)
+    """Guards hit before the run (GUARD_NO_GIT, GUARD_BAD_REF): what was not compared, and why."""
 
     def shard(self, shard_id: str) -> Shard:
         for shard in self.plan.shards:

@@ -1,0 +1,57 @@
+"""Compare mode (contract Phase 4): guard the old-vs-new comparison before anything runs.
+
+Two distinct guards decide per skill whether a baseline can be graded; a guard hit skips
+only the comparison (the current version is still graded), never falls through to a
+phantom baseline:
+
+- ``GUARD_NO_GIT``: the repo is not a git repository;
+- ``GUARD_BAD_REF``: ``<ref>:skills/<skill>/SKILL.md`` cannot be read (bad ref, or the
+  skill did not exist there).
+
+Both runs are graded against the *current* corpus and the current grader, so the delta
+measures the skill text alone.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from schemas.constants import SKILL_FILE, SKILLS_DIR
+from schemas.errors import BadRef, GuardError, NoGit
+from schemas.shard import CURRENT, RunPlan, baseline_variant
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    # Arguments go to git as argv, never through a shell; the ref can never become an option.
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=30, check=False)
+
+
+def check_compare(root: Path, ref: str, skill: str) -> GuardError | None:
+    """None when the baseline of ``skill`` at ``ref`` can be graded, else the guard that was hit."""
+    if _git(root, "rev-parse", "--git-dir").returncode != 0:
+        return NoGit(f"skill-eval --compare needs a git repository at {root}; grading the current version only")
+    if ref.startswith("-") or _git(root, "cat-file", "-e", f"{ref}:{SKILLS_DIR}/{skill}/{SKILL_FILE}").returncode != 0:
+        return BadRef(
+            f"could not read {ref}:{SKILLS_DIR}/{skill}/{SKILL_FILE} via git (bad ref, or the skill did not exist "
+            "there); skipping the comparison, grading the current version only"
+        )
+    return None
+
+
+def baseline_record(root: Path, ref: str, skill: str) -> bytes:
+    """The whole old skill folder at ``ref`` as text: the audit record of what was compared."""
+    listing = _git(root, "ls-tree", "-r", "--name-only", ref, "--", f"{SKILLS_DIR}/{skill}")
+    parts = []
+    for name in listing.stdout.decode(errors="replace").splitlines():
+        blob = _git(root, "show", f"{ref}:{name}")
+        parts.append(f"===== {ref}:{name} =====\n".encode() + blob.stdout)
+    return b"\n".join(parts)
+
+
+def restrict_baseline(plan: RunPlan, ref: str, allowed: set[str]) -> RunPlan:
+    """Keep baseline shards only for the skills whose guards passed."""
+    variant = baseline_variant(ref)
+    shards = tuple(s for s in plan.shards if s.variant != variant or s.skill in allowed)
+    variants = plan.variants if allowed else (CURRENT,)
+    return plan.model_copy(update={"shards": shards, "variants": variants})
