@@ -36,7 +36,8 @@ class EmbeddedCluster:
         self.base = settings
         self.workers = workers
         self.tmp = Path(tempfile.mkdtemp(prefix="skill-eval-cluster-"))
-        self.redis = RedisServer(workdir=self.tmp / "redis")
+        # An append-only file: a Redis killed and restarted mid-run comes back with the run's state.
+        self.redis = RedisServer(workdir=self.tmp / "redis", appendonly=True)
         self.log_path = log_path or self.tmp / "worker.log"
         self.proc: subprocess.Popen[bytes] | None = None
 

@@ -154,3 +154,11 @@ def test_register_is_idempotent_and_keeps_states(redis_client: redis.Redis) -> N
     assert state.get(RUN, "a") is S.GRADED and state.get(RUN, "b") is S.QUEUED
     assert state.totals(RUN) == (1, 2)
     assert state.counts(RUN)[S.GRADED.value] == 1
+
+
+def test_unleased_lists_waiting_shards_nobody_holds(redis_client: redis.Redis) -> None:
+    state = _state(redis_client, ["q", "held", "x", "done"])
+    state.claim(RUN, "held", S.QUEUED, S.EXECUTING, "t", 30)
+    state.transition(RUN, "x", S.EXECUTED)
+    state.transition(RUN, "done", S.GRADED)
+    assert state.unleased(RUN) == [("q", S.QUEUED), ("x", S.EXECUTED)]

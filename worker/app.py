@@ -43,8 +43,14 @@ def make_app(settings: Settings | None = None) -> Celery:
         task_reject_on_worker_lost=True,
         task_ignore_result=True,
         worker_prefetch_multiplier=1,
-        worker_cancel_long_running_tasks_on_connection_loss=True,
+        # A broker blip must not throw away a running shard: its state calls retry (context.py), it
+        # finishes, and the message it can no longer ack comes back after the visibility timeout as
+        # a no-op (the shard is terminal). Cancelling would redo every in-flight shard instead.
+        worker_cancel_long_running_tasks_on_connection_loss=False,
         broker_connection_retry_on_startup=True,
+        # A follow-up message (grade, reduce) published while Redis restarts must wait for it, not
+        # vanish: the shard has already moved, and nothing else would ever send it (~2 minutes).
+        task_publish_retry_policy={"max_retries": 45, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 3},
         broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
         # One direct exchange per queue: a grade message must never reach the execute queue.
         task_queues=[Queue(q, Exchange(q, type="direct"), routing_key=q) for q in ALL_QUEUES],

@@ -1,7 +1,8 @@
 """A private redis-server process: the embedded cluster's broker and the test suite's Redis.
 
-Started on a free loopback port in its own temp dir, persisting nothing, and stopped
-(or killed, for fault tests) by whoever started it.
+Started on a free loopback port in its own temp dir and stopped (or killed, for fault tests)
+by whoever started it. It persists nothing unless asked for an append-only file, which lets a
+restart on the same port and folder come back with every key (the embedded cluster uses it).
 """
 
 from __future__ import annotations
@@ -44,8 +45,11 @@ def free_port() -> int:
 class RedisServer:
     """One redis-server child process on 127.0.0.1."""
 
-    def __init__(self, port: int | None = None, workdir: Path | None = None) -> None:
+    def __init__(self, port: int | None = None, workdir: Path | None = None, appendonly: bool = False) -> None:
         self.port = port or free_port()
+        self.appendonly = appendonly
+        """Log every write to an append-only file in ``workdir``: a killed server restarts with its data
+        (written to the OS before each reply, so only a host crash can lose the last second)."""
         self._own_dir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="skill-eval-redis-"))
         self.proc: subprocess.Popen[bytes] | None = None
@@ -56,9 +60,11 @@ class RedisServer:
 
     def start(self, timeout_s: float = 10.0) -> RedisServer:
         """Start the server and wait until it answers PING."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
         cmd = [
             find_redis_server(), "--port", str(self.port), "--bind", "127.0.0.1",
-            "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
+            "--save", "", "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "everysec",
+            "--dir", str(self.workdir),
             "--daemonize", "no", "--loglevel", "warning",
             "--logfile", str(self.workdir / "redis.log"),
         ]  # fmt: skip
@@ -89,7 +95,7 @@ class RedisServer:
             self.proc.wait(10)
 
     def restart(self) -> RedisServer:
-        """Kill and start again on the same port (data is gone: nothing is persisted)."""
+        """Kill and start again on the same port (data is gone unless ``appendonly``)."""
         self.kill()
         return self.start()
 

@@ -233,6 +233,17 @@ class RunState:
         )
         return [(flat[i].decode(), ShardState(flat[i + 1].decode())) for i in range(0, len(flat), 2)]
 
+    def unleased(self, run_id: str) -> list[tuple[str, ShardState]]:
+        """Shards waiting for a message (queued or executed) that no worker holds a lease on.
+
+        After a broker restart their messages may be gone; sending them again is safe because
+        a claim lets only one delivery work and the others do nothing.
+        """
+        _, _, leases, _ = self._keys(run_id)
+        leased = {x.decode() for x in self.r.zrange(leases, 0, -1)}
+        waiting = (ShardState.QUEUED, ShardState.EXECUTED)
+        return [(k, s) for k, s in sorted(self.states(run_id).items()) if s in waiting and k not in leased]
+
     def active_runs(self) -> list[str]:
         return sorted(x.decode() for x in self.r.smembers(ACTIVE_RUNS))
 

@@ -9,6 +9,7 @@ import threading
 import structlog
 from celery.signals import worker_process_init, worker_ready, worker_shutting_down
 
+from schemas.constants import KEY_PREFIX
 from schemas.status import ShardState
 from worker import pipeline
 from worker.app import TASK_EXECUTE, TASK_GRADE, TASK_NAMES, TASK_REDUCE, app, time_limits
@@ -58,10 +59,38 @@ def configure_logging(level: int = logging.INFO) -> None:
     )
 
 
+_redis_run_id: str | None = None
+"""The Redis server's INFO run_id seen by this process's reaper; it changes when the server restarts."""
+
+
+def resend_after_restart() -> int:
+    """When Redis restarted since the last pass, re-send the messages of every waiting shard once.
+
+    Messages a worker had taken but not yet acked (prefetched, or in flight when the connection
+    dropped) are otherwise stranded until the broker's visibility timeout (hours). One reaper in
+    the fleet does it (a key per server run id); duplicates of surviving messages are no-ops.
+    """
+    global _redis_run_id
+    ctx = context()
+    server = str(ctx.redis.info("server")["run_id"])
+    previous, _redis_run_id = _redis_run_id, server
+    if previous is None or previous == server:
+        return 0
+    if not ctx.redis.set(f"{KEY_PREFIX}:resent:{server}", 1, nx=True, ex=24 * 3600):
+        return 0
+    count = 0
+    for run_id in ctx.state.active_runs():
+        for shard_id, state in ctx.state.unleased(run_id):
+            send("execute" if state is ShardState.QUEUED else "grade", run_id, shard_id)
+            count += 1
+    log.warning("redis restarted; re-sent waiting shards", count=count)
+    return count
+
+
 def reap_once() -> int:
     """Return every expired-lease shard of every active run to its queue; the count re-enqueued."""
     ctx = context()
-    count = 0
+    count = resend_after_restart()
     for run_id in ctx.state.active_runs():
         for shard_id, state in ctx.state.reap(run_id):
             kind = "execute" if state is ShardState.QUEUED else "grade"
