@@ -286,7 +286,11 @@ def decide_verdict(
     warns = [f"{s.skill} ({s.variant}): {s.headline}" for s in all_skills if s.inconclusive]
     if aggregate_inconclusive:
         warns.append("more than 10% of corpora are INCONCLUSIVE")
-    warns += [f"judge {j} failed calibration: {c}" for j, c in calibration.items() if c.startswith("failed")]
+    warns += [
+        f"judge {j} failed calibration: {c.removeprefix('failed: ')}"
+        for j, c in calibration.items()
+        if c.startswith("failed")
+    ]
     warns += [f"skipped {s}" for s in skipped]
     if warns:
         return Verdict.WARN, warns

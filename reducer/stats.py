@@ -16,7 +16,11 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # Exact at the edges: float rounding would otherwise put 0/n's lower bound a hair above 0
+    # (outside its own interval) and n/n's upper bound a hair below 1.
+    low = 0.0 if successes <= 0 else max(0.0, min(p, centre - half))
+    high = 1.0 if successes >= n else min(1.0, max(p, centre + half))
+    return (low, high)
 
 
 def mean_interval(values: Sequence[float], z: float = Z95) -> tuple[float | None, tuple[float, float]]:

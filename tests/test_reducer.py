@@ -1,0 +1,347 @@
+"""The contract's Phase 5 arithmetic: rates, infra tallies, gates, verdicts, composite, statistics. Pure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from producer.planning import plan_run
+from reducer.scoring import ShardOutcome, headline, is_inconclusive, rate, reduce_run
+from reducer.stats import mean_interval, pass_at_k, pass_hat_k, wilson
+from schemas.corpus import Corpus, EvalCase, ToolCallCheck
+from schemas.report import RunResult
+from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle, baseline_variant
+from schemas.status import ExitCode, ShardState, Verdict
+from schemas.verdict import AssertionVerdict, ShardGrade
+
+S = ShardState
+
+
+def bundle(skill: str, assertions_per_case: Sequence[int] = (2, 2, 2, 2), *, weighted: bool = False) -> SkillBundle:
+    cases = []
+    for i, n in enumerate(assertions_per_case, start=1):
+        assertions: list[object] = [f"The agent runs step {i}.{k} in the shell" for k in range(n)]
+        if weighted:  # one deterministic assertion worth 3
+            assertions.append(ToolCallCheck(text=f"case {i} calls the tool", pattern="x", weight=3.0))
+        cases.append(EvalCase(id=i, prompt=f"case {i}", expected_output="-", files=(), assertions=tuple(assertions)))
+    return SkillBundle(skill=skill, bundle_key=f"{skill}-000000000000", corpus_file=f"evals/{skill}.evals.json",
+                       corpus=Corpus(skill_name=skill, evals=tuple(cases)))  # fmt: skip
+
+
+def plan_for(
+    bundles: Sequence[SkillBundle],
+    models: Sequence[str] = ("m",),
+    epochs: int = 1,
+    variants: Sequence[str] = (CURRENT,),
+) -> RunPlan:
+    return plan_run("20260101-000000-00000000", bundles, models, judges=["j"], epochs=epochs, variants=variants)
+
+
+def graded(shard: Shard, passes: Sequence[bool], weights: Sequence[float] | None = None) -> ShardOutcome:
+    weights = weights or [1.0] * len(passes)
+    verdicts = [
+        AssertionVerdict(text=f"a{i}", passed=p, evidence="quote" if p else "absent: it", weight=w)
+        for i, (p, w) in enumerate(zip(passes, weights, strict=True))
+    ]
+    return ShardOutcome(shard, S.GRADED, grade=ShardGrade(shard_id=shard.shard_id, state=S.GRADED, verdicts=verdicts))
+
+
+def outcomes_for(plan: RunPlan, by_case: dict[int, object], skill: str | None = None, variant: str = CURRENT) -> dict:  # type: ignore[type-arg]
+    """Outcome per shard: a list of bools (graded) or a state (not graded), keyed by case id."""
+    out = {}
+    for shard in plan.shards:
+        if (skill and shard.skill != skill) or shard.variant != variant or shard.case_id not in by_case:
+            continue
+        spec = by_case[shard.case_id]
+        if isinstance(spec, ShardState):
+            detail = "BLOCKED_BAD_FIXTURE: case escapes" if spec is S.BLOCKED else f"{spec.value}: boom"
+            out[shard.shard_id] = ShardOutcome(shard, spec, detail=detail)
+        else:
+            out[shard.shard_id] = graded(shard, spec)  # type: ignore[arg-type]
+    return out
+
+
+def reduce(plan: RunPlan, outcomes: dict, **kw: object) -> RunResult:  # type: ignore[type-arg]
+    return reduce_run(plan, outcomes, **kw)  # type: ignore[arg-type]
+
+
+# --- behavioural rate, infra tally, blocked --------------------------------------------------------
+def test_the_behavioural_rate_counts_assertions_of_graded_cases_only() -> None:
+    plan = plan_for([bundle("s")])
+    result = reduce(
+        plan, outcomes_for(plan, {1: [True, True], 2: [True, False], 3: [False, True], 4: S.EXECUTOR_FAILED})
+    )
+    s = result.skills[0]
+    assert (s.behavioural.passed, s.behavioural.total) == (4, 6)
+    assert s.headline == "4/6 (66.7%)"
+    assert s.infra == {"executor-failed": 1, "grader-dispatch-failed": 0, "grader-malformed": 0}
+    assert not s.inconclusive and s.not_graded == 1
+
+
+def test_infra_failures_are_tallied_by_kind_and_blocked_cases_listed_apart() -> None:
+    plan = plan_for([bundle("s", (1,) * 8)])
+    specs = {1: [True], 2: S.GRADER_MALFORMED, 3: S.GRADER_DISPATCH_FAILED, 4: S.BLOCKED, 5: [False], 6: [True],
+             7: [True], 8: [True]}  # fmt: skip
+    s = reduce(plan, outcomes_for(plan, specs)).skills[0]
+    assert s.infra == {"executor-failed": 0, "grader-dispatch-failed": 1, "grader-malformed": 1}
+    assert [r.case_id for r in s.blocked] == [4]
+    assert s.not_graded == 3 and s.behavioural.total == 5  # blocked is neither graded nor infra
+    assert s.inconclusive  # 3 of 8 not graded > 25%
+
+
+def test_a_shard_that_never_finished_counts_as_not_graded() -> None:
+    plan = plan_for([bundle("s", (1, 1))])
+    s = reduce(plan, outcomes_for(plan, {1: [True]})).skills[0]
+    assert s.not_graded == 1 and s.inconclusive
+    assert [r.state for r in s.runs] == [S.GRADED, S.QUEUED]
+
+
+infra_states = st.sampled_from([S.EXECUTOR_FAILED, S.GRADER_MALFORMED, S.GRADER_DISPATCH_FAILED, S.BLOCKED])
+
+
+@given(
+    passes=st.lists(st.lists(st.booleans(), min_size=1, max_size=3), min_size=1, max_size=6),
+    failures=st.lists(infra_states, max_size=6),
+)
+def test_infra_shards_never_change_the_behavioural_rate(passes: list[list[bool]], failures: list[ShardState]) -> None:
+    sizes = [len(p) for p in passes] + [1] * len(failures) + [1] * max(0, 2 - len(passes) - len(failures))
+    plan = plan_for([bundle("s", sizes)])
+    specs: dict[int, object] = {i + 1: p for i, p in enumerate(passes)}
+    clean = reduce(plan, outcomes_for(plan, specs)).skills[0].behavioural
+    specs.update({len(passes) + 1 + i: state for i, state in enumerate(failures)})
+    noisy = reduce(plan, outcomes_for(plan, specs)).skills[0]
+    assert noisy.behavioural == clean
+    assert clean.passed == sum(map(sum, passes)) and clean.total == sum(map(len, passes))
+    assert sum(noisy.infra.values()) + len(noisy.blocked) == len(failures)
+
+
+# --- the trustworthiness gate --------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("not_graded", "shards", "cases", "expected"),
+    [
+        (0, 4, 4, False),
+        (1, 4, 4, False),  # exactly 25% is not more than 25%
+        (2, 8, 8, False),
+        (2, 4, 4, True),
+        (3, 8, 8, True),
+        (1, 3, 3, True),  # any case in a corpus of fewer than 4
+        (1, 2, 2, True),
+        (0, 3, 3, False),
+        (1, 8, 4, False),  # 2 models x 4 cases: 1 of 8 shards
+    ],
+)
+def test_inconclusive_when_more_than_a_quarter_or_any_case_of_a_small_corpus_is_not_graded(
+    not_graded: int, shards: int, cases: int, expected: bool
+) -> None:
+    assert is_inconclusive(not_graded, shards, cases) is expected
+
+
+def test_an_inconclusive_corpus_headlines_the_count_not_a_rate_and_warns() -> None:
+    plan = plan_for([bundle("s")])
+    result = reduce(plan, outcomes_for(plan, {1: [True, True], 2: [True, True], 3: S.GRADER_MALFORMED, 4: S.BLOCKED}))
+    assert result.skills[0].headline == "INCONCLUSIVE (2/4 cases not graded — infra)"
+    assert result.verdict is Verdict.WARN and result.verdict.exit_code == ExitCode.WARN == 3
+    assert result.reasons == ["s (current): INCONCLUSIVE (2/4 cases not graded — infra)"]
+
+
+@pytest.mark.parametrize(("inconclusive", "aggregate"), [(1, False), (2, True)])
+def test_several_corpora_are_inconclusive_together_above_ten_percent(inconclusive: int, aggregate: bool) -> None:
+    bundles = [bundle(f"s{i}", (1, 1)) for i in range(10)]
+    plan = plan_for(bundles)
+    outcomes: dict = {}  # type: ignore[type-arg]
+    for i, b in enumerate(bundles):
+        outcomes |= outcomes_for(plan, {1: [True], 2: S.EXECUTOR_FAILED if i < inconclusive else [False]}, b.skill)
+    result = reduce(plan, outcomes)
+    assert result.aggregate_inconclusive is aggregate
+    if aggregate:
+        assert result.aggregate_headline == "AGGREGATE: INCONCLUSIVE (2/10 corpora not trustworthy)"
+    else:
+        assert result.aggregate_headline == "AGGREGATE: 10/19 (52.6%)"
+    assert result.verdict is Verdict.WARN  # any INCONCLUSIVE corpus warns
+
+
+# --- verdicts and exit codes -------------------------------------------------------------------
+def all_pass(plan: RunPlan, variant: str = CURRENT) -> dict:  # type: ignore[type-arg]
+    return outcomes_for(plan, {i: [True, True] for i in range(1, 5)}, variant=variant)
+
+
+def test_a_fully_graded_run_without_gates_passes_with_exit_0() -> None:
+    plan = plan_for([bundle("s")])
+    result = reduce(plan, all_pass(plan))
+    assert result.verdict is Verdict.PASS and result.verdict.exit_code == 0
+    assert result.aggregate_headline == ""  # one corpus: no aggregate line
+
+
+@pytest.mark.parametrize(("fail_under", "verdict"), [(0.8, Verdict.FAIL), (0.75, Verdict.PASS), (0.5, Verdict.PASS)])
+def test_a_rate_below_fail_under_fails_with_exit_1(fail_under: float, verdict: Verdict) -> None:
+    plan = plan_for([bundle("s")])
+    result = reduce(plan, outcomes_for(plan, {1: [True, True], 2: [True, False], 3: [True, False], 4: [True, True]}),
+                    fail_under=fail_under)  # fmt: skip
+    assert result.verdict is verdict
+    if verdict is Verdict.FAIL:
+        assert result.verdict.exit_code == 1
+        assert result.reasons == ["s: behavioural pass rate 6/8 (75.0%) is below 80%"]
+
+
+def test_fail_under_is_not_applied_to_an_inconclusive_corpus() -> None:
+    plan = plan_for([bundle("s", (1, 1))])
+    result = reduce(plan, outcomes_for(plan, {1: [False], 2: S.EXECUTOR_FAILED}), fail_under=0.9)
+    assert result.verdict is Verdict.WARN
+
+
+def test_a_regression_against_the_baseline_variant_fails() -> None:
+    base = baseline_variant("HEAD~1")
+    plan = plan_for([bundle("s")], variants=(CURRENT, base))
+    old = all_pass(plan, variant=base)
+    new = outcomes_for(plan, {1: [True, True], 2: [True, True], 3: [True, True], 4: [True, False]})
+    result = reduce(plan, {**old, **new})
+    assert result.verdict is Verdict.FAIL and result.verdict.exit_code == 1
+    assert result.reasons == ["s: regression 8/8 (100.0%) -> 7/8 (87.5%)"]
+    assert reduce(plan, {**old, **all_pass(plan)}).verdict is Verdict.PASS  # equal is no regression
+
+
+def test_no_isolation_blocks_the_run_with_exit_2_but_a_bad_fixture_only_blocks_its_case() -> None:
+    plan = plan_for([bundle("s")])
+    outcomes = all_pass(plan)
+    bad_fixture = outcomes_for(plan, {4: S.BLOCKED})
+    assert reduce(plan, {**outcomes, **bad_fixture}).verdict is Verdict.PASS  # 1 of 4 blocked: 25%
+    shard = next(s for s in plan.shards if s.case_id == 4)
+    no_iso = ShardOutcome(shard, S.BLOCKED, detail="BLOCKED_NO_ISOLATION: cannot copy the repo")
+    result = reduce(plan, {**outcomes, shard.shard_id: no_iso}, fail_under=0.99)
+    assert result.verdict is Verdict.BLOCKED and result.verdict.exit_code == 2  # BLOCKED beats FAIL
+    assert result.reasons == ["s case 4: BLOCKED_NO_ISOLATION: cannot copy the repo"]
+
+
+def test_a_failed_calibration_and_skipped_corpora_warn_with_exit_3() -> None:
+    plan = plan_for([bundle("s")])
+    failed = reduce(plan, all_pass(plan), calibration={"j": "failed: good-run: 1 wrong"})
+    assert failed.verdict is Verdict.WARN and failed.reasons == ["judge j failed calibration: good-run: 1 wrong"]
+    assert reduce(plan, all_pass(plan), calibration={"j": "ok"}).verdict is Verdict.PASS
+    skipped = reduce(plan, all_pass(plan), skipped=["BLOCKED_BAD_CORPUS: evals/x.evals.json: bad"])
+    assert skipped.verdict is Verdict.WARN and skipped.reasons == [
+        "skipped BLOCKED_BAD_CORPUS: evals/x.evals.json: bad"
+    ]
+
+
+def test_fail_beats_warn() -> None:
+    plan = plan_for([bundle("s")])
+    result = reduce(plan, outcomes_for(plan, {i: [False, False] for i in range(1, 5)}),
+                    fail_under=0.5, calibration={"j": "failed: x"})  # fmt: skip
+    assert result.verdict is Verdict.FAIL
+
+
+def test_nothing_to_run_is_blocked_only_when_every_corpus_was_bad() -> None:
+    empty = plan_for([])
+    bad = ["BLOCKED_BAD_CORPUS: evals/x.evals.json: bad"]
+    assert reduce(empty, {}, skipped=bad).verdict is Verdict.BLOCKED
+    assert reduce(empty, {}, skipped=bad, already_reported=["evals/y.evals.json"]).verdict is Verdict.WARN
+    done = reduce(empty, {}, already_reported=["evals/y.evals.json"])
+    assert done.verdict is Verdict.PASS and done.reasons[0].startswith("nothing to run: 1 corpora already reported")
+
+
+# --- headline, composite, leaderboard, epochs ------------------------------------------------------
+@pytest.mark.parametrize(
+    ("passed", "total", "text"),
+    [(4, 7, "4/7 (57.1%)"), (0, 3, "0/3 (0.0%)"), (2, 2, "2/2 (100.0%)"), (1, 3, "1/3 (33.3%)"), (2, 3, "2/3 (66.7%)")],
+)
+def test_the_headline_is_passed_over_graded_with_one_decimal(passed: int, total: int, text: str) -> None:
+    assert headline(rate(passed, total)) == text
+
+
+def test_the_composite_is_the_weighted_share_of_a_cases_assertions_judged_and_deterministic_alike() -> None:
+    plan = plan_for([bundle("s", (1, 1), weighted=True)])  # per case: one judged (1) + one deterministic (3)
+    passes = {1: [False, True], 2: [True, False]}
+    outcomes = {s.shard_id: graded(s, passes[s.case_id], weights=[1.0, 3.0]) for s in plan.shards}
+    s = reduce(plan, outcomes).skills[0]
+    assert [r.composite for r in s.runs] == [0.75, 0.25]
+    m = s.models[0]
+    assert m.composite_mean == pytest.approx(0.5)
+    assert (m.composite_low, m.composite_high) == pytest.approx(mean_interval([0.75, 0.25])[1])
+    assert s.behavioural.passed == 2 and s.behavioural.total == 4  # the rate is unweighted
+
+
+def test_the_leaderboard_ranks_executor_models_by_composite_across_corpora() -> None:
+    plan = plan_for([bundle("s", (1, 1)), bundle("t", (1, 1))], models=("zeta", "alpha", "mid", "none"))
+    outcomes = {}
+    score = {"zeta": [True], "alpha": [False], "mid": [True]}
+    for shard in plan.shards:
+        if shard.model == "none":
+            outcomes[shard.shard_id] = ShardOutcome(shard, S.EXECUTOR_FAILED, detail="x")
+        elif shard.model == "mid" and shard.skill == "t":
+            outcomes[shard.shard_id] = graded(shard, [False])
+        else:
+            outcomes[shard.shard_id] = graded(shard, score[shard.model])
+    board = reduce(plan, outcomes).leaderboard
+    assert [(m.model, m.composite_mean) for m in board] == [("zeta", 1.0), ("mid", 0.5), ("alpha", 0.0), ("none", None)]
+
+
+def test_epochs_give_per_assertion_pass_at_k_and_pass_hat_k_and_a_rate_per_model() -> None:
+    plan = plan_for([bundle("s", (1, 1))], models=("a", "b"), epochs=3)
+    outcomes = {}
+    for shard in plan.shards:
+        ok = shard.model == "a" or (shard.case_id == 1 and shard.epoch == 0)  # b passes case 1 once in 3
+        outcomes[shard.shard_id] = graded(shard, [ok])
+    stats = reduce(plan, outcomes).skills[0].assertions
+    first = stats[0]
+    assert (first.by_model["a"].passed, first.by_model["a"].total) == (3, 3)
+    assert (first.by_model["b"].passed, first.by_model["b"].total) == (1, 3)
+    assert first.pass_at_k == pytest.approx((1.0 + 1.0) / 2)  # k = 3 of 3 draws: one pass is enough
+    assert first.pass_hat_k == pytest.approx((1.0 + 0.0) / 2)
+    assert stats[1].pass_at_k == pytest.approx(0.5) and stats[1].pass_hat_k == pytest.approx(0.5)
+
+
+# --- statistics ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("successes", "n", "low", "high"),
+    [(0, 10, 0.0, 0.2775), (5, 10, 0.2366, 0.7634), (10, 10, 0.7225, 1.0), (4, 7, 0.2504, 0.8416), (1, 1, 0.2065, 1.0)],
+)
+def test_wilson_intervals_match_published_values(successes: int, n: int, low: float, high: float) -> None:
+    assert wilson(successes, n) == pytest.approx((low, high), abs=5e-4)
+
+
+def test_an_empty_sample_says_nothing_so_its_interval_is_everything() -> None:
+    assert wilson(0, 0) == (0.0, 1.0)
+    assert rate(0, 0).rate is None
+    assert mean_interval([]) == (None, (0.0, 1.0))
+    assert mean_interval([0.4]) == (0.4, (0.0, 1.0))
+
+
+@given(n=st.integers(1, 500), data=st.data())
+def test_a_rate_always_lies_within_its_wilson_interval(n: int, data: st.DataObject) -> None:
+    c = data.draw(st.integers(0, n))
+    r = rate(c, n)
+    assert 0.0 <= r.low <= r.rate <= r.high <= 1.0  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "k", "at_k", "hat_k"),
+    [
+        (5, 2, 2, 0.7, 0.1),
+        (5, 2, 1, 0.4, 0.4),
+        (3, 0, 2, 0.0, 0.0),
+        (3, 3, 3, 1.0, 1.0),
+        (4, 3, 2, 1.0, 0.5),
+        (10, 1, 5, 0.5, 0.0),
+    ],
+)
+def test_pass_at_k_and_pass_hat_k_known_values(n: int, c: int, k: int, at_k: float, hat_k: float) -> None:
+    assert pass_at_k(n, c, k) == pytest.approx(at_k)
+    assert pass_hat_k(n, c, k) == pytest.approx(hat_k)
+
+
+def test_k_larger_than_the_attempts_is_refused() -> None:
+    with pytest.raises(ValueError, match="k must not exceed n"):
+        pass_at_k(2, 1, 3)
+    with pytest.raises(ValueError, match="k must not exceed n"):
+        pass_hat_k(2, 1, 3)
+
+
+@given(n=st.integers(1, 30), data=st.data())
+def test_pass_hat_k_never_exceeds_the_rate_which_never_exceeds_pass_at_k(n: int, data: st.DataObject) -> None:
+    c, k = data.draw(st.integers(0, n)), data.draw(st.integers(1, n))
+    assert pass_hat_k(n, c, k) <= c / n + 1e-12 <= pass_at_k(n, c, k) + 2e-12
+    assert math.isclose(pass_at_k(n, c, 1), c / n) and math.isclose(pass_hat_k(n, c, 1), c / n)
