@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from worker.redis_server import RedisServer
+from worker.redis_server import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_REPO = ROOT / "examples" / "demo-repo"
@@ -51,3 +51,27 @@ def example_repo(tmp_path: Path) -> Path:
     git(repo, "commit", "-q", "-m", "initial")
     git(repo, "remote", "add", "origin", str(tmp_path / "nowhere.git"))
     return repo
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A moto S3 server on a free 127.0.0.1 port, reached by boto3 over real HTTP."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch, s3_endpoint: str) -> str:
+    """Dummy credentials and the moto endpoint in the environment; returns the endpoint."""
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("SKILL_EVAL_S3_ENDPOINT", s3_endpoint)
+    return s3_endpoint

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import socket
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
@@ -116,30 +114,8 @@ def test_an_empty_or_missing_root_is_a_named_error(tmp_path: Path) -> None:
         load_trajectories(tmp_path / "missing")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
-
-
-def test_recordings_load_from_s3_over_http(s3_endpoint: str, recorded: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("SKILL_EVAL_S3_ENDPOINT", s3_endpoint)
+def test_recordings_load_from_s3_over_http(aws_env: str, recorded: Path) -> None:
+    s3_endpoint = aws_env
     bucket = f"rec-{uuid.uuid4().hex[:8]}"
     s3 = boto3.client("s3", endpoint_url=s3_endpoint)
     s3.create_bucket(Bucket=bucket)

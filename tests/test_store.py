@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,37 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schemas.errors import StoreError
+from worker.redis_server import free_port
 from worker.store import ArtifactStore, LocalStore, S3Store, open_store
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    """A moto S3 server on a free 127.0.0.1 port, reached by boto3 over HTTP."""
-    from moto.server import ThreadedMotoServer
-
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
-
-
-@pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch, s3_endpoint: str) -> str:
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("SKILL_EVAL_S3_ENDPOINT", s3_endpoint)
-    return s3_endpoint
-
 
 _bucket_counter = iter(range(10_000))
 
@@ -133,7 +102,7 @@ def test_open_store_refuses_unknown_uris(uri: str) -> None:
 
 
 def test_an_unreachable_s3_endpoint_is_a_store_error(aws_env: str) -> None:
-    dead = S3Store("b", "", endpoint_url=f"http://127.0.0.1:{_free_port()}")
+    dead = S3Store("b", "", endpoint_url=f"http://127.0.0.1:{free_port()}")
     dead._client.meta.config.retries = {"max_attempts": 0}
     with pytest.raises(StoreError, match="'k'"):
         dead.put("k", b"x")
