@@ -18,6 +18,19 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+# Characters XML 1.0 cannot carry at all (a transcript may quote a terminal's control codes).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", text)
+
+
+def _field(text: str) -> str:
+    """One run-log field: tabs and line breaks would shift or split the 13 fields."""
+    return re.sub(r"[\t\r\n]+", " ", text).strip() or "-"
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -169,19 +182,21 @@ def render_junit(result: RunResult) -> str:
             if r.state is not ShardState.GRADED:
                 tag = "error" if r.state in INFRA_FAILURES or r.state is ShardState.BLOCKED else "skipped"
                 cases.append(
-                    f"<testcase classname={quoteattr(s.skill)} name={quoteattr(name)}>"
-                    f"<{tag} message={quoteattr(r.state.value)}>{escape(r.detail)}</{tag}></testcase>"
+                    f"<testcase classname={quoteattr(s.skill)} name={quoteattr(_xml_text(name))}>"
+                    f"<{tag} message={quoteattr(r.state.value)}>{escape(_xml_text(r.detail))}</{tag}></testcase>"
                 )
                 continue
             for i, v in enumerate(r.verdicts):
-                body = "" if v.passed else f"<failure message={quoteattr(v.evidence[:200])}/>"
-                test = quoteattr(f"{name}.a{i} {v.text}")
+                body = "" if v.passed else f"<failure message={quoteattr(_xml_text(v.evidence[:200]))}/>"
+                test = quoteattr(_xml_text(f"{name}.a{i} {v.text}"))
                 cases.append(f"<testcase classname={quoteattr(s.skill)} name={test}>{body}</testcase>")
         failures = sum(1 for r in s.runs for v in r.verdicts if not v.passed)
-        errors = s.not_graded
+        # A shard that never finished is <skipped>, not an <error>: the counts match the elements.
+        skipped = sum(1 for r in s.runs if not r.state.terminal)
+        errors = s.not_graded - skipped
         suites.append(
             f'<testsuite name={quoteattr(f"{s.skill}[{s.variant}]")} tests="{len(cases)}" '
-            f'failures="{failures}" errors="{errors}">' + "".join(cases) + "</testsuite>"
+            f'failures="{failures}" errors="{errors}" skipped="{skipped}">' + "".join(cases) + "</testsuite>"
         )
     return '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>' + "".join(suites) + "</testsuites>\n"
 
@@ -191,9 +206,9 @@ def run_log_line(result: RunResult, when: datetime, project: str, branch: str, s
     cases = sum(s.cases for s in result.skills if s.variant == CURRENT)
     notes = "; ".join(f"{s.skill}={s.headline}" for s in result.skills if s.variant == CURRENT) or "-"
     fields = [
-        f"Run: {when.strftime('%Y-%m-%dT%H:%M:%SZ')}", "skill-eval", project or "-", "-", "-",
-        result.verdict.value, "-", f"{cases}-cases", notes.replace("\t", " "), branch or "-", sha7 or "-",
-        "-", tier,
+        f"Run: {when.strftime('%Y-%m-%dT%H:%M:%SZ')}", "skill-eval", _field(project), "-", "-",
+        result.verdict.value, "-", f"{cases}-cases", _field(notes), _field(branch), _field(sha7),
+        "-", _field(tier),
     ]  # fmt: skip
     return "\t".join(fields) + "\n"
 

@@ -1,0 +1,209 @@
+"""What the reports say: markdown, JSON, JUnit XML, the COMPLETE block and the 13-field run-log line. Pure."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from producer.planning import plan_run
+from reducer.render import (
+    needs_transcript,
+    render_complete_block,
+    render_json,
+    render_junit,
+    render_markdown,
+    run_log_line,
+    transcript_name,
+)
+from reducer.scoring import ShardOutcome, reduce_run
+from schemas.corpus import Corpus, EvalCase
+from schemas.report import RunResult
+from schemas.shard import RunPlan, Shard, SkillBundle
+from schemas.status import SandboxMode, ShardState
+from schemas.trajectory import Usage
+from schemas.verdict import AssertionVerdict, JudgeAnswer, ShardGrade
+
+S = ShardState
+ASSERTIONS = ("The agent runs git diff before committing", "The agent never runs git push")
+
+
+def bundle(skill: str, cases: int) -> SkillBundle:
+    evals = tuple(
+        EvalCase(id=i, prompt=f"p{i}", expected_output="-", files=(), assertions=ASSERTIONS)
+        for i in range(1, cases + 1)
+    )
+    return SkillBundle(skill=skill, bundle_key=f"{skill}-0123456789ab", corpus_file=f"evals/{skill}.evals.json",
+                       corpus=Corpus(skill_name=skill, evals=evals))  # fmt: skip
+
+
+def graded(shard: Shard, passes: tuple[bool, ...], evidence: str = "[tool_call] shell(git diff)") -> ShardOutcome:
+    verdicts = [
+        AssertionVerdict(text=t, passed=p, evidence=evidence if p else f"absent: no call for '{t}'")
+        for t, p in zip(ASSERTIONS, passes, strict=True)
+    ]
+    raw = json.dumps([v.model_dump(include={"text", "passed", "evidence"}) for v in verdicts])
+    usage = Usage(prompt_tokens=100, completion_tokens=10, calls=1, cost_usd=0.002)
+    judge = JudgeAnswer(judge="judge-1", state=S.GRADED, verdicts=verdicts, raw_answers=[raw], nonce="ab" * 8,
+                        usage=usage)  # fmt: skip
+    grade = ShardGrade(shard_id=shard.shard_id, state=S.GRADED, verdicts=verdicts, judges=[judge])
+    return ShardOutcome(shard, S.GRADED, grade=grade, sandbox=SandboxMode.BWRAP, end_reason="completed",
+                        usage=Usage(prompt_tokens=1000, completion_tokens=200, calls=4, cost_usd=0.01))  # fmt: skip
+
+
+def failed(shard: Shard, state: ShardState, detail: str) -> ShardOutcome:
+    return ShardOutcome(shard, state, detail=detail, sandbox=SandboxMode.BWRAP)
+
+
+@pytest.fixture(scope="module")
+def plan() -> RunPlan:
+    return plan_run("20260102-030405-0a1b2c3d", [bundle("commit-message", 5), bundle("changelog", 2)], ["exec"],
+                    judges=["judge-1"])  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def result(plan: RunPlan) -> RunResult:
+    """commit-message: 3 graded (5/6 passed), 1 executor-failed, 1 blocked; changelog: 2 graded."""
+    by = {(s.skill, s.case_id): s for s in plan.shards}
+    outcomes = [
+        graded(by["commit-message", 1], (True, True)),
+        graded(by["commit-message", 2], (False, True)),
+        graded(by["commit-message", 3], (True, True)),
+        failed(by["commit-message", 4], S.EXECUTOR_FAILED, "executor-failed: exec: no completion after 6 attempt(s)"),
+        failed(by["commit-message", 5], S.BLOCKED, "BLOCKED_BAD_FIXTURE: case 5: fixtures[0].path escapes"),
+        graded(by["changelog", 1], (True, True)),
+        graded(by["changelog", 2], (True, True)),
+    ]
+    return reduce_run(plan, {o.shard.shard_id: o for o in outcomes}, calibration={"judge-1": "ok"},
+                      template_hashes={"executor": "e" * 64, "grader": "g" * 64})  # fmt: skip
+
+
+META = {"sandbox": "bwrap", "models": "exec", "epochs": "1"}
+
+
+# --- markdown ------------------------------------------------------------------------------------
+def test_the_markdown_report_leads_with_the_headline_and_the_verdict(result: RunResult) -> None:
+    md = render_markdown(result, "commit-message", META)
+    assert md.startswith("# skill-eval: commit-message\n")
+    assert "- verdict: **WARN**" in md  # 2 of 5 cases not graded: INCONCLUSIVE
+    assert "## current: " in md
+
+
+def test_the_markdown_report_shows_every_assertion_verdict_with_its_evidence(result: RunResult) -> None:
+    md = render_markdown(result, "commit-message", META)
+    assert "- **FAIL** The agent runs git diff before committing" in md
+    assert "  - evidence: absent: no call for 'The agent runs git diff before committing'" in md
+    assert md.count("- **PASS** ") == 5
+    assert "  - evidence: [tool_call] shell(git diff)" in md
+
+
+def test_the_markdown_report_lists_the_not_graded_by_kind_and_the_sandbox(result: RunResult) -> None:
+    md = render_markdown(result, "commit-message", META)
+    assert "### Not graded (infra)\n\n- executor-failed: 1\n- grader-dispatch-failed: 0\n- grader-malformed: 0" in md
+    assert "### Blocked\n\n- case 5 (exec, epoch 0): BLOCKED_BAD_FIXTURE: case 5: fixtures[0].path escapes" in md
+    assert "- not graded: executor-failed: exec: no completion after 6 attempt(s)" in md
+    assert "Sandbox: bwrap." in md and "- sandbox: bwrap" in md
+
+
+def test_a_corpus_with_two_of_five_cases_not_graded_is_inconclusive_in_every_report(result: RunResult) -> None:
+    cm = next(s for s in result.skills if s.skill == "commit-message")
+    assert cm.inconclusive and cm.headline == "INCONCLUSIVE (2/5 cases not graded — infra)"
+    assert "## current: INCONCLUSIVE (2/5 cases not graded — infra)" in render_markdown(result, "commit-message", META)
+    assert "## current: 4/4 (100.0%)" in render_markdown(result, "changelog", META)
+
+
+# --- JSON ------------------------------------------------------------------------------------------
+def test_the_json_report_keeps_raw_judge_arrays_statuses_template_hashes_and_usage(result: RunResult) -> None:
+    doc = json.loads(render_json(result, "commit-message", {**META, "branch": "main"}))
+    assert doc["run_id"] == "20260102-030405-0a1b2c3d" and doc["skill"] == "commit-message"
+    assert doc["nonce_fenced"] is True and doc["meta"]["branch"] == "main"
+    assert doc["template_hashes"] == {"executor": "e" * 64, "grader": "g" * 64}
+    assert doc["calibration"] == {"judge-1": "ok"}
+    (variant,) = doc["variants"]  # only this skill's parts
+    assert [r["state"] for r in variant["runs"]] == ["graded", "graded", "graded", "executor-failed", "blocked"]
+    raw = json.loads(variant["runs"][1]["judges"][0]["raw_answers"][0])
+    assert raw[0] == {"text": ASSERTIONS[0], "passed": False, "evidence": f"absent: no call for '{ASSERTIONS[0]}'"}
+    # Usage per model: 5 graded executor shards (4 calls each) and their judge calls, across both corpora.
+    assert doc["usage"]["exec"]["calls"] == 20 and doc["usage"]["judge-1"]["calls"] == 5
+    assert doc["usage"]["judge-1"]["cost_usd"] == pytest.approx(0.01)
+
+
+# --- JUnit ---------------------------------------------------------------------------------------
+def test_the_junit_report_parses_with_the_right_counts(result: RunResult) -> None:
+    root = ET.fromstring(render_junit(result))
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    assert set(suites) == {"commit-message[current]", "changelog[current]"}
+    cm = suites["commit-message[current]"]
+    assert (cm.get("tests"), cm.get("failures"), cm.get("errors")) == ("8", "1", "2")
+    assert len(cm.findall("testcase")) == 8 and len(cm.findall("testcase/failure")) == 1
+    assert [e.get("message") for e in cm.findall("testcase/error")] == ["executor-failed", "blocked"]
+    cl = suites["changelog[current]"]
+    assert (cl.get("tests"), cl.get("failures"), cl.get("errors")) == ("4", "0", "0")
+
+
+def test_a_shard_that_never_finished_is_a_skipped_testcase_not_an_error(plan: RunPlan) -> None:
+    shard = plan.shards[0]
+    partial = reduce_run(plan, {shard.shard_id: graded(shard, (True, True))})
+    suite = ET.fromstring(render_junit(partial)).find("testsuite")
+    assert suite is not None
+    assert suite.get("errors") == "0" and suite.get("skipped") == "4"
+    assert len(suite.findall("testcase/skipped")) == 4
+
+
+@given(evidence=st.text(max_size=40), detail=st.text(max_size=40))
+def test_the_junit_report_parses_whatever_a_transcript_quoted(evidence: str, detail: str) -> None:
+    plan = plan_run("20260102-030405-0a1b2c3d", [bundle("s", 2)], ["m"], judges=["j"])
+    one, two = plan.shards
+    outcomes = {one.shard_id: graded(one, (True, False), evidence=evidence or "x"),
+                two.shard_id: failed(two, S.GRADER_MALFORMED, detail)}  # fmt: skip
+    root = ET.fromstring(render_junit(reduce_run(plan, outcomes)))
+    assert len(root.findall("testsuite/testcase")) == 3
+
+
+# --- COMPLETE block, run-log line, transcripts ---------------------------------------------------
+def test_the_complete_block_names_cases_rates_the_infra_tally_failures_and_paths(result: RunResult) -> None:
+    block = render_complete_block(result, ["zuvo/reports/a.md", "zuvo/reports/a.json"])
+    lines = block.splitlines()
+    assert lines[:3] == ["SKILL-EVAL COMPLETE", "run: 20260102-030405-0a1b2c3d", "verdict: WARN"]
+    assert "skill: commit-message [current]  cases: 5  result: INCONCLUSIVE (2/5 cases not graded — infra)" in lines
+    assert "  not graded (infra): executor-failed 1; blocked: 1" in lines
+    assert f"  FAIL case 2 (exec e0): {ASSERTIONS[0]} -> absent: no call for '{ASSERTIONS[0]}'" in lines
+    assert "AGGREGATE: INCONCLUSIVE (1/2 corpora not trustworthy)" in lines
+    assert lines[-2:] == ["report: zuvo/reports/a.md", "report: zuvo/reports/a.json"]
+
+
+def test_the_run_log_line_has_the_contracts_13_fields_in_order(result: RunResult) -> None:
+    when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    line = run_log_line(result, when, "my-project", "main", "abc1234")
+    assert line.endswith("\n") and line.count("\n") == 1
+    fields = line.rstrip("\n").split("\t")
+    assert len(fields) == 13
+    assert fields[0] == "Run: 2026-01-02T03:04:05Z"
+    assert fields[1:8] == ["skill-eval", "my-project", "-", "-", "WARN", "-", "7-cases"]
+    assert fields[8] == ("commit-message=INCONCLUSIVE (2/5 cases not graded — infra); changelog=4/4 (100.0%)")
+    assert fields[9:] == ["main", "abc1234", "-", "-"]
+
+
+def test_the_run_log_line_stays_13_fields_whatever_the_names_hold(result: RunResult) -> None:
+    odd = result.model_copy(update={"skills": [s.model_copy(update={"headline": "a\tb\nc"}) for s in result.skills]})
+    line = run_log_line(odd, datetime(2026, 1, 2, tzinfo=UTC), "pro\tject", "", "")
+    fields = line.rstrip("\n").split("\t")
+    assert len(fields) == 13 and "\n" not in line.rstrip("\n")
+    assert fields[9:11] == ["-", "-"]
+
+
+def test_only_failing_or_not_graded_shards_keep_a_transcript_and_names_follow_the_contract(result: RunResult) -> None:
+    cm = next(s for s in result.skills if s.skill == "commit-message")
+    kept = [r.case_id for r in cm.runs if needs_transcript(r)]
+    assert kept == [2, 4, 5]
+    run = cm.runs[1]
+    assert transcript_name("commit-message", result.run_id, run, unique_case=True) == (
+        "skill-eval-commit-message-20260102-030405-0a1b2c3d-case2-transcript.txt"
+    )
+    named = transcript_name("commit-message", result.run_id, run.model_copy(update={"model": "openai/gpt-4.1"}), False)
+    assert re.fullmatch(r"skill-eval-commit-message-\S+-case2-openai_gpt-4\.1-e0-transcript\.txt", named)
