@@ -100,6 +100,7 @@ def _variant_section(s: SkillResult) -> list[str]:
             f"{_pct(m.behavioural.low)}–{_pct(m.behavioural.high)} | {_pct(m.composite_mean)} "
             f"({_pct(m.composite_low)}–{_pct(m.composite_high)}) | {m.graded}/{m.shards} |"
         )
+    out += _per_model_tables(s)
     models = [m.model for m in s.models]
     out += ["", "### Assertions by model", ""]
     out.append("| case | assertion | " + " | ".join(models) + " | pass@k | pass^k |")
@@ -128,6 +129,18 @@ def _variant_section(s: SkillResult) -> list[str]:
             if v.note:
                 out.append(f"  - note: {_cell(v.note)}")
         out.append("")
+    return out
+
+
+def _per_model_tables(s: SkillResult) -> list[str]:
+    """One table per executor model: every case and epoch it ran, with its state and scores."""
+    out: list[str] = []
+    for m in s.models:
+        out += ["", f"#### {m.model}", "", "| case | epoch | state | assertions passed | composite |"]
+        out.append("|---|---|---|---|---|")
+        for r in (r for r in s.runs if r.model == m.model):
+            passed = f"{sum(v.passed for v in r.verdicts)}/{len(r.verdicts)}" if r.state is ShardState.GRADED else "-"
+            out.append(f"| {r.case_id} | {r.epoch} | {r.state.value} | {passed} | {_pct(r.composite)} |")
     return out
 
 

@@ -207,3 +207,21 @@ def test_only_failing_or_not_graded_shards_keep_a_transcript_and_names_follow_th
     )
     named = transcript_name("commit-message", result.run_id, run.model_copy(update={"model": "openai/gpt-4.1"}), False)
     assert re.fullmatch(r"skill-eval-commit-message-\S+-case2-openai_gpt-4\.1-e0-transcript\.txt", named)
+
+
+def test_the_markdown_report_has_one_table_per_executor_model() -> None:
+    two = plan_run("20260102-030405-0a1b2c3d", [bundle("s", 2)], ["exec-a", "exec-b"], judges=["j"])
+    outcomes = {}
+    for shard in two.shards:
+        ok = shard.model == "exec-a"
+        outcomes[shard.shard_id] = graded(shard, (ok, True))
+    md = render_markdown(reduce_run(two, outcomes), "s", META)
+    table_a = md.split("#### exec-a\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert table_a == [
+        "| case | epoch | state | assertions passed | composite |",
+        "|---|---|---|---|---|",
+        "| 1 | 0 | graded | 2/2 | 100.0% |",
+        "| 2 | 0 | graded | 2/2 | 100.0% |",
+    ]
+    assert "| 1 | 0 | graded | 1/2 | 50.0% |" in md.split("#### exec-b\n\n", 1)[1]
+    assert "| case | assertion | exec-a | exec-b | pass@k | pass^k |" in md
