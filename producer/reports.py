@@ -16,6 +16,7 @@ from reducer.render import (
     run_log_line,
     transcript_name,
 )
+from reducer.render_html import render_html
 from schemas.manifest import RunManifest
 from schemas.report import RunResult
 from worker.collect import load_trajectory
@@ -63,6 +64,9 @@ def write_reports(result: RunResult, manifest: RunManifest, store: ArtifactStore
                 path = out_dir / name
                 path.write_text(text, encoding="utf-8")
                 written.append(path)
+    html = out_dir / f"skill-eval-{run_id}.html"
+    html.write_text(render_html(result), encoding="utf-8")
+    written.append(html)
     junit = out_dir / f"skill-eval-{run_id}.junit.xml"
     junit.write_text(render_junit(result), encoding="utf-8")
     written.append(junit)
@@ -94,4 +98,4 @@ def reported_bundle_keys(out_dir: Path) -> set[str]:
 
 def complete_block(result: RunResult, paths: list[Path]) -> str:
     """The SKILL-EVAL COMPLETE block naming the report files (transcripts are listed in the md reports)."""
-    return render_complete_block(result, [str(p) for p in paths if p.suffix in {".md", ".json", ".xml"}])
+    return render_complete_block(result, [str(p) for p in paths if p.suffix in {".md", ".json", ".xml", ".html"}])

@@ -1,0 +1,57 @@
+"""The HTML report is one self-contained page that escapes everything the agent or judge wrote."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+
+from producer.planning import plan_run
+from reducer.render_html import render_html
+from reducer.scoring import ShardOutcome, reduce_run
+from schemas.corpus import Corpus, EvalCase
+from schemas.shard import SkillBundle
+from schemas.status import ShardState
+from schemas.verdict import AssertionVerdict, ShardGrade
+
+HOSTILE = '<script>alert("x")</script>'
+
+
+def result_with(evidence: str):  # type: ignore[no-untyped-def]
+    case = EvalCase(id=1, prompt="p", expected_output="e", files=(), assertions=("The agent runs the tests first",))
+    corpus = Corpus(skill_name="demo", evals=(case, case.model_copy(update={"id": 2})))
+    bundle = SkillBundle(
+        skill="demo", bundle_key="demo-000000000000", corpus_file="evals/demo.evals.json", corpus=corpus
+    )
+    plan = plan_run("20260101-000000-00000000", [bundle], ["m1", "m2"])
+    outcomes = {}
+    for i, shard in enumerate(plan.shards):
+        verdict = AssertionVerdict(text=case.assertions[0], passed=i % 2 == 0, evidence=evidence)
+        grade = ShardGrade(shard_id=shard.shard_id, state=ShardState.GRADED, verdicts=[verdict])
+        outcomes[shard.shard_id] = ShardOutcome(shard, ShardState.GRADED, grade=grade)
+    return reduce_run(plan, outcomes)
+
+
+class Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: object) -> None:
+        self.tags.append(tag)
+
+
+def test_the_page_has_a_bar_per_model_and_the_assertion_matrix() -> None:
+    page = render_html(result_with("[tool_call] shell(pytest)"))
+    parser = Tags()
+    parser.feed(page)
+    assert parser.tags.count("svg") == 1
+    assert "m1" in page and "m2" in page
+    assert "The agent runs the tests first" in page
+    assert "Leaderboard" in page
+
+
+def test_evidence_from_the_transcript_is_escaped_never_markup() -> None:
+    page = render_html(result_with(HOSTILE))
+    parser = Tags()
+    parser.feed(page)
+    assert "script" not in parser.tags
+    assert "&lt;script&gt;" in page
