@@ -14,18 +14,22 @@ from schemas.shard import RunPlan, Shard
 
 
 class AgentBudget(BaseModel):
-    """Per-shard executor limits; hitting one ends the trajectory (behaviour, not infra)."""
+    """Per-shard limits of the executor; hitting one ends the trajectory (behaviour, not infra)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_turns: int = Field(default=40, ge=1)
-    """Model turns."""
+    """Model calls the loop may make."""
     max_tokens: int = Field(default=400_000, ge=1)
-    """Prompt plus completion tokens over the whole trajectory."""
+    """Prompt plus completion tokens over all calls."""
     wall_clock_s: float = Field(default=900.0, gt=0)
-    """Wall-clock seconds for the whole trajectory."""
-    command_timeout_s: float = Field(default=120.0, gt=0)
-    """Wall-clock seconds for one sandboxed command."""
+    """Seconds for the whole loop. Checked before every model call and tool call, and a command
+    is given no more than what remains; a model call already in flight is bounded by the
+    model's own timeout, not cut (cutting it would turn behaviour into an infra failure)."""
+    max_output_tokens: int = Field(default=4096, ge=1)
+    """Completion tokens asked for per call."""
+    command_timeout_s: float = Field(default=60.0, gt=0)
+    """Per-command timeout the sandbox applies; a command is cut shorter only when less wall clock remains."""
 
 
 class RunSettings(BaseModel):

@@ -117,7 +117,7 @@ def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
 
 def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajectory:
     """Workspace + sandbox + executor for one shard (raises the contract's named errors)."""
-    from worker.executor.agent import AgentBudget, run_agent
+    from worker.executor.agent import run_agent
     from worker.sandbox import SandboxLimits, open_sandbox, require_sandbox
     from worker.workspace import materialize_workspace
 
@@ -168,12 +168,7 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
             agent_texts=agents,
             case=case,
             sandbox=sandbox,
-            budget=AgentBudget(
-                max_turns=budget.max_turns,
-                max_tokens=budget.max_tokens,
-                wall_clock_s=budget.wall_clock_s,
-                command_timeout_s=budget.command_timeout_s,
-            ),
+            budget=budget,
             shard_id=shard_id,
         )
 

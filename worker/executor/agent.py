@@ -15,36 +15,18 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from schemas.corpus import EvalCase
 from schemas.errors import ExecutorFailed, ModelCallFailed
+from schemas.manifest import AgentBudget
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory, Usage
 from worker.executor.final_files import collect_final_files
 from worker.executor.prompt import render_executor_prompt
 from worker.executor.tools import TOOL_SPECS, ToolOutcome, execute_tool
 from worker.models.base import ModelClient, ModelReply, ToolCall
 from worker.sandbox import Sandbox
-
-
-@dataclass(frozen=True)
-class AgentBudget:
-    """Per-shard limits of the agent loop; hitting one ends the trajectory (behaviour)."""
-
-    max_turns: int = 40
-    """Model calls the loop may make."""
-    max_tokens: int = 400_000
-    """Prompt plus completion tokens over all calls."""
-    wall_clock_s: float = 900.0
-    """Seconds for the whole loop. Checked before every model call and tool call, and a command
-    is given no more than what remains; a model call already in flight is bounded by the
-    model's own timeout, not cut (cutting it would turn behaviour into an infra failure)."""
-    max_output_tokens: int = 4096
-    """Completion tokens asked for per call."""
-    command_timeout_s: float = 60.0
-    """Per-command timeout the sandbox applies; a command is cut shorter only when less wall clock remains."""
 
 
 def _assistant_message(reply: ModelReply) -> dict[str, Any]:
