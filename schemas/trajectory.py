@@ -131,6 +131,8 @@ class Trajectory(BaseModel):
     """Executor model usage."""
     final_files: dict[str, str] = Field(default_factory=dict)
     """Final content of files the executor touched (repo-relative path -> text), for deterministic checks."""
+    template_hashes: dict[str, str] = Field(default_factory=dict)
+    """SHA-256 of each prompt template the executor used, by template name."""
     started_at: datetime = Field(default_factory=_now)
     """Start time (UTC)."""
     finished_at: datetime | None = None

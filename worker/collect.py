@@ -6,10 +6,8 @@ calibration), so a report can be rebuilt anywhere, even after the broker is gone
 
 from __future__ import annotations
 
-import contextlib
 import json
 
-from prompts import load_template
 from reducer.scoring import ShardOutcome, reduce_run
 from schemas.manifest import RunManifest, calibration_key, grade_key, outcome_key, trajectory_key
 from schemas.report import RunResult
@@ -62,16 +60,31 @@ def calibration_status(store: ArtifactStore, manifest: RunManifest) -> dict[str,
     return status
 
 
+def template_hashes(store: ArtifactStore, manifest: RunManifest) -> dict[str, str]:
+    """Hashes of the prompt templates the run's executors and judges actually used.
+
+    Several values for one template (workers on different versions) are all kept, comma-separated.
+    """
+    seen: dict[str, set[str]] = {}
+    run_id = manifest.plan.run_id
+    for shard in manifest.plan.shards:
+        for key, model in (
+            (trajectory_key(run_id, shard.shard_id), Trajectory),
+            (grade_key(run_id, shard.shard_id), ShardGrade),
+        ):
+            if store.exists(key):
+                record = model.model_validate_json(store.get(key))
+                for name, digest in record.template_hashes.items():
+                    seen.setdefault(name, set()).add(digest)
+    return {name: ",".join(sorted(digests)) for name, digests in seen.items()}
+
+
 def reduce_from_store(store: ArtifactStore, manifest: RunManifest, skipped: list[str] | None = None) -> RunResult:
-    hashes = {}
-    for name in ("executor", "grader"):
-        with contextlib.suppress(FileNotFoundError):
-            hashes[name] = load_template(name).sha256
     return reduce_run(
         manifest.plan,
         collect_outcomes(store, manifest),
         fail_under=manifest.settings.fail_under,
         calibration=calibration_status(store, manifest),
         skipped=skipped or list(manifest.skipped),
-        template_hashes=hashes,
+        template_hashes=template_hashes(store, manifest),
     )

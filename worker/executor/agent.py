@@ -165,6 +165,7 @@ def run_agent(
         sandbox=sandbox.mode,
         usage=loop.usage,
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=loop.wrote),
+        template_hashes={"executor": prompt.template_sha256},
         started_at=started_at,
         finished_at=datetime.now(UTC),
     )
