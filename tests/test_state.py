@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import redis
 
+from schemas.manifest import outcome_key
 from schemas.status import INFRA_FAILURES, TERMINAL_STATES, ShardState
+from worker import pipeline
+from worker.context import Context
+from worker.redis_server import RedisServer
+from worker.settings import Settings
 from worker.state import RunState
 
 RUN = "20260101-000000-0000abcd"
@@ -162,3 +169,22 @@ def test_unleased_lists_waiting_shards_nobody_holds(redis_client: redis.Redis) -
     state.transition(RUN, "x", S.EXECUTED)
     state.transition(RUN, "done", S.GRADED)
     assert state.unleased(RUN) == [("q", S.QUEUED), ("x", S.EXECUTED)]
+
+
+def test_a_worker_that_lost_its_lease_writes_no_outcome_and_moves_nothing(
+    redis_client: redis.Redis, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    state = _state(redis_client)
+    ctx = Context(Settings(broker_url=redis_server.url, store=str(tmp_path / "store"), workdir=tmp_path / "w"))
+    sent: list[tuple[str, str, str | None]] = []
+    assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "stalled", 0.1)
+    time.sleep(0.2)
+    assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "new-owner", 30)  # the lease was taken over
+
+    pipeline.finish(ctx, lambda *a: sent.append(a), RUN, "s1", S.EXECUTOR_FAILED, "stalled", "late crash")
+    assert not ctx.store.exists(outcome_key(RUN, "s1"))
+    assert state.get(RUN, "s1") is S.EXECUTING and sent == []
+
+    pipeline.finish(ctx, lambda *a: sent.append(a), RUN, "s1", S.GRADED, "new-owner")
+    assert json.loads(ctx.store.get(outcome_key(RUN, "s1")))["state"] == "graded"
+    assert state.get(RUN, "s1") is S.GRADED and sent == [("reduce", RUN, None)]

@@ -65,12 +65,30 @@ def heartbeat(ctx: Context, run_id: str, shard_id: str, token: str) -> Iterator[
         thread.join(5)
 
 
+def still_ours(ctx: Context, run_id: str, shard_id: str, token: str) -> bool:
+    """Renew the lease now and say whether we still hold it; call right before writing results.
+
+    A worker that stalled past its lease (the shard was reclaimed by another) must not overwrite
+    the new owner's trajectory, grade or outcome: the heartbeat thread notices only every third
+    of a lease, so the check is repeated at the moment of writing.
+    """
+    if not token:
+        return True
+    ours = with_redis_retry(lambda: ctx.state.heartbeat(run_id, shard_id, token, ctx.settings.lease_ttl_s))
+    if not ours:
+        log.warning("lease lost; result discarded, another worker owns the shard", run_id=run_id, shard_id=shard_id)
+    return ours
+
+
 def finish(
     ctx: Context, send: Send, run_id: str, shard_id: str, state: ShardState, token: str, detail: str = ""
 ) -> None:
     """Record a terminal outcome and move the shard; the mover of the run's last shard enqueues reduce."""
     # The outcome record is authoritative for reports (a re-run overwrites it; a stale grade
-    # from an earlier attempt is only used when its state matches).
+    # from an earlier attempt is only used when its state matches). It is written before the
+    # transition so the reducer, started by whoever finishes last, always finds it.
+    if not still_ours(ctx, run_id, shard_id, token):
+        return
     ctx.store.put(outcome_key(run_id, shard_id), Outcome(state, detail).to_json())
     moved = with_redis_retry(lambda: ctx.state.transition(run_id, shard_id, state, token))
     log.info("shard finished", run_id=run_id, shard_id=shard_id, state=state.value, moved=moved.moved)
@@ -106,8 +124,7 @@ def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
             bound.exception("executor crashed")
             finish(ctx, send, run_id, shard_id, ShardState.EXECUTOR_FAILED, token, f"executor-failed: {exc!r}")
             return
-        if lost.is_set():
-            bound.warning("lease lost while executing; another worker owns the shard now")
+        if lost.is_set() or not still_ours(ctx, run_id, shard_id, token):
             return
         ctx.store.put(trajectory_key(run_id, shard_id), trajectory.model_dump_json().encode())
     moved = with_redis_retry(lambda: ctx.state.transition(run_id, shard_id, ShardState.EXECUTED, token))
@@ -212,7 +229,7 @@ def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
             log.exception("grader crashed", run_id=run_id, shard_id=shard_id)
             finish(ctx, send, run_id, shard_id, ShardState.GRADER_DISPATCH_FAILED, token, f"grader crashed: {exc!r}")
             return
-        if lost.is_set():
+        if lost.is_set() or not still_ours(ctx, run_id, shard_id, token):
             return
         ctx.store.put(grade_key(run_id, shard_id), grade.model_dump_json().encode())
     finish(ctx, send, run_id, shard_id, grade.state, token, grade.error)

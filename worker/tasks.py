@@ -54,7 +54,9 @@ def configure_logging(level: int = logging.INFO) -> None:
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        # The real stderr: inside a worker Celery replaces sys.stderr with a proxy that would wrap
+        # every JSON line in its own "[time: WARNING/Process]" prefix.
+        logger_factory=structlog.PrintLoggerFactory(sys.__stderr__),
         cache_logger_on_first_use=True,
     )
 
