@@ -17,7 +17,7 @@ from worker import pipeline
 from worker.context import Context
 from worker.redis_server import RedisServer
 from worker.settings import Settings
-from worker.state import RunState
+from worker.state import MAX_ATTEMPTS, RunState
 
 RUN = "20260101-000000-0000abcd"
 S = ShardState
@@ -175,7 +175,7 @@ def test_a_worker_that_lost_its_lease_writes_no_outcome_and_moves_nothing(
     redis_client: redis.Redis, redis_server: RedisServer, tmp_path: Path
 ) -> None:
     state = _state(redis_client)
-    ctx = Context(Settings(broker_url=redis_server.url, store=str(tmp_path / "store"), workdir=tmp_path / "w"))
+    ctx = _ctx(redis_server, tmp_path)
     sent: list[tuple[str, str, str | None]] = []
     assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "stalled", 0.1)
     time.sleep(0.2)
@@ -188,3 +188,45 @@ def test_a_worker_that_lost_its_lease_writes_no_outcome_and_moves_nothing(
     pipeline.finish(ctx, lambda *a: sent.append(a), RUN, "s1", S.GRADED, "new-owner")
     assert json.loads(ctx.store.get(outcome_key(RUN, "s1")))["state"] == "graded"
     assert state.get(RUN, "s1") is S.GRADED and sent == [("reduce", RUN, None)]
+
+
+def _ctx(redis_server: RedisServer, tmp_path: Path) -> Context:
+    return Context(Settings(broker_url=redis_server.url, store=str(tmp_path / "store"), workdir=tmp_path / "w"))
+
+
+def test_every_claim_counts_an_attempt_and_requeue_failed_resets_them(redis_client: redis.Redis) -> None:
+    state = _state(redis_client)
+    for i in range(3):  # the worker dies each time; its lease runs out and the shard is reaped
+        assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, f"t{i}", 0.05)
+        time.sleep(0.1)
+        assert state.reap(RUN) == [("s1", S.QUEUED)]
+    assert state.attempts(RUN, "s1", S.EXECUTING) == 3
+    assert state.attempts(RUN, "s1", S.GRADING) == 0
+    state.transition(RUN, "s1", S.EXECUTOR_FAILED)
+    state.requeue_failed(RUN)
+    assert state.attempts(RUN, "s1", S.EXECUTING) == 0
+
+
+@pytest.mark.parametrize(
+    ("leased", "start", "end"),
+    [(S.EXECUTING, S.QUEUED, S.EXECUTOR_FAILED), (S.GRADING, S.EXECUTED, S.GRADER_DISPATCH_FAILED)],
+)
+def test_a_shard_whose_worker_died_max_attempts_times_is_given_up_as_an_infra_failure(
+    redis_client: redis.Redis,
+    redis_server: RedisServer,
+    tmp_path: Path,
+    leased: ShardState,
+    start: ShardState,
+    end: ShardState,
+) -> None:
+    state = _state(redis_client)
+    if start is S.EXECUTED:
+        state.transition(RUN, "s1", S.EXECUTED)
+    redis_client.hset(f"skill-eval:run:{RUN}:attempts", f"s1:{leased.value}", MAX_ATTEMPTS)
+    ctx = _ctx(redis_server, tmp_path)
+    sent: list[tuple[str, str, str | None]] = []
+    task = pipeline.execute_shard if leased is S.EXECUTING else pipeline.grade_shard
+    task(ctx, lambda *a: sent.append(a), RUN, "s1")  # no manifest exists: nothing past the give-up may run
+    assert state.get(RUN, "s1") is end
+    assert "died 3 times" in json.loads(ctx.store.get(outcome_key(RUN, "s1")))["detail"]
+    assert sent == [("reduce", RUN, None)]

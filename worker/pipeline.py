@@ -23,6 +23,7 @@ from schemas.shard import BASELINE_PREFIX
 from schemas.status import ShardState
 from schemas.trajectory import Trajectory
 from worker.context import Context, with_redis_retry
+from worker.state import MAX_ATTEMPTS
 
 log = structlog.get_logger("skill_eval.worker")
 
@@ -96,6 +97,18 @@ def finish(
         send("reduce", run_id, None)
 
 
+def given_up(ctx: Context, send: Send, run_id: str, shard_id: str, leased: ShardState, token: str) -> bool:
+    """End a shard whose workers died on it MAX_ATTEMPTS times (an infra failure); True when it was ended."""
+    attempt = with_redis_retry(lambda: ctx.state.attempts(run_id, shard_id, leased))
+    if attempt <= MAX_ATTEMPTS:
+        return False
+    state = ShardState.EXECUTOR_FAILED if leased is ShardState.EXECUTING else ShardState.GRADER_DISPATCH_FAILED
+    detail = f"{state.value}: the worker died {MAX_ATTEMPTS} times while {leased.value} this shard"
+    log.warning("shard given up", run_id=run_id, shard_id=shard_id, state=state.value, attempts=attempt - 1)
+    finish(ctx, send, run_id, shard_id, state, token, detail)
+    return True
+
+
 def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
     """Materialize the workspace, run the executor in the sandbox, store the trajectory, enqueue grading."""
     token = secrets.token_hex(8)
@@ -106,6 +119,8 @@ def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
     )
     if not claimed:
         log.info("execute skipped: shard not claimable", run_id=run_id, shard_id=shard_id)
+        return
+    if given_up(ctx, send, run_id, shard_id, ShardState.EXECUTING, token):
         return
     bound = log.bind(run_id=run_id, shard_id=shard_id)
     manifest = ctx.manifest(run_id)
@@ -202,6 +217,8 @@ def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
     )
     if not claimed:
         log.info("grade skipped: shard not claimable", run_id=run_id, shard_id=shard_id)
+        return
+    if given_up(ctx, send, run_id, shard_id, ShardState.GRADING, token):
         return
     manifest = ctx.manifest(run_id)
     shard = manifest.shard(shard_id)

@@ -6,7 +6,8 @@ Keys (prefix ``skill-eval:run:<run_id>``):
   ``created``; the shard that moves ``terminal`` to ``total`` is told so, exactly once, and
   enqueues ``reduce`` (no chords: they are fragile on the Redis backend).
 - ``…:states`` hash: shard id -> state (the contract's strings).
-- ``…:leases`` sorted set: shard id -> lease expiry (ms); ``…:owners`` hash: shard id -> token.
+- ``…:leases`` sorted set: shard id -> lease expiry (ms); ``…:owners`` hash: shard id -> token;
+  ``…:attempts`` hash: ``<shard>:<executing|grading>`` -> claims so far.
   A worker executing or grading a shard refreshes its lease; the reaper returns shards whose
   lease expired (their worker died) to the previous state and re-enqueues them, so a dead
   worker costs about a lease period, not a broker visibility timeout.
@@ -25,6 +26,9 @@ from schemas.constants import KEY_PREFIX
 from schemas.status import INFRA_FAILURES, TERMINAL_STATES, ShardState, may_transition
 
 ACTIVE_RUNS = KEY_PREFIX + ":runs"
+MAX_ATTEMPTS = 3
+"""Claims of one shard into executing (or grading) before it is given up: a shard whose worker dies
+every time (a native crash, an OOM kill) would otherwise come back by its lease forever."""
 _TERMINAL_LUA = "{" + ",".join(f'["{s.value}"]=true' for s in TERMINAL_STATES) + "}"
 
 # KEYS: run, states, leases, owners. ARGV: shard, new, token ('' = no owner check), n_allowed, allowed...
@@ -47,8 +51,8 @@ end
 return {{1, cur, done, total}}
 """
 
-# Claim a shard for work: from -> to with a lease, or take over a lease that expired.
-# KEYS: states, leases, owners. ARGV: shard, from, to, token, ttl_ms
+# Claim a shard for work: from -> to with a lease, or take over a lease that expired; count the attempt.
+# KEYS: states, leases, owners, attempts. ARGV: shard, from, to, token, ttl_ms
 _CLAIM = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -63,6 +67,7 @@ else
 end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
+redis.call('HINCRBY', KEYS[4], ARGV[1] .. ':' .. ARGV[3], 1)
 return {1, cur}
 """
 
@@ -98,7 +103,7 @@ return out
 """
 
 
-# KEYS: run, states, active. ARGV: run_id, queued, infra states...
+# KEYS: run, states, active, attempts. ARGV: run_id, queued, infra states...
 _REQUEUE = """
 local out = {}
 local all = redis.call('HGETALL', KEYS[2])
@@ -108,6 +113,7 @@ for i = 1, #all, 2 do
     if cur == ARGV[j] then
       redis.call('HSET', KEYS[2], shard, ARGV[2])
       redis.call('HINCRBY', KEYS[1], 'terminal', -1)
+      redis.call('HDEL', KEYS[4], shard .. ':executing', shard .. ':grading')
       table.insert(out, shard)
     end
   end
@@ -198,11 +204,17 @@ class RunState:
 
     def claim(self, run_id: str, shard_id: str, src: ShardState, dst: ShardState, token: str, ttl_s: float) -> bool:
         """Move ``src -> dst`` taking a lease, or take over ``dst`` whose lease expired."""
-        _, states, leases, owners = self._keys(run_id)
+        run, states, leases, owners = self._keys(run_id)
         ok, _ = self._claim(
-            keys=[states, leases, owners], args=[shard_id, src.value, dst.value, token, int(ttl_s * 1000)]
+            keys=[states, leases, owners, run + ":attempts"],
+            args=[shard_id, src.value, dst.value, token, int(ttl_s * 1000)],
         )
         return bool(ok)
+
+    def attempts(self, run_id: str, shard_id: str, leased: ShardState) -> int:
+        """How many times the shard was claimed into ``leased`` (executing or grading), this claim included."""
+        value = self.r.hget(self._keys(run_id)[0] + ":attempts", f"{shard_id}:{leased.value}")
+        return int(value or 0)
 
     def heartbeat(self, run_id: str, shard_id: str, token: str, ttl_s: float) -> bool:
         """Extend the lease; False when the lease is no longer ours (the shard was reclaimed)."""
@@ -262,5 +274,6 @@ class RunState:
         """
         run, states, _, _ = self._keys(run_id)
         infra = [s.value for s in INFRA_FAILURES]
-        flat = self._requeue(keys=[run, states, ACTIVE_RUNS], args=[run_id, ShardState.QUEUED.value, *infra])
+        keys = [run, states, ACTIVE_RUNS, run + ":attempts"]
+        flat = self._requeue(keys=keys, args=[run_id, ShardState.QUEUED.value, *infra])
         return [x.decode() for x in flat]
