@@ -162,7 +162,7 @@ def run(
     except SkillEvalError as exc:
         raise fail(exc) from exc
     except RunStalled as exc:
-        err.print(f"executor-failed: {exc}", markup=False)
+        err.print(f"RUN_STALLED: {exc}", markup=False)
         raise typer.Exit(ExitCode.BLOCKED) from exc
     if isinstance(outcome, str):
         sys.stdout.write(outcome + "\n")
@@ -264,7 +264,7 @@ def grade(
     except SkillEvalError as exc:
         raise fail(exc) from exc
     except RunStalled as exc:
-        err.print(f"grader-dispatch-failed: {exc}", markup=False)
+        err.print(f"RUN_STALLED: {exc}", markup=False)
         raise typer.Exit(ExitCode.BLOCKED) from exc
     if isinstance(outcome, str):
         sys.stdout.write(outcome + "\n")

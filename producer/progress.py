@@ -61,4 +61,7 @@ def wait_for_run(
                 return
             if alive is not None and not alive():
                 raise RunStalled("the workers stopped before the run finished")
+            if not state.exists(run_id):
+                # A broker restarted without persistence forgets the run: say so instead of waiting forever.
+                raise RunStalled(f"the broker no longer knows run {run_id} (restarted without persistence?)")
             time.sleep(poll_s)

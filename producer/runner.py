@@ -12,7 +12,7 @@ from rich.console import Console
 
 from producer.embedded import EmbeddedCluster
 from producer.planning import new_run_id, plan_run
-from producer.progress import wait_for_run
+from producer.progress import RunStalled, wait_for_run
 from producer.repo import Repo
 from producer.reports import append_run_log, complete_block, reported_bundle_keys, write_reports
 from producer.submit import build_manifest, submit
@@ -112,14 +112,18 @@ def drive(
             return manifest.plan.run_id
         from worker.models.usage import usage_totals
 
-        wait_for_run(
-            state,
-            manifest.plan.run_id,
-            console=err,
-            usage=lambda: usage_totals(client, manifest.plan.run_id),
-            alive=embedded.alive if embedded else None,
-            show=req.show_progress,
-        )
+        try:
+            wait_for_run(
+                state,
+                manifest.plan.run_id,
+                console=err,
+                usage=lambda: usage_totals(client, manifest.plan.run_id),
+                alive=embedded.alive if embedded else None,
+                show=req.show_progress,
+            )
+        except RunStalled as exc:
+            tail = f"\nlast worker log lines:\n{embedded.log_tail(2000)}" if embedded else ""
+            raise RunStalled(f"{exc}{tail}") from exc
     return finish_run(manifest, store, settings, req.out, out)
 
 

@@ -180,13 +180,19 @@ def materialize_workspace(
 
 
 def _pid_alive(pid: int) -> bool:
+    """True for a running process; a zombie (killed, not yet reaped) is dead for our purpose."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True  # exists, owned by someone else
-    return True
+    try:
+        # /proc/<pid>/stat: "pid (comm) state ..."; comm may hold spaces or parentheses.
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2] != "Z"
+    except (OSError, ValueError, IndexError):
+        return True
 
 
 def reclaim_leftovers(parent: Path, cache_dir: Path | None = None) -> int:
