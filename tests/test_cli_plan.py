@@ -42,18 +42,13 @@ def test_a_bad_corpus_in_all_evals_is_reported_and_does_not_stop_the_others(exam
     before = tree(example_repo)
     code, output = invoke("validate", "--all-evals", "--repo", str(example_repo))
     assert code == 2
-    assert (
-        "BLOCKED_BAD_CORPUS: evals/changelog-entry.evals.json: $.evals[1].assertions[0]: is 9 characters"
-        in output
-    )
+    assert "BLOCKED_BAD_CORPUS: evals/changelog-entry.evals.json: $.evals[1].assertions[0]: is 9 characters" in output
     assert "OK evals/commit-message.evals.json" in output
     assert tree(example_repo) == before  # nothing written
 
 
 def test_invalid_json_is_a_bad_corpus_naming_the_file_and_position(example_repo: Path) -> None:
-    (example_repo / "evals" / "commit-message.evals.json").write_text(
-        '{"skill_name": "commit-message",\n  "evals": ['
-    )
+    (example_repo / "evals" / "commit-message.evals.json").write_text('{"skill_name": "commit-message",\n  "evals": [')
     code, output = invoke("validate", "commit-message", "--repo", str(example_repo))
     assert code == 2
     assert re.search(r"BLOCKED_BAD_CORPUS: evals/commit-message.evals.json: \$: not JSON: .* line 2", output)

@@ -251,9 +251,7 @@ def test_a_hostile_name_is_rejected_before_any_path_is_built_from_it() -> None:
 
 # --- property tests for the path rules ---------------------------------------------------
 
-segment = st.text(
-    alphabet=st.characters(blacklist_characters="/\\*?[]\x00", blacklist_categories=("Cs",)), min_size=1
-)
+segment = st.text(alphabet=st.characters(blacklist_characters="/\\*?[]\x00", blacklist_categories=("Cs",)), min_size=1)
 
 
 @given(st.lists(segment, min_size=1, max_size=5))
