@@ -6,11 +6,14 @@ server) and runs the real ``skill-eval`` command; nothing is mocked.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,9 +156,9 @@ class Env:
         )
         return env
 
-    def cli(self, *args: str, timeout_s: float = 150.0) -> CliResult:
-        """``python -m producer.cli ARGS`` with this env; stdout and stderr captured."""
-        proc = subprocess.Popen(
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """``python -m producer.cli ARGS`` with this env, started; stdout and stderr piped."""
+        return subprocess.Popen(
             [sys.executable, "-m", "producer.cli", *args],
             cwd=ROOT,
             env=self.env(),
@@ -163,18 +166,32 @@ class Env:
             stderr=subprocess.PIPE,
             text=True,
         )
+
+    def cli(self, *args: str, timeout_s: float = 150.0) -> CliResult:
+        """``python -m producer.cli ARGS`` with this env, to its end; stdout and stderr captured."""
+        return self.finish(self.start(*args), args, timeout_s)
+
+    def finish(self, proc: subprocess.Popen[str], args: tuple[str, ...] = (), timeout_s: float = 150.0) -> CliResult:
+        """Wait for a started command and collect what it printed."""
         try:
             stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            stdout, stderr = proc.communicate()
+            proc.send_signal(signal.SIGINT)  # like Ctrl-C: the command stops its embedded cluster
+            try:
+                stdout, stderr = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                stdout, stderr = proc.communicate()
             raise AssertionError(f"skill-eval {' '.join(args)} timed out\n{stdout}\n{stderr}") from None
         return CliResult(proc.returncode, stdout, stderr, proc.pid)
 
     def run(self, repo: Path, *args: str, models: tuple[str, ...] = ("openai/exec-a",)) -> CliResult:
         """``skill-eval run`` against the offline server with this env's store, out and config."""
+        return self.cli(*self.run_args(repo, *args, models=models))
+
+    def run_args(self, repo: Path, *args: str, models: tuple[str, ...] = ("openai/exec-a",)) -> tuple[str, ...]:
         model_args = [a for m in models for a in ("--model", m)]
-        return self.cli(
+        return (
             "run", *args, "--repo", str(repo), *model_args, "--judge", "openai/judge",
             "--api-base", self.api_base, "--store", str(self.store), "--out", str(self.out),
             "--config", str(self.config), "--workers", "2",
@@ -182,9 +199,69 @@ class Env:
 
 
 def leftover_processes(marker: str) -> list[str]:
-    """Command lines of live processes whose command line mentions ``marker``."""
+    """Command lines of live processes whose command line mentions ``marker`` (``pgrep -af``)."""
     found = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True)
     return [line for line in found.stdout.splitlines() if line.strip() and "pgrep" not in line]
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, state letter) of a process, or None when it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()  # the command name may hold spaces and parentheses
+    return int(fields[1]), fields[0]
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """Pid -> command line of every live descendant of ``pid``."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (st := _stat(int(entry.name))) is not None:
+            children.setdefault(st[0], []).append(int(entry.name))
+    out, todo = {}, list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        try:
+            out[child] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        todo += children.get(child, [])
+    return out
+
+
+def processes_using(folder: Path) -> dict[int, str]:
+    """Pid -> command line of live processes with ``folder`` in their environment or an open file in it.
+
+    Whatever a test's command starts inherits its environment (``TMPDIR=<folder>``) and the
+    embedded cluster keeps its redis and worker logs open in there; redis-server rewrites its
+    command line and environment block, but not its open files.
+    """
+    prefix = str(folder)
+    needle = f"={prefix}".encode()
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or not alive([int(entry.name)]):
+            continue
+        try:
+            hit = needle in (entry / "environ").read_bytes()
+            if not hit:
+                for fd in (entry / "fd").iterdir():
+                    with contextlib.suppress(OSError):
+                        if os.readlink(fd).startswith(prefix):
+                            hit = True
+                            break
+            if hit:
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+    return found
+
+
+def alive(pids: Iterable[int]) -> list[int]:
+    """Those of ``pids`` still running (zombies count as gone: they hold nothing)."""
+    return [p for p in pids if (st := _stat(p)) is not None and st[1] != "Z"]
 
 
 def reports(out: Path, skill: str, run_id: str) -> tuple[dict[str, Any], str]:

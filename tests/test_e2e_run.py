@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,12 +21,15 @@ from testkit.offline_server import OfflineModelServer
 from tests.e2e_support import (
     RUN_ID_RE,
     Env,
+    alive,
     case,
     current,
+    descendants,
     git_init,
     leftover_processes,
     never_ran,
     new_repo,
+    processes_using,
     ran,
     reports,
     scenario,
@@ -51,8 +55,8 @@ def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
     e = Env(tmp_path / "e2e", server.base_url)
     e.base.mkdir()
     yield e
-    # Nothing the runs started may outlive them: the cluster's redis dir and worker log live in tmp.
-    assert leftover_processes(str(e.tmp)) == []
+    # Nothing the runs started may outlive them (see processes_using for how they are found).
+    assert processes_using(e.tmp) == {}
 
 
 def use(server: OfflineModelServer, rules: list[dict], judge: list[dict]) -> None:  # type: ignore[type-arg]
@@ -287,7 +291,23 @@ def test_d_several_models_and_epochs_get_per_model_tables_a_matrix_pass_at_k_and
     git_init(repo)
     use(server, DUO_RULES, [ran("duo-one-a"), ran("duo-one-b"), ran("duo-two-a")])
 
-    res = env.run(repo, "duo", "--epochs", "2", models=("openai/exec-a", "openai/exec-b"))
+    args = env.run_args(repo, "duo", "--epochs", "2", models=("openai/exec-a", "openai/exec-b"))
+    proc = env.start(*args)
+    # While it runs, its private redis-server and Celery worker processes are there to be found ...
+    seen: dict[int, str] = {}
+    deadline = time.monotonic() + 90
+    while proc.poll() is None and time.monotonic() < deadline:
+        seen |= descendants(proc.pid)
+        if any("redis-server" in c for c in seen.values()) and sum("celery" in c for c in seen.values()) >= 3:
+            break
+        time.sleep(0.1)
+    under = processes_using(env.tmp)  # the teardown's detector sees them too
+    res = env.finish(proc, args)
+    assert any("redis-server" in c for c in seen.values()), seen
+    assert set(seen) <= set(under), (seen, under)
+    assert sum(f"embedded-{proc.pid}@" in c for c in seen.values()) >= 3, seen  # main process + 2 pool workers
+    # ... and once it has returned, none of them is left.
+    assert alive(seen) == [] and leftover_processes(f"embedded-{proc.pid}@") == []
 
     # 2 cases x 2 models x 2 epochs = 8 shards, all graded: A 6/6, B 4/6 -> 10/12; no gate: PASS.
     assert res.code == 0, res.stdout + res.stderr
@@ -311,4 +331,6 @@ def test_d_several_models_and_epochs_get_per_model_tables_a_matrix_pass_at_k_and
     # Several shards per case: transcripts are told apart by model and epoch; only B's case 1 failed.
     names = sorted(p.name for p in env.out.glob("*-transcript.txt"))
     assert names == [f"skill-eval-duo-{res.run_id}-case1-openai_exec-b-e{e}-transcript.txt" for e in (0, 1)]
-    assert leftover_processes(f"embedded-{res.pid}@") == []
+    # One table per model.
+    table_b = md.split("#### openai/exec-b\n", 1)[1]
+    assert "| 1 | 0 | graded | 1/2 | 50.0% |" in table_b and "| 1 | 1 | graded | 1/2 | 50.0% |" in table_b
