@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,8 +81,31 @@ def cluster(settings: Settings, workers: int) -> Iterator[tuple[Settings, Embedd
     if settings.broker_url:
         yield settings, None
         return
-    with EmbeddedCluster(settings, workers=workers) as embedded:
+    with _termination_unwinds(), EmbeddedCluster(settings, workers=workers) as embedded:
         yield embedded.settings, embedded
+
+
+@contextlib.contextmanager
+def _termination_unwinds() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into SystemExit while the embedded cluster runs.
+
+    Python's default for them ends the process on the spot, skipping every ``finally``: a
+    cancelled CI job or a closed terminal would leave the private redis-server and the
+    worker processes running for good. Unwinding lets the cluster stop them.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+
+    def unwind(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, unwind) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def enqueue_via(settings: Settings, manifest: RunManifest) -> Enqueue:

@@ -8,9 +8,12 @@ cluster start.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,8 +58,13 @@ def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
     e = Env(tmp_path / "e2e", server.base_url)
     e.base.mkdir()
     yield e
-    # Nothing the runs started may outlive them (see processes_using for how they are found).
-    assert processes_using(e.tmp) == {}
+    # Nothing the runs started may outlive them (see processes_using for how they are found);
+    # any that did are ended here, by pid, so one failure does not burden the next tests.
+    left = processes_using(e.tmp)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert left == {}
 
 
 def use(server: OfflineModelServer, rules: list[dict], judge: list[dict]) -> None:  # type: ignore[type-arg]
@@ -334,3 +342,25 @@ def test_d_several_models_and_epochs_get_per_model_tables_a_matrix_pass_at_k_and
     # One table per model.
     table_b = md.split("#### openai/exec-b\n", 1)[1]
     assert "| 1 | 0 | graded | 1/2 | 50.0% |" in table_b and "| 1 | 1 | graded | 1/2 | 50.0% |" in table_b
+
+
+def test_a_terminated_run_stops_its_embedded_cluster(env: Env, server: OfflineModelServer, tmp_path: Path) -> None:
+    repo = new_repo(tmp_path / "repo")
+    write_skill(repo, "duo", DUO)
+    git_init(repo)
+    slow = {"name": "slow", "tools": True, "replies": [{"delay_s": 2, "text": "(scripted) thinking slowly."}]}
+    use(server, [slow], [])
+    args = env.run_args(repo, "duo")
+    proc = env.start(*args)
+    seen: dict[int, str] = {}
+    deadline = time.monotonic() + 90
+    # Wait until the workers have taken shards (a model call arrived), then cancel like a CI job would.
+    while proc.poll() is None and time.monotonic() < deadline and not server.requests():
+        seen |= descendants(proc.pid)
+        time.sleep(0.1)
+    seen |= descendants(proc.pid)
+    assert proc.poll() is None and any("redis-server" in c for c in seen.values()), seen
+    proc.terminate()
+    res = env.finish(proc, args, timeout_s=60)
+    assert res.code == 128 + signal.SIGTERM, res.stderr
+    assert alive(seen) == []
