@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pytest
 from hypothesis import given
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from producer.planning import plan_run
 from reducer.scoring import ShardOutcome, headline, is_inconclusive, rate, reduce_run
 from reducer.stats import mean_interval, pass_at_k, pass_hat_k, wilson
-from schemas.corpus import Corpus, EvalCase, ToolCallCheck
+from schemas.corpus import Assertion, Corpus, EvalCase, ToolCallCheck
 from schemas.report import RunResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle, baseline_variant
 from schemas.status import ExitCode, ShardState, Verdict
@@ -24,7 +24,7 @@ S = ShardState
 def bundle(skill: str, assertions_per_case: Sequence[int] = (2, 2, 2, 2), *, weighted: bool = False) -> SkillBundle:
     cases = []
     for i, n in enumerate(assertions_per_case, start=1):
-        assertions: list[object] = [f"The agent runs step {i}.{k} in the shell" for k in range(n)]
+        assertions: list[Assertion] = [f"The agent runs step {i}.{k} in the shell" for k in range(n)]
         if weighted:  # one deterministic assertion worth 3
             assertions.append(ToolCallCheck(text=f"case {i} calls the tool", pattern="x", weight=3.0))
         cases.append(EvalCase(id=i, prompt=f"case {i}", expected_output="-", files=(), assertions=tuple(assertions)))
@@ -50,7 +50,9 @@ def graded(shard: Shard, passes: Sequence[bool], weights: Sequence[float] | None
     return ShardOutcome(shard, S.GRADED, grade=ShardGrade(shard_id=shard.shard_id, state=S.GRADED, verdicts=verdicts))
 
 
-def outcomes_for(plan: RunPlan, by_case: dict[int, object], skill: str | None = None, variant: str = CURRENT) -> dict:  # type: ignore[type-arg]
+def outcomes_for(
+    plan: RunPlan, by_case: Mapping[int, object], skill: str | None = None, variant: str = CURRENT
+) -> dict:  # type: ignore[type-arg]
     """Outcome per shard: a list of bools (graded) or a state (not graded), keyed by case id."""
     out = {}
     for shard in plan.shards:
@@ -144,7 +146,8 @@ def test_an_inconclusive_corpus_headlines_the_count_not_a_rate_and_warns() -> No
     plan = plan_for([bundle("s")])
     result = reduce(plan, outcomes_for(plan, {1: [True, True], 2: [True, True], 3: S.GRADER_MALFORMED, 4: S.BLOCKED}))
     assert result.skills[0].headline == "INCONCLUSIVE (2/4 cases not graded — infra)"
-    assert result.verdict is Verdict.WARN and result.verdict.exit_code == ExitCode.WARN == 3
+    assert result.verdict is Verdict.WARN and result.verdict.exit_code == ExitCode.WARN
+    assert int(ExitCode.WARN) == 3
     assert result.reasons == ["s (current): INCONCLUSIVE (2/4 cases not graded — infra)"]
 
 
