@@ -83,7 +83,11 @@ def append_run_log(result: RunResult, manifest: RunManifest, log_path: Path) -> 
 
 
 def reported_bundle_keys(out_dir: Path) -> set[str]:
-    """Bundle keys that already have a JSON report in ``out_dir`` (``--all-evals`` skips them unless --force)."""
+    """Bundle keys that already have a conclusive JSON report in ``out_dir`` (``--all-evals`` skips them).
+
+    An INCONCLUSIVE report does not count: it says the infra failed, not how the skill
+    behaves, so the next ``--all-evals`` re-runs that corpus without needing ``--force``.
+    """
     keys: set[str] = set()
     for path in out_dir.glob("skill-eval-*.json"):
         try:
@@ -91,7 +95,7 @@ def reported_bundle_keys(out_dir: Path) -> set[str]:
         except (OSError, ValueError):
             continue
         for variant in doc.get("variants", []) if isinstance(doc, dict) else []:
-            if variant.get("variant") == "current" and variant.get("bundle_key"):
+            if variant.get("variant") == "current" and variant.get("bundle_key") and not variant.get("inconclusive"):
                 keys.add(variant["bundle_key"])
     return keys
 

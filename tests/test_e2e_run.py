@@ -212,7 +212,10 @@ INFRA_RULES = [
         "replies": [{"malformed": True}],
     },
 ]
-INFRA_JUDGE = [ran("steady-one"), ran("steady-two"), ran("beta-one")]
+INFRA_JUDGE = [
+    ran(m) for m in ("steady-one", "steady-two", "beta-one", "beta-two", "beta-prose-marker", "beta-cut-marker")
+]
+HEALED_BETA = [shell_rule("Beta two:", ["echo beta-two"])]
 
 
 def test_c_e_infra_failures_turn_a_corpus_inconclusive_and_all_evals_skips_what_is_already_reported(
@@ -250,20 +253,28 @@ def test_c_e_infra_failures_turn_a_corpus_inconclusive_and_all_evals_skips_what_
     transcripts = {p.name for p in env.out.glob(f"*-{first.run_id}-*-transcript.txt")}
     assert transcripts == {f"skill-eval-beta-{first.run_id}-case{i}-transcript.txt" for i in (2, 3, 4)}
 
-    # Unchanged corpora already have a report: nothing is run, no cluster is started.
+    # The infra storm is over. A conclusive report is kept; an INCONCLUSIVE one is re-run.
+    use(server, [r for r in INFRA_RULES if r["name"].startswith(("Steady", "Beta"))] + HEALED_BETA, INFRA_JUDGE)
     second = env.run(repo, "--all-evals")
     assert "skipped evals/steady.evals.json: bundle key" in second.stdout
-    assert "skipped evals/beta.evals.json: bundle key" in second.stdout
-    assert "skill: " not in second.stdout, second.stdout
+    assert "skill: beta [current]  cases: 4  result: 4/4 (100.0%)" in second.stdout, second.stdout
+    assert "skill: steady" not in second.stdout
     assert second.code == 3, second.stdout + second.stderr  # the bad corpus is still skipped: WARN
+
+    # Unchanged corpora with conclusive reports: nothing is run, no cluster is started.
+    third = env.run(repo, "--all-evals")
+    assert "skipped evals/steady.evals.json: bundle key" in third.stdout
+    assert "skipped evals/beta.evals.json: bundle key" in third.stdout
+    assert "skill: " not in third.stdout, third.stdout
+    assert third.code == 3 and third.field("skipped:")
 
     # Editing one SKILL.md (uncommitted: the working tree is graded) re-runs that corpus alone.
     skill_md = repo / "skills" / "steady" / "SKILL.md"
     skill_md.write_text(skill_md.read_text() + "\nAlways greet politely.\n")
-    third = env.run(repo, "--all-evals")
-    assert "skipped evals/beta.evals.json: bundle key" in third.stdout
-    assert "skipped evals/steady.evals.json" not in third.stdout
-    assert [line.split("  ")[0] for line in third.stdout.splitlines() if line.startswith("skill: ")] == [
+    fourth = env.run(repo, "--all-evals")
+    assert "skipped evals/beta.evals.json: bundle key" in fourth.stdout
+    assert "skipped evals/steady.evals.json" not in fourth.stdout
+    assert [line.split("  ")[0] for line in fourth.stdout.splitlines() if line.startswith("skill: ")] == [
         "skill: steady [current]"
     ]
 
@@ -273,7 +284,7 @@ def test_c_e_infra_failures_turn_a_corpus_inconclusive_and_all_evals_skips_what_
     assert {line.split(" [")[0] for line in forced.stdout.splitlines() if line.startswith("skill: ")} == {
         "skill: steady", "skill: beta",
     }  # fmt: skip
-    assert len(env.run_log.read_text().splitlines()) == 4
+    assert len(env.run_log.read_text().splitlines()) == 5
 
 
 # --- (d) several models and epochs ---------------------------------------------------------------
