@@ -277,7 +277,14 @@ def reduce_run(ctx: Context, run_id: str) -> None:
     from worker.collect import reduce_from_store
 
     manifest = ctx.manifest(run_id)
-    result = reduce_from_store(ctx.store, manifest)
-    ctx.store.put(result_key(run_id), result.model_dump_json().encode())
+    try:
+        result = reduce_from_store(ctx.store, manifest)
+        ctx.store.put(result_key(run_id), result.model_dump_json().encode())
+    except Exception:
+        # Nobody else will ever mark the run reduced: a submitter waiting for it would wait
+        # forever. Release it; with no stored result it reduces itself and shows this error.
+        log.exception("reduce failed", run_id=run_id)
+        with_redis_retry(lambda: ctx.state.finish(run_id))
+        raise
     with_redis_retry(lambda: ctx.state.finish(run_id))
     log.info("run reduced", run_id=run_id, verdict=result.verdict.value)
