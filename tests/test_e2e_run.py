@@ -19,12 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
-from producer.planning import plan_run
-from schemas.corpus import Corpus, EvalCase
-from schemas.manifest import RunManifest, grade_key, manifest_key, outcome_key, result_key
-from schemas.shard import SkillBundle
 from testkit.offline_server import OfflineModelServer
 from tests.e2e_support import (
     RUN_ID_RE,
@@ -44,12 +39,6 @@ from tests.e2e_support import (
     shell_rule,
     write_skill,
 )
-from worker import pipeline
-from worker.context import Context
-from worker.redis_server import RedisServer
-from worker.settings import Settings
-from worker.state import RunState
-from worker.store import open_store
 
 pytestmark = [
     pytest.mark.slow,
@@ -386,29 +375,3 @@ def test_a_terminated_run_stops_its_embedded_cluster(env: Env, server: OfflineMo
     res = env.finish(proc, args, timeout_s=60)
     assert res.code == 128 + signal.SIGTERM, res.stderr
     assert alive(seen) == []
-
-
-def test_a_reduce_that_crashes_still_releases_the_submitter_waiting_for_it(
-    redis_server: RedisServer, redis_client: redis.Redis, tmp_path: Path
-) -> None:
-    corpus = Corpus(skill_name="s", evals=tuple(
-        EvalCase(id=i, prompt="p", expected_output="-", files=(), assertions=("The agent runs x in the shell",))
-        for i in (1, 2)
-    ))  # fmt: skip
-    bundle = SkillBundle(skill="s", bundle_key="s-0", corpus_file="evals/s.evals.json", corpus=corpus)
-    plan = plan_run("20260101-000000-0badf00d", [bundle], ["m"], judges=["j"])
-    store = open_store(str(tmp_path / "store"))
-    run_id = plan.run_id
-    store.put(manifest_key(run_id), RunManifest(plan=plan, snapshots={}).model_dump_json().encode())
-    state = RunState(redis_client)
-    state.register(run_id, [s.shard_id for s in plan.shards], manifest_key(run_id), plan.created_at.isoformat())
-    for shard in plan.shards:  # both shards "graded", but one grade record is damaged: the reducer raises
-        store.put(outcome_key(run_id, shard.shard_id), b'{"state": "graded", "detail": ""}')
-        store.put(grade_key(run_id, shard.shard_id), b"{damaged")
-    ctx = Context(Settings(broker_url=redis_server.url, store=str(tmp_path / "store")))
-
-    with pytest.raises(ValueError):
-        pipeline.reduce_run(ctx, run_id)
-
-    assert state.reduced(run_id)  # wait_for_run returns instead of polling forever ...
-    assert not store.exists(result_key(run_id))  # ... and, finding no result, reduces itself and shows the error
