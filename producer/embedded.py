@@ -7,6 +7,7 @@ queues as a cluster would, and stops everything afterwards. One code path.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 
 from schemas.constants import ALL_QUEUES
-from worker.redis_server import RedisServer
+from worker.redis_server import RedisServer, die_with_parent
 from worker.settings import Settings
 
 
@@ -61,7 +62,13 @@ class EmbeddedCluster:
         log = self.log_path.open("ab")
         # Its own session, so stopping it can signal the whole pool and nothing is left running.
         self.proc = subprocess.Popen(
-            cmd, env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
+            cmd,
+            env=env,
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         log.close()
         return self
@@ -86,6 +93,7 @@ class EmbeddedCluster:
             except ProcessLookupError:
                 pass
         self.redis.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def __enter__(self) -> EmbeddedCluster:
         return self.start()

@@ -7,7 +7,9 @@ restart on the same port and folder come back with every key (the embedded clust
 
 from __future__ import annotations
 
+import ctypes
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -15,6 +17,8 @@ import time
 from pathlib import Path
 
 from schemas.errors import ConfigError
+
+PR_SET_PDEATHSIG = 1
 
 
 def find_redis_server() -> str:
@@ -34,6 +38,16 @@ def find_redis_server() -> str:
         "redis-server not found on PATH; install it (Debian: apt-get install redis-server) "
         "or pass --broker redis://HOST:PORT/DB"
     )
+
+
+def die_with_parent() -> None:
+    """preexec_fn: ask Linux to SIGTERM this child when its parent dies, so even a SIGKILLed
+    `skill-eval run` leaves no private redis-server or worker behind."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:  # not glibc Linux: the normal stop paths still apply
+        pass
 
 
 def free_port() -> int:
@@ -68,7 +82,14 @@ class RedisServer:
             "--daemonize", "no", "--loglevel", "warning",
             "--logfile", str(self.workdir / "redis.log"),
         ]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        # Its log goes to the logfile; holding no pipe of ours, it never blocks a reader of our output.
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
