@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -43,7 +42,6 @@ from tests.e2e_support import (
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(400),
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
 ]
 
 
