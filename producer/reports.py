@@ -82,13 +82,15 @@ def append_run_log(result: RunResult, manifest: RunManifest, log_path: Path) -> 
     return line
 
 
-def reported_bundle_keys(out_dir: Path) -> set[str]:
-    """Bundle keys that already have a conclusive JSON report in ``out_dir`` (``--all-evals`` skips them).
+def reported_bundle_keys(out_dir: Path) -> dict[str, set[str]]:
+    """Bundle key -> executor models with a conclusive JSON report in ``out_dir`` (``--all-evals`` skips them).
 
     An INCONCLUSIVE report does not count: it says the infra failed, not how the skill
     behaves, so the next ``--all-evals`` re-runs that corpus without needing ``--force``.
+    The models are kept so that sweeping a new executor model over unchanged corpora is not
+    mistaken for a re-run.
     """
-    keys: set[str] = set()
+    keys: dict[str, set[str]] = {}
     for path in out_dir.glob("skill-eval-*.json"):
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
@@ -96,7 +98,8 @@ def reported_bundle_keys(out_dir: Path) -> set[str]:
             continue
         for variant in doc.get("variants", []) if isinstance(doc, dict) else []:
             if variant.get("variant") == "current" and variant.get("bundle_key") and not variant.get("inconclusive"):
-                keys.add(variant["bundle_key"])
+                models = {m.get("model", "") for m in variant.get("models", []) if isinstance(m, dict)}
+                keys.setdefault(variant["bundle_key"], set()).update(models)
     return keys
 
 

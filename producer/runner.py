@@ -66,7 +66,7 @@ def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list[SkillBundle]
     bundles = [o.bundle for o in outcomes if o.bundle]
     if req.all_evals and not req.force:
         done = reported_bundle_keys(req.out)
-        for b in [b for b in bundles if b.bundle_key in done]:
+        for b in [b for b in bundles if set(req.models) <= done.get(b.bundle_key, set())]:
             out.print(
                 f"skipped {b.corpus_file}: bundle key {b.bundle_key} already reported in {req.out} (--force re-runs it)"
             )
