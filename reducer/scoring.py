@@ -209,13 +209,16 @@ def reduce_run(
     current = [s for s in skills if s.variant == CURRENT]
     inconclusive = [s for s in current if s.inconclusive]
     aggregate = len(current) > 1 and len(inconclusive) / len(current) > AGGREGATE_INCONCLUSIVE_SHARE
-    suite = rate(sum(s.behavioural.passed for s in current), sum(s.behavioural.total for s in current))
+    # The suite rate sums trustworthy corpora only: an INCONCLUSIVE corpus's few graded cases are noise.
+    trusted = [s for s in current if not s.inconclusive]
+    suite = rate(sum(s.behavioural.passed for s in trusted), sum(s.behavioural.total for s in trusted))
     aggregate_headline = ""
     if len(current) > 1:
         aggregate_headline = (
             f"AGGREGATE: INCONCLUSIVE ({len(inconclusive)}/{len(current)} corpora not trustworthy)"
             if aggregate
             else f"AGGREGATE: {headline(suite)}"
+            + (f" ({len(inconclusive)} INCONCLUSIVE corpus left out)" if inconclusive else "")
         )
     calibration = dict(calibration or {})
     verdict, reasons = decide_verdict(current, skills, aggregate, calibration, fail_under, skipped, already_reported)
