@@ -39,7 +39,7 @@ test-fast: setup
 check: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy schemas reducer producer/validation.py producer/planning.py
+	$(BIN)/mypy schemas reducer producer worker prompts testkit
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -170,7 +170,7 @@ def run(
     raise typer.Exit(outcome.verdict.exit_code)
 
 
-def _settings(**overrides: object) -> Settings:
+def _settings(**overrides: Any) -> Settings:
     """Settings from env (SKILL_EVAL_*) with flags given on the command line taking precedence."""
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from types import TracebackType
 
@@ -38,7 +39,10 @@ class EmbeddedCluster:
         self.workers = workers
         self.tmp = Path(tempfile.mkdtemp(prefix="skill-eval-cluster-"))
         # An append-only file: a Redis killed and restarted mid-run comes back with the run's state.
-        self.redis = RedisServer(workdir=self.tmp / "redis", appendonly=True)
+        # Tied to this process: the CLI starts the cluster from its main thread and must never orphan it.
+        self.redis = RedisServer(
+            workdir=self.tmp / "redis", appendonly=True, tied=threading.current_thread() is threading.main_thread()
+        )
         self.log_path = log_path or self.tmp / "worker.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -68,7 +72,7 @@ class EmbeddedCluster:
             stderr=log,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=die_with_parent if self.redis.tied else None,
         )
         log.close()
         return self

@@ -68,15 +68,15 @@ def submit_recorded(
     )
     count = 0
     for shard in plan.shards:
-        trajectory = by_shard.get(shard.shard_id)
-        if trajectory is None:
+        recording = by_shard.get(shard.shard_id)
+        if recording is None:
             detail = f"no recorded trajectory for {shard.skill} case {shard.case_id} epoch {shard.epoch}"
             outcome = {"state": ShardState.EXECUTOR_FAILED.value, "detail": detail}
             store.put(outcome_key(run_id, shard.shard_id), json.dumps(outcome).encode())
             if state.transition(run_id, shard.shard_id, ShardState.EXECUTOR_FAILED).finished_run:
                 enqueue("reduce", run_id, None)
             continue
-        store.put(trajectory_key(run_id, shard.shard_id), trajectory.model_dump_json().encode())
+        store.put(trajectory_key(run_id, shard.shard_id), recording.model_dump_json().encode())
         enqueue("grade", run_id, shard.shard_id)
         count += 1
     return count

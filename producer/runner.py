@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
 from rich.console import Console
@@ -279,7 +280,7 @@ def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console
     return result
 
 
-def run_status(run_id: str, settings: Settings) -> dict[str, object]:
+def run_status(run_id: str, settings: Settings) -> dict[str, Any]:
     """Counts by state, ``done`` and per-model usage: from Redis when a broker is given, else from the store."""
     store = open_store(settings.store)
     if settings.broker_url:

