@@ -9,7 +9,7 @@ cases; several corpora are INCONCLUSIVE together when more than 10% of them are.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reducer.stats import mean_interval, pass_at_k, pass_hat_k, wilson
@@ -33,6 +33,8 @@ class ShardOutcome:
     sandbox: SandboxMode | None = None
     end_reason: str = ""
     usage: Usage = field(default_factory=Usage)
+    template_hashes: Mapping[str, str] = field(default_factory=dict)
+    """Prompt template hashes the executor used for this shard (the grade carries the judge's)."""
 
 
 def rate(passed: int, total: int) -> Rate:
@@ -239,9 +241,18 @@ def reduce_run(
         usage=dict(usage),
         judges=list(plan.judges),
         calibration=calibration,
-        template_hashes=dict(template_hashes or {}),
+        template_hashes=dict(template_hashes) if template_hashes is not None else used_templates(outcomes.values()),
         skipped=list(skipped),
     )
+
+
+def used_templates(outcomes: Iterable[ShardOutcome]) -> dict[str, str]:
+    """Template name -> hash(es) actually used by the run's executors and judges (comma-joined if several)."""
+    seen: dict[str, set[str]] = defaultdict(set)
+    for o in outcomes:
+        for name, digest in [*o.template_hashes.items(), *(o.grade.template_hashes.items() if o.grade else [])]:
+            seen[name].add(digest)
+    return {name: ",".join(sorted(digests)) for name, digests in sorted(seen.items())}
 
 
 def _leaderboard(current: Sequence[SkillResult]) -> list[ModelSummary]:

@@ -12,7 +12,7 @@ from reducer.scoring import ShardOutcome, reduce_run
 from schemas.manifest import RunManifest, calibration_key, grade_key, outcome_key, trajectory_key
 from schemas.report import RunResult
 from schemas.status import ShardState
-from schemas.trajectory import Trajectory
+from schemas.trajectory import Trajectory, Usage
 from schemas.verdict import ShardGrade
 from worker.store import ArtifactStore
 
@@ -27,14 +27,6 @@ def collect_outcomes(store: ArtifactStore, manifest: RunManifest) -> dict[str, S
     run_id = manifest.plan.run_id
     out: dict[str, ShardOutcome] = {}
     for shard in manifest.plan.shards:
-        trajectory = load_trajectory(store, run_id, shard.shard_id)
-        extra = {}
-        if trajectory is not None:
-            extra = {
-                "sandbox": trajectory.sandbox,
-                "end_reason": trajectory.end_reason.value,
-                "usage": trajectory.usage,
-            }
         okey, gkey = outcome_key(run_id, shard.shard_id), grade_key(run_id, shard.shard_id)
         if not store.exists(okey):
             continue  # not terminal (yet)
@@ -43,7 +35,17 @@ def collect_outcomes(store: ArtifactStore, manifest: RunManifest) -> dict[str, S
         grade = ShardGrade.model_validate_json(store.get(gkey)) if store.exists(gkey) else None
         if grade is not None and grade.state is not state:
             grade = None  # left over from an earlier attempt of a re-run shard
-        out[shard.shard_id] = ShardOutcome(shard, state, grade=grade, detail=raw["detail"], **extra)  # type: ignore[arg-type]
+        trajectory = load_trajectory(store, run_id, shard.shard_id)
+        out[shard.shard_id] = ShardOutcome(
+            shard,
+            state,
+            grade=grade,
+            detail=raw["detail"],
+            sandbox=trajectory.sandbox if trajectory else None,
+            end_reason=trajectory.end_reason.value if trajectory else "",
+            usage=trajectory.usage if trajectory else Usage(),
+            template_hashes=trajectory.template_hashes if trajectory else {},
+        )
     return out
 
 
@@ -60,25 +62,6 @@ def calibration_status(store: ArtifactStore, manifest: RunManifest) -> dict[str,
     return status
 
 
-def template_hashes(store: ArtifactStore, manifest: RunManifest) -> dict[str, str]:
-    """Hashes of the prompt templates the run's executors and judges actually used.
-
-    Several values for one template (workers on different versions) are all kept, comma-separated.
-    """
-    seen: dict[str, set[str]] = {}
-    run_id = manifest.plan.run_id
-    for shard in manifest.plan.shards:
-        for key, model in (
-            (trajectory_key(run_id, shard.shard_id), Trajectory),
-            (grade_key(run_id, shard.shard_id), ShardGrade),
-        ):
-            if store.exists(key):
-                record = model.model_validate_json(store.get(key))
-                for name, digest in record.template_hashes.items():
-                    seen.setdefault(name, set()).add(digest)
-    return {name: ",".join(sorted(digests)) for name, digests in seen.items()}
-
-
 def reduce_from_store(store: ArtifactStore, manifest: RunManifest, skipped: list[str] | None = None) -> RunResult:
     return reduce_run(
         manifest.plan,
@@ -86,5 +69,4 @@ def reduce_from_store(store: ArtifactStore, manifest: RunManifest, skipped: list
         fail_under=manifest.settings.fail_under,
         calibration=calibration_status(store, manifest),
         skipped=skipped or list(manifest.skipped),
-        template_hashes=template_hashes(store, manifest),
     )
