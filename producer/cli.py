@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -145,8 +146,8 @@ def run(
         raise typer.Exit(ExitCode.BLOCKED)
     try:
         settings = _settings(broker_url=broker, store=store, sandbox=sandbox)
-        if settings.sandbox is SandboxMode.BWRAP:
-            require_sandbox(SandboxMode.BWRAP)
+        if settings.sandbox is SandboxMode.BWRAP and not settings.broker_url and not dry_run:
+            require_sandbox(SandboxMode.BWRAP)  # embedded run: this host executes; cluster workers check their own
         models_config = load_model_config(config, api_base)
         req = RunRequest(
             skills=skills, all_evals=all_evals, repo=repo, models=model, judges=judge, epochs=epochs,
@@ -195,7 +196,8 @@ def _dry_run(
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
         _print_plan(summary)
-    raise typer.Exit(ExitCode.BLOCKED if skipped else ExitCode.PASS)
+    # The real run goes on past a bad corpus with --all-evals and WARNs; the dry run says the same.
+    raise typer.Exit((ExitCode.WARN if bundles else ExitCode.BLOCKED) if skipped else ExitCode.PASS)
 
 
 def _print_plan(summary: dict) -> None:  # type: ignore[type-arg]
@@ -367,7 +369,21 @@ def schema(
 
 
 def main() -> None:
-    app()
+    """Entry point. An unexpected crash is the evaluator failing, never a verdict: it exits 2, not 1
+    (which would read as a behavioural FAIL in CI)."""
+    try:
+        app(standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except click.ClickException as exc:  # usage errors: typer/click already formats them
+        exc.show()
+        sys.exit(ExitCode.BLOCKED)
+    except Exception as exc:
+        err.print(f"INFRA_ERROR: {type(exc).__name__}: {exc}", markup=False, highlight=False)
+        sys.exit(ExitCode.BLOCKED)
 
 
 if __name__ == "__main__":

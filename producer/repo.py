@@ -83,7 +83,10 @@ class Repo:
         """
         self.require_evals()
         if all_evals:
-            return self.all_corpus_files()
+            files = self.all_corpus_files()
+            if not files:  # a misplaced --repo must not go green with zero cases
+                raise NoCorpus(f"{self.root}/{EVALS_DIR}/*{CORPUS_SUFFIX}: no corpus found")
+            return files
         files = []
         for name in skills:
             check_skill_name(name, self.skill_dir_exists)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -60,7 +61,8 @@ def write_reports(result: RunResult, manifest: RunManifest, store: ArtifactStore
                     skill, run_id, r, unique_case=per_case[r.case_id] == 1 and len(manifest.plan.variants) == 1
                 )
                 if part.variant != "current":
-                    name = name.replace("-transcript.txt", f"-{part.variant.replace('@', '-')}-transcript.txt")
+                    variant = re.sub(r"[^A-Za-z0-9.-]+", "_", part.variant)  # refs may hold '/' and more
+                    name = name.replace("-transcript.txt", f"-{variant}-transcript.txt")
                 path = out_dir / name
                 path.write_text(text, encoding="utf-8")
                 written.append(path)

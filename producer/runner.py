@@ -313,7 +313,7 @@ def run_status(run_id: str, settings: Settings) -> dict[str, Any]:
 
 
 def requeue_failed(run_id: str, settings: Settings) -> list[str]:
-    """Put infra-failed shards back on the execute queue of a live cluster."""
+    """Re-run the infra-failed shards of a run on its live cluster: execute again or grade again."""
     if not settings.broker_url:
         raise ConfigError("resubmit needs the cluster's broker: --broker or SKILL_EVAL_BROKER_URL")
     store = open_store(settings.store)
@@ -321,6 +321,6 @@ def requeue_failed(run_id: str, settings: Settings) -> list[str]:
     state = RunState(redis.Redis.from_url(settings.broker_url))
     shards = state.requeue_failed(run_id)
     enqueue = enqueue_via(settings, manifest)
-    for shard_id in shards:
-        enqueue("execute", run_id, shard_id)
-    return shards
+    for shard_id, back in shards:
+        enqueue("execute" if back is ShardState.QUEUED else "grade", run_id, shard_id)
+    return [shard_id for shard_id, _ in shards]

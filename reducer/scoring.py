@@ -14,12 +14,15 @@ from dataclasses import dataclass, field
 
 from reducer.stats import mean_interval, pass_at_k, pass_hat_k, wilson
 from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
-from schemas.errors import NoIsolation
+from schemas.errors import FixtureNeedsGit, NoIsolation, NoSandbox
 from schemas.report import AssertionStat, CaseRun, ModelSummary, Rate, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle
 from schemas.status import INFRA_FAILURES, SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
 from schemas.verdict import AssertionVerdict, ShardGrade
+
+RUN_BLOCKING = (NoIsolation.status, FixtureNeedsGit.status, NoSandbox.status)
+NOT_CALIBRATED_MISSING = "not calibrated (no result recorded)"
 
 
 @dataclass(frozen=True)
@@ -275,14 +278,18 @@ def decide_verdict(
     A run with nothing to do because every valid corpus already has a report is not
     BLOCKED: those corpora were evaluated before; only the skipped ones (if any) warn.
     """
+    # Run-stopping case statuses (contract: NO_ISOLATION -> BLOCKED; a base fixture without git
+    # halts the skill; a worker refusing an unsandboxed shard). Only the current version counts:
+    # a baseline that cannot be isolated degrades the comparison, it does not stop the run.
     blocked = [
         f"{s.skill} case {r.case_id}: {r.detail}"
-        for s in all_skills
+        for s in current
         for r in s.blocked
-        if r.detail.startswith(NoIsolation.status)
+        if r.detail.startswith(RUN_BLOCKING)
     ]
     if blocked or (skipped and not current and not already_reported):
         return Verdict.BLOCKED, blocked or ["every corpus was skipped"]
+    unavailable = {s.skill for s in all_skills if s.variant != CURRENT and s.blocked and s.behavioural.total == 0}
     fails = []
     if fail_under is not None:
         for s in current:
@@ -290,7 +297,7 @@ def decide_verdict(
                 fails.append(f"{s.skill}: behavioural pass rate {headline(s.behavioural)} is below {fail_under:.0%}")
     for base in (s for s in all_skills if s.variant != CURRENT):
         new = next((s for s in current if s.skill == base.skill), None)
-        if new is None or new.inconclusive or base.inconclusive:
+        if new is None or new.inconclusive or base.inconclusive or base.skill in unavailable:
             continue
         old_rate, new_rate = base.behavioural.rate, new.behavioural.rate
         if old_rate is not None and new_rate is not None and new_rate < old_rate:
@@ -305,7 +312,14 @@ def decide_verdict(
         for j, c in calibration.items()
         if c.startswith("failed")
     ]
+    warns += [
+        f"judge {j} was not calibrated: no calibration result was recorded"
+        for j, c in calibration.items()
+        if c == NOT_CALIBRATED_MISSING
+    ]
     warns += [f"skipped {s}" for s in skipped]
+    warns += [f"{s.skill} ({s.variant}) case {r.case_id} blocked: {r.detail}" for s in all_skills for r in s.blocked]
+    warns += [f"{skill}: baseline unavailable, no comparison" for skill in sorted(unavailable)]
     if warns:
         return Verdict.WARN, warns
     if not current and already_reported:

@@ -116,7 +116,7 @@ def test_dry_run_with_all_evals_lists_a_bad_corpus_as_skipped_and_plans_the_rest
     (example_repo / "evals" / "changelog-entry.evals.json").write_text("[]")
     code, output = invoke("run", "--all-evals", "--dry-run", "--json", "--repo", str(example_repo))
     plan = json.loads(output)
-    assert code == 2
+    assert code == 3  # WARN, as the real run: the bad corpus is skipped and the rest go on
     assert [c["skill"] for c in plan["corpora"]] == ["commit-message"]
     assert plan["skipped"][0]["corpus"] == "evals/changelog-entry.evals.json"
     assert plan["skipped"][0]["error"].startswith("BLOCKED_BAD_CORPUS: evals/changelog-entry.evals.json: $:")
@@ -139,3 +139,23 @@ def test_the_installed_console_script_runs_from_a_shell() -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "shards = cases x models x epochs = 2" in result.stdout
+
+
+def test_all_evals_over_an_empty_evals_folder_is_blocked_not_a_green_run(example_repo: Path) -> None:
+    for corpus in (example_repo / "evals").iterdir():
+        corpus.unlink()
+    code, output = invoke("run", "--all-evals", "--dry-run", "--repo", str(example_repo))
+    assert code == 2
+    assert "BLOCKED_NO_CORPUS:" in output and "evals/*.evals.json: no corpus found" in output
+
+
+def test_an_unexpected_crash_exits_2_never_1_which_would_read_as_fail(tmp_path: Path) -> None:
+    """A broker that cannot be reached is the evaluator failing, not the skill."""
+    exe = Path(sys.executable).parent / "skill-eval"
+    result = subprocess.run(
+        [str(exe), "status", "20260101-000000-00000000", "--broker", "redis://127.0.0.1:1/0",
+         "--store", str(tmp_path / "store")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "INFRA_ERROR: ConnectionError" in result.stderr

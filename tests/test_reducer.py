@@ -148,7 +148,10 @@ def test_an_inconclusive_corpus_headlines_the_count_not_a_rate_and_warns() -> No
     assert result.skills[0].headline == "INCONCLUSIVE (2/4 cases not graded — infra)"
     assert result.verdict is Verdict.WARN and result.verdict.exit_code == ExitCode.WARN
     assert int(ExitCode.WARN) == 3
-    assert result.reasons == ["s (current): INCONCLUSIVE (2/4 cases not graded — infra)"]
+    assert result.reasons == [
+        "s (current): INCONCLUSIVE (2/4 cases not graded — infra)",
+        "s (current) case 4 blocked: BLOCKED_BAD_FIXTURE: case escapes",
+    ]
 
 
 @pytest.mark.parametrize(("inconclusive", "aggregate"), [(1, False), (2, True)])
@@ -212,12 +215,39 @@ def test_no_isolation_blocks_the_run_with_exit_2_but_a_bad_fixture_only_blocks_i
     plan = plan_for([bundle("s")])
     outcomes = all_pass(plan)
     bad_fixture = outcomes_for(plan, {4: S.BLOCKED})
-    assert reduce(plan, {**outcomes, **bad_fixture}).verdict is Verdict.PASS  # 1 of 4 blocked: 25%
+    # 1 of 4 blocked is 25%: not INCONCLUSIVE, but a blocked case is a corpus defect the user must see.
+    one_blocked = reduce(plan, {**outcomes, **bad_fixture})
+    assert one_blocked.verdict is Verdict.WARN
+    assert one_blocked.reasons == ["s (current) case 4 blocked: BLOCKED_BAD_FIXTURE: case escapes"]
     shard = next(s for s in plan.shards if s.case_id == 4)
     no_iso = ShardOutcome(shard, S.BLOCKED, detail="BLOCKED_NO_ISOLATION: cannot copy the repo")
     result = reduce(plan, {**outcomes, shard.shard_id: no_iso}, fail_under=0.99)
     assert result.verdict is Verdict.BLOCKED and result.verdict.exit_code == 2  # BLOCKED beats FAIL
     assert result.reasons == ["s case 4: BLOCKED_NO_ISOLATION: cannot copy the repo"]
+
+
+@pytest.mark.parametrize(
+    "detail", ["BLOCKED_FIXTURE_NEEDS_GIT: base fixtures need git", "BLOCKED_NO_SANDBOX: worker requires bwrap"]
+)
+def test_a_base_fixture_without_git_or_a_refused_sandbox_blocks_the_run(detail: str) -> None:
+    plan = plan_for([bundle("s")])
+    shard = next(s for s in plan.shards if s.case_id == 4)
+    result = reduce(plan, {**all_pass(plan), shard.shard_id: ShardOutcome(shard, S.BLOCKED, detail=detail)})
+    assert result.verdict is Verdict.BLOCKED
+
+
+def test_a_baseline_that_cannot_be_isolated_degrades_the_comparison_not_the_run() -> None:
+    b = bundle("s")
+    plan = plan_run("20260101-000000-00000000", [b], ["m"], judges=["j"], variants=[CURRENT, "baseline@v1"])
+    outcomes = {}
+    for shard in plan.shards:
+        if shard.variant == CURRENT:
+            outcomes |= {k: v for k, v in all_pass(plan).items() if k == shard.shard_id}
+        else:
+            outcomes[shard.shard_id] = ShardOutcome(shard, S.BLOCKED, detail="BLOCKED_NO_ISOLATION: bad ref")
+    result = reduce(plan, outcomes)
+    assert result.verdict is Verdict.WARN
+    assert "s: baseline unavailable, no comparison" in result.reasons
 
 
 def test_a_failed_calibration_and_skipped_corpora_warn_with_exit_3() -> None:

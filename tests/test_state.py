@@ -144,10 +144,14 @@ def test_requeue_failed_puts_infra_failures_back_and_the_run_finishes_again(redi
     state.finish(RUN)
     assert state.reduced(RUN) and RUN not in state.active_runs()
 
-    again = state.requeue_failed(RUN)
-    assert sorted(again) == sorted(f"bad{i}" for i in range(len(infra)))
+    back = dict(state.requeue_failed(RUN))
+    again = sorted(back)
+    assert again == sorted(f"bad{i}" for i in range(len(infra)))
     assert state.get(RUN, "ok") is S.GRADED and state.get(RUN, "blocked") is S.BLOCKED
-    assert all(state.get(RUN, s) is S.QUEUED for s in again)
+    # An executor failure runs again; a grader failure grades the stored trajectory again.
+    expected = {f"bad{i}": S.QUEUED if s is S.EXECUTOR_FAILED else S.EXECUTED for i, s in enumerate(infra)}
+    assert back == expected
+    assert all(state.get(RUN, s) is expected[s] for s in again)
     assert not state.reduced(RUN) and RUN in state.active_runs()
     assert state.totals(RUN) == (2, len(shards))
     results = [state.transition(RUN, s, S.GRADED) for s in sorted(again)]

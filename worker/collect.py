@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from reducer.scoring import ShardOutcome, reduce_run
+from reducer.scoring import NOT_CALIBRATED_MISSING, ShardOutcome, reduce_run
 from schemas.manifest import RunManifest, calibration_key, grade_key, outcome_key, trajectory_key
 from schemas.report import RunResult
 from schemas.status import ShardState
@@ -58,7 +58,7 @@ def calibration_status(store: ArtifactStore, manifest: RunManifest) -> dict[str,
         elif store.exists(key):
             status[judge] = json.loads(store.get(key))["status"]
         else:
-            status[judge] = "not calibrated (no result recorded)"
+            status[judge] = NOT_CALIBRATED_MISSING
     return status
 
 

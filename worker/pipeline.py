@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import structlog
 
 from schemas.constants import KEY_PREFIX
-from schemas.errors import BlockedError, InfraError, ModelCallFailed, SkillEvalError
+from schemas.errors import BlockedError, InfraError, ModelCallFailed, NoSandbox, SkillEvalError
 from schemas.manifest import RunManifest, calibration_key, grade_key, outcome_key, result_key, trajectory_key
 from schemas.shard import BASELINE_PREFIX
-from schemas.status import ShardState
+from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Trajectory
 from worker.context import Context, with_redis_retry
 from worker.state import MAX_ATTEMPTS
@@ -157,6 +157,12 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
     bundle = manifest.plan.bundle(shard.skill)
     case = bundle.corpus.case(shard.case_id)
     settings = manifest.settings
+    if ctx.settings.sandbox is SandboxMode.BWRAP and manifest.plan.sandbox is not SandboxMode.BWRAP:
+        # A worker configured for bubblewrap never runs a shard unconfined because a submitter asked.
+        raise NoSandbox(
+            f"this worker requires the bwrap sandbox; run {manifest.plan.run_id} asked for "
+            f"--sandbox {manifest.plan.sandbox.value} (start the worker with --sandbox none to allow it)"
+        )
     require_sandbox(manifest.plan.sandbox)
     ref = shard.variant[len(BASELINE_PREFIX) :] if shard.variant.startswith(BASELINE_PREFIX) else None
     with materialize_workspace(

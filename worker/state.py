@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import redis
 
 from schemas.constants import KEY_PREFIX
-from schemas.status import INFRA_FAILURES, TERMINAL_STATES, ShardState, may_transition
+from schemas.status import TERMINAL_STATES, ShardState, may_transition
 
 ACTIVE_RUNS = KEY_PREFIX + ":runs"
 MAX_ATTEMPTS = 3
@@ -272,13 +272,21 @@ class RunState:
         self.r.srem(ACTIVE_RUNS, run_id)
         self.r.hset(self._keys(run_id)[0], "reduced", 1)
 
-    def requeue_failed(self, run_id: str) -> list[str]:
-        """Put every shard in an infra-failure state back to queued (re-run only what failed).
+    def requeue_failed(self, run_id: str) -> list[tuple[str, ShardState]]:
+        """Put infra-failed shards back where their failure happened; return (shard, state) to re-send.
 
-        Returns the shards re-queued; the run becomes active again and will be reduced anew.
+        ``executor-failed`` goes back to ``queued`` (execute again); ``grader-malformed`` and
+        ``grader-dispatch-failed`` go back to ``executed`` (grade the stored trajectory again:
+        no new executor run, and grade-only runs, which have nothing to execute, recover too).
+        The run becomes active again and will be reduced anew.
         """
         run, states, _, _ = self._keys(run_id)
-        infra = [s.value for s in INFRA_FAILURES]
         keys = [run, states, ACTIVE_RUNS, run + ":attempts"]
-        flat = self._requeue(keys=keys, args=[run_id, ShardState.QUEUED.value, *infra])
-        return [_text(x) for x in flat]
+        out: list[tuple[str, ShardState]] = []
+        for back, failed in (
+            (ShardState.QUEUED, [ShardState.EXECUTOR_FAILED]),
+            (ShardState.EXECUTED, [ShardState.GRADER_MALFORMED, ShardState.GRADER_DISPATCH_FAILED]),
+        ):
+            flat = self._requeue(keys=keys, args=[run_id, back.value, *(s.value for s in failed)])
+            out += [(_text(x), back) for x in flat]
+        return out
