@@ -372,7 +372,8 @@ def main() -> None:
     """Entry point. An unexpected crash is the evaluator failing, never a verdict: it exits 2, not 1
     (which would read as a behavioural FAIL in CI)."""
     try:
-        app(standalone_mode=False)
+        # Without standalone mode click *returns* the code of a typer.Exit instead of exiting.
+        code = app(standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
@@ -384,6 +385,7 @@ def main() -> None:
     except Exception as exc:
         err.print(f"INFRA_ERROR: {type(exc).__name__}: {exc}", markup=False, highlight=False)
         sys.exit(ExitCode.BLOCKED)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":
