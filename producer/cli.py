@@ -45,6 +45,26 @@ RepoOpt = Annotated[
     Path, typer.Option("--repo", help="Skill repo (a local checkout).", show_default="current directory")
 ]
 AllEvalsOpt = Annotated[bool, typer.Option("--all-evals", help="Every evals/*.evals.json corpus.")]
+JudgeOpt = Annotated[list[str] | None, typer.Option("--judge", help="Judge model (repeatable: an ensemble).")]
+OutOpt = Annotated[Path, typer.Option("--out", help="Report folder.")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Model config TOML (default ./skill-eval.toml).")]
+ApiBaseOpt = Annotated[str | None, typer.Option("--api-base", help="API base URL for every model of the run.")]
+WorkersOpt = Annotated[int, typer.Option("--workers", min=1, help="Embedded cluster: worker processes.")]
+BrokerOpt = Annotated[str | None, typer.Option("--broker", help="Redis URL of a cluster (env SKILL_EVAL_BROKER_URL).")]
+StoreOpt = Annotated[
+    str | None, typer.Option("--store", help="Artifact store: folder or s3://... (env SKILL_EVAL_STORE).")
+]
+SandboxOpt = Annotated[
+    SandboxMode | None, typer.Option("--sandbox", help="bwrap (default) or none (explicit opt-out).")
+]
+StrictEvidenceOpt = Annotated[
+    bool, typer.Option("--strict-evidence", help="A pass whose quote is not in the transcript fails.")
+]
+NoCalibrationOpt = Annotated[bool, typer.Option("--no-calibration", help="Skip judge calibration (reported).")]
+FailUnderOpt = Annotated[
+    float | None, typer.Option("--fail-under", min=0.0, max=1.0, help="FAIL below this pass rate (0-1).")
+]
+DetachOpt = Annotated[bool, typer.Option("--detach", help="With --broker: submit, print the run id, return.")]
 
 
 def fail(exc: SkillEvalError, code: int = ExitCode.BLOCKED) -> typer.Exit:
@@ -98,37 +118,25 @@ def run(
     model: Annotated[
         list[str] | None, typer.Option("--model", help="Executor model, a litellm name (repeatable).")
     ] = None,
-    judge: Annotated[list[str] | None, typer.Option("--judge", help="Judge model (repeatable: an ensemble).")] = None,
+    judge: JudgeOpt = None,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Repetitions per case and model.")] = 1,
-    out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path(DEFAULT_REPORT_DIR),
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Model config TOML (default ./skill-eval.toml).")
-    ] = None,
-    api_base: Annotated[str | None, typer.Option("--api-base", help="API base URL for every model of the run.")] = None,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Embedded cluster: worker processes.")] = 2,
-    broker: Annotated[
-        str | None, typer.Option("--broker", help="Redis URL of a cluster (env SKILL_EVAL_BROKER_URL).")
-    ] = None,
-    store: Annotated[str | None, typer.Option("--store", help="Artifact store: folder or s3://bucket/prefix.")] = None,
-    sandbox: Annotated[
-        SandboxMode | None, typer.Option("--sandbox", help="bwrap (default) or none (explicit opt-out).")
-    ] = None,
+    out_dir: OutOpt = Path(DEFAULT_REPORT_DIR),
+    config: ConfigOpt = None,
+    api_base: ApiBaseOpt = None,
+    workers: WorkersOpt = 2,
+    broker: BrokerOpt = None,
+    store: StoreOpt = None,
+    sandbox: SandboxOpt = None,
     executor: Annotated[str, typer.Option("--executor", help="agent, or cmd:'<agent CLI command line>'.")] = "agent",
     compare: Annotated[str | None, typer.Option("--compare", help="Also grade the skill as at this git ref.")] = None,
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Executor turns per shard.")] = 40,
     shard_timeout: Annotated[
         float, typer.Option("--shard-timeout", help="Executor wall clock per shard, seconds.")
     ] = 900.0,
-    strict_evidence: Annotated[
-        bool, typer.Option("--strict-evidence", help="A pass whose quote is not in the transcript fails.")
-    ] = False,
-    no_calibration: Annotated[
-        bool, typer.Option("--no-calibration", help="Skip judge calibration (reported).")
-    ] = False,
-    fail_under: Annotated[
-        float | None, typer.Option("--fail-under", min=0.0, max=1.0, help="FAIL below this pass rate (0-1).")
-    ] = None,
-    detach: Annotated[bool, typer.Option("--detach", help="With --broker: submit, print the run id, return.")] = False,
+    strict_evidence: StrictEvidenceOpt = False,
+    no_calibration: NoCalibrationOpt = False,
+    fail_under: FailUnderOpt = None,
+    detach: DetachOpt = False,
     force: Annotated[
         bool, typer.Option("--force", help="--all-evals: re-run corpora that already have a report.")
     ] = False,
@@ -226,25 +234,17 @@ def grade(
         str, typer.Option("--trajectories", help="Folder or s3://bucket/prefix of recordings.")
     ] = "",
     repo: RepoOpt = Path("."),
-    judge: Annotated[list[str] | None, typer.Option("--judge", help="Judge model (repeatable: an ensemble).")] = None,
-    out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path(DEFAULT_REPORT_DIR),
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Model config TOML (default ./skill-eval.toml).")
-    ] = None,
-    api_base: Annotated[str | None, typer.Option("--api-base", help="API base URL for every model.")] = None,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Embedded cluster: worker processes.")] = 2,
-    broker: Annotated[str | None, typer.Option("--broker", help="Redis URL of a cluster.")] = None,
-    store: Annotated[str | None, typer.Option("--store", help="Artifact store: folder or s3://bucket/prefix.")] = None,
-    strict_evidence: Annotated[
-        bool, typer.Option("--strict-evidence", help="A pass whose quote is not in the transcript fails.")
-    ] = False,
-    no_calibration: Annotated[
-        bool, typer.Option("--no-calibration", help="Skip judge calibration (reported).")
-    ] = False,
-    fail_under: Annotated[
-        float | None, typer.Option("--fail-under", min=0.0, max=1.0, help="FAIL below this pass rate.")
-    ] = None,
-    detach: Annotated[bool, typer.Option("--detach", help="With --broker: submit, print the run id, return.")] = False,
+    judge: JudgeOpt = None,
+    out_dir: OutOpt = Path(DEFAULT_REPORT_DIR),
+    config: ConfigOpt = None,
+    api_base: ApiBaseOpt = None,
+    workers: WorkersOpt = 2,
+    broker: BrokerOpt = None,
+    store: StoreOpt = None,
+    strict_evidence: StrictEvidenceOpt = False,
+    no_calibration: NoCalibrationOpt = False,
+    fail_under: FailUnderOpt = None,
+    detach: DetachOpt = False,
 ) -> None:
     """Grade recorded trajectories (own JSON or Claude Code stream-json) against the corpora; no execution.
 
@@ -278,9 +278,9 @@ def grade(
 def worker(
     queues: Annotated[str, typer.Option("--queues", help="Comma-separated queues to consume.")] = ",".join(ALL_QUEUES),
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Worker processes.")] = 2,
-    broker: Annotated[str | None, typer.Option("--broker", help="Redis URL (env SKILL_EVAL_BROKER_URL).")] = None,
-    store: Annotated[str | None, typer.Option("--store", help="Artifact store (env SKILL_EVAL_STORE).")] = None,
-    sandbox: Annotated[SandboxMode | None, typer.Option("--sandbox", help="bwrap (default) or none.")] = None,
+    broker: BrokerOpt = None,
+    store: StoreOpt = None,
+    sandbox: SandboxOpt = None,
     loglevel: Annotated[str, typer.Option("--loglevel", help="Celery log level.")] = "INFO",
 ) -> None:
     """Start a worker for a cluster (execute, grade and reduce queues by default)."""
@@ -302,8 +302,8 @@ def worker(
 def status(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
-    broker: Annotated[str | None, typer.Option("--broker", help="Redis URL (env SKILL_EVAL_BROKER_URL).")] = None,
-    store: Annotated[str | None, typer.Option("--store", help="Artifact store (env SKILL_EVAL_STORE).")] = None,
+    broker: BrokerOpt = None,
+    store: StoreOpt = None,
 ) -> None:
     """Shard counts by state, whether the run is done, and per-model usage."""
     settings = _settings(broker_url=broker, store=store)
@@ -327,7 +327,7 @@ def status(
 def report(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
     out_dir: Annotated[Path | None, typer.Option("--out", help="Report folder (default: the run's).")] = None,
-    store: Annotated[str | None, typer.Option("--store", help="Artifact store (env SKILL_EVAL_STORE).")] = None,
+    store: StoreOpt = None,
 ) -> None:
     """Reduce again from the stored verdicts and write the reports; exit code is the verdict's."""
     try:
@@ -340,8 +340,8 @@ def report(
 @app.command()
 def resubmit(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
-    broker: Annotated[str | None, typer.Option("--broker", help="Redis URL (env SKILL_EVAL_BROKER_URL).")] = None,
-    store: Annotated[str | None, typer.Option("--store", help="Artifact store (env SKILL_EVAL_STORE).")] = None,
+    broker: BrokerOpt = None,
+    store: StoreOpt = None,
 ) -> None:
     """Re-run only the shards of a run that ended in an infra failure (cluster mode)."""
     settings = _settings(broker_url=broker, store=store)
