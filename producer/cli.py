@@ -19,13 +19,13 @@ from rich.table import Table
 
 from producer.embedded import worker_command
 from producer.planning import new_run_id, plan_run, plan_summary
-from producer.progress import RunStalled
 from producer.repo import Repo
 from producer.runner import RunRequest, grade_recorded, requeue_failed, rereport, run_evaluation, run_status
 from schemas.constants import ALL_QUEUES, DEFAULT_REPORT_DIR
 from schemas.errors import SkillEvalError
 from schemas.export import json_schemas
 from schemas.manifest import AgentBudget, RunSettings
+from schemas.report import RunResult
 from schemas.status import ExitCode, SandboxMode
 from worker.models.settings import load_model_config
 from worker.sandbox import require_sandbox
@@ -170,12 +170,14 @@ def run(
         outcome = run_evaluation(req, settings, out, err)
     except SkillEvalError as exc:
         raise fail(exc) from exc
-    except RunStalled as exc:
-        err.print(f"RUN_STALLED: {exc}", markup=False)
-        raise typer.Exit(ExitCode.BLOCKED) from exc
+    conclude(outcome)
+
+
+def conclude(outcome: RunResult | str) -> None:
+    """Exit with the verdict's code, or print the run id alone when detached."""
     if isinstance(outcome, str):
         sys.stdout.write(outcome + "\n")
-        return
+        raise typer.Exit(ExitCode.PASS)
     raise typer.Exit(outcome.verdict.exit_code)
 
 
@@ -265,13 +267,7 @@ def grade(
         outcome = grade_recorded(req, trajectories, settings, out, err)
     except SkillEvalError as exc:
         raise fail(exc) from exc
-    except RunStalled as exc:
-        err.print(f"RUN_STALLED: {exc}", markup=False)
-        raise typer.Exit(ExitCode.BLOCKED) from exc
-    if isinstance(outcome, str):
-        sys.stdout.write(outcome + "\n")
-        return
-    raise typer.Exit(outcome.verdict.exit_code)
+    conclude(outcome)
 
 
 @app.command()

@@ -8,12 +8,15 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from schemas.errors import SkillEvalError
 from schemas.status import ShardState
 from worker.state import RunState
 
 
-class RunStalled(RuntimeError):
-    """The run stopped making progress (e.g. the embedded workers died)."""
+class RunStalled(SkillEvalError):
+    """The run stopped making progress (the embedded workers died, the broker forgot the run)."""
+
+    status = "RUN_STALLED"
 
 
 def _state_text(counts: dict[str, int]) -> str:

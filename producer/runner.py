@@ -149,7 +149,7 @@ def drive(
             )
         except RunStalled as exc:
             tail = f"\nlast worker log lines:\n{embedded.log_tail(2000)}" if embedded else ""
-            raise RunStalled(f"{exc}{tail}") from exc
+            raise RunStalled(f"{exc.detail}{tail}") from exc
     return finish_run(manifest, store, settings, req.out, out)
 
 

@@ -109,18 +109,24 @@ def given_up(ctx: Context, send: Send, run_id: str, shard_id: str, leased: Shard
     return True
 
 
+def claim(ctx: Context, send: Send, run_id: str, shard_id: str, src: ShardState, dst: ShardState) -> str | None:
+    """Take the shard ``src -> dst`` under a fresh lease; the lease token, or None when this delivery
+    has nothing to do (another worker holds it, it moved on, or it was just given up on)."""
+    token = secrets.token_hex(8)
+    ttl = ctx.settings.lease_ttl_s
+    if not with_redis_retry(lambda: ctx.state.claim(run_id, shard_id, src, dst, token, ttl)):
+        task = "execute" if dst is ShardState.EXECUTING else "grade"
+        log.info(f"{task} skipped: shard not claimable", run_id=run_id, shard_id=shard_id)
+        return None
+    if given_up(ctx, send, run_id, shard_id, dst, token):
+        return None
+    return token
+
+
 def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
     """Materialize the workspace, run the executor in the sandbox, store the trajectory, enqueue grading."""
-    token = secrets.token_hex(8)
-    claimed = with_redis_retry(
-        lambda: ctx.state.claim(
-            run_id, shard_id, ShardState.QUEUED, ShardState.EXECUTING, token, ctx.settings.lease_ttl_s
-        )
-    )
-    if not claimed:
-        log.info("execute skipped: shard not claimable", run_id=run_id, shard_id=shard_id)
-        return
-    if given_up(ctx, send, run_id, shard_id, ShardState.EXECUTING, token):
+    token = claim(ctx, send, run_id, shard_id, ShardState.QUEUED, ShardState.EXECUTING)
+    if token is None:
         return
     bound = log.bind(run_id=run_id, shard_id=shard_id)
     manifest = ctx.manifest(run_id)
@@ -215,16 +221,8 @@ def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
     """Judge the stored trajectory against the case's assertions; store the grade; finish the shard."""
     from worker.grading.judge import grade_trajectory
 
-    token = secrets.token_hex(8)
-    claimed = with_redis_retry(
-        lambda: ctx.state.claim(
-            run_id, shard_id, ShardState.EXECUTED, ShardState.GRADING, token, ctx.settings.lease_ttl_s
-        )
-    )
-    if not claimed:
-        log.info("grade skipped: shard not claimable", run_id=run_id, shard_id=shard_id)
-        return
-    if given_up(ctx, send, run_id, shard_id, ShardState.GRADING, token):
+    token = claim(ctx, send, run_id, shard_id, ShardState.EXECUTED, ShardState.GRADING)
+    if token is None:
         return
     manifest = ctx.manifest(run_id)
     shard = manifest.shard(shard_id)
