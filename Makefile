@@ -39,7 +39,7 @@ test-fast: setup
 check: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy schemas reducer producer worker prompts testkit
+	$(BIN)/mypy schemas engine harnesses reducer producer worker prompts testkit
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

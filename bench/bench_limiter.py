@@ -42,8 +42,8 @@ def _worker(
     import litellm
     import redis
 
+    from schemas.model_config import parse_model_config
     from worker.models.client import LiteLLMClient
-    from worker.models.settings import parse_model_config
 
     client = None
     if mode == "limiter":
@@ -94,8 +94,8 @@ def _worker(
 
 def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     """Run one fleet against a fresh server (and a fresh Redis); return its figures."""
+    from engine.redis_server import RedisServer
     from testkit.offline_server import OfflineModelServer
-    from worker.redis_server import RedisServer
 
     scenario = {"default": {"text": "ok", "delay_s": args.latency}}
     ctx = mp.get_context("spawn")

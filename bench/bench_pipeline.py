@@ -33,13 +33,12 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from engine.settings import Settings, default_work_root
+from engine.state import RunState
 from producer.embedded import EmbeddedCluster
 from schemas.status import ShardState
 from testkit.offline_server import OfflineModelServer
 from tests.engine_support import make_corpus_repo, scenario, submit_run, wait_until
-from worker.settings import Settings
-from worker.state import RunState
-from worker.workspace import default_work_root
 
 TARGET_SHARDS_PER_S = 10.0
 TARGET_LATENCY_RATIO = 1.2
@@ -81,9 +80,9 @@ def profile(cases: int, epochs: int, top: int = 30) -> int:
     import cProfile
     import pstats
 
+    from engine.redis_server import RedisServer
     from worker import pipeline
     from worker.context import Context
-    from worker.redis_server import RedisServer
 
     with tempfile.TemporaryDirectory(prefix="skill-eval-prof-") as tmp, RedisServer() as server, work_root() as work:
         root = Path(tmp)

@@ -25,11 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from engine.snapshot import snapshot_repo, unpack_snapshot
+from engine.store import LocalStore
 from schemas.corpus import EvalCase
 from schemas.status import SandboxMode
 from worker.sandbox import open_sandbox
-from worker.snapshot import snapshot_repo, unpack_snapshot
-from worker.store import LocalStore
 from worker.workspace import materialize_workspace
 
 TARGET_WORKSPACE_MS = 150.0

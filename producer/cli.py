@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from engine.settings import Settings
 from producer.embedded import worker_command
 from producer.planning import new_run_id, plan_run, plan_summary
 from producer.repo import Repo
@@ -25,11 +26,10 @@ from schemas.constants import ALL_QUEUES, DEFAULT_REPORT_DIR
 from schemas.errors import SkillEvalError
 from schemas.export import json_schemas
 from schemas.manifest import AgentBudget, RunSettings
+from schemas.model_config import load_model_config
 from schemas.report import RunResult
 from schemas.status import ExitCode, SandboxMode
-from worker.models.settings import load_model_config
 from worker.sandbox import require_sandbox
-from worker.settings import Settings
 
 app = typer.Typer(
     name="skill-eval",

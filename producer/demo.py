@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from testkit.judge import calibration_judge_rules as judge_rules
 from testkit.offline_server import SCENARIO_DIR, OfflineModelServer
-from worker.grading.calibration import judge_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "demo-repo"

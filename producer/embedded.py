@@ -16,9 +16,9 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
+from engine.redis_server import RedisServer, die_with_parent
+from engine.settings import Settings
 from schemas.constants import ALL_QUEUES
-from worker.redis_server import RedisServer, die_with_parent
-from worker.settings import Settings
 
 
 def worker_command(queues: str, concurrency: int, name: str, loglevel: str = "WARNING") -> list[str]:

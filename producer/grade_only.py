@@ -12,15 +12,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
+from engine.state import RunState
+from engine.store import ArtifactStore
 from schemas.manifest import RunManifest, manifest_key, outcome_key, trajectory_key
 from schemas.shard import SkillBundle, shard_id_for
 from schemas.status import ShardState
 from schemas.trajectory import Trajectory
-from worker.state import RunState
-from worker.store import ArtifactStore
 
 Recorded = tuple[str, int, int, Trajectory]
-"""(skill, case id, epoch, trajectory), as worker.grading.importers.load_trajectories returns."""
+"""(skill, case id, epoch, trajectory), as engine.importers.load_trajectories returns."""
 
 
 def recorded_models(recorded: Sequence[Recorded]) -> list[str]:

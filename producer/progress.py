@@ -8,9 +8,9 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from engine.state import RunState
 from schemas.errors import SkillEvalError
 from schemas.status import ShardState
-from worker.state import RunState
 
 
 class RunStalled(SkillEvalError):

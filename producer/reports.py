@@ -7,6 +7,8 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+from engine.collect import load_trajectory
+from engine.store import ArtifactStore
 from reducer.render import (
     needs_transcript,
     render_complete_block,
@@ -20,8 +22,6 @@ from reducer.render import (
 from reducer.render_html import render_html
 from schemas.manifest import RunManifest
 from schemas.report import RunResult
-from worker.collect import load_trajectory
-from worker.store import ArtifactStore
 
 
 def write_reports(result: RunResult, manifest: RunManifest, store: ArtifactStore, out_dir: Path) -> list[Path]:

@@ -13,6 +13,9 @@ from typing import Any
 import redis
 from rich.console import Console
 
+from engine.settings import Settings
+from engine.state import RunState
+from engine.store import ArtifactStore, open_store
 from producer.embedded import EmbeddedCluster
 from producer.planning import new_run_id, plan_run
 from producer.progress import RunStalled, wait_for_run
@@ -25,9 +28,6 @@ from schemas.manifest import RunManifest, RunSettings, manifest_key, result_key
 from schemas.report import RunResult
 from schemas.shard import CURRENT, RunPlan, SkillBundle, baseline_variant
 from schemas.status import ShardState
-from worker.settings import Settings
-from worker.state import RunState
-from worker.store import ArtifactStore, open_store
 
 Enqueue = Callable[[str, str, str | None], None]
 """enqueue(kind, run_id, shard_id or None): send an execute, grade or reduce message."""
@@ -136,7 +136,7 @@ def drive(
         submitter(manifest, store, state, enqueue_via(live, manifest))
         if req.detach and embedded is None:
             return manifest.plan.run_id
-        from worker.models.usage import usage_totals
+        from engine.usage import usage_totals
 
         try:
             wait_for_run(
@@ -214,8 +214,8 @@ def grade_recorded(
     req: RunRequest, trajectories: str, settings: Settings, out: Console, err: Console
 ) -> RunResult | str:
     """``skill-eval grade``: shard recorded trajectories and grade them like a run."""
+    from engine.importers import load_trajectories
     from producer.grade_only import recorded_models, select, submit_recorded
-    from worker.grading.importers import load_trajectories
 
     recorded = load_trajectories(trajectories)
     if not req.skills and not req.all_evals:
@@ -245,7 +245,7 @@ def finish_run(
     already_reported: Sequence[str] = (),
 ) -> RunResult:
     """Load (or compute) the reduced result, write the reports and the run-log line, print the block."""
-    from worker.collect import reduce_from_store
+    from engine.collect import reduce_from_store
 
     key = result_key(manifest.plan.run_id)
     if store.exists(key):
@@ -269,7 +269,7 @@ def load_manifest(store: ArtifactStore, run_id: str) -> RunManifest:
 
 def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console) -> RunResult:
     """``skill-eval report``: reduce again from stored verdicts and write the reports."""
-    from worker.collect import reduce_from_store
+    from engine.collect import reduce_from_store
 
     store = open_store(settings.store)
     manifest = load_manifest(store, run_id)
@@ -284,7 +284,7 @@ def run_status(run_id: str, settings: Settings) -> dict[str, Any]:
     """Counts by state, ``done`` and per-model usage: from Redis when a broker is given, else from the store."""
     store = open_store(settings.store)
     if settings.broker_url:
-        from worker.models.usage import usage_totals
+        from engine.usage import usage_totals
 
         client = redis.Redis.from_url(settings.broker_url)
         state = RunState(client)
@@ -295,7 +295,7 @@ def run_status(run_id: str, settings: Settings) -> dict[str, Any]:
                 "done": state.reduced(run_id), "terminal": done, "usage": usage_totals(client, run_id),
             }  # fmt: skip
     manifest = load_manifest(store, run_id)
-    from worker.collect import collect_outcomes
+    from engine.collect import collect_outcomes
 
     outcomes = collect_outcomes(store, manifest)
     counts = {s.value: 0 for s in ShardState}

@@ -6,11 +6,11 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from engine.snapshot import snapshot_repo
+from engine.state import RunState
+from engine.store import ArtifactStore
 from schemas.manifest import RunManifest, RunSettings, manifest_key
 from schemas.shard import BASELINE_PREFIX, CURRENT, RunPlan
-from worker.snapshot import snapshot_repo
-from worker.state import RunState
-from worker.store import ArtifactStore
 
 Enqueue = Callable[[str, str], None]
 """enqueue(run_id, shard_id): put one execute message on the queue."""

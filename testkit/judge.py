@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from importlib import resources
 from typing import Any
 
 from testkit.scenario import JudgeRule
@@ -93,3 +94,10 @@ def judge_request(text: str, rules: tuple[JudgeRule, ...]) -> list[dict[str, Any
     """Verdicts for every assertion of a grading request, in input order."""
     assertions, transcript = split_grading_request(text)
     return [judge_assertion(a, transcript, rules) for a in assertions]
+
+
+def calibration_judge_rules() -> list[dict[str, Any]]:
+    """Scripted-judge rules that decide the built-in calibration assertions correctly."""
+    text = resources.files("testkit").joinpath("calibration", "judge-rules.json").read_text("utf-8")
+    rules: list[dict[str, Any]] = json.loads(text)
+    return rules

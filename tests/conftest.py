@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from worker.redis_server import RedisServer, free_port
+from engine.redis_server import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_REPO = ROOT / "examples" / "demo-repo"

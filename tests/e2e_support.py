@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.grading.calibration import judge_rules
+from testkit.judge import calibration_judge_rules as judge_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{8}$")

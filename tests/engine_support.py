@@ -17,6 +17,9 @@ from typing import Any
 
 import redis
 
+from engine.settings import Settings
+from engine.state import RunState
+from engine.store import open_store
 from producer.embedded import worker_command
 from producer.planning import new_run_id, plan_run
 from producer.repo import Repo
@@ -24,10 +27,7 @@ from producer.runner import enqueue_via
 from producer.submit import build_manifest, submit
 from schemas.constants import ALL_QUEUES
 from schemas.manifest import AgentBudget, RunManifest, RunSettings
-from worker.models.settings import ModelConfig
-from worker.settings import Settings
-from worker.state import RunState
-from worker.store import open_store
+from schemas.model_config import ModelConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 SKILL = "bench-skill"

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import redis
 
+from schemas.model_config import parse_model_config
 from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent, Trajectory
 from testkit.offline_server import OfflineModelServer
 from worker.models.client import LiteLLMClient
-from worker.models.settings import parse_model_config
 
 JUDGE = "openai/scripted-judge"
 ASSERTIONS = [

@@ -12,8 +12,11 @@ import httpx
 import pytest
 import redis
 
+from engine.snapshot import snapshot_repo
+from engine.store import LocalStore
 from schemas.corpus import Corpus, EvalCase
 from schemas.errors import ExecutorFailed
+from schemas.model_config import parse_model_config
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory
 from testkit.offline_server import OfflineModelServer
@@ -21,10 +24,7 @@ from tests.executor_support import open_test_sandbox
 from worker.executor.agent import AgentBudget, run_agent
 from worker.executor.prompt import render_executor_prompt
 from worker.models.client import LiteLLMClient
-from worker.models.settings import parse_model_config
 from worker.sandbox import Sandbox, SandboxLimits
-from worker.snapshot import snapshot_repo
-from worker.store import LocalStore
 from worker.workspace import Workspace, materialize_workspace
 
 # litellm imports parts of the openai SDK lazily, on the first call; pydantic warns about one

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 import redis
 
+from engine.snapshot import snapshot_repo
+from engine.store import LocalStore
 from schemas.corpus import Corpus, assertion_text
+from schemas.model_config import parse_model_config
 from testkit.offline_server import OfflineModelServer
 from tests.executor_support import open_test_sandbox
 from worker.executor.agent import run_agent
 from worker.grading.transcript import build_grader_prompt, new_nonce, prepare_transcript
 from worker.models.client import LiteLLMClient
-from worker.models.settings import parse_model_config
 from worker.sandbox import SandboxLimits
-from worker.snapshot import snapshot_repo
-from worker.store import LocalStore
 from worker.workspace import materialize_workspace
 
 pytestmark = pytest.mark.slow

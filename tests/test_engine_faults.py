@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import redis
 
+from engine.redis_server import RedisServer
+from engine.settings import Settings
+from engine.state import RunState
+from engine.store import open_store
 from schemas.manifest import grade_key, outcome_key, result_key
 from schemas.status import ShardState
 from testkit.offline_server import OfflineModelServer
 from tests.engine_support import WorkerNode, make_corpus_repo, scenario, submit_run, wait_until
 from worker.app import TASK_EXECUTE, TASK_GRADE, make_app
-from worker.redis_server import RedisServer
-from worker.settings import Settings
-from worker.state import RunState
-from worker.store import open_store
 
 pytestmark = pytest.mark.slow
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import boto3
 import pytest
 
+from engine.importers import load_trajectories, parse_key
 from schemas.errors import ConfigError
 from schemas.trajectory import ToolCallEvent, Trajectory
 from tests.grading_support import good_trajectory
-from worker.grading.importers import load_trajectories, parse_key
 
 STREAM = [
     json.dumps({"type": "system", "subtype": "init", "session_id": "s", "model": "m", "tools": ["Bash"]}),

@@ -9,6 +9,7 @@ import pytest
 from prompts import load_template
 from schemas.corpus import FileContainsCheck, ToolCallCheck
 from schemas.status import ShardState
+from testkit.judge import calibration_judge_rules as judge_rules
 from testkit.offline_server import OfflineModelServer
 from tests import grading_support
 from tests.grading_support import (
@@ -21,7 +22,7 @@ from tests.grading_support import (
     sent_assertions,
     shell,
 )
-from worker.grading.calibration import CALIBRATION_CASES, calibrate, judge_rules, load_case
+from worker.grading.calibration import CALIBRATION_CASES, calibrate, load_case
 from worker.grading.deterministic import check_assertion
 from worker.grading.judge import REASK_DISPATCH, grade_trajectory
 from worker.models.client import LiteLLMClient

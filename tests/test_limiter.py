@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from engine.redis_server import RedisServer
 from schemas.errors import ModelCallFailed
+from schemas.model_config import LimiterSettings, ModelLimits
 from worker.models.limiter import Limiter
-from worker.models.settings import LimiterSettings, ModelLimits
-from worker.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 EXACT = LimiterSettings(headroom=1.0)  # no headroom: the arithmetic below is exact
@@ -69,7 +69,7 @@ def test_a_live_holder_keeps_its_lease_past_the_ttl_by_heartbeat(redis_client: r
 HOLDER = """
 import sys, time, redis
 from worker.models.limiter import Limiter
-from worker.models.settings import LimiterSettings, ModelLimits
+from schemas.model_config import LimiterSettings, ModelLimits
 lim = Limiter(redis.Redis.from_url(sys.argv[1]), ModelLimits(name="openai/test", max_concurrency=1),
               LimiterSettings(lease_ttl_s=1.0))
 with lim.acquire(1):

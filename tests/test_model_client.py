@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import redis
 
+from engine.redis_server import RedisServer
+from engine.usage import usage_totals
 from schemas.errors import ConfigError, ModelCallFailed
+from schemas.model_config import load_model_config, parse_model_config
 from testkit.offline_server import OfflineModelServer
 from worker.models.client import LiteLLMClient, is_retryable, retry_after_s
-from worker.models.settings import load_model_config, parse_model_config
-from worker.models.usage import usage_totals
-from worker.redis_server import RedisServer
 
 MODEL = "openai/scripted"
 TOOLS = [{"type": "function", "function": {"name": "shell", "parameters": {"type": "object"}}}]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from worker.redis_server import RedisServer
+from engine.redis_server import RedisServer
 
 
 def test_the_session_redis_is_a_real_server_on_loopback(redis_client: redis.Redis) -> None:

@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 import redis
 
+from engine.redis_server import RedisServer
+from engine.settings import Settings
+from engine.state import RunState
+from engine.store import open_store
 from producer.planning import plan_run
 from schemas.corpus import Corpus, EvalCase
 from schemas.manifest import RunManifest, grade_key, manifest_key, outcome_key, result_key
 from schemas.shard import SkillBundle
 from worker import pipeline
 from worker.context import Context
-from worker.redis_server import RedisServer
-from worker.settings import Settings
-from worker.state import RunState
-from worker.store import open_store
 
 
 def test_a_reduce_that_crashes_still_releases_the_submitter_waiting_for_it(

@@ -248,9 +248,9 @@ def test_a_command_that_cannot_start_is_a_result_not_an_exception(sandbox: Bwrap
 
 
 def test_git_works_inside_but_push_to_a_removed_remote_reaches_nothing(tmp_path: Path) -> None:
+    from engine.snapshot import snapshot_repo
+    from engine.store import LocalStore
     from schemas.corpus import EvalCase
-    from worker.snapshot import snapshot_repo
-    from worker.store import LocalStore
     from worker.workspace import materialize_workspace
 
     remote = tmp_path / "remote.git"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.snapshot import build_snapshot_tar, snapshot_repo, unpack_snapshot
+from engine.store import LocalStore
 from schemas.errors import StoreError
-from worker.snapshot import build_snapshot_tar, snapshot_repo, unpack_snapshot
-from worker.store import LocalStore
 
 
 def _tree(root: Path) -> Path:

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import redis
 
+from engine.redis_server import RedisServer
+from engine.settings import Settings
+from engine.state import MAX_ATTEMPTS, RunState
 from schemas.manifest import outcome_key
 from schemas.status import INFRA_FAILURES, TERMINAL_STATES, ShardState
 from worker import pipeline
 from worker.context import Context
-from worker.redis_server import RedisServer
-from worker.settings import Settings
-from worker.state import MAX_ATTEMPTS, RunState
 
 RUN = "20260101-000000-0000abcd"
 S = ShardState

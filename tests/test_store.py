@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.redis_server import free_port
+from engine.store import ArtifactStore, LocalStore, S3Store, open_store
 from schemas.errors import StoreError
-from worker.redis_server import free_port
-from worker.store import ArtifactStore, LocalStore, S3Store, open_store
 
 _bucket_counter = iter(range(10_000))
 

@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harnesses.stream_json import ERROR_PREFIX, parse_stream_json, read_stream_json
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent
-from worker.executor.stream_json import ERROR_PREFIX, parse_stream_json, read_stream_json
 
 
 def line(obj: dict[str, Any]) -> str:

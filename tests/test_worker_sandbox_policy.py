@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.settings import Settings
 from producer.planning import plan_run
 from producer.repo import Repo
 from schemas.errors import NoSandbox
@@ -14,7 +15,6 @@ from schemas.status import SandboxMode
 from tests.conftest import EXAMPLE_REPO
 from worker.context import Context
 from worker.pipeline import run_executor
-from worker.settings import Settings
 
 
 def manifest(sandbox: SandboxMode) -> RunManifest:

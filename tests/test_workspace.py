@@ -11,14 +11,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.settings import default_work_root
+from engine.snapshot import snapshot_repo
+from engine.store import LocalStore
 from schemas.corpus import EvalCase, Fixture
 from schemas.errors import BadFixture, BadSkillName, FixtureNeedsGit, NoIsolation
 from schemas.status import FixtureStage
 from tests.conftest import git
 from worker.fixtures import resolve_fixture_path
-from worker.snapshot import snapshot_repo
-from worker.store import LocalStore
-from worker.workspace import Workspace, default_work_root, materialize_workspace, reclaim_leftovers
+from worker.workspace import Workspace, materialize_workspace, reclaim_leftovers
 
 SKILL = "commit-message"
 

@@ -4,7 +4,7 @@
 - prefetch of one: a worker holds only what it runs, so queue depth (what autoscalers read)
   is the real backlog and a slow shard never strands others behind it;
 - prefork pool only: gevent/eventlet pools break late-ack handling on the Redis broker;
-- no result backend: shard state lives in our own Redis keys (worker/state.py), and runs
+- no result backend: shard state lives in our own Redis keys (engine/state.py), and runs
   finish through an atomic counter rather than chords.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 from celery import Celery
 from kombu import Exchange, Queue  # type: ignore[attr-defined]  # kombu re-exports without __all__
 
+from engine.settings import Settings
 from schemas.constants import ALL_QUEUES, QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE
 from schemas.manifest import RunManifest
-from worker.settings import Settings
 
 TASK_EXECUTE = "skill_eval.execute"
 TASK_GRADE = "skill_eval.grade"

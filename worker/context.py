@@ -13,10 +13,10 @@ from typing import TypeVar
 import redis
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from engine.settings import Settings
+from engine.state import RunState
+from engine.store import ArtifactStore, open_store
 from schemas.manifest import RunManifest, manifest_key
-from worker.settings import Settings
-from worker.state import RunState
-from worker.store import ArtifactStore, open_store
 
 T = TypeVar("T")
 
@@ -67,8 +67,8 @@ class Context:
 
     def model_client(self, run_id: str) -> object:
         """The litellm client configured for this run (model table from the manifest)."""
+        from schemas.model_config import ModelConfig
         from worker.models.client import LiteLLMClient
-        from worker.models.settings import ModelConfig
 
         with self._lock:
             if run_id not in self._clients:

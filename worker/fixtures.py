@@ -15,11 +15,11 @@ import os
 import subprocess
 from pathlib import Path
 
+from engine.gitcmd import run_git
 from schemas.constants import GLOB_CHARS
 from schemas.corpus import EvalCase, Fixture
 from schemas.errors import BadFixture, FixtureNeedsGit, NoIsolation
 from schemas.status import FixtureStage
-from worker.gitcmd import run_git
 
 SNAPSHOT_COMMIT_MESSAGE = "eval-fixture: sandbox snapshot (pre-existing WIP)"
 BASE_COMMIT_MESSAGE = "eval-fixture: base state"

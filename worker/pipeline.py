@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from engine.state import MAX_ATTEMPTS
 from schemas.constants import KEY_PREFIX
 from schemas.errors import BlockedError, InfraError, ModelCallFailed, NoSandbox, SkillEvalError
 from schemas.manifest import RunManifest, calibration_key, grade_key, outcome_key, result_key, trajectory_key
@@ -23,7 +24,6 @@ from schemas.shard import BASELINE_PREFIX
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Trajectory
 from worker.context import Context, with_redis_retry
-from worker.state import MAX_ATTEMPTS
 
 log = structlog.get_logger("skill_eval.worker")
 
@@ -278,7 +278,7 @@ def ensure_calibrated(ctx: Context, client: object, run_id: str, judge: str) -> 
 
 def reduce_run(ctx: Context, run_id: str) -> None:
     """Reduce from the store (idempotent), store the result, stop watching the run."""
-    from worker.collect import reduce_from_store
+    from engine.collect import reduce_from_store
 
     manifest = ctx.manifest(run_id)
     try:

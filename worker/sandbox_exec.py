@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-from worker.gitcmd import GIT_IDENTITY
+from engine.gitcmd import GIT_IDENTITY
 from worker.output import OutputBuffer
 from worker.sandbox import INNER_HOME, INNER_ROOT, CommandResult, SandboxLimits
 

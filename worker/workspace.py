@@ -23,39 +23,20 @@ import secrets
 import shutil
 import stat
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.gitcmd import run_git
+from engine.snapshot import UNPACK_TEMP_PREFIX, unpack_snapshot
+from engine.store import ArtifactStore
 from schemas.constants import CORPUS_SUFFIX, EVALS_DIR, SKILL_NAME_RE
 from schemas.corpus import EvalCase
 from schemas.errors import BadSkillName, NoIsolation, StoreError
 from worker.fixtures import materialize_fixtures
-from worker.gitcmd import run_git
-from worker.snapshot import UNPACK_TEMP_PREFIX, unpack_snapshot
-from worker.store import ArtifactStore
 
 _LEFTOVER_RE = re.compile(r"^(\d+)-[0-9a-f]{8}$")
 _UNPACK_RE = re.compile("^" + re.escape(UNPACK_TEMP_PREFIX) + r"(\d+)-")
-_TMPFS = Path("/dev/shm")
-_TMPFS_MIN_FREE = 2 * 1024**3  # Docker's default /dev/shm is 64 MB: far too small for workspaces
-
-
-def default_work_root() -> Path:
-    """Where workspaces and the unpacked-snapshot cache go unless configured: a tmpfs when it has room.
-
-    A workspace costs one file creation per repo file; on tmpfs that is ~30 ms for 1,000
-    files, on a busy ext4 disk it can be a second (bench/bench_workspace.py). Falls back to
-    the system temp folder when ``/dev/shm`` is missing, read-only or has less than 2 GiB free.
-    """
-    try:
-        st = os.statvfs(_TMPFS)
-        if os.access(_TMPFS, os.W_OK) and st.f_bavail * st.f_frsize >= _TMPFS_MIN_FREE:
-            return _TMPFS / "skill-eval"
-    except OSError:
-        pass
-    return Path(tempfile.gettempdir()) / "skill-eval"
 
 
 @dataclass(frozen=True)

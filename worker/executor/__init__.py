@@ -5,18 +5,18 @@ Two implementations behind one result type (:class:`schemas.trajectory.Trajector
 - :func:`run_agent` - the built-in tool-calling loop over a model client (``agent.py``,
   tools in ``tools.py``);
 - :func:`run_external` - an agent CLI run in the same sandbox, its stream-json events
-  parsed (``external.py``, ``stream_json.py``), proven by :func:`run_canary` before a
+  parsed (``external.py``, ``harnesses/stream_json.py``), proven by :func:`run_canary` before a
   batch (``canary.py``).
 """
 
 from __future__ import annotations
 
+from harnesses.stream_json import parse_stream_json, read_stream_json
 from schemas.manifest import AgentBudget
 from worker.executor.agent import run_agent
 from worker.executor.canary import Canary, probe_transcript_capture, run_canary
 from worker.executor.external import ExternalExecutor, external_limits, run_external
 from worker.executor.prompt import RenderedPrompt, render_executor_prompt
-from worker.executor.stream_json import parse_stream_json, read_stream_json
 
 __all__ = [
     "AgentBudget",

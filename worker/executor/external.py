@@ -24,12 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from harnesses.stream_json import read_stream_json
 from schemas.corpus import EvalCase
 from schemas.errors import ConfigError, ExecutorFailed
 from schemas.trajectory import EndReason, ToolCallEvent, Trajectory
 from worker.executor.final_files import collect_final_files
 from worker.executor.prompt import render_executor_prompt
-from worker.executor.stream_json import read_stream_json
 from worker.sandbox import Sandbox, SandboxLimits
 
 OPTION_PREFIX = "cmd:"

@@ -66,12 +66,6 @@ def load_case(name: str) -> CalibrationCase:
     return case
 
 
-def judge_rules() -> list[dict[str, Any]]:
-    """The offline server's scripted-judge rules that decide the calibration assertions correctly."""
-    rules: list[dict[str, Any]] = json.loads(_calibration_dir().joinpath("judge-rules.json").read_text("utf-8"))
-    return rules
-
-
 def calibrate(client: ModelClient, judge: str, *, cases: tuple[str, ...] = CALIBRATION_CASES) -> CalibrationResult:
     """Grade every built-in case with ``judge`` alone and compare with the known verdicts.
 

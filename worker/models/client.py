@@ -28,12 +28,12 @@ import litellm
 import openai
 import redis
 
+from engine.usage import record_usage, usage_totals
 from schemas.errors import ModelCallFailed
+from schemas.model_config import ModelConfig, ModelLimits
 from schemas.trajectory import Usage
 from worker.models.base import ModelReply, ToolCall
 from worker.models.limiter import Lease, Limiter
-from worker.models.settings import ModelConfig, ModelLimits
-from worker.models.usage import record_usage, usage_totals
 
 __all__ = ["LiteLLMClient", "estimate_tokens", "is_retryable", "retry_after_s", "usage_totals"]
 
@@ -130,7 +130,7 @@ class LiteLLMClient:
     """:class:`worker.models.base.ModelClient` over litellm, gated by the Redis limiter.
 
     One instance per worker process is enough; it is safe to share between threads.
-    ``run_id`` tags the usage counters of :func:`worker.models.usage.usage_totals`.
+    ``run_id`` tags the usage counters of :func:`engine.usage.usage_totals`.
     """
 
     def __init__(self, config: ModelConfig, redis_client: redis.Redis, *, run_id: str | None = None) -> None:

@@ -30,7 +30,7 @@ import redis
 
 from schemas.constants import LIMITER_KEY
 from schemas.errors import ModelCallFailed
-from worker.models.settings import LimiterSettings, ModelLimits
+from schemas.model_config import LimiterSettings, ModelLimits
 
 T = TypeVar("T")
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 
+from engine.store import ArtifactStore
 from reducer.scoring import NOT_CALIBRATED_MISSING, ShardOutcome, reduce_run
 from schemas.manifest import RunManifest, calibration_key, grade_key, outcome_key, trajectory_key
 from schemas.report import RunResult
 from schemas.status import ShardState
 from schemas.trajectory import Trajectory, Usage
 from schemas.verdict import ShardGrade
-from worker.store import ArtifactStore
 
 
 def load_trajectory(store: ArtifactStore, run_id: str, shard_id: str) -> Trajectory | None:

@@ -27,9 +27,9 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
+from engine.store import ArtifactStore
 from schemas.constants import HEAVY_DIRS
 from schemas.errors import StoreError
-from worker.store import ArtifactStore
 
 SNAPSHOT_PREFIX = "snapshots/"
 # Fixed metadata so the tar depends on content, names and permissions only.

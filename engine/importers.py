@@ -22,11 +22,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from engine.store import open_store
+from harnesses.stream_json import parse_stream_json
 from schemas.constants import SKILL_NAME_RE
 from schemas.errors import ConfigError
 from schemas.trajectory import Trajectory
-from worker.executor.stream_json import parse_stream_json
-from worker.store import open_store
 
 CASE_FILE_RE = re.compile(r"case-(?P<case>\d+)(?:\.epoch-(?P<epoch>\d+))?\.(?P<ext>jsonl|json)")
 IMPORTED_MODEL = "imported"
