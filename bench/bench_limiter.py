@@ -61,9 +61,13 @@ def _worker(
             client.complete(MODEL, messages)
         else:
             litellm.completion(
-                model=MODEL, messages=messages, api_base=api_base, api_key="offline-no-key",
-                num_retries=6, timeout=30,
-            )  # fmt: skip
+                model=MODEL,
+                messages=messages,
+                api_base=api_base,
+                api_key="offline-no-key",
+                num_retries=6,
+                timeout=30,
+            )
 
     def run() -> None:
         while True:
@@ -160,8 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         f"fleet: {args.workers} processes x {args.threads} threads, {args.calls} calls, "
         f"server ceiling {args.rpm} rpm (sliding 10 s window), latency {args.latency}s"
     )
-    print(f"{'mode':<8} {'ok':>5} {'failed':>6} {'requests':>8} {'429s':>6} {'429 share':>9} "
-          f"{'busy s':>7} {'rpm':>7} {'of ceiling':>10}")  # fmt: skip
+    print(
+        f"{'mode':<8} {'ok':>5} {'failed':>6} {'requests':>8} {'429s':>6} {'429 share':>9} "
+        f"{'busy s':>7} {'rpm':>7} {'of ceiling':>10}"
+    )
     for r in rows:
         print(
             f"{r['mode']:<8} {r['ok']:>5} {r['failed']:>6} {r['requests']:>8} {r['429s']:>6} "

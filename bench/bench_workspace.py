@@ -48,10 +48,20 @@ def build_repo(root: Path, files: int = 1000, total_bytes: int = 13 * 1024 * 102
         path.write_text(" ".join(words)[:per_file])
     (root / "evals").mkdir()
     (root / "evals" / "demo.evals.json").write_text("{}")
-    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
-           "GIT_COMMITTER_EMAIL": "b@b"}  # fmt: skip
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "bench"], ["gc", "-q"],
-                 ["remote", "add", "origin", "https://example.invalid/r.git"]):  # fmt: skip
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@b",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@b",
+    }
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["commit", "-qm", "bench"],
+        ["gc", "-q"],
+        ["remote", "add", "origin", "https://example.invalid/r.git"],
+    ):
         subprocess.run(["git", *args], cwd=root, env=env, check=True)
 
 
@@ -98,13 +108,17 @@ def bench_location(store: LocalStore, key: str, where: Path, n_ws: int, n_cmd: i
             assert result.exit_code == 0, result
 
     ws_med, cmd_med = statistics.median(enter), statistics.median(runs)
-    print(f"  workspace materialize: median {ws_med:.1f} ms over {len(enter)} "
-          f"(p90 {statistics.quantiles(enter, n=10)[-1]:.1f} ms; removal median {statistics.median(leave):.1f} ms)"
-          f"  target <= {TARGET_WORKSPACE_MS:.0f} ms: {_verdict(ws_med, TARGET_WORKSPACE_MS)}")  # fmt: skip
+    print(
+        f"  workspace materialize: median {ws_med:.1f} ms over {len(enter)} "
+        f"(p90 {statistics.quantiles(enter, n=10)[-1]:.1f} ms; removal median {statistics.median(leave):.1f} ms)"
+        f"  target <= {TARGET_WORKSPACE_MS:.0f} ms: {_verdict(ws_med, TARGET_WORKSPACE_MS)}"
+    )
     print(f"  open_sandbox (hands the tree to the sandbox uid when root): {open_ms:.1f} ms")
-    print(f"  sandboxed `true`: median {cmd_med:.1f} ms over {len(runs)} "
-          f"(p90 {statistics.quantiles(runs, n=10)[-1]:.1f} ms)"
-          f"  target <= {TARGET_COMMAND_MS:.0f} ms: {_verdict(cmd_med, TARGET_COMMAND_MS)}")  # fmt: skip
+    print(
+        f"  sandboxed `true`: median {cmd_med:.1f} ms over {len(runs)} "
+        f"(p90 {statistics.quantiles(runs, n=10)[-1]:.1f} ms)"
+        f"  target <= {TARGET_COMMAND_MS:.0f} ms: {_verdict(cmd_med, TARGET_COMMAND_MS)}"
+    )
     return ws_med, cmd_med
 
 
@@ -113,9 +127,12 @@ def main() -> int:
     parser.add_argument("--workspaces", type=int, default=30)
     parser.add_argument("--commands", type=int, default=50)
     parser.add_argument(
-        "--dir", action="append", type=Path, help="where cache and workspaces live (repeatable); "
-        "default: /dev/shm (tmpfs) when present, and the system temp folder"
-    )  # fmt: skip
+        "--dir",
+        action="append",
+        type=Path,
+        help="where cache and workspaces live (repeatable); "
+        "default: /dev/shm (tmpfs) when present, and the system temp folder",
+    )
     args = parser.parse_args()
     locations = args.dir or [p for p in (Path("/dev/shm"), Path(tempfile.gettempdir())) if p.is_dir()]
 

@@ -100,8 +100,10 @@ def load_trajectories(path_or_uri: str | Path) -> list[Imported]:
             continue
         skill, case_id, epoch, _ext = parsed
         if (skill, case_id, epoch) in found:
-            raise ConfigError(f"{key}: a second recording of {skill} case {case_id} epoch {epoch} "
-                              f"(first: {found[(skill, case_id, epoch)]})")  # fmt: skip
+            raise ConfigError(
+                f"{key}: a second recording of {skill} case {case_id} epoch {epoch} "
+                f"(first: {found[(skill, case_id, epoch)]})"
+            )
         found[(skill, case_id, epoch)] = key
         loaded.append((skill, case_id, epoch, parse_trajectory(store.get(key), key, skill, case_id)))
     if not loaded:

@@ -82,12 +82,26 @@ class RedisServer:
         """Start the server and wait until it answers PING."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         cmd = [
-            find_redis_server(), "--port", str(self.port), "--bind", "127.0.0.1",
-            "--save", "", "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "everysec",
-            "--dir", str(self.workdir),
-            "--daemonize", "no", "--loglevel", "warning",
-            "--logfile", str(self.workdir / "redis.log"),
-        ]  # fmt: skip
+            find_redis_server(),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--appendfsync",
+            "everysec",
+            "--dir",
+            str(self.workdir),
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+            "--logfile",
+            str(self.workdir / "redis.log"),
+        ]
         # Its log goes to the logfile; holding no pipe of ours, it never blocks a reader of our output.
         self.proc = subprocess.Popen(
             cmd,

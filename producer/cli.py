@@ -158,15 +158,27 @@ def run(
             require_sandbox(SandboxMode.BWRAP)  # embedded run: this host executes; cluster workers check their own
         models_config = load_model_config(config, api_base)
         req = RunRequest(
-            skills=skills, all_evals=all_evals, repo=repo, models=model, judges=judge, epochs=epochs,
-            out=out_dir, workers=workers, detach=detach, force=force, show_progress=sys.stderr.isatty(),
+            skills=skills,
+            all_evals=all_evals,
+            repo=repo,
+            models=model,
+            judges=judge,
+            epochs=epochs,
+            out=out_dir,
+            workers=workers,
+            detach=detach,
+            force=force,
+            show_progress=sys.stderr.isatty(),
             compare=compare,
             settings=RunSettings(
                 budget=AgentBudget(max_turns=max_turns, wall_clock_s=shard_timeout),
-                executor=executor, strict_evidence=strict_evidence, calibrate=not no_calibration,
-                fail_under=fail_under, models=models_config.model_dump(mode="json"),
+                executor=executor,
+                strict_evidence=strict_evidence,
+                calibrate=not no_calibration,
+                fail_under=fail_under,
+                models=models_config.model_dump(mode="json"),
             ),
-        )  # fmt: skip
+        )
         outcome = run_evaluation(req, settings, out, err)
     except SkillEvalError as exc:
         raise fail(exc) from exc
@@ -259,11 +271,22 @@ def grade(
         settings = _settings(broker_url=broker, store=store)
         models_config = load_model_config(config, api_base)
         req = RunRequest(
-            skills=skills or [], all_evals=False, repo=repo, models=[], judges=judge, out=out_dir, workers=workers,
-            detach=detach, show_progress=sys.stderr.isatty(),
-            settings=RunSettings(strict_evidence=strict_evidence, calibrate=not no_calibration, fail_under=fail_under,
-                                 models=models_config.model_dump(mode="json")),
-        )  # fmt: skip
+            skills=skills or [],
+            all_evals=False,
+            repo=repo,
+            models=[],
+            judges=judge,
+            out=out_dir,
+            workers=workers,
+            detach=detach,
+            show_progress=sys.stderr.isatty(),
+            settings=RunSettings(
+                strict_evidence=strict_evidence,
+                calibrate=not no_calibration,
+                fail_under=fail_under,
+                models=models_config.model_dump(mode="json"),
+            ),
+        )
         outcome = grade_recorded(req, trajectories, settings, out, err)
     except SkillEvalError as exc:
         raise fail(exc) from exc
@@ -288,8 +311,12 @@ def worker(
     if unknown:
         err.print(f"CONFIG_ERROR: unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(ALL_QUEUES)}")
         raise typer.Exit(ExitCode.BLOCKED)
-    env = {**os.environ, "SKILL_EVAL_BROKER_URL": settings.broker_url, "SKILL_EVAL_STORE": settings.store,
-           "SKILL_EVAL_SANDBOX": settings.sandbox.value}  # fmt: skip
+    env = {
+        **os.environ,
+        "SKILL_EVAL_BROKER_URL": settings.broker_url,
+        "SKILL_EVAL_STORE": settings.store,
+        "SKILL_EVAL_SANDBOX": settings.sandbox.value,
+    }
     cmd = worker_command(queues, concurrency, f"skill-eval-{os.getpid()}@%h", loglevel)
     os.execvpe(cmd[0], cmd, env)
 

@@ -49,10 +49,24 @@ def main(argv: list[str] | None = None) -> int:
         repo = git_copy(Path(tmp) / "demo-repo")
         print(f"offline model server (SCRIPTED demo model, not an LLM): {server.base_url}", flush=True)
         cmd = [
-            sys.executable, "-m", "producer.cli", "run", "--all-evals", "--force",
-            "--repo", str(repo), "--model", EXECUTOR, "--judge", JUDGE, "--api-base", server.base_url,
-            "--out", str(ROOT / "zuvo" / "reports"), *extra,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "producer.cli",
+            "run",
+            "--all-evals",
+            "--force",
+            "--repo",
+            str(repo),
+            "--model",
+            EXECUTOR,
+            "--judge",
+            JUDGE,
+            "--api-base",
+            server.base_url,
+            "--out",
+            str(ROOT / "zuvo" / "reports"),
+            *extra,
+        ]
         print("$ skill-eval " + " ".join(cmd[3:]), flush=True)
         return subprocess.call(cmd, cwd=ROOT)
 

@@ -24,11 +24,28 @@ from schemas.constants import ALL_QUEUES
 def worker_command(queues: str, concurrency: int, name: str, loglevel: str = "WARNING") -> list[str]:
     """The ``celery worker`` command line used by the embedded cluster and ``skill-eval worker``."""
     return [
-        sys.executable, "-m", "celery", "-A", "worker.tasks", "worker",
-        "-Q", queues, "-c", str(concurrency), "-P", "prefork", "-n", name,
-        "--prefetch-multiplier", "1", "--without-gossip", "--without-mingle", "--without-heartbeat",
-        "-l", loglevel,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "worker.tasks",
+        "worker",
+        "-Q",
+        queues,
+        "-c",
+        str(concurrency),
+        "-P",
+        "prefork",
+        "-n",
+        name,
+        "--prefetch-multiplier",
+        "1",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "-l",
+        loglevel,
+    ]
 
 
 class EmbeddedCluster:

@@ -291,9 +291,14 @@ def run_status(run_id: str, settings: Settings) -> dict[str, Any]:
         if state.exists(run_id):
             done, total = state.totals(run_id)
             return {
-                "run_id": run_id, "source": "broker", "total": total, "states": state.counts(run_id),
-                "done": state.reduced(run_id), "terminal": done, "usage": usage_totals(client, run_id),
-            }  # fmt: skip
+                "run_id": run_id,
+                "source": "broker",
+                "total": total,
+                "states": state.counts(run_id),
+                "done": state.reduced(run_id),
+                "terminal": done,
+                "usage": usage_totals(client, run_id),
+            }
     manifest = load_manifest(store, run_id)
     from engine.collect import collect_outcomes
 
@@ -307,9 +312,14 @@ def run_status(run_id: str, settings: Settings) -> dict[str, Any]:
         result = RunResult.model_validate_json(store.get(result_key(run_id)))
         usage = {k: v.model_dump() for k, v in result.usage.items()}
     return {
-        "run_id": run_id, "source": "store", "total": len(manifest.plan.shards), "states": counts,
-        "done": store.exists(result_key(run_id)), "terminal": len(outcomes), "usage": usage,
-    }  # fmt: skip
+        "run_id": run_id,
+        "source": "store",
+        "total": len(manifest.plan.shards),
+        "states": counts,
+        "done": store.exists(result_key(run_id)),
+        "terminal": len(outcomes),
+        "usage": usage,
+    }
 
 
 def requeue_failed(run_id: str, settings: Settings) -> list[str]:

@@ -312,8 +312,9 @@ def _validate_check(raw: dict[str, Any], at: str, fail: Callable[[str, str], Bad
             raise fail(f"{at}.absent", f"{absent!r} is not true or false")
         verb = "never makes" if absent else "makes"
         text = raw.get("text") or f"The agent {verb} a tool call {_describe(m)}"
-        return ToolCallCheck(text=text, pattern=m.pattern, tool=m.tool, argument=m.argument, absent=absent,
-                             weight=float(weight))  # fmt: skip
+        return ToolCallCheck(
+            text=text, pattern=m.pattern, tool=m.tool, argument=m.argument, absent=absent, weight=float(weight)
+        )
     if kind == "call_order":
         first, then = (_validate_matcher(raw[k], f"{at}.{k}", fail) for k in ("first", "then"))
         text = raw.get("text") or f"The agent makes a tool call {_describe(first)} before one {_describe(then)}"

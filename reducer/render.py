@@ -219,10 +219,20 @@ def run_log_line(result: RunResult, when: datetime, project: str, branch: str, s
     cases = sum(s.cases for s in result.skills if s.variant == CURRENT)
     notes = "; ".join(f"{s.skill}={s.headline}" for s in result.skills if s.variant == CURRENT) or "-"
     fields = [
-        f"Run: {when.strftime('%Y-%m-%dT%H:%M:%SZ')}", "skill-eval", _field(project), "-", "-",
-        result.verdict.value, "-", f"{cases}-cases", _field(notes), _field(branch), _field(sha7),
-        "-", _field(tier),
-    ]  # fmt: skip
+        f"Run: {when.strftime('%Y-%m-%dT%H:%M:%SZ')}",
+        "skill-eval",
+        _field(project),
+        "-",
+        "-",
+        result.verdict.value,
+        "-",
+        f"{cases}-cases",
+        _field(notes),
+        _field(branch),
+        _field(sha7),
+        "-",
+        _field(tier),
+    ]
     return "\t".join(fields) + "\n"
 
 

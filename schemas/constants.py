@@ -39,10 +39,21 @@ MIN_EVALS: Final = 2
 MIN_ASSERTION_CHARS: Final = 20
 CHECKABLE_VERBS: Final = frozenset(
     {
-        "contains", "matches", "exits", "outputs", "calls", "writes", "creates",
-        "commits", "dispatches", "edits", "runs", "records", "shows",
+        "contains",
+        "matches",
+        "exits",
+        "outputs",
+        "calls",
+        "writes",
+        "creates",
+        "commits",
+        "dispatches",
+        "edits",
+        "runs",
+        "records",
+        "shows",
     }
-)  # fmt: skip
+)
 # Trailing words that make an assertion unfalsifiable; "well-formed" is not one of them.
 VAGUE_QUALIFIERS_RE: Final = re.compile(
     r"(?:(?<![\w-])(?:well|correctly|properly|appropriately)|(?<![\w-])as\s+expected)[\s.!?,;:]*\Z",

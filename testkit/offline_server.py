@@ -96,9 +96,16 @@ class _State:
             self.requests: deque[dict[str, Any]] = deque(maxlen=MAX_RECORDED)
             self.fault_counts: dict[tuple[int, int, str], int] = {}
             self.stats: dict[str, Any] = {
-                "total": 0, "ok": 0, "rate_limited": 0, "ceiling_rate_limited": 0,
-                "errors": 0, "hangs": 0, "malformed": 0, "first_ok_at": None, "last_ok_at": None,
-            }  # fmt: skip
+                "total": 0,
+                "ok": 0,
+                "rate_limited": 0,
+                "ceiling_rate_limited": 0,
+                "errors": 0,
+                "hangs": 0,
+                "malformed": 0,
+                "first_ok_at": None,
+                "last_ok_at": None,
+            }
             self.seq = 0
 
 

@@ -192,10 +192,24 @@ class Env:
     def run_args(self, repo: Path, *args: str, models: tuple[str, ...] = ("openai/exec-a",)) -> tuple[str, ...]:
         model_args = [a for m in models for a in ("--model", m)]
         return (
-            "run", *args, "--repo", str(repo), *model_args, "--judge", "openai/judge",
-            "--api-base", self.api_base, "--store", str(self.store), "--out", str(self.out),
-            "--config", str(self.config), "--workers", "2",
-        )  # fmt: skip
+            "run",
+            *args,
+            "--repo",
+            str(repo),
+            *model_args,
+            "--judge",
+            "openai/judge",
+            "--api-base",
+            self.api_base,
+            "--store",
+            str(self.store),
+            "--out",
+            str(self.out),
+            "--config",
+            str(self.config),
+            "--workers",
+            "2",
+        )
 
 
 def leftover_processes(marker: str) -> list[str]:

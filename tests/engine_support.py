@@ -43,8 +43,10 @@ ASSERTIONS = (
 def git(cwd: Path, *args: str) -> None:
     subprocess.run(
         ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false", *args],
-        cwd=cwd, check=True, capture_output=True,
-    )  # fmt: skip
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
 
 
 def make_corpus_repo(root: Path, cases: int = 4, skill: str = SKILL) -> Path:
@@ -145,9 +147,14 @@ class WorkerNode:
         cmd = worker_command(",".join(ALL_QUEUES), concurrency, f"{name}@localhost", loglevel="INFO")
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
-                cmd, env=worker_env(settings), cwd=ROOT, stdout=out, stderr=out,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
+                cmd,
+                env=worker_env(settings),
+                cwd=ROOT,
+                stdout=out,
+                stderr=out,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     def ready(self) -> bool:
         return "ready." in self.log.read_text(errors="replace")

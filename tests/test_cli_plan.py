@@ -100,9 +100,19 @@ def test_no_skill_and_no_all_evals_asks_instead_of_defaulting_to_all() -> None:
 
 def test_dry_run_json_plans_cases_times_models_times_epochs() -> None:
     code, output = invoke(
-        "run", "--all-evals", "--dry-run", "--json", "--repo", str(EXAMPLE_REPO),
-        "--model", "m1", "--model", "m2", "--epochs", "3",
-    )  # fmt: skip
+        "run",
+        "--all-evals",
+        "--dry-run",
+        "--json",
+        "--repo",
+        str(EXAMPLE_REPO),
+        "--model",
+        "m1",
+        "--model",
+        "m2",
+        "--epochs",
+        "3",
+    )
     assert code == 0, output
     plan = json.loads(output)
     assert plan["totals"] == {"corpora": 2, "cases": 4, "assertions": 11, "shards": 4 * 2 * 3}
@@ -135,8 +145,11 @@ def test_the_installed_console_script_runs_from_a_shell() -> None:
     exe = Path(sys.executable).parent / "skill-eval"
     result = subprocess.run(
         [str(exe), "run", "commit-message", "--dry-run", "--repo", str(EXAMPLE_REPO)],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert result.returncode == 0, result.stderr
     assert "shards = cases x models x epochs = 2" in result.stdout
 
@@ -153,9 +166,18 @@ def test_an_unexpected_crash_exits_2_never_1_which_would_read_as_fail(tmp_path: 
     """A broker that cannot be reached is the evaluator failing, not the skill."""
     exe = Path(sys.executable).parent / "skill-eval"
     result = subprocess.run(
-        [str(exe), "status", "20260101-000000-00000000", "--broker", "redis://127.0.0.1:1/0",
-         "--store", str(tmp_path / "store")],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            str(exe),
+            "status",
+            "20260101-000000-00000000",
+            "--broker",
+            "redis://127.0.0.1:1/0",
+            "--store",
+            str(tmp_path / "store"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2, result.stderr
     assert "INFRA_ERROR: ConnectionError" in result.stderr

@@ -24,14 +24,18 @@ NEW_TEXT = "Greet politely in prose; never run commands. (version two)"
 
 SCENARIO = {
     "rules": [
-        {"tools": True, "contains": "(version one)", "replies": [
-            {"tool_calls": [{"name": "shell", "arguments": {"command": "echo hello"}}]},
-            {"text": "done"},
-        ]},
+        {
+            "tools": True,
+            "contains": "(version one)",
+            "replies": [
+                {"tool_calls": [{"name": "shell", "arguments": {"command": "echo hello"}}]},
+                {"text": "done"},
+            ],
+        },
         {"tools": True, "contains": "(version two)", "replies": [{"text": "Hello there!"}]},
     ],
     "judge": [{"assertion_contains": "runs echo hello", "transcript_regex": r"\[tool_call\] shell\(.*echo hello"}],
-}  # fmt: skip
+}
 
 
 def make_repo(root: Path) -> Path:
@@ -41,11 +45,16 @@ def make_repo(root: Path) -> Path:
     corpus = {
         "skill_name": "greeter",
         "evals": [
-            {"id": i, "prompt": f"Say hello ({i})", "expected_output": "hello printed", "files": [],
-             "assertions": ["The agent runs echo hello in the shell"]}
+            {
+                "id": i,
+                "prompt": f"Say hello ({i})",
+                "expected_output": "hello printed",
+                "files": [],
+                "assertions": ["The agent runs echo hello in the shell"],
+            }
             for i in (1, 2, 3, 4)
         ],
-    }  # fmt: skip
+    }
     (root / "evals" / "greeter.evals.json").write_text(json.dumps(corpus))
     (root / "skills" / "greeter" / "SKILL.md").write_text(OLD_TEXT)
     git(root, "init", "-q", "-b", "main")
@@ -90,10 +99,26 @@ def server() -> Iterator[OfflineModelServer]:
 
 def run_cli(repo: Path, tmp_path: Path, server: OfflineModelServer, *extra: str) -> subprocess.CompletedProcess[str]:
     cmd = [
-        sys.executable, "-m", "producer.cli", "run", "greeter", "--repo", str(repo), "--model", "openai/exec",
-        "--judge", "openai/judge", "--api-base", server.base_url, "--no-calibration",
-        "--out", str(tmp_path / "zuvo" / "reports"), "--store", str(tmp_path / "store"), *extra,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "producer.cli",
+        "run",
+        "greeter",
+        "--repo",
+        str(repo),
+        "--model",
+        "openai/exec",
+        "--judge",
+        "openai/judge",
+        "--api-base",
+        server.base_url,
+        "--no-calibration",
+        "--out",
+        str(tmp_path / "zuvo" / "reports"),
+        "--store",
+        str(tmp_path / "store"),
+        *extra,
+    ]
     env = {**os.environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log")}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
 

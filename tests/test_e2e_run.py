@@ -71,23 +71,40 @@ def use(server: OfflineModelServer, rules: list[dict], judge: list[dict]) -> Non
 
 # --- (a) mixed pass/fail, (b) a blocked fixture, (f) report and status -------------------------
 ALPHA = [
-    case(1, "Alpha one: say hello twice.", [
-        "The agent runs echo alpha-one-a in the shell",
-        "The agent runs echo alpha-one-b in the shell",
-    ]),
-    case(2, "Alpha two: say three things.", [
-        "The agent runs echo alpha-two-a in the shell",
-        "The agent runs echo alpha-two-b in the shell",
-        "The agent runs echo alpha-two-c in the shell",
-    ]),
-    case(3, "Alpha three: write through the link.", [
-        "The agent runs echo alpha-three-a in the shell",
-    ], fixtures=[{"path": "linked/evil.txt", "content": "escaped\n"}]),
-    case(4, "Alpha four: say one thing, delete nothing.", [
-        "The agent runs echo alpha-four-a in the shell",
-        "The agent never runs rm -rf alpha-four-z anywhere",
-    ]),
-]  # fmt: skip
+    case(
+        1,
+        "Alpha one: say hello twice.",
+        [
+            "The agent runs echo alpha-one-a in the shell",
+            "The agent runs echo alpha-one-b in the shell",
+        ],
+    ),
+    case(
+        2,
+        "Alpha two: say three things.",
+        [
+            "The agent runs echo alpha-two-a in the shell",
+            "The agent runs echo alpha-two-b in the shell",
+            "The agent runs echo alpha-two-c in the shell",
+        ],
+    ),
+    case(
+        3,
+        "Alpha three: write through the link.",
+        [
+            "The agent runs echo alpha-three-a in the shell",
+        ],
+        fixtures=[{"path": "linked/evil.txt", "content": "escaped\n"}],
+    ),
+    case(
+        4,
+        "Alpha four: say one thing, delete nothing.",
+        [
+            "The agent runs echo alpha-four-a in the shell",
+            "The agent never runs rm -rf alpha-four-z anywhere",
+        ],
+    ),
+]
 ALPHA_RULES = [
     shell_rule("Alpha one:", ["echo alpha-one-a", "echo alpha-one-b"]),
     shell_rule("Alpha two:", ["echo alpha-two-a"]),
@@ -243,8 +260,11 @@ def test_c_e_infra_failures_turn_a_corpus_inconclusive_and_all_evals_skips_what_
     assert cur["inconclusive"] and cur["behavioural"]["passed"] == 1 and cur["behavioural"]["total"] == 1
     by_case = {r["case_id"]: r for r in cur["runs"]}
     assert [by_case[i]["state"] for i in (1, 2, 3, 4)] == [
-        "graded", "executor-failed", "grader-malformed", "grader-dispatch-failed",
-    ]  # fmt: skip
+        "graded",
+        "executor-failed",
+        "grader-malformed",
+        "grader-dispatch-failed",
+    ]
     assert by_case[3]["judges"][0]["raw_answers"][:2] == ["Looks fine.", "Looks fine."]  # first try and re-ask
     assert "- executor-failed: 1" in beta_md and "- grader-malformed: 1" in beta_md
     assert "## current: INCONCLUSIVE (3/4 cases not graded — infra)" in beta_md
@@ -280,19 +300,24 @@ def test_c_e_infra_failures_turn_a_corpus_inconclusive_and_all_evals_skips_what_
     forced = env.run(repo, "--all-evals", "--force")
     assert "bundle key" not in forced.stdout
     assert {line.split(" [")[0] for line in forced.stdout.splitlines() if line.startswith("skill: ")} == {
-        "skill: steady", "skill: beta",
-    }  # fmt: skip
+        "skill: steady",
+        "skill: beta",
+    }
     assert len(env.run_log.read_text().splitlines()) == 5
 
 
 # --- (d) several models and epochs ---------------------------------------------------------------
 DUO = [
-    case(1, "Duo one: two greetings.", [
-        "The agent runs echo duo-one-a in the shell",
-        "The agent runs echo duo-one-b in the shell",
-    ]),
+    case(
+        1,
+        "Duo one: two greetings.",
+        [
+            "The agent runs echo duo-one-a in the shell",
+            "The agent runs echo duo-one-b in the shell",
+        ],
+    ),
     case(2, "Duo two: one greeting.", ["The agent runs echo duo-two-a in the shell"]),
-]  # fmt: skip
+]
 DUO_RULES = [
     shell_rule("Duo one:", ["echo duo-one-a", "echo duo-one-b"], model="exec-a"),
     shell_rule("Duo one:", ["echo duo-one-a"], model="exec-b"),  # B forgets the second greeting

@@ -80,9 +80,12 @@ with lim.acquire(1):
 
 def test_a_killed_worker_process_never_leaks_its_slot(redis_server: RedisServer, redis_client: redis.Redis) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, redis_server.url], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", HOLDER, redis_server.url],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
         lim = limiter(redis_client, LimiterSettings(lease_ttl_s=1.0), max_concurrency=1)

@@ -173,8 +173,10 @@ def test_the_process_mode_prints_its_url_and_serves(tmp_path: Path) -> None:
     scenario.write_text(json.dumps({"default": {"text": "from a process"}}))
     proc = subprocess.Popen(
         [sys.executable, "-m", "testkit.offline_server", "--scenario", str(scenario), "--rpm", "100"],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()

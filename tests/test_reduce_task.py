@@ -22,10 +22,13 @@ from worker.context import Context
 def test_a_reduce_that_crashes_still_releases_the_submitter_waiting_for_it(
     redis_server: RedisServer, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
-    corpus = Corpus(skill_name="s", evals=tuple(
-        EvalCase(id=i, prompt="p", expected_output="-", files=(), assertions=("The agent runs x in the shell",))
-        for i in (1, 2)
-    ))  # fmt: skip
+    corpus = Corpus(
+        skill_name="s",
+        evals=tuple(
+            EvalCase(id=i, prompt="p", expected_output="-", files=(), assertions=("The agent runs x in the shell",))
+            for i in (1, 2)
+        ),
+    )
     bundle = SkillBundle(skill="s", bundle_key="s-0", corpus_file="evals/s.evals.json", corpus=corpus)
     plan = plan_run("20260101-000000-0badf00d", [bundle], ["m"], judges=["j"])
     store = open_store(str(tmp_path / "store"))

@@ -28,8 +28,12 @@ def bundle(skill: str, assertions_per_case: Sequence[int] = (2, 2, 2, 2), *, wei
         if weighted:  # one deterministic assertion worth 3
             assertions.append(ToolCallCheck(text=f"case {i} calls the tool", pattern="x", weight=3.0))
         cases.append(EvalCase(id=i, prompt=f"case {i}", expected_output="-", files=(), assertions=tuple(assertions)))
-    return SkillBundle(skill=skill, bundle_key=f"{skill}-000000000000", corpus_file=f"evals/{skill}.evals.json",
-                       corpus=Corpus(skill_name=skill, evals=tuple(cases)))  # fmt: skip
+    return SkillBundle(
+        skill=skill,
+        bundle_key=f"{skill}-000000000000",
+        corpus_file=f"evals/{skill}.evals.json",
+        corpus=Corpus(skill_name=skill, evals=tuple(cases)),
+    )
 
 
 def plan_for(
@@ -86,8 +90,16 @@ def test_the_behavioural_rate_counts_assertions_of_graded_cases_only() -> None:
 
 def test_infra_failures_are_tallied_by_kind_and_blocked_cases_listed_apart() -> None:
     plan = plan_for([bundle("s", (1,) * 8)])
-    specs = {1: [True], 2: S.GRADER_MALFORMED, 3: S.GRADER_DISPATCH_FAILED, 4: S.BLOCKED, 5: [False], 6: [True],
-             7: [True], 8: [True]}  # fmt: skip
+    specs = {
+        1: [True],
+        2: S.GRADER_MALFORMED,
+        3: S.GRADER_DISPATCH_FAILED,
+        4: S.BLOCKED,
+        5: [False],
+        6: [True],
+        7: [True],
+        8: [True],
+    }
     s = reduce(plan, outcomes_for(plan, specs)).skills[0]
     assert s.infra == {"executor-failed": 0, "grader-dispatch-failed": 1, "grader-malformed": 1}
     assert [r.case_id for r in s.blocked] == [4]
@@ -186,8 +198,11 @@ def test_a_fully_graded_run_without_gates_passes_with_exit_0() -> None:
 @pytest.mark.parametrize(("fail_under", "verdict"), [(0.8, Verdict.FAIL), (0.75, Verdict.PASS), (0.5, Verdict.PASS)])
 def test_a_rate_below_fail_under_fails_with_exit_1(fail_under: float, verdict: Verdict) -> None:
     plan = plan_for([bundle("s")])
-    result = reduce(plan, outcomes_for(plan, {1: [True, True], 2: [True, False], 3: [True, False], 4: [True, True]}),
-                    fail_under=fail_under)  # fmt: skip
+    result = reduce(
+        plan,
+        outcomes_for(plan, {1: [True, True], 2: [True, False], 3: [True, False], 4: [True, True]}),
+        fail_under=fail_under,
+    )
     assert result.verdict is verdict
     if verdict is Verdict.FAIL:
         assert result.verdict.exit_code == 1
@@ -263,8 +278,12 @@ def test_a_failed_calibration_and_skipped_corpora_warn_with_exit_3() -> None:
 
 def test_fail_beats_warn() -> None:
     plan = plan_for([bundle("s")])
-    result = reduce(plan, outcomes_for(plan, {i: [False, False] for i in range(1, 5)}),
-                    fail_under=0.5, calibration={"j": "failed: x"})  # fmt: skip
+    result = reduce(
+        plan,
+        outcomes_for(plan, {i: [False, False] for i in range(1, 5)}),
+        fail_under=0.5,
+        calibration={"j": "failed: x"},
+    )
     assert result.verdict is Verdict.FAIL
 
 

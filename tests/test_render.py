@@ -38,8 +38,12 @@ def bundle(skill: str, cases: int) -> SkillBundle:
         EvalCase(id=i, prompt=f"p{i}", expected_output="-", files=(), assertions=ASSERTIONS)
         for i in range(1, cases + 1)
     )
-    return SkillBundle(skill=skill, bundle_key=f"{skill}-0123456789ab", corpus_file=f"evals/{skill}.evals.json",
-                       corpus=Corpus(skill_name=skill, evals=evals))  # fmt: skip
+    return SkillBundle(
+        skill=skill,
+        bundle_key=f"{skill}-0123456789ab",
+        corpus_file=f"evals/{skill}.evals.json",
+        corpus=Corpus(skill_name=skill, evals=evals),
+    )
 
 
 def graded(shard: Shard, passes: tuple[bool, ...], evidence: str = "[tool_call] shell(git diff)") -> ShardOutcome:
@@ -49,11 +53,18 @@ def graded(shard: Shard, passes: tuple[bool, ...], evidence: str = "[tool_call] 
     ]
     raw = json.dumps([v.model_dump(include={"text", "passed", "evidence"}) for v in verdicts])
     usage = Usage(prompt_tokens=100, completion_tokens=10, calls=1, cost_usd=0.002)
-    judge = JudgeAnswer(judge="judge-1", state=S.GRADED, verdicts=verdicts, raw_answers=[raw], nonce="ab" * 8,
-                        usage=usage)  # fmt: skip
+    judge = JudgeAnswer(
+        judge="judge-1", state=S.GRADED, verdicts=verdicts, raw_answers=[raw], nonce="ab" * 8, usage=usage
+    )
     grade = ShardGrade(shard_id=shard.shard_id, state=S.GRADED, verdicts=verdicts, judges=[judge])
-    return ShardOutcome(shard, S.GRADED, grade=grade, sandbox=SandboxMode.BWRAP, end_reason="completed",
-                        usage=Usage(prompt_tokens=1000, completion_tokens=200, calls=4, cost_usd=0.01))  # fmt: skip
+    return ShardOutcome(
+        shard,
+        S.GRADED,
+        grade=grade,
+        sandbox=SandboxMode.BWRAP,
+        end_reason="completed",
+        usage=Usage(prompt_tokens=1000, completion_tokens=200, calls=4, cost_usd=0.01),
+    )
 
 
 def failed(shard: Shard, state: ShardState, detail: str) -> ShardOutcome:
@@ -62,8 +73,9 @@ def failed(shard: Shard, state: ShardState, detail: str) -> ShardOutcome:
 
 @pytest.fixture(scope="module")
 def plan() -> RunPlan:
-    return plan_run("20260102-030405-0a1b2c3d", [bundle("commit-message", 5), bundle("changelog", 2)], ["exec"],
-                    judges=["judge-1"])  # fmt: skip
+    return plan_run(
+        "20260102-030405-0a1b2c3d", [bundle("commit-message", 5), bundle("changelog", 2)], ["exec"], judges=["judge-1"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +91,12 @@ def result(plan: RunPlan) -> RunResult:
         graded(by["changelog", 1], (True, True)),
         graded(by["changelog", 2], (True, True)),
     ]
-    return reduce_run(plan, {o.shard.shard_id: o for o in outcomes}, calibration={"judge-1": "ok"},
-                      template_hashes={"executor": "e" * 64, "grader": "g" * 64})  # fmt: skip
+    return reduce_run(
+        plan,
+        {o.shard.shard_id: o for o in outcomes},
+        calibration={"judge-1": "ok"},
+        template_hashes={"executor": "e" * 64, "grader": "g" * 64},
+    )
 
 
 META = {"sandbox": "bwrap", "models": "exec", "epochs": "1"}
@@ -159,8 +175,10 @@ def test_a_shard_that_never_finished_is_a_skipped_testcase_not_an_error(plan: Ru
 def test_the_junit_report_parses_whatever_a_transcript_quoted(evidence: str, detail: str) -> None:
     plan = plan_run("20260102-030405-0a1b2c3d", [bundle("s", 2)], ["m"], judges=["j"])
     one, two = plan.shards
-    outcomes = {one.shard_id: graded(one, (True, False), evidence=evidence or "x"),
-                two.shard_id: failed(two, S.GRADER_MALFORMED, detail)}  # fmt: skip
+    outcomes = {
+        one.shard_id: graded(one, (True, False), evidence=evidence or "x"),
+        two.shard_id: failed(two, S.GRADER_MALFORMED, detail),
+    }
     root = ET.fromstring(render_junit(reduce_run(plan, outcomes)))
     assert len(root.findall("testsuite/testcase")) == 3
 

@@ -133,11 +133,18 @@ def grade_trajectory(
     transcript = prepare_transcript(render_for_judge(trajectory))
     answers = [
         ask_judge(
-            client, judge, skill=skill, assertions=texts, transcript=transcript, template=template.text,
-            strict_evidence=strict_evidence, timeout_s=timeout_s, max_tokens=max_tokens,
+            client,
+            judge,
+            skill=skill,
+            assertions=texts,
+            transcript=transcript,
+            template=template.text,
+            strict_evidence=strict_evidence,
+            timeout_s=timeout_s,
+            max_tokens=max_tokens,
         )
         for judge in judges
-    ]  # fmt: skip
+    ]
     graded = [a for a in answers if a.state is ShardState.GRADED]
     if not graded:
         malformed = any(a.state is ShardState.GRADER_MALFORMED for a in answers)

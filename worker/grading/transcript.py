@@ -39,8 +39,16 @@ _SLASH = "/\uff0f\u2044\u2215\u29f8\u2571"
 # Whitespace plus invisible format characters (zero-width space/joiners, marks, BOM, soft hyphen).
 _GAP = r"[\s\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]*"
 # Cyrillic and Greek letters that render like the Latin ones of "transcript".
-_HOMOGLYPHS = {"t": "\u0442\u03c4", "a": "\u0430\u03b1", "s": "\u0455", "c": "\u0441\u03f2",
-               "i": "\u0456\u03b9", "p": "\u0440\u03c1", "r": "\u0433", "n": "\u043f"}  # fmt: skip
+_HOMOGLYPHS = {
+    "t": "\u0442\u03c4",
+    "a": "\u0430\u03b1",
+    "s": "\u0455",
+    "c": "\u0441\u03f2",
+    "i": "\u0456\u03b9",
+    "p": "\u0440\u03c1",
+    "r": "\u0433",
+    "n": "\u043f",
+}
 
 
 def _letter(c: str) -> str:

@@ -198,11 +198,15 @@ class LiteLLMClient:
                     reply = parse_reply(response, attempt, _cost(response))
                     lease.settle(reply.usage.total_tokens, success=True)
                     record_usage(
-                        self.redis, model, self.run_id, calls=1, attempts=1,
+                        self.redis,
+                        model,
+                        self.run_id,
+                        calls=1,
+                        attempts=1,
                         prompt_tokens=reply.usage.prompt_tokens,
                         completion_tokens=reply.usage.completion_tokens,
                         cost_usd=reply.usage.cost_usd,
-                    )  # fmt: skip
+                    )
                     return reply
             if attempt < retry.max_attempts:
                 ceiling = min(retry.max_delay_s, retry.base_delay_s * 2 ** (attempt - 1))

@@ -259,9 +259,14 @@ class Limiter:
         lease_id = uuid.uuid4().hex
         ttl_ms = self.settings.lease_ttl_s * 1000
         args: list[str | int | float] = [
-            lease_id, estimated_tokens, self.limits.rpm or 0, self.limits.tpm or 0,
-            self.limits.max_concurrency, ttl_ms, self.settings.headroom,
-        ]  # fmt: skip
+            lease_id,
+            estimated_tokens,
+            self.limits.rpm or 0,
+            self.limits.tpm or 0,
+            self.limits.max_concurrency,
+            ttl_ms,
+            self.settings.headroom,
+        ]
         deadline = None if max_wait_s is None else time.monotonic() + max_wait_s
         poll = _POLL_S[0]
         while True:
