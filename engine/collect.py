@@ -6,13 +6,12 @@ calibration), so a report can be rebuilt anywhere, even after the broker is gone
 
 from __future__ import annotations
 
-import json
-
+from engine.records import load_calibration, load_outcome
 from engine.store import ArtifactStore
-from reducer.scoring import NOT_CALIBRATED_MISSING, ShardOutcome, reduce_run
-from schemas.manifest import RunManifest, calibration_key, grade_key, outcome_key, trajectory_key
+from reducer.scoring import ShardOutcome, reduce_run
+from schemas.manifest import RunManifest, grade_key, trajectory_key
+from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import RunResult
-from schemas.status import ShardState
 from schemas.trajectory import Trajectory, Usage
 from schemas.verdict import ShardGrade
 
@@ -27,11 +26,11 @@ def collect_outcomes(store: ArtifactStore, manifest: RunManifest) -> dict[str, S
     run_id = manifest.plan.run_id
     out: dict[str, ShardOutcome] = {}
     for shard in manifest.plan.shards:
-        okey, gkey = outcome_key(run_id, shard.shard_id), grade_key(run_id, shard.shard_id)
-        if not store.exists(okey):
+        record = load_outcome(store, run_id, shard.shard_id)
+        if record is None:
             continue  # not terminal (yet)
-        raw = json.loads(store.get(okey))
-        state = ShardState(raw["state"])
+        state = record.state
+        gkey = grade_key(run_id, shard.shard_id)
         grade = ShardGrade.model_validate_json(store.get(gkey)) if store.exists(gkey) else None
         if grade is not None and grade.state is not state:
             grade = None  # left over from an earlier attempt of a re-run shard
@@ -40,7 +39,8 @@ def collect_outcomes(store: ArtifactStore, manifest: RunManifest) -> dict[str, S
             shard,
             state,
             grade=grade,
-            detail=raw["detail"],
+            detail=record.detail,
+            stops_run=record.stops_run,
             sandbox=trajectory.sandbox if trajectory else None,
             end_reason=trajectory.end_reason.value if trajectory else "",
             usage=trajectory.usage if trajectory else Usage(),
@@ -49,16 +49,15 @@ def collect_outcomes(store: ArtifactStore, manifest: RunManifest) -> dict[str, S
     return out
 
 
-def calibration_status(store: ArtifactStore, manifest: RunManifest) -> dict[str, str]:
+def calibration_status(store: ArtifactStore, manifest: RunManifest) -> dict[str, CalibrationRecord]:
+    """Judge -> its calibration record (skipped with --no-calibration, missing when none was stored)."""
     status = {}
     for judge in manifest.plan.judges:
-        key = calibration_key(manifest.plan.run_id, judge)
-        if not manifest.settings.calibrate:
-            status[judge] = "not calibrated (--no-calibration)"
-        elif store.exists(key):
-            status[judge] = json.loads(store.get(key))["status"]
-        else:
-            status[judge] = NOT_CALIBRATED_MISSING
+        record = load_calibration(store, manifest.plan.run_id, judge) if manifest.settings.calibrate else None
+        if record is None:
+            missing = CalibrationStatus.MISSING if manifest.settings.calibrate else CalibrationStatus.SKIPPED
+            record = CalibrationRecord(judge=judge, status=missing)
+        status[judge] = record
     return status
 
 

@@ -1,16 +1,11 @@
 """Shard state in Redis: forward-only atomic transitions, heartbeat leases, the finish counter.
 
-Keys (prefix ``skill-eval:run:<run_id>``):
-
-- ``…`` hash: ``total``, ``terminal`` (count of shards in a terminal state), ``manifest``,
-  ``created``; the shard that moves ``terminal`` to ``total`` is told so, exactly once, and
-  enqueues ``reduce`` (no chords: they are fragile on the Redis backend).
-- ``…:states`` hash: shard id -> state (the contract's strings).
-- ``…:leases`` sorted set: shard id -> lease expiry (ms); ``…:owners`` hash: shard id -> token;
-  ``…:attempts`` hash: ``<shard>:<executing|grading>`` -> claims so far.
-  A worker executing or grading a shard refreshes its lease; the reaper returns shards whose
-  lease expired (their worker died) to the previous state and re-enqueues them, so a dead
-  worker costs about a lease period, not a broker visibility timeout.
+The keys (built in :mod:`engine.keys`): the run hash counts ``terminal`` shards against
+``total``; the shard that moves ``terminal`` to ``total`` is told so, exactly once, and
+enqueues ``reduce`` (no chords: they are fragile on the Redis backend). A worker executing
+or grading a shard refreshes its lease; the reaper returns shards whose lease expired
+(their worker died) to the previous state and re-enqueues them, so a dead worker costs
+about a lease period, not a broker visibility timeout.
 
 Every read-modify-write is one Lua script, so two workers can never both move a shard.
 See docs/design/engine.md.
@@ -22,10 +17,9 @@ from dataclasses import dataclass
 
 import redis
 
-from schemas.constants import KEY_PREFIX
+from engine.keys import RunKeys, active_runs_key, attempts_field, run_keys
 from schemas.status import TERMINAL_STATES, ShardState, may_transition
 
-ACTIVE_RUNS = KEY_PREFIX + ":runs"
 MAX_ATTEMPTS = 3
 """Claims of one shard into executing (or grading) before it is given up: a shard whose worker dies
 every time (a native crash, an OOM kill) would otherwise come back by its lease forever."""
@@ -153,9 +147,8 @@ class RunState:
         self._requeue = client.register_script(_REQUEUE)
 
     @staticmethod
-    def _keys(run_id: str) -> tuple[str, str, str, str]:
-        base = f"{KEY_PREFIX}:run:{run_id}"
-        return base, base + ":states", base + ":leases", base + ":owners"
+    def _keys(run_id: str) -> RunKeys:
+        return run_keys(run_id)
 
     def register(
         self,
@@ -171,29 +164,29 @@ class RunState:
 
         Returns the number of shards newly registered.
         """
-        run, states, _, _ = self._keys(run_id)
+        run, states, *_ = self._keys(run_id)
         pipe = self.r.pipeline()
         for shard_id in shard_ids:
             pipe.hsetnx(states, shard_id, initial.value)
         added = sum(bool(x) for x in pipe.execute())
         self.r.hset(run, mapping={"total": len(shard_ids), "manifest": manifest_key, "created": created})
         self.r.hsetnx(run, "terminal", 0)
-        self.r.sadd(ACTIVE_RUNS, run_id)
+        self.r.sadd(active_runs_key(), run_id)
         return added
 
     def exists(self, run_id: str) -> bool:
-        return bool(self.r.exists(self._keys(run_id)[0]))
+        return bool(self.r.exists(self._keys(run_id).run))
 
     def manifest_key(self, run_id: str) -> str | None:
-        value = self.r.hget(self._keys(run_id)[0], "manifest")
+        value = self.r.hget(self._keys(run_id).run, "manifest")
         return _text(value) if value else None
 
     def get(self, run_id: str, shard_id: str) -> ShardState | None:
-        value = self.r.hget(self._keys(run_id)[1], shard_id)
+        value = self.r.hget(self._keys(run_id).states, shard_id)
         return ShardState(_text(value)) if value else None
 
     def states(self, run_id: str) -> dict[str, ShardState]:
-        raw = self.r.hgetall(self._keys(run_id)[1])
+        raw = self.r.hgetall(self._keys(run_id).states)
         return {_text(k): ShardState(_text(v)) for k, v in raw.items()}
 
     def counts(self, run_id: str) -> dict[str, int]:
@@ -204,33 +197,33 @@ class RunState:
 
     def totals(self, run_id: str) -> tuple[int, int]:
         """(terminal, total) shard counts."""
-        raw = self.r.hmget(self._keys(run_id)[0], "terminal", "total")
+        raw = self.r.hmget(self._keys(run_id).run, "terminal", "total")
         return int(raw[0] or 0), int(raw[1] or 0)
 
     def claim(self, run_id: str, shard_id: str, src: ShardState, dst: ShardState, token: str, ttl_s: float) -> bool:
         """Move ``src -> dst`` taking a lease, or take over ``dst`` whose lease expired."""
-        run, states, leases, owners = self._keys(run_id)
+        k = self._keys(run_id)
         ok, _ = self._claim(
-            keys=[states, leases, owners, run + ":attempts"],
+            keys=[k.states, k.leases, k.owners, k.attempts],
             args=[shard_id, src.value, dst.value, token, int(ttl_s * 1000)],
         )
         return bool(ok)
 
     def attempts(self, run_id: str, shard_id: str, leased: ShardState) -> int:
         """How many times the shard was claimed into ``leased`` (executing or grading), this claim included."""
-        value = self.r.hget(self._keys(run_id)[0] + ":attempts", f"{shard_id}:{leased.value}")
+        value = self.r.hget(self._keys(run_id).attempts, attempts_field(shard_id, leased.value))
         return int(value or 0)
 
     def heartbeat(self, run_id: str, shard_id: str, token: str, ttl_s: float) -> bool:
         """Extend the lease; False when the lease is no longer ours (the shard was reclaimed)."""
-        _, _, leases, owners = self._keys(run_id)
-        return bool(self._heartbeat(keys=[leases, owners], args=[shard_id, token, int(ttl_s * 1000)]))
+        k = self._keys(run_id)
+        return bool(self._heartbeat(keys=[k.leases, k.owners], args=[shard_id, token, int(ttl_s * 1000)]))
 
     def transition(self, run_id: str, shard_id: str, new: ShardState, token: str = "") -> Transition:
         """Move the shard forward to ``new`` when allowed (and, with ``token``, when we hold its lease)."""
         allowed = [s.value for s in ShardState if may_transition(s, new)]
         moved, prev, done, total = self._transition(
-            keys=list(self._keys(run_id)), args=[shard_id, new.value, token, len(allowed), *allowed]
+            keys=list(self._keys(run_id)[:4]), args=[shard_id, new.value, token, len(allowed), *allowed]
         )
         previous = ShardState(_text(prev)) if prev else None
         finished = bool(moved) and new.terminal and int(done) == int(total) and int(total) > 0
@@ -238,9 +231,9 @@ class RunState:
 
     def reap(self, run_id: str) -> list[tuple[str, ShardState]]:
         """Return shards whose lease expired to the previous state; give back (shard, state) to re-enqueue."""
-        _, states, leases, owners = self._keys(run_id)
+        k = self._keys(run_id)
         flat = self._reap(
-            keys=[states, leases, owners],
+            keys=[k.states, k.leases, k.owners],
             args=[
                 ShardState.EXECUTING.value,
                 ShardState.QUEUED.value,
@@ -256,21 +249,20 @@ class RunState:
         After a broker restart their messages may be gone; sending them again is safe because
         a claim lets only one delivery work and the others do nothing.
         """
-        _, _, leases, _ = self._keys(run_id)
-        leased = {_text(x) for x in self.r.zrange(leases, 0, -1)}
+        leased = {_text(x) for x in self.r.zrange(self._keys(run_id).leases, 0, -1)}
         waiting = (ShardState.QUEUED, ShardState.EXECUTED)
         return [(k, s) for k, s in sorted(self.states(run_id).items()) if s in waiting and k not in leased]
 
     def active_runs(self) -> list[str]:
-        return sorted(_text(x) for x in self.r.smembers(ACTIVE_RUNS))
+        return sorted(_text(x) for x in self.r.smembers(active_runs_key()))
 
     def reduced(self, run_id: str) -> bool:
-        return bool(self.r.hget(self._keys(run_id)[0], "reduced"))
+        return bool(self.r.hget(self._keys(run_id).run, "reduced"))
 
-    def finish(self, run_id: str) -> None:
+    def mark_reduced(self, run_id: str) -> None:
         """Mark the run reduced; the reaper stops watching it."""
-        self.r.srem(ACTIVE_RUNS, run_id)
-        self.r.hset(self._keys(run_id)[0], "reduced", 1)
+        self.r.srem(active_runs_key(), run_id)
+        self.r.hset(self._keys(run_id).run, "reduced", 1)
 
     def requeue_failed(self, run_id: str) -> list[tuple[str, ShardState]]:
         """Put infra-failed shards back where their failure happened; return (shard, state) to re-send.
@@ -280,8 +272,8 @@ class RunState:
         no new executor run, and grade-only runs, which have nothing to execute, recover too).
         The run becomes active again and will be reduced anew.
         """
-        run, states, _, _ = self._keys(run_id)
-        keys = [run, states, ACTIVE_RUNS, run + ":attempts"]
+        k = self._keys(run_id)
+        keys = [k.run, k.states, active_runs_key(), k.attempts]
         out: list[tuple[str, ShardState]] = []
         for back, failed in (
             (ShardState.QUEUED, [ShardState.EXECUTOR_FAILED]),

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle, shard_id_for
 from schemas.status import SandboxMode
+from schemas.summary import CorpusPlan, PlanSummary, PlanTotals, SkippedCorpus
 
 
 def new_run_id(now: datetime | None = None, entropy: bytes | None = None) -> str:
@@ -73,31 +74,31 @@ def plan_run(
     )
 
 
-def plan_summary(plan: RunPlan) -> dict[str, object]:
-    """The plan as one JSON-ready object: per corpus cases and assertions, totals, shard count."""
+def plan_summary(plan: RunPlan, skipped: Sequence[SkippedCorpus] = ()) -> PlanSummary:
+    """The plan at a glance: per corpus cases and assertions, totals, shard count, corpora left out."""
     per_variant = len(plan.models) * plan.epochs
-    corpora = [
-        {
-            "skill": b.skill,
-            "corpus": b.corpus_file,
-            "bundle_key": b.bundle_key,
-            "cases": len(b.corpus.evals),
-            "assertions": b.corpus.assertion_count,
-            "shards": len(b.corpus.evals) * per_variant * len(plan.variants),
-        }
-        for b in plan.bundles
-    ]
-    return {
-        "run_id": plan.run_id,
-        "corpora": corpora,
-        "models": list(plan.models),
-        "judges": list(plan.judges),
-        "epochs": plan.epochs,
-        "variants": list(plan.variants),
-        "totals": {
-            "corpora": len(plan.bundles),
-            "cases": plan.case_count,
-            "assertions": plan.assertion_count,
-            "shards": len(plan.shards),
-        },
-    }
+    return PlanSummary(
+        run_id=plan.run_id,
+        corpora=[
+            CorpusPlan(
+                skill=b.skill,
+                corpus=b.corpus_file,
+                bundle_key=b.bundle_key,
+                cases=len(b.corpus.evals),
+                assertions=b.corpus.assertion_count,
+                shards=len(b.corpus.evals) * per_variant * len(plan.variants),
+            )
+            for b in plan.bundles
+        ],
+        models=list(plan.models),
+        judges=list(plan.judges),
+        epochs=plan.epochs,
+        variants=list(plan.variants),
+        totals=PlanTotals(
+            corpora=len(plan.bundles),
+            cases=plan.case_count,
+            assertions=plan.assertion_count,
+            shards=len(plan.shards),
+        ),
+        skipped=list(skipped),
+    )

@@ -6,13 +6,14 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from engine.records import put_manifest
 from engine.snapshot import snapshot_repo
 from engine.state import RunState
 from engine.store import ArtifactStore
-from schemas.manifest import RunManifest, RunSettings, manifest_key
+from schemas.manifest import RunManifest, RunSettings
 from schemas.shard import BASELINE_PREFIX, CURRENT, RunPlan
 
-Enqueue = Callable[[str, str], None]
+EnqueueShard = Callable[[str, str], None]
 """enqueue(run_id, shard_id): put one execute message on the queue."""
 
 
@@ -55,15 +56,14 @@ def build_manifest(
     )
 
 
-def submit(manifest: RunManifest, store: ArtifactStore, state: RunState, enqueue: Enqueue) -> int:
+def submit(manifest: RunManifest, store: ArtifactStore, state: RunState, enqueue: EnqueueShard) -> int:
     """Store the manifest, register every shard as queued, enqueue those newly registered.
 
     Idempotent: resubmitting the same run id enqueues nothing for shards already known.
     Returns the number of shards enqueued.
     """
     plan = manifest.plan
-    key = manifest_key(plan.run_id)
-    store.put(key, manifest.model_dump_json().encode())
+    key = put_manifest(store, manifest)
     known = state.states(plan.run_id)
     state.register(plan.run_id, [s.shard_id for s in plan.shards], key, plan.created_at.isoformat())
     count = 0

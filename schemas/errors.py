@@ -17,9 +17,7 @@
     │   ├── NoGit                      GUARD_NO_GIT
     │   └── BadRef                     GUARD_BAD_REF
     ├── InfraError                     the evaluator failed, not the skill; never a behavioural fail
-    │   ├── ExecutorFailed             executor-failed
-    │   ├── GraderMalformed            grader-malformed
-    │   └── GraderDispatchFailed       grader-dispatch-failed
+    │   └── ExecutorFailed             executor-failed
     ├── ModelCallFailed                a model call failed after its retry budget (the caller maps
     │                                  it to executor-failed or grader-dispatch-failed)
     ├── ConfigError                    bad flags, settings or config file; exit code 2
@@ -27,6 +25,11 @@
 
 Every error prints as ``<STATUS>: <detail>`` and the detail names the file or field at
 fault, so the contract's named statuses are never strings assembled ad hoc elsewhere.
+
+A shard's terminal state comes from the error's own attributes (``worker.lifecycle``):
+a ``BlockedError`` ends it ``blocked`` (``case_level`` says whether the block is the case's
+own or the run's; ``stops_run`` whether it turns the run's verdict BLOCKED), an
+``InfraError`` ends it in its ``state``, anything else in the phase's infra failure.
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ class BlockedError(SkillEvalError):
 
     status = "BLOCKED"
     case_level: ClassVar[bool] = False
+    """Raised for one case (its workspace, its fixture) rather than for the whole run."""
+    stops_run: ClassVar[bool] = False
+    """A shard blocked by this stops the run: its verdict is BLOCKED, not WARN."""
 
 
 class BadSkillName(BlockedError):
@@ -80,6 +86,7 @@ class BadCorpus(BlockedError):
 
 class NoSandbox(BlockedError):
     status = "BLOCKED_NO_SANDBOX"
+    stops_run = True  # a worker refusing to run unconfined
 
 
 class NoTranscriptCapture(BlockedError):
@@ -89,6 +96,7 @@ class NoTranscriptCapture(BlockedError):
 class NoIsolation(BlockedError):
     status = "BLOCKED_NO_ISOLATION"
     case_level = True
+    stops_run = True  # never run a case outside its own workspace, and never call the run green
 
 
 class BadFixture(BlockedError):
@@ -99,6 +107,7 @@ class BadFixture(BlockedError):
 class FixtureNeedsGit(BlockedError):
     status = "BLOCKED_FIXTURE_NEEDS_GIT"
     case_level = True
+    stops_run = True  # a base fixture without git halts the skill
 
 
 class GuardError(SkillEvalError):
@@ -124,16 +133,6 @@ class InfraError(SkillEvalError):
 class ExecutorFailed(InfraError):
     status = ShardState.EXECUTOR_FAILED.value
     state = ShardState.EXECUTOR_FAILED
-
-
-class GraderMalformed(InfraError):
-    status = ShardState.GRADER_MALFORMED.value
-    state = ShardState.GRADER_MALFORMED
-
-
-class GraderDispatchFailed(InfraError):
-    status = ShardState.GRADER_DISPATCH_FAILED.value
-    state = ShardState.GRADER_DISPATCH_FAILED
 
 
 class ModelCallFailed(SkillEvalError):

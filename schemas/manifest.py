@@ -6,10 +6,11 @@ and shard ids, and workers read (and cache) the manifest by run id.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.model_config import ModelConfig
 from schemas.shard import RunPlan, Shard
 
 
@@ -47,7 +48,7 @@ class RunSettings(BaseModel):
     """Grade the built-in calibration trajectories with each judge before the batch."""
     fail_under: float | None = None
     """Behavioural pass rate below which the verdict is FAIL."""
-    models: dict[str, Any] = Field(default_factory=dict)
+    models: ModelConfig = Field(default_factory=ModelConfig)
     """The validated model config (limits, API bases, api key *names* only, never keys), for workers anywhere."""
 
 
@@ -56,6 +57,8 @@ class RunManifest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    version: Literal[1] = 1
+    """Format version of this record."""
     plan: RunPlan
     """Shards, corpora, models, judges, epochs, variants."""
     snapshots: dict[str, str]
@@ -97,7 +100,7 @@ def grade_key(run_id: str, shard_id: str) -> str:
 
 
 def outcome_key(run_id: str, shard_id: str) -> str:
-    """Why a shard ended outside the happy path (blocked or infra), as JSON."""
+    """How a shard ended (a ``ShardOutcomeRecord``)."""
     return f"runs/{run_id}/outcomes/{shard_id}.json"
 
 
@@ -108,7 +111,3 @@ def result_key(run_id: str) -> str:
 def calibration_key(run_id: str, judge: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in judge)
     return f"runs/{run_id}/calibration/{safe}.json"
-
-
-def report_key(run_id: str, name: str) -> str:
-    return f"runs/{run_id}/reports/{name}"

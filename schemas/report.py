@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.status import SandboxMode, ShardState, Verdict
@@ -32,6 +34,8 @@ class CaseRun(BaseModel):
     """Weighted share of the case's assertions passed (graded shards only)."""
     detail: str = ""
     """Why the shard was not graded (blocked status or infra error), when it was not."""
+    stops_run: bool = False
+    """Blocked by a status that stops the whole run (no isolation, no sandbox, a fixture needing git)."""
     sandbox: SandboxMode | None = None
     """Sandbox mode the executor ran under."""
     end_reason: str = ""
@@ -127,7 +131,7 @@ class SkillResult(BaseModel):
     shard_count: int
     """Shards in total."""
     headline: str
-    """``passed/graded (percent)`` or ``INCONCLUSIVE (<n>/<total> cases not graded — infra)``."""
+    """``passed/graded (percent)`` or ``INCONCLUSIVE (<n>/<total> shards not graded — infra)``."""
     models: list[ModelSummary]
     """Per executor model."""
     assertions: list[AssertionStat]
@@ -149,6 +153,8 @@ class RunResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    version: Literal[1] = 1
+    """Format version of this record."""
     run_id: str
     """Run id."""
     verdict: Verdict

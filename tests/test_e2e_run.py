@@ -248,7 +248,7 @@ def test_c_e_infra_failures_turn_a_corpus_inconclusive_and_all_evals_skips_what_
     # beta: 3 of 4 cases not graded (> 25%) -> INCONCLUSIVE, tallied by kind; WARN, exit 3.
     assert first.code == 3, first.stdout + first.stderr
     assert first.field("verdict:") == ["WARN"]
-    assert "skill: beta [current]  cases: 4  result: INCONCLUSIVE (3/4 cases not graded — infra)" in first.stdout
+    assert "skill: beta [current]  cases: 4  result: INCONCLUSIVE (3/4 shards not graded — infra)" in first.stdout
     assert "not graded (infra): executor-failed 1, grader-dispatch-failed 1, grader-malformed 1" in first.stdout
     assert "skill: steady [current]  cases: 2  result: 2/2 (100.0%)" in first.stdout
     assert "AGGREGATE: INCONCLUSIVE (1/2 corpora not trustworthy)" in first.stdout
@@ -267,7 +267,7 @@ def test_c_e_infra_failures_turn_a_corpus_inconclusive_and_all_evals_skips_what_
     ]
     assert by_case[3]["judges"][0]["raw_answers"][:2] == ["Looks fine.", "Looks fine."]  # first try and re-ask
     assert "- executor-failed: 1" in beta_md and "- grader-malformed: 1" in beta_md
-    assert "## current: INCONCLUSIVE (3/4 cases not graded — infra)" in beta_md
+    assert "## current: INCONCLUSIVE (3/4 shards not graded — infra)" in beta_md
     transcripts = {p.name for p in env.out.glob(f"*-{first.run_id}-*-transcript.txt")}
     assert transcripts == {f"skill-eval-beta-{first.run_id}-case{i}-transcript.txt" for i in (2, 3, 4)}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -11,13 +10,17 @@ from pathlib import Path
 import pytest
 import redis
 
+from engine.keys import attempts_field, run_keys
+from engine.records import load_outcome
 from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import MAX_ATTEMPTS, RunState
 from schemas.manifest import outcome_key
+from schemas.outcome import ShardOutcomeRecord
 from schemas.status import INFRA_FAILURES, TERMINAL_STATES, ShardState
 from worker import pipeline
 from worker.context import Context
+from worker.lifecycle import ShardLease
 
 RUN = "20260101-000000-0000abcd"
 S = ShardState
@@ -141,7 +144,7 @@ def test_requeue_failed_puts_infra_failures_back_and_the_run_finishes_again(redi
     state.transition(RUN, "blocked", S.BLOCKED)
     finished = [state.transition(RUN, f"bad{i}", s).finished_run for i, s in enumerate(infra)]
     assert finished[-1]
-    state.finish(RUN)
+    state.mark_reduced(RUN)
     assert state.reduced(RUN) and RUN not in state.active_runs()
 
     back = dict(state.requeue_failed(RUN))
@@ -185,12 +188,15 @@ def test_a_worker_that_lost_its_lease_writes_no_outcome_and_moves_nothing(
     time.sleep(0.2)
     assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "new-owner", 30)  # the lease was taken over
 
-    pipeline.finish(ctx, lambda *a: sent.append(a), RUN, "s1", S.EXECUTOR_FAILED, "stalled", "late crash")
+    def lease(token: str) -> ShardLease:
+        return ShardLease(ctx, lambda *a: sent.append(a), RUN, "s1", S.EXECUTING, token)
+
+    lease("stalled").end(ShardOutcomeRecord(state=S.EXECUTOR_FAILED, detail="late crash"))
     assert not ctx.store.exists(outcome_key(RUN, "s1"))
     assert state.get(RUN, "s1") is S.EXECUTING and sent == []
 
-    pipeline.finish(ctx, lambda *a: sent.append(a), RUN, "s1", S.GRADED, "new-owner")
-    assert json.loads(ctx.store.get(outcome_key(RUN, "s1")))["state"] == "graded"
+    lease("new-owner").end(ShardOutcomeRecord(state=S.GRADED))
+    assert load_outcome(ctx.store, RUN, "s1") == ShardOutcomeRecord(state=S.GRADED)
     assert state.get(RUN, "s1") is S.GRADED and sent == [("reduce", RUN, None)]
 
 
@@ -226,11 +232,12 @@ def test_a_shard_whose_worker_died_max_attempts_times_is_given_up_as_an_infra_fa
     state = _state(redis_client)
     if start is S.EXECUTED:
         state.transition(RUN, "s1", S.EXECUTED)
-    redis_client.hset(f"skill-eval:run:{RUN}:attempts", f"s1:{leased.value}", MAX_ATTEMPTS)
+    redis_client.hset(run_keys(RUN).attempts, attempts_field("s1", leased.value), MAX_ATTEMPTS)
     ctx = _ctx(redis_server, tmp_path)
     sent: list[tuple[str, str, str | None]] = []
     task = pipeline.execute_shard if leased is S.EXECUTING else pipeline.grade_shard
     task(ctx, lambda *a: sent.append(a), RUN, "s1")  # no manifest exists: nothing past the give-up may run
     assert state.get(RUN, "s1") is end
-    assert "died 3 times" in json.loads(ctx.store.get(outcome_key(RUN, "s1")))["detail"]
+    outcome = load_outcome(ctx.store, RUN, "s1")
+    assert outcome is not None and "died 3 times" in outcome.detail
     assert sent == [("reduce", RUN, None)]

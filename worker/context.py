@@ -13,10 +13,11 @@ from typing import TypeVar
 import redis
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from engine.records import load_manifest
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
-from schemas.manifest import RunManifest, manifest_key
+from schemas.manifest import RunManifest
 
 T = TypeVar("T")
 
@@ -61,18 +62,16 @@ class Context:
         """The run's manifest, read from the store once per process."""
         with self._lock:
             if run_id not in self._manifests:
-                raw = self.store.get(manifest_key(run_id))
-                self._manifests[run_id] = RunManifest.model_validate_json(raw)
+                self._manifests[run_id] = load_manifest(self.store, run_id)
             return self._manifests[run_id]
 
     def model_client(self, run_id: str) -> object:
         """The litellm client configured for this run (model table from the manifest)."""
-        from schemas.model_config import ModelConfig
         from worker.models.client import LiteLLMClient
 
         with self._lock:
             if run_id not in self._clients:
-                config = ModelConfig.model_validate(self.manifest(run_id).settings.models)
+                config = self.manifest(run_id).settings.models
                 self._clients[run_id] = LiteLLMClient(config, self.redis, run_id=run_id)
             return self._clients[run_id]
 

@@ -9,7 +9,7 @@ import threading
 import structlog
 from celery.signals import worker_process_init, worker_ready, worker_shutting_down
 
-from schemas.constants import KEY_PREFIX
+from engine.keys import resent_key
 from schemas.status import ShardState
 from worker import pipeline
 from worker.app import TASK_EXECUTE, TASK_GRADE, TASK_NAMES, TASK_REDUCE, app, time_limits
@@ -40,7 +40,7 @@ def grade(run_id: str, shard_id: str) -> None:
 @app.task(name=TASK_REDUCE)
 def reduce(run_id: str) -> None:
     structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=None)
-    pipeline.reduce_run(context(), run_id)
+    pipeline.reduce_stored_run(context(), run_id)
 
 
 def configure_logging(level: int = logging.INFO) -> None:
@@ -78,7 +78,7 @@ def resend_after_restart() -> int:
     previous, _redis_run_id = _redis_run_id, server
     if previous is None or previous == server:
         return 0
-    if not ctx.redis.set(f"{KEY_PREFIX}:resent:{server}", 1, nx=True, ex=24 * 3600):
+    if not ctx.redis.set(resent_key(server), 1, nx=True, ex=24 * 3600):
         return 0
     count = 0
     for run_id in ctx.state.active_runs():

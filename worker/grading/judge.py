@@ -164,7 +164,3 @@ def grade_trajectory(
             "error": "; ".join(failed),
         }
     )
-
-
-grade_shard = grade_trajectory
-"""The name issue 5 gives this entry point."""

@@ -1,0 +1,79 @@
+"""``skill-eval run``: select corpora, plan (with --compare, a baseline variant), snapshot, drive."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from engine.settings import Settings
+from engine.state import RunState
+from engine.store import ArtifactStore, open_store
+from producer.cluster import Send
+from producer.compare import baseline_record, check_compare, restrict_baseline
+from producer.drive import drive
+from producer.planning import new_run_id, plan_run
+from producer.request import RunRequest, plan_request
+from producer.submit import build_manifest, submit
+from schemas.manifest import RunManifest
+from schemas.report import RunResult
+from schemas.shard import CURRENT, RunPlan, baseline_variant
+
+
+def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Console) -> RunResult | str:
+    """Plan, submit and (unless detached) wait and report. Returns the result, or the run id when detached."""
+    repo, bundles, skipped = plan_request(req, out)
+    variants = [CURRENT] if not req.compare else [CURRENT, baseline_variant(req.compare)]
+    plan = plan_run(
+        new_run_id(),
+        bundles,
+        req.models,
+        judges=req.judges,
+        epochs=req.epochs,
+        sandbox=settings.sandbox,
+        variants=variants,
+    )
+    guards: list[str] = []
+    if req.compare:
+        plan, guards = plan_compare(plan, repo.root, req.compare, req.out, err)
+    store = open_store(settings.store)
+    manifest = build_manifest(plan, repo.root, store, req.settings, out_dir=str(req.out), skipped=skipped)
+    manifest = manifest.model_copy(update={"guards": guards})
+    if req.settings.executor.startswith("cmd:") and plan.shards:
+        probe_external_executor(req.settings.executor, settings)
+
+    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Send) -> int:
+        return submit(m, st, state, lambda run_id, shard_id: send("execute", run_id, shard_id))
+
+    return drive(manifest, submitter, req, settings, out, err)
+
+
+def plan_compare(plan: RunPlan, root: Path, ref: str, out_dir: Path, err: Console) -> tuple[RunPlan, list[str]]:
+    """Apply the compare guards per skill; write each baseline's audit record; return the plan and guard lines."""
+    guards, allowed = [], set()
+    for bundle in plan.bundles:
+        guard = check_compare(root, ref, bundle.skill)
+        if guard is not None:
+            err.print(f"{bundle.skill}: {guard}", markup=False)
+            guards.append(f"{bundle.skill}: {guard}")
+            continue
+        allowed.add(bundle.skill)
+        context_dir = out_dir.parent / "context"
+        context_dir.mkdir(parents=True, exist_ok=True)
+        record = context_dir / f"skill-eval-baseline-{bundle.skill}-{plan.run_id}.txt"
+        record.write_bytes(baseline_record(root, ref, bundle.skill))
+    return restrict_baseline(plan, ref, allowed), guards
+
+
+def probe_external_executor(option: str, settings: Settings) -> None:
+    """The contract's canary: prove transcript capture before a batch, or raise BLOCKED_NO_TRANSCRIPT_CAPTURE.
+
+    It runs the external agent CLI on this host, which is why it imports the worker room
+    (the known exception in docs/design/layout.md).
+    """
+    from worker.executor.canary import probe_transcript_capture
+    from worker.executor.external import ExternalExecutor
+
+    probe_transcript_capture(
+        ExternalExecutor.from_option(option), mode=settings.sandbox, parent=settings.workspaces_dir
+    )
