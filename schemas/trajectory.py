@@ -113,6 +113,8 @@ class Trajectory(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    version: Literal[1] = 1
+    """Format version of this record."""
     shard_id: str = ""
     """The shard this trajectory belongs to ('' for imported or built-in ones)."""
     skill: str
