@@ -38,7 +38,6 @@ from schemas.model_config import load_model_config
 from schemas.report import RunResult
 from schemas.status import ExitCode, SandboxMode
 from schemas.summary import PlanSummary, SkippedCorpus
-from worker.sandbox import require_sandbox
 
 
 class _Commands(TyperGroup):
@@ -214,8 +213,6 @@ def run(
     if not model or not judge:
         raise ConfigError("--model and --judge are required (litellm model names; see README)")
     settings = _settings(broker_url=broker, store=store, sandbox=sandbox)
-    if settings.sandbox is SandboxMode.BWRAP and not settings.broker_url:
-        require_sandbox(SandboxMode.BWRAP)  # embedded run: this host executes; cluster workers check their own
     req = RunRequest(
         skills=skills,
         all_evals=all_evals,

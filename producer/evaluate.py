@@ -18,10 +18,13 @@ from producer.submit import build_manifest, submit
 from schemas.manifest import RunManifest
 from schemas.report import RunResult
 from schemas.shard import CURRENT, RunPlan, baseline_variant
+from schemas.status import SandboxMode
 
 
 def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Console) -> RunResult | str:
     """Plan, submit and (unless detached) wait and report. Returns the result, or the run id when detached."""
+    if settings.sandbox is SandboxMode.BWRAP and not settings.broker_url:
+        check_host_sandbox()  # embedded run: this host executes; cluster workers check their own
     repo, bundles, skipped = plan_request(req, out)
     variants = [CURRENT] if not req.compare else [CURRENT, baseline_variant(req.compare)]
     plan = plan_run(
@@ -63,6 +66,18 @@ def plan_compare(plan: RunPlan, root: Path, ref: str, out_dir: Path, err: Consol
         record = context_dir / f"skill-eval-baseline-{bundle.skill}-{plan.run_id}.txt"
         record.write_bytes(baseline_record(root, ref, bundle.skill))
     return restrict_baseline(plan, ref, allowed), guards
+
+
+def check_host_sandbox() -> None:
+    """Refuse an embedded run up front (``BLOCKED_NO_SANDBOX``) when bubblewrap cannot work here.
+
+    The probe runs the very bwrap command line the sandbox builds, so it lives with the
+    sandbox; this is one of the two imports of the worker room beyond enqueueing (see
+    docs/design/layout.md).
+    """
+    from worker.sandbox import require_sandbox
+
+    require_sandbox(SandboxMode.BWRAP)
 
 
 def probe_external_executor(option: str, settings: Settings) -> None:

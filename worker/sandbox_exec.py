@@ -23,7 +23,7 @@ from typing import IO
 
 from engine.gitcmd import GIT_IDENTITY
 from worker.output import OutputBuffer
-from worker.sandbox import INNER_HOME, INNER_ROOT, CommandResult, SandboxLimits
+from worker.sandbox_spec import INNER_HOME, INNER_ROOT, CommandResult, SandboxLimits
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # System folders mounted read-only; each is a folder or a symlink (merged-/usr) on the host.
