@@ -29,7 +29,7 @@ class Repo:
         self.root = root.resolve()
 
     def require_evals(self) -> None:
-        """Raise DevOnly when the repo has no ``evals/`` folder (contract Phase 0.2)."""
+        """Raise DevOnly when the repo has no ``evals/`` folder (a dev-only repo)."""
         if not (self.root / EVALS_DIR).is_dir():
             raise DevOnly(
                 f"{self.root}: no {EVALS_DIR}/ folder; skill-eval needs an {EVALS_DIR}/ corpus "

@@ -3,7 +3,7 @@
 The first violation, in document order, is raised as
 ``BadCorpus(file, json_path, problem)`` which prints
 ``BLOCKED_BAD_CORPUS: <file>: <JSON path>: <what is wrong>``.
-Never grade against a corpus that could not be validated (contract Phase 1).
+Never grade against a corpus that could not be validated.
 """
 
 from __future__ import annotations

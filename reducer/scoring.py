@@ -284,7 +284,7 @@ def decide_verdict(
     A run with nothing to do because every valid corpus already has a report is not
     BLOCKED: those corpora were evaluated before; only the skipped ones (if any) warn.
     """
-    # Run-stopping case statuses (contract: NO_ISOLATION -> BLOCKED; a base fixture without git
+    # Run-stopping case statuses (NO_ISOLATION -> BLOCKED; a base fixture without git
     # halts the skill; a worker refusing an unsandboxed shard). Only the current version counts:
     # a baseline that cannot be isolated degrades the comparison, it does not stop the run.
     blocked = [f"{s.skill} case {r.case_id}: {r.detail}" for s in current for r in s.blocked if r.stops_run]

@@ -1,7 +1,7 @@
 """Names and numbers shared by every part: queues, key prefixes, default paths, contract thresholds.
 
-One place so the spec and the code can be read side by side (the contract's numbers are
-quoted here once, never re-typed elsewhere).
+One place, so the contract's names and numbers are written here once and never re-typed
+elsewhere.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ AGENTS_DIR: Final = "agents"
 DEFAULT_REPORT_DIR: Final = "zuvo/reports"
 CONFIG_FILE: Final = "skill-eval.toml"
 
-# Folders never copied into a workspace (contract Phase 2); users may add more.
+# Folders never copied into a workspace; users may add more.
 HEAVY_DIRS: Final = ("node_modules", ".venv", "dist", "build", ".next")
 
 # --- Corpus contract (schema v1) ----------------------------------------------------------
@@ -53,12 +53,12 @@ CHECKABLE_VERBS: Final = frozenset(
 )
 GLOB_CHARS: Final = frozenset("*?[]")
 
-# --- Grading (contract Phase 3) -------------------------------------------------------------
+# --- Grading -----------------------------------------------------------------------------
 BLOCK_CAP_CHARS: Final = 16_000
 TRANSCRIPT_CAP_CHARS: Final = 120_000
 NONCE_BYTES: Final = 8  # 16 hex characters
 
-# --- Reporting gates (contract Phase 5) -----------------------------------------------------
+# --- Reporting gates ---------------------------------------------------------------------
 INCONCLUSIVE_CASE_SHARE: Final = 0.25  # more than this share of shards (case x model x epoch) not graded
 SMALL_CORPUS_CASES: Final = 4  # below this, any not-graded case -> INCONCLUSIVE
 AGGREGATE_INCONCLUSIVE_SHARE: Final = 0.10  # more than this share of corpora INCONCLUSIVE

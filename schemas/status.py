@@ -6,7 +6,7 @@ from enum import Enum, IntEnum
 
 
 class ShardState(str, Enum):
-    """Where a shard is in its life (DESIGN.md §3). States only move forward."""
+    """Where a shard is in its life. States only move forward."""
 
     QUEUED = "queued"
     EXECUTING = "executing"
@@ -58,7 +58,7 @@ def may_transition(current: ShardState | None, new: ShardState) -> bool:
 
 
 class Verdict(str, Enum):
-    """A run's headline verdict (contract Phase 5, run-log VERDICT field)."""
+    """A run's headline verdict (also the run-log VERDICT field)."""
 
     PASS = "PASS"
     WARN = "WARN"
@@ -71,7 +71,7 @@ class Verdict(str, Enum):
 
 
 class ExitCode(IntEnum):
-    """Process exit codes: the verdict's (DESIGN.md, issue 6)."""
+    """Process exit codes: the verdict's."""
 
     PASS = 0
     FAIL = 1
@@ -87,7 +87,7 @@ class SandboxMode(str, Enum):
 
 
 class FixtureStage(str, Enum):
-    """Git stage of a fixture (contract Phase 2): ``base`` is committed, ``head`` left dirty."""
+    """Git stage of a fixture: ``base`` is committed, ``head`` left dirty."""
 
     BASE = "base"
     HEAD = "head"

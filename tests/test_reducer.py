@@ -1,4 +1,4 @@
-"""The contract's Phase 5 arithmetic: rates, infra tallies, gates, verdicts, composite, statistics. Pure."""
+"""The reducer's arithmetic: rates, infra tallies, gates, verdicts, composite, statistics. Pure."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The transcript-capture canary run before a batch of an external executor (contract Phase 2).
+"""The transcript-capture canary run before a batch of an external executor.
 
 The grader scores real tool calls, so a runtime that loses tool output would grade every
 assertion false by construction. Before the batch, one throwaway case asks the executor
