@@ -61,7 +61,7 @@ def two_proportion_p(c1: int, n1: int, c2: int, n2: int) -> float | None:
         return None
     pooled = (c1 + c2) / (n1 + n2)
     se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
-    if se == 0:
-        return None if c1 / n1 == c2 / n2 else 0.0
+    if se == 0:  # pooled rate 0 or 1: both sides all fail or all pass, nothing to test
+        return None
     z = abs(c1 / n1 - c2 / n2) / se
     return math.erfc(z / math.sqrt(2))

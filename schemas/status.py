@@ -22,10 +22,6 @@ class ShardState(str, Enum):
     def terminal(self) -> bool:
         return self in TERMINAL_STATES
 
-    @property
-    def infra_failure(self) -> bool:
-        return self in INFRA_FAILURES
-
 
 TERMINAL_STATES = frozenset(
     {

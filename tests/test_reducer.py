@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from producer.planning import plan_run
 from reducer.scoring import ShardOutcome, headline, is_inconclusive, rate, reduce_run
-from reducer.stats import mean_interval, pass_at_k, pass_hat_k, wilson
+from reducer.stats import mean_interval, pass_at_k, pass_hat_k, two_proportion_p, wilson
 from schemas.corpus import Assertion, Corpus, EvalCase, ToolCallCheck
 from schemas.errors import BlockedError, FixtureNeedsGit, NoIsolation, NoSandbox
 from schemas.outcome import CalibrationRecord, CalibrationStatus
@@ -422,3 +422,10 @@ def test_pass_hat_k_never_exceeds_the_rate_which_never_exceeds_pass_at_k(n: int,
     c, k = data.draw(st.integers(0, n)), data.draw(st.integers(1, n))
     assert pass_hat_k(n, c, k) <= c / n + 1e-12 <= pass_at_k(n, c, k) + 2e-12
     assert math.isclose(pass_at_k(n, c, 1), c / n) and math.isclose(pass_hat_k(n, c, 1), c / n)
+
+
+def test_two_proportions_with_no_spread_have_no_p_value_and_different_ones_do() -> None:
+    assert two_proportion_p(0, 5, 0, 7) is None and two_proportion_p(5, 5, 7, 7) is None
+    assert two_proportion_p(0, 5, 0, 0) is None
+    p = two_proportion_p(1, 10, 9, 10)
+    assert p is not None and 0.0 < p < 0.01

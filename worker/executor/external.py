@@ -120,4 +120,5 @@ def run_external(
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=wrote),
         started_at=started_at,
         finished_at=datetime.now(UTC),
+        template_hashes={"executor": prompt.template_sha256},  # the same rendering the built-in agent records
     )
