@@ -88,3 +88,20 @@ def test_the_checker_sees_lazy_imports_inside_functions(tmp_path: Path) -> None:
     module.write_text("def f():\n    from worker.pipeline import execute_shard\n    import redis.client\n")
     assert list(imports(module)) == [(2, "worker.pipeline"), (3, "redis.client")]
     assert within("redis.client", IO_LIBRARIES) == "redis" and within("redisx", IO_LIBRARIES) is None
+
+
+def test_redis_keys_are_built_in_engine_keys_only() -> None:
+    """The key prefix (and any literal key) appears nowhere else, so one module says every key there is."""
+    owners = {ROOT / "engine" / "keys.py", ROOT / "schemas" / "constants.py"}
+    found = []
+    for room in (*ROOMS, "tests", "bench"):
+        for path in modules(room):
+            if path in owners or path == Path(__file__):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                literal = isinstance(node, ast.Constant) and isinstance(node.value, str)
+                if (isinstance(node, ast.Name) and node.id == "KEY_PREFIX") or (
+                    literal and str(node.value).startswith("skill-eval:")  # type: ignore[attr-defined]
+                ):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")  # type: ignore[attr-defined]
+    assert found == []

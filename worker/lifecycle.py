@@ -82,8 +82,8 @@ class ShardLease:
     settled: bool = False
     """The shard was ended or moved on (or found lost); later errors are not the shard's."""
 
-    def holds(self) -> bool:
-        """Renew the lease now and say whether it is still ours; call right before writing results.
+    def renew(self) -> bool:
+        """Renew the lease now; False when it is no longer ours. Call right before writing results.
 
         The heartbeat notices a lost lease only every third of a lease period, so the check is
         repeated at the moment of writing.
@@ -108,7 +108,7 @@ class ShardLease:
         finishes last, always finds it.
         """
         self.settled = True
-        if not self.holds():
+        if not self.renew():
             return
         put_outcome(self.ctx.store, self.run_id, self.shard_id, outcome)
         moved = with_redis_retry(

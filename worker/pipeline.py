@@ -29,7 +29,7 @@ def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
         if lease is None or lease.manifest is None:
             return
         trajectory = run_executor(ctx, lease.manifest, shard_id)
-        if not lease.holds():
+        if not lease.renew():
             return
         ctx.store.put(trajectory_key(run_id, shard_id), trajectory.model_dump_json().encode())
         lease.advance(ShardState.EXECUTED, then="grade")
@@ -123,7 +123,7 @@ def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
             shard_id=shard_id,
             strict_evidence=manifest.settings.strict_evidence,
         )
-        if not lease.holds():
+        if not lease.renew():
             return
         ctx.store.put(grade_key(run_id, shard_id), grade.model_dump_json().encode())
         status = "" if grade.state is ShardState.GRADED else grade.state.value
