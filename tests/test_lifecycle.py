@@ -82,7 +82,7 @@ def test_an_error_in_the_body_ends_the_shard_once_with_the_typed_outcome(
     sent: list[tuple[str, str, str | None]] = []
 
     with shard_lease(ctx, lambda *a: sent.append(a), run_id, shard_id, S.QUEUED, S.EXECUTING) as lease:
-        assert lease is not None and lease.manifest is not None
+        assert lease is not None and lease.manifest.plan.run_id == run_id
         raise BadFixture("evals/fixtures/x: escapes the workspace")
 
     assert ctx.state.get(run_id, shard_id) is S.BLOCKED

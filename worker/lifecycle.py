@@ -76,11 +76,15 @@ class ShardLease:
     leased: ShardState
     """executing or grading."""
     token: str
-    manifest: RunManifest | None = None
     lost: threading.Event = field(default_factory=threading.Event)
     """Set by the heartbeat when the lease turned out to be someone else's."""
     settled: bool = False
     """The shard was ended or moved on (or found lost); later errors are not the shard's."""
+
+    @property
+    def manifest(self) -> RunManifest:
+        """The run's manifest (read once per process, before the body starts)."""
+        return self.ctx.manifest(self.run_id)
 
     def renew(self) -> bool:
         """Renew the lease now; False when it is no longer ours. Call right before writing results.
@@ -193,7 +197,7 @@ def shard_lease(
         lease.end(ShardOutcomeRecord(state=state, detail=detail, status=state.value))
         yield None
         return
-    lease.manifest = ctx.manifest(run_id)
+    ctx.manifest(run_id)  # read (and cached) outside the body: see above
     with _heartbeat(lease):
         try:
             yield lease

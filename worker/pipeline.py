@@ -26,7 +26,7 @@ log = structlog.get_logger("skill_eval.worker")
 def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
     """Materialize the workspace, run the executor in the sandbox, store the trajectory, send grading."""
     with shard_lease(ctx, send, run_id, shard_id, ShardState.QUEUED, ShardState.EXECUTING) as lease:
-        if lease is None or lease.manifest is None:
+        if lease is None:
             return
         trajectory = run_executor(ctx, lease.manifest, shard_id)
         if not lease.renew():
@@ -104,7 +104,7 @@ def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
     from worker.grading.judge import grade_trajectory
 
     with shard_lease(ctx, send, run_id, shard_id, ShardState.EXECUTED, ShardState.GRADING) as lease:
-        if lease is None or lease.manifest is None:
+        if lease is None:
             return
         manifest = lease.manifest
         shard = manifest.shard(shard_id)
