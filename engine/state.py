@@ -11,6 +11,9 @@ Keys (prefix ``skill-eval:run:<run_id>``):
   A worker executing or grading a shard refreshes its lease; the reaper returns shards whose
   lease expired (their worker died) to the previous state and re-enqueues them, so a dead
   worker costs about a lease period, not a broker visibility timeout.
+- ``…:unsent`` sorted set: shard id -> when it was noted (ms), for shards registered (or moved
+  back by the reaper) whose message is not yet confirmed published; the reaper re-sends those
+  older than a grace period, so a publisher dying midway strands nothing.
 
 Every read-modify-write is one Lua script, so two workers can never both move a shard.
 See docs/design/engine.md.
@@ -95,6 +98,7 @@ for _, shard in ipairs(expired) do
   redis.call('HDEL', KEYS[3], shard)
   if back then
     redis.call('HSET', KEYS[1], shard, back)
+    redis.call('ZADD', KEYS[4], now, shard)  -- unsent until its re-send is confirmed
     table.insert(out, shard)
     table.insert(out, back)
   end
@@ -102,6 +106,44 @@ end
 return out
 """
 
+
+# KEYS: states, unsent. ARGV: initial state, shard ids... Registers the new shards and notes them
+# as not yet sent, in one step: a shard is never known without also being known to need a message.
+_REGISTER = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local added = 0
+for i = 2, #ARGV do
+  if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[1]) == 1 then
+    redis.call('ZADD', KEYS[2], now, ARGV[i])
+    added = added + 1
+  end
+end
+return added
+"""
+
+# KEYS: states, unsent, leases. ARGV: older-than (ms), waiting states... Shards noted as unsent
+# longer than the grace period: the waiting ones come back to be sent, the rest (their message
+# did go out, only the note was not cleared) are cleared.
+_UNSENT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[1]))
+local out = {}
+for _, shard in ipairs(old) do
+  local cur = redis.call('HGET', KEYS[1], shard)
+  local waiting = false
+  for j = 2, #ARGV do if cur == ARGV[j] then waiting = true end end
+  if waiting and not redis.call('ZSCORE', KEYS[3], shard) then
+    table.insert(out, shard)
+    table.insert(out, cur)
+    redis.call('ZADD', KEYS[2], now, shard)
+  else
+    redis.call('ZREM', KEYS[2], shard)
+  end
+end
+return out
+"""
 
 # KEYS: run, states, active, attempts. ARGV: run_id, queued, infra states...
 _REQUEUE = """
@@ -124,6 +166,11 @@ if #out > 0 then
 end
 return out
 """
+
+
+_REGISTER_CHUNK = 1000
+"""Shard ids per registration script call: large enough to amortise round trips, small enough
+that one script never blocks Redis for long."""
 
 
 def _text(value: object) -> str:
@@ -151,6 +198,8 @@ class RunState:
         self._heartbeat = client.register_script(_HEARTBEAT)
         self._reap = client.register_script(_REAP)
         self._requeue = client.register_script(_REQUEUE)
+        self._register = client.register_script(_REGISTER)
+        self._unsent = client.register_script(_UNSENT)
 
     @staticmethod
     def _keys(run_id: str) -> tuple[str, str, str, str]:
@@ -167,15 +216,17 @@ class RunState:
     ) -> int:
         """Record a run's shards as ``initial`` (queued; executed for grade-only runs); idempotent.
 
-        A resubmission keeps existing states.
+        A resubmission keeps existing states. Newly registered shards are also noted as
+        *unsent* until :meth:`mark_sent` confirms their message was published; the reaper
+        re-sends only those (see :meth:`unsent`), never the whole waiting backlog.
 
         Returns the number of shards newly registered.
         """
         run, states, _, _ = self._keys(run_id)
-        pipe = self.r.pipeline()
-        for shard_id in shard_ids:
-            pipe.hsetnx(states, shard_id, initial.value)
-        added = sum(bool(x) for x in pipe.execute())
+        added = 0
+        for start in range(0, len(shard_ids), _REGISTER_CHUNK):
+            chunk = shard_ids[start : start + _REGISTER_CHUNK]
+            added += int(self._register(keys=[states, run + ":unsent"], args=[initial.value, *chunk]))
         self.r.hset(run, mapping={"total": len(shard_ids), "manifest": manifest_key, "created": created})
         self.r.hsetnx(run, "terminal", 0)
         self.r.sadd(ACTIVE_RUNS, run_id)
@@ -240,13 +291,35 @@ class RunState:
         """Return shards whose lease expired to the previous state; give back (shard, state) to re-enqueue."""
         _, states, leases, owners = self._keys(run_id)
         flat = self._reap(
-            keys=[states, leases, owners],
+            keys=[states, leases, owners, self._keys(run_id)[0] + ":unsent"],
             args=[
                 ShardState.EXECUTING.value,
                 ShardState.QUEUED.value,
                 ShardState.GRADING.value,
                 ShardState.EXECUTED.value,
             ],
+        )
+        return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
+
+    def mark_sent(self, run_id: str, shard_ids: list[str]) -> None:
+        """Confirm that the messages of ``shard_ids`` were published: the reaper leaves them alone."""
+        unsent = self._keys(run_id)[0] + ":unsent"
+        for start in range(0, len(shard_ids), _REGISTER_CHUNK):
+            self.r.zrem(unsent, *shard_ids[start : start + _REGISTER_CHUNK])
+
+    def unsent(self, run_id: str, grace_s: float) -> list[tuple[str, ShardState]]:
+        """Waiting shards whose message was never confirmed sent within ``grace_s``: (shard, state) to send.
+
+        A publisher that died between registering and publishing (or a reaper between moving
+        a shard back and re-sending it) leaves such shards; nothing else would ever send them.
+        Each returned shard's note is renewed, so a second reaper pass within the grace period
+        does not send it again. A shard whose message did go out but was not confirmed gets a
+        duplicate at most, which its claim turns into a no-op.
+        """
+        _, states, leases, _ = self._keys(run_id)
+        flat = self._unsent(
+            keys=[states, self._keys(run_id)[0] + ":unsent", leases],
+            args=[int(grace_s * 1000), ShardState.QUEUED.value, ShardState.EXECUTED.value],
         )
         return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import uuid
 
 import structlog
 from celery.signals import worker_process_init, worker_ready, worker_shutting_down
@@ -90,16 +91,36 @@ def resend_after_restart() -> int:
 
 
 def reap_once() -> int:
-    """Return every expired-lease shard of every active run to its queue; the count re-enqueued."""
+    """One reaper pass over every active run; the count of messages re-sent.
+
+    Only one worker in the fleet passes per period (a lock in Redis); the others skip. A
+    pass returns expired-lease shards to their queue, and sends the shards that were
+    registered (or moved back) but never confirmed sent, so a publisher or a reaper that
+    died midway strands nothing, while shards already waiting in a queue are left alone.
+    """
     ctx = context()
-    count = resend_after_restart()
+    count = resend_after_restart()  # every worker watches for a restart; one re-sends (its own key)
+    period_ms = max(1, int(ctx.settings.reaper_period_s * 1000 * 0.9))
+    if not ctx.redis.set(REAPER_LOCK_KEY, _reaper_token, nx=True, px=period_ms):
+        return count
     for run_id in ctx.state.active_runs():
         for shard_id, state in ctx.state.reap(run_id):
             kind = "execute" if state is ShardState.QUEUED else "grade"
             log.warning("lease expired; re-queued", run_id=run_id, shard_id=shard_id, queue=kind)
             send(kind, run_id, shard_id)
+            ctx.state.mark_sent(run_id, [shard_id])
+            count += 1
+        for shard_id, state in ctx.state.unsent(run_id, ctx.settings.unsent_grace_s):
+            kind = "execute" if state is ShardState.QUEUED else "grade"
+            log.warning("shard registered but never sent; sending", run_id=run_id, shard_id=shard_id, queue=kind)
+            send(kind, run_id, shard_id)
+            ctx.state.mark_sent(run_id, [shard_id])
             count += 1
     return count
+
+
+REAPER_LOCK_KEY = f"{KEY_PREFIX}:reaper-lock"
+_reaper_token = uuid.uuid4().hex
 
 
 _stop_reaper = threading.Event()
