@@ -301,6 +301,15 @@ class RunState:
         )
         return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
 
+    def put_preflight(self, run_id: str, queue: str, report: str) -> None:
+        """Keep a worker's preflight report (JSON) for the producer waiting on it, for a day."""
+        self.r.set(f"{self._keys(run_id)[0]}:preflight:{queue}", report, ex=24 * 3600)
+
+    def preflight(self, run_id: str, queue: str) -> str | None:
+        """The preflight report a worker of ``queue`` left for this run, or None yet."""
+        value = self.r.get(f"{self._keys(run_id)[0]}:preflight:{queue}")
+        return _text(value) if value is not None else None
+
     def mark_sent(self, run_id: str, shard_ids: list[str]) -> None:
         """Confirm that the messages of ``shard_ids`` were published: the reaper leaves them alone."""
         unsent = self._keys(run_id)[0] + ":unsent"

@@ -61,6 +61,10 @@ StrictEvidenceOpt = Annotated[
     bool, typer.Option("--strict-evidence", help="A pass whose quote is not in the transcript fails.")
 ]
 NoCalibrationOpt = Annotated[bool, typer.Option("--no-calibration", help="Skip judge calibration (reported).")]
+NoPreflightOpt = Annotated[
+    bool,
+    typer.Option("--no-preflight", help="Skip the model check (key, one minimal call) workers make before dispatch."),
+]
 FailUnderOpt = Annotated[
     float | None, typer.Option("--fail-under", min=0.0, max=1.0, help="FAIL below this pass rate (0-1).")
 ]
@@ -135,6 +139,7 @@ def run(
     ] = 900.0,
     strict_evidence: StrictEvidenceOpt = False,
     no_calibration: NoCalibrationOpt = False,
+    no_preflight: NoPreflightOpt = False,
     fail_under: FailUnderOpt = None,
     detach: DetachOpt = False,
     force: Annotated[
@@ -170,6 +175,7 @@ def run(
             force=force,
             show_progress=sys.stderr.isatty(),
             compare=compare,
+            preflight=not no_preflight,
             settings=RunSettings(
                 budget=AgentBudget(max_turns=max_turns, wall_clock_s=shard_timeout),
                 executor=executor,
@@ -257,6 +263,7 @@ def grade(
     store: StoreOpt = None,
     strict_evidence: StrictEvidenceOpt = False,
     no_calibration: NoCalibrationOpt = False,
+    no_preflight: NoPreflightOpt = False,
     fail_under: FailUnderOpt = None,
     detach: DetachOpt = False,
 ) -> None:
@@ -280,6 +287,7 @@ def grade(
             workers=workers,
             detach=detach,
             show_progress=sys.stderr.isatty(),
+            preflight=not no_preflight,
             settings=RunSettings(
                 strict_evidence=strict_evidence,
                 calibrate=not no_calibration,

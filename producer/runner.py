@@ -18,6 +18,7 @@ from engine.state import RunState
 from engine.store import ArtifactStore, open_store
 from producer.embedded import EmbeddedCluster
 from producer.planning import new_run_id, plan_run
+from producer.preflight import check_models
 from producer.progress import RunStalled, wait_for_run
 from producer.repo import Repo
 from producer.reports import append_run_log, complete_block, reported_bundle_keys, write_reports
@@ -25,6 +26,7 @@ from producer.submit import PUBLISH_BATCH, build_manifest, submit
 from reducer.scoring import reduce_run
 from schemas.errors import ConfigError, StoreError
 from schemas.manifest import RunManifest, RunSettings, manifest_key, result_key
+from schemas.preflight import preflight_queues
 from schemas.report import RunResult
 from schemas.shard import CURRENT, RunPlan, SkillBundle, baseline_variant
 from schemas.status import ShardState
@@ -52,6 +54,10 @@ class RunRequest:
     settings: RunSettings = field(default_factory=RunSettings)
     compare: str | None = None
     """``--compare <ref>``: also grade the skill as it was at this git ref."""
+    preflight: bool = True
+    """Have a worker of each queue check the run's models (key, one minimal call) before dispatch."""
+    preflight_timeout_s: float = 300.0
+    """How long to wait for those workers."""
     reported: list[str] = field(default_factory=list)
     """Filled by :func:`plan_request`: corpora left out because their bundle key already has a report."""
 
@@ -141,6 +147,12 @@ class Publisher:
             kwargsrepr="",
         )
 
+    def preflight(self, run_id: str, queue: str) -> None:
+        """Ask a worker of ``queue`` to check this run's models (see producer/preflight.py)."""
+        from worker.app import TASK_PREFLIGHT
+
+        self._app.send_task(TASK_PREFLIGHT, args=[run_id, queue], queue=queue, time_limit=600, soft_time_limit=540)
+
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
         with self._app.producer_or_acquire() as producer, producer.batch(max_size=PUBLISH_BATCH):
@@ -166,7 +178,11 @@ def drive(
     with cluster(settings, req.workers) as (live, embedded):
         client = redis.Redis.from_url(live.broker_url or "")
         state = RunState(client)
-        submitter(manifest, store, state, enqueue_via(live, manifest))
+        publisher = enqueue_via(live, manifest)
+        if req.preflight and preflight_queues(manifest):
+            store.put(manifest_key(manifest.plan.run_id), manifest.model_dump_json().encode())
+            check_models(manifest, state, publisher, timeout_s=req.preflight_timeout_s)
+        submitter(manifest, store, state, publisher)
         if req.detach and embedded is None:
             return manifest.plan.run_id
         from engine.usage import usage_totals

@@ -10,6 +10,7 @@
     │   ├── BadCorpus                  BLOCKED_BAD_CORPUS
     │   ├── NoSandbox                  BLOCKED_NO_SANDBOX (bubblewrap missing, no explicit opt-out)
     │   ├── NoTranscriptCapture        BLOCKED_NO_TRANSCRIPT_CAPTURE
+    │   ├── ModelUnavailable           BLOCKED_MODEL_UNAVAILABLE (a key missing or an endpoint down, before dispatch)
     │   ├── NoIsolation                BLOCKED_NO_ISOLATION (case level: no workspace, never run elsewhere)
     │   ├── BadFixture                 BLOCKED_BAD_FIXTURE (case level)
     │   └── FixtureNeedsGit            BLOCKED_FIXTURE_NEEDS_GIT (case level)
@@ -84,6 +85,12 @@ class NoSandbox(BlockedError):
 
 class NoTranscriptCapture(BlockedError):
     status = "BLOCKED_NO_TRANSCRIPT_CAPTURE"
+
+
+class ModelUnavailable(BlockedError):
+    """A run's model cannot be called (no key, endpoint refusing): found before any shard is sent."""
+
+    status = "BLOCKED_MODEL_UNAVAILABLE"
 
 
 class NoIsolation(BlockedError):

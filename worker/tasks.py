@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import sys
 import threading
 import uuid
@@ -13,7 +15,7 @@ from celery.signals import worker_process_init, worker_ready, worker_shutting_do
 from schemas.constants import KEY_PREFIX
 from schemas.status import ShardState
 from worker import pipeline
-from worker.app import TASK_EXECUTE, TASK_GRADE, TASK_NAMES, TASK_REDUCE, app, time_limits
+from worker.app import TASK_EXECUTE, TASK_GRADE, TASK_NAMES, TASK_PREFLIGHT, TASK_REDUCE, app, time_limits
 from worker.context import context, reset_context
 
 log = structlog.get_logger("skill_eval.worker")
@@ -42,6 +44,23 @@ def grade(run_id: str, shard_id: str) -> None:
 def reduce(run_id: str) -> None:
     structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=None)
     pipeline.reduce_run(context(), run_id)
+
+
+@app.task(name=TASK_PREFLIGHT)
+def preflight(run_id: str, queue: str) -> None:
+    """Check this run's models for ``queue`` from this worker and leave the report for the producer."""
+    from schemas.preflight import PreflightReport
+    from worker.preflight import run_preflight
+
+    structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=None)
+    ctx = context()
+    try:
+        report = run_preflight(ctx.model_client(run_id), ctx.manifest(run_id), queue)  # type: ignore[arg-type]
+    except Exception as exc:  # a report must come back whatever failed, or the producer waits for nothing
+        log.warning("preflight failed", queue=queue, error=str(exc))
+        report = PreflightReport(queue=queue, worker=f"{socket.gethostname()}:{os.getpid()}", checks=[], error=str(exc))
+    ctx.state.put_preflight(run_id, queue, report.model_dump_json())
+    log.info("preflight", queue=queue, ok=all(c.ok for c in report.checks))
 
 
 def configure_logging(level: int = logging.INFO) -> None:

@@ -66,9 +66,16 @@ def retry_after_s(err: BaseException) -> float | None:
 
 
 def is_retryable(err: BaseException) -> bool:
-    """429, 5xx, connection errors, timeouts and malformed responses are worth another attempt."""
+    """429, 5xx, connection errors, timeouts and malformed responses are worth another attempt.
+
+    Authentication and permission errors never are: a missing or refused key stays missing.
+    """
+    if isinstance(err, litellm.exceptions.AuthenticationError | litellm.exceptions.PermissionDeniedError):
+        return False
     if isinstance(err, openai.APIConnectionError | openai.APIResponseValidationError | json.JSONDecodeError):
         return True
+    if "missing credentials" in str(err).lower() or "api_key client option must be set" in str(err):
+        return False  # the provider SDK refusing to send without a key: no retry can supply one
     status = getattr(err, "status_code", None)
     if isinstance(status, int):
         return status == 429 or status >= 500
@@ -166,11 +173,13 @@ class LiteLLMClient:
         tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
         timeout_s: float | None = None,
+        attempts: int | None = None,
     ) -> ModelReply:
-        """One completion, retried within the budget; raises ModelCallFailed past it."""
+        """One completion, retried within the budget (or ``attempts``); raises ModelCallFailed past it."""
         limiter = self.limiter(model)
         limits = limiter.limits
         retry = self.config.retry
+        max_attempts = attempts or retry.max_attempts
         kwargs: dict[str, Any] = {
             "model": model,
             "messages": messages,
@@ -185,7 +194,7 @@ class LiteLLMClient:
             kwargs["max_tokens"] = max_tokens
         estimate = estimate_tokens(messages, tools, max_tokens)
         last_error: BaseException | None = None
-        for attempt in range(1, retry.max_attempts + 1):
+        for attempt in range(1, max_attempts + 1):
             with limiter.acquire(estimate) as lease:
                 try:
                     response = _quiet_completion(kwargs)
@@ -208,7 +217,7 @@ class LiteLLMClient:
                         cost_usd=reply.usage.cost_usd,
                     )
                     return reply
-            if attempt < retry.max_attempts:
+            if attempt < max_attempts:
                 ceiling = min(retry.max_delay_s, retry.base_delay_s * 2 ** (attempt - 1))
                 time.sleep(random.uniform(0, ceiling))  # full jitter; a 429's cool-down waits in acquire
         record_usage(self.redis, model, self.run_id, failed=1)
