@@ -145,19 +145,24 @@ end
 return out
 """
 
-# KEYS: run, states, active, attempts. ARGV: run_id, queued, infra states...
-_REQUEUE = """
-local out = {}
-local all = redis.call('HGETALL', KEYS[2])
-for i = 1, #all, 2 do
-  local shard, cur = all[i], all[i + 1]
-  for j = 3, #ARGV do
-    if cur == ARGV[j] then
-      redis.call('HSET', KEYS[2], shard, ARGV[2])
-      redis.call('HINCRBY', KEYS[1], 'terminal', -1)
-      redis.call('HDEL', KEYS[4], shard .. ':executing', shard .. ':grading')
-      table.insert(out, shard)
-    end
+_REGISTER_CHUNK = 1000
+"""Shard ids per registration script call: large enough to amortise round trips, small enough
+that one script never blocks Redis for long."""
+
+
+# KEYS: run, states, active, attempts. ARGV: run_id, then triples (shard, expected state, back state).
+# Moves each shard back only if it is still in the state the caller saw: a shard that moved on
+# meanwhile (a late delivery finished it) is left alone.
+_REQUEUE_SHARDS = f"""
+local terminal = {_TERMINAL_LUA}
+local out = {{}}
+for i = 2, #ARGV, 3 do
+  local shard, expected, back = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if redis.call('HGET', KEYS[2], shard) == expected then
+    redis.call('HSET', KEYS[2], shard, back)
+    if terminal[expected] then redis.call('HINCRBY', KEYS[1], 'terminal', -1) end
+    redis.call('HDEL', KEYS[4], shard .. ':executing', shard .. ':grading')
+    table.insert(out, shard)
   end
 end
 if #out > 0 then
@@ -166,11 +171,6 @@ if #out > 0 then
 end
 return out
 """
-
-
-_REGISTER_CHUNK = 1000
-"""Shard ids per registration script call: large enough to amortise round trips, small enough
-that one script never blocks Redis for long."""
 
 
 def _text(value: object) -> str:
@@ -197,8 +197,8 @@ class RunState:
         self._claim = client.register_script(_CLAIM)
         self._heartbeat = client.register_script(_HEARTBEAT)
         self._reap = client.register_script(_REAP)
-        self._requeue = client.register_script(_REQUEUE)
         self._register = client.register_script(_REGISTER)
+        self._requeue_shards = client.register_script(_REQUEUE_SHARDS)
         self._unsent = client.register_script(_UNSENT)
 
     @staticmethod
@@ -354,21 +354,32 @@ class RunState:
         self.r.srem(ACTIVE_RUNS, run_id)
         self.r.hset(self._keys(run_id)[0], "reduced", 1)
 
-    def requeue_failed(self, run_id: str) -> list[tuple[str, ShardState]]:
-        """Put infra-failed shards back where their failure happened; return (shard, state) to re-send.
+    def requeue(self, run_id: str, moves: list[tuple[str, ShardState, ShardState]]) -> list[str]:
+        """Move each ``(shard, expected, back)`` from ``expected`` back to ``back``; the shards moved.
 
-        ``executor-failed`` goes back to ``queued`` (execute again); ``grader-malformed`` and
-        ``grader-dispatch-failed`` go back to ``executed`` (grade the stored trajectory again:
-        no new executor run, and grade-only runs, which have nothing to execute, recover too).
-        The run becomes active again and will be reduced anew.
+        For resubmit's choices: a terminal shard goes back to ``queued`` (execute again) or
+        ``executed`` (grade its stored trajectory again); its claim attempts start afresh and
+        the run becomes active again, to be reduced anew. A shard no longer in ``expected``
+        is left as it is.
         """
         run, states, _, _ = self._keys(run_id)
-        keys = [run, states, ACTIVE_RUNS, run + ":attempts"]
-        out: list[tuple[str, ShardState]] = []
-        for back, failed in (
-            (ShardState.QUEUED, [ShardState.EXECUTOR_FAILED]),
-            (ShardState.EXECUTED, [ShardState.GRADER_MALFORMED, ShardState.GRADER_DISPATCH_FAILED]),
-        ):
-            flat = self._requeue(keys=keys, args=[run_id, back.value, *(s.value for s in failed)])
-            out += [(_text(x), back) for x in flat]
-        return out
+        moved: list[str] = []
+        for start in range(0, len(moves), _REGISTER_CHUNK):
+            args = [
+                x for shard, exp, back in moves[start : start + _REGISTER_CHUNK] for x in (shard, exp.value, back.value)
+            ]
+            flat = self._requeue_shards(keys=[run, states, ACTIVE_RUNS, run + ":attempts"], args=[run_id, *args])
+            moved += [_text(x) for x in flat]
+        return moved
+
+    def next_attempt(self, run_id: str, shard_id: str) -> int:
+        """Number the shard's next resubmitted attempt (1, 2, ...): earlier records are kept under it."""
+        return int(self.r.hincrby(self._keys(run_id)[0] + ":resubmits", shard_id, 1))
+
+    def next_manifest_revision(self, run_id: str) -> int:
+        """Number the run's next manifest revision (2, 3, ...; the first manifest is revision 1)."""
+        return int(self.r.hincrby(self._keys(run_id)[0], "manifest_revision", 1)) + 1
+
+    def set_manifest_key(self, run_id: str, key: str) -> None:
+        """Point the run at a new revision of its manifest (resubmit with other judges)."""
+        self.r.hset(self._keys(run_id)[0], "manifest", key)

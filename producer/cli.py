@@ -21,7 +21,8 @@ from engine.settings import Settings
 from producer.embedded import worker_command
 from producer.planning import new_run_id, plan_run, plan_summary
 from producer.repo import Repo
-from producer.runner import RunRequest, grade_recorded, requeue_failed, rereport, run_evaluation, run_status
+from producer.resubmit import CHOICES, parse_only, resubmit_run
+from producer.runner import RunRequest, grade_recorded, rereport, run_evaluation, run_status
 from schemas.constants import ALL_QUEUES, DEFAULT_REPORT_DIR
 from schemas.errors import SkillEvalError
 from schemas.export import json_schemas
@@ -61,6 +62,13 @@ StrictEvidenceOpt = Annotated[
     bool, typer.Option("--strict-evidence", help="A pass whose quote is not in the transcript fails.")
 ]
 NoCalibrationOpt = Annotated[bool, typer.Option("--no-calibration", help="Skip judge calibration (reported).")]
+MaxCostOpt = Annotated[
+    float | None,
+    typer.Option("--max-cost", min=0.0, help="Run-wide cap on model spend in USD, executor and judge together."),
+]
+MaxTokensOpt = Annotated[
+    int | None, typer.Option("--max-tokens", min=1, help="Run-wide cap on model tokens, executor and judge together.")
+]
 NoPreflightOpt = Annotated[
     bool,
     typer.Option("--no-preflight", help="Skip the model check (key, one minimal call) workers make before dispatch."),
@@ -140,6 +148,8 @@ def run(
     strict_evidence: StrictEvidenceOpt = False,
     no_calibration: NoCalibrationOpt = False,
     no_preflight: NoPreflightOpt = False,
+    max_cost: MaxCostOpt = None,
+    max_tokens: MaxTokensOpt = None,
     fail_under: FailUnderOpt = None,
     detach: DetachOpt = False,
     force: Annotated[
@@ -182,6 +192,8 @@ def run(
                 strict_evidence=strict_evidence,
                 calibrate=not no_calibration,
                 fail_under=fail_under,
+                max_cost_usd=max_cost or None,
+                max_tokens=max_tokens,
                 models=models_config.model_dump(mode="json"),
             ),
         )
@@ -264,6 +276,8 @@ def grade(
     strict_evidence: StrictEvidenceOpt = False,
     no_calibration: NoCalibrationOpt = False,
     no_preflight: NoPreflightOpt = False,
+    max_cost: MaxCostOpt = None,
+    max_tokens: MaxTokensOpt = None,
     fail_under: FailUnderOpt = None,
     detach: DetachOpt = False,
 ) -> None:
@@ -292,6 +306,8 @@ def grade(
                 strict_evidence=strict_evidence,
                 calibrate=not no_calibration,
                 fail_under=fail_under,
+                max_cost_usd=max_cost or None,
+                max_tokens=max_tokens,
                 models=models_config.model_dump(mode="json"),
             ),
         )
@@ -371,16 +387,44 @@ def report(
 @app.command()
 def resubmit(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
+    only: Annotated[
+        str | None,
+        typer.Option("--only", help=f"Comma-separated states to run again (default: all of {', '.join(CHOICES)})."),
+    ] = None,
+    regrade: Annotated[
+        bool, typer.Option("--regrade", help="Grade every graded shard again from its stored trajectory.")
+    ] = False,
+    judge: JudgeOpt = None,
+    max_cost: MaxCostOpt = None,
+    max_tokens: MaxTokensOpt = None,
     broker: BrokerOpt = None,
     store: StoreOpt = None,
 ) -> None:
-    """Re-run only the shards of a run that ended in an infra failure (cluster mode)."""
+    """Run again only the chosen shards of a run (cluster mode), keeping every earlier attempt's record.
+
+    Infra failures and budget-exhausted shards by default; --regrade re-grades graded shards
+    (with --judge, by other judges) without executing again. Graded shards are never re-executed.
+    """
     settings = _settings(broker_url=broker, store=store)
     try:
-        shards = requeue_failed(run_id, settings)
+        done = resubmit_run(
+            run_id,
+            settings,
+            only=parse_only(only),
+            regrade=regrade,
+            judges=judge or [],
+            max_cost_usd=max_cost,
+            max_tokens=max_tokens,
+        )
     except SkillEvalError as exc:
         raise fail(exc) from exc
-    out.print(f"re-queued {len(shards)} shard(s) of run {run_id}", markup=False)
+    for note in done.notes:
+        err.print(note, markup=False)
+    out.print(
+        f"re-queued {done.total} shard(s) of run {run_id}: {len(done.execute)} to execute, "
+        f"{len(done.grade)} to grade, {len(done.stale)} stale re-sent",
+        markup=False,
+    )
 
 
 @app.command()

@@ -13,6 +13,7 @@ from typing import Any
 import redis
 from rich.console import Console
 
+from engine.budget import RunBudget
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
@@ -24,7 +25,7 @@ from producer.repo import Repo
 from producer.reports import append_run_log, complete_block, reported_bundle_keys, write_reports
 from producer.submit import PUBLISH_BATCH, build_manifest, submit
 from reducer.scoring import reduce_run
-from schemas.errors import ConfigError, StoreError
+from schemas.errors import StoreError
 from schemas.manifest import RunManifest, RunSettings, manifest_key, result_key
 from schemas.preflight import preflight_queues
 from schemas.report import RunResult
@@ -179,6 +180,9 @@ def drive(
         client = redis.Redis.from_url(live.broker_url or "")
         state = RunState(client)
         publisher = enqueue_via(live, manifest)
+        caps = manifest.settings
+        if caps.max_cost_usd is not None or caps.max_tokens is not None:
+            RunBudget(client, manifest.plan.run_id).set_caps(caps.max_tokens, caps.max_cost_usd)
         if req.preflight and preflight_queues(manifest):
             store.put(manifest_key(manifest.plan.run_id), manifest.model_dump_json().encode())
             check_models(manifest, state, publisher, timeout_s=req.preflight_timeout_s)
@@ -369,17 +373,3 @@ def run_status(run_id: str, settings: Settings) -> dict[str, Any]:
         "terminal": len(outcomes),
         "usage": usage,
     }
-
-
-def requeue_failed(run_id: str, settings: Settings) -> list[str]:
-    """Re-run the infra-failed shards of a run on its live cluster: execute again or grade again."""
-    if not settings.broker_url:
-        raise ConfigError("resubmit needs the cluster's broker: --broker or SKILL_EVAL_BROKER_URL")
-    store = open_store(settings.store)
-    manifest = load_manifest(store, run_id)
-    state = RunState(redis.Redis.from_url(settings.broker_url))
-    shards = state.requeue_failed(run_id)
-    enqueue = enqueue_via(settings, manifest)
-    for shard_id, back in shards:
-        enqueue("execute" if back is ShardState.QUEUED else "grade", run_id, shard_id)
-    return [shard_id for shard_id, _ in shards]

@@ -20,7 +20,8 @@
     ├── InfraError                     the evaluator failed, not the skill; never a behavioural fail
     │   ├── ExecutorFailed             executor-failed
     │   ├── GraderMalformed            grader-malformed
-    │   └── GraderDispatchFailed       grader-dispatch-failed
+    │   ├── GraderDispatchFailed       grader-dispatch-failed
+    │   └── BudgetExhausted            budget-exhausted (the run's cap, or the model's credit, is spent)
     ├── ModelCallFailed                a model call failed after its retry budget (the caller maps
     │                                  it to executor-failed or grader-dispatch-failed)
     ├── ConfigError                    bad flags, settings or config file; exit code 2
@@ -141,6 +142,13 @@ class GraderMalformed(InfraError):
 class GraderDispatchFailed(InfraError):
     status = ShardState.GRADER_DISPATCH_FAILED.value
     state = ShardState.GRADER_DISPATCH_FAILED
+
+
+class BudgetExhausted(InfraError):
+    """No new model call may start for this run (its cap is reached) or this model (out of credit)."""
+
+    status = ShardState.BUDGET_EXHAUSTED.value
+    state = ShardState.BUDGET_EXHAUSTED
 
 
 class ModelCallFailed(SkillEvalError):

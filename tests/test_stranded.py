@@ -27,6 +27,9 @@ from testkit.offline_server import OfflineModelServer
 from tests.engine_support import EXECUTOR, JUDGE, SKILL, WorkerNode, make_corpus_repo, scenario, wait_until
 
 
+pytestmark = pytest.mark.slow
+
+
 class PublisherDied(Exception):
     pass
 

@@ -18,7 +18,7 @@ import structlog
 
 from engine.state import MAX_ATTEMPTS
 from schemas.constants import KEY_PREFIX
-from schemas.errors import BlockedError, InfraError, ModelCallFailed, NoSandbox, SkillEvalError
+from schemas.errors import BlockedError, BudgetExhausted, InfraError, ModelCallFailed, NoSandbox, SkillEvalError
 from schemas.manifest import RunManifest, calibration_key, grade_key, outcome_key, result_key, trajectory_key
 from schemas.shard import BASELINE_PREFIX
 from schemas.status import SandboxMode, ShardState
@@ -137,7 +137,11 @@ def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
             bound.warning("shard blocked", status=exc.status, detail=exc.detail)
             finish(ctx, send, run_id, shard_id, ShardState.BLOCKED, token, str(exc))
             return
-        except (InfraError, ModelCallFailed) as exc:
+        except InfraError as exc:
+            bound.warning("executor failed", error=str(exc))
+            finish(ctx, send, run_id, shard_id, exc.state, token, str(exc))
+            return
+        except ModelCallFailed as exc:
             bound.warning("executor failed", error=str(exc))
             finish(ctx, send, run_id, shard_id, ShardState.EXECUTOR_FAILED, token, str(exc))
             return
@@ -243,6 +247,9 @@ def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
                 shard_id=shard_id,
                 strict_evidence=manifest.settings.strict_evidence,
             )
+        except BudgetExhausted as exc:
+            finish(ctx, send, run_id, shard_id, exc.state, token, str(exc))
+            return
         except SkillEvalError as exc:
             finish(ctx, send, run_id, shard_id, ShardState.GRADER_DISPATCH_FAILED, token, str(exc))
             return
