@@ -169,7 +169,7 @@ def _new_revision(manifest: RunManifest, judges: list[str], store: ArtifactStore
     """Store the manifest again with other judges, under a new key the workers will read."""
     run_id = manifest.plan.run_id
     revision = state.next_manifest_revision(run_id)
-    updated = manifest.model_copy(update={"plan": manifest.plan.model_copy(update={"judges": judges})})
+    updated = manifest.model_copy(update={"plan": manifest.plan.model_copy(update={"judges": tuple(judges)})})
     key = f"runs/{run_id}/manifest.r{revision}.json"
     store.put(key, updated.model_dump_json().encode())
     state.set_manifest_key(run_id, key)

@@ -20,12 +20,14 @@ from engine.state import RunState
 from engine.store import open_store
 from producer.planning import new_run_id, plan_run
 from producer.repo import Repo
-from producer.resubmit import resubmit_run
+from producer.resubmit import parse_only, resubmit_run
 from producer.runner import enqueue_via
 from producer.submit import build_manifest, submit
-from schemas.manifest import AgentBudget, RunManifest, RunSettings, trajectory_key
+from schemas.errors import ConfigError
+from schemas.manifest import AgentBudget, RunManifest, RunSettings, manifest_key, trajectory_key
 from schemas.model_config import ModelConfig
 from schemas.status import ShardState
+from schemas.verdict import ShardGrade
 from testkit.offline_server import OfflineModelServer
 from tests.engine_support import EXECUTOR, JUDGE, SKILL, WorkerNode, make_corpus_repo, scenario, wait_until
 
@@ -129,3 +131,63 @@ def test_a_run_cut_off_by_its_token_cap_ends_budget_exhausted_and_resubmit_finis
     assert model.stats()["total"] > calls_at_cap
     for shard in cut:  # the cut-off attempt's record is kept beside the new one
         assert store.exists(f"runs/{run_id}/attempts/1/outcomes/{shard}.json")
+
+
+@pytest.mark.slow
+def test_regrade_with_another_judge_grades_again_without_executing_and_keeps_the_first_grades(
+    tmp_path: Path, settings: Settings
+) -> None:
+    repo = make_corpus_repo(tmp_path / "repo", cases=2)
+    client = redis.Redis.from_url(settings.broker_url or "")
+    state = RunState(client)
+    store = open_store(settings.store)
+    with OfflineModelServer(scenario()) as model:
+        manifest = _manifest(repo, settings, model.base_url, 10_000_000)
+        run_id = manifest.plan.run_id
+        publisher = enqueue_via(settings, manifest)
+        submit(manifest, store, state, lambda r, s: publisher("execute", r, s), publisher.batch)
+        node = WorkerNode(settings, "w", tmp_path / "w.log", concurrency=1)
+        try:
+            wait_until(lambda: state.reduced(run_id), 120, what="run reduced")
+            shards = sorted(state.states(run_id))
+            trajectories = {s: store.get(trajectory_key(run_id, s)) for s in shards}
+            done = resubmit_run(run_id, settings, regrade=True, judges=["openai/scripted-second-judge"])
+            assert sorted(done.grade) == shards and done.execute == []
+            wait_until(lambda: state.reduced(run_id), 120, what="regraded run reduced")
+        finally:
+            node.stop()
+    assert set(state.states(run_id).values()) == {ShardState.GRADED}
+    assert {s: store.get(trajectory_key(run_id, s)) for s in shards} == trajectories  # nothing executed again
+    for shard in shards:  # who graded what: the first attempt's grade is kept, the new one names the new judge
+        first = ShardGrade.model_validate_json(store.get(f"runs/{run_id}/attempts/1/grades/{shard}.json"))
+        now = ShardGrade.model_validate_json(store.get(f"runs/{run_id}/grades/{shard}.json"))
+        assert [a.judge for a in first.judges] == [JUDGE]
+        assert [a.judge for a in now.judges] == ["openai/scripted-second-judge"]
+
+
+def test_resubmit_of_a_grade_only_run_never_executes_a_shard_that_had_no_recording(
+    tmp_path: Path, settings: Settings
+) -> None:
+    repo = make_corpus_repo(tmp_path / "repo", cases=2)
+    state = RunState(redis.Redis.from_url(settings.broker_url or ""))
+    store = open_store(settings.store)
+    manifest = _manifest(repo, settings, "http://127.0.0.1:9/v1", 1000)
+    manifest = manifest.model_copy(
+        update={"settings": manifest.settings.model_copy(update={"executor": "recorded:/somewhere"})}
+    )
+    run_id = manifest.plan.run_id
+    store.put(manifest_key(run_id), manifest.model_dump_json().encode())
+    ids = [s.shard_id for s in manifest.plan.shards]
+    state.register(run_id, ids, manifest_key(run_id), "now", ShardState.EXECUTED)
+    state.transition(run_id, ids[0], ShardState.EXECUTOR_FAILED)
+    done = resubmit_run(run_id, settings, only=["executor-failed"])
+    assert done.total == 0
+    assert done.notes == [f"{ids[0]}: executor-failed in a grade-only run (no recording): left as it is"]
+    assert state.get(run_id, ids[0]) is ShardState.EXECUTOR_FAILED
+
+
+def test_resubmit_refuses_an_unknown_state_and_a_judge_without_regrade(settings: Settings) -> None:
+    with pytest.raises(ConfigError, match="--only: unknown state 'graded'"):
+        parse_only("executor-failed,graded")
+    with pytest.raises(ConfigError, match="--judge on resubmit needs --regrade"):
+        resubmit_run("r", settings, judges=["openai/j"])
