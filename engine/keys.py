@@ -8,9 +8,15 @@ exactly ours. Per run (``skill-eval:run:<run_id>``):
 - ``…:states`` hash shard id -> state; ``…:leases`` sorted set shard id -> lease expiry (ms);
   ``…:owners`` hash shard id -> lease token; ``…:attempts`` hash ``<shard>:<leased state>`` -> claims;
 - ``…:calibrating:<judge>`` the lock of the worker calibrating that judge;
-- ``…:usage:<model>`` and ``…:usage-models`` the run's usage counters.
+- ``…:usage:<model>`` and ``…:usage-models`` the run's usage counters;
+- ``…:unsent`` sorted set shard id -> when noted (ms): registered or reaped shards whose
+  message is not yet confirmed published;
+- ``…:preflight:<queue>`` a worker's preflight report; ``…:resubmits`` hash shard id ->
+  resubmitted attempts so far;
+- ``…:budget`` hash (caps, spent, reserved) and ``…:budget:models`` (models out of credit).
 
 Fleet-wide: ``skill-eval:runs`` (set of active runs, the reaper's worklist),
+``skill-eval:reaper-lock`` (one reaper pass per period in the fleet),
 ``skill-eval:resent:<redis run id>`` (one re-send after a Redis restart),
 ``skill-eval:limit:<model>:state|leases`` (the rate limiter), ``skill-eval:usage:<model>`` and
 ``skill-eval:usage-models`` (all-time usage). Store keys (artifacts) live in
@@ -70,3 +76,27 @@ def usage_key(model: str, run_id: str | None = None) -> str:
 def usage_models_key(run_id: str | None = None) -> str:
     """The set of models with usage counters: for one run, or for all time."""
     return f"{KEY_PREFIX}:run:{run_id}:usage-models" if run_id else f"{KEY_PREFIX}:usage-models"
+
+
+def unsent_key(run_id: str) -> str:
+    return f"{KEY_PREFIX}:run:{run_id}:unsent"
+
+
+def preflight_key(run_id: str, queue: str) -> str:
+    return f"{KEY_PREFIX}:run:{run_id}:preflight:{queue}"
+
+
+def resubmits_key(run_id: str) -> str:
+    return f"{KEY_PREFIX}:run:{run_id}:resubmits"
+
+
+def budget_key(run_id: str) -> str:
+    return f"{KEY_PREFIX}:run:{run_id}:budget"
+
+
+def budget_models_key(run_id: str) -> str:
+    return f"{KEY_PREFIX}:run:{run_id}:budget:models"
+
+
+def reaper_lock_key() -> str:
+    return f"{KEY_PREFIX}:reaper-lock"

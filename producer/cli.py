@@ -29,7 +29,8 @@ from producer.grade_only import grade_recorded
 from producer.planning import new_run_id, plan_run, plan_summary
 from producer.repo import Repo
 from producer.request import RunRequest
-from producer.stored_run import requeue_failed, rereport, run_status
+from producer.resubmit import CHOICES, parse_only, resubmit_run
+from producer.stored_run import rereport, run_status
 from schemas.constants import ALL_QUEUES, DEFAULT_REPORT_DIR
 from schemas.errors import ConfigError, SkillEvalError
 from schemas.export import json_schemas
@@ -113,6 +114,24 @@ StrictEvidenceOpt = Annotated[
 NoCalibrationOpt = Annotated[
     bool, typer.Option("--no-calibration", help="Skip judge calibration (reported).", rich_help_panel=JUDGED)
 ]
+MaxCostOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-cost", min=0.0, help="Run-wide cap on model spend in USD (executor and judge).", rich_help_panel=MODELS
+    ),
+]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens", min=1, help="Run-wide cap on model tokens (executor and judge).", rich_help_panel=MODELS
+    ),
+]
+NoPreflightOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-preflight", help="Skip the workers' model check (key, one call) before dispatch.", rich_help_panel=MODELS
+    ),
+]
 FailUnderOpt = Annotated[
     float | None,
     typer.Option("--fail-under", min=0.0, max=1.0, help="FAIL below this pass rate (0-1).", rich_help_panel=JUDGED),
@@ -193,6 +212,9 @@ def run(
     judge: JudgeOpt = None,
     strict_evidence: StrictEvidenceOpt = False,
     no_calibration: NoCalibrationOpt = False,
+    no_preflight: NoPreflightOpt = False,
+    max_cost: MaxCostOpt = None,
+    max_tokens: MaxTokensOpt = None,
     fail_under: FailUnderOpt = None,
     out_dir: OutOpt = Path(DEFAULT_REPORT_DIR),
     dry_run: Annotated[
@@ -226,12 +248,15 @@ def run(
         force=force,
         show_progress=sys.stderr.isatty(),
         compare=compare,
+        preflight=not no_preflight,
         settings=RunSettings(
             budget=AgentBudget(max_turns=max_turns, wall_clock_s=shard_timeout),
             executor=executor,
             strict_evidence=strict_evidence,
             calibrate=not no_calibration,
             fail_under=fail_under,
+            max_cost_usd=max_cost or None,
+            max_tokens=max_tokens,
             models=load_model_config(config, api_base),
         ),
     )
@@ -309,6 +334,9 @@ def grade(
     judge: JudgeOpt = None,
     strict_evidence: StrictEvidenceOpt = False,
     no_calibration: NoCalibrationOpt = False,
+    no_preflight: NoPreflightOpt = False,
+    max_cost: MaxCostOpt = None,
+    max_tokens: MaxTokensOpt = None,
     fail_under: FailUnderOpt = None,
     out_dir: OutOpt = Path(DEFAULT_REPORT_DIR),
 ) -> None:
@@ -328,10 +356,13 @@ def grade(
         workers=workers,
         detach=detach,
         show_progress=sys.stderr.isatty(),
+        preflight=not no_preflight,
         settings=RunSettings(
             strict_evidence=strict_evidence,
             calibrate=not no_calibration,
             fail_under=fail_under,
+            max_cost_usd=max_cost or None,
+            max_tokens=max_tokens,
             models=load_model_config(config, api_base),
         ),
     )
@@ -399,12 +430,40 @@ def report(
 @app.command()
 def resubmit(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
+    only: Annotated[
+        str | None,
+        typer.Option("--only", help=f"Comma-separated states to run again (default: all of {', '.join(CHOICES)})."),
+    ] = None,
+    regrade: Annotated[
+        bool, typer.Option("--regrade", help="Grade every graded shard again from its stored trajectory.")
+    ] = False,
+    judge: JudgeOpt = None,
+    max_cost: MaxCostOpt = None,
+    max_tokens: MaxTokensOpt = None,
     broker: BrokerOpt = None,
     store: StoreOpt = None,
 ) -> None:
-    """Re-run only the shards of a run that ended in an infra failure (cluster mode)."""
-    shards = requeue_failed(run_id, _settings(broker_url=broker, store=store))
-    out.print(f"re-queued {len(shards)} shard(s) of run {run_id}", markup=False)
+    """Run again only the chosen shards of a run (cluster mode), keeping every earlier attempt's record.
+
+    Infra failures and budget-exhausted shards by default; --regrade re-grades graded shards
+    (with --judge, by other judges) without executing again. Graded shards are never re-executed.
+    """
+    done = resubmit_run(
+        run_id,
+        _settings(broker_url=broker, store=store),
+        only=parse_only(only),
+        regrade=regrade,
+        judges=judge or [],
+        max_cost_usd=max_cost,
+        max_tokens=max_tokens,
+    )
+    for note in done.notes:
+        err.print(note, markup=False)
+    out.print(
+        f"re-queued {done.total} shard(s) of run {run_id}: {len(done.execute)} to execute, "
+        f"{len(done.grade)} to grade, {len(done.stale)} stale re-sent",
+        markup=False,
+    )
 
 
 @app.command()

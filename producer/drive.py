@@ -8,20 +8,24 @@ from pathlib import Path
 import redis
 from rich.console import Console
 
+from engine.budget import RunBudget
 from engine.collect import reduce_from_store
+from engine.records import put_manifest
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
 from engine.usage import usage_totals
-from producer.cluster import Send, open_cluster, task_sender
+from producer.cluster import Publisher, open_cluster, task_sender
+from producer.preflight import check_models
 from producer.progress import RunStalled, wait_for_run
 from producer.reports import append_run_log, complete_block, write_reports
 from producer.request import RunRequest
 from reducer.scoring import reduce_run
 from schemas.manifest import RunManifest, result_key
+from schemas.preflight import preflight_queues
 from schemas.report import RunResult
 
-Submitter = Callable[[RunManifest, ArtifactStore, RunState, Send], int]
+Submitter = Callable[[RunManifest, ArtifactStore, RunState, Publisher], int]
 """Store the manifest, register the shards, send their first messages; the number sent."""
 
 
@@ -38,7 +42,14 @@ def drive(
     with open_cluster(settings, req.workers) as (live, embedded):
         client = redis.Redis.from_url(live.broker_url or "")
         state = RunState(client)
-        submitter(manifest, store, state, task_sender(live, manifest))
+        publisher = task_sender(live, manifest)
+        caps = manifest.settings
+        if caps.max_cost_usd is not None or caps.max_tokens is not None:
+            RunBudget(client, manifest.plan.run_id).set_caps(caps.max_tokens, caps.max_cost_usd)
+        if req.preflight and preflight_queues(manifest):
+            put_manifest(store, manifest)  # the checking workers read the models from it
+            check_models(manifest, state, publisher, timeout_s=req.preflight_timeout_s)
+        submitter(manifest, store, state, publisher)
         if req.detach and embedded is None:
             return manifest.plan.run_id
         try:

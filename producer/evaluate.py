@@ -9,7 +9,7 @@ from rich.console import Console
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
-from producer.cluster import Send
+from producer.cluster import Publisher
 from producer.compare import baseline_record, check_compare, restrict_baseline
 from producer.drive import drive
 from producer.planning import new_run_id, plan_run
@@ -45,8 +45,8 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
     if req.settings.executor.startswith("cmd:") and plan.shards:
         probe_external_executor(req.settings.executor, settings)
 
-    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Send) -> int:
-        return submit(m, st, state, lambda run_id, shard_id: send("execute", run_id, shard_id))
+    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Publisher) -> int:
+        return submit(m, st, state, lambda run_id, shard_id: send("execute", run_id, shard_id), send.batch)
 
     return drive(manifest, submitter, req, settings, out, err)
 

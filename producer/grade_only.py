@@ -18,7 +18,7 @@ from engine.records import put_manifest, put_outcome
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore
-from producer.cluster import Send
+from producer.cluster import Publisher, Send
 from producer.drive import drive
 from producer.planning import new_run_id, plan_run
 from producer.request import RunRequest, plan_request
@@ -112,7 +112,7 @@ def grade_recorded(
     run_settings = req.settings.model_copy(update={"executor": f"recorded:{trajectories}"})
     manifest = build_manifest(plan, repo.root, None, run_settings, out_dir=str(req.out), skipped=skipped)
 
-    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Send) -> int:
+    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Publisher) -> int:
         return submit_recorded(m, kept, st, state, send)
 
     return drive(manifest, submitter, req, settings, out, err)

@@ -32,6 +32,10 @@ class RunRequest:
     settings: RunSettings = field(default_factory=RunSettings)
     compare: str | None = None
     """``--compare <ref>``: also grade the skill as it was at this git ref."""
+    preflight: bool = True
+    """Have a worker of each queue check the run's models (key, one minimal call) before dispatch."""
+    preflight_timeout_s: float = 300.0
+    """How long to wait for those workers."""
     reported: list[str] = field(default_factory=list)
     """Filled by :func:`plan_request`: corpora left out because their bundle key already has a report."""
 

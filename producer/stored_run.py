@@ -13,10 +13,8 @@ from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
 from engine.usage import usage_totals
-from producer.cluster import task_sender
 from producer.reports import complete_block, write_reports
 from schemas.constants import DEFAULT_REPORT_DIR
-from schemas.errors import ConfigError
 from schemas.report import RunResult
 from schemas.status import ShardState
 from schemas.summary import RunStatus
@@ -66,17 +64,3 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
         terminal=len(outcomes),
         usage={k: v.model_dump() for k, v in result.usage.items()} if result else {},
     )
-
-
-def requeue_failed(run_id: str, settings: Settings) -> list[str]:
-    """``skill-eval resubmit``: re-run the infra-failed shards of a run on its live cluster
-    (execute again, or grade the stored trajectory again); the shard ids sent."""
-    if not settings.broker_url:
-        raise ConfigError("resubmit needs the cluster's broker: --broker or SKILL_EVAL_BROKER_URL")
-    manifest = load_manifest(open_store(settings.store), run_id)
-    state = RunState(redis.Redis.from_url(settings.broker_url))
-    shards = state.requeue_failed(run_id)
-    send = task_sender(settings, manifest)
-    for shard_id, back in shards:
-        send("execute" if back is ShardState.QUEUED else "grade", run_id, shard_id)
-    return [shard_id for shard_id, _ in shards]

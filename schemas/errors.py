@@ -10,6 +10,7 @@
     │   ├── BadCorpus                  BLOCKED_BAD_CORPUS
     │   ├── NoSandbox                  BLOCKED_NO_SANDBOX (bubblewrap missing, no explicit opt-out)
     │   ├── NoTranscriptCapture        BLOCKED_NO_TRANSCRIPT_CAPTURE
+    │   ├── ModelUnavailable           BLOCKED_MODEL_UNAVAILABLE (a key missing or an endpoint down, before dispatch)
     │   ├── NoIsolation                BLOCKED_NO_ISOLATION (case level: no workspace, never run elsewhere)
     │   ├── BadFixture                 BLOCKED_BAD_FIXTURE (case level)
     │   └── FixtureNeedsGit            BLOCKED_FIXTURE_NEEDS_GIT (case level)
@@ -17,7 +18,8 @@
     │   ├── NoGit                      GUARD_NO_GIT
     │   └── BadRef                     GUARD_BAD_REF
     ├── InfraError                     the evaluator failed, not the skill; never a behavioural fail
-    │   └── ExecutorFailed             executor-failed
+    │   ├── ExecutorFailed             executor-failed
+    │   └── BudgetExhausted            budget-exhausted (the run's cap, or the model's credit, is spent)
     ├── ModelCallFailed                a model call failed after its retry budget (the caller maps
     │                                  it to executor-failed or grader-dispatch-failed)
     ├── ConfigError                    bad flags, settings or config file; exit code 2
@@ -93,6 +95,12 @@ class NoTranscriptCapture(BlockedError):
     status = "BLOCKED_NO_TRANSCRIPT_CAPTURE"
 
 
+class ModelUnavailable(BlockedError):
+    """A run's model cannot be called (no key, endpoint refusing): found before any shard is sent."""
+
+    status = "BLOCKED_MODEL_UNAVAILABLE"
+
+
 class NoIsolation(BlockedError):
     status = "BLOCKED_NO_ISOLATION"
     case_level = True
@@ -133,6 +141,13 @@ class InfraError(SkillEvalError):
 class ExecutorFailed(InfraError):
     status = ShardState.EXECUTOR_FAILED.value
     state = ShardState.EXECUTOR_FAILED
+
+
+class BudgetExhausted(InfraError):
+    """No new model call may start for this run (its cap is reached) or this model (out of credit)."""
+
+    status = ShardState.BUDGET_EXHAUSTED.value
+    state = ShardState.BUDGET_EXHAUSTED
 
 
 class ModelCallFailed(SkillEvalError):

@@ -48,6 +48,10 @@ class RunSettings(BaseModel):
     """Grade the built-in calibration trajectories with each judge before the batch."""
     fail_under: float | None = None
     """Behavioural pass rate below which the verdict is FAIL."""
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """Run-wide cap on model spend, executor and judge together (``--max-cost``); None: no cap."""
+    max_tokens: int | None = Field(default=None, gt=0)
+    """Run-wide cap on model tokens, executor and judge together (``--max-tokens``); None: no cap."""
     models: ModelConfig = Field(default_factory=ModelConfig)
     """The validated model config (limits, API bases, api key *names* only, never keys), for workers anywhere."""
 

@@ -17,6 +17,8 @@ class ShardState(str, Enum):
     GRADER_MALFORMED = "grader-malformed"
     GRADER_DISPATCH_FAILED = "grader-dispatch-failed"
     BLOCKED = "blocked"
+    BUDGET_EXHAUSTED = "budget-exhausted"
+    """The run's cost or token cap (or the model's credit) stopped the shard before it finished."""
 
     @property
     def terminal(self) -> bool:
@@ -30,9 +32,19 @@ TERMINAL_STATES = frozenset(
         ShardState.GRADER_MALFORMED,
         ShardState.GRADER_DISPATCH_FAILED,
         ShardState.BLOCKED,
+        ShardState.BUDGET_EXHAUSTED,
     }
 )
-INFRA_FAILURES = frozenset({ShardState.EXECUTOR_FAILED, ShardState.GRADER_MALFORMED, ShardState.GRADER_DISPATCH_FAILED})
+# Not graded, and not the skill's doing: tallied by kind, outside the behavioural rate. A spent
+# budget is not a broken evaluator, but it is as far from the skill's behaviour as one.
+INFRA_FAILURES = frozenset(
+    {
+        ShardState.EXECUTOR_FAILED,
+        ShardState.GRADER_MALFORMED,
+        ShardState.GRADER_DISPATCH_FAILED,
+        ShardState.BUDGET_EXHAUSTED,
+    }
+)
 # Forward order of the happy path; a transition may only go to a later rank or to a terminal state.
 STATE_RANK = {
     ShardState.QUEUED: 0,

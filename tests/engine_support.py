@@ -110,7 +110,7 @@ def submit_run(
     manifest = build_manifest(plan, r.root, store, run_settings, out_dir="", skipped=[])
     state = RunState(redis.Redis.from_url(settings.broker_url or ""))
     enqueue = task_sender(settings, manifest)
-    submit(manifest, store, state, lambda run_id, shard_id: enqueue("execute", run_id, shard_id))
+    submit(manifest, store, state, lambda run_id, shard_id: enqueue("execute", run_id, shard_id), enqueue.batch)
     return manifest
 
 
@@ -136,6 +136,7 @@ def worker_env(settings: Settings) -> dict[str, str]:
         "SKILL_EVAL_SANDBOX": settings.sandbox.value,
         "SKILL_EVAL_LEASE_TTL_S": str(settings.lease_ttl_s),
         "SKILL_EVAL_REAPER_PERIOD_S": str(settings.reaper_period_s),
+        "SKILL_EVAL_UNSENT_GRACE_S": str(settings.unsent_grace_s),
     }
 
 

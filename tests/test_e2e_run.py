@@ -155,7 +155,12 @@ def test_a_mixed_corpus_reports_the_exact_headline_blocks_the_unsafe_fixture_and
     assert states == {1: "graded", 2: "graded", 3: "blocked", 4: "graded"}
     assert cur["behavioural"]["passed"] == 5 and cur["behavioural"]["total"] == 7
     assert not cur["inconclusive"]
-    assert cur["infra"] == {"executor-failed": 0, "grader-dispatch-failed": 0, "grader-malformed": 0}
+    assert cur["infra"] == {
+        "budget-exhausted": 0,
+        "executor-failed": 0,
+        "grader-dispatch-failed": 0,
+        "grader-malformed": 0,
+    }
     blocked = cur["blocked"][0]
     assert blocked["case_id"] == 3 and blocked["detail"].startswith("BLOCKED_BAD_FIXTURE")
     assert "escapes the workspace" in blocked["detail"]

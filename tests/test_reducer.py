@@ -86,7 +86,7 @@ def test_the_behavioural_rate_counts_assertions_of_graded_cases_only() -> None:
     s = result.skills[0]
     assert (s.behavioural.passed, s.behavioural.total) == (4, 6)
     assert s.headline == "4/6 (66.7%)"
-    assert s.infra == {"executor-failed": 1, "grader-dispatch-failed": 0, "grader-malformed": 0}
+    assert s.infra == {"budget-exhausted": 0, "executor-failed": 1, "grader-dispatch-failed": 0, "grader-malformed": 0}
     assert not s.inconclusive and s.not_graded == 1
 
 
@@ -103,7 +103,7 @@ def test_infra_failures_are_tallied_by_kind_and_blocked_cases_listed_apart() -> 
         8: [True],
     }
     s = reduce(plan, outcomes_for(plan, specs)).skills[0]
-    assert s.infra == {"executor-failed": 0, "grader-dispatch-failed": 1, "grader-malformed": 1}
+    assert s.infra == {"budget-exhausted": 0, "executor-failed": 0, "grader-dispatch-failed": 1, "grader-malformed": 1}
     assert [r.case_id for r in s.blocked] == [4]
     assert s.not_graded == 3 and s.behavioural.total == 5  # blocked is neither graded nor infra
     assert s.inconclusive  # 3 of 8 not graded > 25%

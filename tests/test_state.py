@@ -136,7 +136,7 @@ def test_a_live_lease_cannot_be_taken_over_but_an_expired_one_can(redis_client: 
     assert not state.heartbeat(RUN, "s1", "first", 30)
 
 
-def test_requeue_failed_puts_infra_failures_back_and_the_run_finishes_again(redis_client: redis.Redis) -> None:
+def test_requeue_puts_chosen_terminal_shards_back_and_the_run_finishes_again(redis_client: redis.Redis) -> None:
     infra = sorted(INFRA_FAILURES, key=lambda s: s.value)
     shards = ["ok", "blocked"] + [f"bad{i}" for i in range(len(infra))]
     state = _state(redis_client, shards)
@@ -147,13 +147,13 @@ def test_requeue_failed_puts_infra_failures_back_and_the_run_finishes_again(redi
     state.mark_reduced(RUN)
     assert state.reduced(RUN) and RUN not in state.active_runs()
 
-    back = dict(state.requeue_failed(RUN))
-    again = sorted(back)
-    assert again == sorted(f"bad{i}" for i in range(len(infra)))
-    assert state.get(RUN, "ok") is S.GRADED and state.get(RUN, "blocked") is S.BLOCKED
     # An executor failure runs again; a grader failure grades the stored trajectory again.
     expected = {f"bad{i}": S.QUEUED if s is S.EXECUTOR_FAILED else S.EXECUTED for i, s in enumerate(infra)}
-    assert back == expected
+    moves = [(f"bad{i}", s, expected[f"bad{i}"]) for i, s in enumerate(infra)]
+    stale_view = [("ok", S.EXECUTOR_FAILED, S.QUEUED)]  # the caller's view is out of date: left alone
+    again = sorted(state.requeue(RUN, moves + stale_view))
+    assert again == sorted(f"bad{i}" for i in range(len(infra)))
+    assert state.get(RUN, "ok") is S.GRADED and state.get(RUN, "blocked") is S.BLOCKED
     assert all(state.get(RUN, s) is expected[s] for s in again)
     assert not state.reduced(RUN) and RUN in state.active_runs()
     assert state.totals(RUN) == (2, len(shards))
@@ -204,7 +204,7 @@ def _ctx(redis_server: RedisServer, tmp_path: Path) -> Context:
     return Context(Settings(broker_url=redis_server.url, store=str(tmp_path / "store"), workdir=tmp_path / "w"))
 
 
-def test_every_claim_counts_an_attempt_and_requeue_failed_resets_them(redis_client: redis.Redis) -> None:
+def test_every_claim_counts_an_attempt_and_requeue_resets_them(redis_client: redis.Redis) -> None:
     state = _state(redis_client)
     for i in range(3):  # the worker dies each time; its lease runs out and the shard is reaped
         assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, f"t{i}", 0.05)
@@ -213,7 +213,7 @@ def test_every_claim_counts_an_attempt_and_requeue_failed_resets_them(redis_clie
     assert state.attempts(RUN, "s1", S.EXECUTING) == 3
     assert state.attempts(RUN, "s1", S.GRADING) == 0
     state.transition(RUN, "s1", S.EXECUTOR_FAILED)
-    state.requeue_failed(RUN)
+    assert state.requeue(RUN, [("s1", S.EXECUTOR_FAILED, S.QUEUED)]) == ["s1"]
     assert state.attempts(RUN, "s1", S.EXECUTING) == 0
 
 

@@ -20,6 +20,8 @@ from schemas.manifest import RunManifest
 TASK_EXECUTE = "skill_eval.execute"
 TASK_GRADE = "skill_eval.grade"
 TASK_REDUCE = "skill_eval.reduce"
+TASK_PREFLIGHT = "skill_eval.preflight"
+"""Sent to whichever queue must check its models; not routed by name."""
 TASK_NAMES = {QUEUE_EXECUTE: TASK_EXECUTE, QUEUE_GRADE: TASK_GRADE, QUEUE_REDUCE: TASK_REDUCE}
 
 
