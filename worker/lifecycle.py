@@ -161,7 +161,8 @@ def _claim(ctx: Context, send: Send, run_id: str, shard_id: str, src: ShardState
     token = secrets.token_hex(8)
     ttl = ctx.settings.lease_ttl_s
     if not with_redis_retry(lambda: ctx.state.claim(run_id, shard_id, src, dst, token, ttl)):
-        log.info(f"{dst.value} skipped: shard not claimable", run_id=run_id, shard_id=shard_id)
+        task = "execute" if dst is ShardState.EXECUTING else "grade"
+        log.info(f"{task} skipped: shard not claimable", run_id=run_id, shard_id=shard_id)
         return None
     return ShardLease(ctx, send, run_id, shard_id, dst, token)
 
