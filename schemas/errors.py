@@ -10,6 +10,7 @@
     │   ├── BadCorpus                  BLOCKED_BAD_CORPUS
     │   ├── NoSandbox                  BLOCKED_NO_SANDBOX (bubblewrap missing, no explicit opt-out)
     │   ├── NoTranscriptCapture        BLOCKED_NO_TRANSCRIPT_CAPTURE
+    │   ├── NoHarness                  BLOCKED_NO_HARNESS (an agent harness binary is not installed)
     │   ├── NoIsolation                BLOCKED_NO_ISOLATION (case level: no workspace, never run elsewhere)
     │   ├── BadFixture                 BLOCKED_BAD_FIXTURE (case level)
     │   └── FixtureNeedsGit            BLOCKED_FIXTURE_NEEDS_GIT (case level)
@@ -84,6 +85,12 @@ class NoSandbox(BlockedError):
 
 class NoTranscriptCapture(BlockedError):
     status = "BLOCKED_NO_TRANSCRIPT_CAPTURE"
+
+
+class NoHarness(BlockedError):
+    """The named harness's binary is missing; ``detail`` is ``<name>: <how to install>``."""
+
+    status = "BLOCKED_NO_HARNESS"
 
 
 class NoIsolation(BlockedError):
