@@ -18,12 +18,13 @@ from rich.console import Console
 from rich.table import Table
 
 from engine.settings import Settings
+from harnesses.registry import check_executor
 from producer.embedded import worker_command
 from producer.planning import new_run_id, plan_run, plan_summary
 from producer.repo import Repo
 from producer.runner import RunRequest, grade_recorded, requeue_failed, rereport, run_evaluation, run_status
 from schemas.constants import ALL_QUEUES, DEFAULT_REPORT_DIR
-from schemas.errors import SkillEvalError
+from schemas.errors import ConfigError, SkillEvalError
 from schemas.export import json_schemas
 from schemas.manifest import AgentBudget, RunSettings
 from schemas.model_config import load_model_config
@@ -127,7 +128,12 @@ def run(
     broker: BrokerOpt = None,
     store: StoreOpt = None,
     sandbox: SandboxOpt = None,
-    executor: Annotated[str, typer.Option("--executor", help="agent, or cmd:'<agent CLI command line>'.")] = "agent",
+    executor: Annotated[
+        str, typer.Option("--executor", help="agent, claude-code, codex, or cmd:'<agent CLI command line>'.")
+    ] = "agent",
+    invoke: Annotated[
+        str, typer.Option("--invoke", help="Harness executors: explicit (use the skill) or implicit (bare prompt).")
+    ] = "explicit",
     compare: Annotated[str | None, typer.Option("--compare", help="Also grade the skill as at this git ref.")] = None,
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Executor turns per shard.")] = 40,
     shard_timeout: Annotated[
@@ -153,6 +159,9 @@ def run(
         err.print("CONFIG_ERROR: --model and --judge are required (litellm model names; see README).")
         raise typer.Exit(ExitCode.BLOCKED)
     try:
+        check_executor(executor)
+        if invoke not in ("explicit", "implicit"):
+            raise ConfigError(f"--invoke: expected explicit or implicit, got {invoke!r}")
         settings = _settings(broker_url=broker, store=store, sandbox=sandbox)
         if settings.sandbox is SandboxMode.BWRAP and not settings.broker_url and not dry_run:
             require_sandbox(SandboxMode.BWRAP)  # embedded run: this host executes; cluster workers check their own
@@ -173,6 +182,7 @@ def run(
             settings=RunSettings(
                 budget=AgentBudget(max_turns=max_turns, wall_clock_s=shard_timeout),
                 executor=executor,
+                invoke=invoke,  # type: ignore[arg-type]  # checked above
                 strict_evidence=strict_evidence,
                 calibrate=not no_calibration,
                 fail_under=fail_under,

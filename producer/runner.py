@@ -174,6 +174,8 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
     manifest = manifest.model_copy(update={"guards": guards})
     if req.settings.executor.startswith("cmd:") and plan.shards:
         probe_external_executor(req.settings.executor, settings)
+    if plan.shards:
+        probe_harness_executor(req.settings, plan.models, settings)
 
     def submitter(m: RunManifest, st: ArtifactStore, state: RunState, enqueue: Enqueue) -> int:
         return submit(m, st, state, lambda run_id, shard_id: enqueue("execute", run_id, shard_id))
@@ -208,6 +210,34 @@ def probe_external_executor(option: str, settings: Settings) -> None:
     probe_transcript_capture(
         ExternalExecutor.from_option(option), mode=settings.sandbox, parent=settings.workspaces_dir
     )
+
+
+def probe_harness_executor(run_settings: RunSettings, models: Sequence[str], settings: Settings) -> None:
+    """For a harness executor: BLOCKED_NO_HARNESS unless its binary is here, then its canary once per model.
+
+    Skipped for a cluster submitter that has no binary of its own (each worker then reports a
+    missing one as executor-failed).
+    """
+    from harnesses.registry import harness_for
+    from schemas.errors import NoHarness
+    from schemas.model_config import ModelConfig
+    from worker.executor.canary import probe_harness_capture
+    from worker.executor.harness_binary import find_binary
+
+    harness = harness_for(run_settings.executor)
+    if harness is None:
+        return
+    try:
+        find_binary(harness)
+    except NoHarness:
+        if settings.broker_url:
+            return
+        raise
+    config = ModelConfig.model_validate(run_settings.models)
+    for model in models:
+        probe_harness_capture(
+            harness, model, config.for_model(model), mode=settings.sandbox, parent=settings.workspaces_dir
+        )
 
 
 def grade_recorded(

@@ -52,6 +52,7 @@ from testkit.scenario import (
     Scenario,
     ScenarioError,
     conversation_key,
+    fill_arguments,
     load_scenario,
     message_text,
     parse_scenario,
@@ -293,7 +294,7 @@ class _Handler(BaseHTTPRequestHandler):
                 state.fault_counts[key] = count + 1
             if count >= int(reply["times"]):
                 reply = {k: v for k, v in reply.items() if k not in FAULT_KEYS}
-        return reply
+        return fill_arguments(reply, text)
 
     def _play(
         self,

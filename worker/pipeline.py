@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import structlog
 
 from engine.state import MAX_ATTEMPTS
+from harnesses.registry import HARNESSES
 from schemas.constants import KEY_PREFIX
 from schemas.errors import BlockedError, InfraError, ModelCallFailed, NoSandbox, SkillEvalError
 from schemas.manifest import RunManifest, calibration_key, grade_key, outcome_key, result_key, trajectory_key
@@ -188,6 +189,10 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
         }
         budget = settings.budget
         limits = SandboxLimits(timeout_s=budget.command_timeout_s)
+        if settings.executor in HARNESSES:
+            from worker.executor.harness_task import run_harness_shard
+
+            return run_harness_shard(ctx, manifest, shard_id, case, ws.path, limits)
         if settings.executor.startswith("cmd:"):
             from worker.executor.external import ExternalExecutor, external_limits, run_external
 
