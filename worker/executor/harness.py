@@ -167,7 +167,7 @@ def _run_sandboxed(
 
 
 def _cost(model: str, prompt: int, completion: int) -> float | None:
-    import litellm
+    from worker.models.client import litellm  # with the offline cost map the client configures
 
     try:
         prompt_cost, completion_cost = litellm.cost_per_token(
