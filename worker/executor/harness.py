@@ -167,7 +167,8 @@ def _run_sandboxed(
 
 
 def _cost(model: str, prompt: int, completion: int) -> float | None:
-    from worker.models.client import litellm  # with the offline cost map the client configures
+    import worker.models.client  # noqa: F401  (sets litellm's offline cost map before litellm loads)
+    import litellm
 
     try:
         prompt_cost, completion_cost = litellm.cost_per_token(
