@@ -50,6 +50,8 @@ from worker.proxy import ModelProxy, ProxyConfig, forwarder_command
 from worker.sandbox import INNER_HOME, INNER_ROOT, BwrapSandbox, CommandResult, Sandbox, SandboxLimits
 from worker.seccomp_filter import seccomp_program
 
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost-map fetch from the internet
+
 INNER_PROXY_DIR = "/run/skill-eval-proxy"
 INNER_BIN = "/run/skill-eval-bin/harness"
 # JIT runtimes (Bun, V8) reserve tens of GB of address space up front: an RLIMIT_AS sized for
@@ -167,7 +169,6 @@ def _run_sandboxed(
 
 
 def _cost(model: str, prompt: int, completion: int) -> float | None:
-    import worker.models.client  # noqa: F401  (sets litellm's offline cost map before litellm loads)
     import litellm
 
     try:
