@@ -8,7 +8,8 @@ The shard's life, in order:
 3. run, inside bubblewrap as the sandbox's throwaway uid: the forwarder (loopback port ->
    the proxy's socket, bound read-only), then the harness, with the binary bound read-only,
    the private HOME bound over the sandbox's, a seccomp program denying ptrace and
-   process_vm_writev, and the output on a socket (no ``/proc/<pid>/fd/1`` to write into);
+   process_vm_writev, the output on a socket (no ``/proc/<pid>/fd/1`` to write into), and
+   the binary execute-only (so the harness process is non-dumpable: no ``/proc/<pid>/mem``);
 4. build the trajectory from the proxy's record, cross-checked against the harness's stream
    (:func:`harnesses.crosscheck.cross_check`), and record whether the skill was activated.
 
@@ -44,7 +45,7 @@ from schemas.status import SandboxMode
 from schemas.trajectory import EndReason, ToolCallEvent, Trajectory, Usage
 from worker.executor.external import EXTERNAL_OUTPUT_CHARS
 from worker.executor.final_files import collect_final_files
-from worker.executor.harness_binary import find_binary
+from worker.executor.harness_binary import find_binary, sealed_copy
 from worker.models.limiter import Limiter
 from worker.proxy import ModelProxy, ProxyConfig, forwarder_command
 from worker.sandbox import INNER_HOME, INNER_ROOT, BwrapSandbox, CommandResult, Sandbox, SandboxLimits
@@ -140,6 +141,14 @@ def _stage_home(home: Path, files: dict[str, bytes], uid: int | None) -> None:
                 os.lchown(os.path.join(dirpath, name), uid, uid)
 
 
+def _short_parent(parent: Path | None) -> Path | None:
+    """``parent``, unless the proxy's socket path under it would pass the kernel's 108-byte limit."""
+    for candidate in (parent, Path(tempfile.gettempdir()), Path("/tmp")):
+        if candidate is None or len(str(candidate)) + 60 < 108:
+            return candidate
+    return Path("/tmp")
+
+
 def _run_sandboxed(
     sandbox: BwrapSandbox, command: str, env: dict[str, str], binds: list[str], stdin: str, timeout_s: float
 ) -> CommandResult:
@@ -201,7 +210,7 @@ def run_harness(
     if sandbox.mode is not SandboxMode.BWRAP or not isinstance(sandbox, BwrapSandbox):
         raise NoSandbox(f"{shard.harness.name} runs only in the bwrap sandbox (its model proxy needs it)")
     harness = shard.harness
-    binary = find_binary(harness)
+    binary = sealed_copy(find_binary(harness))
     started_at, since_epoch = datetime.now(UTC), time.time()
     upstream = normalise_upstream(harness.protocol, limits.api_base)
     key = real_key(harness, limits, upstream)
@@ -220,7 +229,7 @@ def run_harness(
             case_files=tuple(shard.case.files),
         )
     )
-    private = Path(tempfile.mkdtemp(prefix="skill-eval-harness-", dir=tmp_parent))
+    private = Path(tempfile.mkdtemp(prefix="skill-eval-harness-", dir=_short_parent(tmp_parent)))
     try:
         os.chmod(private, 0o711)
         proxy_dir = private / "proxy"

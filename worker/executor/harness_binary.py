@@ -41,3 +41,26 @@ def find_binary(harness: Harness) -> Path:
         raise NoHarness(f"{harness.name}: {where}; {harness.install_hint}")
     real = Path(os.path.realpath(found))
     return _native_codex(real) if harness.name == "codex" else real
+
+
+SEALED_DIR = Path(os.environ.get("SKILL_EVAL_SEALED_DIR", "/var/tmp/skill-eval-sealed"))
+
+
+def sealed_copy(binary: Path) -> Path:
+    """An execute-only copy of ``binary`` (mode 0111), made once per binary version.
+
+    Executing a file its process cannot read makes the kernel mark that process
+    non-dumpable: then no other process of the same uid (the agent's own commands, inside
+    the same sandbox) can ptrace it, open its ``/proc/<pid>/mem`` or reopen its file
+    descriptors through ``/proc/<pid>/fd``. The harness binaries need not read themselves.
+    """
+    st = binary.stat()
+    target = SEALED_DIR / f"{binary.name}-{st.st_size}-{int(st.st_mtime)}"
+    if target.exists():
+        return target
+    SEALED_DIR.mkdir(mode=0o711, parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{os.getpid()}")
+    shutil.copyfile(binary, partial)
+    os.chmod(partial, 0o111)
+    os.replace(partial, target)
+    return target
