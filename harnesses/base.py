@@ -81,6 +81,8 @@ class Harness(Protocol):
     binary_name: str
     install_hint: str
     """How to install it, for ``BLOCKED_NO_HARNESS``."""
+    stream_call_ids: bool
+    """True when the event stream names tool calls by the model's own call ids (else: paired by order)."""
 
     def plan(self, request: HarnessRequest) -> HarnessPlan:
         """The staging, command line, environment and stdin of one shard."""
@@ -90,8 +92,11 @@ class Harness(Protocol):
         """Parse the harness's event stream (junk lines skipped)."""
         ...
 
-    def activated(self, events: Iterable[Event], skill: str, skill_ref: str) -> bool:
-        """True when the trajectory shows the skill being loaded."""
+    def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
+        """True when the trajectory shows the skill being loaded.
+
+        ``body_sent``: the proxy saw the skill's body (past its frontmatter) in a request to the model.
+        """
         ...
 
 
@@ -111,3 +116,13 @@ def case_prompt(request: HarnessRequest, skill_ref: str) -> str:
 def bare_model(model: str) -> str:
     """``anthropic/claude-sonnet-4-5`` -> ``claude-sonnet-4-5``: the name the provider's API knows."""
     return model.split("/", 1)[1] if "/" in model else model
+
+
+def skill_body_marker(skill_md: bytes) -> str:
+    """A stretch of SKILL.md's body (past the frontmatter) whose presence in a request means it was loaded."""
+    text = skill_md.decode("utf-8", errors="replace")
+    if text.startswith("---"):
+        end = text.find("\n---", 3)
+        text = text[end + 4 :] if end >= 0 else text
+    body = " ".join(text.split())
+    return body[:80] if len(body) >= 24 else ""

@@ -35,6 +35,7 @@ class ClaudeCode:
     protocol: Protocol = "anthropic"
     binary_env = "SKILL_EVAL_CLAUDE_CODE_BIN"
     binary_name = "claude"
+    stream_call_ids = True
     install_hint = "run `make setup` (installs @anthropic-ai/claude-code@2.1.328), or set SKILL_EVAL_CLAUDE_CODE_BIN"
 
     def environment(self, model: str, home: str) -> dict[str, str]:
@@ -93,7 +94,8 @@ class ClaudeCode:
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         return read_stream_json(lines)
 
-    def activated(self, events: Iterable[Event], skill: str, skill_ref: str) -> bool:
+    def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
+        # The body reaching the model is not enough here: a project CLAUDE.md may quote it.
         for event in events:
             if not isinstance(event, ToolCallEvent):
                 continue

@@ -38,6 +38,7 @@ class Codex:
     protocol: Protocol = "openai"
     binary_env = "SKILL_EVAL_CODEX_BIN"
     binary_name = "codex"
+    stream_call_ids = False
     install_hint = "run `make setup` (installs @openai/codex@0.169.0), or set SKILL_EVAL_CODEX_BIN"
 
     def plan(self, request: HarnessRequest) -> HarnessPlan:
@@ -69,6 +70,8 @@ class Codex:
             posixpath.join(".agents", "skills", request.skill, relative): content
             for relative, content in request.skill_files.items()
         }
+        # CODEX_HOME must exist; nothing from the host's ~/.codex is ever read.
+        home_files[".codex/config.toml"] = b"# written by skill-eval; the run's settings come as -c overrides\n"
         text = request.prompt.strip()
         if request.case_files:
             text += "\n\nRelevant files: " + ", ".join(request.case_files)
@@ -85,9 +88,10 @@ class Codex:
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         return read_codex_json(lines)
 
-    def activated(self, events: Iterable[Event], skill: str, skill_ref: str) -> bool:
+    def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
+        # No Skill tool: a $name mention injects the body into the request, or a command reads it.
         needle = f"skills/{skill}/SKILL.md"
-        return any(
+        return body_sent or any(
             isinstance(e, ToolCallEvent) and needle in json.dumps(e.arguments, ensure_ascii=False) for e in events
         )
 

@@ -54,3 +54,44 @@ def cross_check(stream_events: Iterable[Event], record: ProxyRecord) -> CheckedE
             if call.call_id in results:
                 events.append(results[call.call_id])
     return CheckedEvents(events=events, rejected=rejected)
+
+
+SHELL_TOOLS = frozenset({"shell", "exec_command", "shell_command", "local_shell"})
+
+
+def _command_of(arguments: dict[str, object]) -> str:
+    raw = arguments.get("cmd", arguments.get("command", ""))
+    return " ".join(str(part) for part in raw) if isinstance(raw, list) else str(raw)
+
+
+def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord) -> CheckedEvents:
+    """As :func:`cross_check`, for a stream whose items do not carry the model's call ids (Codex).
+
+    The n-th command the stream reports pairs with the n-th shell call the proxy saw, and
+    must contain that call's command text; a command with no such call is rejected.
+    """
+    stream = list(stream_events)
+    shell_calls = [c for t in record.turns for c in t.tool_calls if c.name in SHELL_TOOLS]
+    results_by_stream_id = {e.call_id: e for e in stream if isinstance(e, ToolResultEvent)}
+    results: dict[str, ToolResultEvent] = {}
+    rejected = []
+    for n, claimed in enumerate(e for e in stream if isinstance(e, ToolCallEvent)):
+        real = shell_calls[n] if n < len(shell_calls) else None
+        claimed_text = _command_of(claimed.arguments)
+        if real is None or _command_of(real.arguments) not in claimed_text:
+            rejected.append(
+                f"command {claimed_text[:120]!r} is in the harness's stream but matches no shell call in the "
+                "model responses the proxy forwarded: rejected"
+            )
+            continue
+        result = results_by_stream_id.get(claimed.call_id)
+        if result is not None:
+            results[real.call_id] = result.model_copy(update={"call_id": real.call_id})
+    events: list[Event] = []
+    for turn in record.turns:
+        events += [AssistantEvent(text=text) for text in turn.texts if text.strip()]
+        for call in turn.tool_calls:
+            events.append(ToolCallEvent(call_id=call.call_id, name=call.name, arguments=call.arguments))
+            if call.call_id in results:
+                events.append(results[call.call_id])
+    return CheckedEvents(events=events, rejected=rejected)

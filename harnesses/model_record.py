@@ -48,6 +48,8 @@ class ProxyRecord:
     last_error: str = ""
     refused: list[str] = field(default_factory=list)
     """Requests answered locally with a refusal (path, key, budget), one line each."""
+    body_sent: bool = False
+    """True once a request to the model held the watched text (the skill's body)."""
     budget_end: str | None = None
     """``max-tokens`` or ``wall-clock`` once the proxy refused a request for that budget."""
 

@@ -34,8 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlparse
 
-from harnesses.base import FORWARDER_PORT, Harness, HarnessRequest, Invoke
-from harnesses.crosscheck import cross_check
+from harnesses.base import FORWARDER_PORT, Harness, HarnessRequest, Invoke, skill_body_marker
+from harnesses.crosscheck import cross_check, cross_check_by_order
 from harnesses.endpoints import normalise_upstream
 from schemas.corpus import EvalCase
 from schemas.errors import ExecutorFailed, NoSandbox
@@ -229,6 +229,7 @@ def run_harness(
             case_files=tuple(shard.case.files),
         )
     )
+    skill_md = next((c for rel, c in plan.home_files.items() if rel.endswith(f"{shard.skill}/SKILL.md")), b"")
     private = Path(tempfile.mkdtemp(prefix="skill-eval-harness-", dir=_short_parent(tmp_parent)))
     try:
         os.chmod(private, 0o711)
@@ -244,6 +245,7 @@ def run_harness(
             max_tokens=shard.budget.max_tokens,
             max_turns=shard.budget.max_turns,
             timeout_s=limits.timeout_s,
+            watch=skill_body_marker(skill_md),
         )
         ready = "/tmp/.skill-eval-forwarder-ready"
         command = forwarder_command(f"{INNER_PROXY_DIR}/model.sock", FORWARDER_PORT, ready)
@@ -278,7 +280,8 @@ def run_harness(
         end_reason = EndReason(record.budget_end)
     elif result.limit == "timeout":
         end_reason = EndReason.WALL_CLOCK
-    checked = cross_check(parsed.events, record)
+    check = cross_check if harness.stream_call_ids else cross_check_by_order
+    checked = check(parsed.events, record)
     wrote = [
         str(e.arguments[k])
         for e in checked.events
@@ -302,7 +305,7 @@ def run_harness(
             cost_usd=_cost(shard.model, record.prompt_tokens, record.completion_tokens),
         ),
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=wrote),
-        skill_activated=harness.activated(checked.events, shard.skill, plan.skill_ref),
+        skill_activated=harness.activated(checked.events, shard.skill, plan.skill_ref, record.body_sent),
         rejected_calls=checked.rejected,
         started_at=started_at,
         finished_at=datetime.now(UTC),

@@ -23,12 +23,11 @@ def _native_codex(launcher: Path) -> Path:
     if launcher.suffix != ".js":
         return launcher
     package = launcher.parent.parent  # node_modules/@openai/codex
-    for candidate in sorted(package.parent.glob("codex-linux-*/vendor/*/codex/codex")):
-        if os.access(candidate, os.X_OK):
-            return candidate
-    for candidate in sorted(package.glob("vendor/*/codex/codex")):
-        if os.access(candidate, os.X_OK):
-            return candidate
+    patterns = ("codex-linux-*/vendor/*/bin/codex", "codex-linux-*/vendor/*/codex/codex")
+    for pattern in patterns:
+        for candidate in sorted(package.parent.glob(pattern)):
+            if os.access(candidate, os.X_OK):
+                return candidate
     return launcher
 
 

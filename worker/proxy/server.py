@@ -24,6 +24,7 @@ import os
 import socketserver
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -58,6 +59,8 @@ class ProxyConfig:
     max_turns: int = 200
     timeout_s: float = 600.0
     placeholder: str = PLACEHOLDER_KEY
+    watch: str = ""
+    """Text whose presence in a request body sets ``ProxyRecord.body_sent`` (the skill's body)."""
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -186,6 +189,8 @@ class ModelProxy:
         if spent is not None:
             self._refuse(handler, 400, f"the shard's {spent} budget is spent; no further model calls")
             return
+        if self.config.watch and not self.record.body_sent and _holds(body, self.config.watch):
+            self.record.body_sent = True
         headers = {k: v for k, v in handler.headers.items() if k.lower() in _FORWARD_HEADERS}
         if self.config.protocol == "anthropic":
             headers["x-api-key"] = self.config.real_key
@@ -253,6 +258,26 @@ class ModelProxy:
             content = scrub(content.decode("utf-8", errors="replace"), self.config.real_key).encode()
         self.latencies[-1] += time.perf_counter() - after
         handler.reply(status, content, content_type, extra)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _holds(body: bytes, watch: str) -> bool:
+    """True when ``watch`` (whitespace-normalised) occurs in the JSON request ``body``'s strings."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return False
+    return any(watch in " ".join(text.split()) for text in _strings(parsed))
 
 
 def _retry_after(response: httpx.Response | None) -> float | None:
