@@ -10,6 +10,7 @@ and flagged.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -64,6 +65,20 @@ def _command_of(arguments: dict[str, object]) -> str:
     return " ".join(str(part) for part in raw) if isinstance(raw, list) else str(raw)
 
 
+def _same_command(sent: str, reported: str) -> bool:
+    """True when the stream's ``reported`` command line runs the command the model ``sent``.
+
+    Codex reports ``/bin/bash -lc '<command>'``, shell-quoted: compare with its words too.
+    """
+    if sent in reported:
+        return True
+    try:
+        words = shlex.split(reported)
+    except ValueError:
+        return False
+    return sent in words
+
+
 def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord) -> CheckedEvents:
     """As :func:`cross_check`, for a stream whose items do not carry the model's call ids (Codex).
 
@@ -78,7 +93,7 @@ def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord) ->
     for n, claimed in enumerate(e for e in stream if isinstance(e, ToolCallEvent)):
         real = shell_calls[n] if n < len(shell_calls) else None
         claimed_text = _command_of(claimed.arguments)
-        if real is None or _command_of(real.arguments) not in claimed_text:
+        if real is None or not _same_command(_command_of(real.arguments), claimed_text):
             rejected.append(
                 f"command {claimed_text[:120]!r} is in the harness's stream but matches no shell call in the "
                 "model responses the proxy forwarded: rejected"

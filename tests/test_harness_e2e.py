@@ -123,3 +123,52 @@ def test_claude_code_runs_each_case_through_its_proxy_and_the_report_grades_it_w
     messages = [str(b.get("messages")) for b in server.requests() if b.get("model") == "claude-sonnet-4-5"]
     assert "SKILL-EVAL-CANARY-HEAD-$n" in messages[0]
     assert all(not r["rejected_calls"] for r in runs.values())
+
+
+CODEX_MODEL = "openai/gpt-5-codex"
+
+
+def shell(command: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "shell", "arguments": {"command": command}}]}
+
+
+def shell_ran(marker: str) -> dict[str, str]:
+    return {"assertion_contains": marker, "transcript_regex": r"\[tool_call\] exec_command\(.*" + re.escape(marker)}
+
+
+CODEX_RULES = [
+    {
+        "name": "canary",
+        "contains": "SKILL-EVAL-CANARY-HEAD-$n",
+        "replies": [
+            {"tool_calls": [{"name": "shell", "arguments_from": {"command": "```sh\n(.+?)\n```"}}]},
+            {"text": "done"},
+        ],
+    },
+    {"contains": "Greet one:", "replies": [shell("echo hello-world > greeting.txt"), {"text": "Greeted."}]},
+    {"contains": "Greet two:", "replies": [shell("echo hello-sun"), {"text": "Greeted the sun instead."}]},
+    {"contains": "Greet three:", "replies": [shell("echo hello-sea"), {"text": "Greeted."}]},
+]
+
+
+def test_codex_runs_each_case_through_the_responses_api_behind_its_proxy_and_is_graded_like_any_executor(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    server.set_scenario(scenario(CODEX_RULES, [shell_ran(m) for m in ("hello-world", "hello-moon", "hello-sea")]))
+    repo = new_repo(tmp_path / "repo")
+    write_skill(repo, "greet", GREET, skill_text=SKILL_TEXT)
+    corpus = repo / "evals" / "greet.evals.json"
+    corpus.write_text(json.dumps({**json.loads(corpus.read_text()), "extensions": ["deterministic-assertions"]}))
+    git_init(repo)
+
+    res = env.run(repo, "greet", "--executor", "codex", "--fail-under", "0.9", models=(CODEX_MODEL,))
+
+    assert res.code == 1, res.stdout + res.stderr
+    doc, _markdown = reports(env.out, "greet", res.run_id)
+    runs = {r["case_id"]: r for r in current(doc)["runs"]}
+    passed = {i: [v["passed"] for v in r["verdicts"]] for i, r in runs.items()}
+    # Explicit invocation ($greet) puts the skill's body into the request: activated in every case.
+    assert passed == {1: [True, True], 2: [False, True], 3: [True]}
+    assert all(r["skill_activated"] is True for r in runs.values())
+    assert doc["usage"][CODEX_MODEL]["prompt_tokens"] > 0
+    assert all(k.startswith("Bearer ") for k in server.keys())  # noqa: SIM118  (not a dict)
