@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps demo test test-fast check bench clean
+.PHONY: setup system-deps demo demo-claude-code test test-fast check bench clean
 
 # Debian packages the product and its tests run against: a real redis-server, bubblewrap, git.
 system-deps:
@@ -47,6 +47,10 @@ setup: system-deps $(STAMP) $(HARNESS_STAMP)
 # The main job: evaluate the bundled example repo.
 demo: setup
 	$(BIN)/python -m producer.demo
+
+# The same with the real Claude Code binary as the executor (scripted Anthropic-API model).
+demo-claude-code: setup
+	$(BIN)/python -m producer.demo --executor claude-code
 
 test: setup
 	$(BIN)/pytest -q
