@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +119,20 @@ def test_codex_commands_pair_with_the_proxied_shell_calls_by_order_and_a_forged_
     checked = cross_check_by_order(parsed.events, record)
     assert [(e.kind, e.call_id) for e in checked.events] == [("tool_call", "call_1"), ("tool_result", "call_1")]
     assert len(checked.rejected) == 1 and "rm -rf" in checked.rejected[0]
+
+
+def test_a_skill_folder_linked_outside_the_workspace_stages_nothing_and_linked_files_are_skipped(
+    tmp_path: Path,
+) -> None:
+    from worker.executor.harness import skill_files
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "SKILL.md").write_text("secret from the host")
+    workspace = tmp_path / "ws"
+    (workspace / "skills" / "real").mkdir(parents=True)
+    (workspace / "skills" / "real" / "SKILL.md").write_text("# real")
+    (workspace / "skills" / "real" / "leak.md").symlink_to(outside / "SKILL.md")
+    (workspace / "skills" / "linked").symlink_to(outside)
+    assert skill_files(workspace / "skills" / "linked", workspace) == {}
+    assert skill_files(workspace / "skills" / "real", workspace) == {"SKILL.md": b"# real"}

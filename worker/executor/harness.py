@@ -101,9 +101,15 @@ def real_key(harness: Harness, limits: ModelLimits, upstream: str) -> str:
     raise ExecutorFailed(f"{harness.name} {limits.name}: environment variable {env} (the model's key) is not set")
 
 
-def skill_files(skill_dir: Path) -> dict[str, bytes]:
-    """The skill folder's regular files (symlinks skipped: repo content is never followed), capped."""
+def skill_files(skill_dir: Path, workspace: Path) -> dict[str, bytes]:
+    """The skill folder's regular files (symlinks skipped: repo content is never followed), capped.
+
+    A skill folder that is itself a link, or resolves outside ``workspace``, stages nothing.
+    """
     files: dict[str, bytes] = {}
+    real = Path(os.path.realpath(skill_dir))
+    if skill_dir.is_symlink() or not real.is_relative_to(os.path.realpath(workspace)) or not real.is_dir():
+        return files
     for dirpath, dirnames, filenames in os.walk(skill_dir, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(dirpath, d)))
         for name in sorted(filenames):
@@ -220,7 +226,7 @@ def run_harness(
             binary=INNER_BIN,
             model=shard.model,
             skill=shard.skill,
-            skill_files=skill_files(workspace / "skills" / shard.skill),
+            skill_files=skill_files(workspace / "skills" / shard.skill, workspace),
             prompt=shard.case.prompt,
             invoke=shard.invoke,
             workspace=INNER_ROOT,

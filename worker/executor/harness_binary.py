@@ -42,7 +42,7 @@ def find_binary(harness: Harness) -> Path:
     return _native_codex(real) if harness.name == "codex" else real
 
 
-SEALED_DIR = Path(os.environ.get("SKILL_EVAL_SEALED_DIR", "/var/tmp/skill-eval-sealed"))
+SEALED_DIR = Path(os.environ.get("SKILL_EVAL_SEALED_DIR", f"/var/tmp/skill-eval-sealed-{os.geteuid()}"))
 
 
 def sealed_copy(binary: Path) -> Path:
