@@ -122,7 +122,8 @@ def test_a_streamed_response_ends_in_response_completed_and_uses_the_requests_sh
 def test_the_builtin_client_reaches_the_messages_api_through_litellm_with_tool_use_usage_and_cost(
     server: OfflineModelServer, redis_client: redis.Redis
 ) -> None:
-    config = parse_model_config({"retry": {"max_attempts": 2, "base_delay_s": 0.05}}, api_base_override=root(server))
+    # The run's one --api-base is the OpenAI-style .../v1; the Anthropic provider gets the host root.
+    config = parse_model_config({"retry": {"max_attempts": 2, "base_delay_s": 0.05}}, api_base_override=server.base_url)
     client = LiteLLMClient(config, redis_client, run_id="run-a")
     tools = [{"type": "function", "function": {"name": "Bash", "parameters": {"type": "object"}}}]
     reply = client.complete("anthropic/claude-sonnet-4-5", [{"role": "user", "content": "list files"}], tools=tools)
