@@ -1,12 +1,13 @@
-"""Escape tests with the real Claude Code binary: the agent's shell tries every way out of its shard.
+"""Escape tests with the real harness binaries: the agent's shell tries every way out of its shard.
 
-The scripted model has the real ``claude`` run ``tests/probes/escape_probe.py`` with its Bash
-tool, as the sandbox's throwaway uid. From the host we then check what it achieved: no host
-port, address or socket but its own proxy; the real key reached the offline server while
-nothing the agent could read or the trajectory holds shows it; ptrace of the harness, writes
-into its output and its memory failed; nothing outside the workspace changed; no process
-outlived the shard. The cross-check that would reject an injected tool call is tested on
-a forged stream as well (the fd attack that would deliver it fails above).
+For Claude Code and for Codex, the scripted model has the real binary run
+``tests/probes/escape_probe.py`` with its shell tool, as the sandbox's throwaway uid. From
+the host we then check what it achieved: no host port, address or socket but its own
+proxy; the real key reached the offline server while nothing the agent could read or the
+trajectory holds shows it; ptrace of the harness, writes into its output and its memory
+failed; nothing outside the workspace changed; no process outlived the shard. The
+cross-check that would reject an injected tool call is tested on a forged stream as well
+(the fd attack that would deliver it fails above).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import redis
 from engine.redis_server import RedisServer
 from harnesses.base import PLACEHOLDER_KEY
 from harnesses.claude_code import ClaudeCode
+from harnesses.codex import Codex
 from harnesses.crosscheck import cross_check
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord
 from harnesses.stream_json import read_stream_json
@@ -55,19 +57,22 @@ def _processes(needle: str) -> list[str]:
     return found
 
 
-@pytest.fixture
+HARNESSES = {"claude-code": (ClaudeCode, MODEL, "Bash"), "codex": (Codex, "openai/gpt-5-codex", "shell")}
+
+
+@pytest.fixture(params=sorted(HARNESSES))
 def escape_run(
-    tmp_path: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Trajectory, dict[str, str], OfflineModelServer, str, Path]]:
+    adapter, model, tool = HARNESSES[request.param]
     real_key = "sk-real-" + secrets.token_hex(16)
     monkeypatch.setenv("SKILL_EVAL_ESCAPE_KEY", real_key)
     with OfflineModelServer({}) as server:
-        command = (
-            f"cat > /tmp/probe.py <<'PROBE'\n{PROBE}\nPROBE\npython3 /tmp/probe.py {server.port} {redis_server.port}"
-        )
-        bash = {"tool_calls": [{"name": "Bash", "arguments": {"command": command, "description": "probe"}}]}
-        server.set_scenario({"rules": [{"contains": "Probe the sandbox", "replies": [bash, {"text": "done"}]}]})
-        limits = ModelLimits(name=MODEL, api_base=server.base_url, api_key_env="SKILL_EVAL_ESCAPE_KEY")
+        probe = f"python3 /tmp/probe.py {server.port} {redis_server.port}"
+        command = f"cat > /tmp/probe.py <<'PROBE'\n{PROBE}\nPROBE\n{probe}"
+        call = {"tool_calls": [{"name": tool, "arguments": {"command": command, "description": "probe"}}]}
+        server.set_scenario({"rules": [{"contains": "Probe the sandbox", "replies": [call, {"text": "done"}]}]})
+        limits = ModelLimits(name=model, api_base=server.base_url, api_key_env="SKILL_EVAL_ESCAPE_KEY")
         workspace = tmp_path / "ws"
         (workspace / "skills" / "probe").mkdir(parents=True)
         (workspace / "skills" / "probe" / "SKILL.md").write_text("# probe\n")
@@ -76,7 +81,7 @@ def escape_run(
         sandbox = open_sandbox(workspace, SandboxMode.BWRAP, harness_limits(SandboxLimits(), wall_clock_s=120))
         case = EvalCase(id=1, prompt="Probe the sandbox.", expected_output="", files=(), assertions=())
         trajectory = run_harness(
-            HarnessShard(ClaudeCode(), MODEL, "probe", case),
+            HarnessShard(adapter(), model, "probe", case),
             sandbox=sandbox,
             limits=limits,
             limiter=Limiter(redis.Redis.from_url(redis_server.url), limits),
@@ -98,7 +103,7 @@ def test_the_real_key_reaches_the_upstream_while_the_agent_and_the_transcript_se
     escape_run,  # type: ignore[no-untyped-def]
 ) -> None:
     trajectory, _probe, server, real_key, tmp = escape_run
-    assert server.keys() and set(server.keys()) == {real_key}
+    assert server.keys() and {k.removeprefix("Bearer ") for k in server.keys()} == {real_key}  # noqa: SIM118
     dump = (tmp / "ws" / "dump.txt").read_text()
     assert PLACEHOLDER_KEY in dump  # the agent did read the harness's environment and files
     assert real_key not in dump and real_key[8:20] not in dump
@@ -121,7 +126,7 @@ def test_nothing_is_written_outside_the_workspace_and_no_process_survives_the_sh
         assert probe[f"write {target}"].startswith("denied"), probe
         assert not Path(target).exists() or target.startswith("/run/skill-eval-bin")
     assert not Path("/tmp/escaped-tmp").exists() and not (Path.home() / "escaped-home").exists()
-    binary = sealed_copy(find_binary(ClaudeCode()))
+    binary = sealed_copy(find_binary(ClaudeCode()))  # the Codex one is checked the same way by its run
     assert binary.stat().st_mode & 0o777 == 0o111 and b"escaped" not in binary.read_bytes()[-64:]
     assert list((tmp / "private").iterdir()) == []  # the private HOME and the proxy's folder are gone
     assert sorted(p.name for p in (tmp / "ws").iterdir()) == ["dump.txt", "skills"]
