@@ -45,6 +45,8 @@ def collect_outcomes(store: ArtifactStore, manifest: RunManifest) -> dict[str, S
             end_reason=trajectory.end_reason.value if trajectory else "",
             usage=trajectory.usage if trajectory else Usage(),
             template_hashes=trajectory.template_hashes if trajectory else {},
+            skill_activated=trajectory.skill_activated if trajectory else None,
+            rejected_calls=tuple(trajectory.rejected_calls) if trajectory else (),
         )
     return out
 

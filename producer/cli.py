@@ -23,6 +23,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from engine.settings import Settings
+from harnesses.registry import check_executor
 from producer.embedded import worker_command
 from producer.evaluate import run_evaluation
 from producer.grade_only import grade_recorded
@@ -195,8 +196,18 @@ def run(
     api_base: ApiBaseOpt = None,
     executor: Annotated[
         str,
-        typer.Option("--executor", help="agent, or cmd:'<agent CLI command line>'.", rich_help_panel=WHERE),
+        typer.Option(
+            "--executor", help="agent, claude-code, codex, or cmd:'<agent CLI command line>'.", rich_help_panel=WHERE
+        ),
     ] = "agent",
+    invoke: Annotated[
+        str,
+        typer.Option(
+            "--invoke",
+            help="Harness executors: explicit (use the skill) or implicit (bare prompt).",
+            rich_help_panel=WHAT,
+        ),
+    ] = "explicit",
     sandbox: SandboxOpt = None,
     max_turns: Annotated[
         int, typer.Option("--max-turns", min=1, help="Executor turns per shard.", rich_help_panel=WHERE)
@@ -234,6 +245,9 @@ def run(
         return
     if not model or not judge:
         raise ConfigError("--model and --judge are required (litellm model names; see README)")
+    check_executor(executor)
+    if invoke not in ("explicit", "implicit"):
+        raise ConfigError(f"--invoke: expected explicit or implicit, got {invoke!r}")
     settings = _settings(broker_url=broker, store=store, sandbox=sandbox)
     req = RunRequest(
         skills=skills,
@@ -252,6 +266,7 @@ def run(
         settings=RunSettings(
             budget=AgentBudget(max_turns=max_turns, wall_clock_s=shard_timeout),
             executor=executor,
+            invoke=invoke,  # type: ignore[arg-type]  # checked above
             strict_evidence=strict_evidence,
             calibrate=not no_calibration,
             fail_under=fail_under,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -15,7 +16,7 @@ from producer.drive import drive
 from producer.planning import new_run_id, plan_run
 from producer.request import RunRequest, plan_request
 from producer.submit import build_manifest, submit
-from schemas.manifest import RunManifest
+from schemas.manifest import RunManifest, RunSettings
 from schemas.report import RunResult
 from schemas.shard import CURRENT, RunPlan, baseline_variant
 from schemas.status import SandboxMode
@@ -44,6 +45,8 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
     manifest = manifest.model_copy(update={"guards": guards})
     if req.settings.executor.startswith("cmd:") and plan.shards:
         probe_external_executor(req.settings.executor, settings)
+    if plan.shards:
+        probe_harness_executor(req.settings, plan.models, settings)
 
     def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Publisher) -> int:
         return submit(m, st, state, lambda run_id, shard_id: send("execute", run_id, shard_id), send.batch)
@@ -92,3 +95,30 @@ def probe_external_executor(option: str, settings: Settings) -> None:
     probe_transcript_capture(
         ExternalExecutor.from_option(option), mode=settings.sandbox, parent=settings.workspaces_dir
     )
+
+
+def probe_harness_executor(run_settings: RunSettings, models: Sequence[str], settings: Settings) -> None:
+    """For a harness executor: BLOCKED_NO_HARNESS unless its binary is here, then its canary once per model.
+
+    Skipped for a cluster submitter that has no binary of its own (each worker then reports a
+    missing one as executor-failed).
+    """
+    from harnesses.registry import harness_for
+    from schemas.errors import NoHarness
+    from worker.executor.canary import probe_harness_capture
+    from worker.executor.harness_binary import find_binary
+
+    harness = harness_for(run_settings.executor)
+    if harness is None:
+        return
+    try:
+        find_binary(harness)
+    except NoHarness:
+        if settings.broker_url:
+            return
+        raise
+    config = run_settings.models
+    for model in models:
+        probe_harness_capture(
+            harness, model, config.for_model(model), mode=settings.sandbox, parent=settings.workspaces_dir
+        )

@@ -42,6 +42,10 @@ class ShardOutcome:
     """Prompt template hashes the executor used for this shard (the grade carries the judge's)."""
     stops_run: bool = False
     """Blocked by a status that stops the run (the error's ``stops_run``)."""
+    skill_activated: bool | None = None
+    """Harness executors: whether the harness loaded the skill (None: not recorded)."""
+    rejected_calls: tuple[str, ...] = ()
+    """Tool calls the harness's stream claimed that no proxied model response held."""
 
 
 def rate(passed: int, total: int) -> Rate:
@@ -87,6 +91,8 @@ def _case_run(o: ShardOutcome, judge_usage: Usage) -> CaseRun:
         end_reason=o.end_reason,
         usage=o.usage,
         judge_usage=judge_usage,
+        skill_activated=o.skill_activated,
+        rejected_calls=list(o.rejected_calls),
     )
 
 

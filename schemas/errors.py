@@ -11,6 +11,7 @@
     │   ├── NoSandbox                  BLOCKED_NO_SANDBOX (bubblewrap missing, no explicit opt-out)
     │   ├── NoTranscriptCapture        BLOCKED_NO_TRANSCRIPT_CAPTURE
     │   ├── ModelUnavailable           BLOCKED_MODEL_UNAVAILABLE (a key missing or an endpoint down, before dispatch)
+    │   ├── NoHarness                  BLOCKED_NO_HARNESS (an agent harness binary is not installed)
     │   ├── NoIsolation                BLOCKED_NO_ISOLATION (case level: no workspace, never run elsewhere)
     │   ├── BadFixture                 BLOCKED_BAD_FIXTURE (case level)
     │   └── FixtureNeedsGit            BLOCKED_FIXTURE_NEEDS_GIT (case level)
@@ -99,6 +100,12 @@ class ModelUnavailable(BlockedError):
     """A run's model cannot be called (no key, endpoint refusing): found before any shard is sent."""
 
     status = "BLOCKED_MODEL_UNAVAILABLE"
+
+
+class NoHarness(BlockedError):
+    """The named harness's binary is missing; ``detail`` is ``<name>: <how to install>``."""
+
+    status = "BLOCKED_NO_HARNESS"
 
 
 class NoIsolation(BlockedError):

@@ -41,7 +41,9 @@ class RunSettings(BaseModel):
     budget: AgentBudget = Field(default_factory=AgentBudget)
     """Executor budget per shard."""
     executor: str = "agent"
-    """``agent`` (the built-in tool loop) or ``cmd:<command line>`` (an external agent CLI)."""
+    """``agent`` (the built-in tool loop), a harness (``claude-code``, ``codex``) or ``cmd:<command line>``."""
+    invoke: Literal["explicit", "implicit"] = "explicit"
+    """Harness executors: tell the harness to use the skill (explicit) or give the bare prompt (implicit)."""
     strict_evidence: bool = False
     """Turn a pass whose evidence cannot be found in the transcript into a fail."""
     calibrate: bool = True

@@ -51,9 +51,13 @@ def models_for(manifest: RunManifest, queue: str) -> list[str]:
     """The models a queue's shards of this run will call through the product's own model client."""
     if queue == QUEUE_GRADE:
         return list(manifest.plan.judges)
-    if queue == QUEUE_EXECUTE and manifest.settings.executor == "agent":
+    if queue == QUEUE_EXECUTE and manifest.settings.executor in _MODEL_EXECUTORS:
         return list(manifest.plan.models)
     return []  # an external command or recordings: no model calls of ours on this queue
+
+
+_MODEL_EXECUTORS = ("agent", "claude-code", "codex")
+"""Executors whose model calls go through the product (its client, or its proxy for a harness)."""
 
 
 def preflight_queues(manifest: RunManifest) -> list[str]:

@@ -44,6 +44,10 @@ class CaseRun(BaseModel):
     """Executor usage."""
     judge_usage: Usage = Field(default_factory=Usage)
     """Judge usage."""
+    skill_activated: bool | None = None
+    """Harness executors: whether the harness loaded the skill (None: the executor records no activation)."""
+    rejected_calls: list[str] = Field(default_factory=list)
+    """Tool calls the harness's stream claimed that no proxied model response held (rejected, flagged)."""
 
 
 class Rate(BaseModel):

@@ -11,6 +11,7 @@ import structlog
 
 from engine.keys import calibrating_key
 from engine.records import put_calibration, put_result
+from harnesses.registry import HARNESSES
 from schemas.errors import NoSandbox
 from schemas.manifest import RunManifest, calibration_key, grade_key, trajectory_key
 from schemas.outcome import CalibrationRecord, CalibrationStatus, ShardOutcomeRecord
@@ -70,6 +71,10 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
         }
         budget = settings.budget
         limits = SandboxLimits(timeout_s=budget.command_timeout_s)
+        if settings.executor in HARNESSES:
+            from worker.executor.harness_task import run_harness_shard
+
+            return run_harness_shard(ctx, manifest, shard_id, case, ws.path, limits)
         if settings.executor.startswith("cmd:"):
             from worker.executor.external import ExternalExecutor, external_limits, run_external
 

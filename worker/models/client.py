@@ -31,6 +31,7 @@ import redis
 
 from engine.budget import Reservation, RunBudget, is_out_of_credit
 from engine.usage import record_usage, usage_totals
+from harnesses.endpoints import normalise_upstream
 from schemas.errors import BudgetExhausted, ModelCallFailed
 from schemas.model_config import ModelConfig, ModelLimits
 from schemas.trajectory import Usage
@@ -182,7 +183,9 @@ class LiteLLMClient:
     def _credentials(self, limits: ModelLimits) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}
         if limits.api_base:
-            kwargs["api_base"] = limits.api_base
+            # litellm's Anthropic provider appends /v1/messages: give it the host root.
+            anthropic = limits.name.startswith("anthropic/")
+            kwargs["api_base"] = normalise_upstream("anthropic", limits.api_base) if anthropic else limits.api_base
         if limits.api_key_env:
             key = os.environ.get(limits.api_key_env)
             if not key:
