@@ -6,6 +6,8 @@ by another release (or by hand) fails loudly as a validation error instead of be
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from engine.store import ArtifactStore
 from schemas.errors import StoreError
 from schemas.manifest import RunManifest, calibration_key, manifest_key, outcome_key, result_key
@@ -36,6 +38,12 @@ def load_outcome(store: ArtifactStore, run_id: str, shard_id: str) -> ShardOutco
     """How the shard ended, or None while it has not."""
     key = outcome_key(run_id, shard_id)
     return ShardOutcomeRecord.model_validate_json(store.get(key)) if store.exists(key) else None
+
+
+def load_outcomes(store: ArtifactStore, run_id: str, shard_ids: Sequence[str]) -> dict[str, ShardOutcomeRecord]:
+    """How each of ``shard_ids`` ended, in one batched read; shards that have not ended are absent."""
+    keys = {outcome_key(run_id, s): s for s in shard_ids}
+    return {keys[k]: ShardOutcomeRecord.model_validate_json(raw) for k, raw in store.get_many(list(keys)).items()}
 
 
 def put_result(store: ArtifactStore, result: RunResult) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
-from schemas.errors import StoreError
+from schemas.errors import ArtifactMissing, StoreError
 
 
 class ArtifactStore(Protocol):
@@ -128,7 +128,7 @@ class LocalStore:
         try:
             return self._path(key).read_bytes()
         except FileNotFoundError as exc:
-            raise StoreError(f"no artifact {key!r} in {self.uri}") from exc
+            raise ArtifactMissing(f"no artifact {key!r} in {self.uri}") from exc
         except OSError as exc:
             raise StoreError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
 
@@ -230,10 +230,8 @@ class S3Store:
         def fetch(key: str) -> tuple[str, bytes | None]:
             try:
                 return key, self.get(key)
-            except StoreError:
-                if not self.exists(key):
-                    return key, None
-                raise
+            except ArtifactMissing:
+                return key, None
 
         with ThreadPoolExecutor(max_workers=_PARALLEL_READS) as pool:
             return {k: v for k, v in pool.map(fetch, keys) if v is not None}
@@ -243,7 +241,7 @@ class S3Store:
             body: bytes = self._client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
             return body
         except self._client.exceptions.NoSuchKey as exc:
-            raise StoreError(f"no artifact {key!r} in {self.uri}") from exc
+            raise ArtifactMissing(f"no artifact {key!r} in {self.uri}") from exc
         except StoreError:
             raise
         except Exception as exc:

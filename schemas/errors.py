@@ -24,7 +24,8 @@
     ├── ModelCallFailed                a model call failed after its retry budget (the caller maps
     │                                  it to executor-failed or grader-dispatch-failed)
     ├── ConfigError                    bad flags, settings or config file; exit code 2
-    └── StoreError                     an artifact is missing or cannot be written
+    └── StoreError                     an artifact cannot be read or written
+        └── ArtifactMissing            the key holds nothing (not a passing network fault)
 
 Every error prints as ``<STATUS>: <detail>`` and the detail names the file or field at
 fault, so the contract's named statuses are never strings assembled ad hoc elsewhere.
@@ -169,3 +170,7 @@ class ConfigError(SkillEvalError):
 
 class StoreError(SkillEvalError):
     status = "STORE_ERROR"
+
+
+class ArtifactMissing(StoreError):
+    """The store answered that the key holds nothing: retrying will not make it appear."""

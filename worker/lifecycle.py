@@ -26,10 +26,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import structlog
+from pydantic import ValidationError
 
 from engine.records import put_outcome
 from engine.state import MAX_ATTEMPTS
-from schemas.errors import BlockedError, InfraError, SkillEvalError
+from schemas.errors import ArtifactMissing, BlockedError, InfraError, SkillEvalError
 from schemas.manifest import RunManifest
 from schemas.outcome import ShardOutcomeRecord
 from schemas.status import ShardState
@@ -198,7 +199,16 @@ def shard_lease(
         lease.end(ShardOutcomeRecord(state=state, detail=detail, status=state.value))
         yield None
         return
-    ctx.manifest(run_id)  # read (and cached) outside the body: see above
+    try:
+        ctx.manifest(run_id)  # read (and cached) outside the body: see above
+    except (ArtifactMissing, ValidationError) as exc:
+        # A poisoned message: its run's manifest is gone or unreadable, and no retry changes that.
+        state = PHASE_FAILURE[dst]
+        detail = f"{state.value}: the run's manifest cannot be used ({type(exc).__name__}): {str(exc)[:300]}"
+        log.warning("poisoned message rejected", run_id=run_id, shard_id=shard_id, detail=detail)
+        lease.end(ShardOutcomeRecord(state=state, detail=detail, status=state.value))
+        yield None
+        return
     with _heartbeat(lease):
         try:
             yield lease

@@ -157,8 +157,8 @@ def reduce_stored_run(ctx: Context, run_id: str) -> None:
     """Reduce from the store (idempotent), store the result, mark the run reduced."""
     from engine.collect import reduce_from_store
 
-    manifest = ctx.manifest(run_id)
     try:
+        manifest = ctx.manifest(run_id)
         result = reduce_from_store(ctx.store, manifest)
         put_result(ctx.store, result)
     except Exception:

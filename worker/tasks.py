@@ -24,7 +24,10 @@ log = structlog.get_logger("skill_eval.worker")
 def send(kind: str, run_id: str, shard_id: str | None) -> None:
     """Enqueue a follow-up task carrying ids only."""
     args = [run_id] if shard_id is None else [run_id, shard_id]
-    soft, hard = time_limits(context().manifest(run_id), kind)
+    # Only an execute message needs the manifest (its wall clock): grading and reduce must still be
+    # sent for a run whose manifest became unreadable, so that the run ends.
+    manifest = context().manifest(run_id) if kind == "execute" else None
+    soft, hard = time_limits(manifest, kind)
     app.send_task(TASK_NAMES[kind], args=args, queue=kind, soft_time_limit=soft, time_limit=hard)
 
 
