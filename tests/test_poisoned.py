@@ -85,7 +85,9 @@ def test_a_run_whose_manifest_is_unreadable_ends_its_shards_infra_and_still_redu
         assert state.attempts(run_id, shard.shard_id, ShardState.EXECUTING) == 1  # no redelivery loop
 
 
-def test_a_missing_snapshot_blocks_the_shards_naming_the_key_and_the_run_still_reduces(tmp_path: Path, settings: Settings) -> None:
+def test_a_missing_snapshot_blocks_the_shards_naming_the_key_and_the_run_still_reduces(
+    tmp_path: Path, settings: Settings
+) -> None:
     repo = make_corpus_repo(tmp_path / "repo", cases=2)
     store = open_store(settings.store)
     state = RunState(redis.Redis.from_url(settings.broker_url or ""))
