@@ -12,7 +12,8 @@
     │   ├── NoTranscriptCapture        BLOCKED_NO_TRANSCRIPT_CAPTURE
     │   ├── NoIsolation                BLOCKED_NO_ISOLATION (case level: no workspace, never run elsewhere)
     │   ├── BadFixture                 BLOCKED_BAD_FIXTURE (case level)
-    │   └── FixtureNeedsGit            BLOCKED_FIXTURE_NEEDS_GIT (case level)
+    │   ├── FixtureNeedsGit            BLOCKED_FIXTURE_NEEDS_GIT (case level)
+    │   └── BadRepo                    BLOCKED_BAD_REPO (a link out of the repo, an unusable .git)
     ├── GuardError                     a feature degrades, the run goes on
     │   ├── NoGit                      GUARD_NO_GIT
     │   └── BadRef                     GUARD_BAD_REF
@@ -148,3 +149,17 @@ class ConfigError(SkillEvalError):
 
 class StoreError(SkillEvalError):
     status = "STORE_ERROR"
+
+
+class BadRepo(BlockedError):
+    """The repo itself is unsafe to read (a link out of it, a git dir that cannot be made safe).
+
+    ``detail`` is ``<path>: <why>``; case level when a worker finds it in a workspace.
+    """
+
+    status = "BLOCKED_BAD_REPO"
+    case_level = True
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path, self.why = path, why
