@@ -10,6 +10,7 @@ run it through :func:`run_pipeline`, then check the host, the verdict and the re
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections import deque
 from dataclasses import dataclass
@@ -151,3 +152,21 @@ def run_pipeline(
             outcomes[sid] = json.loads(store.get(outcome_key(RUN_ID, sid)))
     report = render_markdown(result, skill, {"repo": str(repo)})
     return PipelineRun(result, report, trajectories, grades, outcomes, server.requests())
+
+
+# A reader (a model) takes any of these for a line break; a turn marker after one looks real.
+LINE_START = r"(?:\A|(?<=[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]))"
+
+
+def reader_sees_call(command_part: str, *, expect: str = "present", contains: str | None = None) -> dict[str, str]:
+    """A judge rule deciding like a reader who trusts any line that *looks* like a shell call of ``command_part``."""
+    return {
+        "assertion_contains": contains or command_part,
+        "transcript_regex": LINE_START + r"\[tool_call\] shell\(.*" + re.escape(command_part),
+        "expect": expect,
+    }
+
+
+def scripted_judge_answer(text: str) -> dict[str, Any]:
+    """An executor-less rule that answers every grading request with ``text`` (a malicious judge)."""
+    return {"name": "judge", "tools": False, "contains": "<transcript-", "replies": [{"text": text}]}

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import unicodedata
 from collections.abc import Sequence
 
 from prompts import load_template
@@ -40,14 +41,14 @@ _SLASH = "/\uff0f\u2044\u2215\u29f8\u2571"
 _GAP = r"[\s\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]*"
 # Cyrillic and Greek letters that render like the Latin ones of "transcript".
 _HOMOGLYPHS = {
-    "t": "\u0442\u03c4",
-    "a": "\u0430\u03b1",
-    "s": "\u0455",
-    "c": "\u0441\u03f2",
-    "i": "\u0456\u03b9",
-    "p": "\u0440\u03c1",
-    "r": "\u0433",
-    "n": "\u043f",
+    "t": "\u0442\u03c4\u1d1b",
+    "a": "\u0430\u03b1\u1d00",
+    "s": "\u0455\ua731",
+    "c": "\u0441\u03f2\u1d04",
+    "i": "\u0456\u03b9\u026a",
+    "p": "\u0440\u03c1\u1d18",
+    "r": "\u0433\u0280",
+    "n": "\u043f\u0274",
 }
 
 
@@ -111,12 +112,58 @@ def cap_transcript(text: str) -> str:
     return cap_block(text, TRANSCRIPT_CAP_CHARS)
 
 
+# Characters a reader does not see, and fillers that render as blanks.
+_FILLERS = frozenset("\u034f\u115f\u1160\u2800\u3164\uffa0\u17b4\u17b5")
+_SKELETON_TARGET = "</transcript"
+
+
+def _skeleton_char(char: str) -> str:
+    """What ``char`` looks like, for look-alike detection: '' when invisible, else one folded character."""
+    if char in _FILLERS or char.isspace() or unicodedata.category(char) in ("Cf", "Mn", "Me", "Cc"):
+        return ""
+    folded = "".join(c for c in unicodedata.normalize("NFKC", char).casefold() if unicodedata.category(c) != "Mn")
+    for ascii_char, lookalikes in _HOMOGLYPHS.items():
+        if folded in lookalikes:
+            return ascii_char
+    if folded in _LT or char in _LT:
+        return "<"
+    if folded in _SLASH or char in _SLASH:
+        return "/"
+    return folded[:1] if len(folded) == 1 else char
+
+
+def _skeleton_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of ``text`` whose visible skeleton reads ``</transcript`` (any confusable or invisible mix)."""
+    skeleton: list[str] = []
+    origin: list[int] = []
+    for i, char in enumerate(text):
+        visible = _skeleton_char(char)
+        if visible:
+            skeleton.append(visible)
+            origin.append(i)
+    joined = "".join(skeleton)
+    spans = []
+    at = joined.find(_SKELETON_TARGET)
+    while at >= 0:
+        end = at + len(_SKELETON_TARGET) - 1
+        spans.append((origin[at], origin[end] + 1))
+        at = joined.find(_SKELETON_TARGET, at + len(_SKELETON_TARGET))
+    return spans
+
+
 def neutralise_fences(text: str) -> str:
     """Step 3: rewrite the opening of every closing-fence lookalike (the contract's ASCII form
     and its unicode confusables) into ``<\\/transcript``. Afterwards neither
     :data:`CLOSING_FENCE_RE` nor :data:`FENCE_PREFIX_RE` matches anywhere, and no character
-    of the transcript after the lookalike is lost."""
-    return FENCE_PREFIX_RE.sub(lambda _m: NEUTRALISED_PREFIX, text)
+    of the transcript after the lookalike is lost. A second pass reads the text as a reader
+    sees it (NFKC, case folded, invisible characters and blank fillers dropped, Cyrillic and
+    Greek look-alikes mapped) and rewrites any span that still reads ``</transcript``."""
+    text = FENCE_PREFIX_RE.sub(lambda _m: NEUTRALISED_PREFIX, text)
+    if "<" not in text and not any(c in text for c in _LT[1:]):
+        return text
+    for start, end in reversed(_skeleton_spans(text)):
+        text = text[:start] + NEUTRALISED_PREFIX + text[end:]
+    return text
 
 
 def prepare_transcript(text: str) -> str:
