@@ -22,7 +22,8 @@
     │   ├── GraderMalformed            grader-malformed
     │   └── GraderDispatchFailed       grader-dispatch-failed
     ├── ModelCallFailed                a model call failed after its retry budget (the caller maps
-    │                                  it to executor-failed or grader-dispatch-failed)
+    │   │                              it to executor-failed or grader-dispatch-failed)
+    │   └── ContextOverflow            the agent's conversation outgrew the context: behaviour
     ├── ConfigError                    bad flags, settings or config file; exit code 2
     └── StoreError                     an artifact is missing or cannot be written
 
@@ -141,6 +142,15 @@ class ModelCallFailed(SkillEvalError):
     """Retries spent (429s, 5xx, timeouts, connection errors); never a behavioural failure."""
 
     status = "MODEL_CALL_FAILED"
+
+
+class ContextOverflow(ModelCallFailed):
+    """The provider refused the agent's own conversation as too long for the model's context.
+
+    Behaviour, not infra: the agent's volume caused it (the product caps every tool result), so
+    the executor ends the trajectory and it is graded on what the agent did."""
+
+    status = "CONTEXT_OVERFLOW"
 
 
 class ConfigError(SkillEvalError):
