@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import structlog
+
 from engine.gitcmd import neutralise_git_dir, run_git
 from engine.snapshot import UNPACK_TEMP_PREFIX, copy_tree, unpack_snapshot
 from engine.store import ArtifactStore
@@ -39,6 +41,7 @@ from schemas.errors import BadSkillName, NoIsolation, StoreError
 from worker.fixtures import materialize_fixtures
 from worker.scrub import corpus_paths, scrubbed_tree
 
+log = structlog.get_logger("skill_eval.workspace")
 _LEFTOVER_RE = re.compile(r"^(\d+)-[0-9a-f]{8}$")
 _UNPACK_RE = re.compile("^" + re.escape(UNPACK_TEMP_PREFIX) + r"(\d+)-")
 
@@ -99,22 +102,48 @@ def _harden(root: Path, skill: str) -> None:
             path.unlink()
 
 
-def remove_tree(path: Path) -> None:
-    """Remove ``path`` even when the agent left folders without write or search permission."""
+def remove_tree(path: Path, *, attempts: int = 3) -> bool:
+    """Remove ``path``; never raise. True when it is gone.
 
-    def fix_and_retry(func: object, failed: str, _exc: object) -> None:
-        parent = os.path.dirname(failed)
+    The agent may have left folders without write or search permission, links to host files
+    inside read-only folders, trees deeper than ``PATH_MAX`` or a straggler still writing. Links
+    are removed, never followed (their targets' modes are never touched); read-only folders are
+    made writable; what ``shutil.rmtree`` cannot remove, GNU ``chmod -R`` and ``rm -rf`` (which
+    walk by file descriptor, at any depth) remove; all of it a few times over.
+    """
+    path = Path(path)
+
+    def fix_and_retry(_func: object, failed: str, _exc: object) -> None:
         with contextlib.suppress(OSError):
-            os.chmod(parent, stat.S_IRWXU)
-            os.chmod(failed, stat.S_IRWXU, follow_symlinks=False)
-        with contextlib.suppress(FileNotFoundError):
+            os.chmod(os.path.dirname(failed), stat.S_IRWXU)
+        with contextlib.suppress(OSError):
             if os.path.isdir(failed) and not os.path.islink(failed):
+                os.chmod(failed, stat.S_IRWXU)
                 shutil.rmtree(failed, ignore_errors=True)
             else:
                 os.unlink(failed)
 
-    if path.is_symlink() or path.exists():
-        shutil.rmtree(path, onerror=fix_and_retry)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
+    for _ in range(attempts):
+        if not os.path.lexists(path):
+            return True
+        if path.is_symlink() or not path.is_dir():
+            with contextlib.suppress(OSError):
+                path.unlink()
+            continue
+        with contextlib.suppress(OSError, RecursionError):
+            shutil.rmtree(path, onerror=fix_and_retry)
+        if os.path.lexists(path):
+            for argv in (
+                ["chmod", "-R", "u+rwx", "--", str(path)],
+                ["rm", "-rf", "--one-file-system", "--", str(path)],
+            ):
+                with contextlib.suppress(OSError, subprocess.SubprocessError):
+                    subprocess.run(argv, env=env, capture_output=True, timeout=300, check=False)
+    gone = not os.path.lexists(path)
+    if not gone:
+        log.warning("workspace left behind", path=str(path))
+    return gone
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ from worker.executor.final_files import collect_final_files
 from worker.executor.prompt import render_executor_prompt
 from worker.executor.tools import TOOL_NAMES, TOOL_SPECS, ToolOutcome, execute_tool
 from worker.models.base import ModelClient, ModelReply, ToolCall
-from worker.sandbox import Sandbox
+from worker.sandbox import Sandbox, SandboxLimits, workspace_usage
 
 
 def _assistant_message(reply: ModelReply) -> dict[str, Any]:
@@ -117,6 +117,14 @@ class _Loop:
             self.wrote.append(outcome.wrote)
         return outcome
 
+    def over_quota(self) -> str | None:
+        """The workspace quota exceeded after a tool call (the agent's doing: behaviour), or None."""
+        limits = getattr(self.sandbox, "limits", None)
+        if not isinstance(limits, SandboxLimits):
+            return None
+        usage = workspace_usage(self.sandbox.workspace, stop_after_files=limits.workspace_files)
+        return usage.over(limits)
+
     def run(self, prompt: str) -> EndReason:
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
         turns = 0
@@ -138,6 +146,10 @@ class _Loop:
                     return EndReason.WALL_CLOCK
                 outcome = self.run_tool(call)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": _result_for_model(outcome)})
+                over = self.over_quota()
+                if over:
+                    self.events.append(AssistantEvent(text=f"(run ended by the product: {over})"))
+                    return EndReason.WORKSPACE_QUOTA
         return stop
 
 
