@@ -36,9 +36,10 @@ def _field(text: str) -> str:
 _MD_BREAKS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]+")
 _MD_CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f]")
 # Mid-line (every untrusted string is embedded after the report's own prefix) only these make
-# structure: code spans, emphasis, links and images, table cells, strikethrough; "_" only at a
+# structure: code spans, emphasis, links and images, table cells, strikethrough (``~~``, so a ref
+# like ``HEAD~1`` reads as typed); "_" only at a
 # word boundary (CommonMark ignores it inside words, as in BLOCKED_BAD_FIXTURE).
-_MD_SPECIAL = re.compile(r"([\\`*\[\]|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+_MD_SPECIAL = re.compile(r"([\\`*\[\]|]|~(?=~)|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 
 
 def md(text: object) -> str:
