@@ -63,6 +63,9 @@ _REMOVED = (
 )
 
 
+_DIFFING = frozenset({"diff", "log", "show", "format-patch", "whatchanged"})
+
+
 def _empty_home() -> str:
     # One empty folder per process: HOME for git so no ~/.gitconfig is read.
     global _HOME
@@ -112,6 +115,9 @@ def run_git(cwd: Path, args: Sequence[str], *, timeout_s: float = 120.0) -> str:
 def run_git_bytes(cwd: Path, args: Sequence[str], *, timeout_s: float = 120.0) -> bytes:
     """:func:`run_git` returning raw stdout bytes (blob contents, ``-z`` listings)."""
     config = [arg for item in SAFE_CONFIG for arg in ("-c", item)]
+    args = list(args)
+    if args and args[0] in _DIFFING:  # never an external diff or a textconv command
+        args[1:1] = ["--no-ext-diff", "--no-textconv"]
     try:
         done = subprocess.run(
             ["git", *config, *args],

@@ -86,3 +86,21 @@ def test_repo_git_config_never_runs_a_command_on_the_host(
     log = next(e for e in first.events if getattr(e, "output", "").startswith("eval-fixture"))
     assert "eval-fixture: base state" in log.output  # type: ignore[union-attr]
     assert "sk-canary" not in run.transcript_sent_to_judges() + run.report
+
+
+def test_host_diffs_never_run_an_external_diff_or_a_textconv(tmp_path: Path) -> None:
+    """Belt and braces for a repo whose config was *not* rewritten (the developer's own)."""
+    from engine.gitcmd import run_git
+
+    pwned = tmp_path / "pwned"
+    pwned.mkdir()
+    repo = make_repo(tmp_path / "repo", SKILL, [case(1, "p", ["runs git diff first"])])
+    (repo / ".gitattributes").write_text("*.md diff=pwn\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "attrs")
+    with open(repo / ".git" / "config", "a") as f:
+        f.write(f'[diff]\n\texternal = "touch {pwned}/ext"\n[diff "pwn"]\n\ttextconv = "touch {pwned}/tc; cat"\n')
+    (repo / "README.md").write_text("changed\n")
+    for args in (["diff"], ["log", "-p", "-1"], ["show", "HEAD"]):
+        run_git(repo, args)
+    assert list(pwned.iterdir()) == []
