@@ -169,10 +169,10 @@ def materialize_workspace(
     try:
         try:
             Path(parent).mkdir(parents=True, exist_ok=True)
+            container.mkdir(mode=0o755)  # first: a shard being set up already shows its workspace
             original = unpack_snapshot(store, snapshot_key, Path(cache_dir))
             commit = None if ref is None else _resolve_ref(original, ref)  # before the rewrite changes ids
             tree = scrubbed_tree(original, skill, Path(cache_dir))
-            container.mkdir(mode=0o755)
             root = container / "repo"
             if commit is None:
                 copy_tree(tree.path, root)
