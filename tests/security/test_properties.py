@@ -92,3 +92,23 @@ def test_an_answer_with_two_candidate_arrays_never_yields_a_verdict(
     assertions = [str(v["text"]) for v in second]
     assert not isinstance(parse_verdicts(answer, assertions), Parsed)
     assert len(assertions) == n
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 3_000), st.integers(0, 60_000)), min_size=1, max_size=40),
+    st.integers(2_000, 60_000),
+)
+def test_the_view_fits_the_cap_and_keeps_every_command_whole(sizes: list[tuple[int, int]], cap: int) -> None:
+    events: list[Event] = []
+    for i, (command, output) in enumerate(sizes):
+        events.append(ToolCallEvent(call_id=str(i), name="shell", arguments={"command": f"C{i}:" + "c" * command}))
+        events.append(ToolResultEvent(call_id=str(i), output="o" * output, exit_code=0))
+    view = judge_view(Trajectory(skill="s", case_id=1, model="m", events=events), cap=cap)
+    if view.over_cap:
+        assert view.text == "" and sum(c + 40 for c, _ in sizes) > cap - 80 * len(sizes)
+        return
+    assert len(view.text) <= cap + 300  # the summary line
+    for i, (command, _) in enumerate(sizes):
+        assert f"C{i}:" + "c" * command in view.text
+    assert f"0 of {len(sizes)} tool call(s) removed" in view.text or view.elided_chars == 0

@@ -33,7 +33,7 @@ from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, Traject
 from worker.grading.transcript import neutralise_fences
 
 ARG_CAP_CHARS = 2_000
-MIN_SHARE_CHARS = 400  # what each result or message keeps at least when the whole cap bites
+NOTE_ROOM_CHARS = 80  # room kept for each result's or message's elision note when the whole cap bites
 # Argument keys that carry what a call *does*: never elided, whatever their length.
 COMMAND_KEYS = frozenset({"command", "cmd", "argv", "args", "script", "code", "path", "file_path", "pattern", "url"})
 BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
@@ -80,9 +80,12 @@ def cut(text: str, keep: int, what: str) -> tuple[str, int]:
     """``text`` with its middle elided down to about ``keep`` characters; (result, chars removed)."""
     if len(text) <= keep:
         return text, 0
-    half = max(keep // 2, 1)
+    half = keep // 2
     removed = len(text) - 2 * half
-    return f"{text[:half]}\n... [{removed} chars elided from this {what}] ...\n{text[-half:]}", removed
+    note = f"... [{removed} chars elided from this {what}] ..."
+    if half == 0:
+        return note, removed
+    return f"{text[:half]}\n{note}\n{text[-half:]}", removed
 
 
 @dataclass
@@ -170,11 +173,11 @@ def judge_view(trajectory: Trajectory, *, cap: int = TRANSCRIPT_CAP_CHARS) -> Ju
     fixed = sum(len(b.text()) - len(b.body) + 1 for b in blocks)
     free = [b for b in blocks if b.body]
     calls = sum(b.kind == "tool_call" for b in blocks)
-    if fixed > cap:
+    budget = cap - fixed - NOTE_ROOM_CHARS * len(free)  # room for the elision notes
+    if budget < 0:  # the calls (and one note per result) alone do not fit: the agent's own volume
         return JudgeView(text="", evidence_blocks=(), calls=calls, over_cap=True)
-    budget = cap - fixed - 200 * len(free)  # room for the elision notes
     if sum(len(b.body) for b in free) > budget:
-        allowance = max(_share([len(b.body) for b in free], max(budget, 0)), MIN_SHARE_CHARS)
+        allowance = _share([len(b.body) for b in free], budget)
         for b in free:
             if len(b.body) > allowance:
                 b.body, gone = cut(b.body, allowance, b.what)
