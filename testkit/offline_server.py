@@ -322,7 +322,12 @@ class _Handler(BaseHTTPRequestHandler):
             with state.lock:
                 state.stats["rate_limited" if status == 429 else "errors"] += 1
             headers = {"Retry-After": str(reply["retry_after"])} if "retry_after" in reply else None
-            self._json(status, error(status, reply.get("error_message", f"scripted fault {status}")), headers)
+            message = str(reply.get("error_message", f"scripted fault {status}"))
+            if "error_code" in reply:  # an OpenAI-style error code, e.g. context_length_exceeded
+                body = {"error": {"message": message, "type": "invalid_request_error", "code": reply["error_code"]}}
+                self._json(status, body, headers)
+            else:
+                self._error(status, message, headers)
             return
         if reply.get("malformed"):
             with state.lock:

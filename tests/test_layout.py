@@ -29,7 +29,7 @@ PRODUCER_MAY_IMPORT_FROM_WORKER = {
     "worker.app": "enqueue: the task names and per-task time limits a message needs",
     "worker.executor.canary": "the transcript-capture canary runs the external agent CLI once on this host",
     "worker.executor.external": "the canary needs the external executor's command line",
-    "worker.executor.harness_binary": "a harness run stops with BLOCKED_NO_HARNESS before dispatch if its binary is absent",
+    "worker.executor.harness_binary": "a harness run stops with BLOCKED_NO_HARNESS before dispatch without its binary",
     "worker.sandbox": "the embedded run's host check probes with the very bwrap command line the sandbox builds",
 }
 

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import tempfile
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -31,9 +32,57 @@ __all__ = [
     "CommandResult",
     "Sandbox",
     "SandboxLimits",
+    "WorkspaceUsage",
     "open_sandbox",
     "require_sandbox",
+    "workspace_usage",
 ]
+
+
+@dataclass(frozen=True)
+class WorkspaceUsage:
+    """What a workspace holds: allocated bytes and entries."""
+
+    bytes: int
+    files: int
+
+    def over(self, limits: SandboxLimits) -> str | None:
+        """Which quota is exceeded, as a sentence for the trajectory, or None."""
+        if self.bytes > limits.workspace_mb * 1024 * 1024:
+            return f"the workspace holds {self.bytes // (1024 * 1024)} MB, over its {limits.workspace_mb} MB quota"
+        if self.files > limits.workspace_files:
+            return f"the workspace holds {self.files} entries, over its {limits.workspace_files} quota"
+        return None
+
+
+def workspace_usage(root: Path, *, stop_after_files: int | None = None) -> WorkspaceUsage:
+    """Allocated bytes (``st_blocks``, so sparse files count as what they occupy) and entries under
+    ``root``, never following a link; stops counting past ``stop_after_files`` entries.
+
+    Each tool call is its own bwrap, so no per-sandbox tmpfs can hold the workspace's state
+    across calls; measuring after every call and ending the shard when a quota is exceeded
+    works for an unprivileged worker too. One call can still write up to what the filesystem
+    allows before it is measured (its processes' file size is bounded by ``file_size_mb``).
+    """
+    total = files = 0
+    stack = [str(root)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    files += 1
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += st.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue  # a folder the agent made unreadable: its content is not counted, the folder is
+        if stop_after_files is not None and files > stop_after_files:
+            break
+    return WorkspaceUsage(bytes=total, files=files)
 
 
 class Sandbox(Protocol):
