@@ -33,7 +33,7 @@ from schemas.trajectory import Trajectory
 from schemas.verdict import ShardGrade
 from testkit.offline_server import OfflineModelServer
 from worker.context import Context
-from worker.pipeline import execute_shard, grade_shard, reduce_run
+from worker.pipeline import execute_shard, grade_shard, reduce_stored_run
 
 GIT = ["git", "-c", "user.name=Ada", "-c", "user.email=ada@example.invalid", "-c", "commit.gpgsign=false"]
 EXECUTOR, JUDGE = "openai/exec-a", "openai/judge"
@@ -139,7 +139,7 @@ def run_pipeline(
         elif task == "grade":
             grade_shard(ctx, send, run_id, shard_id or "")
         else:
-            reduce_run(ctx, run_id)
+            reduce_stored_run(ctx, run_id)
     result = RunResult.model_validate_json(store.get(result_key(RUN_ID)))
     trajectories, grades, outcomes = {}, {}, {}
     for shard in plan.shards:
