@@ -8,6 +8,9 @@ Keys (prefix ``skill-eval:run:<run_id>``):
 - ``…:states`` hash: shard id -> state (the contract's strings).
 - ``…:leases`` sorted set: shard id -> lease expiry (ms); ``…:owners`` hash: shard id -> token;
   ``…:attempts`` hash: ``<shard>:<executing|grading>`` -> claims so far.
+- ``skill-eval:inflight:<queue>`` list (one per queue, fleet-wide): one ``<run>|<shard>`` entry per
+  leased shard, pushed by the claim and removed by whatever ends the lease (transition, reaper,
+  hand-back), so its length is the work in flight that an autoscaler adds to the queue's backlog.
   A worker executing or grading a shard refreshes its lease; the reaper returns shards whose
   lease expired (their worker died) to the previous state and re-enqueues them, so a dead
   worker costs about a lease period, not a broker visibility timeout.
@@ -22,16 +25,19 @@ from dataclasses import dataclass
 
 import redis
 
-from schemas.constants import KEY_PREFIX
+from schemas.constants import INFLIGHT_KEY, KEY_PREFIX, QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.status import TERMINAL_STATES, ShardState, may_transition
 
 ACTIVE_RUNS = KEY_PREFIX + ":runs"
 MAX_ATTEMPTS = 3
 """Claims of one shard into executing (or grading) before it is given up: a shard whose worker dies
 every time (a native crash, an OOM kill) would otherwise come back by its lease forever."""
+INFLIGHT_EXECUTE = INFLIGHT_KEY.format(queue=QUEUE_EXECUTE)
+INFLIGHT_GRADE = INFLIGHT_KEY.format(queue=QUEUE_GRADE)
 _TERMINAL_LUA = "{" + ",".join(f'["{s.value}"]=true' for s in TERMINAL_STATES) + "}"
 
-# KEYS: run, states, leases, owners. ARGV: shard, new, token ('' = no owner check), n_allowed, allowed...
+# KEYS: run, states, leases, owners, inflight execute, inflight grade.
+# ARGV: shard, new, token ('' = no owner check), n_allowed, allowed..., inflight entry
 _TRANSITION = f"""
 local terminal = {_TERMINAL_LUA}
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
@@ -44,6 +50,8 @@ if ARGV[3] ~= '' and redis.call('HGET', KEYS[4], ARGV[1]) ~= ARGV[3] then return
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
+if cur == 'executing' then redis.call('LREM', KEYS[5], 0, ARGV[5 + n]) end
+if cur == 'grading' then redis.call('LREM', KEYS[6], 0, ARGV[5 + n]) end
 local done, total = 0, tonumber(redis.call('HGET', KEYS[1], 'total') or '0')
 if terminal[ARGV[2]] and not terminal[cur] then
   done = redis.call('HINCRBY', KEYS[1], 'terminal', 1)
@@ -52,7 +60,7 @@ return {{1, cur, done, total}}
 """
 
 # Claim a shard for work: from -> to with a lease, or take over a lease that expired; count the attempt.
-# KEYS: states, leases, owners, attempts. ARGV: shard, from, to, token, ttl_ms
+# KEYS: states, leases, owners, attempts, inflight list of `to`. ARGV: shard, from, to, token, ttl_ms, entry
 _CLAIM = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -68,6 +76,8 @@ end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
 redis.call('HINCRBY', KEYS[4], ARGV[1] .. ':' .. ARGV[3], 1)
+redis.call('LREM', KEYS[5], 0, ARGV[6])
+redis.call('RPUSH', KEYS[5], ARGV[6])
 return {1, cur}
 """
 
@@ -81,7 +91,7 @@ return 1
 """
 
 # Return shards whose lease expired to the state before the leased one.
-# KEYS: states, leases, owners. ARGV: executing, queued, grading, executed
+# KEYS: states, leases, owners, inflight execute, inflight grade. ARGV: executing, queued, grading, executed, run
 _REAP = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -93,6 +103,8 @@ for _, shard in ipairs(expired) do
   if cur == ARGV[1] then back = ARGV[2] elseif cur == ARGV[3] then back = ARGV[4] end
   redis.call('ZREM', KEYS[2], shard)
   redis.call('HDEL', KEYS[3], shard)
+  redis.call('LREM', KEYS[4], 0, ARGV[5] .. '|' .. shard)
+  redis.call('LREM', KEYS[5], 0, ARGV[5] .. '|' .. shard)
   if back then
     redis.call('HSET', KEYS[1], shard, back)
     table.insert(out, shard)
@@ -102,6 +114,21 @@ end
 return out
 """
 
+# Hand a leased shard back (its worker is shutting down): the state before the leased one, no
+# lease, and the claim not counted as an attempt (a hand-back is a clean return, not a death).
+# KEYS: states, leases, owners, attempts, inflight list. ARGV: shard, token, leased, back, entry
+_RELEASE = """
+if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[2] then return 0 end
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[3] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+if tonumber(redis.call('HINCRBY', KEYS[4], ARGV[1] .. ':' .. ARGV[3], -1)) < 0 then
+  redis.call('HSET', KEYS[4], ARGV[1] .. ':' .. ARGV[3], 0)
+end
+redis.call('LREM', KEYS[5], 0, ARGV[5])
+return 1
+"""
 
 # KEYS: run, states, active, attempts. ARGV: run_id, queued, infra states...
 _REQUEUE = """
@@ -124,6 +151,15 @@ if #out > 0 then
 end
 return out
 """
+
+
+def inflight_entry(run_id: str, shard_id: str) -> str:
+    """A leased shard's entry in its queue's in-flight list."""
+    return f"{run_id}|{shard_id}"
+
+
+def _inflight_list(leased: ShardState) -> str:
+    return INFLIGHT_EXECUTE if leased is ShardState.EXECUTING else INFLIGHT_GRADE
 
 
 def _text(value: object) -> str:
@@ -151,6 +187,7 @@ class RunState:
         self._heartbeat = client.register_script(_HEARTBEAT)
         self._reap = client.register_script(_REAP)
         self._requeue = client.register_script(_REQUEUE)
+        self._release = client.register_script(_RELEASE)
 
     @staticmethod
     def _keys(run_id: str) -> tuple[str, str, str, str]:
@@ -211,10 +248,23 @@ class RunState:
         """Move ``src -> dst`` taking a lease, or take over ``dst`` whose lease expired."""
         run, states, leases, owners = self._keys(run_id)
         ok, _ = self._claim(
-            keys=[states, leases, owners, run + ":attempts"],
-            args=[shard_id, src.value, dst.value, token, int(ttl_s * 1000)],
+            keys=[states, leases, owners, run + ":attempts", _inflight_list(dst)],
+            args=[shard_id, src.value, dst.value, token, int(ttl_s * 1000), inflight_entry(run_id, shard_id)],
         )
         return bool(ok)
+
+    def release(self, run_id: str, shard_id: str, token: str) -> ShardState | None:
+        """Hand a shard we hold back (``executing -> queued``, ``grading -> executed``); the state to
+        re-send it in, or None when the lease is not ours any more (nothing was changed)."""
+        run, states, leases, owners = self._keys(run_id)
+        for leased, back in ((ShardState.EXECUTING, ShardState.QUEUED), (ShardState.GRADING, ShardState.EXECUTED)):
+            done = self._release(
+                keys=[states, leases, owners, run + ":attempts", _inflight_list(leased)],
+                args=[shard_id, token, leased.value, back.value, inflight_entry(run_id, shard_id)],
+            )
+            if done:
+                return back
+        return None
 
     def attempts(self, run_id: str, shard_id: str, leased: ShardState) -> int:
         """How many times the shard was claimed into ``leased`` (executing or grading), this claim included."""
@@ -230,7 +280,8 @@ class RunState:
         """Move the shard forward to ``new`` when allowed (and, with ``token``, when we hold its lease)."""
         allowed = [s.value for s in ShardState if may_transition(s, new)]
         moved, prev, done, total = self._transition(
-            keys=list(self._keys(run_id)), args=[shard_id, new.value, token, len(allowed), *allowed]
+            keys=[*self._keys(run_id), INFLIGHT_EXECUTE, INFLIGHT_GRADE],
+            args=[shard_id, new.value, token, len(allowed), *allowed, inflight_entry(run_id, shard_id)],
         )
         previous = ShardState(_text(prev)) if prev else None
         finished = bool(moved) and new.terminal and int(done) == int(total) and int(total) > 0
@@ -240,12 +291,13 @@ class RunState:
         """Return shards whose lease expired to the previous state; give back (shard, state) to re-enqueue."""
         _, states, leases, owners = self._keys(run_id)
         flat = self._reap(
-            keys=[states, leases, owners],
+            keys=[states, leases, owners, INFLIGHT_EXECUTE, INFLIGHT_GRADE],
             args=[
                 ShardState.EXECUTING.value,
                 ShardState.QUEUED.value,
                 ShardState.GRADING.value,
                 ShardState.EXECUTED.value,
+                run_id,
             ],
         )
         return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]

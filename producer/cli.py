@@ -19,6 +19,13 @@ from rich.table import Table
 
 from engine.settings import Settings
 from producer.embedded import worker_command
+from producer.fleet_checks import (
+    check_shard_timeout,
+    default_node_name,
+    node_health,
+    node_name_for_probe,
+    remember_node,
+)
 from producer.planning import new_run_id, plan_run, plan_summary
 from producer.repo import Repo
 from producer.runner import RunRequest, grade_recorded, requeue_failed, rereport, run_evaluation, run_status
@@ -154,6 +161,7 @@ def run(
         raise typer.Exit(ExitCode.BLOCKED)
     try:
         settings = _settings(broker_url=broker, store=store, sandbox=sandbox)
+        check_shard_timeout(shard_timeout, settings)
         if settings.sandbox is SandboxMode.BWRAP and not settings.broker_url and not dry_run:
             require_sandbox(SandboxMode.BWRAP)  # embedded run: this host executes; cluster workers check their own
         models_config = load_model_config(config, api_base)
@@ -301,23 +309,43 @@ def worker(
     store: StoreOpt = None,
     sandbox: SandboxOpt = None,
     loglevel: Annotated[str, typer.Option("--loglevel", help="Celery log level.")] = "INFO",
+    name: Annotated[str | None, typer.Option("--name", help="Node name (env SKILL_EVAL_NODE_NAME).")] = None,
+    health: Annotated[
+        bool, typer.Option("--health", help="Probe: exit 0 when this host's worker beats and consumes, else 1.")
+    ] = False,
 ) -> None:
     """Start a worker for a cluster (execute, grade and reduce queues by default)."""
     settings = _settings(broker_url=broker, store=store, sandbox=sandbox)
     if not settings.broker_url:
         err.print("CONFIG_ERROR: a worker needs --broker or SKILL_EVAL_BROKER_URL")
         raise typer.Exit(ExitCode.BLOCKED)
+    if health:
+        probe = node_name_for_probe(settings, name)
+        if not probe:
+            err.print("CONFIG_ERROR: no worker node to probe: pass --name or set SKILL_EVAL_NODE_NAME")
+            raise typer.Exit(ExitCode.BLOCKED)
+        verdict = node_health(settings, probe)
+        (out if verdict.ok else err).print(f"{probe}: {verdict.reason}", markup=False, highlight=False)
+        raise typer.Exit(ExitCode.PASS if verdict.ok else ExitCode.FAIL)
     unknown = set(queues.split(",")) - set(ALL_QUEUES)
     if unknown:
         err.print(f"CONFIG_ERROR: unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(ALL_QUEUES)}")
         raise typer.Exit(ExitCode.BLOCKED)
+    if settings.sandbox is SandboxMode.BWRAP and "execute" in queues.split(","):
+        try:  # an execute worker that cannot sandbox refuses to start; it never runs agents unconfined
+            require_sandbox(SandboxMode.BWRAP)
+        except SkillEvalError as exc:
+            raise fail(exc) from exc
+    node = name or settings.node_name or default_node_name()
+    remember_node(settings, node)
     env = {
         **os.environ,
         "SKILL_EVAL_BROKER_URL": settings.broker_url,
         "SKILL_EVAL_STORE": settings.store,
         "SKILL_EVAL_SANDBOX": settings.sandbox.value,
+        "SKILL_EVAL_NODE_NAME": node,
     }
-    cmd = worker_command(queues, concurrency, f"skill-eval-{os.getpid()}@%h", loglevel)
+    cmd = worker_command(queues, concurrency, node, loglevel)
     os.execvpe(cmd[0], cmd, env)
 
 

@@ -20,6 +20,10 @@ KEY_PREFIX: Final = "skill-eval"
 RUN_KEY: Final = KEY_PREFIX + ":run:{run_id}"  # hash: run manifest key, counters
 SHARD_STATE_KEY: Final = KEY_PREFIX + ":run:{run_id}:states"  # hash: shard id -> state
 LIMITER_KEY: Final = KEY_PREFIX + ":limit:{model}"
+# A list per queue with one entry per leased (executing or grading) shard: what autoscalers add to
+# the waiting messages, since Celery's queue list holds only messages not yet taken.
+INFLIGHT_KEY: Final = KEY_PREFIX + ":inflight:{queue}"
+NODE_KEY: Final = KEY_PREFIX + ":node:{node}"  # hash: a worker node's liveness record
 
 # --- Repo layout (the contract's file names) ----------------------------------------------
 EVALS_DIR: Final = "evals"

@@ -43,8 +43,15 @@ class Outcome:
 
 
 @contextmanager
-def heartbeat(ctx: Context, run_id: str, shard_id: str, token: str) -> Iterator[threading.Event]:
-    """Refresh the shard's lease while the body runs; the event is set if the lease was lost."""
+def heartbeat(
+    ctx: Context, run_id: str, shard_id: str, token: str, send: Send | None = None
+) -> Iterator[threading.Event]:
+    """Refresh the shard's lease while the body runs; the event is set if the lease was lost.
+
+    With ``send``, the shard is also handed back (lease released, message re-sent) when its node's
+    shutdown grace runs out (worker/shutdown.py); the event is then set as well."""
+    from worker.shutdown import watch_handback
+
     stop, lost = threading.Event(), threading.Event()
     ttl = ctx.settings.lease_ttl_s
 
@@ -59,11 +66,14 @@ def heartbeat(ctx: Context, run_id: str, shard_id: str, token: str) -> Iterator[
 
     thread = threading.Thread(target=beat, name=f"lease-{shard_id}", daemon=True)
     thread.start()
+    watcher = watch_handback(ctx, send, run_id, shard_id, token, stop, lost) if send else None
     try:
         yield lost
     finally:
         stop.set()
         thread.join(5)
+        if watcher is not None:
+            watcher.join(5)
 
 
 def still_ours(ctx: Context, run_id: str, shard_id: str, token: str) -> bool:
@@ -130,7 +140,7 @@ def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
         return
     bound = log.bind(run_id=run_id, shard_id=shard_id)
     manifest = ctx.manifest(run_id)
-    with heartbeat(ctx, run_id, shard_id, token) as lost:
+    with heartbeat(ctx, run_id, shard_id, token, send) as lost:
         try:
             trajectory = run_executor(ctx, manifest, shard_id)
         except BlockedError as exc:
@@ -228,7 +238,7 @@ def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
     shard = manifest.shard(shard_id)
     case = manifest.plan.bundle(shard.skill).corpus.case(shard.case_id)
     client = ctx.model_client(run_id)
-    with heartbeat(ctx, run_id, shard_id, token) as lost:
+    with heartbeat(ctx, run_id, shard_id, token, send) as lost:
         try:
             trajectory = Trajectory.model_validate_json(ctx.store.get(trajectory_key(run_id, shard_id)))
             if manifest.settings.calibrate:
