@@ -49,11 +49,13 @@ RUN if [ "$AGENT_HARNESSES" = 1 ]; then \
     fi
 # -------------------------------------------------------------------------------------------
 
-# Dependencies first (cached while only the code changes), then the product itself.
+# Dependencies first (cached while only the code changes), then the product itself; Flower for
+# the one-host compose's monitoring page.
 COPY pyproject.toml README.md /src/
 RUN python3 -m venv /opt/skill-eval \
  && mkdir -p /tmp/deps && cd /src \
  && python3 -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['dependencies']))" > /tmp/deps/requirements.txt \
+ && echo "flower>=2" >> /tmp/deps/requirements.txt \
  && /opt/skill-eval/bin/pip install -q -r /tmp/deps/requirements.txt \
  && rm -rf /tmp/deps
 COPY schemas /src/schemas
@@ -65,13 +67,15 @@ COPY worker /src/worker
 COPY prompts /src/prompts
 COPY testkit /src/testkit
 RUN /opt/skill-eval/bin/pip install -q --no-deps /src && rm -rf /src
+COPY deploy/entrypoint.sh /usr/local/bin/skill-eval-entrypoint
 
 # The image user. Producers and grade/reduce workers run as it; execute workers start as
 # root inside a user-namespaced container so each sandbox can drop to a throwaway uid
 # (never this one, never root): see docs/design/deployment.md.
 RUN useradd --uid 10001 --user-group --create-home --home-dir /home/skilleval skilleval \
  && mkdir -p /var/lib/skill-eval/work /var/lib/skill-eval/store \
- && chown -R 10001:10001 /var/lib/skill-eval
+ && chown -R 10001:10001 /var/lib/skill-eval \
+ && chmod 2775 /var/lib/skill-eval/store
 ENV SKILL_EVAL_WORKDIR=/var/lib/skill-eval/work \
     SKILL_EVAL_STORE=/var/lib/skill-eval/store
 USER 10001
@@ -79,5 +83,5 @@ WORKDIR /home/skilleval
 
 HEALTHCHECK --interval=30s --timeout=20s --start-period=60s --retries=3 \
   CMD ["skill-eval", "worker", "--health"]
-ENTRYPOINT ["tini", "--", "skill-eval"]
+ENTRYPOINT ["tini", "--", "skill-eval-entrypoint"]
 CMD ["worker"]
