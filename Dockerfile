@@ -36,6 +36,15 @@ ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
     SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 
+# Dependencies first (cached while only the code changes), then the product itself; Flower for
+# the one-host compose's monitoring page.
+COPY pyproject.toml /src/
+RUN python3 -m venv /opt/skill-eval \
+ && mkdir -p /tmp/deps && cd /src \
+ && python3 -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['dependencies']))" > /tmp/deps/requirements.txt \
+ && echo "flower>=2" >> /tmp/deps/requirements.txt \
+ && /opt/skill-eval/bin/pip install -q -r /tmp/deps/requirements.txt \
+ && rm -rf /tmp/deps
 # ---- OPTIONAL: pinned agent harnesses (Claude Code, Codex) --------------------------------
 # Off by default; `--build-arg AGENT_HARNESSES=1` installs Node.js from Debian and the two
 # pinned CLIs from the npm registry. They run only inside the sandbox, as a throwaway uid.
@@ -49,15 +58,7 @@ RUN if [ "$AGENT_HARNESSES" = 1 ]; then \
     fi
 # -------------------------------------------------------------------------------------------
 
-# Dependencies first (cached while only the code changes), then the product itself; Flower for
-# the one-host compose's monitoring page.
-COPY pyproject.toml README.md /src/
-RUN python3 -m venv /opt/skill-eval \
- && mkdir -p /tmp/deps && cd /src \
- && python3 -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['dependencies']))" > /tmp/deps/requirements.txt \
- && echo "flower>=2" >> /tmp/deps/requirements.txt \
- && /opt/skill-eval/bin/pip install -q -r /tmp/deps/requirements.txt \
- && rm -rf /tmp/deps
+COPY README.md /src/
 COPY schemas /src/schemas
 COPY engine /src/engine
 COPY harnesses /src/harnesses
