@@ -7,6 +7,7 @@ A worker node (one ``skill-eval worker`` process and its pool) keeps a hash at
 - ``consumed_ms``: Redis time the node last took a message off a queue (its start time before that);
 - ``slots`` / ``busy``: pool size and tasks running at the last beat;
 - ``queues``: comma-separated queues it consumes; ``max_shard_timeout_s``: its configured ceiling;
+- ``draining``: set to ``1`` when the node got SIGTERM and stopped consuming on purpose;
 - ``handback``: set to ``1`` when the node's shutdown grace is running out: every task it still runs
   releases its lease and re-sends its message, so another node runs the shard as a new attempt.
 
@@ -63,6 +64,7 @@ class NodeRecord:
     queues: tuple[str, ...]
     max_shard_timeout_s: float | None
     handback: bool
+    draining: bool = False
 
     @classmethod
     def from_hash(cls, name: str, raw: Mapping[bytes | str, bytes | str]) -> NodeRecord:
@@ -82,6 +84,7 @@ class NodeRecord:
             queues=tuple(q for q in get("queues").split(",") if q),
             max_shard_timeout_s=float(ceiling) if ceiling else None,
             handback=get("handback") == "1",
+            draining=get("draining") == "1",
         )
 
 
@@ -96,6 +99,7 @@ def assess(
 ) -> Health:
     """Is this node alive and consuming?
 
+    A node shutting down (``draining``) is healthy while it beats: it stopped consuming on purpose.
     Unhealthy when there is no record, when its heartbeat is older than ``stale_after_s``, or when
     it has a free slot while ``waiting`` messages sit on its queues and it has taken none for
     ``idle_after_s`` (the consumer is stuck, e.g. after a broker reconnect). A node with every slot
@@ -106,6 +110,8 @@ def assess(
     beat_age = (now_ms - record.beat_ms) / 1000
     if beat_age > stale_after_s:
         return Health(False, f"heartbeat stale: last beat {beat_age:.0f}s ago (limit {stale_after_s:.0f}s)")
+    if record.draining:
+        return Health(True, f"draining: shutting down, {record.busy}/{record.slots} busy")
     idle = (now_ms - record.consumed_ms) / 1000
     if record.busy < record.slots and waiting > 0 and idle > idle_after_s:
         return Health(
@@ -161,6 +167,9 @@ class Fleet:
 
     def forget(self, node: str) -> None:
         self.r.delete(node_key(node))
+
+    def mark_draining(self, node: str) -> None:
+        self.r.hset(node_key(node), "draining", "1")
 
     def request_handback(self, node: str) -> None:
         self.r.hset(node_key(node), "handback", "1")

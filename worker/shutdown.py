@@ -78,14 +78,26 @@ def watch_handback(
 
 
 def bound_warm_shutdown(ctx: Context, busy: Callable[[], int]) -> threading.Thread | None:
-    """Start the clock of a warm shutdown that began now (main process); None when unbounded."""
+    """Start the clock of a warm shutdown that began now (main process); None for an unnamed node.
+
+    The node's record is marked draining first, so the liveness probe does not fail a node that
+    stopped consuming on purpose. Without a grace period the wait stays unbounded (Celery's own).
+    """
     grace, node = ctx.settings.shutdown_grace_s, ctx.settings.node_name
-    if grace is None or not node:
+    if not node:
         return None
-    start, margin = time.monotonic(), margin_s(grace)
-    handback_at, cold_at = start + grace - margin, start + grace - margin / 2
+    start = time.monotonic()
+    margin = margin_s(grace) if grace is not None else 0.0
+    handback_at = start + (grace or 0.0) - margin
+    cold_at = start + (grace or 0.0) - margin / 2
 
     def clock() -> None:
+        try:
+            with_redis_retry(lambda: Fleet(ctx.redis).mark_draining(node))
+        except Exception as exc:
+            log.warning("could not mark the node draining", node=node, error=str(exc))
+        if grace is None:
+            return
         while time.monotonic() < handback_at:
             if not busy():
                 return  # every shard finished in time: Celery exits by itself

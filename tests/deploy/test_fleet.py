@@ -105,6 +105,8 @@ def record(**kw: object) -> NodeRecord:
         (record(consumed_ms=100_000 - 121_000, busy=2), 5, True, "2/2 busy"),  # fully busy: healthy
         (record(consumed_ms=100_000 - 121_000), 0, True, "0 waiting"),  # idle with nothing to do
         (record(consumed_ms=100_000 - 30_000), 5, True, "ok"),  # took one recently
+        (record(consumed_ms=100_000 - 121_000, draining=True), 5, True, "draining"),  # stopped on purpose
+        (record(beat_ms=100_000 - 61_000, draining=True), 5, False, "heartbeat stale"),
     ],
 )
 def test_the_health_rule(rec: NodeRecord | None, waiting: int, ok: bool, why: str) -> None:

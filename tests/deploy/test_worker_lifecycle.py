@@ -82,6 +82,8 @@ def test_sigterm_hands_a_long_shard_back_within_the_grace_and_it_runs_again_once
 
         sigterm = time.monotonic()
         leaving.terminate()
+        fleet = Fleet(redis.Redis.from_url(settings.broker_url or ""))
+        wait_until(lambda: getattr(fleet.record("leaving"), "draining", False), 5, what="the node marked draining")
         leaving.proc.wait(20)
         gone_after = time.monotonic() - sigterm
         wait_until(lambda: state.reduced(run_id), 60, what="run reduced on the staying node")
