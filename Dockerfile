@@ -46,12 +46,14 @@ RUN python3 -m venv /opt/skill-eval \
  && /opt/skill-eval/bin/pip install -q -r /tmp/deps/requirements.txt \
  && rm -rf /tmp/deps
 # ---- OPTIONAL: pinned agent harnesses (Claude Code, Codex) --------------------------------
-# Off by default; `--build-arg AGENT_HARNESSES=1` installs Node.js from Debian and the two
-# pinned CLIs from the npm registry. They run only inside the sandbox, as a throwaway uid.
+# Off by default (+1.5 GB, about 1.5 min here): `--build-arg AGENT_HARNESSES=1` installs npm from
+# Debian, Node.js 22 from the npm registry (Claude Code needs >= 22; bookworm has 18) and the two
+# pinned CLIs. They run only inside the sandbox, as a throwaway uid.
 ARG AGENT_HARNESSES=0
 RUN if [ "$AGENT_HARNESSES" = 1 ]; then \
       apt-get update \
       && apt-get install -y --no-install-recommends nodejs npm \
+      && npm install -g --no-fund --no-audit node@22 \
       && npm install -g --no-fund --no-audit @anthropic-ai/claude-code@2.1.328 @openai/codex@0.169.0 \
       && npm cache clean --force \
       && rm -rf /var/lib/apt/lists/* /root/.npm; \
