@@ -46,7 +46,7 @@ RUN python3 -m venv /opt/skill-eval \
  && /opt/skill-eval/bin/pip install -q -r /tmp/deps/requirements.txt \
  && rm -rf /tmp/deps
 # ---- OPTIONAL: pinned agent harnesses (Claude Code, Codex) --------------------------------
-# Off by default (+1.5 GB, about 1.5 min here): `--build-arg AGENT_HARNESSES=1` installs npm from
+# Off by default (+1.6 GB, 1.5 min to build here): `--build-arg AGENT_HARNESSES=1` installs npm from
 # Debian, Node.js 22 from the npm registry (Claude Code needs >= 22; bookworm has 18) and the two
 # pinned CLIs. They run only inside the sandbox, as a throwaway uid.
 ARG AGENT_HARNESSES=0
