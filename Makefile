@@ -40,7 +40,7 @@ test-fast: setup
 # container against a test Redis, refuse without the sandbox's privileges (tests/deploy/test_image.py).
 test-image: setup
 	bash deploy/ensure-docker.sh
-	SKILL_EVAL_IMAGE_TEST=1 $(BIN)/pytest -q -rP tests/deploy/test_image.py
+	SKILL_EVAL_IMAGE_TEST=1 $(BIN)/pytest -q -s tests/deploy/test_image.py
 
 check: setup
 	$(BIN)/ruff check .

@@ -5,6 +5,7 @@ bubblewrap as a throwaway uid; without the sandbox's privileges the container re
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import subprocess
@@ -62,52 +63,68 @@ def probing_scenario() -> dict[str, object]:
     return base
 
 
-def test_a_worker_container_executes_a_host_submitted_run_with_the_sandbox_on(
-    image: str, tmp_path: Path, broker: RedisServer, container_names: list[str]
+def test_worker_containers_execute_and_grade_a_host_submitted_run_with_the_sandbox_on(
+    image: str, tmp_path: Path, broker: RedisServer, container_names: list[str], aws_env: str
 ) -> None:
-    store = tmp_path / "store"
-    store.mkdir()
-    name = f"skill-eval-worker-{secrets.token_hex(4)}"
-    container_names.append(name)
+    """As deployed: an execute container (root in the container, the sandbox's privileges) and a
+    grade,reduce container (the image user, read-only root filesystem, no capabilities), both on the
+    host network, sharing an S3 store (moto over HTTP) and the test Redis."""
+    import boto3
+
+    boto3.client("s3", endpoint_url=aws_env).create_bucket(Bucket="skill-eval-image")
+    store = "s3://skill-eval-image/runs"
+    common = [
+        "--network", "host",
+        "-e", f"SKILL_EVAL_BROKER_URL={broker.url}", "-e", f"SKILL_EVAL_STORE={store}",
+        "-e", f"SKILL_EVAL_S3_ENDPOINT={aws_env}", "-e", "AWS_ACCESS_KEY_ID=testing",
+        "-e", "AWS_SECRET_ACCESS_KEY=testing", "-e", "AWS_DEFAULT_REGION=us-east-1",
+    ]  # fmt: skip
+    executor, grader = (f"skill-eval-{role}-{secrets.token_hex(4)}" for role in ("execute", "grade"))
+    container_names += [executor, grader]
     with OfflineModelServer(probing_scenario()) as model:
         docker(
-            "run", "-d", "--name", name, "--network", "host", *SANDBOX_PRIVILEGES,
-            "-v", f"{store}:{store}",
-            "-e", f"SKILL_EVAL_BROKER_URL={broker.url}", "-e", f"SKILL_EVAL_STORE={store}",
-            "-e", f"SKILL_EVAL_NODE_NAME={name}",
-            image, "worker", "--queues", "execute,grade,reduce", "--concurrency", "2",
+            "run", "-d", "--name", executor, *common, *SANDBOX_PRIVILEGES, "-e", f"SKILL_EVAL_NODE_NAME={executor}",
+            image, "worker", "--queues", "execute", "--concurrency", "2",
+        )  # fmt: skip
+        docker(
+            "run", "-d", "--name", grader, *common, "--user", "10001", "--read-only", "--cap-drop", "ALL",
+            "--security-opt", "no-new-privileges", "--tmpfs", "/tmp", "--tmpfs", "/var/lib/skill-eval/work:uid=10001,gid=10001",
+            "-e", f"SKILL_EVAL_NODE_NAME={grader}", "-e", "SKILL_EVAL_RUN_LOG=/var/lib/skill-eval/work/runs.log",
+            image, "worker", "--queues", "grade,reduce", "--concurrency", "4",
         )  # fmt: skip
         client = redis.Redis.from_url(broker.url)
-        wait_until(lambda: Fleet(client).record(name) is not None, 120, what="the container's worker beating")
+        for name in (executor, grader):
+            wait_until(lambda n=name: Fleet(client).record(n) is not None, 120, what=f"{name} beating")
 
         repo = make_corpus_repo(tmp_path / "repo", cases=2)
         done = subprocess.run(
             [
                 SKILL_EVAL, "run", SKILL, "--repo", str(repo), "--model", EXECUTOR, "--judge", JUDGE,
-                "--api-base", model.base_url, "--broker", broker.url, "--store", str(store),
+                "--api-base", model.base_url, "--broker", broker.url, "--store", store,
                 "--no-calibration", "--out", str(tmp_path / "reports"), "--shard-timeout", "120",
             ],
-            env={"PATH": str(Path(SKILL_EVAL).parent) + ":/usr/bin:/bin", "HOME": str(tmp_path),
-                 "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log")},
+            env={**os.environ, "HOME": str(tmp_path), "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log")},
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
-        logs = docker("logs", name).stderr
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:] + logs[-3000:]
-        probe = docker("exec", name, "skill-eval", "worker", "--health")
+        logs = {name: docker("logs", name).stdout + docker("logs", name).stderr for name in (executor, grader)}
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:] + str(logs)[-4000:]
+        probes = [docker("exec", name, "skill-eval", "worker", "--health", check=False) for name in (executor, grader)]
 
     (key,) = list(client.scan_iter("skill-eval:run:*:states"))
     run_id = key.decode().split(":")[2]
     states = RunState(client).states(run_id)
     assert set(states.values()) == {ShardState.GRADED}
-    assert logs.count('"shard finished"') == len(states), "every shard ended inside the container"
+    assert logs[executor].count("skill_eval.execute[") >= len(states), "the execute container ran the shards"
+    assert logs[grader].count('"shard finished"') == len(states) and '"run reduced"' in logs[grader]
     for shard_id in states:
-        trajectory = json.loads(open_store(str(store)).get(trajectory_key(run_id, shard_id)))
+        trajectory = json.loads(open_store(store).get(trajectory_key(run_id, shard_id)))
         seen = re.search(r"uid=(\d+) host=(\w+)", json.dumps(trajectory))
         assert seen is not None, "the probe's output is in the trajectory"
         assert seen[2] == "sandbox", "the command ran inside bubblewrap (its own UTS namespace)"
         uid = int(seen[1])
         assert uid not in (0, 10001), f"the agent ran as uid {uid}: never root, never the image user"
-    assert probe.returncode == 0 and "ok: beat" in probe.stdout
+    for probe in probes:
+        assert probe.returncode == 0 and "ok: beat" in probe.stdout, probe.stdout + probe.stderr
 
 
 @pytest.mark.parametrize("user", ["0", "10001"])
