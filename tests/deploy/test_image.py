@@ -88,7 +88,8 @@ def test_worker_containers_execute_and_grade_a_host_submitted_run_with_the_sandb
         )  # fmt: skip
         docker(
             "run", "-d", "--name", grader, *common, "--user", "10001", "--read-only", "--cap-drop", "ALL",
-            "--security-opt", "no-new-privileges", "--tmpfs", "/tmp", "--tmpfs", "/var/lib/skill-eval/work:uid=10001,gid=10001",
+            "--security-opt", "no-new-privileges",
+            "--tmpfs", "/tmp", "--tmpfs", "/var/lib/skill-eval/work:uid=10001,gid=10001",
             "-e", f"SKILL_EVAL_NODE_NAME={grader}", "-e", "SKILL_EVAL_RUN_LOG=/var/lib/skill-eval/work/runs.log",
             image, "worker", "--queues", "grade,reduce", "--concurrency", "4",
         )  # fmt: skip
