@@ -152,7 +152,34 @@ def _choose_uid() -> int | None:
         return None
     import secrets
 
-    return 2_000_000_000 + secrets.randbelow(100_000_000)
+    start, count = throwaway_uid_range()
+    return start + secrets.randbelow(count)
+
+
+_THROWAWAY = (2_000_000_000, 100_000_000)
+
+
+def throwaway_uid_range(uid_map: str | None = None) -> tuple[int, int]:
+    """(first, count) of the uids a root worker's sandboxes are drawn from.
+
+    ``2e9 + [0, 1e8)`` where this user namespace maps it (a host, a container sharing the host's
+    uids). A user-namespaced container (Kubernetes ``hostUsers: false``) maps only 65,536 ids, so
+    there: the upper half of its largest mapped range, below the 65534/65535 of ``nobody``
+    (docs/design/deployment.md). ``uid_map`` is ``/proc/self/uid_map``'s text.
+    """
+    if uid_map is None:
+        try:
+            uid_map = Path("/proc/self/uid_map").read_text()
+        except OSError:
+            return _THROWAWAY
+    ranges = [(int(f[0]), int(f[2])) for f in (line.split() for line in uid_map.splitlines()) if len(f) == 3]
+    lo, n = _THROWAWAY
+    if any(first <= lo and lo + n <= first + count for first, count in ranges):
+        return _THROWAWAY
+    first, count = max(ranges, key=lambda r: r[1], default=(0, 65536))
+    end = min(first + count, 65534) if first < 65534 else first + count
+    start = max(first + count // 2, 10002)
+    return start, max(1, end - start)
 
 
 def _chown_tree(root: Path, uid: int) -> None:
