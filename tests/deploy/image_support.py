@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.deploy.support import ROOT
 
 BASE_IMAGE = "skill-eval-base:bookworm"
-IMAGE = "skill-eval:test"
+IMAGE = "skill-eval-worker:test"
 # What bubblewrap needs in a container, and root so each sandbox drops to a throwaway uid
 # (docs/design/deployment.md). Without these the execute worker refuses to start.
 SANDBOX_PRIVILEGES = [

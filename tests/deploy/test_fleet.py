@@ -9,7 +9,8 @@ import time
 import pytest
 import redis
 
-from engine.fleet import Fleet, NodeRecord, assess, inflight_key, queue_list
+from engine.fleet import Fleet, NodeRecord, assess, queue_list
+from engine.keys import inflight_key, node_key
 from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
@@ -121,7 +122,7 @@ def test_a_beat_is_stamped_in_redis_time_and_read_back(redis_client: redis.Redis
     assert rec is not None and (rec.slots, rec.busy, rec.queues) == (4, 1, ("execute",))
     now = fleet.now_ms()
     assert 0 <= now - rec.beat_ms < 2000 and 9_000 <= rec.beat_ms - rec.consumed_ms <= 10_001
-    assert 0 < redis_client.ttl("skill-eval:node:a@h") <= 24 * 3600
+    assert 0 < redis_client.ttl(node_key("a@h")) <= 24 * 3600
     fleet.request_handback("a@h")
     assert fleet.handback_requested("a@h") and not fleet.handback_requested("b@h")
 
@@ -136,7 +137,7 @@ def test_a_run_longer_than_the_fleet_ceiling_is_refused_by_name(redis_client: re
     Fleet(redis_client).beat("low@h", slots=1, busy=0, queues=["execute"], consumed_ago_s=0, max_shard_timeout_s=600)
     with pytest.raises(ConfigError, match=r"live workers.* = 600"):
         check_shard_timeout(900, settings)
-    redis_client.hset("skill-eval:node:low@h", "beat_ms", 0)
+    redis_client.hset(node_key("low@h"), "beat_ms", 0)
     check_shard_timeout(900, settings)
     with pytest.raises(ConfigError, match="positive"):
         check_shard_timeout(0, settings)

@@ -16,6 +16,7 @@ import pytest
 import redis
 
 from engine.fleet import Fleet
+from engine.keys import run_keys
 from engine.redis_server import RedisServer
 from engine.state import RunState
 from engine.store import open_store
@@ -111,7 +112,7 @@ def test_worker_containers_execute_and_grade_a_host_submitted_run_with_the_sandb
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:] + str(logs)[-4000:]
         probes = [docker("exec", name, "skill-eval", "worker", "--health", check=False) for name in (executor, grader)]
 
-    (key,) = list(client.scan_iter("skill-eval:run:*:states"))
+    (key,) = list(client.scan_iter(run_keys("*").states))
     run_id = key.decode().split(":")[2]
     states = RunState(client).states(run_id)
     assert set(states.values()) == {ShardState.GRADED}

@@ -15,7 +15,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from engine.fleet import inflight_key, queue_list
+from engine.fleet import queue_list
+from engine.keys import inflight_key
 from engine.settings import Settings
 from schemas.constants import ALL_QUEUES, QUEUE_EXECUTE, QUEUE_GRADE
 from tests.deploy.support import COMPOSE, K8S, by_kind, config_value, container_args, flag, k8s_documents

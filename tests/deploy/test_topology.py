@@ -13,6 +13,7 @@ import redis
 import yaml
 
 from engine.fleet import Fleet
+from engine.keys import inflight_key, run_keys
 from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
@@ -70,13 +71,13 @@ def test_a_run_completes_on_two_workers_per_queue_over_an_append_only_redis(
         assert "verdict: PASS" in done.stdout
         client = redis.Redis.from_url(broker.url)
         state = RunState(client)
-        (run_id,) = [r for r in client.scan_iter("skill-eval:run:*:states")]
+        (run_id,) = [r for r in client.scan_iter(run_keys("*").states)]
         states = state.states(run_id.decode().split(":")[2])
         assert len(states) == 6 and set(states.values()) == {ShardState.GRADED}
         records = {r.name: r for r in Fleet(client).records()}
         assert set(records) == {n.name for n in nodes}
         assert records["worker-grade-0"].queues == ("grade", "reduce")
-        assert client.llen("skill-eval:inflight:execute") == 0 == client.llen("skill-eval:inflight:grade")
+        assert client.llen(inflight_key("execute")) == 0 == client.llen(inflight_key("grade"))
     assert (tmp_path / "redis" / "appendonlydir").is_dir() or list((tmp_path / "redis").glob("*.aof*"))
     took = [n.name for n in nodes if n.name.startswith("worker-execute") and "skill_eval.execute" in n.text()]
     assert took, "the execute nodes consumed the run's shards"
