@@ -117,7 +117,7 @@ def test_worker_containers_execute_and_grade_a_host_submitted_run_with_the_sandb
     states = RunState(client).states(run_id)
     assert set(states.values()) == {ShardState.GRADED}
     assert logs[executor].count("skill_eval.execute[") >= len(states), "the execute container ran the shards"
-    assert logs[grader].count('"shard finished"') == len(states) and '"run reduced"' in logs[grader]
+    assert logs[grader].count('"shard ended"') == len(states) and '"run reduced"' in logs[grader]
     for shard_id in states:
         trajectory = json.loads(open_store(store).get(trajectory_key(run_id, shard_id)))
         seen = re.search(r"uid=(\d+) host=(\w+)", json.dumps(trajectory))
