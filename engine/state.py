@@ -80,6 +80,14 @@ redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
 return 1
 """
 
+# Expire a lease now, only while ``token`` holds it. KEYS: leases, owners. ARGV: shard, token
+_EXPIRE = """
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[1], 'XX', 0, ARGV[1])
+return 1
+"""
+
 # Return shards whose lease expired to the state before the leased one.
 # KEYS: states, leases, owners. ARGV: executing, queued, grading, executed
 _REAP = """
@@ -150,6 +158,7 @@ class RunState:
         self._claim = client.register_script(_CLAIM)
         self._heartbeat = client.register_script(_HEARTBEAT)
         self._reap = client.register_script(_REAP)
+        self._expire = client.register_script(_EXPIRE)
         self._requeue = client.register_script(_REQUEUE)
 
     @staticmethod
@@ -225,6 +234,12 @@ class RunState:
         """Extend the lease; False when the lease is no longer ours (the shard was reclaimed)."""
         _, _, leases, owners = self._keys(run_id)
         return bool(self._heartbeat(keys=[leases, owners], args=[shard_id, token, int(ttl_s * 1000)]))
+
+    def expire_lease(self, run_id: str, shard_id: str, token: str) -> bool:
+        """Give up a lease ``token`` holds: its heartbeats and writes are refused from now on, and the
+        next reaper pass re-queues the shard (an abandoned task). False when ``token`` no longer held it."""
+        _, _, leases, owners = self._keys(run_id)
+        return bool(self._expire(keys=[leases, owners], args=[shard_id, token]))
 
     def transition(self, run_id: str, shard_id: str, new: ShardState, token: str = "") -> Transition:
         """Move the shard forward to ``new`` when allowed (and, with ``token``, when we hold its lease)."""

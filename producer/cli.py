@@ -49,7 +49,9 @@ JudgeOpt = Annotated[list[str] | None, typer.Option("--judge", help="Judge model
 OutOpt = Annotated[Path, typer.Option("--out", help="Report folder.")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Model config TOML (default ./skill-eval.toml).")]
 ApiBaseOpt = Annotated[str | None, typer.Option("--api-base", help="API base URL for every model of the run.")]
-WorkersOpt = Annotated[int, typer.Option("--workers", min=1, help="Embedded cluster: worker processes.")]
+WorkersOpt = Annotated[
+    int, typer.Option("--workers", min=1, help="Embedded cluster: shards in flight (threads of one worker process).")
+]
 BrokerOpt = Annotated[str | None, typer.Option("--broker", help="Redis URL of a cluster (env SKILL_EVAL_BROKER_URL).")]
 StoreOpt = Annotated[
     str | None, typer.Option("--store", help="Artifact store: folder or s3://... (env SKILL_EVAL_STORE).")
@@ -123,7 +125,7 @@ def run(
     out_dir: OutOpt = Path(DEFAULT_REPORT_DIR),
     config: ConfigOpt = None,
     api_base: ApiBaseOpt = None,
-    workers: WorkersOpt = 2,
+    workers: WorkersOpt = 8,
     broker: BrokerOpt = None,
     store: StoreOpt = None,
     sandbox: SandboxOpt = None,
@@ -252,7 +254,7 @@ def grade(
     out_dir: OutOpt = Path(DEFAULT_REPORT_DIR),
     config: ConfigOpt = None,
     api_base: ApiBaseOpt = None,
-    workers: WorkersOpt = 2,
+    workers: WorkersOpt = 8,
     broker: BrokerOpt = None,
     store: StoreOpt = None,
     strict_evidence: StrictEvidenceOpt = False,
@@ -296,7 +298,7 @@ def grade(
 @app.command()
 def worker(
     queues: Annotated[str, typer.Option("--queues", help="Comma-separated queues to consume.")] = ",".join(ALL_QUEUES),
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Worker processes.")] = 2,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Shards in flight (threads).")] = 8,
     broker: BrokerOpt = None,
     store: StoreOpt = None,
     sandbox: SandboxOpt = None,

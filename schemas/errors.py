@@ -19,7 +19,9 @@
     ├── InfraError                     the evaluator failed, not the skill; never a behavioural fail
     │   ├── ExecutorFailed             executor-failed
     │   ├── GraderMalformed            grader-malformed
-    │   └── GraderDispatchFailed       grader-dispatch-failed
+    │   ├── GraderDispatchFailed       grader-dispatch-failed
+    │   └── ShardDeadlineExceeded      a shard ran past its wall-clock deadline (the caller maps it
+    │                                  to executor-failed or grader-dispatch-failed)
     ├── ModelCallFailed                a model call failed after its retry budget (the caller maps
     │                                  it to executor-failed or grader-dispatch-failed)
     ├── ConfigError                    bad flags, settings or config file; exit code 2
@@ -134,6 +136,19 @@ class GraderMalformed(InfraError):
 class GraderDispatchFailed(InfraError):
     status = ShardState.GRADER_DISPATCH_FAILED.value
     state = ShardState.GRADER_DISPATCH_FAILED
+
+
+class ShardDeadlineExceeded(InfraError):
+    """A shard's task ran past its deadline and was interrupted (worker/deadline.py).
+
+    Raised asynchronously inside the task's thread, so it must be constructible without arguments.
+    """
+
+    status = "SHARD_DEADLINE_EXCEEDED"
+    state = ShardState.EXECUTOR_FAILED
+
+    def __init__(self, detail: str = "the shard ran past its wall-clock deadline and was interrupted") -> None:
+        super().__init__(detail)
 
 
 class ModelCallFailed(SkillEvalError):

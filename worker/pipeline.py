@@ -17,13 +17,14 @@ from dataclasses import dataclass
 import structlog
 
 from engine.state import MAX_ATTEMPTS
-from schemas.constants import KEY_PREFIX
+from schemas.constants import KEY_PREFIX, QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.errors import BlockedError, InfraError, ModelCallFailed, NoSandbox, SkillEvalError
 from schemas.manifest import RunManifest, calibration_key, grade_key, outcome_key, result_key, trajectory_key
 from schemas.shard import BASELINE_PREFIX
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Trajectory
 from worker.context import Context, with_redis_retry
+from worker.deadline import within_deadline
 
 log = structlog.get_logger("skill_eval.worker")
 
@@ -132,7 +133,8 @@ def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
     manifest = ctx.manifest(run_id)
     with heartbeat(ctx, run_id, shard_id, token) as lost:
         try:
-            trajectory = run_executor(ctx, manifest, shard_id)
+            with within_deadline(ctx, QUEUE_EXECUTE, run_id, shard_id, token):
+                trajectory = run_executor(ctx, manifest, shard_id)
         except BlockedError as exc:
             bound.warning("shard blocked", status=exc.status, detail=exc.detail)
             finish(ctx, send, run_id, shard_id, ShardState.BLOCKED, token, str(exc))
@@ -230,19 +232,20 @@ def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
     client = ctx.model_client(run_id)
     with heartbeat(ctx, run_id, shard_id, token) as lost:
         try:
-            trajectory = Trajectory.model_validate_json(ctx.store.get(trajectory_key(run_id, shard_id)))
-            if manifest.settings.calibrate:
-                for judge in manifest.plan.judges:
-                    ensure_calibrated(ctx, client, run_id, judge)
-            grade = grade_trajectory(
-                client,  # type: ignore[arg-type]
-                manifest.plan.judges,
-                case.assertions,
-                trajectory,
-                skill=shard.skill,
-                shard_id=shard_id,
-                strict_evidence=manifest.settings.strict_evidence,
-            )
+            with within_deadline(ctx, QUEUE_GRADE, run_id, shard_id, token):
+                trajectory = Trajectory.model_validate_json(ctx.store.get(trajectory_key(run_id, shard_id)))
+                if manifest.settings.calibrate:
+                    for judge in manifest.plan.judges:
+                        ensure_calibrated(ctx, client, run_id, judge)
+                grade = grade_trajectory(
+                    client,  # type: ignore[arg-type]
+                    manifest.plan.judges,
+                    case.assertions,
+                    trajectory,
+                    skill=shard.skill,
+                    shard_id=shard_id,
+                    strict_evidence=manifest.settings.strict_evidence,
+                )
         except SkillEvalError as exc:
             finish(ctx, send, run_id, shard_id, ShardState.GRADER_DISPATCH_FAILED, token, str(exc))
             return

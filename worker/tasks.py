@@ -7,7 +7,7 @@ import sys
 import threading
 
 import structlog
-from celery.signals import worker_process_init, worker_ready, worker_shutting_down
+from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutting_down
 
 from schemas.constants import KEY_PREFIX
 from schemas.status import ShardState
@@ -111,6 +111,24 @@ def _reaper_loop(period: float) -> None:
             reap_once()
         except Exception as exc:  # Redis restarting: try again next period
             log.warning("reaper pass failed", error=str(exc))
+
+
+HEAVY_MODULES = ("worker.models.client", "worker.executor.agent", "worker.grading.judge", "worker.workspace")
+"""Imported once per worker process as it starts (litellm alone takes seconds), not by the first shard."""
+
+
+def import_heavy_modules() -> None:
+    import importlib
+
+    for name in HEAVY_MODULES:
+        importlib.import_module(name)
+
+
+@worker_init.connect
+def _on_worker_init(**_: object) -> None:
+    # In the background: Celery connects to the broker meanwhile, and a shard that needs one of
+    # these first simply waits on the import lock.
+    threading.Thread(target=import_heavy_modules, name="import-heavy-modules", daemon=True).start()
 
 
 @worker_process_init.connect

@@ -1,0 +1,80 @@
+"""Per-shard deadlines on threads: the soft one interrupts the task's own thread, the hard one abandons it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from schemas.errors import InfraError, ShardDeadlineExceeded
+from worker.deadline import shard_deadline
+
+
+def busy(seconds: float) -> None:
+    """Pure Python work (no C call to wait on), as an agent loop or a parser would do."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def test_a_task_past_its_soft_deadline_is_interrupted_in_its_own_thread() -> None:
+    started = time.monotonic()
+    with pytest.raises(ShardDeadlineExceeded) as caught, shard_deadline(0.2, 10, what="t"):
+        busy(5)
+    assert time.monotonic() - started < 2
+    assert isinstance(caught.value, InfraError)  # the pipeline ends the shard as an infra failure
+    assert "deadline" in str(caught.value)
+
+
+def test_only_the_late_thread_is_interrupted_never_its_neighbours() -> None:
+    outcomes: dict[str, str] = {}
+
+    def shard(name: str, soft_s: float, work_s: float) -> None:
+        try:
+            with shard_deadline(soft_s, soft_s + 10, what=name):
+                busy(work_s)
+            outcomes[name] = "finished"
+        except ShardDeadlineExceeded:
+            outcomes[name] = "interrupted"
+
+    threads = [
+        threading.Thread(target=shard, args=("late", 0.2, 3)),
+        threading.Thread(target=shard, args=("prompt", 5, 0.6)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert outcomes == {"late": "interrupted", "prompt": "finished"}
+
+
+def test_a_task_that_ends_in_time_is_never_interrupted_afterwards() -> None:
+    with shard_deadline(0.3, 0.6, what="t"):
+        busy(0.05)
+    busy(1.0)  # past both deadlines, outside the block: nothing may surface here
+
+
+def test_a_thread_that_swallows_the_interruption_is_abandoned_at_the_hard_deadline() -> None:
+    abandoned = threading.Event()
+    with shard_deadline(0.1, 0.4, what="t", on_hard=abandoned.set):
+        end = time.monotonic() + 2
+        while time.monotonic() < end and not abandoned.is_set():
+            try:
+                busy(0.05)
+            except ShardDeadlineExceeded:
+                pass  # a careless handler deep in the task
+    assert abandoned.is_set()
+
+
+def test_the_hard_deadline_does_nothing_when_the_task_ended_in_time() -> None:
+    abandoned = threading.Event()
+    with shard_deadline(0.1, 0.2, what="t", on_hard=abandoned.set):
+        pass
+    time.sleep(0.4)
+    assert not abandoned.is_set()
+
+
+def test_a_hard_deadline_before_the_soft_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="before the soft"), shard_deadline(2, 1, what="t"):
+        pass
