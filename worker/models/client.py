@@ -15,6 +15,7 @@ import json
 import math
 import os
 import random
+import threading
 import time
 import warnings
 from typing import Any
@@ -106,10 +107,27 @@ def parse_reply(response: Any, attempts: int, cost_usd: float | None) -> ModelRe
     )
 
 
-def _cost(response: Any) -> float | None:
+_UNPRICED: set[str] = set()
+"""Models litellm has no price for, seen by this process: never looked up again (a failed lookup
+costs about a millisecond of fuzzy matching per call)."""
+
+
+def _cost(response: Any, model: str) -> float | None:
+    """The call's cost in USD, None when litellm has no price for ``model``.
+
+    litellm already prices every response in its own bookkeeping (``_hidden_params``); that
+    figure is reused rather than computed a second time.
+    """
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if "response_cost" in hidden:
+        cost = hidden["response_cost"]
+        return float(cost) if cost is not None else None
+    if model in _UNPRICED:
+        return None
     try:
         return float(litellm.completion_cost(completion_response=response))
     except Exception:  # litellm raises several kinds for unknown models; cost is then unknown
+        _UNPRICED.add(model)
         return None
 
 
@@ -138,12 +156,14 @@ class LiteLLMClient:
         self.redis = redis_client
         self.run_id = run_id
         self._limiters: dict[str, Limiter] = {}
+        self._lock = threading.Lock()
 
     def limiter(self, model: str) -> Limiter:
-        """The limiter of ``model`` (created on first use)."""
-        if model not in self._limiters:
-            self._limiters[model] = Limiter(self.redis, self.config.for_model(model), self.config.limiter)
-        return self._limiters[model]
+        """The limiter of ``model`` (created on first use, once even when threads race for it)."""
+        with self._lock:
+            if model not in self._limiters:
+                self._limiters[model] = Limiter(self.redis, self.config.for_model(model), self.config.limiter)
+            return self._limiters[model]
 
     def _credentials(self, limits: ModelLimits) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}
@@ -195,7 +215,7 @@ class LiteLLMClient:
                     if not is_retryable(err):
                         break
                 else:
-                    reply = parse_reply(response, attempt, _cost(response))
+                    reply = parse_reply(response, attempt, _cost(response, model))
                     lease.settle(reply.usage.total_tokens, success=True)
                     record_usage(
                         self.redis,
