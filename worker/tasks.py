@@ -118,10 +118,23 @@ HEAVY_MODULES = ("worker.models.client", "worker.executor.agent", "worker.gradin
 
 
 def import_heavy_modules() -> None:
+    """Import HEAVY_MODULES with the cyclic GC paused, then freeze what they built.
+
+    An import allocates hundreds of thousands of long-lived objects, and every collection on the
+    way walks all of them again: pausing the collector cuts litellm's import CPU by about a
+    quarter. Freezing moves them out of the collector's sight for the life of the process, so
+    later collections during shards stay cheap.
+    """
+    import gc
     import importlib
 
-    for name in HEAVY_MODULES:
-        importlib.import_module(name)
+    gc.disable()
+    try:
+        for name in HEAVY_MODULES:
+            importlib.import_module(name)
+    finally:
+        gc.enable()
+    gc.freeze()
 
 
 @worker_init.connect
