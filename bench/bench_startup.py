@@ -56,9 +56,10 @@ def main(argv: list[str] | None = None) -> int:
                 rss = statistics.median(r.peak_rss_mb for r in runs)
                 pss = statistics.median(r.peak_pss_mb for r in runs)
                 rows[c] = (first, rss, pss)
+                each = ", ".join(f"{r.first_call_s:.2f}" for r in runs)
                 print(
-                    f"concurrency {c:3d}: first model call {first:5.2f} s after the command started"
-                    f" (runs: {', '.join(f'{r.first_call_s:.2f}' for r in runs)}); peak {rss:4.0f} MB RSS / {pss:4.0f} MB PSS",
+                    f"concurrency {c:3d}: first model call {first:5.2f} s after the command started (runs: {each});"
+                    f" peak {rss:4.0f} MB RSS / {pss:4.0f} MB PSS",
                     flush=True,
                 )
     fast = all(first <= TARGET_FIRST_CALL_S for first, _, _ in rows.values())
