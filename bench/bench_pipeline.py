@@ -85,6 +85,8 @@ class Measured:
     """From the command's start to the first model request reaching the server."""
     model_phase_s: float
     """From the first model request to the last reply."""
+    tail_s: float
+    """From the last reply to the command's exit: the last judge's bookkeeping, reduce, reports, shutdown."""
     calls: int
     shards: int
     peak_rss_mb: float
@@ -140,6 +142,7 @@ def run_command(
         wall_s=done.wall_s,
         first_call_s=first_request - done.started,
         model_phase_s=float(stats["last_ok_at"]) - first_request,
+        tail_s=done.started + done.wall_s - float(stats["last_ok_at"]),
         calls=int(stats["ok"]),
         shards=int(done.stdout.split("cases: ", 1)[1].split()[0]) * epochs,
         peak_rss_mb=done.peak_rss_mb,
@@ -155,7 +158,8 @@ def report(runs: list[Measured], case: str, workers: int, latency_s: float) -> i
     ok = med["first_call_s"] <= TARGET_FIRST_CALL_S
     print(
         f"median of {len(runs)}: wall {med['wall_s']:.1f} s, first model call {med['first_call_s']:.2f} s after the"
-        f" command started (target <= {TARGET_FIRST_CALL_S:g}), peak memory of the process tree"
+        f" command started (target <= {TARGET_FIRST_CALL_S:g}), {med['tail_s']:.1f} s from the last reply to the exit,"
+        f" peak memory of the process tree"
         f" {med['peak_rss_mb']:.0f} MB RSS / {med['peak_pss_mb']:.0f} MB PSS ({med['processes']:.0f} processes)"
     )
     if case == "instant":

@@ -9,11 +9,16 @@ Memory is sampled from ``/proc`` every ``period_s`` over the command and all its
 * **PSS**: each shared page divided among the processes sharing it (``smaps_rollup``), the
   tree's real share of the machine's memory.
 
+A child that runs in its parent's address space (``subprocess`` vforks, and the child is
+sampled before its exec) is left out of both sums: it would show the parent's whole memory a
+second time (detected with ``kcmp(KCMP_VM)``).
+
 The peaks of both are reported; the peak is only as good as the sampling period.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import threading
@@ -39,15 +44,38 @@ def _children_map() -> dict[int, list[int]]:
     return children
 
 
+_SYS_KCMP = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)
+_KCMP_VM = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def shares_memory(pid: int, other: int) -> bool:
+    """True when ``pid`` runs in ``other``'s address space (a vfork child before its exec).
+
+    Such a child shows its parent's whole RSS and PSS; summing both would count them twice.
+    """
+    if _SYS_KCMP is None:
+        return False
+    return _libc.syscall(_SYS_KCMP, pid, other, _KCMP_VM, 0, 0) == 0
+
+
 def tree(root: int) -> list[int]:
-    """``root`` and every live descendant."""
+    """``root`` and every live descendant with an address space of its own."""
     children = _children_map()
     out, todo = [], [root]
     while todo:
         pid = todo.pop()
         out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
+        for child in children.get(pid, []):
+            todo.append(child)
+    return [p for p in out if p == root or not shares_memory(p, _parent(p))]
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _rss(pid: int) -> int:
@@ -67,6 +95,23 @@ def _pss(pid: int) -> int:
     return 0
 
 
+def _name(pid: int) -> str:
+    """A short program name: the script or module for Python, else the executable's name."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    words = [a.decode(errors="replace") for a in argv if a]
+    if not words:
+        return "?"
+    if Path(words[0]).name.startswith("python") and len(words) > 1:
+        rest = words[1:]
+        if rest[0] == "-m" and len(rest) > 1:
+            return rest[1]
+        return Path(rest[0]).name
+    return Path(words[0]).name
+
+
 @dataclass
 class TreeWatch:
     """Peaks of the process tree under ``root`` while it runs."""
@@ -76,13 +121,22 @@ class TreeWatch:
     peak_rss: int = 0
     peak_pss: int = 0
     peak_processes: int = 0
+    peak_breakdown: dict[str, float] = field(default_factory=dict)
+    """RSS in MB by program name at the RSS peak."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def sample(self) -> None:
         pids = tree(self.root)
         self.peak_processes = max(self.peak_processes, len(pids))
-        self.peak_rss = max(self.peak_rss, sum(_rss(p) for p in pids))
+        rss = {p: _rss(p) for p in pids}
+        if sum(rss.values()) > self.peak_rss:
+            self.peak_rss = sum(rss.values())
+            breakdown: dict[str, float] = {}
+            for pid, size in rss.items():
+                name = _name(pid)
+                breakdown[name] = breakdown.get(name, 0.0) + size / (1024 * 1024)
+            self.peak_breakdown = breakdown
         self.peak_pss = max(self.peak_pss, sum(_pss(p) for p in pids))
 
     def start(self) -> TreeWatch:
@@ -113,6 +167,8 @@ class Finished:
     peak_rss_mb: float
     peak_pss_mb: float
     peak_processes: int
+    peak_breakdown: dict[str, float]
+    """RSS in MB by program name at the RSS peak."""
 
 
 def run_watched(
@@ -149,4 +205,5 @@ def run_watched(
         peak_rss_mb=watch.peak_rss / mb,
         peak_pss_mb=watch.peak_pss / mb,
         peak_processes=watch.peak_processes,
+        peak_breakdown=watch.peak_breakdown,
     )
