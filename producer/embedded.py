@@ -112,10 +112,16 @@ class EmbeddedCluster:
         except OSError:
             return ""
 
-    def stop(self, timeout_s: float = 20.0) -> None:
+    def stop(self, timeout_s: float = 20.0, *, drained: bool = False) -> None:
+        """Stop the worker, then Redis, and remove the cluster's folder.
+
+        ``drained``: the run is over and no shard is running, so Celery's cold shutdown (SIGQUIT)
+        is enough; it skips the warm one's wait for the broker loop and the pool. Otherwise a warm
+        shutdown (SIGTERM) lets running tasks end, for ``timeout_s`` at most.
+        """
         if self.proc is not None and self.proc.poll() is None:
             try:
-                os.killpg(self.proc.pid, signal.SIGTERM)  # warm shutdown
+                os.killpg(self.proc.pid, signal.SIGQUIT if drained else signal.SIGTERM)
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -129,4 +135,4 @@ class EmbeddedCluster:
         return self.start()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self.stop()
+        self.stop(drained=e is None)  # leaving normally means the run was waited for and reduced
