@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
+import redis
 
+from engine.state import RunState
 from schemas.errors import InfraError, ShardDeadlineExceeded
+from schemas.status import ShardState
 from worker.deadline import shard_deadline
 
 
@@ -77,3 +82,29 @@ def test_the_hard_deadline_does_nothing_when_the_task_ended_in_time() -> None:
 def test_a_hard_deadline_before_the_soft_one_is_refused() -> None:
     with pytest.raises(ValueError, match="before the soft"), shard_deadline(2, 1, what="t"):
         pass
+
+
+def test_an_abandoned_shard_loses_its_lease_and_the_reaper_requeues_it(redis_client: redis.Redis) -> None:
+    state = RunState(redis_client)
+    state.register("run-d", ["s1"], "runs/run-d/manifest.json", "2026-01-01T00:00:00")
+    assert state.claim("run-d", "s1", ShardState.QUEUED, ShardState.EXECUTING, "stuck", 30)
+
+    def abandon() -> None:
+        state.expire_lease("run-d", "s1", "stuck")
+
+    with shard_deadline(0.1, 0.3, what="s1", on_hard=abandon):
+        end = time.monotonic() + 3
+        while time.monotonic() < end and state.heartbeat("run-d", "s1", "stuck", 30):
+            with contextlib.suppress(ShardDeadlineExceeded):  # a thread that will not stop
+                busy(0.05)
+    assert not state.heartbeat("run-d", "s1", "stuck", 30)  # its writes are refused from now on
+    assert state.reap("run-d") == [("s1", ShardState.QUEUED)]  # and the shard is back, long before 30 s
+
+
+def test_start_up_imports_litellm_once_and_freezes_it_out_of_the_collector() -> None:
+    code = (
+        "import gc, sys; from worker.warmup import import_heavy_modules; import_heavy_modules();"
+        "print('litellm' in sys.modules, gc.isenabled(), gc.get_freeze_count() > 10000)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90, check=True)
+    assert done.stdout.split() == ["True", "True", "True"]

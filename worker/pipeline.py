@@ -131,10 +131,9 @@ def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
         return
     bound = log.bind(run_id=run_id, shard_id=shard_id)
     manifest = ctx.manifest(run_id)
-    with heartbeat(ctx, run_id, shard_id, token) as lost:
+    with heartbeat(ctx, run_id, shard_id, token) as lost, within_deadline(ctx, QUEUE_EXECUTE, run_id, shard_id, token):
         try:
-            with within_deadline(ctx, QUEUE_EXECUTE, run_id, shard_id, token):
-                trajectory = run_executor(ctx, manifest, shard_id)
+            trajectory = run_executor(ctx, manifest, shard_id)
         except BlockedError as exc:
             bound.warning("shard blocked", status=exc.status, detail=exc.detail)
             finish(ctx, send, run_id, shard_id, ShardState.BLOCKED, token, str(exc))
@@ -230,22 +229,21 @@ def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
     shard = manifest.shard(shard_id)
     case = manifest.plan.bundle(shard.skill).corpus.case(shard.case_id)
     client = ctx.model_client(run_id)
-    with heartbeat(ctx, run_id, shard_id, token) as lost:
+    with heartbeat(ctx, run_id, shard_id, token) as lost, within_deadline(ctx, QUEUE_GRADE, run_id, shard_id, token):
         try:
-            with within_deadline(ctx, QUEUE_GRADE, run_id, shard_id, token):
-                trajectory = Trajectory.model_validate_json(ctx.store.get(trajectory_key(run_id, shard_id)))
-                if manifest.settings.calibrate:
-                    for judge in manifest.plan.judges:
-                        ensure_calibrated(ctx, client, run_id, judge)
-                grade = grade_trajectory(
-                    client,  # type: ignore[arg-type]
-                    manifest.plan.judges,
-                    case.assertions,
-                    trajectory,
-                    skill=shard.skill,
-                    shard_id=shard_id,
-                    strict_evidence=manifest.settings.strict_evidence,
-                )
+            trajectory = Trajectory.model_validate_json(ctx.store.get(trajectory_key(run_id, shard_id)))
+            if manifest.settings.calibrate:
+                for judge in manifest.plan.judges:
+                    ensure_calibrated(ctx, client, run_id, judge)
+            grade = grade_trajectory(
+                client,  # type: ignore[arg-type]
+                manifest.plan.judges,
+                case.assertions,
+                trajectory,
+                skill=shard.skill,
+                shard_id=shard_id,
+                strict_evidence=manifest.settings.strict_evidence,
+            )
         except SkillEvalError as exc:
             finish(ctx, send, run_id, shard_id, ShardState.GRADER_DISPATCH_FAILED, token, str(exc))
             return

@@ -113,35 +113,11 @@ def _reaper_loop(period: float) -> None:
             log.warning("reaper pass failed", error=str(exc))
 
 
-HEAVY_MODULES = ("worker.models.client", "worker.executor.agent", "worker.grading.judge", "worker.workspace")
-"""Imported once per worker process as it starts (litellm alone takes seconds), not by the first shard."""
-
-
-def import_heavy_modules() -> None:
-    """Import HEAVY_MODULES with the cyclic GC paused, then freeze what they built.
-
-    An import allocates hundreds of thousands of long-lived objects, and every collection on the
-    way walks all of them again: pausing the collector cuts litellm's import CPU by about a
-    quarter. Freezing moves them out of the collector's sight for the life of the process, so
-    later collections during shards stay cheap.
-    """
-    import gc
-    import importlib
-
-    gc.disable()
-    try:
-        for name in HEAVY_MODULES:
-            importlib.import_module(name)
-    finally:
-        gc.enable()
-    gc.freeze()
-
-
 @worker_init.connect
 def _on_worker_init(**_: object) -> None:
-    # In the background: Celery connects to the broker meanwhile, and a shard that needs one of
-    # these first simply waits on the import lock.
-    threading.Thread(target=import_heavy_modules, name="import-heavy-modules", daemon=True).start()
+    from worker.warmup import start_warmup
+
+    start_warmup()
 
 
 @worker_process_init.connect
