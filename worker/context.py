@@ -1,11 +1,14 @@
 """Per-process resources of a worker: Redis, the run state, the store, manifests, model clients.
 
-Built lazily in each worker process (after fork: sockets must not be shared across forks).
+Built lazily in each worker process (after fork: sockets must not be shared across forks) and
+shared by every shard the process runs on its threads: one Redis connection pool, one store,
+one model client per run (litellm's HTTP clients and the limiters with it), manifests read once.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import cached_property
 from typing import TypeVar
@@ -19,6 +22,7 @@ from engine.store import ArtifactStore, open_store
 from schemas.manifest import RunManifest, manifest_key
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 # Redis may restart under a running worker (a failover, an operator, a fault test): every
 # state operation retries connection errors for a while instead of failing the shard.
@@ -35,13 +39,30 @@ def with_redis_retry(fn: Callable[[], T]) -> T:
     return _redis_retry(fn)
 
 
+RUNS_KEPT = 16
+"""Runs whose manifest and model client a worker process keeps; a long-lived cluster worker serves
+many runs, and a manifest holds a whole plan. The least recently used run is dropped first (its
+next message reads the manifest again)."""
+
+
+def remember_recent(cache: OrderedDict[str, V], key: str, make: Callable[[], V]) -> V:
+    """``cache[key]``, made on a miss; the cache keeps the RUNS_KEPT most recently used keys."""
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    value = cache[key] = make()
+    while len(cache) > RUNS_KEPT:
+        cache.popitem(last=False)
+    return value
+
+
 class Context:
     """Lazily built resources shared by the tasks of one worker process."""
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
-        self._manifests: dict[str, RunManifest] = {}
-        self._clients: dict[str, object] = {}
+        self._manifests: OrderedDict[str, RunManifest] = OrderedDict()
+        self._clients: OrderedDict[str, object] = OrderedDict()
         self._lock = threading.RLock()
 
     @cached_property
@@ -60,34 +81,37 @@ class Context:
     def manifest(self, run_id: str) -> RunManifest:
         """The run's manifest, read from the store once per process."""
         with self._lock:
-            if run_id not in self._manifests:
-                raw = self.store.get(manifest_key(run_id))
-                self._manifests[run_id] = RunManifest.model_validate_json(raw)
-            return self._manifests[run_id]
+            return remember_recent(
+                self._manifests, run_id, lambda: RunManifest.model_validate_json(self.store.get(manifest_key(run_id)))
+            )
 
     def model_client(self, run_id: str) -> object:
         """The litellm client configured for this run (model table from the manifest)."""
         from schemas.model_config import ModelConfig
         from worker.models.client import LiteLLMClient
 
+        def make() -> object:
+            config = ModelConfig.model_validate(self.manifest(run_id).settings.models)
+            return LiteLLMClient(config, self.redis, run_id=run_id)
+
         with self._lock:
-            if run_id not in self._clients:
-                config = ModelConfig.model_validate(self.manifest(run_id).settings.models)
-                self._clients[run_id] = LiteLLMClient(config, self.redis, run_id=run_id)
-            return self._clients[run_id]
+            return remember_recent(self._clients, run_id, make)
 
 
 _context: Context | None = None
+_context_lock = threading.Lock()
 
 
 def context() -> Context:
-    """This process's Context (created on first use, after any fork)."""
+    """This process's Context (created on first use, after any fork; once, however many threads ask)."""
     global _context
-    if _context is None:
-        _context = Context()
-    return _context
+    with _context_lock:
+        if _context is None:
+            _context = Context()
+        return _context
 
 
 def reset_context() -> None:
     global _context
-    _context = None
+    with _context_lock:
+        _context = None
