@@ -1,7 +1,7 @@
 """Benchmark: how fast ``skill-eval run`` reaches its first model call, and how its memory grows
 with concurrency, on the embedded cluster.
 
-For each concurrency C a run of 2 x C shards (each three shell tool calls and an answer, then a
+For each concurrency C a run of 2 x C shards (at least 4) (each three shell tool calls and an answer, then a
 judge call, 1 s per model call) keeps C shards in flight for most of its life. Per C, medians of
 ``--repeat`` runs: seconds from the command's start to the first model request, and the peak
 memory of the command's whole process tree (RSS and PSS, see bench/proctree.py). Then the growth
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp)
         with OfflineModelServer(workload(args.latency, TOOL_CALLS)) as model:
             for c in sorted(args.concurrency):
-                repo = make_corpus_repo(root / f"repo-{c}", cases=c)
+                repo = make_corpus_repo(root / f"repo-{c}", cases=max(2, c))  # a corpus has at least 2 cases
                 runs = [
                     run_command(repo, root, work, model, epochs=2, workers=c, latency_s=args.latency, turns=TOOL_CALLS)
                     for _ in range(args.repeat)
