@@ -1,48 +1,57 @@
-"""Benchmark: whole runs through the embedded cluster (private Redis + ``celery worker`` processes +
-bwrap sandbox + the offline model server over HTTP), timed from submit to the reduced result.
+"""Benchmark: whole ``skill-eval run`` commands on the embedded cluster, timed from the command's start.
 
-Two cases:
+Each run is the real command line (``.venv/bin/skill-eval run ...``) as a user types it: the
+CLI plans, snapshots, starts its private redis-server and worker, submits, waits, reduces and
+writes the reports; the clock runs from just before the process starts to its exit. The models
+are the offline scripted server over HTTP, in this process (not part of the measured tree); the
+executor runs in bwrap. Judge calibration runs as by default (its calls count in the ideal).
 
-* ``instant``: the scripted executor answers at once and the judge decides at once; the figure is
-  shards per second end to end. Target: 10 shards/s or more for 500 shards on 2 cores.
-* ``latency``: every model call takes ``--latency`` seconds; the figure is wall time over the
-  ideal ``calls x latency / concurrency``. Target: 1.2 or less.
+Per shard the scripted executor makes ``--tool-calls`` shell tool calls and then answers, and
+one judge call grades it, so a shard makes ``tool-calls + 2`` model calls.
 
-Each shard makes two model calls (one executor turn, one judge call). A generated corpus of
-``--cases`` cases is run for ``--epochs`` epochs. The workers are started before the clock
-starts (a cluster is already up); ``--repeat`` runs give a median.
+* ``instant``: no latency; the figure is shards per second (target >= 25 on 2 cores), from the
+  command's start and between its first and last model call.
+* ``latency``: ``--latency`` seconds per model call; the figure is wall time over the ideal
+  ``calls x latency / concurrency`` (target <= 1.10), start-up and reports included.
+
+Every run also reports the seconds from the command's start to its first model call (target
+<= 5) and the peak memory of the command's whole process tree (RSS and PSS, see
+``bench/proctree.py``; target <= 600 MB at concurrency 16). ``--repeat`` runs give medians.
 
 Run::
 
-    .venv/bin/python bench/bench_pipeline.py instant --cases 50 --epochs 10 --workers 2
-    .venv/bin/python bench/bench_pipeline.py latency --cases 16 --epochs 6 --workers 16 --latency 1
+    .venv/bin/python bench/bench_pipeline.py latency --cases 16 --epochs 6 --tool-calls 3 --workers 8 --repeat 3
+    .venv/bin/python bench/bench_pipeline.py latency --cases 16 --epochs 6 --tool-calls 3 --workers 16 --repeat 3
+    .venv/bin/python bench/bench_pipeline.py instant --cases 50 --epochs 10 --workers 8 --repeat 3
+    .venv/bin/python bench/bench_pipeline.py profile --cases 20 --epochs 2
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-
-import redis
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.proctree import run_watched
 from engine.settings import Settings, default_work_root
-from engine.state import RunState
-from producer.embedded import EmbeddedCluster
-from schemas.status import ShardState
+from testkit.judge import calibration_judge_rules
 from testkit.offline_server import OfflineModelServer
-from tests.engine_support import make_corpus_repo, scenario, submit_run, wait_until
+from tests.engine_support import EXECUTOR, FINAL_TEXT, JUDGE, SKILL, make_corpus_repo, scenario, submit_run
 
-TARGET_SHARDS_PER_S = 10.0
-TARGET_LATENCY_RATIO = 1.2
-CALLS_PER_SHARD = 2
+ROOT = Path(__file__).resolve().parent.parent
+TARGET_SHARDS_PER_S = 25.0
+TARGET_LATENCY_RATIO = 1.10
+TARGET_FIRST_CALL_S = 5.0
 
 
 @contextlib.contextmanager
@@ -53,32 +62,132 @@ def work_root() -> Iterator[Path]:
         yield Path(work)
 
 
-def one_run(cluster: EmbeddedCluster, repo: Path, api_base: str, epochs: int) -> tuple[float, int]:
-    """Submit a run and wait for its reduced result; (seconds, shards)."""
-    settings = cluster.settings
-    state = RunState(redis.Redis.from_url(settings.broker_url or ""))
-    start = time.monotonic()
-    manifest = submit_run(repo, settings, api_base, epochs=epochs)
-    run_id = manifest.plan.run_id
-    wait_until(lambda: state.reduced(run_id), 3600, poll_s=0.05, what="run reduced")
-    elapsed = time.monotonic() - start
-    states = state.states(run_id)
-    bad = {k: v for k, v in states.items() if v is not ShardState.GRADED}
-    if bad:
-        raise SystemExit(f"run {run_id}: shards not graded: {len(bad)} e.g. {next(iter(bad.items()))}")
-    return elapsed, len(states)
+def workload(latency_s: float, tool_calls: int) -> dict[str, Any]:
+    """``tool_calls`` shell calls then the final answer, each after ``latency_s``; a judge that also calibrates."""
+    delay: dict[str, Any] = {"delay_s": latency_s} if latency_s else {}
+    steps = [
+        {"tool_calls": [{"name": "shell", "arguments": {"command": f"echo step {i + 1} && ls src"}}], **delay}
+        for i in range(tool_calls)
+    ]
+    base = scenario(executor_delay_s=latency_s, judge_delay_s=latency_s)
+    executor = {"name": "executor", "tools": True, "replies": [*steps, {"text": FINAL_TEXT, **delay}]}
+    base["rules"] = [base["rules"][0], executor]
+    base["judge"] = [*base["judge"], *calibration_judge_rules()]
+    return base
 
 
-def warm_up(cluster: EmbeddedCluster, root: Path, api_base: str, workers: int) -> None:
-    """One small run so every worker process has imported its modules and unpacked the snapshot."""
-    repo = make_corpus_repo(root / "warm", cases=max(2, workers))
-    one_run(cluster, repo, api_base, epochs=1)
+@dataclass(frozen=True)
+class Measured:
+    """One ``skill-eval run`` under the benchmark."""
+
+    wall_s: float
+    first_call_s: float
+    """From the command's start to the first model request reaching the server."""
+    model_phase_s: float
+    """From the first model request to the last reply."""
+    tail_s: float
+    """From the last reply to the command's exit: the last judge's bookkeeping, reduce, reports, shutdown."""
+    calls: int
+    shards: int
+    peak_rss_mb: float
+    peak_pss_mb: float
+    processes: int
+
+
+def run_command(
+    repo: Path,
+    root: Path,
+    work: Path,
+    model: OfflineModelServer,
+    *,
+    epochs: int,
+    workers: int,
+    latency_s: float,
+    turns: int,
+) -> Measured:
+    """One ``skill-eval run`` from a fresh store and report folder; raise SystemExit unless every shard was graded."""
+    model.reset()
+    tag = f"{time.monotonic_ns()}"
+    argv = [
+        str(Path(sys.executable).parent / "skill-eval"),
+        "run",
+        SKILL,
+        "--repo",
+        str(repo),
+        "--model",
+        EXECUTOR,
+        "--judge",
+        JUDGE,
+        "--epochs",
+        str(epochs),
+        "--api-base",
+        model.base_url,
+        "--workers",
+        str(workers),
+        "--max-turns",
+        str(turns + 2),
+        "--out",
+        str(root / f"reports-{tag}"),
+        "--store",
+        str(root / f"store-{tag}"),
+    ]
+    env = {**os.environ, "SKILL_EVAL_WORKDIR": str(work), "SKILL_EVAL_RUN_LOG": str(root / "runs.log")}
+    env.pop("SKILL_EVAL_BROKER_URL", None)
+    done = run_watched(argv, env=env, cwd=ROOT)
+    stats = model.stats()
+    if done.returncode != 0 or "not graded (infra): none" not in done.stdout:
+        raise SystemExit(f"run failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    first_request = float(stats["first_ok_at"]) - latency_s  # the server sleeps latency_s before replying
+    return Measured(
+        wall_s=done.wall_s,
+        first_call_s=first_request - done.started,
+        model_phase_s=float(stats["last_ok_at"]) - first_request,
+        tail_s=done.started + done.wall_s - float(stats["last_ok_at"]),
+        calls=int(stats["ok"]),
+        shards=int(done.stdout.split("cases: ", 1)[1].split()[0]) * epochs,
+        peak_rss_mb=done.peak_rss_mb,
+        peak_pss_mb=done.peak_pss_mb,
+        processes=done.peak_processes,
+    )
+
+
+def report(runs: list[Measured], case: str, workers: int, latency_s: float) -> int:
+    """Print the medians and whether they meet the targets; the exit code (0 when all do)."""
+    med = {k: statistics.median(getattr(r, k) for r in runs) for k in Measured.__dataclass_fields__}
+    shards, calls = runs[0].shards, runs[0].calls
+    ok = med["first_call_s"] <= TARGET_FIRST_CALL_S
+    print(
+        f"median of {len(runs)}: wall {med['wall_s']:.1f} s, first model call {med['first_call_s']:.2f} s after the"
+        f" command started (target <= {TARGET_FIRST_CALL_S:g}), {med['tail_s']:.1f} s from the last reply to the exit,"
+        f" peak memory of the process tree"
+        f" {med['peak_rss_mb']:.0f} MB RSS / {med['peak_pss_mb']:.0f} MB PSS ({med['processes']:.0f} processes)"
+    )
+    if case == "instant":
+        rate = shards / med["wall_s"]
+        phase = shards / med["model_phase_s"]
+        ok = ok and rate >= TARGET_SHARDS_PER_S
+        print(
+            f"instant model, {shards} shards, concurrency {workers}: {rate:.1f} shards/s from the command's start,"
+            f" {phase:.1f} shards/s in the model phase (target >= {TARGET_SHARDS_PER_S:g})"
+        )
+        return 0 if ok else 1
+    ideal = calls * latency_s / workers
+    ratio = med["wall_s"] / ideal
+    ok = ok and ratio <= TARGET_LATENCY_RATIO
+    print(
+        f"latency {latency_s:g} s, concurrency {workers}: ideal {ideal:.1f} s = {calls} calls x {latency_s:g} s"
+        f" / {workers}; wall/ideal {ratio:.2f} (target <= {TARGET_LATENCY_RATIO:.2f});"
+        f" model phase/ideal {med['model_phase_s'] / ideal:.2f}"
+    )
+    return 0 if ok else 1
 
 
 def profile(cases: int, epochs: int, top: int = 30) -> int:
     """cProfile of execute + grade for every shard of a run, in this process (no Celery): where a shard's time goes."""
     import cProfile
     import pstats
+
+    import redis
 
     from engine.redis_server import RedisServer
     from worker import pipeline
@@ -115,44 +224,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("case", choices=["instant", "latency", "profile"])
     parser.add_argument("--cases", type=int, default=50)
     parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--workers", type=int, default=2, help="worker processes of the embedded cluster")
+    parser.add_argument("--workers", type=int, default=8, help="--workers of skill-eval run: shards in flight")
     parser.add_argument("--latency", type=float, default=1.0, help="latency case: seconds per model call")
+    parser.add_argument("--tool-calls", type=int, default=0, help="shell tool calls per shard before the answer")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args(argv)
 
     if args.case == "profile":
         return profile(args.cases, args.epochs)
     latency = args.latency if args.case == "latency" else 0.0
+    runs = []
     with tempfile.TemporaryDirectory(prefix="skill-eval-bench-") as tmp, work_root() as work:
         root = Path(tmp)
         repo = make_corpus_repo(root / "repo", cases=args.cases)
-        settings = Settings(store=str(root / "store"), workdir=work, broker_url=None)
-        with (
-            OfflineModelServer(scenario(executor_delay_s=latency, judge_delay_s=latency)) as model,
-            EmbeddedCluster(settings, workers=args.workers, log_path=root / "worker.log") as cluster,
-        ):
-            warm_up(cluster, root, model.base_url, args.workers)
-            times = []
+        with OfflineModelServer(workload(latency, args.tool_calls)) as model:
             for i in range(args.repeat):
-                elapsed, shards = one_run(cluster, repo, model.base_url, args.epochs)
-                times.append(elapsed)
-                print(f"run {i + 1}: {shards} shards in {elapsed:.1f} s ({shards / elapsed:.1f} shards/s)", flush=True)
-            if not cluster.alive():
-                print(cluster.log_tail(), file=sys.stderr)
-                return 1
-    median = statistics.median(times)
-    print(f"workers={args.workers} shards={shards} median={median:.2f} s")
-    if args.case == "instant":
-        rate = shards / median
-        print(f"instant model: {rate:.1f} shards/s (target >= {TARGET_SHARDS_PER_S:.0f})")
-        return 0 if rate >= TARGET_SHARDS_PER_S else 1
-    ideal = shards * CALLS_PER_SHARD * latency / args.workers
-    ratio = median / ideal
-    print(
-        f"latency {latency:g} s: ideal {ideal:.1f} s = {shards * CALLS_PER_SHARD} calls x {latency:g} s"
-        f" / {args.workers} workers; wall/ideal {ratio:.2f} (target <= {TARGET_LATENCY_RATIO})"
-    )
-    return 0 if ratio <= TARGET_LATENCY_RATIO else 1
+                m = run_command(
+                    repo,
+                    root,
+                    work,
+                    model,
+                    epochs=args.epochs,
+                    workers=args.workers,
+                    latency_s=latency,
+                    turns=args.tool_calls,
+                )
+                runs.append(m)
+                print(
+                    f"run {i + 1}: {m.shards} shards, {m.calls} calls in {m.wall_s:.1f} s; first call at"
+                    f" {m.first_call_s:.2f} s; peak {m.peak_rss_mb:.0f} MB RSS / {m.peak_pss_mb:.0f} MB PSS",
+                    flush=True,
+                )
+    return report(runs, args.case, args.workers, latency)
 
 
 if __name__ == "__main__":

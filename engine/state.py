@@ -95,6 +95,14 @@ redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
 return 1
 """
 
+# Expire a lease now, only while ``token`` holds it. KEYS: leases, owners. ARGV: shard, token
+_EXPIRE = """
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[1], 'XX', 0, ARGV[1])
+return 1
+"""
+
 # Return shards whose lease expired to the state before the leased one.
 # KEYS: states, leases, owners, unsent, inflight execute, inflight grade.
 # ARGV: executing, queued, grading, executed, run
@@ -245,6 +253,7 @@ class RunState:
         self._release = client.register_script(_RELEASE)
         self._requeue_shards = client.register_script(_REQUEUE_SHARDS)
         self._unsent = client.register_script(_UNSENT)
+        self._expire = client.register_script(_EXPIRE)
 
     @staticmethod
     def _keys(run_id: str) -> RunKeys:
@@ -334,6 +343,12 @@ class RunState:
         """Extend the lease; False when the lease is no longer ours (the shard was reclaimed)."""
         k = self._keys(run_id)
         return bool(self._heartbeat(keys=[k.leases, k.owners], args=[shard_id, token, int(ttl_s * 1000)]))
+
+    def expire_lease(self, run_id: str, shard_id: str, token: str) -> bool:
+        """Give up a lease ``token`` holds: its heartbeats and writes are refused from now on, and the
+        next reaper pass re-queues the shard (an abandoned task). False when ``token`` no longer held it."""
+        k = self._keys(run_id)
+        return bool(self._expire(keys=[k.leases, k.owners], args=[shard_id, token]))
 
     def transition(self, run_id: str, shard_id: str, new: ShardState, token: str = "") -> Transition:
         """Move the shard forward to ``new`` when allowed (and, with ``token``, when we hold its lease)."""

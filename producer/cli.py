@@ -99,7 +99,10 @@ ApiBaseOpt = Annotated[
     str | None, typer.Option("--api-base", help="API base URL for every model of the run.", rich_help_panel=MODELS)
 ]
 WorkersOpt = Annotated[
-    int, typer.Option("--workers", min=1, help="Embedded cluster: worker processes.", rich_help_panel=WHERE)
+    int,
+    typer.Option(
+        "--workers", min=1, help="Embedded cluster: shards in flight (threads of one worker).", rich_help_panel=WHERE
+    ),
 ]
 BrokerOpt = Annotated[
     str | None,
@@ -223,7 +226,7 @@ def run(
         float,
         typer.Option("--shard-timeout", help="Executor wall clock per shard, seconds.", rich_help_panel=WHERE),
     ] = 900.0,
-    workers: WorkersOpt = 2,
+    workers: WorkersOpt = 8,
     broker: BrokerOpt = None,
     store: StoreOpt = None,
     detach: DetachOpt = False,
@@ -350,7 +353,7 @@ def grade(
     repo: RepoOpt = Path("."),
     config: ConfigOpt = None,
     api_base: ApiBaseOpt = None,
-    workers: WorkersOpt = 2,
+    workers: WorkersOpt = 8,
     broker: BrokerOpt = None,
     store: StoreOpt = None,
     detach: DetachOpt = False,
@@ -395,7 +398,7 @@ def grade(
 @app.command()
 def worker(
     queues: Annotated[str, typer.Option("--queues", help="Comma-separated queues to consume.")] = ",".join(ALL_QUEUES),
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Worker processes.")] = 2,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Shards in flight (threads).")] = 8,
     broker: BrokerOpt = None,
     store: StoreOpt = None,
     sandbox: SandboxOpt = None,

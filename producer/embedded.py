@@ -1,7 +1,12 @@
-"""The embedded one-host cluster: a private redis-server and Celery worker processes.
+"""The embedded one-host cluster: a private redis-server and one Celery worker process.
 
 With no broker given, ``skill-eval run`` starts this, runs the same tasks through the same
 queues as a cluster would, and stops everything afterwards. One code path.
+
+The worker runs its shards on threads (``-P threads -c N``): a shard's time is spent waiting
+on model calls and sandbox subprocesses, so N shards in flight need N threads, not N
+processes each importing litellm (~4 s and ~220 MB apiece). The worker imports the heavy
+modules in the background as it starts (worker/tasks.py), while Celery connects.
 """
 
 from __future__ import annotations
@@ -22,7 +27,11 @@ from schemas.constants import ALL_QUEUES
 
 
 def worker_command(queues: str, concurrency: int, name: str, loglevel: str = "WARNING") -> list[str]:
-    """The ``celery worker`` command line used by the embedded cluster and ``skill-eval worker``."""
+    """The ``celery worker`` command line used by the embedded cluster and ``skill-eval worker``.
+
+    ``concurrency`` is shards in flight: threads of one process. Prefetch is multiplier x
+    concurrency, so with a multiplier of one the node reserves exactly the messages it runs.
+    """
     return [
         sys.executable,
         "-m",
@@ -35,7 +44,7 @@ def worker_command(queues: str, concurrency: int, name: str, loglevel: str = "WA
         "-c",
         str(concurrency),
         "-P",
-        "prefork",
+        "threads",
         "-n",
         name,
         "--prefetch-multiplier",
@@ -49,7 +58,7 @@ def worker_command(queues: str, concurrency: int, name: str, loglevel: str = "WA
 
 
 class EmbeddedCluster:
-    """Redis + one Celery worker node with ``workers`` processes, on this machine."""
+    """Redis + one Celery worker node running ``workers`` shards at once on threads, on this machine."""
 
     def __init__(self, settings: Settings, workers: int = 2, log_path: Path | None = None) -> None:
         self.base = settings
@@ -103,10 +112,16 @@ class EmbeddedCluster:
         except OSError:
             return ""
 
-    def stop(self, timeout_s: float = 20.0) -> None:
+    def stop(self, timeout_s: float = 20.0, *, drained: bool = False) -> None:
+        """Stop the worker, then Redis, and remove the cluster's folder.
+
+        ``drained``: the run is over and no shard is running, so Celery's cold shutdown (SIGQUIT)
+        is enough; it skips the warm one's wait for the broker loop and the pool. Otherwise a warm
+        shutdown (SIGTERM) lets running tasks end, for ``timeout_s`` at most.
+        """
         if self.proc is not None and self.proc.poll() is None:
             try:
-                os.killpg(self.proc.pid, signal.SIGTERM)  # warm shutdown
+                os.killpg(self.proc.pid, signal.SIGQUIT if drained else signal.SIGTERM)
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -120,4 +135,4 @@ class EmbeddedCluster:
         return self.start()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self.stop()
+        self.stop(drained=e is None)  # leaving normally means the run was waited for and reduced

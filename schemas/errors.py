@@ -22,6 +22,8 @@
     ├── InfraError                     the evaluator failed, not the skill; never a behavioural fail
     │   ├── ExecutorFailed             executor-failed
     │   └── BudgetExhausted            budget-exhausted (the run's cap, or the model's credit, is spent)
+    ├── ShardDeadlineExceeded          a shard ran past its wall-clock deadline (ends in its phase's
+    │                                  infra failure: executor-failed or grader-dispatch-failed)
     ├── ModelCallFailed                a model call failed after its retry budget (the caller maps
     │   │                              it to executor-failed or grader-dispatch-failed)
     │   └── ContextOverflow            the agent's conversation outgrew the context: behaviour
@@ -158,6 +160,20 @@ class BudgetExhausted(InfraError):
 
     status = ShardState.BUDGET_EXHAUSTED.value
     state = ShardState.BUDGET_EXHAUSTED
+
+
+class ShardDeadlineExceeded(SkillEvalError):
+    """A shard's task ran past its deadline and was interrupted (worker/deadline.py).
+
+    Raised asynchronously inside the task's thread, so it must be constructible without arguments.
+    Not an ``InfraError`` with a fixed state: it ends the shard in the infra failure of the phase
+    it interrupted (``executor-failed`` while executing, ``grader-dispatch-failed`` while grading).
+    """
+
+    status = "SHARD_DEADLINE_EXCEEDED"
+
+    def __init__(self, detail: str = "the shard ran past its wall-clock deadline and was interrupted") -> None:
+        super().__init__(detail)
 
 
 class ModelCallFailed(SkillEvalError):

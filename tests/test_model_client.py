@@ -258,3 +258,18 @@ def _as_error(attrs: SimpleNamespace) -> Exception:
     err = Exception("status")
     err.status_code = attrs.status_code  # type: ignore[attr-defined]
     return err
+
+
+def test_a_priced_model_reports_the_cost_litellm_computes_for_its_tokens(
+    server: OfflineModelServer, redis_client: redis.Redis
+) -> None:
+    import litellm
+
+    client = make_client(redis_client, server.base_url)
+    reply = client.complete("openai/gpt-4o-mini", [{"role": "user", "content": "hello"}])
+    prompt, completion = litellm.cost_per_token(
+        model="gpt-4o-mini", prompt_tokens=reply.usage.prompt_tokens, completion_tokens=reply.usage.completion_tokens
+    )
+    assert reply.usage.cost_usd == pytest.approx(prompt + completion)
+    assert reply.usage.cost_usd > 0
+    assert ask(client, "again").usage.cost_usd is None  # an unpriced model stays unpriced, call after call

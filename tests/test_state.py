@@ -241,3 +241,17 @@ def test_a_shard_whose_worker_died_max_attempts_times_is_given_up_as_an_infra_fa
     outcome = load_outcome(ctx.store, RUN, "s1")
     assert outcome is not None and "died 3 times" in outcome.detail
     assert sent == [("reduce", RUN, None)]
+
+
+def test_an_abandoned_lease_refuses_its_holder_and_is_reaped_at_once(redis_client: redis.Redis) -> None:
+    state = _state(redis_client)
+    assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "stuck", 30)
+    assert not state.expire_lease(RUN, "s1", "someone-else")  # only the holder's token gives it up
+    assert state.heartbeat(RUN, "s1", "stuck", 30)
+    assert state.expire_lease(RUN, "s1", "stuck")
+    assert not state.heartbeat(RUN, "s1", "stuck", 30)  # the stuck thread can neither renew ...
+    assert not state.transition(RUN, "s1", S.EXECUTED, "stuck").moved  # ... nor write
+    assert state.reap(RUN) == [("s1", S.QUEUED)]  # long before its 30 s lease would have lapsed
+    assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "next", 30)
+    assert not state.expire_lease(RUN, "s1", "stuck")  # a late hard deadline cannot hit the new owner
+    assert state.heartbeat(RUN, "s1", "next", 30)

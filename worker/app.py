@@ -1,9 +1,15 @@
 """The Celery app. Settings chosen for long, expensive, idempotent tasks (docs/design/engine.md).
 
-- late acks + reject on worker loss: a task whose worker dies is redelivered, never lost;
-- prefetch of one: a worker holds only what it runs, so queue depth (what autoscalers read)
-  is the real backlog and a slow shard never strands others behind it;
-- prefork pool only: gevent/eventlet pools break late-ack handling on the Redis broker;
+- the threads pool: a shard mostly waits (model calls, sandbox subprocesses), so one process
+  runs ``-c N`` shards on N threads, importing litellm once (producer/embedded.py);
+- late acks: a message is acked after its task ran. A worker process that dies takes its
+  in-flight shards with it; their leases lapse and the reaper re-queues them (engine/state.py).
+  ``task_reject_on_worker_lost`` only matters to a prefork pool and is kept for one;
+- prefetch multiplier one: Celery reserves ``multiplier x concurrency`` messages, so with N
+  threads a worker holds exactly the N it runs; queue depth (what autoscalers read) is the real
+  backlog and a slow shard never strands others behind it;
+- deadlines: the threads pool ignores Celery's time limits, so the tasks enforce their own
+  (worker/deadline.py); ``time_limits`` still rides on each message for a prefork pool;
 - no result backend: shard state lives in our own Redis keys (engine/state.py), and runs
   finish through an atomic counter rather than chords.
 """
@@ -15,7 +21,9 @@ from kombu import Exchange, Queue  # type: ignore[attr-defined]  # kombu re-expo
 
 from engine.settings import Settings
 from schemas.constants import ALL_QUEUES, QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE
-from schemas.manifest import RunManifest
+from worker.deadline import time_limits
+
+__all__ = ["TASK_EXECUTE", "TASK_GRADE", "TASK_NAMES", "TASK_REDUCE", "app", "make_app", "time_limits"]
 
 TASK_EXECUTE = "skill_eval.execute"
 TASK_GRADE = "skill_eval.grade"
@@ -23,22 +31,6 @@ TASK_REDUCE = "skill_eval.reduce"
 TASK_PREFLIGHT = "skill_eval.preflight"
 """Sent to whichever queue must check its models; not routed by name."""
 TASK_NAMES = {QUEUE_EXECUTE: TASK_EXECUTE, QUEUE_GRADE: TASK_GRADE, QUEUE_REDUCE: TASK_REDUCE}
-
-
-def time_limits(manifest: RunManifest | None, kind: str) -> tuple[float, float]:
-    """(soft, hard) time limits of a task; both stay well below the broker visibility timeout.
-
-    ``manifest`` is needed for ``execute`` only (its shards' wall clock).
-    """
-    if kind == QUEUE_EXECUTE:
-        if manifest is None:
-            raise ValueError("an execute task's time limit needs the run's manifest")
-        soft = manifest.settings.budget.wall_clock_s + 120.0  # workspace, final files, trajectory upload
-    elif kind == QUEUE_GRADE:
-        soft = 900.0  # judge calls with retries and one re-ask each, plus calibration
-    else:
-        soft = 600.0
-    return soft, soft + 60.0
 
 
 def make_app(settings: Settings | None = None) -> Celery:

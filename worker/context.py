@@ -1,6 +1,8 @@
 """Per-process resources of a worker: Redis, the run state, the store, manifests, model clients.
 
-Built lazily in each worker process (after fork: sockets must not be shared across forks).
+Built lazily in each worker process (after fork: sockets must not be shared across forks) and
+shared by every shard the process runs on its threads: one Redis connection pool, one store,
+one model client per run (litellm's HTTP clients and the limiters with it), manifests read once.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import redis
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
@@ -20,6 +22,7 @@ from engine.store import ArtifactStore, open_store
 from schemas.manifest import RunManifest, manifest_key
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 # Redis may restart under a running worker (a failover, an operator, a fault test): every
 # state operation retries connection errors for a while instead of failing the shard.
@@ -34,6 +37,23 @@ _redis_retry = Retrying(
 def with_redis_retry(fn: Callable[[], T]) -> T:
     """Call ``fn``, retrying Redis connection errors for up to two minutes."""
     return _redis_retry(fn)
+
+
+RUNS_KEPT = 16
+"""Runs whose manifest and model client a worker process keeps; a long-lived cluster worker serves
+many runs, and a manifest holds a whole plan. The least recently used run is dropped first (its
+next message reads the manifest again)."""
+
+
+def remember_recent(cache: OrderedDict[str, V], key: str, make: Callable[[], V]) -> V:
+    """``cache[key]``, made on a miss; the cache keeps the RUNS_KEPT most recently used keys."""
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    value = cache[key] = make()
+    while len(cache) > RUNS_KEPT:
+        cache.popitem(last=False)
+    return value
 
 
 class Context:
@@ -70,12 +90,7 @@ class Context:
         """
         key = self.manifest_key(run_id)
         with self._lock:
-            if key not in self._manifests:
-                raw = self.store.get(key)
-                self._manifests[key] = RunManifest.model_validate_json(raw)
-                _trim(self._manifests)
-            self._manifests.move_to_end(key)
-            return self._manifests[key]
+            return remember_recent(self._manifests, key, lambda: RunManifest.model_validate_json(self.store.get(key)))
 
     def model_client(self, run_id: str) -> object:
         """The litellm client configured for this run (model table from the manifest)."""
@@ -83,38 +98,31 @@ class Context:
         from worker.models.client import LiteLLMClient
 
         key = self.manifest_key(run_id)
+
+        def make() -> object:
+            settings = self.manifest(run_id).settings
+            capped = settings.max_cost_usd is not None or settings.max_tokens is not None
+            budget = RunBudget(self.redis, run_id, capped=capped)
+            return LiteLLMClient(settings.models, self.redis, run_id=run_id, budget=budget)
+
         with self._lock:
-            if key not in self._clients:
-                settings = self.manifest(run_id).settings
-                config = settings.models
-                capped = settings.max_cost_usd is not None or settings.max_tokens is not None
-                budget = RunBudget(self.redis, run_id, capped=capped)
-                self._clients[key] = LiteLLMClient(config, self.redis, run_id=run_id, budget=budget)
-                _trim(self._clients)
-            self._clients.move_to_end(key)
-            return self._clients[key]
-
-
-CACHED_RUNS = 32
-"""Manifests (and model clients) a worker process keeps; older ones are read again if needed."""
-
-
-def _trim(cache: OrderedDict[str, Any]) -> None:
-    while len(cache) > CACHED_RUNS:
-        cache.popitem(last=False)
+            return remember_recent(self._clients, key, make)
 
 
 _context: Context | None = None
+_context_lock = threading.Lock()
 
 
 def context() -> Context:
-    """This process's Context (created on first use, after any fork)."""
+    """This process's Context (created on first use, after any fork; once, however many threads ask)."""
     global _context
-    if _context is None:
-        _context = Context()
-    return _context
+    with _context_lock:
+        if _context is None:
+            _context = Context()
+        return _context
 
 
 def reset_context() -> None:
     global _context
-    _context = None
+    with _context_lock:
+        _context = None

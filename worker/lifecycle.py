@@ -35,6 +35,7 @@ from schemas.manifest import RunManifest
 from schemas.outcome import ShardOutcomeRecord
 from schemas.status import ShardState
 from worker.context import Context, with_redis_retry
+from worker.deadline import within_deadline
 
 log = structlog.get_logger("skill_eval.worker")
 
@@ -218,9 +219,13 @@ def shard_lease(
         lease.end(ShardOutcomeRecord(state=state, detail=detail, status=state.value))
         yield None
         return
+    kind = "execute" if dst is ShardState.EXECUTING else "grade"
     with _heartbeat(lease):
         try:
-            yield lease
+            # Shards run on threads, which Celery's time limits do not reach: the product's own
+            # deadlines interrupt the body (soft) and abandon its lease (hard); see worker/deadline.py.
+            with within_deadline(ctx, kind, run_id, shard_id, lease.token):
+                yield lease
         except Exception as exc:
             if lease.settled:
                 raise

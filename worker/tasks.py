@@ -10,7 +10,14 @@ import threading
 import uuid
 
 import structlog
-from celery.signals import task_received, worker_process_init, worker_ready, worker_shutdown, worker_shutting_down
+from celery.signals import (
+    task_received,
+    worker_init,
+    worker_process_init,
+    worker_ready,
+    worker_shutdown,
+    worker_shutting_down,
+)
 
 from engine.keys import reaper_lock_key, resent_key
 from schemas.status import ShardState
@@ -153,6 +160,13 @@ def _reaper_loop(period: float) -> None:
             reap_once()
         except Exception as exc:  # Redis restarting: try again next period
             log.warning("reaper pass failed", error=str(exc))
+
+
+@worker_init.connect
+def _on_worker_init(**_: object) -> None:
+    from worker.warmup import start_warmup
+
+    start_warmup()
 
 
 @worker_process_init.connect

@@ -17,6 +17,7 @@ import math
 import os
 import random
 import re
+import threading
 import time
 import warnings
 from typing import Any
@@ -149,10 +150,27 @@ def estimate_cost(model: str, tokens: int) -> float | None:
     return None if price is None else price * tokens
 
 
-def _cost(response: Any) -> float | None:
+_UNPRICED: set[str] = set()
+"""Models litellm has no price for, seen by this process: never looked up again (a failed lookup
+costs about a millisecond of fuzzy matching per call)."""
+
+
+def _cost(response: Any, model: str) -> float | None:
+    """The call's cost in USD, None when litellm has no price for ``model``.
+
+    litellm already prices every response in its own bookkeeping (``_hidden_params``); that
+    figure is reused rather than computed a second time.
+    """
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if "response_cost" in hidden:
+        cost = hidden["response_cost"]
+        return float(cost) if cost is not None else None
+    if model in _UNPRICED:
+        return None
     try:
         return float(litellm.completion_cost(completion_response=response))
     except Exception:  # litellm raises several kinds for unknown models; cost is then unknown
+        _UNPRICED.add(model)
         return None
 
 
@@ -190,12 +208,14 @@ class LiteLLMClient:
         self.budget = budget
         """The run's fleet-wide caps; every attempt reserves its estimate there first."""
         self._limiters: dict[str, Limiter] = {}
+        self._lock = threading.Lock()
 
     def limiter(self, model: str) -> Limiter:
-        """The limiter of ``model`` (created on first use)."""
-        if model not in self._limiters:
-            self._limiters[model] = Limiter(self.redis, self.config.for_model(model), self.config.limiter)
-        return self._limiters[model]
+        """The limiter of ``model`` (created on first use, once even when threads race for it)."""
+        with self._lock:
+            if model not in self._limiters:
+                self._limiters[model] = Limiter(self.redis, self.config.for_model(model), self.config.limiter)
+            return self._limiters[model]
 
     def _credentials(self, limits: ModelLimits) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}
@@ -257,7 +277,7 @@ class LiteLLMClient:
                     if not is_retryable(err):
                         break
                 else:
-                    reply = parse_reply(response, attempt, _cost(response))
+                    reply = parse_reply(response, attempt, _cost(response, model))
                     self._settle(reservation, reply.usage.total_tokens, reply.usage.cost_usd)
                     lease.settle(reply.usage.total_tokens, success=True)
                     record_usage(

@@ -1,0 +1,70 @@
+"""A worker node runs its shards on threads of one process and reserves only the messages it runs.
+
+Real parts: redis-server, a ``celery worker`` node (``skill-eval``'s own command line), the bwrap
+sandbox and the offline model server over HTTP.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from engine.redis_server import RedisServer
+from engine.settings import Settings
+from engine.state import RunState
+from schemas.status import ShardState
+from testkit.offline_server import OfflineModelServer
+from tests.engine_support import WorkerNode, make_corpus_repo, scenario, submit_run, wait_until
+
+pytestmark = pytest.mark.slow
+
+CONCURRENCY = 3
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Iterator[Settings]:
+    with RedisServer(workdir=tmp_path / "redis") as server:
+        yield Settings(broker_url=server.url, store=str(tmp_path / "store"), workdir=tmp_path / "work")
+
+
+def python_processes(node: WorkerNode) -> int:
+    """Processes of the node that run Python (the sandbox's bwrap, prlimit and bash are not counted)."""
+    count = 0
+    for pid in set(node.group()):
+        try:
+            exe = Path(f"/proc/{pid}/exe").resolve().name
+        except OSError:
+            continue
+        count += exe.startswith("python")
+    return count
+
+
+def test_shards_run_concurrently_on_threads_of_one_process_holding_only_what_runs(
+    tmp_path: Path, settings: Settings
+) -> None:
+    repo = make_corpus_repo(tmp_path / "repo", cases=8)
+    client = redis.Redis.from_url(settings.broker_url or "")
+    state = RunState(client)
+    node = WorkerNode(settings, "threads", tmp_path / "node.log", concurrency=CONCURRENCY)
+    try:
+        wait_until(node.ready, 60, what="worker ready")
+        with OfflineModelServer(scenario(executor_delay_s=1.5)) as model:
+            run_id = submit_run(repo, settings, model.base_url).plan.run_id
+            most_executing = most_reserved = most_processes = 0
+            while not state.reduced(run_id):
+                executing = sum(s is ShardState.EXECUTING for s in state.states(run_id).values())
+                most_executing = max(most_executing, executing)
+                # kombu's Redis transport keeps every delivered, unacked message in this hash
+                most_reserved = max(most_reserved, int(client.hlen("unacked")))
+                most_processes = max(most_processes, python_processes(node))
+                time.sleep(0.2)
+            assert set(state.states(run_id).values()) == {ShardState.GRADED}
+    finally:
+        node.stop()
+    assert most_executing == CONCURRENCY  # as many shards in flight as asked for ...
+    assert most_processes == 1  # ... on threads of one process
+    assert 0 < most_reserved <= CONCURRENCY  # late acks: reserved = running, nothing strands behind a slow shard
