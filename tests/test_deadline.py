@@ -12,9 +12,10 @@ import pytest
 import redis
 
 from engine.state import RunState
-from schemas.errors import InfraError, ShardDeadlineExceeded
+from schemas.errors import ShardDeadlineExceeded
 from schemas.status import ShardState
 from worker.deadline import shard_deadline
+from worker.lifecycle import failure_outcome
 
 
 def busy(seconds: float) -> None:
@@ -29,7 +30,9 @@ def test_a_task_past_its_soft_deadline_is_interrupted_in_its_own_thread() -> Non
     with pytest.raises(ShardDeadlineExceeded) as caught, shard_deadline(0.2, 10, what="t"):
         busy(5)
     assert time.monotonic() - started < 2
-    assert isinstance(caught.value, InfraError)  # the pipeline ends the shard as an infra failure
+    # The lease lifecycle ends the shard in the infra failure of the phase it interrupted.
+    assert failure_outcome(caught.value, ShardState.EXECUTING).state is ShardState.EXECUTOR_FAILED
+    assert failure_outcome(caught.value, ShardState.GRADING).state is ShardState.GRADER_DISPATCH_FAILED
     assert "deadline" in str(caught.value)
 
 
