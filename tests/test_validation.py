@@ -262,7 +262,8 @@ def test_any_path_that_normalises_inside_the_root_without_globs_is_accepted(part
     normal = posixpath.normpath(path)
     problem = path_problem(path)
     inside = not (normal == ".." or normal.startswith("../") or normal == ".") and path.strip() != ""
-    absolute = path.startswith("/") or (len(path) > 2 and path[1] == ":" and path[2] in "/\\")
+    drive = len(path) > 2 and path[0].isascii() and path[0].isalpha() and path[1] == ":" and path[2] in "/\\"
+    absolute = path.startswith("/") or drive  # a drive letter is A-Z: "é:/x" is a relative name
     assert (problem is None) == (inside and not absolute)
 
 
