@@ -47,6 +47,10 @@ class RunSettings(BaseModel):
     """Grade the built-in calibration trajectories with each judge before the batch."""
     fail_under: float | None = None
     """Behavioural pass rate below which the verdict is FAIL."""
+    regression_alpha: float | None = Field(default=None, gt=0, lt=1)
+    """Against an old ref, only a one-sided drop significant at this level (Holm over assertions) fails."""
+    require_uplift: float | None = Field(default=None, ge=-1, lt=1)
+    """FAIL unless the lower bound of the uplift over the no-skill arm is above this margin."""
     models: dict[str, Any] = Field(default_factory=dict)
     """The validated model config (limits, API bases, api key *names* only, never keys), for workers anywhere."""
 
