@@ -18,8 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from engine.settings import Settings
+from producer.cli_stats import BaselineOpt, RegressionAlphaOpt, RequireUpliftOpt, check_arms, fill_optional_values
 from producer.embedded import worker_command
-from producer.planning import new_run_id, plan_run, plan_summary
+from producer.planning import arm_variants, new_run_id, plan_run, plan_summary
 from producer.repo import Repo
 from producer.runner import RunRequest, grade_recorded, requeue_failed, rereport, run_evaluation, run_status
 from schemas.constants import ALL_QUEUES, DEFAULT_REPORT_DIR
@@ -129,6 +130,9 @@ def run(
     sandbox: SandboxOpt = None,
     executor: Annotated[str, typer.Option("--executor", help="agent, or cmd:'<agent CLI command line>'.")] = "agent",
     compare: Annotated[str | None, typer.Option("--compare", help="Also grade the skill as at this git ref.")] = None,
+    baseline: BaselineOpt = None,
+    require_uplift: RequireUpliftOpt = None,
+    regression_alpha: RegressionAlphaOpt = None,
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Executor turns per shard.")] = 40,
     shard_timeout: Annotated[
         float, typer.Option("--shard-timeout", help="Executor wall clock per shard, seconds.")
@@ -146,8 +150,13 @@ def run(
     """Evaluate skills: plan, shard onto the queues, execute, grade, reduce, report. Exit code is the verdict's."""
     skills = skills or []
     _need_targets(skills, all_evals)
+    try:
+        check_arms(baseline, require_uplift, regression_alpha, compare)
+    except SkillEvalError as exc:
+        raise fail(exc) from exc
     if dry_run:
-        _dry_run(skills, all_evals, repo, model or ["(unspecified)"], judge or [], epochs, as_json)
+        variants = arm_variants(compare, baseline)
+        _dry_run(skills, all_evals, repo, model or ["(unspecified)"], judge or [], epochs, as_json, variants)
         return
     if not model or not judge:
         err.print("CONFIG_ERROR: --model and --judge are required (litellm model names; see README).")
@@ -170,12 +179,15 @@ def run(
             force=force,
             show_progress=sys.stderr.isatty(),
             compare=compare,
+            baseline=baseline,
             settings=RunSettings(
                 budget=AgentBudget(max_turns=max_turns, wall_clock_s=shard_timeout),
                 executor=executor,
                 strict_evidence=strict_evidence,
                 calibrate=not no_calibration,
                 fail_under=fail_under,
+                regression_alpha=regression_alpha,
+                require_uplift=require_uplift,
                 models=models_config.model_dump(mode="json"),
             ),
         )
@@ -199,7 +211,14 @@ def _settings(**overrides: Any) -> Settings:
 
 
 def _dry_run(
-    skills: list[str], all_evals: bool, repo: Path, models: list[str], judges: list[str], epochs: int, as_json: bool
+    skills: list[str],
+    all_evals: bool,
+    repo: Path,
+    models: list[str],
+    judges: list[str],
+    epochs: int,
+    as_json: bool,
+    variants: list[str] | None = None,
 ) -> None:
     r = Repo(repo)
     try:
@@ -211,7 +230,7 @@ def _dry_run(
     if skipped and not all_evals:
         raise fail(skipped[0].error)  # type: ignore[arg-type]
     bundles = [o.bundle for o in outcomes if o.bundle]
-    plan = plan_run(new_run_id(), bundles, models, judges=judges, epochs=epochs)
+    plan = plan_run(new_run_id(), bundles, models, judges=judges, epochs=epochs, variants=variants or ["current"])
     summary = plan_summary(plan)
     summary["skipped"] = [{"corpus": o.corpus_file, "error": str(o.error)} for o in skipped]
     if as_json:
@@ -233,12 +252,18 @@ def _print_plan(summary: dict) -> None:  # type: ignore[type-arg]
     out.print(table)
     out.print(
         f"models: {', '.join(summary['models'])}  epochs: {summary['epochs']}  "
-        f"shards = cases x models x epochs = {totals['shards']}",
+        + (
+            f"arms: {', '.join(summary['variants'])}  shards = cases x models x epochs x arms = {totals['shards']}"
+            if len(summary["variants"]) > 1
+            else f"shards = cases x models x epochs = {totals['shards']}"
+        ),
         markup=False,
         highlight=False,
     )
     for s in summary["skipped"]:
         out.print(f"skipped {s['corpus']}: {s['error']}", markup=False, highlight=False)
+    for line in summary["power"]:
+        out.print(line, markup=False, highlight=False)
 
 
 @app.command()
@@ -396,7 +421,7 @@ def main() -> None:
     (which would read as a behavioural FAIL in CI)."""
     try:
         # Without standalone mode click *returns* the code of a typer.Exit instead of exiting.
-        code = app(standalone_mode=False)
+        code = app(args=fill_optional_values(sys.argv[1:]), standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:

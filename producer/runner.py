@@ -17,7 +17,7 @@ from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
 from producer.embedded import EmbeddedCluster
-from producer.planning import new_run_id, plan_run
+from producer.planning import arm_variants, new_run_id, plan_run, power_lines
 from producer.progress import RunStalled, wait_for_run
 from producer.repo import Repo
 from producer.reports import append_run_log, complete_block, reported_bundle_keys, write_reports
@@ -26,7 +26,7 @@ from reducer.scoring import reduce_run
 from schemas.errors import ConfigError, StoreError
 from schemas.manifest import RunManifest, RunSettings, manifest_key, result_key
 from schemas.report import RunResult
-from schemas.shard import CURRENT, RunPlan, SkillBundle, baseline_variant
+from schemas.shard import RunPlan, SkillBundle
 from schemas.status import ShardState
 
 Enqueue = Callable[[str, str, str | None], None]
@@ -52,6 +52,8 @@ class RunRequest:
     settings: RunSettings = field(default_factory=RunSettings)
     compare: str | None = None
     """``--compare <ref>``: also grade the skill as it was at this git ref."""
+    baseline: str | None = None
+    """``--baseline no-skill``: also run every case with the skill absent."""
     reported: list[str] = field(default_factory=list)
     """Filled by :func:`plan_request`: corpora left out because their bundle key already has a report."""
 
@@ -156,7 +158,7 @@ def drive(
 def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Console) -> RunResult | str:
     """Plan, submit and (unless detached) wait and report. Returns the result, or the run id when detached."""
     repo, bundles, skipped = plan_request(req, out)
-    variants = [CURRENT] if not req.compare else [CURRENT, baseline_variant(req.compare)]
+    variants = arm_variants(req.compare, req.baseline)
     plan = plan_run(
         new_run_id(),
         bundles,
@@ -169,6 +171,8 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
     guards: list[str] = []
     if req.compare:
         plan, guards = plan_compare(plan, repo.root, req.compare, req.out, err)
+    for line in power_lines(plan):  # before the run: what this many cases can detect
+        err.print(line, markup=False, highlight=False)
     store = open_store(settings.store)
     manifest = build_manifest(plan, repo.root, store, req.settings, out_dir=str(req.out), skipped=skipped)
     manifest = manifest.model_copy(update={"guards": guards})

@@ -20,7 +20,7 @@ from engine.state import MAX_ATTEMPTS
 from schemas.constants import KEY_PREFIX
 from schemas.errors import BlockedError, InfraError, ModelCallFailed, NoSandbox, SkillEvalError
 from schemas.manifest import RunManifest, calibration_key, grade_key, outcome_key, result_key, trajectory_key
-from schemas.shard import BASELINE_PREFIX
+from schemas.shard import BASELINE_PREFIX, NO_SKILL
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Trajectory
 from worker.context import Context, with_redis_retry
@@ -179,13 +179,18 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
         parent=ctx.settings.workspaces_dir,
         cache_dir=ctx.settings.cache_dir,
         ref=ref,
+        strip_skill=shard.variant == NO_SKILL,
     ) as ws:
-        # The skill text comes from the workspace itself, so a baseline shard reads the OLD skill.
+        # The skill text comes from the workspace itself, so a baseline shard reads the OLD skill;
+        # the no-skill arm has none (skill_text None: the bare case prompt).
         skill_dir = ws.path / "skills" / shard.skill
-        skill_text = (skill_dir / "SKILL.md").read_text(encoding="utf-8", errors="replace")
-        agents = {
-            p.name: p.read_text(encoding="utf-8", errors="replace") for p in sorted(skill_dir.glob("agents/*.md"))
-        }
+        skill_text: str | None = None
+        agents: dict[str, str] = {}
+        if shard.variant != NO_SKILL:
+            skill_text = (skill_dir / "SKILL.md").read_text(encoding="utf-8", errors="replace")
+            agents = {
+                p.name: p.read_text(encoding="utf-8", errors="replace") for p in sorted(skill_dir.glob("agents/*.md"))
+            }
         budget = settings.budget
         limits = SandboxLimits(timeout_s=budget.command_timeout_s)
         if settings.executor.startswith("cmd:"):

@@ -30,7 +30,7 @@ from pathlib import Path
 from engine.gitcmd import run_git
 from engine.snapshot import UNPACK_TEMP_PREFIX, unpack_snapshot
 from engine.store import ArtifactStore
-from schemas.constants import CORPUS_SUFFIX, EVALS_DIR, SKILL_NAME_RE
+from schemas.constants import CORPUS_SUFFIX, EVALS_DIR, SKILL_NAME_RE, SKILLS_DIR
 from schemas.corpus import EvalCase
 from schemas.errors import BadSkillName, NoIsolation, StoreError
 from worker.fixtures import materialize_fixtures
@@ -100,6 +100,64 @@ def _harden(root: Path, skill: str, is_git: bool) -> None:
             run_git(root, ["remote", "remove", remote])
 
 
+def _strip_skill(root: Path, skill: str, is_git: bool) -> None:
+    """The no-skill arm: remove ``skills/<skill>/`` and leave git no trace of it (or of the corpus).
+
+    The history is collapsed to one commit holding HEAD's tree without those paths; every
+    other ref, the reflogs, the stash and the old objects go, so ``git log``, ``git show`` or
+    the object store cannot bring the skill back. The working tree and index keep their
+    uncommitted state otherwise.
+    """
+    folder = root / SKILLS_DIR / skill
+    if folder.is_symlink() or folder.is_file():
+        folder.unlink()
+    elif folder.exists():
+        remove_tree(folder)
+    if is_git:
+        _forget_paths(root, [f"{SKILLS_DIR}/{skill}", f"{EVALS_DIR}/{skill}{CORPUS_SUFFIX}"])
+
+
+def _forget_paths(root: Path, paths: list[str]) -> None:
+    git_dir = root / ".git"
+    for name in ("index", "packed-refs", "shallow"):
+        if (git_dir / name).is_symlink():
+            (git_dir / name).unlink()  # never read a host file through the repo's links
+    index = git_dir / "index"
+    forget = ["rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *paths]
+    try:
+        run_git(root, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+        has_head = True
+    except subprocess.CalledProcessError:
+        has_head = False
+    if has_head:
+        saved = index.read_bytes() if index.is_file() else None
+        run_git(root, ["read-tree", "HEAD"])
+        run_git(root, forget)
+        tree = run_git(root, ["write-tree"]).strip()
+        if saved is None:
+            index.unlink(missing_ok=True)
+        else:
+            index.write_bytes(saved)
+        commit = run_git(root, ["commit-tree", tree, "-m", "workspace snapshot"]).strip()
+        try:
+            branch = run_git(root, ["symbolic-ref", "-q", "HEAD"]).strip()
+        except subprocess.CalledProcessError:
+            branch = ""
+        for ref in run_git(root, ["for-each-ref", "--format=%(refname)"]).split():
+            run_git(root, ["update-ref", "-d", ref])
+        run_git(root, ["update-ref", *([branch] if branch else ["--no-deref", "HEAD"]), commit])
+    if index.exists():
+        run_git(root, forget)
+    for leftover in ("logs", "worktrees", "ORIG_HEAD", "FETCH_HEAD", "MERGE_HEAD", "objects/info/alternates"):
+        target = git_dir / leftover
+        if target.is_dir() and not target.is_symlink():
+            remove_tree(target)
+        elif target.is_symlink() or target.exists():
+            target.unlink()
+    run_git(root, ["repack", "-a", "-d", "-q"])
+    run_git(root, ["prune", "--expire=now"])
+
+
 def remove_tree(path: Path) -> None:
     """Remove ``path`` even when the agent left folders without write or search permission."""
 
@@ -128,11 +186,13 @@ def materialize_workspace(
     parent: Path,
     cache_dir: Path,
     ref: str | None = None,
+    strip_skill: bool = False,
 ) -> Iterator[Workspace]:
     """Yield a hardened workspace for ``case`` built from snapshot ``snapshot_key``; remove it on exit.
 
     ``ref`` None copies the tree as snapshotted (current version); a ref clones it and checks
-    the ref out detached (baseline). Raise ``NoIsolation``, ``BadFixture``,
+    the ref out detached (baseline). ``strip_skill`` removes the skill itself, history
+    included (the no-skill arm). Raise ``NoIsolation``, ``BadFixture``,
     ``FixtureNeedsGit`` (see module docstring) or ``BadSkillName`` for a malformed ``skill``.
     """
     if not isinstance(skill, str) or not SKILL_NAME_RE.match(skill):
@@ -151,6 +211,8 @@ def materialize_workspace(
             root = Path(os.path.realpath(root))
             is_git = _git_dir_state(root)
             _harden(root, skill, is_git)
+            if strip_skill:
+                _strip_skill(root, skill, is_git)
         except (OSError, StoreError, subprocess.SubprocessError) as exc:
             detail = getattr(exc, "stderr", None) or exc
             raise NoIsolation(f"case {case.id}: cannot create a workspace for {skill}: {detail}") from exc

@@ -1,0 +1,151 @@
+"""``--baseline no-skill`` end to end: the embedded cluster, the offline model server, the reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testkit.offline_server import OfflineModelServer
+from tests.conftest import git
+
+SKILL_TEXT = "Greet by running the shell command: echo hello. (with the skill)"
+CASES = 6  # the fewest pass/fail cases an exact test can call significant at 5%
+
+SCENARIO = {
+    "rules": [
+        {
+            "tools": True,
+            "contains": "(with the skill)",
+            "replies": [
+                {"tool_calls": [{"name": "shell", "arguments": {"command": "echo hello"}}]},
+                {"text": "done"},
+            ],
+        },
+        {"tools": True, "contains": "Say hello", "replies": [{"text": "Hello there!"}]},
+    ],
+    "judge": [{"assertion_contains": "runs echo hello", "transcript_regex": r"\[tool_call\] shell\(.*echo hello"}],
+}
+
+
+def make_repo(root: Path) -> Path:
+    (root / "skills" / "greeter").mkdir(parents=True)
+    (root / "evals").mkdir()
+    corpus = {
+        "skill_name": "greeter",
+        "evals": [
+            {
+                "id": i,
+                "prompt": f"Say hello ({i})",
+                "expected_output": "hello printed",
+                "files": [],
+                "assertions": ["The agent runs echo hello in the shell"],
+            }
+            for i in range(1, CASES + 1)
+        ],
+    }
+    (root / "evals" / "greeter.evals.json").write_text(json.dumps(corpus))
+    (root / "skills" / "greeter" / "SKILL.md").write_text(SKILL_TEXT)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "skill")
+    return root
+
+
+@pytest.fixture
+def server() -> Iterator[OfflineModelServer]:
+    with OfflineModelServer(SCENARIO) as s:
+        yield s
+
+
+def run_cli(repo: Path, tmp_path: Path, server: OfflineModelServer, *extra: str) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "producer.cli",
+        "run",
+        "greeter",
+        "--repo",
+        str(repo),
+        "--model",
+        "openai/exec",
+        "--judge",
+        "openai/judge",
+        "--api-base",
+        server.base_url,
+        "--no-calibration",
+        "--out",
+        str(tmp_path / "zuvo" / "reports"),
+        "--store",
+        str(tmp_path / "store"),
+        *extra,
+    ]
+    env = {**os.environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log")}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.mark.slow
+def test_a_skill_that_helps_passes_require_uplift_with_paired_figures_in_every_report(
+    tmp_path: Path, server: OfflineModelServer
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    result = run_cli(repo, tmp_path, server, "--baseline", "no-skill", "--require-uplift")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Power is printed before the run.
+    assert "power: to detect a 10-point difference" in result.stderr
+    assert "skill: greeter [no-skill]  cases: 6  result: 0/6 (0.0%)" in result.stdout
+    assert "skill: greeter [current]  cases: 6  result: 6/6 (100.0%)" in result.stdout
+    assert "compare greeter: current vs no-skill: +100.0 pts, 95% CI +100.0 pts to +100.0 pts" in result.stdout
+    assert "McNemar's exact test over cases: two-sided p = 0.0312" in result.stdout
+    # The no-skill executor never saw the skill: no request of that arm carries its text or name.
+    prompts = [json.dumps(r) for r in server.requests() if r.get("tools")]
+    with_skill = [p for p in prompts if "(with the skill)" in p]
+    without = [p for p in prompts if "(with the skill)" not in p]
+    assert len({p for p in with_skill if '"role": "user"' in p}) >= CASES
+    assert without and all("greeter" not in p for p in without)
+    reports = tmp_path / "zuvo" / "reports"
+    md = next(reports.glob("skill-eval-greeter-*.md")).read_text()
+    assert "## With vs without the skill: no-skill" in md
+    assert "bare case prompt" in md and "Gate: --require-uplift 0" in md
+    doc = json.loads(next(reports.glob("skill-eval-greeter-*.json")).read_text())
+    overall = next(c for c in doc["comparisons"] if c["model"] is None)
+    assert overall["kind"] == "no-skill" and overall["test"] == "mcnemar-exact"
+    assert overall["better"] == CASES and overall["dropped"] == 0
+    assert doc["gates"] == {"regression_alpha": None, "require_uplift": 0.0}
+    # Reducing the run again gives the same interval: the bootstrap seed is the run id's.
+    run_id = doc["run_id"]
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "producer.cli",
+            "report",
+            run_id,
+            "--store",
+            str(tmp_path / "store"),
+            "--out",
+            str(tmp_path / "again"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    redo = json.loads(next((tmp_path / "again").glob("skill-eval-greeter-*.json")).read_text())
+    assert redo["comparisons"] == doc["comparisons"]
+
+
+@pytest.mark.slow
+def test_a_skill_that_does_nothing_fails_require_uplift(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    same = {**SCENARIO, "rules": [{"tools": True, "contains": "Say hello", "replies": [{"text": "Hello!"}]}]}
+    with OfflineModelServer(same) as server:
+        result = run_cli(repo, tmp_path, server, "--baseline", "no-skill", "--require-uplift", "0.05")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "greeter: uplift over no skill +0.0 pts" in result.stdout
+    assert "lower bound not above the margin 0.05" in result.stdout
