@@ -18,7 +18,14 @@ from rich.console import Console
 from rich.table import Table
 
 from engine.settings import Settings
-from producer.cli_stats import BaselineOpt, RegressionAlphaOpt, RequireUpliftOpt, check_arms, fill_optional_values
+from producer.cli_stats import (
+    BaselineOpt,
+    RegressionAlphaOpt,
+    RequireUpliftOpt,
+    check_arms,
+    fill_optional_values,
+    register_commands,
+)
 from producer.embedded import worker_command
 from producer.planning import arm_variants, new_run_id, plan_run, plan_summary
 from producer.repo import Repo
@@ -414,6 +421,9 @@ def schema(
             raise typer.Exit(ExitCode.BLOCKED)
         schemas = {name: schemas[name]}
     sys.stdout.write(json.dumps(schemas if name is None else schemas[name], indent=2) + "\n")
+
+
+register_commands(app, out, err)
 
 
 def main() -> None:

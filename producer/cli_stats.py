@@ -9,14 +9,18 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from schemas.errors import ConfigError
+from engine.settings import Settings
+from engine.store import open_store
+from schemas.errors import ConfigError, SkillEvalError
+from schemas.manifest import result_key
+from schemas.report import RunResult
 from schemas.shard import NO_SKILL
+from schemas.status import ExitCode
 
 BaselineOpt = Annotated[
     str | None,
@@ -77,14 +81,65 @@ def check_arms(
         raise ConfigError("--regression-alpha needs --compare REF: a regression is a drop against an old ref")
 
 
-def print_power(lines: Sequence[str], err: Console) -> None:
-    for line in lines:
-        err.print(line, markup=False, highlight=False)
+def load_result(run_id: str, store_uri: str | None) -> RunResult:
+    """The run's stored result, or a fresh reduce from its stored verdicts when none was stored."""
+    from engine.collect import reduce_from_store
+    from producer.runner import load_manifest
+
+    settings = Settings(store=store_uri) if store_uri else Settings()
+    store = open_store(settings.store)
+    manifest = load_manifest(store, run_id)
+    key = result_key(run_id)
+    if store.exists(key):
+        return RunResult.model_validate_json(store.get(key))
+    return reduce_from_store(store, manifest)
 
 
-def write_json(doc: object) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+def assertion_lines(result: RunResult, show_all: bool = False) -> list[str]:
+    """One line per assertion worth a look (every one with ``show_all``)."""
+    rows = [
+        q
+        for q in result.assertion_quality
+        if show_all or q.non_discriminating or q.flaky or (q.judge_disagreement or 0) > 0
+    ]
+    out = []
+    for q in rows:
+        flags = []
+        if q.non_discriminating:
+            flags.append(f"non-discriminating (always {q.constant})")
+        if q.flaky:
+            flags.append(f"flaky in {', '.join(q.flaky_in)}")
+        if q.judge_disagreement:
+            flags.append(f"judges disagree on {100 * q.judge_disagreement:.0f}% of shards")
+        rate = "-" if q.pass_rate is None else f"{100 * q.pass_rate:.0f}%"
+        out.append(
+            f"{q.skill} case {q.case_id} assertion {q.index + 1}: {'; '.join(flags) or 'ok'} "
+            f"[{q.observations} verdicts, {rate} passed] {q.text}"
+        )
+    return out
 
 
-def out_path(value: Path | None, default: Path) -> Path:
-    return value if value is not None else default
+def register_commands(app: typer.Typer, out: Console, err: Console) -> None:
+    """Add ``assertions`` (and ``export``) to the CLI."""
+
+    @app.command()
+    def assertions(
+        run_id: Annotated[str, typer.Argument(help="Run id.")],
+        store: Annotated[str | None, typer.Option("--store", help="Artifact store (env SKILL_EVAL_STORE).")] = None,
+        show_all: Annotated[bool, typer.Option("--all", help="Every assertion, not only the flagged ones.")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="One JSON array.")] = False,
+    ) -> None:
+        """List assertions that cannot discriminate, flip across epochs, or split the judges."""
+        try:
+            result = load_result(run_id, store)
+        except SkillEvalError as exc:
+            err.print(str(exc), markup=False, highlight=False)
+            raise typer.Exit(ExitCode.BLOCKED) from exc
+        if as_json:
+            sys.stdout.write(json.dumps([q.model_dump(mode="json") for q in result.assertion_quality], indent=2) + "\n")
+            return
+        lines = assertion_lines(result, show_all)
+        total = len(result.assertion_quality)
+        out.print(f"run {run_id}: {total} assertions with graded verdicts, {len(lines)} listed", markup=False)
+        for line in lines:
+            out.print(line, markup=False, highlight=False)

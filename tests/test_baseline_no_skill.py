@@ -149,3 +149,29 @@ def test_a_skill_that_does_nothing_fails_require_uplift(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     assert "greeter: uplift over no skill +0.0 pts" in result.stdout
     assert "lower bound not above the margin 0.05" in result.stdout
+    # The assertion fails with and without the skill: `skill-eval assertions` says it cannot discriminate.
+    run_id = next(line.split(": ", 1)[1] for line in result.stdout.splitlines() if line.startswith("run: "))
+    listed = subprocess.run(
+        [sys.executable, "-m", "producer.cli", "assertions", run_id, "--store", str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert f"run {run_id}: 6 assertions with graded verdicts, 6 listed" in listed.stdout
+    assert "greeter case 1 assertion 1: non-discriminating (always fail) [2 verdicts, 0% passed]" in listed.stdout
+    as_json = subprocess.run(
+        [sys.executable, "-m", "producer.cli", "assertions", run_id, "--store", str(tmp_path / "store"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    rows = json.loads(as_json.stdout)
+    assert len(rows) == CASES and all(r["non_discriminating"] and r["constant"] == "fail" for r in rows)
+    missing = subprocess.run(
+        [sys.executable, "-m", "producer.cli", "assertions", "no-such-run", "--store", str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert missing.returncode == 2 and "STORE_ERROR" in missing.stderr
