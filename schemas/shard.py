@@ -68,6 +68,9 @@ class SkillBundle(BaseModel):
     """Repo-relative path of the corpus file."""
     corpus: Corpus
     """The validated corpus; every variant is graded against this one (hold the stick constant)."""
+    graded_paths: tuple[str, ...] = ()
+    """Repo-relative files and folders of the graded corpus, removed from every workspace; empty
+    means ``corpus_file`` alone (a skill-creator file or a plugin suite's case folders otherwise)."""
 
 
 class RunPlan(BaseModel):

@@ -180,6 +180,7 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
         cache_dir=ctx.settings.cache_dir,
         ref=ref,
         strip_skill=shard.variant == NO_SKILL,
+        graded_paths=bundle.graded_paths,
     ) as ws:
         # The skill text comes from the workspace itself, so a baseline shard reads the OLD skill;
         # the no-skill arm has none (skill_text None: the bare case prompt).

@@ -23,7 +23,7 @@ import secrets
 import shutil
 import stat
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,16 +91,33 @@ def _git_dir_state(root: Path) -> bool:
     return dot_git.is_dir()
 
 
-def _harden(root: Path, skill: str, is_git: bool) -> None:
+def _harden(root: Path, skill: str, is_git: bool, graded_paths: Sequence[str] = ()) -> None:
     corpus = root / EVALS_DIR / f"{skill}{CORPUS_SUFFIX}"
     if corpus.is_symlink() or corpus.exists():
         corpus.unlink()  # only the graded corpus: sibling corpora stay
+    for rel in graded_paths:  # a corpus read from another format: its file or case folders
+        _remove_inside(root, rel)
     if is_git:
         for remote in run_git(root, ["remote"]).split():
             run_git(root, ["remote", "remove", remote])
 
 
-def _strip_skill(root: Path, skill: str, is_git: bool) -> None:
+def _remove_inside(root: Path, rel: str) -> None:
+    """Remove ``root/rel`` (file, link or folder) when ``rel`` stays inside the root; else refuse."""
+    parts = Path(rel).parts
+    if not parts or Path(rel).is_absolute() or ".." in parts or parts[0] == ".git":
+        raise NoIsolation(f"graded corpus path {rel!r} is not inside the workspace")
+    target = root.joinpath(*parts)
+    parent = Path(os.path.realpath(target.parent))
+    if parent != root and root not in parent.parents:
+        raise NoIsolation(f"graded corpus path {rel!r} resolves outside the workspace")
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.is_dir():
+        remove_tree(target)
+
+
+def _strip_skill(root: Path, skill: str, is_git: bool, graded_paths: Sequence[str] = ()) -> None:
     """The no-skill arm: remove ``skills/<skill>/`` and leave git no trace of it (or of the corpus).
 
     The history is collapsed to one commit holding HEAD's tree without those paths; every
@@ -114,7 +131,7 @@ def _strip_skill(root: Path, skill: str, is_git: bool) -> None:
     elif folder.exists():
         remove_tree(folder)
     if is_git:
-        _forget_paths(root, [f"{SKILLS_DIR}/{skill}", f"{EVALS_DIR}/{skill}{CORPUS_SUFFIX}"])
+        _forget_paths(root, [f"{SKILLS_DIR}/{skill}", f"{EVALS_DIR}/{skill}{CORPUS_SUFFIX}", *graded_paths])
 
 
 def _forget_paths(root: Path, paths: list[str]) -> None:
@@ -187,12 +204,14 @@ def materialize_workspace(
     cache_dir: Path,
     ref: str | None = None,
     strip_skill: bool = False,
+    graded_paths: Sequence[str] = (),
 ) -> Iterator[Workspace]:
     """Yield a hardened workspace for ``case`` built from snapshot ``snapshot_key``; remove it on exit.
 
     ``ref`` None copies the tree as snapshotted (current version); a ref clones it and checks
     the ref out detached (baseline). ``strip_skill`` removes the skill itself, history
-    included (the no-skill arm). Raise ``NoIsolation``, ``BadFixture``,
+    included (the no-skill arm). ``graded_paths`` are further files or folders of the graded
+    corpus to remove (a corpus read from another format). Raise ``NoIsolation``, ``BadFixture``,
     ``FixtureNeedsGit`` (see module docstring) or ``BadSkillName`` for a malformed ``skill``.
     """
     if not isinstance(skill, str) or not SKILL_NAME_RE.match(skill):
@@ -210,9 +229,9 @@ def materialize_workspace(
                 _clone_at_ref(tree, root, ref)
             root = Path(os.path.realpath(root))
             is_git = _git_dir_state(root)
-            _harden(root, skill, is_git)
+            _harden(root, skill, is_git, graded_paths)
             if strip_skill:
-                _strip_skill(root, skill, is_git)
+                _strip_skill(root, skill, is_git, graded_paths)
         except (OSError, StoreError, subprocess.SubprocessError) as exc:
             detail = getattr(exc, "stderr", None) or exc
             raise NoIsolation(f"case {case.id}: cannot create a workspace for {skill}: {detail}") from exc
