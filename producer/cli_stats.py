@@ -9,15 +9,16 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from engine.settings import Settings
-from engine.store import open_store
+from engine.store import ArtifactStore, open_store
 from schemas.errors import ConfigError, SkillEvalError
-from schemas.manifest import result_key
+from schemas.manifest import RunManifest, result_key
 from schemas.report import RunResult
 from schemas.shard import NO_SKILL
 from schemas.status import ExitCode
@@ -81,8 +82,8 @@ def check_arms(
         raise ConfigError("--regression-alpha needs --compare REF: a regression is a drop against an old ref")
 
 
-def load_result(run_id: str, store_uri: str | None) -> RunResult:
-    """The run's stored result, or a fresh reduce from its stored verdicts when none was stored."""
+def load_run(run_id: str, store_uri: str | None) -> tuple[RunResult, RunManifest, ArtifactStore]:
+    """The run's stored result (or a fresh reduce from its stored verdicts), manifest and store."""
     from engine.collect import reduce_from_store
     from producer.runner import load_manifest
 
@@ -91,8 +92,8 @@ def load_result(run_id: str, store_uri: str | None) -> RunResult:
     manifest = load_manifest(store, run_id)
     key = result_key(run_id)
     if store.exists(key):
-        return RunResult.model_validate_json(store.get(key))
-    return reduce_from_store(store, manifest)
+        return RunResult.model_validate_json(store.get(key)), manifest, store
+    return reduce_from_store(store, manifest), manifest, store
 
 
 def assertion_lines(result: RunResult, show_all: bool = False) -> list[str]:
@@ -120,7 +121,7 @@ def assertion_lines(result: RunResult, show_all: bool = False) -> list[str]:
 
 
 def register_commands(app: typer.Typer, out: Console, err: Console) -> None:
-    """Add ``assertions`` (and ``export``) to the CLI."""
+    """Add ``assertions`` and ``export`` to the CLI."""
 
     @app.command()
     def assertions(
@@ -131,7 +132,7 @@ def register_commands(app: typer.Typer, out: Console, err: Console) -> None:
     ) -> None:
         """List assertions that cannot discriminate, flip across epochs, or split the judges."""
         try:
-            result = load_result(run_id, store)
+            result, _, _ = load_run(run_id, store)
         except SkillEvalError as exc:
             err.print(str(exc), markup=False, highlight=False)
             raise typer.Exit(ExitCode.BLOCKED) from exc
@@ -143,3 +144,25 @@ def register_commands(app: typer.Typer, out: Console, err: Console) -> None:
         out.print(f"run {run_id}: {total} assertions with graded verdicts, {len(lines)} listed", markup=False)
         for line in lines:
             out.print(line, markup=False, highlight=False)
+
+    @app.command()
+    def export(
+        run_id: Annotated[str, typer.Argument(help="Run id.")],
+        fmt: Annotated[str, typer.Option("--format", help="inspect: Inspect AI eval logs.")] = "inspect",
+        out_dir: Annotated[Path, typer.Option("--out", help="Folder for the logs.")] = Path("zuvo/inspect"),
+        store: Annotated[str | None, typer.Option("--store", help="Artifact store (env SKILL_EVAL_STORE).")] = None,
+    ) -> None:
+        """Export a run: one Inspect AI log per skill, variant and executor model (open with `inspect view`)."""
+        from engine.collect import load_trajectory
+        from producer.export_inspect import write_logs
+
+        try:
+            if fmt != "inspect":
+                raise ConfigError(f"--format {fmt!r}: the only export format is 'inspect'")
+            result, manifest, st = load_run(run_id, store)
+            paths = write_logs(result, manifest, lambda shard_id: load_trajectory(st, run_id, shard_id), out_dir)
+        except SkillEvalError as exc:
+            err.print(str(exc), markup=False, highlight=False)
+            raise typer.Exit(ExitCode.BLOCKED) from exc
+        for path in paths:
+            out.print(f"wrote {path}", markup=False, highlight=False)

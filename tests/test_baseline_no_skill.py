@@ -138,6 +138,22 @@ def test_a_skill_that_helps_passes_require_uplift_with_paired_figures_in_every_r
     assert again.returncode == 0, again.stderr
     redo = json.loads(next((tmp_path / "again").glob("skill-eval-greeter-*.json")).read_text())
     assert redo["comparisons"] == doc["comparisons"]
+    # The same run as Inspect AI logs, read back with Inspect's own reader: one per arm.
+    from inspect_ai.log import read_eval_log
+
+    export = [sys.executable, "-m", "producer.cli", "export", run_id, "--store", str(tmp_path / "store")]
+    done = subprocess.run([*export, "--out", str(tmp_path / "inspect")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    logs = {
+        lg.eval.metadata["variant"]: lg for lg in map(read_eval_log, map(str, (tmp_path / "inspect").glob("*.eval")))
+    }
+    assert set(logs) == {"current", "no-skill"}
+    with_skill = logs["current"].samples or []
+    assert len(with_skill) == CASES and all(s.scores and s.scores["pass_rate"].value == 1.0 for s in with_skill)
+    assert any(m.role == "tool" for m in with_skill[0].messages)
+    assert all(s.scores and s.scores["pass_rate"].value == 0.0 for s in logs["no-skill"].samples or [])
+    bad = subprocess.run([*export, "--format", "csv"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "CONFIG_ERROR" in bad.stderr
 
 
 @pytest.mark.slow
