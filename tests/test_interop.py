@@ -229,3 +229,84 @@ def test_skill_eval_validate_reads_both_formats(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"OK {corpus}: 2 cases, " in done.stdout
+
+
+@pytest.mark.slow
+def test_a_skill_creator_corpus_runs_end_to_end_and_the_agent_cannot_read_it(tmp_path: Path) -> None:
+    from tests.conftest import git
+    from testkit.offline_server import OfflineModelServer
+
+    root = skill_repo(tmp_path / "repo")
+    doc = {
+        "skill_name": "greeter",
+        "evals": [
+            {
+                "id": i,
+                "prompt": f"Greet the names (case {i})",
+                "expected_output": "greetings",
+                "files": ["evals/files/names.csv"],
+                "expectations": ["The agent runs cat on the eval file in the shell"],
+            }
+            for i in (1, 2)
+        ],
+    }
+    write_creator(root, doc)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "skill with skill-creator evals")
+    scenario = {
+        "rules": [
+            {
+                "tools": True,
+                "contains": "Greet the names",
+                "replies": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "shell",
+                                "arguments": {
+                                    "command": "cat skills/greeter/evals/evals.json; cat skills/greeter/evals/files/names.csv"
+                                },
+                            }
+                        ]
+                    },
+                    {"text": "done"},
+                ],
+            }
+        ],
+        # Passes only if the graded file was readable in the workspace: it must not be.
+        "judge": [{"assertion_contains": "cat on the eval file", "transcript_regex": r"expectations"}],
+    }
+    with OfflineModelServer(scenario) as server:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "producer.cli",
+                "run",
+                "greeter",
+                "--repo",
+                str(root),
+                "--model",
+                "openai/exec",
+                "--judge",
+                "openai/judge",
+                "--api-base",
+                server.base_url,
+                "--no-calibration",
+                "--out",
+                str(tmp_path / "reports"),
+                "--store",
+                str(tmp_path / "store"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**__import__("os").environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log")},
+        )
+        tool_results = [json.dumps(r) for r in server.requests() if r.get("tools")]
+    assert "skill: greeter [current]  cases: 2  result: 0/2 (0.0%)" in done.stdout, done.stdout + done.stderr
+    assert any("No such file" in t for t in tool_results)  # the graded file is gone ...
+    assert any("ada" in t for t in tool_results)  # ... its input files are not
+    # The expectation's text lives only in the graded file: no executor request may carry it.
+    assert not any("cat on the eval file" in t for t in tool_results)
