@@ -62,8 +62,11 @@ def _uplift_failure(c: PairedComparison, margin: float) -> list[str]:
     shown = f"{c.skill}: uplift over no skill {_pct(c.difference)} (95% CI {_pct(c.low)} to {_pct(c.high)}"
     if c.low <= margin:
         return [f"{shown}) has a lower bound not above the margin {margin:g}"]
-    shifted = [_exact(d.current_rate) - _exact(d.baseline_rate) - _exact(margin) for d in c.per_case]
-    p = sign_flip_test(shifted, seed=c.seed).uplift
+    if margin == 0 and c.p_uplift is not None and c.test != "two-proportion-z":
+        p = c.p_uplift  # the comparison's own test is this test
+    else:
+        shifted = [_exact(d.current_rate) - _exact(d.baseline_rate) - _exact(margin) for d in c.per_case]
+        p = sign_flip_test(shifted, seed=c.seed).uplift
     if p >= UPLIFT_TEST_ALPHA:
         return [
             f"{shown}): too few cases to show it above the margin {margin:g} "

@@ -28,7 +28,8 @@ from fractions import Fraction
 BOOTSTRAP_RESAMPLES = 2000
 """Resamples per interval: the percentile bounds move by well under a point between seeds."""
 MAX_EXACT_SUPPORT = 200_000
-"""Distinct sums the exact enumeration may track before it falls back to seeded Monte Carlo."""
+"""Bound on the exact enumeration's grid (ten times this many points) before it falls back to
+seeded Monte Carlo."""
 MONTE_CARLO_DRAWS = 100_000
 UPLIFT_TEST_ALPHA = 0.025
 """One-sided level matching a two-sided 95% interval."""
@@ -53,18 +54,30 @@ def seed_for(*parts: str) -> int:
     return int.from_bytes(hashlib.sha256("\x1f".join(parts).encode()).digest()[:8], "big")
 
 
-def _null_distribution(diffs: Sequence[Fraction]) -> dict[Fraction, int] | None:
-    """Counts of each value of ``sum(±d_i)`` over all 2^n sign patterns; None past the support cap."""
-    dist: dict[Fraction, int] = {Fraction(0): 1}
-    for d in diffs:
-        nxt: dict[Fraction, int] = {}
-        for s, count in dist.items():
-            for v in (s + d, s - d):
-                nxt[v] = nxt.get(v, 0) + count
-        if len(nxt) > MAX_EXACT_SUPPORT:
-            return None
-        dist = nxt
-    return dist
+def _null_distribution(diffs: Sequence[Fraction]) -> tuple[list[int], int, int] | None:
+    """Counts of ``sum(±d_i)`` over all 2^n sign patterns, on the integer grid ``d * scale``.
+
+    Returns (counts indexed by ``sum * scale + offset``, offset, scale), or None when the
+    grid would exceed the support cap. Integer lists make this a sequence of shifted adds.
+    """
+    scale = math.lcm(*(d.denominator for d in diffs))
+    steps = [abs(d.numerator) * (scale // d.denominator) for d in diffs]
+    offset = sum(steps)
+    if 2 * offset + 1 > MAX_EXACT_SUPPORT * 10:
+        return None
+    counts = [0] * (2 * offset + 1)
+    counts[offset] = 1
+    reach = 0  # the counts are zero outside offset ± reach
+    for step in steps:
+        low, high = offset - reach, offset + reach
+        nxt = [0] * len(counts)
+        for i in range(low, high + 1):
+            c = counts[i]
+            if c:
+                nxt[i + step] += c
+                nxt[i - step] += c
+        counts, reach = nxt, reach + step
+    return counts, offset, scale
 
 
 def sign_flip_test(diffs: Sequence[Fraction | int], seed: int = 0) -> PairedP:
@@ -80,11 +93,15 @@ def sign_flip_test(diffs: Sequence[Fraction | int], seed: int = 0) -> PairedP:
     dist = _null_distribution(nonzero)
     if dist is None:
         return _monte_carlo(nonzero, observed, seed)
+    counts, offset, scale = dist
     total = 2 ** len(nonzero)
-    magnitude = abs(observed)
-    two = sum(c for s, c in dist.items() if abs(s) >= magnitude)
-    low = sum(c for s, c in dist.items() if s <= observed)
-    high = sum(c for s, c in dist.items() if s >= observed)
+    at = offset + int(observed * scale)  # exact: observed * scale is an integer on the grid
+    mirror = offset - (at - offset)
+    low = sum(counts[: at + 1])
+    high = sum(counts[at:])
+    two = sum(counts[: min(at, mirror) + 1]) + sum(counts[max(at, mirror) :])
+    if at == mirror:  # observed sum 0: every pattern is at least as extreme
+        two = total
     return PairedP(two / total, low / total, high / total)
 
 
@@ -144,7 +161,8 @@ def bootstrap_interval(
         raise ValueError("level must be in (0, 1)")
     n = len(diffs)
     rng = random.Random(seed)
-    means = sorted(math.fsum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    values = list(diffs)
+    means = sorted(math.fsum(rng.choices(values, k=n)) / n for _ in range(resamples))
     tail = (1 - level) / 2
     low = means[max(0, math.floor(tail * resamples))]
     high = means[min(resamples - 1, math.ceil((1 - tail) * resamples) - 1)]

@@ -233,8 +233,8 @@ def test_skill_eval_validate_reads_both_formats(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_skill_creator_corpus_runs_end_to_end_and_the_agent_cannot_read_it(tmp_path: Path) -> None:
-    from tests.conftest import git
     from testkit.offline_server import OfflineModelServer
+    from tests.conftest import git
 
     root = skill_repo(tmp_path / "repo")
     doc = {
@@ -265,7 +265,8 @@ def test_a_skill_creator_corpus_runs_end_to_end_and_the_agent_cannot_read_it(tmp
                             {
                                 "name": "shell",
                                 "arguments": {
-                                    "command": "cat skills/greeter/evals/evals.json; cat skills/greeter/evals/files/names.csv"
+                                    "command": "cat skills/greeter/evals/evals.json; "
+                                    "cat skills/greeter/evals/files/names.csv"
                                 },
                             }
                         ]
