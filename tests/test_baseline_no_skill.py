@@ -90,6 +90,7 @@ def run_cli(repo: Path, tmp_path: Path, server: OfflineModelServer, *extra: str)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(400)
 def test_a_skill_that_helps_passes_require_uplift_with_paired_figures_in_every_report(
     tmp_path: Path, server: OfflineModelServer
 ) -> None:
@@ -112,6 +113,8 @@ def test_a_skill_that_helps_passes_require_uplift_with_paired_figures_in_every_r
     md = next(reports.glob("skill-eval-greeter-*.md")).read_text()
     assert "## With vs without the skill: no-skill" in md
     assert "bare case prompt" in md and "Gate: --require-uplift 0" in md
+    page = next(reports.glob("skill-eval-*.html")).read_text()
+    assert "With vs without the skill" in page and 'id="quality"' in page
     doc = json.loads(next(reports.glob("skill-eval-greeter-*.json")).read_text())
     overall = next(c for c in doc["comparisons"] if c["model"] is None)
     assert overall["kind"] == "no-skill" and overall["test"] == "mcnemar-exact"
@@ -157,6 +160,7 @@ def test_a_skill_that_helps_passes_require_uplift_with_paired_figures_in_every_r
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(400)
 def test_a_skill_that_does_nothing_fails_require_uplift(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     same = {**SCENARIO, "rules": [{"tools": True, "contains": "Say hello", "replies": [{"text": "Hello!"}]}]}

@@ -232,6 +232,7 @@ def test_skill_eval_validate_reads_both_formats(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(400)
 def test_a_skill_creator_corpus_runs_end_to_end_and_the_agent_cannot_read_it(tmp_path: Path) -> None:
     from testkit.offline_server import OfflineModelServer
     from tests.conftest import git
