@@ -197,13 +197,29 @@ def render_junit(result: RunResult) -> str:
 
     Infra failures (and blocked cases) are ``<error>``: the evaluator could not judge them.
     An INCONCLUSIVE corpus reports its graded assertions as ``<skipped>``: its numbers
-    measured the infra, not the skill, so they neither pass nor fail a CI job.
+    measured the infra, not the skill, so they neither pass nor fail a CI job. The current
+    arm's suite carries the paired comparisons as ``<properties>`` (difference, interval, p).
     """
-    suites = "".join(_junit_suite(s) for s in result.skills)
+    suites = "".join(_junit_suite(s, _junit_properties(result, s)) for s in result.skills)
     return '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>' + suites + "</testsuites>\n"
 
 
-def _junit_suite(s: SkillResult) -> str:
+def _junit_properties(result: RunResult, s: SkillResult) -> str:
+    if s.variant != CURRENT:
+        return ""
+    props = []
+    for c in result.comparisons:
+        if c.skill != s.skill or c.model is not None:
+            continue
+        for key in ("difference", "low", "high", "p_two_sided", "p_drop", "p_uplift", "test", "dropped"):
+            value = getattr(c, key)
+            if value is not None:
+                name = quoteattr(f"compare.{c.baseline}.{key}")
+                props.append(f"<property name={name} value={quoteattr(str(value))}/>")
+    return f"<properties>{''.join(props)}</properties>" if props else ""
+
+
+def _junit_suite(s: SkillResult, properties: str = "") -> str:
     cases: list[str] = []
     counts = {"failure": 0, "error": 0, "skipped": 0}
     for r in s.runs:
@@ -226,6 +242,7 @@ def _junit_suite(s: SkillResult) -> str:
     return (
         f'<testsuite name={quoteattr(f"{s.skill}[{s.variant}]")} tests="{len(cases)}" '
         f'failures="{counts["failure"]}" errors="{counts["error"]}" skipped="{counts["skipped"]}">'
+        + properties
         + "".join(cases)
         + "</testsuite>"
     )

@@ -35,3 +35,19 @@ def test_an_inconclusive_corpus_is_skipped_so_ci_neither_passes_nor_fails_on_it(
     assert (suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("0", "2", "2")
     messages = {e.get("message", "") for e in suite.findall("testcase/skipped")}
     assert messages == {"INCONCLUSIVE: INCONCLUSIVE (2/4 cases not graded — infra)"}
+
+
+def test_the_current_suite_carries_the_paired_figures_as_properties() -> None:
+    from schemas.shard import CURRENT, NO_SKILL
+
+    plan = plan_for([bundle("s", [1] * 6)], variants=(CURRENT, NO_SKILL))
+    outcomes = {
+        **outcomes_for(plan, {k: [True] for k in range(1, 7)}),
+        **outcomes_for(plan, {k: [False] for k in range(1, 7)}, variant=NO_SKILL),
+    }
+    root = ET.fromstring(render_junit(reduce(plan, outcomes)))
+    current = next(s for s in root.findall("testsuite") if s.get("name") == "s[current]")
+    props = {p.get("name"): p.get("value") for p in current.findall("properties/property")}
+    assert props["compare.no-skill.difference"] == "1.0" and props["compare.no-skill.test"] == "mcnemar-exact"
+    assert float(props["compare.no-skill.p_uplift"]) == 1 / 64
+    assert len(current.findall("testcase")) == 6  # properties are not counted as tests
