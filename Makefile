@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps demo test test-fast check bench clean
+.PHONY: setup system-deps demo demo-claude-code test test-fast check bench clean
 
 # Debian packages the product and its tests run against: a real redis-server, bubblewrap, git,
 # and chromium for the HTML report's browser test.
@@ -15,6 +15,7 @@ system-deps:
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	command -v git >/dev/null || missing="$$missing git"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v npm >/dev/null || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; \
@@ -26,11 +27,32 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
-setup: system-deps $(STAMP)
+# The real agent harnesses, exact pinned versions, in a git-ignored cache inside the checkout
+# (found there by the harness executors when neither PATH nor SKILL_EVAL_*_BIN names them).
+# Claude Code's postinstall must run: without it bin/claude.exe stays a placeholder.
+HARNESS_CACHE  := .harness-cache
+CLAUDE_CODE    := @anthropic-ai/claude-code@2.1.328
+CODEX          := @openai/codex@0.169.0
+HARNESS_STAMP  := $(HARNESS_CACHE)/.installed-2.1.328-0.169.0
+
+$(HARNESS_STAMP):
+	mkdir -p $(HARNESS_CACHE)
+	npm install --prefix $(HARNESS_CACHE) --no-audit --no-fund --foreground-scripts $(CLAUDE_CODE) $(CODEX)
+	$(HARNESS_CACHE)/node_modules/.bin/claude --version >/dev/null 2>&1 || \
+	  (cd $(HARNESS_CACHE)/node_modules/@anthropic-ai/claude-code && node install.cjs)
+	$(HARNESS_CACHE)/node_modules/.bin/claude --version
+	$(HARNESS_CACHE)/node_modules/.bin/codex --version
+	touch $@
+
+setup: system-deps $(STAMP) $(HARNESS_STAMP)
 
 # The main job: evaluate the bundled example repo.
 demo: setup
 	$(BIN)/python -m producer.demo
+
+# The same with the real Claude Code binary as the executor (scripted Anthropic-API model).
+demo-claude-code: setup
+	$(BIN)/python -m producer.demo --executor claude-code
 
 test: setup
 	$(BIN)/pytest -q
@@ -44,4 +66,4 @@ check: setup
 	$(BIN)/mypy schemas engine harnesses reducer producer worker prompts testkit
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(HARNESS_CACHE)

@@ -1,7 +1,7 @@
 """Benchmark: whole runs through the embedded cluster (private Redis + ``celery worker`` processes +
 bwrap sandbox + the offline model server over HTTP), timed from submit to the reduced result.
 
-Two cases (issue 6):
+Two cases:
 
 * ``instant``: the scripted executor answers at once and the judge decides at once; the figure is
   shards per second end to end. Target: 10 shards/s or more for 500 shards on 2 cores.

@@ -6,7 +6,7 @@ local store, unpacks it once (the per-host cache), then measures
 * materializing a workspace (copy + harden: corpus removed, remotes removed), median of N;
 * one sandboxed ``true`` command in bubblewrap, median of M.
 
-Targets (issue 3): workspace <= 150 ms, sandboxed command <= 20 ms.
+Targets: workspace <= 150 ms, sandboxed command <= 20 ms.
 
 Run: ``.venv/bin/python bench/bench_workspace.py [--workspaces 30] [--commands 50]``
 """

@@ -55,7 +55,11 @@ class Settings(BaseSettings):
     lease_ttl_s: float = 30.0
     """A shard's heartbeat lease; a dead worker's shard is re-queued within about this plus one reaper period."""
     reaper_period_s: float = 10.0
-    """How often each worker looks for expired leases."""
+    """How often the fleet's reaper looks for expired leases and unsent shards (one worker per period)."""
+    unsent_grace_s: float = 30.0
+    """A shard registered this long ago whose message was never confirmed sent is sent by the reaper.
+    Publishers confirm every batch of messages within about a second, so this only catches a
+    publisher (or reaper) that died between registering a shard and publishing it."""
     visibility_timeout_s: float = 4 * 3600.0
     """Broker redelivery of unacked messages. It must exceed the longest allowed task (a task that outlives
     it runs twice) and, as it is shared by every queue on the broker database, it is the longest one;

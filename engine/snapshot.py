@@ -124,7 +124,7 @@ def unpack_snapshot(store: ArtifactStore, key: str, cache_dir: Path) -> Path:
     except OSError as exc:
         raise StoreError(f"cannot unpack {key!r} into {cache_dir}: {exc}") from exc
     try:
-        _extract(data, tmp, key)
+        extract_tar(data, tmp, key)
         os.rename(tmp, target)  # atomic publish; fails when another worker published first
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -144,8 +144,12 @@ def _safe_name(name: str, key: str) -> PurePosixPath:
     return path
 
 
-def _extract(data: bytes, dest: Path, key: str) -> None:
-    """Extract ``data`` into the empty folder ``dest`` without ever following a link."""
+def extract_tar(data: bytes, dest: Path, key: str) -> None:
+    """Extract the tar ``data`` into the empty folder ``dest`` without ever following a link.
+
+    ``key`` names the source in errors. A leading ``./`` on member names (what
+    ``tar -C dir .`` writes) is accepted; every other unsafe name is a ``StoreError``.
+    """
     real_dirs: set[PurePosixPath] = {PurePosixPath(".")}
     dir_modes: list[tuple[Path, int]] = []
     files: dict[PurePosixPath, Path] = {}
@@ -163,6 +167,11 @@ def _extract(data: bytes, dest: Path, key: str) -> None:
 
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
         for member in tar:
+            if member.name in (".", "./"):
+                continue
+            member.name = member.name.removeprefix("./")
+            if member.islnk():
+                member.linkname = member.linkname.removeprefix("./")
             rel = _safe_name(member.name, key)
             ensure_parent(rel)
             host = dest / rel

@@ -1,16 +1,14 @@
 """Shard state in Redis: forward-only atomic transitions, heartbeat leases, the finish counter.
 
-Keys (prefix ``skill-eval:run:<run_id>``):
-
-- ``…`` hash: ``total``, ``terminal`` (count of shards in a terminal state), ``manifest``,
-  ``created``; the shard that moves ``terminal`` to ``total`` is told so, exactly once, and
-  enqueues ``reduce`` (no chords: they are fragile on the Redis backend).
-- ``…:states`` hash: shard id -> state (the contract's strings).
-- ``…:leases`` sorted set: shard id -> lease expiry (ms); ``…:owners`` hash: shard id -> token;
-  ``…:attempts`` hash: ``<shard>:<executing|grading>`` -> claims so far.
-  A worker executing or grading a shard refreshes its lease; the reaper returns shards whose
-  lease expired (their worker died) to the previous state and re-enqueues them, so a dead
-  worker costs about a lease period, not a broker visibility timeout.
+The keys (built in :mod:`engine.keys`): the run hash counts ``terminal`` shards against
+``total``; the shard that moves ``terminal`` to ``total`` is told so, exactly once, and
+enqueues ``reduce`` (no chords: they are fragile on the Redis backend). A worker executing
+or grading a shard refreshes its lease; the reaper returns shards whose lease expired
+(their worker died) to the previous state and re-enqueues them, so a dead worker costs
+about a lease period, not a broker visibility timeout.
+The unsent ledger notes shards registered (or moved back by the reaper) whose message
+is not yet confirmed published; the reaper sends those older than a grace period, so a
+publisher dying midway strands nothing, without re-sending the waiting backlog.
 
 Every read-modify-write is one Lua script, so two workers can never both move a shard.
 See docs/design/engine.md.
@@ -22,10 +20,17 @@ from dataclasses import dataclass
 
 import redis
 
-from schemas.constants import KEY_PREFIX
+from engine.keys import (
+    RunKeys,
+    active_runs_key,
+    attempts_field,
+    preflight_key,
+    resubmits_key,
+    run_keys,
+    unsent_key,
+)
 from schemas.status import TERMINAL_STATES, ShardState, may_transition
 
-ACTIVE_RUNS = KEY_PREFIX + ":runs"
 MAX_ATTEMPTS = 3
 """Claims of one shard into executing (or grading) before it is given up: a shard whose worker dies
 every time (a native crash, an OOM kill) would otherwise come back by its lease forever."""
@@ -95,6 +100,7 @@ for _, shard in ipairs(expired) do
   redis.call('HDEL', KEYS[3], shard)
   if back then
     redis.call('HSET', KEYS[1], shard, back)
+    redis.call('ZADD', KEYS[4], now, shard)  -- unsent until its re-send is confirmed
     table.insert(out, shard)
     table.insert(out, back)
   end
@@ -103,19 +109,62 @@ return out
 """
 
 
-# KEYS: run, states, active, attempts. ARGV: run_id, queued, infra states...
-_REQUEUE = """
+# KEYS: states, unsent. ARGV: initial state, shard ids... Registers the new shards and notes them
+# as not yet sent, in one step: a shard is never known without also being known to need a message.
+_REGISTER = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local added = 0
+for i = 2, #ARGV do
+  if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[1]) == 1 then
+    redis.call('ZADD', KEYS[2], now, ARGV[i])
+    added = added + 1
+  end
+end
+return added
+"""
+
+# KEYS: states, unsent, leases. ARGV: older-than (ms), waiting states... Shards noted as unsent
+# longer than the grace period: the waiting ones come back to be sent, the rest (their message
+# did go out, only the note was not cleared) are cleared.
+_UNSENT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[1]))
 local out = {}
-local all = redis.call('HGETALL', KEYS[2])
-for i = 1, #all, 2 do
-  local shard, cur = all[i], all[i + 1]
-  for j = 3, #ARGV do
-    if cur == ARGV[j] then
-      redis.call('HSET', KEYS[2], shard, ARGV[2])
-      redis.call('HINCRBY', KEYS[1], 'terminal', -1)
-      redis.call('HDEL', KEYS[4], shard .. ':executing', shard .. ':grading')
-      table.insert(out, shard)
-    end
+for _, shard in ipairs(old) do
+  local cur = redis.call('HGET', KEYS[1], shard)
+  local waiting = false
+  for j = 2, #ARGV do if cur == ARGV[j] then waiting = true end end
+  if waiting and not redis.call('ZSCORE', KEYS[3], shard) then
+    table.insert(out, shard)
+    table.insert(out, cur)
+    redis.call('ZADD', KEYS[2], now, shard)
+  else
+    redis.call('ZREM', KEYS[2], shard)
+  end
+end
+return out
+"""
+
+_REGISTER_CHUNK = 1000
+"""Shard ids per registration script call: large enough to amortise round trips, small enough
+that one script never blocks Redis for long."""
+
+
+# KEYS: run, states, active, attempts. ARGV: run_id, then triples (shard, expected state, back state).
+# Moves each shard back only if it is still in the state the caller saw: a shard that moved on
+# meanwhile (a late delivery finished it) is left alone.
+_REQUEUE_SHARDS = f"""
+local terminal = {_TERMINAL_LUA}
+local out = {{}}
+for i = 2, #ARGV, 3 do
+  local shard, expected, back = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if redis.call('HGET', KEYS[2], shard) == expected then
+    redis.call('HSET', KEYS[2], shard, back)
+    if terminal[expected] then redis.call('HINCRBY', KEYS[1], 'terminal', -1) end
+    redis.call('HDEL', KEYS[4], shard .. ':executing', shard .. ':grading')
+    table.insert(out, shard)
   end
 end
 if #out > 0 then
@@ -150,12 +199,13 @@ class RunState:
         self._claim = client.register_script(_CLAIM)
         self._heartbeat = client.register_script(_HEARTBEAT)
         self._reap = client.register_script(_REAP)
-        self._requeue = client.register_script(_REQUEUE)
+        self._register = client.register_script(_REGISTER)
+        self._requeue_shards = client.register_script(_REQUEUE_SHARDS)
+        self._unsent = client.register_script(_UNSENT)
 
     @staticmethod
-    def _keys(run_id: str) -> tuple[str, str, str, str]:
-        base = f"{KEY_PREFIX}:run:{run_id}"
-        return base, base + ":states", base + ":leases", base + ":owners"
+    def _keys(run_id: str) -> RunKeys:
+        return run_keys(run_id)
 
     def register(
         self,
@@ -167,33 +217,36 @@ class RunState:
     ) -> int:
         """Record a run's shards as ``initial`` (queued; executed for grade-only runs); idempotent.
 
-        A resubmission keeps existing states.
+        A resubmission keeps existing states. Newly registered shards are also noted as
+        *unsent* until :meth:`mark_sent` confirms their message was published; the reaper
+        re-sends only those (see :meth:`unsent`), never the whole waiting backlog.
 
         Returns the number of shards newly registered.
         """
-        run, states, _, _ = self._keys(run_id)
-        pipe = self.r.pipeline()
-        for shard_id in shard_ids:
-            pipe.hsetnx(states, shard_id, initial.value)
-        added = sum(bool(x) for x in pipe.execute())
+        k = self._keys(run_id)
+        added = 0
+        for start in range(0, len(shard_ids), _REGISTER_CHUNK):
+            chunk = shard_ids[start : start + _REGISTER_CHUNK]
+            added += int(self._register(keys=[k.states, unsent_key(run_id)], args=[initial.value, *chunk]))
+        run = k.run
         self.r.hset(run, mapping={"total": len(shard_ids), "manifest": manifest_key, "created": created})
         self.r.hsetnx(run, "terminal", 0)
-        self.r.sadd(ACTIVE_RUNS, run_id)
+        self.r.sadd(active_runs_key(), run_id)
         return added
 
     def exists(self, run_id: str) -> bool:
-        return bool(self.r.exists(self._keys(run_id)[0]))
+        return bool(self.r.exists(self._keys(run_id).run))
 
     def manifest_key(self, run_id: str) -> str | None:
-        value = self.r.hget(self._keys(run_id)[0], "manifest")
+        value = self.r.hget(self._keys(run_id).run, "manifest")
         return _text(value) if value else None
 
     def get(self, run_id: str, shard_id: str) -> ShardState | None:
-        value = self.r.hget(self._keys(run_id)[1], shard_id)
+        value = self.r.hget(self._keys(run_id).states, shard_id)
         return ShardState(_text(value)) if value else None
 
     def states(self, run_id: str) -> dict[str, ShardState]:
-        raw = self.r.hgetall(self._keys(run_id)[1])
+        raw = self.r.hgetall(self._keys(run_id).states)
         return {_text(k): ShardState(_text(v)) for k, v in raw.items()}
 
     def counts(self, run_id: str) -> dict[str, int]:
@@ -204,33 +257,33 @@ class RunState:
 
     def totals(self, run_id: str) -> tuple[int, int]:
         """(terminal, total) shard counts."""
-        raw = self.r.hmget(self._keys(run_id)[0], "terminal", "total")
+        raw = self.r.hmget(self._keys(run_id).run, "terminal", "total")
         return int(raw[0] or 0), int(raw[1] or 0)
 
     def claim(self, run_id: str, shard_id: str, src: ShardState, dst: ShardState, token: str, ttl_s: float) -> bool:
         """Move ``src -> dst`` taking a lease, or take over ``dst`` whose lease expired."""
-        run, states, leases, owners = self._keys(run_id)
+        k = self._keys(run_id)
         ok, _ = self._claim(
-            keys=[states, leases, owners, run + ":attempts"],
+            keys=[k.states, k.leases, k.owners, k.attempts],
             args=[shard_id, src.value, dst.value, token, int(ttl_s * 1000)],
         )
         return bool(ok)
 
     def attempts(self, run_id: str, shard_id: str, leased: ShardState) -> int:
         """How many times the shard was claimed into ``leased`` (executing or grading), this claim included."""
-        value = self.r.hget(self._keys(run_id)[0] + ":attempts", f"{shard_id}:{leased.value}")
+        value = self.r.hget(self._keys(run_id).attempts, attempts_field(shard_id, leased.value))
         return int(value or 0)
 
     def heartbeat(self, run_id: str, shard_id: str, token: str, ttl_s: float) -> bool:
         """Extend the lease; False when the lease is no longer ours (the shard was reclaimed)."""
-        _, _, leases, owners = self._keys(run_id)
-        return bool(self._heartbeat(keys=[leases, owners], args=[shard_id, token, int(ttl_s * 1000)]))
+        k = self._keys(run_id)
+        return bool(self._heartbeat(keys=[k.leases, k.owners], args=[shard_id, token, int(ttl_s * 1000)]))
 
     def transition(self, run_id: str, shard_id: str, new: ShardState, token: str = "") -> Transition:
         """Move the shard forward to ``new`` when allowed (and, with ``token``, when we hold its lease)."""
         allowed = [s.value for s in ShardState if may_transition(s, new)]
         moved, prev, done, total = self._transition(
-            keys=list(self._keys(run_id)), args=[shard_id, new.value, token, len(allowed), *allowed]
+            keys=list(self._keys(run_id)[:4]), args=[shard_id, new.value, token, len(allowed), *allowed]
         )
         previous = ShardState(_text(prev)) if prev else None
         finished = bool(moved) and new.terminal and int(done) == int(total) and int(total) > 0
@@ -238,9 +291,9 @@ class RunState:
 
     def reap(self, run_id: str) -> list[tuple[str, ShardState]]:
         """Return shards whose lease expired to the previous state; give back (shard, state) to re-enqueue."""
-        _, states, leases, owners = self._keys(run_id)
+        k = self._keys(run_id)
         flat = self._reap(
-            keys=[states, leases, owners],
+            keys=[k.states, k.leases, k.owners, unsent_key(run_id)],
             args=[
                 ShardState.EXECUTING.value,
                 ShardState.QUEUED.value,
@@ -250,43 +303,84 @@ class RunState:
         )
         return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
 
+    def put_preflight(self, run_id: str, queue: str, report: str) -> None:
+        """Keep a worker's preflight report (JSON) for the producer waiting on it, for a day."""
+        self.r.set(preflight_key(run_id, queue), report, ex=24 * 3600)
+
+    def preflight(self, run_id: str, queue: str) -> str | None:
+        """The preflight report a worker of ``queue`` left for this run, or None yet."""
+        value = self.r.get(preflight_key(run_id, queue))
+        return _text(value) if value is not None else None
+
+    def mark_sent(self, run_id: str, shard_ids: list[str]) -> None:
+        """Confirm that the messages of ``shard_ids`` were published: the reaper leaves them alone."""
+        unsent = unsent_key(run_id)
+        for start in range(0, len(shard_ids), _REGISTER_CHUNK):
+            self.r.zrem(unsent, *shard_ids[start : start + _REGISTER_CHUNK])
+
+    def unsent(self, run_id: str, grace_s: float) -> list[tuple[str, ShardState]]:
+        """Waiting shards whose message was never confirmed sent within ``grace_s``: (shard, state) to send.
+
+        A publisher that died between registering and publishing (or a reaper between moving
+        a shard back and re-sending it) leaves such shards; nothing else would ever send them.
+        Each returned shard's note is renewed, so a second reaper pass within the grace period
+        does not send it again. A shard whose message did go out but was not confirmed gets a
+        duplicate at most, which its claim turns into a no-op.
+        """
+        k = self._keys(run_id)
+        flat = self._unsent(
+            keys=[k.states, unsent_key(run_id), k.leases],
+            args=[int(grace_s * 1000), ShardState.QUEUED.value, ShardState.EXECUTED.value],
+        )
+        return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
+
     def unleased(self, run_id: str) -> list[tuple[str, ShardState]]:
         """Shards waiting for a message (queued or executed) that no worker holds a lease on.
 
         After a broker restart their messages may be gone; sending them again is safe because
         a claim lets only one delivery work and the others do nothing.
         """
-        _, _, leases, _ = self._keys(run_id)
-        leased = {_text(x) for x in self.r.zrange(leases, 0, -1)}
+        leased = {_text(x) for x in self.r.zrange(self._keys(run_id).leases, 0, -1)}
         waiting = (ShardState.QUEUED, ShardState.EXECUTED)
         return [(k, s) for k, s in sorted(self.states(run_id).items()) if s in waiting and k not in leased]
 
     def active_runs(self) -> list[str]:
-        return sorted(_text(x) for x in self.r.smembers(ACTIVE_RUNS))
+        return sorted(_text(x) for x in self.r.smembers(active_runs_key()))
 
     def reduced(self, run_id: str) -> bool:
-        return bool(self.r.hget(self._keys(run_id)[0], "reduced"))
+        return bool(self.r.hget(self._keys(run_id).run, "reduced"))
 
-    def finish(self, run_id: str) -> None:
+    def mark_reduced(self, run_id: str) -> None:
         """Mark the run reduced; the reaper stops watching it."""
-        self.r.srem(ACTIVE_RUNS, run_id)
-        self.r.hset(self._keys(run_id)[0], "reduced", 1)
+        self.r.srem(active_runs_key(), run_id)
+        self.r.hset(self._keys(run_id).run, "reduced", 1)
 
-    def requeue_failed(self, run_id: str) -> list[tuple[str, ShardState]]:
-        """Put infra-failed shards back where their failure happened; return (shard, state) to re-send.
+    def requeue(self, run_id: str, moves: list[tuple[str, ShardState, ShardState]]) -> list[str]:
+        """Move each ``(shard, expected, back)`` from ``expected`` back to ``back``; the shards moved.
 
-        ``executor-failed`` goes back to ``queued`` (execute again); ``grader-malformed`` and
-        ``grader-dispatch-failed`` go back to ``executed`` (grade the stored trajectory again:
-        no new executor run, and grade-only runs, which have nothing to execute, recover too).
-        The run becomes active again and will be reduced anew.
+        For resubmit's choices: a terminal shard goes back to ``queued`` (execute again) or
+        ``executed`` (grade its stored trajectory again); its claim attempts start afresh and
+        the run becomes active again, to be reduced anew. A shard no longer in ``expected``
+        is left as it is.
         """
-        run, states, _, _ = self._keys(run_id)
-        keys = [run, states, ACTIVE_RUNS, run + ":attempts"]
-        out: list[tuple[str, ShardState]] = []
-        for back, failed in (
-            (ShardState.QUEUED, [ShardState.EXECUTOR_FAILED]),
-            (ShardState.EXECUTED, [ShardState.GRADER_MALFORMED, ShardState.GRADER_DISPATCH_FAILED]),
-        ):
-            flat = self._requeue(keys=keys, args=[run_id, back.value, *(s.value for s in failed)])
-            out += [(_text(x), back) for x in flat]
-        return out
+        k = self._keys(run_id)
+        moved: list[str] = []
+        for start in range(0, len(moves), _REGISTER_CHUNK):
+            args = [
+                x for shard, exp, back in moves[start : start + _REGISTER_CHUNK] for x in (shard, exp.value, back.value)
+            ]
+            flat = self._requeue_shards(keys=[k.run, k.states, active_runs_key(), k.attempts], args=[run_id, *args])
+            moved += [_text(x) for x in flat]
+        return moved
+
+    def next_attempt(self, run_id: str, shard_id: str) -> int:
+        """Number the shard's next resubmitted attempt (1, 2, ...): earlier records are kept under it."""
+        return int(self.r.hincrby(resubmits_key(run_id), shard_id, 1))
+
+    def next_manifest_revision(self, run_id: str) -> int:
+        """Number the run's next manifest revision (2, 3, ...; the first manifest is revision 1)."""
+        return int(self.r.hincrby(self._keys(run_id).run, "manifest_revision", 1)) + 1
+
+    def set_manifest_key(self, run_id: str, key: str) -> None:
+        """Point the run at a new revision of its manifest (resubmit with other judges)."""
+        self.r.hset(self._keys(run_id).run, "manifest", key)

@@ -10,13 +10,16 @@ Every failure is a :class:`schemas.errors.StoreError` whose detail names the key
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
-from schemas.errors import StoreError
+from schemas.errors import ArtifactMissing, StoreError
 
 
 class ArtifactStore(Protocol):
@@ -31,10 +34,22 @@ class ArtifactStore(Protocol):
         """Raise :class:`schemas.errors.StoreError` when ``key`` is absent."""
         ...
 
+    def put_new(self, key: str, data: bytes) -> bool:
+        """Write ``key`` only if it does not exist yet; return whether this call wrote it.
+
+        First writer wins, atomically, even across hosts: two deliveries of one attempt
+        that both finish can never both commit a final record.
+        """
+        ...
+
     def exists(self, key: str) -> bool: ...
 
     def list(self, prefix: str) -> list[str]:
         """Keys under ``prefix``, sorted."""
+        ...
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The objects of ``keys`` that exist, read in batches; absent keys are left out."""
         ...
 
 
@@ -62,6 +77,11 @@ def _validate_prefix(prefix: str) -> str:
     return prefix
 
 
+MULTIPART_THRESHOLD = 64 * 1024 * 1024
+"""Objects at least this large go to S3 in parts (and are read back the same way by boto3)."""
+_PARALLEL_READS = 16
+
+
 class LocalStore:
     """A directory of files; ``put`` writes a temp file in the target folder then ``os.replace``."""
 
@@ -73,6 +93,17 @@ class LocalStore:
         return self.root.joinpath(*PurePosixPath(validate_key(key)).parts)
 
     def put(self, key: str, data: bytes) -> None:
+        self._write(key, data, exclusive=False)
+
+    def put_new(self, key: str, data: bytes) -> bool:
+        return self._write(key, data, exclusive=True)
+
+    def _write(self, key: str, data: bytes, *, exclusive: bool) -> bool:
+        """Write through a temp file in the target folder, so a reader never sees half an object.
+
+        ``exclusive`` publishes with ``link`` (fails when the name exists) instead of
+        ``replace``: the first writer wins and a later one returns False.
+        """
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -80,10 +111,16 @@ class LocalStore:
             try:
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
-                os.replace(tmp, path)
-            except BaseException:
+                if not exclusive:
+                    os.replace(tmp, path)
+                    return True
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    return False
+                return True
+            finally:
                 Path(tmp).unlink(missing_ok=True)
-                raise
         except OSError as exc:
             raise StoreError(f"cannot write {key!r} to {self.uri}: {exc}") from exc
 
@@ -91,12 +128,23 @@ class LocalStore:
         try:
             return self._path(key).read_bytes()
         except FileNotFoundError as exc:
-            raise StoreError(f"no artifact {key!r} in {self.uri}") from exc
+            raise ArtifactMissing(f"no artifact {key!r} in {self.uri}") from exc
         except OSError as exc:
             raise StoreError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        found = {}
+        for key in keys:
+            try:
+                found[key] = self._path(key).read_bytes()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise StoreError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
+        return found
 
     def list(self, prefix: str) -> list[str]:
         _validate_prefix(prefix)
@@ -121,16 +169,36 @@ class S3Store:
     ``AWS_ENDPOINT_URL``, else AWS itself; credentials come from boto3's usual chain.
     """
 
-    def __init__(self, bucket: str, prefix: str = "", endpoint_url: str | None = None) -> None:
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        endpoint_url: str | None = None,
+        *,
+        multipart_threshold: int = MULTIPART_THRESHOLD,
+        max_attempts: int = 10,
+    ) -> None:
         import boto3  # an I/O edge: only this class needs it
 
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         if self.prefix:
             validate_key(self.prefix)
+        from boto3.s3.transfer import TransferConfig
+        from botocore.config import Config
+
         endpoint = endpoint_url or os.environ.get("SKILL_EVAL_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL")
         self.uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
-        self._client: Any = boto3.client("s3", endpoint_url=endpoint)
+        # Adaptive retries back off on throttling (SlowDown, 503) with a client-side rate
+        # limit; the pool is sized for get_many's parallel reads.
+        config = Config(
+            retries={"mode": "adaptive", "max_attempts": max_attempts}, max_pool_connections=_PARALLEL_READS * 2
+        )
+        self._client: Any = boto3.client("s3", endpoint_url=endpoint, config=config)
+        self._multipart_threshold = multipart_threshold
+        self._transfer = TransferConfig(
+            multipart_threshold=multipart_threshold, multipart_chunksize=multipart_threshold
+        )
 
     def _key(self, key: str) -> str:
         validate_key(key)
@@ -138,16 +206,42 @@ class S3Store:
 
     def put(self, key: str, data: bytes) -> None:
         try:
-            self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+            if len(data) >= self._multipart_threshold:  # large snapshots: parallel parts, each retried alone
+                self._client.upload_fileobj(io.BytesIO(data), self.bucket, self._key(key), Config=self._transfer)
+            else:
+                self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
         except Exception as exc:  # botocore raises many unrelated types; all mean "not written"
             raise StoreError(f"cannot write {key!r} to {self.uri}: {exc}") from exc
+
+    def put_new(self, key: str, data: bytes) -> bool:
+        """A conditional ``PutObject`` (``If-None-Match: *``): S3 answers 412 when the key exists."""
+        try:
+            self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
+            return True
+        except Exception as exc:
+            code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+            if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+                return False
+            raise StoreError(f"cannot write {key!r} to {self.uri}: {exc}") from exc
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """Parallel ``GetObject`` calls: S3 has no batch read, and one at a time is latency-bound."""
+
+        def fetch(key: str) -> tuple[str, bytes | None]:
+            try:
+                return key, self.get(key)
+            except ArtifactMissing:
+                return key, None
+
+        with ThreadPoolExecutor(max_workers=_PARALLEL_READS) as pool:
+            return {k: v for k, v in pool.map(fetch, keys) if v is not None}
 
     def get(self, key: str) -> bytes:
         try:
             body: bytes = self._client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
             return body
         except self._client.exceptions.NoSuchKey as exc:
-            raise StoreError(f"no artifact {key!r} in {self.uri}") from exc
+            raise ArtifactMissing(f"no artifact {key!r} in {self.uri}") from exc
         except StoreError:
             raise
         except Exception as exc:

@@ -12,21 +12,16 @@ from typing import Any
 
 import redis
 
-from schemas.constants import KEY_PREFIX, RUN_KEY
-
-USAGE_KEY = KEY_PREFIX + ":usage:{model}"
-USAGE_MODELS_KEY = KEY_PREFIX + ":usage-models"
-RUN_USAGE_KEY = RUN_KEY + ":usage:{model}"
-RUN_USAGE_MODELS_KEY = RUN_KEY + ":usage-models"
+from engine.keys import usage_key, usage_models_key
 
 INT_FIELDS = ("calls", "attempts", "prompt_tokens", "completion_tokens", "rate_limited", "errors", "failed")
 """calls: completions returned; attempts: HTTP attempts; failed: calls that spent their budget."""
 
 
 def _keys(model: str, run_id: str | None) -> list[tuple[str, str]]:
-    keys = [(USAGE_KEY.format(model=model), USAGE_MODELS_KEY)]
+    keys = [(usage_key(model), usage_models_key())]
     if run_id:
-        keys.append((RUN_USAGE_KEY.format(run_id=run_id, model=model), RUN_USAGE_MODELS_KEY.format(run_id=run_id)))
+        keys.append((usage_key(model, run_id), usage_models_key(run_id)))
     return keys
 
 
@@ -60,11 +55,11 @@ def usage_totals(redis_client: redis.Redis, run_id: str | None = None) -> dict[s
     ``run_id`` None: totals over every run on this Redis. ``cost_usd`` is None when no call
     of the model had a known cost.
     """
-    models_key = USAGE_MODELS_KEY if not run_id else RUN_USAGE_MODELS_KEY.format(run_id=run_id)
+    models_key = usage_models_key(run_id)
     totals: dict[str, dict[str, Any]] = {}
     for raw in sorted(redis_client.smembers(models_key)):
         model = raw.decode() if isinstance(raw, bytes) else str(raw)
-        key = USAGE_KEY.format(model=model) if not run_id else RUN_USAGE_KEY.format(run_id=run_id, model=model)
+        key = usage_key(model, run_id)
         fields = {
             (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
             for k, v in redis_client.hgetall(key).items()

@@ -85,7 +85,7 @@ def check_arms(
 def load_run(run_id: str, store_uri: str | None) -> tuple[RunResult, RunManifest, ArtifactStore]:
     """The run's stored result (or a fresh reduce from its stored verdicts), manifest and store."""
     from engine.collect import reduce_from_store
-    from producer.runner import load_manifest
+    from engine.records import load_manifest
 
     settings = Settings(store=store_uri) if store_uri else Settings()
     store = open_store(settings.store)

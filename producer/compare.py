@@ -1,4 +1,4 @@
-"""Compare mode (contract Phase 4): guard the old-vs-new comparison before anything runs.
+"""Compare mode: guard the old-vs-new comparison before anything runs.
 
 Two distinct guards decide per skill whether a baseline can be graded; a guard hit skips
 only the comparison (the current version is still graded), never falls through to a

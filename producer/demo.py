@@ -5,6 +5,10 @@ LLM: it replays tool-call scripts and judges by rules), copies examples/demo-rep
 fresh git checkout, and runs ``skill-eval run --all-evals`` against it through the embedded
 one-host cluster (private Redis + Celery workers + bubblewrap sandbox). Extra arguments are
 passed to ``skill-eval run``. Exit code: the run's verdict.
+
+``--executor claude-code`` runs the real Claude Code binary instead (``make setup`` installs
+it) on the commit-message skill, against the scripted Anthropic-API demo model
+(``testkit/scenarios/demo-claude-code.json``), through the model proxy in the sandbox.
 """
 
 from __future__ import annotations
@@ -35,17 +39,29 @@ def git_copy(dest: Path) -> Path:
     return dest
 
 
-def demo_scenario() -> dict[str, Any]:
-    """The bundled demo scenario plus the rules that let its scripted judge pass calibration honestly."""
-    scenario: dict[str, Any] = json.loads((SCENARIO_DIR / "demo.json").read_text(encoding="utf-8"))
+CLAUDE_CODE_MODEL = "anthropic/claude-sonnet-4-5"
+
+
+def demo_scenario(name: str = "demo") -> dict[str, Any]:
+    """A bundled demo scenario plus the rules that let its scripted judge pass calibration honestly."""
+    scenario: dict[str, Any] = json.loads((SCENARIO_DIR / f"{name}.json").read_text(encoding="utf-8"))
     # Calibration's rules first: its assertions are worded like the demo corpus's, and one rule must judge both.
-    scenario["judge"] = [*judge_rules(), *scenario.get("judge", [])]
+    calibration = judge_rules()
+    if name != "demo":  # Claude Code's shell tool is Bash: the same rules must judge its calls too
+        calibration = [
+            {**r, "transcript_regex": r["transcript_regex"].replace("shell\\(", "(?:shell|Bash)\\(")}
+            for r in calibration
+        ]
+    scenario["judge"] = [*calibration, *scenario.get("judge", [])]
     return scenario
 
 
 def main(argv: list[str] | None = None) -> int:
     extra = list(sys.argv[1:] if argv is None else argv)
-    with tempfile.TemporaryDirectory(prefix="skill-eval-demo-") as tmp, OfflineModelServer(demo_scenario()) as server:
+    claude_code = "claude-code" in extra and "--executor" in extra
+    targets, executor = (["commit-message"], CLAUDE_CODE_MODEL) if claude_code else (["--all-evals"], EXECUTOR)
+    scenario = demo_scenario("demo-claude-code" if claude_code else "demo")
+    with tempfile.TemporaryDirectory(prefix="skill-eval-demo-") as tmp, OfflineModelServer(scenario) as server:
         repo = git_copy(Path(tmp) / "demo-repo")
         print(f"offline model server (SCRIPTED demo model, not an LLM): {server.base_url}", flush=True)
         cmd = [
@@ -53,12 +69,12 @@ def main(argv: list[str] | None = None) -> int:
             "-m",
             "producer.cli",
             "run",
-            "--all-evals",
+            *targets,
             "--force",
             "--repo",
             str(repo),
             "--model",
-            EXECUTOR,
+            executor,
             "--judge",
             JUDGE,
             "--api-base",

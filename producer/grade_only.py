@@ -9,12 +9,23 @@ as not graded, never silently dropped.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
+from rich.console import Console
+
+from engine.importers import load_trajectories
+from engine.records import put_manifest, put_outcome
+from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore
-from schemas.manifest import RunManifest, manifest_key, outcome_key, trajectory_key
+from producer.cluster import Publisher, Send
+from producer.drive import drive
+from producer.planning import new_run_id, plan_run
+from producer.request import RunRequest, plan_request
+from producer.submit import build_manifest
+from schemas.manifest import RunManifest, trajectory_key
+from schemas.outcome import ShardOutcomeRecord
+from schemas.report import RunResult
 from schemas.shard import SkillBundle, shard_id_for
 from schemas.status import ShardState
 from schemas.trajectory import Trajectory
@@ -49,12 +60,12 @@ def submit_recorded(
     recorded: Sequence[Recorded],
     store: ArtifactStore,
     state: RunState,
-    enqueue: Callable[[str, str, str | None], None],
+    send: Send,
 ) -> int:
     """Store each recording under its shard, register the run, enqueue grading; return shards enqueued."""
     plan = manifest.plan
     run_id = plan.run_id
-    store.put(manifest_key(run_id), manifest.model_dump_json().encode())
+    key = put_manifest(store, manifest)
     by_shard: dict[str, Trajectory] = {}
     for skill, case_id, epoch, trajectory in recorded:
         shard_id = shard_id_for(run_id, "current", skill, case_id, trajectory.model or "recorded", epoch)
@@ -62,7 +73,7 @@ def submit_recorded(
     state.register(
         run_id,
         [s.shard_id for s in plan.shards],
-        manifest_key(run_id),
+        key,
         plan.created_at.isoformat(),
         ShardState.EXECUTED,
     )
@@ -71,12 +82,37 @@ def submit_recorded(
         recording = by_shard.get(shard.shard_id)
         if recording is None:
             detail = f"no recorded trajectory for {shard.skill} case {shard.case_id} epoch {shard.epoch}"
-            outcome = {"state": ShardState.EXECUTOR_FAILED.value, "detail": detail}
-            store.put(outcome_key(run_id, shard.shard_id), json.dumps(outcome).encode())
+            failed = ShardState.EXECUTOR_FAILED
+            put_outcome(
+                store, run_id, shard.shard_id, ShardOutcomeRecord(state=failed, detail=detail, status=failed.value)
+            )
             if state.transition(run_id, shard.shard_id, ShardState.EXECUTOR_FAILED).finished_run:
-                enqueue("reduce", run_id, None)
+                send("reduce", run_id, None)
             continue
         store.put(trajectory_key(run_id, shard.shard_id), recording.model_dump_json().encode())
-        enqueue("grade", run_id, shard.shard_id)
+        send("grade", run_id, shard.shard_id)
         count += 1
     return count
+
+
+def grade_recorded(
+    req: RunRequest, trajectories: str, settings: Settings, out: Console, err: Console
+) -> RunResult | str:
+    """``skill-eval grade``: shard recorded trajectories and grade them like a run."""
+    recorded = load_trajectories(trajectories)
+    if not req.skills and not req.all_evals:
+        req.skills = sorted({skill for skill, _, _, _ in recorded})
+    repo, bundles, skipped = plan_request(req, out)
+    kept, ignored = select(recorded, bundles)
+    for line in ignored:
+        err.print(f"ignored recording {line}", markup=False)
+    epochs = max((epoch for _, _, epoch, _ in kept), default=0) + 1
+    models = recorded_models(kept)
+    plan = plan_run(new_run_id(), bundles, models, judges=req.judges, epochs=epochs, sandbox=settings.sandbox)
+    run_settings = req.settings.model_copy(update={"executor": f"recorded:{trajectories}"})
+    manifest = build_manifest(plan, repo.root, None, run_settings, out_dir=str(req.out), skipped=skipped)
+
+    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Publisher) -> int:
+        return submit_recorded(m, kept, st, state, send)
+
+    return drive(manifest, submitter, req, settings, out, err)

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 from reducer.power import power_note
 from schemas.shard import (
-    BASELINE_PREFIX,
     CURRENT,
     NO_SKILL,
     RunPlan,
@@ -19,6 +18,7 @@ from schemas.shard import (
     shard_id_for,
 )
 from schemas.status import SandboxMode
+from schemas.summary import CorpusPlan, PlanSummary, PlanTotals, SkippedCorpus
 
 
 def new_run_id(now: datetime | None = None, entropy: bytes | None = None) -> str:
@@ -101,38 +101,32 @@ def power_lines(plan: RunPlan) -> list[str]:
     return power_note(smallest, plan.epochs).lines()
 
 
-def plan_summary(plan: RunPlan) -> dict[str, object]:
-    """The plan as one JSON-ready object: per corpus cases and assertions, totals, shard count, power."""
+def plan_summary(plan: RunPlan, skipped: Sequence[SkippedCorpus] = ()) -> PlanSummary:
+    """The plan at a glance: per corpus cases and assertions, totals, shard count, corpora left out."""
     per_variant = len(plan.models) * plan.epochs
-    corpora = [
-        {
-            "skill": b.skill,
-            "corpus": b.corpus_file,
-            "bundle_key": b.bundle_key,
-            "cases": len(b.corpus.evals),
-            "assertions": b.corpus.assertion_count,
-            "shards": len(b.corpus.evals) * per_variant * len(plan.variants),
-        }
-        for b in plan.bundles
-    ]
-    return {
-        "run_id": plan.run_id,
-        "corpora": corpora,
-        "models": list(plan.models),
-        "judges": list(plan.judges),
-        "epochs": plan.epochs,
-        "variants": list(plan.variants),
-        "arms": {
-            "compare": next((v for v in plan.variants if v.startswith(BASELINE_PREFIX)), None),
-            "no_skill": NO_SKILL in plan.variants,
-        },
-        "power": power_note(min(len(b.corpus.evals) for b in plan.bundles), plan.epochs).lines()
-        if plan.bundles
-        else [],
-        "totals": {
-            "corpora": len(plan.bundles),
-            "cases": plan.case_count,
-            "assertions": plan.assertion_count,
-            "shards": len(plan.shards),
-        },
-    }
+    return PlanSummary(
+        run_id=plan.run_id,
+        corpora=[
+            CorpusPlan(
+                skill=b.skill,
+                corpus=b.corpus_file,
+                bundle_key=b.bundle_key,
+                cases=len(b.corpus.evals),
+                assertions=b.corpus.assertion_count,
+                shards=len(b.corpus.evals) * per_variant * len(plan.variants),
+            )
+            for b in plan.bundles
+        ],
+        models=list(plan.models),
+        judges=list(plan.judges),
+        epochs=plan.epochs,
+        variants=list(plan.variants),
+        totals=PlanTotals(
+            corpora=len(plan.bundles),
+            cases=plan.case_count,
+            assertions=plan.assertion_count,
+            shards=len(plan.shards),
+        ),
+        skipped=list(skipped),
+        power=power_note(min(len(b.corpus.evals) for b in plan.bundles), plan.epochs).lines() if plan.bundles else [],
+    )

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
+from engine.records import put_manifest
 from engine.snapshot import snapshot_repo
 from engine.state import RunState
 from engine.store import ArtifactStore
-from schemas.manifest import RunManifest, RunSettings, manifest_key
+from schemas.manifest import RunManifest, RunSettings
 from schemas.shard import BASELINE_PREFIX, CURRENT, NO_SKILL, RunPlan
 
-Enqueue = Callable[[str, str], None]
+EnqueueShard = Callable[[str, str], None]
 """enqueue(run_id, shard_id): put one execute message on the queue."""
+Batch = Callable[[], AbstractContextManager[object]]
+"""A context in which messages are buffered and published together when it ends."""
+
+PUBLISH_BATCH = 1000
+"""Messages published per round trip; each is still its own message, acked on its own."""
 
 
 def _git(root: Path, *args: str) -> str:
@@ -55,20 +63,30 @@ def build_manifest(
     )
 
 
-def submit(manifest: RunManifest, store: ArtifactStore, state: RunState, enqueue: Enqueue) -> int:
+def submit(
+    manifest: RunManifest,
+    store: ArtifactStore,
+    state: RunState,
+    enqueue: EnqueueShard,
+    batch: Batch = contextlib.nullcontext,
+) -> int:
     """Store the manifest, register every shard as queued, enqueue those newly registered.
 
-    Idempotent: resubmitting the same run id enqueues nothing for shards already known.
+    Idempotent: resubmitting the same run id (a second producer, a retried command) enqueues
+    nothing for shards already known. Messages go out ``PUBLISH_BATCH`` at a time inside
+    ``batch``; each batch is confirmed to the run state only after it was published, so a
+    producer that dies midway leaves its unpublished shards for the reaper to send.
     Returns the number of shards enqueued.
     """
     plan = manifest.plan
-    key = manifest_key(plan.run_id)
-    store.put(key, manifest.model_dump_json().encode())
+    key = put_manifest(store, manifest)
     known = state.states(plan.run_id)
     state.register(plan.run_id, [s.shard_id for s in plan.shards], key, plan.created_at.isoformat())
-    count = 0
-    for shard in plan.shards:
-        if shard.shard_id not in known:
-            enqueue(plan.run_id, shard.shard_id)
-            count += 1
-    return count
+    new = [s.shard_id for s in plan.shards if s.shard_id not in known]
+    for start in range(0, len(new), PUBLISH_BATCH):
+        chunk = new[start : start + PUBLISH_BATCH]
+        with batch():
+            for shard_id in chunk:
+                enqueue(plan.run_id, shard_id)
+        state.mark_sent(plan.run_id, chunk)
+    return len(new)

@@ -3,7 +3,7 @@
 The first violation, in document order, is raised as
 ``BadCorpus(file, json_path, problem)`` which prints
 ``BLOCKED_BAD_CORPUS: <file>: <JSON path>: <what is wrong>``.
-Never grade against a corpus that could not be validated (contract Phase 1).
+Never grade against a corpus that could not be validated.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from schemas.corpus import (
     EvalCase,
     FileContainsCheck,
     Fixture,
+    SkillActivatedCheck,
     ToolCallCheck,
     ToolCallMatcher,
 )
@@ -288,12 +289,13 @@ _CHECK_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "tool_call": (frozenset({"kind", "pattern"}), frozenset({"text", "tool", "argument", "absent", "weight"})),
     "call_order": (frozenset({"kind", "first", "then"}), frozenset({"text", "weight"})),
     "file_contains": (frozenset({"kind", "path", "pattern"}), frozenset({"text", "weight"})),
+    "skill_activated": (frozenset({"kind"}), frozenset({"text", "weight"})),
 }
 _MATCHER_KEYS = (frozenset({"pattern"}), frozenset({"tool", "argument"}))
 
 
 def _validate_check(raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus]) -> DeterministicAssertion:
-    """An assertion object: ``kind`` is tool_call | call_order | file_contains; regexes must
+    """An assertion object: ``kind`` is tool_call | call_order | file_contains | skill_activated; regexes must
     compile; ``text`` (optional) is a non-blank string; ``weight`` (optional) is in (0, 100]."""
     kind = raw.get("kind")
     if kind not in _CHECK_KEYS:
@@ -322,6 +324,8 @@ def _validate_check(raw: dict[str, Any], at: str, fail: Callable[[str, str], Bad
         first, then = (_validate_matcher(raw[k], f"{at}.{k}", fail) for k in ("first", "then"))
         text = raw.get("text") or f"The agent makes a tool call {_describe(first)} before one {_describe(then)}"
         return CallOrderCheck(text=text, first=first, then=then, weight=float(weight))
+    if kind == "skill_activated":
+        return SkillActivatedCheck(text=raw.get("text") or "The agent activates the skill", weight=float(weight))
     path = raw["path"]
     path_issue = path_problem(path) if isinstance(path, str) else f"{path!r} is not a string"
     if path_issue:

@@ -120,6 +120,9 @@ def _variant_section(s: SkillResult) -> list[str]:
         out.append(f"#### case {r.case_id} · {r.model} · epoch {r.epoch}: {r.state.value}")
         if r.state is not ShardState.GRADED:
             out.append(f"- not graded: {r.detail or r.state.value}")
+        if r.skill_activated is not None:
+            out.append(f"- skill activated: {'yes' if r.skill_activated else 'no'}")
+        out += [f"- **flagged**: {_cell(line)}" for line in r.rejected_calls]
         for v in r.verdicts:
             mark = "PASS" if v.passed else "FAIL"
             checked = (
@@ -139,11 +142,16 @@ def _per_model_tables(s: SkillResult) -> list[str]:
     """One table per executor model: every case and epoch it ran, with its state and scores."""
     out: list[str] = []
     for m in s.models:
-        out += ["", f"#### {m.model}", "", "| case | epoch | state | assertions passed | composite |"]
-        out.append("|---|---|---|---|---|")
-        for r in (r for r in s.runs if r.model == m.model):
+        runs = [r for r in s.runs if r.model == m.model]
+        activation = any(r.skill_activated is not None for r in runs)
+        head = "| case | epoch | state | assertions passed | composite |" + (" skill activated |" if activation else "")
+        out += ["", f"#### {m.model}", "", head, "|---|---|---|---|---|" + ("---|" if activation else "")]
+        for r in runs:
             passed = f"{sum(v.passed for v in r.verdicts)}/{len(r.verdicts)}" if r.state is ShardState.GRADED else "-"
-            out.append(f"| {r.case_id} | {r.epoch} | {r.state.value} | {passed} | {_pct(r.composite)} |")
+            row = f"| {r.case_id} | {r.epoch} | {r.state.value} | {passed} | {_pct(r.composite)} |"
+            if activation:
+                row += " - |" if r.skill_activated is None else (" yes |" if r.skill_activated else " no |")
+            out.append(row)
     return out
 
 

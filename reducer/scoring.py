@@ -1,9 +1,14 @@
 """Reduce shard outcomes into rates, infra tallies, gates, composite scores and a verdict. Pure.
 
-Contract Phase 5: the behavioural pass rate counts graded shards only; infra failures are
-tallied apart by kind; blocked shards are listed apart; a corpus is INCONCLUSIVE when more
-than 25% of its shards are not graded, or any is not graded in a corpus of fewer than 4
-cases; several corpora are INCONCLUSIVE together when more than 10% of them are.
+The behavioural pass rate counts graded shards only; infra failures are tallied apart by
+kind; blocked shards are listed apart; a corpus is INCONCLUSIVE when more than 25% of its
+shards are not graded, or any is not graded in a corpus of fewer than 4 cases; several
+corpora are INCONCLUSIVE together when more than 10% of them are.
+
+The gate counts shards, not cases: with several models or epochs one case is run (and may
+fail to be graded) once per model and epoch, and each of those runs is one shard, so a
+corpus of 4 cases x 2 models x 3 epochs has 24 shards and turns INCONCLUSIVE past 6 of them
+not graded. The headline says "shards" for that reason.
 """
 
 from __future__ import annotations
@@ -17,15 +22,12 @@ from reducer.gates import comparison_failures
 from reducer.quality import assess_assertions
 from reducer.stats import mean_interval, pass_at_k, pass_hat_k, wilson
 from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
-from schemas.errors import FixtureNeedsGit, NoIsolation, NoSandbox
+from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import AssertionStat, CaseRun, ModelSummary, Rate, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle
 from schemas.status import INFRA_FAILURES, SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
 from schemas.verdict import AssertionVerdict, ShardGrade
-
-RUN_BLOCKING = (NoIsolation.status, FixtureNeedsGit.status, NoSandbox.status)
-NOT_CALIBRATED_MISSING = "not calibrated (no result recorded)"
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,12 @@ class ShardOutcome:
     usage: Usage = field(default_factory=Usage)
     template_hashes: Mapping[str, str] = field(default_factory=dict)
     """Prompt template hashes the executor used for this shard (the grade carries the judge's)."""
+    stops_run: bool = False
+    """Blocked by a status that stops the run (the error's ``stops_run``)."""
+    skill_activated: bool | None = None
+    """Harness executors: whether the harness loaded the skill (None: not recorded)."""
+    rejected_calls: tuple[str, ...] = ()
+    """Tool calls the harness's stream claimed that no proxied model response held."""
 
 
 def rate(passed: int, total: int) -> Rate:
@@ -55,7 +63,8 @@ def headline(r: Rate) -> str:
 
 
 def is_inconclusive(not_graded: int, shards: int, cases: int) -> bool:
-    """The trustworthiness gate of one corpus."""
+    """The trustworthiness gate of one corpus: ``not_graded`` of its ``shards`` (case x model x
+    epoch runs), and its number of distinct ``cases`` for the small-corpus rule."""
     if shards == 0 or not_graded == 0:
         return False
     return not_graded / shards > INCONCLUSIVE_CASE_SHARE or cases < SMALL_CORPUS_CASES
@@ -80,10 +89,13 @@ def _case_run(o: ShardOutcome, judge_usage: Usage) -> CaseRun:
         judges=o.grade.judges if o.grade else [],
         composite=composite(verdicts) if graded else None,
         detail=o.detail or (o.grade.error if o.grade else ""),
+        stops_run=o.stops_run,
         sandbox=o.sandbox,
         end_reason=o.end_reason,
         usage=o.usage,
         judge_usage=judge_usage,
+        skill_activated=o.skill_activated,
+        rejected_calls=list(o.rejected_calls),
     )
 
 
@@ -106,7 +118,7 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
     behavioural = rate(passed, judged)
     inconclusive = is_inconclusive(not_graded, len(runs), len(bundle.corpus.evals))
     head = (
-        f"INCONCLUSIVE ({not_graded}/{len(runs)} cases not graded — infra)" if inconclusive else headline(behavioural)
+        f"INCONCLUSIVE ({not_graded}/{len(runs)} shards not graded — infra)" if inconclusive else headline(behavioural)
     )
     models = _model_summaries(runs)
     verified = [v.evidence_verified for r in graded for v in r.verdicts if v.passed and v.evidence_verified is not None]
@@ -195,7 +207,7 @@ def reduce_run(
     outcomes: Mapping[str, ShardOutcome],
     *,
     fail_under: float | None = None,
-    calibration: Mapping[str, str] | None = None,
+    calibration: Mapping[str, CalibrationRecord] | None = None,
     skipped: Sequence[str] = (),
     template_hashes: Mapping[str, str] | None = None,
     already_reported: Sequence[str] = (),
@@ -262,7 +274,7 @@ def reduce_run(
         leaderboard=_leaderboard(current),
         usage=dict(usage),
         judges=list(plan.judges),
-        calibration=calibration,
+        calibration={judge: record.describe() for judge, record in calibration.items()},
         template_hashes=dict(template_hashes) if template_hashes is not None else used_templates(outcomes.values()),
         skipped=list(skipped),
         comparisons=comparisons,
@@ -291,7 +303,7 @@ def decide_verdict(
     current: Sequence[SkillResult],
     all_skills: Sequence[SkillResult],
     aggregate_inconclusive: bool,
-    calibration: Mapping[str, str],
+    calibration: Mapping[str, CalibrationRecord],
     fail_under: float | None,
     skipped: Sequence[str],
     already_reported: Sequence[str] = (),
@@ -302,15 +314,10 @@ def decide_verdict(
     A run with nothing to do because every valid corpus already has a report is not
     BLOCKED: those corpora were evaluated before; only the skipped ones (if any) warn.
     """
-    # Run-stopping case statuses (contract: NO_ISOLATION -> BLOCKED; a base fixture without git
+    # Run-stopping case statuses (NO_ISOLATION -> BLOCKED; a base fixture without git
     # halts the skill; a worker refusing an unsandboxed shard). Only the current version counts:
     # a baseline that cannot be isolated degrades the comparison, it does not stop the run.
-    blocked = [
-        f"{s.skill} case {r.case_id}: {r.detail}"
-        for s in current
-        for r in s.blocked
-        if r.detail.startswith(RUN_BLOCKING)
-    ]
+    blocked = [f"{s.skill} case {r.case_id}: {r.detail}" for s in current for r in s.blocked if r.stops_run]
     if blocked or (skipped and not current and not already_reported):
         return Verdict.BLOCKED, blocked or ["every corpus was skipped"]
     unavailable = {s.skill for s in all_skills if s.variant != CURRENT and s.blocked and s.behavioural.total == 0}
@@ -327,14 +334,14 @@ def decide_verdict(
     if aggregate_inconclusive:
         warns.append("more than 10% of corpora are INCONCLUSIVE")
     warns += [
-        f"judge {j} failed calibration: {c.removeprefix('failed: ')}"
+        f"judge {j} failed calibration: {'; '.join(c.details)}"
         for j, c in calibration.items()
-        if c.startswith("failed")
+        if c.status is CalibrationStatus.FAILED
     ]
     warns += [
         f"judge {j} was not calibrated: no calibration result was recorded"
         for j, c in calibration.items()
-        if c == NOT_CALIBRATED_MISSING
+        if c.status is CalibrationStatus.MISSING
     ]
     warns += [f"skipped {s}" for s in skipped]
     warns += [f"{s.skill} ({s.variant}) case {r.case_id} blocked: {r.detail}" for s in all_skills for r in s.blocked]

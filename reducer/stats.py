@@ -53,3 +53,15 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     if k > n:
         raise ValueError("k must not exceed n")
     return math.comb(c, k) / math.comb(n, k)
+
+
+def two_proportion_p(c1: int, n1: int, c2: int, n2: int) -> float | None:
+    """Two-sided p-value of a pooled two-proportion z-test (None when either side is empty or no variance)."""
+    if n1 == 0 or n2 == 0:
+        return None
+    pooled = (c1 + c2) / (n1 + n2)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    if se == 0:  # pooled rate 0 or 1: both sides all fail or all pass, nothing to test
+        return None
+    z = abs(c1 / n1 - c2 / n2) / se
+    return math.erfc(z / math.sqrt(2))

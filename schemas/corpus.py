@@ -100,7 +100,21 @@ class FileContainsCheck(BaseModel):
     """Relative weight in weighted scores."""
 
 
-DeterministicAssertion = Annotated[ToolCallCheck | CallOrderCheck | FileContainsCheck, Field(discriminator="kind")]
+class SkillActivatedCheck(BaseModel):
+    """Passes when the harness loaded the skill under test (``Trajectory.skill_activated``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["skill_activated"] = "skill_activated"
+    text: str = "The agent activates the skill"
+    """What the check means, as reports show it."""
+    weight: float = 1.0
+    """Relative weight in weighted scores."""
+
+
+DeterministicAssertion = Annotated[
+    ToolCallCheck | CallOrderCheck | FileContainsCheck | SkillActivatedCheck, Field(discriminator="kind")
+]
 """An assertion checked without a model (extension ``deterministic-assertions``)."""
 Assertion = str | DeterministicAssertion
 """A judged assertion (its text) or a deterministic one."""

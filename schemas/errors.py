@@ -10,6 +10,8 @@
     │   ├── BadCorpus                  BLOCKED_BAD_CORPUS
     │   ├── NoSandbox                  BLOCKED_NO_SANDBOX (bubblewrap missing, no explicit opt-out)
     │   ├── NoTranscriptCapture        BLOCKED_NO_TRANSCRIPT_CAPTURE
+    │   ├── ModelUnavailable           BLOCKED_MODEL_UNAVAILABLE (a key missing or an endpoint down, before dispatch)
+    │   ├── NoHarness                  BLOCKED_NO_HARNESS (an agent harness binary is not installed)
     │   ├── NoIsolation                BLOCKED_NO_ISOLATION (case level: no workspace, never run elsewhere)
     │   ├── BadFixture                 BLOCKED_BAD_FIXTURE (case level)
     │   └── FixtureNeedsGit            BLOCKED_FIXTURE_NEEDS_GIT (case level)
@@ -18,15 +20,20 @@
     │   └── BadRef                     GUARD_BAD_REF
     ├── InfraError                     the evaluator failed, not the skill; never a behavioural fail
     │   ├── ExecutorFailed             executor-failed
-    │   ├── GraderMalformed            grader-malformed
-    │   └── GraderDispatchFailed       grader-dispatch-failed
+    │   └── BudgetExhausted            budget-exhausted (the run's cap, or the model's credit, is spent)
     ├── ModelCallFailed                a model call failed after its retry budget (the caller maps
     │                                  it to executor-failed or grader-dispatch-failed)
     ├── ConfigError                    bad flags, settings or config file; exit code 2
-    └── StoreError                     an artifact is missing or cannot be written
+    └── StoreError                     an artifact cannot be read or written
+        └── ArtifactMissing            the key holds nothing (not a passing network fault)
 
 Every error prints as ``<STATUS>: <detail>`` and the detail names the file or field at
 fault, so the contract's named statuses are never strings assembled ad hoc elsewhere.
+
+A shard's terminal state comes from the error's own attributes (``worker.lifecycle``):
+a ``BlockedError`` ends it ``blocked`` (``case_level`` says whether the block is the case's
+own or the run's; ``stops_run`` whether it turns the run's verdict BLOCKED), an
+``InfraError`` ends it in its ``state``, anything else in the phase's infra failure.
 """
 
 from __future__ import annotations
@@ -54,6 +61,9 @@ class BlockedError(SkillEvalError):
 
     status = "BLOCKED"
     case_level: ClassVar[bool] = False
+    """Raised for one case (its workspace, its fixture) rather than for the whole run."""
+    stops_run: ClassVar[bool] = False
+    """A shard blocked by this stops the run: its verdict is BLOCKED, not WARN."""
 
 
 class BadSkillName(BlockedError):
@@ -80,15 +90,29 @@ class BadCorpus(BlockedError):
 
 class NoSandbox(BlockedError):
     status = "BLOCKED_NO_SANDBOX"
+    stops_run = True  # a worker refusing to run unconfined
 
 
 class NoTranscriptCapture(BlockedError):
     status = "BLOCKED_NO_TRANSCRIPT_CAPTURE"
 
 
+class ModelUnavailable(BlockedError):
+    """A run's model cannot be called (no key, endpoint refusing): found before any shard is sent."""
+
+    status = "BLOCKED_MODEL_UNAVAILABLE"
+
+
+class NoHarness(BlockedError):
+    """The named harness's binary is missing; ``detail`` is ``<name>: <how to install>``."""
+
+    status = "BLOCKED_NO_HARNESS"
+
+
 class NoIsolation(BlockedError):
     status = "BLOCKED_NO_ISOLATION"
     case_level = True
+    stops_run = True  # never run a case outside its own workspace, and never call the run green
 
 
 class BadFixture(BlockedError):
@@ -99,6 +123,7 @@ class BadFixture(BlockedError):
 class FixtureNeedsGit(BlockedError):
     status = "BLOCKED_FIXTURE_NEEDS_GIT"
     case_level = True
+    stops_run = True  # a base fixture without git halts the skill
 
 
 class GuardError(SkillEvalError):
@@ -126,14 +151,11 @@ class ExecutorFailed(InfraError):
     state = ShardState.EXECUTOR_FAILED
 
 
-class GraderMalformed(InfraError):
-    status = ShardState.GRADER_MALFORMED.value
-    state = ShardState.GRADER_MALFORMED
+class BudgetExhausted(InfraError):
+    """No new model call may start for this run (its cap is reached) or this model (out of credit)."""
 
-
-class GraderDispatchFailed(InfraError):
-    status = ShardState.GRADER_DISPATCH_FAILED.value
-    state = ShardState.GRADER_DISPATCH_FAILED
+    status = ShardState.BUDGET_EXHAUSTED.value
+    state = ShardState.BUDGET_EXHAUSTED
 
 
 class ModelCallFailed(SkillEvalError):
@@ -148,3 +170,7 @@ class ConfigError(SkillEvalError):
 
 class StoreError(SkillEvalError):
     status = "STORE_ERROR"
+
+
+class ArtifactMissing(StoreError):
+    """The store answered that the key holds nothing: retrying will not make it appear."""

@@ -6,10 +6,11 @@ and shard ids, and workers read (and cache) the manifest by run id.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.model_config import ModelConfig
 from schemas.shard import RunPlan, Shard
 
 
@@ -40,7 +41,9 @@ class RunSettings(BaseModel):
     budget: AgentBudget = Field(default_factory=AgentBudget)
     """Executor budget per shard."""
     executor: str = "agent"
-    """``agent`` (the built-in tool loop) or ``cmd:<command line>`` (an external agent CLI)."""
+    """``agent`` (the built-in tool loop), a harness (``claude-code``, ``codex``) or ``cmd:<command line>``."""
+    invoke: Literal["explicit", "implicit"] = "explicit"
+    """Harness executors: tell the harness to use the skill (explicit) or give the bare prompt (implicit)."""
     strict_evidence: bool = False
     """Turn a pass whose evidence cannot be found in the transcript into a fail."""
     calibrate: bool = True
@@ -51,7 +54,11 @@ class RunSettings(BaseModel):
     """Against an old ref, only a one-sided drop significant at this level (Holm over assertions) fails."""
     require_uplift: float | None = Field(default=None, ge=-1, lt=1)
     """FAIL unless the lower bound of the uplift over the no-skill arm is above this margin."""
-    models: dict[str, Any] = Field(default_factory=dict)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """Run-wide cap on model spend, executor and judge together (``--max-cost``); None: no cap."""
+    max_tokens: int | None = Field(default=None, gt=0)
+    """Run-wide cap on model tokens, executor and judge together (``--max-tokens``); None: no cap."""
+    models: ModelConfig = Field(default_factory=ModelConfig)
     """The validated model config (limits, API bases, api key *names* only, never keys), for workers anywhere."""
 
 
@@ -60,6 +67,8 @@ class RunManifest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    version: Literal[1] = 1
+    """Format version of this record."""
     plan: RunPlan
     """Shards, corpora, models, judges, epochs, variants."""
     snapshots: dict[str, str]
@@ -101,7 +110,7 @@ def grade_key(run_id: str, shard_id: str) -> str:
 
 
 def outcome_key(run_id: str, shard_id: str) -> str:
-    """Why a shard ended outside the happy path (blocked or infra), as JSON."""
+    """How a shard ended (a ``ShardOutcomeRecord``)."""
     return f"runs/{run_id}/outcomes/{shard_id}.json"
 
 
@@ -112,7 +121,3 @@ def result_key(run_id: str) -> str:
 def calibration_key(run_id: str, judge: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in judge)
     return f"runs/{run_id}/calibration/{safe}.json"
-
-
-def report_key(run_id: str, name: str) -> str:
-    return f"runs/{run_id}/reports/{name}"

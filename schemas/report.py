@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.comparison import AssertionQuality, PairedComparison
@@ -33,6 +35,8 @@ class CaseRun(BaseModel):
     """Weighted share of the case's assertions passed (graded shards only)."""
     detail: str = ""
     """Why the shard was not graded (blocked status or infra error), when it was not."""
+    stops_run: bool = False
+    """Blocked by a status that stops the whole run (no isolation, no sandbox, a fixture needing git)."""
     sandbox: SandboxMode | None = None
     """Sandbox mode the executor ran under."""
     end_reason: str = ""
@@ -41,6 +45,10 @@ class CaseRun(BaseModel):
     """Executor usage."""
     judge_usage: Usage = Field(default_factory=Usage)
     """Judge usage."""
+    skill_activated: bool | None = None
+    """Harness executors: whether the harness loaded the skill (None: the executor records no activation)."""
+    rejected_calls: list[str] = Field(default_factory=list)
+    """Tool calls the harness's stream claimed that no proxied model response held (rejected, flagged)."""
 
 
 class Rate(BaseModel):
@@ -128,7 +136,7 @@ class SkillResult(BaseModel):
     shard_count: int
     """Shards in total."""
     headline: str
-    """``passed/graded (percent)`` or ``INCONCLUSIVE (<n>/<total> cases not graded — infra)``."""
+    """``passed/graded (percent)`` or ``INCONCLUSIVE (<n>/<total> shards not graded — infra)``."""
     models: list[ModelSummary]
     """Per executor model."""
     assertions: list[AssertionStat]
@@ -150,6 +158,8 @@ class RunResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    version: Literal[1] = 1
+    """Format version of this record."""
     run_id: str
     """Run id."""
     verdict: Verdict

@@ -2,7 +2,7 @@
 
 A shard is one unit of work: (run, variant, skill, case, executor model, epoch).
 Its id is a hash of exactly those fields, so a resubmission or a redelivery of the
-same work always lands on the same id (DESIGN.md §3).
+same work always lands on the same id.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class SkillBundle(BaseModel):
     skill: str
     """Skill name (kebab-case, has a ``skills/<name>/`` folder)."""
     bundle_key: str
-    """``<skill>-<12 hex>``: hash of SKILL.md + agents/*.md + corpus (contract dedup key)."""
+    """``<skill>-<12 hex>``: hash of SKILL.md + agents/*.md + corpus (the dedup key of --all-evals)."""
     corpus_file: str
     """Repo-relative path of the corpus file."""
     corpus: Corpus

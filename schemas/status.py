@@ -6,7 +6,7 @@ from enum import Enum, IntEnum
 
 
 class ShardState(str, Enum):
-    """Where a shard is in its life (DESIGN.md §3). States only move forward."""
+    """Where a shard is in its life. States only move forward."""
 
     QUEUED = "queued"
     EXECUTING = "executing"
@@ -17,14 +17,12 @@ class ShardState(str, Enum):
     GRADER_MALFORMED = "grader-malformed"
     GRADER_DISPATCH_FAILED = "grader-dispatch-failed"
     BLOCKED = "blocked"
+    BUDGET_EXHAUSTED = "budget-exhausted"
+    """The run's cost or token cap (or the model's credit) stopped the shard before it finished."""
 
     @property
     def terminal(self) -> bool:
         return self in TERMINAL_STATES
-
-    @property
-    def infra_failure(self) -> bool:
-        return self in INFRA_FAILURES
 
 
 TERMINAL_STATES = frozenset(
@@ -34,9 +32,19 @@ TERMINAL_STATES = frozenset(
         ShardState.GRADER_MALFORMED,
         ShardState.GRADER_DISPATCH_FAILED,
         ShardState.BLOCKED,
+        ShardState.BUDGET_EXHAUSTED,
     }
 )
-INFRA_FAILURES = frozenset({ShardState.EXECUTOR_FAILED, ShardState.GRADER_MALFORMED, ShardState.GRADER_DISPATCH_FAILED})
+# Not graded, and not the skill's doing: tallied by kind, outside the behavioural rate. A spent
+# budget is not a broken evaluator, but it is as far from the skill's behaviour as one.
+INFRA_FAILURES = frozenset(
+    {
+        ShardState.EXECUTOR_FAILED,
+        ShardState.GRADER_MALFORMED,
+        ShardState.GRADER_DISPATCH_FAILED,
+        ShardState.BUDGET_EXHAUSTED,
+    }
+)
 # Forward order of the happy path; a transition may only go to a later rank or to a terminal state.
 STATE_RANK = {
     ShardState.QUEUED: 0,
@@ -58,7 +66,7 @@ def may_transition(current: ShardState | None, new: ShardState) -> bool:
 
 
 class Verdict(str, Enum):
-    """A run's headline verdict (contract Phase 5, run-log VERDICT field)."""
+    """A run's headline verdict (also the run-log VERDICT field)."""
 
     PASS = "PASS"
     WARN = "WARN"
@@ -71,7 +79,7 @@ class Verdict(str, Enum):
 
 
 class ExitCode(IntEnum):
-    """Process exit codes: the verdict's (DESIGN.md, issue 6)."""
+    """Process exit codes: the verdict's."""
 
     PASS = 0
     FAIL = 1
@@ -87,7 +95,7 @@ class SandboxMode(str, Enum):
 
 
 class FixtureStage(str, Enum):
-    """Git stage of a fixture (contract Phase 2): ``base`` is committed, ``head`` left dirty."""
+    """Git stage of a fixture: ``base`` is committed, ``head`` left dirty."""
 
     BASE = "base"
     HEAD = "head"

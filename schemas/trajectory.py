@@ -113,6 +113,8 @@ class Trajectory(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    version: Literal[1] = 1
+    """Format version of this record."""
     shard_id: str = ""
     """The shard this trajectory belongs to ('' for imported or built-in ones)."""
     skill: str
@@ -133,6 +135,12 @@ class Trajectory(BaseModel):
     """Final content of files the executor touched (repo-relative path -> text), for deterministic checks."""
     template_hashes: dict[str, str] = Field(default_factory=dict)
     """SHA-256 of each prompt template the executor used, by template name."""
+    executor: str = "agent"
+    """Which executor ran: ``agent``, a harness name (``claude-code``, ``codex``) or ``cmd:...``."""
+    skill_activated: bool | None = None
+    """Harness executors: whether the harness loaded the skill (None: not recorded for this executor)."""
+    rejected_calls: list[str] = Field(default_factory=list)
+    """Tool calls the harness's stream claimed that no proxied model response contained (flagged, left out)."""
     started_at: datetime = Field(default_factory=_now)
     """Start time (UTC)."""
     finished_at: datetime | None = None

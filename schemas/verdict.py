@@ -68,6 +68,8 @@ class ShardGrade(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    version: Literal[1] = 1
+    """Format version of this record."""
     shard_id: str
     """Shard graded."""
     state: ShardState

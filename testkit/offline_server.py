@@ -1,4 +1,4 @@
-"""An OpenAI-compatible chat-completions server on 127.0.0.1 that plays scripted behaviour.
+"""A scripted model server on 127.0.0.1: OpenAI chat completions, Anthropic Messages, OpenAI Responses.
 
 litellm reaches it over real HTTP (model ``openai/<name>``, ``api_base=<url>``, any key), so
 the product and its tests run with no network. What it answers is a *scenario*
@@ -16,9 +16,15 @@ In-process::
 
 As a process: ``python -m testkit.offline_server --port 8080 --scenario demo --rpm 600``.
 
+Protocols: ``/v1/chat/completions`` (OpenAI), ``/v1/messages`` and ``/v1/messages/count_tokens``
+(Anthropic, JSON or server-sent events: :mod:`testkit.anthropic_api`), ``/v1/responses`` (the
+OpenAI Responses API Codex speaks: :mod:`testkit.responses_api`); query strings such as
+``?beta=true`` are ignored. The same scenario, latency, 429 and fault controls drive all three.
+
 Control endpoints (for tests): ``POST /_control/scenario`` (body: a scenario), ``POST
 /_control/reset`` (forget requests, stats and fault counters), ``GET /_control/requests``
-(recorded request bodies, oldest first, bounded), ``GET /_control/stats``.
+(recorded request bodies, oldest first, bounded), ``GET /_control/keys`` (the credential
+header of each), ``GET /_control/stats``.
 """
 
 from __future__ import annotations
@@ -30,22 +36,26 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from testkit import anthropic_api, responses_api
 from testkit.judge import is_grading_request, judge_request
 from testkit.replies import completion_body
 from testkit.scenario import (
     FAULT_KEYS,
     SCENARIO_DIR,
+    Rule,
     Scenario,
     ScenarioError,
     conversation_key,
+    fill_arguments,
     load_scenario,
     message_text,
     parse_scenario,
-    select_rule,
     turn_index,
 )
 
@@ -53,6 +63,24 @@ __all__ = ["SCENARIO_DIR", "OfflineModelServer", "RateWindow", "load_scenario", 
 
 MAX_RECORDED = 2000
 HANG_S = 3600.0
+
+ErrorShape = Callable[[int, str], dict[str, Any]]
+"""(status, message) -> the protocol's error body."""
+Render = Callable[[dict[str, Any], str, str, int], dict[str, Any]]
+"""(reply, model, prompt text, seq) -> the protocol's response body."""
+Stream = Callable[[dict[str, Any]], list[bytes]]
+"""A response body -> the server-sent events that stream it."""
+
+
+def openai_error(status: int, message: str) -> dict[str, Any]:
+    """An OpenAI-style error body."""
+    kind = "rate_limit_error" if status == 429 else "server_error"
+    return {"error": {"message": message, "type": kind, "code": status}}
+
+
+def select_rule_text(scenario: Scenario, model: str, text: str, has_tools: bool) -> Rule | None:
+    """The first rule matching a request's model, text and tools, or None."""
+    return next((r for r in scenario.rules if r.matches(model, text, has_tools)), None)
 
 
 class RateWindow:
@@ -94,6 +122,8 @@ class _State:
     def reset(self) -> None:
         with self.lock:
             self.requests: deque[dict[str, Any]] = deque(maxlen=MAX_RECORDED)
+            self.keys: deque[str] = deque(maxlen=MAX_RECORDED)
+            """The credential header of each model request, in order (x-api-key or Authorization)."""
             self.fault_counts: dict[tuple[int, int, str], int] = {}
             self.stats: dict[str, Any] = {
                 "total": 0,
@@ -130,8 +160,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, json.dumps(value).encode(), headers)
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        kind = "rate_limit_error" if status == 429 else "server_error"
-        self._json(status, {"error": {"message": message, "type": kind, "code": status}}, headers)
+        self._json(status, openai_error(status, message), headers)
 
     def _body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
@@ -141,19 +170,24 @@ class _Handler(BaseHTTPRequestHandler):
     # --- routes ---------------------------------------------------------------------------
     def do_GET(self) -> None:
         state = self.server.state
+        path = urlsplit(self.path).path.rstrip("/")
         if self.path == "/_control/requests":
             with state.lock:
                 self._json(200, list(state.requests))
+        elif self.path == "/_control/keys":
+            with state.lock:
+                self._json(200, list(state.keys))
         elif self.path == "/_control/stats":
             with state.lock:
                 self._json(200, dict(state.stats))
-        elif self.path.rstrip("/") in ("/v1/models", "/models"):
+        elif path in ("/v1/models", "/models"):
             self._json(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
         else:
             self._error(404, f"no route {self.path}")
 
     def do_POST(self) -> None:
         state = self.server.state
+        path = urlsplit(self.path).path.rstrip("/")
         try:
             body = self._body()
         except json.JSONDecodeError as err:
@@ -171,18 +205,70 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/_control/reset":
             state.reset()
             self._json(200, {"ok": True})
-        elif self.path.rstrip("/") in ("/v1/chat/completions", "/chat/completions"):
+        elif path in ("/v1/chat/completions", "/chat/completions"):
             self._complete(body)
+        elif path in ("/v1/messages", "/messages"):
+            self._anthropic(body)
+        elif path in ("/v1/messages/count_tokens", "/messages/count_tokens"):
+            self._json(200, anthropic_api.count_tokens_body(body))
+        elif path in ("/v1/responses", "/responses"):
+            self._responses(body)
         else:
             self._error(404, f"no route {self.path}")
 
     def _complete(self, body: dict[str, Any]) -> None:
+        model = str(body.get("model", ""))
+        messages = body.get("messages") or []
+        reply = self._scripted(body, model, messages, message_text(messages), bool(body.get("tools")), openai_error)
+        if reply is not None:
+            self._play(reply, model, message_text(messages), openai_error, completion_body)
+
+    def _anthropic(self, body: dict[str, Any]) -> None:
+        model = str(body.get("model", ""))
+        chat = anthropic_api.as_chat_messages(body)
+        text = anthropic_api.messages_text(body)
+        reply = self._scripted(body, model, chat, text, bool(body.get("tools")), anthropic_api.error_body)
+        if reply is None:
+            return
+        stream = bool(body.get("stream"))
+
+        def render(r: dict[str, Any], m: str, _text: str, seq: int) -> dict[str, Any]:
+            return anthropic_api.message_body(r, m, anthropic_api.prompt_text(body), seq)
+
+        self._play(
+            reply, model, text, anthropic_api.error_body, render, stream=anthropic_api.sse_events if stream else None
+        )
+
+    def _responses(self, body: dict[str, Any]) -> None:
+        model = str(body.get("model", ""))
+        chat = responses_api.as_chat_messages(body)
+        text = responses_api.input_text(body)
+        reply = self._scripted(body, model, chat, text, bool(body.get("tools")), openai_error)
+        if reply is None:
+            return
+
+        def render(r: dict[str, Any], m: str, _text: str, seq: int) -> dict[str, Any]:
+            return responses_api.response_body(r, m, body, seq)
+
+        stream = responses_api.sse_events if body.get("stream") else None
+        self._play(reply, model, text, openai_error, render, stream=stream)
+
+    def _scripted(
+        self,
+        body: dict[str, Any],
+        model: str,
+        messages: list[dict[str, Any]],
+        text: str,
+        has_tools: bool,
+        error: ErrorShape,
+    ) -> dict[str, Any] | None:
+        """The scripted reply to one model request, or None when the ceiling already answered 429."""
         state = self.server.state
         with state.lock:
             state.requests.append(body)
+            state.keys.append(self.headers.get("x-api-key") or self.headers.get("authorization") or "")
             state.stats["total"] += 1
             state.seq += 1
-            seq = state.seq
             scenario = state.scenario
         if state.window is not None:
             wait = state.window.admit()
@@ -191,13 +277,10 @@ class _Handler(BaseHTTPRequestHandler):
                     state.stats["rate_limited"] += 1
                     state.stats["ceiling_rate_limited"] += 1
                 retry_after = str(max(1, math.ceil(wait)))
-                self._error(429, "rate limit: requests per minute exceeded", {"Retry-After": retry_after})
-                return
-        model = str(body.get("model", ""))
-        messages = body.get("messages") or []
+                self._json(429, error(429, "rate limit: requests per minute exceeded"), {"Retry-After": retry_after})
+                return None
         turn = turn_index(messages)
-        rule = select_rule(scenario, model, messages, bool(body.get("tools")))
-        text = message_text(messages)
+        rule = select_rule_text(scenario, model, text, has_tools)
         if (rule is not None and rule.judge) or (rule is None and is_grading_request(text)):
             reply: dict[str, Any] = {"verdicts": judge_request(text, scenario.judge_rules)}
             if rule is not None and rule.replies:  # a judge rule may still carry faults/latency
@@ -211,10 +294,21 @@ class _Handler(BaseHTTPRequestHandler):
                 state.fault_counts[key] = count + 1
             if count >= int(reply["times"]):
                 reply = {k: v for k, v in reply.items() if k not in FAULT_KEYS}
-        self._play(reply, model, text, seq)
+        return fill_arguments(reply, text)
 
-    def _play(self, reply: dict[str, Any], model: str, prompt_text: str, seq: int) -> None:
+    def _play(
+        self,
+        reply: dict[str, Any],
+        model: str,
+        prompt_text: str,
+        error: ErrorShape,
+        render: Render,
+        *,
+        stream: Stream | None = None,
+    ) -> None:
         state = self.server.state
+        with state.lock:
+            seq = state.seq
         if reply.get("delay_s"):
             state.stopping.wait(float(reply["delay_s"]))
         if reply.get("hang"):
@@ -228,19 +322,34 @@ class _Handler(BaseHTTPRequestHandler):
             with state.lock:
                 state.stats["rate_limited" if status == 429 else "errors"] += 1
             headers = {"Retry-After": str(reply["retry_after"])} if "retry_after" in reply else None
-            self._error(status, f"scripted fault {status}", headers)
+            self._json(status, error(status, reply.get("error_message", f"scripted fault {status}")), headers)
             return
         if reply.get("malformed"):
             with state.lock:
                 state.stats["malformed"] += 1
-            self._send(200, b'{"id": "chatcmpl-broken", "choices": [{"message": ')
+            self._send(200, b'{"id": "broken", "choices": [{"message": ')
             return
-        self._json(200, completion_body(reply, model, prompt_text, seq))
+        body = render(reply, model, prompt_text, seq)
+        if stream is None:
+            self._json(200, body)
+        else:
+            self._stream(stream(body))
         with state.lock:
             now = time.time()
             state.stats["ok"] += 1
             state.stats["first_ok_at"] = state.stats["first_ok_at"] or now
             state.stats["last_ok_at"] = now
+
+    def _stream(self, events: list[bytes]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        for event in events:
+            self.wfile.write(event)
+        self.wfile.flush()
 
 
 class _Server(ThreadingHTTPServer):
@@ -288,6 +397,11 @@ class OfflineModelServer:
     def requests(self) -> list[dict[str, Any]]:
         with self._httpd.state.lock:
             return list(self._httpd.state.requests)
+
+    def keys(self) -> list[str]:
+        """The credential header each model request carried, oldest first."""
+        with self._httpd.state.lock:
+            return list(self._httpd.state.keys)
 
     def stats(self) -> dict[str, Any]:
         with self._httpd.state.lock:

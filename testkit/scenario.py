@@ -21,7 +21,9 @@ A scenario is a JSON object::
 REPLY is one object; any of these keys, combined:
 
 - ``text``: assistant text. ``tool_calls``: ``[{"name", "arguments"}]`` (or ``"arguments_raw"``
-  to send an unparseable argument string). ``verdicts``: a list, sent as JSON text.
+  to send an unparseable argument string; ``"arguments_from": {"command": REGEX}`` takes an
+  argument from the request's text, the regex's first group, e.g. a command the prompt quotes).
+  ``verdicts``: a list, sent as JSON text.
 - ``delay_s``: latency before answering. ``hang``: true, never answers (until the server stops).
 - ``status``: an HTTP error status (429, 500, 503, ...) with an OpenAI-style error body;
   ``retry_after``: seconds, sent as ``Retry-After`` with a 429.
@@ -162,6 +164,22 @@ def parse_scenario(data: dict[str, Any]) -> Scenario:
             raise ScenarioError("default: expected an object")
         scenario = Scenario(rules=scenario.rules, judge_rules=scenario.judge_rules, default=data["default"])
     return scenario
+
+
+def fill_arguments(reply: dict[str, Any], text: str) -> dict[str, Any]:
+    """``reply`` with every tool call's ``arguments_from`` resolved against the request ``text``."""
+    calls = reply.get("tool_calls")
+    if not calls or not any("arguments_from" in c for c in calls):
+        return reply
+    filled = []
+    for call in calls:
+        wanted = call.get("arguments_from") or {}
+        arguments = dict(call.get("arguments") or {})
+        for key, pattern in wanted.items():
+            found = re.search(pattern, text, re.DOTALL)
+            arguments[key] = found.group(1) if found else ""
+        filled.append({k: v for k, v in {**call, "arguments": arguments}.items() if k != "arguments_from"})
+    return {**reply, "tool_calls": filled}
 
 
 def message_text(messages: list[dict[str, Any]]) -> str:

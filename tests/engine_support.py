@@ -20,10 +20,10 @@ import redis
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
+from producer.cluster import task_sender
 from producer.embedded import worker_command
 from producer.planning import new_run_id, plan_run
 from producer.repo import Repo
-from producer.runner import enqueue_via
 from producer.submit import build_manifest, submit
 from schemas.constants import ALL_QUEUES
 from schemas.manifest import AgentBudget, RunManifest, RunSettings
@@ -105,12 +105,12 @@ def submit_run(
     run_settings = RunSettings(
         budget=AgentBudget(max_turns=4, wall_clock_s=wall_clock_s, command_timeout_s=30),
         calibrate=False,
-        models=ModelConfig(api_base_override=api_base).model_dump(mode="json"),
+        models=ModelConfig(api_base_override=api_base),
     )
     manifest = build_manifest(plan, r.root, store, run_settings, out_dir="", skipped=[])
     state = RunState(redis.Redis.from_url(settings.broker_url or ""))
-    enqueue = enqueue_via(settings, manifest)
-    submit(manifest, store, state, lambda run_id, shard_id: enqueue("execute", run_id, shard_id))
+    enqueue = task_sender(settings, manifest)
+    submit(manifest, store, state, lambda run_id, shard_id: enqueue("execute", run_id, shard_id), enqueue.batch)
     return manifest
 
 
@@ -136,6 +136,7 @@ def worker_env(settings: Settings) -> dict[str, str]:
         "SKILL_EVAL_SANDBOX": settings.sandbox.value,
         "SKILL_EVAL_LEASE_TTL_S": str(settings.lease_ttl_s),
         "SKILL_EVAL_REAPER_PERIOD_S": str(settings.reaper_period_s),
+        "SKILL_EVAL_UNSENT_GRACE_S": str(settings.unsent_grace_s),
     }
 
 

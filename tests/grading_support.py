@@ -1,19 +1,13 @@
-"""Shared by the grader suites: the offline server, a real LiteLLMClient on it, sample trajectories."""
+"""Shared by the grader suites: sample trajectories, the honest judge, and the model fixtures with it."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-import redis
-
-from schemas.model_config import parse_model_config
 from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent, Trajectory
-from testkit.offline_server import OfflineModelServer
-from worker.models.client import LiteLLMClient
+from tests.model_support import server_fixtures
 
 JUDGE = "openai/scripted-judge"
 ASSERTIONS = [
@@ -74,23 +68,4 @@ def sent_assertions(request: dict[str, Any]) -> list[str]:
     return list(value)
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[OfflineModelServer]:
-    with OfflineModelServer(judge_scenario()) as running:
-        yield running
-
-
-@pytest.fixture
-def scripted(server: OfflineModelServer) -> Iterator[OfflineModelServer]:
-    server.reset()
-    server.set_scenario(judge_scenario())
-    yield server
-
-
-@pytest.fixture
-def client(scripted: OfflineModelServer, redis_client: redis.Redis) -> LiteLLMClient:
-    config = parse_model_config(
-        {"retry": {"max_attempts": 2, "base_delay_s": 0.0, "max_delay_s": 0.0}},
-        api_base_override=scripted.base_url,
-    )
-    return LiteLLMClient(config, redis_client)
+server, scripted, client = server_fixtures(judge_scenario)

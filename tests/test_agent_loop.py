@@ -10,17 +10,16 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 
 from engine.snapshot import snapshot_repo
 from engine.store import LocalStore
 from schemas.corpus import Corpus, EvalCase
 from schemas.errors import ExecutorFailed
-from schemas.model_config import parse_model_config
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory
 from testkit.offline_server import OfflineModelServer
 from tests.executor_support import open_test_sandbox
+from tests.model_support import server_fixtures
 from worker.executor.agent import AgentBudget, run_agent
 from worker.executor.prompt import render_executor_prompt
 from worker.models.client import LiteLLMClient
@@ -52,25 +51,7 @@ CHANGELOG_SCRIPT = rule(
 )
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[OfflineModelServer]:
-    with OfflineModelServer(None) as running:
-        yield running
-
-
-@pytest.fixture
-def scripted(server: OfflineModelServer) -> Iterator[OfflineModelServer]:
-    server.reset()
-    yield server
-
-
-@pytest.fixture
-def client(scripted: OfflineModelServer, redis_client: redis.Redis) -> LiteLLMClient:
-    config = parse_model_config(
-        {"retry": {"max_attempts": 2, "base_delay_s": 0.0, "max_delay_s": 0.0}},
-        api_base_override=scripted.base_url,
-    )
-    return LiteLLMClient(config, redis_client)
+server, scripted, client = server_fixtures()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from producer.reports import reported_bundle_keys
-from producer.runner import RunRequest, plan_request
+from producer.request import RunRequest, plan_request
 from tests.conftest import EXAMPLE_REPO
 
 

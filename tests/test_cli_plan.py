@@ -181,3 +181,26 @@ def test_an_unexpected_crash_exits_2_never_1_which_would_read_as_fail(tmp_path: 
     )
     assert result.returncode == 2, result.stderr
     assert "INFRA_ERROR: ConnectionError" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "usage", "problem"),
+    [
+        (["rnu"], "Usage: skill-eval [OPTIONS] COMMAND [ARGS]...", "No such command 'rnu'"),
+        (["run", "--bogus"], "Usage: skill-eval run [OPTIONS]", "No such option: --bogus"),
+    ],
+)
+def test_a_mistyped_command_or_option_is_a_usage_error_exit_2_not_an_infra_error(
+    args: list[str], usage: str, problem: str
+) -> None:
+    exe = Path(sys.executable).parent / "skill-eval"
+    result = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert usage in result.stderr and "--help' for help." in result.stderr and problem in result.stderr
+    assert "INFRA_ERROR" not in result.stderr
+
+
+def test_missing_models_is_a_config_error_printed_once() -> None:
+    code, output = invoke("run", "commit-message", "--repo", str(EXAMPLE_REPO), "--model", "m")
+    assert code == 2
+    assert output.count("CONFIG_ERROR: --model and --judge are required") == 1

@@ -155,7 +155,12 @@ def test_a_mixed_corpus_reports_the_exact_headline_blocks_the_unsafe_fixture_and
     assert states == {1: "graded", 2: "graded", 3: "blocked", 4: "graded"}
     assert cur["behavioural"]["passed"] == 5 and cur["behavioural"]["total"] == 7
     assert not cur["inconclusive"]
-    assert cur["infra"] == {"executor-failed": 0, "grader-dispatch-failed": 0, "grader-malformed": 0}
+    assert cur["infra"] == {
+        "budget-exhausted": 0,
+        "executor-failed": 0,
+        "grader-dispatch-failed": 0,
+        "grader-malformed": 0,
+    }
     blocked = cur["blocked"][0]
     assert blocked["case_id"] == 3 and blocked["detail"].startswith("BLOCKED_BAD_FIXTURE")
     assert "escapes the workspace" in blocked["detail"]
@@ -248,7 +253,7 @@ def test_c_e_infra_failures_turn_a_corpus_inconclusive_and_all_evals_skips_what_
     # beta: 3 of 4 cases not graded (> 25%) -> INCONCLUSIVE, tallied by kind; WARN, exit 3.
     assert first.code == 3, first.stdout + first.stderr
     assert first.field("verdict:") == ["WARN"]
-    assert "skill: beta [current]  cases: 4  result: INCONCLUSIVE (3/4 cases not graded — infra)" in first.stdout
+    assert "skill: beta [current]  cases: 4  result: INCONCLUSIVE (3/4 shards not graded — infra)" in first.stdout
     assert "not graded (infra): executor-failed 1, grader-dispatch-failed 1, grader-malformed 1" in first.stdout
     assert "skill: steady [current]  cases: 2  result: 2/2 (100.0%)" in first.stdout
     assert "AGGREGATE: INCONCLUSIVE (1/2 corpora not trustworthy)" in first.stdout
@@ -267,7 +272,7 @@ def test_c_e_infra_failures_turn_a_corpus_inconclusive_and_all_evals_skips_what_
     ]
     assert by_case[3]["judges"][0]["raw_answers"][:2] == ["Looks fine.", "Looks fine."]  # first try and re-ask
     assert "- executor-failed: 1" in beta_md and "- grader-malformed: 1" in beta_md
-    assert "## current: INCONCLUSIVE (3/4 cases not graded — infra)" in beta_md
+    assert "## current: INCONCLUSIVE (3/4 shards not graded — infra)" in beta_md
     transcripts = {p.name for p in env.out.glob(f"*-{first.run_id}-*-transcript.txt")}
     assert transcripts == {f"skill-eval-beta-{first.run_id}-case{i}-transcript.txt" for i in (2, 3, 4)}
 
@@ -343,10 +348,16 @@ def test_d_several_models_and_epochs_get_per_model_tables_a_matrix_pass_at_k_and
         if any("redis-server" in c for c in seen.values()) and sum("celery" in c for c in seen.values()) >= 3:
             break
         time.sleep(0.1)
-    under = processes_using(env.tmp)  # the teardown's detector sees them too
+    under = processes_using(env.tmp)  # the teardown's detector sees them too ...
+    # ... the cluster's own processes, that is: the per-command sandboxes the workers start are
+    # short-lived and run with a cleared environment (nothing of the test's TMPDIR), and any of
+    # them caught by the loop above may be gone by now. A cluster process still alive after the
+    # scan was alive during it, so it must have been found.
+    cluster = [p for p, c in seen.items() if "redis-server" in c or f"embedded-{proc.pid}@" in c]
+    still_running = alive(cluster)
     res = env.finish(proc, args)
     assert any("redis-server" in c for c in seen.values()), seen
-    assert set(seen) <= set(under), (seen, under)
+    assert still_running and set(still_running) <= set(under), (seen, under)
     assert sum(f"embedded-{proc.pid}@" in c for c in seen.values()) >= 3, seen  # main process + 2 pool workers
     # ... and once it has returned, none of them is left.
     assert alive(seen) == [] and leftover_processes(f"embedded-{proc.pid}@") == []

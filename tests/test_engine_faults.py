@@ -76,7 +76,8 @@ def test_a_shard_of_a_killed_worker_node_is_requeued_by_the_lease_and_the_run_co
         manifest = submit_run(repo, settings, model.base_url)
         run_id = manifest.plan.run_id
         wait_until(lambda: ShardState.EXECUTING in state.states(run_id).values(), 30, what="a shard executing")
-        assert leftovers(settings), "the executing shard has a workspace"
+        # The claim comes first and the workspace a moment later (manifest, snapshot unpack, copy).
+        wait_until(lambda: bool(leftovers(settings)), 30, what="the executing shard's workspace")
         doomed.kill()  # the whole node: its unacked message waits for the 4 h visibility timeout
         killed_at = time.monotonic()
         assert leftovers(settings), "a SIGKILLed task leaves its workspace behind"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from prompts import load_template
 from schemas.corpus import Corpus, EvalCase
 from schemas.errors import ConfigError, ExecutorFailed, NoTranscriptCapture
 from schemas.status import SandboxMode
@@ -85,6 +86,14 @@ def test_the_cli_gets_the_executor_prompt_on_stdin_without_the_grading_criteria(
     assert case.prompt in prompt and "Read `CHANGELOG.md` first." in prompt and "grep -n Unreleased" in prompt
     for secret in (case.expected_output, *case.assertions):
         assert secret not in prompt
+
+
+def test_an_external_trajectory_records_the_executor_template_hash_like_the_built_in_agent(
+    sandbox: Sandbox, case: EvalCase
+) -> None:
+    trajectory = run_cli(sandbox, case, "--run", "true")
+
+    assert trajectory.template_hashes == {"executor": load_template("executor").sha256}
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from producer.planning import plan_run
 from reducer.render_html import render_html
 from reducer.scoring import ShardOutcome, reduce_run
 from schemas.corpus import Corpus, EvalCase
+from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import RunResult
 from schemas.shard import CURRENT, NO_SKILL, SkillBundle, baseline_variant
 from schemas.status import ShardState
@@ -106,7 +107,12 @@ def rich_result() -> tuple[RunResult, dict[str, str]]:
         outcomes,
         regression_alpha=0.05,
         require_uplift=0.0,
-        calibration={"j1": "ok", "j2": "failed: passed the tempting bad run"},
+        calibration={
+            "j1": CalibrationRecord(judge="j1", status=CalibrationStatus.OK),
+            "j2": CalibrationRecord(
+                judge="j2", status=CalibrationStatus.FAILED, details=["passed the tempting bad run"]
+            ),
+        },
     )
     return result, transcripts
 

@@ -46,7 +46,7 @@ def test_a_good_run_is_graded_with_verified_evidence_and_the_template_hash(
     assert [v.evidence_verified for v in result.verdicts] == [True, True, True]
     assert result.template_hashes == {"grader": load_template("grader").sha256}
     (answer,) = result.judges
-    assert len(answer.raw_answers) == 1 and answer.usage.calls >= 0
+    assert len(answer.raw_answers) == 1 and answer.usage.calls == 1
     (request,) = scripted.requests()
     nonce, transcript = fenced(request)
     assert nonce == answer.nonce

@@ -34,7 +34,7 @@ def test_an_inconclusive_corpus_is_skipped_so_ci_neither_passes_nor_fails_on_it(
     suite = suite_of(render_junit(reduce(plan, outcomes_for(plan, spec))))
     assert (suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("0", "2", "2")
     messages = {e.get("message", "") for e in suite.findall("testcase/skipped")}
-    assert messages == {"INCONCLUSIVE: INCONCLUSIVE (2/4 cases not graded — infra)"}
+    assert messages == {"INCONCLUSIVE: INCONCLUSIVE (2/4 shards not graded — infra)"}
 
 
 def test_the_current_suite_carries_the_paired_figures_as_properties() -> None:

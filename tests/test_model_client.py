@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -16,8 +15,10 @@ import redis
 from engine.redis_server import RedisServer
 from engine.usage import usage_totals
 from schemas.errors import ConfigError, ModelCallFailed
-from schemas.model_config import load_model_config, parse_model_config
+from schemas.model_config import load_model_config
 from testkit.offline_server import OfflineModelServer
+from tests import model_support
+from tests.model_support import server_fixtures
 from worker.models.client import LiteLLMClient, is_retryable, retry_after_s
 
 MODEL = "openai/scripted"
@@ -39,17 +40,15 @@ SCENARIO: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-def server() -> Iterator[OfflineModelServer]:
-    srv = OfflineModelServer(SCENARIO)
-    srv.start()
-    yield srv
-    srv.stop()
+server = server_fixtures(lambda: SCENARIO, scope="function")[0]
 
 
-def make_client(redis_client: redis.Redis, api_base: str, **tables: Any) -> LiteLLMClient:
-    data = {"retry": {"max_attempts": 4, "base_delay_s": 0.05, "max_delay_s": 0.2}, **tables}
-    return LiteLLMClient(parse_model_config(data, api_base_override=api_base), redis_client, run_id="run-1")
+def make_client(
+    redis_client: redis.Redis, api_base: str, retry: dict[str, float] | None = None, **tables: Any
+) -> LiteLLMClient:
+    """Four attempts with short real delays (unless ``retry`` says otherwise), usage counted under run ``run-1``."""
+    retry = retry or {"max_attempts": 4, "base_delay_s": 0.05, "max_delay_s": 0.2}
+    return model_support.make_client(redis_client, api_base, retry=retry, run_id="run-1", **tables)
 
 
 def ask(client: LiteLLMClient, text: str, **kwargs: Any) -> Any:

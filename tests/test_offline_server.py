@@ -7,7 +7,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from schemas.trajectory import ToolCallEvent, ToolResultEvent, Trajectory
 from testkit.judge import judge_request, split_grading_request
 from testkit.offline_server import OfflineModelServer, RateWindow, load_scenario
 from testkit.scenario import ScenarioError, parse_scenario
+from tests.model_support import server_fixtures
 from worker.grading.transcript import build_grader_prompt, prepare_transcript
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,12 +44,7 @@ SCENARIO: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-def server() -> Iterator[OfflineModelServer]:
-    srv = OfflineModelServer(SCENARIO)
-    srv.start()
-    yield srv
-    srv.stop()
+server = server_fixtures(lambda: SCENARIO, scope="function")[0]
 
 
 def chat(base: str, content: str, *, messages: list[dict[str, Any]] | None = None, **extra: Any) -> httpx.Response:

@@ -42,7 +42,7 @@ def test_a_reduce_that_crashes_still_releases_the_submitter_waiting_for_it(
     ctx = Context(Settings(broker_url=redis_server.url, store=str(tmp_path / "store")))
 
     with pytest.raises(ValueError):
-        pipeline.reduce_run(ctx, run_id)
+        pipeline.reduce_stored_run(ctx, run_id)
 
     assert state.reduced(run_id)  # wait_for_run returns instead of polling forever ...
     assert not store.exists(result_key(run_id))  # ... and, finding no result, reduces itself and shows the error

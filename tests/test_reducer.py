@@ -1,4 +1,4 @@
-"""The contract's Phase 5 arithmetic: rates, infra tallies, gates, verdicts, composite, statistics. Pure."""
+"""The reducer's arithmetic: rates, infra tallies, gates, verdicts, composite, statistics. Pure."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 
 from producer.planning import plan_run
 from reducer.scoring import ShardOutcome, headline, is_inconclusive, rate, reduce_run
-from reducer.stats import mean_interval, pass_at_k, pass_hat_k, wilson
+from reducer.stats import mean_interval, pass_at_k, pass_hat_k, two_proportion_p, wilson
 from schemas.corpus import Assertion, Corpus, EvalCase, ToolCallCheck
+from schemas.errors import BlockedError, FixtureNeedsGit, NoIsolation, NoSandbox
+from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import RunResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle, baseline_variant
 from schemas.status import ExitCode, ShardState, Verdict
@@ -84,7 +86,7 @@ def test_the_behavioural_rate_counts_assertions_of_graded_cases_only() -> None:
     s = result.skills[0]
     assert (s.behavioural.passed, s.behavioural.total) == (4, 6)
     assert s.headline == "4/6 (66.7%)"
-    assert s.infra == {"executor-failed": 1, "grader-dispatch-failed": 0, "grader-malformed": 0}
+    assert s.infra == {"budget-exhausted": 0, "executor-failed": 1, "grader-dispatch-failed": 0, "grader-malformed": 0}
     assert not s.inconclusive and s.not_graded == 1
 
 
@@ -101,7 +103,7 @@ def test_infra_failures_are_tallied_by_kind_and_blocked_cases_listed_apart() -> 
         8: [True],
     }
     s = reduce(plan, outcomes_for(plan, specs)).skills[0]
-    assert s.infra == {"executor-failed": 0, "grader-dispatch-failed": 1, "grader-malformed": 1}
+    assert s.infra == {"budget-exhausted": 0, "executor-failed": 0, "grader-dispatch-failed": 1, "grader-malformed": 1}
     assert [r.case_id for r in s.blocked] == [4]
     assert s.not_graded == 3 and s.behavioural.total == 5  # blocked is neither graded nor infra
     assert s.inconclusive  # 3 of 8 not graded > 25%
@@ -157,11 +159,11 @@ def test_inconclusive_when_more_than_a_quarter_or_any_case_of_a_small_corpus_is_
 def test_an_inconclusive_corpus_headlines_the_count_not_a_rate_and_warns() -> None:
     plan = plan_for([bundle("s")])
     result = reduce(plan, outcomes_for(plan, {1: [True, True], 2: [True, True], 3: S.GRADER_MALFORMED, 4: S.BLOCKED}))
-    assert result.skills[0].headline == "INCONCLUSIVE (2/4 cases not graded — infra)"
+    assert result.skills[0].headline == "INCONCLUSIVE (2/4 shards not graded — infra)"
     assert result.verdict is Verdict.WARN and result.verdict.exit_code == ExitCode.WARN
     assert int(ExitCode.WARN) == 3
     assert result.reasons == [
-        "s (current): INCONCLUSIVE (2/4 cases not graded — infra)",
+        "s (current): INCONCLUSIVE (2/4 shards not graded — infra)",
         "s (current) case 4 blocked: BLOCKED_BAD_FIXTURE: case escapes",
     ]
 
@@ -238,20 +240,30 @@ def test_no_isolation_blocks_the_run_with_exit_2_but_a_bad_fixture_only_blocks_i
     assert one_blocked.verdict is Verdict.WARN
     assert one_blocked.reasons == ["s (current) case 4 blocked: BLOCKED_BAD_FIXTURE: case escapes"]
     shard = next(s for s in plan.shards if s.case_id == 4)
-    no_iso = ShardOutcome(shard, S.BLOCKED, detail="BLOCKED_NO_ISOLATION: cannot copy the repo")
+    no_iso = blocked_by(shard, NoIsolation("cannot copy the repo"))
     result = reduce(plan, {**outcomes, shard.shard_id: no_iso}, fail_under=0.99)
     assert result.verdict is Verdict.BLOCKED and result.verdict.exit_code == 2  # BLOCKED beats FAIL
     assert result.reasons == ["s case 4: BLOCKED_NO_ISOLATION: cannot copy the repo"]
 
 
-@pytest.mark.parametrize(
-    "detail", ["BLOCKED_FIXTURE_NEEDS_GIT: base fixtures need git", "BLOCKED_NO_SANDBOX: worker requires bwrap"]
-)
-def test_a_base_fixture_without_git_or_a_refused_sandbox_blocks_the_run(detail: str) -> None:
+def blocked_by(shard: Shard, err: BlockedError) -> ShardOutcome:
+    """The outcome a worker records for a shard that raised ``err`` (its status and ``stops_run``)."""
+    return ShardOutcome(shard, S.BLOCKED, detail=str(err), stops_run=err.stops_run)
+
+
+@pytest.mark.parametrize("err", [FixtureNeedsGit("base fixtures need git"), NoSandbox("worker requires bwrap")])
+def test_a_base_fixture_without_git_or_a_refused_sandbox_blocks_the_run(err: BlockedError) -> None:
     plan = plan_for([bundle("s")])
     shard = next(s for s in plan.shards if s.case_id == 4)
-    result = reduce(plan, {**all_pass(plan), shard.shard_id: ShardOutcome(shard, S.BLOCKED, detail=detail)})
+    result = reduce(plan, {**all_pass(plan), shard.shard_id: blocked_by(shard, err)})
     assert result.verdict is Verdict.BLOCKED
+
+
+def test_the_verdict_reads_whether_a_block_stops_the_run_from_the_record_not_from_its_text() -> None:
+    plan = plan_for([bundle("s")])
+    shard = next(s for s in plan.shards if s.case_id == 4)
+    lookalike = ShardOutcome(shard, S.BLOCKED, detail="BLOCKED_NO_ISOLATION: only the words", stops_run=False)
+    assert reduce(plan, {**all_pass(plan), shard.shard_id: lookalike}).verdict is Verdict.WARN
 
 
 def test_a_baseline_that_cannot_be_isolated_degrades_the_comparison_not_the_run() -> None:
@@ -262,17 +274,29 @@ def test_a_baseline_that_cannot_be_isolated_degrades_the_comparison_not_the_run(
         if shard.variant == CURRENT:
             outcomes |= {k: v for k, v in all_pass(plan).items() if k == shard.shard_id}
         else:
-            outcomes[shard.shard_id] = ShardOutcome(shard, S.BLOCKED, detail="BLOCKED_NO_ISOLATION: bad ref")
+            outcomes[shard.shard_id] = blocked_by(shard, NoIsolation("bad ref"))
     result = reduce(plan, outcomes)
     assert result.verdict is Verdict.WARN
     assert "s: baseline unavailable, no comparison" in result.reasons
 
 
+def calibrated(judge: str, *misses: str) -> CalibrationRecord:
+    status = CalibrationStatus.FAILED if misses else CalibrationStatus.OK
+    return CalibrationRecord(judge=judge, status=status, details=list(misses))
+
+
 def test_a_failed_calibration_and_skipped_corpora_warn_with_exit_3() -> None:
     plan = plan_for([bundle("s")])
-    failed = reduce(plan, all_pass(plan), calibration={"j": "failed: good-run: 1 wrong"})
+    failed = reduce(plan, all_pass(plan), calibration={"j": calibrated("j", "good-run: 1 wrong")})
     assert failed.verdict is Verdict.WARN and failed.reasons == ["judge j failed calibration: good-run: 1 wrong"]
-    assert reduce(plan, all_pass(plan), calibration={"j": "ok"}).verdict is Verdict.PASS
+    assert failed.calibration == {"j": "failed: good-run: 1 wrong"}
+    assert reduce(plan, all_pass(plan), calibration={"j": calibrated("j")}).verdict is Verdict.PASS
+    missing = CalibrationRecord(judge="j", status=CalibrationStatus.MISSING)
+    assert reduce(plan, all_pass(plan), calibration={"j": missing}).reasons == [
+        "judge j was not calibrated: no calibration result was recorded"
+    ]
+    skipped_calibration = CalibrationRecord(judge="j", status=CalibrationStatus.SKIPPED)
+    assert reduce(plan, all_pass(plan), calibration={"j": skipped_calibration}).verdict is Verdict.PASS
     skipped = reduce(plan, all_pass(plan), skipped=["BLOCKED_BAD_CORPUS: evals/x.evals.json: bad"])
     assert skipped.verdict is Verdict.WARN and skipped.reasons == [
         "skipped BLOCKED_BAD_CORPUS: evals/x.evals.json: bad"
@@ -285,7 +309,7 @@ def test_fail_beats_warn() -> None:
         plan,
         outcomes_for(plan, {i: [False, False] for i in range(1, 5)}),
         fail_under=0.5,
-        calibration={"j": "failed: x"},
+        calibration={"j": calibrated("j", "x")},
     )
     assert result.verdict is Verdict.FAIL
 
@@ -401,3 +425,10 @@ def test_pass_hat_k_never_exceeds_the_rate_which_never_exceeds_pass_at_k(n: int,
     c, k = data.draw(st.integers(0, n)), data.draw(st.integers(1, n))
     assert pass_hat_k(n, c, k) <= c / n + 1e-12 <= pass_at_k(n, c, k) + 2e-12
     assert math.isclose(pass_at_k(n, c, 1), c / n) and math.isclose(pass_hat_k(n, c, 1), c / n)
+
+
+def test_two_proportions_with_no_spread_have_no_p_value_and_different_ones_do() -> None:
+    assert two_proportion_p(0, 5, 0, 7) is None and two_proportion_p(5, 5, 7, 7) is None
+    assert two_proportion_p(0, 5, 0, 0) is None
+    p = two_proportion_p(1, 10, 9, 10)
+    assert p is not None and 0.0 < p < 0.01

@@ -23,6 +23,7 @@ from reducer.render import (
 )
 from reducer.scoring import ShardOutcome, reduce_run
 from schemas.corpus import Corpus, EvalCase
+from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import RunResult
 from schemas.shard import RunPlan, Shard, SkillBundle
 from schemas.status import SandboxMode, ShardState
@@ -94,7 +95,7 @@ def result(plan: RunPlan) -> RunResult:
     return reduce_run(
         plan,
         {o.shard.shard_id: o for o in outcomes},
-        calibration={"judge-1": "ok"},
+        calibration={"judge-1": CalibrationRecord(judge="judge-1", status=CalibrationStatus.OK)},
         template_hashes={"executor": "e" * 64, "grader": "g" * 64},
     )
 
@@ -120,7 +121,10 @@ def test_the_markdown_report_shows_every_assertion_verdict_with_its_evidence(res
 
 def test_the_markdown_report_lists_the_not_graded_by_kind_and_the_sandbox(result: RunResult) -> None:
     md = render_markdown(result, "commit-message", META)
-    assert "### Not graded (infra)\n\n- executor-failed: 1\n- grader-dispatch-failed: 0\n- grader-malformed: 0" in md
+    assert (
+        "### Not graded (infra)\n\n- budget-exhausted: 0\n- executor-failed: 1\n"
+        "- grader-dispatch-failed: 0\n- grader-malformed: 0" in md
+    )
     assert "### Blocked\n\n- case 5 (exec, epoch 0): BLOCKED_BAD_FIXTURE: case 5: fixtures[0].path escapes" in md
     assert "- not graded: executor-failed: exec: no completion after 6 attempt(s)" in md
     assert "Sandbox: bwrap." in md and "- sandbox: bwrap" in md
@@ -128,8 +132,8 @@ def test_the_markdown_report_lists_the_not_graded_by_kind_and_the_sandbox(result
 
 def test_a_corpus_with_two_of_five_cases_not_graded_is_inconclusive_in_every_report(result: RunResult) -> None:
     cm = next(s for s in result.skills if s.skill == "commit-message")
-    assert cm.inconclusive and cm.headline == "INCONCLUSIVE (2/5 cases not graded — infra)"
-    assert "## current: INCONCLUSIVE (2/5 cases not graded — infra)" in render_markdown(result, "commit-message", META)
+    assert cm.inconclusive and cm.headline == "INCONCLUSIVE (2/5 shards not graded — infra)"
+    assert "## current: INCONCLUSIVE (2/5 shards not graded — infra)" in render_markdown(result, "commit-message", META)
     assert "## current: 4/4 (100.0%)" in render_markdown(result, "changelog", META)
 
 
@@ -193,7 +197,7 @@ def test_the_complete_block_names_cases_rates_the_infra_tally_failures_and_paths
     block = render_complete_block(result, ["zuvo/reports/a.md", "zuvo/reports/a.json"])
     lines = block.splitlines()
     assert lines[:3] == ["SKILL-EVAL COMPLETE", "run: 20260102-030405-0a1b2c3d", "verdict: WARN"]
-    assert "skill: commit-message [current]  cases: 5  result: INCONCLUSIVE (2/5 cases not graded — infra)" in lines
+    assert "skill: commit-message [current]  cases: 5  result: INCONCLUSIVE (2/5 shards not graded — infra)" in lines
     assert "  not graded (infra): executor-failed 1; blocked: 1" in lines
     assert f"  FAIL case 2 (exec e0): {ASSERTIONS[0]} -> absent: no call for '{ASSERTIONS[0]}'" in lines
     assert "AGGREGATE: INCONCLUSIVE (1/2 corpora not trustworthy)" in lines
@@ -208,7 +212,7 @@ def test_the_run_log_line_has_the_contracts_13_fields_in_order(result: RunResult
     assert len(fields) == 13
     assert fields[0] == "Run: 2026-01-02T03:04:05Z"
     assert fields[1:8] == ["skill-eval", "my-project", "-", "-", "WARN", "-", "7-cases"]
-    assert fields[8] == ("commit-message=INCONCLUSIVE (2/5 cases not graded — infra); changelog=4/4 (100.0%)")
+    assert fields[8] == ("commit-message=INCONCLUSIVE (2/5 shards not graded — infra); changelog=4/4 (100.0%)")
     assert fields[9:] == ["main", "abc1234", "-", "-"]
 
 

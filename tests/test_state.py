@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -11,13 +10,17 @@ from pathlib import Path
 import pytest
 import redis
 
+from engine.keys import attempts_field, run_keys
+from engine.records import load_outcome
 from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import MAX_ATTEMPTS, RunState
 from schemas.manifest import outcome_key
+from schemas.outcome import ShardOutcomeRecord
 from schemas.status import INFRA_FAILURES, TERMINAL_STATES, ShardState
 from worker import pipeline
 from worker.context import Context
+from worker.lifecycle import ShardLease
 
 RUN = "20260101-000000-0000abcd"
 S = ShardState
@@ -133,7 +136,7 @@ def test_a_live_lease_cannot_be_taken_over_but_an_expired_one_can(redis_client: 
     assert not state.heartbeat(RUN, "s1", "first", 30)
 
 
-def test_requeue_failed_puts_infra_failures_back_and_the_run_finishes_again(redis_client: redis.Redis) -> None:
+def test_requeue_puts_chosen_terminal_shards_back_and_the_run_finishes_again(redis_client: redis.Redis) -> None:
     infra = sorted(INFRA_FAILURES, key=lambda s: s.value)
     shards = ["ok", "blocked"] + [f"bad{i}" for i in range(len(infra))]
     state = _state(redis_client, shards)
@@ -141,16 +144,16 @@ def test_requeue_failed_puts_infra_failures_back_and_the_run_finishes_again(redi
     state.transition(RUN, "blocked", S.BLOCKED)
     finished = [state.transition(RUN, f"bad{i}", s).finished_run for i, s in enumerate(infra)]
     assert finished[-1]
-    state.finish(RUN)
+    state.mark_reduced(RUN)
     assert state.reduced(RUN) and RUN not in state.active_runs()
 
-    back = dict(state.requeue_failed(RUN))
-    again = sorted(back)
-    assert again == sorted(f"bad{i}" for i in range(len(infra)))
-    assert state.get(RUN, "ok") is S.GRADED and state.get(RUN, "blocked") is S.BLOCKED
     # An executor failure runs again; a grader failure grades the stored trajectory again.
     expected = {f"bad{i}": S.QUEUED if s is S.EXECUTOR_FAILED else S.EXECUTED for i, s in enumerate(infra)}
-    assert back == expected
+    moves = [(f"bad{i}", s, expected[f"bad{i}"]) for i, s in enumerate(infra)]
+    stale_view = [("ok", S.EXECUTOR_FAILED, S.QUEUED)]  # the caller's view is out of date: left alone
+    again = sorted(state.requeue(RUN, moves + stale_view))
+    assert again == sorted(f"bad{i}" for i in range(len(infra)))
+    assert state.get(RUN, "ok") is S.GRADED and state.get(RUN, "blocked") is S.BLOCKED
     assert all(state.get(RUN, s) is expected[s] for s in again)
     assert not state.reduced(RUN) and RUN in state.active_runs()
     assert state.totals(RUN) == (2, len(shards))
@@ -185,12 +188,15 @@ def test_a_worker_that_lost_its_lease_writes_no_outcome_and_moves_nothing(
     time.sleep(0.2)
     assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "new-owner", 30)  # the lease was taken over
 
-    pipeline.finish(ctx, lambda *a: sent.append(a), RUN, "s1", S.EXECUTOR_FAILED, "stalled", "late crash")
+    def lease(token: str) -> ShardLease:
+        return ShardLease(ctx, lambda *a: sent.append(a), RUN, "s1", S.EXECUTING, token)
+
+    lease("stalled").end(ShardOutcomeRecord(state=S.EXECUTOR_FAILED, detail="late crash"))
     assert not ctx.store.exists(outcome_key(RUN, "s1"))
     assert state.get(RUN, "s1") is S.EXECUTING and sent == []
 
-    pipeline.finish(ctx, lambda *a: sent.append(a), RUN, "s1", S.GRADED, "new-owner")
-    assert json.loads(ctx.store.get(outcome_key(RUN, "s1")))["state"] == "graded"
+    lease("new-owner").end(ShardOutcomeRecord(state=S.GRADED))
+    assert load_outcome(ctx.store, RUN, "s1") == ShardOutcomeRecord(state=S.GRADED)
     assert state.get(RUN, "s1") is S.GRADED and sent == [("reduce", RUN, None)]
 
 
@@ -198,7 +204,7 @@ def _ctx(redis_server: RedisServer, tmp_path: Path) -> Context:
     return Context(Settings(broker_url=redis_server.url, store=str(tmp_path / "store"), workdir=tmp_path / "w"))
 
 
-def test_every_claim_counts_an_attempt_and_requeue_failed_resets_them(redis_client: redis.Redis) -> None:
+def test_every_claim_counts_an_attempt_and_requeue_resets_them(redis_client: redis.Redis) -> None:
     state = _state(redis_client)
     for i in range(3):  # the worker dies each time; its lease runs out and the shard is reaped
         assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, f"t{i}", 0.05)
@@ -207,7 +213,7 @@ def test_every_claim_counts_an_attempt_and_requeue_failed_resets_them(redis_clie
     assert state.attempts(RUN, "s1", S.EXECUTING) == 3
     assert state.attempts(RUN, "s1", S.GRADING) == 0
     state.transition(RUN, "s1", S.EXECUTOR_FAILED)
-    state.requeue_failed(RUN)
+    assert state.requeue(RUN, [("s1", S.EXECUTOR_FAILED, S.QUEUED)]) == ["s1"]
     assert state.attempts(RUN, "s1", S.EXECUTING) == 0
 
 
@@ -226,11 +232,12 @@ def test_a_shard_whose_worker_died_max_attempts_times_is_given_up_as_an_infra_fa
     state = _state(redis_client)
     if start is S.EXECUTED:
         state.transition(RUN, "s1", S.EXECUTED)
-    redis_client.hset(f"skill-eval:run:{RUN}:attempts", f"s1:{leased.value}", MAX_ATTEMPTS)
+    redis_client.hset(run_keys(RUN).attempts, attempts_field("s1", leased.value), MAX_ATTEMPTS)
     ctx = _ctx(redis_server, tmp_path)
     sent: list[tuple[str, str, str | None]] = []
     task = pipeline.execute_shard if leased is S.EXECUTING else pipeline.grade_shard
     task(ctx, lambda *a: sent.append(a), RUN, "s1")  # no manifest exists: nothing past the give-up may run
     assert state.get(RUN, "s1") is end
-    assert "died 3 times" in json.loads(ctx.store.get(outcome_key(RUN, "s1")))["detail"]
+    outcome = load_outcome(ctx.store, RUN, "s1")
+    assert outcome is not None and "died 3 times" in outcome.detail
     assert sent == [("reduce", RUN, None)]

@@ -102,8 +102,7 @@ def test_open_store_refuses_unknown_uris(uri: str) -> None:
 
 
 def test_an_unreachable_s3_endpoint_is_a_store_error(aws_env: str) -> None:
-    dead = S3Store("b", "", endpoint_url=f"http://127.0.0.1:{free_port()}")
-    dead._client.meta.config.retries = {"max_attempts": 0}
+    dead = S3Store("b", "", endpoint_url=f"http://127.0.0.1:{free_port()}", max_attempts=1)
     with pytest.raises(StoreError, match="'k'"):
         dead.put("k", b"x")
 
@@ -117,3 +116,49 @@ def test_any_key_is_refused_or_stays_inside_a_local_store(tmp_path: Path, key: s
     except StoreError:
         return
     assert store.root in path.parents
+
+
+def test_put_new_lets_only_the_first_writer_commit(store: ArtifactStore) -> None:
+    assert store.put_new("runs/r1/outcomes/s1.attempt-1.json", b"first") is True
+    assert store.put_new("runs/r1/outcomes/s1.attempt-1.json", b"second") is False
+    assert store.get("runs/r1/outcomes/s1.attempt-1.json") == b"first"
+
+
+def test_put_new_under_a_race_commits_exactly_one_of_many_writers(store: ArtifactStore) -> None:
+    key = "runs/r1/outcomes/race.attempt-1.json"
+    barrier = threading.Barrier(8)
+    won: list[bytes] = []
+
+    def writer(i: int) -> None:
+        data = f"writer-{i}".encode()
+        barrier.wait()
+        if store.put_new(key, data):
+            won.append(data)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1
+    assert store.get(key) == won[0]
+
+
+def test_get_many_reads_the_present_keys_and_leaves_out_the_absent(store: ArtifactStore) -> None:
+    keys = [f"runs/r1/outcomes/{i:03}.json" for i in range(40)]
+    for key in keys[::2]:
+        store.put(key, key.encode())
+    found = store.get_many(keys)
+    assert found == {k: k.encode() for k in keys[::2]}
+
+
+def test_a_large_object_goes_to_s3_in_parts_and_reads_back_whole(aws_env: str) -> None:
+    import boto3
+
+    bucket = _new_bucket(aws_env)
+    store = S3Store(bucket, "big", multipart_threshold=5 * 1024 * 1024)  # S3's minimum part size
+    data = bytes(range(256)) * (12 * 1024 * 1024 // 256)
+    store.put("snapshots/big.tar", data)
+    head = boto3.client("s3", endpoint_url=aws_env).head_object(Bucket=bucket, Key="big/snapshots/big.tar")
+    assert "-" in head["ETag"]  # a multipart upload's ETag is "<md5 of parts>-<count>"
+    assert store.get("snapshots/big.tar") == data

@@ -20,12 +20,19 @@ from schemas.manifest import RunManifest
 TASK_EXECUTE = "skill_eval.execute"
 TASK_GRADE = "skill_eval.grade"
 TASK_REDUCE = "skill_eval.reduce"
+TASK_PREFLIGHT = "skill_eval.preflight"
+"""Sent to whichever queue must check its models; not routed by name."""
 TASK_NAMES = {QUEUE_EXECUTE: TASK_EXECUTE, QUEUE_GRADE: TASK_GRADE, QUEUE_REDUCE: TASK_REDUCE}
 
 
-def time_limits(manifest: RunManifest, kind: str) -> tuple[float, float]:
-    """(soft, hard) time limits of a task; both stay well below the broker visibility timeout."""
+def time_limits(manifest: RunManifest | None, kind: str) -> tuple[float, float]:
+    """(soft, hard) time limits of a task; both stay well below the broker visibility timeout.
+
+    ``manifest`` is needed for ``execute`` only (its shards' wall clock).
+    """
     if kind == QUEUE_EXECUTE:
+        if manifest is None:
+            raise ValueError("an execute task's time limit needs the run's manifest")
         soft = manifest.settings.budget.wall_clock_s + 120.0  # workspace, final files, trajectory upload
     elif kind == QUEUE_GRADE:
         soft = 900.0  # judge calls with retries and one re-ask each, plus calibration

@@ -6,9 +6,10 @@ Built lazily in each worker process (after fork: sockets must not be shared acro
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import cached_property
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import redis
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
@@ -40,8 +41,8 @@ class Context:
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
-        self._manifests: dict[str, RunManifest] = {}
-        self._clients: dict[str, object] = {}
+        self._manifests: OrderedDict[str, RunManifest] = OrderedDict()
+        self._clients: OrderedDict[str, object] = OrderedDict()
         self._lock = threading.RLock()
 
     @cached_property
@@ -57,24 +58,50 @@ class Context:
     def store(self) -> ArtifactStore:
         return open_store(self.settings.store)
 
+    def manifest_key(self, run_id: str) -> str:
+        """The store key of the run's current manifest: a resubmit with other judges writes a new revision."""
+        return with_redis_retry(lambda: self.state.manifest_key(run_id)) or manifest_key(run_id)
+
     def manifest(self, run_id: str) -> RunManifest:
-        """The run's manifest, read from the store once per process."""
+        """The run's current manifest, read from the store once per revision and process.
+
+        The cache is bounded (least recently used out), so a worker that lives through many
+        runs holds only the manifests and model clients of the latest ones.
+        """
+        key = self.manifest_key(run_id)
         with self._lock:
-            if run_id not in self._manifests:
-                raw = self.store.get(manifest_key(run_id))
-                self._manifests[run_id] = RunManifest.model_validate_json(raw)
-            return self._manifests[run_id]
+            if key not in self._manifests:
+                raw = self.store.get(key)
+                self._manifests[key] = RunManifest.model_validate_json(raw)
+                _trim(self._manifests)
+            self._manifests.move_to_end(key)
+            return self._manifests[key]
 
     def model_client(self, run_id: str) -> object:
         """The litellm client configured for this run (model table from the manifest)."""
-        from schemas.model_config import ModelConfig
+        from engine.budget import RunBudget
         from worker.models.client import LiteLLMClient
 
+        key = self.manifest_key(run_id)
         with self._lock:
-            if run_id not in self._clients:
-                config = ModelConfig.model_validate(self.manifest(run_id).settings.models)
-                self._clients[run_id] = LiteLLMClient(config, self.redis, run_id=run_id)
-            return self._clients[run_id]
+            if key not in self._clients:
+                settings = self.manifest(run_id).settings
+                config = settings.models
+                capped = settings.max_cost_usd is not None or settings.max_tokens is not None
+                budget = RunBudget(self.redis, run_id, capped=capped)
+                self._clients[key] = LiteLLMClient(config, self.redis, run_id=run_id, budget=budget)
+                _trim(self._clients)
+            self._clients.move_to_end(key)
+            return self._clients[key]
+
+
+CACHED_RUNS = 32
+"""Manifests (and model clients) a worker process keeps; older ones are read again if needed."""
+
+
+def _trim(cache: OrderedDict[str, Any]) -> None:
+    while len(cache) > CACHED_RUNS:
+        cache.popitem(last=False)
 
 
 _context: Context | None = None

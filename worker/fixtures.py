@@ -1,4 +1,4 @@
-"""Write an eval case's fixtures into a hardened workspace (contract Phase 2, fail closed).
+"""Write an eval case's fixtures into a hardened workspace (fail closed).
 
 Every path is checked before anything is written: a relative literal (no glob character,
 no NUL), resolved against the workspace root following the symlinks that exist in the

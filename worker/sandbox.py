@@ -17,42 +17,23 @@ import shutil
 import subprocess
 import tempfile
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from schemas.errors import NoSandbox
 from schemas.status import SandboxMode
+from worker.sandbox_exec import bwrap_argv, execute, inner_argv, reap_uid, sandbox_env
+from worker.sandbox_spec import INNER_HOME, INNER_ROOT, CommandResult, SandboxLimits
 
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    """Per-command limits; hitting one ends that command with ``CommandResult.limit`` set."""
-
-    timeout_s: float = 60.0
-    cpu_s: int = 60
-    memory_mb: int = 2048
-    processes: int = 256
-    file_size_mb: int = 256
-    output_chars: int = 30_000
-    tmpfs_mb: int = 512
-    """Size cap of each private tmpfs (HOME and /tmp) in bubblewrap mode."""
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """What one sandboxed command returned."""
-
-    output: str
-    """Combined stdout and stderr; head and tail kept with an elision marker when large."""
-    exit_code: int | None
-    """Exit code; None when the command was killed by a limit before exiting."""
-    limit: str | None = None
-    """Limit hit: ``timeout``, ``cpu``, ``memory``, ``processes`` or ``file-size``; None otherwise."""
-    truncated: bool = False
-    """True when the middle of the output was elided."""
-    duration_s: float = 0.0
-    """Wall-clock duration."""
+__all__ = [
+    "INNER_HOME",
+    "INNER_ROOT",
+    "CommandResult",
+    "Sandbox",
+    "SandboxLimits",
+    "open_sandbox",
+    "require_sandbox",
+]
 
 
 class Sandbox(Protocol):
@@ -69,8 +50,6 @@ class Sandbox(Protocol):
         ...
 
 
-INNER_ROOT = "/workspace"
-INNER_HOME = "/home/agent"
 _HELPERS = ("prlimit", "setpriv")  # util-linux: per-command rlimits, dropping root to a throwaway uid
 
 
@@ -81,8 +60,6 @@ def _missing_helpers() -> list[str]:
 @functools.cache
 def _probe_bwrap() -> str | None:
     """None when bwrap can build this module's sandbox here; otherwise why not (cached per process)."""
-    from worker.sandbox_exec import bwrap_argv  # a cycle at import time otherwise
-
     with tempfile.TemporaryDirectory(prefix="skill-eval-probe-") as tmp:
         os.chmod(tmp, 0o711)  # as a workspace handed to a throwaway uid would be
         # The same namespaces and capabilities a real sandbox of this process uses.
@@ -152,8 +129,6 @@ class BwrapSandbox:
             _chown_tree(self.workspace, self.uid)
 
     def run(self, command: str, *, timeout_s: float | None = None, stdin: str | None = None) -> CommandResult:
-        from worker.sandbox_exec import bwrap_argv, execute, inner_argv, reap_uid, sandbox_env
-
         env = sandbox_env(home=INNER_HOME, tmp="/tmp")
         inner = inner_argv(command, self.limits, uid=self.uid)
         argv = bwrap_argv(self.workspace, self.limits, uid=self.uid, inner=inner, env=env)
@@ -192,8 +167,6 @@ class UnconfinedSandbox:
         self._cleanup()
 
     def run(self, command: str, *, timeout_s: float | None = None, stdin: str | None = None) -> CommandResult:
-        from worker.sandbox_exec import execute, inner_argv, reap_uid, sandbox_env
-
         env = sandbox_env(home=str(self._private / "home"), tmp=str(self._private / "tmp"))
         argv = inner_argv(command, self.limits, uid=self.uid, unconfined=True)
         timeout = self.limits.timeout_s if timeout_s is None else timeout_s

@@ -14,16 +14,17 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from engine.gitcmd import GIT_IDENTITY
 from worker.output import OutputBuffer
-from worker.sandbox import INNER_HOME, INNER_ROOT, CommandResult, SandboxLimits
+from worker.sandbox_spec import INNER_HOME, INNER_ROOT, CommandResult, SandboxLimits
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # System folders mounted read-only; each is a folder or a symlink (merged-/usr) on the host.
@@ -178,10 +179,13 @@ def _killpg(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _pump(proc: subprocess.Popen[bytes], buffer: OutputBuffer, *, deadline: float) -> bool:
-    """Feed ``proc``'s output into ``buffer`` until EOF or ``deadline``; reap it. True on timeout."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
+def _pump(
+    proc: subprocess.Popen[bytes], buffer: OutputBuffer, *, deadline: float, out: IO[bytes] | None = None
+) -> bool:
+    """Feed ``proc``'s output (or ``out``) into ``buffer`` until EOF or ``deadline``; reap it. True on timeout."""
+    reader = out or proc.stdout
+    assert reader is not None
+    fd = reader.fileno()
     timed_out = False
     drain_until: float | None = None
     try:
@@ -206,7 +210,7 @@ def _pump(proc: subprocess.Popen[bytes], buffer: OutputBuffer, *, deadline: floa
         if timed_out or proc.poll() is None:
             _killpg(proc.pid)
         proc.wait()
-        proc.stdout.close()
+        reader.close()
     return timed_out
 
 
@@ -218,11 +222,16 @@ def execute(
     stdin: str | None,
     timeout_s: float,
     limits: SandboxLimits,
+    pass_fds: tuple[int, ...] = (),
+    socket_output: bool = False,
 ) -> CommandResult:
     """Run ``argv`` in its own process group, read its output incrementally, enforce the wall clock.
 
     On timeout the whole process group is killed (for bwrap this kills the PID namespace's
     init, and with it every process in the sandbox). Never raises for the command's failure.
+    ``pass_fds`` stay open in the child (bwrap's ``--seccomp FD``). With ``socket_output`` the
+    command writes into a socket instead of a pipe: a socket cannot be reopened through
+    ``/proc/<pid>/fd/1``, so nothing the command starts can write into its output that way.
     """
     started = time.monotonic()
     buffer = OutputBuffer(
@@ -236,20 +245,33 @@ def execute(
             stdin_file.write(stdin.encode())
             stdin_file.seek(0)
             stdin_src = stdin_file
+        out_src: int = subprocess.PIPE
+        reader: IO[bytes] | None = None
+        if socket_output:
+            ours, theirs = socket.socketpair()
+            stack.callback(theirs.close)
+            reader = cast(IO[bytes], ours.makefile("rb", buffering=0))
+            ours.close()  # the file object holds its own reference to the socket
+            out_src = theirs.fileno()
         try:
             proc = subprocess.Popen(
                 argv,
                 stdin=stdin_src,
-                stdout=subprocess.PIPE,
+                stdout=out_src,
                 stderr=subprocess.STDOUT,
                 env=dict(env),
                 cwd=cwd,
                 start_new_session=True,
                 close_fds=True,
+                pass_fds=pass_fds,
             )
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the command
+            if reader is not None:
+                reader.close()
             return CommandResult(output=f"sandbox could not start the command: {exc}", exit_code=None)
-        timed_out = _pump(proc, buffer, deadline=started + timeout_s)
+        if socket_output:
+            theirs.close()  # only the child holds the writing end: EOF when it (and its children) exit
+        timed_out = _pump(proc, buffer, deadline=started + timeout_s, out=reader)
     code = None if timed_out else proc.returncode
     output, truncated = buffer.render()
     limit = _which_limit(code, timed_out, buffer.seen)

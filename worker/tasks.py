@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import sys
 import threading
+import uuid
 
 import structlog
 from celery.signals import worker_process_init, worker_ready, worker_shutting_down
 
-from schemas.constants import KEY_PREFIX
+from engine.keys import reaper_lock_key, resent_key
 from schemas.status import ShardState
 from worker import pipeline
-from worker.app import TASK_EXECUTE, TASK_GRADE, TASK_NAMES, TASK_REDUCE, app, time_limits
+from worker.app import TASK_EXECUTE, TASK_GRADE, TASK_NAMES, TASK_PREFLIGHT, TASK_REDUCE, app, time_limits
 from worker.context import context, reset_context
 
 log = structlog.get_logger("skill_eval.worker")
@@ -21,7 +24,10 @@ log = structlog.get_logger("skill_eval.worker")
 def send(kind: str, run_id: str, shard_id: str | None) -> None:
     """Enqueue a follow-up task carrying ids only."""
     args = [run_id] if shard_id is None else [run_id, shard_id]
-    soft, hard = time_limits(context().manifest(run_id), kind)
+    # Only an execute message needs the manifest (its wall clock): grading and reduce must still be
+    # sent for a run whose manifest became unreadable, so that the run ends.
+    manifest = context().manifest(run_id) if kind == "execute" else None
+    soft, hard = time_limits(manifest, kind)
     app.send_task(TASK_NAMES[kind], args=args, queue=kind, soft_time_limit=soft, time_limit=hard)
 
 
@@ -40,7 +46,24 @@ def grade(run_id: str, shard_id: str) -> None:
 @app.task(name=TASK_REDUCE)
 def reduce(run_id: str) -> None:
     structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=None)
-    pipeline.reduce_run(context(), run_id)
+    pipeline.reduce_stored_run(context(), run_id)
+
+
+@app.task(name=TASK_PREFLIGHT)
+def preflight(run_id: str, queue: str) -> None:
+    """Check this run's models for ``queue`` from this worker and leave the report for the producer."""
+    from schemas.preflight import PreflightReport
+    from worker.preflight import run_preflight
+
+    structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=None)
+    ctx = context()
+    try:
+        report = run_preflight(ctx.model_client(run_id), ctx.manifest(run_id), queue)  # type: ignore[arg-type]
+    except Exception as exc:  # a report must come back whatever failed, or the producer waits for nothing
+        log.warning("preflight failed", queue=queue, error=str(exc))
+        report = PreflightReport(queue=queue, worker=f"{socket.gethostname()}:{os.getpid()}", checks=[], error=str(exc))
+    ctx.state.put_preflight(run_id, queue, report.model_dump_json())
+    log.info("preflight", queue=queue, ok=all(c.ok for c in report.checks))
 
 
 def configure_logging(level: int = logging.INFO) -> None:
@@ -78,7 +101,7 @@ def resend_after_restart() -> int:
     previous, _redis_run_id = _redis_run_id, server
     if previous is None or previous == server:
         return 0
-    if not ctx.redis.set(f"{KEY_PREFIX}:resent:{server}", 1, nx=True, ex=24 * 3600):
+    if not ctx.redis.set(resent_key(server), 1, nx=True, ex=24 * 3600):
         return 0
     count = 0
     for run_id in ctx.state.active_runs():
@@ -90,16 +113,35 @@ def resend_after_restart() -> int:
 
 
 def reap_once() -> int:
-    """Return every expired-lease shard of every active run to its queue; the count re-enqueued."""
+    """One reaper pass over every active run; the count of messages re-sent.
+
+    Only one worker in the fleet passes per period (a lock in Redis); the others skip. A
+    pass returns expired-lease shards to their queue, and sends the shards that were
+    registered (or moved back) but never confirmed sent, so a publisher or a reaper that
+    died midway strands nothing, while shards already waiting in a queue are left alone.
+    """
     ctx = context()
-    count = resend_after_restart()
+    count = resend_after_restart()  # every worker watches for a restart; one re-sends (its own key)
+    period_ms = max(1, int(ctx.settings.reaper_period_s * 1000 * 0.9))
+    if not ctx.redis.set(reaper_lock_key(), _reaper_token, nx=True, px=period_ms):
+        return count
     for run_id in ctx.state.active_runs():
         for shard_id, state in ctx.state.reap(run_id):
             kind = "execute" if state is ShardState.QUEUED else "grade"
             log.warning("lease expired; re-queued", run_id=run_id, shard_id=shard_id, queue=kind)
             send(kind, run_id, shard_id)
+            ctx.state.mark_sent(run_id, [shard_id])
+            count += 1
+        for shard_id, state in ctx.state.unsent(run_id, ctx.settings.unsent_grace_s):
+            kind = "execute" if state is ShardState.QUEUED else "grade"
+            log.warning("shard registered but never sent; sending", run_id=run_id, shard_id=shard_id, queue=kind)
+            send(kind, run_id, shard_id)
+            ctx.state.mark_sent(run_id, [shard_id])
             count += 1
     return count
+
+
+_reaper_token = uuid.uuid4().hex
 
 
 _stop_reaper = threading.Event()

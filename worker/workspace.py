@@ -1,4 +1,4 @@
-"""One disposable, hardened copy of the repo per shard (contract Phase 2).
+"""One disposable, hardened copy of the repo per shard.
 
 ``materialize_workspace`` is a context manager: it unpacks the snapshot into the host's
 cache (once per key), copies it (current version) or clones it at a ref (baseline), then

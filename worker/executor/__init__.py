@@ -1,12 +1,15 @@
 """The executor: runs one eval case in a sandboxed workspace and records its trajectory.
 
-Two implementations behind one result type (:class:`schemas.trajectory.Trajectory`):
+Three implementations behind one result type (:class:`schemas.trajectory.Trajectory`):
 
 - :func:`run_agent` - the built-in tool-calling loop over a model client (``agent.py``,
   tools in ``tools.py``);
 - :func:`run_external` - an agent CLI run in the same sandbox, its stream-json events
   parsed (``external.py``, ``harnesses/stream_json.py``), proven by :func:`run_canary` before a
-  batch (``canary.py``).
+  batch (``canary.py``);
+- :func:`run_harness` - a real agent harness (Claude Code, Codex) run natively, its model
+  behind the per-shard proxy (``harness.py``, adapters in ``harnesses/``, decisions in
+  docs/design/harnesses.md).
 """
 
 from __future__ import annotations
@@ -16,14 +19,17 @@ from schemas.manifest import AgentBudget
 from worker.executor.agent import run_agent
 from worker.executor.canary import Canary, probe_transcript_capture, run_canary
 from worker.executor.external import ExternalExecutor, external_limits, run_external
+from worker.executor.harness import HarnessShard, harness_limits, run_harness
 from worker.executor.prompt import RenderedPrompt, render_executor_prompt
 
 __all__ = [
     "AgentBudget",
     "Canary",
     "ExternalExecutor",
+    "HarnessShard",
     "RenderedPrompt",
     "external_limits",
+    "harness_limits",
     "parse_stream_json",
     "probe_transcript_capture",
     "read_stream_json",
@@ -31,4 +37,5 @@ __all__ = [
     "run_agent",
     "run_canary",
     "run_external",
+    "run_harness",
 ]

@@ -1,4 +1,4 @@
-"""The transcript-capture canary run before a batch of an external executor (contract Phase 2).
+"""The transcript-capture canary run before a batch of an external executor.
 
 The grader scores real tool calls, so a runtime that loses tool output would grade every
 assertion false by construction. Before the batch, one throwaway case asks the executor
@@ -6,6 +6,9 @@ to run a command printing a payload of :data:`CANARY_PAYLOAD_CHARS` characters b
 a unique head marker and a unique tail marker. The canary passes only when one captured
 *tool result* holds both markers with the whole payload between them: a runtime that keeps
 only the first N bytes loses the tail marker, one that elides the middle loses payload.
+
+For a real harness (:func:`probe_harness_capture`) the canary runs once per harness and
+model, through the same model proxy and sandbox as a shard.
 
 The markers never appear literally in the command (the shell assembles them from a
 variable), so an agent echoing the command back, or a transcript holding only the tool
@@ -19,11 +22,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harnesses.base import Harness
 from schemas.corpus import EvalCase
 from schemas.errors import ExecutorFailed, NoTranscriptCapture
+from schemas.manifest import AgentBudget
+from schemas.model_config import ModelLimits
 from schemas.status import SandboxMode
 from schemas.trajectory import ToolResultEvent, Trajectory
 from worker.executor.external import ExternalExecutor, external_limits, run_external
+from worker.models.limiter import Limiter
 from worker.sandbox import Sandbox, SandboxLimits, open_sandbox
 
 CANARY_PAYLOAD_CHARS = 5_000
@@ -127,3 +134,53 @@ def probe_transcript_capture(
     with tempfile.TemporaryDirectory(prefix="skill-eval-canary-", dir=parent) as workspace:
         sandbox = open_sandbox(Path(workspace), mode, external_limits(limits, wall_clock_s=wall_clock_s))
         return run_canary(executor, sandbox, wall_clock_s=wall_clock_s)
+
+
+def probe_harness_capture(
+    harness: Harness,
+    model: str,
+    model_limits: ModelLimits,
+    *,
+    mode: SandboxMode,
+    limiter: Limiter | None = None,
+    wall_clock_s: float = 300.0,
+    parent: Path | None = None,
+) -> Trajectory:
+    """The canary of a real harness for one model: through the same proxy and sandbox a shard uses.
+
+    The canary skill is staged the way the harness loads skills and invoked explicitly; the
+    captured tool results must hold both markers and the whole payload, else
+    :class:`NoTranscriptCapture`. Raises :class:`NoHarness` when the binary is missing.
+    """
+    from worker.executor.harness import HarnessShard, harness_limits, run_harness
+
+    canary = Canary.new()
+    with tempfile.TemporaryDirectory(prefix="skill-eval-canary-", dir=parent) as workspace:
+        skill_dir = Path(workspace) / "skills" / CANARY_SKILL
+        skill_dir.mkdir(parents=True)
+        (skill_dir / "SKILL.md").write_text(
+            f"---\nname: {CANARY_SKILL}\ndescription: Runs the shell command the user gives, verbatim.\n---\n"
+            + CANARY_SKILL_TEXT
+        )
+        sandbox = open_sandbox(Path(workspace), mode, harness_limits(SandboxLimits(), wall_clock_s=wall_clock_s))
+        shard = HarnessShard(
+            harness=harness,
+            model=model,
+            skill=CANARY_SKILL,
+            case=canary.case(),
+            budget=AgentBudget(wall_clock_s=wall_clock_s, max_turns=8),
+        )
+        try:
+            trajectory = run_harness(shard, sandbox=sandbox, limits=model_limits, limiter=limiter, tmp_parent=parent)
+        except ExecutorFailed as exc:
+            raise NoTranscriptCapture(
+                f"the canary of {harness.name} ({model}) produced no transcript ({exc.detail}); "
+                "grading would be vacuous"
+            ) from exc
+    if not canary.captured(trajectory):
+        raise NoTranscriptCapture(
+            f"cannot capture tool-call transcripts with {harness.name} ({model}): the canary's "
+            f"{CANARY_PAYLOAD_CHARS}-character payload with head and tail markers was not in any "
+            "captured tool result; grading would be vacuous"
+        )
+    return trajectory

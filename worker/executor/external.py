@@ -12,7 +12,7 @@ stdout and stderr arrive combined; the parser skips lines that are not events. T
 sandbox must be opened with :func:`external_limits` so the stream is never cut in the
 middle (a cut stream is refused rather than graded with a hole in it).
 
-Failure semantics (contract Phase 2): the CLI exiting non-zero, crashing before its
+Failure semantics: the CLI exiting non-zero, crashing before its
 ``result`` line, or hitting a resource limit other than the wall clock is
 ``executor-failed`` (infra); running out of wall clock or turns is behaviour.
 """
@@ -120,4 +120,5 @@ def run_external(
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=wrote),
         started_at=started_at,
         finished_at=datetime.now(UTC),
+        template_hashes={"executor": prompt.template_sha256},  # the same rendering the built-in agent records
     )

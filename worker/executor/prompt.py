@@ -2,7 +2,7 @@
 
 The prompt carries the skill name, its SKILL.md, its agents/*.md, the case prompt and the
 case's file list. It never carries ``expected_output`` or the assertions: the executor
-must not know what it is graded on (contract Phase 2), so this module only ever reads
+must not know what it is graded on, so this module only ever reads
 ``case.prompt`` and ``case.files``.
 
 The no-skill arm (``skill_text`` None) gets ``prompts/executor-no-skill.md``: the bare case

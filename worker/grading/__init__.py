@@ -1,4 +1,4 @@
-"""The hardened grader (issue 5): transcript fencing, verdict parsing, evidence, ensembles.
+"""The hardened grader: transcript fencing, verdict parsing, evidence, ensembles.
 
 Pure modules (``transcript``, ``parse``, ``evidence``, ``ensemble``, ``deterministic``)
 import no Celery, Redis, boto3 or litellm; ``judge`` talks to a model only through the

@@ -6,7 +6,10 @@ printed can imitate a tool call:
 * ``tool_call``: some tool call (optionally of one tool) has arguments matching a regex —
   one named argument's value, or all arguments as sorted JSON; with ``absent``, none does;
 * ``call_order``: a call matching ``first`` is followed later by a call matching ``then``;
-* ``file_contains``: the file's final content (``Trajectory.final_files``) matches a regex.
+* ``file_contains``: the file's final content (``Trajectory.final_files``) matches a regex;
+* ``skill_activated``: the harness loaded the skill under test (``Trajectory.skill_activated``,
+  recorded by harness executors from the proxied tool calls; an executor that records no
+  activation fails the check and says so).
 
 The corpus validator (producer/validation.py) has already compiled every pattern.
 """
@@ -23,6 +26,7 @@ from schemas.corpus import (
     CallOrderCheck,
     DeterministicAssertion,
     FileContainsCheck,
+    SkillActivatedCheck,
     ToolCallCheck,
     ToolCallMatcher,
 )
@@ -103,8 +107,23 @@ def _check_file(check: FileContainsCheck, trajectory: Trajectory) -> AssertionVe
     return _verdict(check, True, f"{check.path}: {match.group(0)[:EVIDENCE_CHARS]}")
 
 
+def _check_activated(check: SkillActivatedCheck, trajectory: Trajectory) -> AssertionVerdict:
+    if trajectory.skill_activated is None:
+        return _verdict(check, False, f"absent: executor {trajectory.executor} records no skill activation")
+    if not trajectory.skill_activated:
+        return _verdict(check, False, f"absent: no tool call of the run loaded the skill {trajectory.skill}")
+    skill = trajectory.skill
+    loading = next(
+        (c for c in _calls(trajectory) if skill in json.dumps(c.arguments, ensure_ascii=False)),
+        None,
+    )
+    return _verdict(check, True, _quote(loading) if loading else f"the harness loaded the skill {skill}")
+
+
 def check_assertion(check: DeterministicAssertion, trajectory: Trajectory) -> AssertionVerdict:
     """The verdict of one deterministic assertion on ``trajectory``."""
+    if isinstance(check, SkillActivatedCheck):
+        return _check_activated(check, trajectory)
     if isinstance(check, ToolCallCheck):
         return _check_tool_call(check, trajectory)
     if isinstance(check, CallOrderCheck):

@@ -1,6 +1,6 @@
 """Grading one shard: ask each judge model, re-ask once, check evidence, combine, merge checks.
 
-Per judge (contract Phase 3):
+Per judge:
 
 * a fresh prompt with a fresh nonce for every call, the prepared transcript fenced once;
 * a malformed answer (not JSON, wrong types, wrong length, reorder) is re-asked once, with a
@@ -40,7 +40,7 @@ from worker.grading.transcript import (
 )
 from worker.models.base import ModelClient
 
-ATTEMPTS = 2  # the first ask and one re-ask, for either kind of failure (contract Phase 3)
+ATTEMPTS = 2  # the first ask and one re-ask, for either kind of failure
 REASK_MALFORMED = (
     "This is a second attempt: a previous answer to this grading could not be used ({reason}). "
     "Answer with only the JSON array described above, one object per assertion, in order."
@@ -164,7 +164,3 @@ def grade_trajectory(
             "error": "; ".join(failed),
         }
     )
-
-
-grade_shard = grade_trajectory
-"""The name issue 5 gives this entry point."""

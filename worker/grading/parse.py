@@ -1,6 +1,6 @@
 """Reading the judge's answer: extract the JSON array, type-check it, pair it by position. Pure.
 
-The contract (Phase 3): tolerate a markdown code fence or prose around the array; pair
+The rules: tolerate a markdown code fence or prose around the array; pair
 objects with assertions *by position*; cross-check each echoed ``text`` leniently
 (whitespace collapsed, quote escaping ignored, or a leading-prefix match) and call only a
 gross mismatch (the text clearly belongs to a *different* assertion) a reorder. Anything

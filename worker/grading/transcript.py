@@ -1,6 +1,6 @@
 """Preparing a transcript for the judge and building the fenced grader prompt. Pure.
 
-The contract (Phase 3) as code, in its order:
+The rules as code, in their order:
 
 1. split at lines starting with ``[assistant]``, ``[tool_call]`` or ``[tool_result]``;
    when there is more than one block, cap each at ``BLOCK_CAP_CHARS`` keeping the head

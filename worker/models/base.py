@@ -1,4 +1,4 @@
-"""The model client interface shared by the executor and the judge (implementation: issue 4)."""
+"""The model client interface shared by the executor and the judge."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ missing key) raise it at once. The caller maps ModelCallFailed to ``executor-fai
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -28,8 +29,10 @@ import litellm
 import openai
 import redis
 
+from engine.budget import Reservation, RunBudget, is_out_of_credit
 from engine.usage import record_usage, usage_totals
-from schemas.errors import ModelCallFailed
+from harnesses.endpoints import normalise_upstream
+from schemas.errors import BudgetExhausted, ModelCallFailed
 from schemas.model_config import ModelConfig, ModelLimits
 from schemas.trajectory import Usage
 from worker.models.base import ModelReply, ToolCall
@@ -66,9 +69,16 @@ def retry_after_s(err: BaseException) -> float | None:
 
 
 def is_retryable(err: BaseException) -> bool:
-    """429, 5xx, connection errors, timeouts and malformed responses are worth another attempt."""
+    """429, 5xx, connection errors, timeouts and malformed responses are worth another attempt.
+
+    Authentication and permission errors never are: a missing or refused key stays missing.
+    """
+    if isinstance(err, litellm.exceptions.AuthenticationError | litellm.exceptions.PermissionDeniedError):
+        return False
     if isinstance(err, openai.APIConnectionError | openai.APIResponseValidationError | json.JSONDecodeError):
         return True
+    if "missing credentials" in str(err).lower() or "api_key client option must be set" in str(err):
+        return False  # the provider SDK refusing to send without a key: no retry can supply one
     status = getattr(err, "status_code", None)
     if isinstance(status, int):
         return status == 429 or status >= 500
@@ -106,6 +116,22 @@ def parse_reply(response: Any, attempts: int, cost_usd: float | None) -> ModelRe
     )
 
 
+@functools.cache
+def _price_per_token(model: str) -> float | None:
+    """The dearer of a model's input and output prices per token, from litellm's local table."""
+    entry = litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1])
+    if not entry:
+        return None
+    prices = [float(entry.get(k) or 0.0) for k in ("input_cost_per_token", "output_cost_per_token")]
+    return max(prices) or None
+
+
+def estimate_cost(model: str, tokens: int) -> float | None:
+    """An upper-side guess of a call's cost before it is made; None when the model's price is unknown."""
+    price = _price_per_token(model)
+    return None if price is None else price * tokens
+
+
 def _cost(response: Any) -> float | None:
     try:
         return float(litellm.completion_cost(completion_response=response))
@@ -133,10 +159,19 @@ class LiteLLMClient:
     ``run_id`` tags the usage counters of :func:`engine.usage.usage_totals`.
     """
 
-    def __init__(self, config: ModelConfig, redis_client: redis.Redis, *, run_id: str | None = None) -> None:
+    def __init__(
+        self,
+        config: ModelConfig,
+        redis_client: redis.Redis,
+        *,
+        run_id: str | None = None,
+        budget: RunBudget | None = None,
+    ) -> None:
         self.config = config
         self.redis = redis_client
         self.run_id = run_id
+        self.budget = budget
+        """The run's fleet-wide caps; every attempt reserves its estimate there first."""
         self._limiters: dict[str, Limiter] = {}
 
     def limiter(self, model: str) -> Limiter:
@@ -148,7 +183,9 @@ class LiteLLMClient:
     def _credentials(self, limits: ModelLimits) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}
         if limits.api_base:
-            kwargs["api_base"] = limits.api_base
+            # litellm's Anthropic provider appends /v1/messages: give it the host root.
+            anthropic = limits.name.startswith("anthropic/")
+            kwargs["api_base"] = normalise_upstream("anthropic", limits.api_base) if anthropic else limits.api_base
         if limits.api_key_env:
             key = os.environ.get(limits.api_key_env)
             if not key:
@@ -166,11 +203,13 @@ class LiteLLMClient:
         tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
         timeout_s: float | None = None,
+        attempts: int | None = None,
     ) -> ModelReply:
-        """One completion, retried within the budget; raises ModelCallFailed past it."""
+        """One completion, retried within the budget (or ``attempts``); raises ModelCallFailed past it."""
         limiter = self.limiter(model)
         limits = limiter.limits
         retry = self.config.retry
+        max_attempts = attempts or retry.max_attempts
         kwargs: dict[str, Any] = {
             "model": model,
             "messages": messages,
@@ -185,17 +224,24 @@ class LiteLLMClient:
             kwargs["max_tokens"] = max_tokens
         estimate = estimate_tokens(messages, tools, max_tokens)
         last_error: BaseException | None = None
-        for attempt in range(1, retry.max_attempts + 1):
+        for attempt in range(1, max_attempts + 1):
+            reservation = self._reserve(model, estimate)
             with limiter.acquire(estimate) as lease:
                 try:
                     response = _quiet_completion(kwargs)
                 except Exception as err:
                     last_error = err
                     self._on_error(limiter, lease, err)
+                    self._settle(reservation, 0, None)
+                    if self.budget is not None and is_out_of_credit(err):
+                        self.budget.mark_out_of_credit(model, _short(err))
+                        why = f"{model}: the provider says the key is out of credit: {_short(err)}"
+                        raise BudgetExhausted(why) from err
                     if not is_retryable(err):
                         break
                 else:
                     reply = parse_reply(response, attempt, _cost(response))
+                    self._settle(reservation, reply.usage.total_tokens, reply.usage.cost_usd)
                     lease.settle(reply.usage.total_tokens, success=True)
                     record_usage(
                         self.redis,
@@ -208,7 +254,7 @@ class LiteLLMClient:
                         cost_usd=reply.usage.cost_usd,
                     )
                     return reply
-            if attempt < retry.max_attempts:
+            if attempt < max_attempts:
                 ceiling = min(retry.max_delay_s, retry.base_delay_s * 2 ** (attempt - 1))
                 time.sleep(random.uniform(0, ceiling))  # full jitter; a 429's cool-down waits in acquire
         record_usage(self.redis, model, self.run_id, failed=1)
@@ -216,6 +262,19 @@ class LiteLLMClient:
         raise ModelCallFailed(
             f"{model}: no completion after {attempt} attempt(s); last error: {kind}: {_short(last_error)}"
         ) from last_error
+
+    def _reserve(self, model: str, tokens: int) -> Reservation | None:
+        """Reserve the call's estimate in the run's budget; raise BudgetExhausted when it may not start."""
+        if self.budget is None:
+            return None
+        got = self.budget.reserve(model, tokens, estimate_cost(model, tokens))
+        if isinstance(got, str):
+            raise BudgetExhausted(got)
+        return got
+
+    def _settle(self, reservation: Reservation | None, tokens: int, cost_usd: float | None) -> None:
+        if self.budget is not None and reservation is not None:
+            self.budget.settle(reservation, tokens, cost_usd)
 
     def _on_error(self, limiter: Limiter, lease: Lease, err: BaseException) -> None:
         if getattr(err, "status_code", None) == 429:

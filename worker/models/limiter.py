@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import redis
 
-from schemas.constants import LIMITER_KEY
+from engine.keys import limiter_keys
 from schemas.errors import ModelCallFailed
 from schemas.model_config import LimiterSettings, ModelLimits
 
@@ -169,8 +169,7 @@ class Limiter:
         self.redis = redis_client
         self.limits = limits
         self.settings = settings or LimiterSettings()
-        base = LIMITER_KEY.format(model=limits.name)
-        self.state_key, self.leases_key = base + ":state", base + ":leases"
+        self.state_key, self.leases_key = limiter_keys(limits.name)
         self._acquire = redis_client.register_script(_ACQUIRE)
         self._refresh = redis_client.register_script(_REFRESH)
         self._settle_script = redis_client.register_script(_SETTLE)

@@ -1,0 +1,162 @@
+"""A run's spending caps, enforced fleet-wide in Redis by reservation.
+
+``--max-cost USD`` and ``--max-tokens N`` cap what one run may spend on model calls,
+executor and judge alike, whichever worker makes them. Before a call, its estimate is
+*reserved* in one Lua step that refuses when what is spent plus what is reserved plus the
+estimate would pass a cap; after it, the reservation is *settled* to the actual use. So
+the overshoot is bounded by the calls in flight (their actual use above their estimate),
+never by the fleet's size. Once refused, the run is marked exhausted and every later call
+is refused at once: no new model call starts, and shards that still needed one end
+``budget-exhausted``, counted apart like infra, never as behaviour. Raising the cap
+(``skill-eval resubmit RUN --max-cost ...``) clears the mark.
+
+A provider that says the key is out of credit (OpenAI's ``insufficient_quota``,
+Anthropic's "credit balance is too low") is the same kind of stop for that model: it is
+marked exhausted for the run, so its other shards end the same way instead of each
+burning a retry budget.
+
+Keys: ``skill-eval:run:<run_id>:budget`` hash (caps, spent, reserved, in tokens and in
+micro-dollars) and ``…:budget:models`` hash (model -> why it is out of credit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+
+from engine.keys import budget_key, budget_models_key
+
+_MICRO = 1_000_000
+
+# KEYS: budget. ARGV: tokens, micro-dollars. Returns 1 when reserved, 0 when refused.
+_RESERVE = """
+if redis.call('HGET', KEYS[1], 'exhausted') then return 0 end
+local function num(field) return tonumber(redis.call('HGET', KEYS[1], field) or '0') end
+local tokens, cost = tonumber(ARGV[1]), tonumber(ARGV[2])
+local max_tokens, max_cost = redis.call('HGET', KEYS[1], 'max_tokens'), redis.call('HGET', KEYS[1], 'max_cost')
+if max_tokens and num('spent_tokens') + num('reserved_tokens') + tokens > tonumber(max_tokens) then
+  redis.call('HSET', KEYS[1], 'exhausted', 'tokens')
+  return 0
+end
+if max_cost and num('spent_cost') + num('reserved_cost') + cost > tonumber(max_cost) then
+  redis.call('HSET', KEYS[1], 'exhausted', 'cost')
+  return 0
+end
+redis.call('HINCRBY', KEYS[1], 'reserved_tokens', tokens)
+redis.call('HINCRBY', KEYS[1], 'reserved_cost', cost)
+return 1
+"""
+
+# KEYS: budget. ARGV: reserved tokens, reserved micro-dollars, actual tokens, actual micro-dollars.
+_SETTLE = """
+redis.call('HINCRBY', KEYS[1], 'reserved_tokens', 0 - tonumber(ARGV[1]))  -- never '-0': Redis refuses it as an integer
+redis.call('HINCRBY', KEYS[1], 'reserved_cost', 0 - tonumber(ARGV[2]))
+redis.call('HINCRBY', KEYS[1], 'spent_tokens', tonumber(ARGV[3]))
+redis.call('HINCRBY', KEYS[1], 'spent_cost', tonumber(ARGV[4]))
+return 1
+"""
+
+OUT_OF_CREDIT_MARKERS = (
+    "insufficient_quota",
+    "exceeded your current quota",
+    "credit balance is too low",
+    "billing_hard_limit_reached",
+    "out of credits",
+)
+"""Provider error texts that mean the key cannot pay for any more calls (not a rate limit)."""
+
+
+def is_out_of_credit(err: BaseException) -> bool:
+    """Whether a provider error means the key has no credit or quota left (no retry can help)."""
+    text = f"{err} {getattr(err, 'code', '') or ''} {getattr(err, 'body', '') or ''}".lower()
+    return any(marker in text for marker in OUT_OF_CREDIT_MARKERS)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    tokens: int
+    micro_usd: int
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What a run has spent and may spend (``None``: no cap)."""
+
+    tokens: int
+    cost_usd: float
+    max_tokens: int | None
+    max_cost_usd: float | None
+    exhausted: str | None
+    """``tokens`` or ``cost`` once a cap refused a call; None while calls may start."""
+
+
+class RunBudget:
+    """The caps of one run, shared by every worker through Redis."""
+
+    def __init__(self, client: redis.Redis, run_id: str, *, capped: bool = True) -> None:
+        self.r = client
+        self.run_id = run_id
+        self.capped = capped
+        """Without caps only the models' out-of-credit marks are checked (one read per call)."""
+        self.key = budget_key(run_id)
+        self.models_key = budget_models_key(run_id)
+        self._reserve = client.register_script(_RESERVE)
+        self._settle = client.register_script(_SETTLE)
+
+    def set_caps(self, max_tokens: int | None, max_cost_usd: float | None) -> None:
+        """Set (or raise, on resubmit) the caps; clears an exhausted mark so calls may start again."""
+        pipe = self.r.pipeline()
+        for field, value in (("max_tokens", max_tokens), ("max_cost", _micro(max_cost_usd))):
+            if value is None:
+                pipe.hdel(self.key, field)
+            else:
+                pipe.hset(self.key, field, value)
+        pipe.hdel(self.key, "exhausted")
+        pipe.delete(self.models_key)
+        pipe.execute()
+
+    def reserve(self, model: str, tokens: int, cost_usd: float | None) -> Reservation | str:
+        """Reserve an estimate before a call; a :class:`Reservation`, or why the call must not start."""
+        why = self.r.hget(self.models_key, model)
+        if why is not None:
+            return f"{model} is out of credit for this run: {_text(why)}"
+        reservation = Reservation(tokens, _micro(cost_usd) or 0)
+        if not self.capped:
+            return Reservation(0, 0)
+        if self._reserve(keys=[self.key], args=[reservation.tokens, reservation.micro_usd]):
+            return reservation
+        spend = self.spend()
+        if spend.exhausted == "tokens":
+            return f"the run's token cap is reached ({spend.tokens} of {spend.max_tokens} tokens spent)"
+        return f"the run's cost cap is reached (${spend.cost_usd:.4f} of ${spend.max_cost_usd:.4f} spent)"
+
+    def settle(self, reservation: Reservation, tokens: int, cost_usd: float | None) -> None:
+        """Replace a reservation by what the call actually used (0 for a call that failed)."""
+        if not self.capped:
+            return
+        self._settle(
+            keys=[self.key],
+            args=[reservation.tokens, reservation.micro_usd, tokens, _micro(cost_usd) or 0],
+        )
+
+    def mark_out_of_credit(self, model: str, why: str) -> None:
+        self.r.hset(self.models_key, model, why[:300])
+
+    def spend(self) -> Spend:
+        raw = {_text(k): _text(v) for k, v in self.r.hgetall(self.key).items()}
+        return Spend(
+            tokens=int(raw.get("spent_tokens", 0)),
+            cost_usd=int(raw.get("spent_cost", 0)) / _MICRO,
+            max_tokens=int(raw["max_tokens"]) if "max_tokens" in raw else None,
+            max_cost_usd=int(raw["max_cost"]) / _MICRO if "max_cost" in raw else None,
+            exhausted=raw.get("exhausted"),
+        )
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _micro(usd: float | None) -> int | None:
+    return None if usd is None else round(usd * _MICRO)

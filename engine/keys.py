@@ -1,0 +1,102 @@
+"""Every Redis key skill-eval uses, built here and nowhere else.
+
+One prefix (``skill-eval``) so a shared Redis can host other tenants and a test can flush
+exactly ours. Per run (``skill-eval:run:<run_id>``):
+
+- the run hash: ``total``, ``terminal`` (shards in a terminal state), ``manifest``,
+  ``created``, ``reduced``;
+- ``…:states`` hash shard id -> state; ``…:leases`` sorted set shard id -> lease expiry (ms);
+  ``…:owners`` hash shard id -> lease token; ``…:attempts`` hash ``<shard>:<leased state>`` -> claims;
+- ``…:calibrating:<judge>`` the lock of the worker calibrating that judge;
+- ``…:usage:<model>`` and ``…:usage-models`` the run's usage counters;
+- ``…:unsent`` sorted set shard id -> when noted (ms): registered or reaped shards whose
+  message is not yet confirmed published;
+- ``…:preflight:<queue>`` a worker's preflight report; ``…:resubmits`` hash shard id ->
+  resubmitted attempts so far;
+- ``…:budget`` hash (caps, spent, reserved) and ``…:budget:models`` (models out of credit).
+
+Fleet-wide: ``skill-eval:runs`` (set of active runs, the reaper's worklist),
+``skill-eval:reaper-lock`` (one reaper pass per period in the fleet),
+``skill-eval:resent:<redis run id>`` (one re-send after a Redis restart),
+``skill-eval:limit:<model>:state|leases`` (the rate limiter), ``skill-eval:usage:<model>`` and
+``skill-eval:usage-models`` (all-time usage). Store keys (artifacts) live in
+``schemas.manifest``; they are paths, not Redis keys.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from schemas.constants import KEY_PREFIX
+
+
+class RunKeys(NamedTuple):
+    """The Redis keys of one run's shard state."""
+
+    run: str
+    states: str
+    leases: str
+    owners: str
+    attempts: str
+
+
+def run_keys(run_id: str) -> RunKeys:
+    base = f"{KEY_PREFIX}:run:{run_id}"
+    return RunKeys(base, base + ":states", base + ":leases", base + ":owners", base + ":attempts")
+
+
+def attempts_field(shard_id: str, leased: str) -> str:
+    """The field of ``RunKeys.attempts`` counting claims of ``shard_id`` into ``leased``."""
+    return f"{shard_id}:{leased}"
+
+
+def active_runs_key() -> str:
+    return f"{KEY_PREFIX}:runs"
+
+
+def calibrating_key(run_id: str, judge: str) -> str:
+    return f"{KEY_PREFIX}:run:{run_id}:calibrating:{judge}"
+
+
+def resent_key(redis_run_id: str) -> str:
+    return f"{KEY_PREFIX}:resent:{redis_run_id}"
+
+
+def limiter_keys(model: str) -> tuple[str, str]:
+    """(state hash, leases sorted set) of the model's fleet-wide rate limiter."""
+    base = f"{KEY_PREFIX}:limit:{model}"
+    return base + ":state", base + ":leases"
+
+
+def usage_key(model: str, run_id: str | None = None) -> str:
+    """The usage counters of ``model``: for one run, or for all time (``run_id`` None)."""
+    return f"{KEY_PREFIX}:run:{run_id}:usage:{model}" if run_id else f"{KEY_PREFIX}:usage:{model}"
+
+
+def usage_models_key(run_id: str | None = None) -> str:
+    """The set of models with usage counters: for one run, or for all time."""
+    return f"{KEY_PREFIX}:run:{run_id}:usage-models" if run_id else f"{KEY_PREFIX}:usage-models"
+
+
+def unsent_key(run_id: str) -> str:
+    return f"{KEY_PREFIX}:run:{run_id}:unsent"
+
+
+def preflight_key(run_id: str, queue: str) -> str:
+    return f"{KEY_PREFIX}:run:{run_id}:preflight:{queue}"
+
+
+def resubmits_key(run_id: str) -> str:
+    return f"{KEY_PREFIX}:run:{run_id}:resubmits"
+
+
+def budget_key(run_id: str) -> str:
+    return f"{KEY_PREFIX}:run:{run_id}:budget"
+
+
+def budget_models_key(run_id: str) -> str:
+    return f"{KEY_PREFIX}:run:{run_id}:budget:models"
+
+
+def reaper_lock_key() -> str:
+    return f"{KEY_PREFIX}:reaper-lock"

@@ -1,0 +1,65 @@
+"""The typed records of a run in the artifact store: written and read through their models only.
+
+Each record carries a ``version``; a reader validates it with the model, so a record written
+by another release (or by hand) fails loudly as a validation error instead of being half read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.store import ArtifactStore
+from schemas.errors import StoreError
+from schemas.manifest import RunManifest, calibration_key, manifest_key, outcome_key, result_key
+from schemas.outcome import CalibrationRecord, ShardOutcomeRecord
+from schemas.report import RunResult
+
+
+def put_manifest(store: ArtifactStore, manifest: RunManifest) -> str:
+    """Store the manifest; its key."""
+    key = manifest_key(manifest.plan.run_id)
+    store.put(key, manifest.model_dump_json().encode())
+    return key
+
+
+def load_manifest(store: ArtifactStore, run_id: str) -> RunManifest:
+    """The run's manifest; :class:`StoreError` naming the key when there is none."""
+    key = manifest_key(run_id)
+    if not store.exists(key):
+        raise StoreError(f"run {run_id}: no manifest at {key} in {store.uri}")
+    return RunManifest.model_validate_json(store.get(key))
+
+
+def put_outcome(store: ArtifactStore, run_id: str, shard_id: str, outcome: ShardOutcomeRecord) -> None:
+    store.put(outcome_key(run_id, shard_id), outcome.model_dump_json().encode())
+
+
+def load_outcome(store: ArtifactStore, run_id: str, shard_id: str) -> ShardOutcomeRecord | None:
+    """How the shard ended, or None while it has not."""
+    key = outcome_key(run_id, shard_id)
+    return ShardOutcomeRecord.model_validate_json(store.get(key)) if store.exists(key) else None
+
+
+def load_outcomes(store: ArtifactStore, run_id: str, shard_ids: Sequence[str]) -> dict[str, ShardOutcomeRecord]:
+    """How each of ``shard_ids`` ended, in one batched read; shards that have not ended are absent."""
+    keys = {outcome_key(run_id, s): s for s in shard_ids}
+    return {keys[k]: ShardOutcomeRecord.model_validate_json(raw) for k, raw in store.get_many(list(keys)).items()}
+
+
+def put_result(store: ArtifactStore, result: RunResult) -> None:
+    store.put(result_key(result.run_id), result.model_dump_json().encode())
+
+
+def load_result(store: ArtifactStore, run_id: str) -> RunResult | None:
+    """The reduced result, or None before the run is reduced."""
+    key = result_key(run_id)
+    return RunResult.model_validate_json(store.get(key)) if store.exists(key) else None
+
+
+def put_calibration(store: ArtifactStore, run_id: str, record: CalibrationRecord) -> None:
+    store.put(calibration_key(run_id, record.judge), record.model_dump_json().encode())
+
+
+def load_calibration(store: ArtifactStore, run_id: str, judge: str) -> CalibrationRecord | None:
+    key = calibration_key(run_id, judge)
+    return CalibrationRecord.model_validate_json(store.get(key)) if store.exists(key) else None

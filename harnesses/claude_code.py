@@ -1,0 +1,116 @@
+"""The Claude Code adapter: ``claude -p --output-format stream-json --verbose``.
+
+- Skill staging: a repo that ships ``.claude-plugin/plugin.json`` is loaded as a plugin with
+  ``--plugin-dir <workspace>`` (the skill is then ``<plugin>:<skill>``); otherwise the skill
+  folder is staged in the private HOME at ``.claude/skills/<name>/``, not in the workspace,
+  where it would show in ``git status`` and the diffs the judge reads.
+- Settings: ``--setting-sources user`` (the private HOME's only) so the repo's
+  ``.claude/settings.json`` and its hooks never run; ``--settings`` pins the model and the
+  environment; ``--strict-mcp-config`` keeps every MCP server out. A plugin's own hooks do
+  run (inside the sandbox): they are part of what the plugin's users get.
+- Traffic: one model, everywhere (background, sub-agent and fallback models pinned to the
+  shard's), telemetry, auto-update, error reporting and non-essential traffic off.
+- Activation: a ``Skill`` tool call naming the skill, or a read of its SKILL.md.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Iterable
+from typing import Any
+
+from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
+from harnesses.endpoints import Protocol
+from harnesses.stream_json import ParsedStream, read_stream_json
+from schemas.trajectory import Event, ToolCallEvent
+
+_READ_TOOLS = frozenset({"Read", "Bash", "Grep", "Glob"})
+
+
+class ClaudeCode:
+    """:class:`harnesses.base.Harness` for Claude Code."""
+
+    name = "claude-code"
+    protocol: Protocol = "anthropic"
+    binary_env = "SKILL_EVAL_CLAUDE_CODE_BIN"
+    binary_name = "claude"
+    stream_call_ids = True
+    install_hint = "run `make setup` (installs @anthropic-ai/claude-code@2.1.328), or set SKILL_EVAL_CLAUDE_CODE_BIN"
+
+    def environment(self, model: str, home: str) -> dict[str, str]:
+        """The variables Claude Code reads: the proxy's loopback URL, the placeholder key, one model."""
+        return {
+            "HOME": home,
+            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{FORWARDER_PORT}",
+            "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
+            "ANTHROPIC_MODEL": model,
+            "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
+            "ANTHROPIC_DEFAULT_SONNET_MODEL": model,
+            "ANTHROPIC_DEFAULT_OPUS_MODEL": model,
+            "ANTHROPIC_SMALL_FAST_MODEL": model,
+            "CLAUDE_CODE_SUBAGENT_MODEL": model,
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+
+    def plan(self, request: HarnessRequest) -> HarnessPlan:
+        model = bare_model(request.model)
+        env = self.environment(model, request.home)
+        settings = {"model": model, "env": {k: v for k, v in env.items() if k != "HOME"}}
+        argv = [
+            request.binary,
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--model",
+            model,
+            "--dangerously-skip-permissions",
+            "--strict-mcp-config",
+            "--setting-sources",
+            "user",
+            "--settings",
+            json.dumps(settings, sort_keys=True),
+        ]
+        home_files: dict[str, bytes] = {}
+        if request.plugin_name:
+            argv += ["--plugin-dir", request.workspace]
+            skill_ref = f"{request.plugin_name}:{request.skill}"
+        else:
+            skill_ref = request.skill
+            for relative, content in request.skill_files.items():
+                home_files[posixpath.join(".claude", "skills", request.skill, relative)] = content
+        return HarnessPlan(
+            argv=tuple(argv),
+            env=env,
+            stdin=case_prompt(request, skill_ref),
+            home_files=home_files,
+            skill_ref=skill_ref,
+        )
+
+    def read_stream(self, lines: Iterable[str]) -> ParsedStream:
+        return read_stream_json(lines)
+
+    def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
+        # The body reaching the model is not enough here: a project CLAUDE.md may quote it.
+        for event in events:
+            if not isinstance(event, ToolCallEvent):
+                continue
+            if event.name == "Skill" and _named(event.arguments, skill, skill_ref):
+                return True
+            if event.name in _READ_TOOLS and _reads_skill_md(event.arguments, skill):
+                return True
+        return False
+
+
+def _named(arguments: dict[str, Any], skill: str, skill_ref: str) -> bool:
+    value = str(arguments.get("skill") or arguments.get("command") or "").lstrip("/")
+    return value in (skill, skill_ref) or value.endswith(":" + skill)
+
+
+def _reads_skill_md(arguments: dict[str, Any], skill: str) -> bool:
+    needle = f"skills/{skill}/SKILL.md"
+    return any(isinstance(v, str) and needle in v for v in arguments.values())

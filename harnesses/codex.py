@@ -1,0 +1,144 @@
+"""The Codex adapter: ``codex exec --json`` (0.169) over the OpenAI Responses API.
+
+- Model provider: a ``model_providers.skill-eval`` entry (``base_url`` the forwarder's
+  loopback ``/v1``, ``env_key`` naming the variable that holds the placeholder key,
+  ``wire_api = "responses"``: Codex speaks nothing else), given with ``-c`` overrides so no
+  file from the host's ``~/.codex`` is read (``CODEX_HOME`` is the private HOME's).
+- Skills: staged in the private HOME at ``.agents/skills/<name>/`` (user skills); explicit
+  invocation is a ``$name`` mention. Codex has no Skill tool: activation is its SKILL.md
+  being read by a command.
+- Codex runs with its own sandbox and approvals off (ours is the sandbox), ephemeral, and
+  outside a git check.
+- Events (``--json``): ``item.completed`` items of type ``command_execution`` (command,
+  aggregated output, exit code), ``agent_message`` and ``file_change`` (paths only: edit
+  contents are rebuilt from the tool-call arguments the proxy saw); ``turn.completed``
+  carries the usage. Stream items do not carry the model's call ids, so calls and results are
+  paired with the proxy's record by order.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Iterable
+from typing import Any
+
+from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, Invoke, bare_model
+from harnesses.endpoints import Protocol
+from harnesses.stream_json import ParsedStream
+from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, ToolResultEvent, Usage
+
+KEY_VARIABLE = "SKILL_EVAL_PROXY_KEY"
+
+
+class Codex:
+    """:class:`harnesses.base.Harness` for Codex."""
+
+    name = "codex"
+    protocol: Protocol = "openai"
+    binary_env = "SKILL_EVAL_CODEX_BIN"
+    binary_name = "codex"
+    stream_call_ids = False
+    install_hint = "run `make setup` (installs @openai/codex@0.169.0), or set SKILL_EVAL_CODEX_BIN"
+
+    def plan(self, request: HarnessRequest) -> HarnessPlan:
+        model = bare_model(request.model)
+        provider = (
+            '{name="skill-eval", '
+            f'base_url="http://127.0.0.1:{FORWARDER_PORT}/v1", env_key="{KEY_VARIABLE}", wire_api="responses"}}'
+        )
+        argv = [
+            request.binary,
+            "exec",
+            "--json",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "--skip-git-repo-check",
+            "--ephemeral",
+            "-C",
+            request.workspace,
+            "-m",
+            model,
+            "-c",
+            "model_provider=skill-eval",
+            "-c",
+            f"model_providers.skill-eval={provider}",
+            "-c",
+            "analytics.enabled=false",
+            "-",
+        ]
+        home_files = {
+            posixpath.join(".agents", "skills", request.skill, relative): content
+            for relative, content in request.skill_files.items()
+        }
+        # CODEX_HOME must exist; nothing from the host's ~/.codex is ever read.
+        home_files[".codex/config.toml"] = b"# written by skill-eval; the run's settings come as -c overrides\n"
+        text = request.prompt.strip()
+        if request.case_files:
+            text += "\n\nRelevant files: " + ", ".join(request.case_files)
+        if request.invoke is Invoke.EXPLICIT:
+            text = f"${request.skill} {text}"
+        env = {
+            "HOME": request.home,
+            "CODEX_HOME": posixpath.join(request.home, ".codex"),
+            KEY_VARIABLE: PLACEHOLDER_KEY,
+            "NO_UPDATE_NOTIFIER": "1",
+        }
+        return HarnessPlan(argv=tuple(argv), env=env, stdin=text + "\n", home_files=home_files, skill_ref=request.skill)
+
+    def read_stream(self, lines: Iterable[str]) -> ParsedStream:
+        return read_codex_json(lines)
+
+    def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
+        # No Skill tool: a $name mention injects the body into the request, or a command reads it.
+        needle = f"skills/{skill}/SKILL.md"
+        return body_sent or any(
+            isinstance(e, ToolCallEvent) and needle in json.dumps(e.arguments, ensure_ascii=False) for e in events
+        )
+
+
+def _command_text(command: Any) -> str:
+    return " ".join(str(c) for c in command) if isinstance(command, list) else str(command or "")
+
+
+def read_codex_json(lines: Iterable[str]) -> ParsedStream:
+    """Parse ``codex exec --json`` lines (junk skipped); call ids are the stream's item ids."""
+    out = ParsedStream()
+    prompt = completion = turns = 0
+    for raw in lines:
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError:
+            out.skipped_lines += bool(raw.strip())
+            continue
+        if not isinstance(data, dict):
+            continue
+        kind, item = data.get("type"), data.get("item") or {}
+        if kind == "item.completed" and isinstance(item, dict):
+            item_id, item_type = str(item.get("id", "")), item.get("type")
+            if item_type == "agent_message" and str(item.get("text", "")).strip():
+                out.events.append(AssistantEvent(text=str(item["text"])))
+            elif item_type == "command_execution":
+                out.events.append(
+                    ToolCallEvent(
+                        call_id=item_id, name="shell", arguments={"command": _command_text(item.get("command"))}
+                    )
+                )
+                code = item.get("exit_code")
+                out.events.append(
+                    ToolResultEvent(
+                        call_id=item_id,
+                        output=str(item.get("aggregated_output", "")),
+                        exit_code=code if isinstance(code, int) else None,
+                    )
+                )
+        elif kind == "turn.completed":
+            out.saw_result = True
+            usage = data.get("usage") or {}
+            prompt += int(usage.get("input_tokens") or 0)
+            completion += int(usage.get("output_tokens") or 0)
+            turns += 1
+        elif kind in ("turn.failed", "error"):
+            out.result_is_error = True
+    out.usage = Usage(prompt_tokens=prompt, completion_tokens=completion, calls=turns)
+    out.end_reason = EndReason.COMPLETED
+    return out

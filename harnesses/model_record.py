@@ -1,0 +1,193 @@
+"""What the model proxy saw: the model's turns, parsed from the proxied responses.
+
+The proxy is the source of truth for what the model answered (text, tool calls, stop
+reasons, usage): a harness's own event stream can be forged by the agent it runs, the
+traffic the proxy forwarded cannot. This module parses one proxied response body, in the
+Anthropic Messages format (JSON or server-sent events) or the OpenAI Responses format, into
+a :class:`ModelTurn`. Pure: bytes in, values out.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ModelToolCall:
+    """One tool call as the model emitted it."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelTurn:
+    """One model response: its text, its tool calls, why it stopped and what it cost in tokens."""
+
+    texts: tuple[str, ...] = ()
+    tool_calls: tuple[ModelToolCall, ...] = ()
+    stop_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass
+class ProxyRecord:
+    """Everything one shard's proxy did; read after the harness has exited."""
+
+    turns: list[ModelTurn] = field(default_factory=list)
+    forwarded: int = 0
+    """Requests forwarded upstream (retries included)."""
+    upstream_failures: int = 0
+    """Forwarded requests that came back 429/5xx or did not come back."""
+    last_upstream_ok: bool = True
+    """False when the last forwarded request failed: the harness gave up on a failing upstream."""
+    last_error: str = ""
+    refused: list[str] = field(default_factory=list)
+    """Requests answered locally with a refusal (path, key, budget), one line each."""
+    body_sent: bool = False
+    """True once a request to the model held the watched text (the skill's body)."""
+    budget_end: str | None = None
+    """``max-tokens`` or ``wall-clock`` once the proxy refused a request for that budget."""
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(t.prompt_tokens for t in self.turns)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(t.completion_tokens for t in self.turns)
+
+    def tool_calls(self) -> dict[str, ModelToolCall]:
+        """Every tool call the model emitted, by call id."""
+        return {c.call_id: c for t in self.turns for c in t.tool_calls}
+
+
+def _sse_data(body: bytes) -> list[dict[str, Any]]:
+    out = []
+    for line in body.decode("utf-8", errors="replace").splitlines():
+        if line.startswith("data:"):
+            try:
+                value = json.loads(line[5:].strip())
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                out.append(value)
+    return out
+
+
+def _anthropic_message(message: dict[str, Any]) -> ModelTurn:
+    texts, calls = [], []
+    for block in message.get("content") or []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and block.get("text"):
+            texts.append(str(block["text"]))
+        elif block.get("type") == "tool_use":
+            raw = block.get("input")
+            calls.append(
+                ModelToolCall(
+                    str(block.get("id", "")), str(block.get("name", "")), raw if isinstance(raw, dict) else {}
+                )
+            )
+    usage = message.get("usage") or {}
+    prompt = sum(
+        int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    return ModelTurn(
+        tuple(texts), tuple(calls), message.get("stop_reason"), prompt, int(usage.get("output_tokens") or 0)
+    )
+
+
+def _anthropic_stream(events: list[dict[str, Any]]) -> ModelTurn:
+    message: dict[str, Any] = {"content": [], "usage": {}}
+    partial: dict[int, list[str]] = {}
+    for event in events:
+        kind = event.get("type")
+        if kind == "message_start":
+            start = event.get("message") or {}
+            message["usage"] = dict(start.get("usage") or {})
+        elif kind == "content_block_start":
+            block = dict(event.get("content_block") or {})
+            index = int(event.get("index", len(message["content"])))
+            while len(message["content"]) <= index:
+                message["content"].append({})
+            message["content"][index] = block
+            partial[index] = []
+        elif kind == "content_block_delta":
+            index, delta = int(event.get("index", 0)), event.get("delta") or {}
+            if index >= len(message["content"]):
+                continue
+            if delta.get("type") == "text_delta":
+                block = message["content"][index]
+                block["text"] = block.get("text", "") + str(delta.get("text", ""))
+            elif delta.get("type") == "input_json_delta":
+                partial.setdefault(index, []).append(str(delta.get("partial_json", "")))
+        elif kind == "message_delta":
+            message["stop_reason"] = (event.get("delta") or {}).get("stop_reason")
+            message["usage"].update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+    for index, pieces in partial.items():
+        block = message["content"][index]
+        if block.get("type") == "tool_use" and pieces:
+            try:
+                block["input"] = json.loads("".join(pieces))
+            except json.JSONDecodeError:
+                block["input"] = {"_raw": "".join(pieces)}
+    return _anthropic_message(message)
+
+
+def _responses_object(response: dict[str, Any]) -> ModelTurn:
+    texts, calls = [], []
+    for item in response.get("output") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "message":
+            texts += [
+                str(p.get("text", "")) for p in item.get("content") or [] if isinstance(p, dict) and p.get("text")
+            ]
+        elif item.get("type") in ("function_call", "custom_tool_call"):
+            raw = item.get("arguments") if item.get("type") == "function_call" else item.get("input")
+            try:
+                arguments = json.loads(raw) if isinstance(raw, str) else {}
+            except json.JSONDecodeError:
+                arguments = {"_raw": raw}
+            if not isinstance(arguments, dict):
+                arguments = {"input": arguments}
+            calls.append(ModelToolCall(str(item.get("call_id", "")), str(item.get("name", "")), arguments))
+    usage = response.get("usage") or {}
+    return ModelTurn(
+        tuple(texts),
+        tuple(calls),
+        response.get("status"),
+        int(usage.get("input_tokens") or 0),
+        int(usage.get("output_tokens") or 0),
+    )
+
+
+def parse_model_response(protocol: str, body: bytes) -> ModelTurn | None:
+    """The model turn in one successful proxied response body; None when it holds none.
+
+    ``protocol`` is ``anthropic`` (a ``message`` object or its event stream) or ``openai``
+    (a Responses ``response`` object or its event stream ending in ``response.completed``).
+    """
+    text = body.lstrip()
+    if protocol == "anthropic":
+        if text.startswith(b"{"):
+            try:
+                message = json.loads(text)
+            except json.JSONDecodeError:
+                return None
+            return _anthropic_message(message) if message.get("type") == "message" else None
+        events = _sse_data(body)
+        return _anthropic_stream(events) if any(e.get("type") == "message_start" for e in events) else None
+    if text.startswith(b"{"):
+        try:
+            response = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+        return _responses_object(response) if response.get("object") == "response" else None
+    done = [e for e in _sse_data(body) if e.get("type") == "response.completed"]
+    return _responses_object(done[-1].get("response") or {}) if done else None

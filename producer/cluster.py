@@ -1,0 +1,109 @@
+"""Where a run's tasks go: the given broker, or an embedded one-host cluster started for the run."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from engine.settings import Settings
+from producer.embedded import EmbeddedCluster
+from schemas.manifest import RunManifest
+
+Send = Callable[[str, str, str | None], None]
+"""send(kind, run_id, shard_id or None): put one execute, grade or reduce message on its queue."""
+
+
+@contextlib.contextmanager
+def open_cluster(settings: Settings, workers: int) -> Iterator[tuple[Settings, EmbeddedCluster | None]]:
+    """The broker to use: the given one, or an embedded cluster started (and stopped) here."""
+    if settings.broker_url:
+        yield settings, None
+        return
+    with _termination_unwinds(), EmbeddedCluster(settings, workers=workers) as embedded:
+        yield embedded.settings, embedded
+
+
+@contextlib.contextmanager
+def _termination_unwinds() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into SystemExit while the embedded cluster runs.
+
+    Python's default for them ends the process on the spot, skipping every ``finally``: a
+    cancelled CI job or a closed terminal would leave the private redis-server and the
+    worker processes running for good. Unwinding lets the cluster stop them.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+
+    def unwind(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, unwind) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+PUBLISH_BATCH = 1000
+"""Messages published per round trip inside :meth:`Publisher.batch`; each is still its own message."""
+
+
+class Publisher:
+    """Sends ids-only messages to the run's broker, with the run's per-task time limits.
+
+    The one place the producer imports the worker room: the Celery app names the tasks and
+    their time limits, and sending a message needs both. Called as ``publisher(kind, run_id,
+    shard_id)``, it is a :data:`Send`. Inside :meth:`batch` the messages share one broker
+    connection and go out together when the block ends (kombu's publish batch: one pipelined
+    round trip instead of a client and a round trip per message); each stays its own message,
+    acked on its own by the worker that runs it.
+    """
+
+    def __init__(self, settings: Settings, manifest: RunManifest) -> None:
+        from worker.app import make_app
+
+        self._app = make_app(settings)
+        self._manifest = manifest
+        self._producer: Any = None
+
+    def __call__(self, kind: str, run_id: str, shard_id: str | None) -> None:
+        from worker.app import TASK_NAMES, time_limits
+
+        soft, hard = time_limits(self._manifest, kind)
+        args = [run_id] if shard_id is None else [run_id, shard_id]
+        self._app.send_task(
+            TASK_NAMES[kind],
+            args=args,
+            queue=kind,
+            soft_time_limit=soft,
+            time_limit=hard,
+            producer=self._producer,
+            # The ids are the whole message; Celery would otherwise repr them again into headers.
+            argsrepr="",
+            kwargsrepr="",
+        )
+
+    def preflight(self, run_id: str, queue: str) -> None:
+        """Ask a worker of ``queue`` to check this run's models (see producer/preflight.py)."""
+        from worker.app import TASK_PREFLIGHT
+
+        self._app.send_task(TASK_PREFLIGHT, args=[run_id, queue], queue=queue, time_limit=600, soft_time_limit=540)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        with self._app.producer_or_acquire() as producer, producer.batch(max_size=PUBLISH_BATCH):
+            self._producer = producer
+            try:
+                yield
+            finally:
+                self._producer = None
+
+
+def task_sender(settings: Settings, manifest: RunManifest) -> Publisher:
+    """A :class:`Publisher` for the run's broker."""
+    return Publisher(settings, manifest)

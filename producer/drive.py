@@ -1,0 +1,89 @@
+"""One run from submit to its report: submit on a broker (or an embedded cluster), wait, conclude."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import redis
+from rich.console import Console
+
+from engine.budget import RunBudget
+from engine.collect import reduce_from_store
+from engine.records import put_manifest
+from engine.settings import Settings
+from engine.state import RunState
+from engine.store import ArtifactStore, open_store
+from engine.usage import usage_totals
+from producer.cluster import Publisher, open_cluster, task_sender
+from producer.preflight import check_models
+from producer.progress import RunStalled, wait_for_run
+from producer.reports import append_run_log, complete_block, write_reports
+from producer.request import RunRequest
+from reducer.scoring import reduce_run
+from schemas.manifest import RunManifest, result_key
+from schemas.preflight import preflight_queues
+from schemas.report import RunResult
+
+Submitter = Callable[[RunManifest, ArtifactStore, RunState, Publisher], int]
+"""Store the manifest, register the shards, send their first messages; the number sent."""
+
+
+def drive(
+    manifest: RunManifest, submitter: Submitter, req: RunRequest, settings: Settings, out: Console, err: Console
+) -> RunResult | str:
+    """Submit on the given broker (or an embedded cluster), wait unless detached, then conclude.
+
+    Returns the result, or the run id when detached.
+    """
+    store = open_store(settings.store)
+    if not manifest.plan.shards:
+        return conclude_run(manifest, store, settings, req.out, out, already_reported=req.reported)
+    with open_cluster(settings, req.workers) as (live, embedded):
+        client = redis.Redis.from_url(live.broker_url or "")
+        state = RunState(client)
+        publisher = task_sender(live, manifest)
+        caps = manifest.settings
+        if caps.max_cost_usd is not None or caps.max_tokens is not None:
+            RunBudget(client, manifest.plan.run_id).set_caps(caps.max_tokens, caps.max_cost_usd)
+        if req.preflight and preflight_queues(manifest):
+            put_manifest(store, manifest)  # the checking workers read the models from it
+            check_models(manifest, state, publisher, timeout_s=req.preflight_timeout_s)
+        submitter(manifest, store, state, publisher)
+        if req.detach and embedded is None:
+            return manifest.plan.run_id
+        try:
+            wait_for_run(
+                state,
+                manifest.plan.run_id,
+                console=err,
+                usage=lambda: usage_totals(client, manifest.plan.run_id),
+                alive=embedded.alive if embedded else None,
+                show=req.show_progress,
+            )
+        except RunStalled as exc:
+            tail = f"\nlast worker log lines:\n{embedded.log_tail(2000)}" if embedded else ""
+            raise RunStalled(f"{exc.detail}{tail}") from exc
+    return conclude_run(manifest, store, settings, req.out, out)
+
+
+def conclude_run(
+    manifest: RunManifest,
+    store: ArtifactStore,
+    settings: Settings,
+    out_dir: Path,
+    out: Console,
+    already_reported: Sequence[str] = (),
+) -> RunResult:
+    """Load (or compute) the reduced result, write the reports and the run-log line, print the block."""
+    key = result_key(manifest.plan.run_id)
+    if store.exists(key):
+        result = RunResult.model_validate_json(store.get(key))
+    elif not manifest.plan.shards:  # nothing ran: no stored verdicts, only what was left out and why
+        result = reduce_run(manifest.plan, {}, skipped=manifest.skipped, already_reported=already_reported)
+    else:
+        result = reduce_from_store(store, manifest)
+    paths = write_reports(result, manifest, store, out_dir)
+    append_run_log(result, manifest, settings.run_log)
+    out.print(complete_block(result, paths), markup=False, highlight=False)
+    return result

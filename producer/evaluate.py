@@ -1,0 +1,126 @@
+"""``skill-eval run``: select corpora, plan (with --compare, a baseline variant), snapshot, drive."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from engine.settings import Settings
+from engine.state import RunState
+from engine.store import ArtifactStore, open_store
+from producer.cluster import Publisher
+from producer.compare import baseline_record, check_compare, restrict_baseline
+from producer.drive import drive
+from producer.planning import arm_variants, new_run_id, plan_run, power_lines
+from producer.request import RunRequest, plan_request
+from producer.submit import build_manifest, submit
+from schemas.manifest import RunManifest, RunSettings
+from schemas.report import RunResult
+from schemas.shard import RunPlan
+from schemas.status import SandboxMode
+
+
+def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Console) -> RunResult | str:
+    """Plan, submit and (unless detached) wait and report. Returns the result, or the run id when detached."""
+    if settings.sandbox is SandboxMode.BWRAP and not settings.broker_url:
+        check_host_sandbox()  # embedded run: this host executes; cluster workers check their own
+    repo, bundles, skipped = plan_request(req, out)
+    variants = arm_variants(req.compare, req.baseline)
+    plan = plan_run(
+        new_run_id(),
+        bundles,
+        req.models,
+        judges=req.judges,
+        epochs=req.epochs,
+        sandbox=settings.sandbox,
+        variants=variants,
+    )
+    guards: list[str] = []
+    if req.compare:
+        plan, guards = plan_compare(plan, repo.root, req.compare, req.out, err)
+    for line in power_lines(plan):  # before the run: what this many cases can detect
+        err.print(line, markup=False, highlight=False)
+    store = open_store(settings.store)
+    manifest = build_manifest(plan, repo.root, store, req.settings, out_dir=str(req.out), skipped=skipped)
+    manifest = manifest.model_copy(update={"guards": guards})
+    if req.settings.executor.startswith("cmd:") and plan.shards:
+        probe_external_executor(req.settings.executor, settings)
+    if plan.shards:
+        probe_harness_executor(req.settings, plan.models, settings)
+
+    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Publisher) -> int:
+        return submit(m, st, state, lambda run_id, shard_id: send("execute", run_id, shard_id), send.batch)
+
+    return drive(manifest, submitter, req, settings, out, err)
+
+
+def plan_compare(plan: RunPlan, root: Path, ref: str, out_dir: Path, err: Console) -> tuple[RunPlan, list[str]]:
+    """Apply the compare guards per skill; write each baseline's audit record; return the plan and guard lines."""
+    guards, allowed = [], set()
+    for bundle in plan.bundles:
+        guard = check_compare(root, ref, bundle.skill)
+        if guard is not None:
+            err.print(f"{bundle.skill}: {guard}", markup=False)
+            guards.append(f"{bundle.skill}: {guard}")
+            continue
+        allowed.add(bundle.skill)
+        context_dir = out_dir.parent / "context"
+        context_dir.mkdir(parents=True, exist_ok=True)
+        record = context_dir / f"skill-eval-baseline-{bundle.skill}-{plan.run_id}.txt"
+        record.write_bytes(baseline_record(root, ref, bundle.skill))
+    return restrict_baseline(plan, ref, allowed), guards
+
+
+def check_host_sandbox() -> None:
+    """Refuse an embedded run up front (``BLOCKED_NO_SANDBOX``) when bubblewrap cannot work here.
+
+    The probe runs the very bwrap command line the sandbox builds, so it lives with the
+    sandbox; this is one of the two imports of the worker room beyond enqueueing (see
+    docs/design/layout.md).
+    """
+    from worker.sandbox import require_sandbox
+
+    require_sandbox(SandboxMode.BWRAP)
+
+
+def probe_external_executor(option: str, settings: Settings) -> None:
+    """The contract's canary: prove transcript capture before a batch, or raise BLOCKED_NO_TRANSCRIPT_CAPTURE.
+
+    It runs the external agent CLI on this host, which is why it imports the worker room
+    (the known exception in docs/design/layout.md).
+    """
+    from worker.executor.canary import probe_transcript_capture
+    from worker.executor.external import ExternalExecutor
+
+    probe_transcript_capture(
+        ExternalExecutor.from_option(option), mode=settings.sandbox, parent=settings.workspaces_dir
+    )
+
+
+def probe_harness_executor(run_settings: RunSettings, models: Sequence[str], settings: Settings) -> None:
+    """For a harness executor: BLOCKED_NO_HARNESS unless its binary is here, then its canary once per model.
+
+    Skipped for a cluster submitter that has no binary of its own (each worker then reports a
+    missing one as executor-failed).
+    """
+    from harnesses.registry import harness_for
+    from schemas.errors import NoHarness
+    from worker.executor.canary import probe_harness_capture
+    from worker.executor.harness_binary import find_binary
+
+    harness = harness_for(run_settings.executor)
+    if harness is None:
+        return
+    try:
+        find_binary(harness)
+    except NoHarness:
+        if settings.broker_url:
+            return
+        raise
+    config = run_settings.models
+    for model in models:
+        probe_harness_capture(
+            harness, model, config.for_model(model), mode=settings.sandbox, parent=settings.workspaces_dir
+        )

@@ -1,0 +1,92 @@
+"""What ``run --dry-run --json`` and ``status --json`` print: the plan at a glance, a run's progress."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class CorpusPlan(BaseModel):
+    """One corpus of a planned run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    skill: str
+    """The skill the corpus evaluates."""
+    corpus: str
+    """The corpus file, relative to the repo."""
+    bundle_key: str
+    """Hash of skill text, corpus and grader: equal keys grade the same thing."""
+    cases: int
+    """Cases in the corpus."""
+    assertions: int
+    """Assertions over all cases."""
+    shards: int
+    """cases x models x epochs x variants."""
+
+
+class PlanTotals(BaseModel):
+    """Sums over every corpus of the plan."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    corpora: int
+    cases: int
+    assertions: int
+    shards: int
+
+
+class SkippedCorpus(BaseModel):
+    """A corpus left out of the plan, with its named error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    corpus: str
+    """The corpus file."""
+    error: str
+    """``<STATUS>: <detail>``."""
+
+
+class PlanSummary(BaseModel):
+    """The plan as one JSON object: per corpus cases and assertions, totals, shard count."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1] = 1
+    """Format version of this record."""
+    run_id: str
+    corpora: list[CorpusPlan]
+    models: list[str]
+    """Executor models."""
+    judges: list[str]
+    epochs: int
+    variants: list[str]
+    """``current`` and, with --compare, ``baseline:<ref>``."""
+    totals: PlanTotals
+    skipped: list[SkippedCorpus] = Field(default_factory=list)
+    """Corpora left out (only with --all-evals; otherwise the first bad corpus blocks the run)."""
+    power: list[str] = Field(default_factory=list)
+    """What this many cases can detect in a paired comparison (printed by --dry-run)."""
+
+
+class RunStatus(BaseModel):
+    """A run's progress: shard counts by state, whether it is reduced, model usage."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1] = 1
+    """Format version of this record."""
+    run_id: str
+    source: Literal["broker", "store"]
+    """Where the counts come from: live Redis state, or the stored outcomes after the broker is gone."""
+    total: int
+    """Shards of the run."""
+    states: dict[str, int]
+    """Shard state (the contract's strings) -> count; every state is listed."""
+    done: bool
+    """The run is reduced (its result is stored)."""
+    terminal: int
+    """Shards in a terminal state."""
+    usage: dict[str, dict[str, int | float | None]] = Field(default_factory=dict)
+    """Model -> counters (calls, tokens, cost_usd, ...)."""

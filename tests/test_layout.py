@@ -1,0 +1,108 @@
+"""The rooms of the code base import only what docs/design/layout.md allows (read from the AST of every module)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ROOMS = ("schemas", "reducer", "harnesses", "prompts", "engine", "producer", "worker", "testkit")
+IO_LIBRARIES = ("redis", "celery", "kombu", "boto3", "botocore", "litellm")
+
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    # Pure rooms: values in, values out; their tests need no service.
+    "schemas": ("reducer", "harnesses", "engine", "producer", "worker", "testkit", *IO_LIBRARIES),
+    "reducer": ("harnesses", "engine", "producer", "worker", "testkit", *IO_LIBRARIES),
+    "harnesses": ("reducer", "engine", "producer", "worker", "testkit", *IO_LIBRARIES),
+    "prompts": ("schemas", "reducer", "harnesses", "engine", "producer", "worker", "testkit", *IO_LIBRARIES),
+    # Shared ground: used by both sides, so it may know neither.
+    "engine": ("producer", "worker", "testkit"),
+    # The worker room never reaches back into the client, nor into the test doubles.
+    "worker": ("producer", "testkit"),
+    "testkit": ("engine", "producer", "worker", *IO_LIBRARIES),
+}
+
+PRODUCER_MAY_IMPORT_FROM_WORKER = {
+    "worker.app": "enqueue: the task names and per-task time limits a message needs",
+    "worker.executor.canary": "the transcript-capture canary runs the external agent CLI once on this host",
+    "worker.executor.external": "the canary needs the external executor's command line",
+    "worker.executor.harness_binary": "a harness run stops with BLOCKED_NO_HARNESS before dispatch without its binary",
+    "worker.sandbox": "the embedded run's host check probes with the very bwrap command line the sandbox builds",
+}
+
+
+def imports(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, absolute module name) of every import in ``path``, lazy ones inside functions included."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module
+
+
+def modules(room: str) -> list[Path]:
+    return sorted((ROOT / room).rglob("*.py"))
+
+
+def within(module: str, packages: tuple[str, ...]) -> str | None:
+    return next((p for p in packages if module == p or module.startswith(p + ".")), None)
+
+
+@pytest.mark.parametrize("room", sorted(FORBIDDEN))
+def test_a_room_imports_nothing_its_layout_forbids(room: str) -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {module}"
+        for path in modules(room)
+        for line, module in imports(path)
+        if within(module, FORBIDDEN[room])
+    ]
+    assert found == []
+
+
+def test_the_producer_imports_the_worker_room_only_to_enqueue_and_for_the_listed_host_checks() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {module}"
+        for path in modules("producer")
+        for line, module in imports(path)
+        if within(module, ("worker",)) and module not in PRODUCER_MAY_IMPORT_FROM_WORKER
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize("room", [*ROOMS, "bench"])
+def test_no_product_room_imports_the_tests(room: str) -> None:
+    allowed = ("tests.engine_support",) if room == "bench" else ()  # a benchmark drives the same cluster
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {module}"
+        for path in modules(room)
+        for line, module in imports(path)
+        if within(module, ("tests",)) and module not in allowed
+    ]
+    assert found == []
+
+
+def test_the_checker_sees_lazy_imports_inside_functions(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from worker.pipeline import execute_shard\n    import redis.client\n")
+    assert list(imports(module)) == [(2, "worker.pipeline"), (3, "redis.client")]
+    assert within("redis.client", IO_LIBRARIES) == "redis" and within("redisx", IO_LIBRARIES) is None
+
+
+def test_redis_keys_are_built_in_engine_keys_only() -> None:
+    """The key prefix (and any literal key) appears nowhere else, so one module says every key there is."""
+    owners = {ROOT / "engine" / "keys.py", ROOT / "schemas" / "constants.py"}
+    found = []
+    for room in (*ROOMS, "tests", "bench"):
+        for path in modules(room):
+            if path in owners or path == Path(__file__):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                literal = isinstance(node, ast.Constant) and isinstance(node.value, str)
+                if (isinstance(node, ast.Name) and node.id == "KEY_PREFIX") or (
+                    literal and str(node.value).startswith("skill-eval:")  # type: ignore[attr-defined]
+                ):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")  # type: ignore[attr-defined]
+    assert found == []

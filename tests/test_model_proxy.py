@@ -1,0 +1,144 @@
+"""The per-shard model proxy over its unix socket: paths, keys, budgets, scrubbing, the shared limiter."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from harnesses.base import PLACEHOLDER_KEY
+from harnesses.endpoints import normalise_upstream, scrub
+from schemas.model_config import ModelLimits
+from testkit.offline_server import OfflineModelServer
+from worker.models.limiter import Limiter
+from worker.proxy import ModelProxy, ProxyConfig
+
+REAL_KEY = "sk-real-0123456789abcdefghij"
+MODEL = "anthropic/claude-sonnet-4-5"
+SCENARIO: dict[str, Any] = {
+    "rules": [
+        {"contains": "leak", "replies": [{"status": 401, "error_message": f"invalid x-api-key {REAL_KEY[3:19]}..."}]},
+        {"contains": "busy", "replies": [{"status": 429, "retry_after": 2, "times": 1, "text": "after the storm"}]},
+        {"contains": "tool", "replies": [{"tool_calls": [{"name": "Bash", "arguments": {"command": "ls"}}]}]},
+    ],
+    "default": {"text": "hello"},
+}
+
+
+@pytest.fixture
+def server() -> Iterator[OfflineModelServer]:
+    with OfflineModelServer(SCENARIO) as s:
+        yield s
+
+
+def proxy_for(server: OfflineModelServer, tmp: Path, name: str = "p", **overrides: Any) -> ModelProxy:
+    limiter = overrides.pop("limiter", None)
+    config = ProxyConfig(
+        protocol="anthropic",
+        upstream=normalise_upstream("anthropic", server.base_url),
+        real_key=REAL_KEY,
+        model=MODEL,
+        **overrides,
+    )
+    return ModelProxy(config, tmp / f"{name}.sock", limiter=limiter)
+
+
+def client(proxy: ModelProxy) -> httpx.Client:
+    return httpx.Client(transport=httpx.HTTPTransport(uds=str(proxy.socket_path)), base_url="http://proxy", timeout=30)
+
+
+def ask(c: httpx.Client, text: str, key: str = PLACEHOLDER_KEY, path: str = "/v1/messages?beta=true") -> httpx.Response:
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [{"role": "user", "content": text}]}
+    return c.post(path, json=body, headers={"x-api-key": key, "anthropic-version": "2023-06-01"})
+
+
+def test_api_base_is_normalised_per_protocol() -> None:
+    for base in ("http://h:1/v1", "http://h:1", "http://h:1/v1/messages", "http://h:1/"):
+        assert normalise_upstream("anthropic", base) == "http://h:1"
+    for base in ("http://h:1/v1", "http://h:1", "http://h:1/v1/responses"):
+        assert normalise_upstream("openai", base) == "http://h:1/v1"
+    assert normalise_upstream("anthropic", None) == "https://api.anthropic.com"
+
+
+def test_the_placeholder_is_swapped_for_the_real_key_and_the_reply_is_recorded(
+    server: OfflineModelServer, tmp_path: Path
+) -> None:
+    with proxy_for(server, tmp_path) as proxy, client(proxy) as c:
+        reply = ask(c, "use a tool please")
+    assert reply.status_code == 200
+    assert server.keys() == [REAL_KEY]
+    [turn] = proxy.record.turns
+    assert [(t.name, t.arguments) for t in turn.tool_calls] == [("Bash", {"command": "ls"})]
+    assert turn.prompt_tokens > 0 and turn.completion_tokens > 0
+
+
+def test_only_model_paths_leave_and_only_with_the_placeholder_key(server: OfflineModelServer, tmp_path: Path) -> None:
+    with proxy_for(server, tmp_path) as proxy, client(proxy) as c:
+        assert c.get("/api/claude_cli/bootstrap").json() == {}
+        assert c.post("/_control/reset", json={}).status_code == 404  # the upstream's own admin path
+        assert c.get("/api/eval/anything").status_code == 404
+        assert ask(c, "hello", key="sk-my-own-key").status_code == 401
+        # An absolute URL naming another host still only ever reaches the configured upstream.
+        assert ask(c, "hello", path="http://169.254.169.254/v1/messages").status_code == 200
+        assert c.request("CONNECT", "/").status_code == 501
+    assert len(server.requests()) == 1 and len(proxy.record.refused) == 3
+
+
+def test_upstream_error_bodies_never_carry_a_fragment_of_the_real_key(
+    server: OfflineModelServer, tmp_path: Path
+) -> None:
+    with proxy_for(server, tmp_path) as proxy, client(proxy) as c:
+        reply = ask(c, "leak it")
+    assert reply.status_code == 401
+    assert REAL_KEY[3:19] not in reply.text and "[redacted]" in reply.text
+    assert scrub("key sk-real-0123 end", REAL_KEY) == "key [redacted] end"
+
+
+def test_the_token_and_turn_budgets_are_enforced_by_refusing_further_requests(
+    server: OfflineModelServer, tmp_path: Path
+) -> None:
+    with proxy_for(server, tmp_path, max_turns=2) as proxy, client(proxy) as c:
+        assert ask(c, "one").status_code == 200
+        assert ask(c, "two").status_code == 200
+        refused = ask(c, "three")
+    assert refused.status_code == 400 and "max-turns" in refused.text
+    assert proxy.record.budget_end == "max-turns" and len(server.requests()) == 2
+    with proxy_for(server, tmp_path, name="w", wall_clock_s=0.01) as proxy, client(proxy) as c:
+        time.sleep(0.05)
+        assert ask(c, "late").status_code == 400
+    assert proxy.record.budget_end == "wall-clock"
+
+
+def test_two_shards_share_the_fleet_limiter_so_one_429_with_retry_after_backs_both_off(
+    server: OfflineModelServer, tmp_path: Path, redis_client: redis.Redis
+) -> None:
+    limits = ModelLimits(name=MODEL, api_base=server.base_url)
+    proxies = [proxy_for(server, tmp_path, name=n, limiter=Limiter(redis_client, limits)) for n in ("a", "b")]
+    for p in proxies:
+        p.start()
+    try:
+        with client(proxies[0]) as a, client(proxies[1]) as b:
+            first = ask(a, "busy now")  # upstream: 429 with Retry-After 2
+            began = time.monotonic()
+            other: list[tuple[httpx.Response, float]] = []
+
+            def shard_b() -> None:
+                response = ask(b, "independent work")
+                other.append((response, time.monotonic() - began))
+
+            thread = threading.Thread(target=shard_b)
+            thread.start()
+            retried = ask(a, "busy now")
+            thread.join()
+    finally:
+        for p in proxies:
+            p.stop()
+    assert first.status_code == 429 and first.headers["retry-after"] == "2"
+    assert retried.status_code == 200 and other[0][0].status_code == 200
+    assert other[0][1] >= 1.5  # shard b never saw the 429 itself, yet waited out the shared cool-down

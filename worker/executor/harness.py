@@ -1,0 +1,318 @@
+"""Run one shard with a real agent harness (Claude Code, Codex) inside the sandbox, its model behind the proxy.
+
+The shard's life, in order:
+
+1. find the binary (``BLOCKED_NO_HARNESS`` when missing) and let the adapter plan the run:
+   files to stage in a fresh private HOME, command line, environment, prompt;
+2. serve the shard's :class:`~worker.proxy.ModelProxy` on a unix socket in a private folder;
+3. run, inside bubblewrap as the sandbox's throwaway uid: the forwarder (loopback port ->
+   the proxy's socket, bound read-only), then the harness, with the binary bound read-only,
+   the private HOME bound over the sandbox's, a seccomp program denying ptrace and
+   process_vm_writev, the output on a socket (no ``/proc/<pid>/fd/1`` to write into), and
+   the binary execute-only (so the harness process is non-dumpable: no ``/proc/<pid>/mem``);
+4. build the trajectory from the proxy's record, cross-checked against the harness's stream
+   (:func:`harnesses.crosscheck.cross_check`), and record whether the skill was activated.
+
+Failure rules: a harness that fails before its first model call, or whose upstream kept
+failing until it gave up, is ``executor-failed`` (infra). Anything after the first proxied
+call is behaviour unless the proxy's record shows an infra cause; the harness's own words
+are never what decides. Running out of wall clock, tokens or turns is behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlparse
+
+from harnesses.base import FORWARDER_PORT, Harness, HarnessRequest, Invoke, skill_body_marker
+from harnesses.crosscheck import cross_check, cross_check_by_order
+from harnesses.endpoints import normalise_upstream
+from schemas.corpus import EvalCase
+from schemas.errors import ExecutorFailed, NoSandbox
+from schemas.manifest import AgentBudget
+from schemas.model_config import ModelLimits
+from schemas.status import SandboxMode
+from schemas.trajectory import EndReason, ToolCallEvent, Trajectory, Usage
+from worker.executor.external import EXTERNAL_OUTPUT_CHARS
+from worker.executor.final_files import collect_final_files
+from worker.executor.harness_binary import find_binary, sealed_copy
+from worker.models.limiter import Limiter
+from worker.proxy import ModelProxy, ProxyConfig, forwarder_command
+from worker.sandbox import INNER_HOME, INNER_ROOT, BwrapSandbox, CommandResult, Sandbox, SandboxLimits
+from worker.seccomp_filter import seccomp_program
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost-map fetch from the internet
+
+INNER_PROXY_DIR = "/run/skill-eval-proxy"
+INNER_BIN = "/run/skill-eval-bin/harness"
+# JIT runtimes (Bun, V8) reserve tens of GB of address space up front: an RLIMIT_AS sized for
+# one shell command would kill them at start. The tmpfs sizes and the process cap still hold.
+HARNESS_ADDRESS_SPACE_MB = 256 * 1024
+_MAX_SKILL_FILES, _MAX_SKILL_FILE_BYTES = 200, 1_000_000
+_PLUGIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+OFFLINE_KEY = "offline-no-key"
+
+Usage_ = Callable[[int, int, bool, bool], None]
+
+
+@dataclass(frozen=True)
+class HarnessShard:
+    """What one harness shard runs."""
+
+    harness: Harness
+    model: str
+    skill: str
+    case: EvalCase
+    invoke: Invoke = Invoke.EXPLICIT
+    budget: AgentBudget = field(default_factory=AgentBudget)
+    shard_id: str = ""
+
+
+def harness_limits(limits: SandboxLimits, *, wall_clock_s: float) -> SandboxLimits:
+    """Sandbox limits for a harness: its whole stream kept, the shard's wall clock, room for a JIT runtime."""
+    return replace(
+        limits,
+        output_chars=EXTERNAL_OUTPUT_CHARS,
+        timeout_s=wall_clock_s,
+        cpu_s=int(wall_clock_s),
+        memory_mb=HARNESS_ADDRESS_SPACE_MB,
+    )
+
+
+def real_key(harness: Harness, limits: ModelLimits, upstream: str) -> str:
+    """The key the proxy sends upstream (never given to the sandbox); ExecutorFailed when it is not set."""
+    env = limits.api_key_env or _DEFAULT_KEY_ENV[harness.protocol]
+    key = os.environ.get(env)
+    if key:
+        return key
+    if urlparse(upstream).hostname in ("127.0.0.1", "localhost", "::1"):
+        return OFFLINE_KEY
+    raise ExecutorFailed(f"{harness.name} {limits.name}: environment variable {env} (the model's key) is not set")
+
+
+def skill_files(skill_dir: Path, workspace: Path) -> dict[str, bytes]:
+    """The skill folder's regular files (symlinks skipped: repo content is never followed), capped.
+
+    A skill folder that is itself a link, or resolves outside ``workspace``, stages nothing.
+    """
+    files: dict[str, bytes] = {}
+    real = Path(os.path.realpath(skill_dir))
+    if skill_dir.is_symlink() or not real.is_relative_to(os.path.realpath(workspace)) or not real.is_dir():
+        return files
+    for dirpath, dirnames, filenames in os.walk(skill_dir, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(dirpath, d)))
+        for name in sorted(filenames):
+            path = Path(dirpath, name)
+            if path.is_symlink() or not path.is_file() or path.stat().st_size > _MAX_SKILL_FILE_BYTES:
+                continue
+            files[path.relative_to(skill_dir).as_posix()] = path.read_bytes()
+            if len(files) >= _MAX_SKILL_FILES:
+                return files
+    return files
+
+
+def plugin_name(workspace: Path) -> str | None:
+    """The repo's Claude Code plugin name (``.claude-plugin/plugin.json``), when it has a sane one."""
+    manifest = workspace / ".claude-plugin" / "plugin.json"
+    if manifest.is_symlink() or not manifest.is_file():
+        return None
+    try:
+        name = json.loads(manifest.read_text(encoding="utf-8")).get("name")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) and _PLUGIN_NAME.match(name) else None
+
+
+def _stage_home(home: Path, files: dict[str, bytes], uid: int | None) -> None:
+    home.mkdir(mode=0o700)
+    for relative, content in files.items():
+        target = home / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    if uid is not None:
+        for dirpath, _dirnames, filenames in os.walk(home):
+            os.lchown(dirpath, uid, uid)
+            for name in filenames:
+                os.lchown(os.path.join(dirpath, name), uid, uid)
+
+
+def _short_parent(parent: Path | None) -> Path | None:
+    """``parent``, unless the proxy's socket path under it would pass the kernel's 108-byte limit."""
+    for candidate in (parent, Path(tempfile.gettempdir()), Path("/tmp")):
+        if candidate is None or len(str(candidate)) + 60 < 108:
+            return candidate
+    return Path("/tmp")
+
+
+def _run_sandboxed(
+    sandbox: BwrapSandbox, command: str, env: dict[str, str], binds: list[str], stdin: str, timeout_s: float
+) -> CommandResult:
+    from worker.sandbox_exec import bwrap_argv, execute, inner_argv, reap_uid, sandbox_env
+
+    full_env = {**sandbox_env(home=INNER_HOME, tmp="/tmp"), **env}
+    inner = inner_argv(command, sandbox.limits, uid=sandbox.uid)
+    argv = bwrap_argv(sandbox.workspace, sandbox.limits, uid=sandbox.uid, inner=inner, env=full_env)
+    cut = len(argv) - len(inner) - 1  # the "--" before the inner command
+    with open(seccomp_program(), "rb") as program:
+        extra = [*binds, "--seccomp", str(program.fileno())]
+        argv = argv[:cut] + extra + argv[cut:]
+        try:
+            return execute(
+                argv,
+                env=full_env,
+                cwd=None,
+                stdin=stdin,
+                timeout_s=timeout_s,
+                limits=sandbox.limits,
+                pass_fds=(program.fileno(),),
+                socket_output=True,
+            )
+        finally:
+            if sandbox.uid is not None:
+                reap_uid(sandbox.uid)
+
+
+def _cost(model: str, prompt: int, completion: int) -> float | None:
+    import litellm
+
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model, prompt_tokens=prompt, completion_tokens=completion
+        )
+    except Exception:  # unknown to litellm's cost map: cost unknown, not zero
+        return None
+    return float(prompt_cost + completion_cost)
+
+
+def _tail(text: str, chars: int = 600) -> str:
+    return text[-chars:].strip() or "(no output)"
+
+
+def run_harness(
+    shard: HarnessShard,
+    *,
+    sandbox: Sandbox,
+    limits: ModelLimits,
+    limiter: Limiter | None,
+    usage: Usage_ | None = None,
+    tmp_parent: Path | None = None,
+) -> Trajectory:
+    """Run ``shard`` in ``sandbox`` (bubblewrap, opened with :func:`harness_limits`); return its trajectory.
+
+    Raises :class:`NoHarness` (binary missing), :class:`NoSandbox` (not bubblewrap) or
+    :class:`ExecutorFailed` (see the module doc).
+    """
+    if sandbox.mode is not SandboxMode.BWRAP or not isinstance(sandbox, BwrapSandbox):
+        raise NoSandbox(f"{shard.harness.name} runs only in the bwrap sandbox (its model proxy needs it)")
+    harness = shard.harness
+    binary = sealed_copy(find_binary(harness))
+    started_at, since_epoch = datetime.now(UTC), time.time()
+    upstream = normalise_upstream(harness.protocol, limits.api_base)
+    key = real_key(harness, limits, upstream)
+    workspace = sandbox.workspace
+    plan = harness.plan(
+        HarnessRequest(
+            binary=INNER_BIN,
+            model=shard.model,
+            skill=shard.skill,
+            skill_files=skill_files(workspace / "skills" / shard.skill, workspace),
+            prompt=shard.case.prompt,
+            invoke=shard.invoke,
+            workspace=INNER_ROOT,
+            home=INNER_HOME,
+            plugin_name=plugin_name(workspace) if harness.name == "claude-code" else None,
+            case_files=tuple(shard.case.files),
+        )
+    )
+    skill_md = next((c for rel, c in plan.home_files.items() if rel.endswith(f"{shard.skill}/SKILL.md")), b"")
+    private = Path(tempfile.mkdtemp(prefix="skill-eval-harness-", dir=_short_parent(tmp_parent)))
+    try:
+        os.chmod(private, 0o711)
+        proxy_dir = private / "proxy"
+        proxy_dir.mkdir(mode=0o755)
+        _stage_home(private / "home", dict(plan.home_files), sandbox.uid)
+        config = ProxyConfig(
+            protocol=harness.protocol,
+            upstream=upstream,
+            real_key=key,
+            model=shard.model,
+            wall_clock_s=shard.budget.wall_clock_s,
+            max_tokens=shard.budget.max_tokens,
+            max_turns=shard.budget.max_turns,
+            timeout_s=limits.timeout_s,
+            watch=skill_body_marker(skill_md),
+        )
+        ready = "/tmp/.skill-eval-forwarder-ready"
+        command = forwarder_command(f"{INNER_PROXY_DIR}/model.sock", FORWARDER_PORT, ready)
+        command += "exec " + shlex.join(plan.argv)
+        binds = [
+            # bwrap makes missing parents 0700: the throwaway uid could not pass them.
+            "--perms", "0755", "--dir", "/run",
+            "--perms", "0755", "--dir", INNER_PROXY_DIR,
+            "--perms", "0755", "--dir", os.path.dirname(INNER_BIN),
+            "--ro-bind", str(proxy_dir), INNER_PROXY_DIR,
+            "--ro-bind", str(binary), INNER_BIN,
+            "--bind", str(private / "home"), INNER_HOME,
+        ]  # fmt: skip
+        with ModelProxy(config, proxy_dir / "model.sock", limiter=limiter, usage=usage) as proxy:
+            result = _run_sandboxed(sandbox, command, dict(plan.env), binds, plan.stdin, shard.budget.wall_clock_s)
+        record = proxy.record
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    where = f"{harness.name} ({shard.model})"
+    if result.truncated:
+        raise ExecutorFailed(f"{where}: its event stream was cut by the sandbox's output cap")
+    parsed = harness.read_stream(result.output.splitlines())
+    if not record.turns:
+        if result.limit == "timeout":
+            raise ExecutorFailed(f"{where}: no model call within the wall clock: {_tail(result.output)}")
+        why = f"upstream kept failing ({record.last_error})" if record.upstream_failures else "no model call"
+        raise ExecutorFailed(f"{where}: failed before its first model response, {why}: {_tail(result.output)}")
+    if not record.last_upstream_ok and not parsed.saw_result:
+        raise ExecutorFailed(f"{where}: the upstream kept failing until the harness gave up: {record.last_error}")
+    end_reason = parsed.end_reason
+    if record.budget_end is not None:
+        end_reason = EndReason(record.budget_end)
+    elif result.limit == "timeout":
+        end_reason = EndReason.WALL_CLOCK
+    check = cross_check if harness.stream_call_ids else cross_check_by_order
+    checked = check(parsed.events, record)
+    wrote = [
+        str(e.arguments[k])
+        for e in checked.events
+        if isinstance(e, ToolCallEvent) and e.name in ("Write", "Edit", "MultiEdit", "NotebookEdit")
+        for k in ("file_path", "notebook_path")
+        if isinstance(e.arguments.get(k), str)
+    ]
+    return Trajectory(
+        shard_id=shard.shard_id,
+        skill=shard.skill,
+        case_id=shard.case.id,
+        model=shard.model,
+        executor=harness.name,
+        events=checked.events,
+        end_reason=end_reason,
+        sandbox=sandbox.mode,
+        usage=Usage(
+            prompt_tokens=record.prompt_tokens,
+            completion_tokens=record.completion_tokens,
+            calls=len(record.turns),
+            cost_usd=_cost(shard.model, record.prompt_tokens, record.completion_tokens),
+        ),
+        final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=wrote),
+        skill_activated=harness.activated(checked.events, shard.skill, plan.skill_ref, record.body_sent),
+        rejected_calls=checked.rejected,
+        started_at=started_at,
+        finished_at=datetime.now(UTC),
+    )

@@ -1,0 +1,65 @@
+"""A harness shard as the execute task runs it: the run's model config, limiter and usage counters wired in.
+
+A harness binary missing on a cluster worker is that worker's failure, not the corpus's:
+``BLOCKED_NO_HARNESS`` becomes ``executor-failed`` with the same text (an embedded run has
+already refused before enqueuing anything).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.usage import record_usage
+from harnesses.base import Invoke
+from harnesses.registry import harness_for
+from schemas.corpus import EvalCase
+from schemas.errors import ExecutorFailed, NoHarness
+from schemas.manifest import RunManifest
+from schemas.shard import NO_SKILL
+from schemas.trajectory import Trajectory
+from worker.context import Context
+from worker.executor.harness import HarnessShard, harness_limits, run_harness
+from worker.sandbox import SandboxLimits, open_sandbox
+
+
+def run_harness_shard(
+    ctx: Context, manifest: RunManifest, shard_id: str, case: EvalCase, workspace: Path, limits: SandboxLimits
+) -> Trajectory:
+    """Run the manifest's harness executor for ``shard_id`` in ``workspace``."""
+    settings = manifest.settings
+    shard = manifest.shard(shard_id)
+    harness = harness_for(settings.executor)
+    assert harness is not None, settings.executor
+    config = settings.models
+    run_id = manifest.plan.run_id
+
+    def usage(prompt: int, completion: int, ok: bool, rate_limited: bool) -> None:
+        counts = {"attempts": 1, "calls": int(ok), "rate_limited": int(rate_limited), "errors": int(not ok)}
+        record_usage(ctx.redis, shard.model, run_id, prompt_tokens=prompt, completion_tokens=completion, **counts)
+
+    from worker.models.limiter import Limiter
+
+    model_limits = config.for_model(shard.model)
+    sandbox = open_sandbox(
+        workspace, manifest.plan.sandbox, harness_limits(limits, wall_clock_s=settings.budget.wall_clock_s)
+    )
+    try:
+        return run_harness(
+            HarnessShard(
+                harness=harness,
+                model=shard.model,
+                skill=shard.skill,
+                case=case,
+                # The no-skill arm stages nothing (the skill folder is gone) and gets the bare prompt.
+                invoke=Invoke.IMPLICIT if shard.variant == NO_SKILL else Invoke(settings.invoke),
+                budget=settings.budget,
+                shard_id=shard_id,
+            ),
+            sandbox=sandbox,
+            limits=model_limits,
+            limiter=Limiter(ctx.redis, model_limits, config.limiter),
+            usage=usage,
+            tmp_parent=ctx.settings.workspaces_dir,
+        )
+    except NoHarness as exc:
+        raise ExecutorFailed(str(exc)) from exc

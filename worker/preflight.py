@@ -1,0 +1,60 @@
+"""Checking a run's models from a worker before its shards are sent: keys present, endpoints answering.
+
+The keys live where the calls are made, on the workers, so the check runs there: one
+preflight task per queue that will call models (``execute`` for the executor models,
+``grade`` for the judges), each answering with a :class:`schemas.preflight.PreflightReport`.
+A model passes when its key is in this worker's environment (the configured
+``api_key_env``, else what litellm knows the provider needs; a loopback API base needs
+none) and one minimal call (one token) answers. The call passes the fleet-wide limiter
+like any other and is counted in the run's usage.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from urllib.parse import urlparse
+
+from schemas.errors import ModelCallFailed
+from schemas.manifest import RunManifest
+from schemas.preflight import ModelCheck, PreflightReport, models_for
+from worker.models.client import LiteLLMClient
+
+PREFLIGHT_ATTEMPTS = 2
+"""Attempts of the minimal call: a transient 5xx gets one more try, a dead endpoint fails fast."""
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def missing_key(client: LiteLLMClient, model: str) -> str | None:
+    """Why ``model`` has no key on this worker, or None when it has one (or needs none)."""
+    limits = client.config.for_model(model)
+    if limits.api_key_env:
+        return None if os.environ.get(limits.api_key_env) else f"environment variable {limits.api_key_env} is not set"
+    if limits.api_base and urlparse(limits.api_base).hostname in _LOOPBACK:
+        return None
+    import litellm
+
+    found = litellm.validate_environment(model=model)
+    if found.get("keys_in_environment"):
+        return None
+    missing = ", ".join(found.get("missing_keys") or []) or "a provider key"
+    return f"{missing} not set on this worker (or name the variable with api_key_env in the model config)"
+
+
+def check_model(client: LiteLLMClient, model: str) -> ModelCheck:
+    why = missing_key(client, model)
+    if why is not None:
+        return ModelCheck(model=model, ok=False, why=why)
+    try:
+        client.complete(
+            model, [{"role": "user", "content": "Reply with OK."}], max_tokens=1, attempts=PREFLIGHT_ATTEMPTS
+        )
+    except ModelCallFailed as exc:
+        return ModelCheck(model=model, ok=False, why=exc.detail)
+    return ModelCheck(model=model, ok=True)
+
+
+def run_preflight(client: LiteLLMClient, manifest: RunManifest, queue: str) -> PreflightReport:
+    checks: Sequence[ModelCheck] = [check_model(client, m) for m in models_for(manifest, queue)]
+    return PreflightReport(queue=queue, worker=f"{socket.gethostname()}:{os.getpid()}", checks=list(checks))

@@ -1,0 +1,289 @@
+"""The model proxy of one shard: a unix-socket HTTP server outside the sandbox.
+
+Per request, in order (docs/design/harnesses.md has the reasons):
+
+1. only the model API's paths are forwarded; anything else is answered locally (404, or an
+   empty object for Claude Code's bootstrap call) and never leaves the worker;
+2. the request must carry the placeholder key the harness was given (the agent cannot bring
+   its own credentials through);
+3. the shard's budgets: past its wall clock, its token budget or its model turns the proxy
+   refuses with a 400 the harness reports as an error, and records why (behaviour, graded);
+4. the fleet-wide limiter of the model (rpm, tpm, concurrency leases; a 429 with
+   Retry-After from upstream starts the shared cool-down, so the whole fleet backs off);
+5. the request goes to the configured upstream of the shard's model only, with the real key
+   in place of the placeholder; the response is parsed into the shard's
+   :class:`~harnesses.model_record.ProxyRecord` (the source of truth for what the model
+   said) and sent back with every fragment of the real key scrubbed from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socketserver
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from harnesses.base import PLACEHOLDER_KEY
+from harnesses.endpoints import Protocol, is_model_path, scrub, upstream_url
+from harnesses.model_record import ProxyRecord, parse_model_response
+from schemas.errors import ModelCallFailed
+from worker.models.limiter import Limiter
+
+_FORWARD_HEADERS = ("content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta")
+_RETRYABLE = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+_LOCAL_EMPTY = ("/api/claude_cli/bootstrap",)
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    """One shard's proxy: where to, with which key, within which budgets."""
+
+    protocol: Protocol
+    upstream: str
+    """Normalised upstream base (:func:`harnesses.endpoints.normalise_upstream`)."""
+    real_key: str
+    model: str
+    """The litellm model name (limiter and usage counters are keyed by it)."""
+    wall_clock_s: float = 900.0
+    max_tokens: int = 2_000_000
+    max_turns: int = 200
+    timeout_s: float = 600.0
+    placeholder: str = PLACEHOLDER_KEY
+    watch: str = ""
+    """Text whose presence in a request body sets ``ProxyRecord.body_sent`` (the skill's body)."""
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    block_on_close = False
+    proxy: ModelProxy
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # the record is the log
+        pass
+
+    def do_GET(self) -> None:
+        self.server.proxy.handle(self, "GET")
+
+    def do_POST(self) -> None:
+        self.server.proxy.handle(self, "POST")
+
+    def reply(
+        self, status: int, body: bytes, content_type: str = "application/json", extra: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (extra or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _error_body(protocol: Protocol, status: int, message: str) -> bytes:
+    if protocol == "anthropic":
+        kind = "rate_limit_error" if status == 429 else "invalid_request_error" if status < 500 else "api_error"
+        return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+    return json.dumps({"error": {"message": message, "type": "invalid_request_error", "code": status}}).encode()
+
+
+class ModelProxy:
+    """Serve one shard's model traffic on ``socket_path`` until :meth:`stop` (or the ``with`` block ends)."""
+
+    def __init__(
+        self, config: ProxyConfig, socket_path: Path, *, limiter: Limiter | None = None, usage: Any = None
+    ) -> None:
+        self.config = config
+        self.socket_path = socket_path
+        self.limiter = limiter
+        self.usage = usage
+        """Optional ``usage(prompt_tokens, completion_tokens, ok, rate_limited)`` callback (run counters)."""
+        self.record = ProxyRecord()
+        self.latencies: list[float] = []
+        """Seconds each forwarded request spent in the proxy itself (upstream time excluded)."""
+        self._lock = threading.Lock()
+        self._client = httpx.Client(timeout=config.timeout_s, trust_env=False)
+        self._deadline = time.monotonic() + config.wall_clock_s
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+        self._server = _Server(str(self.socket_path), _Handler)
+        self._server.proxy = self
+        os.chmod(self.socket_path, 0o666)  # the sandbox's throwaway uid connects to it
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True, name="model-proxy"
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+        self._client.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+
+    def __enter__(self) -> ModelProxy:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- one request -----------------------------------------------------------------------
+    def _refuse(self, handler: _Handler, status: int, why: str) -> None:
+        with self._lock:
+            self.record.refused.append(why)
+        handler.reply(status, _error_body(self.config.protocol, status, f"skill-eval proxy: {why}"))
+
+    def _budget_spent(self) -> str | None:
+        record = self.record
+        if time.monotonic() >= self._deadline:
+            return "wall-clock"
+        if record.prompt_tokens + record.completion_tokens >= self.config.max_tokens:
+            return "max-tokens"
+        if len(record.turns) >= self.config.max_turns:
+            return "max-turns"
+        return None
+
+    def handle(self, handler: _Handler, method: str) -> None:
+        began = time.perf_counter()
+        parts = urlsplit(handler.path)
+        path = parts.path.rstrip("/") or "/"
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length) if length else b""
+        if not is_model_path(self.config.protocol, method, path):
+            if path in _LOCAL_EMPTY:
+                handler.reply(200, b"{}")
+            else:
+                self._refuse(handler, 404, f"{method} {path} is not a model API path; answered locally")
+            return
+        given = handler.headers.get("x-api-key") or (handler.headers.get("authorization") or "").removeprefix("Bearer ")
+        if given != self.config.placeholder:
+            self._refuse(handler, 401, f"{method} {path}: not the key this harness was given")
+            return
+        with self._lock:
+            spent = self._budget_spent()
+            if spent is not None and self.record.budget_end is None:
+                self.record.budget_end = spent
+        if spent is not None:
+            self._refuse(handler, 400, f"the shard's {spent} budget is spent; no further model calls")
+            return
+        if self.config.watch and not self.record.body_sent and _holds(body, self.config.watch):
+            self.record.body_sent = True
+        headers = {k: v for k, v in handler.headers.items() if k.lower() in _FORWARD_HEADERS}
+        if self.config.protocol == "anthropic":
+            headers["x-api-key"] = self.config.real_key
+        else:
+            headers["authorization"] = f"Bearer {self.config.real_key}"
+        url = upstream_url(self.config.protocol, self.config.upstream, path, parts.query)
+        self._forward(handler, method, url, headers, body, path, began)
+
+    def _forward(
+        self, handler: _Handler, method: str, url: str, headers: dict[str, str], body: bytes, path: str, began: float
+    ) -> None:
+        counts = path.endswith(("/messages", "/responses"))
+        estimate = len(body) // 4 if counts else 0
+        lease_cm = self.limiter.acquire(estimate) if self.limiter is not None else contextlib.nullcontext()
+        try:
+            with lease_cm as lease:
+                self.latencies.append(time.perf_counter() - began)
+                try:
+                    response = self._client.request(method, url, headers=headers, content=body)
+                    status, content = response.status_code, response.content
+                except httpx.HTTPError as exc:
+                    status, content = (
+                        502,
+                        _error_body(self.config.protocol, 502, f"upstream unreachable: {type(exc).__name__}"),
+                    )
+                    response = None
+                after = time.perf_counter()
+                turn = parse_model_response(self.config.protocol, content) if status == 200 and counts else None
+                tokens = (turn.prompt_tokens + turn.completion_tokens) if turn else 0
+                if lease is not None:
+                    if status == 429:
+                        lease.settle(0, success=False)
+                        self.limiter.report_rate_limited(_retry_after(response), lease)  # type: ignore[union-attr]
+                    else:
+                        lease.settle(tokens if status == 200 else None, success=status == 200)
+        except ModelCallFailed as exc:  # the limiter's Redis stayed away: an infra failure of this call
+            with self._lock:
+                self.record.upstream_failures += 1
+                self.record.last_upstream_ok = False
+                self.record.last_error = exc.detail
+            handler.reply(503, _error_body(self.config.protocol, 503, "skill-eval proxy: limiter unavailable"))
+            return
+        with self._lock:
+            self.record.forwarded += 1
+            ok = status < 400 or status not in _RETRYABLE
+            self.record.last_upstream_ok = ok
+            if not ok:
+                self.record.upstream_failures += 1
+                self.record.last_error = f"{path}: upstream status {status}"
+            if turn is not None:
+                self.record.turns.append(turn)
+        if self.usage is not None and counts:
+            self.usage(
+                turn.prompt_tokens if turn else 0, turn.completion_tokens if turn else 0, status == 200, status == 429
+            )
+        content_type = (
+            response.headers.get("content-type", "application/json") if response is not None else "application/json"
+        )
+        extra = (
+            {"Retry-After": response.headers["retry-after"]}
+            if response is not None and "retry-after" in response.headers
+            else {}
+        )
+        if status != 200 or self.config.real_key.encode() in content:
+            content = scrub(content.decode("utf-8", errors="replace"), self.config.real_key).encode()
+        self.latencies[-1] += time.perf_counter() - after
+        handler.reply(status, content, content_type, extra)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _holds(body: bytes, watch: str) -> bool:
+    """True when ``watch`` (whitespace-normalised) occurs in the JSON request ``body``'s strings."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return False
+    return any(watch in " ".join(text.split()) for text in _strings(parsed))
+
+
+def _retry_after(response: httpx.Response | None) -> float | None:
+    if response is None:
+        return None
+    try:
+        return float(response.headers.get("retry-after", ""))
+    except ValueError:
+        return None
