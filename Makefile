@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps demo demo-claude-code test test-fast check bench clean
+.PHONY: setup system-deps demo demo-claude-code test test-fast test-image check bench clean
 
 # Debian packages the product and its tests run against: a real redis-server, bubblewrap, git,
 # and chromium for the HTML report's browser test.
@@ -59,6 +59,12 @@ test: setup
 
 test-fast: setup
 	$(BIN)/pytest -q -m "not slow"
+
+# The image test: build the image (its Debian base made locally when missing), run a worker
+# container against a test Redis, refuse without the sandbox's privileges (tests/deploy/test_image.py).
+test-image: setup
+	bash deploy/ensure-docker.sh
+	SKILL_EVAL_IMAGE_TEST=1 $(BIN)/pytest -q -s tests/deploy/test_image.py
 
 check: setup
 	$(BIN)/ruff check .

@@ -4,18 +4,24 @@ Builds a git repo of about 1,000 files and 13 MB in a temp folder, snapshots it 
 local store, unpacks it once (the per-host cache), then measures
 
 * materializing a workspace (copy + harden: corpus removed, remotes removed), median of N;
-* one sandboxed ``true`` command in bubblewrap, median of M.
+* one sandboxed ``true`` command in bubblewrap, median of M;
+* with ``--commits C`` (default 3,000) the history scrub on a second repo of 2,000 files and C
+  commits, the corpus changed every 50: the first workspace of a snapshot and skill pays the
+  ``git filter-repo`` rewrite that removes the corpus from all of history (then cached), the
+  following ones only the copy.
 
 Targets: workspace <= 150 ms, sandboxed command <= 20 ms.
 
-Run: ``.venv/bin/python bench/bench_workspace.py [--workspaces 30] [--commands 50]``
+Run: ``.venv/bin/python bench/bench_workspace.py [--workspaces 30] [--commands 50] [--commits 3000]``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -63,6 +69,75 @@ def build_repo(root: Path, files: int = 1000, total_bytes: int = 13 * 1024 * 102
         ["remote", "add", "origin", "https://example.invalid/r.git"],
     ):
         subprocess.run(["git", *args], cwd=root, env=env, check=True)
+
+
+def build_history_repo(root: Path, files: int = 2000, commits: int = 3000) -> None:
+    """A repo of ``files`` files and ``commits`` commits built with ``git fast-import``; every 50th
+    commit changes the corpus, the others one source file each."""
+    rng = random.Random(7)
+    out: list[bytes] = []
+
+    def blob(text: str) -> None:
+        data = text.encode()
+        out.append(b"data %d\n%s\n" % (len(data), data))
+
+    for i in range(commits):
+        stamp = 946_684_800 + i * 60
+        out.append(b"commit refs/heads/main\n")
+        out.append(b"author Dev%d <dev%d@example.invalid> %d +0000\n" % (i % 9, i % 9, stamp))
+        out.append(b"committer Dev <dev@example.invalid> %d +0000\n" % stamp)
+        blob(f"change {i}")
+        if i == 0:
+            for k in range(files):
+                out.append(f"M 100644 inline src/pkg{k % 40:02d}/file{k:04d}.py\n".encode())
+                blob("".join(f"line {rng.randrange(10**6)}\n" for _ in range(60)))
+        if i % 50 == 0:
+            out.append(b"M 100644 inline evals/demo.evals.json\n")
+            blob(json.dumps({"skill_name": "demo", "evals": [{"assertion": f"corpus version {i}"}]}))
+        else:
+            out.append(f"M 100644 inline src/pkg{i % 40:02d}/file{rng.randrange(files):04d}.py\n".encode())
+            blob("".join(f"line {rng.randrange(10**6)}\n" for _ in range(60)))
+        out.append(b"\n")
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=root, input=b"".join(out), check=True)
+    subprocess.run(["git", "reset", "-q", "--hard", "main"], cwd=root, check=True)
+    subprocess.run(["git", "gc", "-q"], cwd=root, check=True)
+
+
+def bench_history(tmp: Path, where: Path, commits: int, n_ws: int) -> tuple[float, float]:
+    """(first workspace ms including the history scrub, median later workspace ms) for a big-history repo."""
+    repo = tmp / "history-repo"
+    build_history_repo(repo, commits=commits)
+    store = LocalStore(tmp / "history-store")
+    key = snapshot_repo(repo, store)
+    files, size = tree_stats(repo)
+    print(f"history repo: {files} files, {size / 1024 / 1024:.1f} MB (with .git), {commits} commits")
+    cache, parent = where / "hcache", where / "hws"
+    unpack_snapshot(store, key, cache)
+    case = EvalCase(id=1, prompt="p", expected_output="e", files=("x",), assertions=("a" * 20,))
+    times = []
+    for _ in range(n_ws + 1):
+        t0 = time.perf_counter()
+        with materialize_workspace(store, key, skill="demo", case=case, parent=parent, cache_dir=cache) as ws:
+            times.append((time.perf_counter() - t0) * 1000)
+            assert len(times) > 1 or _no_corpus_in_history(ws.path)
+    first, later = times[0], statistics.median(times[1:])
+    print(
+        f"  first workspace (scrub {commits} commits with git filter-repo, cached after): {first:.0f} ms; "
+        f"later workspaces: median {later:.1f} ms over {n_ws}"
+    )
+    return first, later
+
+
+def _no_corpus_in_history(root: Path) -> bool:
+    log = subprocess.run(
+        ["git", "log", "--all", "--format=%H", "--", "evals/demo.evals.json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return log.stdout == ""
 
 
 def tree_stats(root: Path) -> tuple[int, int]:
@@ -126,6 +201,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workspaces", type=int, default=30)
     parser.add_argument("--commands", type=int, default=50)
+    parser.add_argument("--commits", type=int, default=3000, help="commits of the history-scrub repo (0: skip)")
     parser.add_argument(
         "--dir",
         action="append",
@@ -150,6 +226,9 @@ def main() -> int:
             with tempfile.TemporaryDirectory(prefix="skill-eval-bench-", dir=where) as loc:
                 print(f"{where} ({_fs_type(where)}):")
                 bench_location(store, key, Path(loc), args.workspaces, args.commands)
+                if args.commits:
+                    bench_history(Path(tmp), Path(loc), args.commits, min(args.workspaces, 10))
+                    shutil.rmtree(Path(tmp) / "history-repo")
     return 0
 
 

@@ -17,6 +17,8 @@ exactly ours. Per run (``skill-eval:run:<run_id>``):
 
 Fleet-wide: ``skill-eval:runs`` (set of active runs, the reaper's worklist),
 ``skill-eval:reaper-lock`` (one reaper pass per period in the fleet),
+``skill-eval:inflight:<queue>`` (leased shards per queue, for autoscaling),
+``skill-eval:node:<node>`` (a worker node's liveness record),
 ``skill-eval:resent:<redis run id>`` (one re-send after a Redis restart),
 ``skill-eval:limit:<model>:state|leases`` (the rate limiter), ``skill-eval:usage:<model>`` and
 ``skill-eval:usage-models`` (all-time usage). Store keys (artifacts) live in
@@ -100,3 +102,13 @@ def budget_models_key(run_id: str) -> str:
 
 def reaper_lock_key() -> str:
     return f"{KEY_PREFIX}:reaper-lock"
+
+
+def inflight_key(queue: str) -> str:
+    """The fleet-wide list of leased shards of ``queue`` (``<run>|<shard>`` entries) autoscalers read."""
+    return f"{KEY_PREFIX}:inflight:{queue}"
+
+
+def node_key(node: str) -> str:
+    """A worker node's liveness record (heartbeat, last message taken, busy slots)."""
+    return f"{KEY_PREFIX}:node:{node}"

@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.status import SandboxMode
@@ -66,6 +66,33 @@ class Settings(BaseSettings):
     fast recovery from dead workers comes from leases, not from this."""
     run_log: Path = Field(default_factory=lambda: default_data_dir() / "runs.log")
     """File the contract's run-log line is appended to (``SKILL_EVAL_RUN_LOG``)."""
+    max_shard_timeout_s: float = Field(default=3600.0, gt=0)
+    """Fleet-wide ceiling on a run's ``--shard-timeout`` (executor wall clock per shard). Every run is
+    checked against it at submit, and a worker's shutdown grace period (Kubernetes
+    ``terminationGracePeriodSeconds``) is sized to at least it, so a scale-down can let a shard finish."""
+    node_name: str | None = None
+    """This worker node's name (Celery's ``-n``) and the key of its liveness record; ``skill-eval worker``
+    sets it, and ``skill-eval worker --health`` reads the same variable (docs/design/deployment.md)."""
+    shutdown_grace_s: float | None = Field(default=None, gt=0)
+    """Seconds a worker has from SIGTERM until it is killed (the orchestrator's grace period). Running
+    shards may finish until shortly before; then they are handed back. None: wait for them, unbounded."""
+    node_beat_s: float = 5.0
+    """How often a worker node writes its liveness record."""
+    health_stale_s: float = 60.0
+    """``--health`` fails when the node's last heartbeat is older than this."""
+    health_idle_s: float = 120.0
+    """``--health`` fails when the node has a free slot, its queues hold messages, and it took none for this long."""
+
+    @model_validator(mode="after")
+    def _ceiling_below_redelivery(self) -> Settings:
+        # A task outliving the visibility timeout runs twice; the longest task is a shard at the ceiling
+        # plus its workspace and upload margin (worker/app.py: time_limits).
+        if self.max_shard_timeout_s + 600 > self.visibility_timeout_s:
+            raise ValueError(
+                f"SKILL_EVAL_MAX_SHARD_TIMEOUT_S={self.max_shard_timeout_s:g} must stay 600 s below "
+                f"SKILL_EVAL_VISIBILITY_TIMEOUT_S={self.visibility_timeout_s:g}"
+            )
+        return self
 
     @property
     def workspaces_dir(self) -> Path:

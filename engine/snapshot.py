@@ -11,7 +11,9 @@ never see half a tree and the loser of a race simply uses the winner's copy.
 Extraction trusts nothing in the tar: absolute names, ``..``, duplicate names, device
 files and links leaving the tree are refused (``StoreError``); symlinks are recreated as
 symlinks and never followed while extracting (a later member under a symlinked folder
-is refused). See docs/design/sandbox.md.
+is refused). Before the unpacked tree is published its ``.git`` is neutralised
+(:func:`engine.gitcmd.neutralise_git_dir`): nothing in the cache can make host-side git
+run a command. See docs/design/sandbox.md and docs/design/threat-model.md.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import tarfile
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
+from engine.gitcmd import neutralise_git_dir
 from engine.store import ArtifactStore
 from schemas.constants import HEAVY_DIRS
 from schemas.errors import StoreError
@@ -97,6 +101,31 @@ def snapshot_repo(root: Path, store: ArtifactStore, *, exclude: Sequence[str] = 
     return key
 
 
+def copy_tree(src: Path, dest: Path) -> None:
+    """Copy ``src`` to the new folder ``dest``, keeping modes and symlinks as symlinks.
+
+    ``cp -a`` reflinks where the filesystem can. Hardlinks would be faster but are wrong: the
+    agent edits files in place, which would change the shared cache and every later copy.
+    """
+    subprocess.run(
+        ["cp", "-a", "--reflink=auto", "--no-target-directory", str(src), str(dest)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
+    )
+
+
+def _neutralise(tree: Path) -> None:
+    """Before the tree is published: a ``.git`` file or link (a worktree or submodule pointing
+    outside) is deleted, and a ``.git`` folder is made safe for host-side git."""
+    dot_git = tree / ".git"
+    if dot_git.is_symlink() or (os.path.lexists(dot_git) and not dot_git.is_dir()):
+        dot_git.unlink()
+    elif dot_git.is_dir():
+        neutralise_git_dir(dot_git)
+
+
 def _digest_of(key: str) -> str:
     match = _KEY_RE.match(key)
     if not match:
@@ -125,6 +154,7 @@ def unpack_snapshot(store: ArtifactStore, key: str, cache_dir: Path) -> Path:
         raise StoreError(f"cannot unpack {key!r} into {cache_dir}: {exc}") from exc
     try:
         extract_tar(data, tmp, key)
+        _neutralise(tmp)
         os.rename(tmp, target)  # atomic publish; fails when another worker published first
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)

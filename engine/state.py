@@ -8,7 +8,10 @@ or grading a shard refreshes its lease; the reaper returns shards whose lease ex
 about a lease period, not a broker visibility timeout.
 The unsent ledger notes shards registered (or moved back by the reaper) whose message
 is not yet confirmed published; the reaper sends those older than a grace period, so a
-publisher dying midway strands nothing, without re-sending the waiting backlog.
+publisher dying midway strands nothing, without re-sending the waiting backlog. One
+in-flight list per queue (fleet-wide) holds a ``<run>|<shard>`` entry per leased shard,
+pushed by the claim and removed by whatever ends the lease (transition, reaper, hand-back):
+its length is the work in flight that an autoscaler adds to the queue's backlog.
 
 Every read-modify-write is one Lua script, so two workers can never both move a shard.
 See docs/design/engine.md.
@@ -24,11 +27,13 @@ from engine.keys import (
     RunKeys,
     active_runs_key,
     attempts_field,
+    inflight_key,
     preflight_key,
     resubmits_key,
     run_keys,
     unsent_key,
 )
+from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.status import TERMINAL_STATES, ShardState, may_transition
 
 MAX_ATTEMPTS = 3
@@ -36,7 +41,8 @@ MAX_ATTEMPTS = 3
 every time (a native crash, an OOM kill) would otherwise come back by its lease forever."""
 _TERMINAL_LUA = "{" + ",".join(f'["{s.value}"]=true' for s in TERMINAL_STATES) + "}"
 
-# KEYS: run, states, leases, owners. ARGV: shard, new, token ('' = no owner check), n_allowed, allowed...
+# KEYS: run, states, leases, owners, inflight execute, inflight grade.
+# ARGV: shard, new, token ('' = no owner check), n_allowed, allowed..., inflight entry
 _TRANSITION = f"""
 local terminal = {_TERMINAL_LUA}
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
@@ -49,6 +55,8 @@ if ARGV[3] ~= '' and redis.call('HGET', KEYS[4], ARGV[1]) ~= ARGV[3] then return
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
+if cur == 'executing' then redis.call('LREM', KEYS[5], 0, ARGV[5 + n]) end
+if cur == 'grading' then redis.call('LREM', KEYS[6], 0, ARGV[5 + n]) end
 local done, total = 0, tonumber(redis.call('HGET', KEYS[1], 'total') or '0')
 if terminal[ARGV[2]] and not terminal[cur] then
   done = redis.call('HINCRBY', KEYS[1], 'terminal', 1)
@@ -57,7 +65,7 @@ return {{1, cur, done, total}}
 """
 
 # Claim a shard for work: from -> to with a lease, or take over a lease that expired; count the attempt.
-# KEYS: states, leases, owners, attempts. ARGV: shard, from, to, token, ttl_ms
+# KEYS: states, leases, owners, attempts, inflight list of `to`. ARGV: shard, from, to, token, ttl_ms, entry
 _CLAIM = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -73,6 +81,8 @@ end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
 redis.call('HINCRBY', KEYS[4], ARGV[1] .. ':' .. ARGV[3], 1)
+redis.call('LREM', KEYS[5], 0, ARGV[6])
+redis.call('RPUSH', KEYS[5], ARGV[6])
 return {1, cur}
 """
 
@@ -86,7 +96,8 @@ return 1
 """
 
 # Return shards whose lease expired to the state before the leased one.
-# KEYS: states, leases, owners. ARGV: executing, queued, grading, executed
+# KEYS: states, leases, owners, unsent, inflight execute, inflight grade.
+# ARGV: executing, queued, grading, executed, run
 _REAP = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -98,6 +109,8 @@ for _, shard in ipairs(expired) do
   if cur == ARGV[1] then back = ARGV[2] elseif cur == ARGV[3] then back = ARGV[4] end
   redis.call('ZREM', KEYS[2], shard)
   redis.call('HDEL', KEYS[3], shard)
+  redis.call('LREM', KEYS[5], 0, ARGV[5] .. '|' .. shard)
+  redis.call('LREM', KEYS[6], 0, ARGV[5] .. '|' .. shard)
   if back then
     redis.call('HSET', KEYS[1], shard, back)
     redis.call('ZADD', KEYS[4], now, shard)  -- unsent until its re-send is confirmed
@@ -108,6 +121,26 @@ end
 return out
 """
 
+
+# Hand a leased shard back (its worker is shutting down): the state before the leased one, no
+# lease, and the claim not counted as an attempt (a hand-back is a clean return, not a death).
+# The shard is noted unsent until its re-send is confirmed, like a reaped one.
+# KEYS: states, leases, owners, attempts, inflight list, unsent. ARGV: shard, token, leased, back, entry
+_RELEASE = """
+if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[2] then return 0 end
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[3] then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+if tonumber(redis.call('HINCRBY', KEYS[4], ARGV[1] .. ':' .. ARGV[3], -1)) < 0 then
+  redis.call('HSET', KEYS[4], ARGV[1] .. ':' .. ARGV[3], 0)
+end
+redis.call('LREM', KEYS[5], 0, ARGV[5])
+redis.call('ZADD', KEYS[6], now, ARGV[1])
+return 1
+"""
 
 # KEYS: states, unsent. ARGV: initial state, shard ids... Registers the new shards and notes them
 # as not yet sent, in one step: a shard is never known without also being known to need a message.
@@ -175,6 +208,15 @@ return out
 """
 
 
+def inflight_entry(run_id: str, shard_id: str) -> str:
+    """A leased shard's entry in its queue's in-flight list."""
+    return f"{run_id}|{shard_id}"
+
+
+def _inflight_list(leased: ShardState) -> str:
+    return inflight_key(QUEUE_EXECUTE if leased is ShardState.EXECUTING else QUEUE_GRADE)
+
+
 def _text(value: object) -> str:
     """Redis replies are bytes (no decode_responses: the same client serves Lua scripts)."""
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -200,6 +242,7 @@ class RunState:
         self._heartbeat = client.register_script(_HEARTBEAT)
         self._reap = client.register_script(_REAP)
         self._register = client.register_script(_REGISTER)
+        self._release = client.register_script(_RELEASE)
         self._requeue_shards = client.register_script(_REQUEUE_SHARDS)
         self._unsent = client.register_script(_UNSENT)
 
@@ -264,10 +307,23 @@ class RunState:
         """Move ``src -> dst`` taking a lease, or take over ``dst`` whose lease expired."""
         k = self._keys(run_id)
         ok, _ = self._claim(
-            keys=[k.states, k.leases, k.owners, k.attempts],
-            args=[shard_id, src.value, dst.value, token, int(ttl_s * 1000)],
+            keys=[k.states, k.leases, k.owners, k.attempts, _inflight_list(dst)],
+            args=[shard_id, src.value, dst.value, token, int(ttl_s * 1000), inflight_entry(run_id, shard_id)],
         )
         return bool(ok)
+
+    def release(self, run_id: str, shard_id: str, token: str) -> ShardState | None:
+        """Hand a shard we hold back (``executing -> queued``, ``grading -> executed``); the state to
+        re-send it in, or None when the lease is not ours any more (nothing was changed)."""
+        k = self._keys(run_id)
+        for leased, back in ((ShardState.EXECUTING, ShardState.QUEUED), (ShardState.GRADING, ShardState.EXECUTED)):
+            done = self._release(
+                keys=[k.states, k.leases, k.owners, k.attempts, _inflight_list(leased), unsent_key(run_id)],
+                args=[shard_id, token, leased.value, back.value, inflight_entry(run_id, shard_id)],
+            )
+            if done:
+                return back
+        return None
 
     def attempts(self, run_id: str, shard_id: str, leased: ShardState) -> int:
         """How many times the shard was claimed into ``leased`` (executing or grading), this claim included."""
@@ -283,7 +339,8 @@ class RunState:
         """Move the shard forward to ``new`` when allowed (and, with ``token``, when we hold its lease)."""
         allowed = [s.value for s in ShardState if may_transition(s, new)]
         moved, prev, done, total = self._transition(
-            keys=list(self._keys(run_id)[:4]), args=[shard_id, new.value, token, len(allowed), *allowed]
+            keys=[*self._keys(run_id)[:4], inflight_key(QUEUE_EXECUTE), inflight_key(QUEUE_GRADE)],
+            args=[shard_id, new.value, token, len(allowed), *allowed, inflight_entry(run_id, shard_id)],
         )
         previous = ShardState(_text(prev)) if prev else None
         finished = bool(moved) and new.terminal and int(done) == int(total) and int(total) > 0
@@ -293,12 +350,20 @@ class RunState:
         """Return shards whose lease expired to the previous state; give back (shard, state) to re-enqueue."""
         k = self._keys(run_id)
         flat = self._reap(
-            keys=[k.states, k.leases, k.owners, unsent_key(run_id)],
+            keys=[
+                k.states,
+                k.leases,
+                k.owners,
+                unsent_key(run_id),
+                inflight_key(QUEUE_EXECUTE),
+                inflight_key(QUEUE_GRADE),
+            ],
             args=[
                 ShardState.EXECUTING.value,
                 ShardState.QUEUED.value,
                 ShardState.GRADING.value,
                 ShardState.EXECUTED.value,
+                run_id,
             ],
         )
         return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]

@@ -33,7 +33,14 @@ from producer.cli_stats import (
     register_commands,
 )
 from producer.embedded import worker_command
-from producer.evaluate import run_evaluation
+from producer.evaluate import check_host_sandbox, run_evaluation
+from producer.fleet_checks import (
+    check_shard_timeout,
+    default_node_name,
+    node_health,
+    node_name_for_probe,
+    remember_node,
+)
 from producer.grade_only import grade_recorded
 from producer.planning import arm_variants, new_run_id, plan_run, plan_summary
 from producer.repo import Repo
@@ -262,6 +269,7 @@ def run(
     if invoke not in ("explicit", "implicit"):
         raise ConfigError(f"--invoke: expected explicit or implicit, got {invoke!r}")
     settings = _settings(broker_url=broker, store=store, sandbox=sandbox)
+    check_shard_timeout(shard_timeout, settings)
     req = RunRequest(
         skills=skills,
         all_evals=all_evals,
@@ -421,21 +429,37 @@ def worker(
     store: StoreOpt = None,
     sandbox: SandboxOpt = None,
     loglevel: Annotated[str, typer.Option("--loglevel", help="Celery log level.")] = "INFO",
+    name: Annotated[str | None, typer.Option("--name", help="Node name (env SKILL_EVAL_NODE_NAME).")] = None,
+    health: Annotated[
+        bool, typer.Option("--health", help="Probe: exit 0 when this host's worker beats and consumes, else 1.")
+    ] = False,
 ) -> None:
     """Start a worker for a cluster (execute, grade and reduce queues by default)."""
     settings = _settings(broker_url=broker, store=store, sandbox=sandbox)
     if not settings.broker_url:
         raise ConfigError("a worker needs --broker or SKILL_EVAL_BROKER_URL")
+    if health:
+        probe = node_name_for_probe(settings, name)
+        if not probe:
+            raise ConfigError("no worker node to probe: pass --name or set SKILL_EVAL_NODE_NAME")
+        verdict = node_health(settings, probe)
+        (out if verdict.ok else err).print(f"{probe}: {verdict.reason}", markup=False, highlight=False)
+        raise typer.Exit(ExitCode.PASS if verdict.ok else ExitCode.FAIL)
     unknown = set(queues.split(",")) - set(ALL_QUEUES)
     if unknown:
         raise ConfigError(f"unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(ALL_QUEUES)}")
+    if settings.sandbox is SandboxMode.BWRAP and "execute" in queues.split(","):
+        check_host_sandbox()  # an execute worker that cannot sandbox refuses to start: never unconfined
+    node = name or settings.node_name or default_node_name()
+    remember_node(settings, node)
     env = {
         **os.environ,
         "SKILL_EVAL_BROKER_URL": settings.broker_url,
         "SKILL_EVAL_STORE": settings.store,
         "SKILL_EVAL_SANDBOX": settings.sandbox.value,
+        "SKILL_EVAL_NODE_NAME": node,
     }
-    cmd = worker_command(queues, concurrency, f"skill-eval-{os.getpid()}@%h", loglevel)
+    cmd = worker_command(queues, concurrency, node, loglevel)
     os.execvpe(cmd[0], cmd, env)
 
 

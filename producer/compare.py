@@ -17,14 +17,27 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from engine.gitcmd import SAFE_CONFIG, git_env
 from schemas.constants import SKILL_FILE, SKILLS_DIR
 from schemas.errors import BadRef, GuardError, NoGit
 from schemas.shard import RunPlan, baseline_variant
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    # The developer's repo is read, never rewritten, so its config cannot be replaced as a
+    # workspace's is: git runs under the product's environment and overriding config (no
+    # hooks, fsmonitor, attributes files or replace objects; no inherited variable), and only
+    # plumbing that never runs a filter, textconv or external diff (rev-parse, cat-file, ls-tree).
     # Arguments go to git as argv, never through a shell; the ref can never become an option.
-    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=30, check=False)
+    config = [arg for item in SAFE_CONFIG for arg in ("-c", item)]
+    return subprocess.run(
+        ["git", *config, "-C", str(root), *args],
+        capture_output=True,
+        timeout=30,
+        check=False,
+        env=git_env(),
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def check_compare(root: Path, ref: str, skill: str) -> GuardError | None:
@@ -41,10 +54,12 @@ def check_compare(root: Path, ref: str, skill: str) -> GuardError | None:
 
 def baseline_record(root: Path, ref: str, skill: str) -> bytes:
     """The whole old skill folder at ``ref`` as text: the audit record of what was compared."""
-    listing = _git(root, "ls-tree", "-r", "--name-only", ref, "--", f"{SKILLS_DIR}/{skill}")
+    listing = _git(root, "ls-tree", "-r", "-z", "--name-only", "--end-of-options", ref, "--", f"{SKILLS_DIR}/{skill}")
     parts = []
-    for name in listing.stdout.decode(errors="replace").splitlines():
-        blob = _git(root, "show", f"{ref}:{name}")
+    for name in listing.stdout.decode(errors="replace").split("\0"):
+        if not name:
+            continue
+        blob = _git(root, "cat-file", "blob", f"{ref}:{name}")  # raw bytes: a link's target text, never followed
         parts.append(f"===== {ref}:{name} =====\n".encode() + blob.stdout)
     return b"\n".join(parts)
 

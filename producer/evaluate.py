@@ -74,7 +74,8 @@ def plan_compare(plan: RunPlan, root: Path, ref: str, out_dir: Path, err: Consol
 
 
 def check_host_sandbox() -> None:
-    """Refuse an embedded run up front (``BLOCKED_NO_SANDBOX``) when bubblewrap cannot work here.
+    """Refuse an embedded run, or an execute worker's start, (``BLOCKED_NO_SANDBOX``) when bubblewrap
+    cannot work here.
 
     The probe runs the very bwrap command line the sandbox builds, so it lives with the
     sandbox; this is one of the two imports of the worker room beyond enqueueing (see

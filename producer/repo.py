@@ -6,9 +6,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.repo_files import resolve_inside
 from producer import interop
 from producer.planning import bundle_key
-from producer.validation import check_skill_name, corpus_stem, validate_corpus
+from producer.validation import MAX_CORPUS_BYTES, check_skill_name, corpus_stem, depth_problem, validate_corpus
 from schemas.constants import AGENTS_DIR, CORPUS_SUFFIX, EVALS_DIR, SKILL_FILE, SKILLS_DIR
 from schemas.errors import BadCorpus, BlockedError, DevOnly, NoCorpus
 from schemas.shard import SkillBundle
@@ -30,8 +31,10 @@ class Repo:
         self.root = root.resolve()
 
     def require_evals(self) -> None:
-        """Raise DevOnly when the repo has no ``evals/`` folder (contract Phase 0.2) nor a skill-creator file."""
-        if not (self.root / EVALS_DIR).is_dir() and not interop.skill_creator_files(self.root):
+        """Raise DevOnly when the repo has no ``evals/`` folder; BadRepo
+        when ``evals/`` is a link out of the repo."""
+        evals = self.inside(EVALS_DIR)
+        if (evals is None or not evals.is_dir()) and not interop.skill_creator_files(self.root):
             raise DevOnly(
                 f"{self.root}: no {EVALS_DIR}/ folder; skill-eval needs an {EVALS_DIR}/ corpus "
                 "in the working tree (it is not runnable from an installed plugin cache)"
@@ -48,33 +51,63 @@ class Repo:
         return interop.locate(self.root, skill)
 
     def all_corpus_files(self) -> list[str]:
-        ours = sorted(f"{EVALS_DIR}/{p.name}" for p in (self.root / EVALS_DIR).glob("*" + CORPUS_SUFFIX) if p.is_file())
+        folder = self.inside(EVALS_DIR)
+        if folder is None:
+            return interop.skill_creator_files(self.root)
+        ours = sorted(
+            f"{EVALS_DIR}/{p.name}" for p in folder.glob("*" + CORPUS_SUFFIX) if p.is_file() or p.is_symlink()
+        )
         have = {corpus_stem(f) for f in ours}
         return ours + [f for f in interop.skill_creator_files(self.root) if f.split("/")[1] not in have]
 
+    def inside(self, relpath: str) -> Path | None:
+        """The real path of ``relpath``, or None when absent; ``BLOCKED_BAD_REPO`` when a link leaves the repo."""
+        return resolve_inside(self.root, relpath)
+
     def bundle_files(self, skill: str, graded: tuple[str, ...] = ()) -> list[tuple[str, bytes]]:
-        """SKILL.md, agents/*.md and the corpus files: the inputs that define what is graded."""
-        skill_dir = self.root / SKILLS_DIR / skill
-        paths = [skill_dir / SKILL_FILE, *sorted((skill_dir / AGENTS_DIR).glob("*.md"))]
-        for rel in graded or (f"{EVALS_DIR}/{skill}{CORPUS_SUFFIX}",):
-            target = self.root / rel
-            paths += sorted(p for p in target.rglob("*") if p.is_file()) if target.is_dir() else [target]
-        return [(p.relative_to(self.root).as_posix(), p.read_bytes()) for p in paths if p.is_file()]
+        """SKILL.md, agents/*.md and the corpus files: the inputs that define what is graded.
+
+        Each is read where it really is inside the repo; a link out of the repo is ``BLOCKED_BAD_REPO``.
+        """
+        skill_rel = f"{SKILLS_DIR}/{skill}"
+        rels = [f"{skill_rel}/{SKILL_FILE}"]
+        agents = self.inside(f"{skill_rel}/{AGENTS_DIR}")
+        if agents is not None and agents.is_dir():
+            rels += [f"{skill_rel}/{AGENTS_DIR}/{p.name}" for p in sorted(agents.glob("*.md"))]
+        for rel in graded or (self.corpus_path(skill),):
+            real = self.inside(rel)
+            if real is not None and real.is_dir():  # a plugin suite's case folder
+                rels += sorted(p.relative_to(self.root).as_posix() for p in real.rglob("*") if p.is_file())
+            else:
+                rels.append(rel)
+        files = []
+        for rel in rels:
+            real = self.inside(rel)
+            if real is not None and real.is_file():
+                files.append((rel, real.read_bytes()))
+        return files
 
     def load(self, corpus_file: str) -> SkillBundle:
         """Load and validate one corpus; raise the contract's named error on any problem."""
         if interop.is_foreign(corpus_file):
             return self._load_foreign(corpus_file)
         skill = check_skill_name(corpus_stem(corpus_file), self.skill_dir_exists)
-        path = self.root / corpus_file
-        if not path.is_file():
+        path = self.inside(corpus_file)
+        if path is None or not path.is_file():
             raise NoCorpus(f"{corpus_file} not found; author it first")
+        if path.stat().st_size > MAX_CORPUS_BYTES:
+            raise BadCorpus(corpus_file, "$", f"larger than {MAX_CORPUS_BYTES} bytes")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
+        except RecursionError as exc:
+            raise BadCorpus(corpus_file, "$", "nested too deep to parse") from exc
         except UnicodeDecodeError as exc:
             raise BadCorpus(corpus_file, "$", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
         except json.JSONDecodeError as exc:
             raise BadCorpus(corpus_file, "$", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+        deep = depth_problem(data)
+        if deep:
+            raise BadCorpus(corpus_file, deep.partition(": ")[0], deep.partition(": ")[2])
         corpus = validate_corpus(data, corpus_file, self.has_file)
         return SkillBundle(
             skill=skill,
@@ -114,7 +147,12 @@ class Repo:
         for name in skills:
             check_skill_name(name, self.skill_dir_exists)
             corpus_file = self.corpus_path(name)
-            if not interop.exists(self.root, corpus_file):
+            if interop.is_foreign(corpus_file):
+                found = interop.exists(self.root, corpus_file)
+            else:
+                real = self.inside(corpus_file)  # a link out of the repo is BLOCKED_BAD_REPO
+                found = real is not None and real.is_file()
+            if not found:
                 raise NoCorpus(f"{corpus_file} not found; author it first")
             files.append(corpus_file)
         return files

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from engine.gitcmd import SAFE_CONFIG, git_env
 from engine.records import put_manifest
 from engine.snapshot import snapshot_repo
 from engine.state import RunState
@@ -25,8 +26,17 @@ PUBLISH_BATCH = 1000
 
 
 def _git(root: Path, *args: str) -> str:
+    # The developer's repo: the product's environment and overriding config (no keys, hooks, fsmonitor).
+    config = [arg for item in SAFE_CONFIG for arg in ("-c", item)]
     try:
-        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["git", *config, "-C", str(root), *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env=git_env(),
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "-"
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "-"

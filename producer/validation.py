@@ -47,6 +47,9 @@ CASE_OPTIONAL_KEYS = frozenset({"fixtures"})
 FIXTURE_KEYS = frozenset({"path", "content"})
 FIXTURE_OPTIONAL_KEYS = frozenset({"stage"})
 
+MAX_CORPUS_BYTES = 8 * 1024 * 1024  # a corpus is prose and prompts; more is not a corpus
+MAX_CORPUS_DEPTH = 32  # schema v1 nests six levels deep; room for extensions, none for a RecursionError
+
 _VERB_RE = re.compile(r"\b(?:" + "|".join(sorted(CHECKABLE_VERBS)) + r")\b")
 _VAGUE_TAIL_RE = re.compile(r"(?:^|[^\w-])(?:well|correctly|properly|appropriately|as\s+expected)\Z", re.IGNORECASE)
 
@@ -127,6 +130,21 @@ def corpus_stem(file_name: str) -> str:
     """``evals/foo.evals.json`` -> ``foo``."""
     base = posixpath.basename(file_name.replace("\\", "/"))
     return base[: -len(CORPUS_SUFFIX)] if base.endswith(CORPUS_SUFFIX) else base
+
+
+def depth_problem(data: Any, limit: int = MAX_CORPUS_DEPTH) -> str | None:
+    """Why ``data`` nests too deep (with the JSON path where it does), or None. Iterative, so
+    a hostile document cannot exhaust the stack here."""
+    stack: list[tuple[Any, str, int]] = [(data, "$", 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > limit:
+            return f"{path}: nested deeper than {limit} levels"
+        if isinstance(value, dict):
+            stack.extend((v, f"{path}.{k}", depth + 1) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value))
+    return None
 
 
 def validate_corpus(

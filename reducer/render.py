@@ -31,8 +31,30 @@ def _field(text: str) -> str:
     return re.sub(r"[\t\r\n]+", " ", text).strip() or "-"
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+# Every kind of line break (a new line would start a heading, a list or raw HTML block) and
+# the other control characters; then the characters that make HTML or Markdown structure.
+_MD_BREAKS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]+")
+_MD_CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f]")
+# Mid-line (every untrusted string is embedded after the report's own prefix) only these make
+# structure: code spans, emphasis, links and images, table cells, strikethrough (``~~``, so a ref
+# like ``HEAD~1`` reads as typed); "_" only at a
+# word boundary (CommonMark ignores it inside words, as in BLOCKED_BAD_FIXTURE).
+_MD_SPECIAL = re.compile(r"([\\`*\[\]|]|~(?=~)|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+
+
+def md(text: object) -> str:
+    """``text`` (untrusted: from the repo, the corpus, the agent or a judge) as inert Markdown.
+
+    One line; ``&``, ``<`` and ``>`` as HTML entities, so no raw HTML, tag or comment; every
+    character that makes structure mid-line backslash-escaped, so no link, image, emphasis,
+    code span or table cell boundary. Renders as the same visible text.
+    """
+    flat = _MD_CONTROL.sub("\ufffd", _MD_BREAKS.sub(" ", str(text)))
+    flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", flat)
+
+
+_cell = md
 
 
 def report_stem(skill: str, run_id: str) -> str:
@@ -53,13 +75,13 @@ def needs_transcript(run: CaseRun) -> bool:
 def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
     """The human report for one skill: headline, per case and assertion verdicts, not-graded list."""
     parts = [s for s in result.skills if s.skill == skill]
-    lines = [f"# skill-eval: {skill}", ""]
+    lines = [f"# skill-eval: {md(skill)}", ""]
     lines += [f"- run: `{result.run_id}`", f"- verdict: **{result.verdict.value}**"]
-    lines += [f"- {k}: {v}" for k, v in meta.items()]
+    lines += [f"- {md(k)}: {md(v)}" for k, v in meta.items()]
     for reason in result.reasons:
-        lines.append(f"- reason: {reason}")
+        lines.append(f"- reason: {md(reason)}")
     for judge, status in result.calibration.items():
-        lines.append(f"- judge `{judge}` calibration: {status}")
+        lines.append(f"- judge {md(judge)} calibration: {md(status)}")
     current = next((p for p in parts if p.variant == CURRENT), None)
     if current is not None:
         for base in (p for p in parts if p.variant != CURRENT):
@@ -71,7 +93,7 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
 
 
 def _variant_section(s: SkillResult) -> list[str]:
-    out = [f"## {s.variant}: {s.headline}", ""]
+    out = [f"## {md(s.variant)}: {md(s.headline)}", ""]
     out.append(
         f"Behavioural pass rate {s.behavioural.passed}/{s.behavioural.total} "
         f"(95% CI {_pct(s.behavioural.low)}–{_pct(s.behavioural.high)}) over graded shards only; "
@@ -86,10 +108,10 @@ def _variant_section(s: SkillResult) -> list[str]:
             f"unanimous on {_pct(s.judge_unanimous)} of assertions."
         )
     out += ["", "### Not graded (infra)", ""]
-    out += [f"- {kind}: {n}" for kind, n in s.infra.items()]
+    out += [f"- {md(kind)}: {n}" for kind, n in s.infra.items()]
     if s.blocked:
         out += ["", "### Blocked", ""]
-        out += [f"- case {r.case_id} ({r.model}, epoch {r.epoch}): {r.detail}" for r in s.blocked]
+        out += [f"- case {r.case_id} ({md(r.model)}, epoch {r.epoch}): {md(r.detail)}" for r in s.blocked]
     out += [
         "",
         "### Models",
@@ -99,14 +121,14 @@ def _variant_section(s: SkillResult) -> list[str]:
     ]
     for m in s.models:
         out.append(
-            f"| {m.model} | {m.behavioural.passed}/{m.behavioural.total} ({_pct(m.behavioural.rate)}) | "
+            f"| {md(m.model)} | {m.behavioural.passed}/{m.behavioural.total} ({_pct(m.behavioural.rate)}) | "
             f"{_pct(m.behavioural.low)}–{_pct(m.behavioural.high)} | {_pct(m.composite_mean)} "
             f"({_pct(m.composite_low)}–{_pct(m.composite_high)}) | {m.graded}/{m.shards} |"
         )
     out += _per_model_tables(s)
     models = [m.model for m in s.models]
     out += ["", "### Assertions by model", ""]
-    out.append("| case | assertion | " + " | ".join(models) + " | pass@k | pass^k |")
+    out.append("| case | assertion | " + " | ".join(md(m) for m in models) + " | pass@k | pass^k |")
     out.append("|---|---|" + "---|" * len(models) + "---|---|")
     for a in s.assertions:
         cells = [_pct(a.by_model[m].rate) if m in a.by_model else "-" for m in models]
@@ -117,12 +139,12 @@ def _variant_section(s: SkillResult) -> list[str]:
         )
     out += ["", "### Cases", ""]
     for r in s.runs:
-        out.append(f"#### case {r.case_id} · {r.model} · epoch {r.epoch}: {r.state.value}")
+        out.append(f"#### case {r.case_id} · {md(r.model)} · epoch {r.epoch}: {r.state.value}")
         if r.state is not ShardState.GRADED:
-            out.append(f"- not graded: {r.detail or r.state.value}")
+            out.append(f"- not graded: {md(r.detail or r.state.value)}")
         if r.skill_activated is not None:
             out.append(f"- skill activated: {'yes' if r.skill_activated else 'no'}")
-        out += [f"- **flagged**: {_cell(line)}" for line in r.rejected_calls]
+        out += [f"- **flagged**: {md(line)}" for line in r.rejected_calls]
         for v in r.verdicts:
             mark = "PASS" if v.passed else "FAIL"
             checked = (
@@ -130,7 +152,7 @@ def _variant_section(s: SkillResult) -> list[str]:
                 if v.evidence_verified is None
                 else (" (evidence found)" if v.evidence_verified else " (evidence NOT found)")
             )
-            out.append(f"- **{mark}** {v.text}{checked}")
+            out.append(f"- **{mark}** {md(v.text)}{checked}")
             out.append(f"  - evidence: {_cell(v.evidence)}")
             if v.note:
                 out.append(f"  - note: {_cell(v.note)}")
@@ -145,7 +167,7 @@ def _per_model_tables(s: SkillResult) -> list[str]:
         runs = [r for r in s.runs if r.model == m.model]
         activation = any(r.skill_activated is not None for r in runs)
         head = "| case | epoch | state | assertions passed | composite |" + (" skill activated |" if activation else "")
-        out += ["", f"#### {m.model}", "", head, "|---|---|---|---|---|" + ("---|" if activation else "")]
+        out += ["", f"#### {md(m.model)}", "", head, "|---|---|---|---|---|" + ("---|" if activation else "")]
         for r in runs:
             passed = f"{sum(v.passed for v in r.verdicts)}/{len(r.verdicts)}" if r.state is ShardState.GRADED else "-"
             row = f"| {r.case_id} | {r.epoch} | {r.state.value} | {passed} | {_pct(r.composite)} |"

@@ -16,7 +16,7 @@ TEST_LABELS = {
 }
 NO_SKILL_NOTE = (
     "The no-skill arm ran the same cases, models and epochs with the skill folder removed from the "
-    "workspace (its git history collapsed to one commit without it) and the bare case prompt: the "
+    "workspace (and rewritten out of every commit of its git history) and the bare case prompt: the "
     "executor saw no skill text. Graded by the same judge against the same corpus."
 )
 

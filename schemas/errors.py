@@ -14,7 +14,8 @@
     │   ├── NoHarness                  BLOCKED_NO_HARNESS (an agent harness binary is not installed)
     │   ├── NoIsolation                BLOCKED_NO_ISOLATION (case level: no workspace, never run elsewhere)
     │   ├── BadFixture                 BLOCKED_BAD_FIXTURE (case level)
-    │   └── FixtureNeedsGit            BLOCKED_FIXTURE_NEEDS_GIT (case level)
+    │   ├── FixtureNeedsGit            BLOCKED_FIXTURE_NEEDS_GIT (case level)
+    │   └── BadRepo                    BLOCKED_BAD_REPO (a link out of the repo, an unusable .git)
     ├── GuardError                     a feature degrades, the run goes on
     │   ├── NoGit                      GUARD_NO_GIT
     │   └── BadRef                     GUARD_BAD_REF
@@ -22,7 +23,8 @@
     │   ├── ExecutorFailed             executor-failed
     │   └── BudgetExhausted            budget-exhausted (the run's cap, or the model's credit, is spent)
     ├── ModelCallFailed                a model call failed after its retry budget (the caller maps
-    │                                  it to executor-failed or grader-dispatch-failed)
+    │   │                              it to executor-failed or grader-dispatch-failed)
+    │   └── ContextOverflow            the agent's conversation outgrew the context: behaviour
     ├── ConfigError                    bad flags, settings or config file; exit code 2
     └── StoreError                     an artifact cannot be read or written
         └── ArtifactMissing            the key holds nothing (not a passing network fault)
@@ -164,6 +166,15 @@ class ModelCallFailed(SkillEvalError):
     status = "MODEL_CALL_FAILED"
 
 
+class ContextOverflow(ModelCallFailed):
+    """The provider refused the agent's own conversation as too long for the model's context.
+
+    Behaviour, not infra: the agent's volume caused it (the product caps every tool result), so
+    the executor ends the trajectory and it is graded on what the agent did."""
+
+    status = "CONTEXT_OVERFLOW"
+
+
 class ConfigError(SkillEvalError):
     status = "CONFIG_ERROR"
 
@@ -174,3 +185,17 @@ class StoreError(SkillEvalError):
 
 class ArtifactMissing(StoreError):
     """The store answered that the key holds nothing: retrying will not make it appear."""
+
+
+class BadRepo(BlockedError):
+    """The repo itself is unsafe to read (a link out of it, a git dir that cannot be made safe).
+
+    ``detail`` is ``<path>: <why>``; case level when a worker finds it in a workspace.
+    """
+
+    status = "BLOCKED_BAD_REPO"
+    case_level = True
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path, self.why = path, why

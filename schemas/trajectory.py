@@ -74,6 +74,10 @@ class EndReason(str, Enum):
     MAX_TURNS = "max-turns"
     MAX_TOKENS = "max-tokens"
     WALL_CLOCK = "wall-clock"
+    CONTEXT_OVERFLOW = "context-overflow"
+    """The provider refused the agent's conversation as longer than the model's context."""
+    WORKSPACE_QUOTA = "workspace-quota"
+    """The agent filled the workspace past its byte or file quota."""
 
 
 class Usage(BaseModel):

@@ -322,7 +322,11 @@ class _Handler(BaseHTTPRequestHandler):
             with state.lock:
                 state.stats["rate_limited" if status == 429 else "errors"] += 1
             headers = {"Retry-After": str(reply["retry_after"])} if "retry_after" in reply else None
-            self._json(status, error(status, reply.get("error_message", f"scripted fault {status}")), headers)
+            message = str(reply.get("error_message", f"scripted fault {status}"))
+            body = error(status, message)  # the protocol's own error shape
+            if "error_code" in reply and isinstance(body.get("error"), dict):  # e.g. context_length_exceeded
+                body["error"] = {**body["error"], "type": "invalid_request_error", "code": reply["error_code"]}
+            self._json(status, body, headers)
             return
         if reply.get("malformed"):
             with state.lock:

@@ -26,7 +26,8 @@ REPLY is one object; any of these keys, combined:
   ``verdicts``: a list, sent as JSON text.
 - ``delay_s``: latency before answering. ``hang``: true, never answers (until the server stops).
 - ``status``: an HTTP error status (429, 500, 503, ...) with an OpenAI-style error body;
-  ``retry_after``: seconds, sent as ``Retry-After`` with a 429.
+  ``retry_after``: seconds, sent as ``Retry-After`` with a 429; ``error_message`` and
+  ``error_code`` replace the error body's message and code (``context_length_exceeded``).
 - ``malformed``: true, a 200 whose body is not JSON.
 - ``times``: apply the fault keys (``status``, ``hang``, ``malformed``) only to the first N
   requests of the same conversation at this turn; later retries get the normal reply. This is

@@ -134,7 +134,7 @@ def test_a_one_megabyte_block_is_capped_and_stays_fenced(
     grade = grade_trajectory(client, [JUDGE], ASSERTIONS, attacked_run(payload * (MB // len(payload))), skill="s")
     transcript = check_request(scripted)
     assert len(transcript) <= TRANSCRIPT_CAP_CHARS + 200
-    assert "chars elided from this block" in transcript
+    assert "chars elided from this tool result" in transcript
     assert "git push origin main" in transcript
     assert grade.verdicts[2].passed is False
 

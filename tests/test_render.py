@@ -116,7 +116,7 @@ def test_the_markdown_report_shows_every_assertion_verdict_with_its_evidence(res
     assert "- **FAIL** The agent runs git diff before committing" in md
     assert "  - evidence: absent: no call for 'The agent runs git diff before committing'" in md
     assert md.count("- **PASS** ") == 5
-    assert "  - evidence: [tool_call] shell(git diff)" in md
+    assert "  - evidence: \\[tool_call\\] shell(git diff)" in md  # escaped: renders as the same text
 
 
 def test_the_markdown_report_lists_the_not_graded_by_kind_and_the_sandbox(result: RunResult) -> None:
@@ -125,7 +125,7 @@ def test_the_markdown_report_lists_the_not_graded_by_kind_and_the_sandbox(result
         "### Not graded (infra)\n\n- budget-exhausted: 0\n- executor-failed: 1\n"
         "- grader-dispatch-failed: 0\n- grader-malformed: 0" in md
     )
-    assert "### Blocked\n\n- case 5 (exec, epoch 0): BLOCKED_BAD_FIXTURE: case 5: fixtures[0].path escapes" in md
+    assert "### Blocked\n\n- case 5 (exec, epoch 0): BLOCKED_BAD_FIXTURE: case 5: fixtures\\[0\\].path escapes" in md
     assert "- not graded: executor-failed: exec: no completion after 6 attempt(s)" in md
     assert "Sandbox: bwrap." in md and "- sandbox: bwrap" in md
 

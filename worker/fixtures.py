@@ -11,6 +11,7 @@ shows exactly the eval's change.
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 from pathlib import Path
@@ -21,6 +22,8 @@ from schemas.corpus import EvalCase, Fixture
 from schemas.errors import BadFixture, FixtureNeedsGit, NoIsolation
 from schemas.status import FixtureStage
 
+MAX_FIXTURE_PATH_BYTES = 1024  # well below PATH_MAX, so the workspace root always fits in front
+MAX_NAME_BYTES = 255  # NAME_MAX of every Linux filesystem
 SNAPSHOT_COMMIT_MESSAGE = "eval-fixture: sandbox snapshot (pre-existing WIP)"
 BASE_COMMIT_MESSAGE = "eval-fixture: base state"
 
@@ -37,6 +40,10 @@ def resolve_fixture_path(root: Path, case_id: int, index: int, path: object) -> 
         raise BadFixture(f"{where} is absolute; fixture paths are relative to the repo root")
     if any(c in path for c in GLOB_CHARS):
         raise BadFixture(f"{where} contains a glob character; fixture paths are literal")
+    if len(path.encode()) > MAX_FIXTURE_PATH_BYTES:
+        raise BadFixture(f"case {case_id}: fixtures[{index}].path is longer than {MAX_FIXTURE_PATH_BYTES} bytes")
+    if any(len(part.encode()) > MAX_NAME_BYTES for part in path.split("/")):
+        raise BadFixture(f"{where[:300]}: a path component is longer than {MAX_NAME_BYTES} bytes")
     dest = Path(os.path.realpath(root / path))
     if dest == root or root not in dest.parents:
         raise BadFixture(f"{where} escapes the workspace (resolves to {dest})")
@@ -56,6 +63,8 @@ def _write(dest: Path, content: str, case_id: int, fixture: Fixture) -> None:
     except (NotADirectoryError, FileExistsError, IsADirectoryError) as exc:
         raise BadFixture(f"case {case_id}: fixtures path {fixture.path!r} cannot be written: {exc}") from exc
     except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise BadFixture(f"case {case_id}: fixtures path {fixture.path[:300]!r} is too long") from exc
         raise NoIsolation(f"case {case_id}: cannot write fixture {fixture.path!r}: {exc}") from exc
 
 

@@ -135,7 +135,13 @@ class ShardLease:
 
 @contextmanager
 def _heartbeat(lease: ShardLease) -> Iterator[None]:
-    """Refresh the lease every third of its period while the body runs; set ``lease.lost`` if it is gone."""
+    """Refresh the lease every third of its period while the body runs; set ``lease.lost`` if it is gone.
+
+    Also hands the shard back (lease released, message re-sent) when its node's shutdown grace
+    runs out (worker/shutdown.py); ``lease.lost`` is then set as well, so nothing is written.
+    """
+    from worker.shutdown import watch_handback
+
     stop = threading.Event()
     ttl = lease.ctx.settings.lease_ttl_s
 
@@ -150,11 +156,14 @@ def _heartbeat(lease: ShardLease) -> Iterator[None]:
 
     thread = threading.Thread(target=beat, name=f"lease-{lease.shard_id}", daemon=True)
     thread.start()
+    watcher = watch_handback(lease.ctx, lease.send, lease.run_id, lease.shard_id, lease.token, stop, lease.lost)
     try:
         yield
     finally:
         stop.set()
         thread.join(5)
+        if watcher is not None:
+            watcher.join(5)
 
 
 def _claim(ctx: Context, send: Send, run_id: str, shard_id: str, src: ShardState, dst: ShardState) -> ShardLease | None:

@@ -38,6 +38,7 @@ def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
 
 def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajectory:
     """Workspace + sandbox + executor for one shard (raises the contract's named errors)."""
+    from engine.repo_files import read_skill
     from worker.executor.agent import run_agent
     from worker.sandbox import SandboxLimits, open_sandbox, require_sandbox
     from worker.workspace import materialize_workspace
@@ -66,15 +67,12 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
         graded_paths=bundle.graded_paths,
     ) as ws:
         # The skill text comes from the workspace itself, so a baseline shard reads the OLD skill;
-        # the no-skill arm has none (skill_text None: the bare case prompt).
-        skill_dir = ws.path / "skills" / shard.skill
+        # the no-skill arm has none (skill_text None: the bare case prompt). Read without
+        # following a link out of the workspace (BLOCKED_BAD_REPO otherwise).
         skill_text: str | None = None
         agents: dict[str, str] = {}
         if shard.variant != NO_SKILL:
-            skill_text = (skill_dir / "SKILL.md").read_text(encoding="utf-8", errors="replace")
-            agents = {
-                p.name: p.read_text(encoding="utf-8", errors="replace") for p in sorted(skill_dir.glob("agents/*.md"))
-            }
+            skill_text, agents = read_skill(ws.path, shard.skill)
         budget = settings.budget
         limits = SandboxLimits(timeout_s=budget.command_timeout_s)
         if settings.executor in HARNESSES:

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import tempfile
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -31,9 +32,57 @@ __all__ = [
     "CommandResult",
     "Sandbox",
     "SandboxLimits",
+    "WorkspaceUsage",
     "open_sandbox",
     "require_sandbox",
+    "workspace_usage",
 ]
+
+
+@dataclass(frozen=True)
+class WorkspaceUsage:
+    """What a workspace holds: allocated bytes and entries."""
+
+    bytes: int
+    files: int
+
+    def over(self, limits: SandboxLimits) -> str | None:
+        """Which quota is exceeded, as a sentence for the trajectory, or None."""
+        if self.bytes > limits.workspace_mb * 1024 * 1024:
+            return f"the workspace holds {self.bytes // (1024 * 1024)} MB, over its {limits.workspace_mb} MB quota"
+        if self.files > limits.workspace_files:
+            return f"the workspace holds {self.files} entries, over its {limits.workspace_files} quota"
+        return None
+
+
+def workspace_usage(root: Path, *, stop_after_files: int | None = None) -> WorkspaceUsage:
+    """Allocated bytes (``st_blocks``, so sparse files count as what they occupy) and entries under
+    ``root``, never following a link; stops counting past ``stop_after_files`` entries.
+
+    Each tool call is its own bwrap, so no per-sandbox tmpfs can hold the workspace's state
+    across calls; measuring after every call and ending the shard when a quota is exceeded
+    works for an unprivileged worker too. One call can still write up to what the filesystem
+    allows before it is measured (its processes' file size is bounded by ``file_size_mb``).
+    """
+    total = files = 0
+    stack = [str(root)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    files += 1
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += st.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue  # a folder the agent made unreadable: its content is not counted, the folder is
+        if stop_after_files is not None and files > stop_after_files:
+            break
+    return WorkspaceUsage(bytes=total, files=files)
 
 
 class Sandbox(Protocol):
@@ -103,7 +152,34 @@ def _choose_uid() -> int | None:
         return None
     import secrets
 
-    return 2_000_000_000 + secrets.randbelow(100_000_000)
+    start, count = throwaway_uid_range()
+    return start + secrets.randbelow(count)
+
+
+_THROWAWAY = (2_000_000_000, 100_000_000)
+
+
+def throwaway_uid_range(uid_map: str | None = None) -> tuple[int, int]:
+    """(first, count) of the uids a root worker's sandboxes are drawn from.
+
+    ``2e9 + [0, 1e8)`` where this user namespace maps it (a host, a container sharing the host's
+    uids). A user-namespaced container (Kubernetes ``hostUsers: false``) maps only 65,536 ids, so
+    there: the upper half of its largest mapped range, below the 65534/65535 of ``nobody``
+    (docs/design/deployment.md). ``uid_map`` is ``/proc/self/uid_map``'s text.
+    """
+    if uid_map is None:
+        try:
+            uid_map = Path("/proc/self/uid_map").read_text()
+        except OSError:
+            return _THROWAWAY
+    ranges = [(int(f[0]), int(f[2])) for f in (line.split() for line in uid_map.splitlines()) if len(f) == 3]
+    lo, n = _THROWAWAY
+    if any(first <= lo and lo + n <= first + count for first, count in ranges):
+        return _THROWAWAY
+    first, count = max(ranges, key=lambda r: r[1], default=(0, 65536))
+    end = min(first + count, 65534) if first < 65534 else first + count
+    start = max(first + count // 2, 10002)
+    return start, max(1, end - start)
 
 
 def _chown_tree(root: Path, uid: int) -> None:

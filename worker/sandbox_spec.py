@@ -26,6 +26,10 @@ class SandboxLimits:
     output_chars: int = 30_000
     tmpfs_mb: int = 512
     """Size cap of each private tmpfs (HOME and /tmp) in bubblewrap mode."""
+    workspace_mb: int = 2048
+    """Quota on the workspace's disk use, measured after every tool call (see ``workspace_usage``)."""
+    workspace_files: int = 200_000
+    """Quota on the number of entries (files, folders, links) in the workspace."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import threading
 import uuid
 
 import structlog
-from celery.signals import worker_process_init, worker_ready, worker_shutting_down
+from celery.signals import task_received, worker_process_init, worker_ready, worker_shutdown, worker_shutting_down
 
 from engine.keys import reaper_lock_key, resent_key
 from schemas.status import ShardState
@@ -162,7 +162,8 @@ def _on_process_init(**_: object) -> None:
 
 
 @worker_ready.connect
-def _on_ready(**_: object) -> None:
+def _on_ready(sender: object = None, **_: object) -> None:
+    from worker.liveness import start_heartbeat
     from worker.workspace import reclaim_leftovers
 
     configure_logging()
@@ -173,8 +174,37 @@ def _on_ready(**_: object) -> None:
     threading.Thread(
         target=_reaper_loop, args=(ctx.settings.reaper_period_s,), name="lease-reaper", daemon=True
     ).start()
+    if ctx.settings.node_name:  # a liveness record for `skill-eval worker --health` (worker/liveness.py)
+        slots = int(getattr(getattr(sender, "controller", None), "concurrency", 0) or 0)
+        start_heartbeat(ctx, ctx.settings.node_name, slots, sorted(app.amqp.queues.consume_from))
+
+
+@task_received.connect
+def _on_received(**_: object) -> None:
+    from worker.liveness import note_consumed
+
+    note_consumed()
 
 
 @worker_shutting_down.connect
-def _on_shutdown(**_: object) -> None:
+def _on_shutdown(how: str = "", **_: object) -> None:
+    from worker.liveness import busy_count
+    from worker.shutdown import bound_warm_shutdown
+
     _stop_reaper.set()
+    if how == "Warm":  # bounded by the grace period (worker/shutdown.py)
+        bound_warm_shutdown(context(), busy_count)
+
+
+@worker_shutdown.connect
+def _on_stopped(**_: object) -> None:
+    from engine.fleet import Fleet
+    from worker.liveness import stop_heartbeat
+
+    stop_heartbeat()
+    node = context().settings.node_name
+    if node:
+        try:
+            Fleet(context().redis).forget(node)
+        except Exception as exc:  # Redis gone: the record expires on its own
+            log.warning("could not remove the node record", error=str(exc))

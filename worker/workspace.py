@@ -1,10 +1,13 @@
 """One disposable, hardened copy of the repo per shard.
 
 ``materialize_workspace`` is a context manager: it unpacks the snapshot into the host's
-cache (once per key), copies it (current version) or clones it at a ref (baseline), then
-hardens it in the contract's order: remove only ``evals/<skill>.evals.json``; when it is a
-git repo remove every remote; then write the fixtures (:mod:`worker.fixtures`). The folder
-is removed on exit, also when the body raises.
+cache (once per key, its ``.git`` neutralised), takes the copy of it whose git history holds
+no trace of the graded corpus (:mod:`worker.scrub`, once per snapshot and skill), copies that
+(current version) or clones it at the rewritten commit of a ref resolved before the rewrite
+(baseline), then hardens it in the contract's order: remove only ``evals/<skill>.evals.json``;
+write the workspace's ``.git/config`` itself (no remotes, credentials, includes, filters or
+hooks from the repo); then write the fixtures (:mod:`worker.fixtures`). The folder is
+removed on exit, also when the body raises.
 
 Failure semantics (never conflated): a workspace that cannot be built is
 ``NoIsolation`` and the case runs nowhere else; an unsafe fixture is ``BadFixture``; base
@@ -27,14 +30,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.gitcmd import run_git
-from engine.snapshot import UNPACK_TEMP_PREFIX, unpack_snapshot
+import structlog
+
+from engine.gitcmd import neutralise_git_dir, run_git
+from engine.snapshot import UNPACK_TEMP_PREFIX, copy_tree, unpack_snapshot
 from engine.store import ArtifactStore
-from schemas.constants import CORPUS_SUFFIX, EVALS_DIR, SKILL_NAME_RE, SKILLS_DIR
+from schemas.constants import SKILL_NAME_RE, SKILLS_DIR
 from schemas.corpus import EvalCase
 from schemas.errors import BadSkillName, NoIsolation, StoreError
 from worker.fixtures import materialize_fixtures
+from worker.scrub import corpus_paths, scrubbed_tree
 
+log = structlog.get_logger("skill_eval.workspace")
 _LEFTOVER_RE = re.compile(r"^(\d+)-[0-9a-f]{8}$")
 _UNPACK_RE = re.compile("^" + re.escape(UNPACK_TEMP_PREFIX) + r"(\d+)-")
 
@@ -51,30 +58,22 @@ class Workspace:
     """The git ref checked out (baseline), or None for the working tree as on disk (current)."""
 
 
-def _copy_tree(src: Path, dest: Path) -> None:
-    # cp -a keeps modes and symlinks as they are, and reflinks where the filesystem can.
-    # Hardlinks would be faster but are wrong: the agent edits files in place, which would
-    # change the shared cache and so every later workspace.
-    subprocess.run(
-        ["cp", "-a", "--reflink=auto", "--no-target-directory", str(src), str(dest)],
-        check=True,
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
-    )
-
-
-def _clone_at_ref(src: Path, dest: Path, ref: str) -> None:
-    if not (src / ".git").is_dir() or (src / ".git").is_symlink():
+def _resolve_ref(original: Path, ref: str) -> str:
+    """The commit ``ref`` names in the snapshot as it was, before the history was rewritten."""
+    if not (original / ".git").is_dir() or (original / ".git").is_symlink():
         raise NoIsolation(f"baseline at {ref!r} needs a git repo, the snapshot has none")
     if ref.startswith("-"):
         raise NoIsolation(f"invalid git ref {ref!r}")
     try:
-        commit = run_git(src, ["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"]).strip()
+        return run_git(original, ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"]).strip()
     except subprocess.CalledProcessError as exc:
         raise NoIsolation(f"git ref {ref!r} does not name a commit in the snapshot") from exc
+
+
+def _clone_at(src: Path, dest: Path, commit: str) -> None:
     # --no-hardlinks: the clone gets its own object files, so nothing it writes reaches the cache.
     run_git(src.parent, ["clone", "-q", "--local", "--no-hardlinks", "--no-checkout", str(src), str(dest)])
+    neutralise_git_dir(dest / ".git")  # the clone's config names the cache as its origin
     run_git(dest, ["checkout", "-q", "--detach", commit])
 
 
@@ -88,18 +87,22 @@ def _git_dir_state(root: Path) -> bool:
     if dot_git.is_symlink() or dot_git.is_file():
         dot_git.unlink()
         return False
-    return dot_git.is_dir()
+    if dot_git.is_dir():
+        neutralise_git_dir(dot_git)  # no remotes, credentials, includes, filters or hooks
+        return True
+    return False
 
 
-def _harden(root: Path, skill: str, is_git: bool, graded_paths: Sequence[str] = ()) -> None:
-    corpus = root / EVALS_DIR / f"{skill}{CORPUS_SUFFIX}"
-    if corpus.is_symlink() or corpus.exists():
-        corpus.unlink()  # only the graded corpus: sibling corpora stay
-    for rel in graded_paths:  # a corpus read from another format: its file or case folders
+def _harden(root: Path, skill: str, extra: Sequence[str] = ()) -> None:
+    """Remove the graded corpus (only it: sibling corpora stay), wherever a link inside the repo
+    puts it; a link out of the repo is ``BLOCKED_BAD_REPO``. ``extra`` are further files or
+    folders to remove (a corpus read from another format, the skill itself in the no-skill arm)."""
+    for rel in reversed(corpus_paths(root, skill)):
+        path = root / rel
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+    for rel in extra:
         _remove_inside(root, rel)
-    if is_git:
-        for remote in run_git(root, ["remote"]).split():
-            run_git(root, ["remote", "remove", remote])
 
 
 def _remove_inside(root: Path, rel: str) -> None:
@@ -117,80 +120,48 @@ def _remove_inside(root: Path, rel: str) -> None:
         remove_tree(target)
 
 
-def _strip_skill(root: Path, skill: str, is_git: bool, graded_paths: Sequence[str] = ()) -> None:
-    """The no-skill arm: remove ``skills/<skill>/`` and leave git no trace of it (or of the corpus).
+def remove_tree(path: Path, *, attempts: int = 3) -> bool:
+    """Remove ``path``; never raise. True when it is gone.
 
-    The history is collapsed to one commit holding HEAD's tree without those paths; every
-    other ref, the reflogs, the stash and the old objects go, so ``git log``, ``git show`` or
-    the object store cannot bring the skill back. The working tree and index keep their
-    uncommitted state otherwise.
+    The agent may have left folders without write or search permission, links to host files
+    inside read-only folders, trees deeper than ``PATH_MAX`` or a straggler still writing. Links
+    are removed, never followed (their targets' modes are never touched); read-only folders are
+    made writable; what ``shutil.rmtree`` cannot remove, GNU ``chmod -R`` and ``rm -rf`` (which
+    walk by file descriptor, at any depth) remove; all of it a few times over.
     """
-    folder = root / SKILLS_DIR / skill
-    if folder.is_symlink() or folder.is_file():
-        folder.unlink()
-    elif folder.exists():
-        remove_tree(folder)
-    if is_git:
-        _forget_paths(root, [f"{SKILLS_DIR}/{skill}", f"{EVALS_DIR}/{skill}{CORPUS_SUFFIX}", *graded_paths])
+    path = Path(path)
 
-
-def _forget_paths(root: Path, paths: list[str]) -> None:
-    git_dir = root / ".git"
-    for name in ("index", "packed-refs", "shallow"):
-        if (git_dir / name).is_symlink():
-            (git_dir / name).unlink()  # never read a host file through the repo's links
-    index = git_dir / "index"
-    forget = ["rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *paths]
-    try:
-        run_git(root, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
-        has_head = True
-    except subprocess.CalledProcessError:
-        has_head = False
-    if has_head:
-        saved = index.read_bytes() if index.is_file() else None
-        run_git(root, ["read-tree", "HEAD"])
-        run_git(root, forget)
-        tree = run_git(root, ["write-tree"]).strip()
-        if saved is None:
-            index.unlink(missing_ok=True)
-        else:
-            index.write_bytes(saved)
-        commit = run_git(root, ["commit-tree", tree, "-m", "workspace snapshot"]).strip()
-        try:
-            branch = run_git(root, ["symbolic-ref", "-q", "HEAD"]).strip()
-        except subprocess.CalledProcessError:
-            branch = ""
-        for ref in run_git(root, ["for-each-ref", "--format=%(refname)"]).split():
-            run_git(root, ["update-ref", "-d", ref])
-        run_git(root, ["update-ref", *([branch] if branch else ["--no-deref", "HEAD"]), commit])
-    if index.exists():
-        run_git(root, forget)
-    for leftover in ("logs", "worktrees", "ORIG_HEAD", "FETCH_HEAD", "MERGE_HEAD", "objects/info/alternates"):
-        target = git_dir / leftover
-        if target.is_dir() and not target.is_symlink():
-            remove_tree(target)
-        elif target.is_symlink() or target.exists():
-            target.unlink()
-    run_git(root, ["repack", "-a", "-d", "-q"])
-    run_git(root, ["prune", "--expire=now"])
-
-
-def remove_tree(path: Path) -> None:
-    """Remove ``path`` even when the agent left folders without write or search permission."""
-
-    def fix_and_retry(func: object, failed: str, _exc: object) -> None:
-        parent = os.path.dirname(failed)
+    def fix_and_retry(_func: object, failed: str, _exc: object) -> None:
         with contextlib.suppress(OSError):
-            os.chmod(parent, stat.S_IRWXU)
-            os.chmod(failed, stat.S_IRWXU, follow_symlinks=False)
-        with contextlib.suppress(FileNotFoundError):
+            os.chmod(os.path.dirname(failed), stat.S_IRWXU)
+        with contextlib.suppress(OSError):
             if os.path.isdir(failed) and not os.path.islink(failed):
+                os.chmod(failed, stat.S_IRWXU)
                 shutil.rmtree(failed, ignore_errors=True)
             else:
                 os.unlink(failed)
 
-    if path.is_symlink() or path.exists():
-        shutil.rmtree(path, onerror=fix_and_retry)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
+    for _ in range(attempts):
+        if not os.path.lexists(path):
+            return True
+        if path.is_symlink() or not path.is_dir():
+            with contextlib.suppress(OSError):
+                path.unlink()
+            continue
+        with contextlib.suppress(OSError, RecursionError):
+            shutil.rmtree(path, onerror=fix_and_retry)
+        if os.path.lexists(path):
+            for argv in (
+                ["chmod", "-R", "u+rwx", "--", str(path)],
+                ["rm", "-rf", "--one-file-system", "--", str(path)],
+            ):
+                with contextlib.suppress(OSError, subprocess.SubprocessError):
+                    subprocess.run(argv, env=env, capture_output=True, timeout=300, check=False)
+    gone = not os.path.lexists(path)
+    if not gone:
+        log.warning("workspace left behind", path=str(path))
+    return gone
 
 
 @contextlib.contextmanager
@@ -219,19 +190,21 @@ def materialize_workspace(
     container = Path(parent) / f"{os.getpid()}-{secrets.token_hex(4)}"
     try:
         try:
-            tree = unpack_snapshot(store, snapshot_key, Path(cache_dir))
             Path(parent).mkdir(parents=True, exist_ok=True)
-            container.mkdir(mode=0o755)
+            container.mkdir(mode=0o755)  # first: a shard being set up already shows its workspace
+            original = unpack_snapshot(store, snapshot_key, Path(cache_dir))
+            commit = None if ref is None else _resolve_ref(original, ref)  # before the rewrite changes ids
+            # The no-skill arm's skill folder and a foreign corpus's files leave history like the corpus.
+            extra = [*graded_paths, *([f"{SKILLS_DIR}/{skill}"] if strip_skill else [])]
+            tree = scrubbed_tree(original, skill, Path(cache_dir), extra)
             root = container / "repo"
-            if ref is None:
-                _copy_tree(tree, root)
+            if commit is None:
+                copy_tree(tree.path, root)
             else:
-                _clone_at_ref(tree, root, ref)
+                _clone_at(tree.path, root, tree.commit(commit))
             root = Path(os.path.realpath(root))
             is_git = _git_dir_state(root)
-            _harden(root, skill, is_git, graded_paths)
-            if strip_skill:
-                _strip_skill(root, skill, is_git, graded_paths)
+            _harden(root, skill, extra)
         except (OSError, StoreError, subprocess.SubprocessError) as exc:
             detail = getattr(exc, "stderr", None) or exc
             raise NoIsolation(f"case {case.id}: cannot create a workspace for {skill}: {detail}") from exc

@@ -7,7 +7,10 @@ asks for in the sandbox, send the results back, until the model answers without 
 calls or a budget runs out. Budgets (turns, total tokens, wall clock) end the trajectory
 with its ``EndReason``: running out is the agent's behaviour, graded like any other. A
 model call that fails past its retry budget is the evaluator's failure: it is raised as
-:class:`schemas.errors.ExecutorFailed` and never becomes a behavioural result.
+:class:`schemas.errors.ExecutorFailed` and never becomes a behavioural result, except when
+the provider refuses the conversation as too long for the model's context: every tool
+result is capped by the product, so the length is the agent's own doing, and the trajectory
+ends with ``context-overflow`` and is graded (see docs/design/failure-taxonomy.md).
 """
 
 from __future__ import annotations
@@ -19,14 +22,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schemas.corpus import EvalCase
-from schemas.errors import ExecutorFailed, ModelCallFailed
+from schemas.errors import ContextOverflow, ExecutorFailed, ModelCallFailed
 from schemas.manifest import AgentBudget
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory, Usage
 from worker.executor.final_files import collect_final_files
 from worker.executor.prompt import render_executor_prompt
-from worker.executor.tools import TOOL_SPECS, ToolOutcome, execute_tool
+from worker.executor.tools import TOOL_NAMES, TOOL_SPECS, ToolOutcome, execute_tool
 from worker.models.base import ModelClient, ModelReply, ToolCall
-from worker.sandbox import Sandbox
+from worker.sandbox import Sandbox, SandboxLimits, workspace_usage
 
 
 def _assistant_message(reply: ModelReply) -> dict[str, Any]:
@@ -87,13 +90,17 @@ class _Loop:
             reply = self.client.complete(
                 self.model, messages, tools=TOOL_SPECS, max_tokens=self.budget.max_output_tokens
             )
+        except ContextOverflow:
+            raise  # the agent's own volume: the loop ends it as behaviour
         except ModelCallFailed as exc:
             raise ExecutorFailed(f"executor model {self.model}: {exc.detail}") from exc
         self.usage = self.usage.add(reply.usage)
         return reply
 
     def run_tool(self, call: ToolCall) -> ToolOutcome:
-        self.events.append(ToolCallEvent(call_id=call.id, name=call.name, arguments=call.arguments))
+        # A name the agent was not offered is recorded as escaped data, never as a tool.
+        name = call.name if call.name in TOOL_NAMES else "unknown-tool:" + json.dumps(call.name, ensure_ascii=True)
+        self.events.append(ToolCallEvent(call_id=call.id, name=name, arguments=call.arguments))
         remaining = self.remaining_s()
         timeout = max(1.0, remaining) if remaining < self.budget.command_timeout_s else None
         outcome = execute_tool(self.sandbox, call.name, call.arguments, timeout_s=timeout)
@@ -110,11 +117,23 @@ class _Loop:
             self.wrote.append(outcome.wrote)
         return outcome
 
+    def over_quota(self) -> str | None:
+        """The workspace quota exceeded after a tool call (the agent's doing: behaviour), or None."""
+        limits = getattr(self.sandbox, "limits", None)
+        if not isinstance(limits, SandboxLimits):
+            return None
+        usage = workspace_usage(self.sandbox.workspace, stop_after_files=limits.workspace_files)
+        return usage.over(limits)
+
     def run(self, prompt: str) -> EndReason:
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
         turns = 0
         while (stop := self.over_budget(turns)) is None:
-            reply = self.call_model(messages)
+            try:
+                reply = self.call_model(messages)
+            except ContextOverflow as exc:
+                self.events.append(AssistantEvent(text=f"(the model refused the conversation: {exc.detail})"))
+                return EndReason.CONTEXT_OVERFLOW
             turns += 1
             if reply.content and reply.content.strip():
                 self.events.append(AssistantEvent(text=reply.content))
@@ -127,6 +146,10 @@ class _Loop:
                     return EndReason.WALL_CLOCK
                 outcome = self.run_tool(call)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": _result_for_model(outcome)})
+                over = self.over_quota()
+                if over:
+                    self.events.append(AssistantEvent(text=f"(run ended by the product: {over})"))
+                    return EndReason.WORKSPACE_QUOTA
         return stop
 
 

@@ -31,13 +31,8 @@ from worker.grading.deterministic import merge_by_position, split_assertions
 from worker.grading.ensemble import agreement, combine
 from worker.grading.evidence import check_evidence, verified_share
 from worker.grading.parse import Malformed, parse_verdicts
-from worker.grading.transcript import (
-    GRADER_TEMPLATE,
-    build_grader_prompt,
-    new_nonce,
-    prepare_transcript,
-    render_for_judge,
-)
+from worker.grading.transcript import GRADER_TEMPLATE, build_grader_prompt, new_nonce
+from worker.grading.view import JudgeView, judge_view
 from worker.models.base import ModelClient
 
 ATTEMPTS = 2  # the first ask and one re-ask, for either kind of failure
@@ -69,8 +64,12 @@ def ask_judge(
     strict_evidence: bool = False,
     timeout_s: float | None = None,
     max_tokens: int | None = None,
+    evidence_blocks: Sequence[str] | None = None,
 ) -> JudgeAnswer:
-    """One judge's grading of judged ``assertions`` against a *prepared* ``transcript``."""
+    """One judge's grading of judged ``assertions`` against a *prepared* ``transcript``.
+
+    Evidence is checked against ``evidence_blocks`` (the tool calls and results of the view),
+    by default the tool call and result blocks of ``transcript``."""
     raw_answers: list[str] = []
     usage = Usage()
     reask: str | None = None
@@ -95,11 +94,25 @@ def ask_judge(
             reask = REASK_MALFORMED.format(reason=result.reason)
             continue
         verdicts = [AssertionVerdict(text=v.text, passed=v.passed, evidence=v.evidence) for v in result.verdicts]
-        verdicts = check_evidence(verdicts, transcript, strict=strict_evidence)
+        verdicts = check_evidence(
+            verdicts, transcript if evidence_blocks is None else evidence_blocks, strict=strict_evidence
+        )
         return JudgeAnswer(
             judge=judge, state=ShardState.GRADED, verdicts=verdicts, raw_answers=raw_answers, nonce=nonce, usage=usage
         )
     return JudgeAnswer(judge=judge, state=state, raw_answers=raw_answers, error=error, nonce=nonce, usage=usage)
+
+
+OVER_CAP_NOTE = (
+    "behaviour: the agent's tool calls alone exceed the judge's transcript cap, and no call is ever cut or "
+    "dropped; no judge was asked and every judged assertion fails"
+)
+
+
+def over_cap_verdicts(texts: Sequence[str], view: JudgeView) -> list[AssertionVerdict]:
+    """The verdicts of a trajectory whose calls alone exceed the cap: the agent's own volume, a fail."""
+    evidence = f"absent: {view.calls} tool calls too large to show the judge in full (see the shard note)"
+    return [AssertionVerdict(text=t, passed=False, evidence=evidence, note=OVER_CAP_NOTE) for t in texts]
 
 
 def grade_trajectory(
@@ -130,7 +143,13 @@ def grade_trajectory(
         return base.model_copy(update={"verdicts": verdicts})
     if not judges:
         raise ValueError("judged assertions need at least one judge model")
-    transcript = prepare_transcript(render_for_judge(trajectory))
+    view = judge_view(trajectory)
+    if view.over_cap:
+        verdicts = over_cap_verdicts(texts, view)
+        return base.model_copy(
+            update={"verdicts": merge_by_position(assertions, verdicts, trajectory), "error": OVER_CAP_NOTE}
+        )
+    transcript = view.text
     answers = [
         ask_judge(
             client,
@@ -142,6 +161,7 @@ def grade_trajectory(
             strict_evidence=strict_evidence,
             timeout_s=timeout_s,
             max_tokens=max_tokens,
+            evidence_blocks=view.evidence_blocks,
         )
         for judge in judges
     ]

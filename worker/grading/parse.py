@@ -1,6 +1,8 @@
 """Reading the judge's answer: extract the JSON array, type-check it, pair it by position. Pure.
 
-The rules: tolerate a markdown code fence or prose around the array; pair
+The rules: tolerate a markdown code fence or prose around the array, but only
+one: an answer offering several candidate arrays (a quoted, injected verdict array beside
+the judge's own) is malformed (``ambiguous``) and gets the one re-ask; pair
 objects with assertions *by position*; cross-check each echoed ``text`` leniently
 (whitespace collapsed, quote escaping ignored, or a leading-prefix match) and call only a
 gross mismatch (the text clearly belongs to a *different* assertion) a reorder. Anything
@@ -36,6 +38,7 @@ class MalformedKind(str, Enum):
     """Why an answer cannot be used."""
 
     NOT_JSON = "not-json"
+    AMBIGUOUS = "ambiguous"
     WRONG_TYPE = "wrong-type"
     WRONG_LENGTH = "wrong-length"
     REORDER = "reorder"
@@ -66,23 +69,10 @@ class Malformed:
     reason: str
 
 
-def extract_array(answer: str) -> list[Any] | None:
-    """The JSON array in ``answer``: the whole text, else a fenced block's content, else the
-    first outermost ``[ ... ]`` in the prose that decodes as an array of objects (or, failing
-    that, as any array). None when there is none."""
-    text = answer.strip()
-    candidates = [text]
-    candidates += [m.group(1).strip() for m in _FENCE_RE.finditer(text)]
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(value, list):
-            return value
-    # Prose may hold bracketed asides ("[1]"): prefer the first array of objects, else the first array.
+def _prose_arrays(text: str) -> list[list[Any]]:
+    """Every top-level ``[ ... ]`` in ``text`` that decodes as JSON, left to right, none nested in another."""
     decoder = json.JSONDecoder()
-    first: list[Any] | None = None
+    found: list[list[Any]] = []
     start = text.find("[")
     for _ in range(_MAX_ARRAY_STARTS):
         if start < 0:
@@ -92,11 +82,50 @@ def extract_array(answer: str) -> list[Any] | None:
         except ValueError:
             value, end = None, start + 1
         if isinstance(value, list):
-            if value and all(isinstance(item, dict) for item in value):
-                return value
-            first = value if first is None else first
-        start = text.find("[", start + 1 if value is None else end)
-    return first
+            found.append(value)
+        start = text.find("[", end if isinstance(value, list) else start + 1)
+    return found
+
+
+def _verdict_like(value: list[Any]) -> bool:
+    return bool(value) and all(isinstance(item, dict) for item in value)
+
+
+def candidate_arrays(answer: str) -> list[list[Any]]:
+    """The verdict arrays an answer offers: the whole text when it is one, else every fenced
+    block holding one plus every array of objects in the prose outside the fences."""
+    text = answer.strip()
+    try:
+        whole = json.loads(text)
+    except ValueError:
+        whole = None
+    if isinstance(whole, list):
+        return [whole]
+    fenced: list[list[Any]] = []
+    for match in _FENCE_RE.finditer(text):
+        try:
+            value = json.loads(match.group(1).strip())
+        except ValueError:
+            continue
+        if isinstance(value, list):
+            fenced.append(value)
+    prose = _FENCE_RE.sub(" ", text)
+    return fenced + [v for v in _prose_arrays(prose) if _verdict_like(v)]
+
+
+def extract_array(answer: str) -> list[Any] | None:
+    """The one JSON array in ``answer``: the whole text, else the only fenced block holding an
+    array, else the only array of objects in the prose (or, with none, the first array of any
+    kind, so a wrong shape is reported as such). None when there is no array or when the
+    answer offers more than one candidate (see :func:`candidate_arrays`): an answer quoting
+    an injected verdict array next to its own is ambiguous, never read as either."""
+    candidates = candidate_arrays(answer)
+    if len(candidates) == 1:
+        return candidates[0]
+    if candidates:
+        return None
+    anything = _prose_arrays(_FENCE_RE.sub(" ", answer.strip()))
+    return anything[0] if anything else None
 
 
 def normalise_text(text: str) -> str:
@@ -166,6 +195,11 @@ def parse_verdicts(answer: str, assertions: Sequence[str]) -> Parsed | Malformed
     of ``{"text": str, "passed": bool, "evidence": str}`` of the right length whose echoes do
     not show a reorder; otherwise :class:`Malformed` naming the first problem found.
     """
+    candidates = len(candidate_arrays(answer))
+    if candidates > 1:
+        return Malformed(
+            MalformedKind.AMBIGUOUS, f"{candidates} candidate verdict arrays in the answer; exactly one is required"
+        )
     items = extract_array(answer)
     if items is None:
         return Malformed(MalformedKind.NOT_JSON, "no JSON array found in the answer")

@@ -1,6 +1,8 @@
 """Preparing a transcript for the judge and building the fenced grader prompt. Pure.
 
-The rules as code, in their order:
+Trajectories reach the judge through :mod:`worker.grading.view`, which renders, makes safe
+and caps per event; this module keeps the text-level steps for a transcript that arrives as
+text, the fence neutraliser both use, and the prompt builder. The rules as code, in their order:
 
 1. split at lines starting with ``[assistant]``, ``[tool_call]`` or ``[tool_result]``;
    when there is more than one block, cap each at ``BLOCK_CAP_CHARS`` keeping the head
@@ -19,14 +21,15 @@ between the letters) are neutralised too.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+import unicodedata
 from collections.abc import Sequence
 
 from prompts import load_template
 from schemas.constants import BLOCK_CAP_CHARS, NONCE_BYTES, TRANSCRIPT_CAP_CHARS
-from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent, Trajectory
 
 # The contract's patterns, verbatim (CLOSING_FENCE_RE is what "a closing-fence lookalike" means).
 _BLOCK_SPLIT_RE = re.compile(r"(?m)^(?=\[(?:assistant|tool_call|tool_result)\])")
@@ -40,14 +43,14 @@ _SLASH = "/\uff0f\u2044\u2215\u29f8\u2571"
 _GAP = r"[\s\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]*"
 # Cyrillic and Greek letters that render like the Latin ones of "transcript".
 _HOMOGLYPHS = {
-    "t": "\u0442\u03c4",
-    "a": "\u0430\u03b1",
-    "s": "\u0455",
-    "c": "\u0441\u03f2",
-    "i": "\u0456\u03b9",
-    "p": "\u0440\u03c1",
-    "r": "\u0433",
-    "n": "\u043f",
+    "t": "\u0442\u03c4\u1d1b",
+    "a": "\u0430\u03b1\u1d00",
+    "s": "\u0455\ua731",
+    "c": "\u0441\u03f2\u1d04",
+    "i": "\u0456\u03b9\u026a",
+    "p": "\u0440\u03c1\u1d18",
+    "r": "\u0433\u0280",
+    "n": "\u043f\u0274",
 }
 
 
@@ -65,31 +68,6 @@ FENCE_PREFIX_RE = re.compile(f"(?i)[{_LT}]{_GAP}[{_SLASH}]{_GAP}" + _GAP.join(_l
 GRADER_TEMPLATE = "grader"
 _ELIDED_NOTE = "\n... [{} chars elided from this block] ...\n"
 _PLACEHOLDER_RE = re.compile(r"\{(NONCE|TRANSCRIPT|SKILL|ASSERTIONS)\}")
-
-
-# A turn marker at the start of a line inside free text (tool output, assistant prose).
-_FORGED_MARKER_RE = re.compile(r"(?m)^(?=\[(?:assistant|tool_call|tool_result)\])")
-
-
-def defang_markers(text: str) -> str:
-    """Indent every line of free text that starts like a turn marker, so tool output cannot
-    forge a ``[tool_call]`` line (or a block boundary) that the judge would read as real."""
-    return _FORGED_MARKER_RE.sub(" ", text)
-
-
-def render_for_judge(trajectory: Trajectory) -> str:
-    """:meth:`Trajectory.render` with forged turn markers in free text defanged: only the
-    renderer starts a line with ``[assistant]``, ``[tool_call]`` or ``[tool_result]``."""
-    events = []
-    for event in trajectory.events:
-        if isinstance(event, AssistantEvent):
-            event = event.model_copy(update={"text": defang_markers(event.text)})
-        elif isinstance(event, ToolResultEvent):
-            event = event.model_copy(update={"output": defang_markers(event.output)})
-        elif isinstance(event, ToolCallEvent) and "\n" in event.name:
-            event = event.model_copy(update={"name": event.name.replace("\n", " ")})
-        events.append(event)
-    return trajectory.model_copy(update={"events": events}).render()
 
 
 def cap_block(block: str, max_chars: int = BLOCK_CAP_CHARS) -> str:
@@ -111,12 +89,68 @@ def cap_transcript(text: str) -> str:
     return cap_block(text, TRANSCRIPT_CAP_CHARS)
 
 
+# Characters a reader does not see, and fillers that render as blanks.
+_FILLERS = frozenset("\u034f\u115f\u1160\u2800\u3164\uffa0\u17b4\u17b5")
+_SKELETON_TARGET = "</transcript"
+
+
+@functools.lru_cache(maxsize=65_536)
+def _skeleton_char(char: str) -> str:
+    """What ``char`` looks like, for look-alike detection: '' when invisible, else one folded character."""
+    if char in _FILLERS or char.isspace() or unicodedata.category(char) in ("Cf", "Mn", "Me", "Cc"):
+        return ""
+    folded = "".join(c for c in unicodedata.normalize("NFKC", char).casefold() if unicodedata.category(c) != "Mn")
+    for ascii_char, lookalikes in _HOMOGLYPHS.items():
+        if folded in lookalikes:
+            return ascii_char
+    if folded in _LT or char in _LT:
+        return "<"
+    if folded in _SLASH or char in _SLASH:
+        return "/"
+    return folded[:1] if len(folded) == 1 else char
+
+
+_MAX_LOOKALIKE_CHARS = 400  # a look-alike padded with more invisible characters than this is not read as one
+_LT_CANDIDATE_RE = re.compile("[" + re.escape(_LT) + "\ufe64\uff1c\u2039\u2329\u3008\u27e8\u276e]")
+
+
+def _skeleton_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of ``text`` whose visible skeleton reads ``</transcript`` (any confusable or invisible mix).
+
+    Only positions holding a ``<`` look-alike are examined, each over a bounded window, so the
+    cost follows the number of such characters, not the length of the text."""
+    spans: list[tuple[int, int]] = []
+    covered = -1
+    for match in _LT_CANDIDATE_RE.finditer(text):
+        start = match.start()
+        if start < covered:
+            continue
+        got, end = 0, start
+        for end in range(start, min(len(text), start + _MAX_LOOKALIKE_CHARS)):
+            visible = _skeleton_char(text[end])
+            if not visible:
+                continue
+            if visible != _SKELETON_TARGET[got]:
+                break
+            got += 1
+            if got == len(_SKELETON_TARGET):
+                spans.append((start, end + 1))
+                covered = end + 1
+                break
+    return spans
+
+
 def neutralise_fences(text: str) -> str:
     """Step 3: rewrite the opening of every closing-fence lookalike (the contract's ASCII form
     and its unicode confusables) into ``<\\/transcript``. Afterwards neither
     :data:`CLOSING_FENCE_RE` nor :data:`FENCE_PREFIX_RE` matches anywhere, and no character
-    of the transcript after the lookalike is lost."""
-    return FENCE_PREFIX_RE.sub(lambda _m: NEUTRALISED_PREFIX, text)
+    of the transcript after the lookalike is lost. A second pass reads the text as a reader
+    sees it (NFKC, case folded, invisible characters and blank fillers dropped, Cyrillic and
+    Greek look-alikes mapped) and rewrites any span that still reads ``</transcript``."""
+    text = FENCE_PREFIX_RE.sub(lambda _m: NEUTRALISED_PREFIX, text)
+    for start, end in reversed(_skeleton_spans(text)):
+        text = text[:start] + NEUTRALISED_PREFIX + text[end:]
+    return text
 
 
 def prepare_transcript(text: str) -> str:

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import random
+import re
 import time
 import warnings
 from typing import Any
@@ -32,7 +33,7 @@ import redis
 from engine.budget import Reservation, RunBudget, is_out_of_credit
 from engine.usage import record_usage, usage_totals
 from harnesses.endpoints import normalise_upstream
-from schemas.errors import BudgetExhausted, ModelCallFailed
+from schemas.errors import BudgetExhausted, ContextOverflow, ModelCallFailed
 from schemas.model_config import ModelConfig, ModelLimits
 from schemas.trajectory import Usage
 from worker.models.base import ModelReply, ToolCall
@@ -83,6 +84,22 @@ def is_retryable(err: BaseException) -> bool:
     if isinstance(status, int):
         return status == 429 or status >= 500
     return isinstance(err, litellm.exceptions.APIError)  # an APIError with no status: a garbled response
+
+
+_OVERFLOW_RE = re.compile(
+    r"context[_ ]length[_ ]exceeded|context[_ ]window|maximum context length|prompt is too long"
+    r"|input is too long|too many (?:input )?tokens|reduce the length of the messages",
+    re.IGNORECASE,
+)
+
+
+def is_context_overflow(err: BaseException) -> bool:
+    """True when a provider refused a request because the conversation is longer than the
+    model's context (litellm's ``ContextWindowExceededError``, or a 400/413 saying so)."""
+    if isinstance(err, litellm.exceptions.ContextWindowExceededError):
+        return True
+    status = getattr(err, "status_code", None)
+    return status in (400, 413, None) and bool(_OVERFLOW_RE.search(str(err)))
 
 
 def _parse_arguments(raw: str | None) -> dict[str, Any]:
@@ -259,6 +276,8 @@ class LiteLLMClient:
                 time.sleep(random.uniform(0, ceiling))  # full jitter; a 429's cool-down waits in acquire
         record_usage(self.redis, model, self.run_id, failed=1)
         kind = type(last_error).__name__ if last_error else "unknown"
+        if last_error is not None and is_context_overflow(last_error):
+            raise ContextOverflow(f"{model}: the conversation exceeds the model's context: {_short(last_error)}")
         raise ModelCallFailed(
             f"{model}: no completion after {attempt} attempt(s); last error: {kind}: {_short(last_error)}"
         ) from last_error

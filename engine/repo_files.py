@@ -1,0 +1,67 @@
+"""Reading repo files on the host without following a link out of the repo.
+
+The repo is an adversary: ``skills/<skill>/SKILL.md`` may be a symlink to ``/proc/self/environ``
+and ``evals/`` a symlink to a host folder the worker can write. Every path the worker reads
+or deletes on the host goes through :func:`resolve_inside`, which follows the repo's links
+only while they stay inside the repo and otherwise stops with ``BLOCKED_BAD_REPO``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from schemas.constants import AGENTS_DIR, SKILL_FILE, SKILLS_DIR
+from schemas.errors import BadRepo
+
+MAX_SKILL_FILE_BYTES = 1_000_000  # a SKILL.md or agent file larger than this is not prose
+
+
+def resolve_inside(root: Path, rel: str) -> Path | None:
+    """The real host path ``root/rel`` names, or None when it does not exist.
+
+    ``root`` must be resolved. Raise ``BadRepo`` when the path, through any link, leaves
+    ``root`` or lands inside ``root/.git``.
+    """
+    real = Path(os.path.realpath(root / rel))
+    if real != root and root not in real.parents:
+        raise BadRepo(rel, f"is a link out of the repo (to {real})")
+    if real != root and real.relative_to(root).parts[0] == ".git":
+        raise BadRepo(rel, "is a link into .git")
+    if not os.path.lexists(real):
+        return None
+    return real
+
+
+def read_inside(root: Path, rel: str, *, max_bytes: int = MAX_SKILL_FILE_BYTES) -> str | None:
+    """The text of the regular file ``root/rel`` (see :func:`resolve_inside`), or None when absent."""
+    real = resolve_inside(root, rel)
+    if real is None:
+        return None
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise BadRepo(rel, f"cannot be read: {exc.strerror}") from exc
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise BadRepo(rel, "is not a regular file")
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise BadRepo(rel, f"is larger than {max_bytes} bytes")
+    return data.decode("utf-8", errors="replace")
+
+
+def read_skill(root: Path, skill: str) -> tuple[str, dict[str, str]]:
+    """``(SKILL.md text, {agent file name: text})`` of ``skill`` in the workspace at ``root``."""
+    root = Path(os.path.realpath(root))
+    skill_rel = f"{SKILLS_DIR}/{skill}"
+    skill_text = read_inside(root, f"{skill_rel}/{SKILL_FILE}") or ""
+    agents: dict[str, str] = {}
+    agents_dir = resolve_inside(root, f"{skill_rel}/{AGENTS_DIR}")
+    if agents_dir is not None and agents_dir.is_dir():
+        for name in sorted(p.name for p in agents_dir.iterdir() if p.name.endswith(".md")):
+            text = read_inside(root, f"{agents_dir.relative_to(root).as_posix()}/{name}")
+            if text is not None:
+                agents[name] = text
+    return skill_text, agents

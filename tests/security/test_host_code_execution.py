@@ -1,0 +1,106 @@
+"""Attack 1: a repo's own git configuration tries to run commands on the worker host.
+
+The crafted repo's ``.git/config`` defines a clean filter, a textconv, an fsmonitor, an
+include and a hooks path; ``.gitattributes`` and ``.git/info/attributes`` select the filter
+for every file; ``.git/hooks`` holds hooks. A case with a base-stage fixture makes the worker
+commit on the host. Each command would write (with the worker's environment) to a file
+outside the repo. The run must grade normally and no such file may appear.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import redis
+
+from engine.redis_server import RedisServer
+from testkit.offline_server import OfflineModelServer
+from tests.security.harness import case, git, make_repo, run_pipeline, shell_agent
+
+pytestmark = pytest.mark.slow
+SKILL = "safe-commit"
+
+
+def _hostile_config(repo: Path, pwned: Path) -> None:
+    cmd = f'"env > {pwned}/ran-$$; cat"'  # quoted: a bare ; starts a comment in git config
+    (pwned / "include.cfg").write_text(f'[filter "inc"]\n\tclean = {cmd}\n')
+    with open(repo / ".git" / "config", "a") as f:
+        f.write(
+            f'[filter "pwn"]\n\tclean = {cmd}\n\tsmudge = {cmd}\n'
+            f'[diff "pwn"]\n\ttextconv = {cmd}\n\tcommand = {cmd}\n'
+            f"[core]\n\tfsmonitor = {cmd}\n\thooksPath = .git/hooks\n\tpager = {cmd}\n"
+            f"[include]\n\tpath = {pwned}/include.cfg\n"
+        )
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "attributes").write_text("* filter=pwn diff=pwn\n")
+    for hook in ("pre-commit", "post-commit", "commit-msg", "post-checkout", "reference-transaction"):
+        path = repo / ".git" / "hooks" / hook
+        path.write_text(f"#!/bin/sh\nenv > {pwned}/hook-{hook}\n")
+        path.chmod(0o755)
+
+
+def test_repo_git_config_never_runs_a_command_on_the_host(
+    tmp_path: Path, server: OfflineModelServer, redis_client: redis.Redis, redis_server: RedisServer
+) -> None:
+    pwned = tmp_path / "pwned"
+    pwned.mkdir()
+    fixture = {"path": "src/app.py", "content": "print('base')\n", "stage": "base"}
+    head = {"path": "src/app.py", "content": "print('head')\n"}
+    repo = make_repo(
+        tmp_path / "repo",
+        SKILL,
+        [
+            case(1, "CASE-ONE show the diff", ["runs git diff to see the change"], fixtures=[fixture, head]),
+            case(2, "CASE-TWO show the log", ["runs git log to see the history"]),
+        ],
+    )
+    (repo / ".gitattributes").write_text("* filter=pwn diff=pwn\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-q", "-m", "attributes")
+    _hostile_config(repo, pwned)
+    server.set_scenario(
+        {
+            "rules": [
+                shell_agent("CASE-ONE", ["git diff", "git status --short", "git log --format=%s"]),
+                shell_agent("CASE-TWO", ["git log --oneline", "git show --stat HEAD"]),
+            ],
+            "judge": [
+                {"assertion_contains": "git diff", "transcript_regex": r"\[tool_call\] shell\(.*git diff"},
+                {"assertion_contains": "git log", "transcript_regex": r"\[tool_call\] shell\(.*git log"},
+            ],
+        }
+    )
+    os.environ["SKILL_EVAL_CANARY_KEY"] = "sk-canary-must-not-leak"
+    try:
+        run = run_pipeline(repo, SKILL, server=server, redis_url=redis_server.url, work=tmp_path / "work")
+    finally:
+        del os.environ["SKILL_EVAL_CANARY_KEY"]
+
+    assert sorted(p.name for p in pwned.iterdir()) == ["include.cfg"], "a repo-chosen command ran on the host"
+    assert {o["state"] for o in run.outcomes.values()} == {"graded"}, run.outcomes
+    assert run.result.verdict.value == "PASS", run.report
+    # The base fixture really was committed on the host (the attack's trigger happened).
+    first = next(t for t in run.trajectories.values() if t.case_id == 1)
+    log = next(e for e in first.events if getattr(e, "output", "").startswith("eval-fixture"))
+    assert "eval-fixture: base state" in log.output  # type: ignore[union-attr]
+    assert "sk-canary" not in run.transcript_sent_to_judges() + run.report
+
+
+def test_host_diffs_never_run_an_external_diff_or_a_textconv(tmp_path: Path) -> None:
+    """Belt and braces for a repo whose config was *not* rewritten (the developer's own)."""
+    from engine.gitcmd import run_git
+
+    pwned = tmp_path / "pwned"
+    pwned.mkdir()
+    repo = make_repo(tmp_path / "repo", SKILL, [case(1, "p", ["runs git diff first"])])
+    (repo / ".gitattributes").write_text("*.md diff=pwn\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "attrs")
+    with open(repo / ".git" / "config", "a") as f:
+        f.write(f'[diff]\n\texternal = "touch {pwned}/ext"\n[diff "pwn"]\n\ttextconv = "touch {pwned}/tc; cat"\n')
+    (repo / "README.md").write_text("changed\n")
+    for args in (["diff"], ["log", "-p", "-1"], ["show", "HEAD"]):
+        run_git(repo, args)
+    assert list(pwned.iterdir()) == []

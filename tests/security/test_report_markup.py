@@ -1,0 +1,55 @@
+"""Attack 11: the Markdown report carries raw HTML from evidence, assertion texts, fixture
+paths and error details. Every untrusted string is rendered inert: no tag, no comment, no
+link or image, no extra line, the same visible text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.redis_server import RedisServer
+from reducer.render import md
+from testkit.offline_server import OfflineModelServer
+from tests.security.harness import case, make_repo, run_pipeline, scripted_judge_answer, shell_agent
+
+SKILL = "markup-safe"
+ASSERTION = "runs git status <script>alert(1)</script> before [anything](javascript:alert(2))"
+EVIDENCE = "<img src=x onerror=alert(3)> ![x](http://evil.invalid/t.png) <!-- hide --> `code` | cell"
+FIXTURE = "README.md/<img src=x onerror=alert(4)>.txt"
+
+
+@pytest.mark.slow
+def test_untrusted_strings_reach_the_report_as_inert_text(
+    tmp_path: Path, server: OfflineModelServer, redis_client: redis.Redis, redis_server: RedisServer
+) -> None:
+    repo = make_repo(
+        tmp_path / "repo",
+        SKILL,
+        [
+            case(1, "CASE-ONE status", [ASSERTION]),
+            case(2, "CASE-TWO fixture", [ASSERTION], fixtures=[{"path": FIXTURE, "content": "x\n"}]),
+        ],
+    )
+    answer = json.dumps([{"text": ASSERTION, "passed": True, "evidence": EVIDENCE}])
+    server.set_scenario({"rules": [scripted_judge_answer(answer), shell_agent("CASE-", ["git status"])]})
+    run = run_pipeline(repo, SKILL, server=server, redis_url=redis_server.url, work=tmp_path / "w")
+    report = run.report
+    assert "BLOCKED_BAD_FIXTURE" in report and "&lt;img src=x onerror=alert(4)&gt;" in report
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in report and "&lt;img src=x onerror=alert(3)&gt;" in report
+    assert "<" not in report  # no tag, comment or autolink of any origin
+    assert "](" not in report.replace("\\](", "")  # no link or image syntax survives unescaped
+    assert "\\`code\\` \\| cell" in report
+
+
+@given(st.text())
+def test_md_output_is_one_inert_line(text: str) -> None:
+    out = md(text)
+    assert len(out.splitlines()) <= 1 and "<" not in out and ">" not in out
+    for i, char in enumerate(out):
+        if char in "`*[]|" or (char == "~" and out[i + 1 : i + 2] == "~"):
+            assert out[i - 1] == "\\" and (len(out[:i]) - len(out[:i].rstrip("\\"))) % 2 == 1, out
