@@ -7,12 +7,14 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup system-deps demo demo-claude-code test test-fast test-image check bench clean
 
-# Debian packages the product and its tests run against: a real redis-server, bubblewrap, git.
+# Debian packages the product and its tests run against: a real redis-server, bubblewrap, git,
+# and chromium for the HTML report's browser test.
 system-deps:
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	command -v git >/dev/null || missing="$$missing git"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v npm >/dev/null || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \

@@ -81,6 +81,8 @@ def reduce_from_store(store: ArtifactStore, manifest: RunManifest, skipped: list
         manifest.plan,
         collect_outcomes(store, manifest),
         fail_under=manifest.settings.fail_under,
+        regression_alpha=manifest.settings.regression_alpha,
+        require_uplift=manifest.settings.require_uplift,
         calibration=calibration_status(store, manifest),
         skipped=skipped or list(manifest.skipped),
     )

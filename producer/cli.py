@@ -24,6 +24,14 @@ from typer.core import TyperGroup
 
 from engine.settings import Settings
 from harnesses.registry import check_executor
+from producer.cli_stats import (
+    BaselineOpt,
+    RegressionAlphaOpt,
+    RequireUpliftOpt,
+    check_arms,
+    fill_optional_values,
+    register_commands,
+)
 from producer.embedded import worker_command
 from producer.evaluate import check_host_sandbox, run_evaluation
 from producer.fleet_checks import (
@@ -34,7 +42,7 @@ from producer.fleet_checks import (
     remember_node,
 )
 from producer.grade_only import grade_recorded
-from producer.planning import new_run_id, plan_run, plan_summary
+from producer.planning import arm_variants, new_run_id, plan_run, plan_summary
 from producer.repo import Repo
 from producer.request import RunRequest
 from producer.resubmit import CHOICES, parse_only, resubmit_run
@@ -191,6 +199,9 @@ def run(
         str | None,
         typer.Option("--compare", help="Also grade the skill as at this git ref.", rich_help_panel=WHAT),
     ] = None,
+    baseline: BaselineOpt = None,
+    require_uplift: RequireUpliftOpt = None,
+    regression_alpha: RegressionAlphaOpt = None,
     epochs: Annotated[
         int, typer.Option("--epochs", min=1, help="Repetitions per case and model.", rich_help_panel=WHAT)
     ] = 1,
@@ -250,8 +261,10 @@ def run(
     """Evaluate skills: plan, shard onto the queues, execute, grade, reduce, report. Exit code is the verdict's."""
     skills = skills or []
     _need_targets(skills, all_evals)
+    check_arms(baseline, require_uplift, regression_alpha, compare)
     if dry_run:
-        _dry_run(skills, all_evals, repo, model or ["(unspecified)"], judge or [], epochs, as_json)
+        variants = arm_variants(compare, baseline)
+        _dry_run(skills, all_evals, repo, model or ["(unspecified)"], judge or [], epochs, as_json, variants)
         return
     if not model or not judge:
         raise ConfigError("--model and --judge are required (litellm model names; see README)")
@@ -273,6 +286,7 @@ def run(
         force=force,
         show_progress=sys.stderr.isatty(),
         compare=compare,
+        baseline=baseline,
         preflight=not no_preflight,
         settings=RunSettings(
             budget=AgentBudget(max_turns=max_turns, wall_clock_s=shard_timeout),
@@ -281,6 +295,8 @@ def run(
             strict_evidence=strict_evidence,
             calibrate=not no_calibration,
             fail_under=fail_under,
+            regression_alpha=regression_alpha,
+            require_uplift=require_uplift,
             max_cost_usd=max_cost or None,
             max_tokens=max_tokens,
             models=load_model_config(config, api_base),
@@ -303,7 +319,14 @@ def _settings(**overrides: Any) -> Settings:
 
 
 def _dry_run(
-    skills: list[str], all_evals: bool, repo: Path, models: list[str], judges: list[str], epochs: int, as_json: bool
+    skills: list[str],
+    all_evals: bool,
+    repo: Path,
+    models: list[str],
+    judges: list[str],
+    epochs: int,
+    as_json: bool,
+    variants: list[str] | None = None,
 ) -> None:
     r = Repo(repo)
     outcomes = r.load_many(r.targets(skills, all_evals))
@@ -311,7 +334,7 @@ def _dry_run(
     if errors and not all_evals:
         raise errors[0]
     bundles = [o.bundle for o in outcomes if o.bundle]
-    plan = plan_run(new_run_id(), bundles, models, judges=judges, epochs=epochs)
+    plan = plan_run(new_run_id(), bundles, models, judges=judges, epochs=epochs, variants=variants or ["current"])
     summary = plan_summary(plan, [SkippedCorpus(corpus=o.corpus_file, error=str(o.error)) for o in outcomes if o.error])
     if as_json:
         sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
@@ -332,12 +355,18 @@ def _print_plan(summary: PlanSummary) -> None:
     out.print(table)
     out.print(
         f"models: {', '.join(summary.models)}  epochs: {summary.epochs}  "
-        f"shards = cases x models x epochs = {totals.shards}",
+        + (
+            f"arms: {', '.join(summary.variants)}  shards = cases x models x epochs x arms = {totals.shards}"
+            if len(summary.variants) > 1
+            else f"shards = cases x models x epochs = {totals.shards}"
+        ),
         markup=False,
         highlight=False,
     )
     for s in summary.skipped:
         out.print(f"skipped {s.corpus}: {s.error}", markup=False, highlight=False)
+    for line in summary.power:
+        out.print(line, markup=False, highlight=False)
 
 
 @app.command()
@@ -521,12 +550,15 @@ def schema(
     sys.stdout.write(json.dumps(schemas if name is None else schemas[name], indent=2) + "\n")
 
 
+register_commands(app, out, err)
+
+
 def main() -> None:
     """Entry point. Click (standalone) handles usage errors (usage line, ``--help`` hint, exit 2)
     and Ctrl-C (exit 130); an unexpected crash is the evaluator failing, never a verdict: it
     exits 2, not 1 (which would read as a behavioural FAIL in CI)."""
     try:
-        app()
+        app(args=fill_optional_values(sys.argv[1:]))
     except Exception as exc:
         err.print(f"INFRA_ERROR: {type(exc).__name__}: {exc}", markup=False, highlight=False)
         sys.exit(ExitCode.BLOCKED)

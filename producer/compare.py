@@ -20,7 +20,7 @@ from pathlib import Path
 from engine.gitcmd import SAFE_CONFIG, git_env
 from schemas.constants import SKILL_FILE, SKILLS_DIR
 from schemas.errors import BadRef, GuardError, NoGit
-from schemas.shard import CURRENT, RunPlan, baseline_variant
+from schemas.shard import RunPlan, baseline_variant
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -68,5 +68,5 @@ def restrict_baseline(plan: RunPlan, ref: str, allowed: set[str]) -> RunPlan:
     """Keep baseline shards only for the skills whose guards passed."""
     variant = baseline_variant(ref)
     shards = tuple(s for s in plan.shards if s.variant != variant or s.skill in allowed)
-    variants = plan.variants if allowed else (CURRENT,)
+    variants = tuple(v for v in plan.variants if v != variant or allowed)  # a no-skill arm stays
     return plan.model_copy(update={"shards": shards, "variants": variants})

@@ -13,12 +13,12 @@ from engine.store import ArtifactStore, open_store
 from producer.cluster import Publisher
 from producer.compare import baseline_record, check_compare, restrict_baseline
 from producer.drive import drive
-from producer.planning import new_run_id, plan_run
+from producer.planning import arm_variants, new_run_id, plan_run, power_lines
 from producer.request import RunRequest, plan_request
 from producer.submit import build_manifest, submit
 from schemas.manifest import RunManifest, RunSettings
 from schemas.report import RunResult
-from schemas.shard import CURRENT, RunPlan, baseline_variant
+from schemas.shard import RunPlan
 from schemas.status import SandboxMode
 
 
@@ -27,7 +27,7 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
     if settings.sandbox is SandboxMode.BWRAP and not settings.broker_url:
         check_host_sandbox()  # embedded run: this host executes; cluster workers check their own
     repo, bundles, skipped = plan_request(req, out)
-    variants = [CURRENT] if not req.compare else [CURRENT, baseline_variant(req.compare)]
+    variants = arm_variants(req.compare, req.baseline)
     plan = plan_run(
         new_run_id(),
         bundles,
@@ -40,6 +40,8 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
     guards: list[str] = []
     if req.compare:
         plan, guards = plan_compare(plan, repo.root, req.compare, req.out, err)
+    for line in power_lines(plan):  # before the run: what this many cases can detect
+        err.print(line, markup=False, highlight=False)
     store = open_store(settings.store)
     manifest = build_manifest(plan, repo.root, store, req.settings, out_dir=str(req.out), skipped=skipped)
     manifest = manifest.model_copy(update={"guards": guards})

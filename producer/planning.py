@@ -7,7 +7,16 @@ import os
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
-from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle, shard_id_for
+from reducer.power import power_note
+from schemas.shard import (
+    CURRENT,
+    NO_SKILL,
+    RunPlan,
+    Shard,
+    SkillBundle,
+    baseline_variant,
+    shard_id_for,
+)
 from schemas.status import SandboxMode
 from schemas.summary import CorpusPlan, PlanSummary, PlanTotals, SkippedCorpus
 
@@ -74,6 +83,24 @@ def plan_run(
     )
 
 
+def arm_variants(compare: str | None = None, baseline: str | None = None) -> list[str]:
+    """The arms of a run: ``current``, then ``baseline@<ref>`` (``--compare``), then ``no-skill``."""
+    variants = [CURRENT]
+    if compare:
+        variants.append(baseline_variant(compare))
+    if baseline == NO_SKILL:
+        variants.append(NO_SKILL)
+    return variants
+
+
+def power_lines(plan: RunPlan) -> list[str]:
+    """What a compare or baseline run can detect (empty for a run with one arm), per corpus size."""
+    if len(plan.variants) < 2 or not plan.bundles:
+        return []
+    smallest = min(len(b.corpus.evals) for b in plan.bundles)
+    return power_note(smallest, plan.epochs).lines()
+
+
 def plan_summary(plan: RunPlan, skipped: Sequence[SkippedCorpus] = ()) -> PlanSummary:
     """The plan at a glance: per corpus cases and assertions, totals, shard count, corpora left out."""
     per_variant = len(plan.models) * plan.epochs
@@ -101,4 +128,5 @@ def plan_summary(plan: RunPlan, skipped: Sequence[SkippedCorpus] = ()) -> PlanSu
             shards=len(plan.shards),
         ),
         skipped=list(skipped),
+        power=power_note(min(len(b.corpus.evals) for b in plan.bundles), plan.epochs).lines() if plan.bundles else [],
     )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.repo_files import resolve_inside
+from producer import interop
 from producer.planning import bundle_key
 from producer.validation import MAX_CORPUS_BYTES, check_skill_name, corpus_stem, depth_problem, validate_corpus
 from schemas.constants import AGENTS_DIR, CORPUS_SUFFIX, EVALS_DIR, SKILL_FILE, SKILLS_DIR
@@ -33,7 +34,7 @@ class Repo:
         """Raise DevOnly when the repo has no ``evals/`` folder; BadRepo
         when ``evals/`` is a link out of the repo."""
         evals = self.inside(EVALS_DIR)
-        if evals is None or not evals.is_dir():
+        if (evals is None or not evals.is_dir()) and not interop.skill_creator_files(self.root):
             raise DevOnly(
                 f"{self.root}: no {EVALS_DIR}/ folder; skill-eval needs an {EVALS_DIR}/ corpus "
                 "in the working tree (it is not runnable from an installed plugin cache)"
@@ -46,22 +47,25 @@ class Repo:
         return (self.root / relpath).exists()
 
     def corpus_path(self, skill: str) -> str:
-        return f"{EVALS_DIR}/{skill}{CORPUS_SUFFIX}"
+        """Our ``evals/<skill>.evals.json``, else a skill-creator file or a plugin suite (:mod:`producer.interop`)."""
+        return interop.locate(self.root, skill)
 
     def all_corpus_files(self) -> list[str]:
         folder = self.inside(EVALS_DIR)
         if folder is None:
-            return []
-        return sorted(
+            return interop.skill_creator_files(self.root)
+        ours = sorted(
             f"{EVALS_DIR}/{p.name}" for p in folder.glob("*" + CORPUS_SUFFIX) if p.is_file() or p.is_symlink()
         )
+        have = {corpus_stem(f) for f in ours}
+        return ours + [f for f in interop.skill_creator_files(self.root) if f.split("/")[1] not in have]
 
     def inside(self, relpath: str) -> Path | None:
         """The real path of ``relpath``, or None when absent; ``BLOCKED_BAD_REPO`` when a link leaves the repo."""
         return resolve_inside(self.root, relpath)
 
-    def bundle_files(self, skill: str) -> list[tuple[str, bytes]]:
-        """SKILL.md, agents/*.md and the corpus: the inputs that define what is graded.
+    def bundle_files(self, skill: str, graded: tuple[str, ...] = ()) -> list[tuple[str, bytes]]:
+        """SKILL.md, agents/*.md and the corpus files: the inputs that define what is graded.
 
         Each is read where it really is inside the repo; a link out of the repo is ``BLOCKED_BAD_REPO``.
         """
@@ -70,7 +74,12 @@ class Repo:
         agents = self.inside(f"{skill_rel}/{AGENTS_DIR}")
         if agents is not None and agents.is_dir():
             rels += [f"{skill_rel}/{AGENTS_DIR}/{p.name}" for p in sorted(agents.glob("*.md"))]
-        rels.append(self.corpus_path(skill))
+        for rel in graded or (self.corpus_path(skill),):
+            real = self.inside(rel)
+            if real is not None and real.is_dir():  # a plugin suite's case folder
+                rels += sorted(p.relative_to(self.root).as_posix() for p in real.rglob("*") if p.is_file())
+            else:
+                rels.append(rel)
         files = []
         for rel in rels:
             real = self.inside(rel)
@@ -80,6 +89,8 @@ class Repo:
 
     def load(self, corpus_file: str) -> SkillBundle:
         """Load and validate one corpus; raise the contract's named error on any problem."""
+        if interop.is_foreign(corpus_file):
+            return self._load_foreign(corpus_file)
         skill = check_skill_name(corpus_stem(corpus_file), self.skill_dir_exists)
         path = self.inside(corpus_file)
         if path is None or not path.is_file():
@@ -105,6 +116,21 @@ class Repo:
             corpus=corpus,
         )
 
+    def _load_foreign(self, corpus_file: str) -> SkillBundle:
+        foreign = interop.read_foreign(self.root, corpus_file)
+        skill = check_skill_name(foreign.skill, self.skill_dir_exists)
+        try:
+            corpus = validate_corpus(foreign.data, corpus_file, self.has_file, skill_name=skill)
+        except BadCorpus as exc:
+            raise foreign.locate_error(exc) from exc
+        return SkillBundle(
+            skill=skill,
+            bundle_key=bundle_key(skill, self.bundle_files(skill, foreign.graded_paths)),
+            corpus_file=corpus_file,
+            corpus=corpus,
+            graded_paths=foreign.graded_paths,
+        )
+
     def targets(self, skills: list[str], all_evals: bool) -> list[str]:
         """Corpus files for the named skills (checked names first) or every corpus.
 
@@ -121,8 +147,12 @@ class Repo:
         for name in skills:
             check_skill_name(name, self.skill_dir_exists)
             corpus_file = self.corpus_path(name)
-            real = self.inside(corpus_file)
-            if real is None or not real.is_file():
+            if interop.is_foreign(corpus_file):
+                found = interop.exists(self.root, corpus_file)
+            else:
+                real = self.inside(corpus_file)  # a link out of the repo is BLOCKED_BAD_REPO
+                found = real is not None and real.is_file()
+            if not found:
                 raise NoCorpus(f"{corpus_file} not found; author it first")
             files.append(corpus_file)
         return files

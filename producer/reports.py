@@ -28,6 +28,7 @@ def write_reports(result: RunResult, manifest: RunManifest, store: ArtifactStore
     """Per skill: ``.md`` and ``.json``; per failing or not-graded shard: its transcript; one JUnit file."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
+    transcripts: dict[str, str] = {}
     run_id = result.run_id
     for bundle in manifest.plan.bundles:
         skill = bundle.skill
@@ -66,8 +67,9 @@ def write_reports(result: RunResult, manifest: RunManifest, store: ArtifactStore
                 path = out_dir / name
                 path.write_text(text, encoding="utf-8")
                 written.append(path)
+                transcripts[r.shard_id] = name
     html = out_dir / f"skill-eval-{run_id}.html"
-    html.write_text(render_html(result), encoding="utf-8")
+    html.write_text(render_html(result, transcripts), encoding="utf-8")
     written.append(html)
     junit = out_dir / f"skill-eval-{run_id}.junit.xml"
     junit.write_text(render_junit(result), encoding="utf-8")

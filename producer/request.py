@@ -32,6 +32,8 @@ class RunRequest:
     settings: RunSettings = field(default_factory=RunSettings)
     compare: str | None = None
     """``--compare <ref>``: also grade the skill as it was at this git ref."""
+    baseline: str | None = None
+    """``--baseline no-skill``: also run every case with the skill absent."""
     preflight: bool = True
     """Have a worker of each queue check the run's models (key, one minimal call) before dispatch."""
     preflight_timeout_s: float = 300.0

@@ -147,11 +147,14 @@ def depth_problem(data: Any, limit: int = MAX_CORPUS_DEPTH) -> str | None:
     return None
 
 
-def validate_corpus(data: Any, file: str, repo_has_file: Callable[[str], bool]) -> Corpus:
+def validate_corpus(
+    data: Any, file: str, repo_has_file: Callable[[str], bool], *, skill_name: str | None = None
+) -> Corpus:
     """Validate parsed corpus JSON against schema v1 and return the model.
 
     ``file`` is the corpus path used in messages and for the stem check; ``repo_has_file``
-    answers whether a normalised repo-relative path exists in the repo. Raises
+    answers whether a normalised repo-relative path exists in the repo; ``skill_name``
+    replaces the file stem in that check for corpora read from another format. Raises
     :class:`BadCorpus` naming the first violation.
     """
 
@@ -164,7 +167,7 @@ def validate_corpus(data: Any, file: str, repo_has_file: Callable[[str], bool]) 
     if problem:
         raise fail("$", problem + " (exactly skill_name, evals)")
     extensions = _validate_extensions(data["extensions"], fail) if "extensions" in data else ()
-    stem = corpus_stem(file)
+    stem = skill_name or corpus_stem(file)
     if data["skill_name"] != stem:
         raise fail("$.skill_name", f"{data['skill_name']!r} does not equal the file stem {stem!r}")
     evals = data["evals"]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
-from reducer.stats import two_proportion_p
-from schemas.report import CaseRun, Rate, RunResult, SkillResult
+from reducer.render_compare import comparison_section, comparison_summary, quality_section
+from schemas.report import CaseRun, RunResult, SkillResult
 from schemas.shard import CURRENT
-from schemas.status import INFRA_FAILURES, ShardState
+from schemas.status import ShardState
 
 
 def _pct(x: float | None) -> str:
@@ -82,10 +82,13 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
         lines.append(f"- reason: {md(reason)}")
     for judge, status in result.calibration.items():
         lines.append(f"- judge {md(judge)} calibration: {md(status)}")
+    current = next((p for p in parts if p.variant == CURRENT), None)
+    if current is not None:
+        for base in (p for p in parts if p.variant != CURRENT):
+            lines += ["", *comparison_section(result, current, base)]
+    lines += ["", *quality_section([q for q in result.assertion_quality if q.skill == skill])]
     for part in parts:
         lines += ["", *_variant_section(part)]
-    if len(parts) > 1:
-        lines += ["", *_compare_section(parts)]
     return "\n".join(lines) + "\n"
 
 
@@ -188,6 +191,9 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
         "template_hashes": result.template_hashes,
         "usage": {k: v.model_dump() for k, v in result.usage.items()},
         "variants": [s.model_dump(mode="json") for s in result.skills if s.skill == skill],
+        "comparisons": [c.model_dump(mode="json") for c in result.comparisons if c.skill == skill],
+        "assertion_quality": [q.model_dump(mode="json") for q in result.assertion_quality if q.skill == skill],
+        "gates": {"regression_alpha": result.regression_alpha, "require_uplift": result.require_uplift},
     }
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
@@ -203,6 +209,7 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
             for v in r.verdicts:
                 if not v.passed:
                     lines.append(f"  FAIL case {r.case_id} ({r.model} e{r.epoch}): {v.text} -> {v.evidence}")
+    lines += [f"compare {c.skill}: {comparison_summary(c)}" for c in result.comparisons if c.model is None]
     lines += [f"skipped: {s}" for s in result.skipped]
     if result.aggregate_headline:
         lines.append(result.aggregate_headline)
@@ -216,32 +223,64 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
 
 
 def render_junit(result: RunResult) -> str:
-    """JUnit XML: one testsuite per corpus and variant, one testcase per shard and assertion."""
-    suites = []
-    for s in result.skills:
-        cases = []
-        for r in s.runs:
-            name = f"case{r.case_id}.{r.model}.e{r.epoch}"
-            if r.state is not ShardState.GRADED:
-                tag = "error" if r.state in INFRA_FAILURES or r.state is ShardState.BLOCKED else "skipped"
-                cases.append(
-                    f"<testcase classname={quoteattr(s.skill)} name={quoteattr(_xml_text(name))}>"
-                    f"<{tag} message={quoteattr(r.state.value)}>{escape(_xml_text(r.detail))}</{tag}></testcase>"
-                )
-                continue
-            for i, v in enumerate(r.verdicts):
-                body = "" if v.passed else f"<failure message={quoteattr(_xml_text(v.evidence[:200]))}/>"
-                test = quoteattr(_xml_text(f"{name}.a{i} {v.text}"))
-                cases.append(f"<testcase classname={quoteattr(s.skill)} name={test}>{body}</testcase>")
-        failures = sum(1 for r in s.runs for v in r.verdicts if not v.passed)
-        # A shard that never finished is <skipped>, not an <error>: the counts match the elements.
-        skipped = sum(1 for r in s.runs if not r.state.terminal)
-        errors = s.not_graded - skipped
-        suites.append(
-            f'<testsuite name={quoteattr(f"{s.skill}[{s.variant}]")} tests="{len(cases)}" '
-            f'failures="{failures}" errors="{errors}" skipped="{skipped}">' + "".join(cases) + "</testsuite>"
-        )
-    return '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>' + "".join(suites) + "</testsuites>\n"
+    """JUnit XML: one testsuite per corpus and variant, one testcase per shard and assertion.
+
+    Infra failures (and blocked cases) are ``<error>``: the evaluator could not judge them.
+    An INCONCLUSIVE corpus reports its graded assertions as ``<skipped>``: its numbers
+    measured the infra, not the skill, so they neither pass nor fail a CI job. The current
+    arm's suite carries the paired comparisons as ``<properties>`` (difference, interval, p).
+    """
+    suites = "".join(_junit_suite(s, _junit_properties(result, s)) for s in result.skills)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>' + suites + "</testsuites>\n"
+
+
+def _junit_properties(result: RunResult, s: SkillResult) -> str:
+    if s.variant != CURRENT:
+        return ""
+    props = []
+    for c in result.comparisons:
+        if c.skill != s.skill or c.model is not None:
+            continue
+        for key in ("difference", "low", "high", "p_two_sided", "p_drop", "p_uplift", "test", "dropped"):
+            value = getattr(c, key)
+            if value is not None:
+                name = quoteattr(f"compare.{c.baseline}.{key}")
+                props.append(f"<property name={name} value={quoteattr(str(value))}/>")
+    return f"<properties>{''.join(props)}</properties>" if props else ""
+
+
+def _junit_suite(s: SkillResult, properties: str = "") -> str:
+    cases: list[str] = []
+    counts = {"failure": 0, "error": 0, "skipped": 0}
+    for r in s.runs:
+        name = f"case{r.case_id}.{r.model}.e{r.epoch}"
+        if r.state is not ShardState.GRADED:
+            # A shard that never finished is <skipped>, not an <error>.
+            cases.append(_testcase(s.skill, name, "error" if r.state.terminal else "skipped", r.state.value, r.detail))
+            continue
+        for i, v in enumerate(r.verdicts):
+            test = f"{name}.a{i} {v.text}"
+            if s.inconclusive:
+                cases.append(_testcase(s.skill, test, "skipped", f"INCONCLUSIVE: {s.headline}"))
+            elif not v.passed:
+                cases.append(_testcase(s.skill, test, "failure", v.evidence[:200]))
+            else:
+                cases.append(_testcase(s.skill, test))
+    for case in cases:
+        for tag in counts:
+            counts[tag] += f"<{tag} " in case
+    return (
+        f'<testsuite name={quoteattr(f"{s.skill}[{s.variant}]")} tests="{len(cases)}" '
+        f'failures="{counts["failure"]}" errors="{counts["error"]}" skipped="{counts["skipped"]}">'
+        + properties
+        + "".join(cases)
+        + "</testsuite>"
+    )
+
+
+def _testcase(classname: str, name: str, tag: str = "", message: str = "", body: str = "") -> str:
+    inner = f"<{tag} message={quoteattr(_xml_text(message))}>{escape(_xml_text(body))}</{tag}>" if tag else ""
+    return f"<testcase classname={quoteattr(classname)} name={quoteattr(_xml_text(name))}>{inner}</testcase>"
 
 
 def run_log_line(result: RunResult, when: datetime, project: str, branch: str, sha7: str, tier: str = "-") -> str:
@@ -264,33 +303,3 @@ def run_log_line(result: RunResult, when: datetime, project: str, branch: str, s
         _field(tier),
     ]
     return "\t".join(fields) + "\n"
-
-
-def _compare_section(parts: Sequence[SkillResult]) -> list[str]:
-    """Old -> new per assertion and overall, with a two-proportion test on the overall rates."""
-    new = next(p for p in parts if p.variant == CURRENT)
-    out = ["## Old vs new (same corpus, same grader)", ""]
-    for old in (p for p in parts if p.variant != CURRENT):
-        p_value = two_proportion_p(
-            old.behavioural.passed, old.behavioural.total, new.behavioural.passed, new.behavioural.total
-        )
-        out.append(
-            f"Overall: {md(old.variant)} {md(old.headline)} -> current {md(new.headline)}"
-            + ("" if p_value is None else f" (two-proportion test p = {p_value:.3f})")
-        )
-        out += ["", "| case | assertion | old | new |", "|---|---|---|---|"]
-        new_rates = {(a.case_id, a.index): a for a in new.assertions}
-        for a in old.assertions:
-            n = new_rates.get((a.case_id, a.index))
-            old_r = _mean_rate(a.by_model.values())
-            new_r = _mean_rate(n.by_model.values()) if n else None
-            out.append(f"| {a.case_id} | {_cell(a.text)} | {_pct(old_r)} | {_pct(new_r)} |")
-        out.append("")
-    return out
-
-
-def _mean_rate(rates: Iterable[Rate]) -> float | None:
-    passed = total = 0
-    for r in rates:
-        passed, total = passed + r.passed, total + r.total
-    return passed / total if total else None

@@ -1,109 +1,227 @@
-"""A self-contained HTML report for a run: headlines, per-model bars with 95% intervals, the
-model-by-assertion matrix as a heat map, and every verdict with its evidence. Pure; no scripts,
-no external assets, every value escaped."""
+"""A self-contained HTML report for a run. Pure; no scripts, no external assets, every value escaped.
+
+Sections, each with a stable id: ``headline`` (verdict, reasons, gates), ``models`` (per-model
+bars with 95% intervals), ``comparisons`` (with/without and old/new, with the paired figures),
+``heatmap`` (model by assertion), ``usage`` (tokens and cost per model), ``quality``
+(assertion quality) and ``verdicts`` (every verdict with its evidence and, where one was
+kept, a link to the case transcript beside the page).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
 
-from schemas.report import RunResult, SkillResult
+from reducer.html_parts import CSS, bar, difference_bar, heat, pct, pts, pval, table
+from reducer.render_compare import NO_SKILL_NOTE, TEST_LABELS
+from schemas.comparison import PairedComparison
+from schemas.report import CaseRun, RunResult, SkillResult
 from schemas.status import ShardState
 
-_CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:2rem;max-width:1100px;color:#1d1d1f}
-h1{font-size:1.5rem}h2{margin-top:2rem;border-bottom:1px solid #ddd}
-.verdict{display:inline-block;padding:.1rem .6rem;border-radius:4px;color:#fff;font-weight:600}
-.PASS{background:#1a7f37}.FAIL{background:#cf222e}.WARN{background:#bf8700}.BLOCKED{background:#6e7781}
-table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ddd;padding:.25rem .5rem;text-align:left}
-td.cell{text-align:center;min-width:4rem}.ev{font-family:monospace;font-size:12px;white-space:pre-wrap;color:#444}
-.pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}
-"""
 
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
-def _heat(x: float | None) -> str:
-    if x is None:
-        return "#f6f8fa"
-    red, green = int(255 * (1 - x)), int(180 * x + 60)
-    return f"rgb({red},{green},90)"
-
-
-def _bars(s: SkillResult) -> str:
-    """One horizontal bar per model: behavioural rate, with its Wilson interval as a whisker."""
-    width, row = 420, 26
-    height = row * len(s.models) + 10
-    parts = [f'<svg width="{width + 260}" height="{height}" role="img" aria-label="pass rate by model">']
-    for i, m in enumerate(s.models):
-        y = 5 + i * row
-        rate = m.behavioural.rate or 0.0
-        parts.append(f'<text x="0" y="{y + 16}" font-size="12">{escape(m.model[:34])}</text>')
-        parts.append(f'<rect x="240" y="{y + 4}" width="{width}" height="16" fill="#eaeef2"/>')
-        parts.append(f'<rect x="240" y="{y + 4}" width="{rate * width:.1f}" height="16" fill="#2da44e"/>')
-        lo, hi = 240 + m.behavioural.low * width, 240 + m.behavioural.high * width
-        parts.append(
-            f'<line x1="{lo:.1f}" x2="{hi:.1f}" y1="{y + 12}" y2="{y + 12}" stroke="#24292f" stroke-width="2"/>'
-        )
-        parts.append(f'<text x="{250 + width}" y="{y + 16}" font-size="12">{_pct(m.behavioural.rate)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _skill(s: SkillResult) -> str:
-    out = [f"<h2>{escape(s.skill)} <small>[{escape(s.variant)}]</small>: {escape(s.headline)}</h2>"]
-    infra = ", ".join(f"{escape(k)} {v}" for k, v in s.infra.items() if v) or "none"
-    out.append(
-        f"<p>Not graded (infra): {infra}; blocked: {len(s.blocked)}; sandbox: {escape(', '.join(s.sandbox_modes))}</p>"
-    )
-    out.append(_bars(s))
-    models = [m.model for m in s.models]
-    out.append("<table><tr><th>case</th><th>assertion</th>")
-    out += [f"<th>{escape(m)}</th>" for m in models]
-    out.append("<th>pass@k</th><th>pass^k</th></tr>")
-    for a in s.assertions:
-        out.append(f"<tr><td>{a.case_id}</td><td>{escape(a.text)}</td>")
-        for m in models:
-            cell = a.by_model[m].rate if m in a.by_model else None
-            out.append(f'<td class="cell" style="background:{_heat(cell)}">{_pct(cell)}</td>')
-        out.append(f'<td class="cell">{_pct(a.pass_at_k)}</td><td class="cell">{_pct(a.pass_hat_k)}</td></tr>')
-    out.append("</table>")
-    for r in s.runs:
-        out.append(f"<h3>case {r.case_id} · {escape(r.model)} · epoch {r.epoch}: {escape(r.state.value)}</h3>")
-        if r.state is not ShardState.GRADED:
-            out.append(f"<p>{escape(r.detail)}</p>")
-        out.append("<ul>")
-        for v in r.verdicts:
-            mark = '<span class="pass">PASS</span>' if v.passed else '<span class="fail">FAIL</span>'
-            out.append(f'<li>{mark} {escape(v.text)}<div class="ev">{escape(v.evidence)}</div></li>')
-        out.append("</ul>")
-    return "".join(out)
-
-
-def render_html(result: RunResult) -> str:
-    """The run as one HTML page."""
-    body = [
+def _headline(result: RunResult) -> str:
+    out = [
+        '<section id="headline">',
         f"<h1>skill-eval run {escape(result.run_id)} "
         f'<span class="verdict {result.verdict.value}">{result.verdict.value}</span></h1>',
         "<ul>" + "".join(f"<li>{escape(r)}</li>" for r in result.reasons) + "</ul>",
     ]
     if result.aggregate_headline:
-        body.append(f"<p><b>{escape(result.aggregate_headline)}</b></p>")
+        out.append(f"<p><b>{escape(result.aggregate_headline)}</b></p>")
+    rows = [[f"{s.skill} [{s.variant}]", s.headline, f"{s.not_graded}/{s.shard_count}"] for s in result.skills]
+    out.append(table(["corpus", "result", "not graded"], rows))
+    gates = []
+    if result.regression_alpha is not None:
+        gates.append(f"--regression-alpha {result.regression_alpha:g}: only a significant one-sided drop fails")
+    if result.require_uplift is not None:
+        gates.append(f"--require-uplift {result.require_uplift:g}: the uplift over no skill must clear it")
+    gates += [f"judge {j}: {c}" for j, c in result.calibration.items()]
+    out.append("<h2>Gates</h2><ul>" + "".join(f"<li>{escape(g)}</li>" for g in gates or ["none set"]) + "</ul>")
+    return "".join(out) + "</section>"
+
+
+def _models(result: RunResult) -> str:
+    out = ['<section id="models"><h2>Pass rate by model</h2>']
+    out.append(
+        '<p class="legend">Behavioural pass rate over graded shards; the whisker is the 95% Wilson interval.</p>'
+    )
+    for s in result.skills:
+        out.append(f"<h3>{escape(s.skill)} [{escape(s.variant)}]: {escape(s.headline)}</h3><div class='bars'>")
+        out += [bar(m.model, m.behavioural.rate, m.behavioural.low, m.behavioural.high) for m in s.models]
+        out.append("</div>")
     if len(result.leaderboard) > 1:
-        body.append(
-            "<h2>Leaderboard (composite score)</h2><table><tr><th>model</th><th>composite</th><th>95% CI</th></tr>"
+        rows = [
+            [m.model, pct(m.composite_mean), f"{pct(m.composite_low)} to {pct(m.composite_high)}"]
+            for m in result.leaderboard
+        ]
+        out.append("<h3>Leaderboard (composite score)</h3>" + table(["model", "composite", "95% CI"], rows))
+    return "".join(out) + "</section>"
+
+
+def _comparison(c: PairedComparison, per_model: list[PairedComparison], arms: Mapping[str, SkillResult]) -> str:
+    title = "With vs without the skill" if c.kind == "no-skill" else f"Old vs new: {c.baseline}"
+    out = [f"<h3>{escape(c.skill)}: {escape(title)}</h3>"]
+    if c.kind == "no-skill":
+        out.append(f"<p class='legend'>{escape(NO_SKILL_NOTE)}</p>")
+    base, current = arms.get(c.baseline), arms.get("current")
+    out.append("<div class='bars'>")
+    if base is not None:
+        r = base.behavioural
+        out.append(bar(f"{c.baseline} (all models)", r.rate, r.low, r.high, old=True))
+    if current is not None:
+        r = current.behavioural
+        out.append(bar("current (all models)", r.rate, r.low, r.high))
+    out.append(difference_bar("paired difference", c.difference, c.low, c.high))
+    out += [difference_bar(f"{m.model}: difference", m.difference, m.low, m.high) for m in per_model]
+    out.append("</div>")
+    figures = (
+        f"Paired over {c.cases} cases ({c.pairs} pairs; {c.dropped} dropped because a side was not graded"
+        + (": " + ", ".join(f"{k} {v}" for k, v in sorted(c.dropped_by.items())) if c.dropped_by else "")
+        + f"). Difference {pts(c.difference)}, 95% bootstrap CI {pts(c.low)} to {pts(c.high)} "
+        f"({c.bootstrap_resamples} resamples over cases, seed {c.seed}). {TEST_LABELS[c.test]}: "
+        f"two-sided p = {pval(c.p_two_sided)}, one-sided p (drop) = {pval(c.p_drop)}, "
+        f"one-sided p (uplift) = {pval(c.p_uplift)}; {c.better} cases better, {c.worse} worse."
+    )
+    out.append(f"<p>{escape(figures)}</p>")
+    if c.note:
+        out.append(f"<p class='muted'>{escape(c.note)}</p>")
+    if c.assertions:
+        rows = [
+            [
+                str(a.case_id),
+                a.text,
+                pct(a.baseline_rate),
+                pct(a.current_rate),
+                f"{a.better}/{a.worse}",
+                pval(a.p_two_sided),
+                pval(a.p_drop_holm),
+            ]
+            for a in c.assertions
+        ]
+        out.append(table(["case", "assertion", c.baseline, "current", "better/worse", "p", "p drop (Holm)"], rows))
+    return "".join(out)
+
+
+def _comparisons(result: RunResult) -> str:
+    overall = [c for c in result.comparisons if c.model is None]
+    out = ['<section id="comparisons"><h2>Comparisons</h2>']
+    if not overall:
+        out.append("<p class='muted'>This run had one arm: no --compare REF and no --baseline no-skill.</p>")
+    for c in overall:
+        per_model = [m for m in result.comparisons if m.model and m.skill == c.skill and m.baseline == c.baseline]
+        arms = {s.variant: s for s in result.skills if s.skill == c.skill}
+        out.append(_comparison(c, per_model, arms))
+    return "".join(out) + "</section>"
+
+
+def _heatmap(result: RunResult) -> str:
+    out = ['<section id="heatmap"><h2>Model by assertion</h2>']
+    for s in result.skills:
+        models = [m.model for m in s.models]
+        out.append(f"<h3>{escape(s.skill)} [{escape(s.variant)}]</h3>")
+        head = ["case", "assertion", *models, "pass@k", "pass^k"]
+        rows = []
+        for a in s.assertions:
+            cells = [escape(str(a.case_id)), escape(a.text)]
+            for m in models:
+                x = a.by_model[m].rate if m in a.by_model else None
+                cells.append(f'<span style="background:{heat(x)};padding:0 .3rem;border-radius:3px">{pct(x)}</span>')
+            rows.append([*cells, pct(a.pass_at_k), pct(a.pass_hat_k)])
+        out.append(table(head, rows, raw=True))
+    return "".join(out) + "</section>"
+
+
+def _usage(result: RunResult) -> str:
+    rows = [
+        [
+            model,
+            str(u.calls),
+            f"{u.prompt_tokens:,}",
+            f"{u.completion_tokens:,}",
+            "-" if u.cost_usd is None else f"${u.cost_usd:.4f}",
+        ]
+        for model, u in sorted(result.usage.items())
+    ]
+    body = table(["model", "calls", "prompt tokens", "completion tokens", "cost"], rows) if rows else "<p>none</p>"
+    return f'<section id="usage"><h2>Tokens and cost per model</h2>{body}</section>'
+
+
+def _quality(result: RunResult) -> str:
+    rows = [
+        [
+            q.skill,
+            str(q.case_id),
+            q.text,
+            str(q.observations),
+            pct(q.pass_rate),
+            f"always {q.constant}" if q.non_discriminating else "-",
+            ", ".join(q.flaky_in) or "-",
+            pct(q.judge_disagreement),
+        ]
+        for q in result.assertion_quality
+    ]
+    flagged = sum(q.non_discriminating or q.flaky for q in result.assertion_quality)
+    head = ["skill", "case", "assertion", "verdicts", "pass rate", "non-discriminating", "flaky in", "judges disagree"]
+    return (
+        '<section id="quality"><h2>Assertion quality</h2>'
+        f"<p>{flagged} of {len(rows)} assertions flagged: non-discriminating ones pass (or fail) for every model, "
+        "epoch and arm; flaky ones change verdict across epochs.</p>"
+        + (table(head, rows) if rows else "<p>no graded verdicts</p>")
+        + "</section>"
+    )
+
+
+def _run(r: CaseRun, transcripts: Mapping[str, str]) -> str:
+    passed = sum(v.passed for v in r.verdicts)
+    status = f"{passed}/{len(r.verdicts)} passed" if r.state is ShardState.GRADED else r.state.value
+    bad = r.state is not ShardState.GRADED or passed < len(r.verdicts)
+    out = [
+        f"<details{' open' if bad else ''}><summary>case {r.case_id} · {escape(r.model)} · epoch {r.epoch}: "
+        f"{escape(status)}</summary>"
+    ]
+    link = transcripts.get(r.shard_id)
+    if link:
+        out.append(f'<p><a href="{escape(link, quote=True)}">transcript</a></p>')
+    else:
+        out.append("<p class='muted'>every assertion passed: transcript not kept beside the report</p>")
+    if r.state is not ShardState.GRADED:
+        out.append(f"<p>{escape(r.detail)}</p>")
+    out.append("<ul>")
+    for v in r.verdicts:
+        mark = '<span class="pass">PASS</span>' if v.passed else '<span class="fail">FAIL</span>'
+        out.append(f'<li>{mark} {escape(v.text)}<div class="ev">{escape(v.evidence)}</div></li>')
+    return "".join(out) + "</ul></details>"
+
+
+def _verdicts(result: RunResult, transcripts: Mapping[str, str]) -> str:
+    out = ['<section id="verdicts"><h2>Verdicts and evidence</h2>']
+    for s in result.skills:
+        out.append(f"<h3>{escape(s.skill)} [{escape(s.variant)}]</h3>")
+        infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v) or "none"
+        out.append(
+            f"<p>Not graded (infra): {escape(infra)}; blocked: {len(s.blocked)}; "
+            f"sandbox: {escape(', '.join(s.sandbox_modes) or 'n/a')}</p>"
         )
-        for m in result.leaderboard:
-            body.append(
-                f"<tr><td>{escape(m.model)}</td><td>{_pct(m.composite_mean)}</td>"
-                f"<td>{_pct(m.composite_low)}–{_pct(m.composite_high)}</td></tr>"
-            )
-        body.append("</table>")
-    body += [_skill(s) for s in result.skills]
+        out += [_run(r, transcripts) for r in s.runs]
+    return "".join(out) + "</section>"
+
+
+def render_html(result: RunResult, transcripts: Mapping[str, str] | None = None) -> str:
+    """The run as one page; ``transcripts`` maps a shard id to its transcript file beside the page."""
+    links = dict(transcripts or {})
+    body = [
+        _headline(result),
+        _models(result),
+        _comparisons(result),
+        _heatmap(result),
+        _usage(result),
+        _quality(result),
+        _verdicts(result, links),
+    ]
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>skill-eval {escape(result.run_id)}</title><style>{_CSS}</style></head><body>"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>skill-eval {escape(result.run_id)}</title><style>{CSS}</style></head><body>"
         + "".join(body)
         + "</body></html>\n"
     )

@@ -17,6 +17,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from reducer.comparison import compare_all
+from reducer.gates import comparison_failures
+from reducer.quality import assess_assertions
 from reducer.stats import mean_interval, pass_at_k, pass_hat_k, wilson
 from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
 from schemas.outcome import CalibrationRecord, CalibrationStatus
@@ -208,11 +211,15 @@ def reduce_run(
     skipped: Sequence[str] = (),
     template_hashes: Mapping[str, str] | None = None,
     already_reported: Sequence[str] = (),
+    regression_alpha: float | None = None,
+    require_uplift: float | None = None,
 ) -> RunResult:
-    """The whole run: per corpus and variant, leaderboard, usage, and the verdict with its reasons.
+    """The whole run: per corpus and variant, leaderboard, usage, paired comparisons, assertion
+    quality, and the verdict with its reasons.
 
     ``skipped`` are the named errors of corpora left out before the run; ``already_reported``
-    the corpora ``--all-evals`` left out because their bundle key already has a report.
+    the corpora ``--all-evals`` left out because their bundle key already has a report;
+    ``regression_alpha`` and ``require_uplift`` are the comparison gates (:mod:`reducer.gates`).
     """
     skills: list[SkillResult] = []
     for variant in plan.variants:
@@ -238,7 +245,19 @@ def reduce_run(
             + (f" ({len(inconclusive)} INCONCLUSIVE corpus left out)" if inconclusive else "")
         )
     calibration = dict(calibration or {})
-    verdict, reasons = decide_verdict(current, skills, aggregate, calibration, fail_under, skipped, already_reported)
+    comparisons = compare_all(skills, plan.run_id)
+    verdict, reasons = decide_verdict(
+        current,
+        skills,
+        aggregate,
+        calibration,
+        fail_under,
+        skipped,
+        already_reported,
+        comparison_fails=comparison_failures(
+            comparisons, skills, regression_alpha=regression_alpha, require_uplift=require_uplift
+        ),
+    )
     usage: dict[str, Usage] = defaultdict(Usage)
     for s in skills:
         for r in s.runs:
@@ -258,6 +277,10 @@ def reduce_run(
         calibration={judge: record.describe() for judge, record in calibration.items()},
         template_hashes=dict(template_hashes) if template_hashes is not None else used_templates(outcomes.values()),
         skipped=list(skipped),
+        comparisons=comparisons,
+        assertion_quality=assess_assertions(skills),
+        regression_alpha=regression_alpha,
+        require_uplift=require_uplift,
     )
 
 
@@ -284,6 +307,7 @@ def decide_verdict(
     fail_under: float | None,
     skipped: Sequence[str],
     already_reported: Sequence[str] = (),
+    comparison_fails: Sequence[str] = (),
 ) -> tuple[Verdict, list[str]]:
     """BLOCKED > FAIL > WARN > PASS, with every reason that applies.
 
@@ -302,13 +326,8 @@ def decide_verdict(
         for s in current:
             if not s.inconclusive and s.behavioural.rate is not None and s.behavioural.rate < fail_under:
                 fails.append(f"{s.skill}: behavioural pass rate {headline(s.behavioural)} is below {fail_under:.0%}")
-    for base in (s for s in all_skills if s.variant != CURRENT):
-        new = next((s for s in current if s.skill == base.skill), None)
-        if new is None or new.inconclusive or base.inconclusive or base.skill in unavailable:
-            continue
-        old_rate, new_rate = base.behavioural.rate, new.behavioural.rate
-        if old_rate is not None and new_rate is not None and new_rate < old_rate:
-            fails.append(f"{base.skill}: regression {headline(base.behavioural)} -> {headline(new.behavioural)}")
+    # Regressions and uplift are decided on the paired figures (reducer.gates).
+    fails += comparison_fails
     if fails:
         return Verdict.FAIL, fails
     warns = [f"{s.skill} ({s.variant}): {s.headline}" for s in all_skills if s.inconclusive]

@@ -50,6 +50,10 @@ class RunSettings(BaseModel):
     """Grade the built-in calibration trajectories with each judge before the batch."""
     fail_under: float | None = None
     """Behavioural pass rate below which the verdict is FAIL."""
+    regression_alpha: float | None = Field(default=None, gt=0, lt=1)
+    """Against an old ref, only a one-sided drop significant at this level (Holm over assertions) fails."""
+    require_uplift: float | None = Field(default=None, ge=-1, lt=1)
+    """FAIL unless the lower bound of the uplift over the no-skill arm is above this margin."""
     max_cost_usd: float | None = Field(default=None, gt=0)
     """Run-wide cap on model spend, executor and judge together (``--max-cost``); None: no cap."""
     max_tokens: int | None = Field(default=None, gt=0)

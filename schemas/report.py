@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.comparison import AssertionQuality, PairedComparison
 from schemas.status import SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
 from schemas.verdict import AssertionVerdict, JudgeAnswer
@@ -183,3 +184,11 @@ class RunResult(BaseModel):
     """SHA-256 of each prompt template used."""
     skipped: list[str] = Field(default_factory=list)
     """Corpora skipped before the run (named errors)."""
+    comparisons: list[PairedComparison] = Field(default_factory=list)
+    """Paired comparisons of the current arm with each baseline arm (all models, then per model)."""
+    assertion_quality: list[AssertionQuality] = Field(default_factory=list)
+    """Per assertion: non-discriminating, flaky, judge disagreement."""
+    regression_alpha: float | None = None
+    """``--regression-alpha``: only a significant one-sided drop is a regression (None: any drop)."""
+    require_uplift: float | None = None
+    """``--require-uplift`` margin over the no-skill arm (None: not required)."""

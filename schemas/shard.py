@@ -17,6 +17,8 @@ from schemas.status import SandboxMode
 
 CURRENT = "current"
 BASELINE_PREFIX = "baseline@"
+NO_SKILL = "no-skill"
+"""The arm run with the skill absent: from the workspace (history included) and from the prompt."""
 
 
 def baseline_variant(ref: str) -> str:
@@ -42,7 +44,7 @@ class Shard(BaseModel):
     run_id: str
     """The run this shard belongs to."""
     variant: str
-    """``current`` or ``baseline@<ref>``."""
+    """``current``, ``baseline@<ref>`` or ``no-skill``."""
     skill: str
     """Skill under test."""
     case_id: int
@@ -66,6 +68,9 @@ class SkillBundle(BaseModel):
     """Repo-relative path of the corpus file."""
     corpus: Corpus
     """The validated corpus; every variant is graded against this one (hold the stick constant)."""
+    graded_paths: tuple[str, ...] = ()
+    """Repo-relative files and folders of the graded corpus, removed from every workspace; empty
+    means ``corpus_file`` alone (a skill-creator file or a plugin suite's case folders otherwise)."""
 
 
 class RunPlan(BaseModel):
@@ -84,7 +89,7 @@ class RunPlan(BaseModel):
     epochs: int = Field(default=1, ge=1)
     """Repetitions of every case per model."""
     variants: tuple[str, ...] = (CURRENT,)
-    """``current`` and optionally one ``baseline@<ref>``."""
+    """``current`` and optionally one ``baseline@<ref>`` and/or ``no-skill``."""
     shards: tuple[Shard, ...]
     """Every shard of the run, deterministic order."""
     sandbox: SandboxMode = SandboxMode.BWRAP

@@ -66,6 +66,8 @@ class PlanSummary(BaseModel):
     totals: PlanTotals
     skipped: list[SkippedCorpus] = Field(default_factory=list)
     """Corpora left out (only with --all-evals; otherwise the first bad corpus blocks the run)."""
+    power: list[str] = Field(default_factory=list)
+    """What this many cases can detect in a paired comparison (printed by --dry-run)."""
 
 
 class RunStatus(BaseModel):

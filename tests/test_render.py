@@ -159,9 +159,13 @@ def test_the_junit_report_parses_with_the_right_counts(result: RunResult) -> Non
     suites = {s.get("name"): s for s in root.findall("testsuite")}
     assert set(suites) == {"commit-message[current]", "changelog[current]"}
     cm = suites["commit-message[current]"]
-    assert (cm.get("tests"), cm.get("failures"), cm.get("errors")) == ("8", "1", "2")
-    assert len(cm.findall("testcase")) == 8 and len(cm.findall("testcase/failure")) == 1
+    # commit-message is INCONCLUSIVE: infra failures stay errors, its graded verdicts are skipped.
+    assert (cm.get("tests"), cm.get("failures"), cm.get("errors"), cm.get("skipped")) == ("8", "0", "2", "6")
+    assert len(cm.findall("testcase")) == 8 and len(cm.findall("testcase/failure")) == 0
     assert [e.get("message") for e in cm.findall("testcase/error")] == ["executor-failed", "blocked"]
+    assert {e.get("message", "").split(" (")[0] for e in cm.findall("testcase/skipped")} == {
+        "INCONCLUSIVE: INCONCLUSIVE"
+    }
     cl = suites["changelog[current]"]
     assert (cl.get("tests"), cl.get("failures"), cl.get("errors")) == ("4", "0", "0")
 
@@ -171,8 +175,9 @@ def test_a_shard_that_never_finished_is_a_skipped_testcase_not_an_error(plan: Ru
     partial = reduce_run(plan, {shard.shard_id: graded(shard, (True, True))})
     suite = ET.fromstring(render_junit(partial)).find("testsuite")
     assert suite is not None
-    assert suite.get("errors") == "0" and suite.get("skipped") == "4"
-    assert len(suite.findall("testcase/skipped")) == 4
+    # three shards never finished, and the run is INCONCLUSIVE, so the graded one's two verdicts skip too
+    assert suite.get("errors") == "0" and suite.get("skipped") == "6"
+    assert len(suite.findall("testcase/skipped")) == 6
 
 
 @given(evidence=st.text(max_size=40), detail=st.text(max_size=40))

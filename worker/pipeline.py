@@ -15,7 +15,7 @@ from harnesses.registry import HARNESSES
 from schemas.errors import NoSandbox
 from schemas.manifest import RunManifest, calibration_key, grade_key, trajectory_key
 from schemas.outcome import CalibrationRecord, CalibrationStatus, ShardOutcomeRecord
-from schemas.shard import BASELINE_PREFIX
+from schemas.shard import BASELINE_PREFIX, NO_SKILL
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Trajectory
 from worker.context import Context, with_redis_retry
@@ -63,10 +63,16 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
         parent=ctx.settings.workspaces_dir,
         cache_dir=ctx.settings.cache_dir,
         ref=ref,
+        strip_skill=shard.variant == NO_SKILL,
+        graded_paths=bundle.graded_paths,
     ) as ws:
-        # The skill text comes from the workspace itself, so a baseline shard reads the OLD skill.
-        # Read without following a link out of the workspace (BLOCKED_BAD_REPO otherwise).
-        skill_text, agents = read_skill(ws.path, shard.skill)
+        # The skill text comes from the workspace itself, so a baseline shard reads the OLD skill;
+        # the no-skill arm has none (skill_text None: the bare case prompt). Read without
+        # following a link out of the workspace (BLOCKED_BAD_REPO otherwise).
+        skill_text: str | None = None
+        agents: dict[str, str] = {}
+        if shard.variant != NO_SKILL:
+            skill_text, agents = read_skill(ws.path, shard.skill)
         budget = settings.budget
         limits = SandboxLimits(timeout_s=budget.command_timeout_s)
         if settings.executor in HARNESSES:

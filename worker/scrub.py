@@ -18,11 +18,13 @@ Every git call runs under the product's config (:mod:`engine.gitcmd`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +90,8 @@ def _remove_working_files(root: Path, paths: list[str]) -> None:
         literal = root / rel
         if literal.is_symlink() or literal.is_file():
             literal.unlink()
+        elif literal.is_dir():  # a folder (the skill in the no-skill arm, a plugin suite's case)
+            shutil.rmtree(literal)
 
 
 def _filter_repo(git_dir: Path, paths: list[str]) -> dict[str, str]:
@@ -163,13 +167,18 @@ def _restore_head(root: Path, old_head: str, mapping: dict[str, str]) -> None:
         raise NoIsolation(f"HEAD {old_head} has no rewritten counterpart")
 
 
-def scrubbed_tree(tree: Path, skill: str, cache_dir: Path) -> ScrubbedTree:
-    """The cached scrubbed copy of the unpacked snapshot ``tree`` for ``skill``, built once per host."""
-    target = Path(cache_dir) / f"{Path(tree).name}-{skill}"
+def scrubbed_tree(tree: Path, skill: str, cache_dir: Path, extra: Sequence[str] = ()) -> ScrubbedTree:
+    """The cached scrubbed copy of the unpacked snapshot ``tree`` for ``skill``, built once per host.
+
+    ``extra`` are further repo-relative files or folders to remove from the tree and history
+    (validated repo-relative paths: a foreign corpus's files; the skill folder for no-skill).
+    """
+    suffix = "-" + hashlib.sha256("\x1f".join(sorted(extra)).encode()).hexdigest()[:12] if extra else ""
+    target = Path(cache_dir) / f"{Path(tree).name}-{skill}{suffix}"
     if not (Path(tree) / ".git").is_dir() or (Path(tree) / ".git").is_symlink():
         return ScrubbedTree(path=Path(tree), commit_map={})
     if not (target / "commit-map").is_file():
-        _build(Path(tree), skill, Path(cache_dir), target)
+        _build(Path(tree), skill, Path(cache_dir), target, list(extra))
     mapping = {}
     for line in (target / "commit-map").read_text().splitlines():
         old, _, new = line.partition(" ")
@@ -177,12 +186,12 @@ def scrubbed_tree(tree: Path, skill: str, cache_dir: Path) -> ScrubbedTree:
     return ScrubbedTree(path=target / "repo", commit_map=mapping)
 
 
-def _build(tree: Path, skill: str, cache_dir: Path, target: Path) -> None:
+def _build(tree: Path, skill: str, cache_dir: Path, target: Path, extra: list[str]) -> None:
     tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=f"{UNPACK_TEMP_PREFIX}{os.getpid()}-"))
     try:
         repo = tmp / "repo"
         copy_tree(tree, repo)
-        paths = corpus_paths(repo, skill)
+        paths = corpus_paths(repo, skill) + [p for p in extra if ".." not in Path(p).parts]
         _remove_working_files(Path(os.path.realpath(repo)), paths)
         try:
             mapping = scrub_history(repo, paths)

@@ -26,7 +26,7 @@ import secrets
 import shutil
 import stat
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +35,7 @@ import structlog
 from engine.gitcmd import neutralise_git_dir, run_git
 from engine.snapshot import UNPACK_TEMP_PREFIX, copy_tree, unpack_snapshot
 from engine.store import ArtifactStore
-from schemas.constants import SKILL_NAME_RE
+from schemas.constants import SKILL_NAME_RE, SKILLS_DIR
 from schemas.corpus import EvalCase
 from schemas.errors import BadSkillName, NoIsolation, StoreError
 from worker.fixtures import materialize_fixtures
@@ -93,13 +93,31 @@ def _git_dir_state(root: Path) -> bool:
     return False
 
 
-def _harden(root: Path, skill: str) -> None:
+def _harden(root: Path, skill: str, extra: Sequence[str] = ()) -> None:
     """Remove the graded corpus (only it: sibling corpora stay), wherever a link inside the repo
-    puts it; a link out of the repo is ``BLOCKED_BAD_REPO``."""
+    puts it; a link out of the repo is ``BLOCKED_BAD_REPO``. ``extra`` are further files or
+    folders to remove (a corpus read from another format, the skill itself in the no-skill arm)."""
     for rel in reversed(corpus_paths(root, skill)):
         path = root / rel
         if path.is_symlink() or path.is_file():
             path.unlink()
+    for rel in extra:
+        _remove_inside(root, rel)
+
+
+def _remove_inside(root: Path, rel: str) -> None:
+    """Remove ``root/rel`` (file, link or folder) when ``rel`` stays inside the root; else refuse."""
+    parts = Path(rel).parts
+    if not parts or Path(rel).is_absolute() or ".." in parts or parts[0] == ".git":
+        raise NoIsolation(f"graded corpus path {rel!r} is not inside the workspace")
+    target = root.joinpath(*parts)
+    parent = Path(os.path.realpath(target.parent))
+    if parent != root and root not in parent.parents:
+        raise NoIsolation(f"graded corpus path {rel!r} resolves outside the workspace")
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.is_dir():
+        remove_tree(target)
 
 
 def remove_tree(path: Path, *, attempts: int = 3) -> bool:
@@ -156,11 +174,15 @@ def materialize_workspace(
     parent: Path,
     cache_dir: Path,
     ref: str | None = None,
+    strip_skill: bool = False,
+    graded_paths: Sequence[str] = (),
 ) -> Iterator[Workspace]:
     """Yield a hardened workspace for ``case`` built from snapshot ``snapshot_key``; remove it on exit.
 
     ``ref`` None copies the tree as snapshotted (current version); a ref clones it and checks
-    the ref out detached (baseline). Raise ``NoIsolation``, ``BadFixture``,
+    the ref out detached (baseline). ``strip_skill`` removes the skill itself, history
+    included (the no-skill arm). ``graded_paths`` are further files or folders of the graded
+    corpus to remove (a corpus read from another format). Raise ``NoIsolation``, ``BadFixture``,
     ``FixtureNeedsGit`` (see module docstring) or ``BadSkillName`` for a malformed ``skill``.
     """
     if not isinstance(skill, str) or not SKILL_NAME_RE.match(skill):
@@ -172,7 +194,9 @@ def materialize_workspace(
             container.mkdir(mode=0o755)  # first: a shard being set up already shows its workspace
             original = unpack_snapshot(store, snapshot_key, Path(cache_dir))
             commit = None if ref is None else _resolve_ref(original, ref)  # before the rewrite changes ids
-            tree = scrubbed_tree(original, skill, Path(cache_dir))
+            # The no-skill arm's skill folder and a foreign corpus's files leave history like the corpus.
+            extra = [*graded_paths, *([f"{SKILLS_DIR}/{skill}"] if strip_skill else [])]
+            tree = scrubbed_tree(original, skill, Path(cache_dir), extra)
             root = container / "repo"
             if commit is None:
                 copy_tree(tree.path, root)
@@ -180,7 +204,7 @@ def materialize_workspace(
                 _clone_at(tree.path, root, tree.commit(commit))
             root = Path(os.path.realpath(root))
             is_git = _git_dir_state(root)
-            _harden(root, skill)
+            _harden(root, skill, extra)
         except (OSError, StoreError, subprocess.SubprocessError) as exc:
             detail = getattr(exc, "stderr", None) or exc
             raise NoIsolation(f"case {case.id}: cannot create a workspace for {skill}: {detail}") from exc

@@ -158,7 +158,7 @@ def run_agent(
     model: str,
     *,
     skill: str,
-    skill_text: str,
+    skill_text: str | None,
     agent_texts: Mapping[str, str],
     case: EvalCase,
     sandbox: Sandbox,

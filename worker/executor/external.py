@@ -72,7 +72,7 @@ def run_external(
     executor: ExternalExecutor,
     *,
     skill: str,
-    skill_text: str,
+    skill_text: str | None,
     agent_texts: Mapping[str, str],
     case: EvalCase,
     sandbox: Sandbox,

@@ -15,6 +15,7 @@ from harnesses.registry import harness_for
 from schemas.corpus import EvalCase
 from schemas.errors import ExecutorFailed, NoHarness
 from schemas.manifest import RunManifest
+from schemas.shard import NO_SKILL
 from schemas.trajectory import Trajectory
 from worker.context import Context
 from worker.executor.harness import HarnessShard, harness_limits, run_harness
@@ -49,7 +50,8 @@ def run_harness_shard(
                 model=shard.model,
                 skill=shard.skill,
                 case=case,
-                invoke=Invoke(settings.invoke),
+                # The no-skill arm stages nothing (the skill folder is gone) and gets the bare prompt.
+                invoke=Invoke.IMPLICIT if shard.variant == NO_SKILL else Invoke(settings.invoke),
                 budget=settings.budget,
                 shard_id=shard_id,
             ),

@@ -4,6 +4,9 @@ The prompt carries the skill name, its SKILL.md, its agents/*.md, the case promp
 case's file list. It never carries ``expected_output`` or the assertions: the executor
 must not know what it is graded on, so this module only ever reads
 ``case.prompt`` and ``case.files``.
+
+The no-skill arm (``skill_text`` None) gets ``prompts/executor-no-skill.md``: the bare case
+prompt with the same working rules and boundaries, and no word of the skill.
 """
 
 from __future__ import annotations
@@ -38,12 +41,20 @@ def fill(template: str, values: Mapping[str, str]) -> str:
 def render_executor_prompt(
     *,
     skill: str,
-    skill_text: str,
+    skill_text: str | None,
     agent_texts: Mapping[str, str],
     case: EvalCase,
     workspace: str,
 ) -> RenderedPrompt:
-    """Render the executor prompt; ``agent_texts`` maps an agent file name to its text."""
+    """Render the executor prompt; ``agent_texts`` maps an agent file name to its text.
+
+    ``skill_text`` None renders the no-skill arm's prompt (skill name and agents unused).
+    """
+    files = "\n".join(f"- `{path}`" for path in case.files) or "(none named)"
+    if skill_text is None:
+        bare = load_template("executor-no-skill")
+        values = {"case_files": files, "case_prompt": case.prompt.strip(), "workspace": workspace}
+        return RenderedPrompt(text=fill(bare.text, values), template_sha256=bare.sha256)
     template = load_template("executor")
     if agent_texts:
         agents = "\n\n".join(
@@ -51,7 +62,6 @@ def render_executor_prompt(
         )
     else:
         agents = "(this skill has no agents)"
-    files = "\n".join(f"- `{path}`" for path in case.files) or "(none named)"
     text = fill(
         template.text,
         {

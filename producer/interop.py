@@ -1,0 +1,157 @@
+"""Finding and reading a skill's corpus in any of the formats skill-eval understands. The I/O edge.
+
+For skill ``S`` the first that exists wins:
+
+1. ``evals/S.evals.json`` (skill-eval's own schema v1);
+2. ``skills/S/evals/evals.json`` (Anthropic skill-creator, :mod:`producer.interop_skill_creator`);
+3. the Claude Code plugin suite ``evals/<case>/`` of a repo that is a plugin
+   (``.claude-plugin/plugin.json`` or ``plugin.json``), its cases for ``S``
+   (:mod:`producer.interop_plugin`).
+
+Every format ends in the same validator and the same named errors, and every file of the
+graded corpus is listed in the bundle's ``graded_paths`` so workspaces never hold it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from producer.interop_plugin import PLUGIN_MANIFESTS, PluginCase, translate_plugin_suite
+from producer.interop_skill_creator import SKILL_CREATOR_FILE, skill_creator_path, translate_skill_creator
+from schemas.constants import CORPUS_SUFFIX, EVALS_DIR, SKILLS_DIR
+from schemas.errors import BadCorpus
+
+_PLUGIN_FILE = re.compile(r"^" + re.escape(EVALS_DIR) + r"/\*/ \[plugin suite: ([a-z0-9][a-z0-9-]*)\]$")
+
+
+def plugin_suite_name(skill: str) -> str:
+    """The corpus name reports show for a plugin suite's cases of ``skill``."""
+    return f"{EVALS_DIR}/*/ [plugin suite: {skill}]"
+
+
+@dataclass(frozen=True)
+class ForeignCorpus:
+    """A corpus read from another format: the schema-v1 dict, its skill, and its files."""
+
+    data: dict[str, Any]
+    skill: str
+    graded_paths: tuple[str, ...]
+    origins: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Schema-v1 JSON path prefix -> (file, path) in the original format, for error messages."""
+
+    def locate_error(self, exc: BadCorpus) -> BadCorpus:
+        """The validator's error, pointed at the original file and field."""
+        for prefix in sorted(self.origins, key=len, reverse=True):
+            if exc.path == prefix or exc.path.startswith(prefix + ".") or exc.path.startswith(prefix + "["):
+                file, path = self.origins[prefix]
+                return BadCorpus(file, path + exc.path[len(prefix) :], exc.problem)
+        return exc
+
+
+def locate(root: Path, skill: str) -> str:
+    """The corpus file name for ``skill`` in the order above (our own name when none exists)."""
+    ours = f"{EVALS_DIR}/{skill}{CORPUS_SUFFIX}"
+    if (root / ours).is_file():
+        return ours
+    if (root / skill_creator_path(skill)).is_file():
+        return skill_creator_path(skill)
+    if is_plugin(root) and _case_dirs(root):
+        return plugin_suite_name(skill)
+    return ours
+
+
+def exists(root: Path, corpus_file: str) -> bool:
+    if _PLUGIN_FILE.match(corpus_file):
+        return is_plugin(root) and bool(_case_dirs(root))
+    return (root / corpus_file).is_file()
+
+
+def is_foreign(corpus_file: str) -> bool:
+    return not corpus_file.endswith(CORPUS_SUFFIX)
+
+
+def skill_creator_files(root: Path) -> list[str]:
+    """Every ``skills/*/evals/evals.json`` (for ``--all-evals``)."""
+    return sorted(p.relative_to(root).as_posix() for p in (root / SKILLS_DIR).glob(f"*/{SKILL_CREATOR_FILE}"))
+
+
+def is_plugin(root: Path) -> bool:
+    return any((root / m).is_file() for m in PLUGIN_MANIFESTS)
+
+
+def _case_dirs(root: Path) -> list[Path]:
+    folder = root / EVALS_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(
+        d
+        for d in folder.iterdir()
+        if d.is_dir() and not d.is_symlink() and ((d / "prompt.md").is_file() or (d / "case.yaml").is_file())
+    )
+
+
+def _text(path: Path, file: str) -> str:
+    if path.is_symlink():
+        raise BadCorpus(file, "$", "is a symbolic link; corpus files are read only as regular files")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadCorpus(file, "$", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+
+
+def read_foreign(root: Path, corpus_file: str) -> ForeignCorpus:
+    """Read a skill-creator file or a plugin suite as a schema-v1 dict (validate it next)."""
+    match = _PLUGIN_FILE.match(corpus_file)
+    if match:
+        skill = match.group(1)
+        cases = []
+        for d in _case_dirs(root):
+            rel = f"{EVALS_DIR}/{d.name}"
+            graders = {
+                g.name: _text(g, f"{rel}/graders/{g.name}")
+                for g in sorted((d / "graders").glob("*.md"))
+                if g.is_file() or g.is_symlink()
+            }
+            cases.append(
+                PluginCase(
+                    name=d.name,
+                    prompt_md=_text(d / "prompt.md", f"{rel}/prompt.md") if (d / "prompt.md").exists() else None,
+                    case_yaml=_text(d / "case.yaml", f"{rel}/case.yaml") if (d / "case.yaml").exists() else None,
+                    graders=graders,
+                )
+            )
+        skills = (
+            sorted(p.name for p in (root / SKILLS_DIR).iterdir() if p.is_dir()) if (root / SKILLS_DIR).is_dir() else []
+        )
+        data, folders = translate_plugin_suite(cases, skill, skills)
+        origins: dict[str, tuple[str, str]] = {}
+        for i, folder in enumerate(folders):
+            case = next(c for c in cases if f"{EVALS_DIR}/{c.name}" == folder)
+            main = f"{folder}/prompt.md" if case.prompt_md is not None else f"{folder}/case.yaml"
+            origins[f"$.evals[{i}]"] = (main, "$")
+            grader_files = [f"{folder}/graders/{g}" for g in sorted(case.graders)]
+            in_yaml = len(data["evals"][i]["assertions"]) - len(grader_files)
+            for j in range(len(data["evals"][i]["assertions"])):
+                origins[f"$.evals[{i}].assertions[{j}]"] = (
+                    (f"{folder}/case.yaml", f"$.graders[{j}]") if j < in_yaml else (grader_files[j - in_yaml], "rubric")
+                )
+        return ForeignCorpus(data, skill, tuple(folders), origins)
+    parts = corpus_file.split("/")
+    if len(parts) != 4 or parts[0] != SKILLS_DIR or "/".join(parts[2:]) != SKILL_CREATOR_FILE:
+        raise BadCorpus(corpus_file, "$", "not a corpus skill-eval can read")
+    skill = parts[1]
+    try:
+        data = json.loads(_text(root / corpus_file, corpus_file))
+    except json.JSONDecodeError as exc:
+        raise BadCorpus(corpus_file, "$", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    translated = translate_skill_creator(data, corpus_file, skill)
+    origins = {
+        f"$.evals[{i}].assertions": (corpus_file, f"$.evals[{i}].expectations")
+        for i, raw in enumerate(data["evals"])
+        if isinstance(raw, dict) and "expectations" in raw
+    }
+    return ForeignCorpus(translated, skill, (corpus_file,), origins)

@@ -1,0 +1,239 @@
+"""Pair the current arm with a baseline arm and test the difference over cases. Pure.
+
+Shards pair by (case, model, epoch). A pair where either side is not graded is dropped and
+counted by the state of the side that failed: an infra failure or a blocked case is never
+turned into a gain or a loss. Per (case, model) the kept epochs give each arm a pass rate;
+the case's difference is the mean over models of ``current - baseline``; the test and the
+bootstrap run over cases (docs/design/statistics.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+
+from reducer.paired import (
+    BOOTSTRAP_RESAMPLES,
+    bootstrap_interval,
+    holm,
+    mcnemar_exact,
+    seed_for,
+    sign_flip_test,
+)
+from schemas.comparison import AssertionComparison, CaseDelta, PairedComparison, TestName
+from schemas.report import CaseRun, SkillResult
+from schemas.shard import NO_SKILL
+from schemas.status import ShardState
+
+Key = tuple[int, str, int]  # (case, model, epoch)
+
+
+def _index(s: SkillResult) -> dict[Key, CaseRun]:
+    return {(r.case_id, r.model, r.epoch): r for r in s.runs}
+
+
+def _graded(r: CaseRun | None) -> bool:
+    return r is not None and r.state is ShardState.GRADED and bool(r.verdicts)
+
+
+def _state(r: CaseRun | None) -> str:
+    if r is None:
+        return "missing"
+    return "no-verdicts" if r.state is ShardState.GRADED else r.state.value
+
+
+def pair_arms(
+    current: SkillResult, baseline: SkillResult, model: str | None = None
+) -> tuple[list[tuple[CaseRun, CaseRun]], dict[str, int]]:
+    """Kept (current, baseline) pairs, and the dropped ones counted by ``<arm>:<state>``."""
+    new, old = _index(current), _index(baseline)
+    kept: list[tuple[CaseRun, CaseRun]] = []
+    dropped: dict[str, int] = defaultdict(int)
+    for key in sorted(set(new) | set(old)):
+        if model is not None and key[1] != model:
+            continue
+        a, b = new.get(key), old.get(key)
+        if _graded(a) and _graded(b) and a is not None and b is not None:
+            kept.append((a, b))
+            continue
+        dropped["total"] += 1
+        for arm, r in (("current", a), (baseline.variant, b)):
+            if not _graded(r):
+                dropped[f"{arm}:{_state(r)}"] += 1
+    return kept, dict(dropped)
+
+
+def _share(runs: Sequence[CaseRun]) -> Fraction:
+    passed = sum(v.passed for r in runs for v in r.verdicts)
+    return Fraction(passed, sum(len(r.verdicts) for r in runs))
+
+
+def case_differences(pairs: Sequence[tuple[CaseRun, CaseRun]]) -> dict[int, tuple[Fraction, Fraction]]:
+    """Case -> (current rate, baseline rate), each the mean over models of the kept epochs' pass rate."""
+    by_unit: dict[tuple[int, str], list[tuple[CaseRun, CaseRun]]] = defaultdict(list)
+    for a, b in pairs:
+        by_unit[(a.case_id, a.model)].append((a, b))
+    per_case: dict[int, list[tuple[Fraction, Fraction]]] = defaultdict(list)
+    for (case_id, _), unit in sorted(by_unit.items()):
+        per_case[case_id].append((_share([a for a, _ in unit]), _share([b for _, b in unit])))
+    return {
+        c: (sum((x for x, _ in v), Fraction(0)) / len(v), sum((y for _, y in v), Fraction(0)) / len(v))
+        for c, v in sorted(per_case.items())
+    }
+
+
+def compare_arms(
+    current: SkillResult, baseline: SkillResult, run_id: str, model: str | None = None
+) -> PairedComparison:
+    """The paired comparison of ``current`` against ``baseline`` (one model, or all when None)."""
+    kind = "no-skill" if baseline.variant == NO_SKILL else "compare"
+    pairs, dropped = pair_arms(current, baseline, model)
+    seed = seed_for(run_id, current.skill, baseline.variant, model or "*")
+    rates = case_differences(pairs)
+    diffs = [x - y for x, y in rates.values()]
+    common = {
+        "skill": current.skill,
+        "baseline": baseline.variant,
+        "kind": kind,
+        "model": model,
+        "cases": len(rates),
+        "pairs": len(pairs),
+        "dropped": dropped.pop("total", 0),
+        "dropped_by": dropped,
+        "seed": seed,
+    }
+    if not pairs:
+        return _unpaired(current, baseline, model, common)
+    values = [v for pair in rates.values() for v in pair]
+    binary = all(v in (0, 1) for v in values)
+    better, worse = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+    test: TestName
+    if binary:
+        p = mcnemar_exact(better, worse)
+        test = "mcnemar-exact"
+    else:
+        p = sign_flip_test(diffs, seed=seed)
+        test = "sign-flip-exact" if p.exact else "sign-flip-monte-carlo"
+    interval = bootstrap_interval([float(d) for d in diffs], seed)
+    n = len(rates)
+    return PairedComparison(
+        **common,  # type: ignore[arg-type]
+        baseline_rate=float(sum((y for _, y in rates.values()), Fraction(0)) / n),
+        current_rate=float(sum((x for x, _ in rates.values()), Fraction(0)) / n),
+        difference=float(sum(diffs, Fraction(0)) / n),
+        low=interval[0] if interval else None,
+        high=interval[1] if interval else None,
+        test=test,
+        p_two_sided=p.two_sided,
+        p_drop=p.drop,
+        p_uplift=p.uplift,
+        better=better,
+        worse=worse,
+        bootstrap_resamples=BOOTSTRAP_RESAMPLES,
+        per_case=[CaseDelta(case_id=c, baseline_rate=float(y), current_rate=float(x)) for c, (x, y) in rates.items()],
+        assertions=_assertions(current, pairs, p.drop) if model is None else [],
+    )
+
+
+def _assertions(
+    current: SkillResult, pairs: Sequence[tuple[CaseRun, CaseRun]], overall_drop: float
+) -> list[AssertionComparison]:
+    """Per assertion, McNemar over its (model, epoch) pairs; Holm over the overall test and every assertion."""
+    texts = {(a.case_id, a.index): a.text for a in current.assertions}
+    cells: dict[tuple[int, int], list[tuple[bool, bool]]] = defaultdict(list)
+    for a, b in pairs:
+        for i, (va, vb) in enumerate(zip(a.verdicts, b.verdicts, strict=False)):
+            cells[(a.case_id, i)].append((va.passed, vb.passed))
+    rows = []
+    for (case_id, index), obs in sorted(cells.items()):
+        better = sum(x and not y for x, y in obs)
+        worse = sum(y and not x for x, y in obs)
+        p = mcnemar_exact(better, worse)
+        rows.append(
+            {
+                "case_id": case_id,
+                "index": index,
+                "text": texts.get((case_id, index), ""),
+                "baseline_rate": sum(y for _, y in obs) / len(obs),
+                "current_rate": sum(x for x, _ in obs) / len(obs),
+                "pairs": len(obs),
+                "better": better,
+                "worse": worse,
+                "p_two_sided": p.two_sided,
+                "p_drop": p.drop,
+            }
+        )
+    adjusted = holm([overall_drop] + [r["p_drop"] for r in rows])[1:]  # type: ignore[misc]
+    # (reducer.gates narrows the family to the assertions that can reach alpha before it decides.)
+    return [AssertionComparison(**r, p_drop_holm=h) for r, h in zip(rows, adjusted, strict=True)]  # type: ignore[arg-type]
+
+
+def _unpaired(
+    current: SkillResult, baseline: SkillResult, model: str | None, common: Mapping[str, object]
+) -> PairedComparison:
+    """No pair survived: the two-proportion figure is all that can be said, and it says so."""
+    new = _arm_rate(current, model)
+    old = _arm_rate(baseline, model)
+    empty = {"better": 0, "worse": 0, "low": None, "high": None}
+    if new is None or old is None:
+        return PairedComparison(
+            **common,  # type: ignore[arg-type]
+            **empty,  # type: ignore[arg-type]
+            baseline_rate=None if old is None else old[0] / old[1],
+            current_rate=None if new is None else new[0] / new[1],
+            difference=None,
+            test="none",
+            p_two_sided=None,
+            p_drop=None,
+            p_uplift=None,
+            note="no graded shards on one side: nothing to compare",
+        )
+    (c1, n1), (c0, n0) = new, old
+    two, drop, uplift = two_proportion(c1, n1, c0, n0)
+    return PairedComparison(
+        **common,  # type: ignore[arg-type]
+        **empty,  # type: ignore[arg-type]
+        baseline_rate=c0 / n0,
+        current_rate=c1 / n1,
+        difference=c1 / n1 - c0 / n0,
+        test="two-proportion-z",
+        p_two_sided=two,
+        p_drop=drop,
+        p_uplift=uplift,
+        note="no (case, model, epoch) pair was graded on both sides: unpaired two-proportion figure "
+        "over assertions, which treats repeated measures as independent",
+    )
+
+
+def _arm_rate(s: SkillResult, model: str | None) -> tuple[int, int] | None:
+    runs = [r for r in s.runs if _graded(r) and (model is None or r.model == model)]
+    total = sum(len(r.verdicts) for r in runs)
+    return (sum(v.passed for r in runs for v in r.verdicts), total) if total else None
+
+
+def two_proportion(c1: int, n1: int, c0: int, n0: int) -> tuple[float, float, float]:
+    """Pooled two-proportion z-test of ``c1/n1`` vs ``c0/n0``: (two-sided, drop, uplift) p-values."""
+    pooled = (c1 + c0) / (n1 + n0)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n0))
+    delta = c1 / n1 - c0 / n0
+    if se == 0:
+        return (1.0, 1.0, 1.0) if delta == 0 else (0.0, float(delta > 0), float(delta < 0))
+    z = delta / se
+    drop = 0.5 * math.erfc(-z / math.sqrt(2))  # P(Z <= z)
+    return (math.erfc(abs(z) / math.sqrt(2)), drop, 1 - drop)
+
+
+def compare_all(skills: Sequence[SkillResult], run_id: str) -> list[PairedComparison]:
+    """Every baseline arm of every skill against its current arm: all models, then one per model."""
+    out = []
+    for base in (s for s in skills if s.variant != "current"):
+        current = next((s for s in skills if s.variant == "current" and s.skill == base.skill), None)
+        if current is None:
+            continue
+        out.append(compare_arms(current, base, run_id))
+        models = sorted({r.model for r in current.runs} | {r.model for r in base.runs})
+        if len(models) > 1:
+            out += [compare_arms(current, base, run_id, m) for m in models]
+    return out

@@ -1,0 +1,110 @@
+"""Which paired comparisons fail a run: regressions against an old ref, missing uplift over no skill. Pure.
+
+- Against ``baseline@<ref>`` without ``regression_alpha``: any drop of the paired pass rate
+  is a regression (the contract's rule). With it, only a significant one-sided drop is:
+  the overall test or any single assertion, Holm-adjusted over that family, below alpha
+  (assertions with fewer pairs than an exact test needs to reach alpha are not in the family).
+- Against ``no-skill`` with ``require_uplift`` (a margin, 0 by default): the lower bound of
+  the uplift's 95% interval must be above the margin, and the exact one-sided sign-flip test
+  of the per-case differences minus the margin must reject at 2.5% (a percentile bootstrap
+  over a handful of cases is too narrow to trust alone: two cases that both gain give the
+  interval [1, 1]). Else FAIL. Without it the with/without figures decide nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+from reducer.paired import UPLIFT_TEST_ALPHA, holm, min_discordant_for, sign_flip_test
+from schemas.comparison import PairedComparison
+from schemas.report import SkillResult
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:+.1f} pts"
+
+
+def _p(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def comparison_failures(
+    comparisons: Sequence[PairedComparison],
+    skills: Sequence[SkillResult],
+    *,
+    regression_alpha: float | None = None,
+    require_uplift: float | None = None,
+) -> list[str]:
+    """The FAIL reasons the comparisons give (empty: none fails)."""
+    by_arm = {(s.skill, s.variant): s for s in skills}
+    fails = []
+    for c in (c for c in comparisons if c.model is None):
+        current, base = by_arm.get((c.skill, "current")), by_arm.get((c.skill, c.baseline))
+        if current is None or base is None:
+            continue
+        if c.kind == "no-skill":
+            if require_uplift is not None:
+                fails += _uplift_failure(c, require_uplift)
+            continue
+        if current.inconclusive or base.inconclusive or (base.blocked and base.behavioural.total == 0):
+            continue  # a WARN elsewhere: the comparison measured the infra, not the skill
+        fails += [
+            f"{c.skill}: regression {base.headline} -> {current.headline}{why}"
+            for why in _regression(c, regression_alpha)
+        ]
+    return fails
+
+
+def _uplift_failure(c: PairedComparison, margin: float) -> list[str]:
+    if c.low is None:
+        return [f"{c.skill}: no uplift shown over no skill (no paired graded cases; --require-uplift {margin:g})"]
+    shown = f"{c.skill}: uplift over no skill {_pct(c.difference)} (95% CI {_pct(c.low)} to {_pct(c.high)}"
+    if c.low <= margin:
+        return [f"{shown}) has a lower bound not above the margin {margin:g}"]
+    if margin == 0 and c.p_uplift is not None and c.test != "two-proportion-z":
+        p = c.p_uplift  # the comparison's own test is this test
+    else:
+        shifted = [_exact(d.current_rate) - _exact(d.baseline_rate) - _exact(margin) for d in c.per_case]
+        p = sign_flip_test(shifted, seed=c.seed).uplift
+    if p >= UPLIFT_TEST_ALPHA:
+        return [
+            f"{shown}): too few cases to show it above the margin {margin:g} "
+            f"(exact one-sided p = {_p(p)} over {c.cases} cases, needs < {UPLIFT_TEST_ALPHA:g})"
+        ]
+    return []
+
+
+def _regression(c: PairedComparison, alpha: float | None) -> list[str]:
+    if c.difference is None:
+        return []
+    if alpha is None:
+        if c.difference < 0:
+            return [
+                f" ({c.baseline}; paired {_pct(c.difference)}, 95% CI {_pct(c.low)} to {_pct(c.high)}, "
+                f"one-sided p = {_p(c.p_drop)})"
+            ]
+        return []
+    # An assertion with fewer pairs than the exact test needs can never reach alpha: leaving it
+    # out of the family (decided by its pair count, never by its verdicts) keeps Holm from
+    # diluting the tests that can.
+    testable = [a for a in c.assertions if a.pairs >= min_discordant_for(alpha)]
+    adjusted = holm([c.p_drop if c.p_drop is not None else 1.0] + [a.p_drop for a in testable])
+    out = []
+    if adjusted[0] < alpha:
+        out.append(
+            f" ({c.baseline}; paired {_pct(c.difference)}, significant: one-sided p = {_p(c.p_drop)}, "
+            f"Holm {_p(adjusted[0])} < {alpha:g})"
+        )
+    for a, p in zip(testable, adjusted[1:], strict=True):
+        if p < alpha:
+            out.append(
+                f" ({c.baseline}; case {a.case_id} assertion {a.index + 1} dropped significantly: {a.worse} pairs "
+                f"worse, {a.better} better, Holm-adjusted one-sided p = {_p(p)} < {alpha:g})"
+            )
+    return out
+
+
+def _exact(x: float) -> Fraction:
+    # Rates are ratios of small counts stored as floats: recover the ratio, not the binary float.
+    return Fraction(x).limit_denominator(1_000_000)

@@ -1,0 +1,184 @@
+"""Paired tests and intervals over cases. Pure; exact arithmetic where it decides a verdict.
+
+The case is the unit (docs/design/statistics.md): every function here takes one paired
+difference per case (``current - baseline``), never one per epoch or per assertion, so
+repeated measures of one case are never counted as independent evidence.
+
+- :func:`sign_flip_test`: the exact paired permutation test. Under the null hypothesis each
+  case's difference is as likely to have the opposite sign, so the reference distribution
+  is that of ``sum(±d_i)``, enumerated exactly. With differences in {-1, 0, +1} (one epoch,
+  a pass/fail outcome per case) it *is* McNemar's exact test: the zero differences are the
+  concordant pairs and the statistic is the binomial count of discordant pairs one way.
+- :func:`mcnemar_exact`: McNemar's exact test from the two discordant counts.
+- :func:`bootstrap_interval`: a percentile interval of the mean difference, resampling
+  cases with replacement from a seeded generator, so reducing a run again gives the same
+  interval.
+- :func:`holm`: Holm's step-down adjustment of a family of p-values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+BOOTSTRAP_RESAMPLES = 2000
+"""Resamples per interval: the percentile bounds move by well under a point between seeds."""
+MAX_EXACT_SUPPORT = 200_000
+"""Bound on the exact enumeration's grid (ten times this many points) before it falls back to
+seeded Monte Carlo."""
+MONTE_CARLO_DRAWS = 100_000
+UPLIFT_TEST_ALPHA = 0.025
+"""One-sided level matching a two-sided 95% interval."""
+
+
+@dataclass(frozen=True)
+class PairedP:
+    """p-values of one paired test of ``current - baseline``."""
+
+    two_sided: float
+    """P(|S| >= |s|) under the null."""
+    drop: float
+    """One-sided: P(S <= s), small when the current arm is worse."""
+    uplift: float
+    """One-sided: P(S >= s), small when the current arm is better."""
+    exact: bool = True
+    """False when the support was too large and the p-values come from seeded Monte Carlo."""
+
+
+def seed_for(*parts: str) -> int:
+    """A 64-bit seed from strings (the run id first): the same run reduces to the same interval."""
+    return int.from_bytes(hashlib.sha256("\x1f".join(parts).encode()).digest()[:8], "big")
+
+
+def _null_distribution(diffs: Sequence[Fraction]) -> tuple[list[int], int, int] | None:
+    """Counts of ``sum(±d_i)`` over all 2^n sign patterns, on the integer grid ``d * scale``.
+
+    Returns (counts indexed by ``sum * scale + offset``, offset, scale), or None when the
+    grid would exceed the support cap. Integer lists make this a sequence of shifted adds.
+    """
+    scale = math.lcm(*(d.denominator for d in diffs))
+    steps = [abs(d.numerator) * (scale // d.denominator) for d in diffs]
+    offset = sum(steps)
+    if 2 * offset + 1 > MAX_EXACT_SUPPORT * 10:
+        return None
+    counts = [0] * (2 * offset + 1)
+    counts[offset] = 1
+    reach = 0  # the counts are zero outside offset ± reach
+    for step in steps:
+        low, high = offset - reach, offset + reach
+        nxt = [0] * len(counts)
+        for i in range(low, high + 1):
+            c = counts[i]
+            if c:
+                nxt[i + step] += c
+                nxt[i - step] += c
+        counts, reach = nxt, reach + step
+    return counts, offset, scale
+
+
+def sign_flip_test(diffs: Sequence[Fraction | int], seed: int = 0) -> PairedP:
+    """Exact paired permutation (sign-flip) test of the differences' sum.
+
+    Zero differences carry no sign information and drop out, as the concordant pairs do in
+    McNemar's test. With no non-zero difference every p-value is 1.
+    """
+    nonzero = [Fraction(d) for d in diffs if d != 0]
+    if not nonzero:
+        return PairedP(1.0, 1.0, 1.0)
+    observed = sum(nonzero, Fraction(0))
+    dist = _null_distribution(nonzero)
+    if dist is None:
+        return _monte_carlo(nonzero, observed, seed)
+    counts, offset, scale = dist
+    total = 2 ** len(nonzero)
+    at = offset + int(observed * scale)  # exact: observed * scale is an integer on the grid
+    mirror = offset - (at - offset)
+    low = sum(counts[: at + 1])
+    high = sum(counts[at:])
+    two = sum(counts[: min(at, mirror) + 1]) + sum(counts[max(at, mirror) :])
+    if at == mirror:  # observed sum 0: every pattern is at least as extreme
+        two = total
+    return PairedP(two / total, low / total, high / total)
+
+
+def _monte_carlo(diffs: Sequence[Fraction], observed: Fraction, seed: int) -> PairedP:
+    rng = random.Random(seed)
+    values = [float(d) for d in diffs]
+    obs, eps = float(observed), 1e-12
+    two = low = high = 0
+    for _ in range(MONTE_CARLO_DRAWS):
+        s = sum(v if rng.random() < 0.5 else -v for v in values)
+        two += abs(s) >= abs(obs) - eps
+        low += s <= obs + eps
+        high += s >= obs - eps
+    # The observed pattern is one of the permutations: counting it keeps p above zero.
+    n = MONTE_CARLO_DRAWS + 1
+    return PairedP((two + 1) / n, (low + 1) / n, (high + 1) / n, exact=False)
+
+
+def mcnemar_exact(better: int, worse: int) -> PairedP:
+    """McNemar's exact test: ``better`` pairs passed only in the current arm, ``worse`` only in the baseline."""
+    if better < 0 or worse < 0:
+        raise ValueError("discordant counts must not be negative")
+    n = better + worse
+    if n == 0:
+        return PairedP(1.0, 1.0, 1.0)
+
+    def cdf(k: int) -> Fraction:  # P(X <= k), X ~ Binomial(n, 1/2)
+        return Fraction(sum(math.comb(n, i) for i in range(k + 1)), 2**n)
+
+    drop = cdf(better)  # few "better" pairs is evidence of a drop
+    uplift = 1 - cdf(better - 1)
+    two = min(Fraction(1), 2 * min(drop, uplift))
+    return PairedP(float(two), float(drop), float(uplift))
+
+
+def min_discordant_for(alpha: float) -> int:
+    """Fewest discordant pairs, all one way, for which the exact two-sided McNemar p is below ``alpha``."""
+    if not 0 < alpha < 1:
+        raise ValueError("alpha must be in (0, 1)")
+    n = 1
+    while 2 * Fraction(1, 2**n) >= Fraction(alpha).limit_denominator(10**9):
+        n += 1
+    return n
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def bootstrap_interval(
+    diffs: Sequence[float], seed: int, resamples: int = BOOTSTRAP_RESAMPLES, level: float = 0.95
+) -> tuple[float, float] | None:
+    """Percentile interval of the mean of ``diffs``, resampling cases; None with no case."""
+    if not diffs:
+        return None
+    if not 0 < level < 1:
+        raise ValueError("level must be in (0, 1)")
+    n = len(diffs)
+    rng = random.Random(seed)
+    values = list(diffs)
+    means = sorted(math.fsum(rng.choices(values, k=n)) / n for _ in range(resamples))
+    tail = (1 - level) / 2
+    low = means[max(0, math.floor(tail * resamples))]
+    high = means[min(resamples - 1, math.ceil((1 - tail) * resamples) - 1)]
+    # Rounding in the means must not put a bound outside the data's range, nor cross the bounds.
+    floor, ceiling = min(diffs), max(diffs)
+    low = min(max(low, floor), ceiling)
+    return (low, max(min(high, ceiling), low))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order (each clipped to 1)."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    m = len(p_values)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted

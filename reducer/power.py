@@ -1,0 +1,154 @@
+"""How many cases a paired comparison needs. Pure.
+
+The model: a pair (one case, one epoch, both arms) is discordant with probability
+``discordance``; a difference ``delta`` means ``P(only current passes) - P(only baseline
+passes) = delta``. With one epoch the test is McNemar's exact test and its power is computed
+exactly (binomial sums over the number of discordant pairs). With more epochs the test runs
+over per-case mean differences; the figure there is a normal approximation that treats
+epochs as independent draws with the same discordance and ignores how cases differ from
+one another, so it is optimistic: read it as a floor.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from reducer.paired import min_discordant_for
+
+DEFAULT_DIFFERENCE = 0.10
+DEFAULT_DISCORDANCE = 0.20
+DEFAULT_ALPHA = 0.05
+DEFAULT_POWER = 0.80
+MAX_CASES = 100_000
+
+
+def _log_binom_pmf(k: int, n: int, p: float) -> float:
+    if p <= 0:
+        return 0.0 if k == 0 else -math.inf
+    if p >= 1:
+        return 0.0 if k == n else -math.inf
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * math.log(p) + (n - k) * math.log1p(-p)
+
+
+def _critical(d: int, alpha: float) -> int:
+    """Largest k with two-sided exact McNemar p (from k of d one way) below alpha, or -1."""
+    cdf, k = 0.0, -1
+    for i in range(d + 1):
+        cdf += math.comb(d, i) / 2**d
+        if 2 * cdf >= alpha:
+            break
+        k = i
+    return k
+
+
+def mcnemar_power(cases: int, discordance: float, difference: float, alpha: float = DEFAULT_ALPHA) -> float:
+    """Exact power of the two-sided exact McNemar test with ``cases`` pairs."""
+    _check(discordance, difference)
+    q = (discordance + difference) / (2 * discordance)  # share of discordant pairs won by the current arm
+    power = 0.0
+    for d in range(cases + 1):
+        weight = math.exp(_log_binom_pmf(d, cases, discordance))
+        if weight < 1e-15:
+            continue
+        k = _critical(d, alpha)
+        if k < 0:
+            continue
+        tail = sum(math.exp(_log_binom_pmf(x, d, q)) for x in range(k + 1))
+        tail += sum(math.exp(_log_binom_pmf(x, d, q)) for x in range(d - k, d + 1))
+        power += weight * min(1.0, tail)
+    return power
+
+
+def _check(discordance: float, difference: float) -> None:
+    if not 0 < discordance <= 1:
+        raise ValueError("discordance must be in (0, 1]")
+    if not 0 < difference <= discordance:
+        raise ValueError("the difference must be positive and at most the discordance")
+
+
+def _normal_cases(discordance: float, difference: float, alpha: float, power: float, epochs: int) -> int:
+    z = NormalDist().inv_cdf
+    variance = (discordance - difference**2) / epochs
+    return max(1, math.ceil((z(1 - alpha / 2) + z(power)) ** 2 * variance / difference**2))
+
+
+def cases_needed(
+    discordance: float = DEFAULT_DISCORDANCE,
+    difference: float = DEFAULT_DIFFERENCE,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    power: float = DEFAULT_POWER,
+    epochs: int = 1,
+) -> int:
+    """Fewest cases to reach ``power``: exact for one epoch, the normal approximation for more."""
+    _check(discordance, difference)
+    if epochs > 1:
+        return _normal_cases(discordance, difference, alpha, power, epochs)
+    start = max(min_discordant_for(alpha), int(0.7 * _normal_cases(discordance, difference, alpha, power, 1)))
+    for n in range(start, MAX_CASES):
+        if mcnemar_power(n, discordance, difference, alpha) >= power:
+            return n
+    return MAX_CASES
+
+
+@dataclass(frozen=True)
+class PowerNote:
+    """What a compare or baseline run can detect, for printing before it starts."""
+
+    cases: int
+    epochs: int
+    needed: int
+    needed_one_epoch: int
+    power_now: float | None
+    difference: float
+    discordance: float
+    alpha: float
+    power: float
+    min_discordant: int
+
+    def lines(self) -> list[str]:
+        detect = f"a {100 * self.difference:.0f}-point difference at alpha {self.alpha:g} with power {self.power:g}"
+        out = [
+            f"power: to detect {detect}, assuming {100 * self.discordance:.0f}% of pairs discordant, "
+            f"you need about {self.needed} cases at {self.epochs} epoch(s) "
+            f"({self.needed_one_epoch} at one epoch, exact McNemar); this run has {self.cases}.",
+        ]
+        if self.power_now is not None:
+            out.append(f"power: with {self.cases} cases at one epoch the chance to detect it is {self.power_now:.0%}.")
+        if self.epochs > 1:
+            out.append(
+                "power: the multi-epoch figure is a normal approximation that treats epochs as independent "
+                "and cases as alike, so it is optimistic."
+            )
+        out.append(
+            f"power: an exact two-sided McNemar test needs at least {self.min_discordant} discordant pairs, "
+            f"all one way, to reach p < {self.alpha:g}."
+        )
+        return out
+
+
+def power_note(
+    cases: int,
+    epochs: int,
+    *,
+    difference: float = DEFAULT_DIFFERENCE,
+    discordance: float = DEFAULT_DISCORDANCE,
+    alpha: float = DEFAULT_ALPHA,
+    power: float = DEFAULT_POWER,
+) -> PowerNote:
+    """The printout before a compare or baseline run of ``cases`` cases and ``epochs`` epochs."""
+    one = cases_needed(discordance, difference, alpha=alpha, power=power)
+    return PowerNote(
+        cases=cases,
+        epochs=epochs,
+        needed=cases_needed(discordance, difference, alpha=alpha, power=power, epochs=epochs),
+        needed_one_epoch=one,
+        power_now=mcnemar_power(cases, discordance, difference, alpha) if cases else None,
+        difference=difference,
+        discordance=discordance,
+        alpha=alpha,
+        power=power,
+        min_discordant=min_discordant_for(alpha),
+    )

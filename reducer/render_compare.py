@@ -1,0 +1,135 @@
+"""Markdown for the paired comparisons and the assertion-quality section. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from schemas.comparison import AssertionQuality, PairedComparison
+from schemas.report import RunResult, SkillResult
+
+TEST_LABELS = {
+    "mcnemar-exact": "McNemar's exact test over cases",
+    "sign-flip-exact": "exact sign-flip (paired permutation) test over per-case differences",
+    "sign-flip-monte-carlo": "sign-flip test over per-case differences (seeded Monte Carlo, 100,000 draws)",
+    "two-proportion-z": "unpaired two-proportion z-test (no pair was graded on both sides)",
+    "none": "no test (nothing to compare)",
+}
+NO_SKILL_NOTE = (
+    "The no-skill arm ran the same cases, models and epochs with the skill folder removed from the "
+    "workspace (and rewritten out of every commit of its git history) and the bare case prompt: the "
+    "executor saw no skill text. Graded by the same judge against the same corpus."
+)
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def pts(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:+.1f} pts"
+
+
+def pval(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def comparison_summary(c: PairedComparison) -> str:
+    """One line: difference, interval, test and p-values (the report headline of a comparison)."""
+    if c.test == "none":
+        return f"{c.baseline}: nothing to compare ({c.note})"
+    interval = f", 95% CI {pts(c.low)} to {pts(c.high)}" if c.low is not None else ""
+    return (
+        f"current vs {c.baseline}: {pts(c.difference)}{interval}; {TEST_LABELS[c.test]}: "
+        f"two-sided p = {pval(c.p_two_sided)}, one-sided p (drop) = {pval(c.p_drop)}, "
+        f"one-sided p (uplift) = {pval(c.p_uplift)}"
+    )
+
+
+def _dropped(c: PairedComparison) -> str:
+    if not c.dropped:
+        return "no pair dropped"
+    by = ", ".join(f"{k} {v}" for k, v in sorted(c.dropped_by.items()))
+    return f"{c.dropped} pair(s) dropped because a side was not graded ({by})"
+
+
+def comparison_section(result: RunResult, current: SkillResult, base: SkillResult) -> list[str]:
+    """Old vs new, or with vs without, for one skill: overall, per model, per assertion."""
+    rows = [c for c in result.comparisons if c.skill == current.skill and c.baseline == base.variant]
+    overall = next((c for c in rows if c.model is None), None)
+    title = "With vs without the skill" if base.variant == "no-skill" else "Old vs new (same corpus, same grader)"
+    out = [f"## {title}: {base.variant}", ""]
+    out.append(f"Overall: {base.variant} {base.headline} -> current {current.headline}")
+    if base.variant == "no-skill":
+        out += ["", NO_SKILL_NOTE]
+    if overall is None:
+        return [*out, ""]
+    out += ["", f"Paired: {comparison_summary(overall)}."]
+    if overall.pairs:
+        out.append(
+            f"Over {overall.cases} cases ({overall.pairs} (case, model, epoch) pairs; {_dropped(overall)}); "
+            f"{overall.better} cases better, {overall.worse} worse; case rates {pct(overall.baseline_rate)} -> "
+            f"{pct(overall.current_rate)}; bootstrap over cases, {overall.bootstrap_resamples} resamples, "
+            f"seed {overall.seed} (from the run id)."
+        )
+    else:
+        out.append(f"{_dropped(overall)}. {overall.note}.")
+    out += _gate_lines(result, base)
+    per_model = [c for c in rows if c.model is not None]
+    if per_model:
+        out += ["", "| model | baseline | current | difference | 95% CI | test | p (two-sided) | pairs | dropped |"]
+        out.append("|---|---|---|---|---|---|---|---|---|")
+        for c in per_model:
+            out.append(
+                f"| {_cell(c.model or '')} | {pct(c.baseline_rate)} | {pct(c.current_rate)} | {pts(c.difference)} | "
+                f"{pts(c.low)} to {pts(c.high)} | {c.test} | {pval(c.p_two_sided)} | {c.pairs} | {c.dropped} |"
+            )
+    if overall.assertions:
+        out += ["", "| case | assertion | baseline | current | pairs | better/worse | p (two-sided) | p drop (Holm) |"]
+        out.append("|---|---|---|---|---|---|---|---|")
+        for a in overall.assertions:
+            out.append(
+                f"| {a.case_id} | {_cell(a.text)} | {pct(a.baseline_rate)} | {pct(a.current_rate)} | {a.pairs} | "
+                f"{a.better}/{a.worse} | {pval(a.p_two_sided)} | {pval(a.p_drop_holm)} |"
+            )
+    return [*out, ""]
+
+
+def _gate_lines(result: RunResult, base: SkillResult) -> list[str]:
+    if base.variant == "no-skill":
+        if result.require_uplift is None:
+            return ["Gate: none (--require-uplift not given; the figures decide nothing)."]
+        return [
+            f"Gate: --require-uplift {result.require_uplift:g} (95% lower bound above it, exact one-sided p < 0.025)."
+        ]
+    if result.regression_alpha is None:
+        return ["Gate: any drop of the paired pass rate is a regression (no --regression-alpha)."]
+    return [
+        f"Gate: --regression-alpha {result.regression_alpha:g}: only a significant one-sided drop counts "
+        "(overall, or an assertion after Holm's adjustment)."
+    ]
+
+
+def quality_section(rows: Sequence[AssertionQuality]) -> list[str]:
+    """Assertions that cannot tell arms apart, that flip across epochs, or that split the judges."""
+    out = ["## Assertion quality", ""]
+    flagged = [q for q in rows if q.non_discriminating or q.flaky or (q.judge_disagreement or 0) > 0]
+    out.append(
+        f"{len(rows)} assertions with graded verdicts; {sum(q.non_discriminating for q in rows)} non-discriminating, "
+        f"{sum(q.flaky for q in rows)} flaky, {sum((q.judge_disagreement or 0) > 0 for q in rows)} with judge "
+        "disagreement."
+    )
+    if not flagged:
+        return [*out, "", "None flagged.", ""]
+    out += ["", "| case | assertion | verdicts | pass rate | non-discriminating | flaky in | judges disagree |"]
+    out.append("|---|---|---|---|---|---|---|")
+    for q in flagged:
+        constant = f"always {q.constant}" if q.non_discriminating else "-"
+        out.append(
+            f"| {q.case_id} | {_cell(q.text)} | {q.observations} | {pct(q.pass_rate)} | {constant} | "
+            f"{_cell(', '.join(q.flaky_in)) or '-'} | {pct(q.judge_disagreement)} |"
+        )
+    return [*out, ""]

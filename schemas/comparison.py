@@ -1,0 +1,142 @@
+"""Paired comparisons of two arms (current vs an old ref, or vs no skill) and assertion quality.
+
+Both land in the stored run result and every report, so they are pydantic models.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TestName = Literal["mcnemar-exact", "sign-flip-exact", "sign-flip-monte-carlo", "two-proportion-z", "none"]
+
+
+class CaseDelta(BaseModel):
+    """One case's pass rate in each arm (mean over models of the kept epochs)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    case_id: int
+    """Eval case id."""
+    baseline_rate: float
+    """Baseline arm."""
+    current_rate: float
+    """Current arm."""
+
+
+class AssertionComparison(BaseModel):
+    """One assertion of one case, current vs baseline, over the pairs of that case."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    case_id: int
+    """Eval case id."""
+    index: int
+    """Position in the case's assertions."""
+    text: str
+    """Assertion text."""
+    baseline_rate: float | None
+    """Pass rate in the baseline arm over the kept pairs."""
+    current_rate: float | None
+    """Pass rate in the current arm over the kept pairs."""
+    pairs: int
+    """(model, epoch) pairs kept: the epochs of one case are its repetitions."""
+    better: int
+    """Pairs passed only in the current arm."""
+    worse: int
+    """Pairs passed only in the baseline arm."""
+    p_two_sided: float
+    """McNemar's exact test over the pairs."""
+    p_drop: float
+    """One-sided p of a drop (current worse)."""
+    p_drop_holm: float
+    """``p_drop`` after Holm's adjustment over the family: the overall test and every assertion."""
+
+
+class PairedComparison(BaseModel):
+    """The current arm against one baseline arm, for one executor model or all of them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    skill: str
+    """Skill name."""
+    baseline: str
+    """Baseline variant: ``baseline@<ref>`` or ``no-skill``."""
+    kind: Literal["compare", "no-skill"]
+    """Old-vs-new (``--compare``) or with-vs-without (``--baseline no-skill``)."""
+    model: str | None
+    """Executor model, or None for all models together (per-case differences averaged over models)."""
+    cases: int
+    """Cases with at least one kept pair: the unit of the test and the bootstrap."""
+    pairs: int
+    """(case, model, epoch) pairs kept (both sides graded)."""
+    dropped: int
+    """Pairs dropped because either side was not graded (infra, blocked, budget, never finished)."""
+    dropped_by: dict[str, int] = Field(default_factory=dict)
+    """Dropped pairs by ``<arm>:<state>`` of the side that was not graded (both counted when both)."""
+    baseline_rate: float | None
+    """Mean over cases of the baseline arm's pass rate (kept pairs only)."""
+    current_rate: float | None
+    """Mean over cases of the current arm's pass rate (kept pairs only)."""
+    difference: float | None
+    """``current_rate - baseline_rate``: the uplift (negative: a drop)."""
+    low: float | None
+    """Lower bound of the 95% bootstrap interval of the difference (cases resampled)."""
+    high: float | None
+    """Upper bound."""
+    test: TestName
+    """Which test gave the p-values."""
+    p_two_sided: float | None
+    """Two-sided p of no difference."""
+    p_drop: float | None
+    """One-sided p of a drop (the regression test)."""
+    p_uplift: float | None
+    """One-sided p of an uplift."""
+    better: int
+    """Cases whose pass rate is higher in the current arm."""
+    worse: int
+    """Cases whose pass rate is lower in the current arm."""
+    bootstrap_resamples: int = 0
+    """Resamples behind the interval."""
+    seed: int = 0
+    """Seed of the bootstrap (and of any Monte Carlo p), derived from the run id."""
+    per_case: list[CaseDelta] = Field(default_factory=list)
+    """The unit of the test: each case's rate in both arms."""
+    assertions: list[AssertionComparison] = Field(default_factory=list)
+    """Per assertion (all-models comparison only)."""
+    note: str = ""
+    """What the reader must know (why unpaired, why no test)."""
+
+
+class AssertionQuality(BaseModel):
+    """How much one assertion can tell, computed from its results across the run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    skill: str
+    """Skill name."""
+    case_id: int
+    """Eval case id."""
+    index: int
+    """Position in the case's assertions."""
+    text: str
+    """Assertion text."""
+    observations: int
+    """Graded verdicts of this assertion across every model, epoch and variant."""
+    pass_rate: float | None
+    """Share of those verdicts that passed."""
+    non_discriminating: bool
+    """Passes (or fails) for every model, epoch and variant: it cannot tell arms or models apart."""
+    constant: Literal["pass", "fail", ""] = ""
+    """Which way a non-discriminating assertion always goes."""
+    flaky_in: list[str] = Field(default_factory=list)
+    """``<variant>/<model>`` groups whose verdict changed across epochs."""
+    flip_rate: float | None = None
+    """Share of (variant, model) groups with two or more epochs in which the verdict changed."""
+    judge_disagreement: float | None = None
+    """Share of ensemble-graded shards where the judges did not all agree on it (None: no ensemble)."""
+
+    @property
+    def flaky(self) -> bool:
+        return bool(self.flaky_in)

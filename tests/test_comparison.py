@@ -1,0 +1,192 @@
+"""Paired comparisons inside the reducer: pairing, dropped pairs, the gates, assertion quality. Pure."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reducer.scoring import ShardOutcome
+from schemas.shard import CURRENT, NO_SKILL, baseline_variant
+from schemas.status import ShardState, Verdict
+from schemas.verdict import AssertionVerdict, JudgeAnswer, ShardGrade
+from tests.test_reducer import bundle, graded, outcomes_for, plan_for, reduce
+
+S = ShardState
+OLD = baseline_variant("HEAD~1")
+
+
+def arms(n_cases: int, epochs: int = 1, models: tuple[str, ...] = ("m",), other: str = OLD):  # type: ignore[no-untyped-def]
+    return plan_for([bundle("s", [1] * n_cases)], models=models, epochs=epochs, variants=(CURRENT, other))
+
+
+def fill(plan, variant: str, passes) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    """passes(case_id, model, epoch) -> bool | ShardState for every shard of ``variant``."""
+    out = {}
+    for sh in plan.shards:
+        if sh.variant != variant:
+            continue
+        spec = passes(sh.case_id, sh.model, sh.epoch)
+        out[sh.shard_id] = (
+            ShardOutcome(sh, spec, detail=f"{spec.value}: boom") if isinstance(spec, ShardState) else graded(sh, [spec])
+        )
+    return out
+
+
+def overall(result, baseline: str = OLD):  # type: ignore[no-untyped-def]
+    return next(c for c in result.comparisons if c.model is None and c.baseline == baseline)
+
+
+def test_one_epoch_of_pass_fail_cases_is_tested_with_mcnemar() -> None:
+    plan = arms(8)
+    old = fill(plan, OLD, lambda c, m, e: c <= 2)
+    new = fill(plan, CURRENT, lambda c, m, e: True)
+    c = overall(reduce(plan, {**old, **new}))
+    assert c.test == "mcnemar-exact" and (c.better, c.worse) == (6, 0)
+    assert c.p_uplift == 1 / 64 and c.p_two_sided == 2 / 64
+    assert c.difference == 0.75 and c.low is not None and c.low > 0
+    assert c.cases == 8 and c.pairs == 8 and c.dropped == 0
+
+
+def test_several_epochs_are_tested_over_per_case_differences() -> None:
+    plan = arms(6, epochs=3)
+    old = fill(plan, OLD, lambda c, m, e: e == 0)  # 1 of 3 epochs passes
+    new = fill(plan, CURRENT, lambda c, m, e: e < 2)  # 2 of 3
+    c = overall(reduce(plan, {**old, **new}))
+    assert c.test == "sign-flip-exact"
+    assert c.cases == 6 and c.pairs == 18  # the unit is the case, not the epoch
+    assert abs(c.difference - 1 / 3) < 1e-9
+    assert abs(c.p_uplift - 1 / 64) < 1e-12
+
+
+def test_a_pair_with_an_ungraded_side_is_dropped_and_counted_never_a_gain_or_a_loss() -> None:
+    plan = arms(6)
+    old = fill(plan, OLD, lambda c, m, e: S.EXECUTOR_FAILED if c == 1 else True)
+    new = fill(plan, CURRENT, lambda c, m, e: S.BLOCKED if c == 2 else (c != 3))
+    c = overall(reduce(plan, {**old, **new}))
+    assert c.dropped == 2 and c.pairs == 4
+    assert c.dropped_by == {f"{OLD}:executor-failed": 1, "current:blocked": 1}
+    assert (c.better, c.worse) == (0, 1)  # only case 3 changed
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), st.booleans()), min_size=2, max_size=8),
+    st.data(),
+)
+def test_infra_failures_only_remove_their_pairs(cases: list[tuple[bool, bool]], data: st.DataObject) -> None:
+    n = len(cases)
+    broken = data.draw(st.sets(st.integers(1, n), max_size=n - 1))
+    plan = arms(n)
+
+    def old_spec(c: int, m: str, e: int) -> bool | ShardState:
+        return S.GRADER_MALFORMED if c in broken else cases[c - 1][0]
+
+    with_failures = reduce(plan, {**fill(plan, OLD, old_spec), **fill(plan, CURRENT, lambda c, m, e: cases[c - 1][1])})
+    kept = [cases[i - 1] for i in range(1, n + 1) if i not in broken]
+    got = overall(with_failures)
+    assert got.dropped == len(broken) and got.pairs == len(kept)
+    assert got.better == sum(new and not old for old, new in kept)
+    assert got.worse == sum(old and not new for old, new in kept)
+    again = reduce(plan, {**fill(plan, OLD, old_spec), **fill(plan, CURRENT, lambda c, m, e: cases[c - 1][1])})
+    assert overall(again) == got  # reducing again gives the same figures, interval included
+
+
+def test_with_no_pair_left_only_the_unpaired_figure_is_given_and_labelled() -> None:
+    plan = arms(4)
+    old = fill(plan, OLD, lambda c, m, e: True if c <= 2 else S.EXECUTOR_FAILED)
+    new = fill(plan, CURRENT, lambda c, m, e: False if c > 2 else S.EXECUTOR_FAILED)
+    c = overall(reduce(plan, {**old, **new}))
+    assert c.test == "two-proportion-z" and c.pairs == 0 and c.dropped == 4
+    assert "unpaired" in c.note and c.low is None
+
+
+def test_without_regression_alpha_any_drop_fails_with_it_only_a_significant_one() -> None:
+    plan = arms(8)
+    old = fill(plan, OLD, lambda c, m, e: True)
+    one_drop = fill(plan, CURRENT, lambda c, m, e: c != 1)
+    assert reduce(plan, {**old, **one_drop}).verdict is Verdict.FAIL
+    assert reduce(plan, {**old, **one_drop}, regression_alpha=0.05).verdict is Verdict.PASS
+    six_drops = fill(plan, CURRENT, lambda c, m, e: c > 6)
+    result = reduce(plan, {**old, **six_drops}, regression_alpha=0.05)
+    assert result.verdict is Verdict.FAIL
+    assert "significant" in result.reasons[0] and "Holm" in result.reasons[0]
+
+
+def test_a_per_assertion_drop_is_holm_corrected() -> None:
+    # One case, many epochs: assertion 1 drops in every epoch, the others hold.
+    plan = plan_for([bundle("s", [3, 1])], epochs=8, variants=(CURRENT, OLD))
+    old = {sh.shard_id: graded(sh, [True] * (3 if sh.case_id == 1 else 1)) for sh in plan.shards if sh.variant == OLD}
+    new = {
+        sh.shard_id: graded(sh, [False, True, True] if sh.case_id == 1 else [True])
+        for sh in plan.shards
+        if sh.variant == CURRENT
+    }
+    result = reduce(plan, {**old, **new}, regression_alpha=0.05)
+    c = overall(result)
+    first = c.assertions[0]
+    assert (first.worse, first.better) == (8, 0) and first.p_drop_holm >= first.p_drop
+    assert first.p_drop_holm < 0.05
+    assert result.verdict is Verdict.FAIL
+    assert any("case 1 assertion 1 dropped significantly" in r for r in result.reasons)
+
+
+def test_require_uplift_fails_unless_the_lower_bound_clears_the_margin() -> None:
+    plan = arms(8, other=NO_SKILL)
+    without = fill(plan, NO_SKILL, lambda c, m, e: False)
+    helps = fill(plan, CURRENT, lambda c, m, e: True)
+    assert reduce(plan, {**without, **helps}, require_uplift=0.0).verdict is Verdict.PASS
+    assert reduce(plan, {**without, **helps}).verdict is Verdict.PASS
+    no_help = fill(plan, CURRENT, lambda c, m, e: c == 1)
+    result = reduce(plan, {**without, **no_help}, require_uplift=0.0)
+    assert result.verdict is Verdict.FAIL and "lower bound not above the margin 0" in result.reasons[0]
+    # A drop against no skill is reported, and decides nothing without --require-uplift.
+    assert reduce(plan, {**fill(plan, NO_SKILL, lambda c, m, e: True), **no_help}).verdict is Verdict.PASS
+
+
+def test_two_cases_that_both_gain_are_too_few_to_show_uplift() -> None:
+    plan = arms(2, other=NO_SKILL)
+    result = reduce(
+        plan,
+        {**fill(plan, NO_SKILL, lambda c, m, e: False), **fill(plan, CURRENT, lambda c, m, e: True)},
+        require_uplift=0.0,
+    )
+    assert result.verdict is Verdict.FAIL and "too few cases" in result.reasons[0]
+
+
+def test_per_model_comparisons_beside_the_overall_one() -> None:
+    plan = arms(4, models=("a", "b"))
+    result = reduce(plan, {**fill(plan, OLD, lambda c, m, e: m == "a"), **fill(plan, CURRENT, lambda c, m, e: True)})
+    by_model = {c.model: c for c in result.comparisons}
+    assert set(by_model) == {None, "a", "b"}
+    assert by_model["a"].difference == 0 and by_model["b"].difference == 1
+    assert by_model[None].difference == 0.5
+
+
+def test_assertion_quality_flags_constant_flaky_and_disputed_assertions() -> None:
+    plan = plan_for([bundle("s", [2, 1])], epochs=3)
+    out = {}
+    for sh in plan.shards:
+        passes = [True, sh.epoch != 1] if sh.case_id == 1 else [False]
+        verdicts = [AssertionVerdict(text=f"a{i}", passed=p, evidence="q") for i, p in enumerate(passes)]
+        judges = [
+            JudgeAnswer(judge="j1", state=S.GRADED, verdicts=verdicts),
+            JudgeAnswer(
+                judge="j2",
+                state=S.GRADED,
+                verdicts=[v.model_copy(update={"passed": not v.passed}) if sh.epoch == 0 else v for v in verdicts],
+            ),
+        ]
+        grade = ShardGrade(shard_id=sh.shard_id, state=S.GRADED, verdicts=verdicts, judges=judges)
+        out[sh.shard_id] = ShardOutcome(sh, S.GRADED, grade=grade)
+    quality = {(q.case_id, q.index): q for q in reduce(plan, out).assertion_quality}
+    assert quality[(1, 0)].non_discriminating and quality[(1, 0)].constant == "pass"
+    assert quality[(2, 0)].non_discriminating and quality[(2, 0)].constant == "fail"
+    assert quality[(1, 1)].flaky and quality[(1, 1)].flaky_in == ["current/m"]
+    assert not quality[(1, 1)].non_discriminating
+    assert quality[(1, 0)].judge_disagreement == 1 / 3
+
+
+def test_a_single_observation_is_not_called_non_discriminating() -> None:
+    plan = plan_for([bundle("s", [1, 1])])
+    quality = reduce(plan, outcomes_for(plan, {1: [True], 2: [True]})).assertion_quality
+    assert len(quality) == 2 and not quality[0].non_discriminating and not quality[0].flaky

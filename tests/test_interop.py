@@ -1,0 +1,314 @@
+"""Corpora from the ecosystem: skill-creator's evals.json and Claude Code plugin eval suites."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.snapshot import snapshot_repo
+from engine.store import LocalStore
+from producer.repo import Repo
+from schemas.errors import BadCorpus
+from worker.workspace import materialize_workspace
+
+GOOD = "The agent runs the greeting script in the shell"
+
+
+def skill_repo(root: Path, skill: str = "greeter") -> Path:
+    (root / "skills" / skill / "evals" / "files").mkdir(parents=True)
+    (root / "skills" / skill / "SKILL.md").write_text("---\nname: greeter\n---\nGreet.\n")
+    (root / "skills" / skill / "evals" / "files" / "names.csv").write_text("ada\n")
+    return root
+
+
+def write_creator(root: Path, doc: object, skill: str = "greeter") -> None:
+    (root / "skills" / skill / "evals" / "evals.json").write_text(json.dumps(doc))
+
+
+CREATOR = {
+    "skill_name": "greeter",
+    "evals": [
+        {
+            "id": 1,
+            "prompt": "Greet everyone in the list",
+            "expected_output": "a greeting per name",
+            "files": ["evals/files/names.csv"],
+            "expectations": [
+                GOOD,
+                {"text": "The agent runs cat on names.csv in the shell", "passed": True, "evidence": "x"},
+            ],
+        },
+        {"id": 2, "prompt": "Greet Ada", "assertions": ["The agent runs echo hello in the shell"]},
+    ],
+}
+
+
+def test_a_skill_creator_file_is_read_as_a_corpus_with_files_relative_to_the_skill(tmp_path: Path) -> None:
+    root = skill_repo(tmp_path)
+    write_creator(root, CREATOR)
+    repo = Repo(root)
+    assert repo.targets(["greeter"], False) == ["skills/greeter/evals/evals.json"]
+    bundle = repo.load("skills/greeter/evals/evals.json")
+    first, second = bundle.corpus.evals
+    assert first.files == ("skills/greeter/evals/files/names.csv",)
+    assert first.assertions == (
+        GOOD,
+        "The agent runs cat on names.csv in the shell",
+    )  # a graded copy's verdict is ignored
+    assert second.expected_output.startswith("(not given")
+    assert bundle.graded_paths == ("skills/greeter/evals/evals.json",)
+    assert repo.all_corpus_files() == ["skills/greeter/evals/evals.json"]  # a repo with no root evals/ still runs
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        (lambda d: d["evals"][0].pop("expectations"), "$.evals[0]: missing key expectations"),
+        (lambda d: d["evals"][0].update(id="one"), "$.evals[0].id: 'one' is not an integer"),
+        (
+            lambda d: d["evals"][0].update(files=["../../../etc/passwd"]),
+            "$.evals[0].files[0]: '../../../etc/passwd' leaves",
+        ),
+        (lambda d: d.update(skill_name="other"), "$.skill_name: 'other' does not name the skill folder"),
+        (lambda d: d["evals"][1].update(assertions=["works well"]), "$.evals[1].assertions[0]: is 10 characters"),
+        (lambda d: d["evals"][0]["expectations"].append("it works"), "$.evals[0].expectations[2]: is 8 characters"),
+        (lambda d: d["evals"][0]["expectations"].append({"passed": True}), "$.evals[0].expectations[2].text"),
+        (lambda d: d["evals"].pop(), "$.evals: has 1 case(s); at least 2"),
+    ],
+)
+def test_a_bad_skill_creator_file_gets_a_named_error_at_the_field(tmp_path: Path, change, where: str) -> None:  # type: ignore[no-untyped-def]
+    root = skill_repo(tmp_path)
+    doc = json.loads(json.dumps(CREATOR))
+    change(doc)
+    write_creator(root, doc)
+    with pytest.raises(BadCorpus) as info:
+        Repo(root).load("skills/greeter/evals/evals.json")
+    assert str(info.value).startswith("BLOCKED_BAD_CORPUS: skills/greeter/evals/evals.json: ")
+    assert where in str(info.value)
+
+
+def test_the_skill_creator_file_is_stripped_from_the_workspace_but_its_input_files_stay(tmp_path: Path) -> None:
+    root = skill_repo(tmp_path / "repo")
+    write_creator(root, CREATOR)
+    bundle = Repo(root).load("skills/greeter/evals/evals.json")
+    store = LocalStore(tmp_path / "store")
+    key = snapshot_repo(root, store)
+    with materialize_workspace(
+        store,
+        key,
+        skill="greeter",
+        case=bundle.corpus.evals[0],
+        parent=tmp_path / "ws",
+        cache_dir=tmp_path / "c",
+        graded_paths=bundle.graded_paths,
+    ) as ws:
+        assert not (ws.path / "skills" / "greeter" / "evals" / "evals.json").exists()
+        assert (ws.path / "skills" / "greeter" / "evals" / "files" / "names.csv").read_text() == "ada\n"
+        assert (ws.path / "skills" / "greeter" / "SKILL.md").exists()
+
+
+def test_a_graded_path_that_escapes_the_workspace_is_refused(tmp_path: Path) -> None:
+    root = skill_repo(tmp_path / "repo")
+    write_creator(root, CREATOR)
+    bundle = Repo(root).load("skills/greeter/evals/evals.json")
+    store = LocalStore(tmp_path / "store")
+    key = snapshot_repo(root, store)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    from schemas.errors import NoIsolation
+
+    with (
+        pytest.raises(NoIsolation),
+        materialize_workspace(
+            store,
+            key,
+            skill="greeter",
+            case=bundle.corpus.evals[0],
+            parent=tmp_path / "ws",
+            cache_dir=tmp_path / "c",
+            graded_paths=("../../victim.txt",),
+        ),
+    ):
+        pass
+    assert victim.read_text() == "keep me"
+
+
+# --- Claude Code plugin eval suites --------------------------------------------------------------
+def plugin_repo(root: Path) -> Path:
+    skill_repo(root)
+    (root / ".claude-plugin").mkdir()
+    (root / ".claude-plugin" / "plugin.json").write_text('{"name": "greeter-plugin"}')
+    greet = root / "evals" / "greet-ada"
+    (greet / "graders").mkdir(parents=True)
+    (greet / "prompt.md").write_text("---\nmax_turns: 12\nallowed_tools: [Bash, Read]\n---\nPlease greet Ada.\n")
+    (greet / "graders" / "ran.md").write_text(f"---\ntype: llm\nweight: 2\n---\n{GOOD}\n")
+    wave = root / "evals" / "wave"
+    wave.mkdir()
+    (wave / "case.yaml").write_text(
+        "execution:\n  prompt: Wave at the team\nmax_turns: 5\n"
+        "graders:\n  - type: llm\n    rubric: The agent runs the wave command in the shell\n"
+    )
+    return root
+
+
+def test_a_plugin_suite_is_read_as_the_corpus_of_the_plugins_skill(tmp_path: Path) -> None:
+    root = plugin_repo(tmp_path)
+    repo = Repo(root)
+    [name] = repo.targets(["greeter"], False)
+    assert name == "evals/*/ [plugin suite: greeter]"
+    bundle = repo.load(name)
+    greet, wave = bundle.corpus.evals
+    assert (greet.id, greet.prompt, greet.assertions) == (1, "Please greet Ada.", (GOOD,))
+    assert (wave.id, wave.prompt) == (2, "Wave at the team")
+    assert bundle.graded_paths == ("evals/greet-ada", "evals/wave")
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "message"),
+    [
+        (
+            "greet-ada/graders/ran.md",
+            "---\ntype: regex\npattern: hi\n---\n",
+            "evals/greet-ada/graders/ran.md: front matter: unexpected key(s) pattern",
+        ),
+        (
+            "greet-ada/graders/ran.md",
+            "---\ntype: regex\n---\nhi\n",
+            "evals/greet-ada/graders/ran.md: front matter.type: 'regex' grader",
+        ),
+        (
+            "greet-ada/graders/ran.md",
+            "---\ntype: llm\nweight: -1\n---\nx\n",
+            "front matter.weight: -1 is not a positive number",
+        ),
+        (
+            "greet-ada/prompt.md",
+            "---\nmax_turns: lots\n---\nhi\n",
+            "evals/greet-ada/prompt.md: front matter.max_turns: 'lots'",
+        ),
+        ("greet-ada/prompt.md", "---\n: [unclosed\n---\nhi\n", "evals/greet-ada/prompt.md: front matter: not YAML"),
+        ("wave/case.yaml", "prompt: hi\ngraders: []\n", "evals/wave: graders: a case with no grader cannot be graded"),
+        (
+            "wave/case.yaml",
+            "prompt: hi\nscaffold: rm -rf /\ngraders: []\n",
+            "evals/wave/case.yaml: $: unexpected key(s) scaffold",
+        ),
+    ],
+)
+def test_a_bad_plugin_case_gets_a_named_error_naming_its_file(
+    tmp_path: Path, path: str, text: str, message: str
+) -> None:
+    root = plugin_repo(tmp_path)
+    (root / "evals" / path).write_text(text)
+    with pytest.raises(BadCorpus) as info:
+        Repo(root).load("evals/*/ [plugin suite: greeter]")
+    assert message in str(info.value), str(info.value)
+
+
+def test_yaml_tags_that_would_build_objects_are_refused(tmp_path: Path) -> None:
+    root = plugin_repo(tmp_path)
+    (root / "evals" / "wave" / "case.yaml").write_text("prompt: !!python/object/apply:os.system ['touch /tmp/pwned']\n")
+    with pytest.raises(BadCorpus, match="not YAML"):
+        Repo(root).load("evals/*/ [plugin suite: greeter]")
+
+
+def test_skill_eval_validate_reads_both_formats(tmp_path: Path) -> None:
+    creator = skill_repo(tmp_path / "creator")
+    write_creator(creator, CREATOR)
+    plugin = plugin_repo(tmp_path / "plugin")
+    for root, corpus in ((creator, "skills/greeter/evals/evals.json"), (plugin, "evals/*/ [plugin suite: greeter]")):
+        done = subprocess.run(
+            [sys.executable, "-m", "producer.cli", "validate", "greeter", "--repo", str(root)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"OK {corpus}: 2 cases, " in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_skill_creator_corpus_runs_end_to_end_and_the_agent_cannot_read_it(tmp_path: Path) -> None:
+    from testkit.offline_server import OfflineModelServer
+    from tests.conftest import git
+
+    root = skill_repo(tmp_path / "repo")
+    doc = {
+        "skill_name": "greeter",
+        "evals": [
+            {
+                "id": i,
+                "prompt": f"Greet the names (case {i})",
+                "expected_output": "greetings",
+                "files": ["evals/files/names.csv"],
+                "expectations": ["The agent runs cat on the eval file in the shell"],
+            }
+            for i in (1, 2)
+        ],
+    }
+    write_creator(root, doc)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "skill with skill-creator evals")
+    scenario = {
+        "rules": [
+            {
+                "tools": True,
+                "contains": "Greet the names",
+                "replies": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "shell",
+                                "arguments": {
+                                    "command": "cat skills/greeter/evals/evals.json; "
+                                    "cat skills/greeter/evals/files/names.csv"
+                                },
+                            }
+                        ]
+                    },
+                    {"text": "done"},
+                ],
+            }
+        ],
+        # Passes only if the graded file was readable in the workspace: it must not be.
+        "judge": [{"assertion_contains": "cat on the eval file", "transcript_regex": r"expectations"}],
+    }
+    with OfflineModelServer(scenario) as server:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "producer.cli",
+                "run",
+                "greeter",
+                "--repo",
+                str(root),
+                "--model",
+                "openai/exec",
+                "--judge",
+                "openai/judge",
+                "--api-base",
+                server.base_url,
+                "--no-calibration",
+                "--out",
+                str(tmp_path / "reports"),
+                "--store",
+                str(tmp_path / "store"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**__import__("os").environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log")},
+        )
+        tool_results = [json.dumps(r) for r in server.requests() if r.get("tools")]
+    assert "skill: greeter [current]  cases: 2  result: 0/2 (0.0%)" in done.stdout, done.stdout + done.stderr
+    assert any("No such file" in t for t in tool_results)  # the graded file is gone ...
+    assert any("ada" in t for t in tool_results)  # ... its input files are not
+    # The expectation's text lives only in the graded file: no executor request may carry it.
+    assert not any("cat on the eval file" in t for t in tool_results)

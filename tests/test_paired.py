@@ -1,0 +1,144 @@
+"""Paired statistics: exact tests, the case bootstrap, Holm, power. Pure; property-tested."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reducer.paired import (
+    bootstrap_interval,
+    holm,
+    mcnemar_exact,
+    min_discordant_for,
+    seed_for,
+    sign_flip_test,
+)
+from reducer.power import cases_needed, mcnemar_power, power_note
+
+small_fraction = st.fractions(min_value=-1, max_value=1, max_denominator=6)
+
+
+def brute_force(diffs: list[Fraction]) -> tuple[float, float, float]:
+    """Every sign pattern enumerated: the definition the fast test must match."""
+    observed = sum(diffs, Fraction(0))
+    sums = [
+        sum((s * d for s, d in zip(signs, diffs, strict=True)), Fraction(0))
+        for signs in itertools.product((1, -1), repeat=len(diffs))
+    ]
+    n = len(sums)
+    return (
+        sum(abs(s) >= abs(observed) for s in sums) / n,
+        sum(s <= observed for s in sums) / n,
+        sum(s >= observed for s in sums) / n,
+    )
+
+
+def test_mcnemar_needs_six_discordant_pairs_all_one_way_for_p_below_005() -> None:
+    assert min_discordant_for(0.05) == 6
+    assert mcnemar_exact(0, 5).two_sided == pytest.approx(0.0625)
+    assert mcnemar_exact(0, 6).two_sided == pytest.approx(0.03125)
+    assert mcnemar_exact(0, 6).drop == pytest.approx(1 / 64)  # six worse, none better: a drop
+    assert mcnemar_exact(6, 0).uplift == pytest.approx(1 / 64)
+    assert mcnemar_exact(0, 0).two_sided == 1.0
+
+
+def test_a_textbook_mcnemar_value() -> None:
+    # 2 vs 9 discordant pairs: two-sided exact p = 2 * P(X <= 2), X ~ Bin(11, 1/2) = 0.0654
+    assert mcnemar_exact(2, 9).two_sided == pytest.approx(2 * (1 + 11 + 55) / 2**11)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(small_fraction, max_size=9))
+def test_the_sign_flip_test_is_the_full_enumeration(diffs: list[Fraction]) -> None:
+    got = sign_flip_test(diffs)
+    nonzero = [d for d in diffs if d != 0]
+    want = brute_force(nonzero) if nonzero else (1.0, 1.0, 1.0)
+    assert (got.two_sided, got.drop, got.uplift) == pytest.approx(want)
+    assert got.exact
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 25), st.integers(0, 25), st.integers(0, 10))
+def test_with_pass_fail_cases_the_sign_flip_test_is_mcnemars(better: int, worse: int, ties: int) -> None:
+    diffs = [1] * better + [-1] * worse + [0] * ties
+    flip, mc = sign_flip_test(diffs), mcnemar_exact(better, worse)
+    assert flip.two_sided == pytest.approx(mc.two_sided)
+    assert flip.drop == pytest.approx(mc.drop)
+    assert flip.uplift == pytest.approx(mc.uplift)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(small_fraction, max_size=12))
+def test_p_values_are_probabilities_and_mirror_under_negation(diffs: list[Fraction]) -> None:
+    p, q = sign_flip_test(diffs), sign_flip_test([-d for d in diffs])
+    for x in (p.two_sided, p.drop, p.uplift):
+        assert 0 < x <= 1
+    assert p.drop == pytest.approx(q.uplift) and p.uplift == pytest.approx(q.drop)
+    assert p.two_sided == pytest.approx(q.two_sided)
+    assert p.drop + p.uplift >= 1 - 1e-12  # the observed sum sits in both tails
+
+
+def test_a_support_too_large_falls_back_to_seeded_monte_carlo() -> None:
+    diffs = [Fraction(1, k) for k in range(2, 26)]  # 24 distinct magnitudes: 2^24 sums
+    a, b = sign_flip_test(diffs, seed=7), sign_flip_test(diffs, seed=7)
+    assert not a.exact and a == b
+    assert a.uplift < 0.001  # every case gained
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-1, 1), min_size=1, max_size=30), st.text(max_size=8))
+def test_the_bootstrap_is_deterministic_per_seed_and_stays_in_the_data_range(diffs: list[float], run: str) -> None:
+    seed = seed_for(run, "skill")
+    a, b = bootstrap_interval(diffs, seed), bootstrap_interval(diffs, seed)
+    assert a == b and a is not None
+    assert min(diffs) <= a[0] <= a[1] <= max(diffs)
+
+
+def test_the_bootstrap_interval_covers_the_mean_of_a_spread_sample() -> None:
+    diffs = [0.0, 0.5, 1.0, 0.25, 0.75, 0.5, 0.0, 1.0]
+    low, high = bootstrap_interval(diffs, seed_for("r"))  # type: ignore[misc]
+    assert low < sum(diffs) / len(diffs) < high
+    assert bootstrap_interval([], 1) is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.floats(0, 1), max_size=20))
+def test_holm_never_lowers_a_p_value_and_keeps_their_order(ps: list[float]) -> None:
+    adjusted = holm(ps)
+    assert all(a >= p - 1e-12 and a <= 1 for a, p in zip(adjusted, ps, strict=True))
+    for i, j in itertools.combinations(range(len(ps)), 2):
+        if ps[i] < ps[j]:
+            assert adjusted[i] <= adjusted[j] + 1e-12
+
+
+def test_holm_on_a_known_family() -> None:
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+
+
+def test_power_is_exact_for_one_epoch_and_grows_with_cases() -> None:
+    # Every pair discordant and every one won: power is the chance that 6+ pairs exist, i.e. 1 at n = 6.
+    assert mcnemar_power(6, 1.0, 1.0) == pytest.approx(1.0)
+    assert mcnemar_power(5, 1.0, 1.0) == 0.0  # five all-one-way pairs never reach p < 0.05
+    assert mcnemar_power(40, 0.2, 0.1) < mcnemar_power(200, 0.2, 0.1)
+    n = cases_needed(0.2, 0.1)
+    assert mcnemar_power(n, 0.2, 0.1) >= 0.8 > mcnemar_power(n - 1, 0.2, 0.1) - 0.02
+
+
+def test_more_epochs_need_fewer_cases_under_the_stated_assumption() -> None:
+    assert cases_needed(0.2, 0.1, epochs=4) < cases_needed(0.2, 0.1, epochs=1)
+    with pytest.raises(ValueError):
+        cases_needed(0.1, 0.2)  # a difference larger than the discordance is impossible
+
+
+def test_the_power_printout_states_its_assumption_and_the_six_pair_floor() -> None:
+    text = "\n".join(power_note(4, 1).lines())
+    assert "assuming 20% of pairs discordant" in text
+    assert "10-point difference at alpha 0.05 with power 0.8" in text
+    assert "at least 6 discordant pairs, all one way" in text
+    assert "this run has 4" in text
+    assert math.isclose(power_note(4, 1).power_now or 0.0, 0.0)
