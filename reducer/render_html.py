@@ -146,6 +146,25 @@ def _usage(result: RunResult) -> str:
     return f'<section id="usage"><h2>Tokens and cost per model</h2>{body}</section>'
 
 
+def _activation(result: RunResult) -> str:
+    """Harness executors: how often each skill was activated, per model (only when recorded)."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for s in result.skills:
+        for r in s.runs:
+            if r.skill_activated is not None:
+                seen = counts.setdefault((f"{s.skill} [{s.variant}]", r.model), [0, 0])
+                seen[0] += int(r.skill_activated)
+                seen[1] += 1
+    if not counts:
+        return ""
+    rows = [[skill, model, f"{hit}/{n}", pct(hit / n)] for (skill, model), (hit, n) in sorted(counts.items())]
+    return (
+        '<section id="activation"><h2>Skill activation</h2>'
+        "<p>Shards of a harness executor in which the harness loaded the skill (a Skill call naming it, "
+        "or its SKILL.md read).</p>" + table(["skill", "model", "activated", "rate"], rows) + "</section>"
+    )
+
+
 def _quality(result: RunResult) -> str:
     rows = [
         [
@@ -214,6 +233,7 @@ def render_html(result: RunResult, transcripts: Mapping[str, str] | None = None)
         _models(result),
         _comparisons(result),
         _heatmap(result),
+        _activation(result),
         _usage(result),
         _quality(result),
         _verdicts(result, links),

@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from engine.redis_server import RedisServer, free_port
+from engine.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_REPO = ROOT / "examples" / "demo-repo"
@@ -78,3 +79,23 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, s3_endpoint: str) -> str:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("SKILL_EVAL_S3_ENDPOINT", s3_endpoint)
     return s3_endpoint
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[RedisServer]:
+    """A private redis-server for one test that starts worker nodes against it (killed at its end)."""
+    with RedisServer(workdir=tmp_path / "redis") as server:
+        yield server
+
+
+@pytest.fixture
+def settings(tmp_path: Path, broker: RedisServer) -> Settings:
+    """Cluster settings on ``broker`` with short leases and reaper periods, so recoveries take seconds."""
+    return Settings(
+        broker_url=broker.url,
+        store=str(tmp_path / "store"),
+        workdir=tmp_path / "work",
+        lease_ttl_s=3.0,
+        reaper_period_s=0.5,
+        unsent_grace_s=2.0,
+    )

@@ -7,14 +7,12 @@ Against a real redis-server, real ``celery worker`` processes and the offline mo
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
 from engine.budget import Reservation, RunBudget
-from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
@@ -30,19 +28,6 @@ from schemas.status import ShardState
 from schemas.verdict import ShardGrade
 from testkit.offline_server import OfflineModelServer
 from tests.engine_support import EXECUTOR, JUDGE, SKILL, WorkerNode, make_corpus_repo, scenario, wait_until
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[RedisServer]:
-    with RedisServer(workdir=tmp_path / "redis") as server:
-        yield server
-
-
-@pytest.fixture
-def settings(tmp_path: Path, broker: RedisServer) -> Settings:
-    return Settings(
-        broker_url=broker.url, store=str(tmp_path / "store"), workdir=tmp_path / "work", reaper_period_s=0.5
-    )
 
 
 def test_reservations_never_let_spend_pass_the_cap_however_many_callers_race(settings: Settings) -> None:

@@ -14,7 +14,6 @@ import pytest
 import redis
 
 from engine.records import load_outcome
-from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
@@ -25,19 +24,6 @@ from tests.engine_support import WorkerNode, make_corpus_repo, scenario, submit_
 from worker.app import TASK_EXECUTE, make_app
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[RedisServer]:
-    with RedisServer(workdir=tmp_path / "redis") as server:
-        yield server
-
-
-@pytest.fixture
-def settings(tmp_path: Path, broker: RedisServer) -> Settings:
-    return Settings(
-        broker_url=broker.url, store=str(tmp_path / "store"), workdir=tmp_path / "work", reaper_period_s=0.5
-    )
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from schemas.verdict import AssertionVerdict, ShardGrade
 HOSTILE = '<script>alert("x")</script>'
 
 
-def result_with(evidence: str):  # type: ignore[no-untyped-def]
+def result_with(evidence: str, activated: list[bool | None] | None = None):  # type: ignore[no-untyped-def]
     case = EvalCase(id=1, prompt="p", expected_output="e", files=(), assertions=("The agent runs the tests first",))
     corpus = Corpus(skill_name="demo", evals=(case, case.model_copy(update={"id": 2})))
     bundle = SkillBundle(
@@ -26,7 +26,8 @@ def result_with(evidence: str):  # type: ignore[no-untyped-def]
     for i, shard in enumerate(plan.shards):
         verdict = AssertionVerdict(text=case.assertions[0], passed=i % 2 == 0, evidence=evidence)
         grade = ShardGrade(shard_id=shard.shard_id, state=ShardState.GRADED, verdicts=[verdict])
-        outcomes[shard.shard_id] = ShardOutcome(shard, ShardState.GRADED, grade=grade)
+        skill_activated = activated[i] if activated else None
+        outcomes[shard.shard_id] = ShardOutcome(shard, ShardState.GRADED, grade=grade, skill_activated=skill_activated)
     return reduce_run(plan, outcomes)
 
 
@@ -56,3 +57,13 @@ def test_evidence_from_the_transcript_is_escaped_never_markup() -> None:
     parser.feed(page)
     assert "script" not in parser.tags
     assert "&lt;script&gt;" in page
+
+
+def test_skill_activation_is_shown_per_skill_and_model_when_a_harness_recorded_it() -> None:
+    # shards in plan order: case 1 m1, case 1 m2, case 2 m1, case 2 m2
+    page = render_html(result_with("x", activated=[True, False, False, False]))
+    assert '<section id="activation">' in page
+    row = page.split('<section id="activation">', 1)[1].split("</section>", 1)[0]
+    assert "m1" in row and "1/2" in row and "50.0%" in row
+    assert "0/2" in row and "0.0%" in row  # m2: never activated
+    assert '<section id="activation">' not in render_html(result_with("x"))  # the built-in agent records none

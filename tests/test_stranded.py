@@ -5,13 +5,11 @@ offline model server over HTTP.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
-from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
@@ -31,24 +29,6 @@ pytestmark = pytest.mark.slow
 
 class PublisherDied(Exception):
     pass
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[RedisServer]:
-    with RedisServer(workdir=tmp_path / "redis") as server:
-        yield server
-
-
-@pytest.fixture
-def settings(tmp_path: Path, broker: RedisServer) -> Settings:
-    return Settings(
-        broker_url=broker.url,
-        store=str(tmp_path / "store"),
-        workdir=tmp_path / "work",
-        lease_ttl_s=3.0,
-        reaper_period_s=0.5,
-        unsent_grace_s=2.0,
-    )
 
 
 def _manifest(repo: Path, settings: Settings, api_base: str, run_id: str | None = None) -> RunManifest:
