@@ -52,6 +52,9 @@ class ProxyRecord:
     """True once a request to the model held the watched text (the skill's body)."""
     budget_end: str | None = None
     """``max-tokens`` or ``wall-clock`` once the proxy refused a request for that budget."""
+    run_budget_end: str | None = None
+    """Why the *run's* cap (``--max-cost`` / ``--max-tokens``) refused a request: the shard is then
+    budget-exhausted, not judged (unlike its own budgets above, which end it as behaviour)."""
 
     @property
     def prompt_tokens(self) -> int:

@@ -12,12 +12,14 @@ import httpx
 import pytest
 import redis
 
+from engine.budget import RunBudget
 from harnesses.base import PLACEHOLDER_KEY
 from harnesses.endpoints import normalise_upstream, scrub
 from schemas.model_config import ModelLimits
 from testkit.offline_server import OfflineModelServer
 from worker.models.limiter import Limiter
 from worker.proxy import ModelProxy, ProxyConfig
+from worker.proxy.server import RESERVED_COMPLETION
 
 REAL_KEY = "sk-real-0123456789abcdefghij"
 MODEL = "anthropic/claude-sonnet-4-5"
@@ -39,6 +41,7 @@ def server() -> Iterator[OfflineModelServer]:
 
 def proxy_for(server: OfflineModelServer, tmp: Path, name: str = "p", **overrides: Any) -> ModelProxy:
     limiter = overrides.pop("limiter", None)
+    run_budget = overrides.pop("run_budget", None)
     config = ProxyConfig(
         protocol="anthropic",
         upstream=normalise_upstream("anthropic", server.base_url),
@@ -46,7 +49,7 @@ def proxy_for(server: OfflineModelServer, tmp: Path, name: str = "p", **override
         model=MODEL,
         **overrides,
     )
-    return ModelProxy(config, tmp / f"{name}.sock", limiter=limiter)
+    return ModelProxy(config, tmp / f"{name}.sock", limiter=limiter, run_budget=run_budget)
 
 
 def client(proxy: ModelProxy) -> httpx.Client:
@@ -113,6 +116,23 @@ def test_the_token_and_turn_budgets_are_enforced_by_refusing_further_requests(
         time.sleep(0.05)
         assert ask(c, "late").status_code == 400
     assert proxy.record.budget_end == "wall-clock"
+
+
+def test_the_runs_cap_refuses_a_harness_call_and_marks_the_shard_budget_exhausted_not_behaviour(
+    server: OfflineModelServer, tmp_path: Path, redis_client: redis.Redis
+) -> None:
+    budget = RunBudget(redis_client, "run-capped")
+    budget.set_caps(max_tokens=RESERVED_COMPLETION + 1000, max_cost_usd=None)  # room for one reservation
+    with proxy_for(server, tmp_path, run_budget=budget) as proxy, client(proxy) as c:
+        assert ask(c, "one").status_code == 200
+        other_shard = budget.reserve("another-model", 1000, None)  # the fleet spends from the same cap
+        assert not isinstance(other_shard, str)
+        budget.settle(other_shard, 1000, None)
+        refused = ask(c, "two")
+    assert refused.status_code == 400 and "token cap is reached" in refused.text
+    assert proxy.record.run_budget_end is not None and proxy.record.budget_end is None  # the run's, not the shard's
+    assert len(server.requests()) == 1  # the refused call never reached the upstream
+    assert 1000 < budget.spend().tokens <= RESERVED_COMPLETION + 1000
 
 
 def test_two_shards_share_the_fleet_limiter_so_one_429_with_retry_after_backs_both_off(

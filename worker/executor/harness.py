@@ -34,11 +34,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlparse
 
+from engine.budget import RunBudget
 from harnesses.base import FORWARDER_PORT, Harness, HarnessRequest, Invoke, skill_body_marker
 from harnesses.crosscheck import cross_check, cross_check_by_order
 from harnesses.endpoints import normalise_upstream
 from schemas.corpus import EvalCase
-from schemas.errors import ExecutorFailed, NoSandbox
+from schemas.errors import BudgetExhausted, ExecutorFailed, NoSandbox
 from schemas.manifest import AgentBudget
 from schemas.model_config import ModelLimits
 from schemas.status import SandboxMode
@@ -207,6 +208,7 @@ def run_harness(
     limiter: Limiter | None,
     usage: Usage_ | None = None,
     tmp_parent: Path | None = None,
+    run_budget: RunBudget | None = None,
 ) -> Trajectory:
     """Run ``shard`` in ``sandbox`` (bubblewrap, opened with :func:`harness_limits`); return its trajectory.
 
@@ -265,12 +267,14 @@ def run_harness(
             "--ro-bind", str(binary), INNER_BIN,
             "--bind", str(private / "home"), INNER_HOME,
         ]  # fmt: skip
-        with ModelProxy(config, proxy_dir / "model.sock", limiter=limiter, usage=usage) as proxy:
+        with ModelProxy(config, proxy_dir / "model.sock", limiter=limiter, usage=usage, run_budget=run_budget) as proxy:
             result = _run_sandboxed(sandbox, command, dict(plan.env), binds, plan.stdin, shard.budget.wall_clock_s)
         record = proxy.record
     finally:
         shutil.rmtree(private, ignore_errors=True)
     where = f"{harness.name} ({shard.model})"
+    if record.run_budget_end is not None:  # the run's cap, not the agent: never judged as behaviour
+        raise BudgetExhausted(f"{where}: {record.run_budget_end}")
     if result.truncated:
         raise ExecutorFailed(f"{where}: its event stream was cut by the sandbox's output cap")
     parsed = harness.read_stream(result.output.splitlines())

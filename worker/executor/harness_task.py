@@ -37,6 +37,7 @@ def run_harness_shard(
         counts = {"attempts": 1, "calls": int(ok), "rate_limited": int(rate_limited), "errors": int(not ok)}
         record_usage(ctx.redis, shard.model, run_id, prompt_tokens=prompt, completion_tokens=completion, **counts)
 
+    from engine.budget import RunBudget
     from worker.models.limiter import Limiter
 
     model_limits = config.for_model(shard.model)
@@ -60,6 +61,9 @@ def run_harness_shard(
             limiter=Limiter(ctx.redis, model_limits, config.limiter),
             usage=usage,
             tmp_parent=ctx.settings.workspaces_dir,
+            run_budget=RunBudget(
+                ctx.redis, run_id, capped=settings.max_cost_usd is not None or settings.max_tokens is not None
+            ),
         )
     except NoHarness as exc:
         raise ExecutorFailed(str(exc)) from exc

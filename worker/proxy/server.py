@@ -33,11 +33,15 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from engine.budget import RunBudget
 from harnesses.base import PLACEHOLDER_KEY
 from harnesses.endpoints import Protocol, is_model_path, scrub, upstream_url
 from harnesses.model_record import ProxyRecord, parse_model_response
 from schemas.errors import ModelCallFailed
 from worker.models.limiter import Limiter
+
+RESERVED_COMPLETION = 4096
+"""Completion tokens a harness request is assumed to use before its answer says (then settled)."""
 
 _FORWARD_HEADERS = ("content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta")
 _RETRYABLE = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -105,11 +109,19 @@ class ModelProxy:
     """Serve one shard's model traffic on ``socket_path`` until :meth:`stop` (or the ``with`` block ends)."""
 
     def __init__(
-        self, config: ProxyConfig, socket_path: Path, *, limiter: Limiter | None = None, usage: Any = None
+        self,
+        config: ProxyConfig,
+        socket_path: Path,
+        *,
+        limiter: Limiter | None = None,
+        usage: Any = None,
+        run_budget: RunBudget | None = None,
     ) -> None:
         self.config = config
         self.socket_path = socket_path
         self.limiter = limiter
+        self.run_budget = run_budget
+        """The run's fleet-wide caps: every model request reserves its estimate there first."""
         self.usage = usage
         """Optional ``usage(prompt_tokens, completion_tokens, ok, rate_limited)`` callback (run counters)."""
         self.record = ProxyRecord()
@@ -151,6 +163,19 @@ class ModelProxy:
         self.stop()
 
     # --- one request -----------------------------------------------------------------------
+    def _cost(self, turn: Any) -> float | None:
+        if turn is None:
+            return None
+        import litellm
+
+        try:
+            prompt, completion = litellm.cost_per_token(
+                model=self.config.model, prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens
+            )
+        except Exception:  # a model litellm cannot price: its tokens still count against the caps
+            return None
+        return float(prompt + completion)
+
     def _refuse(self, handler: _Handler, status: int, why: str) -> None:
         with self._lock:
             self.record.refused.append(why)
@@ -204,6 +229,15 @@ class ModelProxy:
     ) -> None:
         counts = path.endswith(("/messages", "/responses"))
         estimate = len(body) // 4 if counts else 0
+        reservation = None
+        if counts and self.run_budget is not None:
+            got = self.run_budget.reserve(self.config.model, estimate + RESERVED_COMPLETION, None)
+            if isinstance(got, str):
+                with self._lock:
+                    self.record.run_budget_end = got
+                self._refuse(handler, 400, f"the run's budget refused this call: {got}")
+                return
+            reservation = got
         lease_cm = self.limiter.acquire(estimate) if self.limiter is not None else contextlib.nullcontext()
         try:
             with lease_cm as lease:
@@ -220,6 +254,8 @@ class ModelProxy:
                 after = time.perf_counter()
                 turn = parse_model_response(self.config.protocol, content) if status == 200 and counts else None
                 tokens = (turn.prompt_tokens + turn.completion_tokens) if turn else 0
+                if reservation is not None and self.run_budget is not None:
+                    self.run_budget.settle(reservation, tokens, self._cost(turn))
                 if lease is not None:
                     if status == 429:
                         lease.settle(0, success=False)
