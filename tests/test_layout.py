@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,9 +35,22 @@ PRODUCER_MAY_IMPORT_FROM_WORKER = {
 }
 
 
+def parse(path: Path) -> ast.Module:
+    """``ast.parse`` with the garbage collector held off: a finalizer that runs inside CPython 3.11's
+    AST construction (a socket another test left to the collector) corrupts its recursion counter
+    ("AST constructor recursion depth mismatch"), failing an unrelated parse."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), str(path))
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def imports(path: Path) -> Iterator[tuple[int, str]]:
     """(line, absolute module name) of every import in ``path``, lazy ones inside functions included."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(parse(path)):
         if isinstance(node, ast.Import):
             yield from ((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -99,7 +113,7 @@ def test_redis_keys_are_built_in_engine_keys_only() -> None:
         for path in modules(room):
             if path in owners or path == Path(__file__):
                 continue
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for node in ast.walk(parse(path)):
                 literal = isinstance(node, ast.Constant) and isinstance(node.value, str)
                 if (isinstance(node, ast.Name) and node.id == "KEY_PREFIX") or (
                     literal and str(node.value).startswith("skill-eval:")  # type: ignore[attr-defined]

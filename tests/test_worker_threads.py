@@ -32,14 +32,16 @@ def settings(tmp_path: Path) -> Iterator[Settings]:
 
 
 def python_processes(node: WorkerNode) -> int:
-    """Processes of the node that run Python (the sandbox's bwrap, prlimit and bash are not counted)."""
+    """Worker processes of the node: Python running Celery (the sandbox's bwrap, prlimit and bash, and
+    short-lived helpers such as git-filter-repo scrubbing a snapshot's history, are not counted)."""
     count = 0
     for pid in set(node.group()):
         try:
             exe = Path(f"/proc/{pid}/exe").resolve().name
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        count += exe.startswith("python")
+        count += exe.startswith("python") and b"celery" in cmdline
     return count
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from engine.fleet import Fleet
+from engine.fleet import Fleet, queue_list
 from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
@@ -157,7 +157,11 @@ def test_health_fails_an_idle_consumer_with_work_waiting_but_not_a_fully_busy_on
 
     # A consumer that stopped taking messages (as after a broker reconnect) while its heartbeat goes on:
     # its record says a free slot, and a message has waited longer than the idle limit.
-    fleet = Fleet(redis.Redis.from_url(settings.broker_url or ""))
+    for node in nodes:  # the first half is over: its node and the grade messages its shards sent go
+        node.stop()
+    client = redis.Redis.from_url(settings.broker_url or "")
+    client.delete(queue_list("grade"))
+    fleet = Fleet(client)
     fleet.beat("stuck", slots=2, busy=0, queues=["grade"], consumed_ago_s=300, max_shard_timeout_s=3600)
     app = make_app(settings)
     app.send_task(TASK_EXECUTE, args=["r", "s"], queue="grade")
