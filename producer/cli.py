@@ -11,9 +11,12 @@ Click's own usage errors (an unknown command or option) print the usage line and
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
+from engine.repo_source import fetch_repo, is_remote
 from engine.settings import Settings
 from harnesses.registry import check_executor
 from producer.cli_stats import (
@@ -87,11 +91,26 @@ out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 RepoOpt = Annotated[
-    Path,
+    str,
     typer.Option(
-        "--repo", help="Skill repo (a local checkout).", show_default="current directory", rich_help_panel=WHAT
+        "--repo",
+        help="Skill repo: a local checkout, s3://bucket/prefix/ (a tree of objects) or s3://bucket/key.tar.gz.",
+        show_default="current directory",
+        rich_help_panel=WHAT,
     ),
 ]
+
+
+def _repo_folder(spec: str) -> Path:
+    """``--repo`` as a local folder: a path as given, or an S3 repo fetched into a temporary folder
+    (removed when the command exits) that then goes through the same loading and snapshot code."""
+    if not is_remote(spec):
+        return Path(spec)
+    folder = Path(tempfile.mkdtemp(prefix="skill-eval-repo-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return fetch_repo(spec, folder)
+
+
 AllEvalsOpt = Annotated[
     bool, typer.Option("--all-evals", help="Every evals/*.evals.json corpus.", rich_help_panel=WHAT)
 ]
@@ -167,11 +186,11 @@ def _need_targets(skills: list[str], all_evals: bool) -> None:
 
 
 @app.command()
-def validate(skills: SkillsArg = None, all_evals: AllEvalsOpt = False, repo: RepoOpt = Path(".")) -> None:
+def validate(skills: SkillsArg = None, all_evals: AllEvalsOpt = False, repo: RepoOpt = ".") -> None:
     """Validate corpora against schema v1: one line per corpus, exit 0 when all are valid, else 2."""
     skills = skills or []
     _need_targets(skills, all_evals)
-    r = Repo(repo)
+    r = Repo(_repo_folder(repo))
     files = r.targets(skills, all_evals)
     bad = 0
     for outcome in r.load_many(files):
@@ -194,7 +213,7 @@ def validate(skills: SkillsArg = None, all_evals: AllEvalsOpt = False, repo: Rep
 def run(
     skills: SkillsArg = None,
     all_evals: AllEvalsOpt = False,
-    repo: RepoOpt = Path("."),
+    repo: RepoOpt = ".",
     compare: Annotated[
         str | None,
         typer.Option("--compare", help="Also grade the skill as at this git ref.", rich_help_panel=WHAT),
@@ -264,7 +283,9 @@ def run(
     check_arms(baseline, require_uplift, regression_alpha, compare)
     if dry_run:
         variants = arm_variants(compare, baseline)
-        _dry_run(skills, all_evals, repo, model or ["(unspecified)"], judge or [], epochs, as_json, variants)
+        _dry_run(
+            skills, all_evals, _repo_folder(repo), model or ["(unspecified)"], judge or [], epochs, as_json, variants
+        )
         return
     if not model or not judge:
         raise ConfigError("--model and --judge are required (litellm model names; see README)")
@@ -276,7 +297,7 @@ def run(
     req = RunRequest(
         skills=skills,
         all_evals=all_evals,
-        repo=repo,
+        repo=_repo_folder(repo),
         models=model,
         judges=judge,
         epochs=epochs,
@@ -379,7 +400,7 @@ def grade(
         str,
         typer.Option("--trajectories", help="Folder or s3://bucket/prefix of recordings.", rich_help_panel=WHAT),
     ] = "",
-    repo: RepoOpt = Path("."),
+    repo: RepoOpt = ".",
     config: ConfigOpt = None,
     api_base: ApiBaseOpt = None,
     workers: WorkersOpt = 8,
@@ -404,7 +425,7 @@ def grade(
     req = RunRequest(
         skills=skills or [],
         all_evals=False,
-        repo=repo,
+        repo=_repo_folder(repo),
         models=[],
         judges=judge,
         out=out_dir,

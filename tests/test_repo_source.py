@@ -101,3 +101,30 @@ def test_an_empty_prefix_or_a_missing_archive_is_a_store_error_naming_the_uri(aw
 def test_a_local_path_is_used_as_it_is() -> None:
     with local_repo("examples/demo-repo") as root:
         assert root == Path("examples/demo-repo")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_run_evaluates_a_repo_stored_on_s3_end_to_end(
+    aws_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from testkit.offline_server import OfflineModelServer
+    from tests.e2e_support import Env, case, git_init, new_repo, scenario, write_skill
+
+    repo = new_repo(tmp_path / "zuvo")
+    write_skill(repo, "greet", [case(i, f"Say hello {i}.", ["The agent runs echo hello"]) for i in (1, 2)])
+    git_init(repo)
+    archive = tmp_path / "zuvo.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(repo, arcname="zuvo")  # history included: the workspace's git log works as in a checkout
+    s3 = _bucket(aws_env, "team-skills")
+    s3.put_object(Bucket="team-skills", Key="zuvo.tar.gz", Body=archive.read_bytes())  # type: ignore[attr-defined]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws_env)  # the command's own environment reaches moto
+    with OfflineModelServer(scenario([], [])) as server:
+        env = Env(tmp_path / "e2e", server.base_url)
+        env.base.mkdir()
+        done = env.cli(*env.run_args("s3://team-skills/zuvo.tar.gz", "greet"))  # type: ignore[arg-type]
+    assert "SKILL-EVAL COMPLETE" in done.stdout, done.stdout + done.stderr
+    assert done.code in (0, 1, 3)
+    assert "skill: greet [current]  cases: 2" in done.stdout
+    assert list(env.out.glob("skill-eval-greet-*.md"))
