@@ -96,8 +96,14 @@ def bench_latency(server: OfflineModelServer, redis_url: str, n: int) -> dict[st
             p = _timed(via, "http://proxy/v1/messages?beta=true", n, headers)
         inside = proxy.latencies[-n:]
     (d50, d90), (p50, p90), (i50, _i90) = _ms(d), _ms(p), _ms(inside)
-    return {"direct_median_ms": d50, "direct_p90_ms": d90, "proxy_median_ms": p50, "proxy_p90_ms": p90,
-            "added_median_ms": p50 - d50, "proxy_own_median_ms": i50}  # fmt: skip
+    return {
+        "direct_median_ms": d50,
+        "direct_p90_ms": d90,
+        "proxy_median_ms": p50,
+        "proxy_p90_ms": p90,
+        "added_median_ms": p50 - d50,
+        "proxy_own_median_ms": i50,
+    }
 
 
 def bench_startup(server: OfflineModelServer, redis_url: str, shards: int) -> dict[str, float]:

@@ -105,12 +105,32 @@ def test_the_proxy_record_parses_streamed_and_plain_responses_of_both_protocols(
 
 def test_codex_commands_pair_with_the_proxied_shell_calls_by_order_and_a_forged_one_is_rejected() -> None:
     lines = [
-        json.dumps({"type": "item.completed", "item": {"id": "item_1", "type": "command_execution",
-                    "command": "/bin/bash -lc 'tr '\"'\"'\\0'\"'\"' x'", "aggregated_output": "out", "exit_code": 0}}),
-        json.dumps({"type": "item.completed", "item": {"id": "item_2", "type": "command_execution",
-                    "command": "/bin/bash -lc 'rm -rf /'", "aggregated_output": "gone", "exit_code": 0}}),
+        json.dumps(
+            {
+                "type": "item.completed",
+                "item": {
+                    "id": "item_1",
+                    "type": "command_execution",
+                    "command": "/bin/bash -lc 'tr '\"'\"'\\0'\"'\"' x'",
+                    "aggregated_output": "out",
+                    "exit_code": 0,
+                },
+            }
+        ),
+        json.dumps(
+            {
+                "type": "item.completed",
+                "item": {
+                    "id": "item_2",
+                    "type": "command_execution",
+                    "command": "/bin/bash -lc 'rm -rf /'",
+                    "aggregated_output": "gone",
+                    "exit_code": 0,
+                },
+            }
+        ),
         json.dumps({"type": "turn.completed", "usage": {"input_tokens": 5, "output_tokens": 2}}),
-    ]  # fmt: skip
+    ]
     parsed = read_codex_json(lines)
     assert parsed.saw_result and parsed.usage.total_tokens == 7
     record = ProxyRecord(

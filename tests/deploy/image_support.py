@@ -17,13 +17,19 @@ IMAGE = "skill-eval-worker:test"
 # What bubblewrap needs in a container, and root so each sandbox drops to a throwaway uid
 # (docs/design/deployment.md). Without these the execute worker refuses to start.
 SANDBOX_PRIVILEGES = [
-    "--user", "0",
-    "--cap-add", "SYS_ADMIN",
-    "--cap-add", "NET_ADMIN",
-    "--security-opt", "systempaths=unconfined",
-    "--security-opt", "seccomp=unconfined",
-    "--security-opt", "apparmor=unconfined",
-]  # fmt: skip
+    "--user",
+    "0",
+    "--cap-add",
+    "SYS_ADMIN",
+    "--cap-add",
+    "NET_ADMIN",
+    "--security-opt",
+    "systempaths=unconfined",
+    "--security-opt",
+    "seccomp=unconfined",
+    "--security-opt",
+    "apparmor=unconfined",
+]
 
 
 def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess[str]:

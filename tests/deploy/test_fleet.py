@@ -90,9 +90,15 @@ def test_keda_list_names_are_where_celery_keeps_a_queues_waiting_messages(redis_
 
 def record(**kw: object) -> NodeRecord:
     base: dict[str, object] = dict(
-        name="n", beat_ms=100_000, consumed_ms=100_000, slots=2, busy=0, queues=("execute",),
-        max_shard_timeout_s=3600.0, handback=False,
-    )  # fmt: skip
+        name="n",
+        beat_ms=100_000,
+        consumed_ms=100_000,
+        slots=2,
+        busy=0,
+        queues=("execute",),
+        max_shard_timeout_s=3600.0,
+        handback=False,
+    )
     return NodeRecord(**{**base, **kw})  # type: ignore[arg-type]
 
 

@@ -56,10 +56,14 @@ def container_names() -> Iterator[list[str]]:
 def probing_scenario() -> dict[str, object]:
     """The executor runs PROBE in its sandbox, then answers FINAL_TEXT; the judge passes both assertions."""
     base = scenario()
-    executor = {"name": "executor", "tools": True, "replies": [
-        {"tool_calls": [{"name": "shell", "arguments": {"command": PROBE}}]},
-        {"text": FINAL_TEXT},
-    ]}  # fmt: skip
+    executor = {
+        "name": "executor",
+        "tools": True,
+        "replies": [
+            {"tool_calls": [{"name": "shell", "arguments": {"command": PROBE}}]},
+            {"text": FINAL_TEXT},
+        ],
+    }
     base["rules"] = [base["rules"][0], executor]  # type: ignore[index]
     return base
 
@@ -75,25 +79,68 @@ def test_worker_containers_execute_and_grade_a_host_submitted_run_with_the_sandb
     boto3.client("s3", endpoint_url=aws_env).create_bucket(Bucket="skill-eval-image")
     store = "s3://skill-eval-image/runs"
     common = [
-        "--network", "host",
-        "-e", f"SKILL_EVAL_BROKER_URL={broker.url}", "-e", f"SKILL_EVAL_STORE={store}",
-        "-e", f"SKILL_EVAL_S3_ENDPOINT={aws_env}", "-e", "AWS_ACCESS_KEY_ID=testing",
-        "-e", "AWS_SECRET_ACCESS_KEY=testing", "-e", "AWS_DEFAULT_REGION=us-east-1",
-    ]  # fmt: skip
+        "--network",
+        "host",
+        "-e",
+        f"SKILL_EVAL_BROKER_URL={broker.url}",
+        "-e",
+        f"SKILL_EVAL_STORE={store}",
+        "-e",
+        f"SKILL_EVAL_S3_ENDPOINT={aws_env}",
+        "-e",
+        "AWS_ACCESS_KEY_ID=testing",
+        "-e",
+        "AWS_SECRET_ACCESS_KEY=testing",
+        "-e",
+        "AWS_DEFAULT_REGION=us-east-1",
+    ]
     executor, grader = (f"skill-eval-{role}-{secrets.token_hex(4)}" for role in ("execute", "grade"))
     container_names += [executor, grader]
     with OfflineModelServer(probing_scenario()) as model:
         docker(
-            "run", "-d", "--name", executor, *common, *SANDBOX_PRIVILEGES, "-e", f"SKILL_EVAL_NODE_NAME={executor}",
-            image, "worker", "--queues", "execute", "--concurrency", "2",
-        )  # fmt: skip
+            "run",
+            "-d",
+            "--name",
+            executor,
+            *common,
+            *SANDBOX_PRIVILEGES,
+            "-e",
+            f"SKILL_EVAL_NODE_NAME={executor}",
+            image,
+            "worker",
+            "--queues",
+            "execute",
+            "--concurrency",
+            "2",
+        )
         docker(
-            "run", "-d", "--name", grader, *common, "--user", "10001", "--read-only", "--cap-drop", "ALL",
-            "--security-opt", "no-new-privileges",
-            "--tmpfs", "/tmp", "--tmpfs", "/var/lib/skill-eval/work:uid=10001,gid=10001",
-            "-e", f"SKILL_EVAL_NODE_NAME={grader}", "-e", "SKILL_EVAL_RUN_LOG=/var/lib/skill-eval/work/runs.log",
-            image, "worker", "--queues", "grade,reduce", "--concurrency", "4",
-        )  # fmt: skip
+            "run",
+            "-d",
+            "--name",
+            grader,
+            *common,
+            "--user",
+            "10001",
+            "--read-only",
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            "--tmpfs",
+            "/tmp",
+            "--tmpfs",
+            "/var/lib/skill-eval/work:uid=10001,gid=10001",
+            "-e",
+            f"SKILL_EVAL_NODE_NAME={grader}",
+            "-e",
+            "SKILL_EVAL_RUN_LOG=/var/lib/skill-eval/work/runs.log",
+            image,
+            "worker",
+            "--queues",
+            "grade,reduce",
+            "--concurrency",
+            "4",
+        )
         client = redis.Redis.from_url(broker.url)
         for name in (executor, grader):
             wait_until(lambda n=name: Fleet(client).record(n) is not None, 120, what=f"{name} beating")
@@ -101,13 +148,32 @@ def test_worker_containers_execute_and_grade_a_host_submitted_run_with_the_sandb
         repo = make_corpus_repo(tmp_path / "repo", cases=2)
         done = subprocess.run(
             [
-                SKILL_EVAL, "run", SKILL, "--repo", str(repo), "--model", EXECUTOR, "--judge", JUDGE,
-                "--api-base", model.base_url, "--broker", broker.url, "--store", store,
-                "--no-calibration", "--out", str(tmp_path / "reports"), "--shard-timeout", "120",
+                SKILL_EVAL,
+                "run",
+                SKILL,
+                "--repo",
+                str(repo),
+                "--model",
+                EXECUTOR,
+                "--judge",
+                JUDGE,
+                "--api-base",
+                model.base_url,
+                "--broker",
+                broker.url,
+                "--store",
+                store,
+                "--no-calibration",
+                "--out",
+                str(tmp_path / "reports"),
+                "--shard-timeout",
+                "120",
             ],
             env={**os.environ, "HOME": str(tmp_path), "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log")},
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         logs = {name: docker("logs", name).stdout + docker("logs", name).stderr for name in (executor, grader)}
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:] + str(logs)[-4000:]
         probes = [docker("exec", name, "skill-eval", "worker", "--health", check=False) for name in (executor, grader)]
@@ -134,10 +200,21 @@ def test_a_container_without_the_sandbox_privileges_refuses_to_start(
     image: str, broker: RedisServer, user: str
 ) -> None:
     done = docker(
-        "run", "--rm", "--network", "host", "--user", user, "-e", f"SKILL_EVAL_BROKER_URL={broker.url}",
-        image, "worker", "--queues", "execute",
-        check=False, timeout=120,
-    )  # fmt: skip
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        "--user",
+        user,
+        "-e",
+        f"SKILL_EVAL_BROKER_URL={broker.url}",
+        image,
+        "worker",
+        "--queues",
+        "execute",
+        check=False,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "BLOCKED_NO_SANDBOX: bubblewrap cannot create a sandbox on this host" in done.stdout + done.stderr
 

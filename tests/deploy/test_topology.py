@@ -58,15 +58,32 @@ def test_a_run_completes_on_two_workers_per_queue_over_an_append_only_redis(
         repo = make_corpus_repo(tmp_path / "repo", cases=6)
         done = subprocess.run(
             [
-                SKILL_EVAL, "run", SKILL, "--repo", str(repo), "--model", EXECUTOR, "--judge", JUDGE,
-                "--api-base", model.base_url, "--broker", broker.url, "--store", settings.store,
-                "--no-calibration", "--out", str(tmp_path / "reports"), "--shard-timeout", "120",
+                SKILL_EVAL,
+                "run",
+                SKILL,
+                "--repo",
+                str(repo),
+                "--model",
+                EXECUTOR,
+                "--judge",
+                JUDGE,
+                "--api-base",
+                model.base_url,
+                "--broker",
+                broker.url,
+                "--store",
+                settings.store,
+                "--no-calibration",
+                "--out",
+                str(tmp_path / "reports"),
+                "--shard-timeout",
+                "120",
             ],
             env={**worker_env(settings), "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log")},
             capture_output=True,
             text=True,
             timeout=240,
-        )  # fmt: skip
+        )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         assert "verdict: PASS" in done.stdout
         client = redis.Redis.from_url(broker.url)

@@ -260,13 +260,28 @@ def run_harness(
         command += "exec " + shlex.join(plan.argv)
         binds = [
             # bwrap makes missing parents 0700: the throwaway uid could not pass them.
-            "--perms", "0755", "--dir", "/run",
-            "--perms", "0755", "--dir", INNER_PROXY_DIR,
-            "--perms", "0755", "--dir", os.path.dirname(INNER_BIN),
-            "--ro-bind", str(proxy_dir), INNER_PROXY_DIR,
-            "--ro-bind", str(binary), INNER_BIN,
-            "--bind", str(private / "home"), INNER_HOME,
-        ]  # fmt: skip
+            "--perms",
+            "0755",
+            "--dir",
+            "/run",
+            "--perms",
+            "0755",
+            "--dir",
+            INNER_PROXY_DIR,
+            "--perms",
+            "0755",
+            "--dir",
+            os.path.dirname(INNER_BIN),
+            "--ro-bind",
+            str(proxy_dir),
+            INNER_PROXY_DIR,
+            "--ro-bind",
+            str(binary),
+            INNER_BIN,
+            "--bind",
+            str(private / "home"),
+            INNER_HOME,
+        ]
         with ModelProxy(config, proxy_dir / "model.sock", limiter=limiter, usage=usage, run_budget=run_budget) as proxy:
             result = _run_sandboxed(sandbox, command, dict(plan.env), binds, plan.stdin, shard.budget.wall_clock_s)
         record = proxy.record
