@@ -6,11 +6,16 @@ calibration), so a report can be rebuilt anywhere, even after the broker is gone
 
 from __future__ import annotations
 
-from engine.records import load_calibration, load_outcomes
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from engine.records import load_calibration, load_manifest, load_outcomes
+from engine.segments import outcome_line, read_segment, segment_keys_in_store
 from engine.store import ArtifactStore
 from reducer.scoring import ShardOutcome, reduce_run
-from schemas.manifest import RunManifest, grade_key, trajectory_key
-from schemas.outcome import CalibrationRecord, CalibrationStatus
+from reducer.stream import StreamReducer
+from schemas.manifest import RunManifest, RunOutline, grade_key, trajectory_key
+from schemas.outcome import CalibrationRecord, CalibrationStatus, OutcomeLine, ShardOutcomeRecord
 from schemas.report import RunResult
 from schemas.trajectory import Trajectory, Usage
 from schemas.verdict import ShardGrade
@@ -25,15 +30,17 @@ COLLECT_BATCH = 500
 """Shards whose records are read together (``get_many``: parallel reads on S3, one pass locally)."""
 
 
-def collect_outcomes(store: ArtifactStore, manifest: RunManifest) -> dict[str, ShardOutcome]:
-    """Shard id -> outcome, for every shard that reached a terminal state (others are absent).
+def collect_outcomes(
+    store: ArtifactStore, manifest: RunManifest, skip: set[str] | frozenset[str] = frozenset()
+) -> dict[str, ShardOutcome]:
+    """Shard id -> outcome, for every shard that reached a terminal state (others, and ``skip``, are absent).
 
     Records are read ``COLLECT_BATCH`` shards at a time, each kind in one batched read, so
     a reduce on S3 costs parallel round trips instead of three sequential ones per shard.
     """
     run_id = manifest.plan.run_id
     out: dict[str, ShardOutcome] = {}
-    shards = manifest.plan.shards
+    shards = [s for s in manifest.plan.shards if s.shard_id not in skip] if skip else manifest.plan.shards
     for start in range(0, len(shards), COLLECT_BATCH):
         batch = shards[start : start + COLLECT_BATCH]
         records = load_outcomes(store, run_id, [s.shard_id for s in batch])
@@ -86,3 +93,87 @@ def reduce_from_store(store: ArtifactStore, manifest: RunManifest, skipped: list
         calibration=calibration_status(store, manifest),
         skipped=skipped or list(manifest.skipped),
     )
+
+
+SEGMENT_READ_BATCH = 8
+"""Segment objects read together (about 3 MB): parallel requests on S3, bounded memory."""
+
+
+def stream_outcome_lines(store: ArtifactStore, run_id: str) -> Iterator[OutcomeLine]:
+    """Every sealed outcome line of the run, newest first (a reader keeps the first line of each shard)."""
+    keys = segment_keys_in_store(store, run_id)[::-1]
+    for start in range(0, len(keys), SEGMENT_READ_BATCH):
+        batch = keys[start : start + SEGMENT_READ_BATCH]
+        raw = store.get_many(batch)
+        for key in batch:
+            if key in raw:
+                yield from reversed(list(read_segment(raw[key])))
+
+
+def _rebuild_lines(store: ArtifactStore, manifest: RunManifest, seen: set[str]) -> Iterator[OutcomeLine]:
+    """Lines for ended shards no segment holds (Redis lost them), from their full records."""
+    for outcome in collect_outcomes(store, manifest, skip=seen).values():
+        yield outcome_line_of(outcome)
+
+
+def outcome_line_of(o: ShardOutcome) -> OutcomeLine:
+    """The outcome line of a shard read back from its full records."""
+    record = ShardOutcomeRecord(state=o.state, detail=o.detail, stops_run=o.stops_run)
+    line = outcome_line(o.shard, record, o.grade, None)
+    return line.model_copy(
+        update={
+            "sandbox": o.sandbox.value if o.sandbox else None,
+            "end_reason": o.end_reason,
+            "usage": (o.usage.prompt_tokens, o.usage.completion_tokens, o.usage.calls, o.usage.cost_usd),
+            "template_hashes": {**o.template_hashes, **(o.grade.template_hashes if o.grade else {})},
+            "skill_activated": o.skill_activated,
+            "rejected_calls": len(o.rejected_calls),
+        }
+    )
+
+
+@dataclass
+class StreamedReduce:
+    """A streamed reduce's result and what it read."""
+
+    result: RunResult
+    lines: int
+    """Lines read (every attempt of every shard)."""
+    shards: int
+    """Distinct shards folded in."""
+    rebuilt: int
+    """Shards no segment held, folded in from their full records."""
+
+
+def reduce_streamed(store: ArtifactStore, outline: RunOutline, ended: int | None = None) -> StreamedReduce:
+    """Reduce from the outcome segments, newest line of each shard first, never loading the shard list.
+
+    ``ended`` is how many shards the run state says have ended: when the segments hold fewer
+    (Redis lost unsealed lines), the missing shards are read from their full records, which
+    needs the full manifest once.
+    """
+    manifest = outline.manifest
+    run_id = manifest.plan.run_id
+    reducer = StreamReducer(manifest.plan)
+    seen: set[str] = set()
+    lines = 0
+    for line in stream_outcome_lines(store, run_id):
+        lines += 1
+        if line.shard_id in seen:
+            continue  # an older attempt of a shard already folded in
+        seen.add(line.shard_id)
+        reducer.add(line)
+    rebuilt = 0
+    if ended is not None and len(seen) < ended:
+        for line in _rebuild_lines(store, load_manifest(store, run_id), seen):
+            reducer.add(line)
+            rebuilt += 1
+    settings = manifest.settings
+    result = reducer.result(
+        fail_under=settings.fail_under,
+        calibration=calibration_status(store, manifest),
+        skipped=list(manifest.skipped),
+        regression_alpha=settings.regression_alpha,
+        require_uplift=settings.require_uplift,
+    )
+    return StreamedReduce(result, lines, len(seen) + rebuilt, rebuilt)

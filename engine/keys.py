@@ -13,7 +13,9 @@ exactly ours. Per run (``skill-eval:run:<run_id>``):
   message is not yet confirmed published;
 - ``…:preflight:<queue>`` a worker's preflight report; ``…:resubmits`` hash shard id ->
   resubmitted attempts so far;
-- ``…:budget`` hash (caps, spent, reserved) and ``…:budget:models`` (models out of credit).
+- ``…:budget`` hash (caps, spent, reserved) and ``…:budget:models`` (models out of credit);
+- ``…:lines`` list of outcome lines not yet sealed, ``…:lines:seq`` the segment counter,
+  ``…:lines:pending`` set and ``…:lines:pending:<n>`` lists of segments cut but not yet stored.
 
 Fleet-wide: ``skill-eval:runs`` (set of active runs, the reaper's worklist),
 ``skill-eval:reaper-lock`` (one reaper pass per period in the fleet),
@@ -112,3 +114,21 @@ def inflight_key(queue: str) -> str:
 def node_key(node: str) -> str:
     """A worker node's liveness record (heartbeat, last message taken, busy slots)."""
     return f"{KEY_PREFIX}:node:{node}"
+
+
+class SegmentKeys(NamedTuple):
+    """The Redis keys of one run's outcome lines (engine/segments.py)."""
+
+    lines: str
+    """List of the lines not yet in a segment."""
+    seq: str
+    """Counter numbering the run's segments."""
+    pending: str
+    """Set of segment numbers cut from the list but not yet written to the store."""
+    pending_prefix: str
+    """``<prefix><n>``: the lines of pending segment n."""
+
+
+def segment_keys(run_id: str) -> SegmentKeys:
+    base = f"{KEY_PREFIX}:run:{run_id}:lines"
+    return SegmentKeys(base, base + ":seq", base + ":pending", base + ":pending:")

@@ -10,16 +10,36 @@ from collections.abc import Sequence
 
 from engine.store import ArtifactStore
 from schemas.errors import StoreError
-from schemas.manifest import RunManifest, calibration_key, manifest_key, outcome_key, result_key
+from schemas.manifest import (
+    RunManifest,
+    RunOutline,
+    calibration_key,
+    manifest_key,
+    outcome_key,
+    outline_key,
+    result_key,
+)
 from schemas.outcome import CalibrationRecord, ShardOutcomeRecord
 from schemas.report import RunResult
 
 
 def put_manifest(store: ArtifactStore, manifest: RunManifest) -> str:
-    """Store the manifest; its key."""
+    """Store the manifest and its outline; the manifest's key."""
     key = manifest_key(manifest.plan.run_id)
     store.put(key, manifest.model_dump_json().encode())
+    put_outline(store, manifest)
     return key
+
+
+def put_outline(store: ArtifactStore, manifest: RunManifest) -> None:
+    """Store the outline of (this revision of) the manifest, for a reduce that never loads the shard list."""
+    store.put(outline_key(manifest.plan.run_id), RunOutline.of(manifest).model_dump_json().encode())
+
+
+def load_outline(store: ArtifactStore, run_id: str) -> RunOutline | None:
+    """The run's outline, or None for a run submitted before outlines were written."""
+    key = outline_key(run_id)
+    return RunOutline.model_validate_json(store.get(key)) if store.exists(key) else None
 
 
 def load_manifest(store: ArtifactStore, run_id: str) -> RunManifest:

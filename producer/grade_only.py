@@ -15,6 +15,7 @@ from rich.console import Console
 
 from engine.importers import load_trajectories
 from engine.records import put_manifest, put_outcome
+from engine.segments import SegmentWriter, outcome_line
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore
@@ -78,14 +79,15 @@ def submit_recorded(
         ShardState.EXECUTED,
     )
     count = 0
+    segments = SegmentWriter(state.r, store)
     for shard in plan.shards:
         recording = by_shard.get(shard.shard_id)
         if recording is None:
             detail = f"no recorded trajectory for {shard.skill} case {shard.case_id} epoch {shard.epoch}"
             failed = ShardState.EXECUTOR_FAILED
-            put_outcome(
-                store, run_id, shard.shard_id, ShardOutcomeRecord(state=failed, detail=detail, status=failed.value)
-            )
+            record = ShardOutcomeRecord(state=failed, detail=detail, status=failed.value)
+            put_outcome(store, run_id, shard.shard_id, record)
+            segments.push(run_id, outcome_line(shard, record, None, None))
             if state.transition(run_id, shard.shard_id, ShardState.EXECUTOR_FAILED).finished_run:
                 send("reduce", run_id, None)
             continue

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import redis
 
 from engine.budget import RunBudget
+from engine.records import put_outline
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
@@ -172,5 +173,6 @@ def _new_revision(manifest: RunManifest, judges: list[str], store: ArtifactStore
     updated = manifest.model_copy(update={"plan": manifest.plan.model_copy(update={"judges": tuple(judges)})})
     key = f"runs/{run_id}/manifest.r{revision}.json"
     store.put(key, updated.model_dump_json().encode())
+    put_outline(store, updated)
     state.set_manifest_key(run_id, key)
     return updated

@@ -97,6 +97,28 @@ class RunManifest(BaseModel):
         raise KeyError(shard_id)
 
 
+class RunOutline(BaseModel):
+    """The manifest without its shard list: all a streamed reduce needs, a few KB at any size.
+
+    Every (variant, corpus, case, model, epoch) of the plan is one shard, so the counts the
+    reducer needs follow from the corpora, models, epochs and variants alone.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1] = 1
+    """Format version of this record."""
+    manifest: RunManifest
+    """The manifest with ``plan.shards`` left empty."""
+    shard_count: int
+    """How many shards the full plan has."""
+
+    @classmethod
+    def of(cls, manifest: RunManifest) -> RunOutline:
+        plan = manifest.plan.model_copy(update={"shards": ()})
+        return cls(manifest=manifest.model_copy(update={"plan": plan}), shard_count=len(manifest.plan.shards))
+
+
 def manifest_key(run_id: str) -> str:
     return f"runs/{run_id}/manifest.json"
 
@@ -112,6 +134,11 @@ def grade_key(run_id: str, shard_id: str) -> str:
 def outcome_key(run_id: str, shard_id: str) -> str:
     """How a shard ended (a ``ShardOutcomeRecord``)."""
     return f"runs/{run_id}/outcomes/{shard_id}.json"
+
+
+def outline_key(run_id: str) -> str:
+    """The manifest's outline (a ``RunOutline``), rewritten with every manifest revision."""
+    return f"runs/{run_id}/outline.json"
 
 
 def result_key(run_id: str) -> str:

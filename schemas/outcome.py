@@ -65,3 +65,57 @@ class CalibrationRecord(BaseModel):
         if self.status is CalibrationStatus.MISSING:
             return "not calibrated (no result recorded)"
         return "ok"
+
+
+class OutcomeLine(BaseModel):
+    """One shard's end in the few hundred bytes a reduce needs: a line of an outcome segment.
+
+    Written by the worker that ends the shard, beside the full records (outcome, grade,
+    trajectory), so that a run of a million shards reduces by streaming a few hundred segment
+    objects instead of reading three records per shard. Everything here is derived from those
+    records; they stay the authority a segment can be rebuilt from.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1] = 1
+    """Format version of this line."""
+    shard_id: str
+    variant: str
+    skill: str
+    case_id: int
+    model: str
+    epoch: int
+    state: ShardState
+    status: str = ""
+    detail: str = ""
+    """Why a shard that was not graded ended (cut to ``LINE_DETAIL_CHARS``); empty when graded."""
+    stops_run: bool = False
+    passed: list[bool] = Field(default_factory=list)
+    """Each assertion's verdict, in corpus order (graded shards only)."""
+    weights: list[float] = Field(default_factory=list)
+    """The verdicts' weights; empty when every weight is 1."""
+    judged: list[bool] = Field(default_factory=list)
+    """Per verdict: decided by the judge (not a deterministic check); empty when all are."""
+    disagreed: list[int] = Field(default_factory=list)
+    """Per verdict: 1 when an ensemble's graded judges disagreed, 0 when they agreed, -1 when not
+    an ensemble question; empty when no verdict was asked of more than one graded judge."""
+    verified: tuple[int, int] = (0, 0)
+    """(passed verdicts whose evidence was verified, passed verdicts whose evidence was checked)."""
+    agreement: tuple[float, int] = (0.0, 0)
+    """(sum, count) of the judge pairs' agreement shares."""
+    unanimous: float | None = None
+    usage: tuple[int, int, int, float | None] = (0, 0, 0, None)
+    """The executor's (prompt tokens, completion tokens, calls, cost in USD or None)."""
+    judge_usage: dict[str, tuple[int, int, int, float | None]] = Field(default_factory=dict)
+    """Judge -> its usage on this shard, same tuple."""
+    sandbox: str | None = None
+    end_reason: str = ""
+    template_hashes: dict[str, str] = Field(default_factory=dict)
+    """Prompt templates the executor and the judges used (name -> hash)."""
+    skill_activated: bool | None = None
+    rejected_calls: int = 0
+
+
+LINE_DETAIL_CHARS = 500
+"""How much of a not-graded shard's detail its outcome line keeps (the outcome record keeps all)."""

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,8 @@ class Env:
 
     base: Path
     api_base: str
+    extra: dict[str, str] = field(default_factory=dict)
+    """More environment for the command (engine settings such as ``SKILL_EVAL_STREAM_REDUCE_SHARDS``)."""
 
     @property
     def store(self) -> Path:
@@ -154,6 +156,7 @@ class Env:
             TMPDIR=str(self.tmp),
             OPENAI_API_KEY="sk-offline-scripted",
         )
+        env.update(self.extra)
         return env
 
     def start(self, *args: str) -> subprocess.Popen[str]:

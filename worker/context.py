@@ -16,6 +16,7 @@ from typing import TypeVar
 import redis
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from engine.segments import SegmentWriter
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
@@ -77,6 +78,11 @@ class Context:
     @cached_property
     def store(self) -> ArtifactStore:
         return open_store(self.settings.store)
+
+    @cached_property
+    def segments(self) -> SegmentWriter:
+        """Where ended shards push their outcome lines (engine/segments.py)."""
+        return SegmentWriter(self.redis, self.store)
 
     def manifest_key(self, run_id: str) -> str:
         """The store key of the run's current manifest: a resubmit with other judges writes a new revision."""

@@ -28,12 +28,16 @@ from dataclasses import dataclass, field
 import structlog
 from pydantic import ValidationError
 
+from engine.collect import load_trajectory
 from engine.records import put_outcome
+from engine.segments import outcome_line
 from engine.state import MAX_ATTEMPTS
 from schemas.errors import ArtifactMissing, BlockedError, InfraError, SkillEvalError
 from schemas.manifest import RunManifest
 from schemas.outcome import ShardOutcomeRecord
 from schemas.status import ShardState
+from schemas.trajectory import Trajectory
+from schemas.verdict import ShardGrade
 from worker.context import Context, with_redis_retry
 from worker.deadline import within_deadline
 
@@ -107,16 +111,19 @@ class ShardLease:
             )
         return ours
 
-    def end(self, outcome: ShardOutcomeRecord) -> None:
+    def end(
+        self, outcome: ShardOutcomeRecord, grade: ShardGrade | None = None, trajectory: Trajectory | None = None
+    ) -> None:
         """Record the terminal outcome and move the shard; the mover of the run's last shard sends reduce.
 
-        The outcome is written before the transition so the reducer, started by whoever
-        finishes last, always finds it.
+        The outcome (and its compact line, for a streamed reduce) is written before the
+        transition so the reducer, started by whoever finishes last, always finds it.
         """
         self.settled = True
         if not self.renew():
             return
         put_outcome(self.ctx.store, self.run_id, self.shard_id, outcome)
+        self._push_line(outcome, grade, trajectory)
         moved = with_redis_retry(
             lambda: self.ctx.state.transition(self.run_id, self.shard_id, outcome.state, self.token)
         )
@@ -125,6 +132,17 @@ class ShardLease:
         )
         if moved.finished_run:
             self.send("reduce", self.run_id, None)
+
+    def _push_line(self, outcome: ShardOutcomeRecord, grade: ShardGrade | None, trajectory: Trajectory | None) -> None:
+        """Push the shard's outcome line. A failure loses nothing: the reducer rebuilds missing lines
+        from the full records just written (and a shard whose manifest is unreadable has no line)."""
+        try:
+            if trajectory is None and self.leased is ShardState.GRADING:  # failed while grading: it was stored
+                trajectory = load_trajectory(self.ctx.store, self.run_id, self.shard_id)
+            line = outcome_line(self.manifest.shard(self.shard_id), outcome, grade, trajectory)
+            with_redis_retry(lambda: self.ctx.segments.push(self.run_id, line))
+        except Exception as exc:
+            log.warning("outcome line not pushed", run_id=self.run_id, shard_id=self.shard_id, error=str(exc))
 
     def advance(self, state: ShardState, then: str) -> None:
         """Move the shard to a non-terminal ``state`` and send its next task (``then``)."""

@@ -136,7 +136,7 @@ def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
             return
         ctx.store.put(grade_key(run_id, shard_id), grade.model_dump_json().encode())
         status = "" if grade.state is ShardState.GRADED else grade.state.value
-        lease.end(ShardOutcomeRecord(state=grade.state, detail=grade.error, status=status))
+        lease.end(ShardOutcomeRecord(state=grade.state, detail=grade.error, status=status), grade, trajectory)
 
 
 def ensure_calibrated(ctx: Context, client: object, run_id: str, judge: str) -> None:
@@ -159,11 +159,29 @@ def ensure_calibrated(ctx: Context, client: object, run_id: str, judge: str) -> 
 
 def reduce_stored_run(ctx: Context, run_id: str) -> None:
     """Reduce from the store (idempotent), store the result, mark the run reduced."""
-    from engine.collect import reduce_from_store
+    from engine.collect import reduce_from_store, reduce_streamed
+    from engine.records import load_outline
 
     try:
-        manifest = ctx.manifest(run_id)
-        result = reduce_from_store(ctx.store, manifest)
+        with_redis_retry(lambda: ctx.segments.flush(run_id))  # seal the last lines (and any a dead worker left)
+        outline = load_outline(ctx.store, run_id)
+        if (
+            outline is not None
+            and outline.shard_count >= ctx.settings.stream_reduce_shards
+            and len(outline.manifest.plan.variants) == 1
+        ):
+            ended, _ = with_redis_retry(lambda: ctx.state.totals(run_id))
+            streamed = reduce_streamed(ctx.store, outline, ended)
+            log.info(
+                "reduced from outcome segments",
+                run_id=run_id,
+                lines=streamed.lines,
+                shards=streamed.shards,
+                rebuilt=streamed.rebuilt,
+            )
+            result = streamed.result
+        else:
+            result = reduce_from_store(ctx.store, ctx.manifest(run_id))
         put_result(ctx.store, result)
     except Exception:
         # Nobody else will ever mark the run reduced: a submitter waiting for it would wait

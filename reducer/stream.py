@@ -1,0 +1,371 @@
+"""Reduce a run from its outcome lines in one pass, holding counters instead of shards. Pure.
+
+:func:`reducer.scoring.reduce_run` keeps every shard's full record (verdicts with their
+evidence, judge answers) so that the reports can show each run; that is right for a run of
+hundreds of shards and impossible for a million. This module folds compact
+:class:`OutcomeLine` s into per-corpus, per-model and per-assertion counters and gives the
+same :class:`RunResult` figures: rates and Wilson intervals, infra tallies, the
+INCONCLUSIVE gates, composite means, the assertion matrix with pass@k and pass^k,
+assertion quality, usage and the verdict. What it leaves out: the per-shard rows
+(``SkillResult.runs`` stays empty; blocked shards are kept up to ``KEEP_BLOCKED``). Runs
+with a baseline arm are not streamed: their paired comparisons pair shards one by one, so
+they are reduced from the full records.
+
+Memory is counters per (corpus, case, assertion, model), never per shard; the caller keeps
+the one per-shard thing a stream needs, the set of shards already seen (newest line first).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from reducer.scoring import decide_verdict, headline, is_inconclusive, rate
+from reducer.stats import Z95, pass_at_k, pass_hat_k
+from schemas.comparison import AssertionQuality
+from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE
+from schemas.outcome import CalibrationRecord, OutcomeLine
+from schemas.report import AssertionStat, CaseRun, ModelSummary, RunResult, SkillResult
+from schemas.shard import CURRENT, RunPlan, SkillBundle
+from schemas.status import INFRA_FAILURES, SandboxMode, ShardState
+from schemas.trajectory import Usage
+
+KEEP_BLOCKED = 1000
+"""Blocked shards listed per corpus and variant (the count is always exact)."""
+
+
+@dataclass
+class _Mean:
+    """Running count, sum and sum of squares of composite scores in [0, 1]."""
+
+    n: int = 0
+    total: float = 0.0
+    squares: float = 0.0
+
+    def add(self, value: float) -> None:
+        self.n += 1
+        self.total += value
+        self.squares += value * value
+
+    def merge(self, other: _Mean) -> None:
+        self.n += other.n
+        self.total += other.total
+        self.squares += other.squares
+
+    def interval(self) -> tuple[float | None, tuple[float, float]]:
+        """The same normal-approximation interval as :func:`reducer.stats.mean_interval`."""
+        if self.n == 0:
+            return None, (0.0, 1.0)
+        mean = self.total / self.n
+        if self.n < 2:
+            return mean, (0.0, 1.0)
+        var = max(0.0, (self.squares - self.n * mean * mean) / (self.n - 1))
+        half = Z95 * math.sqrt(var / self.n)
+        return mean, (max(0.0, mean - half), min(1.0, mean + half))
+
+
+@dataclass
+class _Model:
+    ended: int = 0
+    graded: int = 0
+    passed: int = 0
+    judged: int = 0
+    composite: _Mean = field(default_factory=_Mean)
+
+    def merge(self, other: _Model) -> None:
+        self.ended += other.ended
+        self.graded += other.graded
+        self.passed += other.passed
+        self.judged += other.judged
+        self.composite.merge(other.composite)
+
+
+@dataclass
+class _Arm:
+    """One corpus in one variant."""
+
+    states: dict[ShardState, int] = field(default_factory=lambda: defaultdict(int))
+    blocked: list[CaseRun] = field(default_factory=list)
+    models: dict[str, _Model] = field(default_factory=lambda: defaultdict(_Model))
+    cells: dict[tuple[int, int, str], list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    """(case, assertion index, model) -> [passed, observed]."""
+    graded_cases: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
+    """Case -> models with a graded shard of it."""
+    verified: list[int] = field(default_factory=lambda: [0, 0])
+    agreement: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    unanimous: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    sandboxes: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Quality:
+    """One (skill, case, assertion) across variants and models."""
+
+    observations: int = 0
+    passes: int = 0
+    groups: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    """``<variant>/<model>`` -> [observations, passes]."""
+    disagreements: list[int] = field(default_factory=lambda: [0, 0])
+
+
+def _composite(line: OutcomeLine) -> float:
+    weights = line.weights or [1.0] * len(line.passed)
+    total = sum(weights)
+    return sum(w for w, p in zip(weights, line.passed, strict=True) if p) / total if total else 0.0
+
+
+def _usage(u: tuple[int, int, int, float | None]) -> Usage:
+    return Usage(prompt_tokens=u[0], completion_tokens=u[1], calls=u[2], cost_usd=u[3])
+
+
+class StreamReducer:
+    """Fold outcome lines (each shard once, its latest attempt) into a :class:`RunResult`.
+
+    ``plan`` needs its corpora, models, epochs and variants only: every (variant, corpus,
+    case, model, epoch) is one planned shard, so the shard list itself is never needed.
+    """
+
+    def __init__(self, plan: RunPlan) -> None:
+        if len(plan.variants) > 1:
+            raise ValueError("a run with a baseline arm pairs shards one by one: reduce it from the full records")
+        self.plan = plan
+        self.arms: dict[tuple[str, str], _Arm] = {(v, b.skill): _Arm() for v in plan.variants for b in plan.bundles}
+        self.quality: dict[tuple[str, int, int], _Quality] = defaultdict(_Quality)
+        self.usage: dict[str, Usage] = defaultdict(Usage)
+        self.templates: dict[str, set[str]] = defaultdict(set)
+        self.lines = 0
+        self.unplanned = 0
+        self._order = {m: i for i, m in enumerate(plan.models)}
+
+    def add(self, line: OutcomeLine) -> None:
+        arm = self.arms.get((line.variant, line.skill))
+        if arm is None or line.model not in self._order:
+            self.unplanned += 1  # a line of another plan (a corrupt segment, a renamed corpus): not counted
+            return
+        self.lines += 1
+        arm.states[line.state] += 1
+        model = arm.models[line.model]
+        model.ended += 1
+        if line.sandbox:
+            arm.sandboxes.add(line.sandbox)
+        self.usage[line.model] = self.usage[line.model].add(_usage(line.usage))
+        for judge, u in line.judge_usage.items():
+            self.usage[judge] = self.usage[judge].add(_usage(u))
+        for name, digest in line.template_hashes.items():
+            self.templates[name].add(digest)
+        if line.state is ShardState.BLOCKED and len(arm.blocked) < KEEP_BLOCKED:
+            arm.blocked.append(self._blocked_run(line))
+        if line.state is not ShardState.GRADED:
+            return
+        model.graded += 1
+        model.passed += sum(line.passed)
+        model.judged += len(line.passed)
+        model.composite.add(_composite(line))
+        arm.graded_cases[line.case_id].add(line.model)
+        arm.verified[0] += line.verified[0]
+        arm.verified[1] += line.verified[1]
+        arm.agreement[0] += line.agreement[0]
+        arm.agreement[1] += line.agreement[1]
+        if line.unanimous is not None:
+            arm.unanimous[0] += line.unanimous
+            arm.unanimous[1] += 1
+        group = f"{line.variant}/{line.model}"
+        for index, passed in enumerate(line.passed):
+            cell = arm.cells[(line.case_id, index, line.model)]
+            cell[0] += passed
+            cell[1] += 1
+            q = self.quality[(line.skill, line.case_id, index)]
+            q.observations += 1
+            q.passes += passed
+            g = q.groups[group]
+            g[0] += 1
+            g[1] += passed
+            if line.disagreed and line.disagreed[index] >= 0:
+                q.disagreements[0] += line.disagreed[index]
+                q.disagreements[1] += 1
+
+    @staticmethod
+    def _blocked_run(line: OutcomeLine) -> CaseRun:
+        return CaseRun(
+            shard_id=line.shard_id,
+            case_id=line.case_id,
+            model=line.model,
+            epoch=line.epoch,
+            state=line.state,
+            detail=line.detail,
+            stops_run=line.stops_run,
+            sandbox=SandboxMode(line.sandbox) if line.sandbox else None,
+            end_reason=line.end_reason,
+            usage=_usage(line.usage),
+        )
+
+    def _skill(self, bundle: SkillBundle, variant: str) -> SkillResult:
+        arm = self.arms[(variant, bundle.skill)]
+        cases = len(bundle.corpus.evals)
+        per_model = cases * self.plan.epochs
+        shards = per_model * len(self.plan.models)
+        graded = arm.states.get(ShardState.GRADED, 0)
+        not_graded = shards - graded
+        passed = sum(m.passed for m in arm.models.values())
+        judged = sum(m.judged for m in arm.models.values())
+        behavioural = rate(passed, judged)
+        inconclusive = is_inconclusive(not_graded, shards, cases)
+        head = (
+            f"INCONCLUSIVE ({not_graded}/{shards} shards not graded — infra)" if inconclusive else headline(behavioural)
+        )
+        verified, pairs, unanimous = arm.verified, arm.agreement, arm.unanimous
+        return SkillResult(
+            skill=bundle.skill,
+            variant=variant,
+            bundle_key=bundle.bundle_key,
+            corpus_file=bundle.corpus_file,
+            cases=cases,
+            behavioural=behavioural,
+            infra={s.value: arm.states.get(s, 0) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)},
+            blocked=sorted(arm.blocked, key=self._plan_order),
+            inconclusive=inconclusive,
+            not_graded=not_graded,
+            shard_count=shards,
+            headline=head,
+            models=[self._summary(m, arm.models.get(m, _Model()), per_model) for m in self.plan.models],
+            assertions=self._assertions(bundle, arm),
+            runs=[],
+            evidence_verified_share=verified[0] / verified[1] if verified[1] else None,
+            sandbox_modes=sorted(arm.sandboxes),
+            judge_agreement=pairs[0] / pairs[1] if pairs[1] else None,
+            judge_unanimous=unanimous[0] / unanimous[1] if unanimous[1] else None,
+        )
+
+    def _plan_order(self, r: CaseRun) -> tuple[int, int, int]:
+        return (r.case_id, self._order.get(r.model, 0), r.epoch)
+
+    @staticmethod
+    def _summary(model: str, m: _Model, shards: int) -> ModelSummary:
+        mean, (low, high) = m.composite.interval()
+        return ModelSummary(
+            model=model,
+            behavioural=rate(m.passed, m.judged),
+            composite_mean=mean,
+            composite_low=low,
+            composite_high=high,
+            graded=m.graded,
+            shards=shards,
+        )
+
+    def _assertions(self, bundle: SkillBundle, arm: _Arm) -> list[AssertionStat]:
+        stats = []
+        for case in bundle.corpus.evals:
+            models = sorted(arm.graded_cases.get(case.id, ()))
+            for index, assertion in enumerate(case.assertions):
+                by_model = {}
+                at_k: list[float] = []
+                hat_k: list[float] = []
+                for model in models:
+                    c, n = arm.cells.get((case.id, index, model), (0, 0))
+                    by_model[model] = rate(c, n)
+                    if n:
+                        k = min(self.plan.epochs, n)
+                        at_k.append(pass_at_k(n, c, k))
+                        hat_k.append(pass_hat_k(n, c, k))
+                stats.append(
+                    AssertionStat(
+                        case_id=case.id,
+                        index=index,
+                        text=str(getattr(assertion, "text", assertion)),
+                        by_model=by_model,
+                        pass_at_k=sum(at_k) / len(at_k) if at_k else None,
+                        pass_hat_k=sum(hat_k) / len(hat_k) if hat_k else None,
+                    )
+                )
+        return stats
+
+    def _quality(self, texts: Mapping[tuple[str, int, int], str]) -> list[AssertionQuality]:
+        rows = []
+        for key in sorted(self.quality):
+            q = self.quality[key]
+            skill, case_id, index = key
+            constant = q.observations >= 2 and q.passes in (0, q.observations)
+            repeated = [g for g, (n, _) in q.groups.items() if n >= 2]
+            flaky = sorted(g for g in repeated if 0 < q.groups[g][1] < q.groups[g][0])
+            d = q.disagreements
+            rows.append(
+                AssertionQuality(
+                    skill=skill,
+                    case_id=case_id,
+                    index=index,
+                    text=texts.get(key, ""),
+                    observations=q.observations,
+                    pass_rate=q.passes / q.observations,
+                    non_discriminating=constant,
+                    constant=("pass" if q.passes else "fail") if constant else "",
+                    flaky_in=flaky,
+                    flip_rate=len(flaky) / len(repeated) if repeated else None,
+                    judge_disagreement=d[0] / d[1] if d[1] else None,
+                )
+            )
+        return rows
+
+    def result(
+        self,
+        *,
+        fail_under: float | None = None,
+        calibration: Mapping[str, CalibrationRecord] | None = None,
+        skipped: Sequence[str] = (),
+        regression_alpha: float | None = None,
+        require_uplift: float | None = None,
+    ) -> RunResult:
+        """The run's result from everything added so far (shards never seen count as not graded)."""
+        plan = self.plan
+        skills = [self._skill(b, v) for v in plan.variants for b in plan.bundles]
+        current = [s for s in skills if s.variant == CURRENT]
+        inconclusive = [s for s in current if s.inconclusive]
+        aggregate = len(current) > 1 and len(inconclusive) / len(current) > AGGREGATE_INCONCLUSIVE_SHARE
+        trusted = [s for s in current if not s.inconclusive]
+        suite = rate(sum(s.behavioural.passed for s in trusted), sum(s.behavioural.total for s in trusted))
+        aggregate_headline = ""
+        if len(current) > 1:
+            aggregate_headline = (
+                f"AGGREGATE: INCONCLUSIVE ({len(inconclusive)}/{len(current)} corpora not trustworthy)"
+                if aggregate
+                else f"AGGREGATE: {headline(suite)}"
+                + (f" ({len(inconclusive)} INCONCLUSIVE corpus left out)" if inconclusive else "")
+            )
+        calibration = dict(calibration or {})
+        verdict, reasons = decide_verdict(current, skills, aggregate, calibration, fail_under, skipped)
+        texts = {
+            (b.skill, case.id, i): str(getattr(a, "text", a))
+            for b in plan.bundles
+            for case in b.corpus.evals
+            for i, a in enumerate(case.assertions)
+        }
+        return RunResult(
+            run_id=plan.run_id,
+            verdict=verdict,
+            reasons=reasons,
+            skills=skills,
+            aggregate_inconclusive=aggregate,
+            aggregate_headline=aggregate_headline,
+            leaderboard=self._leaderboard(current),
+            usage=dict(self.usage),
+            judges=list(plan.judges),
+            calibration={judge: record.describe() for judge, record in calibration.items()},
+            template_hashes={name: ",".join(sorted(d)) for name, d in sorted(self.templates.items())},
+            skipped=list(skipped),
+            assertion_quality=self._quality(texts),
+            regression_alpha=regression_alpha,
+            require_uplift=require_uplift,
+        )
+
+    def _leaderboard(self, current: Sequence[SkillResult]) -> list[ModelSummary]:
+        merged: dict[str, _Model] = {m: _Model() for m in self.plan.models}
+        shards: dict[str, int] = defaultdict(int)
+        for s in current:
+            arm = self.arms[(s.variant, s.skill)]
+            for model in self.plan.models:
+                if model in arm.models:
+                    merged[model].merge(arm.models[model])
+                shards[model] += s.cases * self.plan.epochs
+        board = [self._summary(m, merged[m], shards[m]) for m in self.plan.models]
+        return sorted(board, key=lambda m: (m.composite_mean is None, -(m.composite_mean or 0.0), m.model))

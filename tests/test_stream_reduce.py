@@ -1,0 +1,187 @@
+"""The streamed reduce gives the full-record reduce's figures from compact outcome lines. Pure.
+
+Random plans and outcomes (ensembles that disagree, weights, deterministic checks, every
+terminal state, shards that never ended) are reduced both ways; every figure of the result
+must agree, except the per-shard rows the streamed result leaves out.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.collect import outcome_line_of
+from reducer.scoring import ShardOutcome, reduce_run
+from reducer.stream import KEEP_BLOCKED, StreamReducer
+from schemas.outcome import CalibrationRecord, CalibrationStatus
+from schemas.shard import NO_SKILL
+from schemas.status import SandboxMode, ShardState
+from schemas.trajectory import Usage
+from schemas.verdict import AssertionVerdict, JudgeAnswer, PairAgreement, ShardGrade
+from tests.test_reducer import bundle, plan_for
+
+S = ShardState
+ENDS = [S.GRADED, S.GRADED, S.GRADED, S.EXECUTOR_FAILED, S.GRADER_MALFORMED, S.BLOCKED, S.BUDGET_EXHAUSTED, None]
+
+
+def _grade(rng: random.Random, shard_id: str, n: int, weighted: bool, ensemble: bool) -> ShardGrade:
+    def verdicts() -> list[AssertionVerdict]:
+        out = []
+        for i in range(n):
+            deterministic = weighted and i == n - 1
+            out.append(
+                AssertionVerdict(
+                    text=f"a{i}",
+                    passed=rng.random() < 0.6,
+                    evidence="q",
+                    evidence_verified=rng.choice([None, True, False]),
+                    check="deterministic" if deterministic else "judge",
+                    weight=3.0 if deterministic else 1.0,
+                )
+            )
+        return out
+
+    final = verdicts()
+    judges = [
+        JudgeAnswer(
+            judge=j,
+            state=rng.choice([S.GRADED, S.GRADED, S.GRADER_MALFORMED]),
+            verdicts=verdicts(),
+            usage=Usage(prompt_tokens=rng.randint(1, 900), completion_tokens=7, calls=1, cost_usd=0.001),
+        )
+        for j in (["j1", "j2", "j3"] if ensemble else ["j1"])
+    ]
+    return ShardGrade(
+        shard_id=shard_id,
+        state=S.GRADED,
+        verdicts=final,
+        judges=judges,
+        template_hashes={"grader": rng.choice(["g1", "g2"])},
+        agreement=[PairAgreement(judges=("j1", "j2"), share=rng.random())] if ensemble else [],
+        unanimous_share=rng.random() if ensemble else None,
+    )
+
+
+def _outcomes(seed: int, plan, sizes, weighted: bool, ensemble: bool) -> dict[str, ShardOutcome]:  # type: ignore[no-untyped-def]
+    rng = random.Random(seed)
+    out = {}
+    for shard in plan.shards:
+        state = rng.choice(ENDS)
+        if state is None:
+            continue  # never ended
+        usage = Usage(
+            prompt_tokens=rng.randint(0, 5000), completion_tokens=rng.randint(0, 500), calls=rng.randint(0, 9)
+        )
+        if rng.random() < 0.5:
+            usage = usage.model_copy(update={"cost_usd": rng.random() / 100})
+        n = sizes[shard.case_id - 1] + (1 if weighted else 0)
+        grade = _grade(rng, shard.shard_id, n, weighted, ensemble) if state is S.GRADED else None
+        out[shard.shard_id] = ShardOutcome(
+            shard,
+            state,
+            grade=grade,
+            detail="" if state is S.GRADED else f"{state.value}: boom {rng.random()}",
+            stops_run=state is S.BLOCKED and rng.random() < 0.3,
+            sandbox=rng.choice([SandboxMode.BWRAP, SandboxMode.NONE, None]),
+            end_reason=rng.choice(["completed", "max_turns", ""]),
+            usage=usage,
+            template_hashes={"executor": rng.choice(["e1", "e2"])},
+            skill_activated=rng.choice([None, True, False]),
+        )
+    return out
+
+
+def _close(a: object, b: object, path: str = "") -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            _close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _close(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), f"{path}: {a} != {b}"
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+def _stream(plan, outcomes: dict[str, ShardOutcome], seed: int, **kw):  # type: ignore[no-untyped-def]
+    lines = [outcome_line_of(o) for o in outcomes.values()]
+    random.Random(seed).shuffle(lines)  # segments arrive in any order: the figures must not depend on it
+    reducer = StreamReducer(plan.model_copy(update={"shards": ()}))
+    for line in lines:
+        reducer.add(line)
+    return reducer.result(**kw)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    sizes=st.lists(st.integers(1, 3), min_size=2, max_size=5),
+    models=st.integers(1, 3),
+    epochs=st.integers(1, 4),
+    skills=st.integers(1, 3),
+    weighted=st.booleans(),
+    ensemble=st.booleans(),
+    fail_under=st.sampled_from([None, 0.5]),
+)
+def test_the_streamed_reduce_agrees_with_the_full_record_reduce(
+    seed: int,
+    sizes: list[int],
+    models: int,
+    epochs: int,
+    skills: int,
+    weighted: bool,
+    ensemble: bool,
+    fail_under: float | None,
+) -> None:
+    bundles = [bundle(f"s{i}", sizes, weighted=weighted) for i in range(skills)]
+    plan = plan_for(bundles, models=[f"m{i}" for i in range(models)], epochs=epochs)
+    outcomes = _outcomes(seed, plan, sizes, weighted, ensemble)
+    calibration = {"j": CalibrationRecord(judge="j", status=CalibrationStatus.OK)}
+    full = reduce_run(plan, outcomes, fail_under=fail_under, calibration=calibration)
+    streamed = _stream(plan, outcomes, seed, fail_under=fail_under, calibration=calibration)
+    expected = full.model_dump(mode="json")
+    for s in expected["skills"]:
+        s["runs"] = []
+        for b in s["blocked"]:  # the line keeps what the reports show of a blocked shard
+            b.update(judges=[], judge_usage=Usage().model_dump(mode="json"), skill_activated=None)
+    _close(streamed.model_dump(mode="json"), expected)
+
+
+def test_a_streamed_reduce_counts_shards_that_never_ended_as_not_graded() -> None:
+    plan = plan_for([bundle("s", (1, 1, 1, 1, 1))], models=["m"], epochs=4)
+    outcomes = _outcomes(1, plan, (1, 1, 1, 1, 1), False, False)
+    ended = {k: v for i, (k, v) in enumerate(outcomes.items()) if i % 2}
+    s = _stream(plan, ended, 1).skills[0]
+    assert s.shard_count == 20
+    assert s.not_graded == 20 - sum(o.state is S.GRADED for o in ended.values())
+
+
+def test_a_streamed_reduce_lists_a_bounded_number_of_blocked_shards_but_counts_them_all() -> None:
+    plan = plan_for([bundle("s", (1,) * 60)], models=["m"], epochs=20)
+    outcomes = {s.shard_id: ShardOutcome(s, S.BLOCKED, detail="BLOCKED_BAD_FIXTURE: x") for s in plan.shards}
+    result = _stream(plan, outcomes, 0)
+    assert len(result.skills[0].blocked) == KEEP_BLOCKED < len(plan.shards)
+    assert result.skills[0].not_graded == len(plan.shards)
+
+
+def test_a_line_of_another_plan_is_not_counted() -> None:
+    plan = plan_for([bundle("s")], models=["m"])
+    other = plan_for([bundle("t")], models=["m"])
+    reducer = StreamReducer(plan)
+    for o in _outcomes(3, other, (2, 2, 2, 2), False, False).values():
+        reducer.add(outcome_line_of(o))
+    assert reducer.lines == 0 and reducer.unplanned > 0
+    assert reducer.result().skills[0].not_graded == len(plan.shards)
+
+
+def test_a_run_with_a_baseline_arm_is_not_streamed() -> None:
+    plan = plan_for([bundle("s")], variants=["current", NO_SKILL])
+    with pytest.raises(ValueError, match="pairs shards one by one"):
+        StreamReducer(plan)
