@@ -95,19 +95,27 @@ def reduce_from_store(store: ArtifactStore, manifest: RunManifest, skipped: list
     )
 
 
-SEGMENT_READ_BATCH = 8
-"""Segment objects read together (about 3 MB): parallel requests on S3, bounded memory."""
+SEGMENT_READ_BATCH = 4
+"""Segment objects read together (about 6 MB): parallel requests on S3, bounded memory."""
 
 
-def stream_outcome_lines(store: ArtifactStore, run_id: str) -> Iterator[OutcomeLine]:
-    """Every sealed outcome line of the run, newest first (a reader keeps the first line of each shard)."""
+def stream_outcome_lines(
+    store: ArtifactStore, run_id: str, unreadable: list[int] | None = None
+) -> Iterator[OutcomeLine]:
+    """Every sealed outcome line of the run, newest first (a reader keeps the first line of each shard).
+
+    Lines that do not parse are left out and counted in ``unreadable[0]`` when given.
+    """
     keys = segment_keys_in_store(store, run_id)[::-1]
     for start in range(0, len(keys), SEGMENT_READ_BATCH):
         batch = keys[start : start + SEGMENT_READ_BATCH]
         raw = store.get_many(batch)
         for key in batch:
             if key in raw:
-                yield from reversed(list(read_segment(raw[key])))
+                lines, bad = read_segment(raw[key])
+                if unreadable is not None:
+                    unreadable[0] += bad
+                yield from reversed(lines)
 
 
 def _rebuild_lines(store: ArtifactStore, manifest: RunManifest, seen: set[str]) -> Iterator[OutcomeLine]:
@@ -143,6 +151,8 @@ class StreamedReduce:
     """Distinct shards folded in."""
     rebuilt: int
     """Shards no segment held, folded in from their full records."""
+    unreadable: int = 0
+    """Segment lines that did not parse (their shards are among the rebuilt ones)."""
 
 
 def reduce_streamed(store: ArtifactStore, outline: RunOutline, ended: int | None = None) -> StreamedReduce:
@@ -157,7 +167,8 @@ def reduce_streamed(store: ArtifactStore, outline: RunOutline, ended: int | None
     reducer = StreamReducer(manifest.plan)
     seen: set[str] = set()
     lines = 0
-    for line in stream_outcome_lines(store, run_id):
+    unreadable = [0]
+    for line in stream_outcome_lines(store, run_id, unreadable):
         lines += 1
         if line.shard_id in seen:
             continue  # an older attempt of a shard already folded in
@@ -176,4 +187,4 @@ def reduce_streamed(store: ArtifactStore, outline: RunOutline, ended: int | None
         regression_alpha=settings.regression_alpha,
         require_uplift=settings.require_uplift,
     )
-    return StreamedReduce(result, lines, len(seen) + rebuilt, rebuilt)
+    return StreamedReduce(result, lines, len(seen) + rebuilt, rebuilt, unreadable[0])

@@ -7,13 +7,16 @@ by another release (or by hand) fails loudly as a validation error instead of be
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from engine.store import ArtifactStore
 from schemas.errors import StoreError
 from schemas.manifest import (
     RunManifest,
     RunOutline,
+    attempt_key,
     calibration_key,
+    grade_key,
     manifest_key,
     outcome_key,
     outline_key,
@@ -21,6 +24,9 @@ from schemas.manifest import (
 )
 from schemas.outcome import CalibrationRecord, ShardOutcomeRecord
 from schemas.report import RunResult
+from schemas.verdict import ShardGrade
+
+_Record = TypeVar("_Record", ShardOutcomeRecord, ShardGrade)
 
 
 def put_manifest(store: ArtifactStore, manifest: RunManifest) -> str:
@@ -52,6 +58,30 @@ def load_manifest(store: ArtifactStore, run_id: str) -> RunManifest:
 
 def put_outcome(store: ArtifactStore, run_id: str, shard_id: str, outcome: ShardOutcomeRecord) -> None:
     store.put(outcome_key(run_id, shard_id), outcome.model_dump_json().encode())
+
+
+def commit_outcome(
+    store: ArtifactStore, run_id: str, shard_id: str, attempt: int, outcome: ShardOutcomeRecord
+) -> ShardOutcomeRecord:
+    """Commit the attempt's outcome, first writer wins; the committed one (ours, or an earlier
+    delivery's) also becomes the shard's current outcome. Two deliveries of one attempt that
+    both finish can never both count: the later one adopts the earlier one's record."""
+    committed = _commit(store, attempt_key(run_id, attempt, "outcomes", shard_id), outcome)
+    put_outcome(store, run_id, shard_id, committed)
+    return committed
+
+
+def commit_grade(store: ArtifactStore, run_id: str, shard_id: str, attempt: int, grade: ShardGrade) -> ShardGrade:
+    """The same for the attempt's grade."""
+    committed = _commit(store, attempt_key(run_id, attempt, "grades", shard_id), grade)
+    store.put(grade_key(run_id, shard_id), committed.model_dump_json().encode())
+    return committed
+
+
+def _commit(store: ArtifactStore, key: str, record: _Record) -> _Record:
+    if store.put_new(key, record.model_dump_json().encode()):
+        return record
+    return type(record).model_validate_json(store.get(key))
 
 
 def load_outcome(store: ArtifactStore, run_id: str, shard_id: str) -> ShardOutcomeRecord | None:

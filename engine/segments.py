@@ -1,4 +1,4 @@
-"""Outcome segments: every shard's end as one compact line, sealed a thousand at a time into one object.
+"""Outcome segments: every shard's end as one compact line, sealed 2,500 at a time into one object.
 
 A worker that ends a shard pushes its :class:`OutcomeLine` onto the run's list in Redis. The
 push that fills the list to ``SEGMENT_LINES`` renames it, in the same Lua call, to a pending
@@ -6,7 +6,7 @@ segment named by the server's clock and a counter; that worker then writes the p
 lines to the store as ``runs/<run>/segments/<id>.jsonl`` and drops the pending key. The
 reducer first seals whatever is left (pending segments whose writer died, and the partial
 tail), then streams the segment objects in the order they were cut. So a reduce of a
-million shards reads about a thousand objects instead of three million, and never needs the
+million shards reads about 400 objects instead of three million, and never needs the
 shard list.
 
 Order is the guarantee the reducer leans on: a line pushed later lands in the same or a
@@ -23,9 +23,10 @@ why an id starts with the server's clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import redis
+from pydantic import ValidationError
 
 from engine.keys import segment_keys
 from engine.store import ArtifactStore
@@ -35,8 +36,9 @@ from schemas.status import ShardState
 from schemas.trajectory import Trajectory, Usage
 from schemas.verdict import ShardGrade
 
-SEGMENT_LINES = 1000
-"""Lines per sealed segment: about 0.4 MB of JSON, one store request for a thousand shards."""
+SEGMENT_LINES = 2500
+"""Lines per sealed segment: about 1.5 MB of JSON, one store request for 2,500 shards (a reduce of
+a million shards on S3 is about 400 reads)."""
 
 # Push one line; when the list reaches the segment size, rename it to a new pending segment.
 # KEYS: lines, seq, pending set. ARGV: line, segment size, pending key prefix. Returns the new
@@ -202,8 +204,21 @@ def segment_keys_in_store(store: ArtifactStore, run_id: str) -> list[str]:
     return sorted(store.list(segment_prefix(run_id)))
 
 
-def read_segment(raw: bytes) -> Iterator[OutcomeLine]:
-    """The lines of one segment object, validated one by one against the line model."""
+def read_segment(raw: bytes) -> tuple[list[OutcomeLine], int]:
+    """The lines of one segment object, in order, and how many lines were unreadable.
+
+    Each line is validated against the line model on its own (measured faster here than one
+    validation of the whole segment as a list); a bad one (a torn write, a line of another
+    release) is left out, and the reducer then finds fewer shards than ended and reads those
+    from their full records.
+    """
+    good = []
+    bad = 0
     for text in raw.splitlines():
-        if text.strip():
-            yield OutcomeLine.model_validate_json(text)
+        if not text.strip():
+            continue
+        try:
+            good.append(OutcomeLine.model_validate_json(text))
+        except ValidationError:
+            bad += 1
+    return good, bad

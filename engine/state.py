@@ -454,8 +454,12 @@ class RunState:
         return moved
 
     def next_attempt(self, run_id: str, shard_id: str) -> int:
-        """Number the shard's next resubmitted attempt (1, 2, ...): earlier records are kept under it."""
+        """Number the shard's next resubmitted attempt (1, 2, ...; the first attempt is 0)."""
         return int(self.r.hincrby(resubmits_key(run_id), shard_id, 1))
+
+    def attempt(self, run_id: str, shard_id: str) -> int:
+        """The shard's current attempt: 0, or the number of its latest resubmit."""
+        return int(self.r.hget(resubmits_key(run_id), shard_id) or 0)
 
     def next_manifest_revision(self, run_id: str) -> int:
         """Number the run's next manifest revision (2, 3, ...; the first manifest is revision 1)."""

@@ -15,8 +15,9 @@ What may come back, and to where:
   records which judges graded). Behavioural failures are never re-executed: re-rolling the
   agent until it passes would bias the result.
 
-Before a shard is sent again, its current grade and outcome records are copied under
-``runs/<run>/attempts/<n>/`` (first writer wins), so every earlier attempt stays readable.
+Before a shard is sent again its attempt number goes up by one: the workers commit each
+attempt's grade and outcome under ``runs/<run>/attempts/<n>/`` (first writer wins, never
+overwritten), so every earlier attempt stays readable beside the new one.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from engine.state import RunState
 from engine.store import ArtifactStore, open_store
 from producer.cluster import task_sender
 from schemas.errors import ConfigError
-from schemas.manifest import RunManifest, grade_key, manifest_key, outcome_key, trajectory_key
+from schemas.manifest import RunManifest, manifest_key, trajectory_key
 from schemas.status import ShardState
 
 STALE = "stale"
@@ -108,8 +109,8 @@ def resubmit_run(
         back = _back_state(current, only, regrade, grade_only, store, run_id, shard_id, done)
         if back is not None:
             moves.append((shard_id, current, back))
-    for shard_id, _, _ in moves:
-        _archive(store, state, run_id, shard_id)
+    for shard_id, _, _ in moves:  # the next attempt's records go under its own number; earlier ones stay
+        state.next_attempt(run_id, shard_id)
     moved = set(state.requeue(run_id, moves))
     publisher = task_sender(settings, manifest)
     with publisher.batch():
@@ -155,15 +156,6 @@ def _back_state(
             return None
         return ShardState.QUEUED
     return None
-
-
-def _archive(store: ArtifactStore, state: RunState, run_id: str, shard_id: str) -> None:
-    """Copy the shard's grade and outcome under the next attempt number before they are overwritten."""
-    attempt = state.next_attempt(run_id, shard_id)
-    for key in (grade_key(run_id, shard_id), outcome_key(run_id, shard_id)):
-        if store.exists(key):
-            name = key.rsplit("/", 2)
-            store.put_new(f"runs/{run_id}/attempts/{attempt}/{name[-2]}/{name[-1]}", store.get(key))
 
 
 def _new_revision(manifest: RunManifest, judges: list[str], store: ArtifactStore, state: RunState) -> RunManifest:

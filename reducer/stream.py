@@ -99,17 +99,6 @@ class _Arm:
     sandboxes: set[str] = field(default_factory=set)
 
 
-@dataclass
-class _Quality:
-    """One (skill, case, assertion) across variants and models."""
-
-    observations: int = 0
-    passes: int = 0
-    groups: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
-    """``<variant>/<model>`` -> [observations, passes]."""
-    disagreements: list[int] = field(default_factory=lambda: [0, 0])
-
-
 def _composite(line: OutcomeLine) -> float:
     weights = line.weights or [1.0] * len(line.passed)
     total = sum(weights)
@@ -118,6 +107,29 @@ def _composite(line: OutcomeLine) -> float:
 
 def _usage(u: tuple[int, int, int, float | None]) -> Usage:
     return Usage(prompt_tokens=u[0], completion_tokens=u[1], calls=u[2], cost_usd=u[3])
+
+
+class _Spend:
+    """Usage summed without a model object per line (what :meth:`Usage.add` does, in place)."""
+
+    __slots__ = ("calls", "completion", "cost", "priced", "prompt")
+
+    def __init__(self) -> None:
+        self.prompt = self.completion = self.calls = 0
+        self.cost = 0.0
+        self.priced = False
+
+    def add(self, u: tuple[int, int, int, float | None]) -> None:
+        self.prompt += u[0]
+        self.completion += u[1]
+        self.calls += u[2]
+        if u[3] is not None:
+            self.cost += u[3]
+            self.priced = True
+
+    def usage(self) -> Usage:
+        cost = self.cost if self.priced else None
+        return Usage(prompt_tokens=self.prompt, completion_tokens=self.completion, calls=self.calls, cost_usd=cost)
 
 
 class StreamReducer:
@@ -132,8 +144,9 @@ class StreamReducer:
             raise ValueError("a run with a baseline arm pairs shards one by one: reduce it from the full records")
         self.plan = plan
         self.arms: dict[tuple[str, str], _Arm] = {(v, b.skill): _Arm() for v in plan.variants for b in plan.bundles}
-        self.quality: dict[tuple[str, int, int], _Quality] = defaultdict(_Quality)
-        self.usage: dict[str, Usage] = defaultdict(Usage)
+        self.disagreed: dict[tuple[str, int, int], list[int]] = defaultdict(lambda: [0, 0])
+        """(skill, case, assertion) -> [ensemble questions the judges disagreed on, ensemble questions]."""
+        self.spend: dict[str, _Spend] = defaultdict(_Spend)
         self.templates: dict[str, set[str]] = defaultdict(set)
         self.lines = 0
         self.unplanned = 0
@@ -150,9 +163,9 @@ class StreamReducer:
         model.ended += 1
         if line.sandbox:
             arm.sandboxes.add(line.sandbox)
-        self.usage[line.model] = self.usage[line.model].add(_usage(line.usage))
+        self.spend[line.model].add(line.usage)
         for judge, u in line.judge_usage.items():
-            self.usage[judge] = self.usage[judge].add(_usage(u))
+            self.spend[judge].add(u)
         for name, digest in line.template_hashes.items():
             self.templates[name].add(digest)
         if line.state is ShardState.BLOCKED and len(arm.blocked) < KEEP_BLOCKED:
@@ -171,20 +184,16 @@ class StreamReducer:
         if line.unanimous is not None:
             arm.unanimous[0] += line.unanimous
             arm.unanimous[1] += 1
-        group = f"{line.variant}/{line.model}"
+        cells, case_id, model_name = arm.cells, line.case_id, line.model
         for index, passed in enumerate(line.passed):
-            cell = arm.cells[(line.case_id, index, line.model)]
+            cell = cells[(case_id, index, model_name)]
             cell[0] += passed
             cell[1] += 1
-            q = self.quality[(line.skill, line.case_id, index)]
-            q.observations += 1
-            q.passes += passed
-            g = q.groups[group]
-            g[0] += 1
-            g[1] += passed
-            if line.disagreed and line.disagreed[index] >= 0:
-                q.disagreements[0] += line.disagreed[index]
-                q.disagreements[1] += 1
+        for index, d in enumerate(line.disagreed):
+            if d >= 0:
+                counts = self.disagreed[(line.skill, case_id, index)]
+                counts[0] += d
+                counts[1] += 1
 
     @staticmethod
     def _blocked_run(line: OutcomeLine) -> CaseRun:
@@ -282,24 +291,31 @@ class StreamReducer:
         return stats
 
     def _quality(self, texts: Mapping[tuple[str, int, int], str]) -> list[AssertionQuality]:
+        """Assertion quality from the (case, assertion, model) cells: a group is one variant and model."""
+        groups: dict[tuple[str, int, int], dict[str, list[int]]] = defaultdict(dict)
+        for (variant, skill), arm in self.arms.items():
+            for (case_id, index, model), (passes, n) in arm.cells.items():
+                groups[(skill, case_id, index)][f"{variant}/{model}"] = [n, passes]
         rows = []
-        for key in sorted(self.quality):
-            q = self.quality[key]
+        for key in sorted(groups):
+            by_group = groups[key]
             skill, case_id, index = key
-            constant = q.observations >= 2 and q.passes in (0, q.observations)
-            repeated = [g for g, (n, _) in q.groups.items() if n >= 2]
-            flaky = sorted(g for g in repeated if 0 < q.groups[g][1] < q.groups[g][0])
-            d = q.disagreements
+            observations = sum(n for n, _ in by_group.values())
+            passes = sum(c for _, c in by_group.values())
+            constant = observations >= 2 and passes in (0, observations)
+            repeated = [g for g, (n, _) in by_group.items() if n >= 2]
+            flaky = sorted(g for g in repeated if 0 < by_group[g][1] < by_group[g][0])
+            d = self.disagreed.get(key, [0, 0])
             rows.append(
                 AssertionQuality(
                     skill=skill,
                     case_id=case_id,
                     index=index,
                     text=texts.get(key, ""),
-                    observations=q.observations,
-                    pass_rate=q.passes / q.observations,
+                    observations=observations,
+                    pass_rate=passes / observations,
                     non_discriminating=constant,
-                    constant=("pass" if q.passes else "fail") if constant else "",
+                    constant=("pass" if passes else "fail") if constant else "",
                     flaky_in=flaky,
                     flip_rate=len(flaky) / len(repeated) if repeated else None,
                     judge_disagreement=d[0] / d[1] if d[1] else None,
@@ -348,7 +364,7 @@ class StreamReducer:
             aggregate_inconclusive=aggregate,
             aggregate_headline=aggregate_headline,
             leaderboard=self._leaderboard(current),
-            usage=dict(self.usage),
+            usage={name: spend.usage() for name, spend in self.spend.items()},
             judges=list(plan.judges),
             calibration={judge: record.describe() for judge, record in calibration.items()},
             template_hashes={name: ",".join(sorted(d)) for name, d in sorted(self.templates.items())},

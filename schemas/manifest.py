@@ -136,6 +136,12 @@ def outcome_key(run_id: str, shard_id: str) -> str:
     return f"runs/{run_id}/outcomes/{shard_id}.json"
 
 
+def attempt_key(run_id: str, attempt: int, kind: str, shard_id: str) -> str:
+    """Attempt ``attempt`` (0 first, then one per resubmit) of a shard's final ``kind`` record
+    (``outcomes`` or ``grades``), committed first-writer-wins and never overwritten."""
+    return f"runs/{run_id}/attempts/{attempt}/{kind}/{shard_id}.json"
+
+
 def outline_key(run_id: str) -> str:
     """The manifest's outline (a ``RunOutline``), rewritten with every manifest revision."""
     return f"runs/{run_id}/outline.json"

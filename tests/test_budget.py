@@ -24,6 +24,7 @@ from producer.submit import build_manifest, submit
 from schemas.errors import ConfigError
 from schemas.manifest import AgentBudget, RunManifest, RunSettings, manifest_key, trajectory_key
 from schemas.model_config import ModelConfig
+from schemas.outcome import ShardOutcomeRecord
 from schemas.status import ShardState
 from schemas.verdict import ShardGrade
 from testkit.offline_server import OfflineModelServer
@@ -115,7 +116,9 @@ def test_a_run_cut_off_by_its_token_cap_ends_budget_exhausted_and_resubmit_finis
     assert {s: store.get(trajectory_key(run_id, s)) for s in graded} == before  # graded shards never re-run
     assert model.stats()["total"] > calls_at_cap
     for shard in cut:  # the cut-off attempt's record is kept beside the new one
-        assert store.exists(f"runs/{run_id}/attempts/1/outcomes/{shard}.json")
+        first = ShardOutcomeRecord.model_validate_json(store.get(f"runs/{run_id}/attempts/0/outcomes/{shard}.json"))
+        again = ShardOutcomeRecord.model_validate_json(store.get(f"runs/{run_id}/attempts/1/outcomes/{shard}.json"))
+        assert (first.state, again.state) == (ShardState.BUDGET_EXHAUSTED, ShardState.GRADED)
 
 
 @pytest.mark.slow
@@ -144,10 +147,11 @@ def test_regrade_with_another_judge_grades_again_without_executing_and_keeps_the
     assert set(state.states(run_id).values()) == {ShardState.GRADED}
     assert {s: store.get(trajectory_key(run_id, s)) for s in shards} == trajectories  # nothing executed again
     for shard in shards:  # who graded what: the first attempt's grade is kept, the new one names the new judge
-        first = ShardGrade.model_validate_json(store.get(f"runs/{run_id}/attempts/1/grades/{shard}.json"))
+        first = ShardGrade.model_validate_json(store.get(f"runs/{run_id}/attempts/0/grades/{shard}.json"))
+        second = ShardGrade.model_validate_json(store.get(f"runs/{run_id}/attempts/1/grades/{shard}.json"))
         now = ShardGrade.model_validate_json(store.get(f"runs/{run_id}/grades/{shard}.json"))
         assert [a.judge for a in first.judges] == [JUDGE]
-        assert [a.judge for a in now.judges] == ["openai/scripted-second-judge"]
+        assert [a.judge for a in second.judges] == [a.judge for a in now.judges] == ["openai/scripted-second-judge"]
 
 
 def test_resubmit_of_a_grade_only_run_never_executes_a_shard_that_had_no_recording(

@@ -178,3 +178,26 @@ def test_segments_cut_after_redis_lost_its_counter_still_sort_after_the_earlier_
         writer.push("r4", _line(f"new{i}"))
     newest_first = [x.shard_id for x in stream_outcome_lines(store, "r4")]
     assert newest_first == ["new3", "new2", "new1", "new0", "old3", "old2", "old1", "old0"]
+
+
+def test_an_unreadable_line_is_left_out_and_its_shard_read_from_its_records(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    store = open_store(str(tmp_path / "store"))
+    plan = plan_for([bundle("s", (1, 1))], models=["m"])
+    manifest = RunManifest(plan=plan, snapshots={})
+    put_manifest(store, manifest)
+    writer = SegmentWriter(redis_client, store)
+    for shard in plan.shards:
+        record = ShardOutcomeRecord(state=ShardState.EXECUTOR_FAILED, detail="executor-failed: x")
+        put_outcome(store, plan.run_id, shard.shard_id, record)
+        writer.push(plan.run_id, outcome_line_of(ShardOutcome(shard, record.state, detail=record.detail)))
+    writer.flush(plan.run_id)
+    (key,) = segment_keys_in_store(store, plan.run_id)
+    first, second = store.get(key).splitlines()
+    store.put(key, first + b"\n" + second[: len(second) // 2] + b"\n")  # a torn second line
+    outline = load_outline(store, plan.run_id)
+    assert outline is not None
+    streamed = reduce_streamed(store, outline, ended=2)
+    assert (streamed.unreadable, streamed.rebuilt, streamed.shards) == (1, 1, 2)
+    assert streamed.result.skills[0].infra["executor-failed"] == 2

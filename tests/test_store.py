@@ -162,3 +162,21 @@ def test_a_large_object_goes_to_s3_in_parts_and_reads_back_whole(aws_env: str) -
     head = boto3.client("s3", endpoint_url=aws_env).head_object(Bucket=bucket, Key="big/snapshots/big.tar")
     assert "-" in head["ETag"]  # a multipart upload's ETag is "<md5 of parts>-<count>"
     assert store.get("snapshots/big.tar") == data
+
+
+def test_two_deliveries_of_one_attempt_commit_one_outcome_and_every_attempt_is_kept(store: ArtifactStore) -> None:
+    from engine.records import commit_outcome, load_outcome
+    from schemas.manifest import attempt_key
+    from schemas.outcome import ShardOutcomeRecord
+    from schemas.status import ShardState
+
+    first = ShardOutcomeRecord(state=ShardState.GRADED)
+    late = ShardOutcomeRecord(state=ShardState.EXECUTOR_FAILED, detail="executor-failed: a late duplicate")
+    assert commit_outcome(store, "r1", "s1", 0, first) == first
+    assert commit_outcome(store, "r1", "s1", 0, late) == first  # the duplicate adopts the committed record
+    assert load_outcome(store, "r1", "s1") == first
+    retry = ShardOutcomeRecord(state=ShardState.GRADER_MALFORMED)
+    assert commit_outcome(store, "r1", "s1", 1, retry) == retry  # a resubmit is its own attempt
+    assert load_outcome(store, "r1", "s1") == retry
+    kept = [ShardOutcomeRecord.model_validate_json(store.get(attempt_key("r1", n, "outcomes", "s1"))) for n in (0, 1)]
+    assert kept == [first, retry]

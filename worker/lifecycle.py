@@ -24,12 +24,13 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import structlog
 from pydantic import ValidationError
 
 from engine.collect import load_trajectory
-from engine.records import put_outcome
+from engine.records import commit_outcome
 from engine.segments import outcome_line
 from engine.state import MAX_ATTEMPTS
 from schemas.errors import ArtifactMissing, BlockedError, InfraError, SkillEvalError
@@ -87,6 +88,11 @@ class ShardLease:
     settled: bool = False
     """The shard was ended or moved on (or found lost); later errors are not the shard's."""
 
+    @cached_property
+    def attempt(self) -> int:
+        """Which attempt of the shard this is (0, then one more per resubmit): its final records' key."""
+        return with_redis_retry(lambda: self.ctx.state.attempt(self.run_id, self.shard_id))
+
     @property
     def manifest(self) -> RunManifest:
         """The run's manifest (read once per process, before the body starts)."""
@@ -122,7 +128,15 @@ class ShardLease:
         self.settled = True
         if not self.renew():
             return
-        put_outcome(self.ctx.store, self.run_id, self.shard_id, outcome)
+        committed = commit_outcome(self.ctx.store, self.run_id, self.shard_id, self.attempt, outcome)
+        if committed != outcome:
+            log.warning(
+                "another delivery of this attempt committed first; its outcome stands",
+                run_id=self.run_id,
+                shard_id=self.shard_id,
+                attempt=self.attempt,
+            )
+            outcome, grade = committed, None
         self._push_line(outcome, grade, trajectory)
         moved = with_redis_retry(
             lambda: self.ctx.state.transition(self.run_id, self.shard_id, outcome.state, self.token)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import structlog
 
 from engine.keys import calibrating_key
-from engine.records import put_calibration, put_result
+from engine.records import commit_grade, put_calibration, put_result
 from harnesses.registry import HARNESSES
 from schemas.errors import NoSandbox
-from schemas.manifest import RunManifest, calibration_key, grade_key, trajectory_key
+from schemas.manifest import RunManifest, calibration_key, trajectory_key
 from schemas.outcome import CalibrationRecord, CalibrationStatus, ShardOutcomeRecord
 from schemas.shard import BASELINE_PREFIX, NO_SKILL
 from schemas.status import SandboxMode, ShardState
@@ -134,7 +134,7 @@ def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
         )
         if not lease.renew():
             return
-        ctx.store.put(grade_key(run_id, shard_id), grade.model_dump_json().encode())
+        grade = commit_grade(ctx.store, run_id, shard_id, lease.attempt, grade)
         status = "" if grade.state is ShardState.GRADED else grade.state.value
         lease.end(ShardOutcomeRecord(state=grade.state, detail=grade.error, status=status), grade, trajectory)
 
@@ -178,6 +178,7 @@ def reduce_stored_run(ctx: Context, run_id: str) -> None:
                 lines=streamed.lines,
                 shards=streamed.shards,
                 rebuilt=streamed.rebuilt,
+                unreadable=streamed.unreadable,
             )
             result = streamed.result
         else:
