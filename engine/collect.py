@@ -155,6 +155,16 @@ class StreamedReduce:
     """Segment lines that did not parse (their shards are among the rebuilt ones)."""
 
 
+def reduces_by_streaming(outline: RunOutline | None, threshold: int) -> bool:
+    """Whether a run reduces from its outcome segments: one variant, at least ``threshold`` shards."""
+    return outline is not None and outline.shard_count >= threshold and len(outline.manifest.plan.variants) == 1
+
+
+def ended_in_store(store: ArtifactStore, run_id: str) -> int:
+    """How many shards have an outcome record (one listing: about a request per 1,000 shards on S3)."""
+    return len(store.list(f"runs/{run_id}/outcomes/"))
+
+
 def reduce_streamed(store: ArtifactStore, outline: RunOutline, ended: int | None = None) -> StreamedReduce:
     """Reduce from the outcome segments, newest line of each shard first, never loading the shard list.
 

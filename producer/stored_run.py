@@ -7,8 +7,15 @@ from pathlib import Path
 import redis
 from rich.console import Console
 
-from engine.collect import collect_outcomes, reduce_from_store
-from engine.records import load_manifest, load_result, put_result
+from engine.collect import (
+    collect_outcomes,
+    ended_in_store,
+    reduce_from_store,
+    reduce_streamed,
+    reduces_by_streaming,
+)
+from engine.records import load_manifest, load_outline, load_result, put_result
+from engine.segments import SegmentWriter
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
@@ -23,8 +30,16 @@ from schemas.summary import RunStatus
 def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console) -> RunResult:
     """``skill-eval report``: reduce again from stored verdicts and write the reports."""
     store = open_store(settings.store)
-    manifest = load_manifest(store, run_id)
-    result = reduce_from_store(store, manifest)
+    outline = load_outline(store, run_id)
+    if outline is not None and reduces_by_streaming(outline, settings.stream_reduce_shards):
+        # A run this big reduces from its outcome segments (the reports need no shard list).
+        if settings.broker_url:  # seal what a reduce that never ran left in Redis
+            SegmentWriter(redis.Redis.from_url(settings.broker_url), store).flush(run_id)
+        manifest = outline.manifest
+        result = reduce_streamed(store, outline, ended_in_store(store, run_id)).result
+    else:
+        manifest = load_manifest(store, run_id)
+        result = reduce_from_store(store, manifest)
     put_result(store, result)
     paths = write_reports(result, manifest, store, out_dir or Path(manifest.out_dir or DEFAULT_REPORT_DIR))
     out.print(complete_block(result, paths), markup=False, highlight=False)

@@ -164,6 +164,12 @@ def test_a_run_reduced_from_its_segments_reports_what_the_full_records_give(
         for s in doc["skills"]:
             s["runs"] = []
     assert streamed == expected
+    # `skill-eval report` on the run reduces from the segments too, from the store alone.
+    again = env.cli("report", res.run_id, "--store", str(env.store), "--out", str(env.base / "again"))
+    assert again.code == 0, again.stdout + again.stderr
+    assert "result: 10/12 (83.3%)" in again.stdout
+    rereported = load_result(store, res.run_id)
+    assert rereported is not None and rereported.model_dump(mode="json") == result.model_dump(mode="json")
 
 
 def test_segments_cut_after_redis_lost_its_counter_still_sort_after_the_earlier_ones(

@@ -159,17 +159,13 @@ def ensure_calibrated(ctx: Context, client: object, run_id: str, judge: str) -> 
 
 def reduce_stored_run(ctx: Context, run_id: str) -> None:
     """Reduce from the store (idempotent), store the result, mark the run reduced."""
-    from engine.collect import reduce_from_store, reduce_streamed
+    from engine.collect import reduce_from_store, reduce_streamed, reduces_by_streaming
     from engine.records import load_outline
 
     try:
         with_redis_retry(lambda: ctx.segments.flush(run_id))  # seal the last lines (and any a dead worker left)
         outline = load_outline(ctx.store, run_id)
-        if (
-            outline is not None
-            and outline.shard_count >= ctx.settings.stream_reduce_shards
-            and len(outline.manifest.plan.variants) == 1
-        ):
+        if outline is not None and reduces_by_streaming(outline, ctx.settings.stream_reduce_shards):
             ended, _ = with_redis_retry(lambda: ctx.state.totals(run_id))
             streamed = reduce_streamed(ctx.store, outline, ended)
             log.info(
