@@ -79,6 +79,26 @@ def skill_creator_files(root: Path) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in (root / SKILLS_DIR).glob(f"*/{SKILL_CREATOR_FILE}"))
 
 
+def plugin_suite_files(root: Path, skills: list[str]) -> list[str]:
+    """For ``--all-evals`` in a plugin repo: the plugin suite of each of ``skills`` that has a case in it.
+
+    A suite that cannot be read is still listed (its named error is reported like any other
+    corpus's); a skill with no case in the suite has no corpus there, so it is left out.
+    """
+    if not is_plugin(root) or not _case_dirs(root):
+        return []
+    names = []
+    for skill in skills:
+        name = plugin_suite_name(skill)
+        try:
+            has_cases = bool(read_foreign(root, name).data["evals"])
+        except BadCorpus:
+            has_cases = True
+        if has_cases:
+            names.append(name)
+    return names
+
+
 def is_plugin(root: Path) -> bool:
     return any((root / m).is_file() for m in PLUGIN_MANIFESTS)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,10 @@ class CorpusOutcome:
     corpus_file: str
     bundle: SkillBundle | None = None
     error: BlockedError | None = None
+
+
+_KEBAB = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+"""A name a plugin suite can be attributed to (others get their named error when asked for by name)."""
 
 
 class Repo:
@@ -51,14 +56,23 @@ class Repo:
         return interop.locate(self.root, skill)
 
     def all_corpus_files(self) -> list[str]:
+        """Every corpus, one per skill: ours, else skill-creator's, else the skill's cases of a plugin suite."""
         folder = self.inside(EVALS_DIR)
-        if folder is None:
-            return interop.skill_creator_files(self.root)
-        ours = sorted(
-            f"{EVALS_DIR}/{p.name}" for p in folder.glob("*" + CORPUS_SUFFIX) if p.is_file() or p.is_symlink()
+        ours = (
+            sorted(f"{EVALS_DIR}/{p.name}" for p in folder.glob("*" + CORPUS_SUFFIX) if p.is_file() or p.is_symlink())
+            if folder is not None
+            else []
         )
         have = {corpus_stem(f) for f in ours}
-        return ours + [f for f in interop.skill_creator_files(self.root) if f.split("/")[1] not in have]
+        creator = [f for f in interop.skill_creator_files(self.root) if f.split("/")[1] not in have]
+        have |= {f.split("/")[1] for f in creator}
+        skills_dir = self.root / SKILLS_DIR
+        rest = sorted(
+            p.name
+            for p in (skills_dir.iterdir() if skills_dir.is_dir() else ())
+            if p.is_dir() and p.name not in have and _KEBAB.match(p.name)
+        )
+        return ours + creator + interop.plugin_suite_files(self.root, rest)
 
     def inside(self, relpath: str) -> Path | None:
         """The real path of ``relpath``, or None when absent; ``BLOCKED_BAD_REPO`` when a link leaves the repo."""

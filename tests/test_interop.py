@@ -216,6 +216,26 @@ def test_yaml_tags_that_would_build_objects_are_refused(tmp_path: Path) -> None:
         Repo(root).load("evals/*/ [plugin suite: greeter]")
 
 
+def test_all_evals_takes_a_plugin_suite_per_skill_with_cases_in_it(tmp_path: Path) -> None:
+    root = plugin_repo(tmp_path)
+    assert Repo(root).targets([], True) == ["evals/*/ [plugin suite: greeter]"]
+    # A second skill: the cases that name no skill belong to neither, so only named cases count ...
+    skill_repo(root, "waver")
+    (root / "evals" / "wave" / "case.yaml").write_text(
+        "skill: waver\nexecution:\n  prompt: Wave at the team\n"
+        "graders:\n  - type: llm\n    rubric: The agent runs the wave command in the shell\n"
+    )
+    assert Repo(root).targets([], True) == ["evals/*/ [plugin suite: waver]"]
+    # ... a skill with its own corpus keeps it, and a suite that cannot be read is listed for its error.
+    (root / "evals" / "greeter.evals.json").write_text(json.dumps({"skill_name": "greeter", "evals": []}))
+    (root / "evals" / "greet-ada" / "prompt.md").write_text("---\n: [unclosed\n---\nhi\n")
+    assert Repo(root).targets([], True) == ["evals/greeter.evals.json", "evals/*/ [plugin suite: waver]"]
+    (root / "evals" / "greeter.evals.json").unlink()
+    outcomes = Repo(root).load_many(Repo(root).targets([], True))
+    assert [o.corpus_file for o in outcomes] == ["evals/*/ [plugin suite: greeter]", "evals/*/ [plugin suite: waver]"]
+    assert all(o.error is not None and "not YAML" in str(o.error) for o in outcomes)
+
+
 def test_skill_eval_validate_reads_both_formats(tmp_path: Path) -> None:
     creator = skill_repo(tmp_path / "creator")
     write_creator(creator, CREATOR)
