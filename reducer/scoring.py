@@ -202,6 +202,21 @@ def _assertion_stats(bundle: SkillBundle, graded: Sequence[CaseRun], epochs: int
     return stats
 
 
+def aggregate_gate(current: Sequence[SkillResult]) -> tuple[bool, str]:
+    """Whether several corpora are INCONCLUSIVE together, and the AGGREGATE line (empty for one corpus)."""
+    inconclusive = [s for s in current if s.inconclusive]
+    aggregate = len(current) > 1 and len(inconclusive) / len(current) > AGGREGATE_INCONCLUSIVE_SHARE
+    if len(current) < 2:
+        return aggregate, ""
+    if aggregate:
+        return aggregate, f"AGGREGATE: INCONCLUSIVE ({len(inconclusive)}/{len(current)} corpora not trustworthy)"
+    # The suite rate sums trustworthy corpora only: an INCONCLUSIVE corpus's few graded cases are noise.
+    trusted = [s for s in current if not s.inconclusive]
+    suite = rate(sum(s.behavioural.passed for s in trusted), sum(s.behavioural.total for s in trusted))
+    left_out = f" ({len(inconclusive)} INCONCLUSIVE corpus left out)" if inconclusive else ""
+    return aggregate, f"AGGREGATE: {headline(suite)}{left_out}"
+
+
 def reduce_run(
     plan: RunPlan,
     outcomes: Mapping[str, ShardOutcome],
@@ -231,19 +246,7 @@ def reduce_run(
             ]
             skills.append(reduce_skill(bundle, variant, shard_outcomes, plan.epochs))
     current = [s for s in skills if s.variant == CURRENT]
-    inconclusive = [s for s in current if s.inconclusive]
-    aggregate = len(current) > 1 and len(inconclusive) / len(current) > AGGREGATE_INCONCLUSIVE_SHARE
-    # The suite rate sums trustworthy corpora only: an INCONCLUSIVE corpus's few graded cases are noise.
-    trusted = [s for s in current if not s.inconclusive]
-    suite = rate(sum(s.behavioural.passed for s in trusted), sum(s.behavioural.total for s in trusted))
-    aggregate_headline = ""
-    if len(current) > 1:
-        aggregate_headline = (
-            f"AGGREGATE: INCONCLUSIVE ({len(inconclusive)}/{len(current)} corpora not trustworthy)"
-            if aggregate
-            else f"AGGREGATE: {headline(suite)}"
-            + (f" ({len(inconclusive)} INCONCLUSIVE corpus left out)" if inconclusive else "")
-        )
+    aggregate, aggregate_headline = aggregate_gate(current)
     calibration = dict(calibration or {})
     comparisons = compare_all(skills, plan.run_id)
     verdict, reasons = decide_verdict(

@@ -22,10 +22,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from reducer.scoring import decide_verdict, headline, is_inconclusive, rate
+from reducer.scoring import aggregate_gate, decide_verdict, headline, is_inconclusive, rate
 from reducer.stats import Z95, pass_at_k, pass_hat_k
 from schemas.comparison import AssertionQuality
-from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE
 from schemas.outcome import CalibrationRecord, OutcomeLine
 from schemas.report import AssertionStat, CaseRun, ModelSummary, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, SkillBundle
@@ -336,18 +335,7 @@ class StreamReducer:
         plan = self.plan
         skills = [self._skill(b, v) for v in plan.variants for b in plan.bundles]
         current = [s for s in skills if s.variant == CURRENT]
-        inconclusive = [s for s in current if s.inconclusive]
-        aggregate = len(current) > 1 and len(inconclusive) / len(current) > AGGREGATE_INCONCLUSIVE_SHARE
-        trusted = [s for s in current if not s.inconclusive]
-        suite = rate(sum(s.behavioural.passed for s in trusted), sum(s.behavioural.total for s in trusted))
-        aggregate_headline = ""
-        if len(current) > 1:
-            aggregate_headline = (
-                f"AGGREGATE: INCONCLUSIVE ({len(inconclusive)}/{len(current)} corpora not trustworthy)"
-                if aggregate
-                else f"AGGREGATE: {headline(suite)}"
-                + (f" ({len(inconclusive)} INCONCLUSIVE corpus left out)" if inconclusive else "")
-            )
+        aggregate, aggregate_headline = aggregate_gate(current)
         calibration = dict(calibration or {})
         verdict, reasons = decide_verdict(current, skills, aggregate, calibration, fail_under, skipped)
         texts = {
