@@ -178,28 +178,34 @@ def _assertion_stats(bundle: SkillBundle, graded: Sequence[CaseRun], epochs: int
         runs = [r for r in graded if r.case_id == case.id]
         models = sorted({r.model for r in runs})
         for index, assertion in enumerate(case.assertions):
-            by_model: dict[str, Rate] = {}
-            at_k: list[float] = []
-            hat_k: list[float] = []
+            counts = {}
             for model in models:
                 results = [r.verdicts[index].passed for r in runs if r.model == model and len(r.verdicts) > index]
-                c, n = sum(results), len(results)
-                by_model[model] = rate(c, n)
-                if n:
-                    k = min(epochs, n)
-                    at_k.append(pass_at_k(n, c, k))
-                    hat_k.append(pass_hat_k(n, c, k))
-            stats.append(
-                AssertionStat(
-                    case_id=case.id,
-                    index=index,
-                    text=str(getattr(assertion, "text", assertion)),
-                    by_model=by_model,
-                    pass_at_k=sum(at_k) / len(at_k) if at_k else None,
-                    pass_hat_k=sum(hat_k) / len(hat_k) if hat_k else None,
-                )
-            )
+                counts[model] = (sum(results), len(results))
+            stats.append(assertion_stat(case.id, index, str(getattr(assertion, "text", assertion)), counts, epochs))
     return stats
+
+
+def assertion_stat(
+    case_id: int, index: int, text: str, counts: Mapping[str, tuple[int, int]], epochs: int
+) -> AssertionStat:
+    """One assertion's row of the matrix from (passed, observed) per model; pass@k and pass^k with
+    k = the epochs (or fewer observations), averaged over the models that have any."""
+    at_k: list[float] = []
+    hat_k: list[float] = []
+    for c, n in counts.values():
+        if n:
+            k = min(epochs, n)
+            at_k.append(pass_at_k(n, c, k))
+            hat_k.append(pass_hat_k(n, c, k))
+    return AssertionStat(
+        case_id=case_id,
+        index=index,
+        text=text,
+        by_model={model: rate(c, n) for model, (c, n) in counts.items()},
+        pass_at_k=sum(at_k) / len(at_k) if at_k else None,
+        pass_hat_k=sum(hat_k) / len(hat_k) if hat_k else None,
+    )
 
 
 def aggregate_gate(current: Sequence[SkillResult]) -> tuple[bool, str]:

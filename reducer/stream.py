@@ -22,8 +22,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from reducer.scoring import aggregate_gate, decide_verdict, headline, is_inconclusive, rate
-from reducer.stats import Z95, pass_at_k, pass_hat_k
+from reducer.scoring import aggregate_gate, assertion_stat, decide_verdict, headline, is_inconclusive, rate
+from reducer.stats import Z95
 from schemas.comparison import AssertionQuality
 from schemas.outcome import CalibrationRecord, OutcomeLine
 from schemas.report import AssertionStat, CaseRun, ModelSummary, RunResult, SkillResult
@@ -267,26 +267,12 @@ class StreamReducer:
         for case in bundle.corpus.evals:
             models = sorted(arm.graded_cases.get(case.id, ()))
             for index, assertion in enumerate(case.assertions):
-                by_model = {}
-                at_k: list[float] = []
-                hat_k: list[float] = []
+                counts = {}
                 for model in models:
                     c, n = arm.cells.get((case.id, index, model), (0, 0))
-                    by_model[model] = rate(c, n)
-                    if n:
-                        k = min(self.plan.epochs, n)
-                        at_k.append(pass_at_k(n, c, k))
-                        hat_k.append(pass_hat_k(n, c, k))
-                stats.append(
-                    AssertionStat(
-                        case_id=case.id,
-                        index=index,
-                        text=str(getattr(assertion, "text", assertion)),
-                        by_model=by_model,
-                        pass_at_k=sum(at_k) / len(at_k) if at_k else None,
-                        pass_hat_k=sum(hat_k) / len(hat_k) if hat_k else None,
-                    )
-                )
+                    counts[model] = (c, n)
+                text = str(getattr(assertion, "text", assertion))
+                stats.append(assertion_stat(case.id, index, text, counts, self.plan.epochs))
         return stats
 
     def _quality(self, texts: Mapping[tuple[str, int, int], str]) -> list[AssertionQuality]:
