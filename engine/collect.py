@@ -156,8 +156,8 @@ class StreamedReduce:
 
 
 def reduces_by_streaming(outline: RunOutline | None, threshold: int) -> bool:
-    """Whether a run reduces from its outcome segments: one variant, at least ``threshold`` shards."""
-    return outline is not None and outline.shard_count >= threshold and len(outline.manifest.plan.variants) == 1
+    """Whether a run reduces from its outcome segments: at least ``threshold`` shards."""
+    return outline is not None and outline.shard_count >= threshold
 
 
 def ended_in_store(store: ArtifactStore, run_id: str) -> int:

@@ -77,9 +77,9 @@ class Settings(BaseSettings):
     """Seconds a worker has from SIGTERM until it is killed (the orchestrator's grace period). Running
     shards may finish until shortly before; then they are handed back. None: wait for them, unbounded."""
     stream_reduce_shards: int = Field(default=20_000, ge=1)
-    """A single-variant run of at least this many shards is reduced from its outcome segments
-    (counters, no per-shard rows in the result); smaller runs keep every shard's full record in
-    the report (docs/design/cluster.md, "Reduce")."""
+    """A run of at least this many shards is reduced from its outcome segments (counters, no
+    per-shard rows in the result); smaller runs keep every shard's full record in the report
+    (docs/design/cluster.md, "Reduce")."""
     node_beat_s: float = 5.0
     """How often a worker node writes its liveness record."""
     health_stale_s: float = 60.0

@@ -23,58 +23,65 @@ from reducer.paired import (
     sign_flip_test,
 )
 from schemas.comparison import AssertionComparison, CaseDelta, PairedComparison, TestName
-from schemas.report import CaseRun, SkillResult
+from schemas.report import SkillResult
 from schemas.shard import NO_SKILL
 from schemas.status import ShardState
 
 Key = tuple[int, str, int]  # (case, model, epoch)
+Cell = tuple[str, tuple[bool, ...]]
+"""A shard as a comparison sees it: ``graded`` and its verdicts, or the state it ended in
+(``no-verdicts`` for a graded shard without any) and no verdicts."""
+ArmIndex = Mapping[Key, Cell]
+"""One arm of one corpus: (case, model, epoch) -> cell, for every shard that ended."""
+
+GRADED = "graded"
 
 
-def _index(s: SkillResult) -> dict[Key, CaseRun]:
-    return {(r.case_id, r.model, r.epoch): r for r in s.runs}
+def cell_of(state: ShardState, passed: Sequence[bool]) -> Cell:
+    """The comparison's view of a shard that ended in ``state`` with these verdicts."""
+    if state is ShardState.GRADED:
+        return (GRADED, tuple(passed)) if passed else ("no-verdicts", ())
+    return (state.value, ())
 
 
-def _graded(r: CaseRun | None) -> bool:
-    return r is not None and r.state is ShardState.GRADED and bool(r.verdicts)
-
-
-def _state(r: CaseRun | None) -> str:
-    if r is None:
-        return "missing"
-    return "no-verdicts" if r.state is ShardState.GRADED else r.state.value
+def index_runs(s: SkillResult) -> dict[Key, Cell]:
+    """The arm index of a result that kept its per-shard rows."""
+    return {(r.case_id, r.model, r.epoch): cell_of(r.state, [v.passed for v in r.verdicts]) for r in s.runs}
 
 
 def pair_arms(
-    current: SkillResult, baseline: SkillResult, model: str | None = None
-) -> tuple[list[tuple[CaseRun, CaseRun]], dict[str, int]]:
-    """Kept (current, baseline) pairs, and the dropped ones counted by ``<arm>:<state>``."""
-    new, old = _index(current), _index(baseline)
-    kept: list[tuple[CaseRun, CaseRun]] = []
+    new: ArmIndex, old: ArmIndex, baseline: str, model: str | None = None
+) -> tuple[list[tuple[Key, tuple[bool, ...], tuple[bool, ...]]], dict[str, int]]:
+    """Kept (key, current verdicts, baseline verdicts) pairs, and the dropped ones counted by ``<arm>:<state>``."""
+    kept: list[tuple[Key, tuple[bool, ...], tuple[bool, ...]]] = []
     dropped: dict[str, int] = defaultdict(int)
     for key in sorted(set(new) | set(old)):
         if model is not None and key[1] != model:
             continue
         a, b = new.get(key), old.get(key)
-        if _graded(a) and _graded(b) and a is not None and b is not None:
-            kept.append((a, b))
+        if a is not None and b is not None and a[0] == GRADED and b[0] == GRADED:
+            kept.append((key, a[1], b[1]))
             continue
         dropped["total"] += 1
-        for arm, r in (("current", a), (baseline.variant, b)):
-            if not _graded(r):
-                dropped[f"{arm}:{_state(r)}"] += 1
+        for arm, cell in (("current", a), (baseline, b)):
+            if cell is None:
+                dropped[f"{arm}:missing"] += 1
+            elif cell[0] != GRADED:
+                dropped[f"{arm}:{cell[0]}"] += 1
     return kept, dict(dropped)
 
 
-def _share(runs: Sequence[CaseRun]) -> Fraction:
-    passed = sum(v.passed for r in runs for v in r.verdicts)
-    return Fraction(passed, sum(len(r.verdicts) for r in runs))
+def _share(verdicts: Sequence[tuple[bool, ...]]) -> Fraction:
+    return Fraction(sum(sum(v) for v in verdicts), sum(len(v) for v in verdicts))
 
 
-def case_differences(pairs: Sequence[tuple[CaseRun, CaseRun]]) -> dict[int, tuple[Fraction, Fraction]]:
+def case_differences(
+    pairs: Sequence[tuple[Key, tuple[bool, ...], tuple[bool, ...]]],
+) -> dict[int, tuple[Fraction, Fraction]]:
     """Case -> (current rate, baseline rate), each the mean over models of the kept epochs' pass rate."""
-    by_unit: dict[tuple[int, str], list[tuple[CaseRun, CaseRun]]] = defaultdict(list)
-    for a, b in pairs:
-        by_unit[(a.case_id, a.model)].append((a, b))
+    by_unit: dict[tuple[int, str], list[tuple[tuple[bool, ...], tuple[bool, ...]]]] = defaultdict(list)
+    for (case_id, model, _), a, b in pairs:
+        by_unit[(case_id, model)].append((a, b))
     per_case: dict[int, list[tuple[Fraction, Fraction]]] = defaultdict(list)
     for (case_id, _), unit in sorted(by_unit.items()):
         per_case[case_id].append((_share([a for a, _ in unit]), _share([b for _, b in unit])))
@@ -85,11 +92,19 @@ def case_differences(pairs: Sequence[tuple[CaseRun, CaseRun]]) -> dict[int, tupl
 
 
 def compare_arms(
-    current: SkillResult, baseline: SkillResult, run_id: str, model: str | None = None
+    current: SkillResult,
+    baseline: SkillResult,
+    run_id: str,
+    model: str | None = None,
+    arms: tuple[ArmIndex, ArmIndex] | None = None,
 ) -> PairedComparison:
-    """The paired comparison of ``current`` against ``baseline`` (one model, or all when None)."""
+    """The paired comparison of ``current`` against ``baseline`` (one model, or all when None).
+
+    ``arms`` are the two arms' indexes; by default they are built from the results' rows.
+    """
     kind = "no-skill" if baseline.variant == NO_SKILL else "compare"
-    pairs, dropped = pair_arms(current, baseline, model)
+    new, old = arms if arms is not None else (index_runs(current), index_runs(baseline))
+    pairs, dropped = pair_arms(new, old, baseline.variant, model)
     seed = seed_for(run_id, current.skill, baseline.variant, model or "*")
     rates = case_differences(pairs)
     diffs = [x - y for x, y in rates.values()]
@@ -105,7 +120,7 @@ def compare_arms(
         "seed": seed,
     }
     if not pairs:
-        return _unpaired(current, baseline, model, common)
+        return _unpaired(new, old, model, common)
     values = [v for pair in rates.values() for v in pair]
     binary = all(v in (0, 1) for v in values)
     better, worse = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
@@ -138,14 +153,14 @@ def compare_arms(
 
 
 def _assertions(
-    current: SkillResult, pairs: Sequence[tuple[CaseRun, CaseRun]], overall_drop: float
+    current: SkillResult, pairs: Sequence[tuple[Key, tuple[bool, ...], tuple[bool, ...]]], overall_drop: float
 ) -> list[AssertionComparison]:
     """Per assertion, McNemar over its (model, epoch) pairs; Holm over the overall test and every assertion."""
     texts = {(a.case_id, a.index): a.text for a in current.assertions}
     cells: dict[tuple[int, int], list[tuple[bool, bool]]] = defaultdict(list)
-    for a, b in pairs:
-        for i, (va, vb) in enumerate(zip(a.verdicts, b.verdicts, strict=False)):
-            cells[(a.case_id, i)].append((va.passed, vb.passed))
+    for (case_id, _, _), a, b in pairs:
+        for i, (va, vb) in enumerate(zip(a, b, strict=False)):
+            cells[(case_id, i)].append((va, vb))
     rows = []
     for (case_id, index), obs in sorted(cells.items()):
         better = sum(x and not y for x, y in obs)
@@ -171,7 +186,7 @@ def _assertions(
 
 
 def _unpaired(
-    current: SkillResult, baseline: SkillResult, model: str | None, common: Mapping[str, object]
+    current: ArmIndex, baseline: ArmIndex, model: str | None, common: Mapping[str, object]
 ) -> PairedComparison:
     """No pair survived: the two-proportion figure is all that can be said, and it says so."""
     new = _arm_rate(current, model)
@@ -207,10 +222,10 @@ def _unpaired(
     )
 
 
-def _arm_rate(s: SkillResult, model: str | None) -> tuple[int, int] | None:
-    runs = [r for r in s.runs if _graded(r) and (model is None or r.model == model)]
-    total = sum(len(r.verdicts) for r in runs)
-    return (sum(v.passed for r in runs for v in r.verdicts), total) if total else None
+def _arm_rate(arm: ArmIndex, model: str | None) -> tuple[int, int] | None:
+    cells = [v for (_, m, _), (label, v) in arm.items() if label == GRADED and (model is None or m == model)]
+    total = sum(len(v) for v in cells)
+    return (sum(sum(v) for v in cells), total) if total else None
 
 
 def two_proportion(c1: int, n1: int, c0: int, n0: int) -> tuple[float, float, float]:
@@ -225,15 +240,24 @@ def two_proportion(c1: int, n1: int, c0: int, n0: int) -> tuple[float, float, fl
     return (math.erfc(abs(z) / math.sqrt(2)), drop, 1 - drop)
 
 
-def compare_all(skills: Sequence[SkillResult], run_id: str) -> list[PairedComparison]:
-    """Every baseline arm of every skill against its current arm: all models, then one per model."""
+def compare_all(
+    skills: Sequence[SkillResult], run_id: str, arms: Mapping[tuple[str, str], ArmIndex] | None = None
+) -> list[PairedComparison]:
+    """Every baseline arm of every skill against its current arm: all models, then one per model.
+
+    ``arms`` maps (variant, skill) to its index; by default each is built from the result's rows.
+    """
     out = []
     for base in (s for s in skills if s.variant != "current"):
         current = next((s for s in skills if s.variant == "current" and s.skill == base.skill), None)
         if current is None:
             continue
-        out.append(compare_arms(current, base, run_id))
-        models = sorted({r.model for r in current.runs} | {r.model for r in base.runs})
+        if arms is not None:
+            pair = (arms[(current.variant, current.skill)], arms[(base.variant, base.skill)])
+        else:
+            pair = (index_runs(current), index_runs(base))
+        out.append(compare_arms(current, base, run_id, arms=pair))
+        models = sorted({m for _, m, _ in pair[0]} | {m for _, m, _ in pair[1]})
         if len(models) > 1:
-            out += [compare_arms(current, base, run_id, m) for m in models]
+            out += [compare_arms(current, base, run_id, m, arms=pair) for m in models]
     return out

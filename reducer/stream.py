@@ -7,12 +7,12 @@ hundreds of shards and impossible for a million. This module folds compact
 same :class:`RunResult` figures: rates and Wilson intervals, infra tallies, the
 INCONCLUSIVE gates, composite means, the assertion matrix with pass@k and pass^k,
 assertion quality, usage and the verdict. What it leaves out: the per-shard rows
-(``SkillResult.runs`` stays empty; blocked shards are kept up to ``KEEP_BLOCKED``). Runs
-with a baseline arm are not streamed: their paired comparisons pair shards one by one, so
-they are reduced from the full records.
+(``SkillResult.runs`` stays empty; blocked shards are kept up to ``KEEP_BLOCKED``). A run
+with a baseline arm also gets its paired comparisons, which pair shards one by one: for it
+each shard leaves one small interned cell in memory.
 
-Memory is counters per (corpus, case, assertion, model), never per shard; the caller keeps
-the one per-shard thing a stream needs, the set of shards already seen (newest line first).
+Memory is counters per (corpus, case, assertion, model), and per shard only those cells of
+a compared run; the caller keeps the set of shards already seen (newest line first).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from reducer.comparison import Cell, Key, cell_of, compare_all
+from reducer.gates import comparison_failures
 from reducer.scoring import aggregate_gate, assertion_stat, decide_verdict, headline, is_inconclusive, rate
 from reducer.stats import Z95
 from schemas.comparison import AssertionQuality
@@ -139,8 +141,6 @@ class StreamReducer:
     """
 
     def __init__(self, plan: RunPlan) -> None:
-        if len(plan.variants) > 1:
-            raise ValueError("a run with a baseline arm pairs shards one by one: reduce it from the full records")
         self.plan = plan
         self.arms: dict[tuple[str, str], _Arm] = {(v, b.skill): _Arm() for v in plan.variants for b in plan.bundles}
         self.disagreed: dict[tuple[str, int, int], list[int]] = defaultdict(lambda: [0, 0])
@@ -150,6 +150,13 @@ class StreamReducer:
         self.lines = 0
         self.unplanned = 0
         self._order = {m: i for i, m in enumerate(plan.models)}
+        self._models = {m: m for m in plan.models}  # one string object per model for every pair key
+        self.pairs: dict[tuple[str, str], dict[Key, Cell]] | None = (
+            {key: {} for key in self.arms} if len(plan.variants) > 1 else None
+        )
+        """With a baseline arm: each arm's shards as the paired comparison sees them (a small
+        interned cell per shard, about 100 bytes: the one per-shard memory of a streamed reduce)."""
+        self._cells: dict[Cell, Cell] = {}
 
     def add(self, line: OutcomeLine) -> None:
         arm = self.arms.get((line.variant, line.skill))
@@ -169,6 +176,10 @@ class StreamReducer:
             self.templates[name].add(digest)
         if line.state is ShardState.BLOCKED and len(arm.blocked) < KEEP_BLOCKED:
             arm.blocked.append(self._blocked_run(line))
+        if self.pairs is not None:
+            seen = cell_of(line.state, line.passed)
+            key = (line.case_id, self._models[line.model], line.epoch)
+            self.pairs[(line.variant, line.skill)][key] = self._cells.setdefault(seen, seen)
         if line.state is not ShardState.GRADED:
             return
         model.graded += 1
@@ -323,7 +334,13 @@ class StreamReducer:
         current = [s for s in skills if s.variant == CURRENT]
         aggregate, aggregate_headline = aggregate_gate(current)
         calibration = dict(calibration or {})
-        verdict, reasons = decide_verdict(current, skills, aggregate, calibration, fail_under, skipped)
+        comparisons = compare_all(skills, plan.run_id, self._planned_pairs()) if self.pairs is not None else []
+        fails = comparison_failures(
+            comparisons, skills, regression_alpha=regression_alpha, require_uplift=require_uplift
+        )
+        verdict, reasons = decide_verdict(
+            current, skills, aggregate, calibration, fail_under, skipped, comparison_fails=fails
+        )
         texts = {
             (b.skill, case.id, i): str(getattr(a, "text", a))
             for b in plan.bundles
@@ -338,15 +355,32 @@ class StreamReducer:
             aggregate_inconclusive=aggregate,
             aggregate_headline=aggregate_headline,
             leaderboard=self._leaderboard(current),
-            usage={name: spend.usage() for name, spend in self.spend.items()},
+            # Every executor model is listed, with zero usage when none of its shards ended (as the full reduce does).
+            usage={**{m: Usage() for m in plan.models}, **{name: spend.usage() for name, spend in self.spend.items()}},
             judges=list(plan.judges),
             calibration={judge: record.describe() for judge, record in calibration.items()},
             template_hashes={name: ",".join(sorted(d)) for name, d in sorted(self.templates.items())},
             skipped=list(skipped),
+            comparisons=comparisons,
             assertion_quality=self._quality(texts),
             regression_alpha=regression_alpha,
             require_uplift=require_uplift,
         )
+
+    def _planned_pairs(self) -> dict[tuple[str, str], dict[Key, Cell]]:
+        """Every arm's index with the shards that never ended filled in as ``queued`` (as the full reduce does)."""
+        assert self.pairs is not None
+        queued = cell_of(ShardState.QUEUED, ())
+        out = {}
+        for (variant, skill), seen in self.pairs.items():
+            cases = self.plan.bundle(skill).corpus.evals
+            full = dict(seen)
+            for case in cases:
+                for model in self.plan.models:
+                    for epoch in range(self.plan.epochs):
+                        full.setdefault((case.id, model, epoch), queued)
+            out[(variant, skill)] = full
+        return out
 
     def _leaderboard(self, current: Sequence[SkillResult]) -> list[ModelSummary]:
         merged: dict[str, _Model] = {m: _Model() for m in self.plan.models}

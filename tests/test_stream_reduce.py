@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import random
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +17,7 @@ from engine.collect import outcome_line_of
 from reducer.scoring import ShardOutcome, reduce_run
 from reducer.stream import KEEP_BLOCKED, StreamReducer
 from schemas.outcome import CalibrationRecord, CalibrationStatus
-from schemas.shard import NO_SKILL
+from schemas.shard import CURRENT, NO_SKILL, baseline_variant
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Usage
 from schemas.verdict import AssertionVerdict, JudgeAnswer, PairAgreement, ShardGrade
@@ -129,6 +128,8 @@ def _stream(plan, outcomes: dict[str, ShardOutcome], seed: int, **kw):  # type: 
     weighted=st.booleans(),
     ensemble=st.booleans(),
     fail_under=st.sampled_from([None, 0.5]),
+    variants=st.sampled_from([(CURRENT,), (CURRENT, NO_SKILL), (CURRENT, baseline_variant("v1"), NO_SKILL)]),
+    gates=st.sampled_from([(None, None), (0.05, None), (None, 0.1)]),
 )
 def test_the_streamed_reduce_agrees_with_the_full_record_reduce(
     seed: int,
@@ -139,13 +140,21 @@ def test_the_streamed_reduce_agrees_with_the_full_record_reduce(
     weighted: bool,
     ensemble: bool,
     fail_under: float | None,
+    variants: tuple[str, ...],
+    gates: tuple[float | None, float | None],
 ) -> None:
     bundles = [bundle(f"s{i}", sizes, weighted=weighted) for i in range(skills)]
-    plan = plan_for(bundles, models=[f"m{i}" for i in range(models)], epochs=epochs)
+    plan = plan_for(bundles, models=[f"m{i}" for i in range(models)], epochs=epochs, variants=variants)
     outcomes = _outcomes(seed, plan, sizes, weighted, ensemble)
     calibration = {"j": CalibrationRecord(judge="j", status=CalibrationStatus.OK)}
-    full = reduce_run(plan, outcomes, fail_under=fail_under, calibration=calibration)
-    streamed = _stream(plan, outcomes, seed, fail_under=fail_under, calibration=calibration)
+    kw = {
+        "fail_under": fail_under,
+        "calibration": calibration,
+        "regression_alpha": gates[0],
+        "require_uplift": gates[1],
+    }
+    full = reduce_run(plan, outcomes, **kw)  # type: ignore[arg-type]
+    streamed = _stream(plan, outcomes, seed, **kw)
     expected = full.model_dump(mode="json")
     for s in expected["skills"]:
         s["runs"] = []
@@ -181,7 +190,10 @@ def test_a_line_of_another_plan_is_not_counted() -> None:
     assert reducer.result().skills[0].not_graded == len(plan.shards)
 
 
-def test_a_run_with_a_baseline_arm_is_not_streamed() -> None:
-    plan = plan_for([bundle("s")], variants=["current", NO_SKILL])
-    with pytest.raises(ValueError, match="pairs shards one by one"):
-        StreamReducer(plan)
+def test_a_compared_run_streams_its_paired_tests_too() -> None:
+    plan = plan_for([bundle("s", (2, 2, 2, 2))], models=["m1", "m2"], epochs=3, variants=[CURRENT, NO_SKILL])
+    outcomes = _outcomes(11, plan, (2, 2, 2, 2), False, False)
+    full = reduce_run(plan, outcomes)
+    streamed = _stream(plan, outcomes, 11)
+    assert len(streamed.comparisons) == 3  # all models, then each
+    assert [c.model_dump() for c in streamed.comparisons] == [c.model_dump() for c in full.comparisons]
