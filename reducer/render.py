@@ -9,6 +9,7 @@ from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
 from reducer.render_compare import comparison_section, comparison_summary, quality_section
+from reducer.stream import ROWS_NOT_KEPT
 from schemas.report import CaseRun, RunResult, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import ShardState
@@ -138,6 +139,8 @@ def _variant_section(s: SkillResult) -> list[str]:
             + f" | {_pct(a.pass_at_k)} | {_pct(a.pass_hat_k)} |"
         )
     out += ["", "### Cases", ""]
+    if not s.runs and s.shard_count:
+        out += [ROWS_NOT_KEPT.format(shards=f"{s.shard_count:,}"), ""]
     for r in s.runs:
         out.append(f"#### case {r.case_id} · {md(r.model)} · epoch {r.epoch}: {r.state.value}")
         if r.state is not ShardState.GRADED:
@@ -163,6 +166,8 @@ def _variant_section(s: SkillResult) -> list[str]:
 def _per_model_tables(s: SkillResult) -> list[str]:
     """One table per executor model: every case and epoch it ran, with its state and scores."""
     out: list[str] = []
+    if not s.runs:  # reduced from the outcome segments: the model table above is all there is
+        return out
     for m in s.models:
         runs = [r for r in s.runs if r.model == m.model]
         activation = any(r.skill_activated is not None for r in runs)

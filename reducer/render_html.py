@@ -14,6 +14,7 @@ from html import escape
 
 from reducer.html_parts import CSS, bar, difference_bar, heat, pct, pts, pval, table
 from reducer.render_compare import NO_SKILL_NOTE, TEST_LABELS
+from reducer.stream import ROWS_NOT_KEPT
 from schemas.comparison import PairedComparison
 from schemas.report import CaseRun, RunResult, SkillResult
 from schemas.status import ShardState
@@ -148,13 +149,12 @@ def _usage(result: RunResult) -> str:
 
 def _activation(result: RunResult) -> str:
     """Harness executors: how often each skill was activated, per model (only when recorded)."""
-    counts: dict[tuple[str, str], list[int]] = {}
-    for s in result.skills:
-        for r in s.runs:
-            if r.skill_activated is not None:
-                seen = counts.setdefault((f"{s.skill} [{s.variant}]", r.model), [0, 0])
-                seen[0] += int(r.skill_activated)
-                seen[1] += 1
+    counts = {
+        (f"{s.skill} [{s.variant}]", m.model): m.skill_activated
+        for s in result.skills
+        for m in s.models
+        if m.skill_activated is not None
+    }
     if not counts:
         return ""
     rows = [[skill, model, f"{hit}/{n}", pct(hit / n)] for (skill, model), (hit, n) in sorted(counts.items())]
@@ -222,6 +222,8 @@ def _verdicts(result: RunResult, transcripts: Mapping[str, str]) -> str:
             f"sandbox: {escape(', '.join(s.sandbox_modes) or 'n/a')}</p>"
         )
         out += [_run(r, transcripts) for r in s.runs]
+        if not s.runs and s.shard_count:
+            out.append(f"<p>{ROWS_NOT_KEPT.format(shards=s.shard_count)}</p>")
     return "".join(out) + "</section>"
 
 

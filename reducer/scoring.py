@@ -167,9 +167,15 @@ def _model_summaries(runs: Sequence[CaseRun]) -> list[ModelSummary]:
                 composite_high=high,
                 graded=len(graded),
                 shards=len(items),
+                skill_activated=_activation(items),
             )
         )
     return out
+
+
+def _activation(runs: Sequence[CaseRun]) -> tuple[int, int] | None:
+    recorded = [r.skill_activated for r in runs if r.skill_activated is not None]
+    return (sum(recorded), len(recorded)) if recorded else None
 
 
 def _assertion_stats(bundle: SkillBundle, graded: Sequence[CaseRun], epochs: int) -> list[AssertionStat]:
@@ -305,7 +311,13 @@ def used_templates(outcomes: Iterable[ShardOutcome]) -> dict[str, str]:
 def _leaderboard(current: Sequence[SkillResult]) -> list[ModelSummary]:
     runs = [r for s in current for r in s.runs]
     board = _model_summaries(runs)
-    return sorted(board, key=lambda m: (m.composite_mean is None, -(m.composite_mean or 0.0), m.model))
+    return rank(board)
+
+
+def rank(board: Sequence[ModelSummary]) -> list[ModelSummary]:
+    """Best composite first, ties by name; means equal to 12 places are ties (summation order
+    must not decide a rank)."""
+    return sorted(board, key=lambda m: (m.composite_mean is None, -round(m.composite_mean or 0.0, 12), m.model))
 
 
 def decide_verdict(

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from reducer.comparison import Cell, Key, cell_of, compare_all
 from reducer.gates import comparison_failures
-from reducer.scoring import aggregate_gate, assertion_stat, decide_verdict, headline, is_inconclusive, rate
+from reducer.scoring import aggregate_gate, assertion_stat, decide_verdict, headline, is_inconclusive, rank, rate
 from reducer.stats import Z95
 from schemas.comparison import AssertionQuality
 from schemas.outcome import CalibrationRecord, OutcomeLine
@@ -35,6 +35,12 @@ from schemas.trajectory import Usage
 
 KEEP_BLOCKED = 1000
 """Blocked shards listed per corpus and variant (the count is always exact)."""
+
+ROWS_NOT_KEPT = (
+    "Reduced from the run's outcome segments ({shards} shards): per-shard rows are not kept; every "
+    "figure above counts all of them. The full records of each shard stay in the store."
+)
+"""What the reports say where a streamed result has no per-shard rows to show."""
 
 
 @dataclass
@@ -74,6 +80,8 @@ class _Model:
     passed: int = 0
     judged: int = 0
     composite: _Mean = field(default_factory=_Mean)
+    activated: list[int] = field(default_factory=lambda: [0, 0])
+    """[shards whose harness loaded the skill, shards where that was recorded]."""
 
     def merge(self, other: _Model) -> None:
         self.ended += other.ended
@@ -81,6 +89,8 @@ class _Model:
         self.passed += other.passed
         self.judged += other.judged
         self.composite.merge(other.composite)
+        self.activated[0] += other.activated[0]
+        self.activated[1] += other.activated[1]
 
 
 @dataclass
@@ -167,6 +177,9 @@ class StreamReducer:
         arm.states[line.state] += 1
         model = arm.models[line.model]
         model.ended += 1
+        if line.skill_activated is not None:
+            model.activated[0] += line.skill_activated
+            model.activated[1] += 1
         if line.sandbox:
             arm.sandboxes.add(line.sandbox)
         self.spend[line.model].add(line.usage)
@@ -271,6 +284,7 @@ class StreamReducer:
             composite_high=high,
             graded=m.graded,
             shards=shards,
+            skill_activated=(m.activated[0], m.activated[1]) if m.activated[1] else None,
         )
 
     def _assertions(self, bundle: SkillBundle, arm: _Arm) -> list[AssertionStat]:
@@ -392,4 +406,4 @@ class StreamReducer:
                     merged[model].merge(arm.models[model])
                 shards[model] += s.cases * self.plan.epochs
         board = [self._summary(m, merged[m], shards[m]) for m in self.plan.models]
-        return sorted(board, key=lambda m: (m.composite_mean is None, -(m.composite_mean or 0.0), m.model))
+        return rank(board)

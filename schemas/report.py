@@ -106,6 +106,9 @@ class ModelSummary(BaseModel):
     """Shards graded."""
     shards: int
     """Shards in total."""
+    skill_activated: tuple[int, int] | None = None
+    """Harness executors: (shards whose harness loaded the skill, shards where that was recorded);
+    None when no shard recorded it."""
 
 
 class SkillResult(BaseModel):

@@ -118,7 +118,7 @@ def _stream(plan, outcomes: dict[str, ShardOutcome], seed: int, **kw):  # type: 
     return reducer.result(**kw)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     seed=st.integers(0, 10_000),
     sizes=st.lists(st.integers(1, 3), min_size=2, max_size=5),
@@ -197,3 +197,19 @@ def test_a_compared_run_streams_its_paired_tests_too() -> None:
     streamed = _stream(plan, outcomes, 11)
     assert len(streamed.comparisons) == 3  # all models, then each
     assert [c.model_dump() for c in streamed.comparisons] == [c.model_dump() for c in full.comparisons]
+
+
+def test_the_reports_of_a_streamed_result_say_rows_are_not_kept_and_still_show_activation() -> None:
+    from reducer.render import render_markdown
+    from reducer.render_html import render_html
+
+    plan = plan_for([bundle("s", (1, 1, 1, 1))], models=["m1", "m2"], epochs=2)
+    outcomes = _outcomes(4, plan, (1, 1, 1, 1), False, False)
+    streamed = _stream(plan, outcomes, 4)
+    md = render_markdown(streamed, "s", {})
+    assert "per-shard rows are not kept" in md and "16 shards" in md
+    assert "#### m1" not in md  # no empty per-model tables
+    full = reduce_run(plan, outcomes)
+    assert [m.skill_activated for m in streamed.skills[0].models] == [m.skill_activated for m in full.skills[0].models]
+    assert any(m.skill_activated for m in streamed.skills[0].models)
+    assert 'id="activation"' in render_html(streamed)
