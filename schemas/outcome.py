@@ -11,10 +11,12 @@ from schemas.status import ShardState
 
 
 class ShardOutcomeRecord(BaseModel):
-    """How a shard ended; stored at ``outcome_key`` before its terminal transition.
+    """How a shard ended; committed under its attempt (``attempt_key``, first writer wins) and
+    copied to ``outcome_key`` before its terminal transition.
 
-    Authoritative for reports: a re-run overwrites it, and a stored grade is only used when
-    its state matches this one (it may be left over from an earlier attempt).
+    Authoritative for reports: the copy at ``outcome_key`` is the latest attempt's, and a
+    stored grade is only used when its state matches this one (it may be left over from an
+    earlier attempt).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
