@@ -15,6 +15,15 @@ Anthropic's "credit balance is too low") is the same kind of stop for that model
 marked exhausted for the run, so its other shards end the same way instead of each
 burning a retry budget.
 
+A shard's fair share of a cap is the cap divided by the run's shards. An executor past its
+share may not take the cap's last share: its call is refused once spent plus reserved plus
+the estimate would pass the cap minus one share, and that refusal is the shard's own
+(``budget-share``: behaviour, graded as it stands), not the run's. The run is not marked
+exhausted by it, so the last share is left to the shards within theirs and to the judges
+(the over-spender's own judge included, which is what lets it be graded). A shard within
+its share that the cap refuses ends ``budget-exhausted`` as before: an adversarial agent
+that burns tokens until the cap refuses it can no longer take itself out of the pass rate.
+
 Keys: ``skill-eval:run:<run_id>:budget`` hash (caps, spent, reserved, in tokens and in
 micro-dollars) and ``…:budget:models`` hash (model -> why it is out of credit).
 """
@@ -26,22 +35,43 @@ from dataclasses import dataclass
 import redis
 
 from engine.keys import budget_key, budget_models_key
+from schemas.trajectory import Usage
 
 _MICRO = 1_000_000
 
-# KEYS: budget. ARGV: tokens, micro-dollars. Returns 1 when reserved, 0 when refused.
+# KEYS: budget. ARGV: tokens, micro-dollars, the calling shard's own tokens and micro-dollars,
+# the run's shards (0: the caller is no executor, no share rule). Returns 1 when reserved, 0
+# when the cap refuses (the run is marked exhausted), 2 when the caller is past its share on a
+# dimension and the call would pass the cap minus one share (the run is not marked).
 _RESERVE = """
-if redis.call('HGET', KEYS[1], 'exhausted') then return 0 end
 local function num(field) return tonumber(redis.call('HGET', KEYS[1], field) or '0') end
 local tokens, cost = tonumber(ARGV[1]), tonumber(ARGV[2])
-local max_tokens, max_cost = redis.call('HGET', KEYS[1], 'max_tokens'), redis.call('HGET', KEYS[1], 'max_cost')
-if max_tokens and num('spent_tokens') + num('reserved_tokens') + tokens > tonumber(max_tokens) then
-  redis.call('HSET', KEYS[1], 'exhausted', 'tokens')
-  return 0
+local own = {tokens = tonumber(ARGV[3]), cost = tonumber(ARGV[4])}
+local shards = tonumber(ARGV[5])
+local asked = {tokens = tokens, cost = cost}
+local over = false
+local caps = {}
+for _, dim in ipairs({'tokens', 'cost'}) do
+  local cap = redis.call('HGET', KEYS[1], 'max_' .. dim)
+  if cap then
+    cap = tonumber(cap)
+    local share = shards > 0 and cap / shards or nil
+    local past = share ~= nil and own[dim] >= share
+    over = over or past
+    caps[dim] = {cap = cap, ceiling = past and cap - share or cap}
+  end
 end
-if max_cost and num('spent_cost') + num('reserved_cost') + cost > tonumber(max_cost) then
-  redis.call('HSET', KEYS[1], 'exhausted', 'cost')
-  return 0
+if redis.call('HGET', KEYS[1], 'exhausted') then return over and 2 or 0 end
+for _, dim in ipairs({'tokens', 'cost'}) do
+  local c = caps[dim]
+  if c then
+    local total = num('spent_' .. dim) + num('reserved_' .. dim) + asked[dim]
+    if c.ceiling < c.cap and total > c.ceiling then return 2 end
+    if total > c.cap then
+      redis.call('HSET', KEYS[1], 'exhausted', dim)
+      return over and 2 or 0
+    end
+  end
 end
 redis.call('HINCRBY', KEYS[1], 'reserved_tokens', tokens)
 redis.call('HINCRBY', KEYS[1], 'reserved_cost', cost)
@@ -91,14 +121,41 @@ class Spend:
     """``tokens`` or ``cost`` once a cap refused a call; None while calls may start."""
 
 
+@dataclass(frozen=True)
+class OverShare:
+    """A refusal that is the calling shard's own: it spent past its share of a cap (behaviour)."""
+
+    why: str
+
+    def __str__(self) -> str:
+        return self.why
+
+
+def over_share_why(spend: Spend, shards: int, own: Usage) -> str:
+    """Why a shard's call was refused as its own doing: the share it passed, in words."""
+    if spend.max_tokens is not None and own.total_tokens >= spend.max_tokens / shards:
+        share = spend.max_tokens // shards
+        return (
+            f"this shard spent {own.total_tokens} tokens, past its share of the run's token cap "
+            f"({share} = {spend.max_tokens} / {shards} shards)"
+        )
+    cap = spend.max_cost_usd or 0.0
+    return (
+        f"this shard spent ${own.cost_usd or 0:.4f}, past its share of the run's cost cap "
+        f"(${cap / shards:.4f} = ${cap:.4f} / {shards} shards)"
+    )
+
+
 class RunBudget:
     """The caps of one run, shared by every worker through Redis."""
 
-    def __init__(self, client: redis.Redis, run_id: str, *, capped: bool = True) -> None:
+    def __init__(self, client: redis.Redis, run_id: str, *, capped: bool = True, shards: int = 0) -> None:
         self.r = client
         self.run_id = run_id
         self.capped = capped
         """Without caps only the models' out-of-credit marks are checked (one read per call)."""
+        self.shards = shards
+        """The run's shards, which a cap's fair share divides by; 0 leaves the share rule out."""
         self.key = budget_key(run_id)
         self.models_key = budget_models_key(run_id)
         self._reserve = client.register_script(_RESERVE)
@@ -116,17 +173,30 @@ class RunBudget:
         pipe.delete(self.models_key)
         pipe.execute()
 
-    def reserve(self, model: str, tokens: int, cost_usd: float | None) -> Reservation | str:
-        """Reserve an estimate before a call; a :class:`Reservation`, or why the call must not start."""
+    def reserve(
+        self, model: str, tokens: int, cost_usd: float | None, *, own: Usage | None = None
+    ) -> Reservation | OverShare | str:
+        """Reserve an estimate before a call; a :class:`Reservation`, or why the call must not start.
+
+        ``own`` is what the calling executor's shard has spent so far (judges pass nothing):
+        with it, a refusal of a shard past its share comes back as :class:`OverShare`, the
+        shard's own doing; a plain string is the run's cap or the model's credit (infra).
+        """
         why = self.r.hget(self.models_key, model)
         if why is not None:
             return f"{model} is out of credit for this run: {_text(why)}"
         reservation = Reservation(tokens, _micro(cost_usd) or 0)
         if not self.capped:
             return Reservation(0, 0)
-        if self._reserve(keys=[self.key], args=[reservation.tokens, reservation.micro_usd]):
+        shards = self.shards if own is not None else 0
+        own = own or Usage()
+        args = [reservation.tokens, reservation.micro_usd, own.total_tokens, _micro(own.cost_usd) or 0, shards]
+        got = self._reserve(keys=[self.key], args=args)
+        if got == 1:
             return reservation
         spend = self.spend()
+        if got == 2:
+            return OverShare(over_share_why(spend, shards, own))
         if spend.exhausted == "tokens":
             return f"the run's token cap is reached ({spend.tokens} of {spend.max_tokens} tokens spent)"
         return f"the run's cost cap is reached (${spend.cost_usd:.4f} of ${spend.max_cost_usd:.4f} spent)"

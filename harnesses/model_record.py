@@ -51,7 +51,8 @@ class ProxyRecord:
     body_sent: bool = False
     """True once a request to the model held the watched text (the skill's body)."""
     budget_end: str | None = None
-    """``max-tokens`` or ``wall-clock`` once the proxy refused a request for that budget."""
+    """``max-tokens``, ``max-turns``, ``wall-clock`` or ``budget-share`` (past its share of the run's
+    cap, engine/budget.py) once the proxy refused a request for that budget."""
     run_budget_end: str | None = None
     """Why the *run's* cap (``--max-cost`` / ``--max-tokens``) refused a request: the shard is then
     budget-exhausted, not judged (unlike its own budgets above, which end it as behaviour)."""

@@ -22,6 +22,7 @@
     ├── InfraError                     the evaluator failed, not the skill; never a behavioural fail
     │   ├── ExecutorFailed             executor-failed
     │   └── BudgetExhausted            budget-exhausted (the run's cap, or the model's credit, is spent)
+    ├── ShareSpent                     the run's cap refused a shard past its share of it: behaviour
     ├── ShardDeadlineExceeded          a shard ran past its wall-clock deadline (ends in its phase's
     │                                  infra failure: executor-failed or grader-dispatch-failed)
     ├── ModelCallFailed                a model call failed after its retry budget (the caller maps
@@ -160,6 +161,16 @@ class BudgetExhausted(InfraError):
 
     status = ShardState.BUDGET_EXHAUSTED.value
     state = ShardState.BUDGET_EXHAUSTED
+
+
+class ShareSpent(SkillEvalError):
+    """The run's cap refused an executor call of a shard that had spent past its share of the cap.
+
+    Behaviour, not infra: the shard's own spending took it there (engine/budget.py), so the
+    executor ends the trajectory ``budget-share`` and it is graded on what the agent did. A
+    shard within its share that the cap refuses gets :class:`BudgetExhausted` instead."""
+
+    status = "BUDGET_SHARE_SPENT"
 
 
 class ShardDeadlineExceeded(SkillEvalError):

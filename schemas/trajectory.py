@@ -78,6 +78,8 @@ class EndReason(str, Enum):
     """The provider refused the agent's conversation as longer than the model's context."""
     WORKSPACE_QUOTA = "workspace-quota"
     """The agent filled the workspace past its byte or file quota."""
+    BUDGET_SHARE = "budget-share"
+    """The run's cap refused a call after the shard spent past its share (cap / the run's shards)."""
 
 
 class Usage(BaseModel):

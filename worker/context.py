@@ -106,9 +106,10 @@ class Context:
         key = self.manifest_key(run_id)
 
         def make() -> object:
-            settings = self.manifest(run_id).settings
+            manifest = self.manifest(run_id)
+            settings = manifest.settings
             capped = settings.max_cost_usd is not None or settings.max_tokens is not None
-            budget = RunBudget(self.redis, run_id, capped=capped)
+            budget = RunBudget(self.redis, run_id, capped=capped, shards=len(manifest.plan.shards))
             return LiteLLMClient(settings.models, self.redis, run_id=run_id, budget=budget)
 
         with self._lock:

@@ -10,7 +10,10 @@ model call that fails past its retry budget is the evaluator's failure: it is ra
 :class:`schemas.errors.ExecutorFailed` and never becomes a behavioural result, except when
 the provider refuses the conversation as too long for the model's context: every tool
 result is capped by the product, so the length is the agent's own doing, and the trajectory
-ends with ``context-overflow`` and is graded (see docs/design/failure-taxonomy.md).
+ends with ``context-overflow`` and is graded (see docs/design/failure-taxonomy.md). Likewise
+when the run's cap refuses a call after this shard spent past its share of the cap
+(engine/budget.py): ``budget-share``, graded; a shard within its share that the cap refuses
+raises ``BudgetExhausted`` and is counted apart.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schemas.corpus import EvalCase
-from schemas.errors import ContextOverflow, ExecutorFailed, ModelCallFailed
+from schemas.errors import ContextOverflow, ExecutorFailed, ModelCallFailed, ShareSpent
 from schemas.manifest import AgentBudget
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory, Usage
 from worker.executor.final_files import collect_final_files
@@ -88,10 +91,10 @@ class _Loop:
     def call_model(self, messages: list[dict[str, Any]]) -> ModelReply:
         try:
             reply = self.client.complete(
-                self.model, messages, tools=TOOL_SPECS, max_tokens=self.budget.max_output_tokens
+                self.model, messages, tools=TOOL_SPECS, max_tokens=self.budget.max_output_tokens, own=self.usage
             )
-        except ContextOverflow:
-            raise  # the agent's own volume: the loop ends it as behaviour
+        except (ContextOverflow, ShareSpent):
+            raise  # the agent's own volume or spending: the loop ends it as behaviour
         except ModelCallFailed as exc:
             raise ExecutorFailed(f"executor model {self.model}: {exc.detail}") from exc
         self.usage = self.usage.add(reply.usage)
@@ -134,6 +137,9 @@ class _Loop:
             except ContextOverflow as exc:
                 self.events.append(AssistantEvent(text=f"(the model refused the conversation: {exc.detail})"))
                 return EndReason.CONTEXT_OVERFLOW
+            except ShareSpent as exc:
+                self.events.append(AssistantEvent(text=f"(run ended by the product: {exc.detail})"))
+                return EndReason.BUDGET_SHARE
             turns += 1
             if reply.content and reply.content.strip():
                 self.events.append(AssistantEvent(text=reply.content))

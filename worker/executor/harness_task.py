@@ -62,7 +62,10 @@ def run_harness_shard(
             usage=usage,
             tmp_parent=ctx.settings.workspaces_dir,
             run_budget=RunBudget(
-                ctx.redis, run_id, capped=settings.max_cost_usd is not None or settings.max_tokens is not None
+                ctx.redis,
+                run_id,
+                capped=settings.max_cost_usd is not None or settings.max_tokens is not None,
+                shards=len(manifest.plan.shards),
             ),
         )
     except NoHarness as exc:

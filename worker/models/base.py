@@ -43,4 +43,8 @@ class ModelClient(Protocol):
         tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
         timeout_s: float | None = None,
-    ) -> ModelReply: ...
+        own: Usage | None = None,
+    ) -> ModelReply:
+        """``own``: what the calling executor's shard has spent so far (judges pass none); with it
+        the run's cap may refuse the call as the shard's own doing (:class:`ShareSpent`)."""
+        ...

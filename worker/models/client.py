@@ -31,10 +31,10 @@ import litellm
 import openai
 import redis
 
-from engine.budget import Reservation, RunBudget, is_out_of_credit
+from engine.budget import OverShare, Reservation, RunBudget, is_out_of_credit
 from engine.usage import record_usage, usage_totals
 from harnesses.endpoints import normalise_upstream
-from schemas.errors import BudgetExhausted, ContextOverflow, ModelCallFailed
+from schemas.errors import BudgetExhausted, ContextOverflow, ModelCallFailed, ShareSpent
 from schemas.model_config import ModelConfig, ModelLimits
 from schemas.trajectory import Usage
 from worker.models.base import ModelReply, ToolCall
@@ -241,8 +241,13 @@ class LiteLLMClient:
         max_tokens: int | None = None,
         timeout_s: float | None = None,
         attempts: int | None = None,
+        own: Usage | None = None,
     ) -> ModelReply:
-        """One completion, retried within the budget (or ``attempts``); raises ModelCallFailed past it."""
+        """One completion, retried within the budget (or ``attempts``); raises ModelCallFailed past it.
+
+        ``own``: what the calling executor's shard has spent so far; the run's cap refusing a
+        shard past its share raises :class:`ShareSpent` (behaviour) rather than BudgetExhausted.
+        """
         limiter = self.limiter(model)
         limits = limiter.limits
         retry = self.config.retry
@@ -262,7 +267,7 @@ class LiteLLMClient:
         estimate = estimate_tokens(messages, tools, max_tokens)
         last_error: BaseException | None = None
         for attempt in range(1, max_attempts + 1):
-            reservation = self._reserve(model, estimate)
+            reservation = self._reserve(model, estimate, own)
             with limiter.acquire(estimate) as lease:
                 try:
                     response = _quiet_completion(kwargs)
@@ -302,11 +307,13 @@ class LiteLLMClient:
             f"{model}: no completion after {attempt} attempt(s); last error: {kind}: {_short(last_error)}"
         ) from last_error
 
-    def _reserve(self, model: str, tokens: int) -> Reservation | None:
+    def _reserve(self, model: str, tokens: int, own: Usage | None) -> Reservation | None:
         """Reserve the call's estimate in the run's budget; raise BudgetExhausted when it may not start."""
         if self.budget is None:
             return None
-        got = self.budget.reserve(model, tokens, estimate_cost(model, tokens))
+        got = self.budget.reserve(model, tokens, estimate_cost(model, tokens), own=own)
+        if isinstance(got, OverShare):
+            raise ShareSpent(got.why)
         if isinstance(got, str):
             raise BudgetExhausted(got)
         return got

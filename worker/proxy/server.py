@@ -33,11 +33,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from engine.budget import RunBudget
+from engine.budget import OverShare, RunBudget
 from harnesses.base import PLACEHOLDER_KEY
 from harnesses.endpoints import Protocol, is_model_path, scrub, upstream_url
 from harnesses.model_record import ProxyRecord, parse_model_response
 from schemas.errors import ModelCallFailed
+from schemas.trajectory import EndReason, Usage
 from worker.models.limiter import Limiter
 
 RESERVED_COMPLETION = 4096
@@ -125,6 +126,8 @@ class ModelProxy:
         self.usage = usage
         """Optional ``usage(prompt_tokens, completion_tokens, ok, rate_limited)`` callback (run counters)."""
         self.record = ProxyRecord()
+        self._spent_cost: float | None = None
+        """Dollars this shard's answers cost so far (None while no answer could be priced)."""
         self.latencies: list[float] = []
         """Seconds each forwarded request spent in the proxy itself (upstream time excluded)."""
         self._lock = threading.Lock()
@@ -231,7 +234,17 @@ class ModelProxy:
         estimate = len(body) // 4 if counts else 0
         reservation = None
         if counts and self.run_budget is not None:
-            got = self.run_budget.reserve(self.config.model, estimate + RESERVED_COMPLETION, None)
+            own = Usage(
+                prompt_tokens=self.record.prompt_tokens,
+                completion_tokens=self.record.completion_tokens,
+                cost_usd=self._spent_cost,
+            )
+            got = self.run_budget.reserve(self.config.model, estimate + RESERVED_COMPLETION, None, own=own)
+            if isinstance(got, OverShare):  # this shard's own spending: its trajectory ends as behaviour
+                with self._lock:
+                    self.record.budget_end = self.record.budget_end or EndReason.BUDGET_SHARE.value
+                self._refuse(handler, 400, f"the shard's budget-share is spent: {got.why}")
+                return
             if isinstance(got, str):
                 with self._lock:
                     self.record.run_budget_end = got
@@ -255,7 +268,10 @@ class ModelProxy:
                 turn = parse_model_response(self.config.protocol, content) if status == 200 and counts else None
                 tokens = (turn.prompt_tokens + turn.completion_tokens) if turn else 0
                 if reservation is not None and self.run_budget is not None:
-                    self.run_budget.settle(reservation, tokens, self._cost(turn))
+                    cost = self._cost(turn)
+                    if cost is not None:
+                        self._spent_cost = (self._spent_cost or 0.0) + cost
+                    self.run_budget.settle(reservation, tokens, cost)
                 if lease is not None:
                     if status == 429:
                         lease.settle(0, success=False)
