@@ -28,6 +28,7 @@ from producer.resubmit import resubmit_run
 from producer.submit import build_manifest, submit
 from schemas.manifest import AgentBudget, RunManifest, RunSettings, trajectory_key
 from schemas.model_config import ModelConfig
+from schemas.outcome import ShardOutcomeRecord
 from schemas.status import ShardState
 from schemas.trajectory import EndReason, Trajectory, Usage
 from schemas.verdict import ShardGrade
@@ -184,6 +185,10 @@ def test_a_greedy_agent_is_graded_by_its_own_budget_while_the_shards_it_cut_off_
             wait_until(lambda: state.reduced(run_id), 180, what="resubmitted run reduced")
             final = state.states(run_id)
             greedy_after = store.get(trajectory_key(run_id, greedy))
+            first = {
+                s: ShardOutcomeRecord.model_validate_json(store.get(f"runs/{run_id}/attempts/0/outcomes/{s}.json"))
+                for s in states
+            }
         finally:
             node.stop()
     # The greedy shard: graded as it stands, its end reason recorded, counted in behaviour.
@@ -198,6 +203,8 @@ def test_a_greedy_agent_is_graded_by_its_own_budget_while_the_shards_it_cut_off_
     assert cut and set(cut) <= set(innocents), states
     assert all(states[s] in (ShardState.GRADED, ShardState.BUDGET_EXHAUSTED) for s in innocents), states
     assert spent.exhausted == "tokens" and spent.tokens <= cap
+    assert first[greedy].state is ShardState.GRADED
+    assert all(first[s].state is ShardState.BUDGET_EXHAUSTED and "token cap is reached" in first[s].detail for s in cut)
     # Resubmit with a raised cap: the cut shards run again, the greedy one is never re-rolled.
     assert resubmitted == cut and greedy not in resubmitted
     assert set(final.values()) == {ShardState.GRADED}
