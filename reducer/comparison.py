@@ -49,26 +49,38 @@ def index_runs(s: SkillResult) -> dict[Key, Cell]:
     return {(r.case_id, r.model, r.epoch): cell_of(r.state, [v.passed for v in r.verdicts]) for r in s.runs}
 
 
-def pair_arms(
-    new: ArmIndex, old: ArmIndex, baseline: str, model: str | None = None
-) -> tuple[list[tuple[Key, tuple[bool, ...], tuple[bool, ...]]], dict[str, int]]:
-    """Kept (key, current verdicts, baseline verdicts) pairs, and the dropped ones counted by ``<arm>:<state>``."""
-    kept: list[tuple[Key, tuple[bool, ...], tuple[bool, ...]]] = []
-    dropped: dict[str, int] = defaultdict(int)
-    for key in sorted(set(new) | set(old)):
-        if model is not None and key[1] != model:
-            continue
+Pairs = tuple[list[tuple[Key, tuple[bool, ...], tuple[bool, ...]]], dict[str, int]]
+"""Kept (key, current verdicts, baseline verdicts) pairs in key order, and the dropped ones
+counted by ``<arm>:<state>`` (and ``total``)."""
+
+
+def pair_arms(new: ArmIndex, old: ArmIndex, baseline: str, model: str | None = None) -> Pairs:
+    """The pairs of all models (``model`` None) or of one."""
+    every, by_model = pair_all(new, old, baseline)
+    return every if model is None else by_model.get(model, ([], {}))
+
+
+def pair_all(new: ArmIndex, old: ArmIndex, baseline: str) -> tuple[Pairs, dict[str, Pairs]]:
+    """The pairs of all models and of each, in one pass over the two arms."""
+    every: Pairs = ([], defaultdict(int))
+    by_model: dict[str, Pairs] = {}
+    for key in sorted(new.keys() | old.keys()):
+        one = by_model.get(key[1])
+        if one is None:
+            one = by_model[key[1]] = ([], defaultdict(int))
         a, b = new.get(key), old.get(key)
         if a is not None and b is not None and a[0] == GRADED and b[0] == GRADED:
-            kept.append((key, a[1], b[1]))
+            every[0].append((key, a[1], b[1]))
+            one[0].append((key, a[1], b[1]))
             continue
-        dropped["total"] += 1
-        for arm, cell in (("current", a), (baseline, b)):
-            if cell is None:
-                dropped[f"{arm}:missing"] += 1
-            elif cell[0] != GRADED:
-                dropped[f"{arm}:{cell[0]}"] += 1
-    return kept, dict(dropped)
+        for dropped in (every[1], one[1]):
+            dropped["total"] += 1
+            for arm, cell in (("current", a), (baseline, b)):
+                if cell is None:
+                    dropped[f"{arm}:missing"] += 1
+                elif cell[0] != GRADED:
+                    dropped[f"{arm}:{cell[0]}"] += 1
+    return (every[0], dict(every[1])), {m: (k, dict(d)) for m, (k, d) in by_model.items()}
 
 
 def _share(verdicts: Sequence[tuple[bool, ...]]) -> Fraction:
@@ -97,14 +109,17 @@ def compare_arms(
     run_id: str,
     model: str | None = None,
     arms: tuple[ArmIndex, ArmIndex] | None = None,
+    paired: Pairs | None = None,
 ) -> PairedComparison:
     """The paired comparison of ``current`` against ``baseline`` (one model, or all when None).
 
-    ``arms`` are the two arms' indexes; by default they are built from the results' rows.
+    ``arms`` are the two arms' indexes (by default built from the results' rows); ``paired``
+    their pairs for ``model`` when already made (:func:`pair_all`).
     """
     kind = "no-skill" if baseline.variant == NO_SKILL else "compare"
     new, old = arms if arms is not None else (index_runs(current), index_runs(baseline))
-    pairs, dropped = pair_arms(new, old, baseline.variant, model)
+    pairs, dropped = paired if paired is not None else pair_arms(new, old, baseline.variant, model)
+    dropped = dict(dropped)
     seed = seed_for(run_id, current.skill, baseline.variant, model or "*")
     rates = case_differences(pairs)
     diffs = [x - y for x, y in rates.values()]
@@ -256,8 +271,9 @@ def compare_all(
             pair = (arms[(current.variant, current.skill)], arms[(base.variant, base.skill)])
         else:
             pair = (index_runs(current), index_runs(base))
-        out.append(compare_arms(current, base, run_id, arms=pair))
+        every, by_model = pair_all(pair[0], pair[1], base.variant)
+        out.append(compare_arms(current, base, run_id, arms=pair, paired=every))
         models = sorted({m for _, m, _ in pair[0]} | {m for _, m, _ in pair[1]})
         if len(models) > 1:
-            out += [compare_arms(current, base, run_id, m, arms=pair) for m in models]
+            out += [compare_arms(current, base, run_id, m, arms=pair, paired=by_model.get(m, ([], {}))) for m in models]
     return out
