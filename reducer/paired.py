@@ -105,13 +105,30 @@ def sign_flip_test(diffs: Sequence[Fraction | int], seed: int = 0) -> PairedP:
     return PairedP(two / total, low / total, high / total)
 
 
+_CHUNK = 8
+"""Signs drawn 8 at a time: one random word per draw and a 256-entry table of partial sums per
+8 differences, instead of a random number and an add per difference (about 10x faster)."""
+
+
 def _monte_carlo(diffs: Sequence[Fraction], observed: Fraction, seed: int) -> PairedP:
     rng = random.Random(seed)
     values = [float(d) for d in diffs]
     obs, eps = float(observed), 1e-12
+    tables = []
+    for start in range(0, len(values), _CHUNK):
+        chunk = values[start : start + _CHUNK]
+        table = [
+            math.fsum(v if (pattern >> i) & 1 else -v for i, v in enumerate(chunk))
+            for pattern in range(1 << len(chunk))
+        ]
+        tables.append((start, (1 << len(chunk)) - 1, table))
+    n_values = len(values)
     two = low = high = 0
     for _ in range(MONTE_CARLO_DRAWS):
-        s = sum(v if rng.random() < 0.5 else -v for v in values)
+        signs = rng.getrandbits(n_values)
+        s = 0.0
+        for start, mask, table in tables:
+            s += table[(signs >> start) & mask]
         two += abs(s) >= abs(obs) - eps
         low += s <= obs + eps
         high += s >= obs - eps

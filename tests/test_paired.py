@@ -83,6 +83,18 @@ def test_p_values_are_probabilities_and_mirror_under_negation(diffs: list[Fracti
     assert p.drop + p.uplift >= 1 - 1e-12  # the observed sum sits in both tails
 
 
+def test_the_monte_carlo_estimate_agrees_with_the_exact_test_within_its_error() -> None:
+    from reducer.paired import MONTE_CARLO_DRAWS, _monte_carlo
+
+    diffs = [Fraction(k % 7 - 3, 4) or Fraction(1, 2) for k in range(19)]  # exact support is small
+    exact = sign_flip_test(diffs)
+    assert exact.exact
+    estimate = _monte_carlo([Fraction(d) for d in diffs], sum(diffs, Fraction(0)), seed=3)
+    error = 4 * math.sqrt(0.25 / MONTE_CARLO_DRAWS)  # four standard errors of a proportion
+    for p, q in ((estimate.two_sided, exact.two_sided), (estimate.drop, exact.drop), (estimate.uplift, exact.uplift)):
+        assert abs(p - q) < error, (p, q)
+
+
 def test_a_support_too_large_falls_back_to_seeded_monte_carlo() -> None:
     diffs = [Fraction(1, k) for k in range(2, 26)]  # 24 distinct magnitudes: 2^24 sums
     a, b = sign_flip_test(diffs, seed=7), sign_flip_test(diffs, seed=7)
