@@ -385,16 +385,12 @@ class StreamReducer:
         """Every arm's index with the shards that never ended filled in as ``queued`` (as the full reduce does)."""
         assert self.pairs is not None
         queued = cell_of(ShardState.QUEUED, ())
-        out = {}
-        for (variant, skill), seen in self.pairs.items():
-            cases = self.plan.bundle(skill).corpus.evals
-            full = dict(seen)
-            for case in cases:
+        for (_, skill), seen in self.pairs.items():  # in place: a copy would double the largest thing held
+            for case in self.plan.bundle(skill).corpus.evals:
                 for model in self.plan.models:
                     for epoch in range(self.plan.epochs):
-                        full.setdefault((case.id, model, epoch), queued)
-            out[(variant, skill)] = full
-        return out
+                        seen.setdefault((case.id, model, epoch), queued)
+        return self.pairs
 
     def _leaderboard(self, current: Sequence[SkillResult]) -> list[ModelSummary]:
         merged: dict[str, _Model] = {m: _Model() for m in self.plan.models}
