@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -54,17 +55,39 @@ def seed_for(*parts: str) -> int:
     return int.from_bytes(hashlib.sha256("\x1f".join(parts).encode()).digest()[:8], "big")
 
 
-def _null_distribution(diffs: Sequence[Fraction]) -> tuple[list[int], int, int] | None:
+def _null_distribution(diffs: Sequence[Fraction]) -> tuple[Sequence[int], int, int] | None:
     """Counts of ``sum(±d_i)`` over all 2^n sign patterns, on the integer grid ``d * scale``.
 
     Returns (counts indexed by ``sum * scale + offset``, offset, scale), or None when the
-    grid would exceed the support cap. Integer lists make this a sequence of shifted adds.
+    grid would exceed the support cap.
     """
     scale = math.lcm(*(d.denominator for d in diffs))
     steps = [abs(d.numerator) * (scale // d.denominator) for d in diffs]
     offset = sum(steps)
     if 2 * offset + 1 > MAX_EXACT_SUPPORT * 10:
         return None
+    if len(steps) < 64:
+        return _packed_counts(steps, offset), offset, scale
+    return _shifted_counts(steps, offset), offset, scale
+
+
+def _packed_counts(steps: Sequence[int], offset: int) -> Sequence[int]:
+    """The null counts as one big integer with a 64-bit digit per grid point.
+
+    Choosing ``-step`` or ``+step`` for a difference multiplies the generating polynomial by
+    ``1 + x^(2 step)``: one shift and one add of the whole integer, done in C. A count is at
+    most 2^n < 2^64 (fewer than 64 differences), so no digit ever carries into the next.
+    """
+    poly = 1
+    for step in steps:
+        poly += poly << (128 * step)  # 2 * step grid points of 64 bits each
+    counts = array("Q")
+    counts.frombytes(poly.to_bytes((2 * offset + 1) * 8, "little"))
+    return counts
+
+
+def _shifted_counts(steps: Sequence[int], offset: int) -> list[int]:
+    """The same counts by shifted adds over a list (any number of differences)."""
     counts = [0] * (2 * offset + 1)
     counts[offset] = 1
     reach = 0  # the counts are zero outside offset ± reach
@@ -77,7 +100,7 @@ def _null_distribution(diffs: Sequence[Fraction]) -> tuple[list[int], int, int] 
                 nxt[i + step] += c
                 nxt[i - step] += c
         counts, reach = nxt, reach + step
-    return counts, offset, scale
+    return counts
 
 
 def sign_flip_test(diffs: Sequence[Fraction | int], seed: int = 0) -> PairedP:

@@ -154,3 +154,12 @@ def test_the_power_printout_states_its_assumption_and_the_six_pair_floor() -> No
     assert "at least 6 discordant pairs, all one way" in text
     assert "this run has 4" in text
     assert math.isclose(power_note(4, 1).power_now or 0.0, 0.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=20))
+def test_the_packed_null_counts_equal_the_shifted_adds(steps: list[int]) -> None:
+    from reducer.paired import _packed_counts, _shifted_counts
+
+    offset = sum(steps)
+    assert list(_packed_counts(steps, offset)) == _shifted_counts(steps, offset)
