@@ -129,8 +129,9 @@ def sign_flip_test(diffs: Sequence[Fraction | int], seed: int = 0) -> PairedP:
 
 
 _CHUNK = 8
-"""Signs drawn 8 at a time: one random word per draw and a 256-entry table of partial sums per
-8 differences, instead of a random number and an add per difference (about 10x faster)."""
+"""Signs are read 16 at a time: one random word per draw and a 65,536-entry table of partial
+sums per 16 differences (made from two 256-entry tables), instead of a random number and an
+add per difference (about 20x faster)."""
 
 
 def _monte_carlo(diffs: Sequence[Fraction], observed: Fraction, seed: int) -> PairedP:
@@ -144,13 +145,22 @@ def _monte_carlo(diffs: Sequence[Fraction], observed: Fraction, seed: int) -> Pa
             math.fsum(v if (pattern >> i) & 1 else -v for i, v in enumerate(chunk))
             for pattern in range(1 << len(chunk))
         ]
-        tables.append((start, (1 << len(chunk)) - 1, table))
+        tables.append((start, len(chunk), table))
+    paired = []  # two neighbouring 8-difference tables as one 16-difference table
+    for i in range(0, len(tables), 2):
+        (start, width, low_table), *rest = tables[i : i + 2]
+        if rest:
+            _, high_width, high_table = rest[0]
+            combined = [h + lo for h in high_table for lo in low_table]  # index: (high << width) | low
+            paired.append((start, (1 << (width + high_width)) - 1, combined))
+        else:
+            paired.append((start, (1 << width) - 1, low_table))
     n_values = len(values)
     two = low = high = 0
     for _ in range(MONTE_CARLO_DRAWS):
         signs = rng.getrandbits(n_values)
         s = 0.0
-        for start, mask, table in tables:
+        for start, mask, table in paired:
             s += table[(signs >> start) & mask]
         two += abs(s) >= abs(obs) - eps
         low += s <= obs + eps
@@ -168,11 +178,15 @@ def mcnemar_exact(better: int, worse: int) -> PairedP:
     if n == 0:
         return PairedP(1.0, 1.0, 1.0)
 
-    def cdf(k: int) -> Fraction:  # P(X <= k), X ~ Binomial(n, 1/2)
-        return Fraction(sum(math.comb(n, i) for i in range(k + 1)), 2**n)
-
-    drop = cdf(better)  # few "better" pairs is evidence of a drop
-    uplift = 1 - cdf(better - 1)
+    # P(X <= better) and P(X <= better - 1), X ~ Binomial(n, 1/2), in one pass of exact integers:
+    # C(n, i) from C(n, i - 1), since summing math.comb anew for every i costs O(n^2) digits at
+    # the thousands of pairs an assertion has in a sweep of many models.
+    term = total = 1  # C(n, 0)
+    for i in range(1, better + 1):
+        term = term * (n - i + 1) // i
+        total += term
+    drop = Fraction(total, 2**n)  # few "better" pairs is evidence of a drop
+    uplift = 1 - Fraction(total - term, 2**n) if better > 0 else Fraction(1)
     two = min(Fraction(1), 2 * min(drop, uplift))
     return PairedP(float(two), float(drop), float(uplift))
 

@@ -163,3 +163,17 @@ def test_the_packed_null_counts_equal_the_shifted_adds(steps: list[int]) -> None
 
     offset = sum(steps)
     assert list(_packed_counts(steps, offset)) == _shifted_counts(steps, offset)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 60), st.integers(0, 60))
+def test_mcnemar_equals_the_binomial_sums_it_stands_for(better: int, worse: int) -> None:
+    n = better + worse
+    p = mcnemar_exact(better, worse)
+    if n == 0:
+        assert (p.two_sided, p.drop, p.uplift) == (1.0, 1.0, 1.0)
+        return
+    drop = Fraction(sum(math.comb(n, i) for i in range(better + 1)), 2**n)
+    uplift = 1 - Fraction(sum(math.comb(n, i) for i in range(better)), 2**n)
+    assert (p.drop, p.uplift) == (float(drop), float(uplift))
+    assert p.two_sided == float(min(Fraction(1), 2 * min(drop, uplift)))
