@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from engine.state import RunState
 from engine.store import ArtifactStore, open_store
 from engine.usage import usage_totals
 from producer.cluster import Publisher, open_cluster, task_sender
+from producer.embedded import EmbeddedCluster
 from producer.preflight import check_models
 from producer.progress import RunStalled, wait_for_run
 from producer.reports import append_run_log, complete_block, write_reports
@@ -30,16 +32,26 @@ Submitter = Callable[[RunManifest, ArtifactStore, RunState, Publisher], int]
 
 
 def drive(
-    manifest: RunManifest, submitter: Submitter, req: RunRequest, settings: Settings, out: Console, err: Console
+    manifest: RunManifest,
+    submitter: Submitter,
+    req: RunRequest,
+    settings: Settings,
+    out: Console,
+    err: Console,
+    *,
+    opened: tuple[Settings, EmbeddedCluster | None] | None = None,
 ) -> RunResult | str:
     """Submit on the given broker (or an embedded cluster), wait unless detached, then conclude.
 
+    ``opened``: the broker and embedded cluster the caller already started (and stops), so the
+    worker could boot while the run was being planned; None opens them here.
     Returns the result, or the run id when detached.
     """
     store = open_store(settings.store)
     if not manifest.plan.shards:
         return conclude_run(manifest, store, settings, req.out, out, already_reported=req.reported)
-    with open_cluster(settings, req.workers) as (live, embedded):
+    cluster = contextlib.nullcontext(opened) if opened is not None else open_cluster(settings, req.workers)
+    with cluster as (live, embedded):
         client = redis.Redis.from_url(live.broker_url or "")
         state = RunState(client)
         publisher = task_sender(live, manifest)

@@ -115,13 +115,15 @@ class EmbeddedCluster:
     def stop(self, timeout_s: float = 20.0, *, drained: bool = False) -> None:
         """Stop the worker, then Redis, and remove the cluster's folder.
 
-        ``drained``: the run is over and no shard is running, so Celery's cold shutdown (SIGQUIT)
-        is enough; it skips the warm one's wait for the broker loop and the pool. Otherwise a warm
-        shutdown (SIGTERM) lets running tasks end, for ``timeout_s`` at most.
+        ``drained``: the run is over (reduced, or nothing was ever sent) and no shard is running:
+        the worker holds nothing that is not already in Redis or the store, both private to this
+        run and about to go, so it is killed outright (SIGKILL). Even Celery's cold shutdown spent
+        over a second here stopping the consumer and the pool, on every run's exit. Otherwise a
+        warm shutdown (SIGTERM) lets running tasks end, for ``timeout_s`` at most.
         """
         if self.proc is not None and self.proc.poll() is None:
             try:
-                os.killpg(self.proc.pid, signal.SIGQUIT if drained else signal.SIGTERM)
+                os.killpg(self.proc.pid, signal.SIGKILL if drained else signal.SIGTERM)
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)

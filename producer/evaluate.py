@@ -10,7 +10,7 @@ from rich.console import Console
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
-from producer.cluster import Publisher
+from producer.cluster import Publisher, open_cluster
 from producer.compare import baseline_record, check_compare, restrict_baseline
 from producer.drive import drive
 from producer.planning import arm_variants, new_run_id, plan_run, power_lines
@@ -42,18 +42,32 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
         plan, guards = plan_compare(plan, repo.root, req.compare, req.out, err)
     for line in power_lines(plan):  # before the run: what this many cases can detect
         err.print(line, markup=False, highlight=False)
+
+    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Publisher) -> int:
+        return submit(m, st, state, lambda run_id, shard_id: send("execute", run_id, shard_id), send.batch)
+
+    if not plan.shards:
+        return drive(prepare(plan, repo.root, skipped, guards, req, settings), submitter, req, settings, out, err)
+    # The worker boots (Python, Celery, litellm: seconds of CPU) while this process snapshots the
+    # repo and probes the executor, instead of after. Nothing is sent before the preflight passes,
+    # and a check failing here stops the cluster unused (open_cluster's exit).
+    with open_cluster(settings, req.workers) as opened:
+        manifest = prepare(plan, repo.root, skipped, guards, req, settings)
+        return drive(manifest, submitter, req, settings, out, err, opened=opened)
+
+
+def prepare(
+    plan: RunPlan, root: Path, skipped: list[str], guards: list[str], req: RunRequest, settings: Settings
+) -> RunManifest:
+    """Snapshot the repo into the manifest; probe an external or harness executor (BLOCKED_* when it fails)."""
     store = open_store(settings.store)
-    manifest = build_manifest(plan, repo.root, store, req.settings, out_dir=str(req.out), skipped=skipped)
+    manifest = build_manifest(plan, root, store, req.settings, out_dir=str(req.out), skipped=skipped)
     manifest = manifest.model_copy(update={"guards": guards})
     if req.settings.executor.startswith("cmd:") and plan.shards:
         probe_external_executor(req.settings.executor, settings)
     if plan.shards:
         probe_harness_executor(req.settings, plan.models, settings)
-
-    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Publisher) -> int:
-        return submit(m, st, state, lambda run_id, shard_id: send("execute", run_id, shard_id), send.batch)
-
-    return drive(manifest, submitter, req, settings, out, err)
+    return manifest
 
 
 def plan_compare(plan: RunPlan, root: Path, ref: str, out_dir: Path, err: Console) -> tuple[RunPlan, list[str]]:

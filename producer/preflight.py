@@ -30,11 +30,12 @@ def check_models(
     publisher: SendsPreflight,
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
-    poll_s: float = 0.1,
+    poll_s: float = 0.02,
 ) -> list[PreflightReport]:
     """Send one preflight per queue and wait for the reports; raise ``ModelUnavailable`` naming each fault.
 
     The run's manifest must already be in the store (the workers read the models from it).
+    Polled every ``poll_s``: one GET per queue, while every shard waits on the answer.
     """
     run_id = manifest.plan.run_id
     queues = preflight_queues(manifest)

@@ -246,3 +246,33 @@ def test_braces_and_placeholder_tokens_in_a_skill_are_inserted_literally(corpus:
     assert rendered.text.count(case.prompt) == 1
     assert "{{" not in rendered.text.replace(tricky, "")  # every template token was filled
     assert len(rendered.template_sha256) == 64
+
+
+class _CountingSandbox:
+    """The real sandbox, counting the commands it is asked to run."""
+
+    def __init__(self, inner: Sandbox) -> None:
+        self.inner, self.commands = inner, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def run(self, command: str, **kw: Any) -> Any:
+        self.commands += 1
+        return self.inner.run(command, **kw)
+
+
+def test_an_answer_without_tool_calls_lists_no_final_files_and_starts_no_sandbox(
+    client: LiteLLMClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
+) -> None:
+    scripted.set_scenario(rule({"text": "Nothing to change."}))
+    counting = _CountingSandbox(sandbox)
+
+    trajectory = run(client, counting, corpus.case(1), example_repo)  # type: ignore[arg-type]
+
+    assert trajectory.end_reason is EndReason.COMPLETED and trajectory.final_files == {}
+    assert counting.commands == 0  # nothing ran in the workspace, so no file can have changed
+
+    scripted.set_scenario(rule({"tool_calls": [call("shell", command="echo hi > NEW.md")]}, {"text": "Done."}))
+    trajectory = run(client, counting, corpus.case(1), example_repo)  # type: ignore[arg-type]
+    assert trajectory.final_files == {"NEW.md": "hi\n"}  # one tool call: the listing runs again

@@ -110,6 +110,7 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
 
 def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
     """Judge the stored trajectory against the case's assertions; store the grade; end the shard."""
+    from worker.grading.calibration import wait_for_background
     from worker.grading.judge import grade_trajectory
 
     with shard_lease(ctx, send, run_id, shard_id, ShardState.EXECUTED, ShardState.GRADING) as lease:
@@ -122,6 +123,7 @@ def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
         trajectory = Trajectory.model_validate_json(ctx.store.get(trajectory_key(run_id, shard_id)))
         if manifest.settings.calibrate:
             for judge in manifest.plan.judges:
+                wait_for_background(run_id, judge)  # started by this run's preflight, if here
                 ensure_calibrated(ctx, client, run_id, judge)
         grade = grade_trajectory(
             client,  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,17 @@ _STATE = (
 )
 _DROPPED_REFS = ("refs/stash", "refs/original/", "refs/replace/")
 FILTER_REPO_TIMEOUT_S = 1800.0
+
+_builds: dict[Path, threading.Lock] = {}
+_builds_guard = threading.Lock()
+
+
+def _build_lock(target: Path) -> threading.Lock:
+    """One lock per cached tree in this process: shards starting together on a node's threads
+    build it once. Without it every one of N first shards ran its own filter-repo (a Python
+    process and a git pipeline each) at once, seconds of CPU thrown away at every run's start."""
+    with _builds_guard:
+        return _builds.setdefault(target, threading.Lock())
 
 
 @dataclass(frozen=True)
@@ -178,7 +190,9 @@ def scrubbed_tree(tree: Path, skill: str, cache_dir: Path, extra: Sequence[str] 
     if not (Path(tree) / ".git").is_dir() or (Path(tree) / ".git").is_symlink():
         return ScrubbedTree(path=Path(tree), commit_map={})
     if not (target / "commit-map").is_file():
-        _build(Path(tree), skill, Path(cache_dir), target, list(extra))
+        with _build_lock(target):
+            if not (target / "commit-map").is_file():  # another thread built it while this one waited
+                _build(Path(tree), skill, Path(cache_dir), target, list(extra))
     mapping = {}
     for line in (target / "commit-map").read_text().splitlines():
         old, _, new = line.partition(" ")

@@ -20,10 +20,12 @@ from celery.signals import (
 )
 
 from engine.keys import reaper_lock_key, resent_key
+from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
+from schemas.manifest import calibration_key
 from schemas.status import ShardState
 from worker import pipeline
 from worker.app import TASK_EXECUTE, TASK_GRADE, TASK_NAMES, TASK_PREFLIGHT, TASK_REDUCE, app, time_limits
-from worker.context import context, reset_context
+from worker.context import Context, context, reset_context
 
 log = structlog.get_logger("skill_eval.worker")
 
@@ -60,17 +62,42 @@ def reduce(run_id: str) -> None:
 def preflight(run_id: str, queue: str) -> None:
     """Check this run's models for ``queue`` from this worker and leave the report for the producer."""
     from schemas.preflight import PreflightReport
+    from worker.grading.calibration import calibrate_in_background
     from worker.preflight import run_preflight
+    from worker.warmup import start_workspace_warmup
 
     structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=None)
     ctx = context()
     try:
-        report = run_preflight(ctx.model_client(run_id), ctx.manifest(run_id), queue)  # type: ignore[arg-type]
+        manifest = ctx.manifest(run_id)
+        if queue == QUEUE_EXECUTE:
+            start_workspace_warmup(ctx, manifest)  # while the check's call is out (worker/warmup.py)
+        client = ctx.model_client(run_id)
+        report = run_preflight(client, manifest, queue)  # type: ignore[arg-type]
+        if queue == QUEUE_GRADE and manifest.settings.calibrate and not report.failures():
+            # Calibrated before the batch is graded, not before it executes: the calls overlap
+            # the first shards (graders of this process wait for it, worker/grading/calibration.py).
+            calibrate_in_background(
+                run_id, manifest.plan.judges, lambda judge: _calibrate_or_release(ctx, client, run_id, judge)
+            )
     except Exception as exc:  # a report must come back whatever failed, or the producer waits for nothing
         log.warning("preflight failed", queue=queue, error=str(exc))
         report = PreflightReport(queue=queue, worker=f"{socket.gethostname()}:{os.getpid()}", checks=[], error=str(exc))
     ctx.state.put_preflight(run_id, queue, report.model_dump_json())
     log.info("preflight", queue=queue, ok=all(c.ok for c in report.checks))
+
+
+def _calibrate_or_release(ctx: Context, client: object, run_id: str, judge: str) -> None:
+    """Calibrate ``judge`` (lock and record as a grader would); on an error give the lock back, so a
+    grader calibrates inline instead of the run going uncalibrated."""
+    from engine.keys import calibrating_key
+
+    try:
+        pipeline.ensure_calibrated(ctx, client, run_id, judge)
+    except Exception:
+        if not ctx.store.exists(calibration_key(run_id, judge)):
+            ctx.redis.delete(calibrating_key(run_id, judge))
+        raise
 
 
 def configure_logging(level: int = logging.INFO) -> None:

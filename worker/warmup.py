@@ -1,4 +1,5 @@
-"""Worker start-up: import the heavy modules once per process, off the first shard's path.
+"""Worker start-up: import the heavy modules once per process, and build a run's workspace
+cache, off the first shard's path.
 
 litellm alone costs seconds of CPU to import. With shards on threads (docs/design/engine.md) a
 worker process imports it once, in a background thread started as the worker boots, while
@@ -11,6 +12,15 @@ from __future__ import annotations
 import gc
 import importlib
 import threading
+from typing import TYPE_CHECKING
+
+import structlog
+
+if TYPE_CHECKING:
+    from schemas.manifest import RunManifest
+    from worker.context import Context
+
+log = structlog.get_logger("skill_eval.worker")
 
 HEAVY_MODULES = ("worker.models.client", "worker.executor.agent", "worker.grading.judge", "worker.workspace")
 
@@ -37,3 +47,44 @@ def start_warmup() -> threading.Thread:
     thread = threading.Thread(target=import_heavy_modules, name="import-heavy-modules", daemon=True)
     thread.start()
     return thread
+
+
+def start_workspace_warmup(ctx: Context, manifest: RunManifest) -> threading.Thread:
+    """Unpack the run's snapshot and scrub its corpora's history in a daemon thread; the thread.
+
+    Started by the execute queue's preflight (worker/tasks.py), so the history rewrite (a
+    ``git filter-repo`` per skill, the first shard's biggest set-up cost) runs while the
+    preflight's model call is out and the producer is still waiting to enqueue. Exactly the
+    steps and checks the first shard would take on the same inputs; a failure here is only
+    logged, and the shard that meets it again ends with its named error as before.
+    """
+    thread = threading.Thread(target=_warm_workspaces, args=(ctx, manifest), name="warm-workspaces", daemon=True)
+    thread.start()
+    return thread
+
+
+def _warm_workspaces(ctx: Context, manifest: RunManifest) -> None:
+    from schemas.shard import NO_SKILL
+    from schemas.status import SandboxMode
+    from worker.workspace import warm_cache
+
+    if ctx.settings.sandbox is SandboxMode.BWRAP and manifest.plan.sandbox is not SandboxMode.BWRAP:
+        return  # its shards will be refused before touching the repo: so is the warm-up
+    seen: set[tuple[str, str, bool]] = set()
+    for shard in manifest.plan.shards:
+        strip = shard.variant == NO_SKILL
+        key = (manifest.snapshots.get(shard.variant, ""), shard.skill, strip)
+        if not key[0] or key in seen:
+            continue
+        seen.add(key)
+        try:
+            warm_cache(
+                ctx.store,
+                key[0],
+                skill=shard.skill,
+                cache_dir=ctx.settings.cache_dir,
+                strip_skill=strip,
+                graded_paths=manifest.plan.bundle(shard.skill).graded_paths,
+            )
+        except Exception as exc:  # the shard meets the same error and reports it by name
+            log.info("workspace cache not warmed", skill=shard.skill, error=str(exc))

@@ -164,6 +164,33 @@ def remove_tree(path: Path, *, attempts: int = 3) -> bool:
     return gone
 
 
+def _scrubbed_paths(skill: str, strip_skill: bool, graded_paths: Sequence[str]) -> list[str]:
+    """Paths removed beside the corpus: the no-skill arm's skill folder and a foreign corpus's
+    files leave the tree and history like the corpus does."""
+    return [*graded_paths, *([f"{SKILLS_DIR}/{skill}"] if strip_skill else [])]
+
+
+def warm_cache(
+    store: ArtifactStore,
+    snapshot_key: str,
+    *,
+    skill: str,
+    cache_dir: Path,
+    strip_skill: bool = False,
+    graded_paths: Sequence[str] = (),
+) -> None:
+    """Unpack the snapshot and build its scrubbed tree for ``skill`` ahead of the first shard.
+
+    The very steps :func:`materialize_workspace` takes first, with the same checks, so a
+    worker can do them while the run's preflight call is still out; the shards then find the
+    cache built. Raises what those steps raise (the caller decides whether it matters).
+    """
+    if not isinstance(skill, str) or not SKILL_NAME_RE.match(skill):
+        raise BadSkillName(f"skill name {skill!r} is not kebab-case")
+    original = unpack_snapshot(store, snapshot_key, Path(cache_dir))
+    scrubbed_tree(original, skill, Path(cache_dir), _scrubbed_paths(skill, strip_skill, graded_paths))
+
+
 @contextlib.contextmanager
 def materialize_workspace(
     store: ArtifactStore,
@@ -194,9 +221,7 @@ def materialize_workspace(
             container.mkdir(mode=0o755)  # first: a shard being set up already shows its workspace
             original = unpack_snapshot(store, snapshot_key, Path(cache_dir))
             commit = None if ref is None else _resolve_ref(original, ref)  # before the rewrite changes ids
-            # The no-skill arm's skill folder and a foreign corpus's files leave history like the corpus.
-            extra = [*graded_paths, *([f"{SKILLS_DIR}/{skill}"] if strip_skill else [])]
-            tree = scrubbed_tree(original, skill, Path(cache_dir), extra)
+            tree = scrubbed_tree(original, skill, Path(cache_dir), _scrubbed_paths(skill, strip_skill, graded_paths))
             root = container / "repo"
             if commit is None:
                 copy_tree(tree.path, root)
@@ -204,7 +229,7 @@ def materialize_workspace(
                 _clone_at(tree.path, root, tree.commit(commit))
             root = Path(os.path.realpath(root))
             is_git = _git_dir_state(root)
-            _harden(root, skill, extra)
+            _harden(root, skill, _scrubbed_paths(skill, strip_skill, graded_paths))
         except (OSError, StoreError, subprocess.SubprocessError) as exc:
             detail = getattr(exc, "stderr", None) or exc
             raise NoIsolation(f"case {case.id}: cannot create a workspace for {skill}: {detail}") from exc

@@ -120,6 +120,12 @@ class _Loop:
             self.wrote.append(outcome.wrote)
         return outcome
 
+    def ran_tools(self) -> bool:
+        """Whether any tool call reached the sandbox. Without one nothing ran in the workspace
+        since it was made, so no file can have changed, and the final-files listing (a sandboxed
+        ``find``: a bwrap process per shard) is skipped."""
+        return any(isinstance(e, ToolCallEvent) for e in self.events)
+
     def over_quota(self) -> str | None:
         """The workspace quota exceeded after a tool call (the agent's doing: behaviour), or None."""
         limits = getattr(self.sandbox, "limits", None)
@@ -193,7 +199,7 @@ def run_agent(
         end_reason=end_reason,
         sandbox=sandbox.mode,
         usage=loop.usage,
-        final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=loop.wrote),
+        final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=loop.wrote) if loop.ran_tools() else {},
         template_hashes={"executor": prompt.template_sha256},
         started_at=started_at,
         finished_at=datetime.now(UTC),

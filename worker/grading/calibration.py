@@ -15,9 +15,13 @@ these assertions correctly, for scenarios that must calibrate (the demo, tests).
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
+
+import structlog
 
 from schemas.status import ShardState
 from schemas.trajectory import Trajectory
@@ -25,6 +29,7 @@ from worker.grading.judge import grade_trajectory
 from worker.models.base import ModelClient
 
 CALIBRATION_CASES = ("good-run", "tempting-bad-run")
+log = structlog.get_logger("skill_eval.worker")
 
 
 @dataclass(frozen=True)
@@ -83,3 +88,52 @@ def calibrate(client: ModelClient, judge: str, *, cases: tuple[str, ...] = CALIB
                 got, want = ("pass", "fail") if verdict.passed else ("fail", "pass")
                 details.append(f"{name}: assertion {i} ({verdict.text!r}) judged {got}, expected {want}")
     return CalibrationResult(judge=judge, ok=not details, details=tuple(details))
+
+
+_background: dict[tuple[str, str], threading.Event] = {}
+"""(run, judge) -> the event set when this process's background calibration of it ends; only
+while it runs."""
+_background_lock = threading.Lock()
+
+
+def calibrate_in_background(run_id: str, judges: Sequence[str], calibrate_one: Callable[[str], None]) -> None:
+    """Calibrate ``judges`` for ``run_id`` in a daemon thread, one after the other.
+
+    ``calibrate_one(judge)`` takes the run's calibration lock and stores the record (see
+    ``worker/pipeline.py: ensure_calibrated``). The judges are registered before this returns,
+    so a grade task of this process that starts later waits for them
+    (:func:`wait_for_background`): the contract's order, calibrated before the batch is
+    graded, holds while the shards' execution overlaps the calibration calls.
+    """
+    events = []
+    with _background_lock:
+        for judge in judges:
+            if (run_id, judge) not in _background:
+                _background[(run_id, judge)] = threading.Event()
+                events.append((judge, _background[(run_id, judge)]))
+
+    def run() -> None:
+        for judge, done in events:
+            try:
+                calibrate_one(judge)
+            except Exception as exc:  # a grade task then calibrates inline (or the report says "not calibrated")
+                log.warning("background calibration failed", run_id=run_id, judge=judge, error=str(exc))
+            finally:
+                with _background_lock:
+                    _background.pop((run_id, judge), None)  # later graders find the stored record
+                done.set()
+
+    if events:
+        threading.Thread(target=run, name=f"calibrate-{run_id}", daemon=True).start()
+
+
+def wait_for_background(run_id: str, judge: str, poll_s: float = 0.25) -> None:
+    """Return once this process's background calibration of ``judge`` ended; at once when there is none.
+
+    Waits in short slices so a shard's soft deadline (an exception raised into this thread)
+    still lands.
+    """
+    with _background_lock:
+        done = _background.get((run_id, judge))
+    while done is not None and not done.wait(poll_s):
+        pass

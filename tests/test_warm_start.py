@@ -1,0 +1,175 @@
+"""A run's start-up work done once and early: the scrubbed history cache, judge calibration.
+
+The first N shards of a run start together on a node's N threads; each used to rewrite the
+corpus's git history itself (N filter-repo processes at once). ``scrubbed_tree`` now builds
+it once per process, and the execute preflight builds it ahead (``warm_cache``), with the same
+checks: a tampered snapshot or a bad skill name is refused there as in a shard, and what it
+leaves in the cache holds none of the corpus. Calibration started by the grade preflight runs
+beside the shards; graders of the process wait for it, so the batch is still graded by a
+calibrated judge.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.snapshot import SNAPSHOT_PREFIX, snapshot_repo
+from engine.store import LocalStore
+from producer.repo import Repo
+from schemas.errors import BadSkillName, StoreError
+from tests.security.test_corpus_history import CORPUS, SECRET, SKILL, crafted_repo
+from worker import scrub
+from worker.grading.calibration import calibrate_in_background, wait_for_background
+from worker.workspace import materialize_workspace, warm_cache
+
+
+def _objects(repo: Path) -> str:
+    argv = ["git", "cat-file", "--batch-all-objects", "--batch"]
+    return subprocess.run(argv, cwd=repo, capture_output=True, text=True, errors="replace").stdout
+
+
+@pytest.fixture
+def snap(tmp_path: Path) -> dict[str, Any]:
+    repo = crafted_repo(tmp_path / "repo")
+    store = LocalStore(tmp_path / "store")
+    return {"repo": repo, "store": store, "key": snapshot_repo(repo, store), "cache": tmp_path / "cache"}
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The history rewrites this process runs (the real build, counted)."""
+    seen: list[str] = []
+    real = scrub._build
+
+    def counted(*args: Any) -> None:
+        seen.append(str(args[3]))
+        real(*args)
+
+    monkeypatch.setattr(scrub, "_build", counted)
+    return seen
+
+
+def test_shards_starting_together_rewrite_the_history_once(
+    snap: dict[str, Any], builds: list[str], tmp_path: Path
+) -> None:
+    case = Repo(snap["repo"]).load(CORPUS).corpus.case(1)
+    errors: list[BaseException] = []
+    leaks: list[str] = []
+    start = threading.Barrier(6)
+
+    def shard() -> None:
+        try:
+            start.wait()
+            with materialize_workspace(
+                snap["store"], snap["key"], skill=SKILL, case=case, parent=tmp_path / "ws", cache_dir=snap["cache"]
+            ) as ws:
+                if SECRET in _objects(ws.path) or (ws.path / CORPUS).exists():
+                    leaks.append(str(ws.path))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=shard) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == [] and leaks == []
+    assert len(builds) == 1
+
+
+def test_the_warmed_cache_is_what_the_first_shard_uses_and_holds_no_corpus(
+    snap: dict[str, Any], builds: list[str], tmp_path: Path
+) -> None:
+    warm_cache(snap["store"], snap["key"], skill=SKILL, cache_dir=snap["cache"])
+    assert len(builds) == 1
+    for cached in Path(snap["cache"]).glob(f"*-{SKILL}/repo"):
+        assert SECRET not in _objects(cached)
+        assert not (cached / CORPUS).exists()
+    case = Repo(snap["repo"]).load(CORPUS).corpus.case(1)
+    with materialize_workspace(
+        snap["store"], snap["key"], skill=SKILL, case=case, parent=tmp_path / "ws", cache_dir=snap["cache"]
+    ) as ws:
+        assert SECRET not in _objects(ws.path)
+    assert len(builds) == 1  # the shard found it built
+
+
+def test_warming_refuses_a_tampered_snapshot_and_a_bad_skill_name(snap: dict[str, Any], tmp_path: Path) -> None:
+    with pytest.raises(BadSkillName):
+        warm_cache(snap["store"], snap["key"], skill="../../etc", cache_dir=snap["cache"])
+    forged = f"{SNAPSHOT_PREFIX}{'0' * 64}.tar"
+    snap["store"].put(forged, snap["store"].get(snap["key"]))  # bytes that do not hash to their key
+    with pytest.raises(StoreError):
+        warm_cache(snap["store"], forged, skill=SKILL, cache_dir=tmp_path / "other-cache")
+    assert not any((tmp_path / "other-cache").glob("0*"))  # nothing published from it
+
+
+def test_graders_wait_for_the_background_calibration_of_their_run() -> None:
+    release = threading.Event()
+    calibrated: list[str] = []
+
+    def calibrate_one(judge: str) -> None:
+        release.wait(10)
+        calibrated.append(judge)
+
+    calibrate_in_background("run-a", ["judge-1", "judge-2"], calibrate_one)
+    waited: list[float] = []
+
+    def grader() -> None:
+        t0 = time.monotonic()
+        wait_for_background("run-a", "judge-2", poll_s=0.01)
+        waited.append(time.monotonic() - t0)
+
+    t = threading.Thread(target=grader)
+    t.start()
+    time.sleep(0.3)
+    assert waited == []  # still calibrating: the grader holds
+    release.set()
+    t.join(10)
+    assert calibrated == ["judge-1", "judge-2"] and waited and waited[0] >= 0.3
+    t0 = time.monotonic()
+    wait_for_background("run-a", "judge-1")  # done: returns at once
+    wait_for_background("run-b", "judge-1")  # never calibrated here: returns at once
+    assert time.monotonic() - t0 < 0.1
+
+
+def test_a_failing_background_calibration_still_releases_the_graders() -> None:
+    def calibrate_one(judge: str) -> None:
+        raise ConnectionError("redis went away")
+
+    calibrate_in_background("run-c", ["judge"], calibrate_one)
+    done = threading.Event()
+    threading.Thread(target=lambda: (wait_for_background("run-c", "judge", poll_s=0.01), done.set())).start()
+    assert done.wait(5)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_run_blocked_after_its_cluster_started_sends_nothing_and_leaves_nothing_running(tmp_path: Path) -> None:
+    """The embedded cluster now starts before the snapshot and the executor's canary: a canary
+    that fails (BLOCKED_NO_TRANSCRIPT_CAPTURE) must still stop the run with nothing enqueued,
+    no model called, and the worker and redis-server it started gone."""
+    from testkit.offline_server import OfflineModelServer
+    from tests.e2e_support import Env, new_repo, processes_using, scenario, write_skill
+    from tests.e2e_support import case as e2e_case
+    from tests.executor_support import fake_cli_command
+
+    repo = new_repo(tmp_path / "repo")
+    write_skill(repo, "greet", [e2e_case(i, f"Say hello {i}.", ["The agent runs echo hello"]) for i in (1, 2)])
+    with OfflineModelServer(scenario([], [])) as server:
+        env = Env(tmp_path / "e2e", server.base_url)
+        env.base.mkdir()
+        done = env.run(repo, "greet", "--executor", "cmd:" + fake_cli_command("--truncate", "1000"))
+        assert "BLOCKED_NO_TRANSCRIPT_CAPTURE" in done.stdout + done.stderr, done.stderr[-2000:]
+        assert done.code != 0
+        assert server.requests() == []
+    deadline = time.monotonic() + 10
+    while processes_using(env.tmp) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_using(env.tmp) == {}
+    assert not list(env.tmp.glob("skill-eval-cluster-*"))  # the cluster's folder went with it
