@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -332,3 +333,16 @@ def test_a_skill_creator_corpus_runs_end_to_end_and_the_agent_cannot_read_it(tmp
     assert any("ada" in t for t in tool_results)  # ... its input files are not
     # The expectation's text lives only in the graded file: no executor request may carry it.
     assert not any("cat on the eval file" in t for t in tool_results)
+
+
+def test_all_evals_in_a_plugin_repo_whose_skills_folder_leaves_the_repo_is_a_named_error(tmp_path: Path) -> None:
+    outside = skill_repo(tmp_path / "outside", "stranger")
+    (outside / "skills" / "stranger" / "SKILL.md").write_text("secret skill text\n")
+    root = plugin_repo(tmp_path / "repo")
+    shutil.rmtree(root / "skills")
+    (root / "skills").symlink_to(outside / "skills")
+    repo = Repo(root)
+    outcomes = repo.load_many(repo.targets([], True))
+    [outcome] = outcomes  # listed, not silently dropped ...
+    assert outcome.bundle is None  # ... and nothing outside the repo is read into a bundle
+    assert str(outcome.error).startswith("BLOCKED_BAD_REPO: skills/stranger/")
