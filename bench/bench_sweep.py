@@ -46,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_pipeline import work_root, workload
-from bench.proctree import TreeWatch, _name, tree
+from bench.proctree import Periodic, TreeWatch, _name, tree
 from testkit.offline_server import OfflineModelServer
 from tests.engine_support import EXECUTOR, JUDGE, SKILL, make_corpus_repo
 
@@ -86,7 +86,7 @@ OTHER = "other"
 
 
 @dataclass
-class CpuWatch:
+class CpuWatch(Periodic):
     """CPU seconds of every process of the tree under ``root``, by program name."""
 
     root: int
@@ -123,20 +123,6 @@ class CpuWatch:
         except (redis.RedisError, ValueError):
             return
         self.redis_commands = {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
-
-    def start(self) -> CpuWatch:
-        def loop() -> None:
-            while not self._stop.wait(self.period_s):
-                self.sample()
-
-        self._thread = threading.Thread(target=loop, name="cpu-watch", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
 
     def by_program(self) -> dict[str, float]:
         """Seconds per program; the celery worker's reaped children apart (sandbox, git)."""

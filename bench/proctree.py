@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -112,8 +113,36 @@ def _name(pid: int) -> str:
     return Path(words[0]).name
 
 
+class Periodic:
+    """``sample()`` every ``period_s`` on a thread between ``start()`` and ``stop()``.
+
+    A subclass (a dataclass) declares ``period_s``, ``_stop`` (an Event) and ``_thread``.
+    """
+
+    period_s: float
+    _stop: threading.Event
+    _thread: threading.Thread | None
+
+    def sample(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        def loop() -> None:
+            while not self._stop.wait(self.period_s):
+                self.sample()
+
+        self._thread = threading.Thread(target=loop, name=type(self).__name__, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
 @dataclass
-class TreeWatch:
+class TreeWatch(Periodic):
     """Peaks of the process tree under ``root`` while it runs."""
 
     root: int
@@ -138,20 +167,6 @@ class TreeWatch:
                 breakdown[name] = breakdown.get(name, 0.0) + size / (1024 * 1024)
             self.peak_breakdown = breakdown
         self.peak_pss = max(self.peak_pss, sum(_pss(p) for p in pids))
-
-    def start(self) -> TreeWatch:
-        def loop() -> None:
-            while not self._stop.wait(self.period_s):
-                self.sample()
-
-        self._thread = threading.Thread(target=loop, name="tree-watch", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
 
 
 @dataclass(frozen=True)
