@@ -94,20 +94,32 @@ def scenario(executor_delay_s: float = 0.0, judge_delay_s: float = 0.0) -> dict[
     }
 
 
+def plan_manifest(
+    repo: Path,
+    settings: Settings,
+    api_base: str,
+    *,
+    budget: AgentBudget,
+    epochs: int = 1,
+    max_tokens: int | None = None,
+) -> RunManifest:
+    """Plan the repo's one corpus against ``api_base`` (no calibration) and store its snapshot."""
+    r = Repo(repo)
+    bundles = [o.bundle for o in r.load_many(r.targets([SKILL], False)) if o.bundle]
+    plan = plan_run(new_run_id(), bundles, [EXECUTOR], judges=[JUDGE], epochs=epochs, sandbox=settings.sandbox)
+    run_settings = RunSettings(
+        budget=budget, calibrate=False, max_tokens=max_tokens, models=ModelConfig(api_base_override=api_base)
+    )
+    return build_manifest(plan, r.root, open_store(settings.store), run_settings, out_dir="", skipped=[])
+
+
 def submit_run(
     repo: Path, settings: Settings, api_base: str, *, epochs: int = 1, wall_clock_s: float = 120.0
 ) -> RunManifest:
     """Plan the repo's one corpus and put its shards on the cluster's queues (no calibration)."""
-    r = Repo(repo)
-    bundles = [o.bundle for o in r.load_many(r.targets([SKILL], False)) if o.bundle]
-    plan = plan_run(new_run_id(), bundles, [EXECUTOR], judges=[JUDGE], epochs=epochs, sandbox=settings.sandbox)
+    budget = AgentBudget(max_turns=4, wall_clock_s=wall_clock_s, command_timeout_s=30)
+    manifest = plan_manifest(repo, settings, api_base, budget=budget, epochs=epochs)
     store = open_store(settings.store)
-    run_settings = RunSettings(
-        budget=AgentBudget(max_turns=4, wall_clock_s=wall_clock_s, command_timeout_s=30),
-        calibrate=False,
-        models=ModelConfig(api_base_override=api_base),
-    )
-    manifest = build_manifest(plan, r.root, store, run_settings, out_dir="", skipped=[])
     state = RunState(redis.Redis.from_url(settings.broker_url or ""))
     enqueue = task_sender(settings, manifest)
     submit(manifest, store, state, lambda run_id, shard_id: enqueue("execute", run_id, shard_id), enqueue.batch)

@@ -17,18 +17,22 @@ from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
 from producer.cluster import task_sender
-from producer.planning import new_run_id, plan_run
-from producer.repo import Repo
 from producer.resubmit import parse_only, resubmit_run
-from producer.submit import build_manifest, submit
+from producer.submit import submit
 from schemas.errors import ConfigError
-from schemas.manifest import AgentBudget, RunManifest, RunSettings, manifest_key, trajectory_key
-from schemas.model_config import ModelConfig
+from schemas.manifest import AgentBudget, RunManifest, manifest_key, trajectory_key
 from schemas.outcome import ShardOutcomeRecord
 from schemas.status import ShardState
 from schemas.verdict import ShardGrade
 from testkit.offline_server import OfflineModelServer
-from tests.engine_support import EXECUTOR, JUDGE, SKILL, WorkerNode, make_corpus_repo, scenario, wait_until
+from tests.engine_support import (
+    JUDGE,
+    WorkerNode,
+    make_corpus_repo,
+    plan_manifest,
+    scenario,
+    wait_until,
+)
 
 
 def test_reservations_never_let_spend_pass_the_cap_however_many_callers_race(settings: Settings) -> None:
@@ -68,16 +72,8 @@ def test_a_model_out_of_credit_is_refused_at_once_for_the_rest_of_the_run(settin
 
 
 def _manifest(repo: Path, settings: Settings, api_base: str, max_tokens: int) -> RunManifest:
-    r = Repo(repo)
-    bundles = [o.bundle for o in r.load_many(r.targets([SKILL], False)) if o.bundle]
-    plan = plan_run(new_run_id(), bundles, [EXECUTOR], judges=[JUDGE], sandbox=settings.sandbox)
-    run_settings = RunSettings(
-        budget=AgentBudget(max_turns=4, wall_clock_s=60, command_timeout_s=30),
-        calibrate=False,
-        max_tokens=max_tokens,
-        models=ModelConfig(api_base_override=api_base).model_dump(mode="json"),
-    )
-    return build_manifest(plan, r.root, open_store(settings.store), run_settings, out_dir="", skipped=[])
+    budget = AgentBudget(max_turns=4, wall_clock_s=60, command_timeout_s=30)
+    return plan_manifest(repo, settings, api_base, budget=budget, max_tokens=max_tokens)
 
 
 @pytest.mark.slow

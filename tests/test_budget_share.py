@@ -22,18 +22,22 @@ from engine.store import open_store
 from harnesses.base import PLACEHOLDER_KEY
 from harnesses.endpoints import normalise_upstream
 from producer.cluster import task_sender
-from producer.planning import new_run_id, plan_run
-from producer.repo import Repo
 from producer.resubmit import resubmit_run
-from producer.submit import build_manifest, submit
-from schemas.manifest import AgentBudget, RunManifest, RunSettings, trajectory_key
-from schemas.model_config import ModelConfig
+from producer.submit import submit
+from schemas.manifest import AgentBudget, RunManifest, trajectory_key
 from schemas.outcome import ShardOutcomeRecord
 from schemas.status import ShardState
 from schemas.trajectory import EndReason, Trajectory, Usage
 from schemas.verdict import ShardGrade
 from testkit.offline_server import OfflineModelServer
-from tests.engine_support import EXECUTOR, FINAL_TEXT, JUDGE, SKILL, WorkerNode, make_corpus_repo, wait_until
+from tests.engine_support import (
+    FINAL_TEXT,
+    JUDGE,
+    WorkerNode,
+    make_corpus_repo,
+    plan_manifest,
+    wait_until,
+)
 from worker.proxy import ModelProxy, ProxyConfig
 from worker.proxy.server import RESERVED_COMPLETION
 
@@ -140,16 +144,8 @@ def greedy_scenario() -> dict[str, Any]:
 
 
 def _manifest(repo: Path, settings: Settings, api_base: str, max_tokens: int) -> RunManifest:
-    r = Repo(repo)
-    bundles = [o.bundle for o in r.load_many(r.targets([SKILL], False)) if o.bundle]
-    plan = plan_run(new_run_id(), bundles, [EXECUTOR], judges=[JUDGE], sandbox=settings.sandbox)
-    run_settings = RunSettings(
-        budget=AgentBudget(max_turns=60, wall_clock_s=90, command_timeout_s=30, max_output_tokens=256),
-        calibrate=False,
-        max_tokens=max_tokens,
-        models=ModelConfig(api_base_override=api_base).model_dump(mode="json"),
-    )
-    return build_manifest(plan, r.root, open_store(settings.store), run_settings, out_dir="", skipped=[])
+    budget = AgentBudget(max_turns=60, wall_clock_s=90, command_timeout_s=30, max_output_tokens=256)
+    return plan_manifest(repo, settings, api_base, budget=budget, max_tokens=max_tokens)
 
 
 @pytest.mark.slow
