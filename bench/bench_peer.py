@@ -160,8 +160,13 @@ def run_inspect(
             for sample in r.get("samples", [])[:1]:
                 print(json.dumps(sample.get("messages"))[:3000], sample.get("scores"), file=sys.stderr)
         raise SystemExit(f"inspect failed (exit {done.returncode}, accuracy {accuracy}):\n{done.stderr[-3000:]}")
-    first_request = float(stats["first_ok_at"]) - latency_s
-    return Run(done.wall_s, first_request - done.started, int(stats["ok"]), done.peak_rss_mb, done.peak_pss_mb)
+    return Run(
+        done.wall_s,
+        float(stats["first_request_at"]) - done.started,
+        int(stats["ok"]),
+        done.peak_rss_mb,
+        done.peak_pss_mb,
+    )
 
 
 def median_run(runs: list[Run]) -> Run:

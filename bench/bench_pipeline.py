@@ -4,7 +4,8 @@ Each run is the real command line (``.venv/bin/skill-eval run ...``) as a user t
 CLI plans, snapshots, starts its private redis-server and worker, submits, waits, reduces and
 writes the reports; the clock runs from just before the process starts to its exit. The models
 are the offline scripted server over HTTP, in this process (not part of the measured tree); the
-executor runs in bwrap. Judge calibration runs as by default (its calls count in the ideal).
+executor runs in bwrap. The preflight's pings and judge calibration run as by default and wait
+the latency like every other call (their calls count in the ideal).
 
 Per shard the scripted executor makes ``--tool-calls`` shell tool calls and then answers, and
 one judge call grades it, so a shard makes ``tool-calls + 2`` model calls.
@@ -14,7 +15,8 @@ one judge call grades it, so a shard makes ``tool-calls + 2`` model calls.
 * ``latency``: ``--latency`` seconds per model call; the figure is wall time over the ideal
   ``calls x latency / concurrency`` (target <= 1.10), start-up and reports included.
 
-Every run also reports the seconds from the command's start to its first model call (target
+Every run also reports the seconds from the command's start to its first model request's arrival
+at the server (target
 <= 5) and the peak memory of the command's whole process tree (RSS and PSS, see
 ``bench/proctree.py``; target <= 600 MB at concurrency 16). ``--repeat`` runs give medians.
 
@@ -24,6 +26,9 @@ Run::
     .venv/bin/python bench/bench_pipeline.py latency --cases 16 --epochs 6 --tool-calls 3 --workers 16 --repeat 3
     .venv/bin/python bench/bench_pipeline.py instant --cases 50 --epochs 10 --workers 8 --repeat 3
     .venv/bin/python bench/bench_pipeline.py profile --cases 20 --epochs 2
+
+``--timeline`` also prints, per run, the calls in flight second by second and the slot-seconds
+the model phase lost between calls.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ def workload(latency_s: float, tool_calls: int) -> dict[str, Any]:
     executor = {"name": "executor", "tools": True, "replies": [*steps, {"text": FINAL_TEXT, **delay}]}
     base["rules"] = [base["rules"][0], executor]
     base["judge"] = [*base["judge"], *calibration_judge_rules()]
+    base["default"] = {"text": "OK", **delay}  # the preflight's ping waits like any other call
     return base
 
 
@@ -92,6 +98,8 @@ class Measured:
     peak_rss_mb: float
     peak_pss_mb: float
     processes: int
+    timeline: list[tuple[float, float, str]]
+    """(arrived, replied, model) of each call, seconds from the command's start."""
 
 
 def run_command(
@@ -137,7 +145,7 @@ def run_command(
     stats = model.stats()
     if done.returncode != 0 or "not graded (infra): none" not in done.stdout:
         raise SystemExit(f"run failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    first_request = float(stats["first_ok_at"]) - latency_s  # the server sleeps latency_s before replying
+    first_request = float(stats["first_request_at"])
     return Measured(
         wall_s=done.wall_s,
         first_call_s=first_request - done.started,
@@ -148,6 +156,32 @@ def run_command(
         peak_rss_mb=done.peak_rss_mb,
         peak_pss_mb=done.peak_pss_mb,
         processes=done.peak_processes,
+        timeline=[(a - done.started, r - done.started, m) for a, r, m in model.timeline()],
+    )
+
+
+def occupancy(timeline: list[tuple[float, float, str]], concurrency: int, step_s: float = 1.0) -> str:
+    """Calls in flight per ``step_s`` of the run (mean over the step), and the slot-seconds lost.
+
+    Lost = concurrency x (last reply - first arrival) - the calls' own time: what the product's
+    overhead between calls cost the model phase.
+    """
+    if not timeline:
+        return "no calls"
+    first = min(a for a, _, _ in timeline)
+    last = max(r for _, r, _ in timeline)
+    busy = sum(r - a for a, r, _ in timeline)
+    cells = []
+    t = 0.0
+    while t < last:
+        overlap = sum(max(0.0, min(r, t + step_s) - max(a, t)) for a, r, _ in timeline)
+        cells.append(f"{overlap / step_s:.0f}")
+        t += step_s
+    lost = concurrency * (last - first) - busy
+    return (
+        f"first arrival {first:.2f} s, last reply {last:.2f} s, calls busy {busy:.1f} s, "
+        f"slot-seconds lost in the model phase {lost:.1f} ({lost / concurrency:.2f} s of wall)\n"
+        f"  in flight per {step_s:g} s: {' '.join(cells)}"
     )
 
 
@@ -228,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=1.0, help="latency case: seconds per model call")
     parser.add_argument("--tool-calls", type=int, default=0, help="shell tool calls per shard before the answer")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--timeline", action="store_true", help="print calls in flight per second of each run")
     args = parser.parse_args(argv)
 
     if args.case == "profile":
@@ -255,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
                     f" {m.first_call_s:.2f} s; peak {m.peak_rss_mb:.0f} MB RSS / {m.peak_pss_mb:.0f} MB PSS",
                     flush=True,
                 )
+                if args.timeline:
+                    print("  " + occupancy(m.timeline, args.workers), flush=True)
     return report(runs, args.case, args.workers, latency)
 
 

@@ -123,6 +123,9 @@ class _State:
         with self.lock:
             self.requests: deque[dict[str, Any]] = deque(maxlen=MAX_RECORDED)
             self.keys: deque[str] = deque(maxlen=MAX_RECORDED)
+            self.timeline: deque[tuple[float, float, str]] = deque(maxlen=MAX_RECORDED)
+            """(arrived, replied, model) of each successful model call, wall-clock seconds: benchmarks
+            read it to see how many calls were in flight when."""
             """The credential header of each model request, in order (x-api-key or Authorization)."""
             self.fault_counts: dict[tuple[int, int, str], int] = {}
             self.stats: dict[str, Any] = {
@@ -133,6 +136,7 @@ class _State:
                 "errors": 0,
                 "hangs": 0,
                 "malformed": 0,
+                "first_request_at": None,
                 "first_ok_at": None,
                 "last_ok_at": None,
             }
@@ -268,10 +272,12 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> dict[str, Any] | None:
         """The scripted reply to one model request, or None when the ceiling already answered 429."""
         state = self.server.state
+        self._arrived = time.time()
         with state.lock:
             state.requests.append(body)
             state.keys.append(self.headers.get("x-api-key") or self.headers.get("authorization") or "")
             state.stats["total"] += 1
+            state.stats["first_request_at"] = state.stats["first_request_at"] or self._arrived
             state.seq += 1
             scenario = state.scenario
         if state.window is not None:
@@ -347,6 +353,7 @@ class _Handler(BaseHTTPRequestHandler):
             state.stats["ok"] += 1
             state.stats["first_ok_at"] = state.stats["first_ok_at"] or now
             state.stats["last_ok_at"] = now
+            state.timeline.append((getattr(self, "_arrived", now), now, model))
 
     def _stream(self, events: list[bytes]) -> None:
         self.send_response(200)
@@ -410,6 +417,11 @@ class OfflineModelServer:
         """The credential header each model request carried, oldest first."""
         with self._httpd.state.lock:
             return list(self._httpd.state.keys)
+
+    def timeline(self) -> list[tuple[float, float, str]]:
+        """(arrived, replied, model) of each successful call, oldest reply first, bounded."""
+        with self._httpd.state.lock:
+            return list(self._httpd.state.timeline)
 
     def stats(self) -> dict[str, Any]:
         with self._httpd.state.lock:

@@ -107,6 +107,16 @@ def test_every_request_is_recorded_and_counted_until_reset(server: OfflineModelS
     assert server.requests() == [] and server.stats()["total"] == 0
 
 
+def test_each_successful_call_is_timed_from_its_arrival_to_its_reply(server: OfflineModelServer) -> None:
+    before = time.time()
+    chat(server.base_url, "busy")  # a 429: counted as the first request, not on the timeline
+    chat(server.base_url, "slow")
+    (arrived, replied, model), *rest = server.timeline()
+    assert rest == [] and model == "scripted"
+    assert before <= server.stats()["first_request_at"] < arrived
+    assert replied - arrived >= 0.3  # the scripted delay is inside the call's span
+
+
 def test_the_scenario_can_be_replaced_at_runtime_and_a_bad_one_is_refused(server: OfflineModelServer) -> None:
     root = server.base_url.removesuffix("/v1")
     ok = httpx.post(root + "/_control/scenario", json={"rules": [{"contains": "x", "replies": [{"text": "new"}]}]})
