@@ -23,7 +23,7 @@ from types import TracebackType
 
 from engine.redis_server import RedisServer, die_with_parent
 from engine.settings import Settings
-from schemas.constants import ALL_QUEUES
+from schemas.constants import ALL_QUEUES, CONSUME_ORDER
 
 
 def worker_command(queues: str, concurrency: int, name: str, loglevel: str = "WARNING") -> list[str]:
@@ -31,7 +31,10 @@ def worker_command(queues: str, concurrency: int, name: str, loglevel: str = "WA
 
     ``concurrency`` is shards in flight: threads of one process. Prefetch is multiplier x
     concurrency, so with a multiplier of one the node reserves exactly the messages it runs.
+    The queues are listed in CONSUME_ORDER, the order the node takes messages in.
     """
+    rank = {q: i for i, q in enumerate(CONSUME_ORDER)}
+    queues = ",".join(sorted(queues.split(","), key=lambda q: rank.get(q, len(rank))))
     return [
         sys.executable,
         "-m",

@@ -14,6 +14,10 @@ QUEUE_EXECUTE: Final = "execute"
 QUEUE_GRADE: Final = "grade"
 QUEUE_REDUCE: Final = "reduce"
 ALL_QUEUES: Final = (QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE)
+CONSUME_ORDER: Final = (QUEUE_REDUCE, QUEUE_GRADE, QUEUE_EXECUTE)
+"""The order a worker serving several queues takes the next message in: a shard already started
+is finished (graded, the run reduced) before a new one is started. Round robin instead leaves
+the last shards' grades queued behind executes, and the run's tail waits for them."""
 
 # --- Redis (every key is built in engine.keys) ----------------------------------------------
 KEY_PREFIX: Final = "skill-eval"

@@ -6,6 +6,7 @@ sandbox and the offline model server over HTTP.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import redis
 from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
+from producer.cluster import task_sender
 from schemas.status import ShardState
 from testkit.offline_server import OfflineModelServer
 from tests.engine_support import WorkerNode, make_corpus_repo, scenario, submit_run, wait_until
@@ -76,3 +78,29 @@ def test_shards_run_concurrently_on_threads_of_one_process_holding_only_what_run
     assert most_executing == CONCURRENCY  # as many shards in flight as asked for ...
     assert most_processes == 1  # ... on threads of one process
     assert 0 < most_reserved <= CONCURRENCY  # late acks: reserved = running, nothing strands behind a slow shard
+
+
+def test_a_node_finishes_started_shards_before_it_starts_new_ones(tmp_path: Path, settings: Settings) -> None:
+    """With grade messages waiting, a node serving every queue takes them before any execute.
+
+    Round robin would alternate between the queues (grade, execute, grade, ...) and leave the
+    last shards' grades behind new executes. Two grade messages (of shards not yet executed:
+    they find nothing to do) wait on the queue beside the run's two executes when the node
+    starts with one slot; the order the node receives them in is its consume order.
+    """
+    repo = make_corpus_repo(tmp_path / "repo", cases=2)
+    state = RunState(redis.Redis.from_url(settings.broker_url or ""))
+    with OfflineModelServer(scenario()) as model:
+        manifest = submit_run(repo, settings, model.base_url)
+        run_id = manifest.plan.run_id
+        enqueue = task_sender(settings, manifest)
+        for shard in manifest.plan.shards:
+            enqueue("grade", run_id, shard.shard_id)
+        node = WorkerNode(settings, "order", tmp_path / "node.log", concurrency=1)
+        try:
+            wait_until(lambda: state.reduced(run_id), 120, what="run reduced")
+        finally:
+            node.stop()
+    received = re.findall(r"Task skill_eval\.(\w+)\[[^]]*\] received", node.text())
+    assert received[:4] == ["grade", "grade", "execute", "grade"], received
+    assert set(state.states(run_id).values()) == {ShardState.GRADED}  # the early grades changed nothing

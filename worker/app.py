@@ -50,7 +50,12 @@ def make_app(settings: Settings | None = None) -> Celery:
         # A follow-up message (grade, reduce) published while Redis restarts must wait for it, not
         # vanish: the shard has already moved, and nothing else would ever send it (~2 minutes).
         task_publish_retry_policy={"max_retries": 45, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 3},
-        broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
+        # A node serving several queues polls them in its -Q order (CONSUME_ORDER, see
+        # producer/embedded.worker_command), not round robin: started shards finish first.
+        broker_transport_options={
+            "visibility_timeout": settings.visibility_timeout_s,
+            "queue_order_strategy": "priority",
+        },
         # One direct exchange per queue: a grade message must never reach the execute queue.
         task_queues=[Queue(q, Exchange(q, type="direct"), routing_key=q) for q in ALL_QUEUES],
         task_default_queue=QUEUE_EXECUTE,
