@@ -158,12 +158,13 @@ def test_the_batch_probe_runs_the_canary_in_a_throwaway_workspace_and_removes_it
     honest = ExternalExecutor(fake_cli_command())
     lossy = ExternalExecutor(fake_cli_command("--truncate", "4000"))
 
-    passed = probe_transcript_capture(honest, mode=SandboxMode.BWRAP, wall_clock_s=30, parent=tmp_path)
+    parent = tmp_path / "workspaces"  # not there yet: a host where no shard has run
+    passed = probe_transcript_capture(honest, mode=SandboxMode.BWRAP, wall_clock_s=30, parent=parent)
     with pytest.raises(NoTranscriptCapture):
-        probe_transcript_capture(lossy, mode=SandboxMode.BWRAP, wall_clock_s=30, parent=tmp_path)
+        probe_transcript_capture(lossy, mode=SandboxMode.BWRAP, wall_clock_s=30, parent=parent)
 
     assert passed.skill == "transcript-canary" and passed.case_id == 0
-    assert list(tmp_path.iterdir()) == []
+    assert list(parent.iterdir()) == []
 
 
 def _trajectory(*events: ToolCallEvent | ToolResultEvent) -> Trajectory:

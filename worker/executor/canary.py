@@ -17,8 +17,10 @@ call, cannot pass by accident.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,6 +120,16 @@ def run_canary(
     return trajectory
 
 
+@contextlib.contextmanager
+def canary_workspace(parent: Path | None) -> Iterator[Path]:
+    """A fresh empty folder under ``parent`` (made when missing: on a new host no shard has made
+    the workspaces folder yet), removed afterwards."""
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="skill-eval-canary-", dir=parent) as workspace:
+        yield Path(workspace)
+
+
 def probe_transcript_capture(
     executor: ExternalExecutor,
     *,
@@ -131,8 +143,8 @@ def probe_transcript_capture(
     The call to make once before a batch of ``executor``; raises :class:`NoTranscriptCapture`
     as :func:`run_canary` does, or ``NoSandbox`` when ``mode`` cannot run here.
     """
-    with tempfile.TemporaryDirectory(prefix="skill-eval-canary-", dir=parent) as workspace:
-        sandbox = open_sandbox(Path(workspace), mode, external_limits(limits, wall_clock_s=wall_clock_s))
+    with canary_workspace(parent) as workspace:
+        sandbox = open_sandbox(workspace, mode, external_limits(limits, wall_clock_s=wall_clock_s))
         return run_canary(executor, sandbox, wall_clock_s=wall_clock_s)
 
 
@@ -155,14 +167,14 @@ def probe_harness_capture(
     from worker.executor.harness import HarnessShard, harness_limits, run_harness
 
     canary = Canary.new()
-    with tempfile.TemporaryDirectory(prefix="skill-eval-canary-", dir=parent) as workspace:
-        skill_dir = Path(workspace) / "skills" / CANARY_SKILL
+    with canary_workspace(parent) as workspace:
+        skill_dir = workspace / "skills" / CANARY_SKILL
         skill_dir.mkdir(parents=True)
         (skill_dir / "SKILL.md").write_text(
             f"---\nname: {CANARY_SKILL}\ndescription: Runs the shell command the user gives, verbatim.\n---\n"
             + CANARY_SKILL_TEXT
         )
-        sandbox = open_sandbox(Path(workspace), mode, harness_limits(SandboxLimits(), wall_clock_s=wall_clock_s))
+        sandbox = open_sandbox(workspace, mode, harness_limits(SandboxLimits(), wall_clock_s=wall_clock_s))
         shard = HarnessShard(
             harness=harness,
             model=model,
