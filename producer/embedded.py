@@ -6,7 +6,8 @@ queues as a cluster would, and stops everything afterwards. One code path.
 The worker runs its shards on threads (``-P threads -c N``): a shard's time is spent waiting
 on model calls and sandbox subprocesses, so N shards in flight need N threads, not N
 processes each importing litellm (~4 s and ~220 MB apiece). The worker imports the heavy
-modules in the background as it starts (worker/tasks.py), while Celery connects.
+modules in the background as it starts (worker/tasks.py), while Celery connects; from the
+command line it was usually started before the cluster, as the command began (producer/prestart.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,11 @@ from types import TracebackType
 
 from engine.redis_server import RedisServer, die_with_parent
 from engine.settings import Settings
+from producer import prestart
 from schemas.constants import ALL_QUEUES, CONSUME_ORDER
+
+CELERY = (sys.executable, "-m", "celery")
+"""How a worker command line starts; what follows is Celery's own arguments."""
 
 
 def worker_command(queues: str, concurrency: int, name: str, loglevel: str = "WARNING") -> list[str]:
@@ -36,9 +41,7 @@ def worker_command(queues: str, concurrency: int, name: str, loglevel: str = "WA
     rank = {q: i for i, q in enumerate(CONSUME_ORDER)}
     queues = ",".join(sorted(queues.split(","), key=lambda q: rank.get(q, len(rank))))
     return [
-        sys.executable,
-        "-m",
-        "celery",
+        *CELERY,
         "-A",
         "worker.tasks",
         "worker",
@@ -92,6 +95,10 @@ class EmbeddedCluster:
             "SKILL_EVAL_REAPER_PERIOD_S": str(self.base.reaper_period_s),
         }
         cmd = worker_command(",".join(ALL_QUEUES), self.workers, f"embedded-{os.getpid()}@localhost")
+        # The command line may have started this worker already, before its own imports.
+        self.proc = prestart.take(cmd[len(CELERY) :], env, self.log_path)
+        if self.proc is not None:
+            return self
         log = self.log_path.open("ab")
         # Its own session, so stopping it can signal the whole pool and nothing is left running.
         self.proc = subprocess.Popen(

@@ -160,9 +160,10 @@ class Env:
         return env
 
     def start(self, *args: str) -> subprocess.Popen[str]:
-        """``python -m producer.cli ARGS`` with this env, started; stdout and stderr piped."""
+        """``skill-eval ARGS`` (its entry point, ``python -m producer``) with this env, started; stdout and
+        stderr piped."""
         return subprocess.Popen(
-            [sys.executable, "-m", "producer.cli", *args],
+            [sys.executable, "-m", "producer", *args],
             cwd=ROOT,
             env=self.env(),
             stdout=subprocess.PIPE,
@@ -171,7 +172,7 @@ class Env:
         )
 
     def cli(self, *args: str, timeout_s: float = 150.0) -> CliResult:
-        """``python -m producer.cli ARGS`` with this env, to its end; stdout and stderr captured."""
+        """``skill-eval ARGS`` with this env, to its end; stdout and stderr captured."""
         return self.finish(self.start(*args), args, timeout_s)
 
     def finish(self, proc: subprocess.Popen[str], args: tuple[str, ...] = (), timeout_s: float = 150.0) -> CliResult:

@@ -65,6 +65,12 @@ def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
     assert left == {}
 
 
+def _is_worker(cmdline: str) -> bool:
+    """The embedded worker: started ahead by the entry point (``-m worker.prestart``, which then
+    runs Celery in-process) or, when it was not, spawned as ``-m celery ... worker``."""
+    return "-m worker.prestart" in cmdline or ("-m celery" in cmdline and " worker " in cmdline)
+
+
 def use(server: OfflineModelServer, rules: list[dict], judge: list[dict]) -> None:  # type: ignore[type-arg]
     server.set_scenario(scenario(rules, judge))
 
@@ -354,7 +360,7 @@ def test_d_several_models_and_epochs_get_per_model_tables_a_matrix_pass_at_k_and
     while proc.poll() is None and time.monotonic() < deadline:
         seen |= descendants(proc.pid)
         cluster = {p: c for p, c in seen.items() if _parent(p) == proc.pid}
-        if any("redis-server" in c for c in cluster.values()) and any("celery" in c for c in cluster.values()):
+        if any("redis-server" in c for c in cluster.values()) and any(_is_worker(c) for c in cluster.values()):
             break
         time.sleep(0.1)
     under = processes_using(env.tmp)  # the teardown's detector sees them too ...
@@ -362,13 +368,13 @@ def test_d_several_models_and_epochs_get_per_model_tables_a_matrix_pass_at_k_and
     # short-lived and run with a cleared environment (nothing of the test's TMPDIR), and any of
     # them caught by the loop above may be gone by now. A cluster process still alive after the
     # scan was alive during it, so it must have been found.
-    own = [p for p, c in seen.items() if "redis-server" in c or f"embedded-{proc.pid}@" in c]
+    own = [p for p, c in cluster.items() if "redis-server" in c or _is_worker(c)]
     still_running = alive(own)
     res = env.finish(proc, args)
     assert any("redis-server" in c for c in cluster.values()), seen
     assert still_running and set(still_running) <= set(under), (seen, under)
     # One worker process: shards run on its threads (sandboxed commands it forks come and go).
-    assert sum(f"embedded-{proc.pid}@" in c for c in cluster.values()) == 1, cluster
+    assert sum(_is_worker(c) for c in cluster.values()) == 1, cluster
     # ... and once it has returned, none of them is left.
     assert alive(seen) == [] and leftover_processes(f"embedded-{proc.pid}@") == []
 

@@ -173,3 +173,66 @@ def test_a_run_blocked_after_its_cluster_started_sends_nothing_and_leaves_nothin
         time.sleep(0.1)
     assert processes_using(env.tmp) == {}
     assert not list(env.tmp.glob("skill-eval-cluster-*"))  # the cluster's folder went with it
+
+
+@pytest.mark.parametrize(
+    ("args", "environ", "expected"),
+    [
+        (["run", "greet", "--repo", "."], {}, True),
+        (["run", "--all-evals", "--workers=8"], {}, True),
+        (["run", "greet", "--broker", "redis://h:6379/0"], {}, False),
+        (["run", "greet", "--broker=redis://h:6379/0"], {}, False),
+        (["run", "greet"], {"SKILL_EVAL_BROKER_URL": "redis://h:6379/0"}, False),
+        (["run", "greet", "--dry-run"], {}, False),
+        (["run", "--help"], {}, False),
+        (["status", "run-1"], {}, False),
+        (["worker"], {}, False),
+        ([], {}, False),
+    ],
+)
+def test_the_worker_is_started_ahead_only_for_a_run_on_an_embedded_cluster(
+    args: list[str], environ: dict[str, str], expected: bool
+) -> None:
+    from producer.prestart import opens_embedded_cluster
+
+    assert opens_embedded_cluster(args, environ) is expected
+
+
+def _prestarted(tmp: Path) -> dict[int, str]:
+    from tests.e2e_support import processes_using
+
+    return {pid: cmd for pid, cmd in processes_using(tmp).items() if "worker.prestart" in cmd}
+
+
+def test_a_run_becomes_the_worker_started_ahead_and_a_run_that_never_opens_a_cluster_leaves_none(
+    tmp_path: Path,
+) -> None:
+    """The command's worker is the process its entry point started before the CLI's imports
+    (no second ``celery`` process appears); a run stopped before its cluster opened (a skill
+    the repo does not have: BLOCKED) leaves that process to read end-of-file and exit."""
+    from testkit.offline_server import OfflineModelServer
+    from tests.e2e_support import Env, descendants, new_repo, scenario, write_skill
+    from tests.e2e_support import case as e2e_case
+
+    repo = new_repo(tmp_path / "repo")
+    write_skill(repo, "greet", [e2e_case(i, f"Say hello {i}.", ["The agent runs echo hello"]) for i in (1, 2)])
+    slow = [{"name": "slow", "tools": True, "replies": [{"text": "hello", "delay_s": 2.0}]}]
+    with OfflineModelServer(scenario(slow, [])) as server:
+        env = Env(tmp_path / "e2e", server.base_url)
+        env.base.mkdir()
+        proc = env.start(*env.run_args(repo, "greet"))
+        workers: set[str] = set()
+        while proc.poll() is None:
+            workers |= {cmd for cmd in descendants(proc.pid).values() if "celery" in cmd or "prestart" in cmd}
+            time.sleep(0.1)
+        done = env.finish(proc)
+        assert done.code in (0, 1), done.stderr[-2000:]
+        assert server.stats()["ok"] > 0
+        assert workers and all("-m worker.prestart" in cmd for cmd in workers), workers
+
+        blocked = env.cli(*env.run_args(repo, "no-such-skill"))
+        assert blocked.code == 2 and "BLOCKED" in blocked.stdout + blocked.stderr
+    deadline = time.monotonic() + 10
+    while _prestarted(env.tmp) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _prestarted(env.tmp) == {}

@@ -37,16 +37,31 @@ def import_heavy_modules() -> None:
     try:
         for name in HEAVY_MODULES:
             importlib.import_module(name)
+        from worker.models.client import warm_litellm
+
+        warm_litellm()
     finally:
         gc.enable()
     gc.freeze()
 
 
+_warmup: threading.Thread | None = None
+_warmup_lock = threading.Lock()
+
+
 def start_warmup() -> threading.Thread:
-    """Run :func:`import_heavy_modules` in a daemon thread; the thread."""
-    thread = threading.Thread(target=import_heavy_modules, name="import-heavy-modules", daemon=True)
-    thread.start()
-    return thread
+    """Run :func:`import_heavy_modules` in a daemon thread, once per process; the thread.
+
+    A worker started ahead of its cluster (worker/prestart.py) starts it before Celery's
+    start-up asks again: the second call gets the same thread, so one import runs with the
+    collector paused, not two racing to pause and resume it.
+    """
+    global _warmup
+    with _warmup_lock:
+        if _warmup is None:
+            _warmup = threading.Thread(target=import_heavy_modules, name="import-heavy-modules", daemon=True)
+            _warmup.start()
+        return _warmup
 
 
 def start_workspace_warmup(ctx: Context, manifest: RunManifest) -> threading.Thread:

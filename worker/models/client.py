@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import os
 import random
@@ -185,6 +186,23 @@ def _quiet_completion(kwargs: dict[str, Any]) -> Any:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_READONLY_WARNING, category=UserWarning)
         return litellm.completion(**kwargs)
+
+
+def warm_litellm() -> None:
+    """One mocked completion (no request leaves the process), so that the modules litellm imports
+    on its first call (the HTTP client's, its logging and pricing helpers: ~0.3 s of CPU) are
+    loaded during the worker's start-up rather than inside the first real call."""
+    try:
+        _quiet_completion(
+            {
+                "model": "openai/warm-up",
+                "messages": [{"role": "user", "content": "-"}],
+                "mock_response": "-",
+                "api_key": OFFLINE_API_KEY,
+            }
+        )
+    except Exception:  # only a warm-up: the first real call pays instead
+        logging.getLogger(__name__).warning("litellm warm-up call failed", exc_info=True)
 
 
 class LiteLLMClient:

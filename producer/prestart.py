@@ -1,0 +1,84 @@
+"""The console entry point: start an embedded run's worker before the command line has imported.
+
+An embedded run's first model call waits for its worker process to start, and that start is
+mostly imports (Python, Celery and, above all, litellm: seconds of CPU). The command line's
+own imports and planning came first and took about another second. So the entry point looks
+at its arguments before importing anything beyond the standard library: a ``run`` that will
+open an embedded cluster spawns ``python -m worker.prestart`` at once, on the other core,
+which imports the heavy modules and then waits on its stdin for what only the cluster knows
+(the private Redis, the settings, the log file, the worker's arguments).
+:class:`producer.embedded.EmbeddedCluster` takes that process instead of spawning one.
+
+A command that never opens the cluster (a BLOCKED check, a usage error) exits with the pipe
+unwritten: the waiting process reads end-of-file and exits. It is tied to the command's main
+thread (PR_SET_PDEATHSIG) and has its own session, like the worker it becomes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+PRESTART_MODULE = "worker.prestart"
+_waiting: subprocess.Popen[bytes] | None = None
+
+
+def opens_embedded_cluster(args: Sequence[str], environ: Mapping[str, str]) -> bool:
+    """Whether ``skill-eval <args>`` is a run on an embedded cluster (a guess: a miss costs nothing).
+
+    A ``run`` with no broker (neither ``--broker`` nor SKILL_EVAL_BROKER_URL) that is not a
+    ``--dry-run`` and asks for no help.
+    """
+    command = next((a for a in args if not a.startswith("-")), None)
+    if command != "run" or environ.get("SKILL_EVAL_BROKER_URL"):
+        return False
+    flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
+    return not flags & {"--broker", "--dry-run", "--help", "-h"}
+
+
+def spawn() -> None:
+    """Start the waiting worker process (see the module docstring)."""
+    global _waiting
+    from engine.redis_server import die_with_parent
+
+    _waiting = subprocess.Popen(
+        [sys.executable, "-m", PRESTART_MODULE],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
+
+
+def take(celery_args: Sequence[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes] | None:
+    """Hand the waiting process its worker's arguments; the process, or None when there is none.
+
+    Taken once: a second cluster in the same command (none today) spawns its own worker.
+    """
+    global _waiting
+    proc, _waiting = _waiting, None
+    if proc is None or proc.stdin is None or proc.poll() is not None:
+        return None
+    order = {"argv": list(celery_args), "env": dict(env), "log": str(log_path)}
+    try:
+        proc.stdin.write(json.dumps(order).encode() + b"\n")
+        proc.stdin.close()
+    except OSError:  # it died meanwhile: the caller spawns a worker as before
+        proc.kill()
+        proc.wait()
+        return None
+    return proc
+
+
+def main() -> None:
+    """``skill-eval``: spawn the worker early when this is an embedded run, then the command line."""
+    if opens_embedded_cluster(sys.argv[1:], os.environ):
+        spawn()
+    from producer.cli import main as cli_main
+
+    cli_main()
