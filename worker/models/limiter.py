@@ -206,7 +206,10 @@ class Limiter:
         try:
             if lease.waited_s > 0:
                 time.sleep(lease.waited_s)
-            self.wait_cooldown()
+                # The grant refused a cool-down atomically; only a wait for the paced slot can
+                # have let one start since (a 429 elsewhere). Not re-read after an immediate
+                # grant: one Redis round trip per model call saved.
+                self.wait_cooldown()
             yield lease
         finally:
             lease._stop.set()
