@@ -54,6 +54,10 @@ ROOT = Path(__file__).resolve().parent.parent
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
+WORKER_PROGRAMS = ("celery", "worker.prestart")
+"""The worker process, by program name: spawned by the cluster, or started with the command."""
+
+
 def _frames(*paths: str) -> re.Pattern[str]:
     """Frames of these files or packages, as py-spy names them: ``func (worker/workspace.py:12)``."""
     return re.compile("|".join(rf"\({re.escape(p)}" for p in paths))
@@ -127,7 +131,7 @@ class CpuWatch(Periodic):
     def by_program(self) -> dict[str, float]:
         """Seconds per program; the celery worker's reaped children apart (sandbox, git)."""
         out: Counter[str] = Counter()
-        workers = {pid for pid, (name, *_) in self.last.items() if name == "celery"}
+        workers = {pid for pid, (name, *_) in self.last.items() if name in WORKER_PROGRAMS}
         for pid, (name, _, own, children) in self.last.items():
             if self._below(pid, workers):
                 continue  # counted in the worker's cutime once reaped
@@ -214,8 +218,8 @@ def run_once(
     spent["model server and samplers (this process, outside the tree)"] = time.process_time() - cpu_before
     return Measured(
         wall_s=wall,
-        first_call_s=float(stats["first_ok_at"]) - started,
-        model_phase_s=float(stats["last_ok_at"]) - float(stats["first_ok_at"]),
+        first_call_s=float(stats["first_request_at"]) - started,
+        model_phase_s=float(stats["last_ok_at"]) - float(stats["first_request_at"]),
         tail_s=started + wall - float(stats["last_ok_at"]),
         calls=int(stats["ok"]),
         shards=shards,
@@ -237,7 +241,8 @@ def read_spy(path: Path) -> dict[str, Counter[str]]:
     for match in re.finditer(r"(?ms)^(process \d+:.*?) (\d+)$", text):
         stack, count = match.group(1), int(match.group(2))
         frames = re.split(r";(?=process \d+:)", stack)
-        who = "worker" if "celery" in frames[-1].split(";", 1)[0] else "CLI"
+        header = frames[-1].split(";", 1)[0]
+        who = "worker" if any(p in header for p in WORKER_PROGRAMS) else "CLI"
         out.setdefault(who, Counter())[component(frames[-1])] += count
     return out
 

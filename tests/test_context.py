@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from pathlib import Path
 
+import redis
+
+from engine.redis_server import RedisServer
+from engine.settings import Settings
 from worker import context as ctxmod
 from worker.context import RUNS_KEPT, remember_recent
 
@@ -42,3 +47,22 @@ def test_threads_asking_at_once_share_one_context() -> None:
         t.join(10)
     ctxmod.reset_context()
     assert len(seen) == 8 and len({id(c) for c in seen}) == 1
+
+
+def test_a_task_reads_its_runs_manifest_key_once_and_the_next_task_reads_it_afresh(
+    redis_client: redis.Redis, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    ctx = ctxmod.Context(Settings(broker_url=redis_server.url, store=str(tmp_path / "store")))
+    ctx.state.register("run-1", ["s1"], "runs/run-1/manifest-1.json", created="now")
+    with ctx.one_task():
+        assert ctx.manifest_key("run-1") == "runs/run-1/manifest-1.json"
+        ctx.state.set_manifest_key("run-1", "runs/run-1/manifest-2.json")  # a resubmit meanwhile
+        assert ctx.manifest_key("run-1") == "runs/run-1/manifest-1.json"  # one revision per task
+        elsewhere: list[str] = []
+        worker = threading.Thread(target=lambda: elsewhere.append(ctx.manifest_key("run-1")))
+        worker.start()
+        worker.join()
+        assert elsewhere == ["runs/run-1/manifest-2.json"]  # another thread is not this task
+    with ctx.one_task():
+        assert ctx.manifest_key("run-1") == "runs/run-1/manifest-2.json"
+    assert ctx.manifest_key("run-1") == "runs/run-1/manifest-2.json"  # outside a task: every time

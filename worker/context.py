@@ -7,9 +7,10 @@ one model client per run (litellm's HTTP clients and the limiters with it), mani
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from typing import TypeVar
 
@@ -65,6 +66,8 @@ class Context:
         self._manifests: OrderedDict[str, RunManifest] = OrderedDict()
         self._clients: OrderedDict[str, object] = OrderedDict()
         self._lock = threading.RLock()
+        self._task = threading.local()
+        """``keys``: the manifest keys the task running on this thread has read, by run."""
 
     @cached_property
     def redis(self) -> redis.Redis:
@@ -84,9 +87,29 @@ class Context:
         """Where ended shards push their outcome lines (engine/segments.py)."""
         return SegmentWriter(self.redis, self.store)
 
+    @contextlib.contextmanager
+    def one_task(self) -> Iterator[None]:
+        """Within the block (one task on this thread) each run's manifest key is read from Redis once.
+
+        A task used to read it on every access (about nine round trips per shard). It is read
+        afresh by the next task, so a resubmit with other judges reaches every task that starts
+        after it, and a task now sees one revision of its run from start to end.
+        """
+        self._task.keys = {}
+        try:
+            yield
+        finally:
+            self._task.keys = None
+
     def manifest_key(self, run_id: str) -> str:
         """The store key of the run's current manifest: a resubmit with other judges writes a new revision."""
-        return with_redis_retry(lambda: self.state.manifest_key(run_id)) or manifest_key(run_id)
+        keys: dict[str, str] | None = getattr(self._task, "keys", None)
+        if keys is not None and run_id in keys:
+            return keys[run_id]
+        key = with_redis_retry(lambda: self.state.manifest_key(run_id)) or manifest_key(run_id)
+        if keys is not None:
+            keys[run_id] = key
+        return key
 
     def manifest(self, run_id: str) -> RunManifest:
         """The run's current manifest, read from the store once per revision and process.

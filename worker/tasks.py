@@ -43,19 +43,22 @@ def send(kind: str, run_id: str, shard_id: str | None) -> None:
 @app.task(name=TASK_EXECUTE)
 def execute(run_id: str, shard_id: str) -> None:
     structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=shard_id)
-    pipeline.execute_shard(context(), send, run_id, shard_id)
+    with context().one_task():
+        pipeline.execute_shard(context(), send, run_id, shard_id)
 
 
 @app.task(name=TASK_GRADE)
 def grade(run_id: str, shard_id: str) -> None:
     structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=shard_id)
-    pipeline.grade_shard(context(), send, run_id, shard_id)
+    with context().one_task():
+        pipeline.grade_shard(context(), send, run_id, shard_id)
 
 
 @app.task(name=TASK_REDUCE)
 def reduce(run_id: str) -> None:
     structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=None)
-    pipeline.reduce_stored_run(context(), run_id)
+    with context().one_task():
+        pipeline.reduce_stored_run(context(), run_id)
 
 
 @app.task(name=TASK_PREFLIGHT)
