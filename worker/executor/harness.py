@@ -187,6 +187,10 @@ def _run_sandboxed(
 def _cost(model: str, prompt: int, completion: int) -> float | None:
     import litellm
 
+    from worker.models.client import unpriced
+
+    if unpriced(model):  # registered with litellm at price zero only to spare its search
+        return None
     try:
         prompt_cost, completion_cost = litellm.cost_per_token(
             model=model, prompt_tokens=prompt, completion_tokens=completion

@@ -147,13 +147,40 @@ def _price_per_token(model: str) -> float | None:
 
 def estimate_cost(model: str, tokens: int) -> float | None:
     """An upper-side guess of a call's cost before it is made; None when the model's price is unknown."""
-    price = _price_per_token(model)
+    price = None if model in _UNPRICED else _price_per_token(model)
     return None if price is None else price * tokens
 
 
 _UNPRICED: set[str] = set()
-"""Models litellm has no price for, seen by this process: never looked up again (a failed lookup
-costs about a millisecond of fuzzy matching per call)."""
+"""Models litellm could not price, seen by this process. Each is then registered with litellm at
+price zero, so that it stops searching its table for them on every later call (fuzzy family
+matches and a zero-cost diagnostic: about a fifth of its CPU per call); their cost is still
+reported as unknown (None) here, never as zero."""
+_UNPRICED_LOCK = threading.Lock()
+
+
+def unpriced(model: str) -> bool:
+    """Whether litellm had no price for ``model`` (its costs are unknown, not zero)."""
+    return model in _UNPRICED
+
+
+def _mark_unpriced(model: str) -> None:
+    with _UNPRICED_LOCK:
+        if model in _UNPRICED:
+            return
+        _UNPRICED.add(model)
+        entry = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0, "mode": "chat"}
+        if "/" in model:
+            entry["litellm_provider"] = model.split("/", 1)[0]
+        quiet = logging.getLogger("LiteLLM")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)  # it warns that a model it does not know has no cache prices
+        try:
+            litellm.register_model({model: entry})
+        except Exception:  # only a speed-up: litellm keeps searching, the cost stays unknown
+            logging.getLogger(__name__).warning("could not register %s with litellm", model, exc_info=True)
+        finally:
+            quiet.setLevel(level)
 
 
 def _cost(response: Any, model: str) -> float | None:
@@ -162,16 +189,21 @@ def _cost(response: Any, model: str) -> float | None:
     litellm already prices every response in its own bookkeeping (``_hidden_params``); that
     figure is reused rather than computed a second time.
     """
-    hidden = getattr(response, "_hidden_params", None) or {}
-    if "response_cost" in hidden:
-        cost = hidden["response_cost"]
-        return float(cost) if cost is not None else None
     if model in _UNPRICED:
         return None
+    hidden = getattr(response, "_hidden_params", None) or {}
+    cost = hidden["response_cost"] if "response_cost" in hidden else _completion_cost(response)
+    if cost is None:
+        if _price_per_token(model) is None:  # not a priced model's one-off failure: none in its table
+            _mark_unpriced(model)
+        return None
+    return float(cost)
+
+
+def _completion_cost(response: Any) -> float | None:
     try:
         return float(litellm.completion_cost(completion_response=response))
     except Exception:  # litellm raises several kinds for unknown models; cost is then unknown
-        _UNPRICED.add(model)
         return None
 
 
