@@ -128,7 +128,17 @@ ApiBaseOpt = Annotated[
 WorkersOpt = Annotated[
     int,
     typer.Option(
-        "--workers", min=1, help="Embedded cluster: shards in flight (threads of one worker).", rich_help_panel=WHERE
+        "--workers", min=1, help="Embedded cluster: shards in flight (threads of its workers).", rich_help_panel=WHERE
+    ),
+]
+WorkerProcessesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--worker-processes",
+        min=1,
+        help="Embedded cluster: worker processes sharing --workers (default: one per 16, at most one per core;"
+        " env SKILL_EVAL_WORKER_PROCESSES).",
+        rich_help_panel=WHERE,
     ),
 ]
 BrokerOpt = Annotated[
@@ -257,6 +267,7 @@ def run(
         typer.Option("--shard-timeout", help="Executor wall clock per shard, seconds.", rich_help_panel=WHERE),
     ] = 900.0,
     workers: WorkersOpt = 8,
+    worker_processes: WorkerProcessesOpt = None,
     broker: BrokerOpt = None,
     store: StoreOpt = None,
     detach: DetachOpt = False,
@@ -292,7 +303,7 @@ def run(
     check_executor(executor)
     if invoke not in ("explicit", "implicit"):
         raise ConfigError(f"--invoke: expected explicit or implicit, got {invoke!r}")
-    settings = _settings(broker_url=broker, store=store, sandbox=sandbox)
+    settings = _settings(broker_url=broker, store=store, sandbox=sandbox, worker_processes=worker_processes)
     check_shard_timeout(shard_timeout, settings)
     req = RunRequest(
         skills=skills,
@@ -404,6 +415,7 @@ def grade(
     config: ConfigOpt = None,
     api_base: ApiBaseOpt = None,
     workers: WorkersOpt = 8,
+    worker_processes: WorkerProcessesOpt = None,
     broker: BrokerOpt = None,
     store: StoreOpt = None,
     detach: DetachOpt = False,
@@ -442,7 +454,8 @@ def grade(
             models=load_model_config(config, api_base),
         ),
     )
-    conclude(grade_recorded(req, trajectories, _settings(broker_url=broker, store=store), out, err))
+    settings = _settings(broker_url=broker, store=store, worker_processes=worker_processes)
+    conclude(grade_recorded(req, trajectories, settings, out, err))
 
 
 @app.command()

@@ -61,6 +61,8 @@ def drive(
         if req.preflight and preflight_queues(manifest):
             put_manifest(store, manifest)  # the checking workers read the models from it
             check_models(manifest, state, publisher, timeout_s=req.preflight_timeout_s)
+        if embedded is not None:
+            embedded.grow()  # its other worker processes, now that nothing waits on the first call
         submitter(manifest, store, state, publisher)
         if req.detach and embedded is None:
             return manifest.plan.run_id

@@ -12,6 +12,7 @@ command line it was usually started before the cluster, as the command began (pr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from types import TracebackType
 
@@ -63,12 +65,36 @@ def worker_command(queues: str, concurrency: int, name: str, loglevel: str = "WA
     ]
 
 
+THREADS_PER_PROCESS = 16
+"""Shards in flight one worker process serves before the cluster adds another (up to the host's
+cores): every shard's bookkeeping holds one interpreter's lock, so one process tops out near
+20 shards a second with an instant model, whatever the cores (docs/design/profile.md)."""
+
+
+def plan_processes(workers: int, processes: int | None, cores: int | None) -> list[int]:
+    """Threads of each worker process for ``workers`` shards in flight, as even as can be.
+
+    ``processes`` None: one per THREADS_PER_PROCESS shards, at most one per core.
+    """
+    if processes is None:
+        processes = min(max(1, cores or 1), -(-workers // THREADS_PER_PROCESS))
+    processes = max(1, min(processes, workers))
+    return [workers // processes + (1 if i < workers % processes else 0) for i in range(processes)]
+
+
 class EmbeddedCluster:
-    """Redis + one Celery worker node running ``workers`` shards at once on threads, on this machine."""
+    """Redis + Celery worker processes running ``workers`` shards at once on threads, on this machine.
+
+    One process unless ``workers`` or ``settings.worker_processes`` asks for more
+    (:func:`plan_processes`). The first is started at once (or taken from the command's start,
+    producer/prestart.py); the others by :meth:`grow`, once the run's checks have passed, so
+    their imports do not compete with the first model call.
+    """
 
     def __init__(self, settings: Settings, workers: int = 2, log_path: Path | None = None) -> None:
         self.base = settings
         self.workers = workers
+        self.threads = plan_processes(workers, settings.worker_processes, os.cpu_count())
         self.tmp = Path(tempfile.mkdtemp(prefix="skill-eval-cluster-"))
         # An append-only file: a Redis killed and restarted mid-run comes back with the run's state.
         # Tied to this process: the CLI starts the cluster from its main thread and must never orphan it.
@@ -76,7 +102,8 @@ class EmbeddedCluster:
             workdir=self.tmp / "redis", appendonly=True, tied=threading.current_thread() is threading.main_thread()
         )
         self.log_path = log_path or self.tmp / "worker.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self._env: dict[str, str] = {}
 
     @property
     def settings(self) -> Settings:
@@ -85,7 +112,7 @@ class EmbeddedCluster:
     def start(self) -> EmbeddedCluster:
         (self.tmp / "redis").mkdir(parents=True, exist_ok=True)
         self.redis.start()
-        env = {
+        self._env = {
             **os.environ,
             "SKILL_EVAL_BROKER_URL": self.redis.url,
             "SKILL_EVAL_STORE": self.base.store,
@@ -94,27 +121,37 @@ class EmbeddedCluster:
             "SKILL_EVAL_LEASE_TTL_S": str(self.base.lease_ttl_s),
             "SKILL_EVAL_REAPER_PERIOD_S": str(self.base.reaper_period_s),
         }
-        cmd = worker_command(",".join(ALL_QUEUES), self.workers, f"embedded-{os.getpid()}@localhost")
+        cmd = self._command(0)
         # The command line may have started this worker already, before its own imports.
-        self.proc = prestart.take(cmd[len(CELERY) :], env, self.log_path)
-        if self.proc is not None:
-            return self
-        log = self.log_path.open("ab")
-        # Its own session, so stopping it can signal the whole pool and nothing is left running.
-        self.proc = subprocess.Popen(
-            cmd,
-            env=env,
-            stdout=log,
-            stderr=log,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            preexec_fn=die_with_parent if self.redis.tied else None,
-        )
-        log.close()
+        proc = prestart.take(cmd[len(CELERY) :], self._env, self.log_path)
+        self.procs.append(proc if proc is not None else self._spawn(cmd))
         return self
 
+    def grow(self) -> None:
+        """Start the cluster's other worker processes, if it has more than one."""
+        while len(self.procs) < len(self.threads):
+            self.procs.append(self._spawn(self._command(len(self.procs))))
+
+    def _command(self, index: int) -> list[str]:
+        suffix = f".{index}" if index else ""
+        return worker_command(",".join(ALL_QUEUES), self.threads[index], f"embedded-{os.getpid()}{suffix}@localhost")
+
+    def _spawn(self, cmd: list[str]) -> subprocess.Popen[bytes]:
+        with self.log_path.open("ab") as log:
+            # Its own session, so stopping it can signal the whole pool and nothing is left running.
+            return subprocess.Popen(
+                cmd,
+                env=self._env,
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=die_with_parent if self.redis.tied else None,
+            )
+
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        """Whether a worker process is still running (the others' shards come back by their leases)."""
+        return any(p.poll() is None for p in self.procs)
 
     def log_tail(self, chars: int = 3000) -> str:
         try:
@@ -123,23 +160,26 @@ class EmbeddedCluster:
             return ""
 
     def stop(self, timeout_s: float = 20.0, *, drained: bool = False) -> None:
-        """Stop the worker, then Redis, and remove the cluster's folder.
+        """Stop the workers, then Redis, and remove the cluster's folder.
 
         ``drained``: the run is over (reduced, or nothing was ever sent) and no shard is running:
-        the worker holds nothing that is not already in Redis or the store, both private to this
-        run and about to go, so it is killed outright (SIGKILL). Even Celery's cold shutdown spent
-        over a second here stopping the consumer and the pool, on every run's exit. Otherwise a
-        warm shutdown (SIGTERM) lets running tasks end, for ``timeout_s`` at most.
+        the workers hold nothing that is not already in Redis or the store, both private to this
+        run and about to go, so they are killed outright (SIGKILL). Even Celery's cold shutdown
+        spent over a second here stopping the consumer and the pool, on every run's exit.
+        Otherwise a warm shutdown (SIGTERM) lets running tasks end, for ``timeout_s`` at most.
         """
-        if self.proc is not None and self.proc.poll() is None:
+        running = [p for p in self.procs if p.poll() is None]
+        for proc in running:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL if drained else signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for proc in running:
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL if drained else signal.SIGTERM)
-                self.proc.wait(timeout_s)
+                proc.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-            except ProcessLookupError:
-                pass
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
         self.redis.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)
 

@@ -236,3 +236,55 @@ def test_a_run_becomes_the_worker_started_ahead_and_a_run_that_never_opens_a_clu
     while _prestarted(env.tmp) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _prestarted(env.tmp) == {}
+
+
+@pytest.mark.parametrize(
+    ("workers", "processes", "cores", "threads"),
+    [
+        (8, None, 2, [8]),
+        (16, None, 2, [16]),
+        (17, None, 2, [9, 8]),
+        (32, None, 2, [16, 16]),
+        (64, None, 2, [32, 32]),  # never more processes than cores unless asked
+        (32, None, 1, [32]),
+        (8, 2, 2, [4, 4]),
+        (5, 3, 1, [2, 2, 1]),  # asked for: more than the cores
+        (1, 4, 8, [1]),  # never a process without a shard to run
+    ],
+)
+def test_an_embedded_cluster_spreads_its_shards_over_worker_processes(
+    workers: int, processes: int | None, cores: int, threads: list[int]
+) -> None:
+    from producer.embedded import plan_processes
+
+    assert plan_processes(workers, processes, cores) == threads
+
+
+def test_a_run_on_two_worker_processes_grades_every_shard_and_leaves_none(tmp_path: Path) -> None:
+    """The first process is the one started with the command, the second joins once the checks
+    passed, the four shards in flight are split two and two, and the command's exit stops both."""
+    from testkit.offline_server import OfflineModelServer
+    from tests.e2e_support import Env, descendants, new_repo, processes_using, scenario, write_skill
+    from tests.e2e_support import case as e2e_case
+
+    repo = new_repo(tmp_path / "repo")
+    write_skill(repo, "greet", [e2e_case(i, f"Say hello {i}.", ["The agent runs echo hello"]) for i in range(1, 7)])
+    slow = [{"name": "slow", "tools": True, "replies": [{"text": "hello", "delay_s": 1.0}]}]
+    with OfflineModelServer(scenario(slow, [])) as server:
+        env = Env(tmp_path / "e2e", server.base_url)
+        env.base.mkdir()
+        proc = env.start(*env.run_args(repo, "greet"), "--workers", "4", "--worker-processes", "2")
+        workers: set[str] = set()
+        while proc.poll() is None:
+            workers |= {c for c in descendants(proc.pid).values() if "-m worker.prestart" in c or "-m celery" in c}
+            time.sleep(0.1)
+        done = env.finish(proc)
+        assert done.code in (0, 1), done.stderr[-2000:]
+        assert "not graded (infra): none" in done.stdout, done.stdout[-2000:]
+    assert len(workers) == 2, workers
+    assert any("-m worker.prestart" in c for c in workers)
+    assert any(f"-c 2 -P threads -n embedded-{proc.pid}.1@" in c for c in workers), workers
+    deadline = time.monotonic() + 10
+    while processes_using(env.tmp) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_using(env.tmp) == {}
