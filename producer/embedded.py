@@ -94,7 +94,8 @@ class EmbeddedCluster:
     def __init__(self, settings: Settings, workers: int = 2, log_path: Path | None = None) -> None:
         self.base = settings
         self.workers = workers
-        self.threads = plan_processes(workers, settings.worker_processes, os.cpu_count())
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        self.threads = plan_processes(workers, settings.worker_processes, cores)
         self.tmp = Path(tempfile.mkdtemp(prefix="skill-eval-cluster-"))
         # An append-only file: a Redis killed and restarted mid-run comes back with the run's state.
         # Tied to this process: the CLI starts the cluster from its main thread and must never orphan it.
