@@ -198,6 +198,26 @@ def test_the_worker_is_started_ahead_only_for_a_run_on_an_embedded_cluster(
     assert opens_embedded_cluster(args, environ) is expected
 
 
+def _run_seeing_workers(env: Any, *args: str) -> tuple[Any, set[str]]:
+    """Run ``skill-eval ARGS`` to its end; its result and the worker command lines seen under it."""
+    from tests.e2e_support import descendants
+
+    proc = env.start(*args)
+    workers: set[str] = set()
+    while proc.poll() is None:
+        workers |= {c for c in descendants(proc.pid).values() if "-m worker.prestart" in c or "-m celery" in c}
+        time.sleep(0.1)
+    return env.finish(proc), workers
+
+
+def _left_after(find: Any, timeout_s: float = 10.0) -> dict[int, str]:
+    """What ``find()`` still returns once it is empty or ``timeout_s`` has passed."""
+    deadline = time.monotonic() + timeout_s
+    while find() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return dict(find())
+
+
 def _prestarted(tmp: Path) -> dict[int, str]:
     from tests.e2e_support import processes_using
 
@@ -211,7 +231,7 @@ def test_a_run_becomes_the_worker_started_ahead_and_a_run_that_never_opens_a_clu
     (no second ``celery`` process appears); a run stopped before its cluster opened (a skill
     the repo does not have: BLOCKED) leaves that process to read end-of-file and exit."""
     from testkit.offline_server import OfflineModelServer
-    from tests.e2e_support import Env, descendants, new_repo, scenario, write_skill
+    from tests.e2e_support import Env, new_repo, scenario, write_skill
     from tests.e2e_support import case as e2e_case
 
     repo = new_repo(tmp_path / "repo")
@@ -220,22 +240,14 @@ def test_a_run_becomes_the_worker_started_ahead_and_a_run_that_never_opens_a_clu
     with OfflineModelServer(scenario(slow, [])) as server:
         env = Env(tmp_path / "e2e", server.base_url)
         env.base.mkdir()
-        proc = env.start(*env.run_args(repo, "greet"))
-        workers: set[str] = set()
-        while proc.poll() is None:
-            workers |= {cmd for cmd in descendants(proc.pid).values() if "celery" in cmd or "prestart" in cmd}
-            time.sleep(0.1)
-        done = env.finish(proc)
+        done, workers = _run_seeing_workers(env, *env.run_args(repo, "greet"))
         assert done.code in (0, 1), done.stderr[-2000:]
         assert server.stats()["ok"] > 0
         assert workers and all("-m worker.prestart" in cmd for cmd in workers), workers
 
         blocked = env.cli(*env.run_args(repo, "no-such-skill"))
         assert blocked.code == 2 and "BLOCKED" in blocked.stdout + blocked.stderr
-    deadline = time.monotonic() + 10
-    while _prestarted(env.tmp) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _prestarted(env.tmp) == {}
+    assert _left_after(lambda: _prestarted(env.tmp)) == {}
 
 
 @pytest.mark.parametrize(
@@ -264,7 +276,7 @@ def test_a_run_on_two_worker_processes_grades_every_shard_and_leaves_none(tmp_pa
     """The first process is the one started with the command, the second joins once the checks
     passed, the four shards in flight are split two and two, and the command's exit stops both."""
     from testkit.offline_server import OfflineModelServer
-    from tests.e2e_support import Env, descendants, new_repo, processes_using, scenario, write_skill
+    from tests.e2e_support import Env, new_repo, processes_using, scenario, write_skill
     from tests.e2e_support import case as e2e_case
 
     repo = new_repo(tmp_path / "repo")
@@ -273,18 +285,11 @@ def test_a_run_on_two_worker_processes_grades_every_shard_and_leaves_none(tmp_pa
     with OfflineModelServer(scenario(slow, [])) as server:
         env = Env(tmp_path / "e2e", server.base_url)
         env.base.mkdir()
-        proc = env.start(*env.run_args(repo, "greet"), "--workers", "4", "--worker-processes", "2")
-        workers: set[str] = set()
-        while proc.poll() is None:
-            workers |= {c for c in descendants(proc.pid).values() if "-m worker.prestart" in c or "-m celery" in c}
-            time.sleep(0.1)
-        done = env.finish(proc)
+        args = (*env.run_args(repo, "greet"), "--workers", "4", "--worker-processes", "2")
+        done, workers = _run_seeing_workers(env, *args)
         assert done.code in (0, 1), done.stderr[-2000:]
         assert "not graded (infra): none" in done.stdout, done.stdout[-2000:]
     assert len(workers) == 2, workers
     assert any("-m worker.prestart" in c for c in workers)
-    assert any(f"-c 2 -P threads -n embedded-{proc.pid}.1@" in c for c in workers), workers
-    deadline = time.monotonic() + 10
-    while processes_using(env.tmp) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert processes_using(env.tmp) == {}
+    assert any(f"-c 2 -P threads -n embedded-{done.pid}.1@" in c for c in workers), workers
+    assert _left_after(lambda: processes_using(env.tmp)) == {}
