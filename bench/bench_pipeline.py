@@ -144,21 +144,35 @@ def run_command(
     env = {**os.environ, "SKILL_EVAL_WORKDIR": str(work), "SKILL_EVAL_RUN_LOG": str(root / "runs.log")}
     env.pop("SKILL_EVAL_BROKER_URL", None)
     done = run_watched(argv, env=env, cwd=ROOT)
-    stats = model.stats()
     if done.returncode != 0 or "not graded (infra): none" not in done.stdout:
         raise SystemExit(f"run failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    shards = int(done.stdout.split("cases: ", 1)[1].split()[0]) * epochs
+    return measured(model, done.started, done.wall_s, shards, done.peak_rss_mb, done.peak_pss_mb, done.peak_processes)
+
+
+def measured(
+    model: OfflineModelServer,
+    started: float,
+    wall_s: float,
+    shards: int,
+    peak_rss_mb: float,
+    peak_pss_mb: float,
+    processes: int,
+) -> Measured:
+    """The run's phases from the server's clock (``started``: wall-clock time of the command's start)."""
+    stats = model.stats()
     first_request = float(stats["first_request_at"])
     return Measured(
-        wall_s=done.wall_s,
-        first_call_s=first_request - done.started,
+        wall_s=wall_s,
+        first_call_s=first_request - started,
         model_phase_s=float(stats["last_ok_at"]) - first_request,
-        tail_s=done.started + done.wall_s - float(stats["last_ok_at"]),
+        tail_s=started + wall_s - float(stats["last_ok_at"]),
         calls=int(stats["ok"]),
-        shards=int(done.stdout.split("cases: ", 1)[1].split()[0]) * epochs,
-        peak_rss_mb=done.peak_rss_mb,
-        peak_pss_mb=done.peak_pss_mb,
-        processes=done.peak_processes,
-        timeline=[(a - done.started, r - done.started, m) for a, r, m in model.timeline()],
+        shards=shards,
+        peak_rss_mb=peak_rss_mb,
+        peak_pss_mb=peak_pss_mb,
+        processes=processes,
+        timeline=[(a - started, r - started, m) for a, r, m in model.timeline()],
     )
 
 

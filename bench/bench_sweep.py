@@ -40,12 +40,12 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_pipeline import work_root, workload
+from bench.bench_pipeline import Measured, measured, work_root, workload
 from bench.proctree import Periodic, TreeWatch, _name, tree
 from testkit.offline_server import OfflineModelServer
 from tests.engine_support import EXECUTOR, JUDGE, SKILL, make_corpus_repo
@@ -153,15 +153,9 @@ class CpuWatch(Periodic):
 
 
 @dataclass(frozen=True)
-class Measured:
-    wall_s: float
-    first_call_s: float
-    model_phase_s: float
-    tail_s: float
-    calls: int
-    shards: int
-    peak_rss_mb: float
-    peak_pss_mb: float
+class Swept(Measured):
+    """One sweep: bench_pipeline's figures, plus CPU by program and Redis commands by name."""
+
     cpu_s: dict[str, float]
     redis_commands: dict[str, int]
 
@@ -178,7 +172,7 @@ def command(repo: Path, root: Path, model: OfflineModelServer, args: argparse.Na
 
 def run_once(
     repo: Path, root: Path, work: Path, model: OfflineModelServer, args: argparse.Namespace, spy: Path | None
-) -> Measured:
+) -> Swept:
     """One sweep from a fresh store; raise SystemExit unless every shard was graded."""
     model.reset()
     argv = command(repo, root, model, args)
@@ -209,25 +203,16 @@ def run_once(
         memory.stop()
         cpu.stop()
     wall = time.monotonic() - t0
-    stats = model.stats()
     if proc.returncode != 0 or "not graded (infra): none" not in stdout:
         raise SystemExit(f"run failed (exit {proc.returncode}):\n{stdout[-3000:]}\n{stderr[-3000:]}")
     shards = args.cases * args.models * args.epochs
     spent = cpu.by_program()
     spent.pop("py-spy", None)
     spent["model server and samplers (this process, outside the tree)"] = time.process_time() - cpu_before
-    return Measured(
-        wall_s=wall,
-        first_call_s=float(stats["first_request_at"]) - started,
-        model_phase_s=float(stats["last_ok_at"]) - float(stats["first_request_at"]),
-        tail_s=started + wall - float(stats["last_ok_at"]),
-        calls=int(stats["ok"]),
-        shards=shards,
-        peak_rss_mb=memory.peak_rss / 2**20,
-        peak_pss_mb=memory.peak_pss / 2**20,
-        cpu_s=spent,
-        redis_commands=cpu.redis_commands,
+    run = measured(
+        model, started, wall, shards, memory.peak_rss / 2**20, memory.peak_pss / 2**20, memory.peak_processes
     )
+    return Swept(**{f.name: getattr(run, f.name) for f in fields(run)}, cpu_s=spent, redis_commands=cpu.redis_commands)
 
 
 def component(stack: str) -> str:
@@ -247,7 +232,7 @@ def read_spy(path: Path) -> dict[str, Counter[str]]:
     return out
 
 
-def print_run(i: int, m: Measured) -> None:
+def print_run(i: int, m: Swept) -> None:
     print(
         f"run {i}: {m.shards} shards, {m.calls} calls in {m.wall_s:.1f} s ({m.shards / m.wall_s:.1f} shards/s;"
         f" {m.shards / m.model_phase_s:.1f} in the model phase); first call {m.first_call_s:.1f} s,"
@@ -256,7 +241,7 @@ def print_run(i: int, m: Measured) -> None:
     )
 
 
-def report(runs: list[Measured]) -> None:
+def report(runs: list[Swept]) -> None:
     med = {k: statistics.median(getattr(r, k) for r in runs) for k in ("wall_s", "model_phase_s", "first_call_s")}
     med |= {k: statistics.median(getattr(r, k) for r in runs) for k in ("tail_s", "peak_rss_mb", "peak_pss_mb")}
     shards = runs[0].shards
@@ -279,7 +264,7 @@ def report(runs: list[Measured]) -> None:
         print(f"  {name:<60} {s / shards * 1000:7.2f} ms/shard  {s / total:6.1%}")
 
 
-def report_redis(runs: list[Measured]) -> None:
+def report_redis(runs: list[Swept]) -> None:
     shards = runs[0].shards
     total = statistics.median(sum(r.redis_commands.values()) for r in runs)
     print(f"Redis commands (last poll, <= 1 s before the server stopped): {total / shards:.1f} per shard")
