@@ -19,7 +19,7 @@ from schemas.model_config import load_model_config
 from testkit.offline_server import OfflineModelServer
 from tests import model_support
 from tests.model_support import server_fixtures
-from worker.models.client import LiteLLMClient, estimate_cost, is_retryable, retry_after_s
+from worker.models.client import LiteLLMClient, estimate_cost, is_retryable, retry_after_s, token_cost
 
 MODEL = "openai/scripted"
 TOOLS = [{"type": "function", "function": {"name": "shell", "parameters": {"type": "object"}}}]
@@ -281,8 +281,6 @@ def test_an_unpriced_model_is_registered_with_litellm_at_zero_yet_its_cost_stays
     """Registered so that litellm stops searching its table on every call; never reported as free."""
     import litellm
 
-    from worker.executor.harness import _cost as harness_cost
-
     model = "openai/scripted-never-priced"
     client = make_client(redis_client, server.base_url)
     assert model not in litellm.model_cost
@@ -291,5 +289,5 @@ def test_an_unpriced_model_is_registered_with_litellm_at_zero_yet_its_cost_stays
     again = client.complete(model, [{"role": "user", "content": "again"}])
     assert again.usage.cost_usd is None  # ... and its zero is not taken for a price
     assert estimate_cost(model, 1000) is None
-    assert harness_cost(model, 100, 100) is None
+    assert token_cost(model, 100, 100) is None  # the harness path's pricing
     assert usage_totals(redis_client, "run-1")[model]["cost_usd"] is None  # no call of it had a known cost

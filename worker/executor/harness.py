@@ -184,22 +184,6 @@ def _run_sandboxed(
                 reap_uid(sandbox.uid)
 
 
-def _cost(model: str, prompt: int, completion: int) -> float | None:
-    import litellm
-
-    from worker.models.client import unpriced
-
-    if unpriced(model):  # registered with litellm at price zero only to spare its search
-        return None
-    try:
-        prompt_cost, completion_cost = litellm.cost_per_token(
-            model=model, prompt_tokens=prompt, completion_tokens=completion
-        )
-    except Exception:  # unknown to litellm's cost map: cost unknown, not zero
-        return None
-    return float(prompt_cost + completion_cost)
-
-
 def _tail(text: str, chars: int = 600) -> str:
     return text[-chars:].strip() or "(no output)"
 
@@ -219,6 +203,8 @@ def run_harness(
     Raises :class:`NoHarness` (binary missing), :class:`NoSandbox` (not bubblewrap) or
     :class:`ExecutorFailed` (see the module doc).
     """
+    from worker.models.client import token_cost  # litellm, imported only by a run that needs it
+
     if sandbox.mode is not SandboxMode.BWRAP or not isinstance(sandbox, BwrapSandbox):
         raise NoSandbox(f"{shard.harness.name} runs only in the bwrap sandbox (its model proxy needs it)")
     harness = shard.harness
@@ -331,7 +317,7 @@ def run_harness(
             prompt_tokens=record.prompt_tokens,
             completion_tokens=record.completion_tokens,
             calls=len(record.turns),
-            cost_usd=_cost(shard.model, record.prompt_tokens, record.completion_tokens),
+            cost_usd=token_cost(shard.model, record.prompt_tokens, record.completion_tokens),
         ),
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=wrote),
         skill_activated=harness.activated(checked.events, shard.skill, plan.skill_ref, record.body_sent),

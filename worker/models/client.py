@@ -200,6 +200,20 @@ def _cost(response: Any, model: str) -> float | None:
     return float(cost)
 
 
+def token_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """What ``model`` charges for these tokens in USD, None when litellm has no price for it
+    (a harness's calls, which pass the proxy rather than this client, are priced here)."""
+    if model in _UNPRICED:
+        return None
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
+    except Exception:  # unknown to litellm's cost map: cost unknown, not zero
+        return None
+    return float(prompt_cost + completion_cost)
+
+
 def _completion_cost(response: Any) -> float | None:
     try:
         return float(litellm.completion_cost(completion_response=response))
