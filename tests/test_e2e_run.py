@@ -363,13 +363,21 @@ def test_d_several_models_and_epochs_get_per_model_tables_a_matrix_pass_at_k_and
         if any("redis-server" in c for c in cluster.values()) and any(_is_worker(c) for c in cluster.values()):
             break
         time.sleep(0.1)
-    under = processes_using(env.tmp)  # the teardown's detector sees them too ...
-    # ... the cluster's own processes, that is: the per-command sandboxes the workers start are
-    # short-lived and run with a cleared environment (nothing of the test's TMPDIR), and any of
-    # them caught by the loop above may be gone by now. A cluster process still alive after the
-    # scan was alive during it, so it must have been found.
+    # The teardown's detector sees them too: the cluster's own processes, that is (the per-command
+    # sandboxes the workers start are short-lived and run with a cleared environment, nothing of
+    # the test's TMPDIR, and any of them caught by the loop above may be gone by now). The worker
+    # process starts with the command, so the loop can catch redis-server in the instant between
+    # its exec, which rewrites its environment block, and opening its files in the cluster's
+    # folder; the detector runs at teardown, long after. So scan until it sees every cluster
+    # process still alive after the scan (alive after, so alive during), for a few seconds at most.
     own = [p for p, c in cluster.items() if "redis-server" in c or _is_worker(c)]
-    still_running = alive(own)
+    until = time.monotonic() + 10
+    while True:
+        under = processes_using(env.tmp)
+        still_running = alive(own)
+        if set(still_running) <= set(under) or time.monotonic() > until:
+            break
+        time.sleep(0.1)
     res = env.finish(proc, args)
     assert any("redis-server" in c for c in cluster.values()), seen
     assert still_running and set(still_running) <= set(under), (seen, under)
