@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -304,6 +306,33 @@ def test_reclaim_removes_leftovers_of_dead_processes_only(tmp_path: Path) -> Non
     assert reclaim_leftovers(parent) == 2
     assert sorted(p.name for p in parent.iterdir()) == sorted([f"{os.getppid()}-00000000", "unrelated"])
     assert reclaim_leftovers(tmp_path / "missing") == 0
+
+
+def test_a_canary_workspace_left_by_a_killed_command_is_reclaimed_by_the_next_worker(tmp_path: Path) -> None:
+    parent = tmp_path / "ws"
+    # A command killed while its executor canary runs: the folder stays, under the dead pid.
+    killed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, signal, sys\n"
+            "from pathlib import Path\n"
+            "from worker.executor.canary import canary_workspace\n"
+            "with canary_workspace(Path(sys.argv[1])) as ws:\n"
+            "    (ws / 'half-written').write_text('x')\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n",
+            str(parent),
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL
+    (left,) = parent.iterdir()
+    assert left.name.startswith("canary-") and (left / "half-written").exists()
+    # One of a command still running (this test's parent stands in for it) is not touched.
+    (parent / f"canary-{os.getppid()}-0123abcd").mkdir()
+    assert reclaim_leftovers(parent) == 1
+    assert [p.name for p in parent.iterdir()] == [f"canary-{os.getppid()}-0123abcd"]
 
 
 def test_reclaim_also_removes_half_finished_unpacks_of_dead_processes(tmp_path: Path) -> None:

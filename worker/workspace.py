@@ -13,8 +13,9 @@ Failure semantics (never conflated): a workspace that cannot be built is
 ``NoIsolation`` and the case runs nowhere else; an unsafe fixture is ``BadFixture``; base
 fixtures without git are ``FixtureNeedsGit``. All three are case-level ``blocked``.
 
-Workspaces live under ``parent/<pid>-<random>/`` so :func:`reclaim_leftovers`, called by a
-worker on start, can remove the ones a killed worker left behind.
+Workspaces live under ``parent/<pid>-<random>/`` (the executor canary's under
+``parent/canary-<pid>-<random>/``, made by the command line) so :func:`reclaim_leftovers`,
+called by a worker on start, can remove the ones a killed worker or command left behind.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from worker.fixtures import materialize_fixtures
 from worker.scrub import corpus_paths, scrubbed_tree
 
 log = structlog.get_logger("skill_eval.workspace")
-_LEFTOVER_RE = re.compile(r"^(\d+)-[0-9a-f]{8}$")
+_LEFTOVER_RE = re.compile(r"^(?:canary-)?(\d+)-[0-9a-f]{8}$")
 _UNPACK_RE = re.compile("^" + re.escape(UNPACK_TEMP_PREFIX) + r"(\d+)-")
 
 
@@ -214,7 +215,7 @@ def materialize_workspace(
     """
     if not isinstance(skill, str) or not SKILL_NAME_RE.match(skill):
         raise BadSkillName(f"skill name {skill!r} is not kebab-case")
-    container = Path(parent) / f"{os.getpid()}-{secrets.token_hex(4)}"
+    container = Path(parent) / owned_name()
     try:
         try:
             Path(parent).mkdir(parents=True, exist_ok=True)
@@ -239,6 +240,12 @@ def materialize_workspace(
         remove_tree(container)
 
 
+def owned_name(prefix: str = "") -> str:
+    """A folder name under the workspaces folder that :func:`reclaim_leftovers` can tie to this
+    process: ``<prefix><pid>-<8 hex>``; ``prefix`` is empty or ``canary-``."""
+    return f"{prefix}{os.getpid()}-{secrets.token_hex(4)}"
+
+
 def _pid_alive(pid: int) -> bool:
     """True for a running process; a zombie (killed, not yet reaped) is dead for our purpose."""
     try:
@@ -258,7 +265,8 @@ def _pid_alive(pid: int) -> bool:
 def reclaim_leftovers(parent: Path, cache_dir: Path | None = None) -> int:
     """Remove what killed processes left behind; return how many folders were removed.
 
-    Workspaces ``parent/<pid>-<8 hex>`` and, when ``cache_dir`` is given, half-finished
+    Workspaces ``parent/<pid>-<8 hex>`` (and the canary's ``parent/canary-<pid>-<8 hex>``) and,
+    when ``cache_dir`` is given, half-finished
     snapshot unpacks ``cache_dir/.unpack-<pid>-*`` whose pid is gone. Call it when a worker
     process starts, before it creates workspaces: folders carrying this process's own pid
     are leftovers of an earlier process with the same pid (a restarted container) and are

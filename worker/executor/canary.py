@@ -34,6 +34,7 @@ from schemas.trajectory import ToolResultEvent, Trajectory
 from worker.executor.external import ExternalExecutor, external_limits, run_external
 from worker.models.limiter import Limiter
 from worker.sandbox import Sandbox, SandboxLimits, open_sandbox
+from worker.workspace import owned_name, remove_tree
 
 CANARY_PAYLOAD_CHARS = 5_000
 CANARY_SKILL = "transcript-canary"
@@ -123,11 +124,19 @@ def run_canary(
 @contextlib.contextmanager
 def canary_workspace(parent: Path | None) -> Iterator[Path]:
     """A fresh empty folder under ``parent`` (made when missing: on a new host no shard has made
-    the workspaces folder yet), removed afterwards."""
-    if parent is not None:
-        parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="skill-eval-canary-", dir=parent) as workspace:
-        yield Path(workspace)
+    the workspaces folder yet), removed afterwards.
+
+    Named as the workspaces are, with this process's pid, so that when the command is killed
+    mid-canary the next worker to start on this host removes it (``reclaim_leftovers``).
+    Without a ``parent`` it goes to the system's temporary folder, where nothing reclaims it.
+    """
+    folder = Path(parent if parent is not None else tempfile.gettempdir()) / owned_name("canary-")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700)
+    try:
+        yield folder
+    finally:
+        remove_tree(folder)
 
 
 def probe_transcript_capture(
