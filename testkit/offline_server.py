@@ -344,16 +344,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b'{"id": "broken", "choices": [{"message": ')
             return
         body = render(reply, model, prompt_text, seq)
-        if stream is None:
-            self._json(200, body)
-        else:
-            self._stream(stream(body))
+        # Counted before the reply goes out: a client that has read it must find it counted.
         with state.lock:
             now = time.time()
             state.stats["ok"] += 1
             state.stats["first_ok_at"] = state.stats["first_ok_at"] or now
             state.stats["last_ok_at"] = now
             state.timeline.append((getattr(self, "_arrived", now), now, model))
+        if stream is None:
+            self._json(200, body)
+        else:
+            self._stream(stream(body))
 
     def _stream(self, events: list[bytes]) -> None:
         self.send_response(200)
