@@ -203,6 +203,15 @@ def test_an_honest_judge_calibrates(client: LiteLLMClient, scripted: OfflineMode
     assert len(scripted.requests()) == len(CALIBRATION_CASES)
 
 
+def test_the_calibration_cases_are_graded_at_the_same_time(client: LiteLLMClient, scripted: OfflineModelServer) -> None:
+    # Every call takes 0.5 s: one after the other, each would arrive after the previous replied.
+    scripted.set_scenario(calibration_scenario([{"judge": True, "replies": [{"delay_s": 0.5}]}]))
+    assert calibrate(client, JUDGE).ok
+    spans = scripted.timeline()
+    assert len(spans) == len(CALIBRATION_CASES) >= 2
+    assert max(arrived for arrived, _, _ in spans) < min(replied for _, replied, _ in spans)
+
+
 def test_a_gullible_judge_fails_calibration_on_the_tempting_run(
     client: LiteLLMClient, scripted: OfflineModelServer
 ) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -74,12 +75,21 @@ def load_case(name: str) -> CalibrationCase:
 def calibrate(client: ModelClient, judge: str, *, cases: tuple[str, ...] = CALIBRATION_CASES) -> CalibrationResult:
     """Grade every built-in case with ``judge`` alone and compare with the known verdicts.
 
+    The cases are independent judge calls, so they go out together, one thread each: a run's
+    first grades wait for its calibration, which then costs one call's latency, not one per case.
     Never raises for the judge's failures: an ungraded case (malformed, no answer) is a miss.
     """
+    loaded = [load_case(name) for name in cases]
+    pool = ThreadPoolExecutor(max_workers=max(1, len(loaded)), thread_name_prefix="calibrate-case")
+    try:
+        grades = list(
+            pool.map(lambda c: grade_trajectory(client, [judge], c.assertions, c.trajectory, skill=c.skill), loaded)
+        )
+    finally:
+        # A shard's deadline raised into this thread must not wait here for the calls still out.
+        pool.shutdown(wait=False, cancel_futures=True)
     details: list[str] = []
-    for name in cases:
-        case = load_case(name)
-        grade = grade_trajectory(client, [judge], case.assertions, case.trajectory, skill=case.skill)
+    for name, case, grade in zip(cases, loaded, grades, strict=True):
         if grade.state is not ShardState.GRADED:
             details.append(f"{name}: {grade.state.value}: {grade.error}")
             continue
