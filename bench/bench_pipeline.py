@@ -36,7 +36,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,7 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.proctree import run_watched
+from bench.proctree import processes_with, run_watched
 from engine.settings import Settings, default_work_root
 from testkit.judge import calibration_judge_rules
 from testkit.offline_server import OfflineModelServer
@@ -113,9 +115,15 @@ def run_command(
     latency_s: float,
     turns: int,
     worker_processes: int | None = None,
+    warm: bool = False,
 ) -> Measured:
-    """One ``skill-eval run`` from a fresh store and report folder; raise SystemExit unless every shard was graded."""
-    model.reset()
+    """One ``skill-eval run`` from a fresh store and report folder; raise SystemExit unless every shard was graded.
+
+    ``warm``: the command takes the warm spare an earlier command left (producer/warm.py); a
+    first warm run is preceded by an untimed one that leaves it, and the spare is waited for
+    until it listens (imported). Its process tree counts in the memory figures. Otherwise the
+    spare is switched off, whatever the terminal.
+    """
     tag = f"{time.monotonic_ns()}"
     argv = [
         str(Path(sys.executable).parent / "skill-eval"),
@@ -143,11 +151,47 @@ def run_command(
     ]
     env = {**os.environ, "SKILL_EVAL_WORKDIR": str(work), "SKILL_EVAL_RUN_LOG": str(root / "runs.log")}
     env.pop("SKILL_EVAL_BROKER_URL", None)
-    done = run_watched(argv, env=env, cwd=ROOT)
+    env["SKILL_EVAL_WARM"] = "1" if warm else "0"
+    spares: list[int] = []
+    if warm:
+        env.update(XDG_RUNTIME_DIR=str(spare_runtime(root)), SKILL_EVAL_WARM_IDLE_S="600")
+        spares = waiting_spare(root, argv, env)
+    model.reset()
+    done = run_watched(argv, env=env, cwd=ROOT, also=spares)
     if done.returncode != 0 or "not graded (infra): none" not in done.stdout:
         raise SystemExit(f"run failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     shards = int(done.stdout.split("cases: ", 1)[1].split()[0]) * epochs
     return measured(model, done.started, done.wall_s, shards, done.peak_rss_mb, done.peak_pss_mb, done.peak_processes)
+
+
+def spare_runtime(root: Path) -> Path:
+    """A private runtime folder for the benchmark's warm spares (a short path: a socket's limit)."""
+    folder = root / "rt"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
+def waiting_spare(root: Path, argv: list[str], env: dict[str, str]) -> list[int]:
+    """The spare waiting for ``argv``'s command, once it listens (imported) and is the only one.
+
+    An untimed run first leaves one when there is none at all, not even one still importing.
+    """
+    sockets = spare_runtime(root) / "skill-eval"
+    if not processes_with(str(sockets)):
+        subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, check=True)
+    deadline = time.monotonic() + 120
+    while not (sockets.is_dir() and any(sockets.glob("*.sock"))) or len(processes_with(str(sockets))) != 1:
+        if time.monotonic() > deadline:
+            raise SystemExit("no single warm spare listening within 120 s")
+        time.sleep(0.1)
+    return processes_with(str(sockets))
+
+
+def stop_spares(root: Path) -> None:
+    """Kill the warm spares this benchmark left."""
+    for pid in processes_with(str(spare_runtime(root))):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def measured(
@@ -280,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--worker-processes", type=int, default=None, help="--worker-processes of skill-eval run")
     parser.add_argument("--timeline", action="store_true", help="print calls in flight per second of each run")
+    parser.add_argument("--warm", action="store_true", help="each run takes the warm spare the one before left")
     args = parser.parse_args(argv)
 
     if args.case == "profile":
@@ -301,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                     latency_s=latency,
                     turns=args.tool_calls,
                     worker_processes=args.worker_processes,
+                    warm=args.warm,
                 )
                 runs.append(m)
                 print(
@@ -310,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if args.timeline:
                     print("  " + occupancy(m.timeline, args.workers), flush=True)
+        stop_spares(root)
     return report(runs, args.case, args.workers, latency)
 
 

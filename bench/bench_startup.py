@@ -10,9 +10,13 @@ per extra shard in flight between the smallest and the largest C.
 Targets: the first model call within 5 s at any concurrency; at most 600 MB at concurrency 16;
 at most 20 MB more per extra shard in flight.
 
+``--warm``: every run takes the warm spare the run before it left (producer/warm.py), as a
+user's second and later commands do when the spare is on; its process counts in the memory.
+
 Run::
 
     .venv/bin/python bench/bench_startup.py --concurrency 1 8 16 32 --repeat 3
+    .venv/bin/python bench/bench_startup.py --concurrency 1 8 16 32 --repeat 3 --warm
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_pipeline import run_command, work_root, workload
+from bench.bench_pipeline import run_command, stop_spares, work_root, workload
 from testkit.offline_server import OfflineModelServer
 from tests.engine_support import make_corpus_repo
 
@@ -40,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 16, 32])
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--warm", action="store_true", help="each run takes the warm spare the one before left")
     args = parser.parse_args(argv)
 
     rows: dict[int, tuple[float, float, float]] = {}
@@ -49,7 +54,17 @@ def main(argv: list[str] | None = None) -> int:
             for c in sorted(args.concurrency):
                 repo = make_corpus_repo(root / f"repo-{c}", cases=max(2, c))  # a corpus has at least 2 cases
                 runs = [
-                    run_command(repo, root, work, model, epochs=2, workers=c, latency_s=args.latency, turns=TOOL_CALLS)
+                    run_command(
+                        repo,
+                        root,
+                        work,
+                        model,
+                        epochs=2,
+                        workers=c,
+                        latency_s=args.latency,
+                        turns=TOOL_CALLS,
+                        warm=args.warm,
+                    )
                     for _ in range(args.repeat)
                 ]
                 first = statistics.median(r.first_call_s for r in runs)
@@ -62,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                     f" peak {rss:4.0f} MB RSS / {pss:4.0f} MB PSS",
                     flush=True,
                 )
+        stop_spares(root)
     fast = all(first <= TARGET_FIRST_CALL_S for first, _, _ in rows.values())
     ok = fast
     lo, hi = min(rows), max(rows)

@@ -146,6 +146,8 @@ class TreeWatch(Periodic):
     """Peaks of the process tree under ``root`` while it runs."""
 
     root: int
+    also: tuple[int, ...] = ()
+    """Further processes counted with their trees: a warm spare the command takes is not its child."""
     period_s: float = 0.2
     peak_rss: int = 0
     peak_pss: int = 0
@@ -156,7 +158,7 @@ class TreeWatch(Periodic):
     _thread: threading.Thread | None = None
 
     def sample(self) -> None:
-        pids = tree(self.root)
+        pids = list(dict.fromkeys(p for r in (self.root, *self.also) for p in tree(r)))
         self.peak_processes = max(self.peak_processes, len(pids))
         rss = {p: _rss(p) for p in pids}
         if sum(rss.values()) > self.peak_rss:
@@ -187,9 +189,15 @@ class Finished:
 
 
 def run_watched(
-    argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None, timeout_s: float = 3600
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout_s: float = 3600,
+    also: Sequence[int] = (),
 ) -> Finished:
-    """Run ``argv`` to its end, sampling its process tree; wall time from just before the start."""
+    """Run ``argv`` to its end, sampling its process tree (and the trees of ``also``); wall time
+    from just before the start."""
     started = time.time()
     t0 = time.monotonic()
     proc = subprocess.Popen(
@@ -201,7 +209,7 @@ def run_watched(
         stdin=subprocess.DEVNULL,
         text=True,
     )
-    watch = TreeWatch(proc.pid).start()
+    watch = TreeWatch(proc.pid, tuple(also)).start()
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
     finally:
@@ -222,3 +230,19 @@ def run_watched(
         peak_processes=watch.peak_processes,
         peak_breakdown=watch.peak_breakdown,
     )
+
+
+def processes_with(argument: str) -> list[int]:
+    """Live processes with ``argument`` in their command line (zombies excluded)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and any(argument.encode() in w for w in words):
+            found.append(int(entry.name))
+    return found

@@ -103,7 +103,7 @@ class EmbeddedCluster:
             workdir=self.tmp / "redis", appendonly=True, tied=threading.current_thread() is threading.main_thread()
         )
         self.log_path = log_path or self.tmp / "worker.log"
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs: list[prestart.WorkerProcess] = []
         self._env: dict[str, str] = {}
 
     @property

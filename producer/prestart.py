@@ -12,6 +12,10 @@ which imports the heavy modules and then waits on its stdin for what only the cl
 A command that never opens the cluster (a BLOCKED check, a usage error) exits with the pipe
 unwritten: the waiting process reads end-of-file and exits. It is tied to the command's main
 thread (PR_SET_PDEATHSIG) and has its own session, like the worker it becomes.
+
+Where a warm spare is enabled (producer/warm.py), the entry point first claims the spare an
+earlier run left, already imported, and spawns a process only when there is none; and on its
+way out it leaves a spare for the next command.
 """
 
 from __future__ import annotations
@@ -22,9 +26,24 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
+
+from producer import warm
 
 PRESTART_MODULE = "worker.prestart"
-_waiting: subprocess.Popen[bytes] | None = None
+
+
+class WorkerProcess(Protocol):
+    """What the embedded cluster needs of a worker process: a spawned ``Popen`` or a claimed spare."""
+
+    @property
+    def pid(self) -> int: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def kill(self) -> None: ...
+
+
+_waiting: subprocess.Popen[bytes] | warm.ClaimedSpare | None = None
 
 
 def opens_embedded_cluster(args: Sequence[str], environ: Mapping[str, str]) -> bool:
@@ -55,16 +74,18 @@ def spawn() -> None:
     )
 
 
-def take(celery_args: Sequence[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes] | None:
+def take(celery_args: Sequence[str], env: Mapping[str, str], log_path: Path) -> WorkerProcess | None:
     """Hand the waiting process its worker's arguments; the process, or None when there is none.
 
     Taken once: a second cluster in the same command (none today) spawns its own worker.
     """
     global _waiting
     proc, _waiting = _waiting, None
+    order = {"argv": list(celery_args), "env": dict(env), "log": str(log_path), "cwd": os.getcwd()}
+    if isinstance(proc, warm.ClaimedSpare):
+        return proc if proc.poll() is None and proc.send_order(order) else None
     if proc is None or proc.stdin is None or proc.poll() is not None:
         return None
-    order = {"argv": list(celery_args), "env": dict(env), "log": str(log_path)}
     try:
         proc.stdin.write(json.dumps(order).encode() + b"\n")
         proc.stdin.close()
@@ -76,9 +97,26 @@ def take(celery_args: Sequence[str], env: Mapping[str, str], log_path: Path) -> 
 
 
 def main() -> None:
-    """``skill-eval``: spawn the worker early when this is an embedded run, then the command line."""
-    if opens_embedded_cluster(sys.argv[1:], os.environ):
-        spawn()
+    """``skill-eval``: have the worker early when this is an embedded run, then the command line."""
+    global _waiting
+    environ = dict(os.environ)  # as the command got it: the next one is asked to match this
+    embedded = opens_embedded_cluster(sys.argv[1:], environ)
+    spare = embedded and warm.enabled(environ, interactive=_on_terminal())
+    if embedded:
+        _waiting = warm.claim(environ) if spare else None
+        if _waiting is None:
+            spawn()
     from producer.cli import main as cli_main
 
-    cli_main()
+    try:
+        cli_main()
+    finally:
+        if spare:
+            warm.leave(environ)
+
+
+def _on_terminal() -> bool:
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):  # no stdin, or a closed one
+        return False

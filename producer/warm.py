@@ -1,0 +1,239 @@
+"""A warm spare: a worker process left imported by one embedded run for the next one to take.
+
+On a two-core machine a worker process spends most of its first seconds importing (litellm
+alone is 4-8 s of CPU), and a run's first model call waits for that. Starting the process with
+the command (producer/prestart.py) hides the command line's own start behind it, not the
+import. So an embedded ``run`` that ends leaves one more worker process behind, detached: a
+*spare* that imports the heavy modules, then waits on a private unix socket. The next run
+started with the same code and the same environment claims it as its command begins and hands
+it the cluster's order exactly as it would a process it had spawned; the spare becomes that
+run's worker and serves no other.
+
+Rules that keep it as safe and as exact as a fresh process:
+
+* **One run per spare.** A spare is taken once and becomes that run's worker; whatever a
+  hostile repo or agent did to it goes away with the run. The next spare is a new process.
+* **Same code, same environment.** The socket's name is a hash of the interpreter, the
+  project's source files (path, size, mtime), the installed packages' folders and the whole
+  environment but for a few shell variables (``VOLATILE``): a change of any of them means
+  another socket, so a spare is only ever taken by a command it is indistinguishable for.
+* **Private.** The sockets live in ``$XDG_RUNTIME_DIR/skill-eval`` or, without it,
+  ``<tmp>/skill-eval-<uid>``: a folder this user owns, not a symlink, mode 0700, or the
+  spare is not used. Both ends check the other's uid (SO_PEERCRED), since the order carries
+  the run's environment, provider keys included.
+* **Tied to its command.** A claimed spare keeps the connection open and exits when it reads
+  end-of-file, so a killed command (even SIGKILL) leaves no worker; an idle spare exits after
+  ``SKILL_EVAL_WARM_IDLE_S`` (default 15 minutes).
+* **Opt-in outside a terminal.** On by default only when the command runs on a terminal (an
+  interactive user about to run again); ``SKILL_EVAL_WARM=1`` or ``0`` decides it anywhere. CI
+  jobs and scripts get no process left behind unless they ask.
+
+Standard library only: the entry point claims the spare before any heavy import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+WARM_ENV = "SKILL_EVAL_WARM"
+IDLE_ENV = "SKILL_EVAL_WARM_IDLE_S"
+DEFAULT_IDLE_S = 900.0
+VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", IDLE_ENV})
+"""Variables a shell changes between two commands without changing what a worker does
+(``PWD`` reaches the worker as the order's folder instead)."""
+CODE_PACKAGES = ("engine", "harnesses", "prompts", "producer", "reducer", "schemas", "testkit", "worker")
+CLAIM_TIMEOUT_S = 2.0
+"""How long a command waits for a spare to answer its claim before starting its own worker."""
+_MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
+
+
+def enabled(environ: Mapping[str, str], interactive: bool) -> bool:
+    """Whether this command uses and leaves a spare: ``SKILL_EVAL_WARM`` if set, else ``interactive``."""
+    value = environ.get(WARM_ENV, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    return interactive
+
+
+def idle_seconds(environ: Mapping[str, str]) -> float:
+    try:
+        return max(1.0, float(environ.get(IDLE_ENV, DEFAULT_IDLE_S)))
+    except ValueError:
+        return DEFAULT_IDLE_S
+
+
+def spare_key(environ: Mapping[str, str]) -> str:
+    """The hash naming the spares this code and this environment may use (see the module docstring)."""
+    digest = hashlib.sha256()
+    digest.update(f"{sys.executable}\0{sys.version}\0".encode())
+    root = Path(__file__).resolve().parents[1]
+    for package in CODE_PACKAGES:
+        for dirpath, dirnames, filenames in os.walk(root / package):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                if name.endswith((".pyc", ".pyo")):
+                    continue
+                path = os.path.join(dirpath, name)
+                with contextlib.suppress(OSError):
+                    st = os.stat(path)
+                    digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    # An install or upgrade changes its site-packages folder's mtime. Only the interpreter's own
+    # folders count: the script's or the working folder (sys.path[0]) changes with every file
+    # a run writes there.
+    prefixes = tuple({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)})
+    for entry in sorted({os.path.realpath(e) for e in sys.path if e}):
+        if entry.startswith(prefixes):
+            with contextlib.suppress(OSError):
+                digest.update(f"{entry}\0{os.stat(entry).st_mtime_ns}\0".encode())
+    for name in sorted(environ):
+        if name not in VOLATILE:
+            digest.update(f"{name}={environ[name]}\0".encode())
+    return digest.hexdigest()[:24]
+
+
+def spare_dir(environ: Mapping[str, str]) -> Path:
+    runtime = environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return Path(runtime) / "skill-eval"
+    return Path(tempfile.gettempdir()) / f"skill-eval-{os.getuid()}"
+
+
+def private_dir(folder: Path, *, create: bool) -> bool:
+    """Whether ``folder`` is fit to hold spares' sockets: this user's own, not a symlink, mode 0700.
+
+    Made (0700) when missing and ``create``; anything else found there is not used.
+    """
+    if create:
+        with contextlib.suppress(FileExistsError, OSError):
+            folder.mkdir(mode=0o700, parents=False)
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077 == 0
+
+
+def socket_path(environ: Mapping[str, str], key: str) -> Path | None:
+    """Where the spare for ``key`` listens, or None when that path cannot hold a unix socket."""
+    path = spare_dir(environ) / f"{key}.sock"
+    return path if len(os.fsencode(path)) <= _MAX_SOCKET_PATH else None
+
+
+def peer_uid(sock: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of a connected unix socket."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return pid, uid
+
+
+class ClaimedSpare:
+    """A spare this command has claimed: the connection its order goes down, and its process.
+
+    Quacks like the ``subprocess.Popen`` of a spawned worker where ``EmbeddedCluster`` needs it
+    (``pid``, ``poll``, ``wait``, ``kill``). It is not this process's child, so its exit is
+    watched through a pidfd (no confusion with a later process given the same pid).
+    """
+
+    def __init__(self, sock: socket.socket, pid: int) -> None:
+        self.sock = sock
+        self.pid = pid
+        self._pidfd = os.pidfd_open(pid)
+        self.returncode: int | None = None
+
+    def send_order(self, order: Mapping[str, object]) -> bool:
+        """Hand the spare its worker's order; False when it is gone (the caller spawns one)."""
+        try:
+            self.sock.sendall(json.dumps(dict(order)).encode() + b"\n")
+        except OSError:
+            self.kill()
+            return False
+        return True
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
+            self.returncode = -1  # not our child: its status is its parent's to read
+            os.close(self._pidfd)
+            self.sock.close()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(["spare", str(self.pid)], timeout or 0.0)
+            select.select([self._pidfd], [], [], left)
+        return -1
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        self.sock.close()
+
+
+def claim(environ: Mapping[str, str]) -> ClaimedSpare | None:
+    """Claim the waiting spare for this code and environment, or None when there is none fit to use."""
+    path = socket_path(environ, spare_key(environ))
+    if path is None or not private_dir(path.parent, create=False):
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CLAIM_TIMEOUT_S)
+        sock.connect(os.fspath(path))
+        pid, uid = peer_uid(sock)
+        if uid != os.getuid():
+            raise OSError(f"the spare's socket {path} is held by uid {uid}")
+        sock.sendall(b'{"claim": 1}\n')
+        reply = json.loads(read_line(sock))
+        if reply.get("pid") != pid:
+            raise OSError(f"the process at {path} did not answer as a spare")
+        sock.settimeout(None)
+        return ClaimedSpare(sock, pid)
+    except (OSError, ValueError, AttributeError):
+        sock.close()
+        return None
+
+
+def leave(environ: Mapping[str, str]) -> subprocess.Popen[bytes] | None:
+    """Start a spare for the next command, detached from this one; None when it cannot have one."""
+    path = socket_path(environ, spare_key(environ))
+    if path is None or not private_dir(path.parent, create=True):
+        return None
+    return subprocess.Popen(
+        [sys.executable, "-m", "worker.prestart", "--spare", os.fspath(path), str(idle_seconds(environ))],
+        env=dict(environ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+
+
+def read_line(sock: socket.socket, limit: int = 1 << 16) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(4096)
+        if not chunk:
+            raise OSError("connection closed")
+        data += chunk
+        if len(data) > limit:
+            raise OSError("line too long")
+    return data

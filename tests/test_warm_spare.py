@@ -1,0 +1,277 @@
+"""The warm spare: a worker process one run leaves imported for the next run to take.
+
+Real commands (``python -m producer``, the entry point) against the offline model server; the
+spare is a real detached process on a real unix socket. Each test has its own short
+``XDG_RUNTIME_DIR`` (a socket path holds ~100 bytes) and kills whatever spare it left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from producer import warm
+from testkit.offline_server import OfflineModelServer
+from tests.e2e_support import Env, alive, descendants, new_repo, scenario, write_skill
+from tests.e2e_support import case as e2e_case
+
+
+@pytest.fixture
+def runtime() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="se-", dir="/tmp"))
+    folder.chmod(0o700)
+    yield folder
+    for pid in _spares(folder):
+        os.kill(pid, signal.SIGKILL)
+    subprocess.run(["rm", "-rf", str(folder)], check=False)
+
+
+def _spares(runtime: Path) -> list[int]:
+    """Pids of live spare processes whose socket is under ``runtime``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--spare" in cmd and any(str(runtime).encode() in part for part in cmd) and alive([int(entry.name)]):
+                found.append(int(entry.name))
+    return found
+
+
+def _wait_for(check, timeout_s: float = 60.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if got := check():
+            return got
+        time.sleep(0.05)
+    return check()
+
+
+def _socket_of(runtime: Path) -> list[Path]:
+    folder = runtime / "skill-eval"
+    return sorted(folder.glob("*.sock")) if folder.is_dir() else []
+
+
+def _env(tmp_path: Path, server: OfflineModelServer, runtime: Path, **extra: str) -> Env:
+    env = Env(
+        tmp_path / "e2e",
+        server.base_url,
+        extra={"SKILL_EVAL_WARM": "1", "XDG_RUNTIME_DIR": str(runtime), "SKILL_EVAL_WARM_IDLE_S": "120", **extra},
+    )
+    env.base.mkdir(exist_ok=True)
+    return env
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = new_repo(tmp_path / "repo")
+    write_skill(repo, "greet", [e2e_case(i, f"Say hello {i}.", ["The agent runs echo hello"]) for i in (1, 2)])
+    return repo
+
+
+def _run_watching(env: Env, *args: str) -> tuple[object, set[str]]:
+    """Run to its end; its result and the command lines of the worker processes it started for
+    itself (not the spare it leaves on its way out)."""
+    proc = env.start(*args)
+    workers: set[str] = set()
+    while proc.poll() is None:
+        found = descendants(proc.pid).values()
+        workers |= {c for c in found if ("worker.prestart" in c or "-m celery" in c) and "--spare" not in c}
+        time.sleep(0.05)
+    return env.finish(proc, args), workers
+
+
+SLOW = [{"name": "slow", "tools": True, "replies": [{"text": "hello", "delay_s": 0.5}]}]
+
+
+def test_a_run_leaves_a_spare_and_the_next_run_becomes_it(tmp_path: Path, runtime: Path) -> None:
+    repo = _repo(tmp_path)
+    with OfflineModelServer(scenario(SLOW, [])) as server:
+        env = _env(tmp_path, server, runtime)
+        first, started = _run_watching(env, *env.run_args(repo, "greet"))
+        assert first.code in (0, 1), first.stderr[-2000:]  # type: ignore[attr-defined]
+        assert started, "no spare to take yet: the first run starts its own worker"
+        (spare,) = _wait_for(lambda: _spares(runtime) if _socket_of(runtime) else [])
+        assert oct((runtime / "skill-eval").stat().st_mode & 0o777) == "0o700"
+
+        second, started = _run_watching(env, *env.run_args(repo, "greet"))
+        assert second.code in (0, 1), second.stderr[-2000:]  # type: ignore[attr-defined]
+        assert "not graded (infra): none" in second.stdout, second.stdout[-2000:]  # type: ignore[attr-defined]
+        assert started == set(), started  # no worker of its own: the spare ran its shards
+        assert _wait_for(lambda: not alive([spare]), timeout_s=10)  # served one run, stopped with it
+        (after,) = _wait_for(lambda: _spares(runtime) if _socket_of(runtime) else [])
+        assert after != spare  # the second run left a fresh one
+
+
+def test_a_spare_is_not_taken_by_a_command_with_another_environment(tmp_path: Path, runtime: Path) -> None:
+    repo = _repo(tmp_path)
+    with OfflineModelServer(scenario(SLOW, [])) as server:
+        env = _env(tmp_path, server, runtime)
+        assert env.run(repo, "greet").code in (0, 1)
+        (spare,) = _wait_for(lambda: _spares(runtime) if _socket_of(runtime) else [])
+
+        other = _env(tmp_path, server, runtime, SOME_PROVIDER_SETTING="changed")
+        done, started = _run_watching(other, *other.run_args(repo, "greet"))
+        assert done.code in (0, 1), done.stderr[-2000:]  # type: ignore[attr-defined]
+        assert started, "it must start its own worker"
+        assert alive([spare])  # still waiting for a command like the one that left it
+        assert len(_wait_for(lambda: len(_socket_of(runtime)) == 2 and _socket_of(runtime))) == 2
+
+
+def test_a_killed_command_takes_its_claimed_spare_with_it(tmp_path: Path, runtime: Path) -> None:
+    repo = _repo(tmp_path)
+    with OfflineModelServer(scenario(SLOW, [])) as server:
+        env = _env(tmp_path, server, runtime)
+        assert env.run(repo, "greet").code in (0, 1)
+        (spare,) = _wait_for(lambda: _spares(runtime) if _socket_of(runtime) else [])
+
+        # Killed before its cluster opened: the claimed spare reads end-of-file instead of an order.
+        proc = env.start(*env.run_args(repo, "greet"))
+        assert _wait_for(lambda: not _socket_of(runtime), timeout_s=30)  # claimed: it stops listening
+        proc.kill()
+        proc.communicate()
+        assert _wait_for(lambda: not alive([spare]), timeout_s=15)
+
+        # Killed while the spare runs its shards as the worker: the hang-up ends it.
+        assert env.run(repo, "greet").code in (0, 1)  # leaves the next spare
+        (spare,) = _wait_for(lambda: _spares(runtime) if _socket_of(runtime) else [])
+        server.reset()
+        proc = env.start(*env.run_args(repo, "greet"))
+        assert _wait_for(lambda: server.stats()["total"] > 0, timeout_s=60)  # it has its order and runs
+        proc.kill()
+        proc.communicate()
+        assert _wait_for(lambda: not alive([spare]), timeout_s=15)
+
+
+def test_an_idle_spare_removes_its_socket_and_exits(runtime: Path) -> None:
+    environ = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "SKILL_EVAL_WARM_IDLE_S": "1"}
+    spare = warm.leave(environ)
+    assert spare is not None
+    assert _wait_for(lambda: _socket_of(runtime))
+    assert spare.wait(30) == 0
+    assert _socket_of(runtime) == []
+
+
+@pytest.mark.parametrize("kind", ["open to others", "a symlink", "another user's"])
+def test_a_spare_folder_that_is_not_private_is_never_used(tmp_path: Path, runtime: Path, kind: str) -> None:
+    folder = runtime / "skill-eval"
+    if kind == "open to others":
+        folder.mkdir(mode=0o755)
+        folder.chmod(0o755)
+    elif kind == "a symlink":
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        folder.symlink_to(tmp_path / "elsewhere")
+    else:
+        folder.mkdir(mode=0o700)
+        os.chown(folder, 65534, 65534)
+    environ = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+    assert not warm.private_dir(folder, create=True)
+    assert warm.leave(environ) is None and warm.claim(environ) is None
+    assert not list(folder.glob("*.sock"))
+
+
+def _listen_as(path: Path, answer: bytes | None) -> threading.Thread:
+    """A process of this user at a spare's socket that is not a spare: it answers ``answer`` (or nothing)."""
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.recv(100)
+        if answer is not None:
+            conn.sendall(answer)
+        time.sleep(warm.CLAIM_TIMEOUT_S + 1)
+        conn.close()
+        listener.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("answer", [None, b'{"pid": 1}\n', b"not json\n", b"[]\n"])
+def test_something_else_at_the_spare_socket_is_not_claimed(runtime: Path, answer: bytes | None) -> None:
+    environ = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+    path = warm.socket_path(environ, warm.spare_key(environ))
+    assert path is not None
+    _listen_as(path, answer)
+    started = time.monotonic()
+    assert warm.claim(environ) is None
+    assert time.monotonic() - started < warm.CLAIM_TIMEOUT_S + 1
+
+
+def test_a_dead_spares_socket_file_is_replaced_by_the_next_spare(runtime: Path) -> None:
+    environ = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "SKILL_EVAL_WARM_IDLE_S": "30"}
+    path = warm.socket_path(environ, warm.spare_key(environ))
+    assert path is not None
+    path.parent.mkdir(mode=0o700)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(path))
+    stale.close()  # the file stays, nobody listens
+    assert warm.claim(environ) is None
+    spare = warm.leave(environ)
+    assert spare is not None
+    claimed = _wait_for(lambda: warm.claim(environ))
+    assert claimed is not None and claimed.pid == spare.pid
+    claimed.kill()
+    assert spare.wait(15) != 0
+
+
+@pytest.mark.parametrize(
+    ("value", "interactive", "expected"),
+    [
+        ("", True, True),
+        ("", False, False),
+        ("1", False, True),
+        ("on", False, True),
+        ("0", True, False),
+        ("off", True, False),
+    ],
+)
+def test_the_spare_is_on_for_a_terminal_unless_the_environment_says(
+    value: str, interactive: bool, expected: bool
+) -> None:
+    assert warm.enabled({"SKILL_EVAL_WARM": value} if value else {}, interactive) is expected
+
+
+def test_the_key_follows_the_code_and_the_environment_but_not_the_shell_s_own_variables(tmp_path: Path) -> None:
+    base = {"HOME": "/h", "OPENAI_API_KEY": "k1", "PWD": "/a", "OLDPWD": "/b", "SHLVL": "1"}
+    key = warm.spare_key(base)
+    assert warm.spare_key({**base, "PWD": "/c", "OLDPWD": "/a", "SHLVL": "2", "_": "/usr/bin/x"}) == key
+    assert warm.spare_key({**base, "OPENAI_API_KEY": "k2"}) != key
+    assert warm.spare_key({k: v for k, v in base.items() if k != "HOME"}) != key
+    # A source file touched changes it (a spare never runs code older than the command's).
+    code = Path(warm.__file__)
+    before = code.stat()
+    try:
+        os.utime(code, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        assert warm.spare_key(base) != key
+    finally:
+        os.utime(code, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert warm.spare_key(base) == key
+
+
+def test_the_spare_becomes_the_worker_its_order_describes(tmp_path: Path, runtime: Path) -> None:
+    """The order a spare receives is the one a spawned process would: env, folder, log, argv."""
+    environ = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "SKILL_EVAL_WARM_IDLE_S": "30"}
+    spare = warm.leave(environ)
+    assert spare is not None
+    claimed = _wait_for(lambda: warm.claim(environ))
+    assert claimed is not None
+    log = tmp_path / "worker.log"
+    order = {"argv": ["--version"], "env": {"PATH": os.environ["PATH"]}, "log": str(log), "cwd": str(tmp_path)}
+    assert claimed.send_order(order)
+    assert claimed.wait(30) == -1 and spare.wait(1) == 0
+    assert log.read_text().strip()[:1].isdigit()  # ``celery --version`` printed into the run's log
