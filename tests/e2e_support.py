@@ -155,6 +155,9 @@ class Env:
             # The embedded cluster's redis dir and worker log land here, so pgrep can find our processes.
             TMPDIR=str(self.tmp),
             OPENAI_API_KEY="sk-offline-scripted",
+            # No warm spare left behind, even when the suite runs on a terminal (the tests of the
+            # spare turn it on).
+            SKILL_EVAL_WARM="0",
         )
         env.update(self.extra)
         return env
