@@ -22,6 +22,10 @@ Run::
 
     .venv/bin/python bench/bench_peer.py --concurrency 8 --latency 1 --repeat 3
     .venv/bin/python bench/bench_peer.py --concurrency 16 --latency 1 --repeat 3
+    .venv/bin/python bench/bench_peer.py --concurrency 16 --latency 1 --repeat 3 --warm
+
+``--warm``: skill-eval's runs take the warm spare the run before left (producer/warm.py), as a
+user's second and later commands do; the spare's import is waited out before Inspect runs.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_pipeline import run_command, work_root, workload
+from bench.bench_pipeline import run_command, stop_spares, work_root, workload
 from bench.proctree import run_watched
 from testkit.offline_server import OfflineModelServer
 from tests.engine_support import make_corpus_repo
@@ -188,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", choices=["both", "skill-eval", "inspect"], default="both")
+    parser.add_argument("--warm", action="store_true", help="skill-eval takes the warm spare its run before left")
     args = parser.parse_args(argv)
     if args.samples % 16:
         parser.error("--samples must be a multiple of 16 (skill-eval runs 16 cases x samples/16 epochs)")
@@ -210,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                         workers=args.concurrency,
                         latency_s=args.latency,
                         turns=TOOL_CALLS,
+                        warm=args.warm,
                     )
                     ours.append(Run(m.wall_s, m.first_call_s, m.calls, m.peak_rss_mb, m.peak_pss_mb))
                     show(f"skill-eval #{i + 1}", ours[-1], m.calls * args.latency / args.concurrency)
@@ -219,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     theirs.append(r)
                     show(f"inspect #{i + 1}", r, r.calls * args.latency / args.concurrency)
+        stop_spares(root)
     print(
         f"medians of {args.repeat}, {args.samples} samples, concurrency {args.concurrency}, latency {args.latency:g} s:"
     )

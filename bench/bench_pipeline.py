@@ -121,8 +121,9 @@ def run_command(
 
     ``warm``: the command takes the warm spare an earlier command left (producer/warm.py); a
     first warm run is preceded by an untimed one that leaves it, and the spare is waited for
-    until it listens (imported). Its process tree counts in the memory figures. Otherwise the
-    spare is switched off, whatever the terminal.
+    until it listens (imported), before the run and again after it, so that the next spare's
+    import never overlaps what is timed next. Its process tree counts in the memory figures.
+    Otherwise the spare is switched off, whatever the terminal.
     """
     tag = f"{time.monotonic_ns()}"
     argv = [
@@ -158,6 +159,8 @@ def run_command(
         spares = waiting_spare(root, argv, env)
     model.reset()
     done = run_watched(argv, env=env, cwd=ROOT, also=spares)
+    if warm:  # the spare it left imports now, not during whatever the caller times next
+        waiting_spare(root, argv, env)
     if done.returncode != 0 or "not graded (infra): none" not in done.stdout:
         raise SystemExit(f"run failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     shards = int(done.stdout.split("cases: ", 1)[1].split()[0]) * epochs

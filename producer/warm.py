@@ -23,7 +23,8 @@ Rules that keep it as safe and as exact as a fresh process:
   the run's environment, provider keys included.
 * **Tied to its command.** A claimed spare keeps the connection open and exits when it reads
   end-of-file, so a killed command (even SIGKILL) leaves no worker; an idle spare exits after
-  ``SKILL_EVAL_WARM_IDLE_S`` (default 15 minutes).
+  ``SKILL_EVAL_WARM_IDLE_S`` (default 15 minutes). At most ``MAX_SPARES`` wait per user: leaving
+  one retires the oldest of other keys.
 * **Opt-in outside a terminal.** On by default only when the command runs on a terminal (an
   interactive user about to run again); ``SKILL_EVAL_WARM=1`` or ``0`` decides it anywhere. CI
   jobs and scripts get no process left behind unless they ask.
@@ -56,6 +57,10 @@ VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", IDLE_ENV})
 """Variables a shell changes between two commands without changing what a worker does
 (``PWD`` reaches the worker as the order's folder instead)."""
 CODE_PACKAGES = ("engine", "harnesses", "prompts", "producer", "reducer", "schemas", "testkit", "worker")
+MAX_SPARES = 2
+"""Spares waiting in one user's folder at most (each holds about 250 MB): leaving one retires
+the oldest of other keys beyond that (a code edit changes the key, so a developer's earlier
+spares would otherwise wait out their idle time unused)."""
 CLAIM_TIMEOUT_S = 2.0
 """How long a command waits for a spare to answer its claim before starting its own worker."""
 _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
@@ -216,6 +221,9 @@ def leave(environ: Mapping[str, str]) -> subprocess.Popen[bytes] | None:
     path = socket_path(environ, spare_key(environ))
     if path is None or not private_dir(path.parent, create=True):
         return None
+    others = sorted((p for p in path.parent.glob("*.sock") if p != path), key=_mtime, reverse=True)
+    for old in others[MAX_SPARES - 1 :]:
+        _retire(old)
     return subprocess.Popen(
         [sys.executable, "-m", "worker.prestart", "--spare", os.fspath(path), str(idle_seconds(environ))],
         env=dict(environ),
@@ -225,6 +233,22 @@ def leave(environ: Mapping[str, str]) -> subprocess.Popen[bytes] | None:
         start_new_session=True,
         close_fds=True,
     )
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _retire(path: Path) -> None:
+    """Ask the spare listening on ``path`` to exit (nothing when none of this user answers)."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(CLAIM_TIMEOUT_S)
+        sock.connect(os.fspath(path))
+        if peer_uid(sock)[1] == os.getuid():
+            sock.sendall(b'{"retire": 1}\n')
 
 
 def read_line(sock: socket.socket, limit: int = 1 << 16) -> bytes:

@@ -162,6 +162,28 @@ def test_an_idle_spare_removes_its_socket_and_exits(runtime: Path) -> None:
     assert _socket_of(runtime) == []
 
 
+def test_leaving_a_spare_retires_the_oldest_of_other_keys_beyond_two(runtime: Path) -> None:
+    def environ(tag: str) -> dict[str, str]:
+        return {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "SKILL_EVAL_WARM_IDLE_S": "60", "TAG": tag}
+
+    oldest = warm.leave(environ("a"))
+    assert oldest is not None
+    assert _wait_for(lambda: len(_socket_of(runtime)) == 1)
+    newer = warm.leave(environ("b"))
+    assert newer is not None
+    assert _wait_for(lambda: len(_socket_of(runtime)) == 2)
+    newest = warm.leave(environ("c"))  # a third key: the oldest other one makes room
+    assert newest is not None
+    assert oldest.wait(15) == 0
+    assert _wait_for(lambda: len(_socket_of(runtime)) == 2)
+    assert newer.poll() is None and newest.poll() is None
+    claimed = warm.claim(environ("b"))  # still there to be taken
+    assert claimed is not None and claimed.pid == newer.pid
+    for spare in (newer, newest):
+        spare.kill()
+        spare.wait()
+
+
 @pytest.mark.parametrize("kind", ["open to others", "a symlink", "another user's"])
 def test_a_spare_folder_that_is_not_private_is_never_used(tmp_path: Path, runtime: Path, kind: str) -> None:
     folder = runtime / "skill-eval"

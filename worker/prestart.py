@@ -12,7 +12,7 @@ folder. Then it becomes that worker in this process.
   once imported, it listens on ``SOCKET`` for one claim from a process of this user, answers with its
   pid, stops listening, and reads the order from that connection; end-of-file on it at any
   time after the claim (the command ended or was killed) ends the process. With no claim for
-  ``IDLE_S`` seconds it removes its socket and exits.
+  ``IDLE_S`` seconds, or when a newer spare tells it to retire, it removes its socket and exits.
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ def serve_spare(path: str, idle_s: float) -> None:
 
 
 def _accept_claim(listener: socket.socket) -> socket.socket | None:
-    """The connection of the first well-formed claim by this user; None once idle for the timeout."""
+    """The connection of the first well-formed claim by this user; None once idle for the timeout
+    or when told to retire."""
     from producer.warm import peer_uid, read_line
 
     while True:
@@ -108,7 +109,13 @@ def _accept_claim(listener: socket.socket) -> socket.socket | None:
         try:
             conn.settimeout(5.0)
             _pid, uid = peer_uid(conn)
-            if uid != os.getuid() or json.loads(read_line(conn)).get("claim") != 1:
+            if uid != os.getuid():
+                raise ValueError("not this user")
+            message = json.loads(read_line(conn))
+            if message.get("retire") == 1:  # a newer spare of another key makes room
+                conn.close()
+                return None
+            if message.get("claim") != 1:
                 raise ValueError("not a claim")
             conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
             conn.settimeout(None)
