@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"offline model server (SCRIPTED demo model, not an LLM): {server.base_url}", flush=True)
         cmd = [
             sys.executable,
+            "-P",
             "-m",
             "producer.cli",
             "run",

@@ -29,7 +29,8 @@ from engine.settings import Settings
 from producer import prestart
 from schemas.constants import ALL_QUEUES, CONSUME_ORDER
 
-CELERY = (sys.executable, "-m", "celery")
+CELERY = (sys.executable, "-P", "-m", "celery")
+"""``-P``: the working folder never goes on the worker's import path (see ``SAFE_CWD``)."""
 """How a worker command line starts; what follows is Celery's own arguments."""
 
 
@@ -117,14 +118,14 @@ class EmbeddedCluster:
             **os.environ,
             "SKILL_EVAL_BROKER_URL": self.redis.url,
             "SKILL_EVAL_STORE": self.base.store,
-            "SKILL_EVAL_WORKDIR": str(self.base.workdir),
+            "SKILL_EVAL_WORKDIR": os.path.abspath(self.base.workdir),  # the worker runs elsewhere
             "SKILL_EVAL_SANDBOX": self.base.sandbox.value,
             "SKILL_EVAL_LEASE_TTL_S": str(self.base.lease_ttl_s),
             "SKILL_EVAL_REAPER_PERIOD_S": str(self.base.reaper_period_s),
         }
         cmd = self._command(0)
         # The command line may have started this worker already, before its own imports.
-        proc = prestart.take(cmd[len(CELERY) :], self._env, self.log_path)
+        proc = prestart.take(cmd[len(CELERY) :], self._env, self.log_path, cwd=self.tmp)
         self.procs.append(proc if proc is not None else self._spawn(cmd))
         return self
 
@@ -143,6 +144,7 @@ class EmbeddedCluster:
             return subprocess.Popen(
                 cmd,
                 env=self._env,
+                cwd=self.tmp,  # never the command's folder, which may be the repo under evaluation
                 stdout=log,
                 stderr=log,
                 stdin=subprocess.DEVNULL,

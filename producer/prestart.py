@@ -13,6 +13,11 @@ A command that never opens the cluster (a BLOCKED check, a usage error) exits wi
 unwritten: the waiting process reads end-of-file and exits. It is tied to the command's main
 thread (PR_SET_PDEATHSIG) and has its own session, like the worker it becomes.
 
+The command is often started inside the repo under evaluation, so no worker process runs in
+the command's folder or has it on its import path: ``python -P`` (no script or working folder
+on ``sys.path``), started in ``/`` and moved to the cluster's private folder with its order.
+Otherwise a repo holding a ``worker/`` or ``celery/`` package would run on the host.
+
 Where a warm spare is enabled (producer/warm.py), the entry point first claims the spare an
 earlier run left, already imported, and spawns a process only when there is none; and on its
 way out it leaves a spare for the next command.
@@ -65,7 +70,8 @@ def spawn() -> None:
     from engine.redis_server import die_with_parent
 
     _waiting = subprocess.Popen(
-        [sys.executable, "-m", PRESTART_MODULE],
+        [sys.executable, "-P", "-m", PRESTART_MODULE],
+        cwd="/",
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -74,14 +80,14 @@ def spawn() -> None:
     )
 
 
-def take(celery_args: Sequence[str], env: Mapping[str, str], log_path: Path) -> WorkerProcess | None:
-    """Hand the waiting process its worker's arguments; the process, or None when there is none.
+def take(celery_args: Sequence[str], env: Mapping[str, str], log_path: Path, *, cwd: Path) -> WorkerProcess | None:
+    """Hand the waiting process its worker's arguments and folder; the process, or None when there is none.
 
     Taken once: a second cluster in the same command (none today) spawns its own worker.
     """
     global _waiting
     proc, _waiting = _waiting, None
-    order = {"argv": list(celery_args), "env": dict(env), "log": str(log_path), "cwd": os.getcwd()}
+    order = {"argv": list(celery_args), "env": dict(env), "log": str(log_path), "cwd": str(cwd)}
     if isinstance(proc, warm.ClaimedSpare):
         return proc if proc.poll() is None and proc.send_order(order) else None
     if proc is None or proc.stdin is None or proc.poll() is not None:

@@ -225,7 +225,8 @@ def leave(environ: Mapping[str, str]) -> subprocess.Popen[bytes] | None:
     for old in others[MAX_SPARES - 1 :]:
         _retire(old)
     return subprocess.Popen(
-        [sys.executable, "-m", "worker.prestart", "--spare", os.fspath(path), str(idle_seconds(environ))],
+        [sys.executable, "-P", "-m", "worker.prestart", "--spare", os.fspath(path), str(idle_seconds(environ))],
+        cwd="/",  # not the command's folder: see producer/prestart.py
         env=dict(environ),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

@@ -113,7 +113,7 @@ def _filter_repo(git_dir: Path, paths: list[str]) -> dict[str, str]:
         args += ["--path", rel]
     code = "import sys, git_filter_repo; sys.argv[0] = 'git-filter-repo'; git_filter_repo.main()"
     done = subprocess.run(
-        [sys.executable, "-c", code, *args],
+        [sys.executable, "-P", "-c", code, *args],  # -P: the repo's git folder is not on sys.path
         cwd=git_dir,
         env=git_env(),
         stdin=subprocess.DEVNULL,

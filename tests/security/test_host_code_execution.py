@@ -10,6 +10,8 @@ outside the repo. The run must grade normally and no such file may appear.
 from __future__ import annotations
 
 import os
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,67 @@ def test_host_diffs_never_run_an_external_diff_or_a_textconv(tmp_path: Path) -> 
     for args in (["diff"], ["log", "-p", "-1"], ["show", "HEAD"]):
         run_git(repo, args)
     assert list(pwned.iterdir()) == []
+
+
+HOSTILE_MODULES = (
+    "worker/__init__.py",
+    "worker/prestart.py",
+    "celery/__init__.py",
+    "celery/__main__.py",
+    "git_filter_repo.py",
+    "litellm.py",
+    "celeryconfig.py",
+    "kombu.py",
+    "redis.py",
+)
+
+
+def test_python_packages_in_the_repo_never_run_when_the_command_runs_inside_it(tmp_path: Path) -> None:
+    """A user runs ``skill-eval run`` from the repo under evaluation (its folder is the default
+    ``--repo``). The repo holds Python modules named like the ones the worker processes import
+    (the product's own ``worker`` package, Celery, litellm, git-filter-repo and others), in its
+    tree and in ``.git``; each would leave a file outside the repo when imported. Neither the
+    worker the command starts nor a warm spare it takes may import any of them."""
+    import subprocess
+    import sys
+
+    from tests.e2e_support import Env, git_init, new_repo, scenario, write_skill
+    from tests.e2e_support import case as e2e_case
+
+    pwned = tmp_path / "pwned"
+    pwned.mkdir()
+    repo = new_repo(tmp_path / "repo")
+    write_skill(repo, "greet", [e2e_case(i, f"Say hello {i}.", ["The agent runs echo hello"]) for i in (1, 2)])
+    for rel in HOSTILE_MODULES:
+        for where in (repo, repo / ".git"):
+            path = where / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"open({str(pwned / rel.replace('/', '.'))!r} + '-' + {str(where.name)!r}, 'w').close()\n")
+    git_init(repo)
+    runtime = Path(tempfile.mkdtemp(prefix="se-", dir="/tmp"))
+    runtime.chmod(0o700)
+    exe = Path(sys.executable).parent / "skill-eval"  # the console script, as a user types it
+    with OfflineModelServer(scenario([{"name": "hi", "tools": True, "replies": [{"text": "hello"}]}], [])) as model:
+        env = Env(tmp_path / "e2e", model.base_url, extra={"SKILL_EVAL_WARM": "1", "XDG_RUNTIME_DIR": str(runtime)})
+        env.base.mkdir()
+        try:
+            for attempt in ("cold", "warm"):  # the second takes the spare the first left
+                done = subprocess.run(
+                    [str(exe), *env.run_args(repo, "greet")],
+                    cwd=repo,
+                    env=env.env(),
+                    capture_output=True,
+                    text=True,
+                    timeout=180,
+                    check=False,
+                )
+                assert done.returncode in (0, 1), (attempt, done.stdout[-2000:], done.stderr[-2000:])
+                assert "not graded (infra): none" in done.stdout, (attempt, done.stdout[-2000:])
+                if attempt == "cold":
+                    deadline = time.monotonic() + 60
+                    while not list((runtime / "skill-eval").glob("*.sock")) and time.monotonic() < deadline:
+                        time.sleep(0.1)
+                    assert list((runtime / "skill-eval").glob("*.sock")), "the first run left no spare"
+        finally:
+            subprocess.run(["pkill", "-KILL", "-f", f"--spare {runtime}"], check=False)
+    assert sorted(p.name for p in pwned.iterdir()) == []
