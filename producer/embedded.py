@@ -30,8 +30,8 @@ from producer import prestart
 from schemas.constants import ALL_QUEUES, CONSUME_ORDER
 
 CELERY = (sys.executable, "-P", "-m", "celery")
-"""``-P``: the working folder never goes on the worker's import path (see ``SAFE_CWD``)."""
-"""How a worker command line starts; what follows is Celery's own arguments."""
+"""How a worker command line starts; what follows is Celery's own arguments. ``-P``: neither the
+working folder nor a script's folder goes on the worker's import path (producer/prestart.py)."""
 
 
 def worker_command(queues: str, concurrency: int, name: str, loglevel: str = "WARNING") -> list[str]:
