@@ -10,6 +10,7 @@ outside the repo. The run must grade normally and no such file may appear.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -169,4 +170,5 @@ def test_python_packages_in_the_repo_never_run_when_the_command_runs_inside_it(t
                     assert list((runtime / "skill-eval").glob("*.sock")), "the first run left no spare"
         finally:
             subprocess.run(["pkill", "-KILL", "-f", f"--spare {runtime}"], check=False)
+            shutil.rmtree(runtime, ignore_errors=True)
     assert sorted(p.name for p in pwned.iterdir()) == []
