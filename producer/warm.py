@@ -29,7 +29,8 @@ Rules that keep it as safe and as exact as a fresh process:
   interactive user about to run again); ``SKILL_EVAL_WARM=1`` or ``0`` decides it anywhere. CI
   jobs and scripts get no process left behind unless they ask.
 
-Standard library only: the entry point claims the spare before any heavy import.
+Standard library only (and ``engine.unix_socket``): the entry point claims the spare before any
+heavy import.
 """
 
 from __future__ import annotations
@@ -42,13 +43,14 @@ import select
 import signal
 import socket
 import stat
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+
+from engine.unix_socket import peer_credentials, read_line
 
 WARM_ENV = "SKILL_EVAL_WARM"
 IDLE_ENV = "SKILL_EVAL_WARM_IDLE_S"
@@ -140,13 +142,6 @@ def socket_path(environ: Mapping[str, str], key: str) -> Path | None:
     return path if len(os.fsencode(path)) <= _MAX_SOCKET_PATH else None
 
 
-def peer_uid(sock: socket.socket) -> tuple[int, int]:
-    """(pid, uid) of the process at the other end of a connected unix socket."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _gid = struct.unpack("3i", creds)
-    return pid, uid
-
-
 class ClaimedSpare:
     """A spare this command has claimed: the connection its order goes down, and its process.
 
@@ -202,7 +197,7 @@ def claim(environ: Mapping[str, str]) -> ClaimedSpare | None:
     try:
         sock.settimeout(CLAIM_TIMEOUT_S)
         sock.connect(os.fspath(path))
-        pid, uid = peer_uid(sock)
+        pid, uid = peer_credentials(sock)
         if uid != os.getuid():
             raise OSError(f"the spare's socket {path} is held by uid {uid}")
         sock.sendall(b'{"claim": 1}\n')
@@ -248,17 +243,5 @@ def _retire(path: Path) -> None:
     with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(CLAIM_TIMEOUT_S)
         sock.connect(os.fspath(path))
-        if peer_uid(sock)[1] == os.getuid():
+        if peer_credentials(sock)[1] == os.getuid():
             sock.sendall(b'{"retire": 1}\n')
-
-
-def read_line(sock: socket.socket, limit: int = 1 << 16) -> bytes:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = sock.recv(4096)
-        if not chunk:
-            raise OSError("connection closed")
-        data += chunk
-        if len(data) > limit:
-            raise OSError("line too long")
-    return data

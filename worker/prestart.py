@@ -62,7 +62,7 @@ def main() -> None:
 
 def serve_spare(path: str, idle_s: float) -> None:
     """Wait as a spare on ``path`` (see the module docstring), then become the claiming run's worker."""
-    from producer.warm import read_line
+    from engine.unix_socket import read_line
     from worker.warmup import start_warmup
 
     lock = os.open(path + ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
@@ -99,7 +99,7 @@ def serve_spare(path: str, idle_s: float) -> None:
 def _accept_claim(listener: socket.socket) -> socket.socket | None:
     """The connection of the first well-formed claim by this user; None once idle for the timeout
     or when told to retire."""
-    from producer.warm import peer_uid, read_line
+    from engine.unix_socket import peer_credentials, read_line
 
     while True:
         try:
@@ -108,7 +108,7 @@ def _accept_claim(listener: socket.socket) -> socket.socket | None:
             return None
         try:
             conn.settimeout(5.0)
-            _pid, uid = peer_uid(conn)
+            _pid, uid = peer_credentials(conn)
             if uid != os.getuid():
                 raise ValueError("not this user")
             message = json.loads(read_line(conn))
