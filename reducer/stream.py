@@ -45,21 +45,35 @@ ROWS_NOT_KEPT = (
 
 @dataclass
 class _Mean:
-    """Running count, sum and sum of squares of composite scores in [0, 1]."""
+    """Running count, sum, mean and sum of squared deviations of composite scores in [0, 1].
+
+    The spread is kept as Welford's sum of squared deviations (merged by Chan's rule), not as a
+    sum of squares: ``squares - n * mean**2`` cancels catastrophically when every score is the
+    same, leaving a spread of ~1e-17 where the full reduce computes exactly zero (an interval
+    a few 1e-9 wide instead of a point). The mean reported is ``total / n``, as the full reduce's.
+    """
 
     n: int = 0
     total: float = 0.0
-    squares: float = 0.0
+    mean: float = 0.0
+    deviations: float = 0.0
 
     def add(self, value: float) -> None:
         self.n += 1
         self.total += value
-        self.squares += value * value
+        delta = value - self.mean
+        self.mean += delta / self.n
+        self.deviations += delta * (value - self.mean)
 
     def merge(self, other: _Mean) -> None:
-        self.n += other.n
+        if other.n == 0:
+            return
+        n = self.n + other.n
+        delta = other.mean - self.mean
+        self.deviations += other.deviations + delta * delta * self.n * other.n / n
+        self.mean += delta * other.n / n
+        self.n = n
         self.total += other.total
-        self.squares += other.squares
 
     def interval(self) -> tuple[float | None, tuple[float, float]]:
         """The same normal-approximation interval as :func:`reducer.stats.mean_interval`."""
@@ -68,7 +82,7 @@ class _Mean:
         mean = self.total / self.n
         if self.n < 2:
             return mean, (0.0, 1.0)
-        var = max(0.0, (self.squares - self.n * mean * mean) / (self.n - 1))
+        var = max(0.0, self.deviations / (self.n - 1))
         half = Z95 * math.sqrt(var / self.n)
         return mean, (max(0.0, mean - half), min(1.0, mean + half))
 
