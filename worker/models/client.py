@@ -350,24 +350,21 @@ class LiteLLMClient:
                     reply = parse_reply(response, attempt, _cost(response, model))
                     self._settle(reservation, reply.usage.total_tokens, reply.usage.cost_usd)
                     lease.settle(reply.usage.total_tokens, success=True)
-                    usage = reply.usage
-                    with_redis_retry(  # a Redis outage is the host's fault, never the agent's
-                        lambda usage=usage: record_usage(  # type: ignore[misc]
-                            self.redis,
-                            model,
-                            self.run_id,
-                            calls=1,
-                            attempts=1,
-                            prompt_tokens=usage.prompt_tokens,
-                            completion_tokens=usage.completion_tokens,
-                            cost_usd=usage.cost_usd,
-                        )
+                    record_usage(
+                        self.redis,
+                        model,
+                        self.run_id,
+                        calls=1,
+                        attempts=1,
+                        prompt_tokens=reply.usage.prompt_tokens,
+                        completion_tokens=reply.usage.completion_tokens,
+                        cost_usd=reply.usage.cost_usd,
                     )
                     return reply
             if attempt < max_attempts:
                 ceiling = min(retry.max_delay_s, retry.base_delay_s * 2 ** (attempt - 1))
                 time.sleep(random.uniform(0, ceiling))  # full jitter; a 429's cool-down waits in acquire
-        with_redis_retry(lambda: record_usage(self.redis, model, self.run_id, failed=1))
+        record_usage(self.redis, model, self.run_id, failed=1)
         kind = type(last_error).__name__ if last_error else "unknown"
         if last_error is not None and is_context_overflow(last_error):
             raise ContextOverflow(f"{model}: the conversation exceeds the model's context: {_short(last_error)}")
@@ -379,8 +376,12 @@ class LiteLLMClient:
         """Reserve the call's estimate in the run's budget; raise BudgetExhausted when it may not start."""
         if self.budget is None:
             return None
-        budget = self.budget
-        got = with_redis_retry(lambda: budget.reserve(model, tokens, estimate_cost(model, tokens), own=own))
+        # The budget is Redis state like any other: an outage is retried as every state call is,
+        # so it ends as the host's fault, never as the agent's executor-failed. (Usage counters
+        # are best effort and never raise.)
+        got = with_redis_retry(
+            functools.partial(self.budget.reserve, model, tokens, estimate_cost(model, tokens), own=own)
+        )
         if isinstance(got, OverShare):
             raise ShareSpent(got.why)
         if isinstance(got, str):
@@ -389,20 +390,17 @@ class LiteLLMClient:
 
     def _settle(self, reservation: Reservation | None, tokens: int, cost_usd: float | None) -> None:
         if self.budget is not None and reservation is not None:
-            budget = self.budget
-            with_redis_retry(lambda: budget.settle(reservation, tokens, cost_usd))
+            with_redis_retry(functools.partial(self.budget.settle, reservation, tokens, cost_usd))
 
     def _on_error(self, limiter: Limiter, lease: Lease, err: BaseException) -> None:
         if getattr(err, "status_code", None) == 429:
             # The provider refused before doing work: give the tokens back, start the cool-down.
             lease.settle(0, success=False)
             limiter.report_rate_limited(retry_after_s(err), lease)
-            with_redis_retry(
-                lambda: record_usage(self.redis, limiter.limits.name, self.run_id, attempts=1, rate_limited=1)
-            )
+            record_usage(self.redis, limiter.limits.name, self.run_id, attempts=1, rate_limited=1)
         else:
             lease.settle(None, success=False)
-            with_redis_retry(lambda: record_usage(self.redis, limiter.limits.name, self.run_id, attempts=1, errors=1))
+            record_usage(self.redis, limiter.limits.name, self.run_id, attempts=1, errors=1)
 
 
 def _short(err: BaseException | None, limit: int = 300) -> str:
