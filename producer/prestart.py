@@ -35,8 +35,6 @@ from typing import Protocol
 
 from producer import warm
 
-PRESTART_MODULE = "worker.prestart"
-
 
 class WorkerProcess(Protocol):
     """What the embedded cluster needs of a worker process: a spawned ``Popen`` or a claimed spare."""
@@ -70,7 +68,7 @@ def spawn() -> None:
     from engine.redis_server import die_with_parent
 
     _waiting = subprocess.Popen(
-        [sys.executable, "-P", "-m", PRESTART_MODULE],
+        [sys.executable, "-P", "-m", warm.PRESTART_MODULE],
         cwd="/",
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,

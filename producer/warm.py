@@ -57,7 +57,9 @@ IDLE_ENV = "SKILL_EVAL_WARM_IDLE_S"
 DEFAULT_IDLE_S = 900.0
 VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", IDLE_ENV})
 """Variables a shell changes between two commands without changing what a worker does
-(``PWD`` reaches the worker as the order's folder instead)."""
+(a worker never runs in the command's folder, see producer/prestart.py)."""
+PRESTART_MODULE = "worker.prestart"
+"""The module a worker started ahead of its cluster runs, by the command or as a spare (worker/prestart.py)."""
 CODE_PACKAGES = ("engine", "harnesses", "prompts", "producer", "reducer", "schemas", "testkit", "worker")
 MAX_SPARES = 2
 """Spares waiting in one user's folder at most (each holds about 250 MB): leaving one retires
@@ -127,8 +129,8 @@ def private_dir(folder: Path, *, create: bool) -> bool:
     Made (0700) when missing and ``create``; anything else found there is not used.
     """
     if create:
-        with contextlib.suppress(FileExistsError, OSError):
-            folder.mkdir(mode=0o700, parents=False)
+        with contextlib.suppress(OSError):  # there already, or its parent missing: judged below
+            folder.mkdir(mode=0o700)
     try:
         st = os.lstat(folder)
     except OSError:
@@ -220,7 +222,7 @@ def leave(environ: Mapping[str, str]) -> subprocess.Popen[bytes] | None:
     for old in others[MAX_SPARES - 1 :]:
         _retire(old)
     return subprocess.Popen(
-        [sys.executable, "-P", "-m", "worker.prestart", "--spare", os.fspath(path), str(idle_seconds(environ))],
+        [sys.executable, "-P", "-m", PRESTART_MODULE, "--spare", os.fspath(path), str(idle_seconds(environ))],
         cwd="/",  # not the command's folder: see producer/prestart.py
         env=dict(environ),
         stdin=subprocess.DEVNULL,

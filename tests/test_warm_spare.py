@@ -58,6 +58,12 @@ def _wait_for(check, timeout_s: float = 60.0):  # type: ignore[no-untyped-def]
     return check()
 
 
+def _listening_spare(runtime: Path) -> int:
+    """The pid of the one spare listening under ``runtime``, once it listens (it is imported)."""
+    (pid,) = _wait_for(lambda: _spares(runtime) if _socket_of(runtime) else [])
+    return int(pid)
+
+
 def _socket_of(runtime: Path) -> list[Path]:
     folder = runtime / "skill-eval"
     return sorted(folder.glob("*.sock")) if folder.is_dir() else []
@@ -101,7 +107,7 @@ def test_a_run_leaves_a_spare_and_the_next_run_becomes_it(tmp_path: Path, runtim
         first, started = _run_watching(env, *env.run_args(repo, "greet"))
         assert first.code in (0, 1), first.stderr[-2000:]  # type: ignore[attr-defined]
         assert started, "no spare to take yet: the first run starts its own worker"
-        (spare,) = _wait_for(lambda: _spares(runtime) if _socket_of(runtime) else [])
+        spare = _listening_spare(runtime)
         assert oct((runtime / "skill-eval").stat().st_mode & 0o777) == "0o700"
 
         second, started = _run_watching(env, *env.run_args(repo, "greet"))
@@ -109,7 +115,7 @@ def test_a_run_leaves_a_spare_and_the_next_run_becomes_it(tmp_path: Path, runtim
         assert "not graded (infra): none" in second.stdout, second.stdout[-2000:]  # type: ignore[attr-defined]
         assert started == set(), started  # no worker of its own: the spare ran its shards
         assert _wait_for(lambda: not alive([spare]), timeout_s=10)  # served one run, stopped with it
-        (after,) = _wait_for(lambda: _spares(runtime) if _socket_of(runtime) else [])
+        after = _listening_spare(runtime)
         assert after != spare  # the second run left a fresh one
 
 
@@ -118,7 +124,7 @@ def test_a_spare_is_not_taken_by_a_command_with_another_environment(tmp_path: Pa
     with OfflineModelServer(scenario(SLOW, [])) as server:
         env = _env(tmp_path, server, runtime)
         assert env.run(repo, "greet").code in (0, 1)
-        (spare,) = _wait_for(lambda: _spares(runtime) if _socket_of(runtime) else [])
+        spare = _listening_spare(runtime)
 
         other = _env(tmp_path, server, runtime, SOME_PROVIDER_SETTING="changed")
         done, started = _run_watching(other, *other.run_args(repo, "greet"))
@@ -133,7 +139,7 @@ def test_a_killed_command_takes_its_claimed_spare_with_it(tmp_path: Path, runtim
     with OfflineModelServer(scenario(SLOW, [])) as server:
         env = _env(tmp_path, server, runtime)
         assert env.run(repo, "greet").code in (0, 1)
-        (spare,) = _wait_for(lambda: _spares(runtime) if _socket_of(runtime) else [])
+        spare = _listening_spare(runtime)
 
         # Killed before its cluster opened: the claimed spare reads end-of-file instead of an order.
         proc = env.start(*env.run_args(repo, "greet"))
@@ -144,7 +150,7 @@ def test_a_killed_command_takes_its_claimed_spare_with_it(tmp_path: Path, runtim
 
         # Killed while the spare runs its shards as the worker: the hang-up ends it.
         assert env.run(repo, "greet").code in (0, 1)  # leaves the next spare
-        (spare,) = _wait_for(lambda: _spares(runtime) if _socket_of(runtime) else [])
+        spare = _listening_spare(runtime)
         server.reset()
         proc = env.start(*env.run_args(repo, "greet"))
         assert _wait_for(lambda: server.stats()["total"] > 0, timeout_s=60)  # it has its order and runs
