@@ -121,13 +121,16 @@ def probe_harness_executor(run_settings: RunSettings, models: Sequence[str], set
     missing one as executor-failed).
     """
     from harnesses.registry import harness_for
-    from schemas.errors import NoHarness
-    from worker.executor.canary import probe_harness_capture
-    from worker.executor.harness_binary import find_binary
 
     harness = harness_for(run_settings.executor)
     if harness is None:
         return
+    # Only now the worker room's canary: importing it costs ~0.3 s of CPU, on the path to the
+    # first model call of every run with the built-in agent.
+    from schemas.errors import NoHarness
+    from worker.executor.canary import probe_harness_capture
+    from worker.executor.harness_binary import find_binary
+
     try:
         find_binary(harness)
     except NoHarness:

@@ -196,11 +196,13 @@ def claim(environ: Mapping[str, str]) -> ClaimedSpare | None:
     if path is None or not private_dir(path.parent, create=False):
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid: int | None = None
     try:
         sock.settimeout(CLAIM_TIMEOUT_S)
         sock.connect(os.fspath(path))
         pid, uid = peer_credentials(sock)
         if uid != os.getuid():
+            pid = None  # not ours to stop
             raise OSError(f"the spare's socket {path} is held by uid {uid}")
         sock.sendall(b'{"claim": 1}\n')
         reply = json.loads(read_line(sock))
@@ -208,9 +210,35 @@ def claim(environ: Mapping[str, str]) -> ClaimedSpare | None:
             raise OSError(f"the process at {path} did not answer as a spare")
         sock.settimeout(None)
         return ClaimedSpare(sock, pid)
+    except TimeoutError:
+        # Listening but not answering (stopped, wedged): it would cost every later command the
+        # same wait, and its lock keeps a new spare for this key from starting. Stop it, if it
+        # is a spare at this very path (anything else of this user there is left alone).
+        sock.close()
+        if pid is not None:
+            _stop_spare(pid, path)
+        return None
     except (OSError, ValueError, AttributeError):
         sock.close()
         return None
+
+
+def _stop_spare(pid: int, path: Path) -> None:
+    """SIGKILL ``pid`` if it is the spare serving ``path``; through a pidfd, opened before the check,
+    so a later process given the same pid is never the one signalled."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        if PRESTART_MODULE.encode() in argv and b"--spare" in argv and os.fsencode(path) in argv:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def leave(environ: Mapping[str, str]) -> subprocess.Popen[bytes] | None:

@@ -303,3 +303,36 @@ def test_the_spare_becomes_the_worker_its_order_describes(tmp_path: Path, runtim
     assert claimed.send_order(order)
     assert claimed.wait(30) == -1 and spare.wait(1) == 0
     assert log.read_text().strip()[:1].isdigit()  # ``celery --version`` printed into the run's log
+
+
+def test_a_spare_that_stops_answering_is_stopped_and_the_next_one_takes_its_place(runtime: Path) -> None:
+    """A wedged spare would cost every later command the claim's wait, and its lock would keep a
+    new spare for the key from starting: the first claim that times out on it kills it."""
+    environ = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "SKILL_EVAL_WARM_IDLE_S": "60"}
+    wedged = warm.leave(environ)
+    assert wedged is not None
+    assert _listening_spare(runtime) == wedged.pid
+    os.kill(wedged.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    assert warm.claim(environ) is None
+    assert time.monotonic() - started < warm.CLAIM_TIMEOUT_S + 1
+    assert wedged.wait(10) == -signal.SIGKILL
+    fresh = warm.leave(environ)
+    assert fresh is not None
+    claimed = _wait_for(lambda: warm.claim(environ))
+    assert claimed is not None and claimed.pid == fresh.pid
+    claimed.kill()
+    assert fresh.wait(15) != 0
+
+
+def test_a_spare_whose_imports_fail_exits_without_listening(tmp_path: Path, runtime: Path) -> None:
+    """A command must never be handed a worker that cannot import its model client."""
+    broken = tmp_path / "site" / "litellm"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('a half-upgraded install')\n")
+    environ = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "PYTHONPATH": str(tmp_path / "site")}
+    spare = warm.leave(environ)
+    assert spare is not None
+    assert spare.wait(120) == 1
+    assert _socket_of(runtime) == []
+    assert warm.claim(environ) is None

@@ -8,11 +8,12 @@ folder. Then it becomes that worker in this process.
 * ``python -m worker.prestart``: started by the command itself; the line comes on stdin, and
   end-of-file instead means the command went on without a cluster: the process exits at once.
 * ``python -m worker.prestart --spare SOCKET IDLE_S``: a spare left for a later command. It
-  exits at once when another spare holds ``SOCKET.lock`` (serving or still importing); else,
-  once imported, it listens on ``SOCKET`` for one claim from a process of this user, answers with its
-  pid, stops listening, and reads the order from that connection; end-of-file on it at any
-  time after the claim (the command ended or was killed) ends the process. With no claim for
-  ``IDLE_S`` seconds, or when a newer spare tells it to retire, it removes its socket and exits.
+  exits at once when another spare holds ``SOCKET.lock`` (serving or still importing), or
+  when its imports fail; else, once imported, it listens on ``SOCKET`` for one claim from a
+  process of this user, answers with its pid, stops listening, and reads the order from that
+  connection; end-of-file on it at any time after the claim (the command ended or was killed)
+  ends the process. With no claim for ``IDLE_S`` seconds, or when a newer spare tells it to
+  retire, it removes its socket and exits.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def main() -> None:
 def serve_spare(path: str, idle_s: float) -> None:
     """Wait as a spare on ``path`` (see the module docstring), then become the claiming run's worker."""
     from engine.unix_socket import read_line
-    from worker.warmup import start_warmup
+    from worker.warmup import imported, start_warmup
 
     lock = os.open(path + ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
     try:
@@ -71,6 +72,10 @@ def serve_spare(path: str, idle_s: float) -> None:
     except OSError:
         os._exit(0)  # another spare serves this key, or is on its way: no second import
     start_warmup().join()  # listening means imported: a claim gets a ready process
+    if not imported():
+        # A broken install (or one changing under it): a command claiming this process would
+        # get a worker that fails every shard. Exit unbound; the next command spawns its own.
+        os._exit(1)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a dead spare's socket: the lock says none is listening
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -43,6 +43,15 @@ def import_heavy_modules() -> None:
     finally:
         gc.enable()
     gc.freeze()
+    _imported.set()
+
+
+_imported = threading.Event()
+
+
+def imported() -> bool:
+    """Whether :func:`import_heavy_modules` has completed in this process (it raised if not)."""
+    return _imported.is_set()
 
 
 _warmup: threading.Thread | None = None
