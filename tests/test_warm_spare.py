@@ -69,6 +69,16 @@ def _socket_of(runtime: Path) -> list[Path]:
     return sorted(folder.glob("*.sock")) if folder.is_dir() else []
 
 
+def _leave_and_claim(environ: dict[str, str]) -> None:
+    """Leave a spare, claim that very process once it listens, then kill it."""
+    spare = warm.leave(environ)
+    assert spare is not None
+    claimed = _wait_for(lambda: warm.claim(environ))
+    assert claimed is not None and claimed.pid == spare.pid
+    claimed.kill()
+    assert spare.wait(15) != 0
+
+
 def _env(tmp_path: Path, server: OfflineModelServer, runtime: Path, **extra: str) -> Env:
     env = Env(
         tmp_path / "e2e",
@@ -249,12 +259,7 @@ def test_a_dead_spares_socket_file_is_replaced_by_the_next_spare(runtime: Path) 
     stale.bind(str(path))
     stale.close()  # the file stays, nobody listens
     assert warm.claim(environ) is None
-    spare = warm.leave(environ)
-    assert spare is not None
-    claimed = _wait_for(lambda: warm.claim(environ))
-    assert claimed is not None and claimed.pid == spare.pid
-    claimed.kill()
-    assert spare.wait(15) != 0
+    _leave_and_claim(environ)
 
 
 @pytest.mark.parametrize(
@@ -317,12 +322,7 @@ def test_a_spare_that_stops_answering_is_stopped_and_the_next_one_takes_its_plac
     assert warm.claim(environ) is None
     assert time.monotonic() - started < warm.CLAIM_TIMEOUT_S + 1
     assert wedged.wait(10) == -signal.SIGKILL
-    fresh = warm.leave(environ)
-    assert fresh is not None
-    claimed = _wait_for(lambda: warm.claim(environ))
-    assert claimed is not None and claimed.pid == fresh.pid
-    claimed.kill()
-    assert fresh.wait(15) != 0
+    _leave_and_claim(environ)
 
 
 def test_a_spare_whose_imports_fail_exits_without_listening(tmp_path: Path, runtime: Path) -> None:
