@@ -202,7 +202,6 @@ def claim(environ: Mapping[str, str]) -> ClaimedSpare | None:
         sock.connect(os.fspath(path))
         pid, uid = peer_credentials(sock)
         if uid != os.getuid():
-            pid = None  # not ours to stop
             raise OSError(f"the spare's socket {path} is held by uid {uid}")
         sock.sendall(b'{"claim": 1}\n')
         reply = json.loads(read_line(sock))
