@@ -212,12 +212,12 @@ def run_watched(
     watch = TreeWatch(proc.pid, tuple(also)).start()
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
+        wall = time.monotonic() - t0  # not the sampler's last sample, which stop() waits for
     finally:
         watch.stop()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    wall = time.monotonic() - t0
     mb = 1024 * 1024
     return Finished(
         started=started,
