@@ -21,7 +21,7 @@ from kombu import Exchange, Queue  # type: ignore[attr-defined]  # kombu re-expo
 
 from engine.settings import Settings
 from schemas.constants import ALL_QUEUES, QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE
-from worker.deadline import time_limits
+from schemas.manifest import RunManifest
 
 __all__ = ["TASK_EXECUTE", "TASK_GRADE", "TASK_NAMES", "TASK_REDUCE", "app", "make_app", "time_limits"]
 
@@ -31,6 +31,27 @@ TASK_REDUCE = "skill_eval.reduce"
 TASK_PREFLIGHT = "skill_eval.preflight"
 """Sent to whichever queue must check its models; not routed by name."""
 TASK_NAMES = {QUEUE_EXECUTE: TASK_EXECUTE, QUEUE_GRADE: TASK_GRADE, QUEUE_REDUCE: TASK_REDUCE}
+
+
+HARD_GRACE_S = 60.0
+"""How long past the soft deadline a shard's thread may take to unwind before it is abandoned."""
+
+
+def time_limits(manifest: RunManifest | None, kind: str) -> tuple[float, float]:
+    """(soft, hard) deadlines of a task in seconds; both stay well below the broker visibility timeout.
+
+    ``manifest`` is needed for ``execute`` only (its shards' wall clock): grade and reduce messages
+    can still be sent for a run whose manifest became unreadable, so that the run ends.
+    """
+    if kind == QUEUE_EXECUTE:
+        if manifest is None:
+            raise ValueError("an execute task's time limit needs the run's manifest")
+        soft = manifest.settings.budget.wall_clock_s + 120.0  # workspace, final files, trajectory upload
+    elif kind == QUEUE_GRADE:
+        soft = 900.0  # judge calls with retries and one re-ask each, plus calibration
+    else:
+        soft = 600.0
+    return soft, soft + HARD_GRACE_S
 
 
 def make_app(settings: Settings | None = None) -> Celery:

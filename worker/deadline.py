@@ -29,32 +29,11 @@ from contextlib import contextmanager
 
 import structlog
 
-from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.errors import ShardDeadlineExceeded
-from schemas.manifest import RunManifest
+from worker.app import time_limits
 from worker.context import Context, with_redis_retry
 
 log = structlog.get_logger("skill_eval.worker")
-
-HARD_GRACE_S = 60.0
-"""How long past the soft deadline a shard's thread may take to unwind before it is abandoned."""
-
-
-def time_limits(manifest: RunManifest | None, kind: str) -> tuple[float, float]:
-    """(soft, hard) deadlines of a task in seconds; both stay well below the broker visibility timeout.
-
-    ``manifest`` is needed for ``execute`` only (its shards' wall clock): grade and reduce messages
-    can still be sent for a run whose manifest became unreadable, so that the run ends.
-    """
-    if kind == QUEUE_EXECUTE:
-        if manifest is None:
-            raise ValueError("an execute task's time limit needs the run's manifest")
-        soft = manifest.settings.budget.wall_clock_s + 120.0  # workspace, final files, trajectory upload
-    elif kind == QUEUE_GRADE:
-        soft = 900.0  # judge calls with retries and one re-ask each, plus calibration
-    else:
-        soft = 600.0
-    return soft, soft + HARD_GRACE_S
 
 
 def _raise_in(thread_id: int, exc: type[BaseException] | None) -> None:
