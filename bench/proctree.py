@@ -107,6 +107,8 @@ def _name(pid: int) -> str:
         return "?"
     if Path(words[0]).name.startswith("python") and len(words) > 1:
         rest = words[1:]
+        while len(rest) > 1 and rest[0].startswith("-") and rest[0] != "-m":
+            rest = rest[2:] if rest[0] in ("-X", "-W") and len(rest) > 2 else rest[1:]  # interpreter flags
         if rest[0] == "-m" and len(rest) > 1:
             return rest[1]
         return Path(rest[0]).name
