@@ -43,6 +43,9 @@ def become(order: Mapping[str, Any]) -> None:
     os.dup2(null, 0)  # nothing the worker runs inherits the command's pipe
     os.close(null)
     sys.argv = ["celery", *order["argv"]]
+    from worker.warmup import wait_for_celery_modules
+
+    wait_for_celery_modules()  # never the same imports on two threads at once
     from celery.__main__ import main as celery_main
 
     celery_main()
