@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -336,3 +337,18 @@ def test_a_spare_whose_imports_fail_exits_without_listening(tmp_path: Path, runt
     assert spare.wait(120) == 1
     assert _socket_of(runtime) == []
     assert warm.claim(environ) is None
+
+
+def test_a_spare_imports_celery_s_boot_but_not_the_app_whose_broker_its_orders_bring() -> None:
+    """A spare imports before it has its orders' environment: Celery's own boot modules are safe to
+    load then, the app (which reads its broker from that environment) and the tasks are not."""
+    code = (
+        "import sys; from worker.warmup import CELERY_BOOT_MODULES, import_heavy_modules;"
+        " import_heavy_modules();"
+        " print(all(m in sys.modules for m in CELERY_BOOT_MODULES),"
+        " [m for m in ('worker.app', 'worker.tasks') if m in sys.modules])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", code], cwd="/", capture_output=True, text=True, timeout=180, check=True
+    )
+    assert done.stdout.split() == ["True", "[]"], done.stdout + done.stderr
