@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from engine.heap import imports_frozen
 from producer import warm
 
 
@@ -111,16 +112,8 @@ def main() -> None:
         _waiting = warm.claim(environ) if spare else None
         if _waiting is None:
             spawn()
-    # The imports build a few hundred thousand long-lived objects: with the cyclic collector
-    # paused they cost about 0.2 s less, and frozen afterwards no later collection walks them
-    # again, least of all the interpreter's teardown at exit, which otherwise spent another
-    # 0.4 s collecting as it cleared every module (the worker does the same, worker/warmup.py).
-    gc.disable()
-    try:
+    with imports_frozen():  # 0.2 s off the imports, 0.4 s off the exit's teardown (engine/heap.py)
         from producer.cli import main as cli_main
-    finally:
-        gc.enable()
-    gc.freeze()
     try:
         cli_main()
     finally:

@@ -352,3 +352,22 @@ def test_a_spare_imports_celery_s_boot_but_not_the_app_whose_broker_its_orders_b
         [sys.executable, "-P", "-c", code], cwd="/", capture_output=True, text=True, timeout=180, check=True
     )
     assert done.stdout.split() == ["True", "[]"], done.stdout + done.stderr
+
+
+def test_imports_frozen_pauses_the_collector_and_freezes_only_what_a_finished_block_built() -> None:
+    code = (
+        "import gc; from engine.heap import imports_frozen\n"
+        "before = gc.get_freeze_count()\n"
+        "try:\n"
+        "    with imports_frozen():\n"
+        "        assert not gc.isenabled()\n"
+        "        raise KeyError\n"
+        "except KeyError:\n"
+        "    pass\n"
+        "failed = gc.get_freeze_count()\n"
+        "with imports_frozen():\n"
+        "    kept = [[i] for i in range(10000)]\n"
+        "print(gc.isenabled(), failed == before, gc.get_freeze_count() - failed >= 10000)\n"
+    )
+    done = subprocess.run([sys.executable, "-P", "-c", code], cwd="/", capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["True", "True", "True"], done.stdout + done.stderr
