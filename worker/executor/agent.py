@@ -122,8 +122,7 @@ class _Loop:
 
     def ran_tools(self) -> bool:
         """Whether any tool call reached the sandbox. Without one nothing ran in the workspace
-        since it was made, so no file can have changed, and the final-files listing (a sandboxed
-        ``find``: a bwrap process per shard) is skipped."""
+        since it was made, so no file can have changed, and the final-files walk is skipped."""
         return any(isinstance(e, ToolCallEvent) for e in self.events)
 
     def over_quota(self) -> str | None:

@@ -1,44 +1,37 @@
-"""Read back, through the sandbox, the files an executor changed: ``Trajectory.final_files``.
+"""Read back the files an executor changed: ``Trajectory.final_files``.
 
 Changed means written or edited by a file tool, or modified by anything else (a shell
-command, an external agent) since the executor started, as the files' mtimes show. Files
-are read inside the sandbox, so a path the agent pointed outside the workspace is
-contained there as well; binary files are skipped and sizes are capped.
+command, an external agent) since the executor started, as the files' mtimes show. Binary
+files are skipped and sizes are capped.
+
+The workspace is read on the host, after the executor is done: every sandboxed command has
+ended by then (bwrap's PID namespace dies with its init; a root worker also kills the
+sandbox's throwaway uid), so nothing of the agent's is left to swap a path while it is read.
+The agent can still have left links and special files behind, so the walk never follows a
+link, every path component is opened relative to its parent with ``O_NOFOLLOW``, only regular
+files are read, and a file the sandbox's uid does not own (a hard link into something else)
+is skipped. A path the agent named outside the workspace is never mapped into it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import posixpath
-import shlex
-from collections.abc import Iterable
+import stat
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from worker.sandbox import Sandbox
 
 MAX_FINAL_FILES = 50
 MAX_FILE_CHARS = 20_000
 TRUNCATION_NOTE = "\n[... truncated by skill-eval ...]"
+MAX_WALKED_ENTRIES = 200_000
+"""Entries the change listing looks at before it stops (the workspace's own entry quota)."""
 
-# Exit 3: binary or unreadable. Reads at most 4 bytes per character wanted.
-_READ_SCRIPT = """
-import sys
-path, cap = sys.argv[1], int(sys.argv[2])
-try:
-    with open(path, "rb") as f:
-        data = f.read(cap * 4 + 4)
-except OSError:
-    sys.exit(3)
-if b"\\0" in data:
-    sys.exit(3)
-try:
-    text = data.decode("utf-8")
-except UnicodeDecodeError as exc:
-    if exc.start < len(data) - 4:
-        sys.exit(3)
-    text = data[: exc.start].decode("utf-8")
-sys.stdout.write(text[:cap])
-if len(text) > cap:
-    sys.stdout.write(sys.argv[3])
-"""
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def repo_relative(path: str, inner_root: str) -> str | None:
@@ -54,32 +47,103 @@ def repo_relative(path: str, inner_root: str) -> str | None:
     return normal
 
 
-def changed_since(sandbox: Sandbox, since_epoch: float) -> list[str]:
-    """Repo-relative regular files (outside .git) modified after ``since_epoch``, at most a capped few."""
-    command = (
-        f"find . -path ./.git -prune -o -type f -newermt @{since_epoch:.6f} -print | head -n {MAX_FINAL_FILES * 4}"
-    )
-    result = sandbox.run(command)
-    if result.exit_code != 0:
-        return []
-    paths = [line[2:] if line.startswith("./") else line for line in result.output.splitlines()]
-    return sorted(p for p in paths if p)
+def decode_capped(data: bytes, cap: int) -> str | None:
+    """At most ``cap`` characters of ``data`` as UTF-8 text (the note appended when cut); None
+    when it is binary: a NUL byte, or invalid UTF-8 before the last, possibly cut, character."""
+    if b"\0" in data:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(data) - 4:
+            return None
+        text = data[: exc.start].decode("utf-8")
+    return text[:cap] + (TRUNCATION_NOTE if len(text) > cap else "")
+
+
+def _owner(sandbox: Sandbox) -> int:
+    """The uid every file the agent could make is owned by: the sandbox's throwaway uid, or ours."""
+    uid = getattr(sandbox, "uid", None)
+    return uid if isinstance(uid, int) else os.geteuid()
+
+
+def changed_since(root: Path, since_epoch: float, *, owner: int, limit: int = MAX_FINAL_FILES * 4) -> list[str]:
+    """Repo-relative regular files (outside the top-level .git) modified after ``since_epoch``.
+
+    Never follows a link; stops after ``limit`` files or :data:`MAX_WALKED_ENTRIES` entries.
+    """
+    found: list[str] = []
+    walked = 0
+    stack = [""]
+    while stack and len(found) < limit and walked < MAX_WALKED_ENTRIES:
+        folder = stack.pop()
+        try:
+            with os.scandir(root / folder if folder else root) as entries:
+                listed = list(entries)
+        except OSError:
+            continue  # a folder the agent made unreadable, or removed meanwhile
+        for entry in sorted(listed, key=lambda e: e.name):
+            walked += 1
+            relative = f"{folder}/{entry.name}" if folder else entry.name
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if relative != ".git":
+                    stack.append(relative)
+            elif stat.S_ISREG(st.st_mode) and st.st_mtime > since_epoch and st.st_uid == owner:
+                found.append(relative)
+    return sorted(found[:limit])
+
+
+@contextlib.contextmanager
+def _opened(fd: int) -> Iterator[int]:
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def read_changed_file(root: Path, relative: str, *, owner: int, cap: int = MAX_FILE_CHARS) -> str | None:
+    """The capped text of the regular file ``root/relative``; None when it is missing, binary, not a
+    regular file, reached through a link at any component, or not owned by ``owner``."""
+    *folders, name = relative.split("/")
+    try:
+        fd = os.open(root, _DIR_FLAGS)
+        for folder in folders:
+            with _opened(fd) as parent:
+                fd = os.open(folder, _DIR_FLAGS, dir_fd=parent)
+        with _opened(fd) as parent:
+            fd = os.open(name, _FILE_FLAGS, dir_fd=parent)
+    except OSError:
+        return None  # missing, a link (ELOOP, ENOTDIR), or unreadable
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != owner:
+            return None
+        try:
+            data = f.read(cap * 4 + 4)
+        except OSError:
+            return None
+    return decode_capped(data, cap)
 
 
 def collect_final_files(sandbox: Sandbox, *, since_epoch: float, wrote: Iterable[str] = ()) -> dict[str, str]:
-    """Return repo-relative path -> final text for files written via tools or changed since start."""
+    """Return repo-relative path -> final text for files written via tools or changed since start.
+
+    Call it only once the executor is done (see the module docstring).
+    """
+    root = Path(os.path.realpath(sandbox.workspace))
+    owner = _owner(sandbox)
     wanted: list[str] = []
-    for path in [*wrote, *changed_since(sandbox, since_epoch)]:
+    for path in [*wrote, *changed_since(root, since_epoch, owner=owner)]:
         relative = repo_relative(path, sandbox.inner_root)
         if relative is not None and relative not in wanted:
             wanted.append(relative)
     files: dict[str, str] = {}
     for relative in wanted[:MAX_FINAL_FILES]:
-        command = (
-            f"python3 -c {shlex.quote(_READ_SCRIPT)} {shlex.quote(relative)} "
-            f"{MAX_FILE_CHARS} {shlex.quote(TRUNCATION_NOTE)}"
-        )
-        result = sandbox.run(command)
-        if result.exit_code == 0:
-            files[relative] = result.output
+        text = read_changed_file(root, relative, owner=owner)
+        if text is not None:
+            files[relative] = text
     return files
