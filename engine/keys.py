@@ -54,6 +54,11 @@ def attempts_field(shard_id: str, leased: str) -> str:
     return f"{shard_id}:{leased}"
 
 
+def reduced_signal_key(run_id: str) -> str:
+    """A list holding one token once the run is reduced: a waiting client blocks on it (BLPOP)."""
+    return f"{KEY_PREFIX}:run:{run_id}:reduced-signal"
+
+
 def active_runs_key() -> str:
     return f"{KEY_PREFIX}:runs"
 

@@ -29,6 +29,7 @@ from engine.keys import (
     attempts_field,
     inflight_key,
     preflight_key,
+    reduced_signal_key,
     resubmits_key,
     run_keys,
     unsent_key,
@@ -39,6 +40,8 @@ from schemas.status import TERMINAL_STATES, ShardState, may_transition
 MAX_ATTEMPTS = 3
 """Claims of one shard into executing (or grading) before it is given up: a shard whose worker dies
 every time (a native crash, an OOM kill) would otherwise come back by its lease forever."""
+SIGNAL_TTL_S = 86_400
+"""How long a reduced run's wake-up token waits for a client that never came."""
 _TERMINAL_LUA = "{" + ",".join(f'["{s.value}"]=true' for s in TERMINAL_STATES) + "}"
 
 # KEYS: run, states, leases, owners, inflight execute, inflight grade.
@@ -431,9 +434,24 @@ class RunState:
         return bool(self.r.hget(self._keys(run_id).run, "reduced"))
 
     def mark_reduced(self, run_id: str) -> None:
-        """Mark the run reduced; the reaper stops watching it."""
-        self.r.srem(active_runs_key(), run_id)
-        self.r.hset(self._keys(run_id).run, "reduced", 1)
+        """Mark the run reduced (the reaper stops watching it) and wake a client waiting for it."""
+        signal = reduced_signal_key(run_id)
+        pipe = self.r.pipeline(transaction=True)
+        pipe.srem(active_runs_key(), run_id)
+        pipe.hset(self._keys(run_id).run, "reduced", 1)
+        pipe.delete(signal)  # one token at most, however often the run is reduced again
+        pipe.rpush(signal, 1)
+        pipe.expire(signal, SIGNAL_TTL_S)
+        pipe.execute()
+
+    def wait_reduced(self, run_id: str, timeout_s: float) -> bool:
+        """Block until the run is marked reduced, ``timeout_s`` at most; whether it is reduced.
+
+        A token left by an earlier reduction (before a resubmit) wakes the waiter once early;
+        the flag, not the token, is the answer.
+        """
+        self.r.blpop([reduced_signal_key(run_id)], timeout=timeout_s)
+        return self.reduced(run_id)
 
     def requeue(self, run_id: str, moves: list[tuple[str, ShardState, ShardState]]) -> list[str]:
         """Move each ``(shard, expected, back)`` from ``expected`` back to ``back``; the shards moved.

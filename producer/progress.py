@@ -67,4 +67,4 @@ def wait_for_run(
             if not state.exists(run_id):
                 # A broker restarted without persistence forgets the run: say so instead of waiting forever.
                 raise RunStalled(f"the broker no longer knows run {run_id} (restarted without persistence?)")
-            time.sleep(poll_s)
+            state.wait_reduced(run_id, poll_s)  # woken the moment the reduce ends, not a poll later

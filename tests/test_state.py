@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from engine.keys import attempts_field, run_keys
+from engine.keys import attempts_field, reduced_signal_key, run_keys
 from engine.records import load_outcome
 from engine.redis_server import RedisServer
 from engine.settings import Settings
@@ -255,3 +255,22 @@ def test_an_abandoned_lease_refuses_its_holder_and_is_reaped_at_once(redis_clien
     assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "next", 30)
     assert not state.expire_lease(RUN, "s1", "stuck")  # a late hard deadline cannot hit the new owner
     assert state.heartbeat(RUN, "s1", "next", 30)
+
+
+def test_a_waiting_client_wakes_when_the_run_is_reduced_not_a_poll_later(redis_client: redis.Redis) -> None:
+    state = _state(redis_client)
+    assert not state.wait_reduced(RUN, 0.05)  # nothing reduced: the wait times out, the answer is no
+
+    woke: list[float] = []
+    waiter = threading.Thread(target=lambda: woke.append(time.monotonic()) if state.wait_reduced(RUN, 30) else None)
+    waiter.start()
+    time.sleep(0.2)
+    marked = time.monotonic()
+    state.mark_reduced(RUN)
+    waiter.join(10)
+
+    assert woke and woke[0] - marked < 1.0  # the token woke it; a 30 s timeout did not end the wait
+    # A run reduced again (after a resubmit) holds one token, not one per reduction.
+    state.mark_reduced(RUN)
+    state.mark_reduced(RUN)
+    assert redis_client.llen(reduced_signal_key(RUN)) == 1
