@@ -20,6 +20,7 @@ See docs/design/engine.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import redis
 
@@ -40,6 +41,17 @@ from schemas.status import TERMINAL_STATES, ShardState, may_transition
 MAX_ATTEMPTS = 3
 """Claims of one shard into executing (or grading) before it is given up: a shard whose worker dies
 every time (a native crash, an OOM kill) would otherwise come back by its lease forever."""
+
+
+class Claim(NamedTuple):
+    """A claim that took a shard's lease."""
+
+    claims: int
+    """Times the shard was claimed into the leased state (executing or grading), this claim included."""
+    attempt: int
+    """The shard's attempt: 0, or the number of its latest resubmit (its final records' key)."""
+
+
 SIGNAL_TTL_S = 86_400
 """How long a reduced run's wake-up token waits for a client that never came."""
 _TERMINAL_LUA = "{" + ",".join(f'["{s.value}"]=true' for s in TERMINAL_STATES) + "}"
@@ -68,7 +80,8 @@ return {{1, cur, done, total}}
 """
 
 # Claim a shard for work: from -> to with a lease, or take over a lease that expired; count the attempt.
-# KEYS: states, leases, owners, attempts, inflight list of `to`. ARGV: shard, from, to, token, ttl_ms, entry
+# KEYS: states, leases, owners, attempts, inflight list of `to`, resubmits. ARGV: shard, from, to, token,
+# ttl_ms, entry. Returns {1, previous state, claims into `to` counting this one, resubmit number}.
 _CLAIM = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -83,10 +96,10 @@ else
 end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
-redis.call('HINCRBY', KEYS[4], ARGV[1] .. ':' .. ARGV[3], 1)
+local claims = redis.call('HINCRBY', KEYS[4], ARGV[1] .. ':' .. ARGV[3], 1)
 redis.call('LREM', KEYS[5], 0, ARGV[6])
 redis.call('RPUSH', KEYS[5], ARGV[6])
-return {1, cur}
+return {1, cur, claims, redis.call('HGET', KEYS[6], ARGV[1]) or '0'}
 """
 
 # KEYS: leases, owners. ARGV: shard, token, ttl_ms
@@ -315,14 +328,23 @@ class RunState:
         raw = self.r.hmget(self._keys(run_id).run, "terminal", "total")
         return int(raw[0] or 0), int(raw[1] or 0)
 
-    def claim(self, run_id: str, shard_id: str, src: ShardState, dst: ShardState, token: str, ttl_s: float) -> bool:
-        """Move ``src -> dst`` taking a lease, or take over ``dst`` whose lease expired."""
+    def claim(
+        self, run_id: str, shard_id: str, src: ShardState, dst: ShardState, token: str, ttl_s: float
+    ) -> Claim | None:
+        """Move ``src -> dst`` taking a lease, or take over ``dst`` whose lease expired; None when the
+        shard is in neither state (or another lease on it is live).
+
+        The claim's counts come back in the same round trip: a worker claims a shard twice per
+        shard (execute, grade), and each separate read was one more trip per task.
+        """
         k = self._keys(run_id)
-        ok, _ = self._claim(
-            keys=[k.states, k.leases, k.owners, k.attempts, _inflight_list(dst)],
+        got = self._claim(
+            keys=[k.states, k.leases, k.owners, k.attempts, _inflight_list(dst), resubmits_key(run_id)],
             args=[shard_id, src.value, dst.value, token, int(ttl_s * 1000), inflight_entry(run_id, shard_id)],
         )
-        return bool(ok)
+        if not int(got[0]):
+            return None
+        return Claim(claims=int(got[2]), attempt=int(got[3]))
 
     def release(self, run_id: str, shard_id: str, token: str) -> ShardState | None:
         """Hand a shard we hold back (``executing -> queued``, ``grading -> executed``); the state to
@@ -474,10 +496,6 @@ class RunState:
     def next_attempt(self, run_id: str, shard_id: str) -> int:
         """Number the shard's next resubmitted attempt (1, 2, ...; the first attempt is 0)."""
         return int(self.r.hincrby(resubmits_key(run_id), shard_id, 1))
-
-    def attempt(self, run_id: str, shard_id: str) -> int:
-        """The shard's current attempt: 0, or the number of its latest resubmit."""
-        return int(self.r.hget(resubmits_key(run_id), shard_id) or 0)
 
     def next_manifest_revision(self, run_id: str) -> int:
         """Number the run's next manifest revision (2, 3, ...; the first manifest is revision 1)."""

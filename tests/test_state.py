@@ -81,7 +81,7 @@ def test_an_unknown_shard_is_never_created_by_a_transition(redis_client: redis.R
 def test_of_concurrent_claimers_exactly_one_wins(redis_client: redis.Redis) -> None:
     state = _state(redis_client)
     wins = _race(16, lambda i: state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, f"token{i}", 30))
-    assert wins.count(True) == 1
+    assert sum(w is not None for w in wins) == 1
     assert state.get(RUN, "s1") is S.EXECUTING
 
 
@@ -274,3 +274,18 @@ def test_a_waiting_client_wakes_when_the_run_is_reduced_not_a_poll_later(redis_c
     state.mark_reduced(RUN)
     state.mark_reduced(RUN)
     assert redis_client.llen(reduced_signal_key(RUN)) == 1
+
+
+def test_a_claim_brings_back_its_claim_count_and_the_shard_s_resubmit_number(redis_client: redis.Redis) -> None:
+    state = _state(redis_client)
+    first = state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "old", 0.05)
+    assert first is not None and (first.claims, first.attempt) == (1, 0)
+    time.sleep(0.1)  # the lease lapses: the next claim takes it over and counts again
+    second = state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "new", 30)
+    assert second is not None and (second.claims, second.attempt) == (2, 0)
+    assert second.claims == state.attempts(RUN, "s1", S.EXECUTING)
+
+    state.next_attempt(RUN, "s1")
+    state.next_attempt(RUN, "s1")
+    graded = state.claim(RUN, "s1", S.EXECUTING, S.GRADING, "g", 30)
+    assert graded is not None and (graded.claims, graded.attempt) == (1, 2)

@@ -24,7 +24,6 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import structlog
 from pydantic import ValidationError
@@ -83,15 +82,14 @@ class ShardLease:
     leased: ShardState
     """executing or grading."""
     token: str
+    claims: int = 1
+    """Times the shard was claimed into ``leased``, this claim included."""
+    attempt: int = 0
+    """Which attempt of the shard this is (0, then one more per resubmit): its final records' key."""
     lost: threading.Event = field(default_factory=threading.Event)
     """Set by the heartbeat when the lease turned out to be someone else's."""
     settled: bool = False
     """The shard was ended or moved on (or found lost); later errors are not the shard's."""
-
-    @cached_property
-    def attempt(self) -> int:
-        """Which attempt of the shard this is (0, then one more per resubmit): its final records' key."""
-        return with_redis_retry(lambda: self.ctx.state.attempt(self.run_id, self.shard_id))
 
     @property
     def manifest(self) -> RunManifest:
@@ -203,20 +201,22 @@ def _claim(ctx: Context, send: Send, run_id: str, shard_id: str, src: ShardState
     """Take the shard ``src -> dst`` under a fresh lease; None when this delivery has nothing to do."""
     token = secrets.token_hex(8)
     ttl = ctx.settings.lease_ttl_s
-    if not with_redis_retry(lambda: ctx.state.claim(run_id, shard_id, src, dst, token, ttl)):
+    claim = with_redis_retry(lambda: ctx.state.claim(run_id, shard_id, src, dst, token, ttl))
+    if claim is None:
         task = "execute" if dst is ShardState.EXECUTING else "grade"
         log.info(f"{task} skipped: shard not claimable", run_id=run_id, shard_id=shard_id)
         return None
-    return ShardLease(ctx, send, run_id, shard_id, dst, token)
+    return ShardLease(ctx, send, run_id, shard_id, dst, token, claims=claim.claims, attempt=claim.attempt)
 
 
 def _exhausted(lease: ShardLease) -> bool:
     """Whether the shard's workers died on it MAX_ATTEMPTS times (this claim is one more)."""
-    attempt = with_redis_retry(lambda: lease.ctx.state.attempts(lease.run_id, lease.shard_id, lease.leased))
-    if attempt <= MAX_ATTEMPTS:
+    if lease.claims <= MAX_ATTEMPTS:
         return False
     state = PHASE_FAILURE[lease.leased]
-    log.warning("shard given up", run_id=lease.run_id, shard_id=lease.shard_id, state=state.value, attempts=attempt - 1)
+    log.warning(
+        "shard given up", run_id=lease.run_id, shard_id=lease.shard_id, state=state.value, attempts=lease.claims - 1
+    )
     return True
 
 
