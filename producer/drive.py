@@ -27,8 +27,9 @@ from schemas.manifest import RunManifest, result_key
 from schemas.preflight import preflight_queues
 from schemas.report import RunResult
 
-Submitter = Callable[[RunManifest, ArtifactStore, RunState, Publisher], int]
-"""Store the manifest, register the shards, send their first messages; the number sent."""
+Submitter = Callable[[RunManifest, ArtifactStore, RunState, Publisher, str | None], int]
+"""Store the manifest (unless the last argument is the key it is already stored under), register
+the shards, send their first messages; the number sent."""
 
 
 def drive(
@@ -58,12 +59,13 @@ def drive(
         caps = manifest.settings
         if caps.max_cost_usd is not None or caps.max_tokens is not None:
             RunBudget(client, manifest.plan.run_id).set_caps(caps.max_tokens, caps.max_cost_usd)
+        stored: str | None = None
         if req.preflight and preflight_queues(manifest):
-            put_manifest(store, manifest)  # the checking workers read the models from it
+            stored = put_manifest(store, manifest)  # the checking workers read the models from it
             check_models(manifest, state, publisher, timeout_s=req.preflight_timeout_s)
         if embedded is not None:
             embedded.grow()  # its other worker processes, now that nothing waits on the first call
-        submitter(manifest, store, state, publisher)
+        submitter(manifest, store, state, publisher, stored)  # a large manifest is written once
         if req.detach and embedded is None:
             return manifest.plan.run_id
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -43,8 +44,9 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
     for line in power_lines(plan):  # before the run: what this many cases can detect
         err.print(line, markup=False, highlight=False)
 
-    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Publisher) -> int:
-        return submit(m, st, state, lambda run_id, shard_id: send("execute", run_id, shard_id), send.batch)
+    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Publisher, stored: str | None) -> int:
+        enqueue = functools.partial(send, "execute")
+        return submit(m, st, state, enqueue, send.batch, stored_key=stored)
 
     if not plan.shards:
         return drive(prepare(plan, repo.root, skipped, guards, req, settings), submitter, req, settings, out, err)

@@ -62,11 +62,16 @@ def submit_recorded(
     store: ArtifactStore,
     state: RunState,
     send: Send,
+    *,
+    stored_key: str | None = None,
 ) -> int:
-    """Store each recording under its shard, register the run, enqueue grading; return shards enqueued."""
+    """Store each recording under its shard, register the run, enqueue grading; return shards enqueued.
+
+    ``stored_key``: the key the manifest is already stored under (it is not written again).
+    """
     plan = manifest.plan
     run_id = plan.run_id
-    key = put_manifest(store, manifest)
+    key = stored_key or put_manifest(store, manifest)
     by_shard: dict[str, Trajectory] = {}
     for skill, case_id, epoch, trajectory in recorded:
         shard_id = shard_id_for(run_id, "current", skill, case_id, trajectory.model or "recorded", epoch)
@@ -114,7 +119,7 @@ def grade_recorded(
     run_settings = req.settings.model_copy(update={"executor": f"recorded:{trajectories}"})
     manifest = build_manifest(plan, repo.root, None, run_settings, out_dir=str(req.out), skipped=skipped)
 
-    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Publisher) -> int:
-        return submit_recorded(m, kept, st, state, send)
+    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Publisher, stored: str | None) -> int:
+        return submit_recorded(m, kept, st, state, send, stored_key=stored)
 
     return drive(manifest, submitter, req, settings, out, err)

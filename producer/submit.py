@@ -79,8 +79,13 @@ def submit(
     state: RunState,
     enqueue: EnqueueShard,
     batch: Batch = contextlib.nullcontext,
+    *,
+    stored_key: str | None = None,
 ) -> int:
     """Store the manifest, register every shard as queued, enqueue those newly registered.
+
+    ``stored_key``: the key the manifest is already stored under (the preflight needed it
+    first); it is then not serialised and written a second time.
 
     Idempotent: resubmitting the same run id (a second producer, a retried command) enqueues
     nothing for shards already known. Messages go out ``PUBLISH_BATCH`` at a time inside
@@ -89,7 +94,7 @@ def submit(
     Returns the number of shards enqueued.
     """
     plan = manifest.plan
-    key = put_manifest(store, manifest)
+    key = stored_key or put_manifest(store, manifest)
     known = state.states(plan.run_id)
     state.register(plan.run_id, [s.shard_id for s in plan.shards], key, plan.created_at.isoformat())
     new = [s.shard_id for s in plan.shards if s.shard_id not in known]

@@ -5,11 +5,13 @@ offline model server over HTTP.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import redis
 
+from engine.records import put_manifest
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
@@ -138,3 +140,29 @@ def test_two_producers_submitting_one_run_id_give_one_verdict_per_shard(tmp_path
     for shard in first.plan.shards:
         assert store.exists(grade_key(run_id, shard.shard_id))
         assert state.attempts(run_id, shard.shard_id, ShardState.EXECUTING) == 1
+
+
+class _CountingStore:
+    """The run's real store, counting writes per key."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner, self.puts = inner, Counter[str]()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def put(self, key: str, data: bytes) -> None:
+        self.puts[key] += 1
+        self.inner.put(key, data)  # type: ignore[attr-defined]
+
+
+def test_a_manifest_the_preflight_already_stored_is_not_written_again(tmp_path: Path, settings: Settings) -> None:
+    manifest = _manifest(make_corpus_repo(tmp_path / "repo", cases=2), settings, "http://127.0.0.1:9/v1")
+    state = RunState(redis.Redis.from_url(settings.broker_url or ""))
+    store = _CountingStore(open_store(settings.store))
+    key = put_manifest(store, manifest)  # type: ignore[arg-type]  # as the preflight does
+    sent: list[str] = []
+
+    assert submit(manifest, store, state, lambda _r, s: sent.append(s), stored_key=key) == 2  # type: ignore[arg-type]
+    assert store.puts[key] == 1 and len(sent) == 2
+    assert state.manifest_key(manifest.plan.run_id) == key
