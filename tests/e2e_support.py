@@ -13,7 +13,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -208,15 +208,28 @@ class Env:
             "openai/judge",
             "--api-base",
             self.api_base,
-            "--store",
-            str(self.store),
-            "--out",
-            str(self.out),
-            "--config",
-            str(self.config),
+            *self.place_args(),
             "--workers",
             "2",
         )
+
+    def place_args(self) -> tuple[str, ...]:
+        """``--store``, ``--out`` and ``--config`` of this env, for any command that runs."""
+        return ("--store", str(self.store), "--out", str(self.out), "--config", str(self.config))
+
+
+@contextlib.contextmanager
+def checked_env(base: Path, api_base: str) -> Iterator[Env]:
+    """An :class:`Env` under ``base``; when the test is done, nothing its commands started may be
+    alive (any that are get killed, by pid, so one failure does not burden the next tests)."""
+    env = Env(base, api_base)
+    env.base.mkdir()
+    yield env
+    left = processes_using(env.tmp)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert left == {}
 
 
 def leftover_processes(marker: str) -> list[str]:

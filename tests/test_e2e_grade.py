@@ -7,17 +7,14 @@ messages go out, and the shards are graded from it.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent, Trajectory
+from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent, Trajectory
 from testkit.offline_server import OfflineModelServer
-from tests.e2e_support import Env, case, git_init, new_repo, processes_using, ran, scenario, write_skill
+from tests.e2e_support import Env, case, checked_env, git_init, new_repo, ran, scenario, write_skill
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -25,7 +22,7 @@ SKILL = "replayed"
 
 
 def _recording(case_id: int, command: str) -> str:
-    events = [
+    events: list[Event] = [
         ToolCallEvent(call_id="c1", name="shell", arguments={"command": command}),
         ToolResultEvent(call_id="c1", output="done\n", exit_code=0),
         AssistantEvent(text="Finished."),
@@ -35,15 +32,11 @@ def _recording(case_id: int, command: str) -> str:
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[Env]:
-    with OfflineModelServer(scenario([], [ran("MARK-ONE"), ran("MARK-TWO")])) as server:
-        e = Env(tmp_path / "e2e", server.base_url)
-        e.base.mkdir()
+    with (
+        OfflineModelServer(scenario([], [ran("MARK-ONE"), ran("MARK-TWO")])) as server,
+        checked_env(tmp_path / "e2e", server.base_url) as e,
+    ):
         yield e
-    left = processes_using(e.tmp)
-    for pid in left:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    assert left == {}
 
 
 def test_recorded_trajectories_are_graded_against_the_corpus_and_reported(tmp_path: Path, env: Env) -> None:
@@ -72,12 +65,7 @@ def test_recorded_trajectories_are_graded_against_the_corpus_and_reported(tmp_pa
         "openai/judge",
         "--api-base",
         env.api_base,
-        "--store",
-        str(env.store),
-        "--out",
-        str(env.out),
-        "--config",
-        str(env.config),
+        *env.place_args(),
         "--workers",
         "2",
     )

@@ -8,9 +8,7 @@ cluster start.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import signal
 import time
@@ -25,6 +23,7 @@ from tests.e2e_support import (
     Env,
     alive,
     case,
+    checked_env,
     current,
     descendants,
     git_init,
@@ -53,16 +52,9 @@ def server() -> Iterator[OfflineModelServer]:
 
 @pytest.fixture
 def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
-    e = Env(tmp_path / "e2e", server.base_url)
-    e.base.mkdir()
-    yield e
-    # Nothing the runs started may outlive them (see processes_using for how they are found);
-    # any that did are ended here, by pid, so one failure does not burden the next tests.
-    left = processes_using(e.tmp)
-    for pid in left:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    assert left == {}
+    # Nothing the runs started may outlive them (see processes_using for how they are found).
+    with checked_env(tmp_path / "e2e", server.base_url) as e:
+        yield e
 
 
 def _is_worker(cmdline: str) -> bool:

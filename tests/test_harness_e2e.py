@@ -8,11 +8,8 @@ the report carries tokens, cost and whether the skill was activated.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +17,7 @@ from typing import Any
 import pytest
 
 from testkit.offline_server import OfflineModelServer
-from tests.e2e_support import Env, case, current, git_init, new_repo, processes_using, reports, scenario, write_skill
+from tests.e2e_support import Env, case, checked_env, current, git_init, new_repo, reports, scenario, write_skill
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -86,14 +83,8 @@ def server() -> Iterator[OfflineModelServer]:
 
 @pytest.fixture
 def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
-    e = Env(tmp_path / "e2e", server.base_url)
-    e.base.mkdir()
-    yield e
-    left = processes_using(e.tmp)
-    for pid in left:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    assert left == {}
+    with checked_env(tmp_path / "e2e", server.base_url) as e:
+        yield e
 
 
 def test_claude_code_runs_each_case_through_its_proxy_and_the_report_grades_it_with_tokens_cost_and_activation(
