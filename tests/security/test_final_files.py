@@ -13,6 +13,7 @@ import os
 import time
 from pathlib import Path
 
+from schemas.trajectory import Trajectory
 from tests.executor_support import open_test_sandbox
 from worker.executor.final_files import changed_since, collect_final_files, read_changed_file
 from worker.executor.tools import execute_tool
@@ -56,3 +57,18 @@ def test_a_file_the_sandbox_s_uid_does_not_own_is_not_read(tmp_path: Path) -> No
     assert read_changed_file(root, "mine.txt", owner=me + 1) is None
     assert changed_since(root, 0.0, owner=me + 1) == []
     assert changed_since(root, 0.0, owner=me) == ["mine.txt"]
+
+
+def test_a_file_name_that_is_not_utf8_still_gives_a_trajectory_that_stores(example_repo: Path) -> None:
+    """A name the agent chose to be undecodable must not turn its shard into an evaluator crash."""
+    sandbox = open_test_sandbox(example_repo, SandboxLimits(timeout_s=10))
+    since = time.time()
+    time.sleep(0.02)
+    outcome = execute_tool(sandbox, "shell", {"command": "printf 'odd\\n' > $'bad\\xff\\xfe.txt'"})
+    assert outcome.exit_code == 0, outcome.output
+
+    files = collect_final_files(sandbox, since_epoch=since)
+    stored = Trajectory(skill="s", case_id=1, model="m", events=[], final_files=files).model_dump_json()
+
+    assert list(files.values()) == ["odd\n"]
+    assert Trajectory.model_validate_json(stored).final_files  # it round-trips through the store's JSON
