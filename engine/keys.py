@@ -95,6 +95,11 @@ def preflight_key(run_id: str, queue: str) -> str:
     return f"{KEY_PREFIX}:run:{run_id}:preflight:{queue}"
 
 
+def preflight_signal_key(run_id: str) -> str:
+    """A list a worker pushes a token onto with each preflight report: the producer blocks on it (BLPOP)."""
+    return f"{KEY_PREFIX}:run:{run_id}:preflight-signal"
+
+
 def resubmits_key(run_id: str) -> str:
     return f"{KEY_PREFIX}:run:{run_id}:resubmits"
 

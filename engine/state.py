@@ -30,6 +30,7 @@ from engine.keys import (
     attempts_field,
     inflight_key,
     preflight_key,
+    preflight_signal_key,
     reduced_signal_key,
     resubmits_key,
     run_keys,
@@ -409,8 +410,21 @@ class RunState:
         return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
 
     def put_preflight(self, run_id: str, queue: str, report: str) -> None:
-        """Keep a worker's preflight report (JSON) for the producer waiting on it, for a day."""
-        self.r.set(preflight_key(run_id, queue), report, ex=24 * 3600)
+        """Keep a worker's preflight report (JSON) for the producer waiting on it, for a day, and wake it."""
+        signal = preflight_signal_key(run_id)
+        pipe = self.r.pipeline(transaction=True)
+        pipe.set(preflight_key(run_id, queue), report, ex=SIGNAL_TTL_S)
+        pipe.rpush(signal, queue)  # one token per report: a report left unread keeps the next wait short
+        pipe.expire(signal, SIGNAL_TTL_S)
+        pipe.execute()
+
+    def wait_preflight(self, run_id: str, timeout_s: float) -> None:
+        """Block until a worker leaves a preflight report for the run, ``timeout_s`` at most.
+
+        Returns at once while a token of an earlier report is still there; the reports
+        themselves (:meth:`preflight`) are the answer, the token only the wake-up.
+        """
+        self.r.blpop([preflight_signal_key(run_id)], timeout=max(0.01, timeout_s))
 
     def preflight(self, run_id: str, queue: str) -> str | None:
         """The preflight report a worker of ``queue`` left for this run, or None yet."""

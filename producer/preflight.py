@@ -30,12 +30,14 @@ def check_models(
     publisher: SendsPreflight,
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
-    poll_s: float = 0.02,
+    recheck_s: float = 1.0,
 ) -> list[PreflightReport]:
     """Send one preflight per queue and wait for the reports; raise ``ModelUnavailable`` naming each fault.
 
     The run's manifest must already be in the store (the workers read the models from it).
-    Polled every ``poll_s``: one GET per queue, while every shard waits on the answer.
+    The wait blocks on the run's preflight signal, which each report pushes a token onto, so
+    it ends the moment the last report is stored, not a poll later; the reports are read again
+    at least every ``recheck_s`` in any case (kept below the Redis client's socket timeout).
     """
     run_id = manifest.plan.run_id
     queues = preflight_queues(manifest)
@@ -43,20 +45,21 @@ def check_models(
         publisher.preflight(run_id, queue)
     reports: dict[str, PreflightReport] = {}
     deadline = time.monotonic() + timeout_s
-    while len(reports) < len(queues):
+    while True:
         for queue in queues:
             raw = None if queue in reports else state.preflight(run_id, queue)
             if raw is not None:
                 reports[queue] = PreflightReport.model_validate_json(raw)
         if len(reports) == len(queues):
             break
-        if time.monotonic() > deadline:
+        left = deadline - time.monotonic()
+        if left <= 0:
             silent = ", ".join(q for q in queues if q not in reports)
             raise ModelUnavailable(
-                f"no worker on queue {silent} answered the model preflight within {timeout_s:.0f} s "
+                f"no worker on queue {silent} answered the model preflight within {timeout_s:g} s "
                 "(start a worker for it, or pass --no-preflight)"
             )
-        time.sleep(poll_s)
+        state.wait_preflight(run_id, min(recheck_s, left))
     failures = [line for q in queues for line in reports[q].failures()]
     if failures:
         raise ModelUnavailable("; ".join(dict.fromkeys(failures)))
