@@ -291,3 +291,37 @@ def test_an_unpriced_model_is_registered_with_litellm_at_zero_yet_its_cost_stays
     assert estimate_cost(model, 1000) is None
     assert token_cost(model, 100, 100) is None  # the harness path's pricing
     assert usage_totals(redis_client, "run-1")[model]["cost_usd"] is None  # no call of it had a known cost
+
+
+def test_a_litellm_callback_someone_configured_still_sees_every_call(
+    server: OfflineModelServer, redis_client: redis.Redis
+) -> None:
+    """Without callbacks the client skips litellm's per-call success logging (nothing reads it);
+    with one configured, every call, priced or not, reaches it as before, and costs stay."""
+    import litellm
+    from litellm.integrations.custom_logger import CustomLogger
+
+    from worker.models.client import litellm_logging_wanted
+
+    seen: list[str] = []
+
+    class Recorder(CustomLogger):  # type: ignore[misc]
+        def log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+            seen.append(str(kwargs.get("model")))
+
+    client = make_client(redis_client, server.base_url)
+    assert not litellm_logging_wanted()  # the product sets none
+    assert client.complete("openai/gpt-4o-mini", [{"role": "user", "content": "before"}]).usage.cost_usd
+    saved = list(litellm.callbacks)
+    litellm.callbacks = [Recorder()]
+    try:
+        assert litellm_logging_wanted()
+        priced = client.complete("openai/gpt-4o-mini", [{"role": "user", "content": "hello"}])
+        ask(client, "and you")
+        deadline = time.monotonic() + 10
+        while len(seen) < 2 and time.monotonic() < deadline:  # litellm logs on its own thread
+            time.sleep(0.05)
+    finally:
+        litellm.callbacks = saved
+    assert sorted(seen) == ["gpt-4o-mini", "scripted"]
+    assert priced.usage.cost_usd is not None and priced.usage.cost_usd > 0
