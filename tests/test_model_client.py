@@ -312,7 +312,10 @@ def test_a_litellm_callback_someone_configured_still_sees_every_call(
     client = make_client(redis_client, server.base_url)
     assert not litellm_logging_wanted()  # the product sets none
     assert client.complete("openai/gpt-4o-mini", [{"role": "user", "content": "before"}]).usage.cost_usd
-    saved = list(litellm.callbacks)
+    # litellm copies a configured callback into its per-event lists on the next call: all are
+    # restored, or every later test of this process would run with the recorder attached.
+    lists = ("callbacks", "success_callback", "_async_success_callback", "failure_callback", "_async_failure_callback")
+    saved = {name: list(getattr(litellm, name)) for name in lists}
     litellm.callbacks = [Recorder()]
     try:
         assert litellm_logging_wanted()
@@ -322,6 +325,8 @@ def test_a_litellm_callback_someone_configured_still_sees_every_call(
         while len(seen) < 2 and time.monotonic() < deadline:  # litellm logs on its own thread
             time.sleep(0.05)
     finally:
-        litellm.callbacks = saved
+        for name, value in saved.items():
+            setattr(litellm, name, value)
+    assert not litellm_logging_wanted()
     assert sorted(seen) == ["gpt-4o-mini", "scripted"]
     assert priced.usage.cost_usd is not None and priced.usage.cost_usd > 0
