@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.settings import Settings
 from producer.embedded import EmbeddedCluster
+from producer.submit import PUBLISH_BATCH
 from schemas.manifest import RunManifest
 
 Send = Callable[[str, str, str | None], None]
@@ -47,10 +48,6 @@ def _termination_unwinds() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-PUBLISH_BATCH = 1000
-"""Messages published per round trip inside :meth:`Publisher.batch`; each is still its own message."""
 
 
 class Publisher:

@@ -22,7 +22,8 @@ Batch = Callable[[], AbstractContextManager[object]]
 """A context in which messages are buffered and published together when it ends."""
 
 PUBLISH_BATCH = 1000
-"""Messages published per round trip; each is still its own message, acked on its own."""
+"""Messages published per round trip (the publisher's batch size too, producer/cluster.py);
+each is still its own message, acked on its own."""
 
 
 def _git(root: Path, *args: str) -> str:
