@@ -102,11 +102,17 @@ def plan_manifest(
     budget: AgentBudget,
     epochs: int = 1,
     max_tokens: int | None = None,
+    run_id: str | None = None,
 ) -> RunManifest:
-    """Plan the repo's one corpus against ``api_base`` (no calibration) and store its snapshot."""
+    """Plan the repo's one corpus against ``api_base`` (no calibration) and store its snapshot.
+
+    ``run_id``: plan under this id (two producers of one run); a new one by default.
+    """
     r = Repo(repo)
     bundles = [o.bundle for o in r.load_many(r.targets([SKILL], False)) if o.bundle]
-    plan = plan_run(new_run_id(), bundles, [EXECUTOR], judges=[JUDGE], epochs=epochs, sandbox=settings.sandbox)
+    plan = plan_run(
+        run_id or new_run_id(), bundles, [EXECUTOR], judges=[JUDGE], epochs=epochs, sandbox=settings.sandbox
+    )
     run_settings = RunSettings(
         budget=budget, calibrate=False, max_tokens=max_tokens, models=ModelConfig(api_base_override=api_base)
     )

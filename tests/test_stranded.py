@@ -16,15 +16,13 @@ from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
 from producer.cluster import task_sender
-from producer.planning import new_run_id, plan_run
-from producer.repo import Repo
-from producer.submit import build_manifest, submit
+from producer.planning import new_run_id
+from producer.submit import submit
 from schemas.constants import QUEUE_EXECUTE
-from schemas.manifest import AgentBudget, RunManifest, RunSettings, grade_key
-from schemas.model_config import ModelConfig
+from schemas.manifest import AgentBudget, RunManifest, grade_key
 from schemas.status import ShardState
 from testkit.offline_server import OfflineModelServer
-from tests.engine_support import EXECUTOR, JUDGE, SKILL, WorkerNode, make_corpus_repo, scenario, wait_until
+from tests.engine_support import WorkerNode, make_corpus_repo, plan_manifest, scenario, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -33,16 +31,11 @@ class PublisherDied(Exception):
     pass
 
 
+BUDGET = AgentBudget(max_turns=4, wall_clock_s=60, command_timeout_s=30)
+
+
 def _manifest(repo: Path, settings: Settings, api_base: str, run_id: str | None = None) -> RunManifest:
-    r = Repo(repo)
-    bundles = [o.bundle for o in r.load_many(r.targets([SKILL], False)) if o.bundle]
-    plan = plan_run(run_id or new_run_id(), bundles, [EXECUTOR], judges=[JUDGE], sandbox=settings.sandbox)
-    run_settings = RunSettings(
-        budget=AgentBudget(max_turns=4, wall_clock_s=60, command_timeout_s=30),
-        calibrate=False,
-        models=ModelConfig(api_base_override=api_base).model_dump(mode="json"),
-    )
-    return build_manifest(plan, r.root, open_store(settings.store), run_settings, out_dir="", skipped=[])
+    return plan_manifest(repo, settings, api_base, budget=BUDGET, run_id=run_id)
 
 
 def _dying_publisher(settings: Settings, manifest: RunManifest, survive: int) -> tuple[object, object]:
