@@ -257,6 +257,17 @@ class Transition:
     """True for exactly one caller: the one that moved the last shard to a terminal state."""
 
 
+def _raise_signal(pipe: redis.client.Pipeline, key: str) -> None:
+    """Queue, in ``pipe``, the wake-up of whoever blocks on ``key`` (:meth:`RunState._wait_signal`).
+
+    A signal is a list holding one token at most, however often it is raised before anyone
+    waits; the state it announces, read after the wake-up, is the answer, never the token.
+    """
+    pipe.delete(key)
+    pipe.rpush(key, 1)
+    pipe.expire(key, SIGNAL_TTL_S)
+
+
 class RunState:
     """Shard states of runs in one Redis database."""
 
@@ -411,20 +422,18 @@ class RunState:
 
     def put_preflight(self, run_id: str, queue: str, report: str) -> None:
         """Keep a worker's preflight report (JSON) for the producer waiting on it, for a day, and wake it."""
-        signal = preflight_signal_key(run_id)
         pipe = self.r.pipeline(transaction=True)
         pipe.set(preflight_key(run_id, queue), report, ex=SIGNAL_TTL_S)
-        pipe.rpush(signal, queue)  # one token per report: a report left unread keeps the next wait short
-        pipe.expire(signal, SIGNAL_TTL_S)
+        _raise_signal(pipe, preflight_signal_key(run_id))
         pipe.execute()
 
     def wait_preflight(self, run_id: str, timeout_s: float) -> None:
         """Block until a worker leaves a preflight report for the run, ``timeout_s`` at most.
 
-        Returns at once while a token of an earlier report is still there; the reports
-        themselves (:meth:`preflight`) are the answer, the token only the wake-up.
+        Returns at once when a report came since the last wait; the reports themselves
+        (:meth:`preflight`) are the answer, the signal only the wake-up.
         """
-        self.r.blpop([preflight_signal_key(run_id)], timeout=max(0.01, timeout_s))
+        self._wait_signal(preflight_signal_key(run_id), timeout_s)
 
     def preflight(self, run_id: str, queue: str) -> str | None:
         """The preflight report a worker of ``queue`` left for this run, or None yet."""
@@ -471,13 +480,10 @@ class RunState:
 
     def mark_reduced(self, run_id: str) -> None:
         """Mark the run reduced (the reaper stops watching it) and wake a client waiting for it."""
-        signal = reduced_signal_key(run_id)
         pipe = self.r.pipeline(transaction=True)
         pipe.srem(active_runs_key(), run_id)
         pipe.hset(self._keys(run_id).run, "reduced", 1)
-        pipe.delete(signal)  # one token at most, however often the run is reduced again
-        pipe.rpush(signal, 1)
-        pipe.expire(signal, SIGNAL_TTL_S)
+        _raise_signal(pipe, reduced_signal_key(run_id))
         pipe.execute()
 
     def wait_reduced(self, run_id: str, timeout_s: float) -> bool:
@@ -486,8 +492,12 @@ class RunState:
         A token left by an earlier reduction (before a resubmit) wakes the waiter once early;
         the flag, not the token, is the answer.
         """
-        self.r.blpop([reduced_signal_key(run_id)], timeout=timeout_s)
+        self._wait_signal(reduced_signal_key(run_id), timeout_s)
         return self.reduced(run_id)
+
+    def _wait_signal(self, key: str, timeout_s: float) -> None:
+        """Block until :func:`_raise_signal` raised ``key`` (taking its token), ``timeout_s`` at most."""
+        self.r.blpop([key], timeout=max(0.01, timeout_s))  # 0 would mean: block for ever
 
     def requeue(self, run_id: str, moves: list[tuple[str, ShardState, ShardState]]) -> list[str]:
         """Move each ``(shard, expected, back)`` from ``expected`` back to ``back``; the shards moved.

@@ -41,16 +41,13 @@ class AnsweringFleet:
     def __init__(self, state: RunState, after_s: float, broken: dict[str, str] | None = None) -> None:
         self.state, self.after_s, self.broken = state, after_s, broken or {}
         self.sent: list[str] = []
-        self.threads: list[threading.Thread] = []
 
     def preflight(self, run_id: str, queue: str) -> None:
         self.sent.append(queue)
         model = EXECUTOR if queue == "execute" else JUDGE
         why = self.broken.get(model, "")
         report = PreflightReport(queue=queue, worker="test:1", checks=[ModelCheck(model=model, ok=not why, why=why)])
-        thread = threading.Thread(target=self._answer, args=(run_id, queue, report.model_dump_json()))
-        thread.start()
-        self.threads.append(thread)
+        threading.Thread(target=self._answer, args=(run_id, queue, report.model_dump_json()), daemon=True).start()
 
     def _answer(self, run_id: str, queue: str, report: str) -> None:
         time.sleep(self.after_s)
