@@ -96,7 +96,7 @@ def preflight_key(run_id: str, queue: str) -> str:
 
 
 def preflight_signal_key(run_id: str) -> str:
-    """A list a worker pushes a token onto with each preflight report: the producer blocks on it (BLPOP)."""
+    """A one-token list raised with each preflight report stored: the producer blocks on it (BLPOP)."""
     return f"{KEY_PREFIX}:run:{run_id}:preflight-signal"
 
 

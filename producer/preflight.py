@@ -35,7 +35,7 @@ def check_models(
     """Send one preflight per queue and wait for the reports; raise ``ModelUnavailable`` naming each fault.
 
     The run's manifest must already be in the store (the workers read the models from it).
-    The wait blocks on the run's preflight signal, which each report pushes a token onto, so
+    The wait blocks on the run's preflight signal, which storing each report raises, so
     it ends the moment the last report is stored, not a poll later; the reports are read again
     at least every ``recheck_s`` in any case (kept below the Redis client's socket timeout).
     """
