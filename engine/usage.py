@@ -34,19 +34,34 @@ def record_usage(
     **counts: int,
 ) -> None:
     """Add ``counts`` (fields of :data:`INT_FIELDS`) and ``cost_usd`` to the model's counters."""
+    with contextlib.suppress(redis.RedisError):
+        pipe = redis_client.pipeline(transaction=False)
+        queue_usage(pipe, model, run_id, cost_usd=cost_usd, **counts)
+        pipe.execute()
+
+
+def queue_usage(
+    pipe: redis.client.Pipeline,
+    model: str,
+    run_id: str | None = None,
+    *,
+    cost_usd: float | None = None,
+    **counts: int,
+) -> None:
+    """Queue :func:`record_usage`'s increments on ``pipe`` (a non-transactional pipeline whose
+    other commands are the caller's: the counters ride on a round trip it makes anyway).
+
+    Never executed twice: an increment retried after a dropped connection could count twice."""
     unknown = set(counts) - set(INT_FIELDS)
     if unknown:
         raise ValueError(f"unknown usage fields: {sorted(unknown)}")
-    with contextlib.suppress(redis.RedisError):
-        pipe = redis_client.pipeline(transaction=False)
-        for key, models_key in _keys(model, run_id):
-            pipe.sadd(models_key, model)
-            for name, value in counts.items():
-                if value:
-                    pipe.hincrby(key, name, value)
-            if cost_usd:
-                pipe.hincrbyfloat(key, "cost_usd", cost_usd)
-        pipe.execute()
+    for key, models_key in _keys(model, run_id):
+        pipe.sadd(models_key, model)
+        for name, value in counts.items():
+            if value:
+                pipe.hincrby(key, name, value)
+        if cost_usd:
+            pipe.hincrbyfloat(key, "cost_usd", cost_usd)
 
 
 def usage_totals(redis_client: redis.Redis, run_id: str | None = None) -> dict[str, dict[str, Any]]:

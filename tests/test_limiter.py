@@ -66,6 +66,43 @@ def test_a_live_holder_keeps_its_lease_past_the_ttl_by_heartbeat(redis_client: r
             pass
 
 
+def test_one_heartbeat_thread_keeps_every_live_lease_and_leaves_when_none_is(redis_client: redis.Redis) -> None:
+    lim = limiter(redis_client, LimiterSettings(lease_ttl_s=0.6), max_concurrency=3)
+    with lim.acquire(1), lim.acquire(1):
+        beat = lim._beat._thread
+        assert beat is not None and beat.is_alive()
+        for _ in range(20):  # calls coming and going beside the long ones start no thread of their own
+            with lim.acquire(1) as lease:
+                lease.settle(1)
+            assert lim._beat._thread is beat
+        time.sleep(1.5)  # well past the TTL: both long leases are still held by the one beat
+        assert lim.snapshot()["leases"] == 2
+        with lim.acquire(1, max_wait_s=0.3):
+            assert lim.snapshot()["leases"] == 3
+        with pytest.raises(ModelCallFailed), lim.acquire(1), lim.acquire(1, max_wait_s=0.3):
+            pass
+    beat.join(timeout=2.0)  # no lease left: it leaves at its next beat
+    assert not beat.is_alive() and not lim._beat.running()
+    with lim.acquire(1):  # and the next lease starts it again
+        time.sleep(1.0)
+        assert lim.snapshot()["leases"] == 1 and lim._beat.running()
+
+
+@pytest.mark.parametrize("script_loaded", [True, False], ids=["one-round-trip", "script-not-loaded"])
+def test_a_settle_carries_the_callers_commands_exactly_once(redis_client: redis.Redis, script_loaded: bool) -> None:
+    lim = limiter(redis_client, max_concurrency=1)
+    with lim.acquire(1) as first:
+        first.settle(1)  # loads the settle script
+    if not script_loaded:
+        redis_client.script_flush()  # as after a Redis restart: the settle must be sent again, alone
+    with lim.acquire(100) as lease:
+        lease.settle(40, also=lambda pipe: pipe.incr("test:settle-counter"))
+    assert int(redis_client.get("test:settle-counter") or 0) == 1
+    assert lim.snapshot()["leases"] == 0
+    with lim.acquire(1, max_wait_s=0.3):  # the slot is free again
+        pass
+
+
 HOLDER = """
 import sys, time, redis
 from worker.models.limiter import Limiter

@@ -33,7 +33,7 @@ import openai
 import redis
 
 from engine.budget import OverShare, Reservation, RunBudget, is_out_of_credit
-from engine.usage import record_usage, usage_totals
+from engine.usage import queue_usage, record_usage, usage_totals
 from harnesses.endpoints import normalise_upstream
 from schemas.errors import BudgetExhausted, ContextOverflow, ModelCallFailed, ShareSpent
 from schemas.model_config import ModelConfig, ModelLimits
@@ -368,17 +368,17 @@ class LiteLLMClient:
                 else:
                     reply = parse_reply(response, attempt, _cost(response, model))
                     self._settle(reservation, reply.usage.total_tokens, reply.usage.cost_usd)
-                    lease.settle(reply.usage.total_tokens, success=True)
-                    record_usage(
-                        self.redis,
-                        model,
-                        self.run_id,
+                    counts = functools.partial(
+                        queue_usage,
+                        model=model,
+                        run_id=self.run_id,
                         calls=1,
                         attempts=1,
                         prompt_tokens=reply.usage.prompt_tokens,
                         completion_tokens=reply.usage.completion_tokens,
                         cost_usd=reply.usage.cost_usd,
                     )
+                    lease.settle(reply.usage.total_tokens, success=True, also=counts)  # one round trip
                     return reply
             if attempt < max_attempts:
                 ceiling = min(retry.max_delay_s, retry.base_delay_s * 2 ** (attempt - 1))

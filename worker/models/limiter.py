@@ -7,8 +7,9 @@ Every model call passes :meth:`Limiter.acquire`, which atomically (one Lua scrip
 3. reserves the next request slot (requests per minute) and the call's estimated tokens
    (tokens per minute), returning how long the caller must wait for its slot.
 
-The lease is refreshed by a heartbeat thread while the call runs, so a worker that dies
-stops refreshing and its slot returns after ``lease_ttl_s``. After the call,
+The lease is refreshed while the call runs by the limiter's one heartbeat thread, which
+refreshes every live lease of the process every third of ``lease_ttl_s`` and exits when none
+is left, so a worker that dies stops refreshing and its slot returns after ``lease_ttl_s``. After the call,
 :meth:`Lease.settle` corrects the token estimate with the provider's actual usage and lets
 the pace grow; :meth:`Limiter.report_rate_limited` starts a cool-down and shrinks the pace.
 Design and reasons: ``docs/design/limiter.md``.
@@ -23,7 +24,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import redis
@@ -140,16 +141,73 @@ class Lease:
     waited_s: float = 0.0
     """Time spent waiting for the request/token slot after the grant."""
     settled: bool = False
-    _stop: threading.Event = field(default_factory=threading.Event)
 
-    def settle(self, actual_tokens: int | None, *, success: bool = True) -> None:
-        """Release the slot; correct the token estimate with ``actual_tokens`` (None: keep it)."""
+    def settle(
+        self,
+        actual_tokens: int | None,
+        *,
+        success: bool = True,
+        also: Callable[[redis.client.Pipeline], None] | None = None,
+    ) -> None:
+        """Release the slot; correct the token estimate with ``actual_tokens`` (None: keep it).
+
+        ``also`` queues the caller's own commands (usage counters) on the settle's round trip.
+        They are sent once and never retried, whatever happens to the settle.
+        """
         if self.settled:
             return
         self.settled = True
-        self._stop.set()
+        self.limiter._beat.drop(self)
         correction = 0 if actual_tokens is None else self.estimated_tokens - actual_tokens
-        self.limiter._settle(self, correction, success)
+        self.limiter._settle(self, correction, success, also)
+
+
+class _Heartbeat:
+    """Keeps a limiter's live leases from expiring: one thread refreshes all of them every
+    ``period_s``, and exits at a beat that finds none (the next lease starts it again).
+
+    A thread per call used to do this. Starting one is a handshake with the new thread over
+    the interpreter lock, paid before every request while up to 16 other shards' threads hold
+    it; with a 30 s lease and calls of seconds, that thread almost never refreshed anything.
+    A lease is refreshed at most ``period_s`` after it was added, as its own thread did.
+    """
+
+    def __init__(self, refresh: Callable[[Lease], None], period_s: float) -> None:
+        self._refresh = refresh
+        self._period_s = period_s
+        self._live: dict[str, Lease] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def add(self, lease: Lease) -> None:
+        with self._lock:
+            self._live[lease.lease_id] = lease
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True, name="lease-heartbeat")
+                self._thread.start()
+
+    def drop(self, lease: Lease) -> None:
+        with self._lock:
+            self._live.pop(lease.lease_id, None)
+
+    def running(self) -> bool:
+        with self._lock:
+            return self._thread is not None
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self._period_s)
+            with self._lock:
+                leases = list(self._live.values())
+                if not leases:
+                    self._thread = None  # under the lock: an add() from now on starts a new one
+                    return
+            for lease in leases:
+                if not lease.settled:
+                    # Redis away: the next beat tries again, the call goes on meanwhile. A refresh
+                    # racing the settle cannot bring the lease back (the script updates, never adds).
+                    with contextlib.suppress(*_REDIS_ERRORS):
+                        self._refresh(lease)
 
 
 class Limiter:
@@ -174,6 +232,7 @@ class Limiter:
         self._refresh = redis_client.register_script(_REFRESH)
         self._settle_script = redis_client.register_script(_SETTLE)
         self._rate_limited = redis_client.register_script(_RATE_LIMITED)
+        self._beat = _Heartbeat(self._refresh_lease, self.settings.lease_ttl_s / 3)
 
     # --- Redis with retries ---------------------------------------------------------------
     def _with_redis(self, op: Callable[[], T], budget_s: float | None = None) -> T:
@@ -201,8 +260,7 @@ class Limiter:
         stays unreachable. Unsettled leases are released on exit with the estimate kept.
         """
         lease = self._grant(max(0, int(estimated_tokens)), max_wait_s)
-        beat = threading.Thread(target=self._heartbeat, args=(lease,), daemon=True, name="lease-heartbeat")
-        beat.start()
+        self._beat.add(lease)
         try:
             if lease.waited_s > 0:
                 time.sleep(lease.waited_s)
@@ -212,7 +270,6 @@ class Limiter:
                 self.wait_cooldown()
             yield lease
         finally:
-            lease._stop.set()
             if not lease.settled:
                 lease.settle(None, success=False)
 
@@ -287,21 +344,42 @@ class Limiter:
                 raise ModelCallFailed(f"{self.limits.name}: limiter: no call slot within {max_wait_s:g}s")
             time.sleep(sleep)
 
-    def _heartbeat(self, lease: Lease) -> None:
-        ttl_ms = self.settings.lease_ttl_s * 1000
-        # First refresh must land before the grant's expiry (which included the slot wait).
-        while not lease._stop.wait(self.settings.lease_ttl_s / 3):
-            # Redis away: the next beat tries again, the call goes on meanwhile.
-            with contextlib.suppress(*_REDIS_ERRORS):
-                self._refresh(keys=[self.leases_key], args=[lease.lease_id, ttl_ms])
+    def _settled_with(self, args: list[str | int | float], also: Callable[[redis.client.Pipeline], None]) -> bool:
+        """The settle and ``also``'s commands in one round trip; False when the settle must be
+        done again on its own: its script not loaded yet (a new or restarted Redis), or the
+        connection failing. ``also``'s commands are not repeated (a counter could count twice).
 
-    def _settle(self, lease: Lease, correction: int, success: bool) -> None:
+        A raw EVALSHA: redis-py's script objects in a pipeline ask SCRIPT EXISTS first, every
+        time, which is the round trip this saves."""
+        pipe = self.redis.pipeline(transaction=False)
+        keys = [self.state_key, self.leases_key]
+        pipe.evalsha(self._settle_script.sha, len(keys), *keys, *args)
+        also(pipe)
+        try:
+            results = pipe.execute(raise_on_error=False)
+        except _REDIS_ERRORS:
+            return False
+        return not isinstance(results[0], Exception)
+
+    def _refresh_lease(self, lease: Lease) -> None:
+        # Lands before the grant's expiry (which included the slot wait): at most a third of the TTL.
+        self._refresh(keys=[self.leases_key], args=[lease.lease_id, self.settings.lease_ttl_s * 1000])
+
+    def _settle(
+        self,
+        lease: Lease,
+        correction: int,
+        success: bool,
+        also: Callable[[redis.client.Pipeline], None] | None = None,
+    ) -> None:
         args: list[str | int | float] = [
             lease.lease_id,
             correction,
             1 if success else 0,
             self.settings.growth_per_success,
         ]
+        if also is not None and self._settled_with(args, also):
+            return
         # A lease left behind expires on its own; one lost correction is not worth failing (or
         # long delaying) a call that has already succeeded, hence the short Redis budget.
         with contextlib.suppress(ModelCallFailed):
