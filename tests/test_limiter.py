@@ -88,6 +88,40 @@ def test_one_heartbeat_thread_keeps_every_live_lease_and_leaves_when_none_is(red
         assert lim.snapshot()["leases"] == 1 and lim._beat.running()
 
 
+def _expires_in_ms(client: redis.Redis, lim: Limiter, lease_id: str) -> float:
+    seconds, micros = client.time()
+    return float(client.zscore(lim.leases_key, lease_id) or 0) - (seconds * 1000 + micros / 1000)
+
+
+def test_a_refresh_that_fails_leaves_the_beat_keeping_the_other_leases(redis_client: redis.Redis) -> None:
+    lim = limiter(redis_client, LimiterSettings(lease_ttl_s=0.6), max_concurrency=2)
+    refresh = lim._beat._refresh
+    with lim.acquire(1) as broken, lim.acquire(1) as kept:
+
+        def failing_for_one(lease: object) -> None:
+            if lease is broken:
+                raise RuntimeError("a refresh failing for a reason that is not Redis going away")
+            refresh(lease)  # type: ignore[arg-type]
+
+        lim._beat._refresh = failing_for_one  # type: ignore[method-assign]
+        time.sleep(1.5)  # well past the TTL
+        assert _expires_in_ms(redis_client, lim, kept.lease_id) > 0
+        assert _expires_in_ms(redis_client, lim, broken.lease_id) < 0
+        assert lim._beat.running()
+
+
+def test_a_beat_thread_that_is_gone_is_started_again(redis_client: redis.Redis) -> None:
+    """As in a forked child, where the parent's heartbeat thread object exists but never runs."""
+    lim = limiter(redis_client, LimiterSettings(lease_ttl_s=0.6), max_concurrency=1)
+    gone = threading.Thread(target=lambda: None)
+    gone.start()
+    gone.join()
+    lim._beat._thread = gone
+    with lim.acquire(1) as lease:
+        time.sleep(1.5)
+        assert _expires_in_ms(redis_client, lim, lease.lease_id) > 0
+
+
 @pytest.mark.parametrize("script_loaded", [True, False], ids=["one-round-trip", "script-not-loaded"])
 def test_a_settle_carries_the_callers_commands_exactly_once(redis_client: redis.Redis, script_loaded: bool) -> None:
     lim = limiter(redis_client, max_concurrency=1)

@@ -18,6 +18,7 @@ Design and reasons: ``docs/design/limiter.md``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import threading
 import time
@@ -34,6 +35,7 @@ from schemas.errors import ModelCallFailed
 from schemas.model_config import LimiterSettings, ModelLimits
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 # Redis time in ms, so every worker on every host reads the same clock.
 _NOW = "local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000\n"
@@ -182,7 +184,8 @@ class _Heartbeat:
     def add(self, lease: Lease) -> None:
         with self._lock:
             self._live[lease.lease_id] = lease
-            if self._thread is None:
+            # Not alive: it left, or this is a forked child, where the parent's thread never runs.
+            if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, daemon=True, name="lease-heartbeat")
                 self._thread.start()
 
@@ -192,7 +195,7 @@ class _Heartbeat:
 
     def running(self) -> bool:
         with self._lock:
-            return self._thread is not None
+            return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
         while True:
@@ -204,10 +207,15 @@ class _Heartbeat:
                     return
             for lease in leases:
                 if not lease.settled:
-                    # Redis away: the next beat tries again, the call goes on meanwhile. A refresh
+                    # Redis away, or any other failure: the next beat tries again, the call goes on
+                    # meanwhile, and the thread lives on for every other lease it keeps. A refresh
                     # racing the settle cannot bring the lease back (the script updates, never adds).
-                    with contextlib.suppress(*_REDIS_ERRORS):
+                    try:
                         self._refresh(lease)
+                    except _REDIS_ERRORS:
+                        pass
+                    except Exception:
+                        _log.warning("lease refresh failed", exc_info=True)
 
 
 class Limiter:
