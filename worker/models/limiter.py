@@ -168,9 +168,8 @@ class _Heartbeat:
     """Keeps a limiter's live leases from expiring: one thread refreshes all of them every
     ``period_s``, and exits at a beat that finds none (the next lease starts it again).
 
-    A thread per call used to do this. Starting one is a handshake with the new thread over
-    the interpreter lock, paid before every request while up to 16 other shards' threads hold
-    it; with a 30 s lease and calls of seconds, that thread almost never refreshed anything.
+    A thread per call used to do this: a thread started (and waited for until it ran) before
+    every request, which with a 30 s lease and calls of seconds almost never refreshed anything.
     A lease is refreshed at most ``period_s`` after it was added, as its own thread did.
     """
 
