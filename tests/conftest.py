@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,14 +60,30 @@ def example_repo(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
-    """A moto S3 server on a free 127.0.0.1 port, reached by boto3 over real HTTP."""
+    """A moto S3 server on a free 127.0.0.1 port, reached by boto3 over real HTTP.
+
+    S3 applies a conditional ``PutObject`` (``If-None-Match: *``) atomically: of writers racing
+    for one key, exactly one succeeds. moto's threaded server looks the key up and then stores
+    it as two steps, so two racing writers could both succeed there (the race test of the store
+    failed so in one CI run). Its PUTs are serialised here, which gives S3's semantics back.
+    """
+    from moto.s3.responses import S3Response
     from moto.server import ThreadedMotoServer
 
+    put_object = S3Response.put_object
+    one_put = threading.Lock()
+
+    def atomic_put_object(self: S3Response) -> object:
+        with one_put:
+            return put_object(self)
+
+    S3Response.put_object = atomic_put_object  # type: ignore[method-assign,assignment]
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     yield f"http://127.0.0.1:{port}"
     server.stop()
+    S3Response.put_object = put_object  # type: ignore[method-assign]
 
 
 @pytest.fixture
