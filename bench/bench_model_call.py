@@ -1,4 +1,4 @@
-"""Benchmark: what one model call costs the worker around litellm, with the model answering at once.
+"""Benchmark: what one model call costs the worker, with the model answering at once.
 
 ``--threads`` threads of one process make ``--calls`` calls each through
 :class:`worker.models.client.LiteLLMClient` (the fleet limiter, the run's usage counters, the
@@ -6,8 +6,11 @@ budget's out-of-credit check) against the offline model server with no latency, 
 redis-server. Printed, medians of ``--repeat`` rounds: wall and process CPU per call, Redis
 round trips per call (requests the client sent: a pipeline is one) and commands per call (the
 server's own count, commands inside scripts included), and threads started per call.
+``--transport`` picks how the calls travel: ``direct`` (straight over HTTP, the default for
+this OpenAI-compatible endpoint) or ``litellm``.
 
     .venv/bin/python bench/bench_model_call.py --threads 16 --calls 100 --repeat 5
+    .venv/bin/python bench/bench_model_call.py --threads 16 --calls 100 --repeat 5 --transport litellm
 
 Run it from another checkout with ``PYTHONPATH=<checkout>`` to compare two versions of the client.
 """
@@ -40,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--calls", type=int, default=100, help="calls per thread per round")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--transport", choices=("direct", "litellm"), default="direct")
     args = parser.parse_args(argv)
 
     import redis
@@ -70,10 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     scenario = {"rules": [{"name": "bench", "replies": [{"text": "ok"}]}]}
     with RedisServer() as server, OfflineModelServer(scenario=scenario) as model:
         r = redis.Redis.from_url(server.url)
-        config = parse_model_config({"models": {MODEL: {"max_concurrency": 64}}}, api_base_override=model.base_url)
+        table = {"max_concurrency": 64, "transport": args.transport}
+        config = parse_model_config({"models": {MODEL: table}}, api_base_override=model.base_url)
         client = LiteLLMClient(config, r, run_id="bench")
         messages = [{"role": "user", "content": "one call"}]
-        client.complete(MODEL, messages)  # the first call loads scripts and litellm's lazy modules
+        client.complete(MODEL, messages)  # the first call loads scripts and the transport's lazy modules
 
         def calls() -> None:
             for _ in range(args.calls):
@@ -102,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         med = [statistics.median(row[i] for row in rows) for i in range(5)]
         print(
             f"median of {args.repeat}: {args.threads} threads, {med[0]:.2f} ms wall per call, {med[1]:.2f} ms "
-            f"CPU per call (this process: client, litellm and the model server), {med[2]:.2f} Redis round "
+            f"CPU per call (this process: client, transport and the model server), {med[2]:.2f} Redis round "
             f"trips ({med[3]:.1f} commands) per call, {med[4]:.2f} threads started per call"
         )
     return 0

@@ -36,6 +36,7 @@ from typing import Protocol
 
 from engine.heap import imports_frozen
 from producer import warm
+from schemas.constants import LITELLM_PRELOAD_ENV
 
 
 class WorkerProcess(Protocol):
@@ -62,6 +63,31 @@ def opens_embedded_cluster(args: Sequence[str], environ: Mapping[str, str]) -> b
         return False
     flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
     return not flags & {"--broker", "--dry-run", "--help", "-h"}
+
+
+def _values(args: Sequence[str], flag: str) -> list[str]:
+    found = []
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            found.append(args[i + 1])
+        elif arg.startswith(flag + "="):
+            found.append(arg.split("=", 1)[1])
+    return found
+
+
+def needs_litellm(args: Sequence[str]) -> bool:
+    """Whether ``skill-eval <args>`` may call a model through litellm (a guess: a miss costs only time).
+
+    Not when the built-in agent's every executor and judge model is named ``openai/...`` and
+    ``--api-base`` points them at an OpenAI-compatible endpoint: those calls go straight over
+    HTTP (worker/models/direct.py). A model config that routes one of them through litellm
+    after all makes the worker import it on that model's first call instead of ahead of it.
+    """
+    models, judges = _values(args, "--model"), _values(args, "--judge")
+    executor = (_values(args, "--executor") or ["agent"])[-1]
+    if executor != "agent" or not _values(args, "--api-base") or not models or not judges:
+        return True
+    return not all(name.startswith("openai/") for name in models + judges)
 
 
 def spawn() -> None:
@@ -108,6 +134,8 @@ def main() -> None:
     environ = dict(os.environ)  # as the command got it: the next one is asked to match this
     embedded = opens_embedded_cluster(sys.argv[1:], environ)
     spare = embedded and warm.enabled(environ, interactive=_on_terminal())
+    if embedded and not needs_litellm(sys.argv[1:]):
+        os.environ.setdefault(LITELLM_PRELOAD_ENV, "0")  # this run's worker processes, not a spare
     if embedded:
         _waiting = warm.claim(environ) if spare else None
         if _waiting is None:

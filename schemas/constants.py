@@ -19,6 +19,11 @@ CONSUME_ORDER: Final = (QUEUE_REDUCE, QUEUE_GRADE, QUEUE_EXECUTE)
 is finished (graded, the run reduced) before a new one is started. Round robin instead leaves
 the last shards' grades queued behind executes, and the run's tail waits for them."""
 
+# --- Worker start-up ------------------------------------------------------------------------
+LITELLM_PRELOAD_ENV: Final = "SKILL_EVAL_PRELOAD_LITELLM"
+"""``0``: a worker process does not import litellm ahead of need (its run's models all go
+straight over HTTP); unset or anything else: it does, during its start-up."""
+
 # --- Redis (every key is built in engine.keys) ----------------------------------------------
 KEY_PREFIX: Final = "skill-eval"
 

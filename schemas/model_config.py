@@ -11,6 +11,7 @@ knobs)::
     tpm = 200000                   # tokens per minute, fleet-wide
     max_concurrency = 32           # calls in flight, fleet-wide
     timeout_s = 120
+    transport = "auto"             # or "direct" / "litellm"
 
     [retry]
     max_attempts = 6
@@ -23,12 +24,19 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from schemas.constants import CONFIG_FILE
 from schemas.errors import ConfigError
+
+Transport = Literal["auto", "direct", "litellm"]
+"""How a model's calls are sent. ``direct``: straight over HTTP to an OpenAI-compatible
+``api_base`` (``POST {api_base}/chat/completions``, a bearer key), without litellm;
+``litellm``: through litellm, which knows every provider's API and its model quirks;
+``auto`` (the default): ``direct`` for a model routed as ``openai/...`` to an explicit
+``api_base`` (a self-hosted or gateway endpoint), ``litellm`` for everything else."""
 
 
 class ModelSettings(BaseModel):
@@ -48,6 +56,8 @@ class ModelSettings(BaseModel):
     """Calls in flight, fleet-wide; None: the default's value."""
     timeout_s: float | None = Field(default=None, gt=0)
     """Timeout of one HTTP call, seconds."""
+    transport: Transport | None = None
+    """How calls reach the model; None: the default's value (see :data:`Transport`)."""
 
 
 class ModelLimits(BaseModel):
@@ -69,6 +79,8 @@ class ModelLimits(BaseModel):
     """Calls in flight, fleet-wide."""
     timeout_s: float = 120.0
     """Timeout of one HTTP call, seconds."""
+    transport: Transport = "auto"
+    """How calls reach the model (see :data:`Transport`)."""
 
 
 class RetrySettings(BaseModel):
@@ -121,6 +133,16 @@ class ModelConfig(BaseModel):
     source: str | None = None
     """The file this came from, for messages."""
 
+    @model_validator(mode="after")
+    def _direct_needs_an_endpoint(self) -> ModelConfig:
+        tables = {"defaults": self.defaults, **{f'models."{n}"': t for n, t in self.models.items()}}
+        for where, table in tables.items():
+            transport = table.transport or self.defaults.transport
+            if transport == "direct" and not (table.api_base or self.defaults.api_base or self.api_base_override):
+                why = '"direct" needs an api_base (in the table, [defaults] or --api-base)'
+                raise ValueError(f"{where}.transport: {why}")
+        return self
+
     def for_model(self, name: str) -> ModelLimits:
         """The resolved limits of ``name`` (its table over ``[defaults]`` over built-in defaults)."""
         merged: dict[str, Any] = self.defaults.model_dump(exclude_none=True)
@@ -149,7 +171,8 @@ def parse_model_config(
         return ModelConfig.model_validate({**data, "api_base_override": api_base_override, "source": source})
     except ValidationError as err:
         first = err.errors()[0]
-        raise ConfigError(f"{source}: {_field_path(first['loc'])}: {first['msg']}") from err
+        where, message = _field_path(first["loc"]), first["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{source}: {where}: {message}" if where else f"{source}: {message}") from err
 
 
 def load_model_config(path: Path | None = None, api_base_override: str | None = None) -> ModelConfig:

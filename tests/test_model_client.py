@@ -1,10 +1,15 @@
-"""The litellm client over real HTTP (offline server) and a real Redis: replies, retries, faults, config."""
+"""The model client over real HTTP (offline server) and a real Redis: replies, retries, faults, config.
+
+Every test runs once per transport: straight over HTTP (``direct``) and through litellm; the
+tests of litellm's own bookkeeping pin ``litellm``.
+"""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,7 +24,8 @@ from schemas.model_config import load_model_config
 from testkit.offline_server import OfflineModelServer
 from tests import model_support
 from tests.model_support import server_fixtures
-from worker.models.client import LiteLLMClient, estimate_cost, is_retryable, retry_after_s, token_cost
+from worker.models.client import LiteLLMClient, estimate_cost, is_retryable, retry_after_s
+from worker.models.via_litellm import token_cost
 
 MODEL = "openai/scripted"
 TOOLS = [{"type": "function", "function": {"name": "shell", "parameters": {"type": "object"}}}]
@@ -41,13 +47,24 @@ SCENARIO: dict[str, Any] = {
 
 
 server = server_fixtures(lambda: SCENARIO, scope="function")[0]
+_transport = ["direct"]
+
+
+@pytest.fixture(autouse=True, params=["direct", "litellm"])
+def transport(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The transport :func:`make_client` configures by default for this test."""
+    _transport[0] = request.param
+    yield request.param
+    _transport[0] = "direct"
 
 
 def make_client(
     redis_client: redis.Redis, api_base: str, retry: dict[str, float] | None = None, **tables: Any
 ) -> LiteLLMClient:
-    """Four attempts with short real delays (unless ``retry`` says otherwise), usage counted under run ``run-1``."""
+    """Four attempts with short real delays (unless ``retry`` says otherwise), usage counted under run
+    ``run-1``, every model on this test's transport unless ``defaults`` names another."""
     retry = retry or {"max_attempts": 4, "base_delay_s": 0.05, "max_delay_s": 0.2}
+    tables["defaults"] = {"transport": _transport[0], **tables.get("defaults", {})}
     return model_support.make_client(redis_client, api_base, retry=retry, run_id="run-1", **tables)
 
 
@@ -83,14 +100,14 @@ def test_5xx_then_success_is_retried_to_a_reply(server: OfflineModelServer, redi
 def test_retries_exhausted_raise_model_call_failed_with_the_last_error(
     server: OfflineModelServer, redis_client: redis.Redis
 ) -> None:
-    with pytest.raises(ModelCallFailed, match=r"after 4 attempt\(s\).*InternalServerError"):
+    with pytest.raises(ModelCallFailed, match=r"after 4 attempt\(s\).*(InternalServerError|EndpointError: HTTP 500)"):
         ask(make_client(redis_client, server.base_url), "always down")
     assert server.stats()["total"] == 4
     assert usage_totals(redis_client, "run-1")[MODEL]["failed"] == 1
 
 
 def test_a_client_error_is_not_retried(server: OfflineModelServer, redis_client: redis.Redis) -> None:
-    with pytest.raises(ModelCallFailed, match="BadRequestError"):
+    with pytest.raises(ModelCallFailed, match=r"BadRequestError|EndpointError: HTTP 400"):
         ask(make_client(redis_client, server.base_url), "bad request")
     assert server.stats()["total"] == 1
 
@@ -276,16 +293,17 @@ def test_a_priced_model_reports_the_cost_litellm_computes_for_its_tokens(
 
 
 def test_an_unpriced_model_is_registered_with_litellm_at_zero_yet_its_cost_stays_unknown(
-    server: OfflineModelServer, redis_client: redis.Redis
+    server: OfflineModelServer, redis_client: redis.Redis, transport: str
 ) -> None:
-    """Registered so that litellm stops searching its table on every call; never reported as free."""
+    """Registered so that litellm stops searching its table on every call; never reported as free.
+    (The direct transport looks the price up once per call and never asks litellm.)"""
     import litellm
 
-    model = "openai/scripted-never-priced"
+    model = f"openai/scripted-never-priced-{transport}"
     client = make_client(redis_client, server.base_url)
     assert model not in litellm.model_cost
     assert client.complete(model, [{"role": "user", "content": "hello"}]).usage.cost_usd is None
-    assert model in litellm.model_cost  # litellm now finds it at once ...
+    assert (model in litellm.model_cost) == (transport == "litellm")  # litellm now finds it at once ...
     again = client.complete(model, [{"role": "user", "content": "again"}])
     assert again.usage.cost_usd is None  # ... and its zero is not taken for a price
     assert estimate_cost(model, 1000) is None
@@ -294,14 +312,15 @@ def test_an_unpriced_model_is_registered_with_litellm_at_zero_yet_its_cost_stays
 
 
 def test_a_litellm_callback_someone_configured_still_sees_every_call(
-    server: OfflineModelServer, redis_client: redis.Redis
+    server: OfflineModelServer, redis_client: redis.Redis, transport: str
 ) -> None:
     """Without callbacks the client skips litellm's per-call success logging (nothing reads it);
-    with one configured, every call, priced or not, reaches it as before, and costs stay."""
+    with one configured, every call through litellm, priced or not, reaches it as before, and
+    costs stay. A direct call never passes litellm, so its callbacks never see it."""
     import litellm
     from litellm.integrations.custom_logger import CustomLogger
 
-    from worker.models.client import litellm_logging_wanted
+    from worker.models.via_litellm import litellm_logging_wanted
 
     seen: list[str] = []
 
@@ -322,11 +341,11 @@ def test_a_litellm_callback_someone_configured_still_sees_every_call(
         priced = client.complete("openai/gpt-4o-mini", [{"role": "user", "content": "hello"}])
         ask(client, "and you")
         deadline = time.monotonic() + 10
-        while len(seen) < 2 and time.monotonic() < deadline:  # litellm logs on its own thread
+        while transport == "litellm" and len(seen) < 2 and time.monotonic() < deadline:  # its own thread
             time.sleep(0.05)
     finally:
         for name, value in saved.items():
             setattr(litellm, name, value)
     assert not litellm_logging_wanted()
-    assert sorted(seen) == ["gpt-4o-mini", "scripted"]
+    assert sorted(seen) == (["gpt-4o-mini", "scripted"] if transport == "litellm" else [])
     assert priced.usage.cost_usd is not None and priced.usage.cost_usd > 0

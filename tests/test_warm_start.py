@@ -293,3 +293,22 @@ def test_a_run_on_two_worker_processes_grades_every_shard_and_leaves_none(tmp_pa
     assert any("-m worker.prestart" in c for c in workers)
     assert any(f"-c 2 -P threads -n embedded-{done.pid}.1@" in c for c in workers), workers
     assert _left_after(lambda: processes_using(env.tmp)) == {}
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run", "g", "--model", "openai/a", "--judge", "openai/j", "--api-base", "http://127.0.0.1:9/v1"], False),
+        (["run", "g", "--model=openai/a", "--model", "openai/b", "--judge=openai/j", "--api-base=http://h/v1"], False),
+        (["run", "g", "--model", "openai/a", "--judge", "anthropic/j", "--api-base", "http://h/v1"], True),
+        (["run", "g", "--model", "openai/a", "--judge", "openai/j"], True),  # OpenAI's own API: litellm
+        (["run", "g", "--judge", "openai/j", "--api-base", "http://h/v1"], True),  # the default executor model
+        (["run", "g", "--model", "openai/a", "--api-base", "http://h/v1"], True),  # the default judge
+        (["run", "g", "--model", "openai/a", "--judge", "openai/j", "--api-base", "h", "--executor", "codex"], True),
+    ],
+)
+def test_a_run_whose_models_all_go_direct_starts_its_worker_without_litellm(args: list[str], expected: bool) -> None:
+    """A guess from the command line: a miss costs only time (the worker imports litellm on first need)."""
+    from producer.prestart import needs_litellm
+
+    assert needs_litellm(args) is expected

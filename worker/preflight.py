@@ -4,9 +4,10 @@ The keys live where the calls are made, on the workers, so the check runs there:
 preflight task per queue that will call models (``execute`` for the executor models,
 ``grade`` for the judges), each answering with a :class:`schemas.preflight.PreflightReport`.
 A model passes when its key is in this worker's environment (the configured
-``api_key_env``, else what litellm knows the provider needs; a loopback API base needs
-none) and one minimal call (one token) answers. The call passes the fleet-wide limiter
-like any other and is counted in the run's usage.
+``api_key_env``, else ``OPENAI_API_KEY`` for a model that goes straight over HTTP and what
+litellm knows the provider needs for the others; a loopback API base needs none) and one
+minimal call (one token) answers. The call passes the fleet-wide limiter like any other and
+is counted in the run's usage.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from urllib.parse import urlparse
 from schemas.errors import ModelCallFailed
 from schemas.manifest import RunManifest
 from schemas.preflight import ModelCheck, PreflightReport, models_for
-from worker.models.client import LiteLLMClient
+from worker.models.client import DIRECT_KEY_ENV, LiteLLMClient, direct_key, goes_direct
 
 PREFLIGHT_ATTEMPTS = 2
 """Attempts of the minimal call: a transient 5xx gets one more try, a dead endpoint fails fast."""
@@ -33,13 +34,16 @@ def missing_key(client: LiteLLMClient, model: str) -> str | None:
         return None if os.environ.get(limits.api_key_env) else f"environment variable {limits.api_key_env} is not set"
     if limits.api_base and urlparse(limits.api_base).hostname in _LOOPBACK:
         return None
-    import litellm
+    if goes_direct(limits):
+        missing = None if direct_key(limits) else [DIRECT_KEY_ENV]
+    else:
+        from worker.models.via_litellm import missing_keys  # litellm: only for a model that goes through it
 
-    found = litellm.validate_environment(model=model)
-    if found.get("keys_in_environment"):
+        missing = missing_keys(model)
+    if missing is None:
         return None
-    missing = ", ".join(found.get("missing_keys") or []) or "a provider key"
-    return f"{missing} not set on this worker (or name the variable with api_key_env in the model config)"
+    names = ", ".join(missing) or "a provider key"
+    return f"{names} not set on this worker (or name the variable with api_key_env in the model config)"
 
 
 def check_model(client: LiteLLMClient, model: str) -> ModelCheck:

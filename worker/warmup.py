@@ -4,18 +4,23 @@ cache, off the first shard's path.
 litellm alone costs seconds of CPU to import. With shards on threads (docs/design/engine.md) a
 worker process imports it once, in a background thread started as the worker boots, while
 Celery connects to the broker; a shard that needs one of these modules before the thread is
-done simply waits on Python's import lock.
+done simply waits on Python's import lock. A process started for a run whose models all go
+straight over HTTP (worker/models/direct.py) is told so (``SKILL_EVAL_PRELOAD_LITELLM=0``,
+producer/prestart.py) and leaves litellm out: a model that needs it after all imports it on
+its first call.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from typing import TYPE_CHECKING
 
 import structlog
 
 from engine.heap import imports_frozen
+from schemas.constants import LITELLM_PRELOAD_ENV
 
 if TYPE_CHECKING:
     from schemas.manifest import RunManifest
@@ -24,6 +29,12 @@ if TYPE_CHECKING:
 log = structlog.get_logger("skill_eval.worker")
 
 HEAVY_MODULES = ("worker.models.client", "worker.executor.agent", "worker.grading.judge", "worker.workspace")
+
+
+def litellm_wanted() -> bool:
+    """Whether this process imports litellm during its start-up (a fleet's workers and spares do)."""
+    return os.environ.get(LITELLM_PRELOAD_ENV, "1").strip() != "0"
+
 
 CELERY_BOOT_MODULES = (
     "celery.bin.celery",
@@ -39,9 +50,9 @@ the time once it has its orders. Already loaded in a worker started as ``celery 
 
 
 def import_heavy_modules() -> None:
-    """Import CELERY_BOOT_MODULES, then HEAVY_MODULES, with the cyclic GC paused; freeze what they
-    built (engine/heap.py: a quarter off litellm's import CPU, and collections during shards stay
-    cheap)."""
+    """Import CELERY_BOOT_MODULES, then HEAVY_MODULES, then litellm unless :func:`litellm_wanted`
+    says not, with the cyclic GC paused; freeze what they built (engine/heap.py: a quarter off
+    litellm's import CPU, and collections during shards stay cheap)."""
     with imports_frozen():
         try:
             for name in CELERY_BOOT_MODULES:
@@ -50,9 +61,8 @@ def import_heavy_modules() -> None:
             _celery_imported.set()
         for name in HEAVY_MODULES:
             importlib.import_module(name)
-        from worker.models.client import warm_litellm
-
-        warm_litellm()
+        if litellm_wanted():
+            importlib.import_module("worker.models.via_litellm").warm_litellm()
     _imported.set()
 
 

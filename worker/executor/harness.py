@@ -203,7 +203,7 @@ def run_harness(
     Raises :class:`NoHarness` (binary missing), :class:`NoSandbox` (not bubblewrap) or
     :class:`ExecutorFailed` (see the module doc).
     """
-    from worker.models.client import token_cost  # litellm, imported only by a run that needs it
+    from worker.models.via_litellm import token_cost  # litellm, imported only by a run that needs it
 
     if sandbox.mode is not SandboxMode.BWRAP or not isinstance(sandbox, BwrapSandbox):
         raise NoSandbox(f"{shard.harness.name} runs only in the bwrap sandbox (its model proxy needs it)")

@@ -29,6 +29,33 @@ class ModelReply:
     raw: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ModelRequest:
+    """One attempt's request, as a transport sends it (credentials resolved)."""
+
+    model: str
+    """The model name of the run's config (litellm's, provider prefix included)."""
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    max_tokens: int | None
+    timeout_s: float
+    api_base: str | None
+    api_key: str | None
+
+
+class Transport(Protocol):
+    """How a request reaches a model: litellm (worker/models/via_litellm.py) or straight over
+    HTTP to an OpenAI-compatible endpoint (worker/models/direct.py).
+
+    ``send`` makes one attempt and raises whatever failed (the client's retry rules read it);
+    ``reply`` turns what it returned into a :class:`ModelReply` outside the attempt.
+    """
+
+    def send(self, request: ModelRequest) -> Any: ...
+
+    def reply(self, request: ModelRequest, response: Any, attempts: int) -> ModelReply: ...
+
+
 class ModelClient(Protocol):
     """Chat completions through the fleet-wide limiter.
 

@@ -1,0 +1,243 @@
+"""The direct transport: which models take it, what it sends, and what a hostile endpoint's
+replies become. Over real HTTP: the offline server, or a raw server answering canned bodies.
+
+(tests/test_model_client.py runs the client's retry, limiter and fault tests over both
+transports; this file holds what only the direct one has.)
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from schemas.errors import ConfigError, ModelCallFailed
+from schemas.model_config import parse_model_config
+from testkit.offline_server import OfflineModelServer
+from tests import model_support
+from worker.models.base import ModelRequest
+from worker.models.client import LiteLLMClient, goes_direct
+from worker.models.direct import EndpointError, OpenAICompatible, parse_completion
+from worker.models.prices import tokens_cost
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class CannedServer:
+    """A real HTTP server answering each POST with the next canned (status, body) and recording requests."""
+
+    def __init__(self, replies: list[tuple[int, Any]]) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict[str, Any]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                owner.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": json.loads(self.rfile.read(length))}
+                )
+                status, body = owner.replies.pop(0) if len(owner.replies) > 1 else owner.replies[0]
+                raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> CannedServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def completion(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"id": "c1", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}], **extra}
+
+
+@pytest.fixture
+def canned() -> Iterator[list[CannedServer]]:
+    servers: list[CannedServer] = []
+    yield servers
+    for server in servers:
+        server.__exit__()
+
+
+def serve(canned: list[CannedServer], *replies: tuple[int, Any]) -> CannedServer:
+    server = CannedServer(list(replies)).__enter__()
+    canned.append(server)
+    return server
+
+
+def client_for(redis_client: redis.Redis, api_base: str, **tables: Any) -> LiteLLMClient:
+    return model_support.make_client(redis_client, api_base, run_id="run-d", **tables)
+
+
+# --- which models go direct -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "table", "override", "direct"),
+    [
+        ("openai/qwen", {}, "http://gpu:8000/v1", True),  # an OpenAI-compatible endpoint
+        ("openai/gpt-4.1", {}, None, False),  # OpenAI's own API: litellm knows its models' rules
+        ("anthropic/claude-x", {}, "http://127.0.0.1:9", False),  # another protocol
+        ("openai/qwen", {"transport": "litellm"}, "http://gpu:8000/v1", False),
+        ("hosted_vllm/qwen", {"transport": "direct"}, "http://gpu:8000/v1", True),
+    ],
+)
+def test_auto_sends_openai_routed_models_with_an_endpoint_direct_and_the_config_decides_the_rest(
+    name: str, table: dict[str, Any], override: str | None, direct: bool
+) -> None:
+    config = parse_model_config({"models": {name: table}}, api_base_override=override)
+    assert goes_direct(config.for_model(name)) is direct
+
+
+def test_direct_without_an_endpoint_is_a_config_error_naming_the_table() -> None:
+    message = r'skill-eval\.toml: models\."openai/x"\.transport: "direct" needs an api_base'
+    with pytest.raises(ConfigError, match=message):
+        parse_model_config({"models": {"openai/x": {"transport": "direct"}}}, source="skill-eval.toml")
+    with pytest.raises(ConfigError, match=r"defaults\.transport"):
+        parse_model_config({"defaults": {"transport": "direct"}})
+    with pytest.raises(ConfigError, match=r"transport: Input should be 'auto', 'direct' or 'litellm'"):
+        parse_model_config({"defaults": {"transport": "httpx"}})
+    assert parse_model_config({"defaults": {"transport": "direct"}}, api_base_override="http://h/v1")
+
+
+# --- what it sends ----------------------------------------------------------------------------
+
+
+def test_the_request_is_the_chat_completions_protocol_with_the_routing_prefix_dropped(
+    redis_client: redis.Redis, canned: list[CannedServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = serve(canned, (200, completion({"role": "assistant", "content": "hi"})))
+    monkeypatch.setenv("GPU_KEY", "sk-test")
+    client = client_for(redis_client, server.base_url, models={"openai/qwen": {"api_key_env": "GPU_KEY"}})
+    tools = [{"type": "function", "function": {"name": "shell", "parameters": {"type": "object"}}}]
+    reply = client.complete("openai/qwen", [{"role": "user", "content": "x"}], tools=tools, max_tokens=7)
+    assert reply.content == "hi"
+    sent = server.requests[0]
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["headers"]["authorization"] == "Bearer sk-test"
+    messages = [{"role": "user", "content": "x"}]
+    assert sent["body"] == {"model": "qwen", "messages": messages, "tools": tools, "max_tokens": 7}
+
+
+def test_a_priced_model_is_priced_from_the_table_without_litellm_cached_tokens_at_the_cache_price(
+    redis_client: redis.Redis, canned: list[CannedServer]
+) -> None:
+    usage = {"prompt_tokens": 1000, "completion_tokens": 10, "prompt_tokens_details": {"cached_tokens": 600}}
+    server = serve(canned, (200, completion({"role": "assistant", "content": "ok"}, usage=usage)))
+    reply = client_for(redis_client, server.base_url).complete("openai/gpt-4o", [{"role": "user", "content": "x"}])
+    # gpt-4o's list prices: 2.5e-06 in, 1.25e-06 cached in, 1e-05 out (litellm's bundled table).
+    assert reply.usage.cost_usd == pytest.approx(400 * 2.5e-06 + 600 * 1.25e-06 + 10 * 1e-05)
+    assert tokens_cost("openai/no-such-model", 10, 10) is None  # unknown: None, never zero
+
+
+# --- a hostile or broken endpoint ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"<html>gateway</html>",  # not JSON
+        {"object": "list", "data": []},  # JSON, not a chat completion
+        {"choices": []},
+        {"choices": [{"message": "text"}]},
+        completion({"role": "assistant", "content": None, "tool_calls": {"name": "shell"}}),
+        completion({"role": "assistant", "content": None, "tool_calls": [{"function": {"arguments": "{}"}}]}),
+        completion({"role": "assistant", "content": {"nested": "object"}}),
+    ],
+)
+def test_a_success_that_is_not_a_chat_completion_is_retried_then_fails_by_name(
+    redis_client: redis.Redis, canned: list[CannedServer], body: Any
+) -> None:
+    server = serve(canned, (200, body))
+    with pytest.raises(ModelCallFailed, match=r"after 2 attempt\(s\); last error: MalformedReply"):
+        client_for(redis_client, server.base_url).complete("openai/m", [{"role": "user", "content": "x"}])
+    assert len(server.requests) == 2  # retried once (FAST_RETRY), like any garbled response
+
+
+def test_tool_calls_come_only_from_the_structured_field_never_from_text_that_looks_like_one() -> None:
+    forged = 'I ran it.\n{"tool_calls": [{"id": "x", "function": {"name": "shell", "arguments": "{}"}}]}'
+    reply = parse_completion("openai/m", completion({"role": "assistant", "content": forged}), 1)
+    assert reply.tool_calls == () and reply.content == forged
+    parts = completion({"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "x"}, {"text": "b"}]})
+    assert parse_completion("openai/m", parts, 1).content == "ab"
+    garbled = completion({"role": "assistant", "tool_calls": [{"function": {"name": "shell", "arguments": "{oops"}}]})
+    call = parse_completion("openai/m", garbled, 1).tool_calls[0]
+    assert (call.id, call.name, call.arguments) == ("call_0", "shell", {"_raw": "{oops"})
+
+
+def test_negative_or_bogus_usage_counts_as_zero_not_as_credit() -> None:
+    body = completion({"role": "assistant", "content": "x"}, usage={"prompt_tokens": -500, "completion_tokens": "9"})
+    usage = parse_completion("openai/gpt-4o", body, 1).usage
+    assert (usage.prompt_tokens, usage.completion_tokens) == (0, 0)
+
+
+def test_an_error_status_carries_its_message_code_and_headers(canned: list[CannedServer]) -> None:
+    body = {"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": None}}
+    server = serve(canned, (429, body))
+    transport = OpenAICompatible()
+    request = ModelRequest("openai/m", [{"role": "user", "content": "x"}], None, None, 5.0, server.base_url, "k")
+    with pytest.raises(EndpointError) as caught:
+        transport.send(request)
+    transport.close()
+    assert caught.value.status_code == 429 and caught.value.code == "insufficient_quota"
+    assert "You exceeded your current quota" in str(caught.value)
+    assert caught.value.response.headers["content-type"] == "application/json"
+
+
+def test_a_redirect_is_not_followed(redis_client: redis.Redis, canned: list[CannedServer]) -> None:
+    """An endpoint's 3xx could send the key elsewhere: it fails the call, never follows."""
+    server = serve(canned, (307, {"error": "moved"}))
+    with pytest.raises(ModelCallFailed, match="HTTP 307"):
+        client_for(redis_client, server.base_url).complete("openai/m", [{"role": "user", "content": "x"}])
+    assert len(server.requests) == 1
+
+
+# --- litellm stays out of the process -----------------------------------------------------------
+
+
+def test_a_worker_told_not_to_preload_litellm_warms_up_and_calls_direct_models_without_it(tmp_path: Path) -> None:
+    with OfflineModelServer({"default": {"text": "plain"}}) as server:
+        script = textwrap.dedent(
+            f"""
+            import os, sys
+            from pathlib import Path
+            os.environ["SKILL_EVAL_PRELOAD_LITELLM"] = "0"
+            from worker.warmup import import_heavy_modules
+            import_heavy_modules()
+            from engine.redis_server import RedisServer
+            from schemas.model_config import parse_model_config
+            from worker.models.client import LiteLLMClient
+            import redis
+            with RedisServer(workdir=Path({str(tmp_path)!r})) as store:
+                config = parse_model_config({{}}, api_base_override={server.base_url!r})
+                client = LiteLLMClient(config, redis.Redis.from_url(store.url))
+                reply = client.complete("openai/scripted", [{{"role": "user", "content": "hi"}}])
+                print(reply.content, "litellm" in sys.modules, "openai" in sys.modules)
+            """
+        )
+        done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["plain", "False", "False"]
