@@ -241,3 +241,23 @@ def test_a_worker_told_not_to_preload_litellm_warms_up_and_calls_direct_models_w
         done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["plain", "False", "False"]
+
+
+def test_the_warm_up_leaves_the_first_call_nothing_to_import_or_build() -> None:
+    """The worker's start-up thread runs it: the first call's client costs no import and no CA bundle read."""
+    script = textwrap.dedent(
+        """
+        import ssl, sys
+        from worker.models import direct
+        direct.warm_up()
+        before = set(sys.modules)
+        built = []
+        original = ssl.SSLContext.load_verify_locations
+        ssl.SSLContext.load_verify_locations = lambda *a, **k: built.append(1) or original(*a, **k)
+        direct.OpenAICompatible()._client("https://models.invalid/v1")
+        print(sorted(set(sys.modules) - before), len(built))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "0"]

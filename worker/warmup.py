@@ -61,6 +61,7 @@ def import_heavy_modules() -> None:
             _celery_imported.set()
         for name in HEAVY_MODULES:
             importlib.import_module(name)
+        importlib.import_module("worker.models.direct").warm_up()
         if litellm_wanted():
             importlib.import_module("worker.models.via_litellm").warm_litellm()
     _imported.set()
