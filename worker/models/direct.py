@@ -23,10 +23,9 @@ import dataclasses
 import functools
 import json
 import os
+import ssl
 import threading
 from typing import Any
-
-import ssl
 
 import httpx
 
