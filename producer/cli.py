@@ -305,10 +305,11 @@ def run(
         raise ConfigError(f"--invoke: expected explicit or implicit, got {invoke!r}")
     settings = _settings(broker_url=broker, store=store, sandbox=sandbox, worker_processes=worker_processes)
     check_shard_timeout(shard_timeout, settings)
+    repo_folder = _repo_folder(repo)
     req = RunRequest(
         skills=skills,
         all_evals=all_evals,
-        repo=_repo_folder(repo),
+        repo=repo_folder,
         models=model,
         judges=judge,
         epochs=epochs,
@@ -331,7 +332,7 @@ def run(
             require_uplift=require_uplift,
             max_cost_usd=max_cost or None,
             max_tokens=max_tokens,
-            models=load_model_config(config, api_base),
+            models=load_model_config(config, api_base, untrusted=repo_folder),
         ),
     )
     conclude(run_evaluation(req, settings, out, err))
@@ -434,10 +435,11 @@ def grade(
     """
     if not trajectories or not judge:
         raise ConfigError("--trajectories and --judge are required")
+    repo_folder = _repo_folder(repo)
     req = RunRequest(
         skills=skills or [],
         all_evals=False,
-        repo=_repo_folder(repo),
+        repo=repo_folder,
         models=[],
         judges=judge,
         out=out_dir,
@@ -451,7 +453,7 @@ def grade(
             fail_under=fail_under,
             max_cost_usd=max_cost or None,
             max_tokens=max_tokens,
-            models=load_model_config(config, api_base),
+            models=load_model_config(config, api_base, untrusted=repo_folder),
         ),
     )
     settings = _settings(broker_url=broker, store=store, worker_processes=worker_processes)

@@ -175,17 +175,30 @@ def parse_model_config(
         raise ConfigError(f"{source}: {where}: {message}" if where else f"{source}: {message}") from err
 
 
-def load_model_config(path: Path | None = None, api_base_override: str | None = None) -> ModelConfig:
+def load_model_config(
+    path: Path | None = None, api_base_override: str | None = None, *, untrusted: Path | None = None
+) -> ModelConfig:
     """Load the model settings of a run.
 
     ``path`` None means ``./skill-eval.toml`` when it exists, else built-in defaults. A path
     that does not exist, bad TOML or a bad field raises :class:`ConfigError` naming the file
     (and the field).
+
+    ``untrusted``: the repo under evaluation. The config names endpoints and the environment
+    variables whose values are sent to them as keys, so a ``./skill-eval.toml`` found inside
+    that repo (the command is usually started there) could send the operator's keys to any
+    host: it is refused unless named with ``--config``, which is the operator vouching for it.
     """
     if path is None:
         default = Path.cwd() / CONFIG_FILE
         if not default.exists():
             return ModelConfig(api_base_override=api_base_override)
+        if untrusted is not None and default.resolve().is_relative_to(untrusted.resolve()):
+            raise ConfigError(
+                f"{default}: a model config inside the repo under evaluation is not read unless named "
+                "(it sets endpoints and which environment variables are sent to them as keys); "
+                "pass --config to use it"
+            )
         path = default
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

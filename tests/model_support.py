@@ -6,7 +6,10 @@ retry delays are shortened so fault tests finish quickly.
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Callable, Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 import pytest
@@ -65,3 +68,41 @@ def server_fixtures(
         return make_client(redis_client, scripted.base_url)
 
     return server, scripted, client
+
+
+class CannedServer:
+    """A real HTTP server answering each POST with the next canned (status, body) and recording requests."""
+
+    def __init__(self, replies: list[tuple[int, Any]]) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict[str, Any]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                owner.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": json.loads(self.rfile.read(length))}
+                )
+                status, body = owner.replies.pop(0) if len(owner.replies) > 1 else owner.replies[0]
+                raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> CannedServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -7,13 +7,10 @@ transports; this file holds what only the direct one has.)
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,50 +21,13 @@ from schemas.errors import ConfigError, ModelCallFailed
 from schemas.model_config import parse_model_config
 from testkit.offline_server import OfflineModelServer
 from tests import model_support
+from tests.model_support import CannedServer
 from worker.models.base import ModelRequest
 from worker.models.client import LiteLLMClient, goes_direct
 from worker.models.direct import EndpointError, OpenAICompatible, parse_completion
 from worker.models.prices import tokens_cost
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-class CannedServer:
-    """A real HTTP server answering each POST with the next canned (status, body) and recording requests."""
-
-    def __init__(self, replies: list[tuple[int, Any]]) -> None:
-        self.replies = list(replies)
-        self.requests: list[dict[str, Any]] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                owner.requests.append(
-                    {"path": self.path, "headers": dict(self.headers), "body": json.loads(self.rfile.read(length))}
-                )
-                status, body = owner.replies.pop(0) if len(owner.replies) > 1 else owner.replies[0]
-                raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *_: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> CannedServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def completion(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
