@@ -134,8 +134,9 @@ def main() -> None:
     environ = dict(os.environ)  # as the command got it: the next one is asked to match this
     embedded = opens_embedded_cluster(sys.argv[1:], environ)
     spare = embedded and warm.enabled(environ, interactive=_on_terminal())
-    if embedded and not needs_litellm(sys.argv[1:]):
-        os.environ.setdefault(LITELLM_PRELOAD_ENV, "0")  # this run's worker processes, not a spare
+    lean = embedded and not needs_litellm(sys.argv[1:])
+    if lean:
+        os.environ.setdefault(LITELLM_PRELOAD_ENV, "0")  # this run's worker processes
     if embedded:
         _waiting = warm.claim(environ) if spare else None
         if _waiting is None:
@@ -146,7 +147,7 @@ def main() -> None:
         cli_main()
     finally:
         if spare:
-            warm.leave(environ)
+            warm.leave(environ, lean=lean)
         gc.freeze()  # what the command built since: the teardown skips it too
 
 

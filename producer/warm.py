@@ -51,6 +51,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engine.unix_socket import peer_credentials, read_line
+from schemas.constants import LITELLM_PRELOAD_ENV
 
 WARM_ENV = "SKILL_EVAL_WARM"
 IDLE_ENV = "SKILL_EVAL_WARM_IDLE_S"
@@ -240,8 +241,13 @@ def _stop_spare(pid: int, path: Path) -> None:
         os.close(fd)
 
 
-def leave(environ: Mapping[str, str]) -> subprocess.Popen[bytes] | None:
-    """Start a spare for the next command, detached from this one; None when it cannot have one."""
+def leave(environ: Mapping[str, str], *, lean: bool = False) -> subprocess.Popen[bytes] | None:
+    """Start a spare for the next command, detached from this one; None when it cannot have one.
+
+    ``lean``: this command's models all went straight over HTTP, so the next one's likely will
+    too: the spare leaves litellm out while it waits (about 150 MB less), and imports it when
+    a command that may need it claims it (worker/warmup.py: import_litellm_if_wanted).
+    """
     path = socket_path(environ, spare_key(environ))
     if path is None or not private_dir(path.parent, create=True):
         return None
@@ -251,7 +257,7 @@ def leave(environ: Mapping[str, str]) -> subprocess.Popen[bytes] | None:
     return subprocess.Popen(
         [sys.executable, "-P", "-m", PRESTART_MODULE, "--spare", os.fspath(path), str(idle_seconds(environ))],
         cwd="/",  # not the command's folder: see producer/prestart.py
-        env=dict(environ),
+        env={**environ, LITELLM_PRELOAD_ENV: "0"} if lean else dict(environ),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

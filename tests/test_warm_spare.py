@@ -371,3 +371,33 @@ def test_imports_frozen_pauses_the_collector_and_freezes_only_what_a_finished_bl
     )
     done = subprocess.run([sys.executable, "-P", "-c", code], cwd="/", capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["True", "True", "True"], done.stdout + done.stderr
+
+
+def test_a_spare_left_by_a_run_whose_models_went_direct_waits_without_litellm(runtime: Path) -> None:
+    """About 150 MB less while it waits; the order of a run that may need litellm brings it back."""
+    environ = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "SKILL_EVAL_WARM_IDLE_S": "30"}
+    lean = warm.leave(environ, lean=True)
+    assert lean is not None
+    try:
+        spare_env = (Path("/proc") / str(lean.pid) / "environ").read_bytes().split(b"\0")
+        assert b"SKILL_EVAL_PRELOAD_LITELLM=0" in spare_env
+    finally:
+        lean.kill()
+        lean.wait(10)
+
+
+def test_a_process_whose_warm_up_left_litellm_out_imports_it_once_its_orders_want_it() -> None:
+    script = (
+        "import os, sys\n"
+        "os.environ['SKILL_EVAL_PRELOAD_LITELLM'] = '0'\n"
+        "from worker.warmup import import_litellm_if_wanted, start_warmup\n"
+        "start_warmup().join()\n"
+        "print('litellm' in sys.modules, import_litellm_if_wanted())\n"
+        "del os.environ['SKILL_EVAL_PRELOAD_LITELLM']  # the order of a run that may need it\n"
+        "import_litellm_if_wanted().join()\n"
+        "print('litellm' in sys.modules, import_litellm_if_wanted())\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "None", "True", "None"]

@@ -43,8 +43,9 @@ def become(order: Mapping[str, Any]) -> None:
     os.dup2(null, 0)  # nothing the worker runs inherits the command's pipe
     os.close(null)
     sys.argv = ["celery", *order["argv"]]
-    from worker.warmup import wait_for_celery_modules
+    from worker.warmup import import_litellm_if_wanted, wait_for_celery_modules
 
+    import_litellm_if_wanted()  # a spare that left litellm out, taken by a run that may need it
     wait_for_celery_modules()  # never the same imports on two threads at once
     from celery.__main__ import main as celery_main
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -80,6 +81,26 @@ def wait_for_celery_modules(timeout_s: float = 60.0) -> None:
     """
     if _warmup is not None:  # no warm-up in this process: nothing to wait for
         _celery_imported.wait(timeout_s)
+
+
+def import_litellm_if_wanted() -> threading.Thread | None:
+    """Import litellm in a background thread when this process's warm-up left it out and its
+    orders now say the run may need it (a spare left by a run whose models all went direct,
+    claimed by one whose models do not): the thread, or None when there is nothing to do.
+
+    Only once the warm-up is over: while it runs, it reads the same environment itself and
+    imports litellm if wanted, and two threads must never import one package at once.
+    """
+    if not imported() or not litellm_wanted() or "worker.models.via_litellm" in sys.modules:
+        return None
+    thread = threading.Thread(target=_import_litellm, name="import-litellm", daemon=True)
+    thread.start()
+    return thread
+
+
+def _import_litellm() -> None:
+    with imports_frozen():
+        importlib.import_module("worker.models.via_litellm").warm_litellm()
 
 
 def imported() -> bool:
