@@ -23,7 +23,7 @@ from testkit.offline_server import OfflineModelServer
 from tests import model_support
 from tests.model_support import CannedServer
 from worker.models.base import ModelRequest
-from worker.models.client import LiteLLMClient, goes_direct
+from worker.models.client import LiteLLMClient, direct_key, goes_direct
 from worker.models.direct import EndpointError, OpenAICompatible, parse_completion
 from worker.models.prices import tokens_cost
 
@@ -221,3 +221,21 @@ def test_the_warm_up_leaves_the_first_call_nothing_to_import_or_build() -> None:
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["[]", "0"]
+
+
+def test_the_provider_key_goes_only_where_it_belongs(
+    redis_client: redis.Redis, canned: list[CannedServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OPENAI_API_KEY is litellm's key for ``openai/`` models: sent to a remote OpenAI-compatible
+    endpoint named without a variable, never to a local server, and a named variable wins."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-operator")
+    monkeypatch.setenv("GPU_KEY", "sk-gpu")
+    local = serve(canned, (200, completion({"role": "assistant", "content": "hi"})))
+    client_for(redis_client, local.base_url).complete("openai/m", [{"role": "user", "content": "x"}])
+    assert local.requests[0]["headers"]["authorization"] == "Bearer offline-no-key"
+    config = parse_model_config({"models": {"openai/a": {"api_base": "http://gpu.invalid/v1"}}})
+    assert direct_key(config.for_model("openai/a")) == "sk-operator"
+    named = parse_model_config(
+        {"models": {"openai/a": {"api_base": "http://gpu.invalid/v1", "api_key_env": "GPU_KEY"}}}
+    )
+    assert direct_key(named.for_model("openai/a")) == "sk-gpu"

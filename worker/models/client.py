@@ -76,10 +76,16 @@ def _loopback(api_base: str | None) -> bool:
 
 
 def direct_key(limits: ModelLimits) -> str | None:
-    """The key a direct model's calls carry; None when there is none to send."""
+    """The key a direct model's calls carry; None when there is none to send.
+
+    A loopback endpoint with no configured variable gets a placeholder, never the provider key
+    from ``OPENAI_API_KEY``: a local server has no business with the operator's OpenAI key.
+    """
     if limits.api_key_env:
         return os.environ.get(limits.api_key_env) or None
-    return os.environ.get(DIRECT_KEY_ENV) or (OFFLINE_API_KEY if _loopback(limits.api_base) else None)
+    if _loopback(limits.api_base):
+        return OFFLINE_API_KEY
+    return os.environ.get(DIRECT_KEY_ENV) or None
 
 
 def estimate_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int | None) -> int:
