@@ -23,7 +23,7 @@ from testkit.offline_server import OfflineModelServer
 from tests import model_support
 from tests.model_support import CannedServer
 from worker.models.base import ModelRequest
-from worker.models.client import LiteLLMClient, direct_key, goes_direct
+from worker.models.client import LiteLLMClient, goes_direct, request_key
 from worker.models.direct import EndpointError, OpenAICompatible, parse_completion
 from worker.models.prices import tokens_cost
 
@@ -234,8 +234,8 @@ def test_the_provider_key_goes_only_where_it_belongs(
     client_for(redis_client, local.base_url).complete("openai/m", [{"role": "user", "content": "x"}])
     assert local.requests[0]["headers"]["authorization"] == "Bearer offline-no-key"
     config = parse_model_config({"models": {"openai/a": {"api_base": "http://gpu.invalid/v1"}}})
-    assert direct_key(config.for_model("openai/a")) == "sk-operator"
+    assert request_key(config.for_model("openai/a")) == "sk-operator"
     named = parse_model_config(
         {"models": {"openai/a": {"api_base": "http://gpu.invalid/v1", "api_key_env": "GPU_KEY"}}}
     )
-    assert direct_key(named.for_model("openai/a")) == "sk-gpu"
+    assert request_key(named.for_model("openai/a")) == "sk-gpu"

@@ -15,16 +15,14 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Sequence
-from urllib.parse import urlparse
 
 from schemas.errors import ModelCallFailed
 from schemas.manifest import RunManifest
 from schemas.preflight import ModelCheck, PreflightReport, models_for
-from worker.models.client import DIRECT_KEY_ENV, LiteLLMClient, direct_key, goes_direct
+from worker.models.client import DIRECT_KEY_ENV, LiteLLMClient, goes_direct, loopback, request_key
 
 PREFLIGHT_ATTEMPTS = 2
 """Attempts of the minimal call: a transient 5xx gets one more try, a dead endpoint fails fast."""
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def missing_key(client: LiteLLMClient, model: str) -> str | None:
@@ -32,10 +30,10 @@ def missing_key(client: LiteLLMClient, model: str) -> str | None:
     limits = client.config.for_model(model)
     if limits.api_key_env:
         return None if os.environ.get(limits.api_key_env) else f"environment variable {limits.api_key_env} is not set"
-    if limits.api_base and urlparse(limits.api_base).hostname in _LOOPBACK:
+    if loopback(limits.api_base):
         return None
     if goes_direct(limits):
-        missing = None if direct_key(limits) else [DIRECT_KEY_ENV]
+        missing = None if request_key(limits) else [DIRECT_KEY_ENV]
     else:
         from worker.models.via_litellm import missing_keys  # litellm: only for a model that goes through it
 

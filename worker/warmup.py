@@ -31,12 +31,6 @@ log = structlog.get_logger("skill_eval.worker")
 
 HEAVY_MODULES = ("worker.models.client", "worker.executor.agent", "worker.grading.judge", "worker.workspace")
 
-
-def litellm_wanted() -> bool:
-    """Whether this process imports litellm during its start-up (a fleet's workers and spares do)."""
-    return os.environ.get(LITELLM_PRELOAD_ENV, "1").strip() != "0"
-
-
 CELERY_BOOT_MODULES = (
     "celery.bin.celery",
     "celery.apps.worker",
@@ -48,6 +42,15 @@ CELERY_BOOT_MODULES = (
 interactive shell's, the consumer, the threads pool, the Redis transport): imported first, a
 process started ahead of its cluster or left as a spare boots Celery in about a quarter of
 the time once it has its orders. Already loaded in a worker started as ``celery worker``."""
+
+
+def litellm_wanted() -> bool:
+    """Whether this process imports litellm during its start-up (a fleet's workers and spares do)."""
+    return os.environ.get(LITELLM_PRELOAD_ENV, "1").strip() != "0"
+
+
+def _load_litellm() -> None:
+    importlib.import_module("worker.models.via_litellm").warm_litellm()
 
 
 def import_heavy_modules() -> None:
@@ -64,7 +67,7 @@ def import_heavy_modules() -> None:
             importlib.import_module(name)
         importlib.import_module("worker.models.direct").warm_up()
         if litellm_wanted():
-            importlib.import_module("worker.models.via_litellm").warm_litellm()
+            _load_litellm()
     _imported.set()
 
 
@@ -100,7 +103,7 @@ def import_litellm_if_wanted() -> threading.Thread | None:
 
 def _import_litellm() -> None:
     with imports_frozen():
-        importlib.import_module("worker.models.via_litellm").warm_litellm()
+        _load_litellm()
 
 
 def imported() -> bool:

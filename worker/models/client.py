@@ -41,10 +41,11 @@ from worker.models.prices import dearest_per_token
 
 __all__ = [
     "LiteLLMClient",
-    "direct_key",
     "estimate_tokens",
     "goes_direct",
     "is_retryable",
+    "loopback",
+    "request_key",
     "retry_after_s",
     "usage_totals",
 ]
@@ -71,21 +72,24 @@ def goes_direct(limits: ModelLimits) -> bool:
     return limits.transport == "auto" and limits.name.startswith("openai/") and bool(limits.api_base)
 
 
-def _loopback(api_base: str | None) -> bool:
+def loopback(api_base: str | None) -> bool:
+    """Whether ``api_base`` is on this host (a local server: it needs no key of the operator's)."""
     return bool(api_base) and urlparse(api_base).hostname in _LOOPBACK
 
 
-def direct_key(limits: ModelLimits) -> str | None:
-    """The key a direct model's calls carry; None when there is none to send.
+def request_key(limits: ModelLimits) -> str | None:
+    """The key a call of this model carries; None when there is none to send (through litellm:
+    litellm's own lookup of the provider's variable decides).
 
-    A loopback endpoint with no configured variable gets a placeholder, never the provider key
-    from ``OPENAI_API_KEY``: a local server has no business with the operator's OpenAI key.
+    The configured variable's value; else, for a loopback endpoint, a placeholder, never a
+    provider key (a local server has no business with the operator's OpenAI key); else, for a
+    direct model, ``OPENAI_API_KEY``, as litellm would take for an ``openai/`` model.
     """
     if limits.api_key_env:
         return os.environ.get(limits.api_key_env) or None
-    if _loopback(limits.api_base):
+    if loopback(limits.api_base):
         return OFFLINE_API_KEY
-    return os.environ.get(DIRECT_KEY_ENV) or None
+    return (os.environ.get(DIRECT_KEY_ENV) or None) if goes_direct(limits) else None
 
 
 def estimate_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int | None) -> int:
@@ -207,14 +211,10 @@ class LiteLLMClient:
             return self._limiters[model]
 
     def _api_key(self, limits: ModelLimits) -> str | None:
-        """The key to send: the configured variable's (which must be set), else the transport's default."""
+        """:func:`request_key`; a configured variable that is not set raises ModelCallFailed."""
         if limits.api_key_env and not os.environ.get(limits.api_key_env):
             raise ModelCallFailed(f"{limits.name}: environment variable {limits.api_key_env} is not set")
-        if goes_direct(limits):
-            return direct_key(limits)
-        if limits.api_key_env:
-            return os.environ[limits.api_key_env]
-        return OFFLINE_API_KEY if _loopback(limits.api_base) else None  # else litellm's own lookup
+        return request_key(limits)
 
     def complete(
         self,
