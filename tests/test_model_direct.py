@@ -126,6 +126,7 @@ def test_a_priced_model_is_priced_from_the_table_without_litellm_cached_tokens_a
         completion({"role": "assistant", "content": None, "tool_calls": {"name": "shell"}}),
         completion({"role": "assistant", "content": None, "tool_calls": [{"function": {"arguments": "{}"}}]}),
         completion({"role": "assistant", "content": {"nested": "object"}}),
+        b'{"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens": Infinity}}',  # Python's JSON reads it
     ],
 )
 def test_a_success_that_is_not_a_chat_completion_is_retried_then_fails_by_name(

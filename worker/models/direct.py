@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import os
 import ssl
 import threading
@@ -115,6 +116,8 @@ def _tool_calls(message: dict[str, Any]) -> tuple[ToolCall, ...]:
 
 def _count(usage: dict[str, Any], key: str) -> int:
     value = usage.get(key)
+    if isinstance(value, float) and not math.isfinite(value):  # JSON's Infinity and NaN, as Python reads them
+        raise MalformedReply(f"usage.{key} is {value}")
     return int(value) if isinstance(value, int | float) and value > 0 else 0
 
 
