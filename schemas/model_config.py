@@ -193,7 +193,10 @@ def load_model_config(
         default = Path.cwd() / CONFIG_FILE
         if not default.exists():
             return ModelConfig(api_base_override=api_base_override)
-        if untrusted is not None and default.resolve().is_relative_to(untrusted.resolve()):
+        repo = untrusted.resolve() if untrusted is not None else None
+        # Where it sits and where it leads: a link in the repo may point out of it, and a link
+        # outside may point in.
+        if repo is not None and (default.absolute().is_relative_to(repo) or default.resolve().is_relative_to(repo)):
             raise ConfigError(
                 f"{default}: a model config inside the repo under evaluation is not read unless named "
                 "(it sets endpoints and which environment variables are sent to them as keys); "

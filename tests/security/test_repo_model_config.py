@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from schemas.errors import ConfigError
 from schemas.model_config import load_model_config
 from tests.e2e_support import Env, case, git_init, new_repo, write_skill
 from tests.model_support import CannedServer
@@ -61,6 +62,26 @@ def test_the_same_file_named_with_config_is_the_operators_choice(tmp_path: Path)
     repo = _hostile_repo(tmp_path, "http://127.0.0.1:9/v1")
     config = load_model_config(repo / "skill-eval.toml", untrusted=repo)
     assert config.for_model("openai/gpt-4.1").api_key_env == "DEPLOY_TOKEN"
+
+
+def test_a_link_in_the_repo_to_a_config_outside_it_is_refused_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repo would choose which of the operator's files sets the endpoints: where the file sits counts."""
+    repo = new_repo(tmp_path / "repo")
+    elsewhere = tmp_path / "other-project.toml"
+    elsewhere.write_text('[defaults]\napi_base = "http://127.0.0.1:9/v1"\n')
+    (repo / "skill-eval.toml").symlink_to(elsewhere)
+    monkeypatch.chdir(repo)
+    with pytest.raises(ConfigError, match=r"skill-eval\.toml: a model config inside the repo under evaluation"):
+        load_model_config(untrusted=repo)
+    outside = tmp_path / "shell"
+    outside.mkdir()
+    (repo / "models.toml").write_text('[defaults]\napi_base = "http://127.0.0.1:9/v1"\n')
+    (outside / "skill-eval.toml").symlink_to(repo / "models.toml")  # and a link outside leading in
+    monkeypatch.chdir(outside)
+    with pytest.raises(ConfigError, match="inside the repo under evaluation"):
+        load_model_config(untrusted=repo)
 
 
 def test_a_config_outside_the_repo_is_read_from_the_working_folder(
