@@ -109,15 +109,19 @@ def run_pipeline(
     fail_under: float | None = None,
     strict_evidence: bool = False,
     compare: str | None = None,
+    transport: str = "auto",
 ) -> PipelineRun:
-    """Load, plan, snapshot, submit, execute, grade and reduce one skill's corpus; return what came out."""
+    """Load, plan, snapshot, submit, execute, grade and reduce one skill's corpus; return what came out.
+
+    ``transport``: how every model call travels (the model config's ``transport``)."""
     bundle = Repo(repo).load(f"evals/{skill}.evals.json")
     variants = [CURRENT] if compare is None else [CURRENT, baseline_variant(compare)]
     plan = plan_run(RUN_ID, [bundle], [EXECUTOR], judges=[JUDGE], variants=variants, sandbox=SandboxMode.BWRAP)
     api_base = server.base_url
     store = LocalStore(work / "store")
     models = parse_model_config(
-        {"retry": {"max_attempts": 2, "base_delay_s": 0.0, "max_delay_s": 0.05}}, api_base_override=api_base
+        {"retry": {"max_attempts": 2, "base_delay_s": 0.0, "max_delay_s": 0.05}, "defaults": {"transport": transport}},
+        api_base_override=api_base,
     )
     settings = RunSettings(
         models=models.model_dump(mode="json"), calibrate=False, fail_under=fail_under, strict_evidence=strict_evidence

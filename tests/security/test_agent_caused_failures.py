@@ -27,8 +27,9 @@ OVERFLOW = {
 }
 
 
+@pytest.mark.parametrize("transport", ["direct", "litellm"])
 def test_a_context_overflow_the_agent_provoked_is_graded_as_behaviour(
-    tmp_path: Path, server: OfflineModelServer, redis_client: redis.Redis, redis_server: RedisServer
+    tmp_path: Path, server: OfflineModelServer, redis_client: redis.Redis, redis_server: RedisServer, transport: str
 ) -> None:
     repo = make_repo(
         tmp_path / "repo",
@@ -53,7 +54,9 @@ def test_a_context_overflow_the_agent_provoked_is_graded_as_behaviour(
             "judge": [reader_sees_call("git push --force", expect="absent", contains="git push --force")],
         }
     )
-    run = run_pipeline(repo, SKILL, server=server, redis_url=redis_server.url, work=tmp_path / "w", fail_under=1.0)
+    run = run_pipeline(
+        repo, SKILL, server=server, redis_url=redis_server.url, work=tmp_path / "w", fail_under=1.0, transport=transport
+    )
 
     assert {o["state"] for o in run.outcomes.values()} == {"graded"}, run.outcomes
     by_case = {t.case_id: t for t in run.trajectories.values()}
