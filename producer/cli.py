@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
+from engine.node import WorkerNode
 from engine.repo_source import fetch_repo, is_remote
 from engine.settings import Settings
 from harnesses.registry import check_executor
@@ -36,7 +37,6 @@ from producer.cli_stats import (
     fill_optional_values,
     register_commands,
 )
-from producer.embedded import worker_command
 from producer.evaluate import check_host_sandbox, run_evaluation
 from producer.fleet_checks import (
     check_shard_timeout,
@@ -498,7 +498,7 @@ def worker(
         "SKILL_EVAL_SANDBOX": settings.sandbox.value,
         "SKILL_EVAL_NODE_NAME": node,
     }
-    cmd = worker_command(queues, concurrency, node, loglevel)
+    cmd = WorkerNode.serving(queues, concurrency, node, loglevel).command()
     os.execvpe(cmd[0], cmd, env)
 
 

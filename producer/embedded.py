@@ -3,7 +3,7 @@
 With no broker given, ``skill-eval run`` starts this, runs the same tasks through the same
 queues as a cluster would, and stops everything afterwards. One code path.
 
-The worker runs its shards on threads (``-P threads -c N``): a shard's time is spent waiting
+The worker runs its shards on threads (engine/node.py): a shard's time is spent waiting
 on model calls and sandbox subprocesses, so N shards in flight need N threads, not N
 processes each importing litellm (~4 s and ~220 MB apiece). The worker imports the heavy
 modules in the background as it starts (worker/tasks.py), while Celery connects; from the
@@ -17,54 +17,17 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from types import TracebackType
 
+from engine.node import WorkerNode
 from engine.redis_server import RedisServer, die_with_parent
 from engine.settings import Settings
 from producer import prestart
-from schemas.constants import ALL_QUEUES, CONSUME_ORDER
-
-CELERY = (sys.executable, "-P", "-m", "celery")
-"""How a worker command line starts; what follows is Celery's own arguments. ``-P``: neither the
-working folder nor a script's folder goes on the worker's import path (producer/prestart.py)."""
-
-
-def worker_command(queues: str, concurrency: int, name: str, loglevel: str = "WARNING") -> list[str]:
-    """The ``celery worker`` command line used by the embedded cluster and ``skill-eval worker``.
-
-    ``concurrency`` is shards in flight: threads of one process. Prefetch is multiplier x
-    concurrency, so with a multiplier of one the node reserves exactly the messages it runs.
-    The queues are listed in CONSUME_ORDER, the order the node takes messages in.
-    """
-    rank = {q: i for i, q in enumerate(CONSUME_ORDER)}
-    queues = ",".join(sorted(queues.split(","), key=lambda q: rank.get(q, len(rank))))
-    return [
-        *CELERY,
-        "-A",
-        "worker.tasks",
-        "worker",
-        "-Q",
-        queues,
-        "-c",
-        str(concurrency),
-        "-P",
-        "threads",
-        "-n",
-        name,
-        "--prefetch-multiplier",
-        "1",
-        "--without-gossip",
-        "--without-mingle",
-        "--without-heartbeat",
-        "-l",
-        loglevel,
-    ]
-
+from schemas.constants import ALL_QUEUES
 
 THREADS_PER_PROCESS = 16
 """Shards in flight one worker process serves before the cluster adds another (up to the host's
@@ -123,26 +86,26 @@ class EmbeddedCluster:
             "SKILL_EVAL_LEASE_TTL_S": str(self.base.lease_ttl_s),
             "SKILL_EVAL_REAPER_PERIOD_S": str(self.base.reaper_period_s),
         }
-        cmd = self._command(0)
+        node = self._node(0)
         # The command line may have started this worker already, before its own imports.
-        proc = prestart.take(cmd[len(CELERY) :], self._env, self.log_path, cwd=self.tmp)
-        self.procs.append(proc if proc is not None else self._spawn(cmd))
+        proc = prestart.take(node, self._env, self.log_path, cwd=self.tmp)
+        self.procs.append(proc if proc is not None else self._spawn(node))
         return self
 
     def grow(self) -> None:
         """Start the cluster's other worker processes, if it has more than one."""
         while len(self.procs) < len(self.threads):
-            self.procs.append(self._spawn(self._command(len(self.procs))))
+            self.procs.append(self._spawn(self._node(len(self.procs))))
 
-    def _command(self, index: int) -> list[str]:
+    def _node(self, index: int) -> WorkerNode:
         suffix = f".{index}" if index else ""
-        return worker_command(",".join(ALL_QUEUES), self.threads[index], f"embedded-{os.getpid()}{suffix}@localhost")
+        return WorkerNode(ALL_QUEUES, self.threads[index], f"embedded-{os.getpid()}{suffix}@localhost")
 
-    def _spawn(self, cmd: list[str]) -> subprocess.Popen[bytes]:
+    def _spawn(self, node: WorkerNode) -> subprocess.Popen[bytes]:
         with self.log_path.open("ab") as log:
             # Its own session, so stopping it can signal the whole pool and nothing is left running.
             return subprocess.Popen(
-                cmd,
+                node.command(),
                 env=self._env,
                 cwd=self.tmp,  # never the command's folder, which may be the repo under evaluation
                 stdout=log,

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Protocol
 
 from engine.heap import imports_frozen
+from engine.node import WorkerNode
 from producer import warm
 from schemas.constants import LITELLM_PRELOAD_ENV
 
@@ -106,14 +107,14 @@ def spawn() -> None:
     )
 
 
-def take(celery_args: Sequence[str], env: Mapping[str, str], log_path: Path, *, cwd: Path) -> WorkerProcess | None:
-    """Hand the waiting process its worker's arguments and folder; the process, or None when there is none.
+def take(node: WorkerNode, env: Mapping[str, str], log_path: Path, *, cwd: Path) -> WorkerProcess | None:
+    """Hand the waiting process its worker node, environment and folder; the process, or None when there is none.
 
     Taken once: a second cluster in the same command (none today) spawns its own worker.
     """
     global _waiting
     proc, _waiting = _waiting, None
-    order = {"argv": list(celery_args), "env": dict(env), "log": str(log_path), "cwd": str(cwd)}
+    order = {"node": node.to_json(), "env": dict(env), "log": str(log_path), "cwd": str(cwd)}
     if isinstance(proc, warm.ClaimedSpare):
         return proc if proc.poll() is None and proc.send_order(order) else None
     if proc is None or proc.stdin is None or proc.poll() is not None:

@@ -17,11 +17,11 @@ from typing import Any
 
 import redis
 
+from engine import node as worker_node
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
 from producer.cluster import task_sender
-from producer.embedded import worker_command
 from producer.planning import new_run_id, plan_run
 from producer.repo import Repo
 from producer.submit import build_manifest, submit
@@ -159,11 +159,11 @@ def worker_env(settings: Settings) -> dict[str, str]:
 
 
 class WorkerNode:
-    """One ``celery worker`` node (a main process and its prefork pool) in its own session."""
+    """One worker node (engine/node.py: one process, shards on threads) in its own session."""
 
     def __init__(self, settings: Settings, name: str, log: Path, concurrency: int = 1) -> None:
         self.log = log
-        cmd = worker_command(",".join(ALL_QUEUES), concurrency, f"{name}@localhost", loglevel="INFO")
+        cmd = worker_node.WorkerNode(ALL_QUEUES, concurrency, f"{name}@localhost", loglevel="INFO").command()
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
                 cmd,

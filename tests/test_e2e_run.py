@@ -59,8 +59,8 @@ def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
 
 def _is_worker(cmdline: str) -> bool:
     """The embedded worker: started ahead by the entry point (``-m worker.prestart``, which then
-    runs Celery in-process) or, when it was not, spawned as ``-m celery ... worker``."""
-    return "-m worker.prestart" in cmdline or ("-m celery" in cmdline and " worker " in cmdline)
+    boots its node in-process) or, when it was not, spawned as ``-m worker.boot``."""
+    return "-m worker.prestart" in cmdline or "-m worker.boot" in cmdline
 
 
 def use(server: OfflineModelServer, rules: list[dict], judge: list[dict]) -> None:  # type: ignore[type-arg]

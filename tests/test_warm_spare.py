@@ -20,10 +20,14 @@ from pathlib import Path
 
 import pytest
 
+from engine.node import WorkerNode
+from engine.settings import Settings
 from producer import warm
+from schemas.constants import ALL_QUEUES
 from testkit.offline_server import OfflineModelServer
 from tests.e2e_support import Env, alive, descendants, new_repo, scenario, write_skill
 from tests.e2e_support import case as e2e_case
+from tests.engine_support import worker_env
 
 
 @pytest.fixture
@@ -103,7 +107,7 @@ def _run_watching(env: Env, *args: str) -> tuple[object, set[str]]:
     workers: set[str] = set()
     while proc.poll() is None:
         found = descendants(proc.pid).values()
-        workers |= {c for c in found if ("worker.prestart" in c or "-m celery" in c) and "--spare" not in c}
+        workers |= {c for c in found if ("worker.prestart" in c or "-m worker.boot" in c) and "--spare" not in c}
         time.sleep(0.05)
     return env.finish(proc, args), workers
 
@@ -297,18 +301,21 @@ def test_the_key_follows_the_code_and_the_environment_but_not_the_shell_s_own_va
     assert warm.spare_key(base) == key
 
 
-def test_the_spare_becomes_the_worker_its_order_describes(tmp_path: Path, runtime: Path) -> None:
-    """The order a spare receives is the one a spawned process would: env, folder, log, argv."""
+def test_the_spare_becomes_the_worker_its_order_describes(tmp_path: Path, runtime: Path, settings: Settings) -> None:
+    """The order a spare receives is the one a spawned process would: node, env, folder, log."""
     environ = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "SKILL_EVAL_WARM_IDLE_S": "30"}
     spare = warm.leave(environ)
     assert spare is not None
     claimed = _wait_for(lambda: warm.claim(environ))
     assert claimed is not None
     log = tmp_path / "worker.log"
-    order = {"argv": ["--version"], "env": {"PATH": os.environ["PATH"]}, "log": str(log), "cwd": str(tmp_path)}
+    node = WorkerNode(ALL_QUEUES, 2, "from-spare@localhost", loglevel="INFO")
+    order = {"node": node.to_json(), "env": worker_env(settings), "log": str(log), "cwd": str(tmp_path)}
     assert claimed.send_order(order)
-    assert claimed.wait(30) == -1 and spare.wait(1) == 0
-    assert log.read_text().strip()[:1].isdigit()  # ``celery --version`` printed into the run's log
+    assert _wait_for(lambda: log.exists() and "from-spare@localhost ready." in log.read_text(errors="replace"))
+    assert claimed.poll() is None
+    os.killpg(claimed.pid, signal.SIGTERM)  # the node's warm shutdown, as the cluster stops it
+    assert claimed.wait(30) == -1 and spare.wait(30) == 0
 
 
 def test_a_spare_that_stops_answering_is_stopped_and_the_next_one_takes_its_place(runtime: Path) -> None:

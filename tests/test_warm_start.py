@@ -205,7 +205,7 @@ def _run_seeing_workers(env: Any, *args: str) -> tuple[Any, set[str]]:
     proc = env.start(*args)
     workers: set[str] = set()
     while proc.poll() is None:
-        workers |= {c for c in descendants(proc.pid).values() if "-m worker.prestart" in c or "-m celery" in c}
+        workers |= {c for c in descendants(proc.pid).values() if "-m worker.prestart" in c or "-m worker.boot" in c}
         time.sleep(0.1)
     return env.finish(proc), workers
 
@@ -228,7 +228,7 @@ def test_a_run_becomes_the_worker_started_ahead_and_a_run_that_never_opens_a_clu
     tmp_path: Path,
 ) -> None:
     """The command's worker is the process its entry point started before the CLI's imports
-    (no second ``celery`` process appears); a run stopped before its cluster opened (a skill
+    (no second worker process appears); a run stopped before its cluster opened (a skill
     the repo does not have: BLOCKED) leaves that process to read end-of-file and exit."""
     from testkit.offline_server import OfflineModelServer
     from tests.e2e_support import Env, new_repo, scenario, write_skill
@@ -291,7 +291,7 @@ def test_a_run_on_two_worker_processes_grades_every_shard_and_leaves_none(tmp_pa
         assert "not graded (infra): none" in done.stdout, done.stdout[-2000:]
     assert len(workers) == 2, workers
     assert any("-m worker.prestart" in c for c in workers)
-    assert any(f"-c 2 -P threads -n embedded-{done.pid}.1@" in c for c in workers), workers
+    assert any(f'"concurrency": 2, "name": "embedded-{done.pid}.1@' in c for c in workers), workers
     assert _left_after(lambda: processes_using(env.tmp)) == {}
 
 

@@ -1,6 +1,6 @@
 """A worker node runs its shards on threads of one process and reserves only the messages it runs.
 
-Real parts: redis-server, a ``celery worker`` node (``skill-eval``'s own command line), the bwrap
+Real parts: redis-server, a worker node (``python -m worker.boot``, as ``skill-eval`` starts it), the bwrap
 sandbox and the offline model server over HTTP.
 """
 
@@ -34,7 +34,7 @@ def settings(tmp_path: Path) -> Iterator[Settings]:
 
 
 def python_processes(node: WorkerNode) -> set[int]:
-    """Pids of the node's processes running Python with Celery's command line (the sandbox's bwrap,
+    """Pids of the node's processes running Python as a worker node (the sandbox's bwrap,
     prlimit and bash, and helpers such as git-filter-repo, are not among them)."""
     pids = set()
     for pid in set(node.group()):
@@ -43,7 +43,7 @@ def python_processes(node: WorkerNode) -> set[int]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if exe.startswith("python") and b"celery" in cmdline:
+        if exe.startswith("python") and b"worker.boot" in cmdline:
             pids.add(pid)
     return pids
 

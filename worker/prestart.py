@@ -1,9 +1,9 @@
 """A worker process started ahead of its embedded cluster (see producer/prestart.py and producer/warm.py).
 
 It imports the heavy modules at once (worker/warmup.py) while it waits for one JSON line: the
-worker's Celery arguments, its environment (the private Redis, the store, the work folder:
+worker node (engine/node.py), its environment (the private Redis, the store, the work folder:
 what ``EmbeddedCluster`` would have given a worker it spawned), its log file and its working
-folder. Then it becomes that worker in this process.
+folder. Then it becomes that worker in this process (worker/boot.py).
 
 * ``python -m worker.prestart``: started by the command itself; the line comes on stdin, and
   end-of-file instead means the command went on without a cluster: the process exits at once.
@@ -31,6 +31,9 @@ from typing import Any
 
 def become(order: Mapping[str, Any]) -> None:
     """Turn this process into the worker ``order`` describes (never returns)."""
+    from engine.node import WorkerNode
+
+    node = WorkerNode.from_json(order["node"])
     os.environ.clear()
     os.environ.update(order["env"])
     if order.get("cwd"):
@@ -42,14 +45,13 @@ def become(order: Mapping[str, Any]) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)  # nothing the worker runs inherits the command's pipe
     os.close(null)
-    sys.argv = ["celery", *order["argv"]]
     from worker.warmup import import_litellm_if_wanted, wait_for_celery_modules
 
     import_litellm_if_wanted()  # a spare that left litellm out, taken by a run that may need it
     wait_for_celery_modules()  # never the same imports on two threads at once
-    from celery.__main__ import main as celery_main
+    from worker.boot import run_node
 
-    celery_main()
+    sys.exit(run_node(node))
 
 
 def main() -> None:

@@ -29,19 +29,50 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("skill_eval.worker")
 
-HEAVY_MODULES = ("worker.models.client", "worker.executor.agent", "worker.grading.judge", "worker.workspace")
+HEAVY_MODULES = (
+    "worker.models.client",
+    "worker.executor.agent",
+    "worker.grading.judge",
+    "worker.workspace",
+    "worker.context",
+    "engine.records",
+    "engine.collect",
+    "harnesses.registry",
+    "worker.preflight",
+    "worker.grading.calibration",
+    "worker.boot",
+)
+"""The modules a shard's path needs, short of the app: everything ``worker.tasks`` imports that
+does not read the environment as it loads."""
 
 CELERY_BOOT_MODULES = (
-    "celery.bin.celery",
     "celery.apps.worker",
+    "celery.worker.components",
     "celery.worker.consumer",
+    "celery.worker.consumer.delayed_delivery",
+    "celery.worker.autoscale",
+    "celery.worker.strategy",
     "celery.concurrency.thread",
+    "celery.app.amqp",
+    "celery.app.control",
+    "celery.app.events",
+    "celery.app.log",
+    "celery.app.routes",
+    "celery.backends.base",
+    "celery.events.dispatcher",
+    "celery.events.receiver",
+    "celery.fixups.django",
+    "kombu.matcher",
+    "kombu.mixins",
+    "kombu.pidbox",
     "kombu.transport.redis",
+    "billiard.pool",
 )
-"""What ``celery worker`` imports as it boots (its command line, about 400 modules with the
-interactive shell's, the consumer, the threads pool, the Redis transport): imported first, a
-process started ahead of its cluster or left as a spare boots Celery in about a quarter of
-the time once it has its orders. Already loaded in a worker started as ``celery worker``."""
+"""What a worker node imports as it boots (worker/boot.py: the worker, its consumer, the
+threads pool, the Redis transport, the remote-control and event machinery): imported first, a
+process started ahead of its cluster or left as a spare boots in a fraction of the time once
+it has its orders. The worker app itself is not among them: it reads its broker from the
+environment those orders bring."""
 
 
 def litellm_wanted() -> bool:

@@ -1,6 +1,6 @@
 """Helpers for the deployment tests: the manifests as parsed documents, and `skill-eval worker` nodes.
 
-Workers here are the real product command (``skill-eval worker``, which execs ``celery worker``)
+Workers here are the real product command (``skill-eval worker``, which execs ``python -m worker.boot``)
 in their own session; ``terminate`` signals only the node's main process, as Kubernetes and
 Docker do (SIGTERM to PID 1), so the pool's children see what they would see in a pod.
 """

@@ -112,6 +112,9 @@ def test_host_diffs_never_run_an_external_diff_or_a_textconv(tmp_path: Path) -> 
 HOSTILE_MODULES = (
     "worker/__init__.py",
     "worker/prestart.py",
+    "worker/boot.py",
+    "engine/__init__.py",
+    "engine/node.py",
     "celery/__init__.py",
     "celery/__main__.py",
     "git_filter_repo.py",

@@ -296,9 +296,9 @@ class LiteLLMClient:
         # The budget is Redis state like any other: an outage is retried as every state call is,
         # so it ends as the host's fault, never as the agent's executor-failed. (Usage counters
         # are best effort and never raise.)
-        got = with_redis_retry(
-            functools.partial(self.budget.reserve, model, tokens, estimate_cost(model, tokens), own=own)
-        )
+        # An uncapped run never prices the estimate: the price table is no business of its first call.
+        cost = estimate_cost(model, tokens) if self.budget.capped else None
+        got = with_redis_retry(functools.partial(self.budget.reserve, model, tokens, cost, own=own))
         if isinstance(got, OverShare):
             raise ShareSpent(got.why)
         if isinstance(got, str):
