@@ -71,7 +71,7 @@ def make_app(settings: Settings | None = None) -> Celery:
         # A follow-up message (grade, reduce) published while Redis restarts must wait for it, not
         # vanish: the shard has already moved, and nothing else would ever send it (~2 minutes).
         task_publish_retry_policy={"max_retries": 45, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 3},
-        # A node serving several queues polls them in its -Q order (CONSUME_ORDER, see
+        # A node serving several queues polls them in its queue order (CONSUME_ORDER, see
         # engine/node.py), not round robin: started shards finish first.
         broker_transport_options={
             "visibility_timeout": settings.visibility_timeout_s,
