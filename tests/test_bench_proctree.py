@@ -43,7 +43,7 @@ def test_the_watch_keeps_rss_and_pss_peaks_with_pss_read_less_often(nested: obje
     assert watch.peak_processes >= 10
     assert 0 < watch.peak_pss <= watch.peak_rss
     ballast = bytearray(64 * 1024 * 1024)  # a new RSS peak: PSS is read with it, whatever the count
-    ballast[:: 4096] = b"x" * len(ballast[:: 4096])
+    ballast[::4096] = b"x" * len(ballast[::4096])
     before = watch.peak_pss
     watch.sample()
     assert watch.peak_pss >= before + 60 * 1024 * 1024
