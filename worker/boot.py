@@ -54,6 +54,14 @@ def main(argv: list[str] | None = None) -> None:
         node = WorkerNode.from_json(args[0])
     except (ValueError, KeyError, TypeError) as exc:
         sys.exit(f"worker.boot: not a worker node: {exc}")
+    from worker.warmup import start_warmup, wait_for_celery_modules
+
+    # The warm-up would otherwise start at worker_init, in the middle of the boot, and import
+    # Celery's boot modules on its thread while this one imports the same ones: two threads in
+    # one package's circular imports can each hold a module the other needs. Started here, it
+    # imports them first while this thread waits (as a process started ahead of its cluster does).
+    start_warmup()
+    wait_for_celery_modules()
     sys.exit(run_node(node))
 
 
