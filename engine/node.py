@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from schemas.constants import CONSUME_ORDER
 
@@ -56,8 +55,8 @@ class WorkerNode:
         )
 
     @classmethod
-    def from_json(cls, text: str | dict[str, Any]) -> WorkerNode:
-        doc = json.loads(text) if isinstance(text, str) else text
+    def from_json(cls, text: str) -> WorkerNode:
+        doc = json.loads(text)
         return cls(tuple(doc["queues"]), int(doc["concurrency"]), str(doc["name"]), str(doc.get("loglevel", "WARNING")))
 
     def command(self) -> list[str]:

@@ -40,7 +40,18 @@ def build_worker(node: WorkerNode) -> object:
 
 
 def run_node(node: WorkerNode) -> int:
-    """Run ``node`` until it is told to stop; its exit code."""
+    """Run ``node`` until it is told to stop; its exit code.
+
+    The warm-up (worker/warmup.py) would otherwise start at worker_init, in the middle of the
+    boot, and import Celery's boot modules on its thread while this one imports the same ones:
+    two threads in one package's circular imports can each hold a module the other needs. So it
+    starts here (or is already running, in a process started ahead of its cluster) and imports
+    them first while this thread waits.
+    """
+    from worker.warmup import start_warmup, wait_for_celery_modules
+
+    start_warmup()
+    wait_for_celery_modules()
     worker = build_worker(node)
     worker.start()  # type: ignore[attr-defined]
     return int(worker.exitcode or 0)  # type: ignore[attr-defined]
@@ -54,14 +65,6 @@ def main(argv: list[str] | None = None) -> None:
         node = WorkerNode.from_json(args[0])
     except (ValueError, KeyError, TypeError) as exc:
         sys.exit(f"worker.boot: not a worker node: {exc}")
-    from worker.warmup import start_warmup, wait_for_celery_modules
-
-    # The warm-up would otherwise start at worker_init, in the middle of the boot, and import
-    # Celery's boot modules on its thread while this one imports the same ones: two threads in
-    # one package's circular imports can each hold a module the other needs. Started here, it
-    # imports them first while this thread waits (as a process started ahead of its cluster does).
-    start_warmup()
-    wait_for_celery_modules()
     sys.exit(run_node(node))
 
 

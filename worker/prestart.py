@@ -45,10 +45,9 @@ def become(order: Mapping[str, Any]) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)  # nothing the worker runs inherits the command's pipe
     os.close(null)
-    from worker.warmup import import_litellm_if_wanted, wait_for_celery_modules
+    from worker.warmup import import_litellm_if_wanted
 
     import_litellm_if_wanted()  # a spare that left litellm out, taken by a run that may need it
-    wait_for_celery_modules()  # never the same imports on two threads at once
     from worker.boot import run_node
 
     sys.exit(run_node(node))
