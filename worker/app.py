@@ -16,7 +16,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import Celery
+from celery.loaders.app import AppLoader
 from kombu import Exchange, Queue  # type: ignore[attr-defined]  # kombu re-exports without __all__
 
 from engine.settings import Settings
@@ -54,10 +57,23 @@ def time_limits(manifest: RunManifest | None, kind: str) -> tuple[float, float]:
     return soft, soft + HARD_GRACE_S
 
 
+class NoWorkingFolderLoader(AppLoader):  # type: ignore[misc]  # celery ships no type hints
+    """Celery's loader, except that it imports with the path as it is.
+
+    Celery's own puts the working folder first on ``sys.path`` while it imports task modules (and
+    whatever other thread imports meanwhile: the warm-up imports litellm then). A worker started
+    inside a repo under evaluation would run that repo's ``worker/`` or ``pydantic.py`` on the
+    host; ``-P`` alone does not stop it.
+    """
+
+    def import_from_cwd(self, module: str, imp: Any = None, package: str | None = None) -> Any:
+        return (imp or self.import_module)(module, package=package)
+
+
 def make_app(settings: Settings | None = None) -> Celery:
     settings = settings or Settings()
     broker = settings.broker_url or "redis://127.0.0.1:6379/0"
-    app = Celery("skill_eval", broker=broker, include=["worker.tasks"])
+    app = Celery("skill_eval", broker=broker, include=["worker.tasks"], loader=NoWorkingFolderLoader)
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,

@@ -175,3 +175,48 @@ def test_python_packages_in_the_repo_never_run_when_the_command_runs_inside_it(t
             subprocess.run(["pkill", "-KILL", "-f", f"--spare {runtime}"], check=False)
             shutil.rmtree(runtime, ignore_errors=True)
     assert sorted(p.name for p in pwned.iterdir()) == []
+
+
+def test_a_fleet_worker_started_inside_a_repo_never_imports_its_python(tmp_path: Path) -> None:
+    """An operator starts ``skill-eval worker`` from a checkout of the repo under evaluation.
+    Celery's own loader put the working folder first on ``sys.path`` while it imported the task
+    modules, so the repo's ``worker/``, ``engine/``, ``pydantic.py`` or ``structlog.py`` ran on
+    the host (``-P`` does not stop that) and the node never came up. The node comes up, runs a
+    shard to its grade, and imports none of them."""
+    import subprocess
+    import sys
+
+    from engine.settings import Settings
+    from engine.state import RunState
+    from tests.engine_support import make_corpus_repo, scenario, submit_run, wait_until, worker_env
+
+    pwned = tmp_path / "pwned"
+    pwned.mkdir()
+    folder = tmp_path / "checkout"
+    for rel in (*HOSTILE_MODULES, "engine/__init__.py", "schemas/__init__.py", "pydantic.py", "structlog.py"):
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"open({str(pwned / rel.replace('/', '.'))!r}, 'w').close()\n")
+    with RedisServer(workdir=tmp_path / "redis") as server, OfflineModelServer(scenario()) as model:
+        settings = Settings(broker_url=server.url, store=str(tmp_path / "store"), workdir=tmp_path / "work")
+        log = tmp_path / "node.log"
+        exe = Path(sys.executable).parent / "skill-eval"
+        with log.open("wb") as out:
+            node = subprocess.Popen(
+                [str(exe), "worker", "--queues", "execute,grade,reduce", "--concurrency", "2", "--name", "inside"],
+                cwd=folder,
+                env=worker_env(settings),
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
+        try:
+            wait_until(lambda: "ready." in log.read_text() or node.poll() is not None, 90, what="node ready")
+            assert node.poll() is None, log.read_text()[-3000:]
+            manifest = submit_run(make_corpus_repo(tmp_path / "corpus", cases=2), settings, model.base_url)
+            state = RunState(redis.Redis.from_url(server.url))
+            wait_until(lambda: state.reduced(manifest.plan.run_id), 90, what="run reduced")
+        finally:
+            node.terminate()
+            node.wait(30)
+    assert sorted(p.name for p in pwned.iterdir()) == []
