@@ -7,6 +7,8 @@ worker before it connects), real processes, a real redis-server for the node tha
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -16,7 +18,7 @@ import pytest
 
 from engine.node import WorkerNode
 from engine.settings import Settings
-from schemas.constants import ALL_QUEUES, CONSUME_ORDER
+from schemas.constants import ALL_QUEUES, CONSUME_ORDER, LITELLM_PRELOAD_ENV
 from tests.engine_support import worker_env
 
 PROBE = """
@@ -130,3 +132,42 @@ def test_a_booted_node_connects_and_reports_ready(tmp_path: Path, settings: Sett
     finally:
         proc.terminate()
         assert proc.wait(30) == 0  # a warm shutdown on SIGTERM, as Celery's command line does it
+
+
+STUCK_LITELLM = """
+import time
+
+
+class _Handler:
+    def __del__(self):
+        import litellm.types  # noqa: F401  # an import at collection, as litellm's HTTP handlers make
+
+
+HANDLERS = [_Handler()]
+time.sleep(300)  # the import is still running when the node is told to stop
+"""
+
+
+def test_a_node_told_to_stop_while_its_warm_up_still_imports_litellm_exits(tmp_path: Path, settings: Settings) -> None:
+    """The interpreter's teardown would freeze the importing thread holding litellm's module lock,
+    then collect a handler whose finalizer imports from litellm: a process that never exits."""
+    fake = tmp_path / "site" / "litellm"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(STUCK_LITELLM)
+    node = WorkerNode(ALL_QUEUES, 1, "stuck-import@localhost", loglevel="INFO")
+    env = {**worker_env(settings), "PYTHONPATH": str(fake.parent), LITELLM_PRELOAD_ENV: "1"}
+    log = tmp_path / "node.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(node.command(), env=env, cwd="/", stdout=out, stderr=out, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "ready." not in log.read_text(errors="replace"):
+            assert proc.poll() is None, log.read_text(errors="replace")
+            assert time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.1)
+        proc.terminate()
+        assert proc.wait(20) == 0, log.read_text(errors="replace")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -11,7 +11,11 @@ the same worker.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
 import sys
+from typing import NoReturn
 
 from engine.node import WorkerNode
 
@@ -57,6 +61,26 @@ def run_node(node: WorkerNode) -> int:
     return int(worker.exitcode or 0)  # type: ignore[attr-defined]
 
 
+def leave(code: int) -> NoReturn:
+    """End a worker process that has stopped: its exit handlers, its output flushed, then ``os._exit``.
+
+    Not the interpreter's own teardown, which can hang for good. The warm-up thread (a daemon)
+    may still be importing litellm, seconds of CPU, when a node is told to stop soon after it
+    started; the teardown freezes it where it is, holding that import's module lock, and then
+    collects litellm's HTTP handlers, whose finalizers import a module: they wait on that lock
+    forever. By the time the node's run returns, Celery's shutdown has run (the pool joined,
+    the broker connection closed) and so have the node's own shutdown handlers; what the
+    teardown would add is the exit handlers, run here, and the finalizers, not needed.
+    """
+    try:
+        atexit._run_exitfuncs()  # logging's flush among them
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -65,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
         node = WorkerNode.from_json(args[0])
     except (ValueError, KeyError, TypeError) as exc:
         sys.exit(f"worker.boot: not a worker node: {exc}")
-    sys.exit(run_node(node))
+    leave(run_node(node))
 
 
 if __name__ == "__main__":

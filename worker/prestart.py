@@ -48,9 +48,9 @@ def become(order: Mapping[str, Any]) -> None:
     from worker.warmup import import_litellm_if_wanted
 
     import_litellm_if_wanted()  # a spare that left litellm out, taken by a run that may need it
-    from worker.boot import run_node
+    from worker.boot import leave, run_node
 
-    sys.exit(run_node(node))
+    leave(run_node(node))
 
 
 def main() -> None:
