@@ -6,12 +6,14 @@ worker before it connects), real processes, a real redis-server for the node tha
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -115,21 +117,29 @@ def test_the_boot_module_names_a_malformed_node_and_exits_non_zero(arg: str) -> 
     assert "worker.boot: not a worker node" in done.stderr
 
 
-def test_a_booted_node_connects_and_reports_ready(tmp_path: Path, settings: Settings) -> None:
-    node = WorkerNode(ALL_QUEUES, 2, "boot-test@localhost", loglevel="INFO")
-    log = tmp_path / "node.log"
+@contextlib.contextmanager
+def booted(node: WorkerNode, env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The node's process, once its log says it is ready; killed with its session if still running after."""
     with log.open("wb") as out:
-        proc = subprocess.Popen(
-            node.command(), env=worker_env(settings), cwd="/", stdout=out, stderr=out, start_new_session=True
-        )
+        proc = subprocess.Popen(node.command(), env=env, cwd="/", stdout=out, stderr=out, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while "ready." not in log.read_text(errors="replace"):
             assert proc.poll() is None, log.read_text(errors="replace")
             assert time.monotonic() < deadline, log.read_text(errors="replace")
             time.sleep(0.1)
-        assert "boot-test@localhost ready." in log.read_text(errors="replace")
+        yield proc
     finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_a_booted_node_connects_and_reports_ready(tmp_path: Path, settings: Settings) -> None:
+    node = WorkerNode(ALL_QUEUES, 2, "boot-test@localhost", loglevel="INFO")
+    log = tmp_path / "node.log"
+    with booted(node, worker_env(settings), log) as proc:
+        assert "boot-test@localhost ready." in log.read_text(errors="replace")
         proc.terminate()
         assert proc.wait(30) == 0  # a warm shutdown on SIGTERM, as Celery's command line does it
 
@@ -157,17 +167,6 @@ def test_a_node_told_to_stop_while_its_warm_up_still_imports_litellm_exits(tmp_p
     node = WorkerNode(ALL_QUEUES, 1, "stuck-import@localhost", loglevel="INFO")
     env = {**worker_env(settings), "PYTHONPATH": str(fake.parent), LITELLM_PRELOAD_ENV: "1"}
     log = tmp_path / "node.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(node.command(), env=env, cwd="/", stdout=out, stderr=out, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while "ready." not in log.read_text(errors="replace"):
-            assert proc.poll() is None, log.read_text(errors="replace")
-            assert time.monotonic() < deadline, log.read_text(errors="replace")
-            time.sleep(0.1)
+    with booted(node, env, log) as proc:
         proc.terminate()
         assert proc.wait(20) == 0, log.read_text(errors="replace")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
