@@ -7,7 +7,9 @@ A model passes when its key is in this worker's environment (the configured
 ``api_key_env``, else ``OPENAI_API_KEY`` for a model that goes straight over HTTP and what
 litellm knows the provider needs for the others; a loopback API base needs none) and one
 minimal call (one token) answers. The call passes the fleet-wide limiter like any other and
-is counted in the run's usage.
+is counted in the run's usage. A queue's models are checked at the same time, one thread
+each: a sweep over ten models waits for its slowest answer before anything is sent, not for
+the sum of ten.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from schemas.errors import ModelCallFailed
 from schemas.manifest import RunManifest
@@ -57,6 +60,18 @@ def check_model(client: LiteLLMClient, model: str) -> ModelCheck:
     return ModelCheck(model=model, ok=True)
 
 
+MAX_PARALLEL_CHECKS = 16
+"""Models checked at once; a larger sweep is checked in rounds of this many."""
+
+
+def check_models(client: LiteLLMClient, models: Sequence[str]) -> list[ModelCheck]:
+    """Check each model at the same time (one thread each); the checks in ``models``' order."""
+    if len(models) <= 1:
+        return [check_model(client, m) for m in models]
+    with ThreadPoolExecutor(min(len(models), MAX_PARALLEL_CHECKS), thread_name_prefix="preflight") as pool:
+        return list(pool.map(lambda m: check_model(client, m), models))
+
+
 def run_preflight(client: LiteLLMClient, manifest: RunManifest, queue: str) -> PreflightReport:
-    checks: Sequence[ModelCheck] = [check_model(client, m) for m in models_for(manifest, queue)]
-    return PreflightReport(queue=queue, worker=f"{socket.gethostname()}:{os.getpid()}", checks=list(checks))
+    checks = check_models(client, models_for(manifest, queue))
+    return PreflightReport(queue=queue, worker=f"{socket.gethostname()}:{os.getpid()}", checks=checks)
