@@ -51,6 +51,8 @@ class Claim(NamedTuple):
     """Times the shard was claimed into the leased state (executing or grading), this claim included."""
     attempt: int
     """The shard's attempt: 0, or the number of its latest resubmit (its final records' key)."""
+    manifest_key: str | None = None
+    """The store key of the run's current manifest, read in the same round trip (None: not registered)."""
 
 
 SIGNAL_TTL_S = 86_400
@@ -81,8 +83,9 @@ return {{1, cur, done, total}}
 """
 
 # Claim a shard for work: from -> to with a lease, or take over a lease that expired; count the attempt.
-# KEYS: states, leases, owners, attempts, inflight list of `to`, resubmits. ARGV: shard, from, to, token,
-# ttl_ms, entry. Returns {1, previous state, claims into `to` counting this one, resubmit number}.
+# KEYS: states, leases, owners, attempts, inflight list of `to`, resubmits, run. ARGV: shard, from, to,
+# token, ttl_ms, entry. Returns {1, previous state, claims into `to` counting this one, resubmit number,
+# the run's manifest key or ''}.
 _CLAIM = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -100,7 +103,8 @@ redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
 local claims = redis.call('HINCRBY', KEYS[4], ARGV[1] .. ':' .. ARGV[3], 1)
 redis.call('LREM', KEYS[5], 0, ARGV[6])
 redis.call('RPUSH', KEYS[5], ARGV[6])
-return {1, cur, claims, redis.call('HGET', KEYS[6], ARGV[1]) or '0'}
+local manifest = redis.call('HGET', KEYS[7], 'manifest') or ''
+return {1, cur, claims, redis.call('HGET', KEYS[6], ARGV[1]) or '0', manifest}
 """
 
 # KEYS: leases, owners. ARGV: shard, token, ttl_ms
@@ -346,17 +350,18 @@ class RunState:
         """Move ``src -> dst`` taking a lease, or take over ``dst`` whose lease expired; None when the
         shard is in neither state (or another lease on it is live).
 
-        The claim's counts come back in the same round trip: a worker claims a shard twice per
-        shard (execute, grade), and each separate read was one more trip per task.
+        The claim's counts and the run's manifest key come back in the same round trip: a
+        worker claims a shard twice per shard (execute, grade), and each separate read was one
+        more trip per task.
         """
         k = self._keys(run_id)
         got = self._claim(
-            keys=[k.states, k.leases, k.owners, k.attempts, _inflight_list(dst), resubmits_key(run_id)],
+            keys=[k.states, k.leases, k.owners, k.attempts, _inflight_list(dst), resubmits_key(run_id), k.run],
             args=[shard_id, src.value, dst.value, token, int(ttl_s * 1000), inflight_entry(run_id, shard_id)],
         )
         if not int(got[0]):
             return None
-        return Claim(claims=int(got[2]), attempt=int(got[3]))
+        return Claim(claims=int(got[2]), attempt=int(got[3]), manifest_key=_text(got[4]) or None)
 
     def release(self, run_id: str, shard_id: str, token: str) -> ShardState | None:
         """Hand a shard we hold back (``executing -> queued``, ``grading -> executed``); the state to

@@ -10,6 +10,7 @@ import redis
 
 from engine.redis_server import RedisServer
 from engine.settings import Settings
+from schemas.status import ShardState
 from worker import context as ctxmod
 from worker.context import RUNS_KEPT, remember_recent
 
@@ -66,3 +67,20 @@ def test_a_task_reads_its_runs_manifest_key_once_and_the_next_task_reads_it_afre
     with ctx.one_task():
         assert ctx.manifest_key("run-1") == "runs/run-1/manifest-2.json"
     assert ctx.manifest_key("run-1") == "runs/run-1/manifest-2.json"  # outside a task: every time
+
+
+def test_a_task_whose_claim_brought_the_manifest_key_does_not_read_it_again(
+    redis_client: redis.Redis, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    ctx = ctxmod.Context(Settings(broker_url=redis_server.url, store=str(tmp_path / "store")))
+    ctx.state.register("run-1", ["s1"], "runs/run-1/manifest-1.json", created="now")
+    claim = ctx.state.claim("run-1", "s1", ShardState.QUEUED, ShardState.EXECUTING, "token", 30)
+    assert claim is not None and claim.manifest_key is not None
+    ctx.state.set_manifest_key("run-1", "runs/run-1/manifest-2.json")  # a resubmit after the claim
+    with ctx.one_task():
+        ctx.saw_manifest_key("run-1", claim.manifest_key)
+        before = redis_client.info("commandstats").get("cmdstat_hget", {}).get("calls", 0)
+        assert ctx.manifest_key("run-1") == "runs/run-1/manifest-1.json"  # the revision the claim saw
+        assert redis_client.info("commandstats").get("cmdstat_hget", {}).get("calls", 0) == before
+    ctx.saw_manifest_key("run-1", "runs/run-1/manifest-1.json")  # outside a task: nothing kept
+    assert ctx.manifest_key("run-1") == "runs/run-1/manifest-2.json"

@@ -289,3 +289,12 @@ def test_a_claim_brings_back_its_claim_count_and_the_shard_s_resubmit_number(red
     state.next_attempt(RUN, "s1")
     graded = state.claim(RUN, "s1", S.EXECUTING, S.GRADING, "g", 30)
     assert graded is not None and (graded.claims, graded.attempt) == (1, 2)
+
+
+def test_a_claim_brings_back_the_runs_current_manifest_key(redis_client: redis.Redis) -> None:
+    state = _state(redis_client, ["s1", "s2"])
+    first = state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "t1", 30)
+    assert first is not None and first.manifest_key == "runs/x/manifest.json"
+    state.set_manifest_key(RUN, "runs/x/manifest-2.json")  # a resubmit with other judges
+    second = state.claim(RUN, "s2", S.QUEUED, S.EXECUTING, "t2", 30)
+    assert second is not None and second.manifest_key == "runs/x/manifest-2.json"

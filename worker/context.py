@@ -101,6 +101,12 @@ class Context:
         finally:
             self._task.keys = None
 
+    def saw_manifest_key(self, run_id: str, key: str) -> None:
+        """``key`` was read with this task's claim: the task's later reads of it need no round trip."""
+        keys: dict[str, str] | None = getattr(self._task, "keys", None)
+        if keys is not None:
+            keys.setdefault(run_id, key)
+
     def manifest_key(self, run_id: str) -> str:
         """The store key of the run's current manifest: a resubmit with other judges writes a new revision."""
         keys: dict[str, str] | None = getattr(self._task, "keys", None)

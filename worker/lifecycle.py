@@ -206,6 +206,8 @@ def _claim(ctx: Context, send: Send, run_id: str, shard_id: str, src: ShardState
         task = "execute" if dst is ShardState.EXECUTING else "grade"
         log.info(f"{task} skipped: shard not claimable", run_id=run_id, shard_id=shard_id)
         return None
+    if claim.manifest_key is not None:
+        ctx.saw_manifest_key(run_id, claim.manifest_key)
     return ShardLease(ctx, send, run_id, shard_id, dst, token, claims=claim.claims, attempt=claim.attempt)
 
 
