@@ -30,6 +30,7 @@ micro-dollars) and ``…:budget:models`` hash (model -> why it is out of credit)
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import redis
@@ -146,6 +147,18 @@ def over_share_why(spend: Spend, shards: int, own: Usage) -> str:
     )
 
 
+CREDIT_RECHECK_S = 1.0
+"""How long one process trusts a read that found a model's out-of-credit mark absent.
+
+Every call used to read the mark first: one Redis round trip per call, for a mark that is set
+once in a run, if ever. Trusting its absence for a second costs nothing in correctness: a call
+that starts in that second after another worker set the mark reaches the provider, which
+answers out of credit again, and the call ends ``budget-exhausted`` as a refusal would. A mark
+found present is never trusted (a resubmit that raised the caps clears it), so it is read again
+on every call while it stands.
+"""
+
+
 class RunBudget:
     """The caps of one run, shared by every worker through Redis."""
 
@@ -153,13 +166,15 @@ class RunBudget:
         self.r = client
         self.run_id = run_id
         self.capped = capped
-        """Without caps only the models' out-of-credit marks are checked (one read per call)."""
+        """Without caps only the models' out-of-credit marks are checked (see ``CREDIT_RECHECK_S``)."""
         self.shards = shards
         """The run's shards, which a cap's fair share divides by; 0 leaves the share rule out."""
         self.key = budget_key(run_id)
         self.models_key = budget_models_key(run_id)
         self._reserve = client.register_script(_RESERVE)
         self._settle = client.register_script(_SETTLE)
+        self._unmarked: dict[str, float] = {}
+        """Model -> when this process last read its out-of-credit mark and found none (monotonic)."""
 
     def set_caps(self, max_tokens: int | None, max_cost_usd: float | None) -> None:
         """Set (or raise, on resubmit) the caps; clears an exhausted mark so calls may start again."""
@@ -182,9 +197,9 @@ class RunBudget:
         with it, a refusal of a shard past its share comes back as :class:`OverShare`, the
         shard's own doing; a plain string is the run's cap or the model's credit (infra).
         """
-        why = self.r.hget(self.models_key, model)
+        why = self.out_of_credit(model)
         if why is not None:
-            return f"{model} is out of credit for this run: {_text(why)}"
+            return f"{model} is out of credit for this run: {why}"
         reservation = Reservation(tokens, _micro(cost_usd) or 0)
         if not self.capped:
             return Reservation(0, 0)
@@ -210,8 +225,21 @@ class RunBudget:
             args=[reservation.tokens, reservation.micro_usd, tokens, _micro(cost_usd) or 0],
         )
 
+    def out_of_credit(self, model: str) -> str | None:
+        """Why ``model`` is marked out of credit for the run, or None (see ``CREDIT_RECHECK_S``)."""
+        seen = self._unmarked.get(model)
+        if seen is not None and time.monotonic() - seen < CREDIT_RECHECK_S:
+            return None
+        why = self.r.hget(self.models_key, model)
+        if why is None:
+            self._unmarked[model] = time.monotonic()
+            return None
+        self._unmarked.pop(model, None)
+        return _text(why)
+
     def mark_out_of_credit(self, model: str, why: str) -> None:
         self.r.hset(self.models_key, model, why[:300])
+        self._unmarked.pop(model, None)
 
     def spend(self) -> Spend:
         raw = {_text(k): _text(v) for k, v in self.r.hgetall(self.key).items()}

@@ -7,12 +7,13 @@ Against a real redis-server, real ``celery worker`` processes and the offline mo
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
 import redis
 
-from engine.budget import Reservation, RunBudget
+from engine.budget import CREDIT_RECHECK_S, Reservation, RunBudget
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
@@ -69,6 +70,39 @@ def test_a_model_out_of_credit_is_refused_at_once_for_the_rest_of_the_run(settin
     budget.mark_out_of_credit("openai/m", "insufficient_quota")
     assert "out of credit" in str(budget.reserve("openai/m", 10, None))
     assert isinstance(budget.reserve("openai/other", 10, None), Reservation)
+
+
+def test_a_worker_reads_an_absent_credit_mark_once_a_second_and_a_present_one_on_every_call(
+    settings: Settings,
+) -> None:
+    client = redis.Redis.from_url(settings.broker_url or "")
+
+    def reads() -> int:
+        return int(client.info("commandstats").get("cmdstat_hget", {}).get("calls", 0))
+
+    here = RunBudget(client, "r", capped=False)
+    elsewhere = RunBudget(client, "r", capped=False)  # another worker of the same run
+    before = reads()
+    for _ in range(20):
+        assert isinstance(here.reserve("openai/m", 10, None), Reservation)
+    assert reads() - before == 1  # twenty calls, one read of the mark
+    elsewhere.mark_out_of_credit("openai/m", "insufficient_quota")
+    # Within the second the absence is trusted: such a call reaches the provider, which says
+    # out of credit again, and ends budget-exhausted as a refusal would.
+    time.sleep(CREDIT_RECHECK_S + 0.05)
+    before = reads()
+    for _ in range(3):
+        assert "out of credit" in str(here.reserve("openai/m", 10, None))
+    assert reads() - before == 3  # a mark that stands is read on every call
+    here.set_caps(max_tokens=None, max_cost_usd=None)  # a resubmit clears it: calls start again at once
+    assert isinstance(here.reserve("openai/m", 10, None), Reservation)
+
+
+def test_the_worker_that_marks_a_model_out_of_credit_refuses_its_next_call_at_once(settings: Settings) -> None:
+    budget = RunBudget(redis.Redis.from_url(settings.broker_url or ""), "r", capped=False)
+    assert isinstance(budget.reserve("openai/m", 10, None), Reservation)  # absence now trusted
+    budget.mark_out_of_credit("openai/m", "insufficient_quota")
+    assert "out of credit" in str(budget.reserve("openai/m", 10, None))
 
 
 def _manifest(repo: Path, settings: Settings, api_base: str, max_tokens: int) -> RunManifest:
