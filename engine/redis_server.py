@@ -130,7 +130,7 @@ class RedisServer:
             return False
 
     def kill(self) -> None:
-        """SIGKILL the server (fault tests): clients see connection errors at once."""
+        """SIGKILL the server: clients see connection errors at once (fault tests; a drained cluster)."""
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
