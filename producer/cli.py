@@ -55,7 +55,7 @@ from schemas.constants import ALL_QUEUES, DEFAULT_REPORT_DIR
 from schemas.errors import ConfigError, SkillEvalError
 from schemas.export import json_schemas
 from schemas.manifest import AgentBudget, RunSettings
-from schemas.model_config import load_model_config
+from schemas.model_config import ModelConfig, load_model_config
 from schemas.report import RunResult
 from schemas.status import ExitCode, SandboxMode
 from schemas.summary import PlanSummary, SkippedCorpus
@@ -332,7 +332,7 @@ def run(
             require_uplift=require_uplift,
             max_cost_usd=max_cost or None,
             max_tokens=max_tokens,
-            models=load_model_config(config, api_base, untrusted=repo_folder),
+            models=_run_models(load_model_config(config, api_base, untrusted=repo_folder), workers, settings),
         ),
     )
     conclude(run_evaluation(req, settings, out, err))
@@ -344,6 +344,13 @@ def conclude(outcome: RunResult | str) -> None:
         sys.stdout.write(outcome + "\n")
         raise typer.Exit(ExitCode.PASS)
     raise typer.Exit(outcome.verdict.exit_code)
+
+
+def _run_models(config: ModelConfig, workers: int, settings: Settings) -> ModelConfig:
+    """The run's model config; on an embedded cluster, models left at the default concurrency follow ``--workers``."""
+    if settings.broker_url:
+        return config
+    return config.model_copy(update={"calls_in_flight": workers})
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -435,6 +442,7 @@ def grade(
     """
     if not trajectories or not judge:
         raise ConfigError("--trajectories and --judge are required")
+    settings = _settings(broker_url=broker, store=store, worker_processes=worker_processes)
     repo_folder = _repo_folder(repo)
     req = RunRequest(
         skills=skills or [],
@@ -453,10 +461,9 @@ def grade(
             fail_under=fail_under,
             max_cost_usd=max_cost or None,
             max_tokens=max_tokens,
-            models=load_model_config(config, api_base, untrusted=repo_folder),
+            models=_run_models(load_model_config(config, api_base, untrusted=repo_folder), workers, settings),
         ),
     )
-    settings = _settings(broker_url=broker, store=store, worker_processes=worker_processes)
     conclude(grade_recorded(req, trajectories, settings, out, err))
 
 

@@ -60,6 +60,10 @@ class ModelSettings(BaseModel):
     """How calls reach the model; None: the default's value (see :data:`Transport`)."""
 
 
+DEFAULT_MAX_CONCURRENCY = 16
+"""Calls in flight per model, fleet-wide, where no table sets ``max_concurrency``."""
+
+
 class ModelLimits(BaseModel):
     """The resolved settings of one model, every limit decided (what the limiter and client use)."""
 
@@ -75,7 +79,7 @@ class ModelLimits(BaseModel):
     """Requests per minute, fleet-wide; None: not limited."""
     tpm: int | None = None
     """Tokens per minute, fleet-wide; None: not limited."""
-    max_concurrency: int = 16
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     """Calls in flight, fleet-wide."""
     timeout_s: float = 120.0
     """Timeout of one HTTP call, seconds."""
@@ -130,6 +134,12 @@ class ModelConfig(BaseModel):
     """Lease and adaptation knobs."""
     api_base_override: str | None = None
     """``--api-base``: the API base of every model of the run."""
+    calls_in_flight: int | None = Field(default=None, gt=0)
+    """The shards an embedded run keeps in flight (``--workers``). A model whose
+    ``max_concurrency`` no table sets allows at least this many calls at once, so that the flag
+    means what it says: with the built-in 16, ``--workers 64`` kept 16 executor calls in flight
+    and the other shards queued in the limiter. A fleet's runs leave it unset: there the
+    workers' concurrency is the operator's, and so are the models' limits."""
     source: str | None = None
     """The file this came from, for messages."""
 
@@ -149,7 +159,25 @@ class ModelConfig(BaseModel):
         merged.update(self.models.get(name, ModelSettings()).model_dump(exclude_none=True))
         if self.api_base_override:
             merged["api_base"] = self.api_base_override
+        if "max_concurrency" not in merged and self.calls_in_flight:
+            merged["max_concurrency"] = max(DEFAULT_MAX_CONCURRENCY, self.calls_in_flight)
         return ModelLimits(name=name, **merged)
+
+    def narrower_than_run(self, models: list[str]) -> list[str]:
+        """A note for each of ``models`` whose configured ``max_concurrency`` is below the run's
+        shards in flight: those shards will queue for it (and their wall clocks run meanwhile)."""
+        if not self.calls_in_flight:
+            return []
+        notes: list[str] = []
+        for name in dict.fromkeys(models):
+            allowed = self.for_model(name).max_concurrency
+            if allowed < self.calls_in_flight:
+                where = self.source or "the model config"
+                notes.append(
+                    f"note: {name} allows {allowed} calls in flight (max_concurrency in {where}); "
+                    f"{self.calls_in_flight} shards in flight will queue for it"
+                )
+        return notes
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str:
