@@ -165,7 +165,7 @@ class ModelConfig(BaseModel):
 
     def narrower_than_run(self, models: list[str]) -> list[str]:
         """A note for each of ``models`` whose configured ``max_concurrency`` is below the run's
-        shards in flight: those shards will queue for it (and their wall clocks run meanwhile)."""
+        shards in flight: those shards will queue for it."""
         if not self.calls_in_flight:
             return []
         notes: list[str] = []

@@ -137,6 +137,9 @@ class Trajectory(BaseModel):
     """Sandbox mode the tool calls ran under."""
     usage: Usage = Field(default_factory=Usage)
     """Executor model usage."""
+    waited_s: float = Field(default=0.0, ge=0)
+    """Seconds the executor's model calls waited on the fleet (the limiter, a 429's cool-down,
+    retries): left out of its wall clock, which measures the agent, not the fleet's contention."""
     final_files: dict[str, str] = Field(default_factory=dict)
     """Final content of files the executor touched (repo-relative path -> text), for deterministic checks."""
     template_hashes: dict[str, str] = Field(default_factory=dict)

@@ -203,6 +203,26 @@ def test_the_wall_clock_cuts_a_long_command_and_ends_the_trajectory(
     assert result.limit == "timeout"
 
 
+def test_time_spent_waiting_on_a_rate_limit_is_not_the_agents_wall_clock(
+    client: LiteLLMClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
+) -> None:
+    # The first answer is a 429 with a 1.5 s cool-down, longer than the whole wall clock: the
+    # fleet's contention, which used to end the agent WALL_CLOCK (behaviour) before its first tool.
+    scripted.set_scenario(
+        rule(
+            {"tool_calls": [call("shell", command="echo hi")], "status": 429, "retry_after": 1.5, "times": 1},
+            {"text": "Done."},
+        )
+    )
+
+    trajectory = run(client, sandbox, corpus.case(1), example_repo, AgentBudget(wall_clock_s=1.0))
+
+    assert trajectory.end_reason is EndReason.COMPLETED
+    assert [e.output.strip() for e in trajectory.events if isinstance(e, ToolResultEvent)] == ["hi"]
+    assert trajectory.waited_s >= 1.4
+    assert scripted.stats()["rate_limited"] == 1
+
+
 def test_bad_tool_calls_are_answered_with_errors_and_the_loop_goes_on(
     client: LiteLLMClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
 ) -> None:

@@ -162,3 +162,16 @@ def test_two_shards_share_the_fleet_limiter_so_one_429_with_retry_after_backs_bo
     assert first.status_code == 429 and first.headers["retry-after"] == "2"
     assert retried.status_code == 200 and other[0][0].status_code == 200
     assert other[0][1] >= 1.5  # shard b never saw the 429 itself, yet waited out the shared cool-down
+    assert proxies[1].waited_s >= 1.5  # and that wait is the fleet's, not shard b's agent's
+
+
+def test_a_wait_on_the_fleet_does_not_count_against_the_shards_wall_clock(
+    server: OfflineModelServer, tmp_path: Path, redis_client: redis.Redis
+) -> None:
+    limiter = Limiter(redis_client, ModelLimits(name=f"{MODEL}-waits", api_base=server.base_url))
+    limiter.report_rate_limited(1.5)  # another shard's 429: the whole fleet cools down for 1.5 s
+    with proxy_for(server, tmp_path, limiter=limiter, wall_clock_s=1.0) as proxy, client(proxy) as c:
+        assert ask(c, "one").status_code == 200  # answered after the cool-down, past the 1 s wall clock
+        assert ask(c, "two").status_code == 200  # the agent itself has used next to none of it
+    assert proxy.waited_s >= 1.4
+    assert proxy.record.budget_end is None

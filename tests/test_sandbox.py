@@ -204,6 +204,30 @@ def test_an_endless_loop_is_killed_at_the_wall_clock_with_its_background_childre
     assert _uid_processes(sandbox.uid) == []
 
 
+def test_the_wall_clock_is_extended_by_what_the_command_waited_on_the_fleet(tmp_path: Path) -> None:
+    # A harness's model proxy reports what its requests waited in the limiter; that time is not
+    # the agent's, so the command's wall clock moves out by it while it runs.
+    waited = [0.0]
+
+    def run(allowance: object) -> CommandResult:
+        return execute(
+            ["sh", "-c", "sleep 1.5; echo done"],
+            env={"PATH": "/usr/bin:/bin"},
+            cwd=tmp_path,
+            stdin=None,
+            timeout_s=1.0,
+            limits=SandboxLimits(),
+            allowance=allowance,  # type: ignore[arg-type]
+        )
+
+    assert run(None).limit == "timeout"
+    timer = threading.Timer(0.5, lambda: waited.__setitem__(0, 1.0))  # the proxy waited 1 s meanwhile
+    timer.start()
+    result = run(lambda: waited[0])
+    timer.join()
+    assert (result.output, result.exit_code, result.limit) == ("done\n", 0, None)
+
+
 def test_cpu_time_is_limited_apart_from_the_wall_clock(workspace: Path) -> None:
     box = open_sandbox(workspace, SandboxMode.BWRAP, SandboxLimits(timeout_s=20, cpu_s=1))
     result = box.run("while :; do :; done")

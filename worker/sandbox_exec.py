@@ -18,7 +18,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, cast
 
@@ -180,17 +180,26 @@ def _killpg(pgid: int) -> None:
 
 
 def _pump(
-    proc: subprocess.Popen[bytes], buffer: OutputBuffer, *, deadline: float, out: IO[bytes] | None = None
+    proc: subprocess.Popen[bytes],
+    buffer: OutputBuffer,
+    *,
+    deadline: float,
+    out: IO[bytes] | None = None,
+    allowance: Callable[[], float] | None = None,
 ) -> bool:
-    """Feed ``proc``'s output (or ``out``) into ``buffer`` until EOF or ``deadline``; reap it. True on timeout."""
+    """Feed ``proc``'s output (or ``out``) into ``buffer`` until EOF or ``deadline`` (later by
+    ``allowance()``, read again at least every 0.1 s); reap it. True on timeout."""
     reader = out or proc.stdout
     assert reader is not None
     fd = reader.fileno()
     timed_out = False
     drain_until: float | None = None
+    started_deadline = deadline
     try:
         while True:
             now = time.monotonic()
+            if allowance is not None and drain_until is None:
+                deadline = max(deadline, started_deadline + allowance())
             if drain_until is None and proc.poll() is not None:
                 # The command is done; a background child may still hold the pipe open
                 # (only possible without a PID namespace): kill the group, drain briefly.
@@ -224,6 +233,7 @@ def execute(
     limits: SandboxLimits,
     pass_fds: tuple[int, ...] = (),
     socket_output: bool = False,
+    allowance: Callable[[], float] | None = None,
 ) -> CommandResult:
     """Run ``argv`` in its own process group, read its output incrementally, enforce the wall clock.
 
@@ -232,6 +242,8 @@ def execute(
     ``pass_fds`` stay open in the child (bwrap's ``--seccomp FD``). With ``socket_output`` the
     command writes into a socket instead of a pipe: a socket cannot be reopened through
     ``/proc/<pid>/fd/1``, so nothing the command starts can write into its output that way.
+    ``allowance``: seconds the wall clock is extended by, read as it runs (a harness's model
+    proxy: what its requests waited on the fleet, which is not the agent's time).
     """
     started = time.monotonic()
     buffer = OutputBuffer(
@@ -271,7 +283,7 @@ def execute(
             return CommandResult(output=f"sandbox could not start the command: {exc}", exit_code=None)
         if socket_output:
             theirs.close()  # only the child holds the writing end: EOF when it (and its children) exit
-        timed_out = _pump(proc, buffer, deadline=started + timeout_s, out=reader)
+        timed_out = _pump(proc, buffer, deadline=started + timeout_s, out=reader, allowance=allowance)
     code = None if timed_out else proc.returncode
     output, truncated = buffer.render()
     limit = _which_limit(code, timed_out, buffer.seen)

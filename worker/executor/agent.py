@@ -75,9 +75,12 @@ class _Loop:
         self.usage = Usage()
         self.wrote: list[str] = []
         self.started = time.monotonic()
+        self.waited_s = 0.0
+        """What the model calls spent waiting on the fleet (limiter, cool-downs, retries): not the agent's time."""
 
     def remaining_s(self) -> float:
-        return self.budget.wall_clock_s - (time.monotonic() - self.started)
+        """The wall clock left: time since the start, less what the model calls waited on the fleet."""
+        return self.budget.wall_clock_s - (time.monotonic() - self.started - self.waited_s)
 
     def over_budget(self, turns: int) -> EndReason | None:
         if self.remaining_s() <= 0:
@@ -98,6 +101,7 @@ class _Loop:
         except ModelCallFailed as exc:
             raise ExecutorFailed(f"executor model {self.model}: {exc.detail}") from exc
         self.usage = self.usage.add(reply.usage)
+        self.waited_s += reply.waited_s
         return reply
 
     def run_tool(self, call: ToolCall) -> ToolOutcome:
@@ -198,6 +202,7 @@ def run_agent(
         end_reason=end_reason,
         sandbox=sandbox.mode,
         usage=loop.usage,
+        waited_s=round(loop.waited_s, 3),
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=loop.wrote) if loop.ran_tools() else {},
         template_hashes={"executor": prompt.template_sha256},
         started_at=started_at,

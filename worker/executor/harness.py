@@ -157,7 +157,14 @@ def _short_parent(parent: Path | None) -> Path | None:
 
 
 def _run_sandboxed(
-    sandbox: BwrapSandbox, command: str, env: dict[str, str], binds: list[str], stdin: str, timeout_s: float
+    sandbox: BwrapSandbox,
+    command: str,
+    env: dict[str, str],
+    binds: list[str],
+    stdin: str,
+    timeout_s: float,
+    *,
+    allowance: Callable[[], float] | None = None,
 ) -> CommandResult:
     from worker.sandbox_exec import bwrap_argv, execute, inner_argv, reap_uid, sandbox_env
 
@@ -178,6 +185,7 @@ def _run_sandboxed(
                 limits=sandbox.limits,
                 pass_fds=(program.fileno(),),
                 socket_output=True,
+                allowance=allowance,
             )
         finally:
             if sandbox.uid is not None:
@@ -273,7 +281,15 @@ def run_harness(
             INNER_HOME,
         ]
         with ModelProxy(config, proxy_dir / "model.sock", limiter=limiter, usage=usage, run_budget=run_budget) as proxy:
-            result = _run_sandboxed(sandbox, command, dict(plan.env), binds, plan.stdin, shard.budget.wall_clock_s)
+            result = _run_sandboxed(
+                sandbox,
+                command,
+                dict(plan.env),
+                binds,
+                plan.stdin,
+                shard.budget.wall_clock_s,
+                allowance=lambda: proxy.waited_s,  # the fleet's waits are not the agent's time
+            )
         record = proxy.record
     finally:
         shutil.rmtree(private, ignore_errors=True)
@@ -322,6 +338,7 @@ def run_harness(
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=wrote),
         skill_activated=harness.activated(checked.events, shard.skill, plan.skill_ref, record.body_sent),
         rejected_calls=checked.rejected,
+        waited_s=round(proxy.waited_s, 3),
         started_at=started_at,
         finished_at=datetime.now(UTC),
     )

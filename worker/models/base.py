@@ -27,6 +27,10 @@ class ModelReply:
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
     raw: dict[str, Any] = field(default_factory=dict)
+    waited_s: float = 0.0
+    """Seconds of the call not spent on this answer: the limiter's wait (a slot, the pace, a
+    429's cool-down), retry backoff and the attempts that failed before it. The fleet's doing,
+    not the agent's: its wall clock does not count them."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ The caller maps ModelCallFailed to ``executor-failed`` or ``grader-dispatch-fail
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import json
@@ -248,9 +249,11 @@ class LiteLLMClient:
         transport = transport_for(limits)
         estimate = estimate_tokens(messages, tools, max_tokens)
         last_error: BaseException | None = None
+        called = time.monotonic()
         for attempt in range(1, max_attempts + 1):
             reservation = self._reserve(model, estimate, own)
             with limiter.acquire(estimate) as lease:
+                sent = time.monotonic()
                 try:
                     response = transport.send(request)
                 except Exception as err:
@@ -264,6 +267,7 @@ class LiteLLMClient:
                     if not is_retryable(err):
                         break
                 else:
+                    answered_s = time.monotonic() - sent
                     reply = transport.reply(request, response, attempt)
                     self._settle(reservation, reply.usage.total_tokens, reply.usage.cost_usd)
                     counts = functools.partial(
@@ -277,7 +281,8 @@ class LiteLLMClient:
                         cost_usd=reply.usage.cost_usd,
                     )
                     lease.settle(reply.usage.total_tokens, success=True, also=counts)  # one round trip
-                    return reply
+                    waited_s = max(0.0, time.monotonic() - called - answered_s)
+                    return dataclasses.replace(reply, waited_s=waited_s)
             if attempt < max_attempts:
                 ceiling = min(retry.max_delay_s, retry.base_delay_s * 2 ** (attempt - 1))
                 time.sleep(random.uniform(0, ceiling))  # full jitter; a 429's cool-down waits in acquire

@@ -130,6 +130,10 @@ class ModelProxy:
         """Dollars this shard's answers cost so far (None while no answer could be priced)."""
         self.latencies: list[float] = []
         """Seconds each forwarded request spent in the proxy itself (upstream time excluded)."""
+        self.waited_s = 0.0
+        """Seconds the harness's requests waited on the fleet: the limiter (a slot, the pace, a 429's
+        cool-down) and upstream attempts that failed. Not the agent's: the shard's wall clock, here
+        and in the sandbox, is extended by it (the harness's own backoff sleeps are not seen)."""
         self._lock = threading.Lock()
         self._client = httpx.Client(timeout=config.timeout_s, trust_env=False)
         self._deadline = time.monotonic() + config.wall_clock_s
@@ -186,7 +190,7 @@ class ModelProxy:
 
     def _budget_spent(self) -> str | None:
         record = self.record
-        if time.monotonic() >= self._deadline:
+        if time.monotonic() >= self._deadline + self.waited_s:
             return "wall-clock"
         if record.prompt_tokens + record.completion_tokens >= self.config.max_tokens:
             return "max-tokens"
@@ -252,8 +256,10 @@ class ModelProxy:
                 return
             reservation = got
         lease_cm = self.limiter.acquire(estimate) if self.limiter is not None else contextlib.nullcontext()
+        asked = time.monotonic()
         try:
             with lease_cm as lease:
+                granted = time.monotonic()
                 self.latencies.append(time.perf_counter() - began)
                 try:
                     response = self._client.request(method, url, headers=headers, content=body)
@@ -265,6 +271,9 @@ class ModelProxy:
                     )
                     response = None
                 after = time.perf_counter()
+                failed_s = time.monotonic() - granted if status != 200 else 0.0
+                with self._lock:
+                    self.waited_s += granted - asked + failed_s
                 turn = parse_model_response(self.config.protocol, content) if status == 200 and counts else None
                 tokens = (turn.prompt_tokens + turn.completion_tokens) if turn else 0
                 if reservation is not None and self.run_budget is not None:
