@@ -13,6 +13,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from schemas.model_config import ModelConfig
 from schemas.shard import RunPlan, Shard
 
+EXECUTE_MARGIN_S = 120.0
+"""Real time an execute task gets past its shard's wall clock (workspace, final files, upload)
+before its own deadline ends it as infra."""
+
+FLEET_WAIT_ALLOWANCE_S = EXECUTE_MARGIN_S / 2
+"""At most this much waiting on the fleet (the limiter, a 429's cool-down, retries) is left out of
+an agent's wall clock; past it the waits count again. So the clock always runs out before the
+task's deadline: an agent that provokes waits (a harness can send its proxy what it likes) gains
+a minute at most and can never turn its own timeout into an infra failure."""
+
 
 class AgentBudget(BaseModel):
     """Per-shard limits of the executor; hitting one ends the trajectory (behaviour, not infra)."""
@@ -26,7 +36,8 @@ class AgentBudget(BaseModel):
     wall_clock_s: float = Field(default=900.0, gt=0)
     """Seconds for the whole loop. Checked before every model call and tool call, and a command
     is given no more than what remains; a model call already in flight is bounded by the
-    model's own timeout, not cut (cutting it would turn behaviour into an infra failure)."""
+    model's own timeout, not cut (cutting it would turn behaviour into an infra failure).
+    Time the model calls waited on the fleet is left out, up to ``FLEET_WAIT_ALLOWANCE_S``."""
     max_output_tokens: int = Field(default=4096, ge=1)
     """Completion tokens asked for per call."""
     command_timeout_s: float = Field(default=60.0, gt=0)

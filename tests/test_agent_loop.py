@@ -20,6 +20,7 @@ from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolRes
 from testkit.offline_server import OfflineModelServer
 from tests.executor_support import open_test_sandbox
 from tests.model_support import server_fixtures
+from worker.executor import agent as agent_module
 from worker.executor.agent import AgentBudget, run_agent
 from worker.executor.prompt import render_executor_prompt
 from worker.models.client import LiteLLMClient
@@ -221,6 +222,28 @@ def test_time_spent_waiting_on_a_rate_limit_is_not_the_agents_wall_clock(
     assert [e.output.strip() for e in trajectory.events if isinstance(e, ToolResultEvent)] == ["hi"]
     assert trajectory.waited_s >= 1.4
     assert scripted.stats()["rate_limited"] == 1
+
+
+def test_no_more_than_the_allowance_of_waiting_is_left_out_of_the_wall_clock(
+    client: LiteLLMClient,
+    scripted: OfflineModelServer,
+    sandbox: Sandbox,
+    corpus: Corpus,
+    example_repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(agent_module, "FLEET_WAIT_ALLOWANCE_S", 0.2)
+    scripted.set_scenario(
+        rule(
+            {"tool_calls": [call("shell", command="echo hi")], "status": 429, "retry_after": 1.5, "times": 1},
+            {"text": "Done."},
+        )
+    )
+
+    trajectory = run(client, sandbox, corpus.case(1), example_repo, AgentBudget(wall_clock_s=1.0))
+
+    assert trajectory.end_reason is EndReason.WALL_CLOCK  # 1.5 s waited, 0.2 s excused: over the 1 s
+    assert trajectory.waited_s >= 1.4  # what it waited is recorded in full
 
 
 def test_bad_tool_calls_are_answered_with_errors_and_the_loop_goes_on(

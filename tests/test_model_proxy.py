@@ -19,6 +19,7 @@ from schemas.model_config import ModelLimits
 from testkit.offline_server import OfflineModelServer
 from worker.models.limiter import Limiter
 from worker.proxy import ModelProxy, ProxyConfig
+from worker.proxy import server as proxy_server
 from worker.proxy.server import RESERVED_COMPLETION
 
 REAL_KEY = "sk-real-0123456789abcdefghij"
@@ -175,3 +176,25 @@ def test_a_wait_on_the_fleet_does_not_count_against_the_shards_wall_clock(
         assert ask(c, "two").status_code == 200  # the agent itself has used next to none of it
     assert proxy.waited_s >= 1.4
     assert proxy.record.budget_end is None
+
+
+def test_requests_waiting_side_by_side_count_once_and_the_allowance_is_capped(
+    server: OfflineModelServer, tmp_path: Path, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A harness is adversarial: it may send its proxy many requests at once to stretch its clock.
+    # Parallel waits are one stretch of time, and no more than the allowance is ever excused,
+    # so its clock runs out before the task's deadline and its own timeout stays behaviour.
+    monkeypatch.setattr(proxy_server, "FLEET_WAIT_ALLOWANCE_S", 0.5)
+    limiter = Limiter(redis_client, ModelLimits(name=f"{MODEL}-parallel", api_base=server.base_url))
+    limiter.report_rate_limited(1.5)
+    with proxy_for(server, tmp_path, limiter=limiter, wall_clock_s=1.0) as proxy, client(proxy) as c:
+        answers: list[int] = []
+        threads = [threading.Thread(target=lambda: answers.append(ask(c, "many").status_code)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert answers == [200] * 4
+        assert 1.3 <= proxy.waited_s < 2.0  # four requests held 1.5 s together: 1.5 s, not 6
+        late = ask(c, "late")  # 1.5 s in, past 1.0 s of wall clock plus the 0.5 s allowance
+    assert late.status_code == 400 and proxy.record.budget_end == "wall-clock"

@@ -24,7 +24,7 @@ from kombu import Exchange, Queue  # type: ignore[attr-defined]  # kombu re-expo
 
 from engine.settings import Settings
 from schemas.constants import ALL_QUEUES, QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE
-from schemas.manifest import RunManifest
+from schemas.manifest import EXECUTE_MARGIN_S, RunManifest
 
 __all__ = ["TASK_EXECUTE", "TASK_GRADE", "TASK_NAMES", "TASK_REDUCE", "app", "make_app", "time_limits"]
 
@@ -49,7 +49,7 @@ def time_limits(manifest: RunManifest | None, kind: str) -> tuple[float, float]:
     if kind == QUEUE_EXECUTE:
         if manifest is None:
             raise ValueError("an execute task's time limit needs the run's manifest")
-        soft = manifest.settings.budget.wall_clock_s + 120.0  # workspace, final files, trajectory upload
+        soft = manifest.settings.budget.wall_clock_s + EXECUTE_MARGIN_S
     elif kind == QUEUE_GRADE:
         soft = 900.0  # judge calls with retries and one re-ask each, plus calibration
     else:

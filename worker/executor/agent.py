@@ -26,7 +26,7 @@ from typing import Any
 
 from schemas.corpus import EvalCase
 from schemas.errors import ContextOverflow, ExecutorFailed, ModelCallFailed, ShareSpent
-from schemas.manifest import AgentBudget
+from schemas.manifest import FLEET_WAIT_ALLOWANCE_S, AgentBudget
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory, Usage
 from worker.executor.final_files import collect_final_files
 from worker.executor.prompt import render_executor_prompt
@@ -79,8 +79,10 @@ class _Loop:
         """What the model calls spent waiting on the fleet (limiter, cool-downs, retries): not the agent's time."""
 
     def remaining_s(self) -> float:
-        """The wall clock left: time since the start, less what the model calls waited on the fleet."""
-        return self.budget.wall_clock_s - (time.monotonic() - self.started - self.waited_s)
+        """The wall clock left: time since the start, less what the model calls waited on the fleet
+        (up to ``FLEET_WAIT_ALLOWANCE_S``)."""
+        excused = min(self.waited_s, FLEET_WAIT_ALLOWANCE_S)
+        return self.budget.wall_clock_s - (time.monotonic() - self.started - excused)
 
     def over_budget(self, turns: int) -> EndReason | None:
         if self.remaining_s() <= 0:

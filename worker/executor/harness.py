@@ -288,7 +288,7 @@ def run_harness(
                 binds,
                 plan.stdin,
                 shard.budget.wall_clock_s,
-                allowance=lambda: proxy.waited_s,  # the fleet's waits are not the agent's time
+                allowance=proxy.allowance_s,  # the fleet's waits are not the agent's time
             )
         record = proxy.record
     finally:

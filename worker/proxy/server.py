@@ -38,6 +38,7 @@ from harnesses.base import PLACEHOLDER_KEY
 from harnesses.endpoints import Protocol, is_model_path, scrub, upstream_url
 from harnesses.model_record import ProxyRecord, parse_model_response
 from schemas.errors import ModelCallFailed
+from schemas.manifest import FLEET_WAIT_ALLOWANCE_S
 from schemas.trajectory import EndReason, Usage
 from worker.models.limiter import Limiter
 
@@ -130,11 +131,11 @@ class ModelProxy:
         """Dollars this shard's answers cost so far (None while no answer could be priced)."""
         self.latencies: list[float] = []
         """Seconds each forwarded request spent in the proxy itself (upstream time excluded)."""
-        self.waited_s = 0.0
-        """Seconds the harness's requests waited on the fleet: the limiter (a slot, the pace, a 429's
-        cool-down) and upstream attempts that failed. Not the agent's: the shard's wall clock, here
-        and in the sandbox, is extended by it (the harness's own backoff sleeps are not seen)."""
-        self._lock = threading.Lock()
+        self._waited_s = 0.0
+        self._waiting = 0
+        self._answering = 0
+        self._blocked_since: float | None = None
+        self._lock = threading.RLock()  # re-entered: the budget check reads the waits under it
         self._client = httpx.Client(timeout=config.timeout_s, trust_env=False)
         self._deadline = time.monotonic() + config.wall_clock_s
         self._server: _Server | None = None
@@ -188,9 +189,37 @@ class ModelProxy:
             self.record.refused.append(why)
         handler.reply(status, _error_body(self.config.protocol, status, f"skill-eval proxy: {why}"))
 
+    @property
+    def waited_s(self) -> float:
+        """Seconds the harness was held up by the fleet: some request of it waiting in the limiter
+        (a slot, the pace, a 429's cool-down) and none being answered. Intervals, not a sum per
+        request, so parallel requests count once, and not while any answer is on its way. The
+        harness's own backoff sleeps are not seen here. Not the agent's time: the shard's wall
+        clock, here and in the sandbox, moves out by it (``allowance_s``)."""
+        with self._lock:
+            ongoing = time.monotonic() - self._blocked_since if self._blocked_since is not None else 0.0
+            return self._waited_s + ongoing
+
+    def allowance_s(self) -> float:
+        """What the wall clock moves out by: the fleet's waits, up to ``FLEET_WAIT_ALLOWANCE_S``."""
+        return min(self.waited_s, FLEET_WAIT_ALLOWANCE_S)
+
+    def _note(self, *, waiting: int = 0, answering: int = 0) -> None:
+        """Count requests waiting in the limiter and being answered; time the stretches the harness was held up."""
+        with self._lock:
+            now = time.monotonic()
+            self._waiting += waiting
+            self._answering += answering
+            blocked = self._waiting > 0 and self._answering == 0
+            if blocked and self._blocked_since is None:
+                self._blocked_since = now
+            elif not blocked and self._blocked_since is not None:
+                self._waited_s += now - self._blocked_since
+                self._blocked_since = None
+
     def _budget_spent(self) -> str | None:
         record = self.record
-        if time.monotonic() >= self._deadline + self.waited_s:
+        if time.monotonic() >= self._deadline + self.allowance_s():
             return "wall-clock"
         if record.prompt_tokens + record.completion_tokens >= self.config.max_tokens:
             return "max-tokens"
@@ -256,10 +285,12 @@ class ModelProxy:
                 return
             reservation = got
         lease_cm = self.limiter.acquire(estimate) if self.limiter is not None else contextlib.nullcontext()
-        asked = time.monotonic()
+        self._note(waiting=+1)
+        granted = False
         try:
             with lease_cm as lease:
-                granted = time.monotonic()
+                self._note(waiting=-1, answering=+1)
+                granted = True
                 self.latencies.append(time.perf_counter() - began)
                 try:
                     response = self._client.request(method, url, headers=headers, content=body)
@@ -270,10 +301,9 @@ class ModelProxy:
                         _error_body(self.config.protocol, 502, f"upstream unreachable: {type(exc).__name__}"),
                     )
                     response = None
+                finally:
+                    self._note(answering=-1)
                 after = time.perf_counter()
-                failed_s = time.monotonic() - granted if status != 200 else 0.0
-                with self._lock:
-                    self.waited_s += granted - asked + failed_s
                 turn = parse_model_response(self.config.protocol, content) if status == 200 and counts else None
                 tokens = (turn.prompt_tokens + turn.completion_tokens) if turn else 0
                 if reservation is not None and self.run_budget is not None:
@@ -288,6 +318,8 @@ class ModelProxy:
                     else:
                         lease.settle(tokens if status == 200 else None, success=status == 200)
         except ModelCallFailed as exc:  # the limiter's Redis stayed away: an infra failure of this call
+            if not granted:
+                self._note(waiting=-1)
             with self._lock:
                 self.record.upstream_failures += 1
                 self.record.last_upstream_ok = False
