@@ -318,14 +318,15 @@ class ModelProxy:
                     else:
                         lease.settle(tokens if status == 200 else None, success=status == 200)
         except ModelCallFailed as exc:  # the limiter's Redis stayed away: an infra failure of this call
-            if not granted:
-                self._note(waiting=-1)
             with self._lock:
                 self.record.upstream_failures += 1
                 self.record.last_upstream_ok = False
                 self.record.last_error = exc.detail
             handler.reply(503, _error_body(self.config.protocol, 503, "skill-eval proxy: limiter unavailable"))
             return
+        finally:
+            if not granted:  # the limiter gave up (or raised): this request no longer waits
+                self._note(waiting=-1)
         with self._lock:
             self.record.forwarded += 1
             ok = status < 400 or status not in _RETRYABLE
