@@ -69,20 +69,9 @@ def test_workers_above_the_default_cap_keep_that_many_executor_calls_in_flight(
     env.base.mkdir()
     repo = new_repo(tmp_path / "repo")
     write_skill(repo, "greet", [case(i, f"Say hello {i}.", ["The agent outputs hello"]) for i in range(1, CASES + 1)])
-    args = (
-        "run",
-        "greet",
-        "--repo",
-        str(repo),
-        *env.place_args(),
-        "--model",
-        "openai/exec",
-        "--judge",
-        "openai/judge",
-        "--api-base",
-        env.api_base,
-    )
-    done = env.cli(*args, "--workers", str(CASES), "--no-calibration")
+    models = ("--model", "openai/exec", "--judge", "openai/judge", "--api-base", env.api_base)
+    args = ("run", "greet", "--repo", str(repo), *env.place_args(), *models, "--no-calibration")
+    done = env.cli(*args, "--workers", str(CASES))
     assert done.code in (0, 1), done.stdout + done.stderr
     assert "not graded (infra): none" in done.stdout
     assert _most_in_flight(server, "exec") > DEFAULT_MAX_CONCURRENCY  # all twenty at once, bar stragglers
@@ -90,7 +79,7 @@ def test_workers_above_the_default_cap_keep_that_many_executor_calls_in_flight(
 
     server.reset()
     env.config.write_text(env.config.read_text() + '[models."openai/exec"]\nmax_concurrency = 4\n')
-    done = env.cli(*args, "--workers", str(CASES), "--no-calibration")
+    done = env.cli(*args, "--workers", str(CASES))
     assert "not graded (infra): none" in done.stdout, done.stdout + done.stderr
     assert _most_in_flight(server, "exec") <= 4
     assert f"note: openai/exec allows 4 calls in flight (max_concurrency in {env.config}); 20 shards" in done.stderr
