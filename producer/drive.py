@@ -23,8 +23,9 @@ from producer.progress import RunStalled, wait_for_run
 from producer.reports import append_run_log, complete_block, write_reports
 from producer.request import RunRequest
 from reducer.scoring import reduce_run
+from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.manifest import RunManifest, result_key
-from schemas.preflight import preflight_queues
+from schemas.preflight import models_for, preflight_queues
 from schemas.report import RunResult
 
 Submitter = Callable[[RunManifest, ArtifactStore, RunState, Publisher, str | None], int]
@@ -51,6 +52,8 @@ def drive(
     store = open_store(settings.store)
     if not manifest.plan.shards:
         return conclude_run(manifest, store, settings, req.out, out, already_reported=req.reported)
+    for line in concurrency_notes(manifest):
+        err.print(line, markup=False, highlight=False)
     cluster = contextlib.nullcontext(opened) if opened is not None else open_cluster(settings, req.workers)
     with cluster as (live, embedded):
         client = redis.Redis.from_url(live.broker_url or "")
@@ -81,6 +84,13 @@ def drive(
             tail = f"\nlast worker log lines:\n{embedded.log_tail(2000)}" if embedded else ""
             raise RunStalled(f"{exc.detail}{tail}") from exc
     return conclude_run(manifest, store, settings, req.out, out)
+
+
+def concurrency_notes(manifest: RunManifest) -> list[str]:
+    """A note for each model the product itself calls (not an external executor's, nor a recording's)
+    whose configured concurrency is below the run's shards in flight."""
+    called = [m for queue in (QUEUE_EXECUTE, QUEUE_GRADE) for m in models_for(manifest, queue)]
+    return manifest.settings.models.narrower_than_run(called)
 
 
 def conclude_run(

@@ -43,8 +43,6 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
         plan, guards = plan_compare(plan, repo.root, req.compare, req.out, err)
     for line in power_lines(plan):  # before the run: what this many cases can detect
         err.print(line, markup=False, highlight=False)
-    for line in req.settings.models.narrower_than_run([*plan.models, *plan.judges]):
-        err.print(line, markup=False, highlight=False)
 
     def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Publisher, stored: str | None) -> int:
         enqueue = functools.partial(send, "execute")

@@ -116,8 +116,6 @@ def grade_recorded(
     epochs = max((epoch for _, _, epoch, _ in kept), default=0) + 1
     models = recorded_models(kept)
     plan = plan_run(new_run_id(), bundles, models, judges=req.judges, epochs=epochs, sandbox=settings.sandbox)
-    for line in req.settings.models.narrower_than_run(list(plan.judges)):
-        err.print(line, markup=False, highlight=False)
     run_settings = req.settings.model_copy(update={"executor": f"recorded:{trajectories}"})
     manifest = build_manifest(plan, repo.root, None, run_settings, out_dir=str(req.out), skipped=skipped)
 

@@ -14,9 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from engine.settings import Settings
+from producer.drive import concurrency_notes
+from schemas.manifest import AgentBudget
 from schemas.model_config import DEFAULT_MAX_CONCURRENCY, parse_model_config
 from testkit.offline_server import OfflineModelServer
 from tests.e2e_support import Env, case, judge_rules, new_repo, write_skill
+from tests.engine_support import EXECUTOR, JUDGE, make_corpus_repo, plan_manifest
 
 CASES = 20
 DELAY_S = 2.0
@@ -36,6 +40,18 @@ def test_a_model_left_at_the_default_follows_the_runs_shards_in_flight() -> None
         "note: openai/capped allows 4 calls in flight (max_concurrency in skill-eval.toml); "
         "64 shards in flight will queue for it"
     ]
+
+
+def test_only_models_the_product_calls_get_a_note(tmp_path: Path) -> None:
+    repo = make_corpus_repo(tmp_path / "repo")
+    settings = Settings(store=str(tmp_path / "store"))
+    manifest = plan_manifest(repo, settings, "http://127.0.0.1:9/v1", budget=AgentBudget())
+    capped = parse_model_config({"defaults": {"max_concurrency": 2}}, "skill-eval.toml")
+    models = capped.model_copy(update={"calls_in_flight": 8})
+    agent = manifest.model_copy(update={"settings": manifest.settings.model_copy(update={"models": models})})
+    assert [n.split()[1] for n in concurrency_notes(agent)] == [EXECUTOR, JUDGE]
+    external = agent.model_copy(update={"settings": agent.settings.model_copy(update={"executor": "cmd:./run.sh"})})
+    assert [n.split()[1] for n in concurrency_notes(external)] == [JUDGE]  # its executor calls are not ours
 
 
 def _most_in_flight(server: OfflineModelServer, model: str) -> int:
