@@ -44,6 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_pipeline import run_command, stop_spares, work_root, workload
+from bench.bytecode import compile_sources
 from bench.proctree import run_watched
 from testkit.offline_server import OfflineModelServer
 from tests.engine_support import make_corpus_repo
@@ -194,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=["both", "skill-eval", "inspect"], default="both")
     parser.add_argument("--warm", action="store_true", help="skill-eval takes the warm spare its run before left")
     args = parser.parse_args(argv)
+    compile_sources()
     if args.samples % 16:
         parser.error("--samples must be a multiple of 16 (skill-eval runs 16 cases x samples/16 epochs)")
 

@@ -49,6 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.bytecode import compile_sources
 from bench.proctree import processes_with, run_watched
 from engine.settings import Settings, default_work_root
 from testkit.judge import calibration_judge_rules
@@ -329,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeline", action="store_true", help="print calls in flight per second of each run")
     parser.add_argument("--warm", action="store_true", help="each run takes the warm spare the one before left")
     args = parser.parse_args(argv)
+    compile_sources()
 
     if args.case == "profile":
         return profile(args.cases, args.epochs)

@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_pipeline import run_command, stop_spares, work_root, workload
+from bench.bytecode import compile_sources
 from testkit.offline_server import OfflineModelServer
 from tests.engine_support import make_corpus_repo
 
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--warm", action="store_true", help="each run takes the warm spare the one before left")
     args = parser.parse_args(argv)
+    compile_sources()
 
     rows: dict[int, tuple[float, float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="skill-eval-startup-") as tmp, work_root() as work:

@@ -46,6 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_pipeline import Measured, measured, work_root, workload
+from bench.bytecode import compile_sources
 from bench.proctree import Periodic, TreeWatch, _name, tree
 from testkit.offline_server import OfflineModelServer
 from tests.engine_support import EXECUTOR, JUDGE, SKILL, make_corpus_repo
@@ -295,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=50, help="py-spy samples per second")
     parser.add_argument("--keep", type=Path, help="--profile: also keep py-spy's raw output here")
     args = parser.parse_args(argv)
+    compile_sources()
 
     runs = []
     with tempfile.TemporaryDirectory(prefix="skill-eval-sweep-") as tmp, work_root() as work:
