@@ -52,8 +52,9 @@ def run_node(node: WorkerNode) -> int:
     starts here (or is already running, in a process started ahead of its cluster) and imports
     them first while this thread waits.
     """
-    from worker.warmup import start_warmup, wait_for_celery_modules
+    from worker.warmup import hold_heavy_imports, start_warmup, wait_for_celery_modules
 
+    hold_heavy_imports()
     start_warmup()
     wait_for_celery_modules()
     worker = build_worker(node)

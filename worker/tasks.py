@@ -11,6 +11,7 @@ import uuid
 
 import structlog
 from celery.signals import (
+    task_prerun,
     task_received,
     worker_init,
     worker_process_init,
@@ -23,7 +24,6 @@ from engine.keys import reaper_lock_key, resent_key
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.manifest import calibration_key
 from schemas.status import ShardState
-from worker import pipeline
 from worker.app import TASK_EXECUTE, TASK_GRADE, TASK_NAMES, TASK_PREFLIGHT, TASK_REDUCE, app, time_limits
 from worker.context import Context, context, reset_context
 
@@ -43,6 +43,8 @@ def send(kind: str, run_id: str, shard_id: str | None) -> None:
 @app.task(name=TASK_EXECUTE)
 def execute(run_id: str, shard_id: str) -> None:
     structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=shard_id)
+    from worker import pipeline  # the shards' modules: off the node's boot path (worker/warmup.py)
+
     with context().one_task():
         pipeline.execute_shard(context(), send, run_id, shard_id)
 
@@ -50,6 +52,8 @@ def execute(run_id: str, shard_id: str) -> None:
 @app.task(name=TASK_GRADE)
 def grade(run_id: str, shard_id: str) -> None:
     structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=shard_id)
+    from worker import pipeline
+
     with context().one_task():
         pipeline.grade_shard(context(), send, run_id, shard_id)
 
@@ -57,6 +61,8 @@ def grade(run_id: str, shard_id: str) -> None:
 @app.task(name=TASK_REDUCE)
 def reduce(run_id: str) -> None:
     structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=None)
+    from worker import pipeline
+
     with context().one_task():
         pipeline.reduce_stored_run(context(), run_id)
 
@@ -94,6 +100,7 @@ def _calibrate_or_release(ctx: Context, client: object, run_id: str, judge: str)
     """Calibrate ``judge`` (lock and record as a grader would); on an error give the lock back, so a
     grader calibrates inline instead of the run going uncalibrated."""
     from engine.keys import calibrating_key
+    from worker import pipeline
 
     try:
         pipeline.ensure_calibrated(ctx, client, run_id, judge)
@@ -190,6 +197,13 @@ def _reaper_loop(period: float) -> None:
             reap_once()
         except Exception as exc:  # Redis restarting: try again next period
             log.warning("reaper pass failed", error=str(exc))
+
+
+@task_prerun.connect
+def _on_task_start(**_: object) -> None:
+    from worker.warmup import release_heavy_imports
+
+    release_heavy_imports()  # the node is up and working: the rest of its imports go ahead
 
 
 @worker_init.connect

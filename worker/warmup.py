@@ -29,16 +29,18 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("skill_eval.worker")
 
+FIRST_CALL_MODULES = ("worker.context", "worker.models.client", "worker.preflight")
+"""What a new worker's first task, the run's preflight, needs to make its model call: imported
+(and the direct transport's TLS context built) before the shards' modules, so that a worker
+given its orders early sends that call without waiting on imports it does not need yet."""
+
 HEAVY_MODULES = (
-    "worker.models.client",
     "worker.executor.agent",
     "worker.grading.judge",
     "worker.workspace",
-    "worker.context",
     "engine.records",
     "engine.collect",
     "harnesses.registry",
-    "worker.preflight",
     "worker.grading.calibration",
     "worker.boot",
 )
@@ -85,7 +87,8 @@ def _load_litellm() -> None:
 
 
 def import_heavy_modules() -> None:
-    """Import CELERY_BOOT_MODULES, then HEAVY_MODULES, then litellm unless :func:`litellm_wanted`
+    """Import CELERY_BOOT_MODULES, then FIRST_CALL_MODULES (and warm the direct transport), then
+    HEAVY_MODULES, then litellm unless :func:`litellm_wanted`
     says not, with the cyclic GC paused; freeze what they built (engine/heap.py: a quarter off
     litellm's import CPU, and collections during shards stay cheap)."""
     with imports_frozen():
@@ -94,9 +97,12 @@ def import_heavy_modules() -> None:
                 importlib.import_module(name)
         finally:
             _celery_imported.set()
-        for name in HEAVY_MODULES:
+        for name in FIRST_CALL_MODULES:
             importlib.import_module(name)
         importlib.import_module("worker.models.direct").warm_up()
+        _go_on.wait(HOLD_MAX_S)
+        for name in HEAVY_MODULES:
+            importlib.import_module(name)
         if litellm_wanted():
             _load_litellm()
     _imported.set()
@@ -104,6 +110,29 @@ def import_heavy_modules() -> None:
 
 _imported = threading.Event()
 _celery_imported = threading.Event()
+_go_on = threading.Event()
+_go_on.set()
+
+HOLD_MAX_S = 2.0
+"""The longest the warm-up holds the shards' modules back while its node boots."""
+
+
+def hold_heavy_imports() -> None:
+    """Hold HEAVY_MODULES back while this process boots its node and sends its first call.
+
+    A node that has its orders boots Celery and runs its first task, the run's preflight, on
+    the main thread; a warm-up thread importing the shards' modules meanwhile takes half the
+    interpreter's lock from that path (about 0.1-0.2 s later to the first model call, measured).
+    Those modules are not needed before the preflight's answer, so the warm-up, once it has
+    what the first call needs, waits until :func:`release_heavy_imports` (the first task has
+    begun) or HOLD_MAX_S. A process without orders yet (a spare, a worker ahead of its
+    cluster) does not hold: it has nothing else to do.
+    """
+    _go_on.clear()
+
+
+def release_heavy_imports() -> None:
+    _go_on.set()
 
 
 def wait_for_celery_modules(timeout_s: float = 60.0) -> None:
