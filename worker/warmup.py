@@ -31,8 +31,9 @@ log = structlog.get_logger("skill_eval.worker")
 
 FIRST_CALL_MODULES = ("worker.context", "worker.models.client", "worker.preflight")
 """What a new worker's first task, the run's preflight, needs to make its model call: imported
-(and the direct transport's TLS context built) before the shards' modules, so that a worker
-given its orders early sends that call without waiting on imports it does not need yet."""
+(and the direct transport's TLS context built, and litellm when wanted) before the shards'
+modules, so that a worker given its orders early sends that call without waiting on imports
+it does not need yet."""
 
 HEAVY_MODULES = (
     "worker.executor.agent",
@@ -88,9 +89,10 @@ def _load_litellm() -> None:
 
 def import_heavy_modules() -> None:
     """Import CELERY_BOOT_MODULES, then FIRST_CALL_MODULES (and warm the direct transport), then
-    HEAVY_MODULES, then litellm unless :func:`litellm_wanted`
-    says not, with the cyclic GC paused; freeze what they built (engine/heap.py: a quarter off
-    litellm's import CPU, and collections during shards stay cheap)."""
+    litellm unless :func:`litellm_wanted` says not (a model routed through it makes the first
+    call with it), then HEAVY_MODULES once :func:`hold_heavy_imports` lets them, with the cyclic
+    GC paused; freeze what they built (engine/heap.py: a quarter off litellm's import CPU, and
+    collections during shards stay cheap)."""
     with imports_frozen():
         try:
             for name in CELERY_BOOT_MODULES:
@@ -100,11 +102,11 @@ def import_heavy_modules() -> None:
         for name in FIRST_CALL_MODULES:
             importlib.import_module(name)
         importlib.import_module("worker.models.direct").warm_up()
+        if litellm_wanted():
+            _load_litellm()
         _go_on.wait(HOLD_MAX_S)
         for name in HEAVY_MODULES:
             importlib.import_module(name)
-        if litellm_wanted():
-            _load_litellm()
     _imported.set()
 
 
