@@ -122,9 +122,10 @@ HOLD_MAX_S = 2.0
 def hold_heavy_imports() -> None:
     """Hold HEAVY_MODULES back while this process boots its node and sends its first call.
 
-    A node that has its orders boots Celery and runs its first task, the run's preflight, on
-    the main thread; a warm-up thread importing the shards' modules meanwhile takes half the
-    interpreter's lock from that path (about 0.1-0.2 s later to the first model call, measured).
+    A node that has its orders boots Celery on the main thread, then runs its first task, the
+    run's preflight, on a pool thread; a warm-up thread importing the shards' modules meanwhile
+    takes half the interpreter's lock from that path (the first model call 0.1-0.15 s later,
+    measured).
     Those modules are not needed before the preflight's answer, so the warm-up, once it has
     what the first call needs, waits until :func:`release_heavy_imports` (the first task has
     begun) or HOLD_MAX_S. A process without orders yet (a spare, a worker ahead of its
