@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -198,3 +199,21 @@ def test_requests_waiting_side_by_side_count_once_and_the_allowance_is_capped(
         assert 1.3 <= proxy.waited_s < 2.0  # four requests held 1.5 s together: 1.5 s, not 6
         late = ask(c, "late")  # 1.5 s in, past 1.0 s of wall clock plus the 0.5 s allowance
     assert late.status_code == 400 and proxy.record.budget_end == "wall-clock"
+
+
+def test_an_agent_hanging_up_mid_exchange_writes_nothing_to_the_workers_log(
+    server: OfflineModelServer, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The reply sits unread when the client closes, so the proxy's next read on that connection
+    # is reset: socketserver printed a traceback for each such connection, which an agent could
+    # repeat at will into the worker's log.
+    with proxy_for(server, tmp_path) as proxy:
+        for _ in range(20):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.connect(str(proxy.socket_path))
+                sock.sendall(b"GET /v1/nothing HTTP/1.1\r\nHost: proxy\r\n\r\n")
+                time.sleep(0.02)
+        with client(proxy) as c:
+            assert ask(c, "hi").status_code == 200  # and it still serves the shard
+        time.sleep(0.2)
+    assert "Traceback" not in capfd.readouterr().err

@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import socketserver
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import structlog
 
 from engine.budget import OverShare, RunBudget
 from harnesses.base import PLACEHOLDER_KEY
@@ -41,6 +43,8 @@ from schemas.errors import ModelCallFailed
 from schemas.manifest import FLEET_WAIT_ALLOWANCE_S
 from schemas.trajectory import EndReason, Usage
 from worker.models.limiter import Limiter
+
+log = structlog.get_logger("skill_eval.worker")
 
 RESERVED_COMPLETION = 4096
 """Completion tokens a harness request is assumed to use before its answer says (then settled)."""
@@ -73,6 +77,17 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     block_on_close = False
     proxy: ModelProxy
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that went away is no error of the proxy's; anything else is one log line.
+
+        The client is the sandboxed agent: socketserver's default printed a traceback to the
+        worker's stderr for each connection it reset, so an agent could fill the worker's log.
+        """
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError):  # reset, broken pipe, aborted: the agent hung up
+            return
+        log.warning("model proxy: a request failed", error=f"{type(exc).__name__}: {exc}"[:500])
 
 
 class _Handler(BaseHTTPRequestHandler):
