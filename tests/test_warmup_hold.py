@@ -2,9 +2,9 @@
 
 The warm-up thread imports Celery's boot modules and what the first call needs (the model
 client, the preflight, the direct transport's TLS context, litellm when a model may go
-through it) at once; the shards' modules
-(executor, judge, workspace, ...) wait while the node boots, until its first task begins or
-HOLD_MAX_S passes, so that they do not take the interpreter's lock from the boot's path.
+through it) at once; the shards' modules (executor, judge, workspace, ...) wait while the
+node boots, until its first task begins or HOLD_MAX_S passes, so that they do not take the
+interpreter's lock from the boot's path.
 Each case runs in a fresh interpreter: what is imported is the thing under test.
 """
 
@@ -54,7 +54,7 @@ def test_a_node_given_no_task_loads_them_anyway_once_the_hold_runs_out() -> None
 
 def test_a_process_that_does_not_hold_imports_everything_at_once() -> None:
     code = (
-        "import os, sys; os.environ['SKILL_EVAL_PRELOAD_LITELLM'] = '0'\n"
+        f"import os, sys; os.environ['{LITELLM_PRELOAD_ENV}'] = '0'\n"
         "from worker import warmup\n"
         "warmup.start_warmup().join(60)\n"
         "print('worker.executor.agent' in sys.modules, warmup.imported())"
