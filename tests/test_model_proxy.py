@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -217,3 +218,20 @@ def test_an_agent_hanging_up_mid_exchange_writes_nothing_to_the_workers_log(
             assert ask(c, "hi").status_code == 200  # and it still serves the shard
         time.sleep(0.2)
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_request_the_proxy_fails_on_is_one_log_line_without_the_key(
+    server: OfflineModelServer, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    def fails(handler: object, method: str) -> None:
+        raise RuntimeError(f"upstream said no to {REAL_KEY}")
+
+    with proxy_for(server, tmp_path) as proxy:
+        proxy.handle = fails  # type: ignore[method-assign]
+        with client(proxy) as c, contextlib.suppress(httpx.HTTPError):
+            ask(c, "hi")
+        time.sleep(0.2)
+    err = capfd.readouterr()
+    logged = err.out + err.err
+    assert "Traceback" not in logged and "a request failed" in logged
+    assert REAL_KEY[:12] not in logged and "RuntimeError: upstream said no to" in logged

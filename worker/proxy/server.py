@@ -87,7 +87,8 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         exc = sys.exc_info()[1]
         if isinstance(exc, ConnectionError):  # reset, broken pipe, aborted: the agent hung up
             return
-        log.warning("model proxy: a request failed", error=f"{type(exc).__name__}: {exc}"[:500])
+        error = scrub(f"{type(exc).__name__}: {exc}", self.proxy.config.real_key)  # never a piece of the key
+        log.warning("model proxy: a request failed", error=error[:500])
 
 
 class _Handler(BaseHTTPRequestHandler):
