@@ -50,6 +50,21 @@ def _termination_unwinds() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+class _Unread:
+    """What ``send_task`` hands back to a sender that never reads a task's result."""
+
+    __slots__ = ("id", "ignored")
+
+    def __init__(self, task_id: str) -> None:
+        self.id = task_id
+
+
+_NO_RESULT: dict[str, Any] = {"ignore_result": True, "result_cls": _Unread}
+"""Tasks report through the run's own Redis keys (engine/state.py), never a result backend, so a
+send does not make Celery find one: resolving it reads every installed package's metadata for
+backend plugins (tens of milliseconds) on the command's first send, the run's preflight."""
+
+
 class Publisher:
     """Sends ids-only messages to the run's broker, with the run's per-task time limits.
 
@@ -83,13 +98,16 @@ class Publisher:
             # The ids are the whole message; Celery would otherwise repr them again into headers.
             argsrepr="",
             kwargsrepr="",
+            **_NO_RESULT,
         )
 
     def preflight(self, run_id: str, queue: str) -> None:
         """Ask a worker of ``queue`` to check this run's models (see producer/preflight.py)."""
         from worker.app import TASK_PREFLIGHT
 
-        self._app.send_task(TASK_PREFLIGHT, args=[run_id, queue], queue=queue, time_limit=600, soft_time_limit=540)
+        self._app.send_task(
+            TASK_PREFLIGHT, args=[run_id, queue], queue=queue, time_limit=600, soft_time_limit=540, **_NO_RESULT
+        )
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:

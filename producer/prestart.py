@@ -39,6 +39,8 @@ from engine.node import WorkerNode
 from producer import warm
 from schemas.constants import LITELLM_PRELOAD_ENV
 
+PYDANTIC_PLUGINS_ENV = "PYDANTIC_DISABLE_PLUGINS"
+
 
 class WorkerProcess(Protocol):
     """What the embedded cluster needs of a worker process: a spawned ``Popen`` or a claimed spare."""
@@ -136,6 +138,11 @@ def main() -> None:
     embedded = opens_embedded_cluster(sys.argv[1:], environ)
     spare = embedded and warm.enabled(environ, interactive=_on_terminal())
     lean = embedded and not needs_litellm(sys.argv[1:])
+    # No pydantic plugin loads in this command or the workers it starts (they inherit it): one
+    # would see every value the product validates, keys and agents' output among them, and
+    # looking for plugins reads every installed package's metadata (10-20 ms per process). A
+    # user who wants one sets the variable to another value.
+    os.environ.setdefault(PYDANTIC_PLUGINS_ENV, "__all__")
     if lean:
         os.environ.setdefault(LITELLM_PRELOAD_ENV, "0")  # this run's worker processes
     if embedded:

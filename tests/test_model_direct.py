@@ -7,6 +7,7 @@ transports; this file holds what only the direct one has.)
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -204,24 +205,43 @@ def test_a_worker_told_not_to_preload_litellm_warms_up_and_calls_direct_models_w
     assert done.stdout.split() == ["plain", "False", "False"]
 
 
-def test_the_warm_up_leaves_the_first_call_nothing_to_import_or_build() -> None:
-    """The worker's start-up thread runs it: the first call's client costs no import and no CA bundle read."""
+def _first_client_costs(warm: str, base: str) -> list[str]:
+    """Modules a first client for ``base`` imports, and CA bundle reads, after ``warm`` ran."""
     script = textwrap.dedent(
-        """
+        f"""
         import ssl, sys
         from worker.models import direct
-        direct.warm_up()
+        {warm}
         before = set(sys.modules)
         built = []
         original = ssl.SSLContext.load_verify_locations
         ssl.SSLContext.load_verify_locations = lambda *a, **k: built.append(1) or original(*a, **k)
-        direct.OpenAICompatible()._client("https://models.invalid/v1")
+        direct.OpenAICompatible()._client({base!r})
         print(sorted(set(sys.modules) - before), len(built))
         """
     )
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["[]", "0"]
+    return done.stdout.split()
+
+
+def test_the_warm_up_leaves_a_first_plain_http_call_nothing_to_import_and_no_ca_bundle_to_read() -> None:
+    """The worker's start-up thread runs ``warm_up`` before the first call; a local model server's
+    client then costs no import, and never reads the CA bundle it would not use."""
+    assert _first_client_costs("direct.warm_up()", "http://127.0.0.1:8000/v1") == ["[]", "0"]
+    assert _first_client_costs("pass", "http://127.0.0.1:8000/v1")[-1] == "0"  # not even unwarmed
+
+
+def test_an_https_client_verifies_with_the_ca_bundle_read_once_by_the_rest_of_the_warm_up() -> None:
+    assert _first_client_costs("direct.warm_up()", "https://models.invalid/v1") == ["[]", "1"]  # read on demand
+    warmed = "direct.warm_up(); direct.warm_up_rest()"
+    assert _first_client_costs(warmed, "https://models.invalid/v1") == ["[]", "0"]
+
+
+def test_an_https_client_checks_the_certificate_and_the_host_name() -> None:
+    client = OpenAICompatible()._client("https://models.invalid/v1")
+    context = client._transport._pool._ssl_context  # type: ignore[attr-defined]
+    assert context.verify_mode is ssl.CERT_REQUIRED and context.check_hostname
 
 
 def test_the_provider_key_goes_only_where_it_belongs(

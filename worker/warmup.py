@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import platform
 import sys
 import threading
 from typing import TYPE_CHECKING
@@ -31,9 +32,8 @@ log = structlog.get_logger("skill_eval.worker")
 
 FIRST_CALL_MODULES = ("worker.context", "worker.models.client", "worker.preflight")
 """What a new worker's first task, the run's preflight, needs to make its model call: imported
-(and the direct transport's TLS context built, and litellm when wanted) before the shards'
-modules, so that a worker given its orders early sends that call without waiting on imports
-it does not need yet."""
+(and httpx's transport loaded, and litellm when wanted) before the shards' modules, so that a
+worker given its orders early sends that call without waiting on imports it does not need yet."""
 
 HEAVY_MODULES = (
     "worker.executor.agent",
@@ -88,15 +88,17 @@ def _load_litellm() -> None:
 
 
 def import_heavy_modules() -> None:
-    """Import CELERY_BOOT_MODULES, then FIRST_CALL_MODULES (and warm the direct transport), then
-    litellm unless :func:`litellm_wanted` says not (a model routed through it makes the first
-    call with it), then HEAVY_MODULES once :func:`hold_heavy_imports` lets them, with the cyclic
+    """Import CELERY_BOOT_MODULES, then FIRST_CALL_MODULES (and httpx's transport), then litellm
+    unless :func:`litellm_wanted` says not (a model routed through it makes the first call with
+    it), then, once :func:`hold_heavy_imports` lets them, the direct transport's TLS context and
+    price table (not needed before a first plain-HTTP call is out) and HEAVY_MODULES, with the cyclic
     GC paused; freeze what they built (engine/heap.py: a quarter off litellm's import CPU, and
     collections during shards stay cheap)."""
     with imports_frozen():
         try:
             for name in CELERY_BOOT_MODULES:
                 importlib.import_module(name)
+            platform.platform()  # Celery's start-up banner asks, and that runs `uname -p` once
         finally:
             _celery_imported.set()
         for name in FIRST_CALL_MODULES:
@@ -105,6 +107,7 @@ def import_heavy_modules() -> None:
         if litellm_wanted():
             _load_litellm()
         _go_on.wait(HOLD_MAX_S)
+        importlib.import_module("worker.models.direct").warm_up_rest()
         for name in HEAVY_MODULES:
             importlib.import_module(name)
     _imported.set()

@@ -20,7 +20,6 @@ model config). Providers' own APIs, with their model quirks, stay with litellm.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -147,20 +146,40 @@ def parse_completion(model: str, data: Any, attempts: int) -> ModelReply:
     )
 
 
-@functools.cache
+_tls_lock = threading.Lock()
+_tls_context: ssl.SSLContext | None = None
+
+
 def _tls() -> ssl.SSLContext:
     """This process's verifying TLS context (httpx's defaults: certifi, or SSL_CERT_FILE/SSL_CERT_DIR).
 
     Shared by every client: httpx builds a new one per client otherwise, reading the CA bundle
-    each time (tens of milliseconds of CPU, even for a plain-HTTP endpoint)."""
-    return httpx.create_ssl_context()
+    each time (about 40 ms of CPU). Built once, also when the warm-up and a first https call
+    ask at the same moment."""
+    global _tls_context
+    with _tls_lock:
+        if _tls_context is None:
+            _tls_context = httpx.create_ssl_context()
+        return _tls_context
+
+
+def _verify(base_url: str) -> ssl.SSLContext | bool:
+    """What a client for ``base_url`` verifies with: the shared context for https. A plain-HTTP
+    endpoint (a local model server) never shakes hands, and its client, whose requests are all
+    relative to that base and never follow a redirect, gets no CA bundle read for it."""
+    return _tls() if base_url.startswith("https://") else False
 
 
 def warm_up() -> None:
-    """Build the TLS context, load what httpx imports on its first client (its transport,
-    httpcore) and read the price table during the worker's start-up, not inside its first
-    model call (0.1-0.2 s of CPU on that call's path otherwise)."""
-    httpx.Client(verify=_tls()).close()
+    """Load what httpx imports on its first client (its transport, httpcore) during the worker's
+    start-up, not inside its first model call."""
+    httpx.Client(verify=False).close()
+
+
+def warm_up_rest() -> None:
+    """What a first call needs only for an https endpoint (the TLS context) or only once its reply
+    is in (the price table): built after the node's first call has gone out (worker/warmup.py)."""
+    _tls()
     dearest_per_token("openai/warm-up")
 
 
@@ -181,7 +200,7 @@ class OpenAICompatible:
                     base_url=key[1],
                     limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
                     follow_redirects=False,
-                    verify=_tls(),
+                    verify=_verify(key[1]),
                 )
                 self._clients[key] = client
             return client
