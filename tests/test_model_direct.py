@@ -238,8 +238,11 @@ def test_an_https_client_verifies_with_the_ca_bundle_read_once_by_the_rest_of_th
     assert _first_client_costs(warmed, "https://models.invalid/v1") == ["[]", "0"]
 
 
-def test_an_https_client_checks_the_certificate_and_the_host_name() -> None:
-    client = OpenAICompatible()._client("https://models.invalid/v1")
+@pytest.mark.parametrize("base", ["https://models.invalid/v1", "HTTPS://models.invalid/v1", "Https://x.invalid"])
+def test_an_https_client_checks_the_certificate_and_the_host_name_however_the_scheme_is_spelled(base: str) -> None:
+    """Attack: a config spelling the scheme in capitals must not get a client that skips verification
+    (the key would go to whoever answers)."""
+    client = OpenAICompatible()._client(base)
     context = client._transport._pool._ssl_context  # type: ignore[attr-defined]
     assert context.verify_mode is ssl.CERT_REQUIRED and context.check_hostname
 

@@ -164,10 +164,16 @@ def _tls() -> ssl.SSLContext:
 
 
 def _verify(base_url: str) -> ssl.SSLContext | bool:
-    """What a client for ``base_url`` verifies with: the shared context for https. A plain-HTTP
-    endpoint (a local model server) never shakes hands, and its client, whose requests are all
-    relative to that base and never follow a redirect, gets no CA bundle read for it."""
-    return _tls() if base_url.startswith("https://") else False
+    """What a client for ``base_url`` verifies with: the shared context, unless the endpoint is
+    plain HTTP (a local model server), which never shakes hands: its client's requests are all
+    relative to that base and never follow a redirect, so no CA bundle is read for it. The
+    scheme is read as httpx reads it (``HTTPS://`` is https), and anything not plain HTTP
+    verifies."""
+    try:
+        plain = httpx.URL(base_url).scheme == "http"
+    except httpx.InvalidURL:
+        plain = False
+    return False if plain else _tls()
 
 
 def warm_up() -> None:
@@ -178,7 +184,7 @@ def warm_up() -> None:
 
 def warm_up_rest() -> None:
     """What a first call needs only for an https endpoint (the TLS context) or only once its reply
-    is in (the price table): built after the node's first call has gone out (worker/warmup.py)."""
+    is in (the price table): built once the node's first task has begun (worker/warmup.py)."""
     _tls()
     dearest_per_token("openai/warm-up")
 
