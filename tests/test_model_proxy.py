@@ -188,8 +188,10 @@ def test_requests_waiting_side_by_side_count_once_and_the_allowance_is_capped(
     # so its clock runs out before the task's deadline and its own timeout stays behaviour.
     monkeypatch.setattr(proxy_server, "FLEET_WAIT_ALLOWANCE_S", 0.5)
     limiter = Limiter(redis_client, ModelLimits(name=f"{MODEL}-parallel", api_base=server.base_url))
-    limiter.report_rate_limited(1.5)
-    with proxy_for(server, tmp_path, limiter=limiter, wall_clock_s=1.0) as proxy, client(proxy) as c:
+    with proxy_for(server, tmp_path, limiter=limiter, wall_clock_s=0.9) as proxy, client(proxy) as c:
+        # The cool-down starts after the proxy's clock does, so "late" below comes at least 1.5 s
+        # after that clock started, however long the proxy took to come up.
+        limiter.report_rate_limited(1.5)
         answers: list[int] = []
         threads = [threading.Thread(target=lambda: answers.append(ask(c, "many").status_code)) for _ in range(4)]
         for t in threads:
@@ -198,7 +200,7 @@ def test_requests_waiting_side_by_side_count_once_and_the_allowance_is_capped(
             t.join()
         assert answers == [200] * 4
         assert 1.3 <= proxy.waited_s < 2.0  # four requests held 1.5 s together: 1.5 s, not 6
-        late = ask(c, "late")  # 1.5 s in, past 1.0 s of wall clock plus the 0.5 s allowance
+        late = ask(c, "late")  # 1.5 s in, past 0.9 s of wall clock plus the 0.5 s allowance
     assert late.status_code == 400 and proxy.record.budget_end == "wall-clock"
 
 
