@@ -172,8 +172,8 @@ def test_a_wait_on_the_fleet_does_not_count_against_the_shards_wall_clock(
     server: OfflineModelServer, tmp_path: Path, redis_client: redis.Redis
 ) -> None:
     limiter = Limiter(redis_client, ModelLimits(name=f"{MODEL}-waits", api_base=server.base_url))
-    limiter.report_rate_limited(1.5)  # another shard's 429: the whole fleet cools down for 1.5 s
     with proxy_for(server, tmp_path, limiter=limiter, wall_clock_s=1.0) as proxy, client(proxy) as c:
+        limiter.report_rate_limited(1.5)  # another shard's 429: the whole fleet cools down for 1.5 s
         assert ask(c, "one").status_code == 200  # answered after the cool-down, past the 1 s wall clock
         assert ask(c, "two").status_code == 200  # the agent itself has used next to none of it
     assert proxy.waited_s >= 1.4
