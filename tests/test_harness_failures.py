@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from harnesses.base import Harness
 from harnesses.claude_code import ClaudeCode
+from harnesses.codex import Codex
 from schemas.corpus import EvalCase
 from schemas.errors import ExecutorFailed
 from schemas.manifest import AgentBudget
@@ -27,7 +29,12 @@ def bash(command: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": "Bash", "arguments": {"command": command, "description": "run"}}]}
 
 
-def run(replies: list[dict[str, Any]], budget: AgentBudget | None = None) -> Trajectory:
+def run(
+    replies: list[dict[str, Any]],
+    budget: AgentBudget | None = None,
+    harness: Harness | None = None,
+    model: str = MODEL,
+) -> Trajectory:
     with OfflineModelServer({"rules": [{"contains": "Do the task", "replies": replies}]}) as server:
         workspace = Path(tempfile.mkdtemp(prefix="harness-failure-"))
         (workspace / "skills" / "task").mkdir(parents=True)
@@ -35,9 +42,9 @@ def run(replies: list[dict[str, Any]], budget: AgentBudget | None = None) -> Tra
         sandbox = open_sandbox(workspace, SandboxMode.BWRAP, harness_limits(SandboxLimits(), wall_clock_s=120))
         case = EvalCase(id=1, prompt="Do the task.", expected_output="", files=(), assertions=())
         return run_harness(
-            HarnessShard(ClaudeCode(), MODEL, "task", case, budget=budget or AgentBudget(wall_clock_s=120)),
+            HarnessShard(harness or ClaudeCode(), model, "task", case, budget=budget or AgentBudget(wall_clock_s=120)),
             sandbox=sandbox,
-            limits=ModelLimits(name=MODEL, api_base=server.base_url),
+            limits=ModelLimits(name=model, api_base=server.base_url),
             limiter=None,
         )
 
@@ -62,3 +69,24 @@ def test_an_agent_that_kills_its_harness_after_the_first_answer_is_behaviour_not
     calls = [e for e in trajectory.events if isinstance(e, ToolCallEvent)]
     assert [c.arguments["command"] for c in calls] == ["kill -9 $PPID; sleep 5"]
     assert trajectory.usage.calls == 1
+
+
+def test_claude_codes_own_sleep_after_a_429_is_recorded_as_the_fleets_wait() -> None:
+    # Claude Code gets the 429 with its Retry-After and sleeps before it retries; nothing of it
+    # waits in the proxy, yet the sleep is the provider's rate limit, not the agent's time.
+    trajectory = run([{**bash("echo hi"), "status": 429, "retry_after": 3, "times": 1}, {"text": "Done."}])
+    assert trajectory.end_reason is EndReason.COMPLETED
+    assert [e.arguments["command"] for e in trajectory.events if isinstance(e, ToolCallEvent)] == ["echo hi"]
+    assert 2.5 <= trajectory.waited_s < 3.5  # its sleep, at most the 3 s it was told
+
+
+def test_codexs_own_sleep_after_a_429_is_recorded_as_the_fleets_wait() -> None:
+    shell = {"tool_calls": [{"name": "shell", "arguments": {"command": "echo hi"}}]}
+    trajectory = run(
+        [{**shell, "status": 429, "retry_after": 2, "times": 1}, {"text": "Done."}],
+        harness=Codex(),
+        model="openai/gpt-5-codex",
+    )
+    assert trajectory.end_reason is EndReason.COMPLETED
+    assert len([e for e in trajectory.events if isinstance(e, ToolCallEvent)]) == 1
+    assert 1.5 <= trajectory.waited_s < 2.5  # its sleep, at most the 2 s it was told

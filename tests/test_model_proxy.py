@@ -30,6 +30,8 @@ SCENARIO: dict[str, Any] = {
     "rules": [
         {"contains": "leak", "replies": [{"status": 401, "error_message": f"invalid x-api-key {REAL_KEY[3:19]}..."}]},
         {"contains": "busy", "replies": [{"status": 429, "retry_after": 2, "times": 1, "text": "after the storm"}]},
+        {"contains": "overloaded", "replies": [{"status": 529, "times": 1, "text": "back up"}]},
+        {"contains": "forever", "replies": [{"status": 429, "retry_after": 3600, "text": "never"}]},
         {"contains": "tool", "replies": [{"tool_calls": [{"name": "Bash", "arguments": {"command": "ls"}}]}]},
     ],
     "default": {"text": "hello"},
@@ -202,6 +204,61 @@ def test_requests_waiting_side_by_side_count_once_and_the_allowance_is_capped(
         assert 1.3 <= proxy.waited_s < 2.0  # four requests held 1.5 s together: 1.5 s, not 6
         late = ask(c, "late")  # 1.5 s in, past 0.9 s of wall clock plus the 0.5 s allowance
     assert late.status_code == 400 and proxy.record.budget_end == "wall-clock"
+
+
+def test_a_harnesss_sleep_before_retrying_a_429_is_the_fleets_time_not_its_own(
+    server: OfflineModelServer, tmp_path: Path
+) -> None:
+    # The 429 is passed back and the harness's SDK sleeps out its Retry-After (2 s) before it
+    # retries: that sleep is the provider's rate limit, as a wait in the limiter would be.
+    with proxy_for(server, tmp_path, wall_clock_s=1.0) as proxy, client(proxy) as c:
+        first = ask(c, "busy now")
+        time.sleep(1.2)  # as the SDK would, within the 2 s it was told
+        retried = ask(c, "busy now")
+        waited = proxy.waited_s
+    assert first.status_code == 429 and retried.status_code == 200  # answered: 1.2 s of sleep excused
+    assert 1.1 <= waited < 1.6  # until it came back, not the 2 s it was allowed
+    assert proxy.record.budget_end is None
+
+
+def test_a_sleep_after_a_failure_without_retry_after_is_excused_until_the_harness_is_back(
+    server: OfflineModelServer, tmp_path: Path
+) -> None:
+    with proxy_for(server, tmp_path, wall_clock_s=0.5) as proxy, client(proxy) as c:
+        assert ask(c, "overloaded").status_code == 529  # no Retry-After: the SDK's own backoff
+        time.sleep(0.6)
+        assert ask(c, "overloaded").status_code == 200  # 0.6 s in, past the 0.5 s: the sleep is excused
+        excused = proxy.waited_s
+        time.sleep(0.8)  # the harness's own time again, past its 0.5 s
+        late = ask(c, "late")
+    assert 0.5 <= excused < 1.0
+    assert late.status_code == 400 and proxy.record.budget_end == "wall-clock"
+
+
+def test_a_harness_that_never_retries_is_excused_no_more_than_it_was_told_to_wait(
+    server: OfflineModelServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Adversarial: an agent that gets a 429 and then idles must not make its idling the fleet's.
+    monkeypatch.setattr(proxy_server, "_UNHINTED_BACKOFF_S", 0.3)
+    with proxy_for(server, tmp_path) as proxy, client(proxy) as c:
+        assert ask(c, "overloaded").status_code == 529  # no hint: at most 0.3 s
+        time.sleep(0.8)
+        assert 0.25 <= proxy.waited_s < 0.45
+    monkeypatch.setattr(proxy_server, "FLEET_WAIT_ALLOWANCE_S", 0.5)
+    with proxy_for(server, tmp_path, name="q") as proxy, client(proxy) as c:
+        assert ask(c, "forever").status_code == 429  # told to wait an hour: the allowance is the most
+        time.sleep(1.0)
+        assert 0.45 <= proxy.waited_s < 0.65
+
+
+def test_a_retry_after_that_is_not_a_finite_number_of_seconds_is_no_hint() -> None:
+    def hint(value: str) -> float:
+        return proxy_server._backoff_hint(httpx.Response(429, headers={"retry-after": value}))
+
+    assert hint("2") == 2.0 and hint("0.5") == 0.5
+    assert hint("3600") == proxy_server.FLEET_WAIT_ALLOWANCE_S
+    for odd in ("nan", "inf", "-inf", "-3", "Wed, 21 Oct 2026 07:28:00 GMT", ""):
+        assert hint(odd) == proxy_server._UNHINTED_BACKOFF_S, odd
 
 
 def test_an_agent_hanging_up_mid_exchange_writes_nothing_to_the_workers_log(

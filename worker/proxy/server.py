@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socketserver
 import sys
@@ -51,6 +52,10 @@ RESERVED_COMPLETION = 4096
 
 _FORWARD_HEADERS = ("content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta")
 _RETRYABLE = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+_UNHINTED_BACKOFF_S = 8.0
+"""How long a harness's own retry sleep after a failed call without Retry-After is excused at
+most: the longest the Anthropic and OpenAI client libraries sleep between attempts by default.
+A longer sleep is the harness's own time."""
 _LOCAL_EMPTY = ("/api/claude_cli/bootstrap",)
 
 
@@ -151,6 +156,8 @@ class ModelProxy:
         self._waiting = 0
         self._answering = 0
         self._blocked_since: float | None = None
+        self._backoff_until: float | None = None
+        """While set, the harness is sleeping before its retry of a call the upstream failed."""
         self._lock = threading.RLock()  # re-entered: the budget check reads the waits under it
         self._client = httpx.Client(timeout=config.timeout_s, trust_env=False)
         self._deadline = time.monotonic() + config.wall_clock_s
@@ -208,30 +215,52 @@ class ModelProxy:
     @property
     def waited_s(self) -> float:
         """Seconds the harness was held up by the fleet: some request of it waiting in the limiter
-        (a slot, the pace, a 429's cool-down) and none being answered. Intervals, not a sum per
-        request, so parallel requests count once, and not while any answer is on its way. The
-        harness's own backoff sleeps are not seen here. Not the agent's time: the shard's wall
-        clock, here and in the sandbox, moves out by it (``allowance_s``)."""
+        (a slot, the pace, a 429's cool-down), or sleeping before it retries a call the upstream
+        rate-limited or failed (until its next request, at most the Retry-After it was given, else
+        ``_UNHINTED_BACKOFF_S``), and none being answered. Intervals, not a sum per request, so
+        parallel requests count once, and not while any answer is on its way. Not the agent's
+        time: the shard's wall clock, here and in the sandbox, moves out by it (``allowance_s``)."""
         with self._lock:
-            ongoing = time.monotonic() - self._blocked_since if self._blocked_since is not None else 0.0
+            now = time.monotonic()
+            self._end_backoff_by(now)
+            ongoing = now - self._blocked_since if self._blocked_since is not None else 0.0
             return self._waited_s + ongoing
 
     def allowance_s(self) -> float:
         """What the wall clock moves out by: the fleet's waits, up to ``FLEET_WAIT_ALLOWANCE_S``."""
         return min(self.waited_s, FLEET_WAIT_ALLOWANCE_S)
 
-    def _note(self, *, waiting: int = 0, answering: int = 0) -> None:
-        """Count requests waiting in the limiter and being answered; time the stretches the harness was held up."""
+    def _note(
+        self, *, waiting: int = 0, answering: int = 0, came_back: bool = False, backoff_s: float | None = None
+    ) -> None:
+        """Count requests waiting in the limiter and being answered, and the harness's sleeps before
+        a retry (``backoff_s``: a failed reply sent; ``came_back``: its next request is here); time
+        the stretches the harness was held up."""
         with self._lock:
             now = time.monotonic()
+            self._end_backoff_by(now)
+            if came_back:
+                self._backoff_until = None
+            if backoff_s is not None:
+                self._backoff_until = max(self._backoff_until or now, now + backoff_s)
             self._waiting += waiting
             self._answering += answering
-            blocked = self._waiting > 0 and self._answering == 0
-            if blocked and self._blocked_since is None:
-                self._blocked_since = now
-            elif not blocked and self._blocked_since is not None:
-                self._waited_s += now - self._blocked_since
-                self._blocked_since = None
+            self._blocked_at(now)
+
+    def _blocked_at(self, at: float) -> None:
+        blocked = (self._waiting > 0 or self._backoff_until is not None) and self._answering == 0
+        if blocked and self._blocked_since is None:
+            self._blocked_since = at
+        elif not blocked and self._blocked_since is not None:
+            self._waited_s += max(0.0, at - self._blocked_since)
+            self._blocked_since = None
+
+    def _end_backoff_by(self, now: float) -> None:
+        """A retry sleep that ran out before ``now`` ended when it ran out: the harness's time since is its own."""
+        if self._backoff_until is not None and self._backoff_until <= now:
+            at = self._backoff_until
+            self._backoff_until = None
+            self._blocked_at(at)
 
     def _budget_spent(self) -> str | None:
         record = self.record
@@ -301,7 +330,7 @@ class ModelProxy:
                 return
             reservation = got
         lease_cm = self.limiter.acquire(estimate) if self.limiter is not None else contextlib.nullcontext()
-        self._note(waiting=+1)
+        self._note(waiting=+1, came_back=True)
         granted = False
         try:
             with lease_cm as lease:
@@ -367,6 +396,8 @@ class ModelProxy:
         if status != 200 or self.config.real_key.encode() in content:
             content = scrub(content.decode("utf-8", errors="replace"), self.config.real_key).encode()
         self.latencies[-1] += time.perf_counter() - after
+        if status in _RETRYABLE:  # the harness sleeps before its retry: the fleet's time or the provider's
+            self._note(backoff_s=_backoff_hint(response))
         handler.reply(status, content, content_type, extra)
 
 
@@ -390,10 +421,19 @@ def _holds(body: bytes, watch: str) -> bool:
     return any(watch in " ".join(text.split()) for text in _strings(parsed))
 
 
+def _backoff_hint(response: httpx.Response | None) -> float:
+    """How long a harness's sleep after this failed reply is excused at most: its Retry-After
+    (which the SDKs honour) up to the allowance, else ``_UNHINTED_BACKOFF_S``."""
+    hint = _retry_after(response)
+    return _UNHINTED_BACKOFF_S if hint is None else min(hint, FLEET_WAIT_ALLOWANCE_S)
+
+
 def _retry_after(response: httpx.Response | None) -> float | None:
+    """The reply's Retry-After in seconds; None when absent, a date, or not a finite, positive number."""
     if response is None:
         return None
     try:
-        return float(response.headers.get("retry-after", ""))
+        value = float(response.headers.get("retry-after", ""))
     except ValueError:
         return None
+    return value if math.isfinite(value) and value >= 0 else None
