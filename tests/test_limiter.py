@@ -256,3 +256,16 @@ def test_redis_down_past_the_retry_budget_fails_the_call_not_the_run(redis_serve
     finally:
         redis_server.start()
         client.close()
+
+
+def test_a_retry_after_that_is_not_a_finite_number_of_seconds_cools_down_as_none_would(
+    redis_client: redis.Redis,
+) -> None:
+    # A provider's (or a broken gateway's) Retry-After of "inf" or "nan" must not stop the fleet
+    # for good, nor a negative one end a cool-down before it began.
+    for odd in (float("inf"), float("nan"), -5.0):
+        lim = limiter(redis_client)
+        lim.redis.delete(lim.state_key)
+        left = lim.report_rate_limited(odd)
+        assert 0.9 <= left <= 1.0, odd
+        assert 0.9 <= lim.cooldown_left() <= 1.0, odd

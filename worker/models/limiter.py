@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import random
 import threading
 import time
@@ -283,10 +284,13 @@ class Limiter:
     def report_rate_limited(self, retry_after_s: float | None, lease: Lease | None = None) -> float:
         """A 429 came back: start the shared cool-down; shrink the pace once per episode.
 
-        ``retry_after_s`` None means the provider sent no Retry-After: one second. Returns the
-        cool-down left, in seconds.
+        ``retry_after_s`` None means the provider sent no Retry-After: one second, as for a value
+        that is not a finite, non-negative number of seconds (an infinite one would stop the
+        fleet for good). Returns the cool-down left, in seconds.
         """
-        retry_ms = 1000.0 * (retry_after_s if retry_after_s is not None else 1.0)
+        if retry_after_s is None or not math.isfinite(retry_after_s) or retry_after_s < 0:
+            retry_after_s = 1.0
+        retry_ms = 1000.0 * retry_after_s
         # Without the lease the 429's request cannot be placed in time: count it as news.
         started = lease.started_ms if lease is not None else 1e18
         args = [retry_ms, started, self.settings.shrink, self.settings.min_factor]
