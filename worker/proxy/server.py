@@ -429,7 +429,7 @@ def _backoff_hint(response: httpx.Response | None) -> float:
 
 
 def _retry_after(response: httpx.Response | None) -> float | None:
-    """The reply's Retry-After in seconds; None when absent, a date, or not a finite, positive number."""
+    """The reply's Retry-After in seconds; None when absent, a date, or not a finite, non-negative number."""
     if response is None:
         return None
     try:
