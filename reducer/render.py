@@ -10,7 +10,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from reducer.render_compare import comparison_section, comparison_summary, quality_section
 from reducer.stream import ROWS_NOT_KEPT
-from schemas.report import CaseRun, RunResult, SkillResult
+from schemas.report import CaseRun, ClusteredRate, RunResult, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import ShardState
 
@@ -93,6 +93,15 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def clustered_sentence(c: ClusteredRate) -> str:
+    """The case-clustered interval, its method and why it is there, in one sentence."""
+    return (
+        f"With the case as the unit (epochs and assertions of one case are not independent): "
+        f"95% CI {_pct(c.low)}–{_pct(c.high)} over {c.clusters} cases, design effect {c.design_effect:.2f} "
+        f"({c.method}: Wilson on the effective sample size, t on cases - 1 degrees of freedom)."
+    )
+
+
 def _variant_section(s: SkillResult) -> list[str]:
     out = [f"## {md(s.variant)}: {md(s.headline)}", ""]
     out.append(
@@ -100,6 +109,8 @@ def _variant_section(s: SkillResult) -> list[str]:
         f"(95% CI {_pct(s.behavioural.low)}–{_pct(s.behavioural.high)}) over graded shards only; "
         f"{s.not_graded}/{s.shard_count} shards not graded."
     )
+    if s.behavioural.clustered is not None:
+        out.append(clustered_sentence(s.behavioural.clustered))
     out.append(f"Sandbox: {', '.join(s.sandbox_modes) or 'n/a'}. Bundle key: `{s.bundle_key}`.")
     if s.evidence_verified_share is not None:
         out.append(f"Evidence found in the transcript for {_pct(s.evidence_verified_share)} of passes.")
@@ -117,13 +128,15 @@ def _variant_section(s: SkillResult) -> list[str]:
         "",
         "### Models",
         "",
-        "| model | behavioural | 95% CI | composite | graded/shards |",
-        "|---|---|---|---|---|",
+        "| model | behavioural | 95% CI (Wilson) | 95% CI (by case) | composite | graded/shards |",
+        "|---|---|---|---|---|---|",
     ]
     for m in s.models:
+        by_case = m.behavioural.clustered
         out.append(
             f"| {md(m.model)} | {m.behavioural.passed}/{m.behavioural.total} ({_pct(m.behavioural.rate)}) | "
-            f"{_pct(m.behavioural.low)}–{_pct(m.behavioural.high)} | {_pct(m.composite_mean)} "
+            f"{_pct(m.behavioural.low)}–{_pct(m.behavioural.high)} | "
+            f"{f'{_pct(by_case.low)}–{_pct(by_case.high)}' if by_case else '-'} | {_pct(m.composite_mean)} "
             f"({_pct(m.composite_low)}–{_pct(m.composite_high)}) | {m.graded}/{m.shards} |"
         )
     out += _per_model_tables(s)

@@ -14,16 +14,16 @@ not graded. The headline says "shards" for that reason.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reducer.comparison import compare_all
 from reducer.gates import comparison_failures
 from reducer.quality import assess_assertions
-from reducer.stats import mean_interval, pass_at_k, pass_hat_k, wilson
+from reducer.stats import clustered_interval, mean_interval, pass_at_k, pass_hat_k, wilson
 from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
 from schemas.outcome import CalibrationRecord, CalibrationStatus
-from schemas.report import AssertionStat, CaseRun, ModelSummary, Rate, RunResult, SkillResult
+from schemas.report import AssertionStat, CaseRun, ClusteredRate, ModelSummary, Rate, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle
 from schemas.status import INFRA_FAILURES, SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
@@ -51,9 +51,32 @@ class ShardOutcome:
     """Tool calls the harness's stream claimed that no proxied model response held."""
 
 
-def rate(passed: int, total: int) -> Rate:
+def rate(passed: int, total: int, clusters: Sequence[tuple[int, int]] = ()) -> Rate:
+    """``passed/total`` with its Wilson interval, and, when ``clusters`` (passed, trials per case)
+    show several trials in one case, the interval with the case as the unit."""
     low, high = wilson(passed, total)
-    return Rate(passed=passed, total=total, rate=(passed / total if total else None), low=low, high=high)
+    clustered = None
+    if any(m > 1 for _, m in clusters):
+        found = clustered_interval(clusters)
+        if found is not None:
+            clustered = ClusteredRate(
+                clusters=found.clusters, low=found.low, high=found.high, design_effect=found.design_effect
+            )
+    return Rate(
+        passed=passed, total=total, rate=(passed / total if total else None), low=low, high=high, clustered=clustered
+    )
+
+
+def case_clusters(
+    runs: Iterable[CaseRun], key: Callable[[CaseRun], object] = lambda r: r.case_id
+) -> list[tuple[int, int]]:
+    """(passed, verdicts) per case over graded runs: the units of a clustered interval."""
+    totals: dict[object, list[int]] = defaultdict(lambda: [0, 0])
+    for r in runs:
+        if r.state is ShardState.GRADED:
+            totals[key(r)][0] += sum(v.passed for v in r.verdicts)
+            totals[key(r)][1] += len(r.verdicts)
+    return [(c, n) for c, n in totals.values()]
 
 
 def headline(r: Rate) -> str:
@@ -115,7 +138,7 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
     not_graded = len(runs) - len(graded)
     passed = sum(v.passed for r in graded for v in r.verdicts)
     judged = sum(len(r.verdicts) for r in graded)
-    behavioural = rate(passed, judged)
+    behavioural = rate(passed, judged, case_clusters(graded))
     inconclusive = is_inconclusive(not_graded, len(runs), len(bundle.corpus.evals))
     head = (
         f"INCONCLUSIVE ({not_graded}/{len(runs)} shards not graded — infra)" if inconclusive else headline(behavioural)
@@ -148,7 +171,10 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
     )
 
 
-def _model_summaries(runs: Sequence[CaseRun]) -> list[ModelSummary]:
+def _model_summaries(runs: Sequence[CaseRun], skills: Sequence[str] = ()) -> list[ModelSummary]:
+    """One summary per model; ``skills`` names each run's corpus when runs of several are mixed
+    (the leaderboard), so that case 1 of one corpus and case 1 of another are two clusters."""
+    corpus = dict(zip(map(id, runs), skills, strict=True)) if skills else {}
     by_model: dict[str, list[CaseRun]] = defaultdict(list)
     for r in runs:
         by_model[r.model].append(r)
@@ -156,11 +182,12 @@ def _model_summaries(runs: Sequence[CaseRun]) -> list[ModelSummary]:
     for model, items in by_model.items():
         graded = [r for r in items if r.state is ShardState.GRADED]
         mean, (low, high) = mean_interval([r.composite for r in graded if r.composite is not None])
+        clusters = case_clusters(graded, lambda r: (corpus.get(id(r), ""), r.case_id))
         out.append(
             ModelSummary(
                 model=model,
                 behavioural=rate(
-                    sum(v.passed for r in graded for v in r.verdicts), sum(len(r.verdicts) for r in graded)
+                    sum(v.passed for r in graded for v in r.verdicts), sum(len(r.verdicts) for r in graded), clusters
                 ),
                 composite_mean=mean,
                 composite_low=low,
@@ -310,7 +337,7 @@ def used_templates(outcomes: Iterable[ShardOutcome]) -> dict[str, str]:
 
 def _leaderboard(current: Sequence[SkillResult]) -> list[ModelSummary]:
     runs = [r for s in current for r in s.runs]
-    board = _model_summaries(runs)
+    board = _model_summaries(runs, [s.skill for s in current for _ in s.runs])
     return rank(board)
 
 

@@ -124,6 +124,17 @@ class _Arm:
     sandboxes: set[str] = field(default_factory=set)
 
 
+def _clusters(arms: Sequence[_Arm], model: str | None = None) -> list[tuple[int, int]]:
+    """(passed, verdicts) per case of these arms (each arm its own corpus), of one model or all."""
+    totals: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
+    for i, arm in enumerate(arms):
+        for (case_id, _, name), (passed, observed) in arm.cells.items():
+            if model is None or name == model:
+                totals[(i, case_id)][0] += passed
+                totals[(i, case_id)][1] += observed
+    return [(c, n) for c, n in totals.values()]
+
+
 def _composite(line: OutcomeLine) -> float:
     weights = line.weights or [1.0] * len(line.passed)
     total = sum(weights)
@@ -256,7 +267,7 @@ class StreamReducer:
         not_graded = shards - graded
         passed = sum(m.passed for m in arm.models.values())
         judged = sum(m.judged for m in arm.models.values())
-        behavioural = rate(passed, judged)
+        behavioural = rate(passed, judged, _clusters([arm]))
         inconclusive = is_inconclusive(not_graded, shards, cases)
         head = (
             f"INCONCLUSIVE ({not_graded}/{shards} shards not graded — infra)" if inconclusive else headline(behavioural)
@@ -275,7 +286,9 @@ class StreamReducer:
             not_graded=not_graded,
             shard_count=shards,
             headline=head,
-            models=[self._summary(m, arm.models.get(m, _Model()), per_model) for m in self.plan.models],
+            models=[
+                self._summary(m, arm.models.get(m, _Model()), per_model, _clusters([arm], m)) for m in self.plan.models
+            ],
             assertions=self._assertions(bundle, arm),
             runs=[],
             evidence_verified_share=verified[0] / verified[1] if verified[1] else None,
@@ -288,11 +301,11 @@ class StreamReducer:
         return (r.case_id, self._order.get(r.model, 0), r.epoch)
 
     @staticmethod
-    def _summary(model: str, m: _Model, shards: int) -> ModelSummary:
+    def _summary(model: str, m: _Model, shards: int, clusters: Sequence[tuple[int, int]] = ()) -> ModelSummary:
         mean, (low, high) = m.composite.interval()
         return ModelSummary(
             model=model,
-            behavioural=rate(m.passed, m.judged),
+            behavioural=rate(m.passed, m.judged, clusters),
             composite_mean=mean,
             composite_low=low,
             composite_high=high,
@@ -415,5 +428,6 @@ class StreamReducer:
                 if model in arm.models:
                     merged[model].merge(arm.models[model])
                 shards[model] += s.cases * self.plan.epochs
-        board = [self._summary(m, merged[m], shards[m]) for m in self.plan.models]
+        arms = [self.arms[(s.variant, s.skill)] for s in current]
+        board = [self._summary(m, merged[m], shards[m], _clusters(arms, m)) for m in self.plan.models]
         return rank(board)

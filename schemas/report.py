@@ -51,8 +51,30 @@ class CaseRun(BaseModel):
     """Tool calls the harness's stream claimed that no proxied model response held (rejected, flagged)."""
 
 
+class ClusteredRate(BaseModel):
+    """A rate's 95% interval with the case as the sampling unit (docs/design/statistics.md).
+
+    Epochs and assertions of one case are not independent trials: the Wilson interval over
+    them is too narrow whenever cases differ. This one counts each case as one draw.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: Literal["cluster-wilson"] = "cluster-wilson"
+    """Wilson score interval on the design-effect-adjusted sample size, Student's t on cases - 1
+    degrees of freedom (Korn and Graubard)."""
+    clusters: int
+    """Cases with at least one trial."""
+    low: float
+    """Lower bound of the 95% interval."""
+    high: float
+    """Upper bound."""
+    design_effect: float
+    """Clustered over binomial variance (at least 1): how many trials are worth one independent one."""
+
+
 class Rate(BaseModel):
-    """A proportion with its 95% Wilson interval."""
+    """A proportion with its 95% Wilson interval (and the case-clustered one when trials share cases)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -66,6 +88,9 @@ class Rate(BaseModel):
     """Lower bound of the 95% Wilson interval."""
     high: float
     """Upper bound."""
+    clustered: ClusteredRate | None = None
+    """The interval with the case as the unit; None when no case has more than one trial (then
+    Wilson's is valid) or fewer than two cases were graded."""
 
 
 class AssertionStat(BaseModel):
