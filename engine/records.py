@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
+from pydantic import ValidationError
+
 from engine.store import ArtifactStore
+from schemas.comparison import NoiseRecord
 from schemas.errors import StoreError
 from schemas.manifest import (
     RunManifest,
@@ -18,12 +21,14 @@ from schemas.manifest import (
     calibration_key,
     grade_key,
     manifest_key,
+    noise_key,
     outcome_key,
     outline_key,
     result_key,
 )
 from schemas.outcome import CalibrationRecord, ShardOutcomeRecord
 from schemas.report import RunResult
+from schemas.shard import CURRENT, SkillBundle
 from schemas.verdict import ShardGrade
 
 _Record = TypeVar("_Record", ShardOutcomeRecord, ShardGrade)
@@ -97,7 +102,45 @@ def load_outcomes(store: ArtifactStore, run_id: str, shard_ids: Sequence[str]) -
 
 
 def put_result(store: ArtifactStore, result: RunResult) -> None:
+    """The reduced result; a ``--baseline same`` run also leaves its noise floor for later runs' power figures."""
     store.put(result_key(result.run_id), result.model_dump_json().encode())
+    for record in noise_records(result):
+        older = load_noise(store, record.skill, record.corpus_file)
+        if older is None or older.run_id <= record.run_id:  # reporting an old run again keeps the newer figure
+            store.put(noise_key(record.skill), record.model_dump_json().encode())
+
+
+def noise_records(result: RunResult) -> list[NoiseRecord]:
+    """One record per corpus whose current skill ran against itself and had a pair flip."""
+    current = {s.skill: s for s in result.skills if s.variant == CURRENT}
+    return [
+        NoiseRecord(
+            run_id=result.run_id,
+            skill=c.skill,
+            corpus_file=current[c.skill].corpus_file,
+            bundle_key=current[c.skill].bundle_key,
+            discordance=c.noise.discordance,
+            pairs=c.noise.pairs,
+            cases=c.noise.cases,
+        )
+        for c in result.comparisons
+        if c.model is None and c.noise is not None and c.noise.flips and c.skill in current
+    ]
+
+
+def load_noise(store: ArtifactStore, skill: str, corpus_file: str) -> NoiseRecord | None:
+    """The latest noise floor of this skill's corpus, or None: none measured, another corpus file,
+    or a record that does not validate (a damaged hint must not stop a run; the assumed figure serves)."""
+    key = noise_key(skill)
+    if not store.exists(key):
+        return None
+    try:
+        record = NoiseRecord.model_validate_json(store.get(key))
+    except ValidationError:
+        return None
+    if record.corpus_file != corpus_file or record.skill != skill or not 0 < record.discordance <= 1:
+        return None
+    return record
 
 
 def load_result(store: ArtifactStore, run_id: str) -> RunResult | None:
@@ -113,3 +156,9 @@ def put_calibration(store: ArtifactStore, run_id: str, record: CalibrationRecord
 def load_calibration(store: ArtifactStore, run_id: str, judge: str) -> CalibrationRecord | None:
     key = calibration_key(run_id, judge)
     return CalibrationRecord.model_validate_json(store.get(key)) if store.exists(key) else None
+
+
+def latest_noise(store: ArtifactStore, bundles: Sequence[SkillBundle]) -> dict[str, NoiseRecord]:
+    """Skill -> the latest noise floor measured on its corpus, for the corpora that have one."""
+    found = {b.skill: load_noise(store, b.skill, b.corpus_file) for b in bundles}
+    return {skill: record for skill, record in found.items() if record is not None}

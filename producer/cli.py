@@ -26,8 +26,10 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from engine.node import WorkerNode
+from engine.records import latest_noise
 from engine.repo_source import fetch_repo, is_remote
 from engine.settings import Settings
+from engine.store import open_store
 from harnesses.registry import check_executor
 from producer.cli_stats import (
     BaselineOpt,
@@ -295,7 +297,15 @@ def run(
     if dry_run:
         variants = arm_variants(compare, baseline)
         _dry_run(
-            skills, all_evals, _repo_folder(repo), model or ["(unspecified)"], judge or [], epochs, as_json, variants
+            skills,
+            all_evals,
+            _repo_folder(repo),
+            model or ["(unspecified)"],
+            judge or [],
+            epochs,
+            as_json,
+            variants,
+            store=store,
         )
         return
     if not model or not judge:
@@ -367,6 +377,7 @@ def _dry_run(
     epochs: int,
     as_json: bool,
     variants: list[str] | None = None,
+    store: str | None = None,
 ) -> None:
     r = Repo(repo)
     outcomes = r.load_many(r.targets(skills, all_evals))
@@ -375,7 +386,10 @@ def _dry_run(
         raise errors[0]
     bundles = [o.bundle for o in outcomes if o.bundle]
     plan = plan_run(new_run_id(), bundles, models, judges=judges, epochs=epochs, variants=variants or ["current"])
-    summary = plan_summary(plan, [SkippedCorpus(corpus=o.corpus_file, error=str(o.error)) for o in outcomes if o.error])
+    # A compared plan's power uses the discordance its corpus's last noise floor observed, if any.
+    observed = latest_noise(open_store(_settings(store=store).store), bundles) if len(plan.variants) > 1 else {}
+    skipped = [SkippedCorpus(corpus=o.corpus_file, error=str(o.error)) for o in outcomes if o.error]
+    summary = plan_summary(plan, skipped, observed)
     if as_json:
         sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
     else:

@@ -20,12 +20,18 @@ from engine.store import ArtifactStore, open_store
 from schemas.errors import ConfigError, SkillEvalError
 from schemas.manifest import RunManifest, result_key
 from schemas.report import RunResult
-from schemas.shard import NO_SKILL
+from schemas.shard import NO_SKILL, SAME
 from schemas.status import ExitCode
 
+BASELINES = (NO_SKILL, SAME)
+"""What ``--baseline`` accepts."""
 BaselineOpt = Annotated[
     str | None,
-    typer.Option("--baseline", help="no-skill: also run every case with the skill absent (workspace and prompt)."),
+    typer.Option(
+        "--baseline",
+        help="no-skill: also run every case with the skill absent (workspace and prompt). "
+        "same: run the current skill twice, to measure the noise floor.",
+    ),
 ]
 RequireUpliftOpt = Annotated[
     float | None,
@@ -74,8 +80,10 @@ def check_arms(
     baseline: str | None, require_uplift: float | None, regression_alpha: float | None, compare: str | None
 ) -> None:
     """Refuse flag combinations that cannot mean anything, with a named error."""
-    if baseline is not None and baseline != NO_SKILL:
-        raise ConfigError(f"--baseline {baseline!r}: the only baseline is {NO_SKILL!r} (an old ref is --compare REF)")
+    if baseline is not None and baseline not in BASELINES:
+        raise ConfigError(
+            f"--baseline {baseline!r}: expected one of {', '.join(BASELINES)} (an old ref is --compare REF)"
+        )
     if require_uplift is not None and baseline != NO_SKILL:
         raise ConfigError("--require-uplift needs --baseline no-skill: the uplift is measured over no skill")
     if regression_alpha is not None and not compare:

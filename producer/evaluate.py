@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from engine.records import latest_noise
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
@@ -41,7 +42,8 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
     guards: list[str] = []
     if req.compare:
         plan, guards = plan_compare(plan, repo.root, req.compare, req.out, err)
-    for line in power_lines(plan):  # before the run: what this many cases can detect
+    observed = latest_noise(open_store(settings.store), plan.bundles) if len(plan.variants) > 1 else {}
+    for line in power_lines(plan, observed):  # before the run: what this many cases can detect
         err.print(line, markup=False, highlight=False)
 
     def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Publisher, stored: str | None) -> int:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from reducer.power import power_note
+from schemas.comparison import NoiseRecord
 from schemas.shard import (
     CURRENT,
     NO_SKILL,
+    SAME,
     RunPlan,
     Shard,
     SkillBundle,
@@ -84,24 +86,38 @@ def plan_run(
 
 
 def arm_variants(compare: str | None = None, baseline: str | None = None) -> list[str]:
-    """The arms of a run: ``current``, then ``baseline@<ref>`` (``--compare``), then ``no-skill``."""
+    """The arms of a run: ``current``, then ``baseline@<ref>`` (``--compare``), then ``no-skill`` or
+    ``same`` (``--baseline``)."""
     variants = [CURRENT]
     if compare:
         variants.append(baseline_variant(compare))
-    if baseline == NO_SKILL:
-        variants.append(NO_SKILL)
+    if baseline in (NO_SKILL, SAME):
+        variants.append(baseline)
     return variants
 
 
-def power_lines(plan: RunPlan) -> list[str]:
+def power_lines(plan: RunPlan, observed: Mapping[str, NoiseRecord] | None = None) -> list[str]:
     """What a compare or baseline run can detect (empty for a run with one arm), per corpus size."""
     if len(plan.variants) < 2 or not plan.bundles:
         return []
-    smallest = min(len(b.corpus.evals) for b in plan.bundles)
-    return power_note(smallest, plan.epochs).lines()
+    return _power(plan, observed or {})
 
 
-def plan_summary(plan: RunPlan, skipped: Sequence[SkippedCorpus] = ()) -> PlanSummary:
+def _power(plan: RunPlan, observed: Mapping[str, NoiseRecord]) -> list[str]:
+    """The power note of the smallest corpus, with the discordance its last noise floor observed
+    (``observed``: skill -> record) or, without one, the assumed default."""
+    smallest = min(plan.bundles, key=lambda b: len(b.corpus.evals))
+    record = observed.get(smallest.skill)
+    if record is None:
+        return power_note(len(smallest.corpus.evals), plan.epochs).lines()
+    return power_note(
+        len(smallest.corpus.evals), plan.epochs, discordance=record.discordance, observed_in=record.run_id
+    ).lines()
+
+
+def plan_summary(
+    plan: RunPlan, skipped: Sequence[SkippedCorpus] = (), observed: Mapping[str, NoiseRecord] | None = None
+) -> PlanSummary:
     """The plan at a glance: per corpus cases and assertions, totals, shard count, corpora left out."""
     per_variant = len(plan.models) * plan.epochs
     return PlanSummary(
@@ -128,5 +144,5 @@ def plan_summary(plan: RunPlan, skipped: Sequence[SkippedCorpus] = ()) -> PlanSu
             shards=len(plan.shards),
         ),
         skipped=list(skipped),
-        power=power_note(min(len(b.corpus.evals) for b in plan.bundles), plan.epochs).lines() if plan.bundles else [],
+        power=_power(plan, observed or {}) if plan.bundles else [],
     )

@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
+from reducer.noise import noise_floor
 from reducer.paired import (
     BOOTSTRAP_RESAMPLES,
     bootstrap_interval,
@@ -24,7 +25,7 @@ from reducer.paired import (
 )
 from schemas.comparison import AssertionComparison, CaseDelta, PairedComparison, TestName
 from schemas.report import SkillResult
-from schemas.shard import NO_SKILL
+from schemas.shard import NO_SKILL, SAME
 from schemas.status import ShardState
 
 Key = tuple[int, str, int]  # (case, model, epoch)
@@ -116,7 +117,7 @@ def compare_arms(
     ``arms`` are the two arms' indexes (by default built from the results' rows); ``paired``
     their pairs for ``model`` when already made (:func:`pair_all`).
     """
-    kind = "no-skill" if baseline.variant == NO_SKILL else "compare"
+    kind = {NO_SKILL: "no-skill", SAME: "same"}.get(baseline.variant, "compare")
     new, old = arms if arms is not None else (index_runs(current), index_runs(baseline))
     pairs, dropped = paired if paired is not None else pair_arms(new, old, baseline.variant, model)
     dropped = dict(dropped)
@@ -164,6 +165,7 @@ def compare_arms(
         bootstrap_resamples=BOOTSTRAP_RESAMPLES,
         per_case=[CaseDelta(case_id=c, baseline_rate=float(y), current_rate=float(x)) for c, (x, y) in rates.items()],
         assertions=_assertions(current, pairs, p.drop) if model is None else [],
+        noise=noise_floor(pairs) if kind == "same" and model is None else None,
     )
 
 

@@ -93,6 +93,38 @@ def cases_needed(
     return MAX_CASES
 
 
+def min_detectable_effect(
+    cases: int,
+    discordance: float,
+    *,
+    epochs: int = 1,
+    alpha: float = DEFAULT_ALPHA,
+    power: float = DEFAULT_POWER,
+) -> float | None:
+    """Smallest difference ``cases`` cases detect with ``power`` at ``alpha`` under this discordance.
+
+    The inverse of :func:`cases_needed`: by bisection on McNemar's exact power for one epoch
+    (the power grows with the difference), in closed form from the normal approximation for
+    more. None when even a difference equal to the discordance (every discordant pair one
+    way) is not detectable, or with no case.
+    """
+    if cases < 1:
+        return None
+    if not 0 < discordance <= 1:
+        raise ValueError("discordance must be in (0, 1]")
+    if epochs > 1:
+        k = (NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)) ** 2
+        d = math.sqrt(k * discordance / (cases * epochs + k))
+        return d if d <= discordance else None
+    if mcnemar_power(cases, discordance, discordance, alpha) < power:
+        return None
+    low, high = 0.0, discordance
+    while high - low > 1e-4:
+        mid = (low + high) / 2
+        low, high = (mid, high) if mcnemar_power(cases, discordance, mid, alpha) < power else (low, mid)
+    return high
+
+
 @dataclass(frozen=True)
 class PowerNote:
     """What a compare or baseline run can detect, for printing before it starts."""
@@ -107,11 +139,19 @@ class PowerNote:
     alpha: float
     power: float
     min_discordant: int
+    observed_in: str = ""
+    """The ``--baseline same`` run whose discordance this is; empty: the assumed default."""
 
     def lines(self) -> list[str]:
         detect = f"a {100 * self.difference:.0f}-point difference at alpha {self.alpha:g} with power {self.power:g}"
+        basis = (
+            f"with {100 * self.discordance:.1f}% of pairs discordant (observed by the noise floor of run "
+            f"{self.observed_in})"
+            if self.observed_in
+            else f"assuming {100 * self.discordance:.0f}% of pairs discordant"
+        )
         out = [
-            f"power: to detect {detect}, assuming {100 * self.discordance:.0f}% of pairs discordant, "
+            f"power: to detect {detect}, {basis}, "
             f"you need about {self.needed} cases at {self.epochs} epoch(s) "
             f"({self.needed_one_epoch} at one epoch, exact McNemar); this run has {self.cases}.",
         ]
@@ -137,8 +177,15 @@ def power_note(
     discordance: float = DEFAULT_DISCORDANCE,
     alpha: float = DEFAULT_ALPHA,
     power: float = DEFAULT_POWER,
+    observed_in: str = "",
 ) -> PowerNote:
-    """The printout before a compare or baseline run of ``cases`` cases and ``epochs`` epochs."""
+    """The printout before a compare or baseline run of ``cases`` cases and ``epochs`` epochs.
+
+    ``observed_in`` names the run that measured ``discordance`` (empty: the assumed default).
+    A difference larger than the discordance cannot happen (every discordant pair one way is
+    the most there is), so the difference asked about is capped at it.
+    """
+    difference = min(difference, discordance)
     one = cases_needed(discordance, difference, alpha=alpha, power=power)
     return PowerNote(
         cases=cases,
@@ -151,4 +198,5 @@ def power_note(
         alpha=alpha,
         power=power,
         min_discordant=min_discordant_for(alpha),
+        observed_in=observed_in,
     )

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
-from reducer.render_compare import comparison_section, comparison_summary, quality_section
+from reducer.render_compare import comparison_section, comparison_summary, noise_summary, quality_section
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.report import CaseRun, ClusteredRate, RunResult, SkillResult
 from schemas.shard import CURRENT
@@ -228,6 +228,11 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
                 if not v.passed:
                     lines.append(f"  FAIL case {r.case_id} ({r.model} e{r.epoch}): {v.text} -> {v.evidence}")
     lines += [f"compare {c.skill}: {comparison_summary(c)}" for c in result.comparisons if c.model is None]
+    lines += [
+        f"noise floor {c.skill}: {noise_summary(c.noise)}"
+        for c in result.comparisons
+        if c.model is None and c.noise is not None
+    ]
     lines += [f"skipped: {s}" for s in result.skipped]
     if result.aggregate_headline:
         lines.append(result.aggregate_headline)

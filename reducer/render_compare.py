@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from schemas.comparison import AssertionQuality, PairedComparison
+from schemas.comparison import AssertionQuality, NoiseFloor, PairedComparison
 from schemas.report import RunResult, SkillResult
 
 TEST_LABELS = {
@@ -19,6 +19,43 @@ NO_SKILL_NOTE = (
     "workspace (and rewritten out of every commit of its git history) and the bare case prompt: the "
     "executor saw no skill text. Graded by the same judge against the same corpus."
 )
+
+
+SAME_NOTE = (
+    "Both arms ran the current skill on the same cases, models and epochs: every verdict that differs "
+    "between them is noise (the executor's sampling, the judge's). Its share is the noise floor."
+)
+TITLES = {"no-skill": "With vs without the skill", "same": "Noise floor: the current skill against itself"}
+
+
+def noise_summary(noise: NoiseFloor) -> str:
+    """One line: the observed discordance, its interval and what it lets a run of this size detect."""
+    method = "clustered by case" if noise.method == "cluster-wilson" else "Wilson, one case"
+    if noise.min_detectable is not None:
+        mde = (
+            f"smallest detectable difference {100 * noise.min_detectable:.1f} pts with {noise.cases} cases x "
+            f"{noise.epochs} epoch(s) (alpha {noise.alpha:g}, power {noise.power:g})"
+        )
+    elif noise.flips:
+        mde = f"no difference up to the discordance is detectable with {noise.cases} cases (power {noise.power:g})"
+    else:
+        mde = "no pair flipped: the noise is below what this run resolves"
+    return (
+        f"{noise.flips}/{noise.pairs} assertion pairs flipped: discordance {pct(noise.discordance)} "
+        f"(95% CI {pct(noise.low)}–{pct(noise.high)}, {method}, {noise.method}); {mde}"
+    )
+
+
+def noise_lines(noise: NoiseFloor) -> list[str]:
+    """The noise floor's summary, then the flip rate per case and per assertion."""
+    out = ["", f"Noise floor: {noise_summary(noise)}.", "", "| case | flips/pairs | flip rate |", "|---|---|---|"]
+    out += [f"| {f.case_id} | {f.flips}/{f.pairs} | {pct(f.flip_rate)} |" for f in noise.per_case]
+    out += ["", "| case | assertion | flips/pairs | flip rate |", "|---|---|---|---|"]
+    out += [
+        f"| {f.case_id} | {(f.index or 0) + 1} | {f.flips}/{f.pairs} | {pct(f.flip_rate)} |"
+        for f in noise.per_assertion
+    ]
+    return out
 
 
 def pct(x: float | None) -> str:
@@ -60,11 +97,13 @@ def comparison_section(result: RunResult, current: SkillResult, base: SkillResul
     """Old vs new, or with vs without, for one skill: overall, per model, per assertion."""
     rows = [c for c in result.comparisons if c.skill == current.skill and c.baseline == base.variant]
     overall = next((c for c in rows if c.model is None), None)
-    title = "With vs without the skill" if base.variant == "no-skill" else "Old vs new (same corpus, same grader)"
+    title = TITLES.get(base.variant, "Old vs new (same corpus, same grader)")
     out = [f"## {title}: {base.variant}", ""]
     out.append(f"Overall: {base.variant} {base.headline} -> current {current.headline}")
     if base.variant == "no-skill":
         out += ["", NO_SKILL_NOTE]
+    if base.variant == "same":
+        out += ["", SAME_NOTE]
     if overall is None:
         return [*out, ""]
     out += ["", f"Paired: {comparison_summary(overall)}."]
@@ -78,6 +117,8 @@ def comparison_section(result: RunResult, current: SkillResult, base: SkillResul
     else:
         out.append(f"{_dropped(overall)}. {overall.note}.")
     out += _gate_lines(result, base)
+    if overall.noise is not None:
+        out += noise_lines(overall.noise)
     per_model = [c for c in rows if c.model is not None]
     if per_model:
         out += ["", "| model | baseline | current | difference | 95% CI | test | p (two-sided) | pairs | dropped |"]
@@ -99,6 +140,8 @@ def comparison_section(result: RunResult, current: SkillResult, base: SkillResul
 
 
 def _gate_lines(result: RunResult, base: SkillResult) -> list[str]:
+    if base.variant == "same":
+        return ["Gate: none (the noise floor is measured, never gated)."]
     if base.variant == "no-skill":
         if result.require_uplift is None:
             return ["Gate: none (--require-uplift not given; the figures decide nothing)."]

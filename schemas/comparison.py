@@ -54,6 +54,81 @@ class AssertionComparison(BaseModel):
     """``p_drop`` after Holm's adjustment over the family: the overall test and every assertion."""
 
 
+class FlipRate(BaseModel):
+    """How often two identical arms disagreed on one case, or on one assertion of one case."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    case_id: int
+    """Eval case id."""
+    index: int | None = None
+    """Position in the case's assertions; None for the whole case."""
+    flips: int
+    """(model, epoch, assertion) pairs whose verdicts differ between the two arms."""
+    pairs: int
+    """(model, epoch, assertion) pairs graded in both arms."""
+    flip_rate: float
+    """``flips / pairs``."""
+
+
+class NoiseFloor(BaseModel):
+    """The run's own noise, measured by running the current skill twice (``--baseline same``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    discordance: float
+    """Share of (case, model, epoch, assertion) pairs whose verdicts differ between identical arms."""
+    flips: int
+    """Discordant pairs."""
+    pairs: int
+    """Pairs graded in both arms."""
+    low: float
+    """Lower bound of the 95% interval of the discordance, the case as the unit."""
+    high: float
+    """Upper bound."""
+    method: Literal["cluster-wilson", "wilson"] = "cluster-wilson"
+    """How the interval was computed: one case one draw, or Wilson's over the pairs of a single case."""
+    cases: int
+    """Cases with a kept pair."""
+    epochs: int
+    """Most pairs any (case, model) had: the epochs the figure below assumes."""
+    min_detectable: float | None
+    """Smallest difference of pass rate a paired comparison of this many cases and epochs detects
+    with the observed discordance (alpha and power below); None when no pair flipped (nothing to
+    plan with) or when no difference up to the discordance is detectable."""
+    alpha: float = 0.05
+    """Two-sided level of the test behind ``min_detectable``."""
+    power: float = 0.8
+    """Power behind ``min_detectable``."""
+    per_case: list[FlipRate] = Field(default_factory=list)
+    """Flip rate per case."""
+    per_assertion: list[FlipRate] = Field(default_factory=list)
+    """Flip rate per assertion of each case."""
+
+
+class NoiseRecord(BaseModel):
+    """The latest noise floor of one skill's corpus, kept in the store for later runs' power figures."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: Literal[1] = 1
+    """Format version of this record."""
+    run_id: str
+    """The ``--baseline same`` run that measured it."""
+    skill: str
+    """Skill name."""
+    corpus_file: str
+    """The corpus, relative to the repo."""
+    bundle_key: str
+    """Bundle key of the run (the skill text and corpus it measured)."""
+    discordance: float
+    """Observed share of discordant pairs."""
+    pairs: int
+    """Pairs behind it."""
+    cases: int
+    """Cases behind it."""
+
+
 class PairedComparison(BaseModel):
     """The current arm against one baseline arm, for one executor model or all of them."""
 
@@ -63,8 +138,9 @@ class PairedComparison(BaseModel):
     """Skill name."""
     baseline: str
     """Baseline variant: ``baseline@<ref>`` or ``no-skill``."""
-    kind: Literal["compare", "no-skill"]
-    """Old-vs-new (``--compare``) or with-vs-without (``--baseline no-skill``)."""
+    kind: Literal["compare", "no-skill", "same"]
+    """Old-vs-new (``--compare``), with-vs-without (``--baseline no-skill``) or the current skill
+    against itself (``--baseline same``: the noise floor)."""
     model: str | None
     """Executor model, or None for all models together (per-case differences averaged over models)."""
     cases: int
@@ -107,6 +183,8 @@ class PairedComparison(BaseModel):
     """Per assertion (all-models comparison only)."""
     note: str = ""
     """What the reader must know (why unpaired, why no test)."""
+    noise: NoiseFloor | None = None
+    """``--baseline same`` (all-models comparison only): the flip rates and what they let a run detect."""
 
 
 class AssertionQuality(BaseModel):

@@ -165,3 +165,8 @@ def result_key(run_id: str) -> str:
 def calibration_key(run_id: str, judge: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in judge)
     return f"runs/{run_id}/calibration/{safe}.json"
+
+
+def noise_key(skill: str) -> str:
+    """The latest noise floor measured for a skill's corpus (a ``NoiseRecord``), across runs."""
+    return f"noise/{skill}.json"

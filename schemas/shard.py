@@ -19,6 +19,8 @@ CURRENT = "current"
 BASELINE_PREFIX = "baseline@"
 NO_SKILL = "no-skill"
 """The arm run with the skill absent: from the workspace (history included) and from the prompt."""
+SAME = "same"
+"""The current skill run again as a second arm: what two identical arms disagree on is the noise floor."""
 
 
 def baseline_variant(ref: str) -> str:
@@ -44,7 +46,7 @@ class Shard(BaseModel):
     run_id: str
     """The run this shard belongs to."""
     variant: str
-    """``current``, ``baseline@<ref>`` or ``no-skill``."""
+    """``current``, ``baseline@<ref>``, ``no-skill`` or ``same``."""
     skill: str
     """Skill under test."""
     case_id: int

@@ -56,6 +56,7 @@ from testkit.scenario import (
     load_scenario,
     message_text,
     parse_scenario,
+    pick_reply,
     turn_index,
 )
 
@@ -128,6 +129,7 @@ class _State:
             read it to see how many calls were in flight when."""
             """The credential header of each model request, in order (x-api-key or Authorization)."""
             self.fault_counts: dict[tuple[int, int, str], int] = {}
+            self.pick_counts: dict[tuple[int, int, str], int] = {}
             self.stats: dict[str, Any] = {
                 "total": 0,
                 "ok": 0,
@@ -297,6 +299,12 @@ class _Handler(BaseHTTPRequestHandler):
                 reply = {**rule.reply_for(turn), **reply}
         else:
             reply = rule.reply_for(turn) if rule is not None else scenario.default
+        if rule is not None and "pick" in reply:
+            key = (rule.index, turn, conversation_key(messages))
+            with state.lock:
+                occurrence = state.pick_counts.get(key, 0)
+                state.pick_counts[key] = occurrence + 1
+            reply = pick_reply(reply, scenario.seed, key, occurrence)
         if rule is not None and "times" in reply:
             key = (rule.index, turn, conversation_key(messages))
             with state.lock:

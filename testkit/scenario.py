@@ -15,7 +15,8 @@ A scenario is a JSON object::
         }
       ],
       "judge": [ {"assertion_contains": "...", "transcript_regex": "...", "expect": "present"} ],
-      "default": REPLY                        # optional; used when no rule matches
+      "default": REPLY,                       # optional; used when no rule matches
+      "seed": 0                               # optional; seeds every ``pick``
     }
 
 REPLY is one object; any of these keys, combined:
@@ -29,6 +30,11 @@ REPLY is one object; any of these keys, combined:
   ``retry_after``: seconds, sent as ``Retry-After`` with a 429; ``error_message`` and
   ``error_code`` replace the error body's message and code (``context_length_exceeded``).
 - ``malformed``: true, a 200 whose body is not JSON.
+- ``pick``: ``[{"weight": W, "reply": REPLY}, ...]``: one of these replies at random, each with
+  probability ``W / sum(W)`` (a model whose behaviour is random with known probabilities). The
+  draw is a hash of the scenario's ``seed`` (top level, 0 by default), the rule, the turn, the
+  conversation and how many times this (rule, turn, conversation) was asked before: the same
+  seed gives the same sequence of draws for a conversation whatever the order of requests.
 - ``times``: apply the fault keys (``status``, ``hang``, ``malformed``) only to the first N
   requests of the same conversation at this turn; later retries get the normal reply. This is
   the one piece of state, kept per (rule, turn, conversation) so concurrent conversations stay
@@ -42,6 +48,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +109,8 @@ class Scenario:
     default: dict[str, Any] = field(
         default_factory=lambda: {"text": "(scripted model: no scenario rule matched this request)"}
     )
+    seed: int = 0
+    """Seeds every ``pick`` (see :func:`pick_reply`)."""
 
 
 def _model_matches(wanted: str, model: str) -> bool:
@@ -130,6 +139,8 @@ def parse_scenario(data: dict[str, Any]) -> Scenario:
             raise ScenarioError(f"{where}.replies: expected a list of objects")
         if not replies and not raw.get("judge"):
             raise ScenarioError(f"{where}.replies: a rule needs replies (or judge: true)")
+        for j, reply in enumerate(replies):
+            _check_pick(reply, f"{where}.replies[{j}]")
         regex = raw.get("regex")
         rules.append(
             Rule(
@@ -159,12 +170,48 @@ def parse_scenario(data: dict[str, Any]) -> Scenario:
             )
         except (KeyError, AttributeError) as err:
             raise ScenarioError(f"{where}: needs assertion_contains and transcript_regex") from err
-    scenario = Scenario(rules=tuple(rules), judge_rules=tuple(judge_rules))
+    seed = data.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ScenarioError("seed: expected an integer")
+    scenario = Scenario(rules=tuple(rules), judge_rules=tuple(judge_rules), seed=seed)
     if "default" in data:
         if not isinstance(data["default"], dict):
             raise ScenarioError("default: expected an object")
-        scenario = Scenario(rules=scenario.rules, judge_rules=scenario.judge_rules, default=data["default"])
+        scenario = Scenario(rules=scenario.rules, judge_rules=scenario.judge_rules, default=data["default"], seed=seed)
     return scenario
+
+
+def _check_pick(reply: dict[str, Any], where: str) -> None:
+    if "pick" not in reply:
+        return
+    picks = reply["pick"]
+    if not isinstance(picks, list) or not picks:
+        raise ScenarioError(f"{where}.pick: expected a non-empty list of {{weight, reply}}")
+    for k, p in enumerate(picks):
+        weight = p.get("weight") if isinstance(p, dict) else None
+        if not isinstance(weight, int | float) or isinstance(weight, bool) or not 0 <= weight < math.inf:
+            raise ScenarioError(f"{where}.pick[{k}].weight: expected a finite number >= 0")
+        if not isinstance(p.get("reply"), dict):
+            raise ScenarioError(f"{where}.pick[{k}].reply: expected an object")
+    if sum(p["weight"] for p in picks) <= 0:
+        raise ScenarioError(f"{where}.pick: the weights sum to 0")
+
+
+def pick_reply(reply: dict[str, Any], seed: int, key: tuple[int, int, str], occurrence: int) -> dict[str, Any]:
+    """``reply`` with its ``pick`` resolved: the draw for (rule, turn, conversation) ``key`` asked
+    for the ``occurrence``-th time (0 first), uniform from a SHA-256 of those and the seed."""
+    picks = reply.get("pick")
+    if not picks:
+        return reply
+    raw = f"{seed}\x1f{key[0]}\x1f{key[1]}\x1f{key[2]}\x1f{occurrence}".encode()
+    u = int.from_bytes(hashlib.sha256(raw).digest()[:8], "big") / 2**64
+    total = sum(p["weight"] for p in picks)
+    edge = 0.0
+    for p in picks:
+        edge += p["weight"] / total
+        if u < edge:
+            return {**{k: v for k, v in reply.items() if k != "pick"}, **p["reply"]}
+    return {**{k: v for k, v in reply.items() if k != "pick"}, **picks[-1]["reply"]}
 
 
 def fill_arguments(reply: dict[str, Any], text: str) -> dict[str, Any]:
