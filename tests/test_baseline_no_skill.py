@@ -33,7 +33,7 @@ SCENARIO = {
 }
 
 
-def make_repo(root: Path) -> Path:
+def make_repo(root: Path, cases: int = CASES) -> Path:
     (root / "skills" / "greeter").mkdir(parents=True)
     (root / "evals").mkdir()
     corpus = {
@@ -46,7 +46,7 @@ def make_repo(root: Path) -> Path:
                 "files": [],
                 "assertions": ["The agent runs echo hello in the shell"],
             }
-            for i in range(1, CASES + 1)
+            for i in range(1, cases + 1)
         ],
     }
     (root / "evals" / "greeter.evals.json").write_text(json.dumps(corpus))
