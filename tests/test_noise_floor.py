@@ -23,9 +23,12 @@ import pytest
 
 from reducer.noise import noise_floor
 from reducer.power import cases_needed, min_detectable_effect, power_note
+from reducer.scoring import reduce_run
+from schemas.shard import CURRENT, SAME
 from testkit.offline_server import OfflineModelServer
 from testkit.scenario import parse_scenario, pick_reply
 from tests.test_baseline_no_skill import make_repo, run_cli
+from tests.test_reducer import bundle, graded, plan_for
 
 CASES = 12
 P_ECHO = 0.5
@@ -161,11 +164,6 @@ def test_the_minimum_detectable_effect_inverts_the_sample_size() -> None:
 
 
 def test_no_pair_of_the_same_skill_is_ever_a_regression_or_fails_the_run() -> None:
-    from tests.test_reducer import bundle, graded, plan_for
-
-    from reducer.scoring import reduce_run
-    from schemas.shard import CURRENT, SAME
-
     plan = plan_for([bundle("s", (1, 1, 1, 1, 1, 1))], variants=(CURRENT, SAME))
     # Every case passes in the first arm and fails in the second: pure noise, however large.
     outcomes = {s.shard_id: graded(s, [s.variant == CURRENT]) for s in plan.shards}
