@@ -65,3 +65,27 @@ def read_skill(root: Path, skill: str) -> tuple[str, dict[str, str]]:
             if text is not None:
                 agents[name] = text
     return skill_text, agents
+
+
+KEPT_FRONT_MATTER = ("name", "description")
+"""What a gutted skill keeps of its front matter: enough for a harness to list and trigger it."""
+
+
+def gutted_skill(text: str) -> str:
+    """``SKILL.md`` with its instructions removed: the front matter's ``name`` and ``description``
+    (with their indented continuation lines) and nothing else. Without a closed front matter
+    nothing is kept: there is no name or description to keep, only instructions.
+    """
+    lines = text.lstrip("\ufeff").splitlines()
+    if not lines or lines[0].strip() != "---":
+        return ""
+    end = next((i for i, line in enumerate(lines[1:], start=1) if line.strip() == "---"), None)
+    if end is None:
+        return ""
+    kept, keeping = [], False
+    for line in lines[1:end]:
+        if line[:1] not in (" ", "\t") and line.strip():  # a top-level key starts a new entry
+            keeping = line.split(":", 1)[0].strip() in KEPT_FRONT_MATTER
+        if keeping:
+            kept.append(line)
+    return "\n".join(["---", *kept, "---", ""])

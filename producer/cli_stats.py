@@ -20,17 +20,18 @@ from engine.store import ArtifactStore, open_store
 from schemas.errors import ConfigError, SkillEvalError
 from schemas.manifest import RunManifest, result_key
 from schemas.report import RunResult
-from schemas.shard import NO_SKILL, SAME
+from schemas.shard import GUTTED, NO_SKILL, SAME
 from schemas.status import ExitCode
 
-BASELINES = (NO_SKILL, SAME)
+BASELINES = (NO_SKILL, SAME, GUTTED)
 """What ``--baseline`` accepts."""
 BaselineOpt = Annotated[
     str | None,
     typer.Option(
         "--baseline",
         help="no-skill: also run every case with the skill absent (workspace and prompt). "
-        "same: run the current skill twice, to measure the noise floor.",
+        "same: run the current skill twice, to measure the noise floor. "
+        "gutted: also run the skill with its instructions removed, to measure the suite's sensitivity.",
     ),
 ]
 RequireUpliftOpt = Annotated[

@@ -11,6 +11,7 @@ from reducer.power import power_note
 from schemas.comparison import NoiseRecord
 from schemas.shard import (
     CURRENT,
+    GUTTED,
     NO_SKILL,
     SAME,
     RunPlan,
@@ -87,11 +88,11 @@ def plan_run(
 
 def arm_variants(compare: str | None = None, baseline: str | None = None) -> list[str]:
     """The arms of a run: ``current``, then ``baseline@<ref>`` (``--compare``), then ``no-skill`` or
-    ``same`` (``--baseline``)."""
+    ``same`` or ``gutted`` (``--baseline``)."""
     variants = [CURRENT]
     if compare:
         variants.append(baseline_variant(compare))
-    if baseline in (NO_SKILL, SAME):
+    if baseline in (NO_SKILL, SAME, GUTTED):
         variants.append(baseline)
     return variants
 

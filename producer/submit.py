@@ -14,7 +14,7 @@ from engine.snapshot import snapshot_repo
 from engine.state import RunState
 from engine.store import ArtifactStore
 from schemas.manifest import RunManifest, RunSettings
-from schemas.shard import BASELINE_PREFIX, CURRENT, NO_SKILL, SAME, RunPlan
+from schemas.shard import BASELINE_PREFIX, CURRENT, GUTTED, NO_SKILL, SAME, RunPlan
 
 EnqueueShard = Callable[[str, str], None]
 """enqueue(run_id, shard_id): put one execute message on the queue."""
@@ -60,7 +60,9 @@ def build_manifest(
     if store is not None:
         key = snapshot_repo(repo_root, store)
         # Baselines clone the snapshot's own .git and check out their ref, so one snapshot serves all.
-        snapshots = {v: key for v in plan.variants if v in (CURRENT, NO_SKILL, SAME) or v.startswith(BASELINE_PREFIX)}
+        snapshots = {
+            v: key for v in plan.variants if v in (CURRENT, NO_SKILL, SAME, GUTTED) or v.startswith(BASELINE_PREFIX)
+        }
     return RunManifest(
         plan=plan,
         snapshots=snapshots,

@@ -25,7 +25,7 @@ from reducer.paired import (
 )
 from schemas.comparison import AssertionComparison, CaseDelta, PairedComparison, TestName
 from schemas.report import SkillResult
-from schemas.shard import NO_SKILL, SAME
+from schemas.shard import GUTTED, NO_SKILL, SAME
 from schemas.status import ShardState
 
 Key = tuple[int, str, int]  # (case, model, epoch)
@@ -117,7 +117,7 @@ def compare_arms(
     ``arms`` are the two arms' indexes (by default built from the results' rows); ``paired``
     their pairs for ``model`` when already made (:func:`pair_all`).
     """
-    kind = {NO_SKILL: "no-skill", SAME: "same"}.get(baseline.variant, "compare")
+    kind = {NO_SKILL: "no-skill", SAME: "same", GUTTED: "gutted"}.get(baseline.variant, "compare")
     new, old = arms if arms is not None else (index_runs(current), index_runs(baseline))
     pairs, dropped = paired if paired is not None else pair_arms(new, old, baseline.variant, model)
     dropped = dict(dropped)

@@ -138,9 +138,10 @@ class PairedComparison(BaseModel):
     """Skill name."""
     baseline: str
     """Baseline variant: ``baseline@<ref>`` or ``no-skill``."""
-    kind: Literal["compare", "no-skill", "same"]
+    kind: Literal["compare", "no-skill", "same", "gutted"]
     """Old-vs-new (``--compare``), with-vs-without (``--baseline no-skill``) or the current skill
-    against itself (``--baseline same``: the noise floor)."""
+    against itself (``--baseline same``: the noise floor) or against its gutted copy (``--baseline
+    gutted``: the suite's sensitivity)."""
     model: str | None
     """Executor model, or None for all models together (per-case differences averaged over models)."""
     cases: int

@@ -71,3 +71,5 @@ NONCE_BYTES: Final = 8  # 16 hex characters
 INCONCLUSIVE_CASE_SHARE: Final = 0.25  # more than this share of shards (case x model x epoch) not graded
 SMALL_CORPUS_CASES: Final = 4  # below this, any not-graded case -> INCONCLUSIVE
 AGGREGATE_INCONCLUSIVE_SHARE: Final = 0.10  # more than this share of corpora INCONCLUSIVE
+WARN_INSENSITIVE_SUITE: Final = "WARN_INSENSITIVE_SUITE"
+"""``--baseline gutted``: the suite cannot tell the skill from its copy with the instructions removed."""

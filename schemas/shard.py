@@ -21,6 +21,9 @@ NO_SKILL = "no-skill"
 """The arm run with the skill absent: from the workspace (history included) and from the prompt."""
 SAME = "same"
 """The current skill run again as a second arm: what two identical arms disagree on is the noise floor."""
+GUTTED = "gutted"
+"""The skill with its instructions removed (the name and description of its front matter kept, so
+it still triggers): what the suite loses against it is the suite's sensitivity."""
 
 
 def baseline_variant(ref: str) -> str:
@@ -46,7 +49,7 @@ class Shard(BaseModel):
     run_id: str
     """The run this shard belongs to."""
     variant: str
-    """``current``, ``baseline@<ref>``, ``no-skill`` or ``same``."""
+    """``current``, ``baseline@<ref>``, ``no-skill``, ``same`` or ``gutted``."""
     skill: str
     """Skill under test."""
     case_id: int

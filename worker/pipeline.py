@@ -15,7 +15,7 @@ from harnesses.registry import HARNESSES
 from schemas.errors import NoSandbox
 from schemas.manifest import RunManifest, calibration_key, trajectory_key
 from schemas.outcome import CalibrationRecord, CalibrationStatus, ShardOutcomeRecord
-from schemas.shard import BASELINE_PREFIX, NO_SKILL
+from schemas.shard import BASELINE_PREFIX, GUTTED, NO_SKILL
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Trajectory
 from worker.context import Context, with_redis_retry
@@ -63,11 +63,13 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
         parent=ctx.settings.workspaces_dir,
         cache_dir=ctx.settings.cache_dir,
         ref=ref,
-        strip_skill=shard.variant == NO_SKILL,
+        strip_skill=shard.variant in (NO_SKILL, GUTTED),
         graded_paths=bundle.graded_paths,
+        gut_skill=shard.variant == GUTTED,
     ) as ws:
         # The skill text comes from the workspace itself, so a baseline shard reads the OLD skill;
-        # the no-skill arm has none (skill_text None: the bare case prompt). Read without
+        # the no-skill arm has none (skill_text None: the bare case prompt), the gutted arm its name and
+        # description only (materialize_workspace wrote it so). Read without
         # following a link out of the workspace (BLOCKED_BAD_REPO otherwise).
         skill_text: str | None = None
         agents: dict[str, str] = {}

@@ -211,7 +211,7 @@ def start_workspace_warmup(ctx: Context, manifest: RunManifest) -> threading.Thr
 
 
 def _warm_workspaces(ctx: Context, manifest: RunManifest) -> None:
-    from schemas.shard import NO_SKILL
+    from schemas.shard import GUTTED, NO_SKILL
     from schemas.status import SandboxMode
     from worker.workspace import warm_cache
 
@@ -219,7 +219,7 @@ def _warm_workspaces(ctx: Context, manifest: RunManifest) -> None:
         return  # its shards will be refused before touching the repo: so is the warm-up
     seen: set[tuple[str, str, bool]] = set()
     for shard in manifest.plan.shards:
-        strip = shard.variant == NO_SKILL
+        strip = shard.variant in (NO_SKILL, GUTTED)  # the gutted arm starts from the stripped tree
         key = (manifest.snapshots.get(shard.variant, ""), shard.skill, strip)
         if not key[0] or key in seen:
             continue

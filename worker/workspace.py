@@ -34,9 +34,10 @@ from pathlib import Path
 import structlog
 
 from engine.gitcmd import neutralise_git_dir, run_git
+from engine.repo_files import gutted_skill, read_inside
 from engine.snapshot import UNPACK_TEMP_PREFIX, copy_tree, unpack_snapshot
 from engine.store import ArtifactStore
-from schemas.constants import SKILL_NAME_RE, SKILLS_DIR
+from schemas.constants import SKILL_FILE, SKILL_NAME_RE, SKILLS_DIR
 from schemas.corpus import EvalCase
 from schemas.errors import BadSkillName, NoIsolation, StoreError
 from worker.fixtures import materialize_fixtures
@@ -204,14 +205,17 @@ def materialize_workspace(
     ref: str | None = None,
     strip_skill: bool = False,
     graded_paths: Sequence[str] = (),
+    gut_skill: bool = False,
 ) -> Iterator[Workspace]:
     """Yield a hardened workspace for ``case`` built from snapshot ``snapshot_key``; remove it on exit.
 
     ``ref`` None copies the tree as snapshotted (current version); a ref clones it and checks
     the ref out detached (baseline). ``strip_skill`` removes the skill itself, history
     included (the no-skill arm). ``graded_paths`` are further files or folders of the graded
-    corpus to remove (a corpus read from another format). Raise ``NoIsolation``, ``BadFixture``,
-    ``FixtureNeedsGit`` (see module docstring) or ``BadSkillName`` for a malformed ``skill``.
+    corpus to remove (a corpus read from another format). ``gut_skill`` (with ``strip_skill``)
+    then puts back a ``SKILL.md`` with only its name and description (the gutted arm). Raise
+    ``NoIsolation``, ``BadFixture``, ``FixtureNeedsGit`` (see module docstring), ``BadRepo`` or
+    ``BadSkillName`` for a malformed ``skill``.
     """
     if not isinstance(skill, str) or not SKILL_NAME_RE.match(skill):
         raise BadSkillName(f"skill name {skill!r} is not kebab-case")
@@ -231,6 +235,8 @@ def materialize_workspace(
             root = Path(os.path.realpath(root))
             is_git = _git_dir_state(root)
             _harden(root, skill, _scrubbed_paths(skill, strip_skill, graded_paths))
+            if gut_skill:
+                _put_gutted(original, root, skill)
         except (OSError, StoreError, subprocess.SubprocessError) as exc:
             detail = getattr(exc, "stderr", None) or exc
             raise NoIsolation(f"case {case.id}: cannot create a workspace for {skill}: {detail}") from exc
@@ -238,6 +244,19 @@ def materialize_workspace(
         yield Workspace(path=root, is_git=is_git, ref=ref)
     finally:
         remove_tree(container)
+
+
+def _put_gutted(original: Path, root: Path, skill: str) -> None:
+    """Write the snapshot's ``SKILL.md`` of ``skill``, gutted, into the stripped workspace ``root``.
+
+    Read without following a link out of the snapshot (``BLOCKED_BAD_REPO``); the folder was
+    removed with its history, so the file written is the only trace of the skill left.
+    """
+    rel = f"{SKILLS_DIR}/{skill}/{SKILL_FILE}"
+    text = read_inside(Path(os.path.realpath(original)), rel) or ""
+    folder = root / SKILLS_DIR / skill
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / SKILL_FILE).write_text(gutted_skill(text), encoding="utf-8")
 
 
 def owned_name(prefix: str = "") -> str:
