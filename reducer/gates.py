@@ -43,8 +43,8 @@ def comparison_failures(
         current, base = by_arm.get((c.skill, "current")), by_arm.get((c.skill, c.baseline))
         if current is None or base is None:
             continue
-        if c.kind == "same":
-            continue  # two runs of one skill: the noise floor is measured, never gated
+        if c.kind in ("same", "gutted"):
+            continue  # the noise floor and the suite's sensitivity are measured, never a FAIL
         if c.kind == "no-skill":
             if require_uplift is not None:
                 fails += _uplift_failure(c, require_uplift)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from reducer.sensitivity import insensitive_assertions
 from schemas.comparison import AssertionQuality, NoiseFloor, PairedComparison
+from schemas.constants import WARN_INSENSITIVE_SUITE
 from schemas.report import RunResult, SkillResult
 
 TEST_LABELS = {
@@ -25,7 +27,17 @@ SAME_NOTE = (
     "Both arms ran the current skill on the same cases, models and epochs: every verdict that differs "
     "between them is noise (the executor's sampling, the judge's). Its share is the noise floor."
 )
-TITLES = {"no-skill": "With vs without the skill", "same": "Noise floor: the current skill against itself"}
+TITLES = {
+    "no-skill": "With vs without the skill",
+    "same": "Noise floor: the current skill against itself",
+    "gutted": "Suite sensitivity: the skill against its gutted copy",
+}
+GUTTED_NOTE = (
+    "The gutted arm ran the same cases, models and epochs with the skill's instructions removed: its "
+    "SKILL.md keeps the name and description of its front matter (so it still triggers) and nothing else; "
+    "its other files and its history are gone, as for the no-skill arm. The paired drop from current to "
+    "gutted is what the suite can see of the instructions."
+)
 
 
 def noise_summary(noise: NoiseFloor) -> str:
@@ -104,6 +116,8 @@ def comparison_section(result: RunResult, current: SkillResult, base: SkillResul
         out += ["", NO_SKILL_NOTE]
     if base.variant == "same":
         out += ["", SAME_NOTE]
+    if base.variant == "gutted":
+        out += ["", GUTTED_NOTE]
     if overall is None:
         return [*out, ""]
     out += ["", f"Paired: {comparison_summary(overall)}."]
@@ -119,6 +133,8 @@ def comparison_section(result: RunResult, current: SkillResult, base: SkillResul
     out += _gate_lines(result, base)
     if overall.noise is not None:
         out += noise_lines(overall.noise)
+    if overall.kind == "gutted":
+        out += _sensitivity_lines(overall)
     per_model = [c for c in rows if c.model is not None]
     if per_model:
         out += ["", "| model | baseline | current | difference | 95% CI | test | p (two-sided) | pairs | dropped |"]
@@ -139,9 +155,27 @@ def comparison_section(result: RunResult, current: SkillResult, base: SkillResul
     return [*out, ""]
 
 
+def _sensitivity_lines(c: PairedComparison) -> list[str]:
+    """Per assertion, the drop without the instructions; those with none measure the model, not the skill."""
+    blind = insensitive_assertions(c)
+    sensitive = len(c.assertions) - len(blind)
+    out = ["", f"Sensitivity per assertion: {sensitive} of {len(c.assertions)} drop without the instructions."]
+    if blind:
+        out.append("Passing as often without the instructions (they measure the model, not the skill):")
+    for a in blind:
+        drop = (a.current_rate or 0.0) - (a.baseline_rate or 0.0)
+        out.append(f"- case {a.case_id} assertion {a.index + 1}: {_cell(a.text)} (drop {pts(drop)})")
+    return out
+
+
 def _gate_lines(result: RunResult, base: SkillResult) -> list[str]:
     if base.variant == "same":
         return ["Gate: none (the noise floor is measured, never gated)."]
+    if base.variant == "gutted":
+        return [
+            f"Gate: {WARN_INSENSITIVE_SUITE} unless the drop to the gutted skill is significant "
+            "(exact one-sided p < 0.025 over cases); never a FAIL."
+        ]
     if base.variant == "no-skill":
         if result.require_uplift is None:
             return ["Gate: none (--require-uplift not given; the figures decide nothing)."]

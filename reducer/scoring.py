@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from reducer.comparison import compare_all
 from reducer.gates import comparison_failures
 from reducer.quality import assess_assertions
+from reducer.sensitivity import sensitivity_warnings
 from reducer.stats import clustered_interval, mean_interval, pass_at_k, pass_hat_k, wilson
 from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
 from schemas.outcome import CalibrationRecord, CalibrationStatus
@@ -299,6 +300,7 @@ def reduce_run(
         comparison_fails=comparison_failures(
             comparisons, skills, regression_alpha=regression_alpha, require_uplift=require_uplift
         ),
+        comparison_warns=sensitivity_warnings(comparisons),
     )
     usage: dict[str, Usage] = defaultdict(Usage)
     for s in skills:
@@ -356,6 +358,7 @@ def decide_verdict(
     skipped: Sequence[str],
     already_reported: Sequence[str] = (),
     comparison_fails: Sequence[str] = (),
+    comparison_warns: Sequence[str] = (),
 ) -> tuple[Verdict, list[str]]:
     """BLOCKED > FAIL > WARN > PASS, with every reason that applies.
 
@@ -394,6 +397,7 @@ def decide_verdict(
     warns += [f"skipped {s}" for s in skipped]
     warns += [f"{s.skill} ({s.variant}) case {r.case_id} blocked: {r.detail}" for s in all_skills for r in s.blocked]
     warns += [f"{skill}: baseline unavailable, no comparison" for skill in sorted(unavailable)]
+    warns += comparison_warns
     if warns:
         return Verdict.WARN, warns
     if not current and already_reported:

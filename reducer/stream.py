@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from reducer.comparison import Cell, Key, cell_of, compare_all
 from reducer.gates import comparison_failures
 from reducer.scoring import aggregate_gate, assertion_stat, decide_verdict, headline, is_inconclusive, rank, rate
+from reducer.sensitivity import sensitivity_warnings
 from reducer.stats import Z95
 from schemas.comparison import AssertionQuality
 from schemas.outcome import CalibrationRecord, OutcomeLine
@@ -380,7 +381,14 @@ class StreamReducer:
             comparisons, skills, regression_alpha=regression_alpha, require_uplift=require_uplift
         )
         verdict, reasons = decide_verdict(
-            current, skills, aggregate, calibration, fail_under, skipped, comparison_fails=fails
+            current,
+            skills,
+            aggregate,
+            calibration,
+            fail_under,
+            skipped,
+            comparison_fails=fails,
+            comparison_warns=sensitivity_warnings(comparisons),
         )
         texts = {
             (b.skill, case.id, i): str(getattr(a, "text", a))
