@@ -102,7 +102,7 @@ def test_a_gutted_skill_md_linked_out_of_the_repo_is_refused_by_name(tmp_path: P
     key = snapshot_repo(example_repo, store)
     case = EvalCase(id=1, prompt="p", expected_output="e", files=(), assertions=("a" * 20,))
     with (
-        pytest.raises(BadRepo, match="SKILL.md: is a link out of the repo") as caught,
+        pytest.raises(BadRepo, match=r"SKILL\.md: is a link out of the repo") as caught,
         materialize_workspace(
             store,
             key,
