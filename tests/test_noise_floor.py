@@ -21,9 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from engine.records import latest_noise, put_result
+from engine.store import LocalStore
 from reducer.noise import noise_floor
 from reducer.power import cases_needed, min_detectable_effect, power_note
 from reducer.scoring import reduce_run
+from schemas.comparison import NoiseRecord
+from schemas.manifest import noise_key
 from schemas.shard import CURRENT, SAME
 from testkit.offline_server import OfflineModelServer
 from testkit.scenario import parse_scenario, pick_reply
@@ -171,3 +175,43 @@ def test_no_pair_of_the_same_skill_is_ever_a_regression_or_fails_the_run() -> No
     assert result.verdict.value == "PASS", result.reasons
     overall = next(c for c in result.comparisons if c.model is None)
     assert overall.kind == "same" and overall.noise is not None and overall.noise.discordance == 1.0
+
+
+def test_a_damaged_or_foreign_noise_record_in_the_store_is_ignored_and_the_assumed_figure_serves(
+    tmp_path: Path,
+) -> None:
+    store = LocalStore(tmp_path / "store")
+    b = bundle("greeter", (1, 1, 1, 1, 1, 1))
+    good = NoiseRecord(
+        run_id="20260101-000000-00000001",
+        skill="greeter",
+        corpus_file=b.corpus_file,
+        bundle_key=b.bundle_key,
+        discordance=0.3,
+        pairs=12,
+        cases=6,
+    )
+    for raw in [
+        b"{not json",
+        good.model_copy(update={"discordance": 5.0}).model_dump_json().encode(),
+        good.model_copy(update={"discordance": 0.0}).model_dump_json().encode(),
+        good.model_copy(update={"corpus_file": "evals/other.evals.json"}).model_dump_json().encode(),
+        good.model_copy(update={"skill": "other"}).model_dump_json().encode(),
+        b'{"version": 2, "run_id": "x"}',
+    ]:
+        store.put(noise_key("greeter"), raw)
+        assert latest_noise(store, [b]) == {}
+    store.put(noise_key("greeter"), good.model_dump_json().encode())
+    assert latest_noise(store, [b]) == {"greeter": good}
+
+
+def test_reporting_an_older_same_run_again_keeps_the_newer_noise_floor(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    plan = plan_for([bundle("s", (1, 1, 1, 1, 1, 1))], variants=(CURRENT, SAME))
+    outcomes = {s.shard_id: graded(s, [s.variant == CURRENT or s.case_id > 3]) for s in plan.shards}
+    newer = reduce_run(plan, outcomes).model_copy(update={"run_id": "20270101-000000-00000000"})
+    older = reduce_run(plan, outcomes).model_copy(update={"run_id": "20250101-000000-00000000"})
+    put_result(store, newer)
+    put_result(store, older)
+    record = latest_noise(store, plan.bundles)["s"]
+    assert record.run_id == newer.run_id and record.discordance == 0.5 and record.cases == 6
