@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from reducer.power import power_note
+from reducer.power import DEFAULT_DIFFERENCE, power_note
 from schemas.comparison import NoiseRecord
 from schemas.shard import (
     CURRENT,
@@ -111,8 +111,10 @@ def _power(plan: RunPlan, observed: Mapping[str, NoiseRecord]) -> list[str]:
     record = observed.get(smallest.skill)
     if record is None:
         return power_note(len(smallest.corpus.evals), plan.epochs).lines()
+    # Identical arms flip both ways at the noise floor; a difference adds one-way discordant pairs on top.
+    discordance = min(1.0, record.discordance + DEFAULT_DIFFERENCE)
     return power_note(
-        len(smallest.corpus.evals), plan.epochs, discordance=record.discordance, observed_in=record.run_id
+        len(smallest.corpus.evals), plan.epochs, discordance=discordance, observed_in=record.run_id
     ).lines()
 
 

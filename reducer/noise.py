@@ -58,7 +58,7 @@ def noise_floor(pairs: Sequence[Pair]) -> NoiseFloor | None:
         method="cluster-wilson" if clustered is not None else "wilson",
         cases=cases,
         epochs=epochs,
-        min_detectable=min_detectable_effect(cases, discordance, epochs=epochs) if flips else None,
+        min_detectable=min_detectable_effect(cases, discordance, epochs=epochs) if discordance < 1 else None,
         alpha=DEFAULT_ALPHA,
         power=DEFAULT_POWER,
         per_case=[_flip(c, None, by_case[c]) for c in sorted(by_case)],

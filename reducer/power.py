@@ -95,33 +95,37 @@ def cases_needed(
 
 def min_detectable_effect(
     cases: int,
-    discordance: float,
+    noise: float,
     *,
     epochs: int = 1,
     alpha: float = DEFAULT_ALPHA,
     power: float = DEFAULT_POWER,
 ) -> float | None:
-    """Smallest difference ``cases`` cases detect with ``power`` at ``alpha`` under this discordance.
+    """Smallest difference ``cases`` cases detect with ``power`` at ``alpha`` over a noise floor.
 
-    The inverse of :func:`cases_needed`: by bisection on McNemar's exact power for one epoch
-    (the power grows with the difference), in closed form from the normal approximation for
-    more. None when even a difference equal to the discordance (every discordant pair one
-    way) is not detectable, or with no case.
+    ``noise`` is the discordance of two identical arms (``--baseline same``): symmetric flips,
+    as many each way. A difference ``d`` adds ``d`` pairs won by the better arm on top of it,
+    so the comparison's discordance is ``noise + d`` (the model of :func:`cases_needed`). For
+    one epoch, bisection on McNemar's exact power (which grows with ``d``); for more, the
+    closed-form root of the normal approximation ``n e d^2 = K (noise + d - d^2)``. None with
+    no case, or when no difference up to ``1 - noise`` is detectable.
     """
     if cases < 1:
         return None
-    if not 0 < discordance <= 1:
-        raise ValueError("discordance must be in (0, 1]")
+    if not 0 <= noise < 1:
+        raise ValueError("the noise floor must be in [0, 1)")
     if epochs > 1:
         k = (NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)) ** 2
-        d = math.sqrt(k * discordance / (cases * epochs + k))
-        return d if d <= discordance else None
-    if mcnemar_power(cases, discordance, discordance, alpha) < power:
+        m = cases * epochs + k
+        d = (k + math.sqrt(k * k + 4 * m * k * noise)) / (2 * m)
+        return d if noise + d <= 1 else None
+    top = 1 - noise
+    if mcnemar_power(cases, noise + top, top, alpha) < power:
         return None
-    low, high = 0.0, discordance
+    low, high = 0.0, top
     while high - low > 1e-4:
         mid = (low + high) / 2
-        low, high = (mid, high) if mcnemar_power(cases, discordance, mid, alpha) < power else (low, mid)
+        low, high = (mid, high) if mcnemar_power(cases, noise + mid, mid, alpha) < power else (low, mid)
     return high
 
 
@@ -145,8 +149,8 @@ class PowerNote:
     def lines(self) -> list[str]:
         detect = f"a {100 * self.difference:.0f}-point difference at alpha {self.alpha:g} with power {self.power:g}"
         basis = (
-            f"with {100 * self.discordance:.1f}% of pairs discordant (observed by the noise floor of run "
-            f"{self.observed_in})"
+            f"with {100 * self.discordance:.1f}% of pairs discordant (the noise floor observed by run "
+            f"{self.observed_in}, plus the difference)"
             if self.observed_in
             else f"assuming {100 * self.discordance:.0f}% of pairs discordant"
         )
@@ -181,11 +185,9 @@ def power_note(
 ) -> PowerNote:
     """The printout before a compare or baseline run of ``cases`` cases and ``epochs`` epochs.
 
-    ``observed_in`` names the run that measured ``discordance`` (empty: the assumed default).
-    A difference larger than the discordance cannot happen (every discordant pair one way is
-    the most there is), so the difference asked about is capped at it.
+    ``observed_in`` names the ``--baseline same`` run whose noise floor gave ``discordance``
+    (the noise plus the difference; empty: the assumed default).
     """
-    difference = min(difference, discordance)
     one = cases_needed(discordance, difference, alpha=alpha, power=power)
     return PowerNote(
         cases=cases,

@@ -48,10 +48,8 @@ def noise_summary(noise: NoiseFloor) -> str:
             f"smallest detectable difference {100 * noise.min_detectable:.1f} pts with {noise.cases} cases x "
             f"{noise.epochs} epoch(s) (alpha {noise.alpha:g}, power {noise.power:g})"
         )
-    elif noise.flips:
-        mde = f"no difference up to the discordance is detectable with {noise.cases} cases (power {noise.power:g})"
     else:
-        mde = "no pair flipped: the noise is below what this run resolves"
+        mde = f"no difference is detectable with {noise.cases} cases (alpha {noise.alpha:g}, power {noise.power:g})"
     return (
         f"{noise.flips}/{noise.pairs} assertion pairs flipped: discordance {pct(noise.discordance)} "
         f"(95% CI {pct(noise.low)}–{pct(noise.high)}, {method}, {noise.method}); {mde}"

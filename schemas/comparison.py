@@ -94,8 +94,8 @@ class NoiseFloor(BaseModel):
     """Most pairs any (case, model) had: the epochs the figure below assumes."""
     min_detectable: float | None
     """Smallest difference of pass rate a paired comparison of this many cases and epochs detects
-    with the observed discordance (alpha and power below); None when no pair flipped (nothing to
-    plan with) or when no difference up to the discordance is detectable."""
+    (alpha and power below) when the difference's one-way discordant pairs come on top of the
+    observed noise; None when no difference is detectable at this size (or every pair flipped)."""
     alpha: float = 0.05
     """Two-sided level of the test behind ``min_detectable``."""
     power: float = 0.8

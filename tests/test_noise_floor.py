@@ -108,8 +108,8 @@ def test_the_noise_floor_finds_the_scripted_models_flip_rate_and_later_runs_plan
     )
     assert plan.returncode == 0, plan.stderr
     power = json.loads(plan.stdout)["power"]
-    expected = power_note(CASES, 1, discordance=noise["discordance"], observed_in=doc["run_id"]).lines()
-    assert power == expected and f"observed by the noise floor of run {doc['run_id']}" in power[0]
+    expected = power_note(CASES, 1, discordance=noise["discordance"] + 0.1, observed_in=doc["run_id"]).lines()
+    assert power == expected and f"the noise floor observed by run {doc['run_id']}, plus the difference" in power[0]
 
 
 def test_the_scripted_coin_lands_at_its_probability_and_does_not_depend_on_request_order() -> None:
@@ -158,11 +158,13 @@ def test_the_noise_floors_interval_covers_the_true_flip_rate_over_repeated_seeds
 
 
 def test_the_minimum_detectable_effect_inverts_the_sample_size() -> None:
-    for discordance, difference in [(0.2, 0.1), (0.3, 0.15), (0.5, 0.2)]:
-        n = cases_needed(discordance, difference)
-        mde = min_detectable_effect(n, discordance)
+    """A difference d over a noise floor makes d pairs more discordant, one way: MDE(cases_needed(noise + d, d)) = d."""
+    for noise, difference in [(0.1, 0.1), (0.15, 0.15), (0.3, 0.2), (0.0, 0.3)]:
+        n = cases_needed(noise + difference, difference)
+        mde = min_detectable_effect(n, noise)
         assert mde is not None and abs(mde - difference) < 0.01
-        assert min_detectable_effect(n, discordance, epochs=3) < mde  # type: ignore[operator]
+        assert min_detectable_effect(n, noise, epochs=3) < mde  # type: ignore[operator]
+        assert min_detectable_effect(2 * n, noise) < mde  # type: ignore[operator]
     assert min_detectable_effect(5, 0.2) is None  # five cases can never reach p < 0.05
     assert min_detectable_effect(0, 0.2) is None
 
