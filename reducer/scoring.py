@@ -172,10 +172,10 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
     )
 
 
-def _model_summaries(runs: Sequence[CaseRun], skills: Sequence[str] = ()) -> list[ModelSummary]:
-    """One summary per model; ``skills`` names each run's corpus when runs of several are mixed
-    (the leaderboard), so that case 1 of one corpus and case 1 of another are two clusters."""
-    corpus = dict(zip(map(id, runs), skills, strict=True)) if skills else {}
+def _model_summaries(runs: Sequence[CaseRun], corpus: Mapping[str, str] | None = None) -> list[ModelSummary]:
+    """One summary per model; ``corpus`` (shard id -> skill) names each run's corpus when runs of
+    several are mixed (the leaderboard), so that case 1 of one and case 1 of another are two clusters."""
+    corpus = corpus or {}
     by_model: dict[str, list[CaseRun]] = defaultdict(list)
     for r in runs:
         by_model[r.model].append(r)
@@ -183,7 +183,7 @@ def _model_summaries(runs: Sequence[CaseRun], skills: Sequence[str] = ()) -> lis
     for model, items in by_model.items():
         graded = [r for r in items if r.state is ShardState.GRADED]
         mean, (low, high) = mean_interval([r.composite for r in graded if r.composite is not None])
-        clusters = case_clusters(graded, lambda r: (corpus.get(id(r), ""), r.case_id))
+        clusters = case_clusters(graded, lambda r: (corpus.get(r.shard_id, ""), r.case_id))
         out.append(
             ModelSummary(
                 model=model,
@@ -339,7 +339,7 @@ def used_templates(outcomes: Iterable[ShardOutcome]) -> dict[str, str]:
 
 def _leaderboard(current: Sequence[SkillResult]) -> list[ModelSummary]:
     runs = [r for s in current for r in s.runs]
-    board = _model_summaries(runs, [s.skill for s in current for _ in s.runs])
+    board = _model_summaries(runs, {r.shard_id: s.skill for s in current for r in s.runs})
     return rank(board)
 
 
