@@ -59,6 +59,9 @@ def test_t_quantiles_match_the_tables() -> None:
     for df, expected in [(1, 12.7062), (2, 4.3027), (3, 3.1824), (5, 2.5706), (10, 2.2281), (30, 2.0423)]:
         assert t_quantile(0.975, df) == pytest.approx(expected, abs=1e-4)
     assert t_quantile(0.025, 7) == pytest.approx(-t_quantile(0.975, 7))
+    # Past 100 degrees of freedom the expansion takes over, continuous with the exact value.
+    assert t_quantile(0.975, 99) > t_quantile(0.975, 100) == pytest.approx(1.983972, abs=1e-6)
+    assert t_quantile(0.975, 10**6) == pytest.approx(1.959966, abs=1e-6)
 
 
 def test_edges_of_the_clustered_interval() -> None:

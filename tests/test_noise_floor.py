@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,7 @@ from schemas.comparison import NoiseRecord
 from schemas.manifest import noise_key
 from schemas.shard import CURRENT, SAME
 from testkit.offline_server import OfflineModelServer
-from testkit.scenario import parse_scenario, pick_reply
+from testkit.scenario import ScenarioError, parse_scenario, pick_reply
 from tests.test_baseline_no_skill import make_repo, run_cli
 from tests.test_reducer import bundle, graded, plan_for
 
@@ -217,3 +218,26 @@ def test_reporting_an_older_same_run_again_keeps_the_newer_noise_floor(tmp_path:
     put_result(store, older)
     record = latest_noise(store, plan.bundles)["s"]
     assert record.run_id == newer.run_id and record.discordance == 0.5 and record.cases == 6
+
+
+@pytest.mark.parametrize(
+    ("pick", "where"),
+    [
+        ([], "pick: expected a non-empty list"),
+        ([{"weight": -1, "reply": {}}], "pick[0].weight"),
+        ([{"weight": float("nan"), "reply": {}}], "pick[0].weight"),
+        ([{"weight": True, "reply": {}}], "pick[0].weight"),
+        ([{"weight": 1, "reply": "text"}], "pick[0].reply"),
+        ([{"weight": 0, "reply": {}}], "pick: the weights sum to 0"),
+        ("coin", "pick: expected a non-empty list"),
+    ],
+)
+def test_a_malformed_pick_is_refused_naming_the_rule(pick: object, where: str) -> None:
+    bad = {"rules": [{"contains": "x", "replies": [{"pick": pick}]}]}
+    with pytest.raises(ScenarioError, match=re.escape(f"rules[0].replies[0].{where}")):
+        parse_scenario(bad)
+
+
+def test_a_seed_that_is_not_an_integer_is_refused() -> None:
+    with pytest.raises(ScenarioError, match="seed: expected an integer"):
+        parse_scenario({"seed": "7"})
