@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -47,6 +48,14 @@ from producer.fleet_checks import (
 )
 from producer.grade_only import grade_recorded
 from producer.planning import arm_variants, new_run_id, plan_run, plan_summary
+from producer.prechecks import (
+    check_api_base,
+    check_detach,
+    check_invoke,
+    check_repo_path,
+    compare_guards,
+    fixture_guards,
+)
 from producer.repo import Repo
 from producer.request import RunRequest
 from producer.resubmit import CHOICES, parse_only, resubmit_run
@@ -200,10 +209,12 @@ def validate(skills: SkillsArg = None, all_evals: AllEvalsOpt = False, repo: Rep
     """Validate corpora against schema v1: one line per corpus, exit 0 when all are valid, else 2."""
     skills = skills or []
     _need_targets(skills, all_evals)
+    check_repo_path(repo)
     r = Repo(_repo_folder(repo))
     files = r.targets(skills, all_evals)
     bad = 0
-    for outcome in r.load_many(files):
+    outcomes = r.load_many(files)
+    for outcome in outcomes:
         if outcome.bundle:
             c = outcome.bundle.corpus
             out.print(
@@ -216,6 +227,9 @@ def validate(skills: SkillsArg = None, all_evals: AllEvalsOpt = False, repo: Rep
             out.print(str(outcome.error), markup=False, highlight=False)
     if not files:
         out.print(f"no corpora found under {r.root}/evals/")
+    # What a run would block per case: said now, without changing whether the corpora are valid.
+    for line in fixture_guards(r.root, [o.bundle for o in outcomes if o.bundle]):
+        out.print(line, markup=False, highlight=False)
     raise typer.Exit(ExitCode.BLOCKED if bad else ExitCode.PASS)
 
 
@@ -292,18 +306,19 @@ def run(
     skills = skills or []
     _need_targets(skills, all_evals)
     check_arms(baseline, require_uplift, regression_alpha, compare)
+    # Every flag the run would refuse, refused here: before a dry run's plan and before a cluster starts.
+    check_repo_path(repo)
+    check_executor(executor)
+    check_invoke(invoke)
+    check_api_base(api_base)
+    settings = _settings(broker_url=broker, store=store, sandbox=sandbox, worker_processes=worker_processes)
+    check_detach(detach, settings.broker_url)
     if dry_run:
-        variants = arm_variants(compare, baseline)
-        _dry_run(
-            skills, all_evals, _repo_folder(repo), model or ["(unspecified)"], judge or [], epochs, as_json, variants
-        )
+        plan_in = _PlanInput(model or [], judge or [], epochs, arm_variants(compare, baseline), compare)
+        _dry_run(skills, all_evals, _repo_folder(repo), plan_in, as_json)
         return
     if not model or not judge:
         raise ConfigError("--model and --judge are required (litellm model names; see README)")
-    check_executor(executor)
-    if invoke not in ("explicit", "implicit"):
-        raise ConfigError(f"--invoke: expected explicit or implicit, got {invoke!r}")
-    settings = _settings(broker_url=broker, store=store, sandbox=sandbox, worker_processes=worker_processes)
     check_shard_timeout(shard_timeout, settings)
     repo_folder = _repo_folder(repo)
     req = RunRequest(
@@ -358,29 +373,41 @@ def _settings(**overrides: Any) -> Settings:
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
 
-def _dry_run(
-    skills: list[str],
-    all_evals: bool,
-    repo: Path,
-    models: list[str],
-    judges: list[str],
-    epochs: int,
-    as_json: bool,
-    variants: list[str] | None = None,
-) -> None:
+@dataclass(frozen=True)
+class _PlanInput:
+    """What a dry run plans with: the models (possibly none yet), epochs, arms and compare ref."""
+
+    models: list[str]
+    judges: list[str]
+    epochs: int
+    variants: list[str]
+    compare: str | None
+
+
+UNSPECIFIED = "(unspecified)"
+
+
+def _dry_run(skills: list[str], all_evals: bool, repo: Path, plan_in: _PlanInput, as_json: bool) -> None:
     r = Repo(repo)
     outcomes = r.load_many(r.targets(skills, all_evals))
     errors = [o.error for o in outcomes if o.error]
     if errors and not all_evals:
         raise errors[0]
     bundles = [o.bundle for o in outcomes if o.bundle]
-    plan = plan_run(new_run_id(), bundles, models, judges=judges, epochs=epochs, variants=variants or ["current"])
+    # The plan of cases x assertions needs no model: without one, shards are counted for one.
+    models = plan_in.models or [UNSPECIFIED]
+    plan = plan_run(
+        new_run_id(), bundles, models, judges=plan_in.judges, epochs=plan_in.epochs, variants=plan_in.variants
+    )
     summary = plan_summary(plan, [SkippedCorpus(corpus=o.corpus_file, error=str(o.error)) for o in outcomes if o.error])
+    guards = fixture_guards(r.root, bundles) + compare_guards(r.root, plan_in.compare, bundles)
+    summary = summary.model_copy(update={"guards": guards})
     if as_json:
         sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
     else:
         _print_plan(summary)
     # The real run goes on past a bad corpus with --all-evals and WARNs; the dry run says the same.
+    # Case guards and missing models are printed only: the run blocks those cases, or asks for models.
     raise typer.Exit((ExitCode.WARN if bundles else ExitCode.BLOCKED) if errors else ExitCode.PASS)
 
 
@@ -393,20 +420,26 @@ def _print_plan(summary: PlanSummary) -> None:
     totals = summary.totals
     table.add_row("total", "", str(totals.cases), str(totals.assertions), str(totals.shards))
     out.print(table)
-    out.print(
-        f"models: {', '.join(summary.models)}  epochs: {summary.epochs}  "
-        + (
-            f"arms: {', '.join(summary.variants)}  shards = cases x models x epochs x arms = {totals.shards}"
-            if len(summary.variants) > 1
-            else f"shards = cases x models x epochs = {totals.shards}"
-        ),
-        markup=False,
-        highlight=False,
-    )
-    for s in summary.skipped:
-        out.print(f"skipped {s.corpus}: {s.error}", markup=False, highlight=False)
-    for line in summary.power:
+    for line in _plan_lines(summary):
         out.print(line, markup=False, highlight=False)
+
+
+def _plan_lines(summary: PlanSummary) -> list[str]:
+    totals = summary.totals
+    unspecified = summary.models == [UNSPECIFIED]
+    models = "none given (shards counted for one model)" if unspecified else ", ".join(summary.models)
+    judges = ", ".join(summary.judges) or "none given"
+    formula = (
+        f"arms: {', '.join(summary.variants)}  shards = cases x models x epochs x arms = {totals.shards}"
+        if len(summary.variants) > 1
+        else f"shards = cases x models x epochs = {totals.shards}"
+    )
+    lines = [f"models: {models}  judges: {judges}  epochs: {summary.epochs}  {formula}"]
+    if unspecified or not summary.judges:
+        lines.append("note: a run needs --model and --judge (litellm model names); the plan above needs neither")
+    lines += [f"skipped {s.corpus}: {s.error}" for s in summary.skipped]
+    lines += summary.guards
+    return lines + summary.power
 
 
 @app.command()
@@ -442,7 +475,10 @@ def grade(
     """
     if not trajectories or not judge:
         raise ConfigError("--trajectories and --judge are required")
+    check_repo_path(repo)
+    check_api_base(api_base)
     settings = _settings(broker_url=broker, store=store, worker_processes=worker_processes)
+    check_detach(detach, settings.broker_url)
     repo_folder = _repo_folder(repo)
     req = RunRequest(
         skills=skills or [],
