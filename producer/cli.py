@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
+from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -59,6 +60,7 @@ from producer.prechecks import (
 from producer.repo import Repo
 from producer.request import RunRequest
 from producer.resubmit import CHOICES, parse_only, resubmit_run
+from producer.status_view import status_view
 from producer.stored_run import rereport, run_status
 from schemas.constants import ALL_QUEUES, DEFAULT_REPORT_DIR
 from schemas.errors import ConfigError, SkillEvalError
@@ -79,6 +81,31 @@ class _Commands(TyperGroup):
         except SkillEvalError as exc:
             err.print(str(exc), markup=False, highlight=False)
             raise typer.Exit(ExitCode.BLOCKED) from exc
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _plain_types(command, ctx)
+        return command
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _plain_types(self, ctx)
+        super().format_help(ctx, formatter)
+
+
+def _plain_types(command: Any, ctx: Any) -> None:
+    """``--help`` shows what to write, not Python's types (``<list[str]>``, ``<bool>``): a flag shows
+    nothing, a value its option's name (``--model MODEL``), a choice its values (``bwrap|none``),
+    an argument its name alone."""
+    for param in command.get_params(ctx):
+        if param.param_type_name == "argument":
+            param.display_type_rich = lambda ctx: None
+        elif param.metavar is not None:
+            continue
+        elif param.is_flag:
+            param.metavar = ""
+        elif not param.type_descriptor.is_choice:
+            param.metavar = param.opts[0].lstrip("-").upper()
 
 
 # Panels of --help, in the order a user decides: what, which models, where, how judged, what reported.
@@ -125,6 +152,16 @@ AllEvalsOpt = Annotated[
 ]
 JudgeOpt = Annotated[
     list[str] | None, typer.Option("--judge", help="Judge model (repeatable: an ensemble).", rich_help_panel=JUDGED)
+]
+# Not click-required: a dry run plans without models. The mark says so instead.
+RUN_REQUIRED = " \\[required, except with --dry-run]"  # escaped: help text is Rich markup
+RunJudgeOpt = Annotated[
+    list[str] | None,
+    typer.Option("--judge", help="Judge model (repeatable: an ensemble)." + RUN_REQUIRED, rich_help_panel=JUDGED),
+]
+GradeJudgeOpt = Annotated[
+    list[str] | None,
+    typer.Option("--judge", help="Judge model (repeatable: an ensemble). \\[required]", rich_help_panel=JUDGED),
 ]
 OutOpt = Annotated[Path, typer.Option("--out", help="Report folder.", rich_help_panel=REPORTED)]
 ConfigOpt = Annotated[
@@ -254,7 +291,9 @@ def run(
     ] = False,
     model: Annotated[
         list[str] | None,
-        typer.Option("--model", help="Executor model, a litellm name (repeatable).", rich_help_panel=MODELS),
+        typer.Option(
+            "--model", help="Executor model, a litellm name (repeatable)." + RUN_REQUIRED, rich_help_panel=MODELS
+        ),
     ] = None,
     config: ConfigOpt = None,
     api_base: ApiBaseOpt = None,
@@ -285,7 +324,7 @@ def run(
     broker: BrokerOpt = None,
     store: StoreOpt = None,
     detach: DetachOpt = False,
-    judge: JudgeOpt = None,
+    judge: RunJudgeOpt = None,
     strict_evidence: StrictEvidenceOpt = False,
     no_calibration: NoCalibrationOpt = False,
     no_preflight: NoPreflightOpt = False,
@@ -450,7 +489,9 @@ def grade(
     ] = None,
     trajectories: Annotated[
         str,
-        typer.Option("--trajectories", help="Folder or s3://bucket/prefix of recordings.", rich_help_panel=WHAT),
+        typer.Option(
+            "--trajectories", help="Folder or s3://bucket/prefix of recordings. \\[required]", rich_help_panel=WHAT
+        ),
     ] = "",
     repo: RepoOpt = ".",
     config: ConfigOpt = None,
@@ -460,7 +501,7 @@ def grade(
     broker: BrokerOpt = None,
     store: StoreOpt = None,
     detach: DetachOpt = False,
-    judge: JudgeOpt = None,
+    judge: GradeJudgeOpt = None,
     strict_evidence: StrictEvidenceOpt = False,
     no_calibration: NoCalibrationOpt = False,
     no_preflight: NoPreflightOpt = False,
@@ -548,22 +589,16 @@ def worker(
 @app.command()
 def status(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object, for machines.")] = False,
     broker: BrokerOpt = None,
     store: StoreOpt = None,
 ) -> None:
-    """Shard counts by state, whether the run is done, and per-model usage."""
+    """Shard counts by state, whether the run is done, and per-model usage (a table; --json for machines)."""
     doc = run_status(run_id, _settings(broker_url=broker, store=store))
     if as_json:
         sys.stdout.write(doc.model_dump_json(indent=2) + "\n")
         return
-    out.print(f"run {run_id}: {'done' if doc.done else 'running'} ({doc.source})", markup=False)
-    for state, n in doc.states.items():
-        if n:
-            out.print(f"  {state}: {n}", markup=False)
-    out.print(f"  total: {doc.total}", markup=False)
-    for model, u in doc.usage.items():
-        out.print(f"  {model}: {u}", markup=False, highlight=False)
+    out.print(status_view(doc), highlight=False)
 
 
 @app.command()
@@ -627,6 +662,21 @@ def schema(
     if name is not None and name not in schemas:
         raise ConfigError(f"unknown schema {name!r}; one of {', '.join(schemas)}")
     sys.stdout.write(json.dumps(schemas if name is None else schemas[name], indent=2) + "\n")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        out.print(f"skill-eval {package_version('skill-eval')}", markup=False, highlight=False)
+        raise typer.Exit(ExitCode.PASS)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", callback=_print_version, is_eager=True)
+    ] = False,
+) -> None:
+    pass
 
 
 register_commands(app, out, err)
