@@ -352,14 +352,15 @@ def run(
     check_api_base(api_base)
     settings = _settings(broker_url=broker, store=store, sandbox=sandbox, worker_processes=worker_processes)
     check_detach(detach, settings.broker_url)
+    check_shard_timeout(shard_timeout, settings)
+    repo_folder = _repo_folder(repo)
+    model_config = load_model_config(config, api_base, untrusted=repo_folder)  # no key is looked at
     if dry_run:
         plan_in = _PlanInput(model or [], judge or [], epochs, arm_variants(compare, baseline), compare)
-        _dry_run(skills, all_evals, _repo_folder(repo), plan_in, as_json)
+        _dry_run(skills, all_evals, repo_folder, plan_in, as_json)
         return
     if not model or not judge:
         raise ConfigError("--model and --judge are required (litellm model names; see README)")
-    check_shard_timeout(shard_timeout, settings)
-    repo_folder = _repo_folder(repo)
     req = RunRequest(
         skills=skills,
         all_evals=all_evals,
@@ -386,7 +387,7 @@ def run(
             require_uplift=require_uplift,
             max_cost_usd=max_cost or None,
             max_tokens=max_tokens,
-            models=_run_models(load_model_config(config, api_base, untrusted=repo_folder), workers, settings),
+            models=_run_models(model_config, workers, settings),
         ),
     )
     conclude(run_evaluation(req, settings, out, err))

@@ -189,3 +189,19 @@ def test_a_repeated_id_is_reported_beside_other_cases_errors(example_repo: Path)
     assert code == 2
     assert "$.evals[2].assertions[0]: is 5 characters" in output
     assert "$.evals[3].id: id 2 repeats $.evals[1].id" in output
+
+
+def test_dry_run_refuses_a_shard_timeout_past_the_ceiling_as_the_run_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SKILL_EVAL_MAX_SHARD_TIMEOUT_S", "600")
+    monkeypatch.delenv("SKILL_EVAL_BROKER_URL", raising=False)
+    code, output = invoke("run", "commit-message", "--dry-run", "--shard-timeout", "900", "--repo", str(EXAMPLE_REPO))
+    assert code == 2, output
+    assert "CONFIG_ERROR: --shard-timeout 900 exceeds SKILL_EVAL_MAX_SHARD_TIMEOUT_S" in output
+
+
+def test_dry_run_reads_the_model_config_and_names_its_errors(tmp_path: Path) -> None:
+    config = tmp_path / "models.toml"
+    config.write_text('[models."openai/m"]\nrpm = "fast"\n')
+    code, output = invoke("run", "commit-message", "--dry-run", "--config", str(config), "--repo", str(EXAMPLE_REPO))
+    assert code == 2, output
+    assert f'CONFIG_ERROR: {config}: models."openai/m".rpm' in output
