@@ -17,14 +17,12 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
 from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from typer.core import TyperGroup
 
 from engine.node import WorkerNode
@@ -39,6 +37,7 @@ from producer.cli_stats import (
     fill_optional_values,
     register_commands,
 )
+from producer.dry_run import PlanInput, dry_run_plan
 from producer.evaluate import check_host_sandbox, run_evaluation
 from producer.fleet_checks import (
     check_shard_timeout,
@@ -48,15 +47,8 @@ from producer.fleet_checks import (
     remember_node,
 )
 from producer.grade_only import grade_recorded
-from producer.planning import arm_variants, new_run_id, plan_run, plan_summary
-from producer.prechecks import (
-    check_api_base,
-    check_detach,
-    check_invoke,
-    check_repo_path,
-    compare_guards,
-    fixture_guards,
-)
+from producer.planning import arm_variants
+from producer.prechecks import check_api_base, check_detach, check_invoke, check_repo_path, fixture_guards
 from producer.repo import Repo
 from producer.request import RunRequest
 from producer.resubmit import CHOICES, parse_only, resubmit_run
@@ -69,7 +61,6 @@ from schemas.manifest import AgentBudget, RunSettings
 from schemas.model_config import ModelConfig, load_model_config
 from schemas.report import RunResult
 from schemas.status import ExitCode, SandboxMode
-from schemas.summary import PlanSummary, SkippedCorpus
 
 
 class _Commands(TyperGroup):
@@ -356,9 +347,8 @@ def run(
     repo_folder = _repo_folder(repo)
     model_config = load_model_config(config, api_base, untrusted=repo_folder)  # no key is looked at
     if dry_run:
-        plan_in = _PlanInput(model or [], judge or [], epochs, arm_variants(compare, baseline), compare)
-        _dry_run(skills, all_evals, repo_folder, plan_in, as_json)
-        return
+        plan_in = PlanInput(model or [], judge or [], epochs, arm_variants(compare, baseline), compare)
+        raise typer.Exit(dry_run_plan(skills, all_evals, repo_folder, plan_in, as_json, out))
     if not model or not judge:
         raise ConfigError("--model and --judge are required (litellm model names; see README)")
     req = RunRequest(
@@ -411,75 +401,6 @@ def _run_models(config: ModelConfig, workers: int, settings: Settings) -> ModelC
 def _settings(**overrides: Any) -> Settings:
     """Settings from env (SKILL_EVAL_*) with flags given on the command line taking precedence."""
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
-
-
-@dataclass(frozen=True)
-class _PlanInput:
-    """What a dry run plans with: the models (possibly none yet), epochs, arms and compare ref."""
-
-    models: list[str]
-    judges: list[str]
-    epochs: int
-    variants: list[str]
-    compare: str | None
-
-
-UNSPECIFIED = "(unspecified)"
-
-
-def _dry_run(skills: list[str], all_evals: bool, repo: Path, plan_in: _PlanInput, as_json: bool) -> None:
-    r = Repo(repo)
-    outcomes = r.load_many(r.targets(skills, all_evals))
-    errors = [o.error for o in outcomes if o.error]
-    if errors and not all_evals:
-        raise errors[0]
-    bundles = [o.bundle for o in outcomes if o.bundle]
-    # The plan of cases x assertions needs no model: without one, shards are counted for one.
-    models = plan_in.models or [UNSPECIFIED]
-    plan = plan_run(
-        new_run_id(), bundles, models, judges=plan_in.judges, epochs=plan_in.epochs, variants=plan_in.variants
-    )
-    summary = plan_summary(plan, [SkippedCorpus(corpus=o.corpus_file, error=str(o.error)) for o in outcomes if o.error])
-    guards = fixture_guards(r.root, bundles) + compare_guards(r.root, plan_in.compare, bundles)
-    summary = summary.model_copy(update={"guards": guards})
-    if as_json:
-        sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
-    else:
-        _print_plan(summary)
-    # The real run goes on past a bad corpus with --all-evals and WARNs; the dry run says the same.
-    # Case guards and missing models are printed only: the run blocks those cases, or asks for models.
-    raise typer.Exit((ExitCode.WARN if bundles else ExitCode.BLOCKED) if errors else ExitCode.PASS)
-
-
-def _print_plan(summary: PlanSummary) -> None:
-    table = Table(title=f"Plan {summary.run_id} (dry run: nothing enqueued)")
-    for col in ("skill", "corpus", "cases", "assertions", "shards"):
-        table.add_column(col, justify="right" if col in {"cases", "assertions", "shards"} else "left")
-    for c in summary.corpora:
-        table.add_row(c.skill, c.corpus, str(c.cases), str(c.assertions), str(c.shards))
-    totals = summary.totals
-    table.add_row("total", "", str(totals.cases), str(totals.assertions), str(totals.shards))
-    out.print(table)
-    for line in _plan_lines(summary):
-        out.print(line, markup=False, highlight=False)
-
-
-def _plan_lines(summary: PlanSummary) -> list[str]:
-    totals = summary.totals
-    unspecified = summary.models == [UNSPECIFIED]
-    models = "none given (shards counted for one model)" if unspecified else ", ".join(summary.models)
-    judges = ", ".join(summary.judges) or "none given"
-    formula = (
-        f"arms: {', '.join(summary.variants)}  shards = cases x models x epochs x arms = {totals.shards}"
-        if len(summary.variants) > 1
-        else f"shards = cases x models x epochs = {totals.shards}"
-    )
-    lines = [f"models: {models}  judges: {judges}  epochs: {summary.epochs}  {formula}"]
-    if unspecified or not summary.judges:
-        lines.append("note: a run needs --model and --judge (litellm model names); the plan above needs neither")
-    lines += [f"skipped {s.corpus}: {s.error}" for s in summary.skipped]
-    lines += summary.guards
-    return lines + summary.power
 
 
 @app.command()
