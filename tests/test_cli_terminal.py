@@ -107,3 +107,33 @@ def test_the_demo_echoes_a_command_a_user_can_copy(tmp_path: Path) -> None:
         [str(program), "--version"], capture_output=True, text=True, timeout=60, cwd=ROOT, env={"PATH": "/usr/bin:/bin"}
     )
     assert copied.returncode == 0 and copied.stdout.startswith("skill-eval "), copied.stderr
+
+
+def test_the_status_command_prints_the_table_and_json_for_machines(example_repo: Path, tmp_path: Path) -> None:
+    """A run submitted to a folder store and not yet executed: every shard queued."""
+    from engine.records import put_manifest
+    from engine.store import open_store
+    from producer.planning import new_run_id, plan_run
+    from producer.repo import Repo
+    from producer.submit import build_manifest
+    from schemas.manifest import RunSettings
+
+    repo = Repo(example_repo)
+    bundles = [o.bundle for o in repo.load_many(repo.targets([], True)) if o.bundle]
+    plan = plan_run(new_run_id(), bundles, ["openai/m"], judges=["openai/j"], epochs=2)
+    store = open_store(str(tmp_path / "store"))
+    put_manifest(
+        store, build_manifest(plan, example_repo, store, RunSettings(), out_dir=str(tmp_path / "out"), skipped=[])
+    )
+
+    human = cli("status", plan.run_id, "--store", str(tmp_path / "store"), columns=80)
+    assert human.returncode == 0, human.stderr
+    lines = human.stdout.splitlines()
+    assert lines[0] == f"run {plan.run_id}: running (from the store); 0 of 8 shards finished"
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:] if line.strip()}
+    assert rows["queued"] == ["8"] and rows["total"] == ["8"]
+    assert "{" not in human.stdout
+
+    machine = cli("status", plan.run_id, "--json", "--store", str(tmp_path / "store"))
+    doc = json.loads(machine.stdout)
+    assert doc["total"] == 8 and doc["states"]["queued"] == 8 and doc["done"] is False
