@@ -50,6 +50,7 @@ FIXTURE_KEYS = frozenset({"path", "content"})
 FIXTURE_OPTIONAL_KEYS = frozenset({"stage"})
 
 MAX_CORPUS_BYTES = 8 * 1024 * 1024  # a corpus is prose and prompts; more is not a corpus
+MAX_REPORTED_VIOLATIONS = 50  # a screenful: enough to fix a file in one pass
 MAX_CORPUS_DEPTH = 32  # schema v1 nests six levels deep; room for extensions, none for a RecursionError
 
 _VERB_RE = re.compile(r"\b(?:" + "|".join(sorted(CHECKABLE_VERBS)) + r")\b")
@@ -198,9 +199,13 @@ def validate_corpus(
 
 
 def _all_of(found: list[BadCorpus]) -> BadCorpus:
-    """One error carrying every violation found, the first in document order leading."""
-    first = found[0]
-    return BadCorpus(first.file, first.path, first.problem, also=tuple(found[1:]))
+    """One error carrying every violation found, the first in document order leading; past
+    :data:`MAX_REPORTED_VIOLATIONS` the rest are counted, so a hostile corpus cannot flood the terminal."""
+    first, listed = found[0], found[1:MAX_REPORTED_VIOLATIONS]
+    rest = len(found) - len(listed) - 1
+    if rest:
+        listed.append(BadCorpus(first.file, "$", f"and {rest} more violation(s) not listed"))
+    return BadCorpus(first.file, first.path, first.problem, also=tuple(listed))
 
 
 def _validate_extensions(raw: Any, fail: Callable[[str, str], BadCorpus]) -> tuple[str, ...]:
