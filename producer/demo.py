@@ -14,6 +14,7 @@ it) on the commit-message skill, against the scripted Anthropic-API demo model
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -56,6 +57,20 @@ def demo_scenario(name: str = "demo") -> dict[str, Any]:
     return scenario
 
 
+def copyable(args: list[str]) -> str:
+    """The demo's command as a user would type it: the installed ``skill-eval`` (by the path that
+    finds it from the checkout when it is not on PATH), the arguments quoted for a shell."""
+    installed = Path(sys.executable).parent / "skill-eval"
+    on_path = shutil.which("skill-eval")
+    if on_path and Path(on_path).resolve() == installed.resolve():
+        program = "skill-eval"
+    elif installed.is_relative_to(ROOT):
+        program = str(installed.relative_to(ROOT))
+    else:
+        program = str(installed)
+    return shlex.join([program, *args])
+
+
 def main(argv: list[str] | None = None) -> int:
     extra = list(sys.argv[1:] if argv is None else argv)
     claude_code = "claude-code" in extra and "--executor" in extra
@@ -84,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             str(ROOT / "zuvo" / "reports"),
             *extra,
         ]
-        print("$ skill-eval " + " ".join(cmd[3:]), flush=True)
+        print("$ " + copyable(cmd[4:]), flush=True)
         return subprocess.call(cmd, cwd=ROOT)
 
 

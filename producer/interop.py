@@ -44,7 +44,11 @@ class ForeignCorpus:
     """Schema-v1 JSON path prefix -> (file, path) in the original format, for error messages."""
 
     def locate_error(self, exc: BadCorpus) -> BadCorpus:
-        """The validator's error, pointed at the original file and field."""
+        """The validator's error, each of its violations pointed at the original file and field."""
+        first, *rest = [self._locate_one(e) for e in (exc, *exc.also)]
+        return BadCorpus(first.file, first.path, first.problem, also=tuple(rest))
+
+    def _locate_one(self, exc: BadCorpus) -> BadCorpus:
         for prefix in sorted(self.origins, key=len, reverse=True):
             if exc.path == prefix or exc.path.startswith(prefix + ".") or exc.path.startswith(prefix + "["):
                 file, path = self.origins[prefix]

@@ -68,6 +68,9 @@ class PlanSummary(BaseModel):
     """Corpora left out (only with --all-evals; otherwise the first bad corpus blocks the run)."""
     power: list[str] = Field(default_factory=list)
     """What this many cases can detect in a paired comparison (printed by --dry-run)."""
+    guards: list[str] = Field(default_factory=list)
+    """What the run would block per case or skip per skill, by name (``BLOCKED_FIXTURE_NEEDS_GIT``,
+    ``GUARD_BAD_REF``, ``GUARD_NO_GIT``): the run goes on with the rest, so they change no exit code."""
 
 
 class RunStatus(BaseModel):

@@ -14,7 +14,9 @@ In-process::
     ...
     server.stop()
 
-As a process: ``python -m testkit.offline_server --port 8080 --scenario demo --rpm 600``.
+As a process: ``python -m testkit.offline_server --port 8080 --scenario demo --rpm 600``;
+``--calibrated-judge`` adds the rules that judge skill-eval's calibration trajectories, so a
+run against it passes judge calibration honestly (what ``make demo`` does in-process).
 
 Protocols: ``/v1/chat/completions`` (OpenAI), ``/v1/messages`` and ``/v1/messages/count_tokens``
 (Anthropic, JSON or server-sent events: :mod:`testkit.anthropic_api`), ``/v1/responses`` (the
@@ -43,7 +45,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from testkit import anthropic_api, responses_api
-from testkit.judge import is_grading_request, judge_request
+from testkit.judge import calibration_judge_rules, is_grading_request, judge_request
 from testkit.replies import completion_body
 from testkit.scenario import (
     FAULT_KEYS,
@@ -57,6 +59,7 @@ from testkit.scenario import (
     message_text,
     parse_scenario,
     pick_reply,
+    scenario_data,
     turn_index,
 )
 
@@ -466,9 +469,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", default=None, help="scenario JSON file, or a bundled name (demo)")
     parser.add_argument("--rpm", type=int, default=None, help="requests-per-minute ceiling (429 above)")
     parser.add_argument("--window-s", type=float, default=10.0, help="sliding window of the ceiling")
+    parser.add_argument(
+        "--calibrated-judge",
+        action="store_true",
+        help="also judge skill-eval's built-in calibration trajectories correctly, so a run's judge"
+        " calibration passes (without it the run WARNs: the judge failed calibration)",
+    )
     args = parser.parse_args(argv)
     try:
-        server = OfflineModelServer(args.scenario, rpm=args.rpm, window_s=args.window_s, port=args.port)
+        scenario: str | dict[str, Any] | None = args.scenario
+        if args.calibrated_judge:
+            data = scenario_data(args.scenario) if args.scenario else {}
+            scenario = {**data, "judge": [*calibration_judge_rules(), *data.get("judge", [])]}
+        server = OfflineModelServer(scenario, rpm=args.rpm, window_s=args.window_s, port=args.port)
     except (ScenarioError, OSError) as err:
         print(f"offline_server: {err}", file=sys.stderr)
         return 2

@@ -268,6 +268,11 @@ def load_scenario(source: str | Path | dict[str, Any] | None) -> Scenario:
         return Scenario()
     if isinstance(source, dict):
         return parse_scenario(source)
+    return parse_scenario(scenario_data(source))
+
+
+def scenario_data(source: str | Path) -> dict[str, Any]:
+    """The JSON of a scenario file, or of the bundled scenario of that name (``demo``)."""
     path = Path(source)
     if not path.exists() and (SCENARIO_DIR / f"{source}.json").exists():
         path = SCENARIO_DIR / f"{source}.json"
@@ -275,4 +280,6 @@ def load_scenario(source: str | Path | dict[str, Any] | None) -> Scenario:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
         raise ScenarioError(f"{path}: {err}") from err
-    return parse_scenario(data)
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: a scenario is a JSON object")
+    return data
