@@ -29,9 +29,9 @@ from schemas.corpus import (
     DETERMINISTIC_ASSERTIONS,
     KNOWN_EXTENSIONS,
     Assertion,
+    AssertionObject,
     CallOrderCheck,
     Corpus,
-    DeterministicAssertion,
     EvalCase,
     FileContainsCheck,
     Fixture,
@@ -45,7 +45,7 @@ from schemas.status import FixtureStage
 TOP_KEYS = frozenset({"skill_name", "evals"})
 TOP_OPTIONAL_KEYS = frozenset({"extensions"})  # the opt-in to extensions of schema v1
 CASE_KEYS = frozenset({"id", "prompt", "expected_output", "files", "assertions"})
-CASE_OPTIONAL_KEYS = frozenset({"fixtures"})
+CASE_OPTIONAL_KEYS = frozenset({"fixtures", "max_turns", "allowed_tools"})
 FIXTURE_KEYS = frozenset({"path", "content"})
 FIXTURE_OPTIONAL_KEYS = frozenset({"stage"})
 
@@ -246,6 +246,7 @@ def _validate_case(
         found.append(exc)
         fixtures, fixture_paths = (), _claimed_paths(raw["fixtures"])
     clean_files = _validate_files(raw["files"], f"{at}.files", fail, repo_has_file, fixture_paths, found)
+    limits = _case_limits(raw, at, fail, found)
     assertions = raw["assertions"]
     if not isinstance(assertions, list) or not assertions:
         found.append(fail(f"{at}.assertions", "must be a non-empty array of strings"))
@@ -266,7 +267,21 @@ def _validate_case(
         files=tuple(clean_files),
         assertions=tuple(checked),
         fixtures=fixtures,
+        max_turns=limits[0],
+        allowed_tools=limits[1],
     )
+
+
+def _case_limits(
+    raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus], found: list[BadCorpus]
+) -> tuple[int | None, tuple[str, ...] | None]:
+    from producer.validation_plugin import case_limits
+
+    try:
+        return case_limits(raw, at, fail)
+    except BadCorpus as exc:
+        found.append(exc)
+        return None, None
 
 
 def _claimed_paths(raw: Any) -> set[str]:
@@ -361,12 +376,17 @@ _CHECK_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 _MATCHER_KEYS = (frozenset({"pattern"}), frozenset({"tool", "argument"}))
 
 
-def _validate_check(raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus]) -> DeterministicAssertion:
+def _validate_check(raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus]) -> AssertionObject:
     """An assertion object: ``kind`` is tool_call | call_order | file_contains | skill_activated; regexes must
     compile; ``text`` (optional) is a non-blank string; ``weight`` (optional) is in (0, 100]."""
+    from producer.validation_plugin import PLUGIN_CHECK_KEYS, validate_plugin_check
+
     kind = raw.get("kind")
+    if kind in PLUGIN_CHECK_KEYS:
+        return validate_plugin_check(raw, at, fail)
     if kind not in _CHECK_KEYS:
-        raise fail(f"{at}.kind", f"{kind!r} is not one of: {', '.join(sorted(_CHECK_KEYS))}")
+        kinds = ", ".join(sorted({*_CHECK_KEYS, *PLUGIN_CHECK_KEYS}))
+        raise fail(f"{at}.kind", f"{kind!r} is not one of: {kinds}")
     problem = _key_problem(raw, *_CHECK_KEYS[kind])
     if problem:
         raise fail(at, problem)

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.checks_plugin import FileGlobCheck, JudgedCheck, TextMatchCheck, ToolCountCheck, ToolOrderCheck
 from schemas.status import FixtureStage
 
 DETERMINISTIC_ASSERTIONS = "deterministic-assertions"
@@ -112,17 +113,31 @@ class SkillActivatedCheck(BaseModel):
     """Relative weight in weighted scores."""
 
 
-DeterministicAssertion = Annotated[
-    ToolCallCheck | CallOrderCheck | FileContainsCheck | SkillActivatedCheck, Field(discriminator="kind")
-]
+DeterministicAssertion = (
+    ToolCallCheck
+    | CallOrderCheck
+    | FileContainsCheck
+    | SkillActivatedCheck
+    | TextMatchCheck
+    | ToolCountCheck
+    | ToolOrderCheck
+    | FileGlobCheck
+)
 """An assertion checked without a model (extension ``deterministic-assertions``)."""
-Assertion = str | DeterministicAssertion
-"""A judged assertion (its text) or a deterministic one."""
+AssertionObject = Annotated[DeterministicAssertion | JudgedCheck, Field(discriminator="kind")]
+"""An assertion written as an object: deterministic, or judged with a weight."""
+Assertion = str | AssertionObject
+"""A judged assertion (its text, or a weighted ``judged`` object) or a deterministic one."""
 
 
 def assertion_text(assertion: Assertion) -> str:
     """The text reports show for an assertion of either kind."""
     return assertion if isinstance(assertion, str) else assertion.text
+
+
+def is_judged(assertion: Assertion) -> bool:
+    """Whether the judge grades ``assertion`` (a string, or a weighted ``judged`` object)."""
+    return isinstance(assertion, str | JudgedCheck)
 
 
 class EvalCase(BaseModel):
@@ -143,6 +158,10 @@ class EvalCase(BaseModel):
     Strings are judged; objects (only with the ``deterministic-assertions`` extension) are checked."""
     fixtures: tuple[Fixture, ...] = ()
     """Files to materialize in the workspace before the run."""
+    max_turns: int | None = None
+    """The case's own turn limit (lower than the run's wins); None: the run's budget only."""
+    allowed_tools: tuple[str, ...] | None = None
+    """The only tools the executor offers for this case (harness names); None: all of them."""
 
     @property
     def has_base_fixtures(self) -> bool:

@@ -21,6 +21,7 @@ import re
 from collections.abc import Sequence
 from functools import cache
 
+from schemas.checks_plugin import FileGlobCheck, JudgedCheck, TextMatchCheck, ToolCountCheck, ToolOrderCheck
 from schemas.corpus import (
     Assertion,
     CallOrderCheck,
@@ -32,6 +33,7 @@ from schemas.corpus import (
 )
 from schemas.trajectory import ToolCallEvent, Trajectory
 from schemas.verdict import AssertionVerdict
+from worker.grading.plugin_checks import check_plugin
 
 EVIDENCE_CHARS = 300  # a quoted call is cut to this length in the verdict
 
@@ -122,6 +124,8 @@ def _check_activated(check: SkillActivatedCheck, trajectory: Trajectory) -> Asse
 
 def check_assertion(check: DeterministicAssertion, trajectory: Trajectory) -> AssertionVerdict:
     """The verdict of one deterministic assertion on ``trajectory``."""
+    if isinstance(check, TextMatchCheck | ToolCountCheck | ToolOrderCheck | FileGlobCheck):
+        return check_plugin(check, trajectory)
     if isinstance(check, SkillActivatedCheck):
         return _check_activated(check, trajectory)
     if isinstance(check, ToolCallCheck):
@@ -133,8 +137,15 @@ def check_assertion(check: DeterministicAssertion, trajectory: Trajectory) -> As
 
 def split_assertions(assertions: Sequence[Assertion]) -> tuple[list[str], list[int]]:
     """The judged texts in order, and the positions (in ``assertions``) they came from."""
-    positions = [i for i, a in enumerate(assertions) if isinstance(a, str)]
-    return [a for a in assertions if isinstance(a, str)], positions
+    positions = [i for i, a in enumerate(assertions) if isinstance(a, str | JudgedCheck)]
+    return [a if isinstance(a, str) else a.text for a in assertions if isinstance(a, str | JudgedCheck)], positions
+
+
+def _judged(verdict: AssertionVerdict, assertion: str | JudgedCheck) -> AssertionVerdict:
+    """A judged verdict carrying its assertion's weight (1 for a plain string)."""
+    if isinstance(assertion, str) or verdict.weight == assertion.weight:
+        return verdict
+    return verdict.model_copy(update={"weight": assertion.weight})
 
 
 def merge_by_position(
@@ -146,4 +157,7 @@ def merge_by_position(
     if len(judged) != len(texts):
         raise ValueError(f"{len(judged)} judged verdict(s) for {len(texts)} judged assertion(s)")
     queue = iter(judged)
-    return [next(queue) if isinstance(a, str) else check_assertion(a, trajectory) for a in assertions]
+    return [
+        _judged(next(queue), a) if isinstance(a, str | JudgedCheck) else check_assertion(a, trajectory)
+        for a in assertions
+    ]

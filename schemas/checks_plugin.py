@@ -1,0 +1,119 @@
+"""Assertion objects that carry Claude Code ``plugin eval`` grader semantics (extension
+``deterministic-assertions``). Pure models; the checks live in worker/grading/plugin_checks.py.
+
+A plugin eval suite's graders translate one to one into these (producer/interop_plugin.py),
+and a schema-v1 corpus may use them directly:
+
+* ``text_match``: a regular expression found (or, with ``absent``, not found) in the final
+  reply, the whole trace, or one final file (plugin eval's ``regex``);
+* ``tool_count``: the number of calls of a tool whose JSON input matches is within
+  ``[min, max]`` (``tool_used``);
+* ``tool_order``: the first call matching ``before`` comes before the first call matching
+  ``after`` (``tool_order``);
+* ``file_glob``: some file the run created or changed matches a glob (or, with
+  ``exists: false``, none does) (``file_exists``);
+* ``judged``: a judged assertion with a weight (``llm``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class ToolMatcher(BaseModel):
+    """Calls of one tool, optionally only those whose JSON input matches ``input_match``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: str
+    """Tool name as the harness names it (Claude Code's ``Bash`` also matches the built-in agent's ``shell``)."""
+    input_match: str | None = None
+    """Python regular expression searched in the call's input as compact JSON; None matches every call."""
+
+
+class TextMatchCheck(BaseModel):
+    """Passes when ``pattern`` is found in the chosen text (or, with ``absent``, is not)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["text_match"] = "text_match"
+    text: str
+    """What the check means, as reports show it."""
+    pattern: str
+    """Python regular expression (JavaScript syntax translated on import)."""
+    flags: str = ""
+    """Any of ``i`` (ignore case), ``m`` (multiline), ``s`` (dot matches newline)."""
+    source: Literal["reply", "transcript", "file"] = "reply"
+    """The final assistant message, the rendered trace, or the final content of ``path``."""
+    path: str | None = None
+    """Repo-relative file for ``source: file``."""
+    absent: bool = False
+    """True: pass only when the pattern is not found."""
+    weight: float = 1.0
+    """Relative weight in weighted scores."""
+
+
+class ToolCountCheck(BaseModel):
+    """Passes when the number of matching calls is in ``[min, max]``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["tool_count"] = "tool_count"
+    text: str
+    """What the check means, as reports show it."""
+    calls: ToolMatcher
+    """Which calls are counted."""
+    min: int = 1
+    """Fewest matching calls allowed."""
+    max: int | None = None
+    """Most matching calls allowed; None: no upper bound."""
+    weight: float = 1.0
+    """Relative weight in weighted scores."""
+
+
+class ToolOrderCheck(BaseModel):
+    """Passes when the first call matching ``before`` precedes the first call matching ``after``
+    (both must occur)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["tool_order"] = "tool_order"
+    text: str
+    """What the check means, as reports show it."""
+    before: ToolMatcher
+    """The call whose first occurrence must come first."""
+    after: ToolMatcher
+    """The call whose first occurrence must come later."""
+    weight: float = 1.0
+    """Relative weight in weighted scores."""
+
+
+class FileGlobCheck(BaseModel):
+    """Passes when a file the run created or changed matches ``glob`` (or, with ``exists``
+    false, when none does)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["file_glob"] = "file_glob"
+    text: str
+    """What the check means, as reports show it."""
+    glob: str
+    """Repo-relative glob; ``*`` stays within a folder, ``**`` crosses folders."""
+    exists: bool = True
+    """False: pass only when no such file exists."""
+    weight: float = 1.0
+    """Relative weight in weighted scores."""
+
+
+class JudgedCheck(BaseModel):
+    """A judged assertion with a weight: the judge reads ``text`` exactly as a string assertion."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["judged"] = "judged"
+    text: str
+    """The assertion the judge grades."""
+    weight: float = 1.0
+    """Relative weight in weighted scores."""

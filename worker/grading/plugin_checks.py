@@ -1,0 +1,166 @@
+"""The checks of ``plugin eval``'s deterministic graders (schemas/checks_plugin.py). Pure.
+
+Each reads the structured trajectory: tool calls are the recorded ``ToolCallEvent``s (a
+harness's calls are only those its proxied model responses contained), the reply is the last
+assistant message, files are ``Trajectory.final_files`` (the files the run created or changed).
+A tool's input is matched as compact JSON in the order the agent gave it, as Claude Code
+serialises it. Claude Code's tool names also match the built-in agent's equivalents, so one
+suite grades both executors alike.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from functools import cache
+
+from schemas.checks_plugin import FileGlobCheck, TextMatchCheck, ToolCountCheck, ToolMatcher, ToolOrderCheck
+from schemas.trajectory import AssistantEvent, ToolCallEvent, Trajectory
+from schemas.verdict import AssertionVerdict
+
+EVIDENCE_CHARS = 300
+BUILTIN_EQUIVALENTS = {
+    "Bash": "shell",
+    "Read": "read_file",
+    "Write": "write_file",
+    "Edit": "edit_file",
+    "MultiEdit": "edit_file",
+    "Glob": "glob",
+    "Grep": "grep",
+}
+"""Claude Code tool name -> the built-in agent's tool that does the same."""
+_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
+
+PluginCheck = TextMatchCheck | ToolCountCheck | ToolOrderCheck | FileGlobCheck
+
+
+@cache
+def compiled(pattern: str, flags: str = "") -> re.Pattern[str]:
+    value = 0
+    for flag in flags:
+        value |= _FLAGS.get(flag, 0)
+    return re.compile(pattern, value)
+
+
+def tool_input(call: ToolCallEvent) -> str:
+    return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+def matches(call: ToolCallEvent, matcher: ToolMatcher) -> bool:
+    if call.name != matcher.tool and call.name != BUILTIN_EQUIVALENTS.get(matcher.tool):
+        return False
+    return matcher.input_match is None or compiled(matcher.input_match).search(tool_input(call)) is not None
+
+
+def _calls(trajectory: Trajectory) -> list[ToolCallEvent]:
+    return [e for e in trajectory.events if isinstance(e, ToolCallEvent)]
+
+
+def _quote(call: ToolCallEvent) -> str:
+    text = f"[tool_call] {call.name}({tool_input(call)})"
+    return text if len(text) <= EVIDENCE_CHARS else text[: EVIDENCE_CHARS - 3] + "..."
+
+
+def _verdict(check: PluginCheck, passed: bool, evidence: str) -> AssertionVerdict:
+    return AssertionVerdict(
+        text=check.text, passed=passed, evidence=evidence, check="deterministic", weight=check.weight
+    )
+
+
+def _subject(check: TextMatchCheck, trajectory: Trajectory) -> tuple[str | None, str]:
+    if check.source == "file":
+        path = check.path or ""
+        return trajectory.final_files.get(path), f"the final {path}"
+    if check.source == "transcript":
+        return trajectory.render(), "the trace"
+    replies = [e.text for e in trajectory.events if isinstance(e, AssistantEvent)]
+    return (replies[-1] if replies else ""), "the final reply"
+
+
+def check_text_match(check: TextMatchCheck, trajectory: Trajectory) -> AssertionVerdict:
+    subject, where = _subject(check, trajectory)
+    if subject is None:
+        # plugin eval: a file that does not exist matches nothing
+        if check.absent:
+            return _verdict(check, True, f"{where} does not exist among the files the run changed")
+        return _verdict(check, False, f"absent: {where} among the files the run changed")
+    found = compiled(check.pattern, check.flags).search(subject)
+    if check.absent:
+        if found:
+            return _verdict(check, False, f"absent: no match, but {where} has {found.group(0)[:EVIDENCE_CHARS]!r}")
+        return _verdict(check, True, f"no match for /{check.pattern}/ in {where}")
+    if found:
+        return _verdict(check, True, f"{where}: {found.group(0)[:EVIDENCE_CHARS]}")
+    return _verdict(check, False, f"absent: a match for /{check.pattern}/ in {where}")
+
+
+def check_tool_count(check: ToolCountCheck, trajectory: Trajectory) -> AssertionVerdict:
+    matching = [c for c in _calls(trajectory) if matches(c, check.calls)]
+    count = len(matching)
+    bound = f"[{check.min}, {'∞' if check.max is None else check.max}]"
+    passed = count >= check.min and (check.max is None or count <= check.max)
+    first = f"; first {_quote(matching[0])}" if matching else ""
+    return _verdict(check, passed, f"{count} matching call(s) of {check.calls.tool}, allowed {bound}{first}")
+
+
+def _first(calls: Sequence[ToolCallEvent], matcher: ToolMatcher) -> int | None:
+    return next((i for i, c in enumerate(calls) if matches(c, matcher)), None)
+
+
+def check_tool_order(check: ToolOrderCheck, trajectory: Trajectory) -> AssertionVerdict:
+    calls = _calls(trajectory)
+    before, after = _first(calls, check.before), _first(calls, check.after)
+    if before is None:
+        return _verdict(check, False, f"absent: a call of {check.before.tool} matching the 'before' side")
+    if after is None:
+        return _verdict(check, False, f"absent: a call of {check.after.tool} matching the 'after' side")
+    passed = before < after
+    order = "before" if passed else "after"
+    return _verdict(check, passed, f"first {_quote(calls[before])} comes {order} first {_quote(calls[after])}")
+
+
+@cache
+def glob_pattern(glob: str) -> re.Pattern[str]:
+    """A glob as a regex over repo-relative paths: ``**/`` any folders, ``*`` and ``?`` within one."""
+    out, i = [], 0
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            out.append("(?:[^/]+/)*")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif glob[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif glob[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(glob[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def check_file_glob(check: FileGlobCheck, trajectory: Trajectory) -> AssertionVerdict:
+    pattern = glob_pattern(check.glob.removeprefix("./"))
+    found = sorted(p for p in trajectory.final_files if pattern.match(p))
+    if check.exists:
+        if found:
+            return _verdict(check, True, f"{found[0]} matches {check.glob}")
+        return _verdict(check, False, f"absent: a file matching {check.glob} among the files the run changed")
+    if found:
+        return _verdict(check, False, f"absent: no such file, but {found[0]} matches {check.glob}")
+    return _verdict(check, True, f"no file the run changed matches {check.glob}")
+
+
+def check_plugin(check: PluginCheck, trajectory: Trajectory) -> AssertionVerdict:
+    """The verdict of one plugin-eval check on ``trajectory``."""
+    if isinstance(check, TextMatchCheck):
+        return check_text_match(check, trajectory)
+    if isinstance(check, ToolCountCheck):
+        return check_tool_count(check, trajectory)
+    if isinstance(check, ToolOrderCheck):
+        return check_tool_order(check, trajectory)
+    return check_file_glob(check, trajectory)
