@@ -161,7 +161,9 @@ def read_foreign(root: Path, corpus_file: str) -> ForeignCorpus:
             in_yaml = len(data["evals"][i]["assertions"]) - len(grader_files)
             for j in range(len(data["evals"][i]["assertions"])):
                 origins[f"$.evals[{i}].assertions[{j}]"] = (
-                    (f"{folder}/case.yaml", f"$.graders[{j}]") if j < in_yaml else (grader_files[j - in_yaml], "rubric")
+                    (f"{folder}/case.yaml", f"$.graders[{j}]")
+                    if j < in_yaml
+                    else (grader_files[j - in_yaml], "front matter")
                 )
         return ForeignCorpus(data, skill, tuple(folders), origins)
     parts = corpus_file.split("/")

@@ -1,36 +1,55 @@
 """Claude Code plugin eval suites, ``evals/<case>/``, read as a corpus. Pure: takes file texts.
 
 A case is a folder with ``prompt.md`` (front matter such as ``max_turns``, ``allowed_tools``,
-optionally ``skill``; the body is the prompt) and graders ``graders/*.md`` (front matter
-``type: llm`` and an optional ``weight``; the body is the rubric), or a ``case.yaml`` with the
-same fields (``prompt`` or ``execution.prompt``, and a ``graders`` list). Each ``llm`` grader
-becomes one judged assertion; other grader kinds have no faithful translation and stop the
-suite with a named error rather than being dropped. Front matter is parsed with YAML's safe
-loader only.
+optionally ``skill``; the body is the prompt) and graders ``graders/*.md`` (front matter with the
+grader's ``type`` and fields, an optional ``weight``; the body is the rubric or the pattern), or
+a ``case.yaml`` with the same fields (``prompt`` or ``execution.prompt``, and a ``graders`` list).
+Every grader becomes one assertion with plugin eval's semantics and weight
+(:mod:`producer.interop_plugin_graders`); ``max_turns`` and ``allowed_tools`` become the case's
+own limits, applied by the executor. What cannot be run faithfully (``baseline`` graders,
+``context.scaffold_script``, ``context.add_dirs``, ``history_file``, ``append_system_prompt``)
+stops the suite with a named error rather than being dropped. Front matter is parsed with YAML's
+safe loader only.
 
-Case ids are the case folders in sorted order, from 1. ``max_turns``, ``allowed_tools`` and
-grader weights are checked but not applied: skill-eval's budgets are per run, and judged
-assertions count equally (see docs/design/statistics.md, "Interop").
+Case ids are the case folders in sorted order, from 1. A run's score is the weighted share of its
+assertions passed; a case's score is the mean over its runs (reducer/plugin_score.py).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from producer.interop_plugin_graders import translate_grader
 from schemas.constants import EVALS_DIR
+from schemas.corpus import DETERMINISTIC_ASSERTIONS
 from schemas.errors import BadCorpus
 
 PLUGIN_MANIFESTS = (".claude-plugin/plugin.json", "plugin.json")
 MAX_FILE_CHARS = 256_000
-CASE_KEYS = frozenset(
-    {"prompt", "execution", "max_turns", "allowed_tools", "graders", "skill", "name", "description", "tags", "timeout"}
-)
-PROMPT_KEYS = frozenset({"max_turns", "allowed_tools", "skill", "name", "description", "tags", "timeout"})
-GRADER_KEYS = frozenset({"type", "weight", "name", "description", "rubric", "prompt", "criteria", "text"})
+_COMMON_KEYS = {
+    "max_turns",
+    "allowed_tools",
+    "skill",
+    "name",
+    "description",
+    "tags",
+    "timeout",
+    "timeout_seconds",
+    "runs",
+}
+CASE_KEYS = frozenset({*_COMMON_KEYS, "prompt", "execution", "graders", "schema_version", "context"})
+PROMPT_KEYS = frozenset(_COMMON_KEYS)
+UNSUPPORTED_KEYS = {
+    "history_file": "continuing a recorded conversation is not supported",
+    "append_system_prompt": "an appended system prompt is not supported (the executor's prompt is fixed)",
+    "scaffold_script": "scaffold scripts are not run (they would need to run inside the sandbox before the agent)",
+    "add_dirs": "extra context folders are not supported",
+}
 
 
 @dataclass(frozen=True)
@@ -67,6 +86,17 @@ def _yaml(text: str, file: str, where: str) -> dict[str, Any]:
 
 
 def _check_meta(meta: dict[str, Any], allowed: frozenset[str], file: str, where: str) -> None:
+    for key, why in UNSUPPORTED_KEYS.items():
+        if key in meta:
+            raise BadCorpus(file, f"{where}.{key}", why)
+    context = meta.get("context")
+    if context is not None:
+        if not isinstance(context, dict):
+            raise BadCorpus(file, f"{where}.context", "must be a mapping")
+        for key, value in context.items():
+            why = UNSUPPORTED_KEYS.get(str(key), f"unexpected key {key!r}")
+            if value not in (None, [], ""):
+                raise BadCorpus(file, f"{where}.context.{key}", why)
     unknown = sorted(str(k) for k in set(meta) - allowed)
     if unknown:
         raise BadCorpus(
@@ -82,34 +112,12 @@ def _check_meta(meta: dict[str, Any], allowed: frozenset[str], file: str, where:
         raise BadCorpus(file, f"{where}.allowed_tools", "must be a string or a list of tool names")
 
 
-def _grader(meta: dict[str, Any], body: str, file: str, where: str) -> str:
-    _check_meta_grader(meta, file, where)
-    text = body or next((meta[k] for k in ("rubric", "prompt", "criteria", "text") if isinstance(meta.get(k), str)), "")
-    if not text.strip():
-        raise BadCorpus(file, where, "an llm grader needs its rubric text")
-    return " ".join(text.split())
-
-
-def _check_meta_grader(meta: dict[str, Any], file: str, where: str) -> None:
-    unknown = sorted(str(k) for k in set(meta) - GRADER_KEYS)
-    if unknown:
-        raise BadCorpus(file, where, "unexpected key(s) " + ", ".join(unknown))
-    kind = meta.get("type")
-    if kind != "llm":
-        raise BadCorpus(
-            file, f"{where}.type", f"{kind!r} grader: only type llm is read (its rubric becomes a judged assertion)"
-        )
-    weight = meta.get("weight", 1)
-    if isinstance(weight, bool) or not isinstance(weight, int | float) or weight <= 0:
-        raise BadCorpus(file, f"{where}.weight", f"{weight!r} is not a positive number")
-
-
 def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | None]:
     """One case -> (schema-v1 case dict, the skill its front matter names or None)."""
     folder = f"{EVALS_DIR}/{case.name}"
     meta: dict[str, Any] = {}
     prompt = ""
-    assertions: list[str] = []
+    assertions: list[str | dict[str, Any]] = []
     if case.case_yaml is not None:
         file = f"{folder}/case.yaml"
         if len(case.case_yaml) > MAX_FILE_CHARS:
@@ -126,7 +134,7 @@ def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | No
         for i, g in enumerate(graders):
             if not isinstance(g, dict):
                 raise BadCorpus(file, f"$.graders[{i}]", "must be a mapping")
-            assertions.append(_grader(g, "", file, f"$.graders[{i}]"))
+            assertions.append(translate_grader(g, "", file, f"$.graders[{i}]"))
     if case.prompt_md is not None:
         file = f"{folder}/prompt.md"
         front, body = _front_matter(case.prompt_md, file)
@@ -138,20 +146,23 @@ def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | No
     for name, text in sorted(case.graders.items()):
         file = f"{folder}/graders/{name}"
         front, body = _front_matter(text, file)
-        assertions.append(_grader(front, body, file, "front matter"))
+        assertions.append(translate_grader(front, body, file, "front matter"))
     if not assertions:
         raise BadCorpus(folder, "graders", "a case with no grader cannot be graded")
     skill = meta.get("skill")
-    return (
-        {
-            "id": case_id,
-            "prompt": prompt,
-            "expected_output": f"(Claude Code plugin eval case {case.name})",
-            "files": [],
-            "assertions": assertions,
-        },
-        skill if isinstance(skill, str) else None,
-    )
+    data: dict[str, Any] = {
+        "id": case_id,
+        "prompt": prompt,
+        "expected_output": f"(Claude Code plugin eval case {case.name})",
+        "files": [],
+        "assertions": assertions,
+    }
+    if meta.get("max_turns") is not None:
+        data["max_turns"] = meta["max_turns"]
+    tools = meta.get("allowed_tools")
+    if tools is not None:
+        data["allowed_tools"] = [t for t in re.split(r"[,\s]+", tools) if t] if isinstance(tools, str) else tools
+    return data, skill if isinstance(skill, str) else None
 
 
 def translate_plugin_suite(
@@ -168,4 +179,4 @@ def translate_plugin_suite(
         if named == skill or (named is None and plugin_skills == [skill]):
             kept.append(data)
             folders.append(f"{EVALS_DIR}/{case.name}")
-    return {"skill_name": skill, "evals": kept}, folders
+    return {"skill_name": skill, "extensions": [DETERMINISTIC_ASSERTIONS], "evals": kept}, folders

@@ -13,6 +13,7 @@ import pytest
 from engine.snapshot import snapshot_repo
 from engine.store import LocalStore
 from producer.repo import Repo
+from schemas.checks_plugin import JudgedCheck
 from schemas.errors import BadCorpus
 from worker.workspace import materialize_workspace
 
@@ -163,8 +164,9 @@ def test_a_plugin_suite_is_read_as_the_corpus_of_the_plugins_skill(tmp_path: Pat
     assert name == "evals/*/ [plugin suite: greeter]"
     bundle = repo.load(name)
     greet, wave = bundle.corpus.evals
-    assert (greet.id, greet.prompt, greet.assertions) == (1, "Please greet Ada.", (GOOD,))
-    assert (wave.id, wave.prompt) == (2, "Wave at the team")
+    assert (greet.id, greet.prompt, greet.assertions) == (1, "Please greet Ada.", (JudgedCheck(text=GOOD, weight=2),))
+    assert (greet.max_turns, greet.allowed_tools) == (12, ("Bash", "Read"))
+    assert (wave.id, wave.prompt, wave.max_turns, wave.allowed_tools) == (2, "Wave at the team", 5, None)
     assert bundle.graded_paths == ("evals/greet-ada", "evals/wave")
 
 
@@ -173,13 +175,28 @@ def test_a_plugin_suite_is_read_as_the_corpus_of_the_plugins_skill(tmp_path: Pat
     [
         (
             "greet-ada/graders/ran.md",
-            "---\ntype: regex\npattern: hi\n---\n",
-            "evals/greet-ada/graders/ran.md: front matter: unexpected key(s) pattern",
+            "---\ntype: regex\nglob: hi\n---\nx\n",
+            "evals/greet-ada/graders/ran.md: front matter: unexpected key(s) glob for a regex grader",
         ),
         (
             "greet-ada/graders/ran.md",
-            "---\ntype: regex\n---\nhi\n",
-            "evals/greet-ada/graders/ran.md: front matter.type: 'regex' grader",
+            "---\ntype: baseline\n---\nhi\n",
+            "evals/greet-ada/graders/ran.md: front matter.type: 'baseline' grader",
+        ),
+        (
+            "greet-ada/graders/ran.md",
+            "---\ntype: regex\n---\n(unclosed\n",
+            "evals/greet-ada/graders/ran.md: front matter.pattern: is not a valid regular expression",
+        ),
+        (
+            "wave/case.yaml",
+            "prompt: hi\ncontext:\n  scaffold_script: scaffold.sh\ngraders: []\n",
+            "evals/wave/case.yaml: $.context.scaffold_script: scaffold scripts are not run",
+        ),
+        (
+            "greet-ada/prompt.md",
+            "---\nhistory_file: h.jsonl\n---\nhi\n",
+            "evals/greet-ada/prompt.md: front matter.history_file: continuing a recorded conversation",
         ),
         (
             "greet-ada/graders/ran.md",
