@@ -21,6 +21,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+BUILTIN_EQUIVALENTS = {
+    "Bash": "shell",
+    "Read": "read_file",
+    "Write": "write_file",
+    "Edit": "edit_file",
+    "MultiEdit": "edit_file",
+    "Glob": "glob",
+    "Grep": "grep",
+}
+"""Claude Code tool name -> the built-in agent's tool that does the same."""
+
 
 class ToolMatcher(BaseModel):
     """Calls of one tool, optionally only those whose JSON input matches ``input_match``."""

@@ -28,6 +28,7 @@ from schemas.corpus import EvalCase
 from schemas.errors import ContextOverflow, ExecutorFailed, ModelCallFailed, ShareSpent
 from schemas.manifest import FLEET_WAIT_ALLOWANCE_S, AgentBudget
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory, Usage
+from worker.executor.allowed import case_budget, offered_tools, refusal
 from worker.executor.final_files import collect_final_files
 from worker.executor.prompt import render_executor_prompt
 from worker.executor.tools import TOOL_NAMES, TOOL_SPECS, ToolOutcome, execute_tool
@@ -69,8 +70,16 @@ def _result_for_model(outcome: ToolOutcome) -> str:
 class _Loop:
     """State of one run: events, usage, the clock. Kept private; ``run_agent`` is the API."""
 
-    def __init__(self, client: ModelClient, model: str, sandbox: Sandbox, budget: AgentBudget) -> None:
+    def __init__(
+        self,
+        client: ModelClient,
+        model: str,
+        sandbox: Sandbox,
+        budget: AgentBudget,
+        tools: tuple[list[dict[str, Any]], frozenset[str]] = (TOOL_SPECS, TOOL_NAMES),
+    ) -> None:
         self.client, self.model, self.sandbox, self.budget = client, model, sandbox, budget
+        self.tool_specs, self.tool_names = tools
         self.events: list[AssistantEvent | ToolCallEvent | ToolResultEvent] = []
         self.usage = Usage()
         self.wrote: list[str] = []
@@ -96,7 +105,7 @@ class _Loop:
     def call_model(self, messages: list[dict[str, Any]]) -> ModelReply:
         try:
             reply = self.client.complete(
-                self.model, messages, tools=TOOL_SPECS, max_tokens=self.budget.max_output_tokens, own=self.usage
+                self.model, messages, tools=self.tool_specs, max_tokens=self.budget.max_output_tokens, own=self.usage
             )
         except (ContextOverflow, ShareSpent):
             raise  # the agent's own volume or spending: the loop ends it as behaviour
@@ -110,6 +119,10 @@ class _Loop:
         # A name the agent was not offered is recorded as escaped data, never as a tool.
         name = call.name if call.name in TOOL_NAMES else "unknown-tool:" + json.dumps(call.name, ensure_ascii=True)
         self.events.append(ToolCallEvent(call_id=call.id, name=name, arguments=call.arguments))
+        if name in TOOL_NAMES and name not in self.tool_names:
+            outcome = ToolOutcome.error(refusal(name))
+            self.events.append(ToolResultEvent(call_id=call.id, output=outcome.output))
+            return outcome
         remaining = self.remaining_s()
         timeout = max(1.0, remaining) if remaining < self.budget.command_timeout_s else None
         outcome = execute_tool(self.sandbox, call.name, call.arguments, timeout_s=timeout)
@@ -193,7 +206,7 @@ def run_agent(
     prompt = render_executor_prompt(
         skill=skill, skill_text=skill_text, agent_texts=agent_texts, case=case, workspace=sandbox.inner_root
     )
-    loop = _Loop(client, model, sandbox, budget or AgentBudget())
+    loop = _Loop(client, model, sandbox, case_budget(budget or AgentBudget(), case), offered_tools(case))
     end_reason = loop.run(prompt.text)
     return Trajectory(
         shard_id=shard_id,

@@ -15,21 +15,18 @@ import re
 from collections.abc import Sequence
 from functools import cache
 
-from schemas.checks_plugin import FileGlobCheck, TextMatchCheck, ToolCountCheck, ToolMatcher, ToolOrderCheck
+from schemas.checks_plugin import (
+    BUILTIN_EQUIVALENTS,
+    FileGlobCheck,
+    TextMatchCheck,
+    ToolCountCheck,
+    ToolMatcher,
+    ToolOrderCheck,
+)
 from schemas.trajectory import AssistantEvent, ToolCallEvent, Trajectory
 from schemas.verdict import AssertionVerdict
 
 EVIDENCE_CHARS = 300
-BUILTIN_EQUIVALENTS = {
-    "Bash": "shell",
-    "Read": "read_file",
-    "Write": "write_file",
-    "Edit": "edit_file",
-    "MultiEdit": "edit_file",
-    "Glob": "glob",
-    "Grep": "grep",
-}
-"""Claude Code tool name -> the built-in agent's tool that does the same."""
 _FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 
 PluginCheck = TextMatchCheck | ToolCountCheck | ToolOrderCheck | FileGlobCheck
