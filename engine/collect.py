@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from engine.records import load_calibration, load_manifest, load_outcomes
 from engine.segments import outcome_line, read_segment, segment_keys_in_store
 from engine.store import ArtifactStore
+from reducer.plugin_score import apply_threshold
 from reducer.scoring import ShardOutcome, reduce_run
 from reducer.stream import StreamReducer
 from schemas.manifest import RunManifest, RunOutline, grade_key, trajectory_key
@@ -84,7 +85,7 @@ def calibration_status(store: ArtifactStore, manifest: RunManifest) -> dict[str,
 
 
 def reduce_from_store(store: ArtifactStore, manifest: RunManifest, skipped: list[str] | None = None) -> RunResult:
-    return reduce_run(
+    result = reduce_run(
         manifest.plan,
         collect_outcomes(store, manifest),
         fail_under=manifest.settings.fail_under,
@@ -93,6 +94,7 @@ def reduce_from_store(store: ArtifactStore, manifest: RunManifest, skipped: list
         calibration=calibration_status(store, manifest),
         skipped=skipped or list(manifest.skipped),
     )
+    return apply_threshold(result, manifest.settings.plugin_threshold)
 
 
 SEGMENT_READ_BATCH = 4

@@ -274,7 +274,10 @@ def run(
     require_uplift: RequireUpliftOpt = None,
     regression_alpha: RegressionAlphaOpt = None,
     epochs: Annotated[
-        int, typer.Option("--epochs", min=1, help="Repetitions per case and model.", rich_help_panel=WHAT)
+        int,
+        typer.Option(
+            "--epochs", "--runs", min=1, help="Repetitions per case and model (--runs: the same).", rich_help_panel=WHAT
+        ),
     ] = 1,
     force: Annotated[
         bool,
@@ -322,6 +325,16 @@ def run(
     max_cost: MaxCostOpt = None,
     max_tokens: MaxTokensOpt = None,
     fail_under: FailUnderOpt = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--threshold",
+            min=0.0,
+            max=1.0,
+            help="Claude Code plugin eval suites: FAIL when any case's score is below this (0 to 1).",
+            rich_help_panel=REPORTED,
+        ),
+    ] = None,
     out_dir: OutOpt = Path(DEFAULT_REPORT_DIR),
     dry_run: Annotated[
         bool,
@@ -373,6 +386,7 @@ def run(
             strict_evidence=strict_evidence,
             calibrate=not no_calibration,
             fail_under=fail_under,
+            plugin_threshold=threshold,
             regression_alpha=regression_alpha,
             require_uplift=require_uplift,
             max_cost_usd=max_cost or None,

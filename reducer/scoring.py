@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from reducer.comparison import compare_all
 from reducer.gates import comparison_failures
+from reducer.plugin_score import is_plugin_suite, suite_scores
 from reducer.quality import assess_assertions
 from reducer.sensitivity import sensitivity_warnings
 from reducer.stats import clustered_interval, mean_interval, pass_at_k, pass_hat_k, wilson
@@ -169,6 +170,9 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
         sandbox_modes=sorted({r.sandbox.value for r in runs if r.sandbox}),
         judge_agreement=(sum(pair_shares) / len(pair_shares)) if pair_shares else None,
         judge_unanimous=(sum(unanimous) / len(unanimous)) if unanimous else None,
+        plugin_scores=suite_scores([c.id for c in bundle.corpus.evals], runs)
+        if is_plugin_suite(bundle.corpus_file)
+        else [],
     )
 
 

@@ -65,6 +65,8 @@ class RunSettings(BaseModel):
     """Against an old ref, only a one-sided drop significant at this level (Holm over assertions) fails."""
     require_uplift: float | None = Field(default=None, ge=-1, lt=1)
     """FAIL unless the lower bound of the uplift over the no-skill arm is above this margin."""
+    plugin_threshold: float | None = Field(default=None, ge=0, le=1)
+    """``--threshold``: a Claude Code plugin eval suite fails when any case's score is below it; None: no gate."""
     max_cost_usd: float | None = Field(default=None, gt=0)
     """Run-wide cap on model spend, executor and judge together (``--max-cost``); None: no cap."""
     max_tokens: int | None = Field(default=None, gt=0)

@@ -136,6 +136,32 @@ class ModelSummary(BaseModel):
     None when no shard recorded it."""
 
 
+class PluginCaseScore(BaseModel):
+    """One case's score as ``plugin eval`` defines it, for one executor model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    case_id: int
+    """Eval case id."""
+    runs: int
+    """Graded runs (epochs) the score averages."""
+    score: float | None
+    """Mean over the graded runs of each run's weighted share of graders passed; None: no graded run."""
+
+
+class PluginSuiteScore(BaseModel):
+    """A plugin eval suite's scores for one executor model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    """Executor model."""
+    score: float | None
+    """Mean of the scored cases' scores; None when no case was scored."""
+    cases: list[PluginCaseScore]
+    """Per case, in case order."""
+
+
 class SkillResult(BaseModel):
     """One corpus in one variant."""
 
@@ -179,6 +205,8 @@ class SkillResult(BaseModel):
     """Share of assertions on which all judges agreed (ensembles only)."""
     sandbox_modes: list[str] = Field(default_factory=list)
     """Sandbox modes that ran."""
+    plugin_scores: list[PluginSuiteScore] = Field(default_factory=list)
+    """Claude Code plugin eval suites only: the per-case and suite scores as ``plugin eval`` defines them."""
 
 
 class RunResult(BaseModel):

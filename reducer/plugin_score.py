@@ -1,0 +1,64 @@
+"""Scores of Claude Code ``plugin eval`` suites, as ``plugin eval`` defines them. Pure.
+
+A run's score is the share of its graders that passed, weighted by the graders' weights (the
+composite of its verdicts); a case's score is the mean of its runs' scores; the suite's score is
+the mean of its cases' scores. With a threshold, a case passes when its score reaches it, and
+the suite fails when any case's score is below it. Only graded runs count: a run the evaluator
+failed to grade (infra) has no score, which skill-eval's own gates report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from schemas.report import CaseRun, PluginCaseScore, PluginSuiteScore, RunResult, SkillResult
+from schemas.shard import CURRENT
+from schemas.status import ShardState, Verdict
+
+PLUGIN_SUITE_PREFIX = "evals/*/ [plugin suite:"
+
+
+def is_plugin_suite(corpus_file: str) -> bool:
+    return corpus_file.startswith(PLUGIN_SUITE_PREFIX)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def suite_scores(case_ids: Sequence[int], runs: Sequence[CaseRun]) -> list[PluginSuiteScore]:
+    """Per executor model: every case's score and the suite's, from the graded runs."""
+    graded = [r for r in runs if r.state is ShardState.GRADED and r.composite is not None]
+    out = []
+    for model in sorted({r.model for r in runs}):
+        cases = []
+        for case_id in case_ids:
+            scores = [r.composite for r in graded if r.model == model and r.case_id == case_id]
+            cases.append(
+                PluginCaseScore(case_id=case_id, runs=len(scores), score=_mean([s for s in scores if s is not None]))
+            )
+        scored = [c.score for c in cases if c.score is not None]
+        out.append(PluginSuiteScore(model=model, score=_mean(scored), cases=cases))
+    return out
+
+
+def below_threshold(skill: SkillResult, threshold: float) -> list[str]:
+    """One line per (model, case) whose score is below ``threshold``."""
+    return [
+        f"{skill.skill}: plugin eval case {c.case_id} scores {c.score:.3f} with {s.model}, "
+        f"below --threshold {threshold:g}"
+        for s in skill.plugin_scores
+        for c in s.cases
+        if c.score is not None and c.score < threshold
+    ]
+
+
+def apply_threshold(result: RunResult, threshold: float | None) -> RunResult:
+    """``result`` with FAIL (unless BLOCKED) and a reason per plugin eval case below ``threshold``."""
+    if threshold is None or result.verdict is Verdict.BLOCKED:
+        return result
+    fails = [line for s in result.skills if s.variant == CURRENT for line in below_threshold(s, threshold)]
+    if not fails:
+        return result
+    reasons = result.reasons if result.verdict is Verdict.FAIL else []
+    return result.model_copy(update={"verdict": Verdict.FAIL, "reasons": [*fails, *reasons]})
