@@ -62,3 +62,36 @@ def apply_threshold(result: RunResult, threshold: float | None) -> RunResult:
         return result
     reasons = result.reasons if result.verdict is Verdict.FAIL else []
     return result.model_copy(update={"verdict": Verdict.FAIL, "reasons": [*fails, *reasons]})
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def plugin_score_lines(skill: SkillResult) -> list[str]:
+    """The report section: per model, the suite score and each case's (0 to 1, as plugin eval prints them)."""
+    if not skill.plugin_scores:
+        return []
+    out = [
+        "",
+        "### Plugin eval scores",
+        "",
+        "Run score: weighted share of graders passed; case score: mean over its graded runs; "
+        "suite score: mean of the case scores (0 to 1).",
+        "",
+        "| model | suite score | " + " | ".join(f"case {c.case_id}" for c in skill.plugin_scores[0].cases) + " |",
+        "|---|---|" + "---|" * len(skill.plugin_scores[0].cases),
+    ]
+    for s in skill.plugin_scores:
+        cells = " | ".join(f"{_score(c.score)} ({c.runs} run(s))" for c in s.cases)
+        out.append(f"| {s.model} | {_score(s.score)} | {cells} |")
+    return out
+
+
+def plugin_complete_lines(skill: SkillResult) -> list[str]:
+    """One line per model for the SKILL-EVAL COMPLETE block."""
+    return [
+        f"  plugin eval score ({s.model}): suite {_score(s.score)}; cases "
+        + ", ".join(f"{c.case_id}={_score(c.score)}" for c in s.cases)
+        for s in skill.plugin_scores
+    ]

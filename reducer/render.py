@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
+from reducer.plugin_score import plugin_complete_lines, plugin_score_lines
 from reducer.render_compare import comparison_section, comparison_summary, noise_summary, quality_section
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.report import CaseRun, ClusteredRate, RunResult, SkillResult
@@ -140,6 +141,7 @@ def _variant_section(s: SkillResult) -> list[str]:
             f"({_pct(m.composite_low)}–{_pct(m.composite_high)}) | {m.graded}/{m.shards} |"
         )
     out += _per_model_tables(s)
+    out += plugin_score_lines(s)
     models = [m.model for m in s.models]
     out += ["", "### Assertions by model", ""]
     out.append("| case | assertion | " + " | ".join(md(m) for m in models) + " | pass@k | pass^k |")
@@ -223,6 +225,7 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
         infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v) or "none"
         lines.append(f"skill: {s.skill} [{s.variant}]  cases: {s.cases}  result: {s.headline}")
         lines.append(f"  not graded (infra): {infra}; blocked: {len(s.blocked)}")
+        lines += plugin_complete_lines(s)
         for r in s.runs:
             for v in r.verdicts:
                 if not v.passed:
