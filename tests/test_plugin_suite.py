@@ -1,0 +1,148 @@
+"""A Claude Code plugin eval suite run as written: the fixture plugin's cases, executed by the
+built-in agent against the offline model server, graded with plugin eval's grader semantics, and
+scored as plugin eval defines it (weighted share of graders per run, mean per case, mean per suite)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.snapshot import snapshot_repo
+from engine.store import LocalStore
+from producer.repo import Repo
+from reducer.plugin_score import apply_threshold, suite_scores
+from reducer.scoring import composite
+from schemas.corpus import Corpus
+from schemas.report import CaseRun, RunResult, SkillResult
+from schemas.status import ShardState, Verdict
+from schemas.trajectory import ToolCallEvent, ToolResultEvent, Trajectory
+from testkit.offline_server import OfflineModelServer
+from tests.executor_support import open_test_sandbox
+from tests.grading_support import JUDGE
+from tests.model_support import server_fixtures
+from worker.executor.agent import run_agent
+from worker.grading.judge import grade_trajectory
+from worker.models.client import LiteLLMClient
+from worker.sandbox import SandboxLimits
+from worker.workspace import materialize_workspace
+
+pytestmark = pytest.mark.filterwarnings("ignore:Items? .*ReadOnly:UserWarning")
+
+FIXTURE = Path(__file__).parent / "fixtures" / "plugin-weather"
+SUITE = "evals/*/ [plugin suite: forecast]"
+MODEL = "openai/scripted-exec"
+JUDGE_RULES = [{"assertion_contains": "forecast for Paris", "transcript_regex": r"^\[assistant\].*sunny"}]
+
+server, scripted, client = server_fixtures()
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+def scenario(*replies: dict[str, Any]) -> dict[str, Any]:
+    executor = {"name": "executor", "model": "scripted-exec", "tools": True, "replies": list(replies)}
+    return {"rules": [executor, {"name": "judge", "judge": True}], "judge": JUDGE_RULES}
+
+
+SUNNY_DAY = scenario(
+    {"tool_calls": [call("write_file", path="forecast.txt", content="Paris: sunny\n")]},
+    {"tool_calls": [call("shell", command="cat forecast.txt")]},
+    # Edit is not among the case's allowed tools: refused, yet recorded (and the f-no-edit grader sees it).
+    {"tool_calls": [call("edit_file", path="forecast.txt", old="sunny", new="rainy")]},
+    {"text": "Tomorrow in Paris it will be sunny."},
+)
+OSLO = scenario({"text": "It is sunny in Oslo today, no rain."})
+
+
+@pytest.fixture
+def plugin_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "plugin-weather"
+    shutil.copytree(FIXTURE, repo)
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "initial"]):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True)
+    return repo
+
+
+def execute(client: LiteLLMClient, repo: Path, corpus: Corpus, case_id: int, tmp_path: Path) -> Trajectory:
+    store = LocalStore(tmp_path / f"store-{case_id}")
+    key = snapshot_repo(repo, store)
+    case = corpus.case(case_id)
+    with materialize_workspace(
+        store, key, skill="forecast", case=case, parent=tmp_path / f"ws-{case_id}", cache_dir=tmp_path / "cache"
+    ) as ws:
+        sandbox = open_test_sandbox(ws.path, SandboxLimits(timeout_s=20))
+        return run_agent(client, MODEL, skill="forecast", skill_text=None, agent_texts={}, case=case, sandbox=sandbox)
+
+
+def test_the_suite_is_read_with_every_grader_kind_and_its_limits(plugin_repo: Path) -> None:
+    corpus = Repo(plugin_repo).load(SUITE).corpus
+    oslo, sunny = corpus.evals  # case folders in sorted order
+    kinds = [a if isinstance(a, str) else a.kind for a in sunny.assertions]
+    assert kinds == ["text_match", "text_match", "tool_count", "tool_order", "file_glob", "tool_count", "judged"]
+    assert (sunny.max_turns, sunny.allowed_tools) == (8, ("Bash", "Read", "Write", "mcp__weather__get_forecast"))
+    assert [a if isinstance(a, str) else a.kind for a in oslo.assertions] == ["text_match", "tool_count", "file_glob"]
+
+
+def test_scores_match_the_hand_computed_ones(
+    client: LiteLLMClient, scripted: OfflineModelServer, plugin_repo: Path, tmp_path: Path
+) -> None:
+    corpus = Repo(plugin_repo).load(SUITE).corpus
+    runs = []
+    for case_id, script in ((2, SUNNY_DAY), (1, OSLO)):
+        scripted.set_scenario(script)
+        trajectory = execute(client, plugin_repo, corpus, case_id, tmp_path)
+        grade = grade_trajectory(client, [JUDGE], corpus.case(case_id).assertions, trajectory, skill="forecast")
+        assert grade.state is ShardState.GRADED, grade.error
+        runs.append((trajectory, grade.verdicts))
+
+    (sunny, sunny_verdicts), (_oslo, oslo_verdicts) = runs  # executed sunny-day (case 2) first
+    # The refused Edit reached nothing: the file keeps what was written.
+    assert sunny.final_files == {"forecast.txt": "Paris: sunny\n"}
+    refused = [e for e in sunny.events if isinstance(e, ToolResultEvent) and "not available" in e.output]
+    assert len(refused) == 1
+    assert [e.name for e in sunny.events if isinstance(e, ToolCallEvent)] == ["write_file", "shell", "edit_file"]
+    # Case 1: reply, file, shell once, order (w2), *.txt exist; Edit was called (fails); llm (w3) passes.
+    assert [v.passed for v in sunny_verdicts] == [True, True, True, True, True, False, True]
+    assert [v.weight for v in sunny_verdicts] == [1, 1, 1, 2, 1, 1, 3]
+    assert composite(sunny_verdicts) == pytest.approx(9 / 10)
+    # Case 2: "sunny" is in the trace (fails), no Read (fails), no reports/**/*.md (passes).
+    assert [v.passed for v in oslo_verdicts] == [False, False, True]
+    assert composite(oslo_verdicts) == pytest.approx(1 / 3)
+
+    case_runs = [
+        CaseRun(
+            shard_id=f"s{i}",
+            case_id=i,
+            model=MODEL,
+            epoch=1,
+            state=ShardState.GRADED,
+            verdicts=v,
+            composite=composite(v),
+        )
+        for i, v in ((2, sunny_verdicts), (1, oslo_verdicts))
+    ]
+    [suite] = suite_scores([1, 2], case_runs)
+    assert [c.score for c in suite.cases] == [pytest.approx(1 / 3), pytest.approx(0.9)]
+    assert suite.score == pytest.approx((0.9 + 1 / 3) / 2)
+
+
+def _result(scores: list[float]) -> RunResult:
+    runs = [
+        CaseRun(shard_id=f"s{i}", case_id=i, model=MODEL, epoch=1, state=ShardState.GRADED, composite=s)
+        for i, s in enumerate(scores, start=1)
+    ]
+    skill = SkillResult.model_construct(skill="forecast", variant="current", plugin_scores=suite_scores([1, 2], runs))
+    return RunResult.model_construct(run_id="r", verdict=Verdict.PASS, reasons=["all corpora graded"], skills=[skill])
+
+
+def test_threshold_fails_the_run_when_any_case_is_below_it() -> None:
+    assert apply_threshold(_result([1.0, 0.9]), None).verdict is Verdict.PASS
+    assert apply_threshold(_result([1.0, 0.9]), 0.9).verdict is Verdict.PASS
+    failed = apply_threshold(_result([1.0, 0.89]), 0.9)
+    assert failed.verdict is Verdict.FAIL
+    assert failed.reasons == [f"forecast: plugin eval case 2 scores 0.890 with {MODEL}, below --threshold 0.9"]
