@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from producer.interop_mocks import MOCKS_DIR, read_mocks
 from producer.interop_plugin import PLUGIN_MANIFESTS, PluginCase, translate_plugin_suite
 from producer.interop_skill_creator import SKILL_CREATOR_FILE, skill_creator_path, translate_skill_creator
 from schemas.constants import CORPUS_SUFFIX, EVALS_DIR, SKILLS_DIR
@@ -152,6 +153,10 @@ def read_foreign(root: Path, corpus_file: str) -> ForeignCorpus:
             sorted(p.name for p in (root / SKILLS_DIR).iterdir() if p.is_dir()) if (root / SKILLS_DIR).is_dir() else []
         )
         data, folders = translate_plugin_suite(cases, skill, skills)
+        mocks = read_mocks(root)
+        if mocks:
+            for case_data in data["evals"]:
+                case_data["mocks"] = mocks
         origins: dict[str, tuple[str, str]] = {}
         for i, folder in enumerate(folders):
             case = next(c for c in cases if f"{EVALS_DIR}/{c.name}" == folder)
@@ -165,7 +170,8 @@ def read_foreign(root: Path, corpus_file: str) -> ForeignCorpus:
                     if j < in_yaml
                     else (grader_files[j - in_yaml], "front matter")
                 )
-        return ForeignCorpus(data, skill, tuple(folders), origins)
+        hidden = (MOCKS_DIR,) if mocks else ()  # the mocks' answers are graded inputs: never in a workspace
+        return ForeignCorpus(data, skill, (*folders, *hidden), origins)
     parts = corpus_file.split("/")
     if len(parts) != 4 or parts[0] != SKILLS_DIR or "/".join(parts[2:]) != SKILL_CREATOR_FILE:
         raise BadCorpus(corpus_file, "$", "not a corpus skill-eval can read")

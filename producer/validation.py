@@ -40,12 +40,13 @@ from schemas.corpus import (
     ToolCallMatcher,
 )
 from schemas.errors import BadCorpus, BadSkillName
+from schemas.mocks import MockServer
 from schemas.status import FixtureStage
 
 TOP_KEYS = frozenset({"skill_name", "evals"})
 TOP_OPTIONAL_KEYS = frozenset({"extensions"})  # the opt-in to extensions of schema v1
 CASE_KEYS = frozenset({"id", "prompt", "expected_output", "files", "assertions"})
-CASE_OPTIONAL_KEYS = frozenset({"fixtures", "max_turns", "allowed_tools"})
+CASE_OPTIONAL_KEYS = frozenset({"fixtures", "max_turns", "allowed_tools", "mocks"})
 FIXTURE_KEYS = frozenset({"path", "content"})
 FIXTURE_OPTIONAL_KEYS = frozenset({"stage"})
 
@@ -269,19 +270,21 @@ def _validate_case(
         fixtures=fixtures,
         max_turns=limits[0],
         allowed_tools=limits[1],
+        mocks=limits[2],
     )
 
 
 def _case_limits(
     raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus], found: list[BadCorpus]
-) -> tuple[int | None, tuple[str, ...] | None]:
-    from producer.validation_plugin import case_limits
+) -> tuple[int | None, tuple[str, ...] | None, tuple[MockServer, ...]]:
+    from producer.validation_plugin import case_limits, case_mocks
 
     try:
-        return case_limits(raw, at, fail)
+        turns, tools = case_limits(raw, at, fail)
+        return turns, tools, case_mocks(raw["mocks"], f"{at}.mocks", fail) if "mocks" in raw else ()
     except BadCorpus as exc:
         found.append(exc)
-        return None, None
+        return None, None, ()
 
 
 def _claimed_paths(raw: Any) -> set[str]:

@@ -9,6 +9,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
+
 from producer.validation import (
     MAX_PATTERN_CHARS,
     MAX_WEIGHT,
@@ -27,6 +29,7 @@ from schemas.checks_plugin import (
     ToolOrderCheck,
 )
 from schemas.errors import BadCorpus
+from schemas.mocks import MockServer
 
 Fail = Callable[[str, str], BadCorpus]
 PLUGIN_CHECK_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -174,3 +177,25 @@ def case_limits(raw: dict[str, Any], at: str, fail: Fail) -> tuple[int | None, t
     if not isinstance(tools, list) or len(tools) > MAX_TOOLS or any(_blank(t) for t in tools):
         raise fail(f"{at}.allowed_tools", f"must be an array of at most {MAX_TOOLS} non-blank tool names")
     return turns, tuple(t.strip() for t in tools)
+
+
+MAX_MOCK_SERVERS = 20
+
+
+def case_mocks(raw: Any, at: str, fail: Fail) -> tuple[MockServer, ...]:
+    """A case's ``mocks``: servers with their tools; every ``expect`` pattern must compile."""
+    if not isinstance(raw, list) or len(raw) > MAX_MOCK_SERVERS:
+        raise fail(at, f"must be an array of at most {MAX_MOCK_SERVERS} mocked servers")
+    servers = []
+    for i, server in enumerate(raw):
+        try:
+            parsed = MockServer.model_validate(server)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise fail(f"{at}[{i}]" + (f".{where}" if where else ""), first["msg"]) from None
+        for tool in parsed.tools:
+            for field, pattern in tool.expect.items():
+                _pattern(pattern, f"{at}[{i}].tools.{tool.name}.expect.{field}", fail)
+        servers.append(parsed)
+    return tuple(servers)

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.checks_plugin import FileGlobCheck, JudgedCheck, TextMatchCheck, ToolCountCheck, ToolOrderCheck
+from schemas.mocks import MockServer
 from schemas.status import FixtureStage
 
 DETERMINISTIC_ASSERTIONS = "deterministic-assertions"
@@ -162,6 +163,8 @@ class EvalCase(BaseModel):
     """The case's own turn limit (lower than the run's wins); None: the run's budget only."""
     allowed_tools: tuple[str, ...] | None = None
     """The only tools the executor offers for this case (harness names); None: all of them."""
+    mocks: tuple[MockServer, ...] = ()
+    """Mocked MCP servers the executor offers in place of the repo's own (schemas/mocks.py)."""
 
     @property
     def has_base_fixtures(self) -> bool:

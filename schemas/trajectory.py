@@ -148,6 +148,8 @@ class Trajectory(BaseModel):
     """Which executor ran: ``agent``, a harness name (``claude-code``, ``codex``) or ``cmd:...``."""
     skill_activated: bool | None = None
     """Harness executors: whether the harness loaded the skill (None: not recorded for this executor)."""
+    mock_findings: list[str] = Field(default_factory=list)
+    """Calls to a mocked MCP tool whose input failed the mock's ``expect`` guard (recorded by the product)."""
     rejected_calls: list[str] = Field(default_factory=list)
     """Tool calls the harness's stream claimed that no proxied model response contained (flagged, left out)."""
     started_at: datetime = Field(default_factory=_now)

@@ -16,8 +16,8 @@ from engine.store import LocalStore
 from producer.repo import Repo
 from reducer.plugin_score import apply_threshold, suite_scores
 from reducer.scoring import composite
-from schemas.corpus import Corpus
 from schemas.report import CaseRun, RunResult, SkillResult
+from schemas.shard import SkillBundle
 from schemas.status import ShardState, Verdict
 from schemas.trajectory import ToolCallEvent, ToolResultEvent, Trajectory
 from testkit.offline_server import OfflineModelServer
@@ -50,8 +50,13 @@ def scenario(*replies: dict[str, Any]) -> dict[str, Any]:
 
 
 SUNNY_DAY = scenario(
+    {"tool_calls": [call("mcp__weather__get_forecast", city="Paris", day="tomorrow")]},
+    # The mock's expect guard refuses Berlin: an error answer, and a finding.
+    {"tool_calls": [call("mcp__weather__get_forecast", city="Berlin")]},
     {"tool_calls": [call("write_file", path="forecast.txt", content="Paris: sunny\n")]},
     {"tool_calls": [call("shell", command="cat forecast.txt")]},
+    # The real server is repo code: in the sandbox it reaches no network, and the mocks are not there.
+    {"tool_calls": [call("shell", command="ls evals/mocks; python3 server/weather_server.py")]},
     # Edit is not among the case's allowed tools: refused, yet recorded (and the f-no-edit grader sees it).
     {"tool_calls": [call("edit_file", path="forecast.txt", old="sunny", new="rainy")]},
     {"text": "Tomorrow in Paris it will be sunny."},
@@ -68,12 +73,18 @@ def plugin_repo(tmp_path: Path) -> Path:
     return repo
 
 
-def execute(client: LiteLLMClient, repo: Path, corpus: Corpus, case_id: int, tmp_path: Path) -> Trajectory:
+def execute(client: LiteLLMClient, repo: Path, bundle: SkillBundle, case_id: int, tmp_path: Path) -> Trajectory:
     store = LocalStore(tmp_path / f"store-{case_id}")
     key = snapshot_repo(repo, store)
-    case = corpus.case(case_id)
+    case = bundle.corpus.case(case_id)
     with materialize_workspace(
-        store, key, skill="forecast", case=case, parent=tmp_path / f"ws-{case_id}", cache_dir=tmp_path / "cache"
+        store,
+        key,
+        skill="forecast",
+        case=case,
+        parent=tmp_path / f"ws-{case_id}",
+        cache_dir=tmp_path / "cache",
+        graded_paths=bundle.graded_paths,
     ) as ws:
         sandbox = open_test_sandbox(ws.path, SandboxLimits(timeout_s=20))
         return run_agent(client, MODEL, skill="forecast", skill_text=None, agent_texts={}, case=case, sandbox=sandbox)
@@ -83,7 +94,13 @@ def test_the_suite_is_read_with_every_grader_kind_and_its_limits(plugin_repo: Pa
     corpus = Repo(plugin_repo).load(SUITE).corpus
     oslo, sunny = corpus.evals  # case folders in sorted order
     kinds = [a if isinstance(a, str) else a.kind for a in sunny.assertions]
-    assert kinds == ["text_match", "text_match", "tool_count", "tool_order", "file_glob", "tool_count", "judged"]
+    assert kinds == [
+        *("text_match", "text_match", "tool_count", "tool_order", "file_glob", "tool_count", "judged", "tool_count")
+    ]
+    [weather] = sunny.mocks
+    [tool] = weather.tools
+    assert (weather.name, tool.name, tool.expect) == ("weather", "get_forecast", {"city": "^(Paris|Oslo)$"})
+    assert tool.input_schema["required"] == ["city"]
     assert (sunny.max_turns, sunny.allowed_tools) == (8, ("Bash", "Read", "Write", "mcp__weather__get_forecast"))
     assert [a if isinstance(a, str) else a.kind for a in oslo.assertions] == ["text_match", "tool_count", "file_glob"]
 
@@ -91,11 +108,13 @@ def test_the_suite_is_read_with_every_grader_kind_and_its_limits(plugin_repo: Pa
 def test_scores_match_the_hand_computed_ones(
     client: LiteLLMClient, scripted: OfflineModelServer, plugin_repo: Path, tmp_path: Path
 ) -> None:
-    corpus = Repo(plugin_repo).load(SUITE).corpus
+    bundle = Repo(plugin_repo).load(SUITE)
+    corpus = bundle.corpus
+    assert bundle.graded_paths == ("evals/oslo-rain", "evals/sunny-day", "evals/mocks")
     runs = []
     for case_id, script in ((2, SUNNY_DAY), (1, OSLO)):
         scripted.set_scenario(script)
-        trajectory = execute(client, plugin_repo, corpus, case_id, tmp_path)
+        trajectory = execute(client, plugin_repo, bundle, case_id, tmp_path)
         grade = grade_trajectory(client, [JUDGE], corpus.case(case_id).assertions, trajectory, skill="forecast")
         assert grade.state is ShardState.GRADED, grade.error
         runs.append((trajectory, grade.verdicts))
@@ -103,13 +122,28 @@ def test_scores_match_the_hand_computed_ones(
     (sunny, sunny_verdicts), (_oslo, oslo_verdicts) = runs  # executed sunny-day (case 2) first
     # The refused Edit reached nothing: the file keeps what was written.
     assert sunny.final_files == {"forecast.txt": "Paris: sunny\n"}
-    refused = [e for e in sunny.events if isinstance(e, ToolResultEvent) and "not available" in e.output]
-    assert len(refused) == 1
-    assert [e.name for e in sunny.events if isinstance(e, ToolCallEvent)] == ["write_file", "shell", "edit_file"]
-    # Case 1: reply, file, shell once, order (w2), *.txt exist; Edit was called (fails); llm (w3) passes.
-    assert [v.passed for v in sunny_verdicts] == [True, True, True, True, True, False, True]
-    assert [v.weight for v in sunny_verdicts] == [1, 1, 1, 2, 1, 1, 3]
-    assert composite(sunny_verdicts) == pytest.approx(9 / 10)
+    results = [e for e in sunny.events if isinstance(e, ToolResultEvent)]
+    assert [e.name for e in sunny.events if isinstance(e, ToolCallEvent)] == [
+        *("mcp__weather__get_forecast", "mcp__weather__get_forecast", "write_file", "shell", "shell", "edit_file")
+    ]
+    # The mock answered from its script, templated; the guard's refusal is an error and a finding.
+    assert (results[0].output, results[0].exit_code) == ("Paris tomorrow: sunny, 24 °C.", 0)
+    assert results[1].exit_code == 1 and results[1].output.startswith("error: unexpected input: city")
+    assert sunny.mock_findings == [
+        "mcp__weather__get_forecast: unexpected input city='Berlin' (expected /^(Paris|Oslo)$/)"
+    ]
+    # The real server: no mocks folder in the workspace, no network.
+    assert results[4].exit_code != 0 and "No such file or directory" in results[4].output
+    assert "URLError" in results[4].output
+    assert "not available" in results[5].output
+    # The mocked tool was offered with its declared schema, beside the allowed built-in tools only.
+    offered = {t["function"]["name"]: t["function"] for t in scripted.requests()[0]["tools"]}
+    assert sorted(offered) == ["mcp__weather__get_forecast", "read_file", "shell", "write_file"]
+    assert offered["mcp__weather__get_forecast"]["parameters"]["required"] == ["city"]
+    # Case 2: reply, file, shell once, order (w2), *.txt exist; Edit was called (fails); llm (w3); mock call.
+    assert [v.passed for v in sunny_verdicts] == [True, True, True, True, True, False, True, True]
+    assert [v.weight for v in sunny_verdicts] == [1, 1, 1, 2, 1, 1, 3, 1]
+    assert composite(sunny_verdicts) == pytest.approx(10 / 11)
     # Case 2: "sunny" is in the trace (fails), no Read (fails), no reports/**/*.md (passes).
     assert [v.passed for v in oslo_verdicts] == [False, False, True]
     assert composite(oslo_verdicts) == pytest.approx(1 / 3)
@@ -127,8 +161,8 @@ def test_scores_match_the_hand_computed_ones(
         for i, v in ((2, sunny_verdicts), (1, oslo_verdicts))
     ]
     [suite] = suite_scores([1, 2], case_runs)
-    assert [c.score for c in suite.cases] == [pytest.approx(1 / 3), pytest.approx(0.9)]
-    assert suite.score == pytest.approx((0.9 + 1 / 3) / 2)
+    assert [c.score for c in suite.cases] == [pytest.approx(1 / 3), pytest.approx(10 / 11)]
+    assert suite.score == pytest.approx((10 / 11 + 1 / 3) / 2)
 
 
 def _result(scores: list[float]) -> RunResult:

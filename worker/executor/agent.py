@@ -28,10 +28,10 @@ from schemas.corpus import EvalCase
 from schemas.errors import ContextOverflow, ExecutorFailed, ModelCallFailed, ShareSpent
 from schemas.manifest import FLEET_WAIT_ALLOWANCE_S, AgentBudget
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory, Usage
-from worker.executor.allowed import case_budget, offered_tools, refusal
+from worker.executor.allowed import CaseTools, case_budget, case_tools, refusal
 from worker.executor.final_files import collect_final_files
 from worker.executor.prompt import render_executor_prompt
-from worker.executor.tools import TOOL_NAMES, TOOL_SPECS, ToolOutcome, execute_tool
+from worker.executor.tools import TOOL_NAMES, ToolOutcome, execute_tool
 from worker.models.base import ModelClient, ModelReply, ToolCall
 from worker.sandbox import Sandbox, SandboxLimits, workspace_usage
 
@@ -76,10 +76,11 @@ class _Loop:
         model: str,
         sandbox: Sandbox,
         budget: AgentBudget,
-        tools: tuple[list[dict[str, Any]], frozenset[str]] = (TOOL_SPECS, TOOL_NAMES),
+        tools: CaseTools | None = None,
     ) -> None:
         self.client, self.model, self.sandbox, self.budget = client, model, sandbox, budget
-        self.tool_specs, self.tool_names = tools
+        self.tools = tools or CaseTools()
+        self.mock_findings: list[str] = []
         self.events: list[AssistantEvent | ToolCallEvent | ToolResultEvent] = []
         self.usage = Usage()
         self.wrote: list[str] = []
@@ -105,7 +106,7 @@ class _Loop:
     def call_model(self, messages: list[dict[str, Any]]) -> ModelReply:
         try:
             reply = self.client.complete(
-                self.model, messages, tools=self.tool_specs, max_tokens=self.budget.max_output_tokens, own=self.usage
+                self.model, messages, tools=self.tools.specs, max_tokens=self.budget.max_output_tokens, own=self.usage
             )
         except (ContextOverflow, ShareSpent):
             raise  # the agent's own volume or spending: the loop ends it as behaviour
@@ -117,9 +118,12 @@ class _Loop:
 
     def run_tool(self, call: ToolCall) -> ToolOutcome:
         # A name the agent was not offered is recorded as escaped data, never as a tool.
-        name = call.name if call.name in TOOL_NAMES else "unknown-tool:" + json.dumps(call.name, ensure_ascii=True)
+        known = call.name in TOOL_NAMES or call.name in self.tools.mocks
+        name = call.name if known else "unknown-tool:" + json.dumps(call.name, ensure_ascii=True)
         self.events.append(ToolCallEvent(call_id=call.id, name=name, arguments=call.arguments))
-        if name in TOOL_NAMES and name not in self.tool_names:
+        if name in self.tools.mocks:
+            return self.answer_mock(call)
+        if name in TOOL_NAMES and name not in self.tools.builtin:
             outcome = ToolOutcome.error(refusal(name))
             self.events.append(ToolResultEvent(call_id=call.id, output=outcome.output))
             return outcome
@@ -137,6 +141,15 @@ class _Loop:
         )
         if outcome.wrote:
             self.wrote.append(outcome.wrote)
+        return outcome
+
+    def answer_mock(self, call: ToolCall) -> ToolOutcome:
+        """A mocked MCP tool's answer, recorded here (the mock never runs code of the repo's)."""
+        reply = self.tools.answer(call.name, call.arguments)
+        if reply.finding:
+            self.mock_findings.append(reply.finding)
+        outcome = ToolOutcome(output=reply.text, exit_code=1 if reply.is_error else 0)
+        self.events.append(ToolResultEvent(call_id=call.id, output=outcome.output, exit_code=outcome.exit_code))
         return outcome
 
     def ran_tools(self) -> bool:
@@ -206,7 +219,7 @@ def run_agent(
     prompt = render_executor_prompt(
         skill=skill, skill_text=skill_text, agent_texts=agent_texts, case=case, workspace=sandbox.inner_root
     )
-    loop = _Loop(client, model, sandbox, case_budget(budget or AgentBudget(), case), offered_tools(case))
+    loop = _Loop(client, model, sandbox, case_budget(budget or AgentBudget(), case), case_tools(case))
     end_reason = loop.run(prompt.text)
     return Trajectory(
         shard_id=shard_id,
@@ -220,6 +233,7 @@ def run_agent(
         waited_s=round(loop.waited_s, 3),
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=loop.wrote) if loop.ran_tools() else {},
         template_hashes={"executor": prompt.template_sha256},
+        mock_findings=loop.mock_findings,
         started_at=started_at,
         finished_at=datetime.now(UTC),
     )

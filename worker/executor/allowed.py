@@ -1,27 +1,52 @@
-"""A case's own limits on the built-in agent: ``allowed_tools`` and ``max_turns`` (EvalCase).
+"""A case's own terms for the built-in agent: ``allowed_tools``, ``max_turns`` and mocked MCP tools.
 
-``allowed_tools`` names tools as Claude Code does (``Bash``, ``Read``, ...) or as the built-in
-agent does (``shell``, ``read_file``, ...); the agent is offered only the built-in tools it names.
-A call to any other tool reaches nothing: it is recorded, and the agent is told the tool is not
-available, as a harness answers a call to a tool it does not have.
+``allowed_tools`` names tools as Claude Code does (``Bash``, ``Read``, ``mcp__<server>__<tool>``)
+or as the built-in agent does (``shell``, ``read_file``, ...); the agent is offered only those. A
+call to a built-in tool not offered reaches nothing: it is recorded, and the agent is told the tool
+is not available, as a harness answers a call to a tool it does not have.
+
+Mocked MCP tools (``EvalCase.mocks``) are answered by the loop itself from the mock, never by a
+server of the repo's: the call, its input and the answer are recorded by the product like any
+tool call, and an input failing a mock's ``expect`` guard is a finding on the trajectory.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.checks_plugin import BUILTIN_EQUIVALENTS
 from schemas.corpus import EvalCase
 from schemas.manifest import AgentBudget
+from schemas.mocks import MockAnswer, MockTool, answer, function_specs
 from worker.executor.tools import TOOL_NAMES, TOOL_SPECS
 
 
-def offered_tools(case: EvalCase) -> tuple[list[dict[str, Any]], frozenset[str]]:
-    """The tool specs the agent is offered for ``case``, and their names."""
-    if case.allowed_tools is None:
-        return TOOL_SPECS, TOOL_NAMES
-    names = frozenset(BUILTIN_EQUIVALENTS.get(t, t) for t in case.allowed_tools) & TOOL_NAMES
-    return [s for s in TOOL_SPECS if s["function"]["name"] in names], names
+@dataclass(frozen=True)
+class CaseTools:
+    """The tools offered for one case."""
+
+    specs: list[dict[str, Any]] = field(default_factory=lambda: list(TOOL_SPECS))
+    builtin: frozenset[str] = TOOL_NAMES
+    """Built-in tools offered."""
+    mocks: dict[str, tuple[str, MockTool]] = field(default_factory=dict)
+    """``mcp__<server>__<tool>`` -> (server, mocked tool), offered."""
+
+    def answer(self, name: str, arguments: dict[str, Any]) -> MockAnswer:
+        server, tool = self.mocks[name]
+        return answer(server, tool, arguments)
+
+
+def _allowed(name: str, allowed: tuple[str, ...] | None) -> bool:
+    return allowed is None or name in allowed or any(BUILTIN_EQUIVALENTS.get(a) == name for a in allowed)
+
+
+def case_tools(case: EvalCase) -> CaseTools:
+    """The built-in tools and mocked MCP tools offered for ``case``."""
+    builtin = frozenset(n for n in TOOL_NAMES if _allowed(n, case.allowed_tools))
+    mocked = {n: v for n, v in function_specs(case.mocks).items() if _allowed(n, case.allowed_tools)}
+    specs = [s for s in TOOL_SPECS if s["function"]["name"] in builtin] + [spec for _, _, spec in mocked.values()]
+    return CaseTools(specs, builtin, {n: (server, tool) for n, (server, tool, _) in mocked.items()})
 
 
 def refusal(name: str) -> str:
