@@ -21,6 +21,11 @@ from schemas.trajectory import Event
 PLACEHOLDER_KEY = "sk-skill-eval-placeholder-not-a-key"
 """The only key a harness is ever given; the proxy swaps it for the real one."""
 FORWARDER_PORT = 8377
+INNER_MOCKS_DIR = "/run/skill-eval-mocks"
+MOCK_SERVER = f"{INNER_MOCKS_DIR}/mcp_mock_server.py"
+"""harnesses/mcp_mock_server.py, read-only in the sandbox."""
+MOCK_FILE = f"{INNER_MOCKS_DIR}/mocks.json"
+"""The case's mocks (schemas/mocks.py, as JSON), read-only in the sandbox."""
 """The loopback port of the in-sandbox forwarder (the sandbox has its own network namespace)."""
 
 
@@ -54,6 +59,10 @@ class HarnessRequest:
     plugin_name: str | None = None
     """The repo's Claude Code plugin name when it ships ``.claude-plugin/plugin.json``."""
     case_files: tuple[str, ...] = ()
+    allowed_tools: tuple[str, ...] | None = None
+    """The case's only tools (harness names); None: the harness's own set."""
+    mock_servers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Mocked MCP server name -> its tools; each runs as ``python3 <MOCK_SERVER> <MOCK_FILE> <name>``."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,16 @@ import posixpath
 from collections.abc import Iterable
 from typing import Any
 
-from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
+from harnesses.base import (
+    FORWARDER_PORT,
+    MOCK_FILE,
+    MOCK_SERVER,
+    PLACEHOLDER_KEY,
+    HarnessPlan,
+    HarnessRequest,
+    bare_model,
+    case_prompt,
+)
 from harnesses.endpoints import Protocol
 from harnesses.stream_json import ParsedStream, read_stream_json
 from schemas.trajectory import Event, ToolCallEvent
@@ -75,6 +84,7 @@ class ClaudeCode:
             "--settings",
             json.dumps(settings, sort_keys=True),
         ]
+        argv += _case_tool_args(request)
         home_files: dict[str, bytes] = {}
         if request.plugin_name:
             argv += ["--plugin-dir", request.workspace]
@@ -114,3 +124,26 @@ def _named(arguments: dict[str, Any], skill: str, skill_ref: str) -> bool:
 def _reads_skill_md(arguments: dict[str, Any], skill: str) -> bool:
     needle = f"skills/{skill}/SKILL.md"
     return any(isinstance(v, str) and needle in v for v in arguments.values())
+
+
+def _case_tool_args(request: HarnessRequest) -> list[str]:
+    """``--mcp-config`` for the mocked servers (``--strict-mcp-config`` keeps every other out),
+    ``--tools`` for the allowed built-in tools, ``--disallowedTools`` for mocked tools not allowed."""
+    args: list[str] = []
+    if request.mock_servers:
+        servers = {
+            name: {"type": "stdio", "command": "python3", "args": [MOCK_SERVER, MOCK_FILE, name]}
+            for name in sorted(request.mock_servers)
+        }
+        args += ["--mcp-config", json.dumps({"mcpServers": servers}, sort_keys=True)]
+    if request.allowed_tools is None:
+        return args
+    allowed = set(request.allowed_tools)
+    args += ["--tools", ",".join(t for t in request.allowed_tools if not t.startswith("mcp__"))]
+    refused = [
+        f"mcp__{name}__{tool}"
+        for name, tools in sorted(request.mock_servers.items())
+        for tool in tools
+        if f"mcp__{name}__{tool}" not in allowed
+    ]
+    return args + (["--disallowedTools", ",".join(refused)] if refused else [])

@@ -47,6 +47,7 @@ from schemas.trajectory import EndReason, ToolCallEvent, Trajectory, Usage
 from worker.executor.external import EXTERNAL_OUTPUT_CHARS
 from worker.executor.final_files import collect_final_files
 from worker.executor.harness_binary import find_binary, sealed_copy
+from worker.executor.mock_calls import mock_servers, settle_mock_calls, stage_mocks
 from worker.models.limiter import Limiter
 from worker.proxy import ModelProxy, ProxyConfig, forwarder_command
 from worker.sandbox import INNER_HOME, INNER_ROOT, BwrapSandbox, CommandResult, Sandbox, SandboxLimits
@@ -233,6 +234,8 @@ def run_harness(
             home=INNER_HOME,
             plugin_name=plugin_name(workspace) if harness.name == "claude-code" else None,
             case_files=tuple(shard.case.files),
+            allowed_tools=shard.case.allowed_tools,
+            mock_servers=mock_servers(shard.case),
         )
     )
     skill_md = next((c for rel, c in plan.home_files.items() if rel.endswith(f"{shard.skill}/SKILL.md")), b"")
@@ -279,6 +282,7 @@ def run_harness(
             "--bind",
             str(private / "home"),
             INNER_HOME,
+            *stage_mocks(shard.case, private / "mocks"),
         ]
         with ModelProxy(config, proxy_dir / "model.sock", limiter=limiter, usage=usage, run_budget=run_budget) as proxy:
             result = _run_sandboxed(
@@ -320,7 +324,7 @@ def run_harness(
         for k in ("file_path", "notebook_path")
         if isinstance(e.arguments.get(k), str)
     ]
-    return Trajectory(
+    trajectory = Trajectory(
         shard_id=shard.shard_id,
         skill=shard.skill,
         case_id=shard.case.id,
@@ -342,3 +346,4 @@ def run_harness(
         started_at=started_at,
         finished_at=datetime.now(UTC),
     )
+    return settle_mock_calls(trajectory, shard.case)

@@ -18,6 +18,7 @@ from schemas.manifest import RunManifest
 from schemas.shard import NO_SKILL
 from schemas.trajectory import Trajectory
 from worker.context import Context
+from worker.executor.allowed import case_budget
 from worker.executor.harness import HarnessShard, harness_limits, run_harness
 from worker.sandbox import SandboxLimits, open_sandbox
 
@@ -53,7 +54,7 @@ def run_harness_shard(
                 case=case,
                 # The no-skill arm stages nothing (the skill folder is gone) and gets the bare prompt.
                 invoke=Invoke.IMPLICIT if shard.variant == NO_SKILL else Invoke(settings.invoke),
-                budget=settings.budget,
+                budget=case_budget(settings.budget, case),
                 shard_id=shard_id,
             ),
             sandbox=sandbox,

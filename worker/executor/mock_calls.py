@@ -9,6 +9,12 @@ input failing an ``expect`` guard is a finding.
 
 from __future__ import annotations
 
+import inspect
+import json
+from pathlib import Path
+
+from harnesses import mcp_mock_server
+from harnesses.base import INNER_MOCKS_DIR
 from schemas.corpus import EvalCase
 from schemas.mocks import answer, function_specs
 from schemas.trajectory import ToolCallEvent, ToolResultEvent, Trajectory
@@ -31,3 +37,23 @@ def settle_mock_calls(trajectory: Trajectory, case: EvalCase) -> Trajectory:
             event = event.model_copy(update={"output": reply.text, "exit_code": 1 if reply.is_error else 0})
         events.append(event)
     return trajectory.model_copy(update={"events": events, "mock_findings": findings})
+
+
+def mock_servers(case: EvalCase) -> dict[str, tuple[str, ...]]:
+    """Mocked server name -> its tool names, for the harness's MCP configuration."""
+    return {s.name: tuple(t.name for t in s.tools) for s in case.mocks}
+
+
+def stage_mocks(case: EvalCase, folder: Path) -> list[str]:
+    """Write the mock server and the case's mocks to ``folder``; the bwrap arguments that show it,
+    read-only, at ``INNER_MOCKS_DIR`` (nothing when the case has no mocks)."""
+    if not case.mocks:
+        return []
+    folder.mkdir(mode=0o755)
+    server = folder / "mcp_mock_server.py"
+    server.write_text(inspect.getsource(mcp_mock_server))
+    data = folder / "mocks.json"
+    data.write_text(json.dumps([s.model_dump(mode="json") for s in case.mocks], ensure_ascii=False))
+    for path in (server, data):
+        path.chmod(0o644)
+    return ["--perms", "0755", "--dir", INNER_MOCKS_DIR, "--ro-bind", str(folder), INNER_MOCKS_DIR]
