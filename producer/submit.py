@@ -13,6 +13,7 @@ from engine.records import put_manifest
 from engine.snapshot import snapshot_repo
 from engine.state import RunState
 from engine.store import ArtifactStore
+from producer.case_terms import check_case_terms
 from schemas.manifest import RunManifest, RunSettings
 from schemas.shard import BASELINE_PREFIX, CURRENT, GUTTED, NO_SKILL, SAME, RunPlan
 
@@ -56,6 +57,7 @@ def build_manifest(
 
     ``store`` None skips the snapshot (grade-only runs execute nothing).
     """
+    check_case_terms(plan, settings.executor)
     snapshots: dict[str, str] = {}
     if store is not None:
         key = snapshot_repo(repo_root, store)

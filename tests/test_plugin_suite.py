@@ -4,6 +4,7 @@ scored as plugin eval defines it (weighted share of graders per run, mean per ca
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,11 +14,16 @@ import pytest
 
 from engine.snapshot import snapshot_repo
 from engine.store import LocalStore
+from harnesses.base import MOCK_FILE, MOCK_SERVER, HarnessRequest, Invoke
+from harnesses.claude_code import ClaudeCode
+from producer.case_terms import check_case_terms
 from producer.repo import Repo
 from reducer.plugin_score import apply_threshold, suite_scores
 from reducer.scoring import composite
+from schemas.errors import BadCorpus
+from schemas.mocks import answer
 from schemas.report import CaseRun, RunResult, SkillResult
-from schemas.shard import SkillBundle
+from schemas.shard import RunPlan, SkillBundle
 from schemas.status import ShardState, Verdict
 from schemas.trajectory import ToolCallEvent, ToolResultEvent, Trajectory
 from testkit.offline_server import OfflineModelServer
@@ -25,6 +31,7 @@ from tests.executor_support import open_test_sandbox
 from tests.grading_support import JUDGE
 from tests.model_support import server_fixtures
 from worker.executor.agent import run_agent
+from worker.executor.mock_calls import stage_mocks
 from worker.grading.judge import grade_trajectory
 from worker.models.client import LiteLLMClient
 from worker.sandbox import SandboxLimits
@@ -180,3 +187,77 @@ def test_threshold_fails_the_run_when_any_case_is_below_it() -> None:
     failed = apply_threshold(_result([1.0, 0.89]), 0.9)
     assert failed.verdict is Verdict.FAIL
     assert failed.reasons == [f"forecast: plugin eval case 2 scores 0.890 with {MODEL}, below --threshold 0.9"]
+
+
+def test_claude_code_gets_the_mocks_as_its_only_mcp_servers_and_only_the_allowed_tools() -> None:
+    request = HarnessRequest(
+        binary="/run/bin/harness",
+        model="anthropic/claude-sonnet-4-5",
+        skill="forecast",
+        skill_files={},
+        prompt="Weather?",
+        invoke=Invoke.EXPLICIT,
+        workspace="/workspace",
+        home="/home/agent",
+        allowed_tools=("Bash", "Read", "mcp__weather__get_forecast"),
+        mock_servers={"weather": ("get_forecast", "get_alerts")},
+    )
+    argv = list(ClaudeCode().plan(request).argv)
+    assert "--strict-mcp-config" in argv
+    config = json.loads(argv[argv.index("--mcp-config") + 1])
+    assert config == {
+        "mcpServers": {"weather": {"type": "stdio", "command": "python3", "args": [MOCK_SERVER, MOCK_FILE, "weather"]}}
+    }
+    assert argv[argv.index("--tools") + 1] == "Bash,Read"
+    assert argv[argv.index("--disallowedTools") + 1] == "mcp__weather__get_alerts"
+
+
+def test_the_mock_server_speaks_mcp_over_stdio_with_the_products_answers(plugin_repo: Path, tmp_path: Path) -> None:
+    case = Repo(plugin_repo).load(SUITE).corpus.case(2)
+    mocks = tmp_path / "mocks"
+    stage_mocks(case, mocks)
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "get_forecast", "arguments": {"city": "Oslo", "day": "today"}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "get_forecast", "arguments": {"city": "Rome"}},
+        },
+    ]
+    out = subprocess.run(
+        ["python3", str(mocks / "mcp_mock_server.py"), str(mocks / "mocks.json"), "weather"],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout.splitlines()
+    replies = [json.loads(line) for line in out]
+    assert [r["id"] for r in replies] == [1, 2, 3, 4]
+    assert replies[0]["result"]["capabilities"] == {"tools": {}}
+    assert replies[1]["result"]["tools"][0]["inputSchema"]["required"] == ["city"]
+    [mock] = case.mocks
+    for reply, args in ((replies[2], {"city": "Oslo", "day": "today"}), (replies[3], {"city": "Rome"})):
+        expected = answer("weather", mock.tools[0], args)
+        assert reply["result"] == {"content": [{"type": "text", "text": expected.text}], "isError": expected.is_error}
+    assert replies[3]["result"]["isError"] is True
+
+
+def test_an_executor_that_cannot_honour_a_cases_terms_is_refused_by_name(plugin_repo: Path) -> None:
+    bundle = Repo(plugin_repo).load(SUITE)
+    plan = RunPlan.model_construct(bundles=[bundle])
+    for executor in ("agent", "claude-code"):
+        check_case_terms(plan, executor)
+    with pytest.raises(BadCorpus, match=r"evals\[0\]\.mocks: the codex executor does not apply"):
+        check_case_terms(plan, "codex")
+    with pytest.raises(BadCorpus, match=r"evals\[0\]\.mocks: the cmd:my-agent executor"):
+        check_case_terms(plan, "cmd:my-agent")

@@ -1,0 +1,33 @@
+"""Refuse a run whose executor cannot honour a case's own terms (mocked MCP tools, allowed tools,
+a turn limit) rather than run it as if they had been applied. Pure."""
+
+from __future__ import annotations
+
+from schemas.errors import BadCorpus
+from schemas.shard import RunPlan
+
+HONOURS = {
+    "agent": frozenset({"mocks", "allowed_tools", "max_turns"}),
+    "claude-code": frozenset({"mocks", "allowed_tools", "max_turns"}),
+    "codex": frozenset({"max_turns"}),
+}
+"""Executor -> the case terms it applies (a ``cmd:`` executor applies none)."""
+
+
+def check_case_terms(plan: RunPlan, executor: str) -> None:
+    """Raise BadCorpus naming the first case whose terms ``executor`` would not apply."""
+    honours = HONOURS.get(executor, frozenset())
+    for bundle in plan.bundles:
+        for i, case in enumerate(bundle.corpus.evals):
+            used = {
+                "mocks": bool(case.mocks),
+                "allowed_tools": case.allowed_tools is not None,
+                "max_turns": case.max_turns is not None,
+            }
+            for term in sorted(t for t, on in used.items() if on and t not in honours):
+                raise BadCorpus(
+                    bundle.corpus_file,
+                    f"$.evals[{i}].{term}",
+                    f"the {executor} executor does not apply a case's {term}; run it with --executor agent"
+                    + (" or claude-code" if term != "max_turns" else ""),
+                )
