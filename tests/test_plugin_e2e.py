@@ -1,0 +1,80 @@
+"""End to end: ``skill-eval run --all-evals --runs 2 --threshold 0.95`` on the fixture plugin, with the
+built-in agent against the offline server. The plugin eval suite is picked up, its mocked MCP tool is
+answered, and the report carries plugin eval's scores beside the pass rates; a case below the
+threshold fails the run."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testkit.offline_server import OfflineModelServer
+from tests.e2e_support import Env, checked_env, git_init, reports, scenario
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+FIXTURE = Path(__file__).parent / "fixtures" / "plugin-weather"
+MODEL = "openai/exec-a"
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+RULES = [
+    {
+        "name": "sunny-day",
+        "tools": True,
+        "contains": "weather in Paris tomorrow",
+        "replies": [
+            call("mcp__weather__get_forecast", city="Paris", day="tomorrow"),
+            call("write_file", path="forecast.txt", content="Paris: sunny\n"),
+            call("shell", command="cat forecast.txt"),
+            {"text": "Tomorrow in Paris it will be sunny."},
+        ],
+    },
+    {"name": "oslo", "tools": True, "contains": "raining in Oslo", "replies": [{"text": "It is sunny in Oslo."}]},
+]
+JUDGE = [{"assertion_contains": "forecast for Paris", "transcript_regex": r"^\[assistant\].*sunny"}]
+
+
+@pytest.fixture
+def server() -> Iterator[OfflineModelServer]:
+    with OfflineModelServer(scenario(RULES, JUDGE)) as s:
+        yield s
+
+
+@pytest.fixture
+def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
+    with checked_env(tmp_path / "e2e", server.base_url) as e:
+        yield e
+
+
+def test_a_plugin_suite_runs_as_written_and_is_scored_as_plugin_eval_scores_it(env: Env, tmp_path: Path) -> None:
+    repo = tmp_path / "plugin-weather"
+    shutil.copytree(FIXTURE, repo)
+    git_init(repo)
+
+    res = env.run(repo, "--all-evals", "--runs", "2", "--threshold", "0.95", models=(MODEL,))
+
+    assert res.code == 1, res.stdout + res.stderr  # FAIL: the oslo case scores 1/3 < 0.95
+    doc, markdown = reports(env.out, "forecast", res.run_id)
+    [current] = [s for s in doc["variants"] if s["variant"] == "current"]
+    [scores] = current["plugin_scores"]
+    # sunny-day: every grader passes (no Edit call this time): 11/11; oslo-rain: 1/3, in both runs.
+    assert [(c["case_id"], c["runs"], round(c["score"], 6)) for c in scores["cases"]] == [
+        (1, 2, round(1 / 3, 6)),
+        (2, 2, 1.0),
+    ]
+    assert scores["score"] == pytest.approx((1 / 3 + 1) / 2)
+    assert doc["verdict"] == "FAIL"
+    assert any("plugin eval case 1 scores 0.333" in r and "--threshold 0.95" in r for r in doc["reasons"])
+    assert "### Plugin eval scores" in markdown
+    assert "plugin eval score (openai/exec-a): suite 0.667; cases 1=0.333, 2=1.000" in res.stdout
+    # The mock call and its answer are in the trajectory the judge read.
+    sunny = [r for r in current["runs"] if r["case_id"] == 2]
+    assert all(len(r["verdicts"]) == 8 and all(v["passed"] for v in r["verdicts"]) for r in sunny)
