@@ -68,6 +68,8 @@ class ClaudeCode:
     def plan(self, request: HarnessRequest) -> HarnessPlan:
         model = bare_model(request.model)
         env = self.environment(model, request.home)
+        if request.mock_servers:
+            env["ENABLE_TOOL_SEARCH"] = "false"  # the mocked tools offered up front, as a declared server's are
         settings = {"model": model, "env": {k: v for k, v in env.items() if k != "HOME"}}
         argv = [
             request.binary,
@@ -139,7 +141,7 @@ def _case_tool_args(request: HarnessRequest) -> list[str]:
     if request.allowed_tools is None:
         return args
     allowed = set(request.allowed_tools)
-    args += ["--tools", ",".join(t for t in request.allowed_tools if not t.startswith("mcp__"))]
+    args += ["--tools", ",".join(request.allowed_tools)]
     refused = [
         f"mcp__{name}__{tool}"
         for name, tools in sorted(request.mock_servers.items())

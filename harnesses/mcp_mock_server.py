@@ -39,7 +39,8 @@ def handle(request: dict[str, Any], tools: dict[str, dict[str, Any]]) -> dict[st
     method, params = request.get("method"), request.get("params") or {}
     if method == "initialize":
         version = params.get("protocolVersion") or PROTOCOL
-        return {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": {"name": "skill-eval-mock"}}
+        info = {"name": "skill-eval-mock", "version": "1"}
+        return {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": info}
     if method == "tools/list":
         listed = [
             {"name": t["name"], "description": t.get("description", ""), "inputSchema": t.get("input_schema") or {}}

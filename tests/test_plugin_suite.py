@@ -208,7 +208,7 @@ def test_claude_code_gets_the_mocks_as_its_only_mcp_servers_and_only_the_allowed
     assert config == {
         "mcpServers": {"weather": {"type": "stdio", "command": "python3", "args": [MOCK_SERVER, MOCK_FILE, "weather"]}}
     }
-    assert argv[argv.index("--tools") + 1] == "Bash,Read"
+    assert argv[argv.index("--tools") + 1] == "Bash,Read,mcp__weather__get_forecast"
     assert argv[argv.index("--disallowedTools") + 1] == "mcp__weather__get_alerts"
 
 

@@ -3,8 +3,8 @@
 A harness's mocked MCP tools are answered inside the sandbox (harnesses/mcp_mock_server.py), where
 the agent also runs. The calls themselves are unforgeable (a harness trajectory keeps only calls
 its proxied model responses contained); the answers are recomputed here from each call and the
-case's mocks, so the result the judge reads is the mock's, whatever the sandbox printed, and an
-input failing an ``expect`` guard is a finding.
+case's mocks, so the result the judge reads is the mock's, whatever the sandbox printed; an answer
+the harness reported differently, and an input failing an ``expect`` guard, are findings.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ def settle_mock_calls(trajectory: Trajectory, case: EvalCase) -> Trajectory:
             reply = answer(server, tool, call.arguments)
             if reply.finding:
                 findings.append(reply.finding)
+            if event.output.strip() != reply.text.strip():
+                seen = event.output.strip()[:200]
+                findings.append(f"{call.name}: the harness reported another answer than the mock's: {seen!r}")
             event = event.model_copy(update={"output": reply.text, "exit_code": 1 if reply.is_error else 0})
         events.append(event)
     return trajectory.model_copy(update={"events": events, "mock_findings": findings})

@@ -1,0 +1,94 @@
+"""End to end with the real Claude Code binary: the fixture plugin's suite, its MCP server replaced by
+the mock (run inside the sandbox through ``--mcp-config``), the allowed tools only, graded and scored
+as plugin eval scores it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testkit.offline_server import OfflineModelServer
+from tests.e2e_support import Env, checked_env, git_init, reports, scenario
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+FIXTURE = Path(__file__).parent / "fixtures" / "plugin-weather"
+MODEL = "anthropic/claude-sonnet-4-5"
+CANARY_RULE: dict[str, Any] = {
+    "name": "canary",
+    "contains": "SKILL-EVAL-CANARY-HEAD-$n",
+    "replies": [
+        {
+            "tool_calls": [
+                {
+                    "name": "Bash",
+                    "arguments": {"description": "canary"},
+                    "arguments_from": {"command": "```sh\n(.+?)\n```"},
+                }
+            ]
+        },
+        {"text": "done"},
+    ],
+}
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+RULES = [
+    CANARY_RULE,
+    {
+        "name": "sunny-day",
+        "contains": "weather in Paris tomorrow",
+        "replies": [
+            call("mcp__weather__get_forecast", city="Paris", day="tomorrow"),
+            call("Write", file_path="/workspace/forecast.txt", content="Paris: sunny\n"),
+            call("Bash", command="cat forecast.txt", description="check"),
+            {"text": "Tomorrow in Paris it will be sunny."},
+        ],
+    },
+    {"name": "oslo", "contains": "raining in Oslo", "replies": [{"text": "It is sunny in Oslo."}]},
+]
+JUDGE = [{"assertion_contains": "forecast for Paris", "transcript_regex": r"^\[assistant\].*sunny"}]
+
+
+@pytest.fixture
+def server() -> Iterator[OfflineModelServer]:
+    with OfflineModelServer(scenario(RULES, JUDGE)) as s:
+        yield s
+
+
+@pytest.fixture
+def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
+    with checked_env(tmp_path / "e2e", server.base_url) as e:
+        yield e
+
+
+def test_claude_code_calls_the_mock_in_the_sandbox_and_the_suite_is_scored(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    repo = tmp_path / "plugin-weather"
+    shutil.copytree(FIXTURE, repo)
+    git_init(repo)
+
+    res = env.run(repo, "--all-evals", "--executor", "claude-code", models=(MODEL,))
+
+    doc, _ = reports(env.out, "forecast", res.run_id)
+    [current] = [s for s in doc["variants"] if s["variant"] == "current"]
+    runs = {r["case_id"]: r for r in current["runs"]}
+    assert {i: r["state"] for i, r in runs.items()} == {1: "graded", 2: "graded"}, res.stdout + res.stderr
+    # Claude Code reached the mock server: its answer went back to the model as the tool's result.
+    sent = json.dumps([b.get("messages") for b in server.requests() if b.get("model") == "claude-sonnet-4-5"])
+    assert "Paris tomorrow: sunny, 24 \\u00b0C." in sent
+    assert [v["passed"] for v in runs[2]["verdicts"]] == [True] * 8
+    # Only the allowed tools, and the mocked one, were offered in the case that names them.
+    offered = [sorted(t["name"] for t in b.get("tools") or []) for b in server.requests()]
+    assert ["Bash", "Read", "Write", "mcp__weather__get_forecast"] in offered
+    [scores] = current["plugin_scores"]
+    assert [round(c["score"], 6) for c in scores["cases"]] == [round(1 / 3, 6), 1.0]
