@@ -68,6 +68,7 @@ def collect_outcomes(
                 template_hashes=trajectory.template_hashes if trajectory else {},
                 skill_activated=trajectory.skill_activated if trajectory else None,
                 rejected_calls=tuple(trajectory.rejected_calls) if trajectory else (),
+                mock_findings=tuple(trajectory.mock_findings) if trajectory else (),
             )
     return out
 

@@ -163,6 +163,7 @@ def _variant_section(s: SkillResult) -> list[str]:
         if r.skill_activated is not None:
             out.append(f"- skill activated: {'yes' if r.skill_activated else 'no'}")
         out += [f"- **flagged**: {md(line)}" for line in r.rejected_calls]
+        out += [f"- **mock finding**: {md(line)}" for line in r.mock_findings]
         for v in r.verdicts:
             mark = "PASS" if v.passed else "FAIL"
             checked = (

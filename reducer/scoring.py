@@ -51,6 +51,8 @@ class ShardOutcome:
     """Harness executors: whether the harness loaded the skill (None: not recorded)."""
     rejected_calls: tuple[str, ...] = ()
     """Tool calls the harness's stream claimed that no proxied model response held."""
+    mock_findings: tuple[str, ...] = ()
+    """Mocked MCP calls whose input failed an ``expect`` guard (docs/design/mocks.md)."""
 
 
 def rate(passed: int, total: int, clusters: Sequence[tuple[int, int]] = ()) -> Rate:
@@ -121,6 +123,7 @@ def _case_run(o: ShardOutcome, judge_usage: Usage) -> CaseRun:
         judge_usage=judge_usage,
         skill_activated=o.skill_activated,
         rejected_calls=list(o.rejected_calls),
+        mock_findings=list(o.mock_findings),
     )
 
 

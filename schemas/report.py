@@ -49,6 +49,8 @@ class CaseRun(BaseModel):
     """Harness executors: whether the harness loaded the skill (None: the executor records no activation)."""
     rejected_calls: list[str] = Field(default_factory=list)
     """Tool calls the harness's stream claimed that no proxied model response held (rejected, flagged)."""
+    mock_findings: list[str] = Field(default_factory=list)
+    """Mocked MCP calls whose input failed the mock's ``expect`` guard, or whose answer the harness misreported."""
 
 
 class ClusteredRate(BaseModel):

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from reducer.render import md
 from testkit.offline_server import OfflineModelServer
 from tests.e2e_support import Env, checked_env, git_init, reports, scenario
 
@@ -32,6 +33,7 @@ RULES = [
         "contains": "weather in Paris tomorrow",
         "replies": [
             call("mcp__weather__get_forecast", city="Paris", day="tomorrow"),
+            call("mcp__weather__get_forecast", city="Berlin"),  # refused by the mock's expect guard
             call("write_file", path="forecast.txt", content="Paris: sunny\n"),
             call("shell", command="cat forecast.txt"),
             {"text": "Tomorrow in Paris it will be sunny."},
@@ -78,3 +80,7 @@ def test_a_plugin_suite_runs_as_written_and_is_scored_as_plugin_eval_scores_it(e
     # The mock call and its answer are in the trajectory the judge read.
     sunny = [r for r in current["runs"] if r["case_id"] == 2]
     assert all(len(r["verdicts"]) == 8 and all(v["passed"] for v in r["verdicts"]) for r in sunny)
+    # The guard's refusal is a finding of each sunny-day run, in the json and the markdown.
+    finding = "mcp__weather__get_forecast: unexpected input city='Berlin' (expected /^(Paris|Oslo)$/)"
+    assert all(r["mock_findings"] == [finding] for r in sunny)
+    assert f"- **mock finding**: {md(finding)}" in markdown
