@@ -1,0 +1,144 @@
+"""The assertion objects with plugin eval's grader semantics, their validation, and tool checks over
+mocked MCP calls in a schema-v1 corpus. Pure: no model, no sandbox."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from producer.interop_plugin_graders import js_pattern
+from producer.validation import validate_corpus
+from schemas.checks_plugin import FileGlobCheck, TextMatchCheck, ToolCountCheck, ToolMatcher, ToolOrderCheck
+from schemas.errors import BadCorpus
+from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent, Trajectory
+from worker.grading.deterministic import check_assertion
+
+FILE = "evals/demo.evals.json"
+
+
+def trajectory(*events: Event, files: dict[str, str] | None = None) -> Trajectory:
+    return Trajectory(skill="demo", case_id=1, model="m", events=list(events), final_files=files or {})
+
+
+def tool(call_id: str, name: str, **arguments: Any) -> list[Event]:
+    return [ToolCallEvent(call_id=call_id, name=name, arguments=arguments), ToolResultEvent(call_id=call_id, output="")]
+
+
+RUN = trajectory(
+    AssistantEvent(text="Looking."),
+    *tool("1", "shell", command="pytest -q"),
+    *tool("2", "Write", file_path="/workspace/notes/a.md", content="x"),
+    *tool("3", "mcp__weather__get_forecast", city="Paris"),
+    *tool("4", "shell", command="git commit -m fix"),
+    AssistantEvent(text="Done.\nAll GREEN."),
+    files={"notes/a.md": "first\nsecond line\n", "out.txt": "ok"},
+)
+
+
+def passed(check: Any) -> bool:
+    return check_assertion(check, RUN).passed
+
+
+@pytest.mark.parametrize(
+    ("check", "expected"),
+    [
+        (TextMatchCheck(text="t", pattern="green"), False),
+        (TextMatchCheck(text="t", pattern="green", flags="i"), True),
+        (TextMatchCheck(text="t", pattern="Looking"), False),  # only the final reply
+        (TextMatchCheck(text="t", pattern="^All", flags="m"), True),
+        (TextMatchCheck(text="t", pattern="Looking", source="transcript"), True),
+        (TextMatchCheck(text="t", pattern="pytest", source="transcript", absent=True), False),
+        (TextMatchCheck(text="t", pattern="^second", flags="m", source="file", path="notes/a.md"), True),
+        (TextMatchCheck(text="t", pattern="x", source="file", path="missing.md"), False),
+        (TextMatchCheck(text="t", pattern="x", source="file", path="missing.md", absent=True), True),
+        (ToolCountCheck(text="t", calls=ToolMatcher(tool="Bash"), min=2, max=2), True),  # shell is Bash
+        (ToolCountCheck(text="t", calls=ToolMatcher(tool="Bash", input_match="pytest")), True),
+        (ToolCountCheck(text="t", calls=ToolMatcher(tool="Bash"), min=3), False),
+        (ToolCountCheck(text="t", calls=ToolMatcher(tool="Edit"), min=0, max=0), True),
+        (
+            ToolCountCheck(text="t", calls=ToolMatcher(tool="Write", input_match='"file_path":"[^"]*notes/'), max=1),
+            True,
+        ),
+        (ToolCountCheck(text="t", calls=ToolMatcher(tool="mcp__weather__get_forecast", input_match="Paris")), True),
+        (ToolCountCheck(text="t", calls=ToolMatcher(tool="mcp__weather__get_forecast", input_match="Oslo")), False),
+        (ToolOrderCheck(text="t", before=ToolMatcher(tool="Bash"), after=ToolMatcher(tool="Write")), True),
+        (ToolOrderCheck(text="t", before=ToolMatcher(tool="Write"), after=ToolMatcher(tool="Bash")), False),
+        (
+            ToolOrderCheck(
+                text="t",
+                before=ToolMatcher(tool="mcp__weather__get_forecast"),
+                after=ToolMatcher(tool="Bash", input_match="git commit"),
+            ),
+            True,
+        ),
+        (ToolOrderCheck(text="t", before=ToolMatcher(tool="Bash"), after=ToolMatcher(tool="Edit")), False),
+        (FileGlobCheck(text="t", glob="*.txt"), True),
+        (FileGlobCheck(text="t", glob="*.md"), False),  # * stays within a folder
+        (FileGlobCheck(text="t", glob="**/*.md"), True),
+        (FileGlobCheck(text="t", glob="notes/?.md"), True),
+        (FileGlobCheck(text="t", glob="**/*.md", exists=False), False),
+        (FileGlobCheck(text="t", glob="reports/**", exists=False), True),
+    ],
+)
+def test_each_check_reads_the_structured_trajectory(check: Any, expected: bool) -> None:
+    assert passed(check) is expected
+
+
+def test_javascript_patterns_are_rewritten_where_python_spells_them_differently() -> None:
+    pattern = js_pattern(r"(?<y>\d{4})-\k<y>[^]")
+    assert re.search(pattern, "2026-2026\n") is not None
+    assert js_pattern(r"(?<=a)b(?<!c)") == r"(?<=a)b(?<!c)"  # look-behinds untouched
+
+
+def corpus(assertion: Any, **case: Any) -> dict[str, Any]:
+    first = {"id": 1, "prompt": "p", "expected_output": "e", "files": [], "assertions": [assertion], **case}
+    second = {"id": 2, "prompt": "p", "expected_output": "e", "files": [], "assertions": ["The agent runs the tests"]}
+    return {"skill_name": "demo", "extensions": ["deterministic-assertions"], "evals": [first, second]}
+
+
+MOCKS = [
+    {
+        "name": "weather",
+        "tools": [{"name": "get_forecast", "answer": "{{city}}: sunny", "expect": {"city": "^[A-Z]"}}],
+    }
+]
+
+
+def test_a_schema_v1_corpus_checks_its_mocked_calls_like_any_call() -> None:
+    called = {"kind": "tool_count", "calls": {"tool": "mcp__weather__get_forecast", "input_match": "Paris"}, "max": 1}
+    data = corpus(called, mocks=MOCKS, allowed_tools=["Bash", "mcp__weather__get_forecast"], max_turns=5)
+    case = validate_corpus(data, FILE, lambda _p: False).evals[0]
+    assert case.mocks[0].tools[0].expect == {"city": "^[A-Z]"}
+    assert (case.max_turns, case.allowed_tools) == (5, ("Bash", "mcp__weather__get_forecast"))
+    [check] = case.assertions
+    assert check_assertion(check, RUN).passed  # type: ignore[arg-type]
+    assert check.text == "The agent calls mcp__weather__get_forecast whose input matches /Paris/ 1 to 1 time(s)"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("assertion", "case", "where", "needle"),
+    [
+        ({"kind": "tool_count", "calls": {"tool": "Bash"}, "min": 2, "max": 1}, {}, "assertions[0].max", "below min"),
+        ({"kind": "text_match", "pattern": "x", "source": "file"}, {}, "assertions[0].path", "required with source"),
+        ({"kind": "text_match", "pattern": "x", "flags": "gx"}, {}, "assertions[0].flags", "only the flags"),
+        ({"kind": "text_match", "pattern": "(x"}, {}, "assertions[0].pattern", "not a valid regular"),
+        ({"kind": "tool_order", "before": "Bash", "after": {"tool": "Edit"}}, {}, "assertions[0].before", "object"),
+        ({"kind": "file_glob", "glob": "../x"}, {}, "assertions[0].glob", "repo-relative glob"),
+        ({"kind": "judged", "text": "The agent runs the tests", "weight": 0}, {}, "assertions[0].weight", "outside"),
+        ("The agent runs the tests", {"max_turns": 0}, "max_turns", "1..1000"),
+        ("The agent runs the tests", {"allowed_tools": "Bash"}, "allowed_tools", "array"),
+        (
+            "The agent runs the tests",
+            {"mocks": [{"name": "w", "tools": [{"name": "t", "expect": {"city": "("}}]}]},
+            "mocks[0].tools.t.expect.city",
+            "not a valid regular",
+        ),
+        ("The agent runs the tests", {"mocks": [{"name": "w", "tools": [{"nam": "t"}]}]}, "mocks[0].tools.0", ""),
+    ],
+)
+def test_bad_objects_and_case_terms_are_named_errors(assertion: Any, case: Any, where: str, needle: str) -> None:
+    with pytest.raises(BadCorpus) as info:
+        validate_corpus(corpus(assertion, **case), FILE, lambda _p: False)
+    assert f"$.evals[0].{where}" in str(info.value) and needle in str(info.value), str(info.value)
