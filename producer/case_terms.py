@@ -7,7 +7,7 @@ from schemas.errors import BadCorpus
 from schemas.shard import RunPlan
 
 HONOURS = {
-    "agent": frozenset({"mocks", "allowed_tools", "max_turns"}),
+    "agent": frozenset({"mocks", "allowed_tools", "max_turns", "scaffold_script"}),
     "claude-code": frozenset({"mocks", "allowed_tools", "max_turns"}),
     "codex": frozenset({"max_turns"}),
 }
@@ -23,11 +23,12 @@ def check_case_terms(plan: RunPlan, executor: str) -> None:
                 "mocks": bool(case.mocks),
                 "allowed_tools": case.allowed_tools is not None,
                 "max_turns": case.max_turns is not None,
+                "scaffold_script": case.scaffold_script is not None,
             }
             for term in sorted(t for t, on in used.items() if on and t not in honours):
+                able = " or ".join(sorted(e for e, terms in HONOURS.items() if term in terms))
                 raise BadCorpus(
                     bundle.corpus_file,
                     f"$.evals[{i}].{term}",
-                    f"the {executor} executor does not apply a case's {term}; run it with --executor agent"
-                    + (" or claude-code" if term != "max_turns" else ""),
+                    f"the {executor} executor does not apply a case's {term}; run it with --executor {able}",
                 )

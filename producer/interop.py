@@ -147,6 +147,11 @@ def read_foreign(root: Path, corpus_file: str) -> ForeignCorpus:
                     prompt_md=_text(d / "prompt.md", f"{rel}/prompt.md") if (d / "prompt.md").exists() else None,
                     case_yaml=_text(d / "case.yaml", f"{rel}/case.yaml") if (d / "case.yaml").exists() else None,
                     graders=graders,
+                    scripts={
+                        s.name: _text(s, f"{rel}/{s.name}")
+                        for s in sorted(d.glob("*.sh"))
+                        if s.is_file() and not s.is_symlink()
+                    },
                 )
             )
         skills = (

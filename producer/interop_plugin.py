@@ -6,9 +6,10 @@ grader's ``type`` and fields, an optional ``weight``; the body is the rubric or 
 a ``case.yaml`` with the same fields (``prompt`` or ``execution.prompt``, and a ``graders`` list).
 Every grader becomes one assertion with plugin eval's semantics and weight
 (:mod:`producer.interop_plugin_graders`); ``max_turns`` and ``allowed_tools`` become the case's
-own limits, applied by the executor. What cannot be run faithfully (``baseline`` graders,
-``context.scaffold_script``, ``context.add_dirs``, ``history_file``, ``append_system_prompt``)
-stops the suite with a named error rather than being dropped. Front matter is parsed with YAML's
+own limits, applied by the executor; ``context.scaffold_script`` (a ``*.sh`` file of the case
+folder) runs inside the sandbox before the agent. What cannot be run faithfully (``baseline``
+graders, ``context.add_dirs``, ``history_file``, ``append_system_prompt``) stops the suite
+with a named error rather than being dropped. Front matter is parsed with YAML's
 safe loader only.
 
 Case ids are the case folders in sorted order, from 1. A run's score is the weighted share of its
@@ -47,7 +48,7 @@ PROMPT_KEYS = frozenset(_COMMON_KEYS)
 UNSUPPORTED_KEYS = {
     "history_file": "continuing a recorded conversation is not supported",
     "append_system_prompt": "an appended system prompt is not supported (the executor's prompt is fixed)",
-    "scaffold_script": "scaffold scripts are not run (they would need to run inside the sandbox before the agent)",
+    "scaffold_script": "is read under context: only (context.scaffold_script)",
     "add_dirs": "extra context folders are not supported",
 }
 
@@ -61,6 +62,8 @@ class PluginCase:
     case_yaml: str | None = None
     graders: Mapping[str, str] = field(default_factory=dict)
     """``graders/<file>.md`` name -> text."""
+    scripts: Mapping[str, str] = field(default_factory=dict)
+    """The case folder's ``*.sh`` files, name -> text (a ``context.scaffold_script`` names one)."""
 
 
 def _front_matter(text: str, file: str) -> tuple[dict[str, Any], str]:
@@ -94,6 +97,8 @@ def _check_meta(meta: dict[str, Any], allowed: frozenset[str], file: str, where:
         if not isinstance(context, dict):
             raise BadCorpus(file, f"{where}.context", "must be a mapping")
         for key, value in context.items():
+            if key == "scaffold_script":
+                continue
             why = UNSUPPORTED_KEYS.get(str(key), f"unexpected key {key!r}")
             if value not in (None, [], ""):
                 raise BadCorpus(file, f"{where}.context.{key}", why)
@@ -110,6 +115,18 @@ def _check_meta(meta: dict[str, Any], allowed: frozenset[str], file: str, where:
         isinstance(tools, str) or (isinstance(tools, list) and all(isinstance(t, str) for t in tools))
     ):
         raise BadCorpus(file, f"{where}.allowed_tools", "must be a string or a list of tool names")
+
+
+def _scaffold(case: PluginCase, meta: dict[str, Any]) -> str | None:
+    """The text of the script ``context.scaffold_script`` names, from the case folder."""
+    context = meta.get("context") or {}
+    name = context.get("scaffold_script")
+    if name is None:
+        return None
+    if not isinstance(name, str) or name not in case.scripts:
+        file = f"{EVALS_DIR}/{case.name}/case.yaml"
+        raise BadCorpus(file, "$.context.scaffold_script", f"{name!r} is not a .sh file in the case folder")
+    return case.scripts[name]
 
 
 def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | None]:
@@ -159,6 +176,9 @@ def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | No
     }
     if meta.get("max_turns") is not None:
         data["max_turns"] = meta["max_turns"]
+    scaffold = _scaffold(case, meta)
+    if scaffold is not None:
+        data["scaffold_script"] = scaffold
     tools = meta.get("allowed_tools")
     if tools is not None:
         data["allowed_tools"] = [t for t in re.split(r"[,\s]+", tools) if t] if isinstance(tools, str) else tools

@@ -199,3 +199,16 @@ def case_mocks(raw: Any, at: str, fail: Fail) -> tuple[MockServer, ...]:
                 _pattern(pattern, f"{at}[{i}].tools.{tool.name}.expect.{field}", fail)
         servers.append(parsed)
     return tuple(servers)
+
+
+MAX_SCAFFOLD_CHARS = 100_000
+
+
+def case_scaffold(raw: dict[str, Any], at: str, fail: Fail) -> str | None:
+    """A case's optional ``scaffold_script``: a non-blank script of at most 100,000 characters."""
+    script = raw.get("scaffold_script")
+    if script is None:
+        return None
+    if _blank(script) or "\x00" in script or len(script) > MAX_SCAFFOLD_CHARS:
+        raise fail(f"{at}.scaffold_script", f"must be a non-blank script of at most {MAX_SCAFFOLD_CHARS} characters")
+    return str(script)

@@ -163,6 +163,8 @@ class EvalCase(BaseModel):
     """The case's own turn limit (lower than the run's wins); None: the run's budget only."""
     allowed_tools: tuple[str, ...] | None = None
     """The only tools the executor offers for this case (harness names); None: all of them."""
+    scaffold_script: str | None = None
+    """Shell script run with bash in the workspace, inside the sandbox, before the agent starts."""
     mocks: tuple[MockServer, ...] = ()
     """Mocked MCP servers the executor offers in place of the repo's own (schemas/mocks.py)."""
 

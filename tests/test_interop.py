@@ -190,8 +190,8 @@ def test_a_plugin_suite_is_read_as_the_corpus_of_the_plugins_skill(tmp_path: Pat
         ),
         (
             "wave/case.yaml",
-            "prompt: hi\ncontext:\n  scaffold_script: scaffold.sh\ngraders: []\n",
-            "evals/wave/case.yaml: $.context.scaffold_script: scaffold scripts are not run",
+            "prompt: hi\ncontext:\n  scaffold_script: scaffold.sh\ngraders:\n  - type: regex\n    pattern: hi\n",
+            "evals/wave/case.yaml: $.context.scaffold_script: 'scaffold.sh' is not a .sh file in the case folder",
         ),
         (
             "greet-ada/prompt.md",

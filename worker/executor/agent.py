@@ -31,6 +31,7 @@ from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolRes
 from worker.executor.allowed import CaseTools, case_budget, case_tools, refusal
 from worker.executor.final_files import collect_final_files
 from worker.executor.prompt import render_executor_prompt
+from worker.executor.scaffold import run_scaffold
 from worker.executor.tools import TOOL_NAMES, ToolOutcome, execute_tool
 from worker.models.base import ModelClient, ModelReply, ToolCall
 from worker.sandbox import Sandbox, SandboxLimits, workspace_usage
@@ -215,6 +216,7 @@ def run_agent(
     the trajectory normally with the matching ``end_reason``.
     """
     started_at = datetime.now(UTC)
+    run_scaffold(sandbox, case.scaffold_script, case_id=case.id)  # its files are the case's, not the agent's
     since_epoch = time.time()
     prompt = render_executor_prompt(
         skill=skill, skill_text=skill_text, agent_texts=agent_texts, case=case, workspace=sandbox.inner_root
