@@ -213,4 +213,5 @@ def reduce_streamed(store: ArtifactStore, outline: RunOutline, ended: int | None
         regression_alpha=settings.regression_alpha,
         require_uplift=settings.require_uplift,
     )
+    result = apply_threshold(result, settings.plugin_threshold)
     return StreamedReduce(result, lines, len(seen) + rebuilt, rebuilt, unreadable[0])

@@ -9,7 +9,7 @@ failed to grade (infra) has no score, which skill-eval's own gates report.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from schemas.report import CaseRun, PluginCaseScore, PluginSuiteScore, RunResult, SkillResult
 from schemas.shard import CURRENT
@@ -28,15 +28,25 @@ def _mean(values: Sequence[float]) -> float | None:
 
 def suite_scores(case_ids: Sequence[int], runs: Sequence[CaseRun]) -> list[PluginSuiteScore]:
     """Per executor model: every case's score and the suite's, from the graded runs."""
-    graded = [r for r in runs if r.state is ShardState.GRADED and r.composite is not None]
+    sums: dict[tuple[int, str], list[float]] = {}
+    for r in runs:
+        if r.state is ShardState.GRADED and r.composite is not None:
+            cell = sums.setdefault((r.case_id, r.model), [0.0, 0.0])
+            cell[0] += r.composite
+            cell[1] += 1
+    return scores_from_sums(case_ids, sorted({r.model for r in runs}), sums)
+
+
+def scores_from_sums(
+    case_ids: Sequence[int], models: Sequence[str], sums: Mapping[tuple[int, str], Sequence[float]]
+) -> list[PluginSuiteScore]:
+    """The scores from (case, model) -> [sum of run scores, graded runs] (a streamed reduce keeps only these)."""
     out = []
-    for model in sorted({r.model for r in runs}):
+    for model in models:
         cases = []
         for case_id in case_ids:
-            scores = [r.composite for r in graded if r.model == model and r.case_id == case_id]
-            cases.append(
-                PluginCaseScore(case_id=case_id, runs=len(scores), score=_mean([s for s in scores if s is not None]))
-            )
+            total, runs = sums.get((case_id, model), (0.0, 0.0))
+            cases.append(PluginCaseScore(case_id=case_id, runs=int(runs), score=total / runs if runs else None))
         scored = [c.score for c in cases if c.score is not None]
         out.append(PluginSuiteScore(model=model, score=_mean(scored), cases=cases))
     return out

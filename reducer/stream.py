@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from reducer.comparison import Cell, Key, cell_of, compare_all
 from reducer.gates import comparison_failures
+from reducer.plugin_score import is_plugin_suite, scores_from_sums
 from reducer.scoring import aggregate_gate, assertion_stat, decide_verdict, headline, is_inconclusive, rank, rate
 from reducer.sensitivity import sensitivity_warnings
 from reducer.stats import Z95
@@ -123,6 +124,8 @@ class _Arm:
     agreement: list[float] = field(default_factory=lambda: [0.0, 0.0])
     unanimous: list[float] = field(default_factory=lambda: [0.0, 0.0])
     sandboxes: set[str] = field(default_factory=set)
+    run_scores: dict[tuple[int, str], list[float]] = field(default_factory=lambda: defaultdict(lambda: [0.0, 0.0]))
+    """(case, model) -> [sum of graded runs' composites, graded runs], for plugin eval's case scores."""
 
 
 def _clusters(arms: Sequence[_Arm], model: str | None = None) -> list[tuple[int, int]]:
@@ -225,6 +228,9 @@ class StreamReducer:
         model.passed += sum(line.passed)
         model.judged += len(line.passed)
         model.composite.add(_composite(line))
+        run_score = arm.run_scores[(line.case_id, line.model)]
+        run_score[0] += _composite(line)
+        run_score[1] += 1
         arm.graded_cases[line.case_id].add(line.model)
         arm.verified[0] += line.verified[0]
         arm.verified[1] += line.verified[1]
@@ -296,6 +302,11 @@ class StreamReducer:
             sandbox_modes=sorted(arm.sandboxes),
             judge_agreement=pairs[0] / pairs[1] if pairs[1] else None,
             judge_unanimous=unanimous[0] / unanimous[1] if unanimous[1] else None,
+            plugin_scores=scores_from_sums(
+                [c.id for c in bundle.corpus.evals], sorted(self.plan.models), arm.run_scores
+            )
+            if is_plugin_suite(bundle.corpus_file)
+            else [],
         )
 
     def _plan_order(self, r: CaseRun) -> tuple[int, int, int]:
