@@ -75,6 +75,9 @@ def test_claude_code_calls_the_mock_in_the_sandbox_and_the_suite_is_scored(
 ) -> None:
     repo = tmp_path / "plugin-weather"
     shutil.copytree(FIXTURE, repo)
+    # The plugin's own server leaves server-ran.txt behind if it ever starts: it must not.
+    never = "---\ntype: file_exists\npath: server-ran.txt\nexists: false\n---\nThe repo's MCP server never runs.\n"
+    (repo / "evals" / "sunny-day" / "graders" / "z-server-never-ran.md").write_text(never)
     git_init(repo)
 
     res = env.run(repo, "--all-evals", "--executor", "claude-code", models=(MODEL,))
@@ -86,7 +89,7 @@ def test_claude_code_calls_the_mock_in_the_sandbox_and_the_suite_is_scored(
     # Claude Code reached the mock server: its answer went back to the model as the tool's result.
     sent = json.dumps([b.get("messages") for b in server.requests() if b.get("model") == "claude-sonnet-4-5"])
     assert "Paris tomorrow: sunny, 24 \\u00b0C." in sent
-    assert [v["passed"] for v in runs[2]["verdicts"]] == [True] * 8
+    assert [v["passed"] for v in runs[2]["verdicts"]] == [True] * 9
     # Only the allowed tools, and the mocked one, were offered in the case that names them.
     offered = [sorted(t["name"] for t in b.get("tools") or []) for b in server.requests()]
     assert ["Bash", "Read", "Write", "mcp__weather__get_forecast"] in offered

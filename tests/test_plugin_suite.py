@@ -128,7 +128,8 @@ def test_scores_match_the_hand_computed_ones(
 
     (sunny, sunny_verdicts), (_oslo, oslo_verdicts) = runs  # executed sunny-day (case 2) first
     # The refused Edit reached nothing: the file keeps what was written.
-    assert sunny.final_files == {"forecast.txt": "Paris: sunny\n"}
+    assert sunny.final_files["forecast.txt"] == "Paris: sunny\n"
+    assert sunny.final_files["server-ran.txt"]  # the agent ran the repo's server itself: in the sandbox only
     results = [e for e in sunny.events if isinstance(e, ToolResultEvent)]
     assert [e.name for e in sunny.events if isinstance(e, ToolCallEvent)] == [
         *("mcp__weather__get_forecast", "mcp__weather__get_forecast", "write_file", "shell", "shell", "edit_file")
