@@ -10,7 +10,9 @@ failed to grade (infra) has no score, which skill-eval's own gates report.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from html import escape
 
+from reducer.html_parts import table
 from schemas.report import CaseRun, PluginCaseScore, PluginSuiteScore, RunResult, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import ShardState, Verdict
@@ -105,3 +107,23 @@ def plugin_complete_lines(skill: SkillResult) -> list[str]:
         + ", ".join(f"{c.case_id}={_score(c.score)}" for c in s.cases)
         for s in skill.plugin_scores
     ]
+
+
+def plugin_score_html(result: RunResult) -> str:
+    """The HTML section (id ``plugin-scores``): per plugin suite and model, the suite and case scores."""
+    suites = [s for s in result.skills if s.plugin_scores]
+    if not suites:
+        return ""
+    out = ['<section id="plugin-scores"><h2>Plugin eval scores</h2>']
+    out.append(
+        '<p class="legend">Run score: weighted share of graders passed; case score: mean over its graded runs; '
+        "suite score: mean of the case scores (0 to 1).</p>"
+    )
+    for skill in suites:
+        head = ["model", "suite score", *(f"case {c.case_id}" for c in skill.plugin_scores[0].cases)]
+        rows = [
+            [s.model, _score(s.score), *(f"{_score(c.score)} ({c.runs} run(s))" for c in s.cases)]
+            for s in skill.plugin_scores
+        ]
+        out.append(f"<h3>{escape(skill.skill)} [{escape(skill.variant)}]</h3>" + table(head, rows))
+    return "".join(out) + "</section>"

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from html import escape
 
 from reducer.html_parts import CSS, bar, difference_bar, heat, pct, pts, pval, table
+from reducer.plugin_score import plugin_score_html
 from reducer.render_compare import NO_SKILL_NOTE, TEST_LABELS
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.comparison import PairedComparison
@@ -233,6 +234,7 @@ def render_html(result: RunResult, transcripts: Mapping[str, str] | None = None)
     body = [
         _headline(result),
         _models(result),
+        plugin_score_html(result),
         _comparisons(result),
         _heatmap(result),
         _activation(result),
