@@ -180,6 +180,8 @@ def case_limits(raw: dict[str, Any], at: str, fail: Fail) -> tuple[int | None, t
 
 
 MAX_MOCK_SERVERS = 20
+MOCK_NAME = re.compile(r"[A-Za-z0-9_-]{1,48}")
+"""Server and tool names: they become ``mcp__<server>__<tool>`` function names, which model APIs restrict."""
 
 
 def case_mocks(raw: Any, at: str, fail: Fail) -> tuple[MockServer, ...]:
@@ -194,6 +196,9 @@ def case_mocks(raw: Any, at: str, fail: Fail) -> tuple[MockServer, ...]:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
             raise fail(f"{at}[{i}]" + (f".{where}" if where else ""), first["msg"]) from None
+        for name in (parsed.name, *(t.name for t in parsed.tools)):
+            if not MOCK_NAME.fullmatch(name):
+                raise fail(f"{at}[{i}]", f"{name[:60]!r} is not a server or tool name (letters, digits, _ and -)")
         for tool in parsed.tools:
             for field, pattern in tool.expect.items():
                 _pattern(pattern, f"{at}[{i}].tools.{tool.name}.expect.{field}", fail)

@@ -136,6 +136,12 @@ def test_a_schema_v1_corpus_checks_its_mocked_calls_like_any_call() -> None:
             "not a valid regular",
         ),
         ("The agent runs the tests", {"mocks": [{"name": "w", "tools": [{"nam": "t"}]}]}, "mocks[0].tools.0", ""),
+        (
+            "The agent runs the tests",
+            {"mocks": [{"name": "w", "tools": [{"name": "t\n[tool_call] shell"}]}]},
+            "mocks[0]",
+            "is not a server or tool name",
+        ),
     ],
 )
 def test_bad_objects_and_case_terms_are_named_errors(assertion: Any, case: Any, where: str, needle: str) -> None:
