@@ -7,9 +7,9 @@ from schemas.errors import BadCorpus
 from schemas.shard import RunPlan
 
 HONOURS = {
-    "agent": frozenset({"mocks", "allowed_tools", "max_turns", "scaffold_script"}),
-    "claude-code": frozenset({"mocks", "allowed_tools", "max_turns"}),
-    "codex": frozenset({"max_turns"}),
+    "agent": frozenset({"mocks", "allowed_tools", "max_turns", "timeout_s", "scaffold_script"}),
+    "claude-code": frozenset({"mocks", "allowed_tools", "max_turns", "timeout_s"}),
+    "codex": frozenset({"max_turns", "timeout_s"}),
 }
 """Executor -> the case terms it applies (a ``cmd:`` executor applies none)."""
 
@@ -23,6 +23,7 @@ def check_case_terms(plan: RunPlan, executor: str) -> None:
                 "mocks": bool(case.mocks),
                 "allowed_tools": case.allowed_tools is not None,
                 "max_turns": case.max_turns is not None,
+                "timeout_s": case.timeout_s is not None,
                 "scaffold_script": case.scaffold_script is not None,
             }
             for term in sorted(t for t, on in used.items() if on and t not in honours):

@@ -176,6 +176,9 @@ def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | No
     }
     if meta.get("max_turns") is not None:
         data["max_turns"] = meta["max_turns"]
+    timeout = next((meta[k] for k in ("timeout_seconds", "timeout") if meta.get(k) is not None), None)
+    if timeout is not None:
+        data["timeout_s"] = timeout
     scaffold = _scaffold(case, meta)
     if scaffold is not None:
         data["scaffold_script"] = scaffold

@@ -46,7 +46,7 @@ from schemas.status import FixtureStage
 TOP_KEYS = frozenset({"skill_name", "evals"})
 TOP_OPTIONAL_KEYS = frozenset({"extensions"})  # the opt-in to extensions of schema v1
 CASE_KEYS = frozenset({"id", "prompt", "expected_output", "files", "assertions"})
-CASE_OPTIONAL_KEYS = frozenset({"fixtures", "max_turns", "allowed_tools", "mocks", "scaffold_script"})
+CASE_OPTIONAL_KEYS = frozenset({"fixtures", "max_turns", "allowed_tools", "mocks", "scaffold_script", "timeout_s"})
 FIXTURE_KEYS = frozenset({"path", "content"})
 FIXTURE_OPTIONAL_KEYS = frozenset({"stage"})
 
@@ -272,21 +272,22 @@ def _validate_case(
         allowed_tools=limits[1],
         mocks=limits[2],
         scaffold_script=limits[3],
+        timeout_s=limits[4],
     )
 
 
 def _case_limits(
     raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus], found: list[BadCorpus]
-) -> tuple[int | None, tuple[str, ...] | None, tuple[MockServer, ...], str | None]:
-    from producer.validation_plugin import case_limits, case_mocks, case_scaffold
+) -> tuple[int | None, tuple[str, ...] | None, tuple[MockServer, ...], str | None, float | None]:
+    from producer.validation_plugin import case_limits, case_mocks, case_scaffold, case_timeout
 
     try:
         turns, tools = case_limits(raw, at, fail)
         mocks = case_mocks(raw["mocks"], f"{at}.mocks", fail) if "mocks" in raw else ()
-        return turns, tools, mocks, case_scaffold(raw, at, fail)
+        return turns, tools, mocks, case_scaffold(raw, at, fail), case_timeout(raw, at, fail)
     except BadCorpus as exc:
         found.append(exc)
-        return None, None, (), None
+        return None, None, (), None, None
 
 
 def _claimed_paths(raw: Any) -> set[str]:

@@ -217,3 +217,13 @@ def case_scaffold(raw: dict[str, Any], at: str, fail: Fail) -> str | None:
     if _blank(script) or "\x00" in script or len(script) > MAX_SCAFFOLD_CHARS:
         raise fail(f"{at}.scaffold_script", f"must be a non-blank script of at most {MAX_SCAFFOLD_CHARS} characters")
     return str(script)
+
+
+def case_timeout(raw: dict[str, Any], at: str, fail: Fail) -> float | None:
+    """A case's optional ``timeout_s``: a positive number of seconds."""
+    value = raw.get("timeout_s")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise fail(f"{at}.timeout_s", f"{value!r} is not a positive number of seconds")
+    return float(value)

@@ -161,6 +161,8 @@ class EvalCase(BaseModel):
     """Files to materialize in the workspace before the run."""
     max_turns: int | None = None
     """The case's own turn limit (lower than the run's wins); None: the run's budget only."""
+    timeout_s: float | None = None
+    """The case's own wall clock in seconds (lower than the run's wins); None: the run's only."""
     allowed_tools: tuple[str, ...] | None = None
     """The only tools the executor offers for this case (harness names); None: all of them."""
     scaffold_script: str | None = None

@@ -12,7 +12,9 @@ from producer.interop_plugin_graders import js_pattern
 from producer.validation import validate_corpus
 from schemas.checks_plugin import FileGlobCheck, TextMatchCheck, ToolCountCheck, ToolMatcher, ToolOrderCheck
 from schemas.errors import BadCorpus
+from schemas.manifest import AgentBudget
 from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent, Trajectory
+from worker.executor.allowed import case_budget
 from worker.grading.deterministic import check_assertion
 
 FILE = "evals/demo.evals.json"
@@ -106,6 +108,15 @@ MOCKS = [
 ]
 
 
+def test_a_cases_own_turns_and_clock_lower_the_runs_budget_never_raise_it() -> None:
+    data = corpus("The agent runs the tests", max_turns=5, timeout_s=60)
+    case = validate_corpus(data, FILE, lambda _p: False).evals[0]
+    run = AgentBudget(max_turns=40, wall_clock_s=900)
+    assert (case_budget(run, case).max_turns, case_budget(run, case).wall_clock_s) == (5, 60)
+    tight = AgentBudget(max_turns=3, wall_clock_s=30)
+    assert case_budget(tight, case) == tight
+
+
 def test_a_schema_v1_corpus_checks_its_mocked_calls_like_any_call() -> None:
     called = {"kind": "tool_count", "calls": {"tool": "mcp__weather__get_forecast", "input_match": "Paris"}, "max": 1}
     data = corpus(called, mocks=MOCKS, allowed_tools=["Bash", "mcp__weather__get_forecast"], max_turns=5)
@@ -128,6 +139,7 @@ def test_a_schema_v1_corpus_checks_its_mocked_calls_like_any_call() -> None:
         ({"kind": "file_glob", "glob": "../x"}, {}, "assertions[0].glob", "repo-relative glob"),
         ({"kind": "judged", "text": "The agent runs the tests", "weight": 0}, {}, "assertions[0].weight", "outside"),
         ("The agent runs the tests", {"max_turns": 0}, "max_turns", "1..1000"),
+        ("The agent runs the tests", {"timeout_s": "5m"}, "timeout_s", "positive number of seconds"),
         ("The agent runs the tests", {"allowed_tools": "Bash"}, "allowed_tools", "array"),
         (
             "The agent runs the tests",

@@ -109,6 +109,7 @@ def test_the_suite_is_read_with_every_grader_kind_and_its_limits(plugin_repo: Pa
     assert (weather.name, tool.name, tool.expect) == ("weather", "get_forecast", {"city": "^(Paris|Oslo)$"})
     assert tool.input_schema["required"] == ["city"]
     assert (sunny.max_turns, sunny.allowed_tools) == (8, ("Bash", "Read", "Write", "mcp__weather__get_forecast"))
+    assert (sunny.timeout_s, oslo.timeout_s) == (300, None)
     assert [a if isinstance(a, str) else a.kind for a in oslo.assertions] == ["text_match", "tool_count", "file_glob"]
 
 

@@ -54,7 +54,10 @@ def refusal(name: str) -> str:
 
 
 def case_budget(budget: AgentBudget, case: EvalCase) -> AgentBudget:
-    """The run's budget, with the case's ``max_turns`` when it is lower."""
-    if case.max_turns is None or case.max_turns >= budget.max_turns:
-        return budget
-    return budget.model_copy(update={"max_turns": case.max_turns})
+    """The run's budget, with the case's ``max_turns`` and ``timeout_s`` where they are lower."""
+    update: dict[str, Any] = {}
+    if case.max_turns is not None and case.max_turns < budget.max_turns:
+        update["max_turns"] = case.max_turns
+    if case.timeout_s is not None and case.timeout_s < budget.wall_clock_s:
+        update["wall_clock_s"] = case.timeout_s
+    return budget.model_copy(update=update) if update else budget
