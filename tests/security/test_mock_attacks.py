@@ -122,3 +122,29 @@ def test_an_mcp_config_naming_a_host_program_never_runs_it(
     results = [e for e in trajectory.events if isinstance(e, ToolResultEvent)]
     assert results[0].output.startswith("Paris")
     assert program.exists() and not marker.exists()
+
+
+def test_a_flooding_mock_answer_is_capped_like_a_commands_output(
+    client: LiteLLMClient, scripted: OfflineModelServer, tmp_path: Path
+) -> None:
+    flood = "HEAD" + "x" * 200_000 + "TAIL"
+    mock = MockServer(name="weather", tools=(MockTool(name="get_forecast", answer=flood),))
+    case = EvalCase(id=1, prompt="Weather?", expected_output="-", files=(), assertions=("x runs",), mocks=(mock,))
+    scripted.set_scenario(
+        agent({"tool_calls": [{"name": "mcp__weather__get_forecast", "arguments": {}}]}, {"text": "ok"})
+    )
+    (tmp_path / "ws").mkdir()
+    trajectory = run_agent(
+        client,
+        "openai/scripted-exec",
+        skill="forecast",
+        skill_text=None,
+        agent_texts={},
+        case=case,
+        sandbox=open_test_sandbox(tmp_path / "ws", SandboxLimits(timeout_s=20)),
+    )
+    [result] = [e for e in trajectory.events if isinstance(e, ToolResultEvent)]
+    assert result.truncated and len(result.output) < 31_000
+    assert result.output.startswith("HEAD") and result.output.endswith("TAIL") and "chars elided" in result.output
+    sent = str(scripted.requests()[-1]["messages"])
+    assert len(sent) < 60_000  # the model got the capped answer, not the flood

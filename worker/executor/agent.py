@@ -28,7 +28,7 @@ from schemas.corpus import EvalCase
 from schemas.errors import ContextOverflow, ExecutorFailed, ModelCallFailed, ShareSpent
 from schemas.manifest import FLEET_WAIT_ALLOWANCE_S, AgentBudget
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory, Usage
-from worker.executor.allowed import CaseTools, case_budget, case_tools, refusal
+from worker.executor.allowed import CaseTools, capped, case_budget, case_tools, refusal
 from worker.executor.final_files import collect_final_files
 from worker.executor.prompt import render_executor_prompt
 from worker.executor.scaffold import run_scaffold
@@ -149,8 +149,11 @@ class _Loop:
         reply = self.tools.answer(call.name, call.arguments)
         if reply.finding:
             self.mock_findings.append(reply.finding)
-        outcome = ToolOutcome(output=reply.text, exit_code=1 if reply.is_error else 0)
-        self.events.append(ToolResultEvent(call_id=call.id, output=outcome.output, exit_code=outcome.exit_code))
+        text, truncated = capped(reply.text)
+        outcome = ToolOutcome(output=text, exit_code=1 if reply.is_error else 0, truncated=truncated)
+        self.events.append(
+            ToolResultEvent(call_id=call.id, output=text, exit_code=outcome.exit_code, truncated=truncated)
+        )
         return outcome
 
     def ran_tools(self) -> bool:

@@ -20,6 +20,10 @@ from schemas.corpus import EvalCase
 from schemas.manifest import AgentBudget
 from schemas.mocks import MockAnswer, MockTool, answer, function_specs
 from worker.executor.tools import TOOL_NAMES, TOOL_SPECS
+from worker.output import OutputBuffer
+
+MOCK_ANSWER_CHARS = 30_000
+"""A repo-written answer is capped like a command's output (the sandbox's default)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,13 @@ def case_tools(case: EvalCase) -> CaseTools:
     mocked = {n: v for n, v in function_specs(case.mocks).items() if _allowed(n, case.allowed_tools)}
     specs = [s for s in TOOL_SPECS if s["function"]["name"] in builtin] + [spec for _, _, spec in mocked.values()]
     return CaseTools(specs, builtin, {n: (server, tool) for n, (server, tool, _) in mocked.items()})
+
+
+def capped(text: str, chars: int = MOCK_ANSWER_CHARS) -> tuple[str, bool]:
+    """A mock's answer as a tool's output is kept: head and tail when it is longer than ``chars``."""
+    buffer = OutputBuffer(chars)
+    buffer.feed(text.encode("utf-8"), final=True)
+    return buffer.render()
 
 
 def refusal(name: str) -> str:

@@ -18,6 +18,7 @@ from harnesses.base import INNER_MOCKS_DIR
 from schemas.corpus import EvalCase
 from schemas.mocks import answer, function_specs
 from schemas.trajectory import ToolCallEvent, ToolResultEvent, Trajectory
+from worker.executor.allowed import capped
 
 
 def settle_mock_calls(trajectory: Trajectory, case: EvalCase) -> Trajectory:
@@ -34,10 +35,12 @@ def settle_mock_calls(trajectory: Trajectory, case: EvalCase) -> Trajectory:
             reply = answer(server, tool, call.arguments)
             if reply.finding:
                 findings.append(reply.finding)
-            if event.output.strip() != reply.text.strip():
+            text, truncated = capped(reply.text)
+            if event.output.strip() != reply.text.strip() and not event.truncated:
                 seen = event.output.strip()[:200]
                 findings.append(f"{call.name}: the harness reported another answer than the mock's: {seen!r}")
-            event = event.model_copy(update={"output": reply.text, "exit_code": 1 if reply.is_error else 0})
+            update = {"output": text, "exit_code": 1 if reply.is_error else 0, "truncated": truncated}
+            event = event.model_copy(update=update)
         events.append(event)
     return trajectory.model_copy(update={"events": events, "mock_findings": findings})
 
