@@ -14,7 +14,8 @@ The kinds and their fields, as plugin eval reads them:
 * ``file_exists``: ``path`` is a glob over the files the run created; ``exists: false`` inverts it
   -> ``file_glob``.
 
-``baseline`` (a judge comparing against a reference transcript) is refused by name. Patterns are
+``baseline`` (a judge comparing against a reference transcript) and an ``arm`` other than ``both``
+are refused by name. An ``llm`` grader's ``focus`` is read but the judge reads the whole trace. Patterns are
 JavaScript regexes; the few syntaxes Python spells differently are rewritten, and one that still
 does not compile stops the suite with the grader's file named.
 """
@@ -115,6 +116,9 @@ def translate_grader(meta: dict[str, Any], body: str, file: str, where: str) -> 
     if unknown:
         raise BadCorpus(file, where, f"unexpected key(s) {', '.join(unknown)} for a {kind} grader")
     weight = _weight(meta, file, where)
+    if meta.get("arm", "both") != "both":
+        why = "only graders of both arms are read (leaving one out of the no-plugin arm's score is not applied)"
+        raise BadCorpus(file, f"{where}.arm", f"{meta['arm']!r}: {why}")
     if kind == "llm":
         out = _llm(meta, body, file, where)
     elif kind == "regex":

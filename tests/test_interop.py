@@ -180,6 +180,11 @@ def test_a_plugin_suite_is_read_as_the_corpus_of_the_plugins_skill(tmp_path: Pat
         ),
         (
             "greet-ada/graders/ran.md",
+            "---\ntype: tool_used\ntool: Skill\narm: with-only\n---\n",
+            "evals/greet-ada/graders/ran.md: front matter.arm: 'with-only': only graders of both arms",
+        ),
+        (
+            "greet-ada/graders/ran.md",
             "---\ntype: baseline\n---\nhi\n",
             "evals/greet-ada/graders/ran.md: front matter.type: 'baseline' grader",
         ),
