@@ -360,7 +360,9 @@ def run(
     repo_folder = _repo_folder(repo)
     model_config = load_model_config(config, api_base, untrusted=repo_folder)  # no key is looked at
     if dry_run:
-        plan_in = PlanInput(model or [], judge or [], epochs, arm_variants(compare, baseline), compare, settings.store)
+        plan_in = PlanInput(
+            model or [], judge or [], epochs, arm_variants(compare, baseline), compare, settings.store, executor
+        )
         raise typer.Exit(dry_run_plan(skills, all_evals, repo_folder, plan_in, as_json, out))
     if not model or not judge:
         raise ConfigError("--model and --judge are required (litellm model names; see README)")

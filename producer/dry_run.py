@@ -17,6 +17,7 @@ from rich.table import Table
 
 from engine.records import latest_noise
 from engine.store import open_store
+from producer.case_terms import check_case_terms
 from producer.planning import new_run_id, plan_run, plan_summary
 from producer.prechecks import compare_guards, fixture_guards
 from producer.repo import Repo
@@ -38,6 +39,8 @@ class PlanInput:
     compare: str | None
     store: str | None = None
     """The artifact store, where an earlier noise floor of the same corpus may be recorded."""
+    executor: str = "agent"
+    """The executor the run would use: a case term it cannot apply is refused here too."""
 
 
 def dry_run_plan(
@@ -63,6 +66,7 @@ def dry_run_plan(
     compared = len(plan.variants) > 1 and plan_in.store is not None
     observed = latest_noise(open_store(plan_in.store), bundles) if compared and plan_in.store else {}
     skipped = [SkippedCorpus(corpus=o.corpus_file, error=str(o.error)) for o in outcomes if o.error]
+    check_case_terms(plan, plan_in.executor)
     summary = plan_summary(plan, skipped, observed)
     guards = fixture_guards(r.root, bundles) + compare_guards(r.root, plan_in.compare, bundles)
     summary = summary.model_copy(update={"guards": guards})
