@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +264,17 @@ def test_an_executor_that_cannot_honour_a_cases_terms_is_refused_by_name(plugin_
         check_case_terms(plan, "codex")
     with pytest.raises(BadCorpus, match=r"evals\[0\]\.mocks: the cmd:my-agent executor"):
         check_case_terms(plan, "cmd:my-agent")
+
+
+def test_a_dry_run_refuses_an_executor_that_cannot_apply_the_mocks(plugin_repo: Path) -> None:
+    args = ["run", "--repo", str(plugin_repo), "--all-evals", "--dry-run", "--model", "openai/x", "--judge", "openai/y"]
+    skill_eval = str(Path(sys.executable).parent / "skill-eval")
+    refused = subprocess.run([skill_eval, *args, "--executor", "codex"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "BLOCKED_BAD_CORPUS" in refused.stderr + refused.stdout
+    assert "$.evals[0].mocks: the codex executor does not apply" in refused.stderr + refused.stdout
+    assert "Traceback" not in refused.stderr
+    planned = subprocess.run(
+        [skill_eval, *args, "--executor", "claude-code"], capture_output=True, text=True, timeout=120
+    )
+    assert planned.returncode == 0, planned.stdout + planned.stderr
