@@ -13,6 +13,7 @@ from reducer.stream import ROWS_NOT_KEPT
 from schemas.report import CaseRun, RunResult, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import ShardState
+from schemas.trajectory import Usage
 
 
 def _pct(x: float | None) -> str:
@@ -183,7 +184,12 @@ def _per_model_tables(s: SkillResult) -> list[str]:
 
 
 def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
-    """The machine record for one skill: statuses, raw judge arrays, metadata, usage."""
+    """The machine record for one skill: statuses, raw judge arrays, metadata, and the usage of this
+    skill's shards alone (every arm of it; the run's total is in the HTML page and ``status``)."""
+    usage: dict[str, Usage] = {}
+    for part in (s for s in result.skills if s.skill == skill):
+        for model, u in part.usage.items():
+            usage[model] = usage[model].add(u) if model in usage else u
     doc = {
         "run_id": result.run_id,
         "skill": skill,
@@ -194,7 +200,8 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
         "judges": result.judges,
         "calibration": result.calibration,
         "template_hashes": result.template_hashes,
-        "usage": {k: v.model_dump() for k, v in result.usage.items()},
+        "threshold": {"value": result.threshold, "source": result.threshold_source},
+        "usage": {k: v.model_dump() for k, v in usage.items()},
         "variants": [s.model_dump(mode="json") for s in result.skills if s.skill == skill],
         "comparisons": [c.model_dump(mode="json") for c in result.comparisons if c.skill == skill],
         "assertion_quality": [q.model_dump(mode="json") for q in result.assertion_quality if q.skill == skill],

@@ -24,7 +24,18 @@ from dataclasses import dataclass, field
 
 from reducer.comparison import Cell, Key, cell_of, compare_all
 from reducer.gates import comparison_failures
-from reducer.scoring import aggregate_gate, assertion_stat, decide_verdict, headline, is_inconclusive, rank, rate
+from reducer.scoring import (
+    aggregate_gate,
+    assertion_stat,
+    decide_verdict,
+    headline,
+    inconclusive_headline,
+    is_inconclusive,
+    rank,
+    rate,
+    threshold_of,
+    with_verdicts,
+)
 from reducer.stats import Z95
 from schemas.comparison import AssertionQuality
 from schemas.outcome import CalibrationRecord, OutcomeLine
@@ -122,6 +133,8 @@ class _Arm:
     agreement: list[float] = field(default_factory=lambda: [0.0, 0.0])
     unanimous: list[float] = field(default_factory=lambda: [0.0, 0.0])
     sandboxes: set[str] = field(default_factory=set)
+    spend: dict[str, _Spend] = field(default_factory=lambda: defaultdict(_Spend))
+    """Usage per model (executor and judges) of this corpus and variant alone."""
 
 
 def _composite(line: OutcomeLine) -> float:
@@ -196,9 +209,10 @@ class StreamReducer:
             model.activated[1] += 1
         if line.sandbox:
             arm.sandboxes.add(line.sandbox)
-        self.spend[line.model].add(line.usage)
-        for judge, u in line.judge_usage.items():
-            self.spend[judge].add(u)
+        for spend in (self.spend, arm.spend):
+            spend[line.model].add(line.usage)
+            for judge, u in line.judge_usage.items():
+                spend[judge].add(u)
         for name, digest in line.template_hashes.items():
             self.templates[name].add(digest)
         if line.state is ShardState.BLOCKED and len(arm.blocked) < KEEP_BLOCKED:
@@ -258,8 +272,12 @@ class StreamReducer:
         judged = sum(m.judged for m in arm.models.values())
         behavioural = rate(passed, judged)
         inconclusive = is_inconclusive(not_graded, shards, cases)
+        infra = {s.value: arm.states.get(s, 0) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)}
+        blocked = arm.states.get(ShardState.BLOCKED, 0)
         head = (
-            f"INCONCLUSIVE ({not_graded}/{shards} shards not graded — infra)" if inconclusive else headline(behavioural)
+            inconclusive_headline(not_graded, shards, sum(infra.values()), blocked)
+            if inconclusive
+            else headline(behavioural)
         )
         verified, pairs, unanimous = arm.verified, arm.agreement, arm.unanimous
         return SkillResult(
@@ -269,7 +287,7 @@ class StreamReducer:
             corpus_file=bundle.corpus_file,
             cases=cases,
             behavioural=behavioural,
-            infra={s.value: arm.states.get(s, 0) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)},
+            infra=infra,
             blocked=sorted(arm.blocked, key=self._plan_order),
             inconclusive=inconclusive,
             not_graded=not_graded,
@@ -282,6 +300,7 @@ class StreamReducer:
             sandbox_modes=sorted(arm.sandboxes),
             judge_agreement=pairs[0] / pairs[1] if pairs[1] else None,
             judge_unanimous=unanimous[0] / unanimous[1] if unanimous[1] else None,
+            usage={name: spend.usage() for name, spend in arm.spend.items()},
         )
 
     def _plan_order(self, r: CaseRun) -> tuple[int, int, int]:
@@ -358,7 +377,8 @@ class StreamReducer:
     ) -> RunResult:
         """The run's result from everything added so far (shards never seen count as not graded)."""
         plan = self.plan
-        skills = [self._skill(b, v) for v in plan.variants for b in plan.bundles]
+        threshold, source = threshold_of(fail_under)
+        skills = with_verdicts([self._skill(b, v) for v in plan.variants for b in plan.bundles], threshold)
         current = [s for s in skills if s.variant == CURRENT]
         aggregate, aggregate_headline = aggregate_gate(current)
         calibration = dict(calibration or {})
@@ -393,6 +413,8 @@ class StreamReducer:
             assertion_quality=self._quality(texts),
             regression_alpha=regression_alpha,
             require_uplift=require_uplift,
+            threshold=threshold,
+            threshold_source=source,
         )
 
     def _planned_pairs(self) -> dict[tuple[str, str], dict[Key, Cell]]:

@@ -71,3 +71,9 @@ NONCE_BYTES: Final = 8  # 16 hex characters
 INCONCLUSIVE_CASE_SHARE: Final = 0.25  # more than this share of shards (case x model x epoch) not graded
 SMALL_CORPUS_CASES: Final = 4  # below this, any not-graded case -> INCONCLUSIVE
 AGGREGATE_INCONCLUSIVE_SHARE: Final = 0.10  # more than this share of corpora INCONCLUSIVE
+DEFAULT_THRESHOLD: Final = 1.0
+"""A corpus passes when its behavioural pass rate reaches its threshold: every assertion, unless
+``--fail-under`` lowers it (a failed assertion fails the run by default, as in other evaluators)."""
+MIN_QUALITY_OBSERVATIONS: Final = 4
+"""Verdicts an assertion needs before it is flagged non-discriminating (fewer all-equal verdicts
+are what a sound assertion shows as often as not)."""

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.comparison import AssertionQuality, PairedComparison
+from schemas.constants import DEFAULT_THRESHOLD
 from schemas.status import SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
 from schemas.verdict import AssertionVerdict, JudgeAnswer
@@ -154,6 +155,11 @@ class SkillResult(BaseModel):
     """Share of assertions on which all judges agreed (ensembles only)."""
     sandbox_modes: list[str] = Field(default_factory=list)
     """Sandbox modes that ran."""
+    usage: dict[str, Usage] = Field(default_factory=dict)
+    """Usage and cost per model (executor and judge) of this corpus in this variant alone."""
+    verdict: Literal["PASS", "FAIL", "INCONCLUSIVE", "NOT GRADED", ""] = ""
+    """The current arm's corpus against the run's threshold (empty for a baseline arm, which no
+    threshold applies to): PASS only when its behavioural pass rate reaches the threshold."""
 
 
 class RunResult(BaseModel):
@@ -195,3 +201,12 @@ class RunResult(BaseModel):
     """``--regression-alpha``: only a significant one-sided drop is a regression (None: any drop)."""
     require_uplift: float | None = None
     """``--require-uplift`` margin over the no-skill arm (None: not required)."""
+    threshold: float = DEFAULT_THRESHOLD
+    """Behavioural pass rate each corpus must reach to pass."""
+    threshold_source: Literal["default", "--fail-under"] = "default"
+    """Where the threshold came from."""
+
+    @property
+    def threshold_label(self) -> str:
+        """``threshold 1.0 (default)`` or ``threshold 0.8 (--fail-under)``."""
+        return f"threshold {self.threshold} ({self.threshold_source})"
