@@ -11,7 +11,6 @@ from engine.collect import load_trajectory
 from engine.store import ArtifactStore
 from reducer.render import (
     needs_transcript,
-    render_complete_block,
     render_json,
     render_junit,
     render_markdown,
@@ -20,6 +19,7 @@ from reducer.render import (
     transcript_name,
 )
 from reducer.render_html import render_html
+from reducer.summary import render_complete_block
 from schemas.manifest import RunManifest
 from schemas.report import RunResult
 

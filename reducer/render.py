@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
-from reducer.render_compare import comparison_section, comparison_summary, quality_section
+from reducer.render_compare import comparison_section, quality_section
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.report import CaseRun, RunResult, SkillResult
 from schemas.shard import CURRENT
@@ -58,6 +57,24 @@ def md(text: object) -> str:
 
 _cell = md
 
+_BACKTICKS = re.compile("`+")
+
+
+def code(text: object) -> str:
+    """``text`` (untrusted) as one inline code span: shown verbatim, ``&&`` and ``<`` as typed.
+
+    Code span content is literal in CommonMark (no tag, entity, link or emphasis inside), so
+    only its end must be safe: the fence is one backtick longer than any run in the text, and
+    the text is padded with a space each side when it starts or ends with a backtick or space
+    (a parser strips exactly one each side). Line breaks become spaces, as a code span shows them.
+    """
+    flat = _MD_CONTROL.sub("\ufffd", _MD_BREAKS.sub(" ", str(text)))
+    if not flat.strip():
+        return "(none)"
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(flat)), default=0) + 1)
+    pad = " " if flat[0] in "` " or flat[-1] in "` " else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
 
 def report_stem(skill: str, run_id: str) -> str:
     return f"skill-eval-{skill}-{run_id}"
@@ -79,6 +96,7 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
     parts = [s for s in result.skills if s.skill == skill]
     lines = [f"# skill-eval: {md(skill)}", ""]
     lines += [f"- run: `{result.run_id}`", f"- verdict: **{result.verdict.value}**"]
+    lines.append(f"- {result.threshold_label}: a corpus passes when its behavioural pass rate reaches it")
     lines += [f"- {md(k)}: {md(v)}" for k, v in meta.items()]
     for reason in result.reasons:
         lines.append(f"- reason: {md(reason)}")
@@ -90,12 +108,21 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
             lines += ["", *comparison_section(result, current, base)]
     lines += ["", *quality_section([q for q in result.assertion_quality if q.skill == skill])]
     for part in parts:
-        lines += ["", *_variant_section(part)]
+        lines += ["", *_variant_section(part, result.threshold)]
     return "\n".join(lines) + "\n"
 
 
-def _variant_section(s: SkillResult) -> list[str]:
-    out = [f"## {md(s.variant)}: {md(s.headline)}", ""]
+def corpus_status(s: SkillResult, threshold: float) -> str:
+    """The current arm's verdict beside its headline (``FAIL (below threshold 1.0)``); empty for a
+    baseline arm or an INCONCLUSIVE corpus, whose headline already says so."""
+    if s.verdict == "FAIL":
+        return f"FAIL (below threshold {threshold})"
+    return s.verdict if s.verdict in ("PASS", "NOT GRADED") else ""
+
+
+def _variant_section(s: SkillResult, threshold: float) -> list[str]:
+    status = corpus_status(s, threshold)
+    out = [f"## {md(s.variant)}: {md(s.headline)}" + (f" — {status}" if status else ""), ""]
     out.append(
         f"Behavioural pass rate {s.behavioural.passed}/{s.behavioural.total} "
         f"(95% CI {_pct(s.behavioural.low)}–{_pct(s.behavioural.high)}) over graded shards only; "
@@ -157,7 +184,7 @@ def _variant_section(s: SkillResult) -> list[str]:
                 else (" (evidence found)" if v.evidence_verified else " (evidence NOT found)")
             )
             out.append(f"- **{mark}** {md(v.text)}{checked}")
-            out.append(f"  - evidence: {_cell(v.evidence)}")
+            out.append(f"  - evidence: {code(v.evidence)}")
             if v.note:
                 out.append(f"  - note: {_cell(v.note)}")
         out.append("")
@@ -210,30 +237,6 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
-def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
-    """The contract's ``SKILL-EVAL COMPLETE`` block."""
-    lines = ["SKILL-EVAL COMPLETE", f"run: {result.run_id}", f"verdict: {result.verdict.value}"]
-    for s in result.skills:
-        infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v) or "none"
-        lines.append(f"skill: {s.skill} [{s.variant}]  cases: {s.cases}  result: {s.headline}")
-        lines.append(f"  not graded (infra): {infra}; blocked: {len(s.blocked)}")
-        for r in s.runs:
-            for v in r.verdicts:
-                if not v.passed:
-                    lines.append(f"  FAIL case {r.case_id} ({r.model} e{r.epoch}): {v.text} -> {v.evidence}")
-    lines += [f"compare {c.skill}: {comparison_summary(c)}" for c in result.comparisons if c.model is None]
-    lines += [f"skipped: {s}" for s in result.skipped]
-    if result.aggregate_headline:
-        lines.append(result.aggregate_headline)
-    if len(result.leaderboard) > 1:
-        lines.append(
-            "leaderboard (composite): " + ", ".join(f"{m.model} {_pct(m.composite_mean)}" for m in result.leaderboard)
-        )
-    lines += [f"reason: {r}" for r in result.reasons]
-    lines += [f"report: {p}" for p in paths]
-    return "\n".join(lines) + "\n"
-
-
 def render_junit(result: RunResult) -> str:
     """JUnit XML: one testsuite per corpus and variant, one testcase per shard and assertion.
 
@@ -249,7 +252,10 @@ def render_junit(result: RunResult) -> str:
 def _junit_properties(result: RunResult, s: SkillResult) -> str:
     if s.variant != CURRENT:
         return ""
-    props = []
+    props = [
+        f"<property name={quoteattr(key)} value={quoteattr(value)}/>"
+        for key, value in (("verdict", s.verdict), ("threshold", f"{result.threshold} ({result.threshold_source})"))
+    ]
     for c in result.comparisons:
         if c.skill != s.skill or c.model is not None:
             continue
@@ -298,7 +304,15 @@ def _testcase(classname: str, name: str, tag: str = "", message: str = "", body:
 def run_log_line(result: RunResult, when: datetime, project: str, branch: str, sha7: str, tier: str = "-") -> str:
     """The contract's 13-field tab-separated run-log line."""
     cases = sum(s.cases for s in result.skills if s.variant == CURRENT)
-    notes = "; ".join(f"{s.skill}={s.headline}" for s in result.skills if s.variant == CURRENT) or "-"
+    # A corpus below its threshold says FAIL here too (the contract's VERDICT named only a regression).
+    notes = (
+        "; ".join(
+            f"{s.skill}={s.headline}" + (f" {s.verdict}" if s.verdict in ("PASS", "FAIL") else "")
+            for s in result.skills
+            if s.variant == CURRENT
+        )
+        or "-"
+    )
     fields = [
         f"Run: {when.strftime('%Y-%m-%dT%H:%M:%SZ')}",
         "skill-eval",

@@ -1,6 +1,7 @@
 """Attack 11: the Markdown report carries raw HTML from evidence, assertion texts, fixture
 paths and error details. Every untrusted string is rendered inert: no tag, no comment, no
-link or image, no extra line, the same visible text."""
+link or image, no extra line, the same visible text (evidence inside a code span, the rest
+entity- and backslash-escaped)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 import redis
 from hypothesis import given
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
 from engine.redis_server import RedisServer
 from reducer.render import md
@@ -40,10 +42,18 @@ def test_untrusted_strings_reach_the_report_as_inert_text(
     run = run_pipeline(repo, SKILL, server=server, redis_url=redis_server.url, work=tmp_path / "w")
     report = run.report
     assert "BLOCKED_BAD_FIXTURE" in report and "&lt;img src=x onerror=alert(4)&gt;" in report
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in report and "&lt;img src=x onerror=alert(3)&gt;" in report
-    assert "<" not in report  # no tag, comment or autolink of any origin
-    assert "](" not in report.replace("\\](", "")  # no link or image syntax survives unescaped
-    assert "\\`code\\` \\| cell" in report
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in report
+    # Evidence is quoted as code: its text verbatim inside one code span, which a parser shows as text.
+    assert f"``{EVIDENCE}``" in report
+    tokens = [
+        t for block in MarkdownIt("commonmark").enable("table").parse(report) for t in [block, *(block.children or [])]
+    ]
+    kinds = {t.type for t in tokens}
+    assert not kinds & {"html_inline", "html_block", "link_open", "image"}  # no tag, comment, link or image
+    assert [t.content for t in tokens if t.type == "code_inline" and "onerror" in t.content] == [EVIDENCE]
+    outside = report.replace(f"``{EVIDENCE}``", "")
+    assert "<" not in outside  # every other untrusted string is entity-escaped
+    assert "](" not in outside.replace("\\](", "")  # no link or image syntax survives unescaped
 
 
 @given(st.text())
