@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from reducer.comparison import Cell, Key, cell_of, compare_all
 from reducer.gates import comparison_failures
+from reducer.quality import is_constant
 from reducer.scoring import (
     aggregate_gate,
     assertion_stat,
@@ -38,6 +39,7 @@ from reducer.scoring import (
 )
 from reducer.stats import Z95
 from schemas.comparison import AssertionQuality
+from schemas.constants import MIN_FLAKY_EPOCHS
 from schemas.outcome import CalibrationRecord, OutcomeLine
 from schemas.report import AssertionStat, CaseRun, ModelSummary, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, SkillBundle
@@ -300,7 +302,8 @@ class StreamReducer:
             sandbox_modes=sorted(arm.sandboxes),
             judge_agreement=pairs[0] / pairs[1] if pairs[1] else None,
             judge_unanimous=unanimous[0] / unanimous[1] if unanimous[1] else None,
-            usage={name: spend.usage() for name, spend in arm.spend.items()},
+            # Every executor model is listed, as the full reduce lists the planned shards that never ended.
+            usage={**{m: Usage() for m in self.plan.models}, **{n: spend.usage() for n, spend in arm.spend.items()}},
         )
 
     def _plan_order(self, r: CaseRun) -> tuple[int, int, int]:
@@ -345,8 +348,8 @@ class StreamReducer:
             skill, case_id, index = key
             observations = sum(n for n, _ in by_group.values())
             passes = sum(c for _, c in by_group.values())
-            constant = observations >= 2 and passes in (0, observations)
-            repeated = [g for g, (n, _) in by_group.items() if n >= 2]
+            constant = is_constant(observations, passes, len(by_group))
+            repeated = [g for g, (n, _) in by_group.items() if n >= MIN_FLAKY_EPOCHS]
             flaky = sorted(g for g in repeated if 0 < by_group[g][1] < by_group[g][0])
             d = self.disagreed.get(key, [0, 0])
             rows.append(

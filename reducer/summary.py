@@ -60,13 +60,13 @@ def _reports(paths: Sequence[str]) -> list[str]:
 
 
 def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
-    """The contract's ``SKILL-EVAL COMPLETE`` block, ending with the verdict.
+    """The contract's ``SKILL-EVAL COMPLETE`` block, with the verdict once, as its last line.
 
     However large the run, what follows the corpus lines is short: at most
     :data:`FAILURES_SHOWN` failing assertions and :data:`REASONS_SHOWN` reasons, each with a count
     of the rest, the report folder and page, and the verdict as the last line.
     """
-    lines = ["SKILL-EVAL COMPLETE", f"run: {result.run_id}", f"verdict: {result.verdict.value}"]
+    lines = ["SKILL-EVAL COMPLETE", f"run: {result.run_id}"]
     lines.append(result.threshold_label.replace("threshold ", "threshold: ", 1))
     for s in result.skills:
         infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v) or "none"
@@ -78,7 +78,9 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
     fails = failing_assertions(result)
     if fails:
         shards = sum(n for n, _ in fails)
-        lines.append(f"failing assertions: {len(fails)} ({shards} failed verdicts), most frequent first:")
+        lines.append(
+            f"failing assertions: {len(fails)} distinct, {shards} failed verdicts in all; most frequent first:"
+        )
         lines += [f"  {line}" for _, line in fails[:FAILURES_SHOWN]]
         if len(fails) > FAILURES_SHOWN:
             lines.append(f"  and {len(fails) - FAILURES_SHOWN} more: see {page}")

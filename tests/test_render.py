@@ -202,7 +202,7 @@ def test_the_junit_report_parses_whatever_a_transcript_quoted(evidence: str, det
 def test_the_complete_block_names_cases_rates_the_infra_tally_failures_and_paths(result: RunResult) -> None:
     block = render_complete_block(result, ["zuvo/reports/a.md", "zuvo/reports/a.json"])
     lines = block.splitlines()
-    assert lines[:3] == ["SKILL-EVAL COMPLETE", "run: 20260102-030405-0a1b2c3d", "verdict: WARN"]
+    assert lines[:3] == ["SKILL-EVAL COMPLETE", "run: 20260102-030405-0a1b2c3d", "threshold: 1.0 (default)"]
     assert (
         "skill: commit-message [current]  cases: 5  result: INCONCLUSIVE (2/5 shards not graded — 1 infra, 1 blocked)"
         in lines
