@@ -69,12 +69,27 @@ def write_reports(result: RunResult, manifest: RunManifest, store: ArtifactStore
                 written.append(path)
                 transcripts[r.shard_id] = name
     html = out_dir / f"skill-eval-{run_id}.html"
-    html.write_text(render_html(result, transcripts), encoding="utf-8")
+    html.write_text(render_html(result, transcripts, page_facts(manifest)), encoding="utf-8")
     written.append(html)
     junit = out_dir / f"skill-eval-{run_id}.junit.xml"
     junit.write_text(render_junit(result), encoding="utf-8")
     written.append(junit)
     return written
+
+
+def page_facts(manifest: RunManifest) -> dict[str, str]:
+    """What the run's page shows under its verdict: where the skill came from, what ran it, when."""
+    plan = manifest.plan
+    commit = " @ ".join(x for x in (manifest.branch, manifest.sha7) if x and x != "-")
+    return {
+        "repo": manifest.repo,
+        "commit": commit or "-",
+        "models": ", ".join(plan.models) or "-",
+        "judges": ", ".join(plan.judges) or "-",
+        "executor": manifest.settings.executor,
+        "epochs": str(plan.epochs),
+        "date": plan.created_at.strftime("%Y-%m-%d %H:%M UTC"),
+    }
 
 
 def append_run_log(result: RunResult, manifest: RunManifest, log_path: Path) -> str:
