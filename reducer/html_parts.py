@@ -167,7 +167,7 @@ def table(
             shown = cell if raw or isinstance(cell, Raw) else escape(cell)
             cells.append(f'<td data-label="{escape(_plain(h))}"{kind}>{shown}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<table{" class=stack" if stack else ""}>{head}{"".join(body)}</table>'
+    return f"<table{' class=stack' if stack else ''}>{head}{''.join(body)}</table>"
 
 
 def _plain(header: str) -> str:

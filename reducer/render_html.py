@@ -205,7 +205,8 @@ def _run(r: CaseRun, transcripts: Mapping[str, str]) -> str:
     status = f"{passed}/{len(r.verdicts)} passed" if r.state is ShardState.GRADED else r.state.value
     bad = r.state is not ShardState.GRADED or passed < len(r.verdicts)
     mark = '<span class="fail">FAIL</span> ' if r.state is ShardState.GRADED and bad else ""
-    out = [f"<details class='shard'><summary>{mark}case {r.case_id} · {name(r.model)} · epoch {r.epoch}: {escape(status)}</summary>"]
+    title = f"{mark}case {r.case_id} · {name(r.model)} · epoch {r.epoch}: {escape(status)}"
+    out = [f"<details class='shard'><summary>{title}</summary>"]
     link = transcripts.get(r.shard_id)
     if link:
         out.append(f'<p><a href="{escape(link, quote=True)}">transcript</a></p>')
