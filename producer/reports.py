@@ -123,5 +123,7 @@ def reported_bundle_keys(out_dir: Path) -> dict[str, set[str]]:
 
 
 def complete_block(result: RunResult, paths: list[Path]) -> str:
-    """The SKILL-EVAL COMPLETE block naming the report files (transcripts are listed in the md reports)."""
-    return render_complete_block(result, [str(p) for p in paths if p.suffix in {".md", ".json", ".xml", ".html"}])
+    """The SKILL-EVAL COMPLETE block naming the report files (transcripts are listed in the md reports),
+    without its final line break: printed, its verdict is the output's last line."""
+    reports = [str(p) for p in paths if p.suffix in {".md", ".json", ".xml", ".html"}]
+    return render_complete_block(result, reports).rstrip("\n")
