@@ -12,10 +12,12 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from producer.planning import plan_run
+from producer.reports import page_facts
 from reducer.render import code, render_json, render_junit, render_markdown, run_log_line
 from reducer.render_html import render_html
 from reducer.scoring import ShardOutcome, reduce_run
 from reducer.summary import FAILURES_SHOWN, render_complete_block
+from schemas.manifest import RunManifest
 from schemas.report import RunResult
 from schemas.status import ShardState, Verdict
 from tests.test_render import ASSERTIONS, bundle, failed, graded
@@ -154,3 +156,15 @@ def test_any_evidence_renders_as_one_code_span_with_its_exact_text(text: str) ->
     kinds = [c.type for c in children]
     assert kinds == ["text", "code_inline"], (rendered, kinds)
     assert children[-1].content == text, rendered
+
+
+def test_the_page_names_the_repo_commit_models_and_date_of_the_run() -> None:
+    plan = plan_run(RUN, [bundle("review", 2)], ["exec-a", "exec-b"], judges=["judge-1"])
+    manifest = RunManifest(plan=plan, snapshots={}, repo="/src/skills", branch="main", sha7="abc1234")
+    facts = page_facts(manifest)
+    assert facts["repo"] == "/src/skills" and facts["commit"] == "main @ abc1234"
+    assert facts["models"] == "exec-a, exec-b" and facts["date"] == plan.created_at.strftime("%Y-%m-%d %H:%M UTC")
+    result = reduce_run(plan, {s.shard_id: graded(s, (True, True)) for s in plan.shards})
+    page = render_html(result, {}, facts)
+    for value in ("/src/skills", "abc1234", "exec-b", facts["date"]):
+        assert value in page.replace("<wbr>", "")
