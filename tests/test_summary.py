@@ -4,6 +4,9 @@ evidence quoted as code. Pure."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
@@ -168,3 +171,17 @@ def test_the_page_names_the_repo_commit_models_and_date_of_the_run() -> None:
     page = render_html(result, {}, facts)
     for value in ("/src/skills", "abc1234", "exec-b", facts["date"]):
         assert value in page.replace("<wbr>", "")
+
+
+def test_run_help_says_the_threshold_and_its_strict_default() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "producer.cli", "run", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "100", "NO_COLOR": "1"},
+    )
+    text = " ".join(done.stdout.replace("│", " ").split())
+    assert done.returncode == 0 and "--fail-under" in text
+    assert "A corpus passes when its behavioural pass rate reaches this threshold (0-1); FAIL below it." in text
+    assert "Default 1.0: every assertion must pass." in text
