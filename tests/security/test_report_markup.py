@@ -6,6 +6,7 @@ entity- and backslash-escaped)."""
 from __future__ import annotations
 
 import json
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,11 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from engine.redis_server import RedisServer
+from producer.planning import plan_run
+from reducer.html_parts import name
 from reducer.render import md
+from reducer.render_html import render_html
+from reducer.scoring import reduce_run
 from testkit.offline_server import OfflineModelServer
 from tests.security.harness import case, make_repo, run_pipeline, scripted_judge_answer, shell_agent
 
@@ -63,3 +68,19 @@ def test_md_output_is_one_inert_line(text: str) -> None:
     for i, char in enumerate(out):
         if char in "`*[]|" or (char == "~" and out[i + 1 : i + 2] == "~"):
             assert out[i - 1] == "\\" and (len(out[:i]) - len(out[:i].rstrip("\\"))) % 2 == 1, out
+
+
+@given(st.text(min_size=1, max_size=60))
+def test_names_and_run_facts_reach_the_page_as_text(hostile: str) -> None:
+    # A branch name, a repo path or a ref comes from the repo: on the page it is text, never markup.
+    shown = name(hostile)
+    assert "<" not in shown.replace("<wbr>", "") and ">" not in shown.replace("<wbr>", "")
+    assert unescape(shown.replace("<wbr>", "")) == hostile
+
+
+def test_a_hostile_branch_name_and_repo_path_stay_inert_on_the_page() -> None:
+    plan = plan_run("20260101-000000-00000000", [], ["m"])
+    facts = {"repo": '"><img src=x onerror=alert(5)>', "commit": "<script>alert(6)</script> @ abc1234"}
+    page = render_html(reduce_run(plan, {}), {}, facts)
+    assert "<img" not in page and "<script" not in page
+    assert "&lt;script&gt;alert(6)&lt;/script&gt;" in page.replace("<wbr>", "")
