@@ -18,15 +18,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 from reducer.comparison import compare_all
 from reducer.gates import comparison_failures
 from reducer.quality import assess_assertions
 from reducer.stats import mean_interval, pass_at_k, pass_hat_k, wilson
+from reducer.threshold import corpus_verdict, threshold_of, with_verdicts
 from schemas.constants import (
     AGGREGATE_INCONCLUSIVE_SHARE,
-    DEFAULT_THRESHOLD,
     INCONCLUSIVE_CASE_SHARE,
     SMALL_CORPUS_CASES,
 )
@@ -77,27 +76,6 @@ def inconclusive_headline(not_graded: int, shards: int, infra: int, blocked: int
     kinds = [(infra, "infra"), (blocked, "blocked"), (not_graded - infra - blocked, "not finished")]
     said = "infra" if infra == not_graded else ", ".join(f"{n} {kind}" for n, kind in kinds if n > 0)
     return f"INCONCLUSIVE ({not_graded}/{shards} shards not graded — {said})"
-
-
-def corpus_verdict(s: SkillResult, threshold: float) -> str:
-    """One current-arm corpus against the threshold: PASS only when its rate reaches it."""
-    if s.inconclusive:
-        return "INCONCLUSIVE"
-    if s.behavioural.rate is None:
-        return "NOT GRADED"
-    return "PASS" if s.behavioural.rate >= threshold else "FAIL"
-
-
-def with_verdicts(skills: Sequence[SkillResult], threshold: float) -> list[SkillResult]:
-    """The corpora with the current arm's verdict against ``threshold`` filled in."""
-    return [
-        s.model_copy(update={"verdict": corpus_verdict(s, threshold)}) if s.variant == CURRENT else s for s in skills
-    ]
-
-
-def threshold_of(fail_under: float | None) -> tuple[float, Literal["default", "--fail-under"]]:
-    """The threshold a run applies and where it came from (``--fail-under`` or the strict default)."""
-    return (DEFAULT_THRESHOLD, "default") if fail_under is None else (fail_under, "--fail-under")
 
 
 def is_inconclusive(not_graded: int, shards: int, cases: int) -> bool:
@@ -382,7 +360,7 @@ def decide_verdict(
     """BLOCKED > FAIL > WARN > PASS, with every reason that applies.
 
     A conclusive corpus whose behavioural pass rate is below the threshold (``fail_under``, or
-    :data:`DEFAULT_THRESHOLD` when None) fails the run.
+    the default 1.0 when None) fails the run.
 
     A run with nothing to do because every valid corpus already has a report is not
     BLOCKED: those corpora were evaluated before; only the skipped ones (if any) warn.

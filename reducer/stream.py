@@ -34,10 +34,9 @@ from reducer.scoring import (
     is_inconclusive,
     rank,
     rate,
-    threshold_of,
-    with_verdicts,
 )
 from reducer.stats import Z95
+from reducer.threshold import threshold_of, with_verdicts
 from schemas.comparison import AssertionQuality
 from schemas.constants import MIN_FLAKY_EPOCHS
 from schemas.outcome import CalibrationRecord, OutcomeLine
