@@ -61,7 +61,8 @@ def not_graded(s: SkillResult) -> str:
     if not s.not_graded:
         return f"0/{s.shard_count}"
     infra = sum(s.infra.values())
-    kinds = [(infra, "infra"), (len(s.blocked), "blocked"), (s.not_graded - infra - len(s.blocked), "not finished")]
+    blocked = s.blocked_count
+    kinds = [(infra, "infra"), (blocked, "blocked"), (s.not_graded - infra - blocked, "not finished")]
     return f"{s.not_graded}/{s.shard_count}: " + ", ".join(f"{n} {k}" for n, k in kinds if n > 0)
 
 

@@ -228,7 +228,7 @@ def _verdicts(result: RunResult, transcripts: Mapping[str, str]) -> str:
         failing = sum(r.state is not ShardState.GRADED or not all(v.passed for v in r.verdicts) for r in s.runs)
         body = [
             f"<p>{len(s.runs)} shards, {failing} failing or not graded (marked; open one to read its evidence). "
-            f"Not graded (infra): {escape(infra)}; blocked: {len(s.blocked)}; "
+            f"Not graded (infra): {escape(infra)}; blocked: {s.blocked_count}; "
             f"sandbox: {escape(', '.join(s.sandbox_modes) or 'n/a')}</p>",
             *(_run(r, transcripts) for r in s.runs),
         ]

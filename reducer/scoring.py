@@ -152,6 +152,7 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
         behavioural=behavioural,
         infra=infra,
         blocked=blocked,
+        blocked_total=len(blocked),
         inconclusive=inconclusive,
         not_graded=not_graded,
         shard_count=len(runs),

@@ -290,6 +290,7 @@ class StreamReducer:
             behavioural=behavioural,
             infra=infra,
             blocked=sorted(arm.blocked, key=self._plan_order),
+            blocked_total=blocked,
             inconclusive=inconclusive,
             not_graded=not_graded,
             shard_count=shards,

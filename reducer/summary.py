@@ -73,7 +73,7 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
         status = corpus_status(s, result.threshold)
         mark = f"  {status}" if status else ""
         lines.append(f"skill: {s.skill} [{s.variant}]  cases: {s.cases}  result: {s.headline}{mark}")
-        lines.append(f"  not graded (infra): {infra}; blocked: {len(s.blocked)}")
+        lines.append(f"  not graded (infra): {infra}; blocked: {s.blocked_count}")
     page = next((p for p in paths if p.endswith(".html")), "the reports")
     fails = failing_assertions(result)
     if fails:

@@ -132,7 +132,9 @@ class SkillResult(BaseModel):
     infra: dict[str, int]
     """Not graded (infra) by kind."""
     blocked: list[CaseRun]
-    """Blocked shards, listed apart."""
+    """Blocked shards, listed apart (a streamed reduce lists at most a thousand)."""
+    blocked_total: int | None = None
+    """How many shards were blocked, listed or not (None in results stored before it was kept)."""
     inconclusive: bool
     """True when the trustworthiness gate failed."""
     not_graded: int
@@ -160,6 +162,11 @@ class SkillResult(BaseModel):
     verdict: Literal["PASS", "FAIL", "INCONCLUSIVE", "NOT GRADED", ""] = ""
     """The current arm's corpus against the run's threshold (empty for a baseline arm, which no
     threshold applies to): PASS only when its behavioural pass rate reaches the threshold."""
+
+    @property
+    def blocked_count(self) -> int:
+        """Blocked shards, every one counted."""
+        return len(self.blocked) if self.blocked_total is None else self.blocked_total
 
 
 class RunResult(BaseModel):
