@@ -34,7 +34,7 @@ dl.meta dt{color:#57606a}dl.meta dd{margin:0}
 .verdict.small{font-size:12px;padding:0 .4rem}.heat{padding:0 .3rem;border-radius:3px}.baseline{color:#57606a}
 .ev{font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap;color:#3d444d;margin:.2rem 0 .4rem}
 .pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.muted{color:#57606a}
-.bars{margin:.5rem 0}.bar-row{display:grid;grid-template-columns:minmax(7rem,15rem) 1fr 11.5rem;gap:.5rem;
+.bars{margin:.5rem 0}.bar-row{display:grid;grid-template-columns:minmax(7rem,15rem) 1fr 13.5rem;gap:.5rem;
 align-items:center;margin:.25rem 0}.bar-row .num{white-space:nowrap}
 .axis .ticks{position:relative;height:1.1rem;font-size:11px;color:#57606a;border-top:1px solid #8c959f}
 .tick{position:absolute;top:0;transform:translateX(-50%);white-space:nowrap}
@@ -53,7 +53,7 @@ details{border:1px solid #d0d7de;border-radius:4px;padding:.3rem .6rem;margin:.3
 summary{cursor:pointer}
 @media (max-width:640px){
  body{padding:.6rem}td,th{padding:.2rem .25rem}
- .bar-row{grid-template-columns:1fr max-content}.bar-row .label{grid-column:1 / -1}
+ .bar-row{grid-template-columns:1fr 11.5rem}.bar-row .label{grid-column:1 / -1}.bar-row .num{font-size:12px}
  table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}
  table.stack tr:first-child{display:none}
  table.stack tr{border:1px solid #d0d7de;margin:.4rem 0}

@@ -186,7 +186,8 @@ ONE_LINE = """
   if (!el.getClientRects().length) return false;
   const range = document.createRange();
   range.selectNodeContents(el);
-  return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size > 1;
+  const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+  return lines > 1 || range.getBoundingClientRect().right > el.getBoundingClientRect().right + 1;
 }).map((el) => el.textContent)
 """
 
