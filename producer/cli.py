@@ -219,7 +219,15 @@ NoPreflightOpt = Annotated[
 ]
 FailUnderOpt = Annotated[
     float | None,
-    typer.Option("--fail-under", min=0.0, max=1.0, help="FAIL below this pass rate (0-1).", rich_help_panel=JUDGED),
+    typer.Option(
+        "--fail-under",
+        min=0.0,
+        max=1.0,
+        help="A corpus passes when its behavioural pass rate reaches this threshold (0-1); FAIL below it."
+        " Default 1.0: every assertion must pass.",
+        show_default=False,
+        rich_help_panel=JUDGED,
+    ),
 ]
 DetachOpt = Annotated[
     bool, typer.Option("--detach", help="With --broker: submit, print the run id, return.", rich_help_panel=WHERE)

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.comparison import AssertionQuality, PairedComparison
+from schemas.constants import DEFAULT_THRESHOLD
 from schemas.status import SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
 from schemas.verdict import AssertionVerdict, JudgeAnswer
@@ -156,7 +157,9 @@ class SkillResult(BaseModel):
     infra: dict[str, int]
     """Not graded (infra) by kind."""
     blocked: list[CaseRun]
-    """Blocked shards, listed apart."""
+    """Blocked shards, listed apart (a streamed reduce lists at most a thousand)."""
+    blocked_total: int | None = None
+    """How many shards were blocked, listed or not (None in results stored before it was kept)."""
     inconclusive: bool
     """True when the trustworthiness gate failed."""
     not_graded: int
@@ -179,6 +182,16 @@ class SkillResult(BaseModel):
     """Share of assertions on which all judges agreed (ensembles only)."""
     sandbox_modes: list[str] = Field(default_factory=list)
     """Sandbox modes that ran."""
+    usage: dict[str, Usage] = Field(default_factory=dict)
+    """Usage and cost per model (executor and judge) of this corpus in this variant alone."""
+    verdict: Literal["PASS", "FAIL", "INCONCLUSIVE", "NOT GRADED", ""] = ""
+    """The current arm's corpus against the run's threshold (empty for a baseline arm, which no
+    threshold applies to): PASS only when its behavioural pass rate reaches the threshold."""
+
+    @property
+    def blocked_count(self) -> int:
+        """Blocked shards, every one counted."""
+        return len(self.blocked) if self.blocked_total is None else self.blocked_total
 
 
 class RunResult(BaseModel):
@@ -220,3 +233,12 @@ class RunResult(BaseModel):
     """``--regression-alpha``: only a significant one-sided drop is a regression (None: any drop)."""
     require_uplift: float | None = None
     """``--require-uplift`` margin over the no-skill arm (None: not required)."""
+    threshold: float = DEFAULT_THRESHOLD
+    """Behavioural pass rate each corpus must reach to pass."""
+    threshold_source: Literal["default", "--fail-under"] = "default"
+    """Where the threshold came from."""
+
+    @property
+    def threshold_label(self) -> str:
+        """``threshold 1.0 (default)`` or ``threshold 0.8 (--fail-under)``."""
+        return f"threshold {self.threshold} ({self.threshold_source})"
