@@ -39,6 +39,8 @@ class Codex:
     binary_env = "SKILL_EVAL_CODEX_BIN"
     binary_name = "codex"
     stream_call_ids = False
+    forward_headers = frozenset({"content-type", "accept"})
+    betas: frozenset[str] | None = None
     install_hint = "run `make setup` (installs @openai/codex@0.169.0), or set SKILL_EVAL_CODEX_BIN"
 
     def plan(self, request: HarnessRequest) -> HarnessPlan:
@@ -64,6 +66,8 @@ class Codex:
             f"model_providers.skill-eval={provider}",
             "-c",
             "analytics.enabled=false",
+            "-c",
+            'web_search="disabled"',  # a provider-side tool: the proxy refuses a request offering it
             "-",
         ]
         home_files = {
@@ -131,6 +135,10 @@ def read_codex_json(lines: Iterable[str]) -> ParsedStream:
                         exit_code=code if isinstance(code, int) else None,
                     )
                 )
+            elif item_type == "file_change":  # a patch applied: claims the model's patch call by its paths
+                changes = item.get("changes")
+                paths = [str(c.get("path", "")) for c in changes or [] if isinstance(c, dict)]
+                out.events.append(ToolCallEvent(call_id=item_id, name="file_change", arguments={"paths": paths}))
         elif kind == "turn.completed":
             out.saw_result = True
             usage = data.get("usage") or {}

@@ -29,6 +29,8 @@ REPLY is one object; any of these keys, combined:
   ``retry_after``: seconds, sent as ``Retry-After`` with a 429; ``error_message`` and
   ``error_code`` replace the error body's message and code (``context_length_exceeded``).
 - ``malformed``: true, a 200 whose body is not JSON.
+- ``answered_by``: the model the reply names (Anthropic and Responses), as an upstream that
+  answers with another model than asked would; default: the request's.
 - ``times``: apply the fault keys (``status``, ``hang``, ``malformed``) only to the first N
   requests of the same conversation at this turn; later retries get the normal reply. This is
   the one piece of state, kept per (rule, turn, conversation) so concurrent conversations stay
