@@ -192,26 +192,26 @@ def _command_item(n: int, command: str) -> str:
 
 
 def test_codex_commands_claim_calls_in_order_past_a_call_the_harness_never_ran() -> None:
-    lines = [_command_item(1, "/bin/bash -lc 'echo a'"), _command_item(2, "/bin/bash -lc 'echo b'")]
-    lines.append(
-        json.dumps(
-            {
-                "type": "item.completed",
-                "item": {"id": "item_3", "type": "file_change", "changes": [{"path": "/w/x.txt", "kind": "add"}]},
-            }
-        )
-    )
+    change = {"id": "item_3", "type": "file_change", "changes": [{"path": "/w/x.txt", "kind": "add"}]}
+    still_running = {"id": "item_4", "type": "command_execution", "command": "/bin/bash -lc 'sleep 100'"}
+    lines = [
+        _command_item(1, "/bin/bash -lc 'echo a'"),
+        _command_item(2, "/bin/bash -lc 'echo b'"),
+        json.dumps({"type": "item.completed", "item": change}),
+        json.dumps({"type": "item.started", "item": still_running}),  # the shard ended before it did
+    ]
     record = ProxyRecord(
         turns=[
             ModelTurn(tool_calls=(ModelToolCall("c1", "exec_command", {"cmd": "echo a"}),)),
             ModelTurn(tool_calls=(ModelToolCall("c2", "exec_command", {"cmd": "pytest -q"}),)),
             ModelTurn(tool_calls=(ModelToolCall("c3", "exec_command", {"cmd": "echo b"}),)),
             ModelTurn(tool_calls=(ModelToolCall("c4", "apply_patch", {"input": "*** Add File: x.txt\n+x"}),)),
+            ModelTurn(tool_calls=(ModelToolCall("c5", "exec_command", {"cmd": "sleep 100"}),)),
         ]
     )
     checked = cross_check_by_order(read_codex_json(lines).events, record)
     calls = [e.call_id for e in checked.events if isinstance(e, ToolCallEvent)]
-    assert calls == ["c1", "c3", "c4"] and checked.rejected == []
+    assert calls == ["c1", "c3", "c4", "c5"] and checked.rejected == []
     results = {e.call_id: e.output for e in checked.events if isinstance(e, ToolResultEvent)}
     assert results == {"c1": "out 1", "c3": "out 2"}
     assert len(checked.proposed) == 1 and "pytest -q" in checked.proposed[0]
