@@ -76,15 +76,16 @@ def history(protocol: str, body: Mapping[str, Any]) -> tuple[set[str], list[str]
     return _responses(body.get("input"))
 
 
-def _strings(value: Any) -> Iterator[str]:
+def strings(value: Any) -> Iterator[str]:
+    """Every string inside a JSON value, depth first."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for item in value.values():
-            yield from _strings(item)
+            yield from strings(item)
     elif isinstance(value, list):
         for item in value:
-            yield from _strings(item)
+            yield from strings(item)
 
 
 def continues(protocol: str, body: Mapping[str, Any], *, opening: str, known: Mapping[str, ModelToolCall]) -> bool:
@@ -105,7 +106,7 @@ def continues(protocol: str, body: Mapping[str, Any], *, opening: str, known: Ma
 
 def _anchors(calls: Iterable[ModelToolCall]) -> Iterator[str]:
     for call in calls:
-        for text in _strings(call.arguments):
+        for text in strings(call.arguments):
             norm = _norm(text)
             if len(norm) >= _ANCHOR_MIN:
                 yield norm

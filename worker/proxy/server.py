@@ -31,7 +31,6 @@ import socketserver
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -43,7 +42,7 @@ import structlog
 
 from engine.budget import OverShare, RunBudget
 from harnesses.base import PLACEHOLDER_KEY, bare_model
-from harnesses.conversation import continues
+from harnesses.conversation import continues, strings
 from harnesses.endpoints import Protocol, is_model_path, scrub, upstream_url
 from harnesses.model_record import ModelTurn, ProxyRecord, parse_model_response
 from harnesses.request_rules import RequestRefused, RequestRules, forwarded_headers, pin_request
@@ -331,7 +330,7 @@ class ModelProxy:
                 self.record.agent_refusals.append(str(exc))
             self._refuse(handler, 400, str(exc))
             return
-        if self.config.watch and not self.record.body_sent and _holds(body, self.config.watch):
+        if self.config.watch and not self.record.body_sent and _holds(parsed, self.config.watch):
             self.record.body_sent = True
         headers, dropped = forwarded_headers(self.rules, handler.headers.items())
         side = parsed is not None and not self._continues(parsed)
@@ -456,24 +455,9 @@ class ModelProxy:
         handler.reply(status, content, content_type, extra)
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-
-
-def _holds(body: bytes, watch: str) -> bool:
-    """True when ``watch`` (whitespace-normalised) occurs in the JSON request ``body``'s strings."""
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return False
-    return any(watch in " ".join(text.split()) for text in _strings(parsed))
+def _holds(parsed: Any, watch: str) -> bool:
+    """True when ``watch`` (whitespace-normalised) occurs in the parsed JSON request's strings."""
+    return any(watch in " ".join(text.split()) for text in strings(parsed))
 
 
 def _backoff_hint(response: httpx.Response | None) -> float:
