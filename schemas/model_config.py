@@ -12,6 +12,7 @@ knobs)::
     max_concurrency = 32           # calls in flight, fleet-wide
     timeout_s = 120
     transport = "auto"             # or "direct" / "litellm"
+    max_output_tokens = 32000      # what one harness request may ask for (the proxy clamps)
 
     [retry]
     max_attempts = 6

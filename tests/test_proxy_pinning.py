@@ -23,6 +23,7 @@ from harnesses.crosscheck import cross_check, cross_check_by_order
 from harnesses.endpoints import normalise_upstream
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord
 from harnesses.request_rules import RequestRefused, RequestRules, pin_request
+from schemas.model_config import parse_model_config
 from schemas.trajectory import ToolCallEvent, ToolResultEvent
 from testkit.offline_server import OfflineModelServer
 from worker.proxy import ModelProxy, ProxyConfig
@@ -93,6 +94,9 @@ def test_another_model_a_server_tool_or_a_provider_side_field_is_refused_named_a
 
 
 def test_output_limits_are_clamped_to_the_shards_configuration(server: OfflineModelServer, tmp_path: Path) -> None:
+    configured = parse_model_config({"models": {"anthropic/claude-sonnet-4-5": {"max_output_tokens": 8000}}})
+    assert configured.for_model("anthropic/claude-sonnet-4-5").max_output_tokens == 8000  # what run_harness passes
+    assert configured.for_model("other").max_output_tokens == 32_000
     thinking = {"type": "enabled", "budget_tokens": 63_999}
     with claude_proxy(server, tmp_path) as proxy:
         assert send(proxy, body(OPENING, max_tokens=64_000, thinking=thinking)).status_code == 200
