@@ -26,6 +26,7 @@ from harnesses.request_rules import RequestRefused, RequestRules, pin_request
 from schemas.model_config import parse_model_config
 from schemas.trajectory import ToolCallEvent, ToolResultEvent
 from testkit.offline_server import OfflineModelServer
+from worker.executor.harness import priced
 from worker.proxy import ModelProxy, ProxyConfig
 
 REAL_KEY = "sk-real-0123456789abcdefghij"
@@ -132,6 +133,11 @@ def test_cost_is_priced_at_the_model_the_upstream_answered_with(
     sonnet = token_cost("claude-sonnet-4-5", turn.prompt_tokens, turn.completion_tokens)
     assert opus is not None and sonnet is not None and opus > sonnet
     assert budget.spend().cost_usd == pytest.approx(opus)
+    # The trajectory's cost too: each turn at the model its reply names, the shard's when it names none.
+    record = ProxyRecord(turns=[turn, ModelTurn(prompt_tokens=turn.prompt_tokens, completion_tokens=1)])
+    unnamed = token_cost("anthropic/claude-sonnet-4-5", turn.prompt_tokens, 1)
+    assert unnamed is not None
+    assert priced(record, "anthropic/claude-sonnet-4-5", token_cost) == pytest.approx(opus + unnamed)
 
 
 def test_a_request_that_does_not_continue_the_harness_conversation_is_marked_a_side_request(

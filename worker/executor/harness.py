@@ -193,7 +193,7 @@ def _run_sandboxed(
                 reap_uid(sandbox.uid)
 
 
-def _priced(record: ProxyRecord, model: str, token_cost: Callable[[str, int, int], float | None]) -> float | None:
+def priced(record: ProxyRecord, model: str, token_cost: Callable[[str, int, int], float | None]) -> float | None:
     """Dollars the record's turns cost, each priced at the model its reply names (the shard's
     when it names none); None when any turn cannot be priced."""
     total = 0.0
@@ -352,7 +352,7 @@ def run_harness(
             prompt_tokens=record.prompt_tokens,
             completion_tokens=record.completion_tokens,
             calls=len(record.turns),
-            cost_usd=_priced(record, shard.model, token_cost),
+            cost_usd=priced(record, shard.model, token_cost),
         ),
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=wrote),
         skill_activated=harness.activated(checked.events, shard.skill, plan.skill_ref, record.body_sent),
