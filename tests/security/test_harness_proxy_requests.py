@@ -27,12 +27,19 @@ from typing import Any
 import pytest
 
 from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY
+from harnesses.claude_code import ClaudeCode
 from harnesses.codex import KEY_VARIABLE
+from schemas.corpus import EvalCase
+from schemas.model_config import ModelLimits
+from schemas.status import SandboxMode
+from schemas.trajectory import ToolCallEvent, ToolResultEvent
 from testkit.anthropic_api import messages_text
 from testkit.judge import is_grading_request, split_grading_request
 from testkit.offline_server import OfflineModelServer
 from testkit.responses_api import input_text
 from tests.e2e_support import Env, case, checked_env, current, git_init, new_repo, reports, scenario, write_skill
+from worker.executor.harness import HarnessShard, harness_limits, run_harness
+from worker.sandbox import SandboxLimits, open_sandbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -242,3 +249,39 @@ def test_a_codex_agent_gets_no_other_model_no_provider_tool_and_no_forged_comman
     assert run["state"] == "graded" and [v["passed"] for v in run["verdicts"]] == [False]
     assert run["rejected_calls"] == [] and len(run["proposed_calls"]) == 2
     assert [r.split(":")[0] for r in run["refused_requests"]] == ["MODEL_NOT_ALLOWED", "SERVER_TOOL_REFUSED"]
+
+
+def test_a_sub_agent_claude_code_starts_is_its_own_conversation_not_a_side_request(
+    server: OfflineModelServer, tmp_path: Path
+) -> None:
+    """The side-request rule must not take the harness's own traffic for the agent's: a
+    sub-agent's conversation opens with its parent's call, and its commands are claimed."""
+    task = "Sub-agent task: please run echo from-sub now"
+    agent = {"name": "Agent", "arguments": {"description": "sub", "prompt": task, "subagent_type": "general-purpose"}}
+    sub = {"name": "Bash", "arguments": {"command": "echo from-sub", "description": "run"}}
+    server.set_scenario(
+        {
+            "rules": [
+                {"contains": "Sub-agent task", "replies": [{"tool_calls": [sub]}, {"text": "sub done"}]},
+                {"contains": "Delegate it", "replies": [{"tool_calls": [agent]}, {"text": "main done"}]},
+            ]
+        }
+    )
+    workspace = tmp_path / "ws"
+    (workspace / "skills" / "hi").mkdir(parents=True)
+    (workspace / "skills" / "hi" / "SKILL.md").write_text("---\nname: hi\ndescription: says hi\n---\n# hi\n")
+    sandbox = open_sandbox(workspace, SandboxMode.BWRAP, harness_limits(SandboxLimits(), wall_clock_s=120))
+    private = tmp_path / "private"
+    private.mkdir()
+    case_ = EvalCase(id=1, prompt="Delegate it to a sub-agent.", expected_output="", files=(), assertions=())
+    limits = ModelLimits(name=MODEL, api_base=server.base_url)
+
+    trajectory = run_harness(
+        HarnessShard(ClaudeCode(), MODEL, "hi", case_), sandbox=sandbox, limits=limits, limiter=None, tmp_parent=private
+    )
+
+    calls = [(e.name, e.arguments.get("command")) for e in trajectory.events if isinstance(e, ToolCallEvent)]
+    assert ("Bash", "echo from-sub") in calls and calls[0][0] == "Agent"
+    assert any(isinstance(e, ToolResultEvent) and e.output.strip() == "from-sub" for e in trajectory.events)
+    assert trajectory.proposed_calls == [] and trajectory.rejected_calls == [] and trajectory.refused_requests == []
+    assert {b.get("model") for b in server.requests()} == {"claude-sonnet-4-5"}
