@@ -255,7 +255,7 @@ class S3Store:
             raise ArtifactMissing(f"no artifact {key!r} in {self.uri}") from exc
         except Exception as exc:
             raise StoreError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
-        return _StoreStream(body, f"cannot read {key!r} from {self.uri}")
+        return io.BufferedReader(_StoreStream(body, f"cannot read {key!r} from {self.uri}"), 1024 * 1024)
 
     def exists(self, key: str) -> bool:
         full = self._key(key)
