@@ -29,6 +29,8 @@ from schemas.errors import ConfigError
 from schemas.trajectory import Trajectory
 
 CASE_FILE_RE = re.compile(r"case-(?P<case>\d+)(?:\.epoch-(?P<epoch>\d+))?\.(?P<ext>jsonl|json)")
+MAX_RECORDING_BYTES = 256 * 1024 * 1024
+"""A recorded trajectory larger than this is refused (the executor's own transcripts stay far below)."""
 IMPORTED_MODEL = "imported"
 """Model label of a stream-json trajectory (the log does not always name one the same way)."""
 
@@ -53,9 +55,16 @@ def parse_key(key: str) -> tuple[str, int, int, str] | None:
 
 def parse_trajectory(data: bytes, key: str, skill: str, case_id: int) -> Trajectory:
     """Decode one recorded file (``.json`` product format, ``.jsonl`` stream-json)."""
+    if len(data) > MAX_RECORDING_BYTES:
+        raise ConfigError(f"{key}: larger than {MAX_RECORDING_BYTES} bytes")
     text = data.decode("utf-8", errors="replace")
     if key.endswith(".jsonl"):
-        trajectory = parse_stream_json(text.splitlines(), skill=skill, case_id=case_id, model=IMPORTED_MODEL)
+        try:
+            trajectory = parse_stream_json(text.splitlines(), skill=skill, case_id=case_id, model=IMPORTED_MODEL)
+        except (RecursionError, ValueError) as exc:  # the JSON parser's own limits: named, never a crash
+            raise ConfigError(
+                f"{key}: cannot be read: {type(exc).__name__} (nested too deep or a huge integer)"
+            ) from None
         if not trajectory.events:  # a log with no readable event is a broken recording, not a lazy agent
             raise ConfigError(f"{key}: no stream-json event could be read")
         return trajectory
