@@ -174,3 +174,11 @@ def test_the_entrypoint_runs_the_check_before_the_worker(tmp_path: Path) -> None
     assert refused.returncode == 2 and "worker started" not in refused.stdout, refused.stderr
     started = subprocess.run(["sh", str(entry), "worker"], env={"PATH": path}, capture_output=True, text=True)
     assert started.returncode == 0 and started.stdout == "worker started: worker\n"
+
+
+def test_the_image_build_context_holds_every_deploy_script_the_dockerfile_copies() -> None:
+    copied = re.findall(r"^COPY (deploy/\S+) ", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
+    allowed = (ROOT / ".dockerignore").read_text().splitlines()
+    assert "deploy/check-isolation.sh" in copied
+    for path in copied:
+        assert f"!{path}" in allowed, f"{path} is copied but left out of the build context"
