@@ -24,6 +24,7 @@ from producer.corpus_files import read_corpus_text
 from producer.corpus_parse import parse_json
 from producer.interop_plugin import PLUGIN_MANIFESTS, PluginCase, translate_plugin_suite
 from producer.interop_skill_creator import SKILL_CREATOR_FILE, skill_creator_path, translate_skill_creator
+from producer.validation import MAX_CORPUS_BYTES
 from schemas.constants import CORPUS_SUFFIX, EVALS_DIR, SKILLS_DIR
 from schemas.errors import BadCorpus, BlockedError
 
@@ -124,28 +125,42 @@ def _text(root: Path, rel: str) -> str:
     return text
 
 
+def _plugin_cases(root: Path) -> list[PluginCase]:
+    """Every case folder's files, read the one safe way; the suite as a whole is held to the one size cap."""
+    total = 0
+
+    def read(rel: str) -> str | None:
+        nonlocal total
+        text = read_corpus_text(root, rel)
+        total += len(text or "")
+        if total > MAX_CORPUS_BYTES:
+            raise BadCorpus(f"{EVALS_DIR}/", "$", f"the suite's files are larger than {MAX_CORPUS_BYTES} bytes in all")
+        return text
+
+    cases = []
+    for d in _case_dirs(root):
+        rel = f"{EVALS_DIR}/{d.name}"
+        graders_dir = resolve_inside(root, f"{rel}/graders")  # a link out is refused before it is listed
+        found = graders_dir.glob("*.md") if graders_dir is not None else ()
+        names = sorted(g.name for g in found if g.is_file() or g.is_symlink())
+        graders = {name: read(f"{rel}/graders/{name}") or "" for name in names}
+        cases.append(
+            PluginCase(
+                name=d.name,
+                prompt_md=read(f"{rel}/prompt.md"),
+                case_yaml=read(f"{rel}/case.yaml"),
+                graders=graders,
+            )
+        )
+    return cases
+
+
 def read_foreign(root: Path, corpus_file: str) -> ForeignCorpus:
     """Read a skill-creator file or a plugin suite as a schema-v1 dict (validate it next)."""
     match = _PLUGIN_FILE.match(corpus_file)
     if match:
         skill = match.group(1)
-        cases = []
-        for d in _case_dirs(root):
-            rel = f"{EVALS_DIR}/{d.name}"
-            graders_dir = resolve_inside(root, f"{rel}/graders")  # a link out is refused before it is listed
-            graders = {
-                g.name: _text(root, f"{rel}/graders/{g.name}")
-                for g in sorted(graders_dir.glob("*.md") if graders_dir is not None else ())
-                if g.is_file() or g.is_symlink()
-            }
-            cases.append(
-                PluginCase(
-                    name=d.name,
-                    prompt_md=read_corpus_text(root, f"{rel}/prompt.md"),
-                    case_yaml=read_corpus_text(root, f"{rel}/case.yaml"),
-                    graders=graders,
-                )
-            )
+        cases = _plugin_cases(root)
         skills = (
             sorted(p.name for p in (root / SKILLS_DIR).iterdir() if p.is_dir()) if (root / SKILLS_DIR).is_dir() else []
         )

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from producer.corpus_parse import MAX_INT_DIGITS
-from producer.validation import MAX_CORPUS_DEPTH
+from producer.validation import MAX_CORPUS_BYTES, MAX_CORPUS_DEPTH
 from schemas.status import ExitCode
 from tests.security.harness import case, make_repo
 
@@ -142,3 +142,14 @@ def test_a_5000_digit_integer_is_bad_corpus_for_that_corpus_only(tmp_path: Path,
     file = FORMATS[fmt](root, HUGE)
     done = _validate(root)
     _assert_named(done, f"BLOCKED_BAD_CORPUS: {file}: $: an integer of 5000 digits; at most {MAX_INT_DIGITS}")
+
+
+def test_a_plugin_suite_is_held_to_the_one_size_cap_as_a_whole(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    _plugin(root)
+    for i in range(3):  # each file under the cap, the suite over it
+        folder = root / "evals" / f"big-{i}"
+        folder.mkdir()
+        (folder / "prompt.md").write_text("---\nskill: greeter\n---\n" + "x" * (MAX_CORPUS_BYTES // 2))
+    done = _validate(root)
+    _assert_named(done, f"BLOCKED_BAD_CORPUS: evals/: $: the suite's files are larger than {MAX_CORPUS_BYTES} bytes")
