@@ -48,8 +48,9 @@ def local_repo(spec: str) -> Iterator[Path]:
 def fetch_repo(uri: str, dest: Path, *, max_bytes: int = MAX_REPO_BYTES) -> Path:
     """Fetch the S3 repo ``uri`` into the empty folder ``dest``; return the repo's root folder.
 
-    Raise ``StoreError`` naming the URI (or the object) when it is absent, empty, unsafe
-    or larger than ``max_bytes``.
+    Raise ``StoreError`` naming the URI (or the object) when it is absent, empty, cannot be
+    read, or a tree larger than ``max_bytes`` or with an unsafe key; ``BadRepo``
+    (``<uri>: <member>: <why>``) for an archive member refused by :mod:`engine.archive`.
     """
     parsed = urlparse(uri)
     bucket, key = parsed.netloc, parsed.path.lstrip("/")
