@@ -17,12 +17,13 @@ recording never silently drops out of the grade.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from engine.store import open_store
+from engine.store import LocalStore, open_store
 from harnesses.stream_json import parse_stream_json
 from schemas.constants import SKILL_NAME_RE
 from schemas.errors import ConfigError
@@ -82,6 +83,13 @@ def parse_trajectory(data: bytes, key: str, skill: str, case_id: int) -> Traject
     return trajectory
 
 
+def _refuse_links(root: Path, key: str) -> None:
+    """A recording in a local folder is read only where it is: no component of its path a link."""
+    path = root.joinpath(*key.split("/"))
+    if os.path.realpath(path) != str(path):
+        raise ConfigError(f"{key}: is read through a link; recorded trajectories are read only as regular files")
+
+
 def load_trajectories(path_or_uri: str | Path) -> list[Imported]:
     """Every recorded trajectory under ``path_or_uri`` (a local directory, a single local file
     laid out as ``.../<skill>/case-<id>...``, ``file://`` or ``s3://``), sorted by (skill, case,
@@ -114,6 +122,8 @@ def load_trajectories(path_or_uri: str | Path) -> list[Imported]:
                 f"(first: {found[(skill, case_id, epoch)]})"
             )
         found[(skill, case_id, epoch)] = key
+        if isinstance(store, LocalStore):
+            _refuse_links(store.root, key)
         loaded.append((skill, case_id, epoch, parse_trajectory(store.get(key), key, skill, case_id)))
     if not loaded:
         raise ConfigError(f"{path_or_uri}: no recorded trajectories (<skill>/case-<id>[.epoch-<n>].json|.jsonl)")

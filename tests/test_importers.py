@@ -138,3 +138,17 @@ def test_a_stream_json_line_past_the_parsers_limits_is_a_config_error_naming_the
     (tmp_path / "demo" / "case-1.jsonl").write_text(line + "\n")
     with pytest.raises(ConfigError, match=r"demo/case-1\.jsonl: cannot be read"):
         load_trajectories(tmp_path)
+
+
+def test_a_recording_read_through_a_link_is_refused_and_never_parsed(tmp_path: Path) -> None:
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "case-1.json").write_text('{"secret": "HOST-SECRET-3b7e"}')
+    root = tmp_path / "recorded"
+    root.mkdir()
+    (root / "demo").symlink_to(host)  # a skill folder that is a link: os.walk does not enter it
+    (root / "other").mkdir()
+    (root / "other" / "case-1.json").symlink_to(host / "case-1.json")
+    with pytest.raises(ConfigError, match=r"other/case-1\.json: is read through a link") as caught:
+        load_trajectories(root)
+    assert "HOST-SECRET" not in str(caught.value)
