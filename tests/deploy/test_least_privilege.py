@@ -182,3 +182,11 @@ def test_the_image_build_context_holds_every_deploy_script_the_dockerfile_copies
     assert "deploy/check-isolation.sh" in copied
     for path in copied:
         assert f"!{path}" in allowed, f"{path} is copied but left out of the build context"
+
+
+def test_the_image_test_runs_the_executor_with_the_same_capabilities() -> None:
+    from tests.deploy.image_support import EXECUTOR_CAPABILITIES, SANDBOX_PRIVILEGES
+
+    assert set(EXECUTOR_CAPABILITIES) == BWRAP_CAPS
+    assert SANDBOX_PRIVILEGES[SANDBOX_PRIVILEGES.index("--cap-drop") + 1] == "ALL"
+    assert "no-new-privileges" in SANDBOX_PRIVILEGES
