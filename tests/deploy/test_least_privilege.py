@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.deploy.image_support import EXECUTOR_CAPABILITIES, SANDBOX_PRIVILEGES
 from tests.deploy.support import COMPOSE, ROOT, by_kind, k8s_documents
 
 BWRAP_CAPS = {"SYS_ADMIN", "NET_ADMIN", "SETUID", "SETGID", "CHOWN", "FOWNER", "DAC_OVERRIDE", "KILL"}
@@ -185,8 +186,6 @@ def test_the_image_build_context_holds_every_deploy_script_the_dockerfile_copies
 
 
 def test_the_image_test_runs_the_executor_with_the_same_capabilities() -> None:
-    from tests.deploy.image_support import EXECUTOR_CAPABILITIES, SANDBOX_PRIVILEGES
-
     assert set(EXECUTOR_CAPABILITIES) == BWRAP_CAPS
     assert SANDBOX_PRIVILEGES[SANDBOX_PRIVILEGES.index("--cap-drop") + 1] == "ALL"
     assert "no-new-privileges" in SANDBOX_PRIVILEGES
