@@ -8,8 +8,9 @@ skipped. ``unpack_snapshot`` (worker side) checks the hash, then unpacks into a 
 cache folder through a temp folder and one ``rename``, so concurrent workers on a host
 never see half a tree and the loser of a race simply uses the winner's copy.
 
-Extraction trusts nothing in the tar: absolute names, ``..``, duplicate names, device
-files and links leaving the tree are refused (``StoreError``); symlinks are recreated as
+Extraction trusts nothing in the tar (:mod:`engine.archive`): absolute names, ``..``,
+duplicate names, device files, hard links and sparse members are refused (``StoreError``),
+and the tree is bounded by the tar's own length; symlinks are recreated as
 symlinks and never followed while extracting (a later member under a symlinked folder
 is refused). Before the unpacked tree is published its ``.git`` is neutralised
 (:func:`engine.gitcmd.neutralise_git_dir`): nothing in the cache can make host-side git
