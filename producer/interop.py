@@ -117,9 +117,16 @@ def _case_dirs(root: Path) -> list[Path]:
     )
 
 
+def _read(root: Path, rel: str) -> str | None:
+    """A file of a foreign corpus, read the one safe way (:func:`producer.corpus_files.read_corpus_text`);
+    the file itself must not be a link (the workspace drops the corpus by its path, not its target)."""
+    if (root / rel).is_symlink():
+        raise BadCorpus(rel, "$", "is a symbolic link; corpus files are read only as regular files")
+    return read_corpus_text(root, rel)
+
+
 def _text(root: Path, rel: str) -> str:
-    """A file of a foreign corpus, read the one safe way (:func:`producer.corpus_files.read_corpus_text`)."""
-    text = read_corpus_text(root, rel)
+    text = _read(root, rel)
     if text is None:
         raise BadCorpus(rel, "$", "not found")
     return text
@@ -131,7 +138,7 @@ def _plugin_cases(root: Path) -> list[PluginCase]:
 
     def read(rel: str) -> str | None:
         nonlocal total
-        text = read_corpus_text(root, rel)
+        text = _read(root, rel)
         total += len(text or "")
         if total > MAX_CORPUS_BYTES:
             raise BadCorpus(f"{EVALS_DIR}/", "$", f"the suite's files are larger than {MAX_CORPUS_BYTES} bytes in all")
