@@ -52,6 +52,11 @@ class ArtifactStore(Protocol):
         """The objects of ``keys`` that exist, read in batches; absent keys are left out."""
         ...
 
+    def children(self, prefix: str) -> list[str]:
+        """Names of the folders right under ``prefix`` (which ends with ``/``), sorted: one level,
+        without listing every key below (the runs of a store, not their millions of records)."""
+        ...
+
 
 def validate_key(key: str) -> str:
     """Return ``key`` when it is a safe relative key; raise ``StoreError`` naming it otherwise.
@@ -148,10 +153,13 @@ class LocalStore:
 
     def list(self, prefix: str) -> list[str]:
         _validate_prefix(prefix)
-        if not self.root.is_dir():
+        # Walk only the deepest folder the prefix names, not the whole store.
+        folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        top = self.root.joinpath(*PurePosixPath(folder).parts) if folder else self.root
+        if not top.is_dir():
             return []
         keys = []
-        for dirpath, _dirs, files in os.walk(self.root):
+        for dirpath, _dirs, files in os.walk(top):
             rel = Path(dirpath).relative_to(self.root).as_posix()
             for name in files:
                 if name.startswith(".tmp-") and name.endswith(".part"):
@@ -160,6 +168,16 @@ class LocalStore:
                 if key.startswith(prefix):
                     keys.append(key)
         return sorted(keys)
+
+    def children(self, prefix: str) -> list[str]:
+        _validate_prefix(prefix)
+        top = self.root.joinpath(*PurePosixPath(prefix).parts) if prefix else self.root
+        try:
+            return sorted(e.name for e in os.scandir(top) if e.is_dir() and not e.name.startswith("."))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
 
 
 class S3Store:
@@ -270,6 +288,18 @@ class S3Store:
         except Exception as exc:
             raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
         return sorted(keys)
+
+    def children(self, prefix: str) -> list[str]:
+        _validate_prefix(prefix)
+        full = f"{self.prefix}/{prefix}" if self.prefix else prefix
+        names: list[str] = []
+        try:
+            paginator = self._client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full, Delimiter="/"):
+                names.extend(p["Prefix"][len(full) :].rstrip("/") for p in page.get("CommonPrefixes", []))
+        except Exception as exc:
+            raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
+        return sorted(n for n in names if n)
 
 
 def open_store(uri: str) -> ArtifactStore:

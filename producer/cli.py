@@ -59,6 +59,7 @@ from schemas.model_config import ModelConfig, load_model_config
 from schemas.report import RunResult
 from schemas.status import ExitCode, SandboxMode
 from schemas.summary import PlanSummary, SkippedCorpus
+from viewer.cli import register_commands as register_viewer_commands
 
 
 class _Commands(TyperGroup):
@@ -594,6 +595,7 @@ def schema(
 
 
 register_commands(app, out, err)
+register_viewer_commands(app, out)
 
 
 def main() -> None:

@@ -1,0 +1,235 @@
+"""The viewer's ASGI app: JSON API and server-rendered pages over one :class:`ViewerData`.
+
+Read-only unless built with ``review=True``; then ``POST /api/runs/{run}/labels`` stores a
+person's label. Every page is rendered by Jinja2 with autoescaping, so a string from the repo,
+the corpus, the agent or a model is text on the page, never markup; the pages' script sets
+text only (``textContent``), and the Content-Security-Policy allows no inline script.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlparse
+
+import jinja2
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from engine.labels import judge_answer, load_labels, put_label, reviewer_name, run_agreement
+from engine.store import ArtifactStore
+from schemas.errors import ConfigError, SkillEvalError
+from schemas.label import COMBINED, NOTE_CHARS, HumanLabel
+from schemas.manifest import grade_key
+from schemas.status import ShardState
+from schemas.verdict import ShardGrade
+from viewer.data import RunNotFound, ViewerData
+from viewer.rows import PAGE, Query
+
+HERE = Path(__file__).resolve().parent
+CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'"
+
+
+class LabelRequest(BaseModel):
+    """What a reviewer sends: which verdict, agree or not, why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    shard_id: str = Field(min_length=1, max_length=64)
+    assertion: int = Field(ge=1)
+    """Counted from 1."""
+    judge: str = COMBINED
+    agree: bool
+    note: str = Field(default="", max_length=NOTE_CHARS)
+    reviewer: str = Field(default="", max_length=200)
+
+
+def _templates() -> Jinja2Templates:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.StrictUndefined
+    )
+    env.filters["pct"] = lambda x: "-" if x is None else f"{x * 100:.1f}%"
+    return Jinja2Templates(env=env)
+
+
+def _query(request: Request) -> Query:
+    p = request.query_params
+    try:
+        offset, limit = int(p.get("offset", 0)), int(p.get("limit", PAGE))
+    except ValueError as exc:
+        raise ConfigError("offset and limit must be whole numbers") from exc
+    return Query(
+        failing=p.get("failing", "") in ("1", "true", "yes", "on"),
+        state=p.get("state", ""),
+        model=p.get("model", ""),
+        arm=p.get("arm", ""),
+        assertion=p.get("assertion", ""),
+        q=p.get("q", ""),
+        offset=offset,
+        limit=limit,
+    )
+
+
+def _error(exc: Exception) -> JSONResponse:
+    if isinstance(exc, RunNotFound):
+        return JSONResponse({"error": str(exc)}, status_code=404)
+    if isinstance(exc, ConfigError | ValidationError):
+        return JSONResponse({"error": str(exc)}, status_code=400)
+    status = getattr(exc, "status", "STORE_ERROR")
+    return JSONResponse({"error": f"{status}: {exc}"}, status_code=500)
+
+
+def create_app(store: ArtifactStore, broker_url: str | None = None, *, review: bool = False, host: str = "127.0.0.1") -> Starlette:
+    data = ViewerData(store, broker_url)
+    templates = _templates()
+
+    def page(request: Request, name: str, **context: Any) -> Response:
+        response = templates.TemplateResponse(request, name, {"review": review, **context})
+        response.headers["Content-Security-Policy"] = CSP
+        return response
+
+    def cases(run_id: str) -> dict[str, tuple[str, int]]:
+        return {r.shard_id: (r.skill, r.case_id) for r in data.rows(run_id)}
+
+    def agreement_json(run_id: str) -> dict[str, Any]:
+        figures = run_agreement(store, run_id, cases(run_id))
+        return {"items": [f.model_dump(mode="json") for f in figures], "labels": len(load_labels(store, run_id))}
+
+    async def api_runs(request: Request) -> Response:
+        return JSONResponse({"items": data.runs()})
+
+    async def api_run(request: Request) -> Response:
+        try:
+            return JSONResponse(data.overview(request.path_params["run_id"]))
+        except SkillEvalError as exc:
+            return _error(exc)
+
+    async def api_shards(request: Request) -> Response:
+        try:
+            return JSONResponse(data.shards(request.path_params["run_id"], _query(request)))
+        except SkillEvalError as exc:
+            return _error(exc)
+
+    async def api_shard(request: Request) -> Response:
+        run_id, shard_id = request.path_params["run_id"], request.path_params["shard_id"]
+        try:
+            doc = data.shard(run_id, shard_id)
+        except SkillEvalError as exc:
+            return _error(exc)
+        doc["labels"] = [x.model_dump(mode="json") for x in load_labels(store, run_id) if x.shard_id == shard_id]
+        return JSONResponse(doc)
+
+    async def api_agreement(request: Request) -> Response:
+        try:
+            return JSONResponse(agreement_json(request.path_params["run_id"]))
+        except SkillEvalError as exc:
+            return _error(exc)
+
+    async def api_label(request: Request) -> Response:
+        if not review:
+            return JSONResponse({"error": "read-only: start the viewer with --review to label"}, status_code=403)
+        refused = _cross_site(request)
+        if refused:
+            return JSONResponse({"error": refused}, status_code=403)
+        run_id = request.path_params["run_id"]
+        try:
+            body = LabelRequest.model_validate_json(await request.body())
+            label = _label(store, data, run_id, body)
+        except (SkillEvalError, ValidationError) as exc:
+            return _error(exc)
+        put_label(store, label)
+        return JSONResponse({"label": label.model_dump(mode="json"), "agreement": agreement_json(run_id)})
+
+    async def runs_page(request: Request) -> Response:
+        return page(request, "runs.html", runs=data.runs())
+
+    async def run_page(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            overview = data.overview(run_id)
+            query = _query(request)
+            shards = data.shards(run_id, query)
+            agreement = agreement_json(run_id)
+        except SkillEvalError as exc:
+            return page(request, "error.html", message=str(exc), status=404)
+        pager = {
+            f"pager_{name}": urlencode({**request.query_params, "offset": max(0, query.offset + step * query.limit)})
+            for name, step in (("prev", -1), ("next", 1))
+        }
+        return page(
+            request, "run.html", run=overview, shards=shards, query=query, facets=_facets(data, run_id),
+            agreement=agreement, **pager,
+        )
+
+    async def shard_page(request: Request) -> Response:
+        run_id, shard_id = request.path_params["run_id"], request.path_params["shard_id"]
+        try:
+            doc = data.shard(run_id, shard_id)
+        except SkillEvalError as exc:
+            return page(request, "error.html", message=str(exc), status=404)
+        labels = [x for x in load_labels(store, run_id) if x.shard_id == shard_id]
+        return page(request, "shard.html", run_id=run_id, doc=doc, labels=labels)
+
+    routes = [
+        Route("/", runs_page),
+        Route("/runs/{run_id}", run_page),
+        Route("/runs/{run_id}/shards/{shard_id}", shard_page),
+        Route("/api/runs", api_runs),
+        Route("/api/runs/{run_id}", api_run),
+        Route("/api/runs/{run_id}/shards", api_shards),
+        Route("/api/runs/{run_id}/shards/{shard_id}", api_shard),
+        Route("/api/runs/{run_id}/agreement", api_agreement),
+        Route("/api/runs/{run_id}/labels", api_label, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    hosts = sorted({host, "127.0.0.1", "localhost", "::1", "[::1]", "testserver"})
+    return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)])
+
+
+def _cross_site(request: Request) -> str:
+    """Why a label request is refused as coming from another site, or "" when it is not.
+
+    Only JSON is taken (a cross-site form cannot send it without a preflight this app never
+    answers), and a request naming an origin must name this very host.
+    """
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        return "labels are sent as application/json"
+    origin = request.headers.get("origin")
+    if origin and urlparse(origin).netloc != request.headers.get("host", ""):
+        return f"cross-origin label refused (origin {origin})"
+    return ""
+
+
+def _label(store: ArtifactStore, data: ViewerData, run_id: str, body: LabelRequest) -> HumanLabel:
+    """The label to store, with the judge's answer read from the stored grade (never taken from the client)."""
+    data.run(run_id)
+    raw = store.get_many([grade_key(run_id, body.shard_id)]).get(grade_key(run_id, body.shard_id))
+    if raw is None:
+        raise ConfigError(f"shard {body.shard_id} of run {run_id} has no grade to label")
+    grade = ShardGrade.model_validate_json(raw)
+    index = body.assertion - 1
+    passed = judge_answer(grade, index, body.judge)
+    return HumanLabel(
+        run_id=run_id,
+        shard_id=body.shard_id,
+        assertion=index,
+        assertion_text=grade.verdicts[index].text if index < len(grade.verdicts) else "",
+        judge=body.judge,
+        judge_passed=passed,
+        agree=body.agree,
+        note=body.note,
+        reviewer=body.reviewer.strip() or reviewer_name(),
+    )
+
+
+def _facets(data: ViewerData, run_id: str) -> dict[str, list[str]]:
+    """The values the run's filters offer."""
+    plan = data.run(run_id).outline.manifest.plan
+    return {"models": list(plan.models), "arms": list(plan.variants), "states": [s.value for s in ShardState]}

@@ -1,0 +1,238 @@
+"""What the viewer reads: runs, a run's figures and live state, shard rows, one shard in full.
+
+Figures come from the reducer's stored result, never recomputed here. A run's overview reads
+its outline (a few KB at any size) and its result, and never the shard records, so a run of
+100,000 shards opens as fast as one of ten. The broker, when given, adds live shard states and
+spend while a run goes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+
+from engine.collect import load_trajectory
+from engine.records import load_manifest, load_outline, load_result
+from engine.state import RunState
+from engine.store import ArtifactStore
+from engine.usage import usage_totals
+from schemas.errors import StoreError
+from schemas.manifest import RunManifest, RunOutline, grade_key, outcome_key
+from schemas.outcome import ShardOutcomeRecord
+from schemas.report import RunResult
+from schemas.status import INFRA_FAILURES, ShardState
+from schemas.verdict import ShardGrade
+from viewer.rows import Query, Row, case_assertions, load_rows, select
+
+RESULT_TTL_S = 5.0
+"""A reduced run's result is read again at most this often (``report`` may reduce it again)."""
+
+GROUPS = {
+    "queued": (ShardState.QUEUED,),
+    "executing": (ShardState.EXECUTING, ShardState.EXECUTED),
+    "grading": (ShardState.GRADING,),
+    "done": (ShardState.GRADED, ShardState.BLOCKED),
+    "failed": tuple(INFRA_FAILURES),
+}
+"""The five live states a page shows, from the contract's shard states."""
+
+
+class RunNotFound(StoreError):
+    """No run of that id in the store."""
+
+
+@dataclass
+class _Cached:
+    at: float
+    outline: RunOutline
+    result: RunResult | None
+    rows: list[Row] | None = None
+
+
+@dataclass
+class ViewerData:
+    store: ArtifactStore
+    broker_url: str | None = None
+    _cache: dict[str, _Cached] = field(default_factory=dict)
+    _redis: redis.Redis | None = None
+
+    def _state(self) -> RunState | None:
+        if not self.broker_url:
+            return None
+        if self._redis is None:
+            self._redis = redis.Redis.from_url(self.broker_url, socket_timeout=2.0)
+        return RunState(self._redis)
+
+    def run(self, run_id: str) -> _Cached:
+        """The run's outline and result, cached for ``RESULT_TTL_S`` (a run without a result is read each time)."""
+        hit = self._cache.get(run_id)
+        if hit is not None and hit.result is not None and time.monotonic() - hit.at < RESULT_TTL_S:
+            return hit
+        outline = load_outline(self.store, run_id)
+        if outline is None:
+            if not self.store.exists(f"runs/{run_id}/manifest.json"):
+                raise RunNotFound(f"no run {run_id} in {self.store.uri}")
+            outline = RunOutline.of(load_manifest(self.store, run_id))
+        entry = _Cached(time.monotonic(), outline, load_result(self.store, run_id))
+        self._cache[run_id] = entry
+        return entry
+
+    def run_ids(self) -> list[str]:
+        """Every run in the store, newest first (run ids begin with their UTC time)."""
+        return sorted(self.store.children("runs/"), reverse=True)
+
+    def runs(self) -> list[dict[str, Any]]:
+        items = []
+        for run_id in self.run_ids():
+            try:
+                items.append(run_summary(self.run(run_id), self._running(run_id)))
+            except RunNotFound:
+                continue  # a folder without a manifest (labels of a run deleted, a stray write)
+        return items
+
+    def _running(self, run_id: str) -> bool | None:
+        """True or False from the broker; None without one (then: running when not reduced)."""
+        state = self._state()
+        if state is None or not state.exists(run_id):
+            return None
+        return not state.reduced(run_id)
+
+    def overview(self, run_id: str) -> dict[str, Any]:
+        entry = self.run(run_id)
+        doc = run_summary(entry, self._running(run_id))
+        doc["live"] = self.live(run_id, entry)
+        doc["result"] = _result_without_rows(entry.result) if entry.result else None
+        return doc
+
+    def live(self, run_id: str, entry: _Cached) -> dict[str, Any]:
+        """Shard counts by state (live from the broker, else from the stored result or outcomes), spend, ETA."""
+        total = entry.outline.shard_count
+        state = self._state()
+        usage: dict[str, dict[str, Any]] = {}
+        if state is not None and state.exists(run_id):
+            counts, source = state.counts(run_id), "broker"
+            assert self._redis is not None
+            usage = usage_totals(self._redis, run_id)
+        elif entry.result is not None:
+            counts, source = _counts_of_result(entry.result), "result"
+        else:
+            ended = len(self.store.list(f"runs/{run_id}/outcomes/"))
+            counts, source = {"ended": ended, ShardState.QUEUED.value: total - ended}, "store"
+        return live_figures(entry.outline.manifest, total, counts, source, usage)
+
+    def rows(self, run_id: str) -> list[Row]:
+        entry = self.run(run_id)
+        if entry.rows is not None and entry.result is not None:
+            return entry.rows
+        state = self._state()
+        live = state.states(run_id) if state is not None and entry.result is None else {}
+        rows = load_rows(self.store, run_id, entry.result, live)
+        entry.rows = rows
+        return rows
+
+    def shards(self, run_id: str, query: Query) -> dict[str, Any]:
+        texts = case_assertions(self.run(run_id).outline.manifest.plan)
+        page, total = select(self.rows(run_id), query, texts)
+        return {"items": [r.as_json() for r in page], "total": total, "offset": query.offset, "limit": query.limit}
+
+    def shard(self, run_id: str, shard_id: str) -> dict[str, Any]:
+        from viewer.shard_view import shard_document  # the trajectory's layout lives beside its template
+
+        entry = self.run(run_id)
+        row = next((r for r in self.rows(run_id) if r.shard_id == shard_id), None)
+        if row is None:
+            raise RunNotFound(f"no shard {shard_id} in run {run_id}")
+        raw_grade = self.store.get_many([grade_key(run_id, shard_id)]).get(grade_key(run_id, shard_id))
+        grade = ShardGrade.model_validate_json(raw_grade) if raw_grade else None
+        raw_outcome = self.store.get_many([outcome_key(run_id, shard_id)]).get(outcome_key(run_id, shard_id))
+        outcome = ShardOutcomeRecord.model_validate_json(raw_outcome) if raw_outcome else None
+        trajectory = load_trajectory(self.store, run_id, shard_id)
+        texts = case_assertions(entry.outline.manifest.plan).get((row.skill, row.case_id), [])
+        return shard_document(row, texts, grade, outcome, trajectory)
+
+
+def _result_without_rows(result: RunResult) -> dict[str, Any]:
+    """The result as JSON without its per-shard rows (the shard list pages them)."""
+    doc = result.model_dump(mode="json")
+    for skill in doc["skills"]:
+        skill.pop("runs", None)
+    return doc
+
+
+def _counts_of_result(result: RunResult) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for s in result.skills:
+        graded = sum(m.graded for m in s.models)
+        counts[ShardState.GRADED.value] = counts.get(ShardState.GRADED.value, 0) + graded
+        for kind, n in s.infra.items():
+            counts[kind] = counts.get(kind, 0) + n
+        blocked = s.not_graded - sum(s.infra.values())
+        counts[ShardState.BLOCKED.value] = counts.get(ShardState.BLOCKED.value, 0) + max(0, blocked)
+    return counts
+
+
+def live_figures(
+    manifest: RunManifest, total: int, counts: dict[str, int], source: str, usage: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    groups = {name: sum(counts.get(s.value, 0) for s in states) for name, states in GROUPS.items()}
+    if "ended" in counts:  # only how many ended is known (no broker, not reduced)
+        groups["done"] = counts["ended"]
+    finished = groups["done"] + groups["failed"]
+    spend = sum(u.get("cost_usd") or 0.0 for u in usage.values())
+    started = manifest.plan.created_at
+    elapsed = max(0.0, (datetime.now(UTC) - started).total_seconds())
+    remaining = max(0, total - finished)
+    eta = elapsed / finished * remaining if finished and remaining and source == "broker" else None
+    return {
+        "source": source,
+        "total": total,
+        "states": counts,
+        "groups": groups,
+        "finished": finished,
+        "spend_usd": round(spend, 6) if usage else None,
+        "budget_usd": manifest.settings.max_cost_usd,
+        "eta_s": round(eta, 1) if eta is not None else None,
+        "usage": usage,
+    }
+
+
+def run_summary(entry: _Cached, running: bool | None) -> dict[str, Any]:
+    """One line of the runs list."""
+    m = entry.outline.manifest
+    r = entry.result
+    cost = 0.0
+    known_cost = False
+    if r is not None:
+        for u in r.usage.values():
+            if u.cost_usd is not None:
+                cost += u.cost_usd
+                known_cost = True
+    return {
+        "run_id": m.plan.run_id,
+        "when": m.plan.created_at.isoformat(),
+        "repo": m.repo,
+        "branch": m.branch,
+        "commit": m.sha7,
+        "skills": [b.skill for b in m.plan.bundles],
+        "models": list(m.plan.models),
+        "judges": list(m.plan.judges),
+        "harness": m.settings.executor,
+        "arms": list(m.plan.variants),
+        "shards": entry.outline.shard_count,
+        "verdict": r.verdict.value if r else None,
+        "reasons": list(r.reasons) if r else [],
+        "rate": _headline(r) if r else None,
+        "cost_usd": round(cost, 6) if known_cost else None,
+        "running": bool(running) if running is not None else r is None,
+    }
+
+
+def _headline(r: RunResult) -> str:
+    """The reducer's own headline: the suite's with several corpora, else the one corpus's."""
+    if r.aggregate_headline:
+        return r.aggregate_headline
+    return "; ".join(f"{s.skill} [{s.variant}]: {s.headline}" for s in r.skills)
