@@ -19,6 +19,8 @@ from tests.e2e_support import Env, case, checked_env, git_init, new_repo, ran, s
 
 SCRIPT_RESULT = "<script>window.pwnedResult=1</script>"
 SCRIPT_ASSERTION = "<script>window.pwnedAssertion=1</script>"
+SCRIPT_MODEL = "openai/exec-<script>window.pwnedModel=1</script>"
+MODELS = ("openai/exec-a", SCRIPT_MODEL)
 CASES = [
     case(
         1,
@@ -70,6 +72,6 @@ def viewed_run(tmp_path_factory: pytest.TempPathFactory, model_server: OfflineMo
         write_skill(repo, "hostile", CASES)
         git_init(repo)
         model_server.set_scenario(scenario(RULES, JUDGE))
-        res = env.run(repo, "hostile", "--fail-under", "0.8")
+        res = env.run(repo, "hostile", "--fail-under", "0.8", models=MODELS)
         assert res.code == 1, res.stdout + res.stderr  # 3/5 is under 0.8: FAIL
         yield ViewedRun(env, res.run_id)

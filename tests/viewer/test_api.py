@@ -7,7 +7,7 @@ from pathlib import Path
 from starlette.testclient import TestClient
 
 from engine.store import open_store
-from tests.viewer.conftest import ViewedRun
+from tests.viewer.conftest import MODELS, ViewedRun
 from viewer.app import create_app
 
 
@@ -20,16 +20,17 @@ def test_the_runs_list_names_the_run_with_its_verdict_and_plan(viewed_run: Viewe
     (run,) = doc["items"]
     assert run["run_id"] == viewed_run.run_id
     assert run["verdict"] == "FAIL" and run["running"] is False
-    assert run["skills"] == ["hostile"] and run["models"] == ["openai/exec-a"] and run["arms"] == ["current"]
-    assert "3/5" in run["rate"]
+    assert run["skills"] == ["hostile"] and run["models"] == list(MODELS) and run["arms"] == ["current"]
+    assert "6/10" in run["rate"]
 
 
 def test_a_run_gives_verdict_rates_and_shard_counts(viewed_run: ViewedRun) -> None:
     doc = client(viewed_run.env.store).get(f"/api/runs/{viewed_run.run_id}").json()
     assert doc["verdict"] == "FAIL"
-    assert doc["live"]["groups"]["done"] == 2 and doc["live"]["total"] == 2
+    assert doc["live"]["groups"]["done"] == 4 and doc["live"]["total"] == 4
     (skill,) = doc["result"]["skills"]
-    assert skill["behavioural"]["passed"] == 3 and skill["behavioural"]["total"] == 5
+    assert skill["behavioural"]["passed"] == 6 and skill["behavioural"]["total"] == 10
+    assert [m["behavioural"]["passed"] for m in skill["models"]] == [3, 3]
     assert 0 < skill["behavioural"]["low"] < 0.6 < skill["behavioural"]["high"] < 1
     assert "runs" not in skill  # the shard list pages them instead
 
@@ -38,16 +39,17 @@ def test_shards_filter_and_page(viewed_run: ViewedRun) -> None:
     c = client(viewed_run.env.store)
     base = f"/api/runs/{viewed_run.run_id}/shards"
     every = c.get(base).json()
-    assert every["total"] == 2 and {r["state"] for r in every["items"]} == {"graded"}
-    assert c.get(base, params={"failing": "1"}).json()["total"] == 2
+    assert every["total"] == 4 and {r["state"] for r in every["items"]} == {"graded"}
+    assert c.get(base, params={"failing": "1"}).json()["total"] == 4
     hits = c.get(base, params={"q": "VIEWER-TWO-C"}).json()["items"]
-    assert [r["case_id"] for r in hits] == [2]
+    assert [r["case_id"] for r in hits] == [2, 2]
+    assert c.get(base, params={"q": "viewer-two", "model": "openai/exec-a"}).json()["total"] == 1
     assert c.get(base, params={"assertion": "The agent runs echo viewer-one-a in the shell", "failing": "1"}).json()[
         "total"
     ] == 0
     assert c.get(base, params={"model": "nobody"}).json()["total"] == 0
     page = c.get(base, params={"limit": 1, "offset": 1}).json()
-    assert len(page["items"]) == 1 and page["total"] == 2
+    assert len(page["items"]) == 1 and page["total"] == 4
     assert c.get(base, params={"limit": "x"}).status_code == 400
 
 
