@@ -44,17 +44,17 @@ class ArtifactStore(Protocol):
 
     def exists(self, key: str) -> bool: ...
 
+    def children(self, prefix: str) -> list[str]:
+        """Names of the folders right under ``prefix`` (which ends with ``/``), sorted: one level,
+        without listing every key below (the runs of a store, not their millions of records)."""
+        ...
+
     def list(self, prefix: str) -> list[str]:
         """Keys under ``prefix``, sorted."""
         ...
 
     def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
         """The objects of ``keys`` that exist, read in batches; absent keys are left out."""
-        ...
-
-    def children(self, prefix: str) -> list[str]:
-        """Names of the folders right under ``prefix`` (which ends with ``/``), sorted: one level,
-        without listing every key below (the runs of a store, not their millions of records)."""
         ...
 
 
@@ -151,6 +151,16 @@ class LocalStore:
                 raise StoreError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
         return found
 
+    def children(self, prefix: str) -> list[str]:
+        _validate_prefix(prefix)
+        top = self.root.joinpath(*PurePosixPath(prefix).parts) if prefix else self.root
+        try:
+            return sorted(e.name for e in os.scandir(top) if e.is_dir() and not e.name.startswith("."))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
+
     def list(self, prefix: str) -> list[str]:
         _validate_prefix(prefix)
         # Walk only the deepest folder the prefix names, not the whole store.
@@ -168,16 +178,6 @@ class LocalStore:
                 if key.startswith(prefix):
                     keys.append(key)
         return sorted(keys)
-
-    def children(self, prefix: str) -> list[str]:
-        _validate_prefix(prefix)
-        top = self.root.joinpath(*PurePosixPath(prefix).parts) if prefix else self.root
-        try:
-            return sorted(e.name for e in os.scandir(top) if e.is_dir() and not e.name.startswith("."))
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
 
 
 class S3Store:
@@ -276,6 +276,18 @@ class S3Store:
                 return False
             raise StoreError(f"cannot check {key!r} in {self.uri}: {exc}") from exc
 
+    def children(self, prefix: str) -> list[str]:
+        _validate_prefix(prefix)
+        full = f"{self.prefix}/{prefix}" if self.prefix else prefix
+        names: list[str] = []
+        try:
+            paginator = self._client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full, Delimiter="/"):
+                names.extend(p["Prefix"][len(full) :].rstrip("/") for p in page.get("CommonPrefixes", []))
+        except Exception as exc:
+            raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
+        return sorted(n for n in names if n)
+
     def list(self, prefix: str) -> list[str]:
         _validate_prefix(prefix)
         full = f"{self.prefix}/{prefix}" if self.prefix else prefix
@@ -288,18 +300,6 @@ class S3Store:
         except Exception as exc:
             raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
         return sorted(keys)
-
-    def children(self, prefix: str) -> list[str]:
-        _validate_prefix(prefix)
-        full = f"{self.prefix}/{prefix}" if self.prefix else prefix
-        names: list[str] = []
-        try:
-            paginator = self._client.get_paginator("list_objects_v2")
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=full, Delimiter="/"):
-                names.extend(p["Prefix"][len(full) :].rstrip("/") for p in page.get("CommonPrefixes", []))
-        except Exception as exc:
-            raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
-        return sorted(n for n in names if n)
 
 
 def open_store(uri: str) -> ArtifactStore:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
+from reducer.agreement import agreement_lines
 from reducer.render_compare import comparison_section, comparison_summary, quality_section
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.report import CaseRun, RunResult, SkillResult
@@ -88,6 +89,9 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
         for base in (p for p in parts if p.variant != CURRENT):
             lines += ["", *comparison_section(result, current, base)]
     lines += ["", *quality_section([q for q in result.assertion_quality if q.skill == skill])]
+    if result.human_agreement:
+        lines += ["", "## Judge vs people", ""]
+        lines += [f"- {md(line)}" for line in agreement_lines(result.human_agreement)]
     for part in parts:
         lines += ["", *_variant_section(part)]
     return "\n".join(lines) + "\n"
@@ -199,6 +203,7 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
         "comparisons": [c.model_dump(mode="json") for c in result.comparisons if c.skill == skill],
         "assertion_quality": [q.model_dump(mode="json") for q in result.assertion_quality if q.skill == skill],
         "gates": {"regression_alpha": result.regression_alpha, "require_uplift": result.require_uplift},
+        "human_agreement": [a.model_dump(mode="json") for a in result.human_agreement],
     }
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
@@ -222,6 +227,8 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
         lines.append(
             "leaderboard (composite): " + ", ".join(f"{m.model} {_pct(m.composite_mean)}" for m in result.leaderboard)
         )
+    overall = [a for a in result.human_agreement if a.scope == "all"]
+    lines += [f"judge vs people: {line}" for line in agreement_lines(overall)]
     lines += [f"reason: {r}" for r in result.reasons]
     lines += [f"report: {p}" for p in paths]
     return "\n".join(lines) + "\n"

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.comparison import AssertionQuality, PairedComparison
+from schemas.label import Agreement
 from schemas.status import SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
 from schemas.verdict import AssertionVerdict, JudgeAnswer
@@ -195,3 +196,6 @@ class RunResult(BaseModel):
     """``--regression-alpha``: only a significant one-sided drop is a regression (None: any drop)."""
     require_uplift: float | None = None
     """``--require-uplift`` margin over the no-skill arm (None: not required)."""
+    human_agreement: list[Agreement] = Field(default_factory=list)
+    """Each judge against people's labels of its verdicts (``skill-eval label``, the viewer): overall, then
+    per assertion; empty while nobody labelled."""

@@ -86,7 +86,9 @@ def _error(exc: Exception) -> JSONResponse:
     return JSONResponse({"error": f"{status}: {exc}"}, status_code=500)
 
 
-def create_app(store: ArtifactStore, broker_url: str | None = None, *, review: bool = False, host: str = "127.0.0.1") -> Starlette:
+def create_app(
+    store: ArtifactStore, broker_url: str | None = None, *, review: bool = False, host: str = "127.0.0.1"
+) -> Starlette:
     data = ViewerData(store, broker_url)
     templates = _templates()
 
@@ -164,8 +166,14 @@ def create_app(store: ArtifactStore, broker_url: str | None = None, *, review: b
             for name, step in (("prev", -1), ("next", 1))
         }
         return page(
-            request, "run.html", run=overview, shards=shards, query=query, facets=_facets(data, run_id),
-            agreement=agreement, **pager,
+            request,
+            "run.html",
+            run=overview,
+            shards=shards,
+            query=query,
+            facets=_facets(data, run_id),
+            agreement=agreement,
+            **pager,
         )
 
     async def shard_page(request: Request) -> Response:

@@ -56,9 +56,13 @@ def register_commands(app: typer.Typer, out: Console) -> None:
         run_id: Annotated[str, typer.Argument(help="Run id.")],
         shard: Annotated[str, typer.Option("--shard", help="Shard id.")],
         assertion: Annotated[int, typer.Option("--assertion", help="Assertion number, counted from 1.", min=1)],
-        agree: Annotated[bool | None, typer.Option("--agree/--disagree", help="Agree or disagree with the verdict.")] = None,
+        agree: Annotated[
+            bool | None, typer.Option("--agree/--disagree", help="Agree or disagree with the verdict.")
+        ] = None,
         note: Annotated[str, typer.Option("--note", help="Why.")] = "",
-        judge: Annotated[str, typer.Option("--judge", help="Judge whose answer is labelled (default: combined).")] = COMBINED,
+        judge: Annotated[
+            str, typer.Option("--judge", help="Judge whose answer is labelled (default: combined).")
+        ] = COMBINED,
         store: StoreOpt = None,
     ) -> None:
         """Label one verdict of a run agree or disagree, as a versioned record in the store."""

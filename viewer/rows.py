@@ -44,7 +44,11 @@ class Row:
         return self.passed is not None and not all(self.passed)
 
     def as_json(self) -> dict[str, object]:
-        return {**asdict(self), "passed": list(self.passed) if self.passed is not None else None, "failing": self.failing}
+        return {
+            **asdict(self),
+            "passed": list(self.passed) if self.passed is not None else None,
+            "failing": self.failing,
+        }
 
 
 _ENDED_BADLY = {s.value for s in ShardState if s.terminal and s is not ShardState.GRADED}
@@ -52,9 +56,7 @@ _ENDED_BADLY = {s.value for s in ShardState if s.terminal and s is not ShardStat
 
 def case_assertions(plan: RunPlan) -> dict[tuple[str, int], list[str]]:
     """(skill, case id) -> the case's assertion texts."""
-    return {
-        (b.skill, c.id): [assertion_text(a) for a in c.assertions] for b in plan.bundles for c in b.corpus.evals
-    }
+    return {(b.skill, c.id): [assertion_text(a) for a in c.assertions] for b in plan.bundles for c in b.corpus.evals}
 
 
 def rows_from_result(result: RunResult) -> list[Row]:
@@ -115,7 +117,17 @@ def rows_in_progress(store: ArtifactStore, manifest: RunManifest, live: Mapping[
             passed = tuple(v.passed for v in ShardGrade.model_validate_json(raw).verdicts) if raw else None
         state = record.state if record else live.get(s.shard_id, ShardState.QUEUED)
         rows.append(
-            Row(s.shard_id, s.variant, s.skill, s.case_id, s.model, s.epoch, state.value, passed, record.detail if record else "")
+            Row(
+                s.shard_id,
+                s.variant,
+                s.skill,
+                s.case_id,
+                s.model,
+                s.epoch,
+                state.value,
+                passed,
+                record.detail if record else "",
+            )
         )
     return rows
 

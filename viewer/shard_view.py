@@ -7,6 +7,7 @@ not show, so a quote is looked for as given and then without such a prefix.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any
@@ -72,14 +73,14 @@ def mark(text: str, quotes: list[tuple[int, str]]) -> list[dict[str, Any]]:
     if not spans:
         return [{"text": text, "marks": []}]
     cuts = sorted({0, len(text), *(s for s, _, _ in spans), *(e for _, e, _ in spans)})
-    parts = []
-    for a, b in zip(cuts, cuts[1:], strict=False):
+    pieces: list[tuple[str, list[int]]] = []
+    for a, b in itertools.pairwise(cuts):
         marks = sorted({n for s, e, n in spans if s <= a and b <= e})
-        if parts and parts[-1]["marks"] == marks:
-            parts[-1]["text"] += text[a:b]
+        if pieces and pieces[-1][1] == marks:
+            pieces[-1] = (pieces[-1][0] + text[a:b], marks)
         else:
-            parts.append({"text": text[a:b], "marks": marks})
-    return parts
+            pieces.append((text[a:b], marks))
+    return [{"text": t, "marks": m} for t, m in pieces]
 
 
 def _event(event: Any, names: dict[str, str], quotes: list[tuple[int, str]]) -> dict[str, Any]:

@@ -44,9 +44,12 @@ def test_shards_filter_and_page(viewed_run: ViewedRun) -> None:
     hits = c.get(base, params={"q": "VIEWER-TWO-C"}).json()["items"]
     assert [r["case_id"] for r in hits] == [2, 2]
     assert c.get(base, params={"q": "viewer-two", "model": "openai/exec-a"}).json()["total"] == 1
-    assert c.get(base, params={"assertion": "The agent runs echo viewer-one-a in the shell", "failing": "1"}).json()[
-        "total"
-    ] == 0
+    assert (
+        c.get(base, params={"assertion": "The agent runs echo viewer-one-a in the shell", "failing": "1"}).json()[
+            "total"
+        ]
+        == 0
+    )
     assert c.get(base, params={"model": "nobody"}).json()["total"] == 0
     page = c.get(base, params={"limit": 1, "offset": 1}).json()
     assert len(page["items"]) == 1 and page["total"] == 4
@@ -82,7 +85,9 @@ def test_labels_are_refused_read_only_and_counted_with_review(viewed_run: Viewed
     # judge: pass, pass, fail; people: pass, fail, fail -> po 2/3, pe 4/9, kappa 0.4
     assert (overall["n"], overall["agreed"]) == (3, 2) and abs(overall["kappa"] - 0.4) < 1e-9
     assert c.post(f"/api/runs/{run}/labels", json={**body, "assertion": 9}).status_code == 400
-    assert c.post(f"/api/runs/{run}/labels", content=b"agree=1", headers={"content-type": "text/plain"}).status_code == 403
+    assert (
+        c.post(f"/api/runs/{run}/labels", content=b"agree=1", headers={"content-type": "text/plain"}).status_code == 403
+    )
     cross = c.post(f"/api/runs/{run}/labels", json=body, headers={"origin": "http://evil.example"})
     assert cross.status_code == 403
     assert len(list((store / "runs" / run / "labels").rglob("*.json"))) == 3

@@ -66,9 +66,9 @@ def no_sideways_scroll(page: Page) -> None:
 
 
 def nothing_ran(page: Page) -> None:
-    assert page.evaluate("[window.pwnedResult, window.pwnedAssertion, window.pwnedModel, window.pwnedNote]") == [
-        None
-    ] * 4
+    assert (
+        page.evaluate("[window.pwnedResult, window.pwnedAssertion, window.pwnedModel, window.pwnedNote]") == [None] * 4
+    )
 
 
 @pytest.mark.parametrize("layout", sorted(WIDTHS))
