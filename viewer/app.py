@@ -8,6 +8,9 @@ text only (``textContent``), and the Content-Security-Policy allows no inline sc
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlparse
@@ -27,7 +30,7 @@ from engine.labels import judge_answer, load_labels, put_label, reviewer_name, r
 from engine.store import ArtifactStore
 from schemas.errors import ConfigError, SkillEvalError
 from schemas.label import COMBINED, NOTE_CHARS, HumanLabel
-from schemas.manifest import grade_key
+from schemas.manifest import grade_key, result_key
 from schemas.status import ShardState
 from schemas.verdict import ShardGrade
 from viewer.data import RunNotFound, ViewerData
@@ -113,6 +116,17 @@ def create_app(
         except SkillEvalError as exc:
             return _error(exc)
 
+    async def api_result(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            data.run(run_id)
+            raw = store.get_many([result_key(run_id)]).get(result_key(run_id))
+        except SkillEvalError as exc:
+            return _error(exc)
+        if raw is None:
+            return JSONResponse({"error": "the run is not reduced yet"}, status_code=404)
+        return Response(raw, media_type="application/json")
+
     async def api_shards(request: Request) -> Response:
         try:
             return JSONResponse(data.shards(request.path_params["run_id"], _query(request)))
@@ -191,6 +205,7 @@ def create_app(
         Route("/runs/{run_id}/shards/{shard_id}", shard_page),
         Route("/api/runs", api_runs),
         Route("/api/runs/{run_id}", api_run),
+        Route("/api/runs/{run_id}/result", api_result),
         Route("/api/runs/{run_id}/shards", api_shards),
         Route("/api/runs/{run_id}/shards/{shard_id}", api_shard),
         Route("/api/runs/{run_id}/agreement", api_agreement),
@@ -198,7 +213,16 @@ def create_app(
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     hosts = sorted({host, "127.0.0.1", "localhost", "::1", "[::1]", "testserver"})
-    return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)])
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # Read the runs' results once in the background, so the first person to open the list
+        # or a big run does not wait for a megabytes-long result to parse.
+        threading.Thread(target=data.warm, name="viewer-warm", daemon=True).start()
+        yield
+
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 
 def _cross_site(request: Request) -> str:

@@ -8,6 +8,9 @@ spend while a run goes.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,19 +19,18 @@ from typing import Any
 import redis
 
 from engine.collect import load_trajectory
-from engine.records import load_manifest, load_outline, load_result
+from engine.records import load_manifest, load_outline
 from engine.state import RunState
 from engine.store import ArtifactStore
 from engine.usage import usage_totals
 from schemas.errors import StoreError
-from schemas.manifest import RunManifest, RunOutline, grade_key, outcome_key
+from schemas.manifest import RunManifest, RunOutline, grade_key, outcome_key, result_key
 from schemas.outcome import ShardOutcomeRecord
-from schemas.report import RunResult
 from schemas.status import INFRA_FAILURES, ShardState
 from schemas.verdict import ShardGrade
 from viewer.rows import Query, Row, case_assertions, load_rows, select
 
-RESULT_TTL_S = 5.0
+RESULT_TTL_S = 30.0
 """A reduced run's result is read again at most this often (``report`` may reduce it again)."""
 
 GROUPS = {
@@ -49,7 +51,12 @@ class RunNotFound(StoreError):
 class _Cached:
     at: float
     outline: RunOutline
-    result: RunResult | None
+    result: dict[str, Any] | None
+    """The stored result as JSON, without what grows with the run (see :func:`slim_result`)."""
+    digest: str = ""
+    """Of the stored result: the shard index is kept while it is unchanged."""
+    case_runs: list[tuple[str, str, list[dict[str, Any]]]] = field(default_factory=list)
+    """(skill, variant, per-shard rows) of a result that keeps them."""
     rows: list[Row] | None = None
 
 
@@ -77,7 +84,14 @@ class ViewerData:
             if not self.store.exists(f"runs/{run_id}/manifest.json"):
                 raise RunNotFound(f"no run {run_id} in {self.store.uri}")
             outline = RunOutline.of(load_manifest(self.store, run_id))
-        entry = _Cached(time.monotonic(), outline, load_result(self.store, run_id))
+        raw = self.store.get_many([result_key(run_id)]).get(result_key(run_id))
+        digest = hashlib.sha256(raw).hexdigest() if raw else ""
+        if hit is not None and hit.digest and hit.digest == digest:
+            hit.at = time.monotonic()  # the same result: keep what was built from it
+            return hit
+        entry = _Cached(time.monotonic(), outline, None, digest)
+        if raw is not None:
+            entry.result, entry.case_runs = slim_result(raw, run_id)
         self._cache[run_id] = entry
         return entry
 
@@ -94,6 +108,12 @@ class ViewerData:
                 continue  # a folder without a manifest (labels of a run deleted, a stray write)
         return items
 
+    def warm(self) -> None:
+        """Read every run's outline and result into the cache (a failure here is met again, and
+        shown, when a page asks for that run)."""
+        with contextlib.suppress(Exception):
+            self.runs()
+
     def _running(self, run_id: str) -> bool | None:
         """True or False from the broker; None without one (then: running when not reduced)."""
         state = self._state()
@@ -105,7 +125,7 @@ class ViewerData:
         entry = self.run(run_id)
         doc = run_summary(entry, self._running(run_id))
         doc["live"] = self.live(run_id, entry)
-        doc["result"] = _result_without_rows(entry.result) if entry.result else None
+        doc["result"] = entry.result
         return doc
 
     def live(self, run_id: str, entry: _Cached) -> dict[str, Any]:
@@ -130,7 +150,7 @@ class ViewerData:
             return entry.rows
         state = self._state()
         live = state.states(run_id) if state is not None and entry.result is None else {}
-        rows = load_rows(self.store, run_id, entry.result, live)
+        rows = load_rows(self.store, run_id, entry.result is not None, entry.case_runs, live)
         entry.rows = rows
         return rows
 
@@ -155,22 +175,34 @@ class ViewerData:
         return shard_document(row, texts, grade, outcome, trajectory)
 
 
-def _result_without_rows(result: RunResult) -> dict[str, Any]:
-    """The result as JSON without its per-shard rows (the shard list pages them)."""
-    doc = result.model_dump(mode="json")
-    for skill in doc["skills"]:
-        skill.pop("runs", None)
-    return doc
+def slim_result(raw: bytes, run_id: str) -> tuple[dict[str, Any], list[tuple[str, str, list[dict[str, Any]]]]]:
+    """The stored result as JSON without what grows with the run: its per-shard rows (returned
+    apart, for the shard list), the per-assertion matrix and the assertion quality list
+    (``/api/runs/{run}/result`` serves it whole). Plain JSON, not the model: a 100,000-shard
+    result is megabytes, and the viewer only reads it; one that is not a result is named."""
+    try:
+        doc = json.loads(raw)
+        case_runs = [(s["skill"], s["variant"], s.pop("runs", [])) for s in doc["skills"]]
+        for s in doc["skills"]:
+            s.pop("assertions", None)
+        doc.pop("assertion_quality", None)
+        for comparison in doc.get("comparisons", []):
+            comparison.pop("assertions", None)
+            comparison.pop("per_case", None)
+        doc["verdict"], doc["reasons"], doc["usage"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"run {run_id}: {result_key(run_id)} is not a run result: {exc}") from exc
+    return doc, [c for c in case_runs if c[2]]
 
 
-def _counts_of_result(result: RunResult) -> dict[str, int]:
+def _counts_of_result(result: dict[str, Any]) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for s in result.skills:
-        graded = sum(m.graded for m in s.models)
+    for s in result["skills"]:
+        graded = sum(m["graded"] for m in s["models"])
         counts[ShardState.GRADED.value] = counts.get(ShardState.GRADED.value, 0) + graded
-        for kind, n in s.infra.items():
+        for kind, n in s["infra"].items():
             counts[kind] = counts.get(kind, 0) + n
-        blocked = s.not_graded - sum(s.infra.values())
+        blocked = s["not_graded"] - sum(s["infra"].values())
         counts[ShardState.BLOCKED.value] = counts.get(ShardState.BLOCKED.value, 0) + max(0, blocked)
     return counts
 
@@ -207,9 +239,9 @@ def run_summary(entry: _Cached, running: bool | None) -> dict[str, Any]:
     cost = 0.0
     known_cost = False
     if r is not None:
-        for u in r.usage.values():
-            if u.cost_usd is not None:
-                cost += u.cost_usd
+        for u in r["usage"].values():
+            if u.get("cost_usd") is not None:
+                cost += u["cost_usd"]
                 known_cost = True
     return {
         "run_id": m.plan.run_id,
@@ -223,16 +255,16 @@ def run_summary(entry: _Cached, running: bool | None) -> dict[str, Any]:
         "harness": m.settings.executor,
         "arms": list(m.plan.variants),
         "shards": entry.outline.shard_count,
-        "verdict": r.verdict.value if r else None,
-        "reasons": list(r.reasons) if r else [],
+        "verdict": r["verdict"] if r else None,
+        "reasons": list(r["reasons"]) if r else [],
         "rate": _headline(r) if r else None,
         "cost_usd": round(cost, 6) if known_cost else None,
         "running": bool(running) if running is not None else r is None,
     }
 
 
-def _headline(r: RunResult) -> str:
+def _headline(r: dict[str, Any]) -> str:
     """The reducer's own headline: the suite's with several corpora, else the one corpus's."""
-    if r.aggregate_headline:
-        return r.aggregate_headline
-    return "; ".join(f"{s.skill} [{s.variant}]: {s.headline}" for s in r.skills)
+    if r.get("aggregate_headline"):
+        return str(r["aggregate_headline"])
+    return "; ".join(f"{s['skill']} [{s['variant']}]: {s['headline']}" for s in r["skills"])
