@@ -31,6 +31,7 @@ from engine.store import ArtifactStore
 from schemas.errors import ConfigError, SkillEvalError
 from schemas.label import COMBINED, NOTE_CHARS, HumanLabel
 from schemas.manifest import grade_key, result_key
+from schemas.shard import CURRENT
 from schemas.status import ShardState
 from schemas.verdict import ShardGrade
 from viewer.data import RunNotFound, ViewerData
@@ -182,6 +183,7 @@ def create_app(
         return page(
             request,
             "run.html",
+            heat=heat_map(overview["result"]),
             run=overview,
             shards=shards,
             query=query,
@@ -259,6 +261,27 @@ def _label(store: ArtifactStore, data: ViewerData, run_id: str, body: LabelReque
         note=body.note,
         reviewer=body.reviewer.strip() or reviewer_name(),
     )
+
+
+def heat_map(result: dict[str, Any] | None) -> dict[str, Any]:
+    """Corpus x model rates of the current arm, as the reducer gave them, with a colour bucket each."""
+    if result is None:
+        return {"models": [], "rows": []}
+    current = [s for s in result["skills"] if s["variant"] == CURRENT]
+    models = sorted({m["model"] for s in current for m in s["models"]})
+    rows = []
+    for s in current:
+        by_model = {m["model"]: m["behavioural"] for m in s["models"]}
+        cells = []
+        for model in models:
+            rate = by_model.get(model, {}).get("rate")
+            bucket = "none" if rate is None else str(min(4, int(rate * 5)))
+            title = f"{s['skill']} x {model}: " + (
+                "no graded shard" if rate is None else f"{by_model[model]['passed']}/{by_model[model]['total']}"
+            )
+            cells.append({"rate": rate, "bucket": bucket, "title": title})
+        rows.append({"skill": s["skill"], "cells": cells})
+    return {"models": models, "rows": rows}
 
 
 def _facets(data: ViewerData, run_id: str) -> dict[str, list[str]]:

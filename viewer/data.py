@@ -163,16 +163,24 @@ class ViewerData:
         from viewer.shard_view import shard_document  # the trajectory's layout lives beside its template
 
         entry = self.run(run_id)
-        row = next((r for r in self.rows(run_id) if r.shard_id == shard_id), None)
+        rows = self.rows(run_id)
+        row = next((r for r in rows if r.shard_id == shard_id), None)
         if row is None:
             raise RunNotFound(f"no shard {shard_id} in run {run_id}")
+        same_case = [
+            r.as_json()
+            for r in rows
+            if (r.skill, r.case_id, r.model) == (row.skill, row.case_id, row.model) and r.shard_id != shard_id
+        ]
         raw_grade = self.store.get_many([grade_key(run_id, shard_id)]).get(grade_key(run_id, shard_id))
         grade = ShardGrade.model_validate_json(raw_grade) if raw_grade else None
         raw_outcome = self.store.get_many([outcome_key(run_id, shard_id)]).get(outcome_key(run_id, shard_id))
         outcome = ShardOutcomeRecord.model_validate_json(raw_outcome) if raw_outcome else None
         trajectory = load_trajectory(self.store, run_id, shard_id)
         texts = case_assertions(entry.outline.manifest.plan).get((row.skill, row.case_id), [])
-        return shard_document(row, texts, grade, outcome, trajectory)
+        doc = shard_document(row, texts, grade, outcome, trajectory)
+        doc["same_case"] = sorted(same_case, key=lambda r: (str(r["variant"]), str(r["epoch"])))
+        return doc
 
 
 def slim_result(raw: bytes, run_id: str) -> tuple[dict[str, Any], list[tuple[str, str, list[dict[str, Any]]]]]:
