@@ -92,3 +92,15 @@ def judge_answer(grade: ShardGrade, assertion: int, judge: str) -> bool:
     if not 0 <= assertion < len(verdicts):
         raise ConfigError(f"shard {grade.shard_id}: no assertion {assertion + 1} (it has {len(verdicts)})")
     return verdicts[assertion].passed
+
+
+def check_calibration_runs(store: ArtifactStore, run_ids: list[str]) -> tuple[str, ...]:
+    """``run --calibrate-with``: each run must hold labelled verdicts; a :class:`ConfigError` naming
+    the one that does not."""
+    for run_id in run_ids:
+        if not store.list(labels_prefix(run_id)):
+            raise ConfigError(
+                f"--calibrate-with {run_id}: no labelled verdict in {store.uri} "
+                "(label some with skill-eval label or skill-eval view --review)"
+            )
+    return tuple(run_ids)

@@ -25,9 +25,11 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
+from engine.labels import check_calibration_runs
 from engine.node import WorkerNode
 from engine.repo_source import fetch_repo, is_remote
 from engine.settings import Settings
+from engine.store import open_store
 from harnesses.registry import check_executor
 from producer.cli_stats import (
     BaselineOpt,
@@ -275,6 +277,10 @@ def run(
     judge: JudgeOpt = None,
     strict_evidence: StrictEvidenceOpt = False,
     no_calibration: NoCalibrationOpt = False,
+    calibrate_with: Annotated[
+        list[str] | None,
+        typer.Option("--calibrate-with", help="Earlier run whose human labels the judges must match (repeatable)."),
+    ] = None,
     no_preflight: NoPreflightOpt = False,
     max_cost: MaxCostOpt = None,
     max_tokens: MaxTokensOpt = None,
@@ -306,6 +312,9 @@ def run(
         raise ConfigError(f"--invoke: expected explicit or implicit, got {invoke!r}")
     settings = _settings(broker_url=broker, store=store, sandbox=sandbox, worker_processes=worker_processes)
     check_shard_timeout(shard_timeout, settings)
+    if calibrate_with and no_calibration:
+        raise ConfigError("--calibrate-with needs calibration: drop --no-calibration")
+    calibration_runs = check_calibration_runs(open_store(settings.store), calibrate_with) if calibrate_with else ()
     repo_folder = _repo_folder(repo)
     req = RunRequest(
         skills=skills,
@@ -328,6 +337,7 @@ def run(
             invoke=invoke,  # type: ignore[arg-type]  # checked above
             strict_evidence=strict_evidence,
             calibrate=not no_calibration,
+            calibrate_with=calibration_runs,
             fail_under=fail_under,
             regression_alpha=regression_alpha,
             require_uplift=require_uplift,

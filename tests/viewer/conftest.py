@@ -51,6 +51,7 @@ JUDGE = [ran(m) for m in ("viewer-one-a", "viewer-one-b", "viewer-two-a", "viewe
 class ViewedRun:
     env: Env
     run_id: str
+    repo: Path
 
     def store_copy(self, dest: Path) -> Path:
         """A private copy of the run's store, for a test that writes to it."""
@@ -74,4 +75,4 @@ def viewed_run(tmp_path_factory: pytest.TempPathFactory, model_server: OfflineMo
         model_server.set_scenario(scenario(RULES, JUDGE))
         res = env.run(repo, "hostile", "--fail-under", "0.8", models=MODELS)
         assert res.code == 1, res.stdout + res.stderr  # 3/5 is under 0.8: FAIL
-        yield ViewedRun(env, res.run_id)
+        yield ViewedRun(env, res.run_id, repo)
