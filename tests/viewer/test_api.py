@@ -99,3 +99,21 @@ def test_the_run_page_shows_gates_rates_and_the_corpus_by_model_map(viewed_run: 
     assert "behavioural pass rate 6/10 (60.0%) is below 80%" in html
     heat = html[html.index('id="heatmap"') :]
     assert heat.count('class="heat-3"') == 2  # 3/5 for each model: 60%
+
+
+def test_a_run_not_reduced_yet_shows_what_is_stored_so_far(viewed_run: ViewedRun, tmp_path: Path) -> None:
+    store = viewed_run.store_copy(tmp_path / "store")
+    run = viewed_run.run_id
+    (store / "runs" / run / "result.json").unlink()
+    ended = sorted((store / "runs" / run / "outcomes").glob("*.json"))
+    ended[0].unlink()  # one shard has not ended
+    c = client(store)
+    (item,) = c.get("/api/runs").json()["items"]
+    assert item["running"] is True and item["verdict"] is None
+    doc = c.get(f"/api/runs/{run}").json()
+    assert doc["live"]["source"] == "store" and doc["result"] is None
+    assert doc["live"]["groups"]["done"] == 3 and doc["live"]["groups"]["queued"] == 1
+    rows = c.get(f"/api/runs/{run}/shards").json()["items"]
+    assert sorted(r["state"] for r in rows) == ["graded", "graded", "graded", "queued"]
+    assert c.get(f"/api/runs/{run}/result").status_code == 404
+    assert "running" in c.get(f"/runs/{run}").text
