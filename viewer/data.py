@@ -19,6 +19,7 @@ from typing import Any
 import redis
 
 from engine.collect import load_trajectory
+from engine.keys import limiter_keys
 from engine.records import load_manifest, load_outline
 from engine.state import RunState
 from engine.store import ArtifactStore
@@ -133,16 +134,19 @@ class ViewerData:
         total = entry.outline.shard_count
         state = self._state()
         usage: dict[str, dict[str, Any]] = {}
+        limits: dict[str, dict[str, Any]] = {}
         if state is not None and state.exists(run_id):
             counts, source = state.counts(run_id), "broker"
             assert self._redis is not None
             usage = usage_totals(self._redis, run_id)
+            plan = entry.outline.manifest.plan
+            limits = limiter_figures(self._redis, [*plan.models, *plan.judges], usage)
         elif entry.result is not None:
             counts, source = _counts_of_result(entry.result), "result"
         else:
             ended = len(self.store.list(f"runs/{run_id}/outcomes/"))
             counts, source = {"ended": ended, ShardState.QUEUED.value: total - ended}, "store"
-        return live_figures(entry.outline.manifest, total, counts, source, usage)
+        return {**live_figures(entry.outline.manifest, total, counts, source, usage), "limits": limits}
 
     def rows(self, run_id: str) -> list[Row]:
         entry = self.run(run_id)
@@ -213,6 +217,27 @@ def _counts_of_result(result: dict[str, Any]) -> dict[str, int]:
         blocked = s["not_graded"] - sum(s["infra"].values())
         counts[ShardState.BLOCKED.value] = counts.get(ShardState.BLOCKED.value, 0) + max(0, blocked)
     return counts
+
+
+def limiter_figures(
+    client: redis.Redis, models: list[str], usage: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Per model, from its fleet-wide limiter: calls in flight (unexpired leases), the shared 429
+    cool-down left, the pace factor (1: full rate), and this run's 429 answers so far."""
+    out = {}
+    for model in dict.fromkeys(models):
+        state_key, leases_key = limiter_keys(model)
+        seconds, micros = client.time()
+        now_ms = seconds * 1000 + micros / 1000
+        in_flight = int(client.zcount(leases_key, f"({now_ms}", "+inf"))
+        factor, cooldown_until = client.hmget(state_key, "factor", "cooldown_until")
+        out[model] = {
+            "in_flight": in_flight,
+            "cooldown_s": round(max(0.0, (float(cooldown_until or 0) - now_ms) / 1000), 1),
+            "pace": round(float(factor or 1), 3),
+            "rate_limited": int(usage.get(model, {}).get("rate_limited", 0)),
+        }
+    return out
 
 
 def live_figures(

@@ -17,6 +17,7 @@ import pytest
 import redis
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from engine.keys import limiter_keys
 from engine.redis_server import RedisServer, free_port
 from engine.state import RunState
 from schemas.status import ShardState
@@ -140,6 +141,17 @@ def test_live_counts_follow_the_broker_without_a_reload(
             expect(page.locator("[data-group=failed]")).to_have_text("1", timeout=15_000)
             expect(page.locator("[data-group=executing]")).to_have_text("0", timeout=15_000)
             expect(page.locator("[data-group=queued]")).to_have_text("2")
+            # Two calls of the executor model in flight and a 429 cool-down, as the fleet's limiter holds them.
+            state_key, leases_key = limiter_keys("openai/exec-a")
+            seconds, micros = client.time()
+            now_ms = seconds * 1000 + micros // 1000
+            client.zadd(leases_key, {"lease-1": now_ms + 120_000, "lease-2": now_ms + 120_000})
+            client.hset(state_key, mapping={"cooldown_until": now_ms + 90_000, "factor": 0.5})
+            row = page.locator("#limits tr", has_text="openai/exec-a")
+            expect(row.locator("td").nth(1)).to_have_text("2", timeout=15_000)
+            expect(row.locator("td").nth(4)).to_have_text("50%")
+            cooldown = float(row.locator("td").nth(3).inner_text().removesuffix(" s"))
+            assert 30 < cooldown <= 90
             assert page.evaluate("window.notReloaded") is True
             page.screenshot(path=str(SHOTS / "run-live.png"), full_page=True)
             page.close()

@@ -18,6 +18,7 @@ function pollRun(section) {
         set("source", doc.live.source);
         set("spend", doc.live.spend_usd === null ? "-" : `$${doc.live.spend_usd.toFixed(4)}`);
         set("eta", doc.live.eta_s === null ? "-" : `${Math.round(doc.live.eta_s)} s`);
+        showLimits(doc.live.limits || {});
         const verdict = document.getElementById("verdict-value");
         if (verdict) {
           const word = doc.verdict || (doc.running ? "running" : "not reduced");
@@ -30,6 +31,24 @@ function pollRun(section) {
     setTimeout(tick, 1000);
   };
   setTimeout(tick, 1000);
+}
+
+function showLimits(limits) {
+  const body = document.getElementById("limits");
+  if (!body) return;
+  const rows = Object.entries(limits).map(([model, l]) => {
+    const tr = document.createElement("tr");
+    const cells = [model, String(l.in_flight), String(l.rate_limited), `${l.cooldown_s} s`, `${Math.round(l.pace * 100)}%`];
+    cells.forEach((text, i) => {
+      const td = document.createElement("td");
+      td.textContent = text;
+      if (i === 0) td.className = "wrap";
+      tr.appendChild(td);
+    });
+    return tr;
+  });
+  body.replaceChildren(...rows);
+  document.getElementById("limits-box").hidden = rows.length === 0;
 }
 
 function agreementText(items) {
