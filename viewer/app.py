@@ -76,6 +76,7 @@ def _query(request: Request) -> Query:
         arm=p.get("arm", ""),
         assertion=p.get("assertion", ""),
         q=p.get("q", ""),
+        text=p.get("text", ""),
         offset=offset,
         limit=limit,
     )
@@ -96,8 +97,10 @@ def create_app(
     data = ViewerData(store, broker_url)
     templates = _templates()
 
-    def page(request: Request, name: str, **context: Any) -> Response:
-        response = templates.TemplateResponse(request, name, {"review": review, **context})
+    def page(request: Request, name: str, status: int = 200, **context: Any) -> Response:
+        response = templates.TemplateResponse(
+            request, name, {"review": review, "status": status, **context}, status_code=status
+        )
         response.headers["Content-Security-Policy"] = CSP
         return response
 
@@ -175,9 +178,9 @@ def create_app(
             shards = data.shards(run_id, query)
             agreement = agreement_json(run_id)
         except SkillEvalError as exc:
-            return page(request, "error.html", message=str(exc), status=404)
+            return page(request, "error.html", message=str(exc), status=_error(exc).status_code)
         pager = {
-            f"pager_{name}": urlencode({**request.query_params, "offset": max(0, query.offset + step * query.limit)})
+            name: urlencode({**request.query_params, "offset": max(0, query.offset + step * query.limit)})
             for name, step in (("prev", -1), ("next", 1))
         }
         return page(
@@ -189,7 +192,7 @@ def create_app(
             query=query,
             facets=_facets(data, run_id),
             agreement=agreement,
-            **pager,
+            pager=pager,
         )
 
     async def shard_page(request: Request) -> Response:
@@ -197,7 +200,7 @@ def create_app(
         try:
             doc = data.shard(run_id, shard_id)
         except SkillEvalError as exc:
-            return page(request, "error.html", message=str(exc), status=404)
+            return page(request, "error.html", message=str(exc), status=_error(exc).status_code)
         labels = [x for x in load_labels(store, run_id) if x.shard_id == shard_id]
         return page(request, "shard.html", run_id=run_id, doc=doc, labels=labels)
 

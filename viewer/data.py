@@ -24,13 +24,15 @@ from engine.records import load_manifest, load_outline
 from engine.state import RunState
 from engine.store import ArtifactStore
 from engine.usage import usage_totals
-from schemas.errors import StoreError
-from schemas.manifest import RunManifest, RunOutline, grade_key, outcome_key, result_key
+from schemas.errors import ConfigError, StoreError
+from schemas.manifest import RunManifest, RunOutline, grade_key, outcome_key, result_key, trajectory_key
 from schemas.outcome import ShardOutcomeRecord
 from schemas.status import INFRA_FAILURES, ShardState
 from schemas.verdict import ShardGrade
-from viewer.rows import Query, Row, case_assertions, load_rows, select
+from viewer.rows import Query, Row, case_assertions, load_rows, matching, page_of
 
+TRAJECTORY_SEARCH_MAX = 2000
+"""Trajectories one search reads at most (the other filters narrow a big run first)."""
 RESULT_TTL_S = 30.0
 """A reduced run's result is read again at most this often (``report`` may reduce it again)."""
 
@@ -160,8 +162,27 @@ class ViewerData:
 
     def shards(self, run_id: str, query: Query) -> dict[str, Any]:
         texts = case_assertions(self.run(run_id).outline.manifest.plan)
-        page, total = select(self.rows(run_id), query, texts)
+        matched = matching(self.rows(run_id), query, texts)
+        if query.text:
+            matched = self._in_trajectories(run_id, matched, query.text)
+        page, total = page_of(matched, query)
         return {"items": [r.as_json() for r in page], "total": total, "offset": query.offset, "limit": query.limit}
+
+    def _in_trajectories(self, run_id: str, rows: list[Row], needle: str) -> list[Row]:
+        """The rows whose trajectory holds ``needle`` (case-insensitive) in any event's text."""
+        if len(rows) > TRAJECTORY_SEARCH_MAX:
+            raise ConfigError(
+                f"trajectory search reads at most {TRAJECTORY_SEARCH_MAX} trajectories and {len(rows)} shards "
+                "match the other filters: narrow them first (failing only, a model, an assertion)"
+            )
+        folded = needle.casefold()
+        found = set()
+        for start in range(0, len(rows), 100):
+            keys = {trajectory_key(run_id, r.shard_id): r.shard_id for r in rows[start : start + 100]}
+            for key, raw in self.store.get_many(list(keys)).items():
+                if _trajectory_holds(raw, folded):
+                    found.add(keys[key])
+        return [r for r in rows if r.shard_id in found]
 
     def shard(self, run_id: str, shard_id: str) -> dict[str, Any]:
         from viewer.shard_view import shard_document  # the trajectory's layout lives beside its template
@@ -185,6 +206,21 @@ class ViewerData:
         doc = shard_document(row, texts, grade, outcome, trajectory)
         doc["same_case"] = sorted(same_case, key=lambda r: (str(r["variant"]), str(r["epoch"])))
         return doc
+
+
+def _trajectory_holds(raw: bytes, folded: str) -> bool:
+    """Whether any event's text, call arguments or output holds ``folded`` (read as JSON, so an
+    escaped quote or newline matches as the person typed it)."""
+    try:
+        events = json.loads(raw).get("events", [])
+    except (ValueError, AttributeError):
+        return False
+    for event in events:
+        parts = [event.get("text", ""), event.get("output", ""), event.get("name", "")]
+        parts.append(json.dumps(event.get("arguments", {}), ensure_ascii=False))
+        if any(folded in str(p).casefold() for p in parts):
+            return True
+    return False
 
 
 def slim_result(raw: bytes, run_id: str) -> tuple[dict[str, Any], list[tuple[str, str, list[dict[str, Any]]]]]:

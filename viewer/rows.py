@@ -176,12 +176,25 @@ class Query:
     """Exact assertion text: shards whose case has it (failing it, with ``failing``)."""
     q: str = ""
     """Case-insensitive search over the assertion texts of the shard's case."""
+    text: str = ""
+    """Case-insensitive search over the trajectories (of at most ``TRAJECTORY_SEARCH_MAX`` shards)."""
     offset: int = 0
     limit: int = PAGE
 
 
 def select(rows: Iterable[Row], query: Query, texts: Mapping[tuple[str, int], list[str]]) -> tuple[list[Row], int]:
     """The page of rows that match, and how many match in all."""
+    return page_of(matching(rows, query, texts), query)
+
+
+def page_of(matched: list[Row], query: Query) -> tuple[list[Row], int]:
+    limit = max(1, min(query.limit, MAX_PAGE))
+    offset = max(0, query.offset)
+    return matched[offset : offset + limit], len(matched)
+
+
+def matching(rows: Iterable[Row], query: Query, texts: Mapping[tuple[str, int], list[str]]) -> list[Row]:
+    """Every row the query's filters (all but the trajectory search) let through."""
     needle = query.q.casefold()
     matched = []
     for row in rows:
@@ -203,9 +216,7 @@ def select(rows: Iterable[Row], query: Query, texts: Mapping[tuple[str, int], li
         elif query.failing and not row.failing:
             continue
         matched.append(row)
-    limit = max(1, min(query.limit, MAX_PAGE))
-    offset = max(0, query.offset)
-    return matched[offset : offset + limit], len(matched)
+    return matched
 
 
 def _fails_any(row: Row, positions: list[int]) -> bool:

@@ -117,3 +117,14 @@ def test_a_run_not_reduced_yet_shows_what_is_stored_so_far(viewed_run: ViewedRun
     assert sorted(r["state"] for r in rows) == ["graded", "graded", "graded", "queued"]
     assert c.get(f"/api/runs/{run}/result").status_code == 404
     assert "running" in c.get(f"/runs/{run}").text
+
+
+def test_a_search_over_trajectories_finds_the_shards_whose_agent_printed_it(viewed_run: ViewedRun) -> None:
+    c = client(viewed_run.env.store)
+    base = f"/api/runs/{viewed_run.run_id}/shards"
+    hits = c.get(base, params={"text": "WINDOW.PWNEDRESULT"}).json()
+    assert hits["total"] == 2 and {r["case_id"] for r in hits["items"]} == {1}
+    assert c.get(base, params={"text": "printed by nobody"}).json()["total"] == 0
+    html = c.get(f"/runs/{viewed_run.run_id}", params={"text": "echo viewer-two-b"})
+    assert html.status_code == 200 and html.text.count('<tr class="shard') == 2
+    assert c.get(f"/runs/{viewed_run.run_id}/shards/nope").status_code == 404
