@@ -18,11 +18,12 @@ from urllib.parse import urlencode, urlparse
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
@@ -91,143 +92,158 @@ def _error(exc: Exception) -> JSONResponse:
     return JSONResponse({"error": f"{status}: {exc}"}, status_code=500)
 
 
-def create_app(
-    store: ArtifactStore, broker_url: str | None = None, *, review: bool = False, host: str = "127.0.0.1"
-) -> Starlette:
-    data = ViewerData(store, broker_url)
-    templates = _templates()
+class Viewer:
+    """The request handlers over one store. They are plain functions: Starlette runs them in its
+    thread pool, so a slow store read (S3) never holds up the other requests."""
 
-    def page(request: Request, name: str, status: int = 200, **context: Any) -> Response:
-        response = templates.TemplateResponse(
-            request, name, {"review": review, "status": status, **context}, status_code=status
-        )
+    def __init__(self, store: ArtifactStore, broker_url: str | None, review: bool) -> None:
+        self.store = store
+        self.data = ViewerData(store, broker_url)
+        self.review = review
+        self.templates = _templates()
+
+    def page(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
+        values = {"review": self.review, "status": status, **context}
+        response = self.templates.TemplateResponse(request, name, values, status_code=status)
         response.headers["Content-Security-Policy"] = CSP
         return response
 
-    def cases(run_id: str) -> dict[str, tuple[str, int]]:
-        return {r.shard_id: (r.skill, r.case_id) for r in data.rows(run_id)}
+    def error_page(self, request: Request, exc: SkillEvalError) -> Response:
+        return self.page(request, "error.html", message=str(exc), status=_error(exc).status_code)
 
-    def agreement_json(run_id: str) -> dict[str, Any]:
-        figures = run_agreement(store, run_id, cases(run_id))
-        return {"items": [f.model_dump(mode="json") for f in figures], "labels": len(load_labels(store, run_id))}
+    def agreement(self, run_id: str) -> dict[str, Any]:
+        cases = {r.shard_id: (r.skill, r.case_id) for r in self.data.rows(run_id)}
+        figures = run_agreement(self.store, run_id, cases)
+        return {"items": [f.model_dump(mode="json") for f in figures], "labels": len(load_labels(self.store, run_id))}
 
-    async def api_runs(request: Request) -> Response:
-        return JSONResponse({"items": data.runs()})
+    def labels_of(self, run_id: str, shard_id: str) -> list[HumanLabel]:
+        return [x for x in load_labels(self.store, run_id) if x.shard_id == shard_id]
 
-    async def api_run(request: Request) -> Response:
+    def api_runs(self, request: Request) -> Response:
+        return JSONResponse({"items": self.data.runs()})
+
+    def api_run(self, request: Request) -> Response:
         try:
-            return JSONResponse(data.overview(request.path_params["run_id"]))
+            return JSONResponse(self.data.overview(request.path_params["run_id"]))
         except SkillEvalError as exc:
             return _error(exc)
 
-    async def api_result(request: Request) -> Response:
+    def api_result(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         try:
-            data.run(run_id)
-            raw = store.get_many([result_key(run_id)]).get(result_key(run_id))
+            self.data.run(run_id)
+            raw = self.store.get_many([result_key(run_id)]).get(result_key(run_id))
         except SkillEvalError as exc:
             return _error(exc)
         if raw is None:
             return JSONResponse({"error": "the run is not reduced yet"}, status_code=404)
         return Response(raw, media_type="application/json")
 
-    async def api_shards(request: Request) -> Response:
+    def api_shards(self, request: Request) -> Response:
         try:
-            return JSONResponse(data.shards(request.path_params["run_id"], _query(request)))
+            return JSONResponse(self.data.shards(request.path_params["run_id"], _query(request)))
         except SkillEvalError as exc:
             return _error(exc)
 
-    async def api_shard(request: Request) -> Response:
+    def api_shard(self, request: Request) -> Response:
         run_id, shard_id = request.path_params["run_id"], request.path_params["shard_id"]
         try:
-            doc = data.shard(run_id, shard_id)
+            doc = self.data.shard(run_id, shard_id)
         except SkillEvalError as exc:
             return _error(exc)
-        doc["labels"] = [x.model_dump(mode="json") for x in load_labels(store, run_id) if x.shard_id == shard_id]
+        doc["labels"] = [x.model_dump(mode="json") for x in self.labels_of(run_id, shard_id)]
         return JSONResponse(doc)
 
-    async def api_agreement(request: Request) -> Response:
+    def api_agreement(self, request: Request) -> Response:
         try:
-            return JSONResponse(agreement_json(request.path_params["run_id"]))
+            return JSONResponse(self.agreement(request.path_params["run_id"]))
         except SkillEvalError as exc:
             return _error(exc)
 
-    async def api_label(request: Request) -> Response:
-        if not review:
+    async def api_label(self, request: Request) -> Response:
+        if not self.review:
             return JSONResponse({"error": "read-only: start the viewer with --review to label"}, status_code=403)
         refused = _cross_site(request)
         if refused:
             return JSONResponse({"error": refused}, status_code=403)
-        run_id = request.path_params["run_id"]
+        body = await request.body()
+        return await run_in_threadpool(self.store_label, request.path_params["run_id"], body)
+
+    def store_label(self, run_id: str, body: bytes) -> Response:
         try:
-            body = LabelRequest.model_validate_json(await request.body())
-            label = _label(store, data, run_id, body)
+            label = _label(self.store, self.data, run_id, LabelRequest.model_validate_json(body))
         except (SkillEvalError, ValidationError) as exc:
             return _error(exc)
-        put_label(store, label)
-        return JSONResponse({"label": label.model_dump(mode="json"), "agreement": agreement_json(run_id)})
+        put_label(self.store, label)
+        return JSONResponse({"label": label.model_dump(mode="json"), "agreement": self.agreement(run_id)})
 
-    async def runs_page(request: Request) -> Response:
-        return page(request, "runs.html", runs=data.runs())
+    def runs_page(self, request: Request) -> Response:
+        return self.page(request, "runs.html", runs=self.data.runs())
 
-    async def run_page(request: Request) -> Response:
+    def run_page(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         try:
-            overview = data.overview(run_id)
+            overview = self.data.overview(run_id)
             query = _query(request)
-            shards = data.shards(run_id, query)
-            agreement = agreement_json(run_id)
+            shards = self.data.shards(run_id, query)
+            agreement = self.agreement(run_id)
         except SkillEvalError as exc:
-            return page(request, "error.html", message=str(exc), status=_error(exc).status_code)
+            return self.error_page(request, exc)
         pager = {
             name: urlencode({**request.query_params, "offset": max(0, query.offset + step * query.limit)})
             for name, step in (("prev", -1), ("next", 1))
         }
-        return page(
+        return self.page(
             request,
             "run.html",
             heat=heat_map(overview["result"]),
             run=overview,
             shards=shards,
             query=query,
-            facets=_facets(data, run_id),
+            facets=_facets(self.data, run_id),
             agreement=agreement,
             pager=pager,
         )
 
-    async def shard_page(request: Request) -> Response:
+    def shard_page(self, request: Request) -> Response:
         run_id, shard_id = request.path_params["run_id"], request.path_params["shard_id"]
         try:
-            doc = data.shard(run_id, shard_id)
+            doc = self.data.shard(run_id, shard_id)
         except SkillEvalError as exc:
-            return page(request, "error.html", message=str(exc), status=_error(exc).status_code)
-        labels = [x for x in load_labels(store, run_id) if x.shard_id == shard_id]
-        return page(request, "shard.html", run_id=run_id, doc=doc, labels=labels)
+            return self.error_page(request, exc)
+        return self.page(request, "shard.html", run_id=run_id, doc=doc, labels=self.labels_of(run_id, shard_id))
 
-    routes = [
-        Route("/", runs_page),
-        Route("/runs/{run_id}", run_page),
-        Route("/runs/{run_id}/shards/{shard_id}", shard_page),
-        Route("/api/runs", api_runs),
-        Route("/api/runs/{run_id}", api_run),
-        Route("/api/runs/{run_id}/result", api_result),
-        Route("/api/runs/{run_id}/shards", api_shards),
-        Route("/api/runs/{run_id}/shards/{shard_id}", api_shard),
-        Route("/api/runs/{run_id}/agreement", api_agreement),
-        Route("/api/runs/{run_id}/labels", api_label, methods=["POST"]),
-        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
-    ]
-    hosts = sorted({host, "127.0.0.1", "localhost", "::1", "[::1]", "testserver"})
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route("/", self.runs_page),
+            Route("/runs/{run_id}", self.run_page),
+            Route("/runs/{run_id}/shards/{shard_id}", self.shard_page),
+            Route("/api/runs", self.api_runs),
+            Route("/api/runs/{run_id}", self.api_run),
+            Route("/api/runs/{run_id}/result", self.api_result),
+            Route("/api/runs/{run_id}/shards", self.api_shards),
+            Route("/api/runs/{run_id}/shards/{shard_id}", self.api_shard),
+            Route("/api/runs/{run_id}/agreement", self.api_agreement),
+            Route("/api/runs/{run_id}/labels", self.api_label, methods=["POST"]),
+            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        ]
+
+
+def create_app(
+    store: ArtifactStore, broker_url: str | None = None, *, review: bool = False, host: str = "127.0.0.1"
+) -> Starlette:
+    viewer = Viewer(store, broker_url, review)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # Read the runs' results once in the background, so the first person to open the list
         # or a big run does not wait for a megabytes-long result to parse.
-        threading.Thread(target=data.warm, name="viewer-warm", daemon=True).start()
+        threading.Thread(target=viewer.data.warm, name="viewer-warm", daemon=True).start()
         yield
 
+    hosts = sorted({host, "127.0.0.1", "localhost", "::1", "[::1]", "testserver"})
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
-    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    return Starlette(routes=viewer.routes(), middleware=middleware, lifespan=lifespan)
 
 
 def _cross_site(request: Request) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -69,6 +70,7 @@ class ViewerData:
     broker_url: str | None = None
     _cache: dict[str, _Cached] = field(default_factory=dict)
     _redis: redis.Redis | None = None
+    _rows_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _state(self) -> RunState | None:
         if not self.broker_url:
@@ -151,14 +153,16 @@ class ViewerData:
         return {**live_figures(entry.outline.manifest, total, counts, source, usage), "limits": limits}
 
     def rows(self, run_id: str) -> list[Row]:
-        entry = self.run(run_id)
-        if entry.rows is not None and entry.result is not None:
+        """The run's shard index; built once per result (handlers run in threads: one builds it
+        while the others wait, instead of each reading a big run's segments again)."""
+        with self._rows_lock:
+            entry = self.run(run_id)
+            if entry.rows is not None and entry.result is not None:
+                return entry.rows
+            state = self._state()
+            live = state.states(run_id) if state is not None and entry.result is None else {}
+            entry.rows = load_rows(self.store, run_id, entry.result is not None, entry.case_runs, live)
             return entry.rows
-        state = self._state()
-        live = state.states(run_id) if state is not None and entry.result is None else {}
-        rows = load_rows(self.store, run_id, entry.result is not None, entry.case_runs, live)
-        entry.rows = rows
-        return rows
 
     def shards(self, run_id: str, query: Query) -> dict[str, Any]:
         texts = case_assertions(self.run(run_id).outline.manifest.plan)
