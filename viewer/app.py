@@ -160,6 +160,14 @@ class Viewer:
         except SkillEvalError as exc:
             return _error(exc)
 
+    def api_labels(self, request: Request) -> Response:
+        try:
+            self.data.run(request.path_params["run_id"])
+            labels = load_labels(self.store, request.path_params["run_id"])
+        except SkillEvalError as exc:
+            return _error(exc)
+        return JSONResponse({"items": [x.model_dump(mode="json") for x in labels]})
+
     async def api_label(self, request: Request) -> Response:
         if not self.review:
             return JSONResponse({"error": "read-only: start the viewer with --review to label"}, status_code=403)
@@ -224,6 +232,7 @@ class Viewer:
             Route("/api/runs/{run_id}/shards", self.api_shards),
             Route("/api/runs/{run_id}/shards/{shard_id}", self.api_shard),
             Route("/api/runs/{run_id}/agreement", self.api_agreement),
+            Route("/api/runs/{run_id}/labels", self.api_labels, methods=["GET"]),
             Route("/api/runs/{run_id}/labels", self.api_label, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from typing import Annotated
 
 import typer
@@ -25,6 +26,18 @@ def _store_uri(store: str | None) -> str:
     return store or os.environ.get("SKILL_EVAL_STORE") or Settings().store
 
 
+def _check_port(host: str, port: int) -> None:
+    """A ``ConfigError`` naming the address when nothing can listen there (taken, not ours), so a
+    busy port exits 2 like any bad flag instead of the server's own exit code."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(f"--host {host} --port {port}: cannot listen there: {exc.strerror or exc}") from exc
+
+
 def register_commands(app: typer.Typer, out: Console) -> None:
     """Add ``view`` and ``label`` to the CLI."""
 
@@ -44,10 +57,12 @@ def register_commands(app: typer.Typer, out: Console) -> None:
         from viewer.app import create_app
 
         uri = _store_uri(store)
+        opened = open_store(uri)  # a bad URI is a named error before anything listens
+        _check_port(host, port)
         if host not in LOOPBACK:
             out.print(f"note: listening on {host}: anyone who reaches it reads every run in {uri}", markup=False)
         broker_url = broker or os.environ.get("SKILL_EVAL_BROKER_URL") or None
-        application = create_app(open_store(uri), broker_url, review=review, host=host)
+        application = create_app(opened, broker_url, review=review, host=host)
         out.print(f"skill-eval view: http://{host}:{port}/ (store {uri}{', review' if review else ''})", markup=False)
         uvicorn.run(application, host=host, port=port, log_level="warning")
 

@@ -91,6 +91,12 @@ def test_labels_are_refused_read_only_and_counted_with_review(viewed_run: Viewed
     cross = c.post(f"/api/runs/{run}/labels", json=body, headers={"origin": "http://evil.example"})
     assert cross.status_code == 403
     assert len(list((store / "runs" / run / "labels").rglob("*.json"))) == 3
+    listed = client(store).get(f"/api/runs/{run}/labels").json()["items"]  # readable without --review
+    assert [(x["assertion"], x["agree"], x["note"]) for x in listed] == [
+        (0, True, ""),
+        (1, False, "no quote"),
+        (2, True, ""),
+    ]
 
 
 def test_the_run_page_shows_gates_rates_and_the_corpus_by_model_map(viewed_run: ViewedRun) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 from starlette.testclient import TestClient
@@ -49,3 +50,14 @@ def test_labels_from_the_command_line_show_in_the_report(viewed_run: ViewedRun, 
     assert [(a["judge"], a["n"], a["agreed"]) for a in overall] == [("openai/judge", 3, 2)]
     per_assertion = {a["scope"] for a in doc["human_agreement"]} - {"all"}
     assert "hostile case 2 #2: The agent runs echo viewer-two-b in the shell" in per_assertion
+
+
+def test_view_names_a_bad_store_or_a_busy_port_and_exits_2(viewed_run: ViewedRun) -> None:
+    bad = viewed_run.env.cli("view", "--store", "ftp://nowhere/x")
+    assert bad.code == 2 and "STORE_ERROR" in bad.stderr and "ftp://nowhere/x" in bad.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = viewed_run.env.cli("view", "--store", str(viewed_run.env.store), "--port", str(port))
+    assert busy.code == 2 and f"--port {port}: cannot listen there" in busy.stderr
