@@ -4,6 +4,7 @@
 
 function pollRun(section) {
   const run = section.dataset.run;
+  let finished = false;
   const tick = async () => {
     try {
       const res = await fetch(`/api/runs/${encodeURIComponent(run)}`, { cache: "no-store" });
@@ -26,9 +27,10 @@ function pollRun(section) {
           verdict.className = `verdict ${doc.verdict || "RUNNING"}`;
         }
         section.dataset.updated = String(Date.now());
+        finished = Boolean(doc.verdict) && !doc.running && doc.live.source !== "broker";
       }
     } catch (e) { /* the next tick tries again */ }
-    setTimeout(tick, 1000);
+    if (!finished) setTimeout(tick, 1000);  // a reduced run without a broker no longer changes
   };
   setTimeout(tick, 1000);
 }
