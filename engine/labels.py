@@ -104,3 +104,27 @@ def check_calibration_runs(store: ArtifactStore, run_ids: list[str]) -> tuple[st
                 "(label some with skill-eval label or skill-eval view --review)"
             )
     return tuple(run_ids)
+
+
+def new_label(
+    store: ArtifactStore, run_id: str, shard_id: str, number: int, judge: str, agree: bool, note: str, reviewer: str
+) -> HumanLabel:
+    """The label of assertion ``number`` (counted from 1) of a shard, with the judge's answer read
+    from the stored grade (never taken from whoever labels); a ``ConfigError`` naming what is missing."""
+    raw = store.get_many([grade_key(run_id, shard_id)]).get(grade_key(run_id, shard_id))
+    if raw is None:
+        raise ConfigError(f"run {run_id}: shard {shard_id} has no grade in {store.uri}")
+    grade = ShardGrade.model_validate_json(raw)
+    index = number - 1
+    passed = judge_answer(grade, index, judge)
+    return HumanLabel(
+        run_id=run_id,
+        shard_id=shard_id,
+        assertion=index,
+        assertion_text=grade.verdicts[index].text if index < len(grade.verdicts) else "",
+        judge=judge,
+        judge_passed=passed,
+        agree=agree,
+        note=note,
+        reviewer=reviewer or reviewer_name(),
+    )

@@ -27,14 +27,13 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from engine.labels import judge_answer, load_labels, put_label, reviewer_name, run_agreement
+from engine.labels import load_labels, new_label, put_label, run_agreement
 from engine.store import ArtifactStore
 from schemas.errors import ConfigError, SkillEvalError
 from schemas.label import COMBINED, NOTE_CHARS, HumanLabel
-from schemas.manifest import grade_key, result_key
+from schemas.manifest import result_key
 from schemas.shard import CURRENT
 from schemas.status import ShardState
-from schemas.verdict import ShardGrade
 from viewer.data import RunNotFound, ViewerData
 from viewer.rows import PAGE, Query
 
@@ -270,24 +269,9 @@ def _cross_site(request: Request) -> str:
 
 
 def _label(store: ArtifactStore, data: ViewerData, run_id: str, body: LabelRequest) -> HumanLabel:
-    """The label to store, with the judge's answer read from the stored grade (never taken from the client)."""
-    data.run(run_id)
-    raw = store.get_many([grade_key(run_id, body.shard_id)]).get(grade_key(run_id, body.shard_id))
-    if raw is None:
-        raise ConfigError(f"shard {body.shard_id} of run {run_id} has no grade to label")
-    grade = ShardGrade.model_validate_json(raw)
-    index = body.assertion - 1
-    passed = judge_answer(grade, index, body.judge)
-    return HumanLabel(
-        run_id=run_id,
-        shard_id=body.shard_id,
-        assertion=index,
-        assertion_text=grade.verdicts[index].text if index < len(grade.verdicts) else "",
-        judge=body.judge,
-        judge_passed=passed,
-        agree=body.agree,
-        note=body.note,
-        reviewer=body.reviewer.strip() or reviewer_name(),
+    data.run(run_id)  # a run of this store, or a named 404
+    return new_label(
+        store, run_id, body.shard_id, body.assertion, body.judge, body.agree, body.note, body.reviewer.strip()
     )
 
 

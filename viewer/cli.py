@@ -9,14 +9,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from engine.labels import put_label, reviewer_name, run_agreement
+from engine.labels import new_label, put_label, run_agreement
 from engine.settings import Settings
 from engine.store import open_store
 from reducer.agreement import agreement_lines
 from schemas.errors import ConfigError
-from schemas.label import COMBINED, HumanLabel
-from schemas.manifest import grade_key
-from schemas.verdict import ShardGrade
+from schemas.label import COMBINED
 
 StoreOpt = Annotated[str | None, typer.Option("--store", help="Artifact store (env SKILL_EVAL_STORE).")]
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -81,27 +79,11 @@ def register_commands(app: typer.Typer, out: Console) -> None:
         store: StoreOpt = None,
     ) -> None:
         """Label one verdict of a run agree or disagree, as a versioned record in the store."""
-        from engine.labels import judge_answer
-
         if agree is None:
             raise ConfigError("say --agree or --disagree")
         st = open_store(_store_uri(store))
-        raw = st.get_many([grade_key(run_id, shard)]).get(grade_key(run_id, shard))
-        if raw is None:
-            raise ConfigError(f"run {run_id}: shard {shard} has no grade in {st.uri}")
-        grade = ShardGrade.model_validate_json(raw)
-        passed = judge_answer(grade, assertion - 1, judge)
-        record = HumanLabel(
-            run_id=run_id,
-            shard_id=shard,
-            assertion=assertion - 1,
-            assertion_text=grade.verdicts[assertion - 1].text if assertion <= len(grade.verdicts) else "",
-            judge=judge,
-            judge_passed=passed,
-            agree=agree,
-            note=note,
-            reviewer=reviewer_name(),
-        )
+        record = new_label(st, run_id, shard, assertion, judge, agree, note, "")
+        passed = record.judge_passed
         key = put_label(st, record)
         word = "agrees with" if agree else "disagrees with"
         out.print(f"label: {record.reviewer} {word} {judge} ({'PASS' if passed else 'FAIL'}) -> {key}", markup=False)
