@@ -35,6 +35,9 @@ from viewer.rows import Query, Row, case_assertions, load_rows, matching, page_o
 TRAJECTORY_SEARCH_MAX = 2000
 """Trajectories one search reads at most (the other filters narrow a big run first)."""
 RESULT_TTL_S = 30.0
+WARM_INDEXES = 3
+"""Reduced runs, newest first, whose shard index the start-up warm-up builds (about 30 MB per
+100,000 shards)."""
 """A reduced run's result is read again at most this often (``report`` may reduce it again)."""
 
 GROUPS = {
@@ -114,10 +117,12 @@ class ViewerData:
         return items
 
     def warm(self) -> None:
-        """Read every run's outline and result into the cache (a failure here is met again, and
-        shown, when a page asks for that run)."""
+        """Read every run's outline and result into the cache, and build the shard index of the
+        newest reduced runs (a failure here is met again, and shown, when a page asks for it)."""
         with contextlib.suppress(Exception):
-            self.runs()
+            reduced = [r["run_id"] for r in self.runs() if r["verdict"] is not None]
+            for run_id in reduced[:WARM_INDEXES]:
+                self.rows(run_id)
 
     def _running(self, run_id: str) -> bool | None:
         """True or False from the broker; None without one (then: running when not reduced)."""
