@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -50,6 +51,10 @@ GROUPS = {
 """The five live states a page shows, from the contract's shard states."""
 
 
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""What a run or shard id from a URL may look like before it names a key in the store."""
+
+
 class RunNotFound(StoreError):
     """No run of that id in the store."""
 
@@ -84,6 +89,8 @@ class ViewerData:
 
     def run(self, run_id: str) -> _Cached:
         """The run's outline and result, cached for ``RESULT_TTL_S`` (a run without a result is read each time)."""
+        if not _ID.fullmatch(run_id):
+            raise RunNotFound(f"no run {run_id!r}: not a run id")
         hit = self._cache.get(run_id)
         if hit is not None and hit.result is not None and time.monotonic() - hit.at < RESULT_TTL_S:
             return hit
@@ -198,7 +205,7 @@ class ViewerData:
 
         entry = self.run(run_id)
         rows = self.rows(run_id)
-        row = next((r for r in rows if r.shard_id == shard_id), None)
+        row = next((r for r in rows if r.shard_id == shard_id), None) if _ID.fullmatch(shard_id) else None
         if row is None:
             raise RunNotFound(f"no shard {shard_id} in run {run_id}")
         same_case = [
