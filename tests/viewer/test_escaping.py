@@ -56,6 +56,11 @@ def test_a_request_for_another_host_name_is_refused(viewed_run: ViewedRun) -> No
 
 def test_ids_that_are_not_ids_name_no_key_and_answer_404(viewed_run: ViewedRun) -> None:
     c = TestClient(create_app(open_store(str(viewed_run.env.store))))
-    for path in ("/api/runs/%2E%2E", "/api/runs/.hidden", "/runs/.hidden", f"/api/runs/{viewed_run.run_id}/shards/..%5C.."):
+    for path in (
+        "/api/runs/%2E%2E",
+        "/api/runs/.hidden",
+        "/runs/.hidden",
+        f"/api/runs/{viewed_run.run_id}/shards/..%5C..",
+    ):
         response = c.get(path)
         assert response.status_code == 404, (path, response.status_code)
