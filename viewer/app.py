@@ -35,9 +35,10 @@ from schemas.manifest import result_key
 from schemas.shard import CURRENT
 from schemas.status import ShardState
 from viewer.data import RunNotFound, ViewerData
-from viewer.rows import PAGE, Query
+from viewer.rows import PAGE, Query, case_assertions
 
 HERE = Path(__file__).resolve().parent
+FACET_ASSERTIONS = 300
 CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'"
 
 
@@ -297,6 +298,13 @@ def heat_map(result: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _facets(data: ViewerData, run_id: str) -> dict[str, list[str]]:
-    """The values the run's filters offer."""
+    """The values the run's filters offer (assertions: the first ``FACET_ASSERTIONS`` distinct texts;
+    the search box finds the others)."""
     plan = data.run(run_id).outline.manifest.plan
-    return {"models": list(plan.models), "arms": list(plan.variants), "states": [s.value for s in ShardState]}
+    texts = dict.fromkeys(t for case in case_assertions(plan).values() for t in case)
+    return {
+        "models": list(plan.models),
+        "arms": list(plan.variants),
+        "states": [s.value for s in ShardState],
+        "assertions": list(texts)[:FACET_ASSERTIONS],
+    }

@@ -134,3 +134,18 @@ def test_a_search_over_trajectories_finds_the_shards_whose_agent_printed_it(view
     html = c.get(f"/runs/{viewed_run.run_id}", params={"text": "echo viewer-two-b"})
     assert html.status_code == 200 and html.text.count('<tr class="shard') == 2
     assert c.get(f"/runs/{viewed_run.run_id}/shards/nope").status_code == 404
+
+
+def test_the_assertion_filter_offers_each_assertion_and_keeps_the_failures_of_the_one_chosen(
+    viewed_run: ViewedRun,
+) -> None:
+    c = client(viewed_run.env.store)
+    chosen = "The agent runs echo viewer-two-c in the shell"
+    html = c.get(f"/runs/{viewed_run.run_id}", params={"assertion": chosen, "failing": "1"}).text
+    assert f'<option value="{chosen}" selected>' in html
+    assert html.count('<tr class="shard failing"') == 2  # both models failed it
+    passed = c.get(
+        f"/runs/{viewed_run.run_id}",
+        params={"assertion": "The agent runs echo viewer-two-a in the shell", "failing": "1"},
+    )
+    assert passed.text.count('<tr class="shard') == 0
