@@ -14,6 +14,7 @@ from engine.collect import (
     reduce_streamed,
     reduces_by_streaming,
 )
+from engine.labels import run_agreement
 from engine.records import load_manifest, load_outline, load_result, put_result
 from engine.segments import SegmentWriter
 from engine.settings import Settings
@@ -40,6 +41,10 @@ def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console
     else:
         manifest = load_manifest(store, run_id)
         result = reduce_from_store(store, manifest)
+    cases = {s.shard_id: (s.skill, s.case_id) for s in manifest.plan.shards}  # empty for a streamed run
+    figures = run_agreement(store, run_id, cases)
+    if figures:
+        result = result.model_copy(update={"human_agreement": figures})
     put_result(store, result)
     paths = write_reports(result, manifest, store, out_dir or Path(manifest.out_dir or DEFAULT_REPORT_DIR))
     out.print(complete_block(result, paths), markup=False, highlight=False)

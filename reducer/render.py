@@ -7,6 +7,7 @@ import re
 from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
+from reducer.agreement import agreement_lines
 from reducer.render_compare import comparison_section, quality_section
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.report import CaseRun, ClusteredRate, RunResult, SkillResult
@@ -107,6 +108,9 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
         for base in (p for p in parts if p.variant != CURRENT):
             lines += ["", *comparison_section(result, current, base)]
     lines += ["", *quality_section([q for q in result.assertion_quality if q.skill == skill])]
+    if result.human_agreement:
+        lines += ["", "## Judge vs people", ""]
+        lines += [f"- {md(line)}" for line in agreement_lines(result.human_agreement)]
     for part in parts:
         lines += ["", *_variant_section(part, result.threshold)]
     return "\n".join(lines) + "\n"
@@ -248,6 +252,7 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
         "comparisons": [c.model_dump(mode="json") for c in result.comparisons if c.skill == skill],
         "assertion_quality": [q.model_dump(mode="json") for q in result.assertion_quality if q.skill == skill],
         "gates": {"regression_alpha": result.regression_alpha, "require_uplift": result.require_uplift},
+        "human_agreement": [a.model_dump(mode="json") for a in result.human_agreement],
     }
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from reducer.agreement import agreement_lines
 from reducer.render import corpus_status
 from reducer.render_compare import comparison_summary, noise_summary
 from schemas.report import CaseRun, RunResult
@@ -95,6 +96,8 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
         lines.append(
             "leaderboard (composite): " + ", ".join(f"{m.model} {_pct(m.composite_mean)}" for m in result.leaderboard)
         )
+    overall = [a for a in result.human_agreement if a.scope == "all"]
+    lines += [f"judge vs people: {line}" for line in agreement_lines(overall)]
     lines += [f"reason: {r}" for r in result.reasons[:REASONS_SHOWN]]
     if len(result.reasons) > REASONS_SHOWN:
         lines.append(f"and {len(result.reasons) - REASONS_SHOWN} more reasons: see {page}")

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.comparison import AssertionQuality, PairedComparison
 from schemas.constants import DEFAULT_THRESHOLD
+from schemas.label import Agreement
 from schemas.status import SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
 from schemas.verdict import AssertionVerdict, JudgeAnswer
@@ -246,3 +247,7 @@ class RunResult(BaseModel):
     def threshold_label(self) -> str:
         """``threshold 1.0 (default)`` or ``threshold 0.8 (--fail-under)``."""
         return f"threshold {self.threshold} ({self.threshold_source})"
+
+    human_agreement: list[Agreement] = Field(default_factory=list)
+    """Each judge against people's labels of its verdicts (``skill-eval label``, the viewer): overall, then
+    per assertion; empty while nobody labelled."""
