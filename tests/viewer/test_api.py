@@ -102,7 +102,7 @@ def test_labels_are_refused_read_only_and_counted_with_review(viewed_run: Viewed
 def test_the_run_page_shows_gates_rates_and_the_corpus_by_model_map(viewed_run: ViewedRun) -> None:
     html = client(viewed_run.env.store).get(f"/runs/{viewed_run.run_id}").text
     assert html.index("verdict:") < html.index("Rates per corpus")  # the verdict and its gates come first
-    assert "behavioural pass rate 6/10 (60.0%) is below 80%" in html
+    assert "behavioural pass rate 6/10 (60.0%) is below the threshold 0.8 (--fail-under)" in html
     heat = html[html.index('id="heatmap"') :]
     assert heat.count('class="heat-3"') == 2  # 3/5 for each model: 60%
 

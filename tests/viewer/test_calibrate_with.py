@@ -40,12 +40,16 @@ def test_a_judge_that_agrees_with_the_people_calibrates_and_one_that_does_not_fa
     shard = case_two_shard(store, viewed_run.run_id)
     label(viewed_run, store, shard, 1, "--agree")  # the judge's pass of viewer-two-a is right
     label(viewed_run, store, shard, 3, "--agree")  # and so is its fail of viewer-two-c
-    agreeing = viewed_run.env.cli(*run_args(viewed_run, store, "--calibrate-with", viewed_run.run_id))
+    agreeing = viewed_run.env.cli(
+        *run_args(viewed_run, store, "--calibrate-with", viewed_run.run_id, "--fail-under", "0.5")
+    )
     assert agreeing.code == 0, agreeing.stdout + agreeing.stderr
     assert "verdict: PASS" in agreeing.stdout
 
     label(viewed_run, store, shard, 2, "--disagree")  # the people hold viewer-two-b was not shown
-    disagreeing = viewed_run.env.cli(*run_args(viewed_run, store, "--calibrate-with", viewed_run.run_id))
+    disagreeing = viewed_run.env.cli(
+        *run_args(viewed_run, store, "--calibrate-with", viewed_run.run_id, "--fail-under", "0.5")
+    )
     assert disagreeing.code == 3, disagreeing.stdout + disagreeing.stderr  # calibration failed: at most WARN
     assert "verdict: WARN" in disagreeing.stdout
     assert f"labelled {viewed_run.run_id}/{shard}" in disagreeing.stdout + _reports(viewed_run)
@@ -60,6 +64,6 @@ def test_calibrating_with_a_run_nobody_labelled_is_refused_before_anything_runs(
     viewed_run: ViewedRun, tmp_path: Path
 ) -> None:
     store = viewed_run.store_copy(tmp_path / "store")
-    res = viewed_run.env.cli(*run_args(viewed_run, store, "--calibrate-with", viewed_run.run_id))
+    res = viewed_run.env.cli(*run_args(viewed_run, store, "--calibrate-with", viewed_run.run_id, "--fail-under", "0.5"))
     assert res.code == 2
     assert f"CONFIG_ERROR: --calibrate-with {viewed_run.run_id}: no labelled verdict" in res.stderr + res.stdout
