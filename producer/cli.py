@@ -50,7 +50,7 @@ from producer.planning import arm_variants, new_run_id, plan_run, plan_summary
 from producer.repo import Repo
 from producer.request import RunRequest
 from producer.resubmit import CHOICES, parse_only, resubmit_run
-from producer.stored_run import rereport, run_status
+from producer.stored_run import rereport, run_status, waiting_lines
 from schemas.constants import ALL_QUEUES, DEFAULT_REPORT_DIR
 from schemas.errors import ConfigError, SkillEvalError
 from schemas.export import json_schemas
@@ -521,11 +521,14 @@ def status(
     if as_json:
         sys.stdout.write(doc.model_dump_json(indent=2) + "\n")
         return
-    out.print(f"run {run_id}: {'done' if doc.done else 'running'} ({doc.source})", markup=False)
+    progress = "done" if doc.done else "STALLED" if doc.stalled else "running"
+    out.print(f"run {run_id}: {progress} ({doc.source})", markup=False)
     for state, n in doc.states.items():
         if n:
             out.print(f"  {state}: {n}", markup=False)
     out.print(f"  total: {doc.total}", markup=False)
+    for line in waiting_lines(doc):
+        out.print(f"  {line}", markup=False)
     for model, u in doc.usage.items():
         out.print(f"  {model}: {u}", markup=False, highlight=False)
 

@@ -23,7 +23,7 @@ from reducer.quality import assess_assertions
 from reducer.stats import mean_interval, pass_at_k, pass_hat_k, wilson
 from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
 from schemas.outcome import CalibrationRecord, CalibrationStatus
-from schemas.report import AssertionStat, CaseRun, ModelSummary, Rate, RunResult, SkillResult
+from schemas.report import UNFINISHED, AssertionStat, CaseRun, ModelSummary, Rate, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle
 from schemas.status import INFRA_FAILURES, SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
@@ -49,6 +49,15 @@ class ShardOutcome:
     """Harness executors: whether the harness loaded the skill (None: not recorded)."""
     rejected_calls: tuple[str, ...] = ()
     """Tool calls the harness's stream claimed that no proxied model response held."""
+
+
+NO_RECORD = f"no terminal record in the store: {UNFINISHED}"
+"""The detail of a shard the reduce found no outcome for."""
+
+
+def partial(s: SkillResult) -> str:
+    """Why a corpus with shards not yet ended (or lost) cannot pass: the report holds only what ended."""
+    return f"{s.unfinished}/{s.shard_count} shards not graded, {UNFINISHED} (a partial result)"
 
 
 def rate(passed: int, total: int) -> Rate:
@@ -111,6 +120,9 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
     runs = [_case_run(o, _judge_usage(o.grade)) for o in outcomes]
     graded = [r for r in runs if r.state is ShardState.GRADED]
     infra = {s.value: sum(r.state is s for r in runs) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)}
+    unfinished = sum(not r.state.terminal for r in runs)
+    if unfinished:
+        infra[UNFINISHED] = unfinished
     blocked = [r for r in runs if r.state is ShardState.BLOCKED]
     not_graded = len(runs) - len(graded)
     passed = sum(v.passed for r in graded for v in r.verdicts)
@@ -136,6 +148,7 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
         blocked=blocked,
         inconclusive=inconclusive,
         not_graded=not_graded,
+        unfinished=unfinished,
         shard_count=len(runs),
         headline=head,
         models=models,
@@ -252,7 +265,7 @@ def reduce_run(
     for variant in plan.variants:
         for bundle in plan.bundles:
             shard_outcomes = [
-                outcomes.get(s.shard_id) or ShardOutcome(s, ShardState.QUEUED)
+                outcomes.get(s.shard_id) or ShardOutcome(s, ShardState.QUEUED, detail=NO_RECORD)
                 for s in plan.shards
                 if s.variant == variant and s.skill == bundle.skill
             ]
@@ -352,6 +365,7 @@ def decide_verdict(
     if fails:
         return Verdict.FAIL, fails
     warns = [f"{s.skill} ({s.variant}): {s.headline}" for s in all_skills if s.inconclusive]
+    warns += [f"{s.skill} ({s.variant}): {partial(s)}" for s in all_skills if s.unfinished]
     if aggregate_inconclusive:
         warns.append("more than 10% of corpora are INCONCLUSIVE")
     warns += [

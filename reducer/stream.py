@@ -28,7 +28,7 @@ from reducer.scoring import aggregate_gate, assertion_stat, decide_verdict, head
 from reducer.stats import Z95
 from schemas.comparison import AssertionQuality
 from schemas.outcome import CalibrationRecord, OutcomeLine
-from schemas.report import AssertionStat, CaseRun, ModelSummary, RunResult, SkillResult
+from schemas.report import UNFINISHED, AssertionStat, CaseRun, ModelSummary, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, SkillBundle
 from schemas.status import INFRA_FAILURES, SandboxMode, ShardState
 from schemas.trajectory import Usage
@@ -254,6 +254,10 @@ class StreamReducer:
         shards = per_model * len(self.plan.models)
         graded = arm.states.get(ShardState.GRADED, 0)
         not_graded = shards - graded
+        unfinished = shards - sum(arm.states.values())
+        infra = {s.value: arm.states.get(s, 0) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)}
+        if unfinished:
+            infra[UNFINISHED] = unfinished
         passed = sum(m.passed for m in arm.models.values())
         judged = sum(m.judged for m in arm.models.values())
         behavioural = rate(passed, judged)
@@ -269,10 +273,11 @@ class StreamReducer:
             corpus_file=bundle.corpus_file,
             cases=cases,
             behavioural=behavioural,
-            infra={s.value: arm.states.get(s, 0) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)},
+            infra=infra,
             blocked=sorted(arm.blocked, key=self._plan_order),
             inconclusive=inconclusive,
             not_graded=not_graded,
+            unfinished=unfinished,
             shard_count=shards,
             headline=head,
             models=[self._summary(m, arm.models.get(m, _Model()), per_model) for m in self.plan.models],

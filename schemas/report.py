@@ -135,7 +135,10 @@ class SkillResult(BaseModel):
     inconclusive: bool
     """True when the trustworthiness gate failed."""
     not_graded: int
-    """Shards not graded (infra and blocked)."""
+    """Shards not graded (infra, blocked, and those with no terminal record yet)."""
+    unfinished: int = 0
+    """Shards with no terminal record in the store (missing, or still running when reduced): not
+    graded, counted in ``not_graded`` and listed in ``infra`` as :data:`UNFINISHED`."""
     shard_count: int
     """Shards in total."""
     headline: str
@@ -154,6 +157,10 @@ class SkillResult(BaseModel):
     """Share of assertions on which all judges agreed (ensembles only)."""
     sandbox_modes: list[str] = Field(default_factory=list)
     """Sandbox modes that ran."""
+
+
+UNFINISHED = "missing or still running"
+"""The ``infra`` entry of shards a reduce found no terminal record for."""
 
 
 class RunResult(BaseModel):
