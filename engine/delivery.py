@@ -142,13 +142,17 @@ class Delivery:
         oldest = self.r.lrange(queue, -PEEK, -1)
         if not oldest:
             return DRAINED
+        waits_for = next(state.value for state, q in QUEUE_OF.items() if q == queue)
         for raw in reversed(oldest):  # the list's right end is its oldest message
             ids = message_ids(raw)
             if ids is None:
                 continue
-            sent = self.r.zscore(waiting_key(ids[0]), ids[1])
-            if sent is not None:
-                return float(sent)
+            pipe = self.r.pipeline(transaction=False)
+            pipe.zscore(waiting_key(ids[0]), ids[1])
+            pipe.hget(run_keys(ids[0]).states, ids[1])
+            sent, state = pipe.execute()
+            if sent is not None and state is not None and _text(state) == waits_for:
+                return float(sent)  # a stale message (its shard claimed, or moved on) tells nothing
         return NEVER
 
     def watermarks(self) -> tuple[float, float]:
