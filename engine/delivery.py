@@ -97,7 +97,7 @@ return 1
 """
 
 
-def message_ids(raw: bytes) -> tuple[str, str] | None:
+def message_ids(raw: bytes | str) -> tuple[str, str] | None:
     """(run, shard) of a queued execute or grade message (kombu's JSON envelope around Celery's
     body), or None for anything else."""
     try:

@@ -58,7 +58,7 @@ def test_a_message_popped_and_never_claimed_makes_its_shard_overdue_after_the_bo
 
 
 def test_a_drained_queue_makes_every_old_enough_waiting_shard_overdue(settings: Settings) -> None:
-    client, state, delivery = _submitted(settings, ["a", "b"])
+    client, _, delivery = _submitted(settings, ["a", "b"])
     client.delete(QUEUE_EXECUTE)
     time.sleep(0.01)  # a batch's send times are a thousandth of a millisecond apart, up to now
     assert delivery.watermarks()[0] == DRAINED
