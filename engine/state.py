@@ -8,7 +8,9 @@ or grading a shard refreshes its lease; the reaper returns shards whose lease ex
 about a lease period, not a broker visibility timeout.
 The unsent ledger notes shards registered (or moved back by the reaper) whose message
 is not yet confirmed published; the reaper sends those older than a grace period, so a
-publisher dying midway strands nothing, without re-sending the waiting backlog. One
+publisher dying midway strands nothing, without re-sending the waiting backlog. The scripts
+also keep the delivery ledger (every waiting shard without a lease, dated by its latest send)
+in the same step as the state; :mod:`engine.delivery` reads it to re-send lost messages. One
 in-flight list per queue (fleet-wide) holds a ``<run>|<shard>`` entry per leased shard,
 pushed by the claim and removed by whatever ends the lease (transition, reaper, hand-back):
 its length is the work in flight that an autoscaler adds to the queue's backlog.
