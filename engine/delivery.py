@@ -57,7 +57,10 @@ _OVERDUE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local mark = {queued = tonumber(ARGV[2]), executed = tonumber(ARGV[3])}
-local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[1]), 'WITHSCORES')
+-- Only shards sent before both the bound and the later watermark can be overdue: in a deep queue
+-- that is few of them, and the script does not walk the waiting backlog.
+local upper = math.min(now - tonumber(ARGV[1]), math.max(mark.queued, mark.executed))
+local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', upper, 'WITHSCORES')
 local out = {}
 for i = 1, #old, 2 do
   local shard, sent = old[i], tonumber(old[i + 1])

@@ -173,7 +173,7 @@ def test_a_message_taken_by_a_worker_killed_before_reading_it_is_sent_again_with
         fresh = _start(nodes, settings, tmp_path, "fresh1", "fresh2")
         started = time.monotonic()
         try:
-            wait_until(lambda: state.reduced(run_id), 60, what="run reduced without its lost message")
+            wait_until(lambda: state.reduced(run_id), 90, what="run reduced without its lost message")
         except TimeoutError as exc:
             raise AssertionError(f"stuck: {state.counts(run_id)}") from exc
         finished_s = time.monotonic() - started
@@ -186,7 +186,7 @@ def test_a_message_taken_by_a_worker_killed_before_reading_it_is_sent_again_with
     assert _figures(_result(settings, run_id)) == _figures(_result(settings, baseline.plan.run_id))
     assert _result(settings, run_id).verdict is _result(settings, baseline.plan.run_id).verdict
     # the bound: the queue drains in seconds, then the ledger's bound and a reaper period or two
-    assert finished_s < 45
+    assert finished_s < 60
 
 
 def test_a_redis_restart_with_every_worker_replaced_sends_again_what_the_old_workers_took(
