@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -59,6 +60,8 @@ from testkit.offline_server import OfflineModelServer
 from tests.engine_support import EXECUTOR, JUDGE, SKILL, WorkerNode, make_corpus_repo, scenario, wait_until
 
 MODELS = (EXECUTOR, EXECUTOR + "-b")
+ERROR_LINES = ("redis.exceptions.", "ConnectionError", "celery.exceptions.", "kombu.exceptions.", "OSError")
+"""The last line of a traceback in a node's log, as the bench lists them."""
 
 
 def workload(delay_s: float) -> dict[str, object]:
@@ -117,7 +120,7 @@ class Fleet:
 def chaos(fleet: Fleet, broker: RedisServer, done: threading.Event, args: argparse.Namespace, log: list[str]) -> None:
     rng = random.Random(args.seed)
     started = time.monotonic()
-    restart_at = [args.expected_s * (i + 1) / (args.restarts + 1) for i in range(args.restarts)]
+    restart_at = [args.spread_s * (i + 1) / (args.restarts + 1) for i in range(args.restarts)]
     while not done.wait(rng.uniform(0.5, 1.5) * args.kill_every):
         fleet.kill_one(rng)
         fleet.add()
@@ -192,12 +195,18 @@ def count(
     states = state.states(run_id)
     terminal, total = state.totals(run_id)
     SegmentWriter(client, open_store(settings.store)).flush(run_id)
-    lines = Counter(line.shard_id for line in stream_outcome_lines(open_store(settings.store), run_id))
+    store = open_store(settings.store)
+    lines = Counter(line.shard_id for line in stream_outcome_lines(store, run_id))
+    result = RunResult.model_validate_json(store.get(result_key(run_id))) if store.exists(result_key(run_id)) else None
+    counted = sum(m.shards for s in (result.skills if result else []) for m in s.models)
+    records = len(store.list(f"runs/{run_id}/attempts/0/outcomes/"))
     claims = [state.attempts(run_id, s.shard_id, ShardState.EXECUTING) for s in manifest.plan.shards]
     text = fleet.text()
     return {
         "lost": sum(not s.terminal for s in states.values()) + (len(manifest.plan.shards) - len(states)),
-        "counted_twice": max(0, terminal - total) + sum(n > 1 for n in lines.values()),
+        "counted_twice": max(0, terminal - total) + max(0, counted - len(manifest.plan.shards)),
+        "outcome_records": records,
+        "lines_pushed_twice": sum(n > 1 for n in lines.values()),
         "re_executed": sum(c > 1 for c in claims),
         "re_executions": sum(max(0, c - 1) for c in claims),
         "sent_again_by_ledger": text.count("message lost; sent again"),
@@ -205,7 +214,25 @@ def count(
         "leases_expired": text.count("lease expired; re-queued"),
         "given_up": sum(s is ShardState.EXECUTOR_FAILED for s in states.values()),
         "tracebacks": text.count("Traceback"),
+        "errors": errors(text),
     }
+
+
+def errors(text: str) -> dict[str, int]:
+    """The distinct errors behind the tracebacks in the nodes' logs (a JSON log line's exception,
+    or a plain traceback's last line), with their counts."""
+    seen: Counter[str] = Counter()
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(doc, dict) and doc.get("exception"):
+                seen[f"{doc.get('event')}: {str(doc['exception']).strip().splitlines()[-1][:160]}"] += 1
+        elif line.startswith(ERROR_LINES):
+            seen[line[:200]] += 1
+    return dict(seen.most_common(20))
 
 
 def summary(result: RunResult | None) -> dict[str, object] | None:
@@ -224,7 +251,7 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.3, help="executor reply latency, s (the judge's is a third)")
     parser.add_argument("--kill-every", type=float, default=5.0)
     parser.add_argument("--restarts", type=int, default=2)
-    parser.add_argument("--expected-s", type=float, default=120.0, help="spread the restarts over this long")
+    parser.add_argument("--logs", type=Path, help="keep the nodes' logs in this folder")
     parser.add_argument("--lease-ttl", type=float, default=5.0)
     parser.add_argument("--reaper-period", type=float, default=1.0)
     parser.add_argument("--redeliver-after", type=float, default=10.0)
@@ -236,8 +263,11 @@ def main() -> None:
         repo = make_corpus_repo(base / "repo", cases=args.cases)
         baseline = one_run("baseline", repo, base, model, args, faults=False)
         print(json.dumps(baseline, indent=2), flush=True)
+        args.spread_s = float(baseline["wall_s"])  # type: ignore[arg-type]  # the restarts fall inside the run
         chaotic = one_run("chaos", repo, base, model, args, faults=True)
         print(json.dumps(chaotic, indent=2), flush=True)
+        if args.logs:
+            shutil.copytree(base, args.logs, ignore=shutil.ignore_patterns("store", "work", "repo", "*redis*"))
     same = chaotic["result"] == baseline["result"]
     print(
         f"{chaotic['shards']} shards, {chaotic['kills']} node kills, {len(chaotic['events'])} Redis restarts: "  # type: ignore[arg-type]
