@@ -13,12 +13,13 @@ is re-dated when its message is confirmed sent, and leaves it when a claim takes
 A queue is a Redis list consumed first in, first out (kombu pushes on the left, pops on the
 right), so the oldest message still in it bounds every message sent before: those have left
 the queue. Its *watermark* is the send time of its oldest message whose shard still waits
-(an empty queue: every message has left). A waiting shard is **overdue** when its latest send
-is older than its queue's watermark (its message left the queue) and older than
-``redeliver_after_s`` (time enough for the worker that took it to claim it): nothing will
-ever claim it, so the reaper sends it again. A shard still in the queue is never sent again,
-so the backlog autoscalers read stays the real one. A message sent twice costs a delivery
-whose claim does nothing (docs/design/cluster.md, "Delivery from the ledger").
+(an empty queue: every message sent until now has left). Each reaper pass samples the
+watermarks into ``skill-eval:watermark:<queue>``. A waiting shard is **overdue** when its
+latest send is older than the watermark its queue had ``redeliver_after_s`` ago: its message
+had left the queue by then, and the worker that took it had that long to claim it. Nothing
+will ever claim it, so the reaper sends it again. A shard still in the queue is never sent
+again, so the backlog autoscalers read stays the real one. A message sent twice costs a
+delivery whose claim does nothing (docs/design/cluster.md, "Delivery from the ledger").
 
 A Redis restart breaks every pending pop and drops what workers had taken but not yet
 claimed. It is detected from the data: ``skill-eval:server`` holds the server run id the fleet
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 
 import redis
 
-from engine.keys import run_keys, server_key, waiting_key
+from engine.keys import run_keys, server_key, waiting_key, watermark_key
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.status import ShardState
 
@@ -50,16 +51,16 @@ NEVER = 0.0
 DRAINED = float(2**53)
 """The watermark of an empty queue: every message has left it."""
 
-# KEYS: states, waiting, leases. ARGV: older-than (ms), watermark of queued, watermark of executed.
-# Returns flat (shard, state) of the overdue shards and re-dates them (their new message goes out
-# now); drops entries that no longer wait (claimed or ended without the ledger knowing).
+# KEYS: states, waiting, leases. ARGV: watermark of queued, watermark of executed (ms; DRAINED: now).
+# Returns flat (shard, state) of the shards sent before their queue's watermark and re-dates them
+# (their new message goes out now); drops entries that no longer wait (claimed or ended).
 _OVERDUE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local mark = {queued = tonumber(ARGV[2]), executed = tonumber(ARGV[3])}
--- Only shards sent before both the bound and the later watermark can be overdue: in a deep queue
--- that is few of them, and the script does not walk the waiting backlog.
-local upper = math.min(now - tonumber(ARGV[1]), math.max(mark.queued, mark.executed))
+local mark = {queued = math.min(tonumber(ARGV[1]), now), executed = math.min(tonumber(ARGV[2]), now)}
+-- Only shards sent before the later watermark can be overdue: in a deep queue that is few of
+-- them, and the script does not walk the waiting backlog.
+local upper = string.format('(%.17g', math.max(mark.queued, mark.executed))
 local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', upper, 'WITHSCORES')
 local out = {}
 for i = 1, #old, 2 do
@@ -74,6 +75,20 @@ for i = 1, #old, 2 do
   end
 end
 return out
+"""
+
+# KEYS: samples of one queue's watermark (score: when seen, ms; member: '<when>|<watermark>').
+# ARGV: the watermark now (DRAINED: every message sent until now has left), age (ms). Records it
+# and returns the newest watermark seen at least ``age`` ago ('0': none), dropping older samples.
+_SAMPLE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local mark = math.min(tonumber(ARGV[1]), now)
+redis.call('ZADD', KEYS[1], now, string.format('%d|%.3f', now, mark))
+local seen = redis.call('ZREVRANGEBYSCORE', KEYS[1], now - tonumber(ARGV[2]), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+if #seen == 0 then return '0' end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. seen[2])
+return string.sub(seen[1], string.find(seen[1], '|', 1, true) + 1)
 """
 
 # KEYS: run. ARGV: older-than (ms). 1 when every shard is terminal, the run is not reduced, and
@@ -137,6 +152,7 @@ class Delivery:
         self._overdue = client.register_script(_OVERDUE)
         self._reduce_due = client.register_script(_REDUCE_DUE)
         self._reducing = client.register_script(_REDUCING)
+        self._sample = client.register_script(_SAMPLE)
 
     def watermark(self, queue: str) -> float:
         """Send time (ms) of the queue's oldest message whose shard still waits: every message sent
@@ -159,16 +175,24 @@ class Delivery:
         return NEVER
 
     def watermarks(self) -> tuple[float, float]:
-        """(execute, grade) watermarks, read once per reaper pass for every run."""
+        """(execute, grade) watermarks now."""
         return self.watermark(QUEUE_EXECUTE), self.watermark(QUEUE_GRADE)
 
-    def overdue(self, run_id: str, after_s: float, marks: tuple[float, float]) -> list[tuple[str, ShardState]]:
-        """Waiting shards whose message left its queue more than ``after_s`` ago unclaimed: (shard, state)
-        to send again. Each is re-dated now, so the next pass does not send it again."""
+    def watermarks_seen(self, age_s: float) -> tuple[float, float]:
+        """Record the (execute, grade) watermarks now and return those seen at least ``age_s`` ago
+        (:data:`NEVER` until a sample is that old): what had left each queue by then."""
+        marks = []
+        for queue, now in zip((QUEUE_EXECUTE, QUEUE_GRADE), self.watermarks(), strict=True):
+            seen = self._sample(keys=[watermark_key(queue)], args=[now, int(age_s * 1000)])
+            marks.append(float(_text(seen)))
+        return marks[0], marks[1]
+
+    def overdue(self, run_id: str, marks: tuple[float, float]) -> list[tuple[str, ShardState]]:
+        """Waiting shards sent before their queue's watermark in ``marks`` (execute, grade): their
+        message had left the queue, unclaimed. (shard, state) to send again; each is re-dated
+        now, so no later pass sends it again before its new message has had its time."""
         k = run_keys(run_id)
-        flat = self._overdue(
-            keys=[k.states, waiting_key(run_id), k.leases], args=[int(after_s * 1000), marks[0], marks[1]]
-        )
+        flat = self._overdue(keys=[k.states, waiting_key(run_id), k.leases], args=[marks[0], marks[1]])
         return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
 
     def reduce_due(self, run_id: str, after_s: float) -> bool:

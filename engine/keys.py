@@ -24,6 +24,7 @@ Fleet-wide: ``skill-eval:runs`` (set of active runs, the reaper's worklist),
 ``skill-eval:inflight:<queue>`` (leased shards per queue, for autoscaling),
 ``skill-eval:node:<node>`` (a worker node's liveness record),
 ``skill-eval:server`` (the Redis server run id the fleet last saw: a restart changes it),
+``skill-eval:watermark:<queue>`` (samples of the queue's watermark, engine/delivery.py),
 ``skill-eval:limit:<model>:state|leases`` (the rate limiter), ``skill-eval:usage:<model>`` and
 ``skill-eval:usage-models`` (all-time usage). Store keys (artifacts) live in
 ``schemas.manifest``; they are paths, not Redis keys.
@@ -92,6 +93,11 @@ def usage_models_key(run_id: str | None = None) -> str:
 
 def unsent_key(run_id: str) -> str:
     return f"{KEY_PREFIX}:run:{run_id}:unsent"
+
+
+def watermark_key(queue: str) -> str:
+    """Samples of ``queue``'s watermark (when seen -> the send time before which every message had left)."""
+    return f"{KEY_PREFIX}:watermark:{queue}"
 
 
 def waiting_key(run_id: str) -> str:

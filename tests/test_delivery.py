@@ -45,16 +45,22 @@ def test_a_shard_still_in_its_queue_is_never_overdue_however_long_it_waits(setti
     marks = delivery.watermarks()
     assert marks[0] == client.zscore(waiting_key(RUN), "a")  # the oldest message's send time
     assert marks[1] == DRAINED  # nothing waits on the grade queue
-    assert delivery.overdue(RUN, 0, marks) == []
+    assert delivery.overdue(RUN, marks) == []
 
 
-def test_a_message_popped_and_never_claimed_makes_its_shard_overdue_after_the_bound(settings: Settings) -> None:
+def test_a_message_popped_and_never_claimed_makes_its_shard_overdue_once_the_bound_passed(
+    settings: Settings,
+) -> None:
     client, _, delivery = _submitted(settings, ["a", "b", "c"])
     client.rpop(QUEUE_EXECUTE)  # a worker took "a" and died before claiming it
-    marks = delivery.watermarks()
-    assert delivery.overdue(RUN, 60, marks) == []  # its taker may still claim it: not within the bound
-    assert delivery.overdue(RUN, 0, marks) == [("a", S.QUEUED)]
-    assert delivery.overdue(RUN, 0, delivery.watermarks()) == []  # re-dated: not sent twice
+    assert delivery.watermarks_seen(0.5) == (NEVER, NEVER)  # no watermark seen that long ago yet
+    assert delivery.overdue(RUN, (NEVER, NEVER)) == []
+    time.sleep(0.6)
+    marks = delivery.watermarks_seen(0.5)  # "a" had left the queue half a second ago: its taker had its time
+    assert marks[0] == client.zscore(waiting_key(RUN), "b")
+    assert delivery.overdue(RUN, marks) == [("a", S.QUEUED)]
+    assert delivery.overdue(RUN, marks) == []  # re-dated: not sent twice
+    assert delivery.overdue(RUN, delivery.watermarks()) == []  # its new message has not left the queue
 
 
 def test_a_drained_queue_makes_every_old_enough_waiting_shard_overdue(settings: Settings) -> None:
@@ -62,7 +68,7 @@ def test_a_drained_queue_makes_every_old_enough_waiting_shard_overdue(settings: 
     client.delete(QUEUE_EXECUTE)
     time.sleep(0.01)  # a batch's send times are a thousandth of a millisecond apart, up to now
     assert delivery.watermarks()[0] == DRAINED
-    assert sorted(delivery.overdue(RUN, 0, delivery.watermarks())) == [("a", S.QUEUED), ("b", S.QUEUED)]
+    assert sorted(delivery.overdue(RUN, delivery.watermarks())) == [("a", S.QUEUED), ("b", S.QUEUED)]
 
 
 def test_claimed_and_ended_shards_leave_the_ledger_and_stale_messages_are_skipped(settings: Settings) -> None:
@@ -73,7 +79,8 @@ def test_claimed_and_ended_shards_leave_the_ledger_and_stale_messages_are_skippe
     assert state.transition(RUN, "a", S.EXECUTED, "tok").moved  # waits for its grade message now
     assert client.zscore(waiting_key(RUN), "a") is not None
     assert delivery.watermark(QUEUE_GRADE) == DRAINED
-    assert delivery.overdue(RUN, 0, delivery.watermarks()) == [("a", S.EXECUTED)]
+    time.sleep(0.01)  # a drained queue's watermark is now: messages sent before it have left
+    assert delivery.overdue(RUN, delivery.watermarks()) == [("a", S.EXECUTED)]
     assert state.claim(RUN, "a", S.EXECUTED, S.GRADING, "t2", ttl_s=60)
     assert state.transition(RUN, "a", S.GRADED, "t2").moved
     assert client.zscore(waiting_key(RUN), "a") is None
@@ -90,6 +97,16 @@ def test_a_reaped_or_handed_back_shard_waits_again_from_its_return(settings: Set
     assert state.claim(RUN, "b", S.QUEUED, S.EXECUTING, "t", ttl_s=60)
     assert state.release(RUN, "b", "t") is S.QUEUED
     assert client.zscore(waiting_key(RUN), "b") is not None
+
+
+def test_a_shard_taken_from_the_queue_just_now_is_not_overdue_however_old_its_send(settings: Settings) -> None:
+    client, _, delivery = _submitted(settings, ["a", "b"])
+    time.sleep(0.6)  # "a" waited in the queue longer than the bound
+    delivery.watermarks_seen(0.5)
+    client.rpop(QUEUE_EXECUTE)  # a live worker takes it now and is about to claim it
+    time.sleep(0.2)
+    marks = delivery.watermarks_seen(0.5)  # half a second ago "a" was still in the queue
+    assert delivery.overdue(RUN, marks) == []
 
 
 def test_a_restart_is_read_from_the_data_by_exactly_one_caller(settings: Settings) -> None:

@@ -147,10 +147,10 @@ def resend_after_restart() -> int:
     delivery = Delivery(ctx.redis)
     if not delivery.restarted():
         return 0
-    marks = delivery.watermarks()
+    marks = delivery.watermarks()  # now: whatever left a queue before the restart is lost
     count = 0
     for run_id in ctx.state.active_runs():
-        for shard_id, state in delivery.overdue(run_id, 0, marks):
+        for shard_id, state in delivery.overdue(run_id, marks):
             _resend(ctx, run_id, shard_id, state)
             count += 1
     log.warning("redis restarted; re-sent waiting shards", count=count)
@@ -173,7 +173,8 @@ def reap_once() -> int:
     if not ctx.redis.set(reaper_lock_key(), _reaper_token, nx=True, px=period_ms):
         return count
     delivery = Delivery(ctx.redis)
-    marks = delivery.watermarks()  # before this pass sends anything: its own messages are not lost ones
+    # Read before this pass sends anything; what had left each queue redeliver_after_s ago.
+    marks = delivery.watermarks_seen(ctx.settings.redeliver_after_s)
     for run_id in ctx.state.active_runs():
         for shard_id, state in ctx.state.reap(run_id):
             log.warning("lease expired; re-queued", run_id=run_id, shard_id=shard_id, queue=_kind(state))
@@ -191,13 +192,12 @@ def reap_once() -> int:
 
 def _redeliver(ctx: Context, delivery: Delivery, run_id: str, marks: tuple[float, float]) -> int:
     """Send again what the delivery ledger finds lost in ``run_id``: overdue shards, a lost reduce."""
-    after = ctx.settings.redeliver_after_s
     count = 0
-    for shard_id, state in delivery.overdue(run_id, after, marks):
+    for shard_id, state in delivery.overdue(run_id, marks):
         log.warning("message lost; sent again", run_id=run_id, shard_id=shard_id, queue=_kind(state))
         _resend(ctx, run_id, shard_id, state)
         count += 1
-    if delivery.reduce_due(run_id, after):
+    if delivery.reduce_due(run_id, ctx.settings.redeliver_after_s):
         log.warning("every shard ended but the run was never reduced; sending reduce", run_id=run_id)
         send("reduce", run_id, None)
         count += 1
