@@ -60,11 +60,11 @@ def _delivery(client: redis.Redis, run_id: str, settings: Settings) -> dict[str,
     """The ``RunStatus`` fields on shards waiting without a lease, and whether the run is stalled.
 
     Stalled: shards wait, none is in flight, and no shard was claimed or moved for longer than
-    the delivery ledger's bound plus two reaper periods; a live fleet would have sent a lost
+    the delivery ledger's bound plus three reaper periods; a live fleet would have sent a lost
     message again and started it by then (docs/design/cluster.md, "Delivery from the ledger").
     """
     waiting = Delivery(client).waiting(run_id)
-    bound = settings.redeliver_after_s + 2 * settings.reaper_period_s
+    bound = settings.redeliver_after_s + 3 * settings.reaper_period_s
     idle = waiting.idle_s if waiting.idle_s is not None else waiting.oldest_s
     return {
         "waiting": waiting.shards,

@@ -102,4 +102,4 @@ class RunStatus(BaseModel):
     """Shards wait, none is in flight, and nothing moved for longer than ``stall_after_s``: the run
     cannot finish by itself (no worker takes its messages, or the fleet's reaper is not running)."""
     stall_after_s: float | None = None
-    """The bound the run is held to: the delivery ledger's re-send bound plus two reaper periods."""
+    """The bound the run is held to: the delivery ledger's re-send bound plus three reaper periods."""

@@ -132,14 +132,14 @@ def test_a_run_whose_every_shard_ended_unreduced_gets_its_reduce_again_once(sett
 def test_status_shows_waiting_shards_and_calls_a_run_with_nothing_moving_past_its_bound_stalled(
     settings: Settings,
 ) -> None:
-    short = settings.model_copy(update={"redeliver_after_s": 0.5, "reaper_period_s": 0.25})
+    short = settings.model_copy(update={"redeliver_after_s": 3.0, "reaper_period_s": 0.25})
     _, state, _ = _submitted(short, ["a", "b"])
     doc = run_status(RUN, short)
-    assert (doc.waiting, doc.in_flight, doc.stalled, doc.stall_after_s) == (2, 0, False, 1.0)
+    assert (doc.waiting, doc.in_flight, doc.stalled, doc.stall_after_s) == (2, 0, False, 3.75)
     assert waiting_lines(doc)[0].startswith("waiting without a lease: 2 shards, the oldest sent")
-    time.sleep(1.2)
+    time.sleep(4.0)
     doc = run_status(RUN, short)
-    assert doc.stalled and doc.waiting_oldest_s is not None and doc.waiting_oldest_s > 1.0
+    assert doc.stalled and doc.waiting_oldest_s is not None and doc.waiting_oldest_s > 3.75
     assert waiting_lines(doc)[1].startswith("STALLED: nothing in flight and no shard started or ended for")
     assert state.claim(RUN, "a", S.QUEUED, S.EXECUTING, "tok", ttl_s=60)
     doc = run_status(RUN, short)
