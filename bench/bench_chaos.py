@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -60,8 +61,8 @@ from testkit.offline_server import OfflineModelServer
 from tests.engine_support import EXECUTOR, JUDGE, SKILL, WorkerNode, make_corpus_repo, scenario, wait_until
 
 MODELS = (EXECUTOR, EXECUTOR + "-b")
-ERROR_LINES = ("redis.exceptions.", "ConnectionError", "celery.exceptions.", "kombu.exceptions.", "OSError")
-"""The last line of a traceback in a node's log, as the bench lists them."""
+ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception)\b|CRITICAL/")
+"""A traceback's last line, or Celery's own critical line, in a node's log."""
 
 
 def workload(delay_s: float) -> dict[str, object]:
@@ -230,7 +231,7 @@ def errors(text: str) -> dict[str, int]:
                 continue
             if isinstance(doc, dict) and doc.get("exception"):
                 seen[f"{doc.get('event')}: {str(doc['exception']).strip().splitlines()[-1][:160]}"] += 1
-        elif line.startswith(ERROR_LINES):
+        elif ERROR_LINE.search(line):
             seen[line[:200]] += 1
     return dict(seen.most_common(20))
 
