@@ -115,6 +115,14 @@ return 1
 """
 
 
+# KEYS: key. ARGV: value. Sets it and returns what it held (SET ... GET needs Redis 6.2).
+_SWAP = """
+local old = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1])
+return old
+"""
+
+
 def message_ids(raw: bytes | str) -> tuple[str, str] | None:
     """(run, shard) of a queued execute or grade message (kombu's JSON envelope around Celery's
     body), or None for anything else."""
@@ -153,6 +161,7 @@ class Delivery:
         self._reduce_due = client.register_script(_REDUCE_DUE)
         self._reducing = client.register_script(_REDUCING)
         self._sample = client.register_script(_SAMPLE)
+        self._swap = client.register_script(_SWAP)
 
     def watermark(self, queue: str) -> float:
         """Send time (ms) of the queue's oldest message whose shard still waits: every message sent
@@ -208,12 +217,12 @@ class Delivery:
     def restarted(self) -> bool:
         """Whether the Redis server restarted since the fleet last looked; True for exactly one caller.
 
-        The server's run id is swapped into ``skill-eval:server`` in one command: the caller that
+        The server's run id is swapped into ``skill-eval:server`` in one step: the caller that
         finds another id there is the one that saw the restart. A missing key (a first start, or a
         Redis that lost its data, and with it every run) is no restart to act on.
         """
         server = str(self.r.info("server")["run_id"])
-        previous = self.r.set(server_key(), server, get=True)
+        previous = self._swap(keys=[server_key()], args=[server])
         return previous is not None and _text(previous) != server
 
     def waiting(self, run_id: str) -> Waiting:
