@@ -144,3 +144,16 @@ def test_status_shows_waiting_shards_and_calls_a_run_with_nothing_moving_past_it
     assert state.claim(RUN, "a", S.QUEUED, S.EXECUTING, "tok", ttl_s=60)
     doc = run_status(RUN, short)
     assert (doc.waiting, doc.in_flight, doc.stalled) == (1, 1, False)
+
+
+def test_foreign_or_malformed_messages_at_a_queues_end_are_skipped_not_trusted(settings: Settings) -> None:
+    client, _, delivery = _submitted(settings, ["a", "b"])
+    for junk in (
+        b"not json",
+        b'{"body": "%%%", "properties": {"body_encoding": "base64"}}',
+        b'{"body": "[[\\"r1\\", {\\"shard\\": 1}], {}, {}]"}',  # ids of the wrong shape
+        b'{"body": "[[\\"r1\\", \\"no-such-shard\\"], {}, {}]"}',  # a shard the run never had
+        b'{"body": "[[\\"other-run\\", \\"a\\"], {}, {}]"}',  # another run's name for the same id
+    ):
+        client.rpush(QUEUE_EXECUTE, junk)  # at the queue's end, where the oldest message sits
+    assert delivery.watermark(QUEUE_EXECUTE) == client.zscore(waiting_key(RUN), "a")
