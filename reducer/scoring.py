@@ -27,7 +27,7 @@ from reducer.stats import clustered_interval, mean_interval, pass_at_k, pass_hat
 from reducer.threshold import corpus_verdict, threshold_of, with_verdicts
 from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
 from schemas.outcome import CalibrationRecord, CalibrationStatus
-from schemas.report import AssertionStat, CaseRun, ClusteredRate, ModelSummary, Rate, RunResult, SkillResult
+from schemas.report import UNFINISHED, AssertionStat, CaseRun, ClusteredRate, ModelSummary, Rate, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle
 from schemas.status import INFRA_FAILURES, SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
@@ -57,6 +57,15 @@ class ShardOutcome:
     """Tool calls the model proposed that the harness never ran (listed, never counted)."""
     refused_requests: tuple[str, ...] = ()
     """Model requests the harness's proxy refused for what they asked (the agent's doing)."""
+
+
+NO_RECORD = f"no terminal record in the store: {UNFINISHED}"
+"""The detail of a shard the reduce found no outcome for."""
+
+
+def partial(s: SkillResult) -> str:
+    """Why a corpus with shards not yet ended (or lost) cannot pass: the report holds only what ended."""
+    return f"{s.unfinished}/{s.shard_count} shards not graded, {UNFINISHED} (a partial result)"
 
 
 def rate(passed: int, total: int, clusters: Sequence[tuple[int, int]] = ()) -> Rate:
@@ -153,6 +162,9 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
     runs = [_case_run(o, _judge_usage(o.grade)) for o in outcomes]
     graded = [r for r in runs if r.state is ShardState.GRADED]
     infra = {s.value: sum(r.state is s for r in runs) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)}
+    unfinished = sum(not r.state.terminal for r in runs)
+    if unfinished:
+        infra[UNFINISHED] = unfinished
     blocked = [r for r in runs if r.state is ShardState.BLOCKED]
     not_graded = len(runs) - len(graded)
     passed = sum(v.passed for r in graded for v in r.verdicts)
@@ -181,6 +193,7 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
         blocked_total=len(blocked),
         inconclusive=inconclusive,
         not_graded=not_graded,
+        unfinished=unfinished,
         shard_count=len(runs),
         headline=head,
         models=models,
@@ -312,7 +325,7 @@ def reduce_run(
     for variant in plan.variants:
         for bundle in plan.bundles:
             shard_outcomes = [
-                outcomes.get(s.shard_id) or ShardOutcome(s, ShardState.QUEUED)
+                outcomes.get(s.shard_id) or ShardOutcome(s, ShardState.QUEUED, detail=NO_RECORD)
                 for s in plan.shards
                 if s.variant == variant and s.skill == bundle.skill
             ]
@@ -416,6 +429,7 @@ def decide_verdict(
     if fails:
         return Verdict.FAIL, fails
     warns = [f"{s.skill} ({s.variant}): {s.headline}" for s in all_skills if s.inconclusive]
+    warns += [f"{s.skill} ({s.variant}): {partial(s)}" for s in all_skills if s.unfinished]
     if aggregate_inconclusive:
         warns.append("more than 10% of corpora are INCONCLUSIVE")
     warns += [

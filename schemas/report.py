@@ -168,7 +168,10 @@ class SkillResult(BaseModel):
     inconclusive: bool
     """True when the trustworthiness gate failed."""
     not_graded: int
-    """Shards not graded (infra and blocked)."""
+    """Shards not graded (infra, blocked, and those with no terminal record yet)."""
+    unfinished: int = 0
+    """Shards with no terminal record in the store (missing, or still running when reduced): not
+    graded, counted in ``not_graded`` and listed in ``infra`` as :data:`UNFINISHED`."""
     shard_count: int
     """Shards in total."""
     headline: str
@@ -197,6 +200,10 @@ class SkillResult(BaseModel):
     def blocked_count(self) -> int:
         """Blocked shards, every one counted."""
         return len(self.blocked) if self.blocked_total is None else self.blocked_total
+
+
+UNFINISHED = "missing or still running"
+"""The ``infra`` entry of shards a reduce found no terminal record for."""
 
 
 class RunResult(BaseModel):

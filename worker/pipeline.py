@@ -165,9 +165,11 @@ def ensure_calibrated(ctx: Context, client: object, run_id: str, judge: str) -> 
 def reduce_stored_run(ctx: Context, run_id: str) -> None:
     """Reduce from the store (idempotent), store the result, mark the run reduced."""
     from engine.collect import reduce_from_store, reduce_streamed, reduces_by_streaming
+    from engine.delivery import Delivery
     from engine.records import load_outline
 
     try:
+        with_redis_retry(lambda: Delivery(ctx.redis).reducing(run_id))  # the reaper's lost-reduce clock
         with_redis_retry(lambda: ctx.segments.flush(run_id))  # seal the last lines (and any a dead worker left)
         outline = load_outline(ctx.store, run_id)
         if outline is not None and reduces_by_streaming(outline, ctx.settings.stream_reduce_shards):
