@@ -172,7 +172,7 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
     behavioural = rate(passed, judged, case_clusters(graded))
     inconclusive = is_inconclusive(not_graded, len(runs), len(bundle.corpus.evals))
     head = (
-        inconclusive_headline(not_graded, len(runs), sum(infra.values()), len(blocked))
+        inconclusive_headline(not_graded, len(runs), sum(infra.values()) - unfinished, len(blocked))
         if inconclusive
         else headline(behavioural)
     )

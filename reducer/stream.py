@@ -289,10 +289,9 @@ class StreamReducer:
         judged = sum(m.judged for m in arm.models.values())
         behavioural = rate(passed, judged, _clusters([arm]))
         inconclusive = is_inconclusive(not_graded, shards, cases)
-        infra = {s.value: arm.states.get(s, 0) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)}
         blocked = arm.states.get(ShardState.BLOCKED, 0)
         head = (
-            inconclusive_headline(not_graded, shards, sum(infra.values()), blocked)
+            inconclusive_headline(not_graded, shards, sum(infra.values()) - unfinished, blocked)
             if inconclusive
             else headline(behavioural)
         )

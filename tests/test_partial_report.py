@@ -7,9 +7,9 @@ from pathlib import Path
 
 from engine.collect import outcome_line_of
 from engine.store import open_store
-from reducer.render import render_complete_block
 from reducer.scoring import reduce_run
 from reducer.stream import StreamReducer
+from reducer.summary import render_complete_block
 from schemas.manifest import outcome_key
 from schemas.report import UNFINISHED, RunResult
 from schemas.status import ExitCode, Verdict
