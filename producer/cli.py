@@ -25,9 +25,11 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
+from engine.labels import check_calibration_runs
 from engine.node import WorkerNode
 from engine.repo_source import fetch_repo, is_remote
 from engine.settings import Settings
+from engine.store import open_store
 from harnesses.registry import check_executor
 from producer.cli_stats import (
     BaselineOpt,
@@ -61,6 +63,7 @@ from schemas.manifest import AgentBudget, RunSettings
 from schemas.model_config import ModelConfig, load_model_config
 from schemas.report import RunResult
 from schemas.status import ExitCode, SandboxMode
+from viewer.cli import register_commands as register_viewer_commands
 
 
 class _Commands(TyperGroup):
@@ -219,7 +222,15 @@ NoPreflightOpt = Annotated[
 ]
 FailUnderOpt = Annotated[
     float | None,
-    typer.Option("--fail-under", min=0.0, max=1.0, help="FAIL below this pass rate (0-1).", rich_help_panel=JUDGED),
+    typer.Option(
+        "--fail-under",
+        min=0.0,
+        max=1.0,
+        help="A corpus passes when its behavioural pass rate reaches this threshold (0-1); FAIL below it."
+        " Default 1.0: every assertion must pass.",
+        show_default=False,
+        rich_help_panel=JUDGED,
+    ),
 ]
 DetachOpt = Annotated[
     bool, typer.Option("--detach", help="With --broker: submit, print the run id, return.", rich_help_panel=WHERE)
@@ -321,6 +332,10 @@ def run(
     judge: RunJudgeOpt = None,
     strict_evidence: StrictEvidenceOpt = False,
     no_calibration: NoCalibrationOpt = False,
+    calibrate_with: Annotated[
+        list[str] | None,
+        typer.Option("--calibrate-with", help="Earlier run whose human labels the judges must match (repeatable)."),
+    ] = None,
     no_preflight: NoPreflightOpt = False,
     max_cost: MaxCostOpt = None,
     max_tokens: MaxTokensOpt = None,
@@ -357,6 +372,9 @@ def run(
     settings = _settings(broker_url=broker, store=store, sandbox=sandbox, worker_processes=worker_processes)
     check_detach(detach, settings.broker_url)
     check_shard_timeout(shard_timeout, settings)
+    if calibrate_with and no_calibration:
+        raise ConfigError("--calibrate-with needs calibration: drop --no-calibration")
+    calibration_runs = check_calibration_runs(open_store(settings.store), calibrate_with) if calibrate_with else ()
     repo_folder = _repo_folder(repo)
     model_config = load_model_config(config, api_base, untrusted=repo_folder)  # no key is looked at
     if dry_run:
@@ -387,6 +405,7 @@ def run(
             invoke=invoke,  # type: ignore[arg-type]  # checked above
             strict_evidence=strict_evidence,
             calibrate=not no_calibration,
+            calibrate_with=calibration_runs,
             fail_under=fail_under,
             plugin_threshold=threshold,
             regression_alpha=regression_alpha,
@@ -618,6 +637,7 @@ def _options(
 
 
 register_commands(app, out, err)
+register_viewer_commands(app, out)
 
 
 def main() -> None:

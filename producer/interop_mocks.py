@@ -4,19 +4,21 @@
 (``{"tools": [{"name", "description", "inputSchema"}]}``); ``<tool>.md`` scripts one tool: front
 matter ``type: fixed`` (the body is the answer, ``{{field}}`` replaced by the input), ``expect:``
 (input field -> regular expression its value must match) and ``error:`` (a scripted error).
-``type: agent`` (a model improvising the answer) is refused by name. Files are read as regular
-files only, and never executed; the repo's own server commands are never looked at beyond their
-names (docs/design/mocks.md).
+``type: agent`` (a model improvising the answer) is refused by name. Files are read through the
+suite's reader (:mod:`producer.corpus_files`: no link out of the repo, regular files only, the
+suite's one size cap) and parsed under the corpus limits (:mod:`producer.corpus_parse`); they are
+never executed, and the repo's own server commands are never looked at beyond their names
+(docs/design/mocks.md).
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from engine.repo_files import resolve_inside
+from producer.corpus_parse import parse_json, parse_yaml
 from schemas.constants import EVALS_DIR
 from schemas.errors import BadCorpus
 
@@ -26,21 +28,19 @@ MAX_TOOLS = 100
 MAX_FILE_CHARS = 256_000
 TOOL_KEYS = frozenset({"type", "expect", "error", "description"})
 
+Reader = Callable[[str], str | None]
+"""Repo-relative path -> the file's text, or None when absent (``producer.interop.SuiteReader``)."""
 
-def _read(path: Path, file: str) -> str:
-    if path.is_symlink() or not path.is_file():
-        raise BadCorpus(file, "$", "is not a regular file; mock files are read only as regular files")
-    text = path.read_text(encoding="utf-8", errors="replace")
-    if len(text) > MAX_FILE_CHARS:
+
+def _read(read: Reader, file: str) -> str | None:
+    text = read(file)
+    if text is not None and len(text) > MAX_FILE_CHARS:
         raise BadCorpus(file, "$", f"is {len(text)} characters; at most {MAX_FILE_CHARS} are read")
     return text
 
 
 def _listed(text: str, file: str) -> dict[str, dict[str, Any]]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadCorpus(file, "$", f"not JSON: {exc.msg} at line {exc.lineno}") from exc
+    data = parse_json(text, file)
     tools = data.get("tools") if isinstance(data, dict) else None
     if not isinstance(tools, list) or len(tools) > MAX_TOOLS:
         raise BadCorpus(file, "$.tools", f"must be a list of at most {MAX_TOOLS} tools")
@@ -66,10 +66,7 @@ def _scripted(text: str, file: str) -> dict[str, Any]:
         end = text.find("\n---", 3)
         if end < 0:
             raise BadCorpus(file, "front matter", "opens with --- but never closes")
-        try:
-            meta = yaml.safe_load(text[3:end]) or {}
-        except yaml.YAMLError as exc:
-            raise BadCorpus(file, "front matter", f"not YAML: {str(exc).splitlines()[0]}") from exc
+        meta = parse_yaml(text[3:end], file, "front matter") or {}
         body = text[end + 4 :]
     if not isinstance(meta, dict) or set(meta) - TOOL_KEYS:
         raise BadCorpus(file, "front matter", f"must be a mapping of: {', '.join(sorted(TOOL_KEYS))}")
@@ -86,22 +83,34 @@ def _scripted(text: str, file: str) -> dict[str, Any]:
     return out
 
 
-def read_mocks(root: Path) -> list[dict[str, Any]]:
+def _folder(root: Path, rel: str) -> Path | None:
+    """The real folder ``rel`` names, or None when absent; a link (out of the repo: ``BadRepo``)
+    is refused, since the workspace hides the mocks by their path, not a link's target."""
+    real = resolve_inside(root, rel)
+    if (root / rel).is_symlink():
+        raise BadCorpus(rel, "$", "is a symbolic link; mock files are read only from regular folders")
+    return real if real is not None and real.is_dir() else None
+
+
+def read_mocks(root: Path, read: Reader) -> list[dict[str, Any]]:
     """Every mocked server under ``evals/mocks/``, as ``EvalCase.mocks`` entries (validated later)."""
-    folder = root / MOCKS_DIR
-    if folder.is_symlink() or not folder.is_dir():
+    folder = _folder(root, MOCKS_DIR)
+    if folder is None:
         return []
-    servers = sorted(d for d in folder.iterdir() if d.is_dir() and not d.is_symlink())
-    if len(servers) > MAX_SERVERS:
-        raise BadCorpus(MOCKS_DIR, "$", f"{len(servers)} servers; at most {MAX_SERVERS} are read")
+    names = sorted(d.name for d in folder.iterdir() if d.is_dir() or d.is_symlink())
+    if len(names) > MAX_SERVERS:
+        raise BadCorpus(MOCKS_DIR, "$", f"{len(names)} servers; at most {MAX_SERVERS} are read")
     out = []
-    for server in servers:
-        rel = f"{MOCKS_DIR}/{server.name}"
-        listing = server / "_tools.json"
-        tools = _listed(_read(listing, f"{rel}/_tools.json"), f"{rel}/_tools.json") if listing.exists() else {}
-        for md in sorted(server.glob("*.md")):
-            name = md.stem
-            tools.setdefault(name, {"name": name})
-            tools[name].update(_scripted(_read(md, f"{rel}/{md.name}"), f"{rel}/{md.name}"))
-        out.append({"name": server.name, "tools": list(tools.values())[:MAX_TOOLS]})
+    for name in names:
+        rel = f"{MOCKS_DIR}/{name}"
+        server = _folder(root, rel)
+        if server is None:
+            continue
+        listed = _read(read, f"{rel}/_tools.json")
+        tools = _listed(listed, f"{rel}/_tools.json") if listed is not None else {}
+        for md in sorted(p.name for p in server.glob("*.md")):
+            tool = md[: -len(".md")]
+            tools.setdefault(tool, {"name": tool})
+            tools[tool].update(_scripted(_read(read, f"{rel}/{md}") or "", f"{rel}/{md}"))
+        out.append({"name": name, "tools": list(tools.values())[:MAX_TOOLS]})
     return out
