@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from engine.records import load_calibration, load_manifest, load_outcomes
 from engine.segments import outcome_line, read_segment, segment_keys_in_store
 from engine.store import ArtifactStore
-from reducer.plugin_score import apply_threshold
 from reducer.scoring import ShardOutcome, reduce_run
 from reducer.stream import StreamReducer
 from schemas.manifest import RunManifest, RunOutline, grade_key, trajectory_key
@@ -88,16 +87,16 @@ def calibration_status(store: ArtifactStore, manifest: RunManifest) -> dict[str,
 
 
 def reduce_from_store(store: ArtifactStore, manifest: RunManifest, skipped: list[str] | None = None) -> RunResult:
-    result = reduce_run(
+    return reduce_run(
         manifest.plan,
         collect_outcomes(store, manifest),
         fail_under=manifest.settings.fail_under,
+        plugin_threshold=manifest.settings.plugin_threshold,
         regression_alpha=manifest.settings.regression_alpha,
         require_uplift=manifest.settings.require_uplift,
         calibration=calibration_status(store, manifest),
         skipped=skipped or list(manifest.skipped),
     )
-    return apply_threshold(result, manifest.settings.plugin_threshold)
 
 
 SEGMENT_READ_BATCH = 4
@@ -210,10 +209,10 @@ def reduce_streamed(store: ArtifactStore, outline: RunOutline, ended: int | None
     settings = manifest.settings
     result = reducer.result(
         fail_under=settings.fail_under,
+        plugin_threshold=settings.plugin_threshold,
         calibration=calibration_status(store, manifest),
         skipped=list(manifest.skipped),
         regression_alpha=settings.regression_alpha,
         require_uplift=settings.require_uplift,
     )
-    result = apply_threshold(result, settings.plugin_threshold)
     return StreamedReduce(result, lines, len(seen) + rebuilt, rebuilt, unreadable[0])

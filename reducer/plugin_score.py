@@ -2,8 +2,8 @@
 
 A run's score is the share of its graders that passed, weighted by the graders' weights (the
 composite of its verdicts); a case's score is the mean of its runs' scores; the suite's score is
-the mean of its cases' scores. With a threshold, a case passes when its score reaches it, and
-the suite fails when any case's score is below it. Only graded runs count: a run the evaluator
+the mean of its cases' scores. A case passes when its score reaches the case threshold, and
+the suite fails when any case's score is below it (reducer/threshold.py). Only graded runs count: a run the evaluator
 failed to grade (infra) has no score, which skill-eval's own gates report.
 """
 
@@ -14,8 +14,7 @@ from html import escape
 
 from reducer.html_parts import table
 from schemas.report import CaseRun, PluginCaseScore, PluginSuiteScore, RunResult, SkillResult
-from schemas.shard import CURRENT
-from schemas.status import ShardState, Verdict
+from schemas.status import ShardState
 
 PLUGIN_SUITE_PREFIX = "evals/*/ [plugin suite:"
 
@@ -54,26 +53,14 @@ def scores_from_sums(
     return out
 
 
-def below_threshold(skill: SkillResult, threshold: float) -> list[str]:
-    """One line per (model, case) whose score is below ``threshold``."""
+def below_threshold(skill: SkillResult, threshold: float, label: str) -> list[str]:
+    """One line per (model, case) whose score is below ``threshold`` (``label`` names it and its source)."""
     return [
-        f"{skill.skill}: plugin eval case {c.case_id} scores {c.score:.3f} with {s.model}, "
-        f"below --threshold {threshold:g}"
+        f"{skill.skill}: plugin eval case {c.case_id} scores {c.score:.3f} with {s.model}, below {label}"
         for s in skill.plugin_scores
         for c in s.cases
-        if c.score is not None and c.score < threshold
+        if c.score is not None and round(c.score, 12) < threshold
     ]
-
-
-def apply_threshold(result: RunResult, threshold: float | None) -> RunResult:
-    """``result`` with FAIL (unless BLOCKED) and a reason per plugin eval case below ``threshold``."""
-    if threshold is None or result.verdict is Verdict.BLOCKED:
-        return result
-    fails = [line for s in result.skills if s.variant == CURRENT for line in below_threshold(s, threshold)]
-    if not fails:
-        return result
-    reasons = result.reasons if result.verdict is Verdict.FAIL else []
-    return result.model_copy(update={"verdict": Verdict.FAIL, "reasons": [*fails, *reasons]})
 
 
 def _score(value: float | None) -> str:

@@ -11,6 +11,7 @@ from reducer.agreement import agreement_lines
 from reducer.plugin_score import plugin_score_lines
 from reducer.render_compare import comparison_section, quality_section
 from reducer.stream import ROWS_NOT_KEPT
+from reducer.threshold import case_threshold_label
 from schemas.report import CaseRun, ClusteredRate, RunResult, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import ShardState
@@ -98,7 +99,10 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
     parts = [s for s in result.skills if s.skill == skill]
     lines = [f"# skill-eval: {md(skill)}", ""]
     lines += [f"- run: `{result.run_id}`", f"- verdict: **{result.verdict.value}**"]
-    lines.append(f"- {result.threshold_label}: a corpus passes when its behavioural pass rate reaches it")
+    rule = "a corpus passes when its behavioural pass rate reaches it"
+    if any(p.plugin_scores for p in parts):
+        rule = "a plugin eval suite passes when every case's score reaches " + case_bar(result)
+    lines.append(f"- {result.threshold_label}: {rule}")
     lines += [f"- {md(k)}: {md(v)}" for k, v in meta.items()]
     for reason in result.reasons:
         lines.append(f"- reason: {md(reason)}")
@@ -113,7 +117,7 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
         lines += ["", "## Judge vs people", ""]
         lines += [f"- {md(line)}" for line in agreement_lines(result.human_agreement)]
     for part in parts:
-        lines += ["", *_variant_section(part, result.threshold)]
+        lines += ["", *_variant_section(part, result)]
     return "\n".join(lines) + "\n"
 
 
@@ -126,16 +130,23 @@ def clustered_sentence(c: ClusteredRate) -> str:
     )
 
 
-def corpus_status(s: SkillResult, threshold: float) -> str:
+def case_bar(result: RunResult) -> str:
+    """What a plugin eval case must score: ``--threshold`` when set, else the run's threshold."""
+    return case_threshold_label(result.threshold, result.threshold_source, result.plugin_threshold)
+
+
+def corpus_status(s: SkillResult, result: RunResult) -> str:
     """The current arm's verdict beside its headline (``FAIL (below threshold 1.0)``); empty for a
     baseline arm or an INCONCLUSIVE corpus, whose headline already says so."""
+    if s.verdict == "FAIL" and s.plugin_scores:
+        return f"FAIL (a plugin eval case below {case_bar(result)})"
     if s.verdict == "FAIL":
-        return f"FAIL (below threshold {threshold})"
+        return f"FAIL (below threshold {result.threshold})"
     return s.verdict if s.verdict in ("PASS", "NOT GRADED") else ""
 
 
-def _variant_section(s: SkillResult, threshold: float) -> list[str]:
-    status = corpus_status(s, threshold)
+def _variant_section(s: SkillResult, result: RunResult) -> list[str]:
+    status = corpus_status(s, result)
     out = [f"## {md(s.variant)}: {md(s.headline)}" + (f" — {status}" if status else ""), ""]
     out.append(
         f"Behavioural pass rate {s.behavioural.passed}/{s.behavioural.total} "
@@ -249,7 +260,7 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
         "judges": result.judges,
         "calibration": result.calibration,
         "template_hashes": result.template_hashes,
-        "threshold": {"value": result.threshold, "source": result.threshold_source},
+        "threshold": _threshold_doc(result),
         "usage": {k: v.model_dump() for k, v in usage.items()},
         "variants": [s.model_dump(mode="json") for s in result.skills if s.skill == skill],
         "comparisons": [c.model_dump(mode="json") for c in result.comparisons if c.skill == skill],
@@ -258,6 +269,13 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
         "human_agreement": [a.model_dump(mode="json") for a in result.human_agreement],
     }
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def _threshold_doc(result: RunResult) -> dict[str, object]:
+    doc: dict[str, object] = {"value": result.threshold, "source": result.threshold_source}
+    if result.plugin_threshold is not None:  # ``--threshold``: what every plugin eval case must score
+        doc["plugin_eval_cases"] = result.plugin_threshold
+    return doc
 
 
 def render_junit(result: RunResult) -> str:
@@ -277,7 +295,7 @@ def _junit_properties(result: RunResult, s: SkillResult) -> str:
         return ""
     props = [
         f"<property name={quoteattr(key)} value={quoteattr(value)}/>"
-        for key, value in (("verdict", s.verdict), ("threshold", f"{result.threshold} ({result.threshold_source})"))
+        for key, value in (("verdict", s.verdict), ("threshold", result.threshold_label.removeprefix("threshold ")))
     ]
     for c in result.comparisons:
         if c.skill != s.skill or c.model is not None:

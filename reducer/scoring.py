@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 
 from reducer.comparison import compare_all
 from reducer.gates import comparison_failures
-from reducer.plugin_score import is_plugin_suite, suite_scores
+from reducer.plugin_score import below_threshold, is_plugin_suite, suite_scores
 from reducer.quality import assess_assertions
 from reducer.sensitivity import sensitivity_warnings
 from reducer.stats import clustered_interval, mean_interval, pass_at_k, pass_hat_k, wilson
-from reducer.threshold import corpus_verdict, threshold_of, with_verdicts
+from reducer.threshold import case_threshold_label, corpus_verdict, threshold_of, with_verdicts
 from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import UNFINISHED, AssertionStat, CaseRun, ClusteredRate, ModelSummary, Rate, RunResult, SkillResult
@@ -314,6 +314,7 @@ def reduce_run(
     outcomes: Mapping[str, ShardOutcome],
     *,
     fail_under: float | None = None,
+    plugin_threshold: float | None = None,
     calibration: Mapping[str, CalibrationRecord] | None = None,
     skipped: Sequence[str] = (),
     template_hashes: Mapping[str, str] | None = None,
@@ -326,7 +327,8 @@ def reduce_run(
 
     ``skipped`` are the named errors of corpora left out before the run; ``already_reported``
     the corpora ``--all-evals`` left out because their bundle key already has a report;
-    ``regression_alpha`` and ``require_uplift`` are the comparison gates (:mod:`reducer.gates`).
+    ``regression_alpha`` and ``require_uplift`` are the comparison gates (:mod:`reducer.gates`);
+    ``plugin_threshold`` is ``--threshold``, what a plugin eval suite's every case must score.
     """
     skills: list[SkillResult] = []
     for variant in plan.variants:
@@ -338,7 +340,7 @@ def reduce_run(
             ]
             skills.append(reduce_skill(bundle, variant, shard_outcomes, plan.epochs))
     threshold, source = threshold_of(fail_under)
-    skills = with_verdicts(skills, threshold)
+    skills = with_verdicts(skills, threshold, plugin_threshold)
     current = [s for s in skills if s.variant == CURRENT]
     aggregate, aggregate_headline = aggregate_gate(current)
     calibration = dict(calibration or {})
@@ -355,6 +357,7 @@ def reduce_run(
             comparisons, skills, regression_alpha=regression_alpha, require_uplift=require_uplift
         ),
         comparison_warns=sensitivity_warnings(comparisons),
+        plugin_threshold=plugin_threshold,
     )
     return RunResult(
         run_id=plan.run_id,
@@ -375,6 +378,7 @@ def reduce_run(
         require_uplift=require_uplift,
         threshold=threshold,
         threshold_source=source,
+        plugin_threshold=plugin_threshold,
     )
 
 
@@ -399,6 +403,21 @@ def rank(board: Sequence[ModelSummary]) -> list[ModelSummary]:
     return sorted(board, key=lambda m: (m.composite_mean is None, -round(m.composite_mean or 0.0, 12), m.model))
 
 
+def _threshold_failures(
+    current: Sequence[SkillResult], threshold: float, source: str, plugin_threshold: float | None
+) -> list[str]:
+    """One reason per corpus below its threshold; a plugin eval suite's, one per case below it."""
+    label = case_threshold_label(threshold, source, plugin_threshold)
+    bar = threshold if plugin_threshold is None else plugin_threshold
+    fails = []
+    for s in current:
+        if corpus_verdict(s, threshold, plugin_threshold) != "FAIL":
+            continue
+        rate_line = f"behavioural pass rate {headline(s.behavioural)} is below the threshold {threshold} ({source})"
+        fails += below_threshold(s, bar, label) if s.plugin_scores else [f"{s.skill}: {rate_line}"]
+    return fails
+
+
 def decide_verdict(
     current: Sequence[SkillResult],
     all_skills: Sequence[SkillResult],
@@ -409,11 +428,13 @@ def decide_verdict(
     already_reported: Sequence[str] = (),
     comparison_fails: Sequence[str] = (),
     comparison_warns: Sequence[str] = (),
+    plugin_threshold: float | None = None,
 ) -> tuple[Verdict, list[str]]:
     """BLOCKED > FAIL > WARN > PASS, with every reason that applies.
 
     A conclusive corpus whose behavioural pass rate is below the threshold (``fail_under``, or
-    the default 1.0 when None) fails the run.
+    the default 1.0 when None) fails the run; a plugin eval suite fails it when a case scores
+    below ``plugin_threshold`` (``--threshold``), or below that threshold when None.
 
     A run with nothing to do because every valid corpus already has a report is not
     BLOCKED: those corpora were evaluated before; only the skipped ones (if any) warn.
@@ -426,11 +447,7 @@ def decide_verdict(
         return Verdict.BLOCKED, blocked or ["every corpus was skipped"]
     unavailable = {s.skill for s in all_skills if s.variant != CURRENT and s.blocked and s.behavioural.total == 0}
     threshold, source = threshold_of(fail_under)
-    fails = [
-        f"{s.skill}: behavioural pass rate {headline(s.behavioural)} is below the threshold {threshold} ({source})"
-        for s in current
-        if corpus_verdict(s, threshold) == "FAIL"
-    ]
+    fails = _threshold_failures(current, threshold, source, plugin_threshold)
     # Regressions and uplift are decided on the paired figures (reducer.gates).
     fails += comparison_fails
     if fails:
@@ -457,4 +474,7 @@ def decide_verdict(
         return Verdict.WARN, warns
     if not current and already_reported:
         return Verdict.PASS, [f"nothing to run: {len(already_reported)} corpora already reported (--force re-runs)"]
-    return Verdict.PASS, [f"all corpora graded and at or above the threshold {threshold} ({source}); no regression"]
+    passed = f"the threshold {threshold} ({source})"
+    if plugin_threshold is not None and any(s.plugin_scores for s in current):
+        passed += f", plugin eval cases at or above --threshold {plugin_threshold:g}"
+    return Verdict.PASS, [f"all corpora graded and at or above {passed}; no regression"]

@@ -402,6 +402,7 @@ class StreamReducer:
         self,
         *,
         fail_under: float | None = None,
+        plugin_threshold: float | None = None,
         calibration: Mapping[str, CalibrationRecord] | None = None,
         skipped: Sequence[str] = (),
         regression_alpha: float | None = None,
@@ -410,7 +411,8 @@ class StreamReducer:
         """The run's result from everything added so far (shards never seen count as not graded)."""
         plan = self.plan
         threshold, source = threshold_of(fail_under)
-        skills = with_verdicts([self._skill(b, v) for v in plan.variants for b in plan.bundles], threshold)
+        arms = [self._skill(b, v) for v in plan.variants for b in plan.bundles]
+        skills = with_verdicts(arms, threshold, plugin_threshold)
         current = [s for s in skills if s.variant == CURRENT]
         aggregate, aggregate_headline = aggregate_gate(current)
         calibration = dict(calibration or {})
@@ -427,6 +429,7 @@ class StreamReducer:
             skipped,
             comparison_fails=fails,
             comparison_warns=sensitivity_warnings(comparisons),
+            plugin_threshold=plugin_threshold,
         )
         texts = {
             (b.skill, case.id, i): str(getattr(a, "text", a))
@@ -454,6 +457,7 @@ class StreamReducer:
             require_uplift=require_uplift,
             threshold=threshold,
             threshold_source=source,
+            plugin_threshold=plugin_threshold,
         )
 
     def _planned_pairs(self) -> dict[tuple[str, str], dict[Key, Cell]]:

@@ -72,7 +72,7 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
     lines.append(result.threshold_label.replace("threshold ", "threshold: ", 1))
     for s in result.skills:
         infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v) or "none"
-        status = corpus_status(s, result.threshold)
+        status = corpus_status(s, result)
         mark = f"  {status}" if status else ""
         lines.append(f"skill: {s.skill} [{s.variant}]  cases: {s.cases}  result: {s.headline}{mark}")
         lines.append(f"  not graded (infra): {infra}; blocked: {s.blocked_count}")

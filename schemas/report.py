@@ -279,11 +279,16 @@ class RunResult(BaseModel):
     """Behavioural pass rate each corpus must reach to pass."""
     threshold_source: Literal["default", "--fail-under"] = "default"
     """Where the threshold came from."""
+    plugin_threshold: float | None = None
+    """``--threshold``: the score every case of a plugin eval suite must reach (None: the threshold above)."""
 
     @property
     def threshold_label(self) -> str:
-        """``threshold 1.0 (default)`` or ``threshold 0.8 (--fail-under)``."""
-        return f"threshold {self.threshold} ({self.threshold_source})"
+        """``threshold 1.0 (default)`` or ``threshold 0.8 (--fail-under)``, and ``--threshold`` when set."""
+        label = f"threshold {self.threshold} ({self.threshold_source})"
+        if self.plugin_threshold is not None:
+            label += f"; plugin eval cases: --threshold {self.plugin_threshold:g}"
+        return label
 
     human_agreement: list[Agreement] = Field(default_factory=list)
     """Each judge against people's labels of its verdicts (``skill-eval label``, the viewer): overall, then

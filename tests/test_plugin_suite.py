@@ -19,13 +19,14 @@ from harnesses.base import MOCK_FILE, MOCK_SERVER, HarnessRequest, Invoke
 from harnesses.claude_code import ClaudeCode
 from producer.case_terms import check_case_terms
 from producer.repo import Repo
-from reducer.plugin_score import apply_threshold, suite_scores
+from reducer.plugin_score import below_threshold, suite_scores
 from reducer.scoring import composite
+from reducer.threshold import case_threshold_label, with_verdicts
 from schemas.errors import BadCorpus
 from schemas.mocks import answer
-from schemas.report import CaseRun, RunResult, SkillResult
+from schemas.report import CaseRun, SkillResult
 from schemas.shard import RunPlan, SkillBundle
-from schemas.status import ShardState, Verdict
+from schemas.status import ShardState
 from schemas.trajectory import ToolCallEvent, ToolResultEvent, Trajectory
 from testkit.offline_server import OfflineModelServer
 from tests.executor_support import open_test_sandbox
@@ -175,21 +176,36 @@ def test_scores_match_the_hand_computed_ones(
     assert suite.score == pytest.approx((10 / 11 + 1 / 3) / 2)
 
 
-def _result(scores: list[float]) -> RunResult:
+def _suite(scores: list[float]) -> SkillResult:
     runs = [
         CaseRun(shard_id=f"s{i}", case_id=i, model=MODEL, epoch=1, state=ShardState.GRADED, composite=s)
         for i, s in enumerate(scores, start=1)
     ]
-    skill = SkillResult.model_construct(skill="forecast", variant="current", plugin_scores=suite_scores([1, 2], runs))
-    return RunResult.model_construct(run_id="r", verdict=Verdict.PASS, reasons=["all corpora graded"], skills=[skill])
+    return SkillResult.model_construct(
+        skill="forecast", variant="current", inconclusive=False, plugin_scores=suite_scores([1, 2], runs)
+    )
 
 
-def test_threshold_fails_the_run_when_any_case_is_below_it() -> None:
-    assert apply_threshold(_result([1.0, 0.9]), None).verdict is Verdict.PASS
-    assert apply_threshold(_result([1.0, 0.9]), 0.9).verdict is Verdict.PASS
-    failed = apply_threshold(_result([1.0, 0.89]), 0.9)
-    assert failed.verdict is Verdict.FAIL
-    assert failed.reasons == [f"forecast: plugin eval case 2 scores 0.890 with {MODEL}, below --threshold 0.9"]
+def _verdict(scores: list[float], threshold: float, plugin_threshold: float | None) -> str:
+    [suite] = with_verdicts([_suite(scores)], threshold, plugin_threshold)
+    return suite.verdict
+
+
+def test_a_plugin_suite_passes_only_when_every_case_reaches_its_threshold() -> None:
+    # Without --threshold a case must reach the run's threshold: 1.0 by default, or --fail-under.
+    assert _verdict([1.0, 1.0], 1.0, None) == "PASS"
+    assert _verdict([1.0, 0.9], 1.0, None) == "FAIL"
+    assert _verdict([1.0, 0.9], 0.9, None) == "PASS"
+    # --threshold is plugin eval's own: it is what every case must score, whatever the run's threshold.
+    assert _verdict([1.0, 0.9], 1.0, 0.9) == "PASS"
+    assert _verdict([1.0, 0.89], 0.5, 0.9) == "FAIL"
+    # Scores summed in another order must not cross the threshold by a rounding error.
+    assert _verdict([1.0, 0.1 + 0.2], 1.0, 0.3) == "PASS"
+    label = case_threshold_label(1.0, "default", 0.9)
+    assert below_threshold(_suite([1.0, 0.89]), 0.9, label) == [
+        f"forecast: plugin eval case 2 scores 0.890 with {MODEL}, below --threshold 0.9"
+    ]
+    assert case_threshold_label(1.0, "default", None) == "the threshold 1.0 (default)"
 
 
 def test_claude_code_gets_the_mocks_as_its_only_mcp_servers_and_only_the_allowed_tools() -> None:

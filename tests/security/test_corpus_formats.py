@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from producer.corpus_parse import MAX_INT_DIGITS
+from producer.interop_mocks import MAX_FILE_CHARS as MOCK_FILE_CHARS
 from producer.validation import MAX_CORPUS_BYTES, MAX_CORPUS_DEPTH
 from schemas.status import ExitCode
 from tests.security.harness import case, make_repo
@@ -151,5 +153,75 @@ def test_a_plugin_suite_is_held_to_the_one_size_cap_as_a_whole(tmp_path: Path) -
         folder = root / "evals" / f"big-{i}"
         folder.mkdir()
         (folder / "prompt.md").write_text("---\nskill: greeter\n---\n" + "x" * (MAX_CORPUS_BYTES // 2))
+    done = _validate(root)
+    _assert_named(done, f"BLOCKED_BAD_CORPUS: evals/: $: the suite's files are larger than {MAX_CORPUS_BYTES} bytes")
+
+
+def _mock_server(root: Path) -> Path:
+    """A plugin whose suite has one mocked server, ``evals/mocks/weather/``."""
+    _plugin(root)
+    server = root / "evals" / "mocks" / "weather"
+    server.mkdir(parents=True)
+    (server / "_tools.json").write_text(json.dumps({"tools": [{"name": "get_forecast"}]}))
+    (server / "get_forecast.md").write_text("---\ntype: fixed\n---\nsunny\n")
+    return server
+
+
+@pytest.mark.parametrize("linked", ["evals/mocks", "evals/mocks/weather"])
+def test_a_mocks_folder_linking_to_the_host_is_never_read(tmp_path: Path, linked: str) -> None:
+    root = _repo(tmp_path)
+    _mock_server(root)
+    host = _host_folder(tmp_path, "_tools.json", json.dumps({"tools": [{"name": SECRET, HOST_KEY: 1}]}))
+    (host / "get_forecast.md").write_text(f"---\ntype: fixed\n---\n{SECRET}\n")
+    if linked == "evals/mocks":
+        (host / "weather").mkdir()
+        (host / "_tools.json").rename(host / "weather" / "_tools.json")
+    shutil.rmtree(root / linked)
+    (root / linked).symlink_to(host)
+    done = _validate(root)
+    _assert_named(done, f"BLOCKED_BAD_REPO: {linked}: is a link out of the repo")
+    assert SECRET not in done.stdout + done.stderr and HOST_KEY not in done.stdout + done.stderr
+
+
+def test_a_mock_file_linking_to_the_host_is_never_read(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    server = _mock_server(root)
+    host = _host_folder(tmp_path, "answer.md", f"---\n{HOST_KEY}: 1\n---\n{SECRET}\n")
+    (server / "get_forecast.md").unlink()
+    (server / "get_forecast.md").symlink_to(host / "answer.md")
+    done = _validate(root)
+    _assert_named(done, "BLOCKED_BAD_CORPUS: evals/mocks/weather/get_forecast.md: $: is a symbolic link")
+    assert SECRET not in done.stdout + done.stderr and HOST_KEY not in done.stdout + done.stderr
+
+
+MOCK_FILES = {
+    "_tools.json": lambda value: json.dumps({"tools": [{"name": "get_forecast", "inputSchema": {"x": "V"}}]}).replace(
+        '"V"', value
+    ),
+    "get_forecast.md": lambda value: f"---\ntype: fixed\ndescription: {value}\n---\nsunny\n",
+}
+
+
+@pytest.mark.parametrize("name", MOCK_FILES)
+@pytest.mark.parametrize("kind", ["deep", "huge"])
+def test_a_mock_file_past_the_corpus_limits_is_bad_corpus_for_that_corpus_only(
+    tmp_path: Path, name: str, kind: str
+) -> None:
+    root = _repo(tmp_path)
+    server = _mock_server(root)
+    value = "[" * (MAX_CORPUS_DEPTH + 1) + "]" * (MAX_CORPUS_DEPTH + 1) if kind == "deep" else HUGE
+    (server / name).write_text(MOCK_FILES[name](value))
+    done = _validate(root)
+    _assert_named(done, f"BLOCKED_BAD_CORPUS: evals/mocks/weather/{name}: ")
+    problem = f"nested deeper than {MAX_CORPUS_DEPTH} levels" if kind == "deep" else "an integer of 5000 digits"
+    assert problem in done.stdout + done.stderr
+
+
+def test_the_mock_files_count_toward_the_suites_one_size_cap(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    server = _mock_server(root)
+    each = MOCK_FILE_CHARS - 100
+    for i in range(MAX_CORPUS_BYTES // each + 1):  # each mock under its own cap, the suite over the one cap
+        (server / f"tool_{i}.md").write_text("---\ntype: fixed\n---\n" + "x" * each)
     done = _validate(root)
     _assert_named(done, f"BLOCKED_BAD_CORPUS: evals/: $: the suite's files are larger than {MAX_CORPUS_BYTES} bytes")
