@@ -91,3 +91,24 @@ def test_a_plugin_suite_runs_as_written_and_is_scored_as_plugin_eval_scores_it(e
     finding = "mcp__weather__get_forecast: unexpected input city='Berlin' (expected /^(Paris|Oslo)$/)"
     assert all(r["mock_findings"] == [finding] for r in sunny)
     assert f"- **mock finding**: {md(finding)}" in markdown
+
+
+def test_threshold_is_what_every_case_must_score_whatever_the_runs_threshold(env: Env, tmp_path: Path) -> None:
+    repo = tmp_path / "plugin-weather"
+    shutil.copytree(FIXTURE, repo)
+    git_init(repo)
+
+    # oslo-rain scores 1/3: below the strict default 1.0, at or above --threshold 0.3, which decides.
+    res = env.run(repo, "--all-evals", "--runs", "2", "--threshold", "0.3", models=(MODEL,))
+
+    assert res.code == 0, res.stdout + res.stderr
+    doc, markdown = reports(env.out, "forecast", res.run_id)
+    assert doc["verdict"] == "PASS"
+    assert doc["threshold"] == {"value": 1.0, "source": "default", "plugin_eval_cases": 0.3}
+    [current] = [s for s in doc["variants"] if s["variant"] == "current"]
+    assert current["verdict"] == "PASS"
+    assert "- threshold 1.0 (default); plugin eval cases: --threshold 0.3: a plugin eval suite passes" in markdown
+    block = res.stdout[res.stdout.index("SKILL-EVAL COMPLETE") :].strip().splitlines()
+    assert "threshold: 1.0 (default); plugin eval cases: --threshold 0.3" in block
+    score = block.index("  plugin eval score (openai/exec-a): suite 0.667; cases 1=0.333, 2=1.000")
+    assert block[-1] == "verdict: PASS" and score < len(block) - 1
