@@ -10,11 +10,18 @@ from collections.abc import Mapping
 from html import escape
 
 from reducer.html_parts import Raw, heat, name, pct, table
+from reducer.threshold import case_bar
 from schemas.report import RunResult, SkillResult
 from schemas.shard import CURRENT
 
 REASONS_SHOWN = 5
 """Reasons listed under the verdict; the rest are one click away."""
+
+
+def _plugin_rule(result: RunResult) -> str:
+    if not any(s.plugin_scores for s in result.skills):
+        return ""
+    return f" A plugin eval suite passes when every case's score reaches {escape(case_bar(result))}."
 
 
 def headline(result: RunResult, meta: Mapping[str, str]) -> str:
@@ -34,7 +41,7 @@ def headline(result: RunResult, meta: Mapping[str, str]) -> str:
         f'<h1>skill-eval run {escape(result.run_id)} <span class="verdict {verdict}">{verdict}</span></h1>',
         f'<dl class="meta">{facts}</dl>',
         f"<p class='legend'>A corpus passes when its behavioural pass rate reaches the "
-        f"{escape(result.threshold_label)}.</p>",
+        f"{escape(result.threshold_label)}.{_plugin_rule(result)}</p>",
         listed,
     ]
     if result.aggregate_headline:

@@ -11,7 +11,7 @@ from reducer.agreement import agreement_lines
 from reducer.plugin_score import plugin_score_lines
 from reducer.render_compare import comparison_section, quality_section
 from reducer.stream import ROWS_NOT_KEPT
-from reducer.threshold import case_threshold_label
+from reducer.threshold import case_bar
 from schemas.report import CaseRun, ClusteredRate, RunResult, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import ShardState
@@ -128,11 +128,6 @@ def clustered_sentence(c: ClusteredRate) -> str:
         f"95% CI {_pct(c.low)}–{_pct(c.high)} over {c.clusters} cases, design effect {c.design_effect:.2f} "
         f"({c.method}: Wilson on the effective sample size, t on cases - 1 degrees of freedom)."
     )
-
-
-def case_bar(result: RunResult) -> str:
-    """What a plugin eval case must score: ``--threshold`` when set, else the run's threshold."""
-    return case_threshold_label(result.threshold, result.threshold_source, result.plugin_threshold)
 
 
 def corpus_status(s: SkillResult, result: RunResult) -> str:

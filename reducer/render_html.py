@@ -2,7 +2,8 @@
 
 Sections, each with a stable id: ``headline`` (verdict, the run's facts, threshold, reasons,
 gates), ``overview`` (several corpora: corpus by model and the leaderboard), ``corpora`` (one
-row per corpus and arm), ``models`` (per-model bars with 95% intervals), ``comparisons``
+row per corpus and arm), ``models`` (per-model bars with 95% intervals), ``plugin-scores``
+(Claude Code plugin eval suites: per-case and suite scores), ``comparisons``
 (with/without and old/new, with the paired figures),
 ``heatmap`` (model by assertion), ``usage`` (tokens and cost per model), ``quality``
 (assertion quality) and ``verdicts`` (every verdict with its evidence and, where one was

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from schemas.constants import DEFAULT_THRESHOLD
-from schemas.report import SkillResult
+from schemas.report import RunResult, SkillResult
 from schemas.shard import CURRENT
 
 
@@ -56,3 +56,8 @@ def case_threshold_label(threshold: float, source: str, plugin_threshold: float 
 def threshold_of(fail_under: float | None) -> tuple[float, Literal["default", "--fail-under"]]:
     """The threshold a run applies and where it came from (``--fail-under`` or the strict default)."""
     return (DEFAULT_THRESHOLD, "default") if fail_under is None else (fail_under, "--fail-under")
+
+
+def case_bar(result: RunResult) -> str:
+    """What a plugin eval case of ``result`` must score: ``--threshold`` when set, else the run's threshold."""
+    return case_threshold_label(result.threshold, result.threshold_source, result.plugin_threshold)

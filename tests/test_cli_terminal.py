@@ -40,12 +40,13 @@ def test_help_shows_no_python_types(command: str) -> None:
 
 def test_run_help_marks_the_required_options_and_names_values() -> None:
     text = cli("run", "--help", columns=200).stdout
-    lines = {line.split()[1]: line for line in text.splitlines() if line.startswith("│ --")}
+    # An option with an alias is listed as ``--epochs,--runs``: keyed by its first name.
+    lines = {line.split()[1].split(",")[0]: line for line in text.splitlines() if line.startswith("│ --")}
     assert "MODEL" in lines["--model"] and "[required, except with --dry-run]" in lines["--model"]
     assert "JUDGE" in lines["--judge"] and "[required, except with --dry-run]" in lines["--judge"]
     assert "bwrap|none" in lines["--sandbox"]
     assert "API-BASE" in lines["--api-base"]
-    assert "[required" not in lines["--epochs"]
+    assert "[required" not in lines["--epochs"] and "--runs" in lines["--epochs"]
 
 
 def test_grade_help_marks_its_required_options() -> None:

@@ -110,5 +110,7 @@ def test_threshold_is_what_every_case_must_score_whatever_the_runs_threshold(env
     assert "- threshold 1.0 (default); plugin eval cases: --threshold 0.3: a plugin eval suite passes" in markdown
     block = res.stdout[res.stdout.index("SKILL-EVAL COMPLETE") :].strip().splitlines()
     assert "threshold: 1.0 (default); plugin eval cases: --threshold 0.3" in block
+    [page] = [p for p in env.out.rglob("*.html") if res.run_id in p.read_text()]
+    assert "A plugin eval suite passes when every case's score reaches --threshold 0.3." in page.read_text()
     score = block.index("  plugin eval score (openai/exec-a): suite 0.667; cases 1=0.333, 2=1.000")
     assert block[-1] == "verdict: PASS" and score < len(block) - 1
