@@ -9,8 +9,8 @@ Every grader becomes one assertion with plugin eval's semantics and weight
 own limits, applied by the executor; ``context.scaffold_script`` (a ``*.sh`` file of the case
 folder) runs inside the sandbox before the agent. What cannot be run faithfully (``baseline``
 graders, ``context.add_dirs``, ``history_file``, ``append_system_prompt``) stops the suite
-with a named error rather than being dropped. Front matter is parsed with YAML's
-safe loader only.
+with a named error rather than being dropped. Front matter and ``case.yaml`` are parsed
+under the corpus limits (:func:`producer.corpus_parse.parse_yaml`: safe loader, no aliases).
 
 Case ids are the case folders in sorted order, from 1. A run's score is the weighted share of its
 assertions passed; a case's score is the mean over its runs (reducer/plugin_score.py).
