@@ -9,6 +9,7 @@ from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
 from reducer.render_compare import comparison_section, comparison_summary, noise_summary, quality_section
+from reducer.render_triggers import complete_lines, junit_suites, routing_section, trigger_section
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.report import CaseRun, ClusteredRate, RunResult, SkillResult
 from schemas.shard import CURRENT
@@ -88,6 +89,11 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
         for base in (p for p in parts if p.variant != CURRENT):
             lines += ["", *comparison_section(result, current, base)]
     lines += ["", *quality_section([q for q in result.assertion_quality if q.skill == skill])]
+    if result.triggers is not None:  # a trigger run: its shards hold no assertions, only what fired
+        return (
+            "\n".join([*lines, "", *trigger_section(result.triggers, skill), "", *routing_section(result.triggers)])
+            + "\n"
+        )
     for part in parts:
         lines += ["", *_variant_section(part)]
     return "\n".join(lines) + "\n"
@@ -213,6 +219,8 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
         "assertion_quality": [q.model_dump(mode="json") for q in result.assertion_quality if q.skill == skill],
         "gates": {"regression_alpha": result.regression_alpha, "require_uplift": result.require_uplift},
     }
+    if result.triggers is not None:
+        doc["triggers"] = result.triggers.model_dump(mode="json")
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -233,6 +241,7 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
         for c in result.comparisons
         if c.model is None and c.noise is not None
     ]
+    lines += complete_lines(result.triggers) if result.triggers is not None else []
     lines += [f"skipped: {s}" for s in result.skipped]
     if result.aggregate_headline:
         lines.append(result.aggregate_headline)
@@ -254,6 +263,7 @@ def render_junit(result: RunResult) -> str:
     arm's suite carries the paired comparisons as ``<properties>`` (difference, interval, p).
     """
     suites = "".join(_junit_suite(s, _junit_properties(result, s)) for s in result.skills)
+    suites += junit_suites(result.triggers) if result.triggers is not None else ""
     return '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>' + suites + "</testsuites>\n"
 
 

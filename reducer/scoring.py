@@ -22,12 +22,14 @@ from reducer.gates import comparison_failures
 from reducer.quality import assess_assertions
 from reducer.sensitivity import sensitivity_warnings
 from reducer.stats import clustered_interval, mean_interval, pass_at_k, pass_hat_k, wilson
+from reducer.triggers import plan_runs, trigger_pass_reason, trigger_report
 from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import AssertionStat, CaseRun, ClusteredRate, ModelSummary, Rate, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle
 from schemas.status import INFRA_FAILURES, SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
+from schemas.triggers import TriggerSettings
 from schemas.verdict import AssertionVerdict, ShardGrade
 
 
@@ -50,6 +52,8 @@ class ShardOutcome:
     """Harness executors: whether the harness loaded the skill (None: not recorded)."""
     rejected_calls: tuple[str, ...] = ()
     """Tool calls the harness's stream claimed that no proxied model response held."""
+    skills_fired: tuple[str, ...] | None = None
+    """Trigger runs: the skills the executor activated, in order (None: not a trigger run)."""
 
 
 def rate(passed: int, total: int, clusters: Sequence[tuple[int, int]] = ()) -> Rate:
@@ -268,13 +272,16 @@ def reduce_run(
     already_reported: Sequence[str] = (),
     regression_alpha: float | None = None,
     require_uplift: float | None = None,
+    triggers: TriggerSettings | None = None,
+    executor: str = "agent",
 ) -> RunResult:
     """The whole run: per corpus and variant, leaderboard, usage, paired comparisons, assertion
     quality, and the verdict with its reasons.
 
     ``skipped`` are the named errors of corpora left out before the run; ``already_reported``
     the corpora ``--all-evals`` left out because their bundle key already has a report;
-    ``regression_alpha`` and ``require_uplift`` are the comparison gates (:mod:`reducer.gates`).
+    ``regression_alpha`` and ``require_uplift`` are the comparison gates (:mod:`reducer.gates`);
+    ``triggers`` makes it a trigger run's reduce (:mod:`reducer.triggers`), gated by its thresholds.
     """
     skills: list[SkillResult] = []
     for variant in plan.variants:
@@ -289,6 +296,8 @@ def reduce_run(
     aggregate, aggregate_headline = aggregate_gate(current)
     calibration = dict(calibration or {})
     comparisons = compare_all(skills, plan.run_id)
+    fired = {k: o.skills_fired for k, o in outcomes.items() if o.state is ShardState.GRADED}
+    trigger = trigger_report(plan_runs(plan, fired), triggers, executor) if triggers is not None else None
     verdict, reasons = decide_verdict(
         current,
         skills,
@@ -299,9 +308,12 @@ def reduce_run(
         already_reported,
         comparison_fails=comparison_failures(
             comparisons, skills, regression_alpha=regression_alpha, require_uplift=require_uplift
-        ),
+        )
+        + (trigger.failures if trigger else []),
         comparison_warns=sensitivity_warnings(comparisons),
     )
+    if trigger is not None and verdict is Verdict.PASS:
+        reasons = [trigger_pass_reason(trigger)]
     usage: dict[str, Usage] = defaultdict(Usage)
     for s in skills:
         for r in s.runs:
@@ -325,6 +337,7 @@ def reduce_run(
         assertion_quality=assess_assertions(skills),
         regression_alpha=regression_alpha,
         require_uplift=require_uplift,
+        triggers=trigger,
     )
 
 

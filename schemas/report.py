@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from schemas.comparison import AssertionQuality, PairedComparison
 from schemas.status import SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
+from schemas.triggers import TriggerReport
 from schemas.verdict import AssertionVerdict, JudgeAnswer
 
 
@@ -220,3 +221,5 @@ class RunResult(BaseModel):
     """``--regression-alpha``: only a significant one-sided drop is a regression (None: any drop)."""
     require_uplift: float | None = None
     """``--require-uplift`` margin over the no-skill arm (None: not required)."""
+    triggers: TriggerReport | None = None
+    """``run --triggers``: recall, false triggers, the confusion table and routing matrix (None otherwise)."""

@@ -1,0 +1,122 @@
+"""The trigger figures in the reports: a markdown section per skill, the routing matrix, JUnit suites
+and the COMPLETE block's lines. Pure. Figures: :mod:`reducer.triggers`."""
+
+from __future__ import annotations
+
+import re
+from xml.sax.saxutils import escape, quoteattr
+
+from schemas.triggers import NO_ACTIVATION, Proportion, TriggerFigures, TriggerReport
+
+_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    """Text XML 1.0 can hold (control characters and lone surrogates dropped)."""
+    return _NOT_XML.sub("", text)
+
+
+def _md(text: object) -> str:
+    """Repo text (queries, skill names) as inert markdown: no table breaks, no markup, no HTML."""
+    out = str(text).replace("\\", "\\\\").replace("\r", " ").replace("\n", " ")
+    for ch in "|`*_[]<>#!":
+        out = out.replace(ch, "\\" + ch)
+    return out
+
+
+def proportion_text(p: Proportion) -> str:
+    """``3/4 (75.0%, 95% CI 30.1-95.4%)``; ``0/0 (not measured)`` when nothing counted."""
+    if p.rate is None:
+        return f"{p.hits}/{p.total} (not measured)"
+    return f"{p.hits}/{p.total} ({100 * p.rate:.1f}%, 95% CI {100 * p.low:.1f}-{100 * p.high:.1f}%)"
+
+
+def f1_text(f: TriggerFigures) -> str:
+    if f.f1 is None:
+        return "not measured"
+    bounds = f", range {100 * f.f1_low:.1f}-{100 * f.f1_high:.1f}%" if f.f1_low is not None and f.f1_high else ""
+    return f"{100 * f.f1:.1f}%{bounds}"
+
+
+def trigger_section(report: TriggerReport, skill: str) -> list[str]:
+    """The markdown of one skill's trigger figures, per model, with its queries and confusion table."""
+    lines = [f"## Trigger evaluation (first activation ends a query; at most {report.turns} turns)"]
+    for f in (f for f in report.figures if f.skill == skill):
+        lines += ["", f"### {_md(f.model)} ({_md(f.executor)})", ""]
+        lines.append(f"- recall (positives where the skill fired): {proportion_text(f.recall)}")
+        lines.append(f"- false-trigger rate (negatives where it fired): {proportion_text(f.false_trigger)}")
+        lines.append(f"- precision (its activations on positives): {proportion_text(f.precision)}")
+        lines.append(f"- F1: {f1_text(f)}")
+        if f.not_ended:
+            lines.append(f"- not counted: {f.not_ended} shard(s) ended without a record of what fired")
+        lines += ["", "| query | should fire | fired (epochs) | flaky | fired first instead |", "|---|---|---|---|---|"]
+        for q in f.queries:
+            instead = ", ".join(f"{_md(k)} x{v}" for k, v in q.instead.items()) or "-"
+            lines.append(
+                f"| {q.case_id}: {_md(q.query[:120])} | {'yes' if q.should_trigger else 'no'} | "
+                f"{q.fired}/{q.runs} | {'FLAKY' if q.flaky else '-'} | {instead} |"
+            )
+        if f.confusion:
+            lines += ["", "Missed positives, by what fired first instead:", ""]
+            lines += [
+                f"- {_md(k)}: {v} run(s)" + (" (no skill activated)" if k == NO_ACTIVATION else "")
+                for k, v in f.confusion.items()
+            ]
+    lines += [f"- gate failed: {_md(reason)}" for reason in report.failures if reason.startswith(skill + " (")]
+    return lines
+
+
+def routing_section(report: TriggerReport) -> list[str]:
+    """Skill x skill: for each skill's positive queries, which skill fired first (the diagonal is right)."""
+    if not report.routing:
+        return []
+    columns = sorted({c for row in report.routing.values() for c in row} | set(report.routing))
+    columns = [c for c in columns if c != NO_ACTIVATION] + [NO_ACTIVATION]
+    lines = ["## Routing matrix (rows: skill under test, positives only; columns: skill that fired first)", ""]
+    lines.append("| skill | " + " | ".join(_md(c) for c in columns) + " |")
+    lines.append("|---|" + "---|" * len(columns))
+    for skill, row in report.routing.items():
+        lines.append(f"| {_md(skill)} | " + " | ".join(str(row.get(c, 0)) for c in columns) + " |")
+    return lines
+
+
+def complete_lines(report: TriggerReport) -> list[str]:
+    """One line per skill and model for the COMPLETE block."""
+    return [
+        f"triggers {f.skill} ({f.model}): recall {proportion_text(f.recall)}; "
+        f"false triggers {proportion_text(f.false_trigger)}; F1 {f1_text(f)}"
+        for f in report.figures
+    ]
+
+
+def junit_suites(report: TriggerReport) -> str:
+    """One testsuite per skill and model, one testcase per query: a failure when the query's runs
+    mostly went the wrong way (fired on a negative, missed a positive)."""
+    out = []
+    for f in report.figures:
+        cases = []
+        failures = 0
+        for q in f.queries:
+            name = quoteattr(_xml(f"trigger{q.case_id} {q.query[:80]}"))
+            wrong = q.runs - q.fired if q.should_trigger else q.fired
+            if q.runs and wrong * 2 > q.runs:
+                failures += 1
+                what = "missed" if q.should_trigger else "false trigger"
+                body = escape(f"{what} in {wrong}/{q.runs} epoch(s)")
+                cases.append(
+                    f"<testcase classname={quoteattr(f.skill)} name={name}>"
+                    f"<failure message={quoteattr(what)}>{body}</failure></testcase>"
+                )
+            else:
+                cases.append(f"<testcase classname={quoteattr(f.skill)} name={name}/>")
+        props = "".join(
+            f"<property name={quoteattr(k)} value={quoteattr(str(v))}/>"
+            for k, v in (("recall", f.recall.rate), ("false_trigger", f.false_trigger.rate), ("f1", f.f1))
+        )
+        out.append(
+            f'<testsuite name={quoteattr(f"{f.skill}[triggers:{f.model}]")} tests="{len(cases)}" '
+            f'failures="{failures}" errors="0" skipped="0"><properties>{props}</properties>'
+            + "".join(cases)
+            + "</testsuite>"
+        )
+    return "".join(out)
