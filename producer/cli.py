@@ -53,6 +53,17 @@ from producer.repo import Repo
 from producer.request import RunRequest
 from producer.resubmit import CHOICES, parse_only, resubmit_run
 from producer.stored_run import rereport, run_status
+from producer.trigger_cli import (
+    DEFAULT_TURNS,
+    MaxFalseTriggerOpt,
+    MinRecallOpt,
+    TriggersOpt,
+    TriggerTurnsOpt,
+    trigger_dry_run,
+    trigger_settings,
+    validate_trigger_corpora,
+    without_trigger_only,
+)
 from schemas.constants import ALL_QUEUES, DEFAULT_REPORT_DIR
 from schemas.errors import ConfigError, SkillEvalError
 from schemas.export import json_schemas
@@ -203,7 +214,7 @@ def validate(skills: SkillsArg = None, all_evals: AllEvalsOpt = False, repo: Rep
     skills = skills or []
     _need_targets(skills, all_evals)
     r = Repo(_repo_folder(repo))
-    files = r.targets(skills, all_evals)
+    files = r.targets(without_trigger_only(r, skills), all_evals)
     bad = 0
     for outcome in r.load_many(files):
         if outcome.bundle:
@@ -216,7 +227,9 @@ def validate(skills: SkillsArg = None, all_evals: AllEvalsOpt = False, repo: Rep
         else:
             bad += 1
             out.print(str(outcome.error), markup=False, highlight=False)
-    if not files:
+    checked = validate_trigger_corpora(r, skills, all_evals, out)
+    bad += checked.bad
+    if not files and not checked.files:
         out.print(f"no corpora found under {r.root}/evals/")
     raise typer.Exit(ExitCode.BLOCKED if bad else ExitCode.PASS)
 
@@ -289,11 +302,18 @@ def run(
         bool,
         typer.Option("--json", help="With --dry-run: print the plan as one JSON object.", rich_help_panel=REPORTED),
     ] = False,
+    triggers: TriggersOpt = False,
+    trigger_turns: TriggerTurnsOpt = DEFAULT_TURNS,
+    min_recall: MinRecallOpt = None,
+    max_false_trigger: MaxFalseTriggerOpt = None,
 ) -> None:
     """Evaluate skills: plan, shard onto the queues, execute, grade, reduce, report. Exit code is the verdict's."""
     skills = skills or []
     _need_targets(skills, all_evals)
     check_arms(baseline, require_uplift, regression_alpha, compare)
+    trigger_run = trigger_settings(triggers, trigger_turns, min_recall, max_false_trigger, executor)
+    if dry_run and trigger_run is not None:
+        trigger_dry_run(skills, all_evals, _repo_folder(repo), model or ["(unspecified)"], epochs, trigger_turns, out)
     if dry_run:
         variants = arm_variants(compare, baseline)
         _dry_run(
@@ -308,7 +328,9 @@ def run(
             store=store,
         )
         return
-    if not model or not judge:
+    if trigger_run is not None:
+        judge = judge or []  # accepted and unused: what fired is read from the record, not judged
+    if not model or (not judge and trigger_run is None):
         raise ConfigError("--model and --judge are required (litellm model names; see README)")
     check_executor(executor)
     if invoke not in ("explicit", "implicit"):
@@ -321,7 +343,7 @@ def run(
         all_evals=all_evals,
         repo=repo_folder,
         models=model,
-        judges=judge,
+        judges=judge if trigger_run is None and judge else [],
         epochs=epochs,
         out=out_dir,
         workers=workers,
@@ -336,14 +358,16 @@ def run(
             executor=executor,
             invoke=invoke,  # type: ignore[arg-type]  # checked above
             strict_evidence=strict_evidence,
-            calibrate=not no_calibration,
+            calibrate=not no_calibration and trigger_run is None,
             fail_under=fail_under,
             regression_alpha=regression_alpha,
             require_uplift=require_uplift,
             max_cost_usd=max_cost or None,
             max_tokens=max_tokens,
             models=_run_models(load_model_config(config, api_base, untrusted=repo_folder), workers, settings),
+            triggers=trigger_run,
         ),
+        triggers=trigger_run is not None,
     )
     conclude(run_evaluation(req, settings, out, err))
 

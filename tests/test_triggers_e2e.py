@@ -1,0 +1,116 @@
+"""End to end: ``skill-eval run SKILL --triggers`` with the built-in agent against the offline model server.
+
+Three skills are installed; the scenario scripts, per query, which skill the model loads (or none),
+so the figures are known in advance: a hit by a plugin-qualified name, a miss where another skill
+fired, a miss where none fired (ended by --trigger-turns), a false trigger, and a true negative.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testkit.offline_server import OfflineModelServer
+from tests.e2e_support import Env, checked_env, git_init, new_repo, reports
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+SKILLS = {
+    "pdf-tools": "Extracts text and images from PDF documents.",
+    "csv-clean": "Cleans and reshapes CSV spreadsheets.",
+    "release-notes": "Writes release notes from the git history.",
+}
+QUERIES = [
+    # (id, query, should_trigger, what the scripted model does)
+    (1, "Pull the text out of report.pdf please", True, "pdf:pdf-tools"),
+    (2, "Get the tables from invoice.pdf into a spreadsheet", True, "csv-clean"),
+    (3, "Look at scan.pdf and tell me what it says", True, None),
+    (4, "Summarize what changed since v1.2", False, "pdf-tools"),
+    (5, "What is the capital of France", False, "answer"),
+]
+MARKERS = {1: "report.pdf", 2: "invoice.pdf", 3: "scan.pdf", 4: "since v1.2", 5: "capital of France"}
+
+
+@pytest.fixture
+def server() -> Iterator[OfflineModelServer]:
+    with OfflineModelServer({"rules": []}) as s:
+        yield s
+
+
+@pytest.fixture
+def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
+    with checked_env(tmp_path / "e2e", server.base_url) as e:
+        yield e
+
+
+def trigger_repo(path: Path) -> Path:
+    repo = new_repo(path)
+    for name, description in SKILLS.items():
+        folder = repo / "skills" / name
+        folder.mkdir(parents=True)
+        (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n\nBody.\n")
+    (repo / "evals").mkdir()
+    triggers = [{"id": i, "query": q, "should_trigger": s} for i, q, s, _ in QUERIES]
+    (repo / "evals" / "pdf-tools.triggers.json").write_text(json.dumps({"skill_name": "pdf-tools", "triggers": triggers}))
+    git_init(repo)
+    return repo
+
+
+def rule(case_id: int, action: str | None) -> dict[str, Any]:
+    marker = MARKERS[case_id]
+    if action is None:  # looks around with the shell and never loads a skill
+        replies: list[dict[str, Any]] = [{"tool_calls": [{"name": "shell", "arguments": {"command": "ls"}}]}]
+    elif action == "answer":
+        replies = [{"text": "Paris."}]
+    else:
+        replies = [{"tool_calls": [{"name": "load_skill", "arguments": {"name": action}}]}, {"text": "(loaded)"}]
+    return {"name": marker, "tools": True, "contains": marker, "replies": replies}
+
+
+def calls_for(server: OfflineModelServer, marker: str) -> int:
+    return sum(marker in json.dumps(r.get("messages", [])) for r in server.requests())
+
+
+def test_trigger_run_counts_hits_misses_by_what_fired_false_triggers_and_stops_early(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    repo = trigger_repo(tmp_path / "repo")
+    server.set_scenario({"rules": [rule(i, a) for i, _, _, a in QUERIES], "default": {"text": "(no script)"}})
+    checked = env.cli("validate", "pdf-tools", "--repo", str(repo))
+    assert "OK evals/pdf-tools.triggers.json: 3 positive, 2 negative queries" in checked.stdout, checked.stdout
+
+    dry = env.cli("run", "pdf-tools", "--triggers", "--dry-run", "--trigger-turns", "2", "--repo", str(repo))
+    assert dry.code == 0, dry.stdout + dry.stderr
+    assert "3 positive, 2 negative; 5 shards" in dry.stdout
+    assert "at most 10 model calls (2 turns per shard" in dry.stdout
+
+    args = ("--triggers", "--trigger-turns", "2", "--min-recall", "0.5")
+    result = env.run(repo, "pdf-tools", *args)
+    assert result.code == 1, result.stdout + result.stderr  # FAIL: recall 1/3 is below 50%
+    assert "reason: pdf-tools (openai/exec-a): recall 1/3 (33.3%) is below 50%" in result.stdout
+    assert "false triggers 1/2 (50.0%" in result.stdout
+
+    doc, text = reports(env.out, "pdf-tools", result.run_id)
+    (f,) = doc["triggers"]["figures"]
+    assert (f["recall"]["hits"], f["recall"]["total"]) == (1, 3)
+    assert (f["false_trigger"]["hits"], f["false_trigger"]["total"]) == (1, 2)
+    assert (f["precision"]["hits"], f["precision"]["total"]) == (1, 2)
+    assert f["f1"] == pytest.approx(0.4)
+    # The miss where csv-clean fired is counted apart from the miss where nothing fired.
+    assert f["confusion"] == {"(none)": 1, "csv-clean": 1}
+    assert doc["triggers"]["routing"] == {"pdf-tools": {"(none)": 1, "csv-clean": 1, "pdf-tools": 1}}
+    assert "Missed positives, by what fired first instead" in text
+    assert "| 4: Summarize what changed since v1.2 | no | 1/1 |" in text
+
+    # Early stop: an activation ends the shard after its turn, a query without one after --trigger-turns.
+    assert calls_for(server, "report.pdf") == 1
+    assert calls_for(server, "invoice.pdf") == 1
+    assert calls_for(server, "since v1.2") == 1
+    assert calls_for(server, "capital of France") == 1
+    assert calls_for(server, "scan.pdf") == 2
+    # No judge was called: no request of the run is a grading request.
+    assert not any("assertion" in json.dumps(r.get("messages", [])).lower() for r in server.requests())
