@@ -100,8 +100,12 @@ def trigger_dry_run(
 def without_trigger_only(repo: Repo, skills: list[str]) -> list[str]:
     """The named skills less those with a trigger corpus and no behavioural one (``validate`` checks
     what a skill has)."""
+    # A name that is not kebab-case goes on to the corpus check, which names the error.
     return [
-        s for s in skills if not (repo.inside(trigger_file(s)) is not None and not repo.has_file(repo.corpus_path(s)))
+        s
+        for s in skills
+        if not SKILL_NAME_RE.match(s)
+        or not (repo.inside(trigger_file(s)) is not None and not repo.has_file(repo.corpus_path(s)))
     ]
 
 
@@ -117,7 +121,7 @@ def validate_trigger_corpora(repo: Repo, skills: list[str], all_evals: bool, out
         folder = repo.inside("evals")
         files = sorted(f"evals/{p.name}" for p in folder.glob("*.triggers.json")) if folder is not None else []
     else:
-        files = [trigger_file(s) for s in skills if repo.inside(trigger_file(s)) is not None]
+        files = [trigger_file(s) for s in skills if SKILL_NAME_RE.match(s) and repo.inside(trigger_file(s)) is not None]
     bad = 0
     for o in load_trigger_bundles(repo, files):
         if o.bundle and o.bundle.triggers:
