@@ -88,12 +88,10 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
     if current is not None:
         for base in (p for p in parts if p.variant != CURRENT):
             lines += ["", *comparison_section(result, current, base)]
-    lines += ["", *quality_section([q for q in result.assertion_quality if q.skill == skill])]
     if result.triggers is not None:  # a trigger run: its shards hold no assertions, only what fired
-        return (
-            "\n".join([*lines, "", *trigger_section(result.triggers, skill), "", *routing_section(result.triggers)])
-            + "\n"
-        )
+        lines += ["", *trigger_section(result.triggers, skill), "", *routing_section(result.triggers)]
+        return "\n".join(lines) + "\n"
+    lines += ["", *quality_section([q for q in result.assertion_quality if q.skill == skill])]
     for part in parts:
         lines += ["", *_variant_section(part)]
     return "\n".join(lines) + "\n"
@@ -229,6 +227,9 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
     lines = ["SKILL-EVAL COMPLETE", f"run: {result.run_id}", f"verdict: {result.verdict.value}"]
     for s in result.skills:
         infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v) or "none"
+        if result.triggers is not None:  # no assertions: the figures follow below
+            lines += [f"skill: {s.skill} [triggers]  queries: {s.cases}", f"  not run to an end (infra): {infra}"]
+            continue
         lines.append(f"skill: {s.skill} [{s.variant}]  cases: {s.cases}  result: {s.headline}")
         lines.append(f"  not graded (infra): {infra}; blocked: {len(s.blocked)}")
         for r in s.runs:

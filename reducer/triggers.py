@@ -76,7 +76,7 @@ def query_rates(runs: Sequence[TriggerRun]) -> list[QueryRate]:
                 fired=fired,
                 runs=len(ended),
                 flaky=0 < fired < len(ended),
-                instead=dict(sorted(Counter(r.first for r in ended if not r.hit).items())),
+                instead=dict(sorted(Counter(r.first for r in ended if r.should_trigger and not r.hit).items())),
             )
         )
     return out

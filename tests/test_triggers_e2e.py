@@ -55,7 +55,9 @@ def trigger_repo(path: Path) -> Path:
         (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n\nBody.\n")
     (repo / "evals").mkdir()
     triggers = [{"id": i, "query": q, "should_trigger": s} for i, q, s, _ in QUERIES]
-    (repo / "evals" / "pdf-tools.triggers.json").write_text(json.dumps({"skill_name": "pdf-tools", "triggers": triggers}))
+    (repo / "evals" / "pdf-tools.triggers.json").write_text(
+        json.dumps({"skill_name": "pdf-tools", "triggers": triggers})
+    )
     git_init(repo)
     return repo
 
