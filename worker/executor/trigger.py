@@ -19,6 +19,7 @@ from pathlib import Path
 
 from engine.repo_files import gutted_skill, read_inside
 from schemas.constants import SKILL_FILE, SKILL_NAME_RE, SKILLS_DIR
+from schemas.errors import BadRepo
 from schemas.manifest import AgentBudget
 from schemas.trajectory import EndReason, ToolCallEvent, ToolResultEvent, Trajectory
 from worker.executor.agent import _Loop
@@ -75,7 +76,10 @@ def skill_catalogue(root: Path) -> list[CatalogueEntry]:
     names = sorted(p.name for p in folder.iterdir() if SKILL_NAME_RE.match(p.name)) if folder.is_dir() else []
     out = []
     for name in names[:MAX_CATALOGUE_SKILLS]:
-        text = read_inside(Path(os.path.realpath(root)), f"{SKILLS_DIR}/{name}/{SKILL_FILE}")
+        try:
+            text = read_inside(Path(os.path.realpath(root)), f"{SKILLS_DIR}/{name}/{SKILL_FILE}")
+        except BadRepo:  # a SKILL.md linking out of the workspace is not an installed skill: never read
+            continue
         if text is not None:
             out.append(CatalogueEntry(name, front_matter_description(text)[:MAX_DESCRIPTION_CHARS]))
     return out
