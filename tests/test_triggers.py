@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
+from harnesses.activations import skills_fired
 from producer.trigger_validation import validate_triggers
 from reducer.render_triggers import junit_suites, routing_section, trigger_section
 from reducer.triggers import TriggerRun, f1_score, gate_failures, proportion, trigger_report
 from schemas.errors import BadCorpus
+from schemas.trajectory import ToolCallEvent
 from schemas.triggers import NO_ACTIVATION, TriggerSettings
 from worker.executor.trigger import catalogue_message, front_matter_description, skill_catalogue
 
@@ -177,3 +179,45 @@ def test_the_catalogue_lists_folder_names_and_a_description_cannot_forge_a_line(
     listed = [line for line in message.splitlines() if line.startswith("- ")]
     assert [line.split(":")[0] for line in listed] == ["- good", "- sly", "- x"]
     assert message.count("\n- ") == 3
+
+
+# --- activation per executor, from the record -----------------------------------------------
+def _call(tool: str, **arguments: Any) -> ToolCallEvent:
+    return ToolCallEvent(call_id=tool, name=tool, arguments=arguments)
+
+
+INSTALLED = ("pdf-tools", "csv-clean")
+
+
+def test_claude_code_activations_plain_slash_and_plugin_qualified_and_skill_md_reads() -> None:
+    events = [
+        _call("Bash", command="ls"),
+        _call("Skill", skill="zuvo:csv-clean"),
+        _call("Skill", skill="/pdf-tools"),
+        _call("Skill", skill="zuvo:not-installed"),
+        _call("Skill", skill="csv-clean"),
+    ]
+    assert skills_fired("claude-code", events, INSTALLED) == ["csv-clean", "pdf-tools"]
+    reads = [
+        _call("Read", file_path="/w/.claude/skills/pdf-tools/SKILL.md"),
+        _call("Write", file_path="skills/csv-clean/SKILL.md"),
+    ]
+    assert skills_fired("claude-code", reads, INSTALLED) == ["pdf-tools"]
+
+
+def test_codex_activation_is_a_command_reading_the_skill_md() -> None:
+    events = [
+        _call("shell", command="cat ~/.agents/skills/csv-clean/SKILL.md"),
+        _call("shell", command="cat skills/evil/SKILL.md skills/pdf-tools/SKILL.md"),
+        _call("Skill", skill="pdf-tools"),
+    ]
+    assert skills_fired("codex", events, INSTALLED) == ["csv-clean", "pdf-tools"]
+
+
+def test_the_built_in_agent_activates_through_load_skill_only() -> None:
+    events = [
+        _call("shell", command="cat skills/pdf-tools/SKILL.md"),  # reading is not loading here
+        _call("load_skill", name="plugin:csv-clean"),
+        _call("load_skill", name=["pdf-tools"]),
+    ]
+    assert skills_fired("agent", events, INSTALLED) == ["csv-clean"]

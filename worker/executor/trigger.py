@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from engine.repo_files import gutted_skill, read_inside
+from harnesses.activations import skills_fired
 from schemas.constants import SKILL_FILE, SKILL_NAME_RE, SKILLS_DIR
 from schemas.errors import BadRepo
 from schemas.manifest import AgentBudget
@@ -172,7 +173,8 @@ def run_trigger_agent(
         usage=loop.usage,
         waited_s=round(min(loop.waited_s, time.monotonic() - begun), 3),
         template_hashes={"executor": TRIGGER_TEMPLATE},
-        skills_fired=list(loop.fired),
+        # Read back from the record, as for every executor (the loop's own list only decides the stop).
+        skills_fired=skills_fired("agent", loop.events, loop.installed),
         started_at=started_at,
         finished_at=datetime.now(UTC),
     )
