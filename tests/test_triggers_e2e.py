@@ -47,8 +47,11 @@ def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
         yield e
 
 
-def trigger_repo(path: Path) -> Path:
+def trigger_repo(path: Path, plugin: str | None = None) -> Path:
     repo = new_repo(path)
+    if plugin is not None:  # a Claude Code plugin: its skills are known as <plugin>:<skill>
+        (repo / ".claude-plugin").mkdir()
+        (repo / ".claude-plugin" / "plugin.json").write_text(json.dumps({"name": plugin, "version": "1.0.0"}))
     for name, description in SKILLS.items():
         folder = repo / "skills" / name
         folder.mkdir(parents=True)

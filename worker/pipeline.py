@@ -81,7 +81,7 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
             skill_text, agents = read_skill(ws.path, shard.skill)
         budget = settings.budget
         limits = SandboxLimits(timeout_s=budget.command_timeout_s)
-        if settings.triggers is not None:
+        if settings.triggers is not None and settings.executor == "agent":
             from worker.executor.trigger import run_trigger_agent
 
             return run_trigger_agent(
