@@ -16,7 +16,7 @@ import pytest
 
 from testkit.offline_server import OfflineModelServer
 from tests.e2e_support import Env, checked_env, reports, scenario
-from tests.test_harness_e2e import CANARY_RULE, MODEL, bash, skill_call
+from tests.test_harness_e2e import CANARY_RULE, CODEX_MODEL, CODEX_RULES, MODEL, bash, shell, skill_call
 from tests.test_triggers_e2e import trigger_repo
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -61,3 +61,35 @@ def test_claude_code_trigger_run_reads_plugin_qualified_skill_calls(
     # The query without an activation was stopped by the trigger turns (the proxy's cap), not run long.
     scans = [r for r in server.requests() if "scan.pdf" in json.dumps(r.get("messages", []))]
     assert 1 <= len(scans) <= 2
+
+
+def _codex_rules() -> list[dict[str, Any]]:
+    def reads(skill: str) -> dict[str, Any]:
+        return shell(f"cat ~/.agents/skills/{skill}/SKILL.md")
+
+    return [
+        CODEX_RULES[0],  # the canary
+        {"contains": "report.pdf", "replies": [reads("pdf-tools"), {"text": "Loaded."}]},
+        {"contains": "invoice.pdf", "replies": [reads("csv-clean"), {"text": "Loaded."}]},
+        {"contains": "scan.pdf", "replies": [shell("ls")]},
+        {"contains": "since v1.2", "replies": [reads("pdf-tools"), {"text": "Loaded."}]},
+        {"contains": "capital of France", "replies": [{"text": "Paris."}]},
+    ]
+
+
+def test_codex_trigger_run_reads_activation_as_a_command_opening_the_skill_md(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    server.set_scenario(scenario(_codex_rules(), []))
+    repo = trigger_repo(tmp_path / "repo")
+    args = ("--triggers", "--trigger-turns", "2", "--executor", "codex", "--min-recall", "0.3")
+    res = env.run(repo, "pdf-tools", *args, models=(CODEX_MODEL,))
+
+    assert res.code == 0, res.stdout + res.stderr  # recall 1/3 meets 30%; nothing else gated
+    assert "every trigger query ran; no trigger gate failed" in res.stdout
+    doc, _ = reports(env.out, "pdf-tools", res.run_id)
+    (f,) = doc["triggers"]["figures"]
+    assert f["executor"] == "codex"
+    assert (f["recall"]["hits"], f["recall"]["total"]) == (1, 3)
+    assert (f["false_trigger"]["hits"], f["false_trigger"]["total"]) == (1, 2)
+    assert f["confusion"] == {"(none)": 1, "csv-clean": 1}
