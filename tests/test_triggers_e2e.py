@@ -119,3 +119,59 @@ def test_trigger_run_counts_hits_misses_by_what_fired_false_triggers_and_stops_e
     assert calls_for(server, "scan.pdf") == 2
     # No judge was called: no request of the run is a grading request.
     assert not any("assertion" in json.dumps(r.get("messages", [])).lower() for r in server.requests())
+
+
+CSV_QUERIES = [
+    (11, "Dedupe the rows in people.csv", True, "csv-clean"),
+    (12, "Reshape sales.csv from long to wide", True, "pdf-tools"),  # collides with pdf-tools
+    (13, "Tell me a joke about ducks", False, "answer"),
+]
+MARKERS.update({11: "people.csv", 12: "sales.csv", 13: "about ducks"})
+
+
+def test_all_evals_triggers_reports_the_routing_matrix_across_skills(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    repo = trigger_repo(tmp_path / "repo")
+    triggers = [{"id": i, "query": q, "should_trigger": s} for i, q, s, _ in CSV_QUERIES]
+    (repo / "evals" / "csv-clean.triggers.json").write_text(
+        json.dumps({"skill_name": "csv-clean", "triggers": triggers})
+    )
+    git_init(repo)  # a second commit on top of the first
+    rules = [rule(i, a) for i, _, _, a in [*QUERIES, *CSV_QUERIES]]
+    server.set_scenario({"rules": rules, "default": {"text": "(no script)"}})
+
+    result = env.run(repo, "--all-evals", "--triggers", "--trigger-turns", "1")
+    assert result.code == 0, result.stdout + result.stderr
+    doc, text = reports(env.out, "csv-clean", result.run_id)
+    assert doc["triggers"]["routing"] == {
+        "csv-clean": {"csv-clean": 1, "pdf-tools": 1},
+        "pdf-tools": {"(none)": 1, "csv-clean": 1, "pdf-tools": 1},
+    }
+    assert "| csv-clean | 1 | 1 | 0 |" in text  # columns: csv-clean, pdf-tools, (none)
+    assert "| pdf-tools | 1 | 1 | 1 |" in text
+    assert {f["skill"] for f in doc["triggers"]["figures"]} == {"csv-clean", "pdf-tools"}
+    assert "triggers csv-clean (openai/exec-a): recall 1/2 (50.0%" in result.stdout
+
+
+def test_a_zuvo_sized_repo_plans_every_trigger_set_with_its_cost_estimate(env: Env, tmp_path: Path) -> None:
+    repo = new_repo(tmp_path / "zuvo")
+    (repo / "evals").mkdir()
+    for n in range(57):
+        name = f"skill-{n:02d}"
+        (repo / "skills" / name).mkdir(parents=True)
+        (repo / "skills" / name / "SKILL.md").write_text(
+            f"---\nname: {name}\ndescription: Does task {n}.\n---\nBody.\n"
+        )
+        cases = [
+            {"id": 1, "query": f"please do task {n}", "should_trigger": True},
+            {"id": 2, "query": "unrelated chatter", "should_trigger": False},
+        ]
+        (repo / "evals" / f"{name}.triggers.json").write_text(json.dumps({"skill_name": name, "triggers": cases}))
+    git_init(repo)
+    dry = env.cli("run", "--all-evals", "--triggers", "--dry-run", "--model", "openai/exec-a", "--repo", str(repo))
+    assert dry.code == 0, dry.stdout + dry.stderr
+    assert dry.stdout.count(": 1 positive, 1 negative; 2 shards") == 57
+    assert "installed skills (distractors included): 57" in dry.stdout
+    assert "shards = queries x models x epochs = 114" in dry.stdout
+    assert "at most 342 model calls (3 turns per shard" in dry.stdout
