@@ -154,24 +154,46 @@ def test_all_evals_triggers_reports_the_routing_matrix_across_skills(
     assert "triggers csv-clean (openai/exec-a): recall 1/2 (50.0%" in result.stdout
 
 
-def test_a_zuvo_sized_repo_plans_every_trigger_set_with_its_cost_estimate(env: Env, tmp_path: Path) -> None:
+def test_a_zuvo_sized_repo_plans_runs_and_reduces_its_routing_matrix(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
     repo = new_repo(tmp_path / "zuvo")
     (repo / "evals").mkdir()
+    rules = []
     for n in range(57):
         name = f"skill-{n:02d}"
         (repo / "skills" / name).mkdir(parents=True)
-        (repo / "skills" / name / "SKILL.md").write_text(
-            f"---\nname: {name}\ndescription: Does task {n}.\n---\nBody.\n"
-        )
+        skill_md = f"---\nname: {name}\ndescription: Does task {n}.\n---\nBody.\n"
+        (repo / "skills" / name / "SKILL.md").write_text(skill_md)
         cases = [
-            {"id": 1, "query": f"please do task {n}", "should_trigger": True},
+            {"id": 1, "query": f"please do task number {n}.", "should_trigger": True},
             {"id": 2, "query": "unrelated chatter", "should_trigger": False},
         ]
         (repo / "evals" / f"{name}.triggers.json").write_text(json.dumps({"skill_name": name, "triggers": cases}))
+        # Every tenth description collides with the next skill's: its positive loads that one.
+        target = f"skill-{(n + 1) % 57:02d}" if n % 10 == 0 else name
+        load = {"tool_calls": [{"name": "load_skill", "arguments": {"name": target}}]}
+        rules.append({"contains": f"task number {n}.", "tools": True, "replies": [load]})
     git_init(repo)
+    server.set_scenario({"rules": rules, "default": {"text": "(no skill needed)"}})
+
     dry = env.cli("run", "--all-evals", "--triggers", "--dry-run", "--model", "openai/exec-a", "--repo", str(repo))
     assert dry.code == 0, dry.stdout + dry.stderr
     assert dry.stdout.count(": 1 positive, 1 negative; 2 shards") == 57
     assert "installed skills (distractors included): 57" in dry.stdout
     assert "shards = queries x models x epochs = 114" in dry.stdout
     assert "at most 342 model calls (3 turns per shard" in dry.stdout
+
+    result = env.cli(*env.run_args(repo, "--all-evals", "--triggers", "--trigger-turns", "1"), timeout_s=500)
+    assert result.code == 0, result.stdout + result.stderr
+    doc, _ = reports(env.out, "skill-00", result.run_id)
+    routing = doc["triggers"]["routing"]
+    assert len(routing) == 57
+    collided = {skill: row for skill, row in routing.items() if skill not in row}
+    assert collided == {f"skill-{n:02d}": {f"skill-{(n + 1) % 57:02d}": 1} for n in range(0, 57, 10)}
+    figures = {f["skill"]: f for f in doc["triggers"]["figures"]}
+    assert figures["skill-10"]["confusion"] == {"skill-11": 1}
+    assert (
+        figures["skill-11"]["precision"]["total"] == 1
+    )  # skill-10's positive fired it too: that run counts in skill-10's set
+    assert sum(f["recall"]["hits"] for f in figures.values()) == 57 - 6
