@@ -14,6 +14,7 @@ from html import escape
 
 from reducer.html_parts import CSS, bar, difference_bar, heat, pct, pts, pval, table
 from reducer.render_compare import NO_SKILL_NOTE, TEST_LABELS
+from reducer.render_triggers import trigger_html
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.comparison import PairedComparison
 from schemas.report import CaseRun, RunResult, SkillResult
@@ -236,6 +237,7 @@ def render_html(result: RunResult, transcripts: Mapping[str, str] | None = None)
         _comparisons(result),
         _heatmap(result),
         _activation(result),
+        trigger_html(result.triggers),
         _usage(result),
         _quality(result),
         _verdicts(result, links),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from xml.sax.saxutils import escape, quoteattr
 
+from reducer.html_parts import table
 from schemas.triggers import NO_ACTIVATION, Proportion, TriggerFigures, TriggerReport
 
 _NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -66,12 +67,17 @@ def trigger_section(report: TriggerReport, skill: str) -> list[str]:
     return lines
 
 
+def routing_columns(report: TriggerReport) -> list[str]:
+    """Every skill tested or fired, by name, then ``(none)``."""
+    named = {c for row in report.routing.values() for c in row} | set(report.routing)
+    return [*sorted(named - {NO_ACTIVATION}), NO_ACTIVATION]
+
+
 def routing_section(report: TriggerReport) -> list[str]:
     """Skill x skill: for each skill's positive queries, which skill fired first (the diagonal is right)."""
     if not report.routing:
         return []
-    columns = sorted({c for row in report.routing.values() for c in row} | set(report.routing))
-    columns = [c for c in columns if c != NO_ACTIVATION] + [NO_ACTIVATION]
+    columns = routing_columns(report)
     lines = ["## Routing matrix (rows: skill under test, positives only; columns: skill that fired first)", ""]
     lines.append("| skill | " + " | ".join(_md(c) for c in columns) + " |")
     lines.append("|---|" + "---|" * len(columns))
@@ -120,3 +126,33 @@ def junit_suites(report: TriggerReport) -> str:
             + "</testsuite>"
         )
     return "".join(out)
+
+
+def trigger_html(report: TriggerReport | None) -> str:
+    """The HTML report's ``triggers`` section: figures per skill and model, then the routing matrix."""
+    if report is None:
+        return ""
+    rows = [
+        [
+            f.skill,
+            f"{f.model} ({f.executor})",
+            proportion_text(f.recall),
+            proportion_text(f.false_trigger),
+            proportion_text(f.precision),
+            f1_text(f),
+            ", ".join(f"{k} x{v}" for k, v in f.confusion.items()) or "-",
+            ", ".join(str(q.case_id) for q in f.queries if q.flaky) or "-",
+        ]
+        for f in report.figures
+    ]
+    heads = ["skill", "model", "recall", "false triggers", "precision", "F1", "missed to", "flaky queries"]
+    out = [
+        '<section id="triggers"><h2>Trigger evaluation</h2>',
+        f"<p>Each query asked bare with every skill installed; at most {report.turns} turns each.</p>",
+        table(heads, rows),
+    ]
+    if report.routing:
+        columns = routing_columns(report)
+        matrix = [[skill, *(str(row.get(c, 0)) for c in columns)] for skill, row in report.routing.items()]
+        out.append("<h3>Routing matrix (positives: skill that fired first)</h3>" + table(["skill", *columns], matrix))
+    return "".join(out) + "</section>"

@@ -9,7 +9,7 @@ import pytest
 
 from harnesses.activations import skills_fired
 from producer.trigger_validation import validate_triggers
-from reducer.render_triggers import junit_suites, routing_section, trigger_section
+from reducer.render_triggers import junit_suites, routing_section, trigger_html, trigger_section
 from reducer.triggers import TriggerRun, f1_score, gate_failures, proportion, trigger_report
 from schemas.errors import BadCorpus
 from schemas.trajectory import ToolCallEvent
@@ -221,3 +221,12 @@ def test_the_built_in_agent_activates_through_load_skill_only() -> None:
         _call("load_skill", name=["pdf-tools"]),
     ]
     assert skills_fired("agent", events, INSTALLED) == ["csv-clean"]
+
+
+def test_the_html_section_escapes_and_shows_figures_and_the_matrix() -> None:
+    runs = [TriggerRun("a", "<m>", 1, "q", True, ("<b>",)), TriggerRun("a", "<m>", 2, "n", False, ())]
+    page = trigger_html(trigger_report(runs, TriggerSettings()))
+    assert page.startswith('<section id="triggers">')
+    assert "<b>" not in page.replace("<b>Routing", "") and "&lt;b&gt;" in page
+    assert "0/1 (0.0%" in page and "Routing matrix" in page
+    assert trigger_html(None) == ""
