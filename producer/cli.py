@@ -311,7 +311,20 @@ def run(
     skills = skills or []
     _need_targets(skills, all_evals)
     check_arms(baseline, require_uplift, regression_alpha, compare)
-    trigger_run = trigger_settings(triggers, trigger_turns, min_recall, max_false_trigger, executor)
+    trigger_run = trigger_settings(
+        triggers,
+        trigger_turns,
+        min_recall,
+        max_false_trigger,
+        executor,
+        {
+            "--compare": compare,
+            "--baseline": baseline,
+            "--fail-under": fail_under,
+            "--require-uplift": require_uplift,
+            "--regression-alpha": regression_alpha,
+        },
+    )
     if dry_run and trigger_run is not None:
         trigger_dry_run(skills, all_evals, _repo_folder(repo), model or ["(unspecified)"], epochs, trigger_turns, out)
     if dry_run:

@@ -65,9 +65,24 @@ DEFAULT_TURNS = DEFAULT_TRIGGER_TURNS
 
 
 def trigger_settings(
-    triggers: bool, turns: int, min_recall: float | None, max_false_trigger: float | None, executor: str
+    triggers: bool,
+    turns: int,
+    min_recall: float | None,
+    max_false_trigger: float | None,
+    executor: str,
+    behavioural_flags: dict[str, object] | None = None,
 ) -> TriggerSettings | None:
-    """The run's trigger settings, or None for a behavioural run (whose trigger gates are refused)."""
+    """The run's trigger settings, or None for a behavioural run (whose trigger gates are refused).
+
+    ``behavioural_flags`` (option -> value) are the behavioural run's arms and gates: a trigger run
+    has no assertions for them to act on, so any that is set is refused rather than ignored.
+    """
+    given = [flag for flag, value in (behavioural_flags or {}).items() if value not in (None, False)]
+    if triggers and given:
+        raise ConfigError(
+            f"--triggers: {', '.join(given)} act on a behavioural run; a trigger run gates with "
+            "--min-recall and --max-false-trigger"
+        )
     if not triggers:
         if min_recall is not None or max_false_trigger is not None:
             raise ConfigError("--min-recall and --max-false-trigger gate a trigger run: add --triggers")

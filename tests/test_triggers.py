@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from harnesses.activations import skills_fired
+from producer.trigger_cli import trigger_settings
 from producer.trigger_validation import validate_triggers
 from reducer.render_triggers import junit_suites, routing_section, trigger_html, trigger_section
 from reducer.triggers import TriggerRun, f1_score, gate_failures, proportion, trigger_report
-from schemas.errors import BadCorpus
+from schemas.errors import BadCorpus, ConfigError
 from schemas.trajectory import ToolCallEvent
 from schemas.triggers import NO_ACTIVATION, TriggerSettings
 from worker.executor.trigger import catalogue_message, front_matter_description, skill_catalogue
@@ -230,3 +231,15 @@ def test_the_html_section_escapes_and_shows_figures_and_the_matrix() -> None:
     assert "<b>" not in page.replace("<b>Routing", "") and "&lt;b&gt;" in page
     assert "0/1 (0.0%" in page and "Routing matrix" in page
     assert trigger_html(None) == ""
+
+
+def test_trigger_run_flags_that_would_act_on_nothing_are_refused_by_name() -> None:
+    with pytest.raises(ConfigError, match="--compare, --fail-under act on a behavioural run"):
+        trigger_settings(True, 3, None, None, "agent", {"--compare": "HEAD~1", "--fail-under": 0.5, "--baseline": None})
+    with pytest.raises(ConfigError, match="gate a trigger run: add --triggers"):
+        trigger_settings(False, 3, 0.5, None, "agent")
+    with pytest.raises(ConfigError, match="not 'cmd:x'"):
+        trigger_settings(True, 3, None, None, "cmd:x")
+    assert trigger_settings(True, 2, 0.8, 0.1, "codex") == TriggerSettings(
+        turns=2, min_recall=0.8, max_false_trigger=0.1
+    )
