@@ -318,7 +318,6 @@ def run(
         max_false_trigger,
         executor,
         {
-            "--compare": compare,
             "--baseline": baseline,
             "--fail-under": fail_under,
             "--require-uplift": require_uplift,

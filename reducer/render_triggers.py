@@ -7,7 +7,7 @@ import re
 from xml.sax.saxutils import escape, quoteattr
 
 from reducer.html_parts import table
-from schemas.triggers import NO_ACTIVATION, Proportion, TriggerFigures, TriggerReport
+from schemas.triggers import NO_ACTIVATION, PairedChange, Proportion, TriggerFigures, TriggerReport
 
 _NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -39,6 +39,27 @@ def f1_text(f: TriggerFigures) -> str:
     return f"{100 * f.f1:.1f}%{bounds}"
 
 
+def change_text(c: PairedChange) -> str:
+    """``+50.0 pts (95% CI +0.0 to +100.0 pts, p=0.5, 2 queries)``; ``not paired`` without a pair."""
+    if c.difference is None:
+        return "not paired (no query ended in both arms)"
+    bounds = (
+        f"95% CI {100 * c.low:+.1f} to {100 * c.high:+.1f} pts, " if c.low is not None and c.high is not None else ""
+    )
+    p = f"p={c.p_two_sided:.3g}, " if c.p_two_sided is not None else ""
+    return f"{100 * c.difference:+.1f} pts ({bounds}{p}{c.queries} queries)"
+
+
+def change_lines(report: TriggerReport, skill: str | None = None) -> list[str]:
+    """One line per skill and baseline: the paired change of recall and of the false-trigger rate."""
+    return [
+        f"triggers {c.skill} vs {c.baseline}: recall {change_text(c.recall)}; "
+        f"false triggers {change_text(c.false_trigger)}"
+        for c in report.changes
+        if skill is None or c.skill == skill
+    ]
+
+
 def trigger_section(report: TriggerReport, skill: str) -> list[str]:
     """The markdown of one skill's trigger figures, per model, with its queries and confusion table."""
     lines = [f"## Trigger evaluation (first activation ends a query; at most {report.turns} turns)"]
@@ -64,6 +85,9 @@ def trigger_section(report: TriggerReport, skill: str) -> list[str]:
                 for k, v in f.confusion.items()
             ]
     lines += [f"- gate failed: {_md(reason)}" for reason in report.failures if reason.startswith(skill + " (")]
+    changes = change_lines(report, skill)
+    if changes:
+        lines += ["", "### Against the earlier description (paired per query)", "", *(f"- {_md(c)}" for c in changes)]
     return lines
 
 
@@ -87,8 +111,8 @@ def routing_section(report: TriggerReport) -> list[str]:
 
 
 def complete_lines(report: TriggerReport) -> list[str]:
-    """One line per skill and model for the COMPLETE block."""
-    return [
+    """One line per skill and model for the COMPLETE block, then the paired changes."""
+    return change_lines(report) + [
         f"triggers {f.skill} ({f.model}): recall {proportion_text(f.recall)}; "
         f"false triggers {proportion_text(f.false_trigger)}; F1 {f1_text(f)}"
         for f in report.figures

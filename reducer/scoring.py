@@ -22,7 +22,8 @@ from reducer.gates import comparison_failures
 from reducer.quality import assess_assertions
 from reducer.sensitivity import sensitivity_warnings
 from reducer.stats import clustered_interval, mean_interval, pass_at_k, pass_hat_k, wilson
-from reducer.triggers import plan_runs, trigger_pass_reason, trigger_report
+from reducer.trigger_compare import run_report
+from reducer.triggers import trigger_pass_reason
 from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import AssertionStat, CaseRun, ClusteredRate, ModelSummary, Rate, RunResult, SkillResult
@@ -295,9 +296,10 @@ def reduce_run(
     current = [s for s in skills if s.variant == CURRENT]
     aggregate, aggregate_headline = aggregate_gate(current)
     calibration = dict(calibration or {})
-    comparisons = compare_all(skills, plan.run_id)
+    # A trigger run's arms hold no assertions: its comparison is the trigger one (reducer.trigger_compare).
+    comparisons = compare_all(skills, plan.run_id) if triggers is None else []
     fired = {k: o.skills_fired for k, o in outcomes.items() if o.state is ShardState.GRADED}
-    trigger = trigger_report(plan_runs(plan, fired), triggers, executor) if triggers is not None else None
+    trigger = run_report(plan, fired, triggers, executor) if triggers is not None else None
     verdict, reasons = decide_verdict(
         current,
         skills,

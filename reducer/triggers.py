@@ -34,6 +34,7 @@ class TriggerRun:
     query: str
     should_trigger: bool
     fired: tuple[str, ...] | None
+    epoch: int = 0
 
     @property
     def hit(self) -> bool:
@@ -157,19 +158,18 @@ def trigger_report(runs: Sequence[TriggerRun], settings: TriggerSettings, execut
     )
 
 
-def plan_runs(plan: RunPlan, fired: Mapping[str, tuple[str, ...] | None]) -> list[TriggerRun]:
-    """The current arm's shards of trigger bundles as runs; ``fired``: shard id -> what fired, for shards
+def plan_runs(plan: RunPlan, fired: Mapping[str, tuple[str, ...] | None], variant: str = CURRENT) -> list[TriggerRun]:
+    """One arm's shards of trigger bundles as runs; ``fired``: shard id -> what fired, for shards
     that ended graded (absent or None otherwise)."""
     sets = {b.skill: b.triggers for b in plan.bundles if b.triggers is not None}
     runs = []
     for shard in plan.shards:
         trigger_set = sets.get(shard.skill)
-        if trigger_set is None or shard.variant != CURRENT:
+        if trigger_set is None or shard.variant != variant:
             continue
         case = trigger_set.case(shard.case_id)
-        runs.append(
-            TriggerRun(shard.skill, shard.model, case.id, case.query, case.should_trigger, fired.get(shard.shard_id))
-        )
+        got = fired.get(shard.shard_id)
+        runs.append(TriggerRun(shard.skill, shard.model, case.id, case.query, case.should_trigger, got, shard.epoch))
     return runs
 
 

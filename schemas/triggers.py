@@ -119,6 +119,36 @@ class TriggerFigures(BaseModel):
     """Shards that did not end with a record of what fired (infra failures, blocked)."""
 
 
+class PairedChange(BaseModel):
+    """``current - baseline`` of a rate, paired per query (the query is the unit)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    difference: float | None
+    """Mean over queries of each query's paired rate difference (None: no query paired)."""
+    low: float | None = None
+    high: float | None = None
+    """95% percentile bootstrap interval over queries (seeded by the run: reproducible)."""
+    p_two_sided: float | None = None
+    """Exact sign-flip (paired permutation) test; McNemar's with one run per query."""
+    queries: int = 0
+    """Queries with at least one pair (same model and epoch ended in both arms)."""
+
+
+class TriggerChange(BaseModel):
+    """``--compare REF``: one skill's recall and false-trigger rate against its description at REF."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    skill: str
+    baseline: str
+    """``baseline@<ref>``."""
+    recall: PairedChange
+    """Over positive queries: positive means the current description fires more often where it should."""
+    false_trigger: PairedChange
+    """Over negative queries: positive means the current description fires more often where it should not."""
+
+
 class TriggerReport(BaseModel):
     """Every skill's trigger figures, the routing matrix and the gates that applied."""
 
@@ -133,3 +163,5 @@ class TriggerReport(BaseModel):
     max_false_trigger: float | None = None
     failures: list[str] = Field(default_factory=list)
     """Gate failures, one line each (empty: nothing gated failed)."""
+    changes: list[TriggerChange] = Field(default_factory=list)
+    """``--compare REF``: per skill, the paired change of recall and false-trigger rate."""

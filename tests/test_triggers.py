@@ -10,7 +10,8 @@ import pytest
 from harnesses.activations import skills_fired
 from producer.trigger_cli import trigger_settings
 from producer.trigger_validation import validate_triggers
-from reducer.render_triggers import junit_suites, routing_section, trigger_html, trigger_section
+from reducer.render_triggers import change_text, junit_suites, routing_section, trigger_html, trigger_section
+from reducer.trigger_compare import trigger_change
 from reducer.triggers import TriggerRun, f1_score, gate_failures, proportion, trigger_report
 from schemas.errors import BadCorpus, ConfigError
 from schemas.trajectory import ToolCallEvent
@@ -234,8 +235,8 @@ def test_the_html_section_escapes_and_shows_figures_and_the_matrix() -> None:
 
 
 def test_trigger_run_flags_that_would_act_on_nothing_are_refused_by_name() -> None:
-    with pytest.raises(ConfigError, match="--compare, --fail-under act on a behavioural run"):
-        trigger_settings(True, 3, None, None, "agent", {"--compare": "HEAD~1", "--fail-under": 0.5, "--baseline": None})
+    with pytest.raises(ConfigError, match="--baseline, --fail-under act on a behavioural run"):
+        trigger_settings(True, 3, None, None, "agent", {"--baseline": "no-skill", "--fail-under": 0.5, "--x": None})
     with pytest.raises(ConfigError, match="gate a trigger run: add --triggers"):
         trigger_settings(False, 3, 0.5, None, "agent")
     with pytest.raises(ConfigError, match="not 'cmd:x'"):
@@ -243,3 +244,26 @@ def test_trigger_run_flags_that_would_act_on_nothing_are_refused_by_name() -> No
     assert trigger_settings(True, 2, 0.8, 0.1, "codex") == TriggerSettings(
         turns=2, min_recall=0.8, max_false_trigger=0.1
     )
+
+
+# --- --compare: paired change per query ------------------------------------------------------
+def test_paired_change_of_recall_and_false_triggers_uses_the_query_as_the_unit() -> None:
+    def arm(hits: dict[tuple[int, int], bool]) -> list[TriggerRun]:
+        return [
+            TriggerRun("a", "m", case_id, "q", case_id < 10, ("a",) if fired else (), epoch)
+            for (case_id, epoch), fired in hits.items()
+        ]
+
+    now = arm({(1, 0): True, (1, 1): True, (2, 0): True, (2, 1): False, (3, 0): True, (3, 1): True, (11, 0): False})
+    old = arm({(1, 0): True, (1, 1): True, (2, 0): False, (2, 1): False, (3, 0): False, (3, 1): True, (11, 0): True})
+    change = trigger_change("run", "a", "baseline@v1", now, old)
+    # Query 1: 0; query 2: (1 + 0) / 2; query 3: (1 + 0) / 2 -> mean over three queries 1/3.
+    assert change.recall.difference == pytest.approx(1 / 3)
+    assert change.recall.queries == 3
+    assert change.recall.low is not None and change.recall.high is not None
+    assert 0.0 <= change.recall.low <= 1 / 3 <= change.recall.high <= 0.5
+    assert change.recall.p_two_sided == pytest.approx(0.5)  # two non-zero same-sign differences: 2 * 1/4
+    assert change.false_trigger.difference == -1.0 and change.false_trigger.queries == 1
+    unpaired = trigger_change("run", "a", "baseline@v1", now, [])
+    assert unpaired.recall.difference is None
+    assert "not paired" in change_text(unpaired.recall)

@@ -8,6 +8,7 @@ fired, a miss where none fired (ended by --trigger-turns), a false trigger, and 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,34 @@ def test_a_zuvo_sized_repo_plans_runs_and_reduces_its_routing_matrix(
         figures["skill-11"]["precision"]["total"] == 1
     )  # skill-10's positive fired it too: that run counts in skill-10's set
     assert sum(f["recall"]["hits"] for f in figures.values()) == 57 - 6
+
+
+def test_compare_reports_the_paired_change_of_recall_and_false_triggers_between_descriptions(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    repo = trigger_repo(tmp_path / "repo")  # first commit: the old description, marked "legacy-pdf"
+    skill_md = repo / "skills" / "pdf-tools" / "SKILL.md"
+    skill_md.write_text(skill_md.read_text().replace("Extracts text", "legacy-pdf: extracts text"))
+    git_init(repo)
+    old = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True)
+    skill_md.write_text(skill_md.read_text().replace("legacy-pdf: extracts text", "Extracts text and tables"))
+    git_init(repo)
+    # The old description loses invoice.pdf to csv-clean and fires on the negative; the new one does neither.
+    old_arm = [
+        {**rule(2, "csv-clean"), "regex": r"legacy-pdf(?s:.*)invoice\.pdf"},
+        {**rule(4, "pdf-tools"), "regex": r"legacy-pdf(?s:.*)since v1\.2"},
+    ]
+    new_arm = [rule(1, "pdf-tools"), rule(2, "pdf-tools"), rule(3, "answer"), rule(4, "answer"), rule(5, "answer")]
+    server.set_scenario({"rules": [*old_arm, *new_arm], "default": {"text": "(no script)"}})
+
+    result = env.run(repo, "pdf-tools", "--triggers", "--trigger-turns", "1", "--compare", old.stdout.strip())
+    assert result.code == 0, result.stdout + result.stderr
+    doc, text = reports(env.out, "pdf-tools", result.run_id)
+    (change,) = doc["triggers"]["changes"]
+    # Positives 1, 2, 3: differences 0, +1, 0 -> +1/3; negatives 4, 5: -1, 0 -> -1/2.
+    assert change["recall"]["difference"] == pytest.approx(1 / 3)
+    assert change["false_trigger"]["difference"] == pytest.approx(-0.5)
+    assert (change["recall"]["queries"], change["false_trigger"]["queries"]) == (3, 2)
+    assert "triggers pdf-tools vs baseline@" in result.stdout and "recall +33.3 pts" in result.stdout
+    assert "Against the earlier description" in text
+    assert doc["comparisons"] == []  # no behavioural comparison of assertion-less arms
