@@ -633,7 +633,7 @@ def resubmit(
 @app.command()
 def schema(
     name: Annotated[
-        str | None, typer.Argument(help="One schema: corpus, shard, run-plan, trajectory, shard-grade.")
+        str | None, typer.Argument(help="One schema: corpus, shard, run-plan, trajectory, shard-grade, trigger-set.")
     ] = None,
 ) -> None:
     """Print the JSON Schema of the data skill-eval reads and writes."""
