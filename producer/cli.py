@@ -59,10 +59,10 @@ from producer.trigger_cli import (
     MinRecallOpt,
     TriggersOpt,
     TriggerTurnsOpt,
+    behavioural_targets,
     trigger_dry_run,
     trigger_settings,
     validate_trigger_corpora,
-    without_trigger_only,
 )
 from schemas.constants import ALL_QUEUES, DEFAULT_REPORT_DIR
 from schemas.errors import ConfigError, SkillEvalError
@@ -214,7 +214,7 @@ def validate(skills: SkillsArg = None, all_evals: AllEvalsOpt = False, repo: Rep
     skills = skills or []
     _need_targets(skills, all_evals)
     r = Repo(_repo_folder(repo))
-    files = r.targets(without_trigger_only(r, skills), all_evals)
+    files = behavioural_targets(r, skills, all_evals)
     bad = 0
     for outcome in r.load_many(files):
         if outcome.bundle:
@@ -325,7 +325,9 @@ def run(
         },
     )
     if dry_run and trigger_run is not None:
-        trigger_dry_run(skills, all_evals, _repo_folder(repo), model or ["(unspecified)"], epochs, trigger_turns, out)
+        trigger_dry_run(
+            skills, all_evals, _repo_folder(repo), model or ["(unspecified)"], epochs, trigger_turns, out, as_json
+        )
     if dry_run:
         variants = arm_variants(compare, baseline)
         _dry_run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from producer.triggers import (
     estimate,
     installed_skills,
     load_trigger_bundles,
+    plan_json,
     plan_lines,
     trigger_file,
     trigger_targets,
@@ -93,7 +95,14 @@ def trigger_settings(
 
 
 def trigger_dry_run(
-    skills: list[str], all_evals: bool, repo_dir: Path, models: list[str], epochs: int, turns: int, out: Console
+    skills: list[str],
+    all_evals: bool,
+    repo_dir: Path,
+    models: list[str],
+    epochs: int,
+    turns: int,
+    out: Console,
+    as_json: bool = False,
 ) -> None:
     """Validate the trigger corpora, print the plan and its cost estimate; exit like the run would start."""
     repo = Repo(repo_dir)
@@ -104,12 +113,33 @@ def trigger_dry_run(
     bundles = [o.bundle for o in outcomes if o.bundle]
     plan = plan_run(new_run_id(), bundles, models, epochs=epochs)
     found = estimate(plan, turns, catalogue_chars(repo))
-    for line in plan_lines(plan, turns, found, len(installed_skills(repo))):
-        out.print(line, markup=False, highlight=False)
-    for e in errors:
-        out.print(f"skipped: {e}", markup=False, highlight=False)
+    installed = len(installed_skills(repo))
+    if as_json:
+        doc = plan_json(plan, turns, found, installed) | {"skipped": [str(e) for e in errors]}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        for line in plan_lines(plan, turns, found, installed):
+            out.print(line, markup=False, highlight=False)
+        for e in errors:
+            out.print(f"skipped: {e}", markup=False, highlight=False)
     sys.stdout.flush()
     raise typer.Exit((ExitCode.WARN if bundles else ExitCode.BLOCKED) if errors else ExitCode.PASS)
+
+
+def behavioural_targets(repo: Repo, skills: list[str], all_evals: bool) -> list[str]:
+    """The behavioural corpora ``validate`` checks beside the trigger ones: a skill (or a repo, with
+    --all-evals) that has only trigger corpora is not missing one."""
+    if all_evals:
+        repo.require_evals()
+        if not repo.all_corpus_files() and _trigger_files(repo):
+            return []
+        return repo.targets([], True)
+    return repo.targets(without_trigger_only(repo, skills), False)
+
+
+def _trigger_files(repo: Repo) -> list[str]:
+    folder = repo.inside("evals")
+    return sorted(f"evals/{p.name}" for p in folder.glob("*.triggers.json")) if folder is not None else []
 
 
 def without_trigger_only(repo: Repo, skills: list[str]) -> list[str]:
@@ -133,8 +163,7 @@ class Checked:
 def validate_trigger_corpora(repo: Repo, skills: list[str], all_evals: bool, out: Console) -> Checked:
     """``validate``: one line per trigger corpus (named skills: those that have one)."""
     if all_evals:
-        folder = repo.inside("evals")
-        files = sorted(f"evals/{p.name}" for p in folder.glob("*.triggers.json")) if folder is not None else []
+        files = _trigger_files(repo)
     else:
         files = [trigger_file(s) for s in skills if SKILL_NAME_RE.match(s) and repo.inside(trigger_file(s)) is not None]
     bad = 0

@@ -170,3 +170,33 @@ def plan_lines(plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed:
         f"{estimate_.max_prompt_tokens} prompt tokens before tool results; no judge calls"
     )
     return lines
+
+
+def plan_json(plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed: int) -> dict[str, object]:
+    """The dry run's trigger plan as one JSON object (``--json``)."""
+    corpora = [
+        {
+            "skill": b.skill,
+            "corpus": b.corpus_file,
+            "positives": sum(c.should_trigger for c in b.triggers.triggers),
+            "negatives": sum(not c.should_trigger for c in b.triggers.triggers),
+            "shards": len(b.triggers.triggers) * len(plan.models) * plan.epochs,
+        }
+        for b in plan.bundles
+        if b.triggers is not None
+    ]
+    return {
+        "run_id": plan.run_id,
+        "triggers": corpora,
+        "models": list(plan.models),
+        "epochs": plan.epochs,
+        "installed_skills": installed,
+        "trigger_turns": turns,
+        "shards": estimate_.shards,
+        "estimate": {
+            "max_model_calls": estimate_.max_calls,
+            "prompt_tokens_per_call": estimate_.tokens_per_call,
+            "max_prompt_tokens": estimate_.max_prompt_tokens,
+            "judge_calls": 0,
+        },
+    }

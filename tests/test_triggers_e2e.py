@@ -229,3 +229,33 @@ def test_compare_reports_the_paired_change_of_recall_and_false_triggers_between_
     assert "triggers pdf-tools vs baseline@" in result.stdout and "recall +33.3 pts" in result.stdout
     assert "Against the earlier description" in text
     assert doc["comparisons"] == []  # no behavioural comparison of assertion-less arms
+
+
+def test_bad_trigger_corpora_are_named_by_validate_and_the_dry_run_and_json_plans_the_rest(
+    env: Env, tmp_path: Path
+) -> None:
+    repo = trigger_repo(tmp_path / "repo")
+    only_positive = {
+        "skill_name": "csv-clean",
+        "triggers": [{"id": 1, "query": "dedupe a.csv", "should_trigger": True}],
+    }
+    (repo / "evals" / "csv-clean.triggers.json").write_text(json.dumps(only_positive))
+    (repo / "evals" / "release-notes.triggers.json").write_text("{not json")
+
+    checked = env.cli("validate", "--all-evals", "--repo", str(repo))
+    assert checked.code == 2, checked.stdout + checked.stderr
+    lines = checked.stdout.splitlines()
+    assert "BLOCKED_BAD_CORPUS: evals/csv-clean.triggers.json: $.triggers: has no negative" in lines[0]
+    assert "OK evals/pdf-tools.triggers.json: 3 positive, 2 negative queries" in lines[1]
+    assert lines[2].startswith("BLOCKED_BAD_CORPUS: evals/release-notes.triggers.json: $: not JSON")
+    assert "Traceback" not in checked.stderr
+
+    named = env.cli("run", "csv-clean", "--triggers", "--dry-run", "--repo", str(repo))
+    assert named.code == 2 and "BLOCKED_BAD_CORPUS: evals/csv-clean.triggers.json" in named.stderr
+
+    dry = env.cli("run", "--all-evals", "--triggers", "--dry-run", "--json", "--model", "m", "--repo", str(repo))
+    assert dry.code == 3, dry.stdout + dry.stderr  # WARN: two corpora skipped, one planned
+    plan = json.loads(dry.stdout)
+    assert [c["skill"] for c in plan["triggers"]] == ["pdf-tools"]
+    assert plan["estimate"]["max_model_calls"] == 15 and plan["estimate"]["judge_calls"] == 0
+    assert len(plan["skipped"]) == 2
