@@ -9,6 +9,7 @@ after the turn of its first activation, or after ``--trigger-turns`` turns witho
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from engine.repo_files import gutted_skill, read_inside
 from harnesses.activations import skills_fired
@@ -24,7 +26,7 @@ from schemas.errors import BadRepo
 from schemas.manifest import AgentBudget
 from schemas.trajectory import EndReason, ToolCallEvent, ToolResultEvent, Trajectory
 from worker.executor.agent import _Loop
-from worker.executor.tools import ToolOutcome, _function
+from worker.executor.tools import ToolOutcome
 from worker.models.base import ModelClient, ToolCall
 from worker.sandbox import Sandbox
 
@@ -36,14 +38,25 @@ MAX_DESCRIPTION_CHARS = 1024
 """A description's share of the catalogue, as harnesses cap it."""
 MAX_BODY_CHARS = 32_000
 """What ``load_skill`` returns of a SKILL.md at most."""
-TRIGGER_TEMPLATE = "trigger-catalogue-v1"
-
-LOAD_SKILL_SPEC = _function(
-    LOAD_SKILL,
-    "Load an installed skill's instructions (its SKILL.md) by the skill's name, when the skill fits the task.",
-    {"name": "The skill's name, as the catalogue lists it."},
-    ["name"],
+CATALOGUE_TEMPLATE = (
+    "You are a coding agent working in the repository at {workspace}.\n"
+    "These skills are installed. When one fits the user's request, load it with the "
+    "{tool} tool before you act; otherwise work without one.\n\n{catalogue}"
 )
+TEMPLATE_SHA256 = hashlib.sha256(CATALOGUE_TEMPLATE.encode()).hexdigest()
+
+LOAD_SKILL_SPEC: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": LOAD_SKILL,
+        "description": "Load an installed skill's instructions (its SKILL.md) by name, when the skill fits the task.",
+        "parameters": {
+            "type": "object",
+            "properties": {"name": {"type": "string", "description": "The skill's name, as the catalogue lists it."}},
+            "required": ["name"],
+        },
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -90,11 +103,7 @@ def catalogue_message(entries: list[CatalogueEntry], workspace: str) -> str:
     """The system message: the repository, the skills, how to load one."""
     # Control characters and line breaks of a description cannot forge another catalogue line.
     lines = [f"- {e.name}: {_CONTROL.sub(' ', e.description)}" for e in entries]
-    return (
-        f"You are a coding agent working in the repository at {workspace}.\n"
-        "These skills are installed. When one fits the user's request, load it with the "
-        f"{LOAD_SKILL} tool before you act; otherwise work without one.\n\n" + "\n".join(lines or ["(none)"])
-    )
+    return CATALOGUE_TEMPLATE.format(workspace=workspace, tool=LOAD_SKILL, catalogue="\n".join(lines or ["(none)"]))
 
 
 class _TriggerLoop(_Loop):
@@ -172,7 +181,7 @@ def run_trigger_agent(
         sandbox=sandbox.mode,
         usage=loop.usage,
         waited_s=round(min(loop.waited_s, time.monotonic() - begun), 3),
-        template_hashes={"executor": TRIGGER_TEMPLATE},
+        template_hashes={"trigger-catalogue": TEMPLATE_SHA256},
         # Read back from the record, as for every executor (the loop's own list only decides the stop).
         skills_fired=skills_fired("agent", loop.events, loop.installed),
         started_at=started_at,
