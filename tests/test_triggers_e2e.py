@@ -259,3 +259,27 @@ def test_bad_trigger_corpora_are_named_by_validate_and_the_dry_run_and_json_plan
     assert [c["skill"] for c in plan["triggers"]] == ["pdf-tools"]
     assert plan["estimate"]["max_model_calls"] == 15 and plan["estimate"]["judge_calls"] == 0
     assert len(plan["skipped"]) == 2
+
+
+def test_a_query_that_fires_in_some_epochs_only_is_flagged_flaky(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    repo = trigger_repo(tmp_path / "repo")
+    load = {"tool_calls": [{"name": "load_skill", "arguments": {"name": "pdf-tools"}}]}
+    # A model that loads the skill for report.pdf half the time (the draws are seeded: no test flakiness).
+    coin = {
+        "name": "coin",
+        "tools": True,
+        "contains": "report.pdf",
+        "replies": [{"pick": [{"weight": 1, "reply": load}, {"weight": 1, "reply": {"text": "I will just do it."}}]}],
+    }
+    server.set_scenario({"rules": [coin], "default": {"text": "(no skill needed)"}, "seed": 0})
+
+    result = env.run(repo, "pdf-tools", "--triggers", "--trigger-turns", "1", "--epochs", "4")
+    assert result.code == 0, result.stdout + result.stderr
+    doc, text = reports(env.out, "pdf-tools", result.run_id)
+    (f,) = doc["triggers"]["figures"]
+    query = next(q for q in f["queries"] if q["case_id"] == 1)
+    assert query["runs"] == 4 and 0 < query["fired"] < 4 and query["flaky"] is True
+    assert [q["case_id"] for q in f["queries"] if q["flaky"]] == [1]
+    assert "| 1: Pull the text out of report.pdf please | yes |" in text and "FLAKY" in text
