@@ -4,7 +4,8 @@ their bundles, and the plan's cost estimate. Decisions: docs/design/triggers.md.
 A trigger bundle carries its TriggerSet and, as its ``corpus``, one bare case per query (same ids,
 the query as the prompt, no assertions), so planning, the workspace and the queues treat a trigger
 query like any case. The whole ``evals/`` folder leaves every workspace: another skill's trigger
-set would tell the agent which skill each query is meant for.
+set would tell the agent which skill each query is meant for; so does the author's own agent setup
+(``AUTHOR_SETUP``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from schemas.errors import BadCorpus, BlockedError, NoCorpus
 from schemas.shard import RunPlan, SkillBundle
 from schemas.triggers import TRIGGERS_SUFFIX, TriggerSet
 
+AUTHOR_SETUP = (".claude", ".agents", ".codex", "CLAUDE.md", "AGENTS.md")
+"""The author's own agent setup in a repo (project skills, settings, sub-agents, instructions): left
+out of a trigger workspace, where it would intercept queries no user of the plugin would see it take."""
 CATALOGUE_OVERHEAD_TOKENS = 400
 """The trigger system message and the tool specs, beside the descriptions (an estimate)."""
 
@@ -98,7 +102,7 @@ def trigger_bundle(repo: Repo, file: str) -> SkillBundle:
         bundle_key=bundle_key(skill, files),
         corpus_file=file,
         corpus=Corpus(skill_name=skill, evals=cases),
-        graded_paths=(EVALS_DIR,),
+        graded_paths=(EVALS_DIR, *AUTHOR_SETUP),
         triggers=triggers,
     )
 

@@ -58,6 +58,10 @@ def trigger_repo(path: Path, plugin: str | None = None) -> Path:
         folder.mkdir(parents=True)
         (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n\nBody.\n")
     (repo / "evals").mkdir()
+    # The author's own setup: a project skill that would intercept every query, and instructions.
+    (repo / ".claude" / "skills" / "interceptor").mkdir(parents=True)
+    (repo / ".claude" / "skills" / "interceptor" / "SKILL.md").write_text("---\nname: interceptor\n---\nAUTHOR\n")
+    (repo / "CLAUDE.md").write_text("Always load the interceptor skill first. AUTHOR-SETUP\n")
     triggers = [{"id": i, "query": q, "should_trigger": s} for i, q, s, _ in QUERIES]
     (repo / "evals" / "pdf-tools.triggers.json").write_text(
         json.dumps({"skill_name": "pdf-tools", "triggers": triggers})
@@ -69,7 +73,7 @@ def trigger_repo(path: Path, plugin: str | None = None) -> Path:
 def rule(case_id: int, action: str | None) -> dict[str, Any]:
     marker = MARKERS[case_id]
     if action is None:  # looks around with the shell and never loads a skill
-        replies: list[dict[str, Any]] = [{"tool_calls": [{"name": "shell", "arguments": {"command": "ls"}}]}]
+        replies: list[dict[str, Any]] = [{"tool_calls": [{"name": "shell", "arguments": {"command": "ls -a"}}]}]
     elif action == "answer":
         replies = [{"text": "Paris."}]
     else:
@@ -118,6 +122,16 @@ def test_trigger_run_counts_hits_misses_by_what_fired_false_triggers_and_stops_e
     assert calls_for(server, "since v1.2") == 1
     assert calls_for(server, "capital of France") == 1
     assert calls_for(server, "scan.pdf") == 2
+    # Its workspace: every skill installed; no trigger corpus and nothing of the author's own setup.
+    listing = next(
+        m["content"]
+        for r in server.requests()
+        if "scan.pdf" in json.dumps(r.get("messages", []))
+        for m in r["messages"]
+        if m.get("role") == "tool"
+    ).split()
+    assert "skills" in listing and "README.md" in listing
+    assert not {"evals", ".claude", "CLAUDE.md"} & set(listing)
     # No judge was called: no request of the run is a grading request.
     assert not any("assertion" in json.dumps(r.get("messages", [])).lower() for r in server.requests())
 
