@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from harnesses.model_record import ModelTurn
 from schemas.trajectory import Event, ToolCallEvent
 
 _SKILL_MD = re.compile(r"skills/([a-z0-9][a-z0-9-]*)/SKILL\.md")
@@ -61,3 +62,9 @@ def skills_fired(executor: str, events: Iterable[Event], installed: Iterable[str
                 if skill not in fired:
                     fired.append(skill)
     return fired
+
+
+def turn_activates(executor: str, turn: ModelTurn, installed: Iterable[str]) -> bool:
+    """Whether one model response's tool calls activate an installed skill (the proxy's trigger stop)."""
+    events = [ToolCallEvent(call_id=c.call_id, name=c.name, arguments=c.arguments) for c in turn.tool_calls]
+    return bool(skills_fired(executor, events, installed))

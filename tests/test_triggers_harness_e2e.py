@@ -17,7 +17,7 @@ import pytest
 from testkit.offline_server import OfflineModelServer
 from tests.e2e_support import Env, checked_env, reports, scenario
 from tests.test_harness_e2e import CANARY_RULE, CODEX_MODEL, CODEX_RULES, MODEL, bash, shell, skill_call
-from tests.test_triggers_e2e import trigger_repo
+from tests.test_triggers_e2e import calls_for, trigger_repo
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -58,9 +58,10 @@ def test_claude_code_trigger_run_reads_plugin_qualified_skill_calls(
     assert (f["recall"]["hits"], f["recall"]["total"]) == (1, 3)
     assert (f["false_trigger"]["hits"], f["false_trigger"]["total"]) == (1, 2)
     assert f["confusion"] == {"(none)": 1, "csv-clean": 1}
-    # The query without an activation was stopped by the trigger turns (the proxy's cap), not run long.
-    scans = [r for r in server.requests() if "scan.pdf" in json.dumps(r.get("messages", []))]
-    assert 1 <= len(scans) <= 2
+    # Early stop: the proxy refuses the call after an activating response; a query without one runs
+    # to the trigger turns (the proxy's cap), not longer.
+    assert [calls_for(server, m) for m in ("report.pdf", "invoice.pdf", "since v1.2")] == [1, 1, 1]
+    assert calls_for(server, "scan.pdf") == 2
 
 
 def _codex_rules() -> list[dict[str, Any]]:
@@ -93,3 +94,6 @@ def test_codex_trigger_run_reads_activation_as_a_command_opening_the_skill_md(
     assert (f["recall"]["hits"], f["recall"]["total"]) == (1, 3)
     assert (f["false_trigger"]["hits"], f["false_trigger"]["total"]) == (1, 2)
     assert f["confusion"] == {"(none)": 1, "csv-clean": 1}
+    # The Responses API carries the conversation as "input".
+    calls = [sum(m in json.dumps(r.get("input", "")) for r in server.requests()) for m in ("report.pdf", "scan.pdf")]
+    assert calls == [1, 2]

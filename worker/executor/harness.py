@@ -31,11 +31,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlparse
 
 from engine.budget import RunBudget
-from harnesses.activations import skills_fired
+from harnesses.activations import skills_fired, turn_activates
 from harnesses.base import FORWARDER_PORT, Harness, HarnessRequest, Invoke, skill_body_marker
 from harnesses.crosscheck import cross_check, cross_check_by_order
 from harnesses.endpoints import normalise_upstream
@@ -270,6 +271,7 @@ def run_harness(
             max_turns=shard.budget.max_turns,
             timeout_s=limits.timeout_s,
             watch=skill_body_marker(skill_md),
+            stop_when=partial(turn_activates, harness.name, installed=installed(workspace)) if shard.triggers else None,
         )
         ready = "/tmp/.skill-eval-forwarder-ready"
         command = forwarder_command(f"{INNER_PROXY_DIR}/model.sock", FORWARDER_PORT, ready)

@@ -26,7 +26,7 @@ import socketserver
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -39,7 +39,7 @@ import structlog
 from engine.budget import OverShare, RunBudget
 from harnesses.base import PLACEHOLDER_KEY
 from harnesses.endpoints import Protocol, is_model_path, scrub, upstream_url
-from harnesses.model_record import ProxyRecord, parse_model_response
+from harnesses.model_record import ModelTurn, ProxyRecord, parse_model_response
 from schemas.errors import ModelCallFailed
 from schemas.manifest import FLEET_WAIT_ALLOWANCE_S
 from schemas.trajectory import EndReason, Usage
@@ -76,6 +76,9 @@ class ProxyConfig:
     placeholder: str = PLACEHOLDER_KEY
     watch: str = ""
     """Text whose presence in a request body sets ``ProxyRecord.body_sent`` (the skill's body)."""
+    stop_when: Callable[[ModelTurn], bool] | None = None
+    """A trigger shard: once a model response satisfies this (it activated a skill), further calls are
+    refused and the shard ends ``skill-activated``."""
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -270,6 +273,8 @@ class ModelProxy:
             return "max-tokens"
         if len(record.turns) >= self.config.max_turns:
             return "max-turns"
+        if self.config.stop_when is not None and any(self.config.stop_when(t) for t in record.turns):
+            return EndReason.SKILL_ACTIVATED.value
         return None
 
     def handle(self, handler: _Handler, method: str) -> None:
