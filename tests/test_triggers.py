@@ -267,3 +267,14 @@ def test_paired_change_of_recall_and_false_triggers_uses_the_query_as_the_unit()
     unpaired = trigger_change("run", "a", "baseline@v1", now, [])
     assert unpaired.recall.difference is None
     assert "not paired" in change_text(unpaired.recall)
+
+
+def test_the_proxy_stop_reads_one_model_response_like_the_trajectory() -> None:
+    from harnesses.activations import turn_activates
+    from harnesses.model_record import ModelToolCall, ModelTurn
+
+    skill = ModelTurn(tool_calls=(ModelToolCall("c1", "Skill", {"skill": "zuvo:pdf-tools"}),))
+    other = ModelTurn(tool_calls=(ModelToolCall("c2", "Skill", {"skill": "zuvo:unknown"}),))
+    assert turn_activates("claude-code", skill, INSTALLED)
+    assert not turn_activates("claude-code", other, INSTALLED)
+    assert not turn_activates("claude-code", ModelTurn(texts=("I will load pdf-tools",)), INSTALLED)
