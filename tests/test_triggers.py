@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from harnesses.activations import skills_fired
+from harnesses.activations import skills_fired, turn_activates
+from harnesses.model_record import ModelToolCall, ModelTurn
 from producer.trigger_cli import trigger_settings
 from producer.trigger_validation import validate_triggers
 from reducer.render_triggers import change_text, junit_suites, routing_section, trigger_html, trigger_section
@@ -270,9 +271,6 @@ def test_paired_change_of_recall_and_false_triggers_uses_the_query_as_the_unit()
 
 
 def test_the_proxy_stop_reads_one_model_response_like_the_trajectory() -> None:
-    from harnesses.activations import turn_activates
-    from harnesses.model_record import ModelToolCall, ModelTurn
-
     skill = ModelTurn(tool_calls=(ModelToolCall("c1", "Skill", {"skill": "zuvo:pdf-tools"}),))
     other = ModelTurn(tool_calls=(ModelToolCall("c2", "Skill", {"skill": "zuvo:unknown"}),))
     assert turn_activates("claude-code", skill, INSTALLED)
