@@ -4,10 +4,10 @@ and the COMPLETE block's lines. Pure. Figures: :mod:`reducer.triggers`."""
 from __future__ import annotations
 
 import re
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import quoteattr
 
 from reducer.html_parts import table
-from schemas.triggers import NO_ACTIVATION, PairedChange, Proportion, TriggerFigures, TriggerReport
+from schemas.triggers import NO_ACTIVATION, PairedChange, Proportion, QueryRate, TriggerFigures, TriggerReport
 
 _NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -67,7 +67,7 @@ def trigger_section(report: TriggerReport, skill: str) -> list[str]:
         lines += ["", f"### {_md(f.model)} ({_md(f.executor)})", ""]
         lines.append(f"- recall (positives where the skill fired): {proportion_text(f.recall)}")
         lines.append(f"- false-trigger rate (negatives where it fired): {proportion_text(f.false_trigger)}")
-        lines.append(f"- precision (its activations on positives): {proportion_text(f.precision)}")
+        lines.append(f"- precision (of its activations, those on positives): {proportion_text(f.precision)}")
         lines.append(f"- F1: {f1_text(f)}")
         if f.not_ended:
             lines.append(f"- not counted: {f.not_ended} shard(s) ended without a record of what fired")
@@ -119,33 +119,50 @@ def complete_lines(report: TriggerReport) -> list[str]:
     ]
 
 
+def _junit_query(skill: str, q: QueryRate) -> tuple[str, bool]:
+    """A query's testcase: skipped (reported, not gated one by one) when most of its runs went the
+    wrong way; the gates' own testcases decide what fails."""
+    name = quoteattr(_xml(f"trigger{q.case_id} {q.query[:80]}"))
+    wrong = q.runs - q.fired if q.should_trigger else q.fired
+    if not (q.runs and wrong * 2 > q.runs):
+        return f"<testcase classname={quoteattr(skill)} name={name}/>", False
+    what = "missed" if q.should_trigger else "false trigger"
+    message = quoteattr(f"{what} in {wrong}/{q.runs} epoch(s); the trigger gates decide the verdict")
+    return f"<testcase classname={quoteattr(skill)} name={name}><skipped message={message}/></testcase>", True
+
+
+def _junit_gates(report: TriggerReport, f: TriggerFigures) -> list[str]:
+    """One testcase per trigger gate set: a failure carrying the reason when the gate failed."""
+    cases = []
+    for flag, value, key in (
+        ("--min-recall", report.min_recall, "recall"),
+        ("--max-false-trigger", report.max_false_trigger, "false-trigger rate"),
+    ):
+        if value is None:
+            continue
+        reasons = [r for r in report.failures if r.startswith(f"{f.skill} ({f.model}): {key}")]
+        name = quoteattr(_xml(f"gate {flag} {value:g}"))
+        inner = f"<failure message={quoteattr(_xml(reasons[0]))}/>" if reasons else ""
+        cases.append(f"<testcase classname={quoteattr(f.skill)} name={name}>{inner}</testcase>")
+    return cases
+
+
 def junit_suites(report: TriggerReport) -> str:
-    """One testsuite per skill and model, one testcase per query: a failure when the query's runs
-    mostly went the wrong way (fired on a negative, missed a positive)."""
+    """One testsuite per skill and model: a testcase per trigger gate set (failing with its reason)
+    and one per query (skipped when most of its runs went the wrong way: reported, not gated)."""
     out = []
     for f in report.figures:
-        cases = []
-        failures = 0
-        for q in f.queries:
-            name = quoteattr(_xml(f"trigger{q.case_id} {q.query[:80]}"))
-            wrong = q.runs - q.fired if q.should_trigger else q.fired
-            if q.runs and wrong * 2 > q.runs:
-                failures += 1
-                what = "missed" if q.should_trigger else "false trigger"
-                body = escape(f"{what} in {wrong}/{q.runs} epoch(s)")
-                cases.append(
-                    f"<testcase classname={quoteattr(f.skill)} name={name}>"
-                    f"<failure message={quoteattr(what)}>{body}</failure></testcase>"
-                )
-            else:
-                cases.append(f"<testcase classname={quoteattr(f.skill)} name={name}/>")
+        gates = _junit_gates(report, f)
+        queries = [_junit_query(f.skill, q) for q in f.queries]
+        cases = gates + [case for case, _ in queries]
         props = "".join(
             f"<property name={quoteattr(k)} value={quoteattr(str(v))}/>"
             for k, v in (("recall", f.recall.rate), ("false_trigger", f.false_trigger.rate), ("f1", f.f1))
         )
         out.append(
             f'<testsuite name={quoteattr(f"{f.skill}[triggers:{f.model}]")} tests="{len(cases)}" '
-            f'failures="{failures}" errors="0" skipped="0"><properties>{props}</properties>'
+            f'failures="{sum("<failure " in c for c in gates)}" errors="0" '
+            f'skipped="{sum(skipped for _, skipped in queries)}"><properties>{props}</properties>'
             + "".join(cases)
             + "</testsuite>"
         )
