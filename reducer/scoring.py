@@ -299,7 +299,8 @@ def reduce_run(
     # A trigger run's arms hold no assertions: its comparison is the trigger one (reducer.trigger_compare).
     comparisons = compare_all(skills, plan.run_id) if triggers is None else []
     fired = {k: o.skills_fired for k, o in outcomes.items() if o.state is ShardState.GRADED}
-    trigger = run_report(plan, fired, triggers, executor) if triggers is not None else None
+    unsure = {s.skill for s in current if s.inconclusive}
+    trigger = run_report(plan, fired, triggers, executor, unsure) if triggers is not None else None
     verdict, reasons = decide_verdict(
         current,
         skills,

@@ -10,7 +10,7 @@ positive queries, the false-trigger rate's over the negative ones.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from fractions import Fraction
 
 from reducer.paired import bootstrap_interval, seed_for, sign_flip_test
@@ -60,11 +60,16 @@ def trigger_change(
 
 
 def run_report(
-    plan: RunPlan, fired: Mapping[str, tuple[str, ...] | None], settings: TriggerSettings, executor: str
+    plan: RunPlan,
+    fired: Mapping[str, tuple[str, ...] | None],
+    settings: TriggerSettings,
+    executor: str,
+    inconclusive: Collection[str] = (),
 ) -> TriggerReport:
-    """The current arm's report, with each baseline arm's paired changes (``--compare``)."""
+    """The current arm's report (``inconclusive`` skills not gated), with each baseline arm's paired
+    changes (``--compare``)."""
     current = plan_runs(plan, fired)
-    report = trigger_report(current, settings, executor)
+    report = trigger_report(current, settings, executor, inconclusive)
     changes = []
     for variant in (v for v in plan.variants if v != CURRENT):
         old = plan_runs(plan, fired, variant)

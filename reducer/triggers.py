@@ -9,7 +9,7 @@ what won the routing, which is what the confusion table and the routing matrix s
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reducer.stats import wilson
@@ -117,10 +117,16 @@ def routing_matrix(runs: Iterable[TriggerRun]) -> dict[str, dict[str, int]]:
     return {skill: dict(sorted(row.items())) for skill, row in sorted(matrix.items())}
 
 
-def gate_failures(figures: Sequence[TriggerFigures], settings: TriggerSettings) -> list[str]:
-    """One line per skill and model that misses ``--min-recall`` or exceeds ``--max-false-trigger``."""
+def gate_failures(
+    figures: Sequence[TriggerFigures], settings: TriggerSettings, inconclusive: Collection[str] = ()
+) -> list[str]:
+    """One line per skill and model that misses ``--min-recall`` or exceeds ``--max-false-trigger``.
+
+    A skill whose shards mostly did not end (INCONCLUSIVE, which WARNs) is not gated: its figures
+    measured the infra, as an inconclusive corpus's pass rate is not held to ``--fail-under``.
+    """
     fails = []
-    for f in figures:
+    for f in (f for f in figures if f.skill not in inconclusive):
         where = f"{f.skill} ({f.model})"
         if settings.min_recall is not None:
             if f.recall.rate is None:
@@ -142,7 +148,9 @@ def _headline(p: Proportion) -> str:
     return f"{p.hits}/{p.total} ({100.0 * (p.rate or 0.0):.1f}%)"
 
 
-def trigger_report(runs: Sequence[TriggerRun], settings: TriggerSettings, executor: str = "agent") -> TriggerReport:
+def trigger_report(
+    runs: Sequence[TriggerRun], settings: TriggerSettings, executor: str = "agent", inconclusive: Collection[str] = ()
+) -> TriggerReport:
     """Figures per (skill, model) in first-seen order, the routing matrix and the gates' failures."""
     groups: dict[tuple[str, str], list[TriggerRun]] = defaultdict(list)
     for r in runs:
@@ -154,7 +162,7 @@ def trigger_report(runs: Sequence[TriggerRun], settings: TriggerSettings, execut
         routing=routing_matrix(runs),
         min_recall=settings.min_recall,
         max_false_trigger=settings.max_false_trigger,
-        failures=gate_failures(figures, settings),
+        failures=gate_failures(figures, settings, inconclusive),
     )
 
 

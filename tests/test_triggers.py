@@ -286,3 +286,9 @@ def test_junit_fails_only_the_gates_that_failed_and_skips_wrong_queries_as_repor
     assert 'failures="1"' in gated
     assert '<failure message="a (m): recall 3/5 (60.0%) is below 70%"/>' in gated
     assert 'name="gate --max-false-trigger 0.5"></testcase>' in gated
+
+
+def test_an_inconclusive_skill_is_reported_but_not_gated() -> None:
+    settings = TriggerSettings(min_recall=0.9)
+    assert trigger_report(RUNS, settings).failures
+    assert trigger_report(RUNS, settings, inconclusive={"a"}).failures == []
