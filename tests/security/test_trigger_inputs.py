@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.manifest import AgentBudget
+from worker.executor.harness import other_skills
 from worker.executor.trigger import _TriggerLoop, skill_catalogue
 from worker.models.base import ToolCall
 
@@ -54,3 +55,13 @@ def test_a_skill_linking_out_of_the_workspace_is_not_listed(tmp_path: Path) -> N
     entries = skill_catalogue(_workspace(tmp_path))
     assert [e.name for e in entries] == ["real"]
     assert all(SECRET not in e.description for e in entries)
+
+
+def test_distractors_staged_for_a_harness_are_capped_in_bytes(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    for name in ("a-one", "b-two", "c-three", "under-test"):
+        (root / "skills" / name).mkdir(parents=True)
+        (root / "skills" / name / "SKILL.md").write_bytes(b"x" * 1000)
+    (root / "skills" / "linked").symlink_to(root / "skills" / "a-one")  # a link is not installed
+    assert sorted(other_skills(root, "under-test")) == ["a-one", "b-two", "c-three"]
+    assert sorted(other_skills(root, "under-test", max_bytes=2500)) == ["a-one", "b-two"]

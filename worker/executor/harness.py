@@ -35,6 +35,8 @@ from functools import partial
 from pathlib import Path
 from urllib.parse import urlparse
 
+import structlog
+
 from engine.budget import RunBudget
 from harnesses.activations import skills_fired, turn_activates
 from harnesses.base import FORWARDER_PORT, Harness, HarnessRequest, Invoke, skill_body_marker
@@ -62,10 +64,13 @@ INNER_BIN = "/run/skill-eval-bin/harness"
 # one shell command would kill them at start. The tmpfs sizes and the process cap still hold.
 HARNESS_ADDRESS_SPACE_MB = 256 * 1024
 _MAX_SKILL_FILES, _MAX_SKILL_FILE_BYTES = 200, 1_000_000
+MAX_DISTRACTOR_BYTES = 64 * 1024 * 1024
+"""What a trigger shard stages of the other skills at most (their SKILL.md files are a few KB each)."""
 _SKILL_DIR = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _PLUGIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 OFFLINE_KEY = "offline-no-key"
+log = structlog.get_logger("skill_eval.harness")
 
 Usage_ = Callable[[int, int, bool, bool], None]
 
@@ -136,9 +141,19 @@ def installed(workspace: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if _SKILL_DIR.match(p.name) and not p.is_symlink() and p.is_dir())
 
 
-def other_skills(workspace: Path, skill: str) -> dict[str, dict[str, bytes]]:
-    """Every installed skill but ``skill``, name -> its files (a trigger run's distractors)."""
-    return {name: skill_files(workspace / "skills" / name, workspace) for name in installed(workspace) if name != skill}
+def other_skills(workspace: Path, skill: str, max_bytes: int = MAX_DISTRACTOR_BYTES) -> dict[str, dict[str, bytes]]:
+    """Every installed skill but ``skill``, name -> its files (a trigger run's distractors), in name
+    order until ``max_bytes`` staged in all: a repo's skills cannot fill the host's disk."""
+    out: dict[str, dict[str, bytes]] = {}
+    total = 0
+    for name in (n for n in installed(workspace) if n != skill):
+        files = skill_files(workspace / "skills" / name, workspace)
+        total += sum(len(c) for c in files.values())
+        if total > max_bytes:
+            log.warning("trigger distractors cut", staged=len(out), cap_bytes=max_bytes)
+            break
+        out[name] = files
+    return out
 
 
 def plugin_name(workspace: Path) -> str | None:
