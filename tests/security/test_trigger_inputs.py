@@ -2,7 +2,8 @@
 
 A ``load_skill`` name is agent output: a path, another folder's name, a non-string or a skill that
 is not installed must never count as an activation nor read a file beside the skills. A SKILL.md
-linking out of the workspace is neither listed with the host file's text nor loaded.
+linking out of the workspace is neither listed with the host file's text nor loaded; the other
+skills a harness stages are capped in bytes.
 """
 
 from __future__ import annotations
