@@ -342,8 +342,8 @@ def run(
             store=store,
         )
         return
-    if trigger_run is not None:
-        judge = judge or []  # accepted and unused: what fired is read from the record, not judged
+    if trigger_run is not None and not model:  # --judge is accepted and unused: nothing is judged
+        raise ConfigError("--model is required (litellm model names; see README)")
     if not model or (not judge and trigger_run is None):
         raise ConfigError("--model and --judge are required (litellm model names; see README)")
     check_executor(executor)
