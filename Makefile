@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps demo demo-claude-code test test-fast test-image check bench clean
+.PHONY: setup system-deps install demo demo-claude-code test test-fast test-image check bench clean
 
 # Debian packages the product and its tests run against: a real redis-server, bubblewrap, git,
 # and chromium for the HTML report's browser test.
@@ -48,10 +48,22 @@ $(HARNESS_STAMP):
 # dependencies, and where PYTHONDONTWRITEBYTECODE is set (some CI images and sandboxes set it)
 # every command and worker process would compile them from source again, a few tenths of a
 # second before each run's first model call. Quick when nothing changed.
-PACKAGES := schemas engine harnesses producer worker reducer prompts testkit
+PACKAGES := schemas engine harnesses producer worker reducer prompts testkit viewer
 
 setup: system-deps $(STAMP) $(HARNESS_STAMP)
 	$(BIN)/python -m compileall -q $(PACKAGES) >/dev/null
+
+# Put `skill-eval` on PATH: a link in $(BINDIR) to the checkout's .venv/bin/skill-eval (which
+# runs with the venv's Python wherever it is called from). `make install BINDIR=/usr/local/bin`
+# for another folder; removing the link uninstalls.
+BINDIR ?= $(HOME)/.local/bin
+
+install: setup
+	mkdir -p "$(BINDIR)"
+	ln -sfn "$(abspath $(BIN))/skill-eval" "$(BINDIR)/skill-eval"
+	@echo "installed: $(BINDIR)/skill-eval -> $(abspath $(BIN))/skill-eval"
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; \
+	  *) echo "note: $(BINDIR) is not on PATH; add it: export PATH=\"$(BINDIR):\$$PATH\"" ;; esac
 
 # The main job: evaluate the bundled example repo.
 demo: setup
@@ -73,7 +85,7 @@ test-image: setup
 	bash deploy/ensure-docker.sh
 	SKILL_EVAL_IMAGE_TEST=1 $(BIN)/pytest -q -s tests/deploy/test_image.py
 
-# The whole-run speed targets, each timed from the command's start (README, "Whole runs"):
+# The whole-run speed targets, each timed from the command's start (docs/benchmarks.md, "Whole runs"):
 # first call and memory, concurrency 16 and 8 at 1 s calls, the instant sweep, and the peer
 # benchmark against Inspect AI (installed into bench/.peer on first use). About 15 minutes.
 bench: setup

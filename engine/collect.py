@@ -68,6 +68,8 @@ def collect_outcomes(
                 skill_activated=trajectory.skill_activated if trajectory else None,
                 rejected_calls=tuple(trajectory.rejected_calls) if trajectory else (),
                 skills_fired=_fired(trajectory),
+                proposed_calls=tuple(trajectory.proposed_calls) if trajectory else (),
+                refused_requests=tuple(trajectory.refused_requests) if trajectory else (),
             )
     return out
 

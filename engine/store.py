@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 from urllib.parse import unquote, urlparse
 
 from schemas.errors import ArtifactMissing, StoreError
@@ -43,6 +43,11 @@ class ArtifactStore(Protocol):
         ...
 
     def exists(self, key: str) -> bool: ...
+
+    def children(self, prefix: str) -> list[str]:
+        """Names of the folders right under ``prefix`` (which ends with ``/``), sorted: one level,
+        without listing every key below (the runs of a store, not their millions of records)."""
+        ...
 
     def list(self, prefix: str) -> list[str]:
         """Keys under ``prefix``, sorted."""
@@ -146,12 +151,25 @@ class LocalStore:
                 raise StoreError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
         return found
 
+    def children(self, prefix: str) -> list[str]:
+        _validate_prefix(prefix)
+        top = self.root.joinpath(*PurePosixPath(prefix).parts) if prefix else self.root
+        try:
+            return sorted(e.name for e in os.scandir(top) if e.is_dir() and not e.name.startswith("."))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
+
     def list(self, prefix: str) -> list[str]:
         _validate_prefix(prefix)
-        if not self.root.is_dir():
+        # Walk only the deepest folder the prefix names, not the whole store.
+        folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        top = self.root.joinpath(*PurePosixPath(folder).parts) if folder else self.root
+        if not top.is_dir():
             return []
         keys = []
-        for dirpath, _dirs, files in os.walk(self.root):
+        for dirpath, _dirs, files in os.walk(top):
             rel = Path(dirpath).relative_to(self.root).as_posix()
             for name in files:
                 if name.startswith(".tmp-") and name.endswith(".part"):
@@ -247,6 +265,16 @@ class S3Store:
         except Exception as exc:
             raise StoreError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
 
+    def open(self, key: str) -> BinaryIO:
+        """The object's bytes as a stream, read as they arrive; a failed read is a ``StoreError``."""
+        try:
+            body = self._client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
+        except self._client.exceptions.NoSuchKey as exc:
+            raise ArtifactMissing(f"no artifact {key!r} in {self.uri}") from exc
+        except Exception as exc:
+            raise StoreError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
+        return io.BufferedReader(_StoreStream(body, f"cannot read {key!r} from {self.uri}"), 1024 * 1024)
+
     def exists(self, key: str) -> bool:
         full = self._key(key)
         try:
@@ -257,6 +285,18 @@ class S3Store:
             if code in ("404", "NoSuchKey", "NotFound"):
                 return False
             raise StoreError(f"cannot check {key!r} in {self.uri}: {exc}") from exc
+
+    def children(self, prefix: str) -> list[str]:
+        _validate_prefix(prefix)
+        full = f"{self.prefix}/{prefix}" if self.prefix else prefix
+        names: list[str] = []
+        try:
+            paginator = self._client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full, Delimiter="/"):
+                names.extend(p["Prefix"][len(full) :].rstrip("/") for p in page.get("CommonPrefixes", []))
+        except Exception as exc:
+            raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
+        return sorted(n for n in names if n)
 
     def list(self, prefix: str) -> list[str]:
         _validate_prefix(prefix)
@@ -270,6 +310,28 @@ class S3Store:
         except Exception as exc:
             raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
         return sorted(keys)
+
+
+class _StoreStream(io.RawIOBase):
+    """An S3 body whose network failures are ``StoreError``, not whatever botocore raised."""
+
+    def __init__(self, body: Any, what: str) -> None:
+        self._body, self._what = body, what
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        try:
+            data: bytes = self._body.read(len(buffer))
+        except Exception as exc:
+            raise StoreError(f"{self._what}: {exc}") from exc
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._body.close()
+        super().close()
 
 
 def open_store(uri: str) -> ArtifactStore:

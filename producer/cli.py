@@ -17,16 +17,16 @@ import os
 import shutil
 import sys
 import tempfile
+from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from typer.core import TyperGroup
 
+from engine.labels import check_calibration_runs
 from engine.node import WorkerNode
-from engine.records import latest_noise
 from engine.repo_source import fetch_repo, is_remote
 from engine.settings import Settings
 from engine.store import open_store
@@ -39,6 +39,7 @@ from producer.cli_stats import (
     fill_optional_values,
     register_commands,
 )
+from producer.dry_run import PlanInput, dry_run_plan
 from producer.evaluate import check_host_sandbox, run_evaluation
 from producer.fleet_checks import (
     check_shard_timeout,
@@ -48,10 +49,12 @@ from producer.fleet_checks import (
     remember_node,
 )
 from producer.grade_only import grade_recorded
-from producer.planning import arm_variants, new_run_id, plan_run, plan_summary
+from producer.planning import arm_variants
+from producer.prechecks import check_api_base, check_detach, check_invoke, check_repo_path, fixture_guards
 from producer.repo import Repo
 from producer.request import RunRequest
 from producer.resubmit import CHOICES, parse_only, resubmit_run
+from producer.status_view import status_view
 from producer.stored_run import rereport, run_status
 from producer.trigger_cli import (
     DEFAULT_TURNS,
@@ -71,7 +74,7 @@ from schemas.manifest import AgentBudget, RunSettings
 from schemas.model_config import ModelConfig, load_model_config
 from schemas.report import RunResult
 from schemas.status import ExitCode, SandboxMode
-from schemas.summary import PlanSummary, SkippedCorpus
+from viewer.cli import register_commands as register_viewer_commands
 
 
 class _Commands(TyperGroup):
@@ -83,6 +86,31 @@ class _Commands(TyperGroup):
         except SkillEvalError as exc:
             err.print(str(exc), markup=False, highlight=False)
             raise typer.Exit(ExitCode.BLOCKED) from exc
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _plain_types(command, ctx)
+        return command
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _plain_types(self, ctx)
+        super().format_help(ctx, formatter)
+
+
+def _plain_types(command: Any, ctx: Any) -> None:
+    """``--help`` shows what to write, not Python's types (``<list[str]>``, ``<bool>``): a flag shows
+    nothing, a value its option's name (``--model MODEL``), a choice its values (``bwrap|none``),
+    an argument its name alone."""
+    for param in command.get_params(ctx):
+        if param.param_type_name == "argument":
+            param.display_type_rich = lambda ctx: None
+        elif param.metavar is not None:
+            continue
+        elif param.is_flag:
+            param.metavar = ""
+        elif not param.type_descriptor.is_choice:
+            param.metavar = param.opts[0].lstrip("-").upper()
 
 
 # Panels of --help, in the order a user decides: what, which models, where, how judged, what reported.
@@ -129,6 +157,16 @@ AllEvalsOpt = Annotated[
 ]
 JudgeOpt = Annotated[
     list[str] | None, typer.Option("--judge", help="Judge model (repeatable: an ensemble).", rich_help_panel=JUDGED)
+]
+# Not click-required: a dry run plans without models. The mark says so instead.
+RUN_REQUIRED = " \\[required, except with --dry-run]"  # escaped: help text is Rich markup
+RunJudgeOpt = Annotated[
+    list[str] | None,
+    typer.Option("--judge", help="Judge model (repeatable: an ensemble)." + RUN_REQUIRED, rich_help_panel=JUDGED),
+]
+GradeJudgeOpt = Annotated[
+    list[str] | None,
+    typer.Option("--judge", help="Judge model (repeatable: an ensemble). \\[required]", rich_help_panel=JUDGED),
 ]
 OutOpt = Annotated[Path, typer.Option("--out", help="Report folder.", rich_help_panel=REPORTED)]
 ConfigOpt = Annotated[
@@ -195,7 +233,15 @@ NoPreflightOpt = Annotated[
 ]
 FailUnderOpt = Annotated[
     float | None,
-    typer.Option("--fail-under", min=0.0, max=1.0, help="FAIL below this pass rate (0-1).", rich_help_panel=JUDGED),
+    typer.Option(
+        "--fail-under",
+        min=0.0,
+        max=1.0,
+        help="A corpus passes when its behavioural pass rate reaches this threshold (0-1); FAIL below it."
+        " Default 1.0: every assertion must pass.",
+        show_default=False,
+        rich_help_panel=JUDGED,
+    ),
 ]
 DetachOpt = Annotated[
     bool, typer.Option("--detach", help="With --broker: submit, print the run id, return.", rich_help_panel=WHERE)
@@ -213,10 +259,12 @@ def validate(skills: SkillsArg = None, all_evals: AllEvalsOpt = False, repo: Rep
     """Validate corpora against schema v1: one line per corpus, exit 0 when all are valid, else 2."""
     skills = skills or []
     _need_targets(skills, all_evals)
+    check_repo_path(repo)
     r = Repo(_repo_folder(repo))
     files = behavioural_targets(r, skills, all_evals)
     bad = 0
-    for outcome in r.load_many(files):
+    outcomes = r.load_many(files)
+    for outcome in outcomes:
         if outcome.bundle:
             c = outcome.bundle.corpus
             out.print(
@@ -231,6 +279,9 @@ def validate(skills: SkillsArg = None, all_evals: AllEvalsOpt = False, repo: Rep
     bad += checked.bad
     if not files and not checked.files:
         out.print(f"no corpora found under {r.root}/evals/")
+    # What a run would block per case: said now, without changing whether the corpora are valid.
+    for line in fixture_guards(r.root, [o.bundle for o in outcomes if o.bundle]):
+        out.print(line, markup=False, highlight=False)
     raise typer.Exit(ExitCode.BLOCKED if bad else ExitCode.PASS)
 
 
@@ -255,7 +306,9 @@ def run(
     ] = False,
     model: Annotated[
         list[str] | None,
-        typer.Option("--model", help="Executor model, a litellm name (repeatable).", rich_help_panel=MODELS),
+        typer.Option(
+            "--model", help="Executor model, a litellm name (repeatable)." + RUN_REQUIRED, rich_help_panel=MODELS
+        ),
     ] = None,
     config: ConfigOpt = None,
     api_base: ApiBaseOpt = None,
@@ -286,9 +339,13 @@ def run(
     broker: BrokerOpt = None,
     store: StoreOpt = None,
     detach: DetachOpt = False,
-    judge: JudgeOpt = None,
+    judge: RunJudgeOpt = None,
     strict_evidence: StrictEvidenceOpt = False,
     no_calibration: NoCalibrationOpt = False,
+    calibrate_with: Annotated[
+        list[str] | None,
+        typer.Option("--calibrate-with", help="Earlier run whose human labels the judges must match (repeatable)."),
+    ] = None,
     no_preflight: NoPreflightOpt = False,
     max_cost: MaxCostOpt = None,
     max_tokens: MaxTokensOpt = None,
@@ -322,36 +379,31 @@ def run(
             "--fail-under": fail_under,
             "--require-uplift": require_uplift,
             "--regression-alpha": regression_alpha,
+            "--calibrate-with": calibrate_with or None,
         },
     )
+    # Every flag the run would refuse, refused here: before a dry run's plan and before a cluster starts.
+    check_repo_path(repo)
+    check_executor(executor)
+    check_invoke(invoke)
+    check_api_base(api_base)
+    settings = _settings(broker_url=broker, store=store, sandbox=sandbox, worker_processes=worker_processes)
+    check_detach(detach, settings.broker_url)
+    check_shard_timeout(shard_timeout, settings)
+    if calibrate_with and no_calibration:
+        raise ConfigError("--calibrate-with needs calibration: drop --no-calibration")
+    calibration_runs = check_calibration_runs(open_store(settings.store), calibrate_with) if calibrate_with else ()
+    repo_folder = _repo_folder(repo)
+    model_config = load_model_config(config, api_base, untrusted=repo_folder)  # no key is looked at
     if dry_run and trigger_run is not None:
-        trigger_dry_run(
-            skills, all_evals, _repo_folder(repo), model or ["(unspecified)"], epochs, trigger_turns, out, as_json
-        )
+        trigger_dry_run(skills, all_evals, repo_folder, model or ["(unspecified)"], epochs, trigger_turns, out, as_json)
     if dry_run:
-        variants = arm_variants(compare, baseline)
-        _dry_run(
-            skills,
-            all_evals,
-            _repo_folder(repo),
-            model or ["(unspecified)"],
-            judge or [],
-            epochs,
-            as_json,
-            variants,
-            store=store,
-        )
-        return
+        plan_in = PlanInput(model or [], judge or [], epochs, arm_variants(compare, baseline), compare, settings.store)
+        raise typer.Exit(dry_run_plan(skills, all_evals, repo_folder, plan_in, as_json, out))
     if trigger_run is not None and not model:  # --judge is accepted and unused: nothing is judged
         raise ConfigError("--model is required (litellm model names; see README)")
     if not model or (not judge and trigger_run is None):
         raise ConfigError("--model and --judge are required (litellm model names; see README)")
-    check_executor(executor)
-    if invoke not in ("explicit", "implicit"):
-        raise ConfigError(f"--invoke: expected explicit or implicit, got {invoke!r}")
-    settings = _settings(broker_url=broker, store=store, sandbox=sandbox, worker_processes=worker_processes)
-    check_shard_timeout(shard_timeout, settings)
-    repo_folder = _repo_folder(repo)
     req = RunRequest(
         skills=skills,
         all_evals=all_evals,
@@ -373,12 +425,13 @@ def run(
             invoke=invoke,  # type: ignore[arg-type]  # checked above
             strict_evidence=strict_evidence,
             calibrate=not no_calibration and trigger_run is None,
+            calibrate_with=calibration_runs,
             fail_under=fail_under,
             regression_alpha=regression_alpha,
             require_uplift=require_uplift,
             max_cost_usd=max_cost or None,
             max_tokens=max_tokens,
-            models=_run_models(load_model_config(config, api_base, untrusted=repo_folder), workers, settings),
+            models=_run_models(model_config, workers, settings),
             triggers=trigger_run,
         ),
         triggers=trigger_run is not None,
@@ -406,61 +459,6 @@ def _settings(**overrides: Any) -> Settings:
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
 
-def _dry_run(
-    skills: list[str],
-    all_evals: bool,
-    repo: Path,
-    models: list[str],
-    judges: list[str],
-    epochs: int,
-    as_json: bool,
-    variants: list[str] | None = None,
-    store: str | None = None,
-) -> None:
-    r = Repo(repo)
-    outcomes = r.load_many(r.targets(skills, all_evals))
-    errors = [o.error for o in outcomes if o.error]
-    if errors and not all_evals:
-        raise errors[0]
-    bundles = [o.bundle for o in outcomes if o.bundle]
-    plan = plan_run(new_run_id(), bundles, models, judges=judges, epochs=epochs, variants=variants or ["current"])
-    # A compared plan's power uses the discordance its corpus's last noise floor observed, if any.
-    observed = latest_noise(open_store(_settings(store=store).store), bundles) if len(plan.variants) > 1 else {}
-    skipped = [SkippedCorpus(corpus=o.corpus_file, error=str(o.error)) for o in outcomes if o.error]
-    summary = plan_summary(plan, skipped, observed)
-    if as_json:
-        sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
-    else:
-        _print_plan(summary)
-    # The real run goes on past a bad corpus with --all-evals and WARNs; the dry run says the same.
-    raise typer.Exit((ExitCode.WARN if bundles else ExitCode.BLOCKED) if errors else ExitCode.PASS)
-
-
-def _print_plan(summary: PlanSummary) -> None:
-    table = Table(title=f"Plan {summary.run_id} (dry run: nothing enqueued)")
-    for col in ("skill", "corpus", "cases", "assertions", "shards"):
-        table.add_column(col, justify="right" if col in {"cases", "assertions", "shards"} else "left")
-    for c in summary.corpora:
-        table.add_row(c.skill, c.corpus, str(c.cases), str(c.assertions), str(c.shards))
-    totals = summary.totals
-    table.add_row("total", "", str(totals.cases), str(totals.assertions), str(totals.shards))
-    out.print(table)
-    out.print(
-        f"models: {', '.join(summary.models)}  epochs: {summary.epochs}  "
-        + (
-            f"arms: {', '.join(summary.variants)}  shards = cases x models x epochs x arms = {totals.shards}"
-            if len(summary.variants) > 1
-            else f"shards = cases x models x epochs = {totals.shards}"
-        ),
-        markup=False,
-        highlight=False,
-    )
-    for s in summary.skipped:
-        out.print(f"skipped {s.corpus}: {s.error}", markup=False, highlight=False)
-    for line in summary.power:
-        out.print(line, markup=False, highlight=False)
-
-
 @app.command()
 def grade(
     skills: Annotated[
@@ -469,7 +467,9 @@ def grade(
     ] = None,
     trajectories: Annotated[
         str,
-        typer.Option("--trajectories", help="Folder or s3://bucket/prefix of recordings.", rich_help_panel=WHAT),
+        typer.Option(
+            "--trajectories", help="Folder or s3://bucket/prefix of recordings. \\[required]", rich_help_panel=WHAT
+        ),
     ] = "",
     repo: RepoOpt = ".",
     config: ConfigOpt = None,
@@ -479,7 +479,7 @@ def grade(
     broker: BrokerOpt = None,
     store: StoreOpt = None,
     detach: DetachOpt = False,
-    judge: JudgeOpt = None,
+    judge: GradeJudgeOpt = None,
     strict_evidence: StrictEvidenceOpt = False,
     no_calibration: NoCalibrationOpt = False,
     no_preflight: NoPreflightOpt = False,
@@ -494,7 +494,10 @@ def grade(
     """
     if not trajectories or not judge:
         raise ConfigError("--trajectories and --judge are required")
+    check_repo_path(repo)
+    check_api_base(api_base)
     settings = _settings(broker_url=broker, store=store, worker_processes=worker_processes)
+    check_detach(detach, settings.broker_url)
     repo_folder = _repo_folder(repo)
     req = RunRequest(
         skills=skills or [],
@@ -564,22 +567,16 @@ def worker(
 @app.command()
 def status(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object, for machines.")] = False,
     broker: BrokerOpt = None,
     store: StoreOpt = None,
 ) -> None:
-    """Shard counts by state, whether the run is done, and per-model usage."""
+    """Shard counts by state, whether the run is done, and per-model usage (a table; --json for machines)."""
     doc = run_status(run_id, _settings(broker_url=broker, store=store))
     if as_json:
         sys.stdout.write(doc.model_dump_json(indent=2) + "\n")
         return
-    out.print(f"run {run_id}: {'done' if doc.done else 'running'} ({doc.source})", markup=False)
-    for state, n in doc.states.items():
-        if n:
-            out.print(f"  {state}: {n}", markup=False)
-    out.print(f"  total: {doc.total}", markup=False)
-    for model, u in doc.usage.items():
-        out.print(f"  {model}: {u}", markup=False, highlight=False)
+    out.print(status_view(doc), highlight=False)
 
 
 @app.command()
@@ -645,7 +642,23 @@ def schema(
     sys.stdout.write(json.dumps(schemas if name is None else schemas[name], indent=2) + "\n")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        out.print(f"skill-eval {package_version('skill-eval')}", markup=False, highlight=False)
+        raise typer.Exit(ExitCode.PASS)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", callback=_print_version, is_eager=True)
+    ] = False,
+) -> None:
+    pass
+
+
 register_commands(app, out, err)
+register_viewer_commands(app, out)
 
 
 def main() -> None:

@@ -1,16 +1,25 @@
-"""Waiting for a run: a Rich progress display fed by shard states and usage counters in Redis."""
+"""Waiting for a run: a Rich progress display fed by shard states and usage counters in Redis.
+
+The display is one row that fits 80 columns (``run [bar] done/total shards elapsed eta
+remaining``) and, under it, a line of detail that wraps rather than pushing the row's numbers
+off the screen: the run id, shards by state, calls per minute per model.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.text import Text
 
 from engine.state import RunState
 from schemas.errors import SkillEvalError
 from schemas.status import ShardState
+
+BAR_WIDTH = 28
+"""Wide enough to read, narrow enough that the bar, the counts and both clocks fit in 80 columns."""
 
 
 class RunStalled(SkillEvalError):
@@ -30,6 +39,39 @@ def _rate_text(usage: dict[str, dict[str, float]], elapsed: float) -> str:
     return "  ".join(f"{m}: {float(u.get('calls', 0)) * 60 / elapsed:.0f} calls/min" for m, u in sorted(usage.items()))
 
 
+class RunProgress(Progress):
+    """The run's progress row plus a wrapping detail line (see the module docstring)."""
+
+    def __init__(
+        self, run_id: str, total: int, console: Console, *, show: bool = True, clock: Callable[[], float] | None = None
+    ) -> None:
+        self._detail = f"run {run_id}"  # set first: the base class renders once while it starts
+        super().__init__(
+            TextColumn("[bold]run"),
+            BarColumn(bar_width=BAR_WIDTH),
+            MofNCompleteColumn(),
+            TextColumn("shards"),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=console,
+            disable=not show,
+            transient=False,
+            get_time=clock,
+        )
+        self.run_id = run_id
+        self._task = self.add_task(run_id, total=total)
+
+    def show(self, done: int, total: int, counts: dict[str, int], rates: str = "") -> None:
+        """Record the latest figures; the live display redraws from them."""
+        self.update(self._task, completed=done, total=total)
+        self._detail = "  ".join(part for part in (f"run {self.run_id}", _state_text(counts), rates) if part)
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield self.make_tasks_table(self.tasks)
+        yield Text(self._detail, overflow="fold")
+
+
 def wait_for_run(
     state: RunState,
     run_id: str,
@@ -43,23 +85,11 @@ def wait_for_run(
     """Block until the run is reduced; raise RunStalled when ``alive`` says the workers are gone."""
     start = time.monotonic()
     _, total = state.totals(run_id)
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[states]}"),
-    )
-    with Progress(*columns, console=console, disable=not show, transient=False) as progress:
-        task = progress.add_task(f"run {run_id}", total=total, states="")
-        rate_task = progress.add_task("models", total=None, states="", visible=usage is not None)
+    with RunProgress(run_id, total, console, show=show) as progress:
         while True:
             done, total = state.totals(run_id)
-            counts = state.counts(run_id)
-            progress.update(task, completed=done, total=total, states=_state_text(counts))
-            if usage is not None:
-                progress.update(rate_task, states=_rate_text(usage(), time.monotonic() - start))
+            rates = _rate_text(usage(), time.monotonic() - start) if usage is not None else ""
+            progress.show(done, total, state.counts(run_id), rates)
             if state.reduced(run_id):
                 return
             if alive is not None and not alive():

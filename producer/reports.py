@@ -11,7 +11,6 @@ from engine.collect import load_trajectory
 from engine.store import ArtifactStore
 from reducer.render import (
     needs_transcript,
-    render_complete_block,
     render_json,
     render_junit,
     render_markdown,
@@ -20,6 +19,7 @@ from reducer.render import (
     transcript_name,
 )
 from reducer.render_html import render_html
+from reducer.summary import render_complete_block
 from schemas.manifest import RunManifest
 from schemas.report import RunResult
 
@@ -69,12 +69,27 @@ def write_reports(result: RunResult, manifest: RunManifest, store: ArtifactStore
                 written.append(path)
                 transcripts[r.shard_id] = name
     html = out_dir / f"skill-eval-{run_id}.html"
-    html.write_text(render_html(result, transcripts), encoding="utf-8")
+    html.write_text(render_html(result, transcripts, page_facts(manifest)), encoding="utf-8")
     written.append(html)
     junit = out_dir / f"skill-eval-{run_id}.junit.xml"
     junit.write_text(render_junit(result), encoding="utf-8")
     written.append(junit)
     return written
+
+
+def page_facts(manifest: RunManifest) -> dict[str, str]:
+    """What the run's page shows under its verdict: where the skill came from, what ran it, when."""
+    plan = manifest.plan
+    commit = " @ ".join(x for x in (manifest.branch, manifest.sha7) if x and x != "-")
+    return {
+        "repo": manifest.repo,
+        "commit": commit or "-",
+        "models": ", ".join(plan.models) or "-",
+        "judges": ", ".join(plan.judges) or "-",
+        "executor": manifest.settings.executor,
+        "epochs": str(plan.epochs),
+        "date": plan.created_at.strftime("%Y-%m-%d %H:%M UTC"),
+    }
 
 
 def append_run_log(result: RunResult, manifest: RunManifest, log_path: Path) -> str:
@@ -108,5 +123,7 @@ def reported_bundle_keys(out_dir: Path) -> dict[str, set[str]]:
 
 
 def complete_block(result: RunResult, paths: list[Path]) -> str:
-    """The SKILL-EVAL COMPLETE block naming the report files (transcripts are listed in the md reports)."""
-    return render_complete_block(result, [str(p) for p in paths if p.suffix in {".md", ".json", ".xml", ".html"}])
+    """The SKILL-EVAL COMPLETE block naming the report files (transcripts are listed in the md reports),
+    without its final line break: printed, its verdict is the output's last line."""
+    reports = [str(p) for p in paths if p.suffix in {".md", ".json", ".xml", ".html"}]
+    return render_complete_block(result, reports).rstrip("\n")

@@ -1,8 +1,10 @@
 """Corpus validation, schema v1 of the contract. Pure: takes parsed JSON, returns a Corpus.
 
-The first violation, in document order, is raised as
-``BadCorpus(file, json_path, problem)`` which prints
-``BLOCKED_BAD_CORPUS: <file>: <JSON path>: <what is wrong>``.
+Violations are raised as one ``BadCorpus(file, json_path, problem)``, the first in document
+order leading and the others in its ``also``, printed one
+``BLOCKED_BAD_CORPUS: <file>: <JSON path>: <what is wrong>`` line each. Every case, and every
+file and assertion of a case, is checked past a bad one; a structural problem (a top-level
+key, a case that is not an object, its keys) stops what depends on it.
 Never grade against a corpus that could not be validated.
 """
 
@@ -48,6 +50,7 @@ FIXTURE_KEYS = frozenset({"path", "content"})
 FIXTURE_OPTIONAL_KEYS = frozenset({"stage"})
 
 MAX_CORPUS_BYTES = 8 * 1024 * 1024  # a corpus is prose and prompts; more is not a corpus
+MAX_REPORTED_VIOLATIONS = 50  # a screenful: enough to fix a file in one pass
 MAX_CORPUS_DEPTH = 32  # schema v1 nests six levels deep; room for extensions, none for a RecursionError
 
 _VERB_RE = re.compile(r"\b(?:" + "|".join(sorted(CHECKABLE_VERBS)) + r")\b")
@@ -155,7 +158,7 @@ def validate_corpus(
     ``file`` is the corpus path used in messages and for the stem check; ``repo_has_file``
     answers whether a normalised repo-relative path exists in the repo; ``skill_name``
     replaces the file stem in that check for corpora read from another format. Raises
-    :class:`BadCorpus` naming the first violation.
+    :class:`BadCorpus` naming every violation found (the first leads).
     """
 
     def fail(path: str, problem: str) -> BadCorpus:
@@ -178,14 +181,31 @@ def validate_corpus(
 
     seen_ids: dict[int, int] = {}
     cases = []
+    found: list[BadCorpus] = []  # every case is checked: one pass shows all of a file's violations
     for index, raw in enumerate(evals):
         at = f"$.evals[{index}]"
-        case = _validate_case(raw, at, fail, repo_has_file, DETERMINISTIC_ASSERTIONS in extensions)
+        try:
+            case = _validate_case(raw, at, fail, repo_has_file, DETERMINISTIC_ASSERTIONS in extensions)
+        except BadCorpus as exc:
+            found += [exc, *exc.also]
+            continue
         if case.id in seen_ids:
-            raise fail(f"{at}.id", f"id {case.id} repeats $.evals[{seen_ids[case.id]}].id; ids are unique")
-        seen_ids[case.id] = index
+            found.append(fail(f"{at}.id", f"id {case.id} repeats $.evals[{seen_ids[case.id]}].id; ids are unique"))
+        seen_ids.setdefault(case.id, index)
         cases.append(case)
+    if found:
+        raise _all_of(found)
     return Corpus(skill_name=stem, evals=tuple(cases), extensions=extensions)
+
+
+def _all_of(found: list[BadCorpus]) -> BadCorpus:
+    """One error carrying every violation found, the first in document order leading; past
+    :data:`MAX_REPORTED_VIOLATIONS` the rest are counted, so a hostile corpus cannot flood the terminal."""
+    first, listed = found[0], found[1:MAX_REPORTED_VIOLATIONS]
+    rest = len(found) - len(listed) - 1
+    if rest:
+        listed.append(BadCorpus(first.file, "$", f"and {rest} more violation(s) not listed"))
+    return BadCorpus(first.file, first.path, first.problem, also=tuple(listed))
 
 
 def _validate_extensions(raw: Any, fail: Callable[[str, str], BadCorpus]) -> tuple[str, ...]:
@@ -212,47 +232,32 @@ def _validate_case(
     problem = _key_problem(raw, CASE_KEYS, CASE_OPTIONAL_KEYS)
     if problem:
         raise fail(at, problem)
+    found: list[BadCorpus] = []
     case_id = raw["id"]
     if isinstance(case_id, bool) or not isinstance(case_id, int):
-        raise fail(f"{at}.id", f"{case_id!r} is not an integer")
+        found.append(fail(f"{at}.id", f"{case_id!r} is not an integer"))
     for key in ("prompt", "expected_output"):
         if _blank(raw[key]):
-            raise fail(f"{at}.{key}", "must be a non-blank string")
-
-    fixtures = _validate_fixtures(raw.get("fixtures", []), f"{at}.fixtures", fail) if "fixtures" in raw else ()
-    fixture_paths = {f.path for f in fixtures}
-
-    files = raw["files"]
-    if not isinstance(files, list):
-        raise fail(f"{at}.files", f"is {type(files).__name__}; an array is required")
-    clean_files = []
-    for i, path in enumerate(files):
-        where = f"{at}.files[{i}]"
-        if not isinstance(path, str):
-            raise fail(where, f"{path!r} is not a string")
-        problem = path_problem(path)
-        if problem:
-            raise fail(where, problem)
-        normal = normalise_path(path)
-        if normal not in fixture_paths and not repo_has_file(normal):
-            raise fail(where, f"{path!r} does not exist in the repo and no fixture of this eval provides it")
-        clean_files.append(path)
-
+            found.append(fail(f"{at}.{key}", "must be a non-blank string"))
+    try:
+        fixtures = _validate_fixtures(raw["fixtures"], f"{at}.fixtures", fail) if "fixtures" in raw else ()
+        fixture_paths = {f.path for f in fixtures}
+    except BadCorpus as exc:
+        found.append(exc)
+        fixtures, fixture_paths = (), _claimed_paths(raw["fixtures"])
+    clean_files = _validate_files(raw["files"], f"{at}.files", fail, repo_has_file, fixture_paths, found)
     assertions = raw["assertions"]
     if not isinstance(assertions, list) or not assertions:
-        raise fail(f"{at}.assertions", "must be a non-empty array of strings")
+        found.append(fail(f"{at}.assertions", "must be a non-empty array of strings"))
+        assertions = []
     checked: list[Assertion] = []
     for i, text in enumerate(assertions):
-        where = f"{at}.assertions[{i}]"
-        if allow_objects and isinstance(text, dict):
-            checked.append(_validate_check(text, where, fail))
-            continue
-        if not isinstance(text, str):
-            raise fail(where, f"is {type(text).__name__}; assertions are strings")
-        problem = assertion_problem(text)
-        if problem:
-            raise fail(where, problem)
-        checked.append(text)
+        try:
+            checked.append(_validate_assertion(text, f"{at}.assertions[{i}]", fail, allow_objects))
+        except BadCorpus as exc:
+            found.append(exc)
+    if found:
+        raise _all_of(found)
 
     return EvalCase(
         id=case_id,
@@ -262,6 +267,50 @@ def _validate_case(
         assertions=tuple(checked),
         fixtures=fixtures,
     )
+
+
+def _claimed_paths(raw: Any) -> set[str]:
+    """The paths a fixtures array that failed validation still names, so that its case's
+    ``files`` are not also reported missing because of it."""
+    items = raw if isinstance(raw, list) else []
+    paths = [item.get("path") for item in items if isinstance(item, dict)]
+    return {normalise_path(p) for p in paths if isinstance(p, str) and path_problem(p) is None}
+
+
+def _validate_files(
+    files: Any,
+    at: str,
+    fail: Callable[[str, str], BadCorpus],
+    repo_has_file: Callable[[str], bool],
+    fixture_paths: set[str],
+    found: list[BadCorpus],
+) -> list[str]:
+    """The case's ``files``; each bad entry is added to ``found`` (the rest are still checked)."""
+    if not isinstance(files, list):
+        found.append(fail(at, f"is {type(files).__name__}; an array is required"))
+        return []
+    clean_files = []
+    for i, path in enumerate(files):
+        where = f"{at}[{i}]"
+        problem = path_problem(path) if isinstance(path, str) else f"{path!r} is not a string"
+        if problem is None and normalise_path(path) not in fixture_paths and not repo_has_file(normalise_path(path)):
+            problem = f"{path!r} does not exist in the repo and no fixture of this eval provides it"
+        if problem:
+            found.append(fail(where, problem))
+        else:
+            clean_files.append(path)
+    return clean_files
+
+
+def _validate_assertion(text: Any, where: str, fail: Callable[[str, str], BadCorpus], allow_objects: bool) -> Assertion:
+    if allow_objects and isinstance(text, dict):
+        return _validate_check(text, where, fail)
+    if not isinstance(text, str):
+        raise fail(where, f"is {type(text).__name__}; assertions are strings")
+    problem = assertion_problem(text)
+    if problem:
+        raise fail(where, problem)
+    return text
 
 
 def _validate_fixtures(raw: Any, at: str, fail: Callable[[str, str], BadCorpus]) -> tuple[Fixture, ...]:

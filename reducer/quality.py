@@ -1,8 +1,11 @@
 """Assertion quality from a run's own results. Pure.
 
 - *non-discriminating*: the assertion passes for every model, epoch and variant, or fails
-  for every one: it cannot tell a better skill from a worse one (needs two observations);
-- *flaky*: its verdict changes across the epochs of one model in one variant;
+  for every one: it cannot tell a better skill from a worse one. Only said with at least
+  ``MIN_QUALITY_OBSERVATIONS`` verdicts from at least two (variant, model) groups: with one
+  group there is nothing to tell apart, and a few equal verdicts are no evidence;
+- *flaky*: its verdict changes across the epochs of one model in one variant, among at least
+  ``MIN_FLAKY_EPOCHS`` epochs (a single flip in two is what a sound assertion shows often);
 - *judge disagreement*: in an ensemble, the share of shards where the judges that graded did
   not all give it the same verdict.
 """
@@ -13,8 +16,15 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from schemas.comparison import AssertionQuality
+from schemas.constants import MIN_FLAKY_EPOCHS, MIN_QUALITY_OBSERVATIONS
 from schemas.report import SkillResult
 from schemas.status import ShardState
+
+
+def is_constant(observations: int, passes: int, groups: int) -> bool:
+    """Whether enough verdicts, from enough groups, all went the same way to call an assertion non-discriminating."""
+    enough = observations >= MIN_QUALITY_OBSERVATIONS and groups >= 2
+    return enough and passes in (0, observations)
 
 
 def assess_assertions(skills: Sequence[SkillResult]) -> list[AssertionQuality]:
@@ -45,8 +55,8 @@ def assess_assertions(skills: Sequence[SkillResult]) -> list[AssertionQuality]:
     for key in sorted(verdicts):
         skill, case_id, index = key
         seen = verdicts[key]
-        constant = len(seen) >= 2 and len(set(seen)) == 1
-        repeated = [g for g, n in group_sizes[key].items() if n >= 2]
+        constant = is_constant(len(seen), sum(seen), len(group_sizes[key]))
+        repeated = [g for g, n in group_sizes[key].items() if n >= MIN_FLAKY_EPOCHS]
         flaky = sorted(g for g in repeated if len(groups[key][g]) > 1)
         disagree = ensemble.get(key)
         rows.append(

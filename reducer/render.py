@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
-from reducer.render_compare import comparison_section, comparison_summary, noise_summary, quality_section
-from reducer.render_triggers import complete_lines, junit_suites, routing_section, trigger_section
+from reducer.agreement import agreement_lines
+from reducer.render_compare import comparison_section, quality_section
+from reducer.render_triggers import gates_text, junit_suites, routing_section, trigger_section
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.report import CaseRun, ClusteredRate, RunResult, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import ShardState
+from schemas.trajectory import Usage
 
 
 def _pct(x: float | None) -> str:
@@ -58,6 +59,24 @@ def md(text: object) -> str:
 
 _cell = md
 
+_BACKTICKS = re.compile("`+")
+
+
+def code(text: object) -> str:
+    """``text`` (untrusted) as one inline code span: shown verbatim, ``&&`` and ``<`` as typed.
+
+    Code span content is literal in CommonMark (no tag, entity, link or emphasis inside), so
+    only its end must be safe: the fence is one backtick longer than any run in the text, and
+    the text is padded with a space each side when it starts or ends with a backtick or space
+    (a parser strips exactly one each side). Line breaks become spaces, as a code span shows them.
+    """
+    flat = _MD_CONTROL.sub("\ufffd", _MD_BREAKS.sub(" ", str(text)))
+    if not flat.strip():
+        return "(none)"
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(flat)), default=0) + 1)
+    pad = " " if flat[0] in "` " or flat[-1] in "` " else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
 
 def report_stem(skill: str, run_id: str) -> str:
     return f"skill-eval-{skill}-{run_id}"
@@ -79,6 +98,10 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
     parts = [s for s in result.skills if s.skill == skill]
     lines = [f"# skill-eval: {md(skill)}", ""]
     lines += [f"- run: `{result.run_id}`", f"- verdict: **{result.verdict.value}**"]
+    if result.triggers is not None:
+        lines.append(f"- trigger gates: {md(gates_text(result.triggers))}")
+    else:
+        lines.append(f"- {result.threshold_label}: a corpus passes when its behavioural pass rate reaches it")
     lines += [f"- {md(k)}: {md(v)}" for k, v in meta.items()]
     for reason in result.reasons:
         lines.append(f"- reason: {md(reason)}")
@@ -92,8 +115,11 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
         lines += ["", *trigger_section(result.triggers, skill), "", *routing_section(result.triggers)]
         return "\n".join(lines) + "\n"
     lines += ["", *quality_section([q for q in result.assertion_quality if q.skill == skill])]
+    if result.human_agreement:
+        lines += ["", "## Judge vs people", ""]
+        lines += [f"- {md(line)}" for line in agreement_lines(result.human_agreement)]
     for part in parts:
-        lines += ["", *_variant_section(part)]
+        lines += ["", *_variant_section(part, result.threshold)]
     return "\n".join(lines) + "\n"
 
 
@@ -106,8 +132,17 @@ def clustered_sentence(c: ClusteredRate) -> str:
     )
 
 
-def _variant_section(s: SkillResult) -> list[str]:
-    out = [f"## {md(s.variant)}: {md(s.headline)}", ""]
+def corpus_status(s: SkillResult, threshold: float) -> str:
+    """The current arm's verdict beside its headline (``FAIL (below threshold 1.0)``); empty for a
+    baseline arm or an INCONCLUSIVE corpus, whose headline already says so."""
+    if s.verdict == "FAIL":
+        return f"FAIL (below threshold {threshold})"
+    return s.verdict if s.verdict in ("PASS", "NOT GRADED") else ""
+
+
+def _variant_section(s: SkillResult, threshold: float) -> list[str]:
+    status = corpus_status(s, threshold)
+    out = [f"## {md(s.variant)}: {md(s.headline)}" + (f" — {status}" if status else ""), ""]
     out.append(
         f"Behavioural pass rate {s.behavioural.passed}/{s.behavioural.total} "
         f"(95% CI {_pct(s.behavioural.low)}–{_pct(s.behavioural.high)}) over graded shards only; "
@@ -165,6 +200,8 @@ def _variant_section(s: SkillResult) -> list[str]:
         if r.skill_activated is not None:
             out.append(f"- skill activated: {'yes' if r.skill_activated else 'no'}")
         out += [f"- **flagged**: {md(line)}" for line in r.rejected_calls]
+        out += [f"- **refused by the proxy**: {md(line)}" for line in r.refused_requests]
+        out += [f"- model proposed, never run: {md(line)}" for line in r.proposed_calls]
         for v in r.verdicts:
             mark = "PASS" if v.passed else "FAIL"
             checked = (
@@ -173,7 +210,7 @@ def _variant_section(s: SkillResult) -> list[str]:
                 else (" (evidence found)" if v.evidence_verified else " (evidence NOT found)")
             )
             out.append(f"- **{mark}** {md(v.text)}{checked}")
-            out.append(f"  - evidence: {_cell(v.evidence)}")
+            out.append(f"  - evidence: {code(v.evidence)}")
             if v.note:
                 out.append(f"  - note: {_cell(v.note)}")
         out.append("")
@@ -200,7 +237,12 @@ def _per_model_tables(s: SkillResult) -> list[str]:
 
 
 def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
-    """The machine record for one skill: statuses, raw judge arrays, metadata, usage."""
+    """The machine record for one skill: statuses, raw judge arrays, metadata, and the usage of this
+    skill's shards alone (every arm of it; the run's total is in the HTML page and ``status``)."""
+    usage: dict[str, Usage] = {}
+    for part in (s for s in result.skills if s.skill == skill):
+        for model, u in part.usage.items():
+            usage[model] = usage[model].add(u) if model in usage else u
     doc = {
         "run_id": result.run_id,
         "skill": skill,
@@ -211,48 +253,17 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
         "judges": result.judges,
         "calibration": result.calibration,
         "template_hashes": result.template_hashes,
-        "usage": {k: v.model_dump() for k, v in result.usage.items()},
+        "threshold": {"value": result.threshold, "source": result.threshold_source},
+        "usage": {k: v.model_dump() for k, v in usage.items()},
         "variants": [s.model_dump(mode="json") for s in result.skills if s.skill == skill],
         "comparisons": [c.model_dump(mode="json") for c in result.comparisons if c.skill == skill],
         "assertion_quality": [q.model_dump(mode="json") for q in result.assertion_quality if q.skill == skill],
         "gates": {"regression_alpha": result.regression_alpha, "require_uplift": result.require_uplift},
+        "human_agreement": [a.model_dump(mode="json") for a in result.human_agreement],
     }
     if result.triggers is not None:
         doc["triggers"] = result.triggers.model_dump(mode="json")
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-
-
-def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
-    """The contract's ``SKILL-EVAL COMPLETE`` block."""
-    lines = ["SKILL-EVAL COMPLETE", f"run: {result.run_id}", f"verdict: {result.verdict.value}"]
-    for s in result.skills:
-        infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v) or "none"
-        if result.triggers is not None:  # no assertions: the figures follow below
-            lines += [f"skill: {s.skill} [triggers]  queries: {s.cases}", f"  not run to an end (infra): {infra}"]
-            continue
-        lines.append(f"skill: {s.skill} [{s.variant}]  cases: {s.cases}  result: {s.headline}")
-        lines.append(f"  not graded (infra): {infra}; blocked: {len(s.blocked)}")
-        for r in s.runs:
-            for v in r.verdicts:
-                if not v.passed:
-                    lines.append(f"  FAIL case {r.case_id} ({r.model} e{r.epoch}): {v.text} -> {v.evidence}")
-    lines += [f"compare {c.skill}: {comparison_summary(c)}" for c in result.comparisons if c.model is None]
-    lines += [
-        f"noise floor {c.skill}: {noise_summary(c.noise)}"
-        for c in result.comparisons
-        if c.model is None and c.noise is not None
-    ]
-    lines += complete_lines(result.triggers) if result.triggers is not None else []
-    lines += [f"skipped: {s}" for s in result.skipped]
-    if result.aggregate_headline:
-        lines.append(result.aggregate_headline)
-    if len(result.leaderboard) > 1:
-        lines.append(
-            "leaderboard (composite): " + ", ".join(f"{m.model} {_pct(m.composite_mean)}" for m in result.leaderboard)
-        )
-    lines += [f"reason: {r}" for r in result.reasons]
-    lines += [f"report: {p}" for p in paths]
-    return "\n".join(lines) + "\n"
 
 
 def render_junit(result: RunResult) -> str:
@@ -271,7 +282,10 @@ def render_junit(result: RunResult) -> str:
 def _junit_properties(result: RunResult, s: SkillResult) -> str:
     if s.variant != CURRENT:
         return ""
-    props = []
+    props = [
+        f"<property name={quoteattr(key)} value={quoteattr(value)}/>"
+        for key, value in (("verdict", s.verdict), ("threshold", f"{result.threshold} ({result.threshold_source})"))
+    ]
     for c in result.comparisons:
         if c.skill != s.skill or c.model is not None:
             continue
@@ -320,7 +334,15 @@ def _testcase(classname: str, name: str, tag: str = "", message: str = "", body:
 def run_log_line(result: RunResult, when: datetime, project: str, branch: str, sha7: str, tier: str = "-") -> str:
     """The contract's 13-field tab-separated run-log line."""
     cases = sum(s.cases for s in result.skills if s.variant == CURRENT)
-    notes = "; ".join(f"{s.skill}={s.headline}" for s in result.skills if s.variant == CURRENT) or "-"
+    # A corpus below its threshold says FAIL here too (the contract's VERDICT named only a regression).
+    notes = (
+        "; ".join(
+            f"{s.skill}={s.headline}" + (f" {s.verdict}" if s.verdict in ("PASS", "FAIL") else "")
+            for s in result.skills
+            if s.variant == CURRENT
+        )
+        or "-"
+    )
     fields = [
         f"Run: {when.strftime('%Y-%m-%dT%H:%M:%SZ')}",
         "skill-eval",

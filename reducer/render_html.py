@@ -1,10 +1,13 @@
 """A self-contained HTML report for a run. Pure; no scripts, no external assets, every value escaped.
 
-Sections, each with a stable id: ``headline`` (verdict, reasons, gates), ``models`` (per-model
-bars with 95% intervals), ``comparisons`` (with/without and old/new, with the paired figures),
+Sections, each with a stable id: ``headline`` (verdict, the run's facts, threshold, reasons,
+gates), ``overview`` (several corpora: corpus by model and the leaderboard), ``corpora`` (one
+row per corpus and arm), ``models`` (per-model bars with 95% intervals), ``comparisons``
+(with/without and old/new, with the paired figures),
 ``heatmap`` (model by assertion), ``usage`` (tokens and cost per model), ``quality``
 (assertion quality) and ``verdicts`` (every verdict with its evidence and, where one was
-kept, a link to the case transcript beside the page).
+kept, a link to the case transcript beside the page; every shard collapsed, failing ones marked).
+With several corpora, each corpus's charts and tables are collapsed under the overview.
 """
 
 from __future__ import annotations
@@ -12,34 +15,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from html import escape
 
-from reducer.html_parts import CSS, bar, difference_bar, heat, pct, pts, pval, table
+from reducer.html_overview import corpora, headline, overview
+from reducer.html_parts import (
+    CSS,
+    DIFFERENCE_AXIS,
+    RATE_AXIS,
+    axis,
+    bar,
+    difference_bar,
+    heat,
+    name,
+    pct,
+    pts,
+    pval,
+    table,
+)
 from reducer.render_compare import NO_SKILL_NOTE, TEST_LABELS
 from reducer.render_triggers import trigger_html
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.comparison import PairedComparison
+from schemas.constants import MIN_FLAKY_EPOCHS, MIN_QUALITY_OBSERVATIONS
 from schemas.report import CaseRun, RunResult, SkillResult
+from schemas.shard import CURRENT
 from schemas.status import ShardState
-
-
-def _headline(result: RunResult) -> str:
-    out = [
-        '<section id="headline">',
-        f"<h1>skill-eval run {escape(result.run_id)} "
-        f'<span class="verdict {result.verdict.value}">{result.verdict.value}</span></h1>',
-        "<ul>" + "".join(f"<li>{escape(r)}</li>" for r in result.reasons) + "</ul>",
-    ]
-    if result.aggregate_headline:
-        out.append(f"<p><b>{escape(result.aggregate_headline)}</b></p>")
-    rows = [[f"{s.skill} [{s.variant}]", s.headline, f"{s.not_graded}/{s.shard_count}"] for s in result.skills]
-    out.append(table(["corpus", "result", "not graded"], rows))
-    gates = []
-    if result.regression_alpha is not None:
-        gates.append(f"--regression-alpha {result.regression_alpha:g}: only a significant one-sided drop fails")
-    if result.require_uplift is not None:
-        gates.append(f"--require-uplift {result.require_uplift:g}: the uplift over no skill must clear it")
-    gates += [f"judge {j}: {c}" for j, c in result.calibration.items()]
-    out.append("<h2>Gates</h2><ul>" + "".join(f"<li>{escape(g)}</li>" for g in gates or ["none set"]) + "</ul>")
-    return "".join(out) + "</section>"
 
 
 def _models(result: RunResult) -> str:
@@ -48,10 +46,10 @@ def _models(result: RunResult) -> str:
         '<p class="legend">Behavioural pass rate over graded shards; the whisker is the 95% Wilson interval.</p>'
     )
     for s in result.skills:
-        out.append(f"<h3>{escape(s.skill)} [{escape(s.variant)}]: {escape(s.headline)}</h3><div class='bars'>")
-        out += [bar(m.model, m.behavioural.rate, m.behavioural.low, m.behavioural.high) for m in s.models]
-        out.append("</div>")
-    if len(result.leaderboard) > 1:
+        bars = [bar(m.model, m.behavioural.rate, m.behavioural.low, m.behavioural.high) for m in s.models]
+        title = f"{name(s.skill)} [{name(s.variant)}]: {escape(s.headline)}"
+        out.append(_part(result, title, "<div class='bars'>" + "".join(bars) + axis(RATE_AXIS) + "</div>"))
+    if len(result.leaderboard) > 1 and not _sweep(result):  # a sweep's leaderboard leads the overview
         rows = [
             [m.model, pct(m.composite_mean), f"{pct(m.composite_low)} to {pct(m.composite_high)}"]
             for m in result.leaderboard
@@ -75,7 +73,11 @@ def _comparison(c: PairedComparison, per_model: list[PairedComparison], arms: Ma
         out.append(bar("current (all models)", r.rate, r.low, r.high))
     out.append(difference_bar("paired difference", c.difference, c.low, c.high))
     out += [difference_bar(f"{m.model}: difference", m.difference, m.low, m.high) for m in per_model]
-    out.append("</div>")
+    out.append(axis(DIFFERENCE_AXIS) + "</div>")
+    out.append(
+        "<p class='legend'>Paired difference, current minus the other arm, in percentage points: "
+        "the dot is the difference, the whisker its 95% interval, the line at 0 no change.</p>"
+    )
     figures = (
         f"Paired over {c.cases} cases ({c.pairs} pairs; {c.dropped} dropped because a side was not graded"
         + (": " + ", ".join(f"{k} {v}" for k, v in sorted(c.dropped_by.items())) if c.dropped_by else "")
@@ -100,7 +102,8 @@ def _comparison(c: PairedComparison, per_model: list[PairedComparison], arms: Ma
             ]
             for a in c.assertions
         ]
-        out.append(table(["case", "assertion", c.baseline, "current", "better/worse", "p", "p drop (Holm)"], rows))
+        head = ["case", "assertion", name(c.baseline), "current", "better/worse", "p", "p drop (Holm)"]
+        out.append(table(head, rows))
     return "".join(out)
 
 
@@ -120,8 +123,7 @@ def _heatmap(result: RunResult) -> str:
     out = ['<section id="heatmap"><h2>Model by assertion</h2>']
     for s in result.skills:
         models = [m.model for m in s.models]
-        out.append(f"<h3>{escape(s.skill)} [{escape(s.variant)}]</h3>")
-        head = ["case", "assertion", *models, "pass@k", "pass^k"]
+        head = ["case", "assertion", *[name(m) for m in models], "pass@k", "pass^k"]
         rows = []
         for a in s.assertions:
             cells = [escape(str(a.case_id)), escape(a.text)]
@@ -129,7 +131,7 @@ def _heatmap(result: RunResult) -> str:
                 x = a.by_model[m].rate if m in a.by_model else None
                 cells.append(f'<span style="background:{heat(x)};padding:0 .3rem;border-radius:3px">{pct(x)}</span>')
             rows.append([*cells, pct(a.pass_at_k), pct(a.pass_hat_k)])
-        out.append(table(head, rows, raw=True))
+        out.append(_part(result, f"{name(s.skill)} [{name(s.variant)}]", table(head, rows, raw=True)))
     return "".join(out) + "</section>"
 
 
@@ -169,7 +171,7 @@ def _activation(result: RunResult) -> str:
 def _quality(result: RunResult) -> str:
     rows = [
         [
-            q.skill,
+            name(q.skill),
             str(q.case_id),
             q.text,
             str(q.observations),
@@ -180,59 +182,85 @@ def _quality(result: RunResult) -> str:
         ]
         for q in result.assertion_quality
     ]
-    flagged = sum(q.non_discriminating or q.flaky for q in result.assertion_quality)
+    flagged = [row for row, q in zip(rows, result.assertion_quality, strict=True) if q.non_discriminating or q.flaky]
     head = ["skill", "case", "assertion", "verdicts", "pass rate", "non-discriminating", "flaky in", "judges disagree"]
-    return (
-        '<section id="quality"><h2>Assertion quality</h2>'
-        f"<p>{flagged} of {len(rows)} assertions flagged: non-discriminating ones pass (or fail) for every model, "
-        "epoch and arm; flaky ones change verdict across epochs.</p>"
-        + (table(head, rows) if rows else "<p>no graded verdicts</p>")
-        + "</section>"
+    rule = (
+        f"{len(flagged)} of {len(rows)} assertions flagged. Non-discriminating: at least "
+        f"{MIN_QUALITY_OBSERVATIONS} verdicts from two or more models or arms, all passing (or all failing). "
+        f"Flaky: the verdict changed across at least {MIN_FLAKY_EPOCHS} epochs of one model in one arm. "
+        "Fewer observations flag nothing: they cannot tell a weak assertion from a sound one."
     )
+    out = ['<section id="quality"><h2>Assertion quality</h2>', f"<p>{escape(rule)}</p>"]
+    if flagged:
+        out.append(table(head, flagged))
+    if rows:
+        out.append(f"<details><summary>all {len(rows)} assertions</summary>{table(head, rows)}</details>")
+    else:
+        out.append("<p>no graded verdicts</p>")
+    return "".join(out) + "</section>"
 
 
 def _run(r: CaseRun, transcripts: Mapping[str, str]) -> str:
+    """One shard, collapsed: its summary says how it went (failing shards marked), the rest is a click away."""
     passed = sum(v.passed for v in r.verdicts)
     status = f"{passed}/{len(r.verdicts)} passed" if r.state is ShardState.GRADED else r.state.value
     bad = r.state is not ShardState.GRADED or passed < len(r.verdicts)
-    out = [
-        f"<details{' open' if bad else ''}><summary>case {r.case_id} · {escape(r.model)} · epoch {r.epoch}: "
-        f"{escape(status)}</summary>"
-    ]
+    mark = '<span class="fail">FAIL</span> ' if r.state is ShardState.GRADED and bad else ""
+    title = f"{mark}case {r.case_id} · {name(r.model)} · epoch {r.epoch}: {escape(status)}"
+    out = [f"<details class='shard'><summary>{title}</summary>"]
     link = transcripts.get(r.shard_id)
     if link:
         out.append(f'<p><a href="{escape(link, quote=True)}">transcript</a></p>')
     else:
         out.append("<p class='muted'>every assertion passed: transcript not kept beside the report</p>")
     if r.state is not ShardState.GRADED:
-        out.append(f"<p>{escape(r.detail)}</p>")
+        out.append(f"<p class='detail'>{escape(r.detail)}</p>")
     out.append("<ul>")
     for v in r.verdicts:
-        mark = '<span class="pass">PASS</span>' if v.passed else '<span class="fail">FAIL</span>'
-        out.append(f'<li>{mark} {escape(v.text)}<div class="ev">{escape(v.evidence)}</div></li>')
+        verdict = '<span class="pass">PASS</span>' if v.passed else '<span class="fail">FAIL</span>'
+        out.append(f'<li>{verdict} {escape(v.text)}<div class="ev">{escape(v.evidence)}</div></li>')
     return "".join(out) + "</ul></details>"
 
 
 def _verdicts(result: RunResult, transcripts: Mapping[str, str]) -> str:
     out = ['<section id="verdicts"><h2>Verdicts and evidence</h2>']
     for s in result.skills:
-        out.append(f"<h3>{escape(s.skill)} [{escape(s.variant)}]</h3>")
         infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v) or "none"
-        out.append(
-            f"<p>Not graded (infra): {escape(infra)}; blocked: {len(s.blocked)}; "
-            f"sandbox: {escape(', '.join(s.sandbox_modes) or 'n/a')}</p>"
-        )
-        out += [_run(r, transcripts) for r in s.runs]
+        failing = sum(r.state is not ShardState.GRADED or not all(v.passed for v in r.verdicts) for r in s.runs)
+        body = [
+            f"<p>{len(s.runs)} shards, {failing} failing or not graded (marked; open one to read its evidence). "
+            f"Not graded (infra): {escape(infra)}; blocked: {s.blocked_count}; "
+            f"sandbox: {escape(', '.join(s.sandbox_modes) or 'n/a')}</p>",
+            *(_run(r, transcripts) for r in s.runs),
+        ]
         if not s.runs and s.shard_count:
-            out.append(f"<p>{ROWS_NOT_KEPT.format(shards=s.shard_count)}</p>")
+            body.append(f"<p>{ROWS_NOT_KEPT.format(shards=s.shard_count)}</p>")
+        title = f"{name(s.skill)} [{name(s.variant)}]" + (f": {failing} failing" if _sweep(result) else "")
+        out.append(_part(result, title, "".join(body)))
     return "".join(out) + "</section>"
 
 
-def render_html(result: RunResult, transcripts: Mapping[str, str] | None = None) -> str:
-    """The run as one page; ``transcripts`` maps a shard id to its transcript file beside the page."""
+def _sweep(result: RunResult) -> bool:
+    return sum(s.variant == CURRENT for s in result.skills) > 1
+
+
+def _part(result: RunResult, title: str, body: str) -> str:
+    """One corpus's chart or table: under its heading, or collapsed when the page shows a sweep."""
+    if _sweep(result):
+        return f"<details><summary>{title}</summary>{body}</details>"
+    return f"<h3>{title}</h3>{body}"
+
+
+def render_html(
+    result: RunResult, transcripts: Mapping[str, str] | None = None, meta: Mapping[str, str] | None = None
+) -> str:
+    """The run as one page; ``transcripts`` maps a shard id to its transcript file beside the page,
+    ``meta`` holds the run's facts shown under the verdict (repo, commit, models, judges, date)."""
     links = dict(transcripts or {})
     body = [
-        _headline(result),
+        headline(result, dict(meta or {})),
+        overview(result),
+        corpora(result),
         _models(result),
         _comparisons(result),
         _heatmap(result),

@@ -110,6 +110,16 @@ def routing_section(report: TriggerReport) -> list[str]:
     return lines
 
 
+def gates_text(report: TriggerReport) -> str:
+    """The trigger run's gates as given (a trigger run has no behavioural threshold)."""
+    given = [
+        f"{flag} {value}"
+        for flag, value in (("--min-recall", report.min_recall), ("--max-false-trigger", report.max_false_trigger))
+        if value is not None
+    ]
+    return ", ".join(given) or "none (--min-recall and --max-false-trigger not given)"
+
+
 def complete_lines(report: TriggerReport) -> list[str]:
     """One line per skill and model for the COMPLETE block, then the paired changes."""
     return change_lines(report) + [

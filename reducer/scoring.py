@@ -3,7 +3,9 @@
 The behavioural pass rate counts graded shards only; infra failures are tallied apart by
 kind; blocked shards are listed apart; a corpus is INCONCLUSIVE when more than 25% of its
 shards are not graded, or any is not graded in a corpus of fewer than 4 cases; several
-corpora are INCONCLUSIVE together when more than 10% of them are.
+corpora are INCONCLUSIVE together when more than 10% of them are. A conclusive corpus passes
+only when its behavioural pass rate reaches the run's threshold: 1.0 (every assertion) unless
+``--fail-under`` lowers it.
 
 The gate counts shards, not cases: with several models or epochs one case is run (and may
 fail to be graded) once per model and epoch, and each of those runs is one shard, so a
@@ -22,11 +24,12 @@ from reducer.gates import comparison_failures
 from reducer.quality import assess_assertions
 from reducer.sensitivity import sensitivity_warnings
 from reducer.stats import clustered_interval, mean_interval, pass_at_k, pass_hat_k, wilson
+from reducer.threshold import corpus_verdict, threshold_of, with_verdicts
 from reducer.trigger_compare import run_report
 from reducer.triggers import trigger_pass_reason
 from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
 from schemas.outcome import CalibrationRecord, CalibrationStatus
-from schemas.report import AssertionStat, CaseRun, ClusteredRate, ModelSummary, Rate, RunResult, SkillResult
+from schemas.report import UNFINISHED, AssertionStat, CaseRun, ClusteredRate, ModelSummary, Rate, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle
 from schemas.status import INFRA_FAILURES, SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
@@ -55,6 +58,19 @@ class ShardOutcome:
     """Tool calls the harness's stream claimed that no proxied model response held."""
     skills_fired: tuple[str, ...] | None = None
     """Trigger runs: the skills the executor activated, in order (None: not a trigger run)."""
+    proposed_calls: tuple[str, ...] = ()
+    """Tool calls the model proposed that the harness never ran (listed, never counted)."""
+    refused_requests: tuple[str, ...] = ()
+    """Model requests the harness's proxy refused for what they asked (the agent's doing)."""
+
+
+NO_RECORD = f"no terminal record in the store: {UNFINISHED}"
+"""The detail of a shard the reduce found no outcome for."""
+
+
+def partial(s: SkillResult) -> str:
+    """Why a corpus with shards not yet ended (or lost) cannot pass: the report holds only what ended."""
+    return f"{s.unfinished}/{s.shard_count} shards not graded, {UNFINISHED} (a partial result)"
 
 
 def rate(passed: int, total: int, clusters: Sequence[tuple[int, int]] = ()) -> Rate:
@@ -91,6 +107,15 @@ def headline(r: Rate) -> str:
     return f"{r.passed}/{r.total} ({pct:.1f}%)"
 
 
+def inconclusive_headline(not_graded: int, shards: int, infra: int, blocked: int) -> str:
+    """The contract's ``INCONCLUSIVE (<n>/<shards> shards not graded — infra)`` when every shard not
+    graded was an infra failure; otherwise the kinds, adding up to ``n`` (``— 2 blocked``,
+    ``— 1 infra, 1 blocked, 1 not finished``), so the headline agrees with the tallies beside it."""
+    kinds = [(infra, "infra"), (blocked, "blocked"), (not_graded - infra - blocked, "not finished")]
+    said = "infra" if infra == not_graded else ", ".join(f"{n} {kind}" for n, kind in kinds if n > 0)
+    return f"INCONCLUSIVE ({not_graded}/{shards} shards not graded — {said})"
+
+
 def is_inconclusive(not_graded: int, shards: int, cases: int) -> bool:
     """The trustworthiness gate of one corpus: ``not_graded`` of its ``shards`` (case x model x
     epoch runs), and its number of distinct ``cases`` for the small-corpus rule."""
@@ -125,6 +150,8 @@ def _case_run(o: ShardOutcome, judge_usage: Usage) -> CaseRun:
         judge_usage=judge_usage,
         skill_activated=o.skill_activated,
         rejected_calls=list(o.rejected_calls),
+        proposed_calls=list(o.proposed_calls),
+        refused_requests=list(o.refused_requests),
     )
 
 
@@ -140,6 +167,9 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
     runs = [_case_run(o, _judge_usage(o.grade)) for o in outcomes]
     graded = [r for r in runs if r.state is ShardState.GRADED]
     infra = {s.value: sum(r.state is s for r in runs) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)}
+    unfinished = sum(not r.state.terminal for r in runs)
+    if unfinished:
+        infra[UNFINISHED] = unfinished
     blocked = [r for r in runs if r.state is ShardState.BLOCKED]
     not_graded = len(runs) - len(graded)
     passed = sum(v.passed for r in graded for v in r.verdicts)
@@ -147,7 +177,9 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
     behavioural = rate(passed, judged, case_clusters(graded))
     inconclusive = is_inconclusive(not_graded, len(runs), len(bundle.corpus.evals))
     head = (
-        f"INCONCLUSIVE ({not_graded}/{len(runs)} shards not graded — infra)" if inconclusive else headline(behavioural)
+        inconclusive_headline(not_graded, len(runs), sum(infra.values()) - unfinished, len(blocked))
+        if inconclusive
+        else headline(behavioural)
     )
     models = _model_summaries(runs)
     verified = [v.evidence_verified for r in graded for v in r.verdicts if v.passed and v.evidence_verified is not None]
@@ -163,8 +195,10 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
         behavioural=behavioural,
         infra=infra,
         blocked=blocked,
+        blocked_total=len(blocked),
         inconclusive=inconclusive,
         not_graded=not_graded,
+        unfinished=unfinished,
         shard_count=len(runs),
         headline=head,
         models=models,
@@ -174,7 +208,18 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
         sandbox_modes=sorted({r.sandbox.value for r in runs if r.sandbox}),
         judge_agreement=(sum(pair_shares) / len(pair_shares)) if pair_shares else None,
         judge_unanimous=(sum(unanimous) / len(unanimous)) if unanimous else None,
+        usage=usage_of(runs),
     )
+
+
+def usage_of(runs: Iterable[CaseRun]) -> dict[str, Usage]:
+    """Usage per model, executors and judges, summed over ``runs``."""
+    usage: dict[str, Usage] = defaultdict(Usage)
+    for r in runs:
+        usage[r.model] = usage[r.model].add(r.usage)
+        for j in r.judges:
+            usage[j.judge] = usage[j.judge].add(j.usage)
+    return dict(usage)
 
 
 def _model_summaries(runs: Sequence[CaseRun], corpus: Mapping[str, str] | None = None) -> list[ModelSummary]:
@@ -288,11 +333,13 @@ def reduce_run(
     for variant in plan.variants:
         for bundle in plan.bundles:
             shard_outcomes = [
-                outcomes.get(s.shard_id) or ShardOutcome(s, ShardState.QUEUED)
+                outcomes.get(s.shard_id) or ShardOutcome(s, ShardState.QUEUED, detail=NO_RECORD)
                 for s in plan.shards
                 if s.variant == variant and s.skill == bundle.skill
             ]
             skills.append(reduce_skill(bundle, variant, shard_outcomes, plan.epochs))
+    threshold, source = threshold_of(fail_under)
+    skills = with_verdicts(skills, threshold)
     current = [s for s in skills if s.variant == CURRENT]
     aggregate, aggregate_headline = aggregate_gate(current)
     calibration = dict(calibration or {})
@@ -317,12 +364,6 @@ def reduce_run(
     )
     if trigger is not None and verdict is Verdict.PASS:
         reasons = [trigger_pass_reason(trigger)]
-    usage: dict[str, Usage] = defaultdict(Usage)
-    for s in skills:
-        for r in s.runs:
-            usage[r.model] = usage[r.model].add(r.usage)
-            for j in r.judges:
-                usage[j.judge] = usage[j.judge].add(j.usage)
     return RunResult(
         run_id=plan.run_id,
         verdict=verdict,
@@ -331,7 +372,7 @@ def reduce_run(
         aggregate_inconclusive=aggregate,
         aggregate_headline=aggregate_headline,
         leaderboard=_leaderboard(current),
-        usage=dict(usage),
+        usage=usage_of([r for s in skills for r in s.runs]),
         judges=list(plan.judges),
         calibration={judge: record.describe() for judge, record in calibration.items()},
         template_hashes=dict(template_hashes) if template_hashes is not None else used_templates(outcomes.values()),
@@ -341,6 +382,8 @@ def reduce_run(
         regression_alpha=regression_alpha,
         require_uplift=require_uplift,
         triggers=trigger,
+        threshold=threshold,
+        threshold_source=source,
     )
 
 
@@ -378,6 +421,9 @@ def decide_verdict(
 ) -> tuple[Verdict, list[str]]:
     """BLOCKED > FAIL > WARN > PASS, with every reason that applies.
 
+    A conclusive corpus whose behavioural pass rate is below the threshold (``fail_under``, or
+    the default 1.0 when None) fails the run.
+
     A run with nothing to do because every valid corpus already has a report is not
     BLOCKED: those corpora were evaluated before; only the skipped ones (if any) warn.
     """
@@ -388,16 +434,18 @@ def decide_verdict(
     if blocked or (skipped and not current and not already_reported):
         return Verdict.BLOCKED, blocked or ["every corpus was skipped"]
     unavailable = {s.skill for s in all_skills if s.variant != CURRENT and s.blocked and s.behavioural.total == 0}
-    fails = []
-    if fail_under is not None:
-        for s in current:
-            if not s.inconclusive and s.behavioural.rate is not None and s.behavioural.rate < fail_under:
-                fails.append(f"{s.skill}: behavioural pass rate {headline(s.behavioural)} is below {fail_under:.0%}")
+    threshold, source = threshold_of(fail_under)
+    fails = [
+        f"{s.skill}: behavioural pass rate {headline(s.behavioural)} is below the threshold {threshold} ({source})"
+        for s in current
+        if corpus_verdict(s, threshold) == "FAIL"
+    ]
     # Regressions and uplift are decided on the paired figures (reducer.gates).
     fails += comparison_fails
     if fails:
         return Verdict.FAIL, fails
     warns = [f"{s.skill} ({s.variant}): {s.headline}" for s in all_skills if s.inconclusive]
+    warns += [f"{s.skill} ({s.variant}): {partial(s)}" for s in all_skills if s.unfinished]
     if aggregate_inconclusive:
         warns.append("more than 10% of corpora are INCONCLUSIVE")
     warns += [
@@ -418,4 +466,4 @@ def decide_verdict(
         return Verdict.WARN, warns
     if not current and already_reported:
         return Verdict.PASS, [f"nothing to run: {len(already_reported)} corpora already reported (--force re-runs)"]
-    return Verdict.PASS, ["all corpora graded; no regression"]
+    return Verdict.PASS, [f"all corpora graded and at or above the threshold {threshold} ({source}); no regression"]

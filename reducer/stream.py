@@ -24,12 +24,24 @@ from dataclasses import dataclass, field
 
 from reducer.comparison import Cell, Key, cell_of, compare_all
 from reducer.gates import comparison_failures
-from reducer.scoring import aggregate_gate, assertion_stat, decide_verdict, headline, is_inconclusive, rank, rate
+from reducer.quality import is_constant
+from reducer.scoring import (
+    aggregate_gate,
+    assertion_stat,
+    decide_verdict,
+    headline,
+    inconclusive_headline,
+    is_inconclusive,
+    rank,
+    rate,
+)
 from reducer.sensitivity import sensitivity_warnings
 from reducer.stats import Z95
+from reducer.threshold import threshold_of, with_verdicts
 from schemas.comparison import AssertionQuality
+from schemas.constants import MIN_FLAKY_EPOCHS
 from schemas.outcome import CalibrationRecord, OutcomeLine
-from schemas.report import AssertionStat, CaseRun, ModelSummary, RunResult, SkillResult
+from schemas.report import UNFINISHED, AssertionStat, CaseRun, ModelSummary, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, SkillBundle
 from schemas.status import INFRA_FAILURES, SandboxMode, ShardState
 from schemas.trajectory import Usage
@@ -123,6 +135,8 @@ class _Arm:
     agreement: list[float] = field(default_factory=lambda: [0.0, 0.0])
     unanimous: list[float] = field(default_factory=lambda: [0.0, 0.0])
     sandboxes: set[str] = field(default_factory=set)
+    spend: dict[str, _Spend] = field(default_factory=lambda: defaultdict(_Spend))
+    """Usage per model (executor and judges) of this corpus and variant alone."""
 
 
 def _clusters(arms: Sequence[_Arm], model: str | None = None) -> list[tuple[int, int]]:
@@ -208,9 +222,10 @@ class StreamReducer:
             model.activated[1] += 1
         if line.sandbox:
             arm.sandboxes.add(line.sandbox)
-        self.spend[line.model].add(line.usage)
-        for judge, u in line.judge_usage.items():
-            self.spend[judge].add(u)
+        for spend in (self.spend, arm.spend):
+            spend[line.model].add(line.usage)
+            for judge, u in line.judge_usage.items():
+                spend[judge].add(u)
         for name, digest in line.template_hashes.items():
             self.templates[name].add(digest)
         if line.state is ShardState.BLOCKED and len(arm.blocked) < KEEP_BLOCKED:
@@ -266,12 +281,19 @@ class StreamReducer:
         shards = per_model * len(self.plan.models)
         graded = arm.states.get(ShardState.GRADED, 0)
         not_graded = shards - graded
+        unfinished = shards - sum(arm.states.values())
+        infra = {s.value: arm.states.get(s, 0) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)}
+        if unfinished:
+            infra[UNFINISHED] = unfinished
         passed = sum(m.passed for m in arm.models.values())
         judged = sum(m.judged for m in arm.models.values())
         behavioural = rate(passed, judged, _clusters([arm]))
         inconclusive = is_inconclusive(not_graded, shards, cases)
+        blocked = arm.states.get(ShardState.BLOCKED, 0)
         head = (
-            f"INCONCLUSIVE ({not_graded}/{shards} shards not graded — infra)" if inconclusive else headline(behavioural)
+            inconclusive_headline(not_graded, shards, sum(infra.values()) - unfinished, blocked)
+            if inconclusive
+            else headline(behavioural)
         )
         verified, pairs, unanimous = arm.verified, arm.agreement, arm.unanimous
         return SkillResult(
@@ -281,10 +303,12 @@ class StreamReducer:
             corpus_file=bundle.corpus_file,
             cases=cases,
             behavioural=behavioural,
-            infra={s.value: arm.states.get(s, 0) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)},
+            infra=infra,
             blocked=sorted(arm.blocked, key=self._plan_order),
+            blocked_total=blocked,
             inconclusive=inconclusive,
             not_graded=not_graded,
+            unfinished=unfinished,
             shard_count=shards,
             headline=head,
             models=[
@@ -296,6 +320,8 @@ class StreamReducer:
             sandbox_modes=sorted(arm.sandboxes),
             judge_agreement=pairs[0] / pairs[1] if pairs[1] else None,
             judge_unanimous=unanimous[0] / unanimous[1] if unanimous[1] else None,
+            # Every executor model is listed, as the full reduce lists the planned shards that never ended.
+            usage={**{m: Usage() for m in self.plan.models}, **{n: spend.usage() for n, spend in arm.spend.items()}},
         )
 
     def _plan_order(self, r: CaseRun) -> tuple[int, int, int]:
@@ -340,8 +366,8 @@ class StreamReducer:
             skill, case_id, index = key
             observations = sum(n for n, _ in by_group.values())
             passes = sum(c for _, c in by_group.values())
-            constant = observations >= 2 and passes in (0, observations)
-            repeated = [g for g, (n, _) in by_group.items() if n >= 2]
+            constant = is_constant(observations, passes, len(by_group))
+            repeated = [g for g, (n, _) in by_group.items() if n >= MIN_FLAKY_EPOCHS]
             flaky = sorted(g for g in repeated if 0 < by_group[g][1] < by_group[g][0])
             d = self.disagreed.get(key, [0, 0])
             rows.append(
@@ -372,7 +398,8 @@ class StreamReducer:
     ) -> RunResult:
         """The run's result from everything added so far (shards never seen count as not graded)."""
         plan = self.plan
-        skills = [self._skill(b, v) for v in plan.variants for b in plan.bundles]
+        threshold, source = threshold_of(fail_under)
+        skills = with_verdicts([self._skill(b, v) for v in plan.variants for b in plan.bundles], threshold)
         current = [s for s in skills if s.variant == CURRENT]
         aggregate, aggregate_headline = aggregate_gate(current)
         calibration = dict(calibration or {})
@@ -414,6 +441,8 @@ class StreamReducer:
             assertion_quality=self._quality(texts),
             regression_alpha=regression_alpha,
             require_uplift=require_uplift,
+            threshold=threshold,
+            threshold_source=source,
         )
 
     def _planned_pairs(self) -> dict[tuple[str, str], dict[Key, Cell]]:

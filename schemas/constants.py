@@ -73,3 +73,12 @@ SMALL_CORPUS_CASES: Final = 4  # below this, any not-graded case -> INCONCLUSIVE
 AGGREGATE_INCONCLUSIVE_SHARE: Final = 0.10  # more than this share of corpora INCONCLUSIVE
 WARN_INSENSITIVE_SUITE: Final = "WARN_INSENSITIVE_SUITE"
 """``--baseline gutted``: the suite cannot tell the skill from its copy with the instructions removed."""
+DEFAULT_THRESHOLD: Final = 1.0
+"""A corpus passes when its behavioural pass rate reaches its threshold: every assertion, unless
+``--fail-under`` lowers it (a failed assertion fails the run by default, as in other evaluators)."""
+MIN_QUALITY_OBSERVATIONS: Final = 4
+"""Graded verdicts an assertion needs, from at least two (arm, model) groups, before it is called
+non-discriminating: one group cannot be told apart from another, and a few equal verdicts are
+what a sound assertion shows as often as not."""
+MIN_FLAKY_EPOCHS: Final = 3
+"""Graded epochs one (arm, model) group needs before a change of verdict across them is called flaky."""

@@ -84,13 +84,21 @@ class DevOnly(BlockedError):
 
 
 class BadCorpus(BlockedError):
-    """A corpus violates schema v1; ``detail`` is ``<file>: <JSON path>: <what is wrong>``."""
+    """A corpus violates schema v1; ``detail`` is ``<file>: <JSON path>: <what is wrong>``.
+
+    ``also`` holds the file's further violations, so one pass shows every one of them: the
+    error prints one ``BLOCKED_BAD_CORPUS`` line per violation, in document order.
+    """
 
     status = "BLOCKED_BAD_CORPUS"
 
-    def __init__(self, file: str, path: str, problem: str) -> None:
+    def __init__(self, file: str, path: str, problem: str, also: tuple[BadCorpus, ...] = ()) -> None:
         super().__init__(f"{file}: {path}: {problem}")
         self.file, self.path, self.problem = file, path, problem
+        self.also = also
+
+    def __str__(self) -> str:
+        return "\n".join(f"{self.status}: {e.detail}" for e in (self, *self.also))
 
 
 class NoSandbox(BlockedError):

@@ -60,6 +60,9 @@ class RunSettings(BaseModel):
     """Turn a pass whose evidence cannot be found in the transcript into a fail."""
     calibrate: bool = True
     """Grade the built-in calibration trajectories with each judge before the batch."""
+    calibrate_with: tuple[str, ...] = ()
+    """Earlier runs whose human-labelled verdicts are graded too (``--calibrate-with``): a judge
+    must give the people's verdict on each, or its calibration fails."""
     fail_under: float | None = None
     """Behavioural pass rate below which the verdict is FAIL."""
     regression_alpha: float | None = Field(default=None, gt=0, lt=1)

@@ -7,6 +7,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.comparison import AssertionQuality, PairedComparison
+from schemas.constants import DEFAULT_THRESHOLD
+from schemas.label import Agreement
 from schemas.status import SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
 from schemas.triggers import TriggerReport
@@ -50,6 +52,10 @@ class CaseRun(BaseModel):
     """Harness executors: whether the harness loaded the skill (None: the executor records no activation)."""
     rejected_calls: list[str] = Field(default_factory=list)
     """Tool calls the harness's stream claimed that no proxied model response held (rejected, flagged)."""
+    proposed_calls: list[str] = Field(default_factory=list)
+    """Tool calls a model response held that the harness never ran: model proposed, never run."""
+    refused_requests: list[str] = Field(default_factory=list)
+    """Model requests the harness's proxy refused for what they asked (another model, a provider-side tool)."""
 
 
 class ClusteredRate(BaseModel):
@@ -157,11 +163,16 @@ class SkillResult(BaseModel):
     infra: dict[str, int]
     """Not graded (infra) by kind."""
     blocked: list[CaseRun]
-    """Blocked shards, listed apart."""
+    """Blocked shards, listed apart (a streamed reduce lists at most a thousand)."""
+    blocked_total: int | None = None
+    """How many shards were blocked, listed or not (None in results stored before it was kept)."""
     inconclusive: bool
     """True when the trustworthiness gate failed."""
     not_graded: int
-    """Shards not graded (infra and blocked)."""
+    """Shards not graded (infra, blocked, and those with no terminal record yet)."""
+    unfinished: int = 0
+    """Shards with no terminal record in the store (missing, or still running when reduced): not
+    graded, counted in ``not_graded`` and listed in ``infra`` as :data:`UNFINISHED`."""
     shard_count: int
     """Shards in total."""
     headline: str
@@ -180,6 +191,20 @@ class SkillResult(BaseModel):
     """Share of assertions on which all judges agreed (ensembles only)."""
     sandbox_modes: list[str] = Field(default_factory=list)
     """Sandbox modes that ran."""
+    usage: dict[str, Usage] = Field(default_factory=dict)
+    """Usage and cost per model (executor and judge) of this corpus in this variant alone."""
+    verdict: Literal["PASS", "FAIL", "INCONCLUSIVE", "NOT GRADED", ""] = ""
+    """The current arm's corpus against the run's threshold (empty for a baseline arm, which no
+    threshold applies to): PASS only when its behavioural pass rate reaches the threshold."""
+
+    @property
+    def blocked_count(self) -> int:
+        """Blocked shards, every one counted."""
+        return len(self.blocked) if self.blocked_total is None else self.blocked_total
+
+
+UNFINISHED = "missing or still running"
+"""The ``infra`` entry of shards a reduce found no terminal record for."""
 
 
 class RunResult(BaseModel):
@@ -223,3 +248,16 @@ class RunResult(BaseModel):
     """``--require-uplift`` margin over the no-skill arm (None: not required)."""
     triggers: TriggerReport | None = None
     """``run --triggers``: recall, false triggers, the confusion table and routing matrix (None otherwise)."""
+    threshold: float = DEFAULT_THRESHOLD
+    """Behavioural pass rate each corpus must reach to pass."""
+    threshold_source: Literal["default", "--fail-under"] = "default"
+    """Where the threshold came from."""
+
+    @property
+    def threshold_label(self) -> str:
+        """``threshold 1.0 (default)`` or ``threshold 0.8 (--fail-under)``."""
+        return f"threshold {self.threshold} ({self.threshold_source})"
+
+    human_agreement: list[Agreement] = Field(default_factory=list)
+    """Each judge against people's labels of its verdicts (``skill-eval label``, the viewer): overall, then
+    per assertion; empty while nobody labelled."""

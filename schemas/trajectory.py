@@ -155,6 +155,13 @@ class Trajectory(BaseModel):
     skills_fired: list[str] | None = None
     """Trigger runs: every installed skill the agent activated, in order of first activation (None: not a
     trigger run)."""
+    proposed_calls: list[str] = Field(default_factory=list)
+    """Tool calls a proxied model response held that the harness never ran (its stream never claimed
+    them, or they answered a side request): "model proposed, never run". Listed in the report, never
+    events, never counted as calls, never shown to the judge."""
+    refused_requests: list[str] = Field(default_factory=list)
+    """Model requests the harness's proxy refused for what they asked (another model, a provider-side
+    tool): the agent's doing, listed in the report."""
     started_at: datetime = Field(default_factory=_now)
     """Start time (UTC)."""
     finished_at: datetime | None = None

@@ -14,7 +14,9 @@ In-process::
     ...
     server.stop()
 
-As a process: ``python -m testkit.offline_server --port 8080 --scenario demo --rpm 600``.
+As a process: ``python -m testkit.offline_server --port 8080 --scenario demo --rpm 600``;
+``--calibrated-judge`` adds the rules that judge skill-eval's calibration trajectories, so a
+run against it passes judge calibration honestly (what ``make demo`` does in-process).
 
 Protocols: ``/v1/chat/completions`` (OpenAI), ``/v1/messages`` and ``/v1/messages/count_tokens``
 (Anthropic, JSON or server-sent events: :mod:`testkit.anthropic_api`), ``/v1/responses`` (the
@@ -24,7 +26,7 @@ OpenAI Responses API Codex speaks: :mod:`testkit.responses_api`); query strings 
 Control endpoints (for tests): ``POST /_control/scenario`` (body: a scenario), ``POST
 /_control/reset`` (forget requests, stats and fault counters), ``GET /_control/requests``
 (recorded request bodies, oldest first, bounded), ``GET /_control/keys`` (the credential
-header of each), ``GET /_control/stats``.
+header of each), ``GET /_control/headers`` (all its headers), ``GET /_control/stats``.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from testkit import anthropic_api, responses_api
-from testkit.judge import is_grading_request, judge_request
+from testkit.judge import calibration_judge_rules, is_grading_request, judge_request
 from testkit.replies import completion_body
 from testkit.scenario import (
     FAULT_KEYS,
@@ -57,6 +59,7 @@ from testkit.scenario import (
     message_text,
     parse_scenario,
     pick_reply,
+    scenario_data,
     turn_index,
 )
 
@@ -124,6 +127,8 @@ class _State:
         with self.lock:
             self.requests: deque[dict[str, Any]] = deque(maxlen=MAX_RECORDED)
             self.keys: deque[str] = deque(maxlen=MAX_RECORDED)
+            self.headers: deque[dict[str, str]] = deque(maxlen=MAX_RECORDED)
+            """Every header of each model request, names lower-cased (what a proxy let through)."""
             self.timeline: deque[tuple[float, float, str]] = deque(maxlen=MAX_RECORDED)
             """(arrived, replied, model) of each successful model call, wall-clock seconds: benchmarks
             read it to see how many calls were in flight when."""
@@ -187,6 +192,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/_control/keys":
             with state.lock:
                 self._json(200, list(state.keys))
+        elif self.path == "/_control/headers":
+            with state.lock:
+                self._json(200, list(state.headers))
         elif self.path == "/_control/stats":
             with state.lock:
                 self._json(200, dict(state.stats))
@@ -278,6 +286,7 @@ class _Handler(BaseHTTPRequestHandler):
         with state.lock:
             state.requests.append(body)
             state.keys.append(self.headers.get("x-api-key") or self.headers.get("authorization") or "")
+            state.headers.append({k.lower(): v for k, v in self.headers.items()})
             state.stats["total"] += 1
             state.stats["first_request_at"] = state.stats["first_request_at"] or self._arrived
             state.seq += 1
@@ -433,6 +442,11 @@ class OfflineModelServer:
         with self._httpd.state.lock:
             return list(self._httpd.state.keys)
 
+    def headers(self) -> list[dict[str, str]]:
+        """Every header each model request carried (names lower-cased), oldest first."""
+        with self._httpd.state.lock:
+            return list(self._httpd.state.headers)
+
     def timeline(self) -> list[tuple[float, float, str]]:
         """(arrived, replied, model) of each successful call, oldest reply first, bounded."""
         with self._httpd.state.lock:
@@ -466,9 +480,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", default=None, help="scenario JSON file, or a bundled name (demo)")
     parser.add_argument("--rpm", type=int, default=None, help="requests-per-minute ceiling (429 above)")
     parser.add_argument("--window-s", type=float, default=10.0, help="sliding window of the ceiling")
+    parser.add_argument(
+        "--calibrated-judge",
+        action="store_true",
+        help="also judge skill-eval's built-in calibration trajectories correctly, so a run's judge"
+        " calibration passes (without it the run WARNs: the judge failed calibration)",
+    )
     args = parser.parse_args(argv)
     try:
-        server = OfflineModelServer(args.scenario, rpm=args.rpm, window_s=args.window_s, port=args.port)
+        scenario: str | dict[str, Any] | None = args.scenario
+        if args.calibrated_judge:
+            data = scenario_data(args.scenario) if args.scenario else {}
+            scenario = {**data, "judge": [*calibration_judge_rules(), *data.get("judge", [])]}
+        server = OfflineModelServer(scenario, rpm=args.rpm, window_s=args.window_s, port=args.port)
     except (ScenarioError, OSError) as err:
         print(f"offline_server: {err}", file=sys.stderr)
         return 2

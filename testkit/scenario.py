@@ -35,6 +35,8 @@ REPLY is one object; any of these keys, combined:
   draw is a hash of the scenario's ``seed`` (top level, 0 by default), the rule, the turn, the
   conversation and how many times this (rule, turn, conversation) was asked before: the same
   seed gives the same sequence of draws for a conversation whatever the order of requests.
+- ``answered_by``: the model the reply names (Anthropic and Responses), as an upstream that
+  answers with another model than asked would; default: the request's.
 - ``times``: apply the fault keys (``status``, ``hang``, ``malformed``) only to the first N
   requests of the same conversation at this turn; later retries get the normal reply. This is
   the one piece of state, kept per (rule, turn, conversation) so concurrent conversations stay
@@ -268,6 +270,11 @@ def load_scenario(source: str | Path | dict[str, Any] | None) -> Scenario:
         return Scenario()
     if isinstance(source, dict):
         return parse_scenario(source)
+    return parse_scenario(scenario_data(source))
+
+
+def scenario_data(source: str | Path) -> dict[str, Any]:
+    """The JSON of a scenario file, or of the bundled scenario of that name (``demo``)."""
     path = Path(source)
     if not path.exists() and (SCENARIO_DIR / f"{source}.json").exists():
         path = SCENARIO_DIR / f"{source}.json"
@@ -275,4 +282,6 @@ def load_scenario(source: str | Path | dict[str, Any] | None) -> Scenario:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
         raise ScenarioError(f"{path}: {err}") from err
-    return parse_scenario(data)
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: a scenario is a JSON object")
+    return data

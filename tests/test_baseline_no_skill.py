@@ -165,7 +165,9 @@ def test_a_skill_that_does_nothing_fails_require_uplift(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     same = {**SCENARIO, "rules": [{"tools": True, "contains": "Say hello", "replies": [{"text": "Hello!"}]}]}
     with OfflineModelServer(same) as server:
-        result = run_cli(repo, tmp_path, server, "--baseline", "no-skill", "--require-uplift", "0.05")
+        # Two epochs: four verdicts per assertion over two arms, enough to call one non-discriminating.
+        args = ("--baseline", "no-skill", "--require-uplift", "0.05", "--epochs", "2")
+        result = run_cli(repo, tmp_path, server, *args)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "greeter: uplift over no skill +0.0 pts" in result.stdout
     assert "lower bound not above the margin 0.05" in result.stdout
@@ -179,7 +181,7 @@ def test_a_skill_that_does_nothing_fails_require_uplift(tmp_path: Path) -> None:
     )
     assert listed.returncode == 0, listed.stderr
     assert f"run {run_id}: 6 assertions with graded verdicts, 6 listed" in listed.stdout
-    assert "greeter case 1 assertion 1: non-discriminating (always fail) [2 verdicts, 0% passed]" in listed.stdout
+    assert "greeter case 1 assertion 1: non-discriminating (always fail) [4 verdicts, 0% passed]" in listed.stdout
     as_json = subprocess.run(
         [sys.executable, "-m", "producer.cli", "assertions", run_id, "--store", str(tmp_path / "store"), "--json"],
         capture_output=True,

@@ -147,6 +147,6 @@ def test_a_bad_ref_is_reported_and_the_current_version_is_still_graded(
 ) -> None:
     result = run_cli(repo, tmp_path, server, "--compare", "no-such-ref")
     assert "GUARD_BAD_REF: could not read no-such-ref:skills/greeter/SKILL.md" in result.stderr
-    assert "skill: greeter [current]  cases: 4  result: 0/4 (0.0%)" in result.stdout
+    assert "skill: greeter [current]  cases: 4  result: 0/4 (0.0%)  FAIL (below threshold 1.0)" in result.stdout
     assert "baseline@" not in result.stdout
-    assert result.returncode == 0
+    assert result.returncode == 1  # nothing was compared; the current version, graded, failed its threshold

@@ -104,10 +104,12 @@ def test_without_regression_alpha_any_drop_fails_with_it_only_a_significant_one(
     plan = arms(8)
     old = fill(plan, OLD, lambda c, m, e: True)
     one_drop = fill(plan, CURRENT, lambda c, m, e: c != 1)
-    assert reduce(plan, {**old, **one_drop}).verdict is Verdict.FAIL
-    assert reduce(plan, {**old, **one_drop}, regression_alpha=0.05).verdict is Verdict.PASS
+    # fail_under=0: the threshold passes every rate, so only the regression gate decides.
+    dropped = reduce(plan, {**old, **one_drop}, fail_under=0.0)
+    assert dropped.verdict is Verdict.FAIL and dropped.reasons[0].startswith("s: regression")
+    assert reduce(plan, {**old, **one_drop}, regression_alpha=0.05, fail_under=0.0).verdict is Verdict.PASS
     six_drops = fill(plan, CURRENT, lambda c, m, e: c > 6)
-    result = reduce(plan, {**old, **six_drops}, regression_alpha=0.05)
+    result = reduce(plan, {**old, **six_drops}, regression_alpha=0.05, fail_under=0.0)
     assert result.verdict is Verdict.FAIL
     assert "significant" in result.reasons[0] and "Holm" in result.reasons[0]
 
@@ -137,10 +139,12 @@ def test_require_uplift_fails_unless_the_lower_bound_clears_the_margin() -> None
     assert reduce(plan, {**without, **helps}, require_uplift=0.0).verdict is Verdict.PASS
     assert reduce(plan, {**without, **helps}).verdict is Verdict.PASS
     no_help = fill(plan, CURRENT, lambda c, m, e: c == 1)
-    result = reduce(plan, {**without, **no_help}, require_uplift=0.0)
+    result = reduce(plan, {**without, **no_help}, require_uplift=0.0, fail_under=0.0)
     assert result.verdict is Verdict.FAIL and "lower bound not above the margin 0" in result.reasons[0]
-    # A drop against no skill is reported, and decides nothing without --require-uplift.
-    assert reduce(plan, {**fill(plan, NO_SKILL, lambda c, m, e: True), **no_help}).verdict is Verdict.PASS
+    # A drop against no skill is reported, and decides nothing without --require-uplift (the
+    # threshold, lowered to 0 here, is what fails such a run by default).
+    dropped = {**fill(plan, NO_SKILL, lambda c, m, e: True), **no_help}
+    assert reduce(plan, dropped, fail_under=0.0).verdict is Verdict.PASS
 
 
 def test_two_cases_that_both_gain_are_too_few_to_show_uplift() -> None:
@@ -163,7 +167,7 @@ def test_per_model_comparisons_beside_the_overall_one() -> None:
 
 
 def test_assertion_quality_flags_constant_flaky_and_disputed_assertions() -> None:
-    plan = plan_for([bundle("s", [2, 1])], epochs=3)
+    plan = plan_for([bundle("s", [2, 1])], models=("m", "n"), epochs=3)
     out = {}
     for sh in plan.shards:
         passes = [True, sh.epoch != 1] if sh.case_id == 1 else [False]
@@ -181,9 +185,29 @@ def test_assertion_quality_flags_constant_flaky_and_disputed_assertions() -> Non
     quality = {(q.case_id, q.index): q for q in reduce(plan, out).assertion_quality}
     assert quality[(1, 0)].non_discriminating and quality[(1, 0)].constant == "pass"
     assert quality[(2, 0)].non_discriminating and quality[(2, 0)].constant == "fail"
-    assert quality[(1, 1)].flaky and quality[(1, 1)].flaky_in == ["current/m"]
+    assert quality[(1, 1)].flaky and quality[(1, 1)].flaky_in == ["current/m", "current/n"]
     assert not quality[(1, 1)].non_discriminating
     assert quality[(1, 0)].judge_disagreement == 1 / 3
+
+
+def test_too_few_verdicts_or_one_group_flag_nothing() -> None:
+    # Two equal verdicts of two models, or six of one model: not enough to call it non-discriminating.
+    few = plan_for([bundle("s", [1, 1])], models=("m", "n"))
+    assert not any(q.non_discriminating for q in reduce(few, fill_all(few, True)).assertion_quality)
+    one_group = plan_for([bundle("s", [1, 1])], epochs=6)
+    assert not any(q.non_discriminating for q in reduce(one_group, fill_all(one_group, True)).assertion_quality)
+    # Four equal verdicts from two models are.
+    enough = plan_for([bundle("s", [1, 1])], models=("m", "n"), epochs=2)
+    assert all(q.non_discriminating for q in reduce(enough, fill_all(enough, True)).assertion_quality)
+    # A flip across two epochs is not yet flaky; across three it is.
+    for epochs, flaky in ((2, False), (3, True)):
+        plan = plan_for([bundle("s", [1, 1])], epochs=epochs)
+        out = {sh.shard_id: graded(sh, [sh.epoch == 0]) for sh in plan.shards}
+        assert [q.flaky for q in reduce(plan, out).assertion_quality] == [flaky, flaky]
+
+
+def fill_all(plan, passed: bool) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    return {sh.shard_id: graded(sh, [passed]) for sh in plan.shards}
 
 
 def test_a_single_observation_is_not_called_non_discriminating() -> None:

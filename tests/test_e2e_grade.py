@@ -70,9 +70,10 @@ def test_recorded_trajectories_are_graded_against_the_corpus_and_reported(tmp_pa
         "2",
     )
 
-    assert result.code == 0, result.stdout + result.stderr  # a verdict (no --fail-under), not an error
-    assert "cases: 2  result: 1/2 (50.0%)" in result.stdout, result.stdout
+    # A verdict, not an error: one of two assertions failed, below the default threshold 1.0: FAIL, exit 1.
+    assert result.code == 1, result.stdout + result.stderr
+    assert "cases: 2  result: 1/2 (50.0%)  FAIL (below threshold 1.0)" in result.stdout, result.stdout
     assert "not graded (infra): none" in result.stdout
-    fails = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("FAIL case")]
-    assert len(fails) == 1 and fails[0].startswith("FAIL case 2 (recorded-exec e0)"), fails
+    fails = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("FAIL replayed")]
+    assert len(fails) == 1 and fails[0].startswith("FAIL replayed case 2 (recorded-exec e0)"), fails
     assert any(p.name.endswith(f"{result.run_id}.json") for p in env.out.iterdir())

@@ -142,7 +142,7 @@ def test_a_mixed_corpus_reports_the_exact_headline_blocks_the_unsafe_fixture_and
     assert res.field("verdict:") == ["FAIL"]
     assert "result: 5/7 (71.4%)" in res.stdout
     assert "blocked: 1" in res.stdout
-    assert "reason: alpha: behavioural pass rate 5/7 (71.4%) is below 80%" in res.stdout
+    assert "reason: alpha: behavioural pass rate 5/7 (71.4%) is below the threshold 0.8 (--fail-under)" in res.stdout
     run_id = res.run_id
     assert RUN_ID_RE.match(run_id)
     assert not any(outside.iterdir()), "a fixture was written outside the workspace"
@@ -378,9 +378,10 @@ def test_d_several_models_and_epochs_get_per_model_tables_a_matrix_pass_at_k_and
     # ... and once it has returned, none of them is left.
     assert alive(seen) == [] and leftover_processes(f"embedded-{proc.pid}@") == []
 
-    # 2 cases x 2 models x 2 epochs = 8 shards, all graded: A 6/6, B 4/6 -> 10/12; no gate: PASS.
-    assert res.code == 0, res.stdout + res.stderr
-    assert "result: 10/12 (83.3%)" in res.stdout
+    # 2 cases x 2 models x 2 epochs = 8 shards, all graded: A 6/6, B 4/6 -> 10/12, below the
+    # default threshold 1.0: FAIL, exit 1.
+    assert res.code == 1, res.stdout + res.stderr
+    assert "result: 10/12 (83.3%)  FAIL (below threshold 1.0)" in res.stdout
     assert "leaderboard (composite): openai/exec-a 100.0%, openai/exec-b 75.0%" in res.stdout
     doc, md = reports(env.out, "duo", res.run_id)
     cur = current(doc)

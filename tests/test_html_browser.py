@@ -33,7 +33,8 @@ LONG_ASSERTION = (
     "src/very/deeply/nested/module/with_a_really_long_file_name_that_never_breaks_naturally.py"
 )
 UNBROKEN = "x" * 180  # one token with no break opportunity, as a minified transcript line would be
-SECTIONS = ("headline", "models", "comparisons", "heatmap", "usage", "quality", "verdicts")
+SECTIONS = ("headline", "corpora", "models", "comparisons", "heatmap", "usage", "quality", "verdicts")
+FACTS = {"repo": "/home/me/src/skills", "commit": "main @ 0a1b2c3", "models": "openai/gpt-4.1", "date": "2026-01-02"}
 WIDTHS = {"desktop": (1280, 900), "narrow": (375, 740)}
 
 
@@ -150,11 +151,115 @@ LAYOUT_CHECK = """
 """
 
 
+# No header, name, label or figure breaks inside a word: every run of letters and digits lies on one
+# line, and no such element is wider than its box. Free text (an assertion, evidence, an error
+# detail) is left out: a minified line or a long path in it may break anywhere.
+WORDS_WHOLE = """
+() => {
+  const problems = [];
+  const names = 'th, td:not(.text), .bar-row .label, h1, h2, h3, summary, dl.meta dt, .verdict';
+  for (const el of document.querySelectorAll(names)) {
+    if (!el.getClientRects().length) continue;
+    if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).display !== 'inline') {
+      problems.push(`wider than its box: ${el.tagName} "${el.textContent.slice(0, 40)}"`);
+    }
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (node.parentElement.closest('td.text, .ev, .detail')) continue;
+      const words = /[A-Za-z0-9]{2,}/g;
+      let m;
+      while ((m = words.exec(node.data))) {
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+        if (tops.size > 1) problems.push(`word split: "${m[0]}" in ${el.tagName} "${el.textContent.slice(0, 40)}"`);
+      }
+    }
+  }
+  return problems;
+}
+"""
+
+ONE_LINE = """
+(selector) => [...document.querySelectorAll(selector)].filter((el) => {
+  if (!el.getClientRects().length) return false;
+  const range = document.createRange();
+  range.selectNodeContents(el);
+  const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+  return lines > 1 || range.getBoundingClientRect().right > el.getBoundingClientRect().right + 1;
+}).map((el) => el.textContent)
+"""
+
+
+def sweep_result() -> RunResult:
+    """26 corpora of 4 cases run by two models (one with a long name); model B fails one assertion of every case."""
+    bundles = [
+        SkillBundle(
+            skill=f"architecture-review-{i:02d}",
+            bundle_key=f"a{i:02d}-0123456789ab",
+            corpus_file=f"evals/a{i:02d}.evals.json",
+            corpus=Corpus(
+                skill_name=f"architecture-review-{i:02d}",
+                evals=tuple(
+                    EvalCase(id=c, prompt="p", expected_output="-", files=(), assertions=(LONG_ASSERTION, "a2 holds"))
+                    for c in range(1, 5)
+                ),
+            ),
+        )
+        for i in range(26)
+    ]
+    plan = plan_run("20260102-030405-0a1b2c3d", bundles, ["openai/gpt-4.1", LONG_MODEL], judges=["j1"])
+    outcomes = {}
+    for sh in plan.shards:
+        passes = [sh.model == "openai/gpt-4.1", True]
+        verdicts = [
+            AssertionVerdict(text=t, passed=p, evidence="[tool_call] shell(make && make test) " + UNBROKEN)
+            for t, p in zip((LONG_ASSERTION, "a2 holds"), passes, strict=True)
+        ]
+        grade = ShardGrade(shard_id=sh.shard_id, state=ShardState.GRADED, verdicts=verdicts)
+        outcomes[sh.shard_id] = ShardOutcome(sh, ShardState.GRADED, grade=grade)
+    return reduce_run(plan, outcomes)
+
+
+@pytest.mark.parametrize("layout", list(WIDTHS))
+def test_a_sweep_opens_on_its_overview_with_every_shard_collapsed(
+    browser: Browser, tmp_path: Path, layout: str
+) -> None:
+    page_file = tmp_path / "sweep.html"
+    page_file.write_text(render_html(sweep_result(), {}, FACTS), encoding="utf-8")
+    width, height = WIDTHS[layout]
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(page_file.as_uri())
+    ARTIFACTS.joinpath("html").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "html" / f"sweep-{layout}.png"), full_page=True)
+    # The overview (corpus by model, then the leaderboard) comes right after the verdict.
+    order = page.evaluate("() => [...document.querySelectorAll('section')].map((s) => s.id)")
+    assert order[:3] == ["headline", "overview", "corpora"], order
+    overview = page.locator("section#overview")
+    assert overview.locator("table").first.locator("tr").count() == 27  # a header and 26 corpora
+    assert "Leaderboard" in overview.inner_text()
+    top = overview.bounding_box()
+    assert top is not None and top["y"] < 2 * height, top  # within the first two screens
+    # Every corpus is below the threshold 1.0: no PASS anywhere for a corpus.
+    assert page.locator(".verdict.PASS").count() == 0 and page.locator(".verdict.FAIL").count() == 1 + 2 * 26
+    # 208 shards, every one collapsed: the page is a few screens, not a scroll through every evidence.
+    assert page.locator("section#verdicts details.shard").count() == 26 * 4 * 2
+    assert page.locator("section#verdicts details[open]").count() == 0  # corpora and their shards alike
+    # (Before, the same sweep was about 16,000 px tall at 1280 px: every failing shard open.)
+    assert page.evaluate("() => document.documentElement.scrollHeight") < {"desktop": 8, "narrow": 16}[layout] * height
+    assert page.evaluate(LAYOUT_CHECK) == []
+    if layout == "desktop":
+        assert page.evaluate(WORDS_WHOLE) == []
+    context.close()
+
+
 @pytest.mark.parametrize("layout", list(WIDTHS))
 def test_the_report_reads_whole_at_desktop_and_phone_width(browser: Browser, tmp_path: Path, layout: str) -> None:
     result, transcripts = rich_result()
     page_file = tmp_path / "report.html"
-    page_file.write_text(render_html(result, transcripts), encoding="utf-8")
+    page_file.write_text(render_html(result, transcripts, FACTS), encoding="utf-8")
     width, height = WIDTHS[layout]
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
@@ -180,6 +285,21 @@ def test_the_report_reads_whole_at_desktop_and_phone_width(browser: Browser, tmp
     assert "McNemar" in text or "sign-flip" in text
     assert "Tokens and cost per model" in text and "$" in text
     assert "executor-failed" in text
+    for fact in FACTS.values():
+        assert fact in text  # repo, commit, models and date under the verdict
+    if layout == "desktop":
+        assert page.evaluate(WORDS_WHOLE) == []
+    assert page.evaluate(ONE_LINE, ".bar-row .num") == []  # a rate and its interval stay on one line
+    ticks = page.locator("section#comparisons .axis .tick").all_inner_texts()
+    assert ticks[0] == "−100 pts" and "0" in ticks and ticks[-1] == "+100 pts"  # the paired strip has an axis
+    heads = page.locator("section#corpora th").all_text_contents()  # a card shows them as its labels on a phone
+    assert "assertions passed / graded" in heads and "shards not graded / run" in heads
+    # Every shard is collapsed; opening one shows its evidence and the transcript link.
+    assert page.locator("section#verdicts details[open]").count() == 0
+    failing = page.locator("section#verdicts details.shard", has=page.locator("summary .fail"))
+    assert failing.count() > 0
+    failing.first.locator("summary").click()
+    assert failing.first.locator(".ev").first.is_visible()
     links = page.locator("a[href$='-transcript.txt']")
     assert links.count() == len(transcripts)
     context.close()

@@ -329,6 +329,8 @@ def test_a_skill_creator_corpus_runs_end_to_end_and_the_agent_cannot_read_it(tmp
         )
         tool_results = [json.dumps(r) for r in server.requests() if r.get("tools")]
     assert "skill: greeter [current]  cases: 2  result: 0/2 (0.0%)" in done.stdout, done.stdout + done.stderr
+    # Every assertion failed: FAIL and exit 1 without any --fail-under (the default threshold is 1.0).
+    assert done.returncode == 1 and done.stdout.rstrip().endswith("verdict: FAIL"), done.stdout[-1000:]
     assert any("No such file" in t for t in tool_results)  # the graded file is gone ...
     assert any("ada" in t for t in tool_results)  # ... its input files are not
     # The expectation's text lives only in the graded file: no executor request may carry it.

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from producer.planning import plan_run
 from reducer.render import (
     needs_transcript,
-    render_complete_block,
     render_json,
     render_junit,
     render_markdown,
@@ -22,6 +21,7 @@ from reducer.render import (
     transcript_name,
 )
 from reducer.scoring import ShardOutcome, reduce_run
+from reducer.summary import render_complete_block
 from schemas.corpus import Corpus, EvalCase
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import RunResult
@@ -114,9 +114,9 @@ def test_the_markdown_report_leads_with_the_headline_and_the_verdict(result: Run
 def test_the_markdown_report_shows_every_assertion_verdict_with_its_evidence(result: RunResult) -> None:
     md = render_markdown(result, "commit-message", META)
     assert "- **FAIL** The agent runs git diff before committing" in md
-    assert "  - evidence: absent: no call for 'The agent runs git diff before committing'" in md
+    assert "  - evidence: `absent: no call for 'The agent runs git diff before committing'`" in md
     assert md.count("- **PASS** ") == 5
-    assert "  - evidence: \\[tool_call\\] shell(git diff)" in md  # escaped: renders as the same text
+    assert "  - evidence: `[tool_call] shell(git diff)`" in md  # quoted as code: renders as the same text
 
 
 def test_the_markdown_report_lists_the_not_graded_by_kind_and_the_sandbox(result: RunResult) -> None:
@@ -132,8 +132,10 @@ def test_the_markdown_report_lists_the_not_graded_by_kind_and_the_sandbox(result
 
 def test_a_corpus_with_two_of_five_cases_not_graded_is_inconclusive_in_every_report(result: RunResult) -> None:
     cm = next(s for s in result.skills if s.skill == "commit-message")
-    assert cm.inconclusive and cm.headline == "INCONCLUSIVE (2/5 shards not graded — infra)"
-    assert "## current: INCONCLUSIVE (2/5 shards not graded — infra)" in render_markdown(result, "commit-message", META)
+    assert cm.inconclusive and cm.headline == "INCONCLUSIVE (2/5 shards not graded — 1 infra, 1 blocked)"
+    assert "## current: INCONCLUSIVE (2/5 shards not graded — 1 infra, 1 blocked)" in render_markdown(
+        result, "commit-message", META
+    )
     assert "## current: 4/4 (100.0%)" in render_markdown(result, "changelog", META)
 
 
@@ -148,9 +150,13 @@ def test_the_json_report_keeps_raw_judge_arrays_statuses_template_hashes_and_usa
     assert [r["state"] for r in variant["runs"]] == ["graded", "graded", "graded", "executor-failed", "blocked"]
     raw = json.loads(variant["runs"][1]["judges"][0]["raw_answers"][0])
     assert raw[0] == {"text": ASSERTIONS[0], "passed": False, "evidence": f"absent: no call for '{ASSERTIONS[0]}'"}
-    # Usage per model: 5 graded executor shards (4 calls each) and their judge calls, across both corpora.
-    assert doc["usage"]["exec"]["calls"] == 20 and doc["usage"]["judge-1"]["calls"] == 5
-    assert doc["usage"]["judge-1"]["cost_usd"] == pytest.approx(0.01)
+    # Usage per model of this corpus alone: its 3 graded executor shards (4 calls each) and their judge calls.
+    assert doc["usage"]["exec"]["calls"] == 12 and doc["usage"]["judge-1"]["calls"] == 3
+    assert doc["usage"]["judge-1"]["cost_usd"] == pytest.approx(0.006)
+    other = json.loads(render_json(result, "changelog", META))["usage"]
+    # The two corpora's usage adds up to the run's, which neither report claims alone.
+    assert other["exec"]["calls"] + 12 == result.usage["exec"].calls == 20
+    assert other["judge-1"]["calls"] + 3 == result.usage["judge-1"].calls == 5
 
 
 # --- JUnit ---------------------------------------------------------------------------------------
@@ -196,12 +202,15 @@ def test_the_junit_report_parses_whatever_a_transcript_quoted(evidence: str, det
 def test_the_complete_block_names_cases_rates_the_infra_tally_failures_and_paths(result: RunResult) -> None:
     block = render_complete_block(result, ["zuvo/reports/a.md", "zuvo/reports/a.json"])
     lines = block.splitlines()
-    assert lines[:3] == ["SKILL-EVAL COMPLETE", "run: 20260102-030405-0a1b2c3d", "verdict: WARN"]
-    assert "skill: commit-message [current]  cases: 5  result: INCONCLUSIVE (2/5 shards not graded — infra)" in lines
+    assert lines[:3] == ["SKILL-EVAL COMPLETE", "run: 20260102-030405-0a1b2c3d", "threshold: 1.0 (default)"]
+    assert (
+        "skill: commit-message [current]  cases: 5  result: INCONCLUSIVE (2/5 shards not graded — 1 infra, 1 blocked)"
+        in lines
+    )
     assert "  not graded (infra): executor-failed 1; blocked: 1" in lines
-    assert f"  FAIL case 2 (exec e0): {ASSERTIONS[0]} -> absent: no call for '{ASSERTIONS[0]}'" in lines
+    assert f"  FAIL commit-message case 2 (exec e0): {ASSERTIONS[0]} -> absent: no call for '{ASSERTIONS[0]}'" in lines
     assert "AGGREGATE: INCONCLUSIVE (1/2 corpora not trustworthy)" in lines
-    assert lines[-2:] == ["report: zuvo/reports/a.md", "report: zuvo/reports/a.json"]
+    assert lines[-2:] == ["reports: zuvo/reports/ (2 files: md and json per corpus, JUnit, HTML)", "verdict: WARN"]
 
 
 def test_the_run_log_line_has_the_contracts_13_fields_in_order(result: RunResult) -> None:
@@ -212,7 +221,9 @@ def test_the_run_log_line_has_the_contracts_13_fields_in_order(result: RunResult
     assert len(fields) == 13
     assert fields[0] == "Run: 2026-01-02T03:04:05Z"
     assert fields[1:8] == ["skill-eval", "my-project", "-", "-", "WARN", "-", "7-cases"]
-    assert fields[8] == ("commit-message=INCONCLUSIVE (2/5 shards not graded — infra); changelog=4/4 (100.0%)")
+    assert fields[8] == (
+        "commit-message=INCONCLUSIVE (2/5 shards not graded — 1 infra, 1 blocked); changelog=4/4 (100.0%) PASS"
+    )
     assert fields[9:] == ["main", "abc1234", "-", "-"]
 
 

@@ -67,3 +67,24 @@ def test_skill_activation_is_shown_per_skill_and_model_when_a_harness_recorded_i
     assert "m1" in row and "1/2" in row and "50.0%" in row
     assert "0/2" in row and "0.0%" in row  # m2: never activated
     assert '<section id="activation">' not in render_html(result_with("x"))  # the built-in agent records none
+
+
+def test_assertion_quality_flags_nothing_on_too_few_verdicts() -> None:
+    # One model, one epoch, every assertion passed: two equal verdicts per assertion say nothing
+    # about whether it can tell a better skill from a worse one.
+    case = EvalCase(id=1, prompt="p", expected_output="e", files=(), assertions=("The agent runs the tests first",))
+    corpus = Corpus(skill_name="demo", evals=(case, case.model_copy(update={"id": 2})))
+    bundle = SkillBundle(
+        skill="demo", bundle_key="demo-000000000000", corpus_file="evals/demo.evals.json", corpus=corpus
+    )
+    plan = plan_run("20260101-000000-00000000", [bundle], ["m1"], epochs=2)
+    outcomes = {}
+    for shard in plan.shards:
+        verdict = AssertionVerdict(text=case.assertions[0], passed=True, evidence="ok")
+        grade = ShardGrade(shard_id=shard.shard_id, state=ShardState.GRADED, verdicts=[verdict])
+        outcomes[shard.shard_id] = ShardOutcome(shard, ShardState.GRADED, grade=grade)
+    result = reduce_run(plan, outcomes)
+    assert not any(q.non_discriminating or q.flaky for q in result.assertion_quality)
+    section = render_html(result).split('<section id="quality">', 1)[1].split("</section>", 1)[0]
+    assert "0 of 2 assertions flagged" in section and "at least 4 verdicts from two or more models" in section
+    assert "always pass" not in section

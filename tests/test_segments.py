@@ -145,10 +145,11 @@ def test_a_run_reduced_from_its_segments_reports_what_the_full_records_give(
     git_init(repo)
     use(server, DUO_RULES, [ran("duo-one-a"), ran("duo-one-b"), ran("duo-two-a")])
 
-    res = env.cli(*env.run_args(repo, "duo", "--epochs", "2", models=("openai/exec-a", "openai/exec-b")))
+    args = ("--epochs", "2", "--fail-under", "0.8")
+    res = env.cli(*env.run_args(repo, "duo", *args, models=("openai/exec-a", "openai/exec-b")))
 
     assert res.code == 0, res.stdout + res.stderr
-    assert "result: 10/12 (83.3%)" in res.stdout  # the same figures as the full-record run of this corpus
+    assert "result: 10/12 (83.3%)  PASS" in res.stdout  # the same figures as the full-record run of this corpus
     assert "leaderboard (composite): openai/exec-a 100.0%, openai/exec-b 75.0%" in res.stdout
     store = open_store(str(env.store))
     result = load_result(store, res.run_id)
@@ -164,10 +165,11 @@ def test_a_run_reduced_from_its_segments_reports_what_the_full_records_give(
         for s in doc["skills"]:
             s["runs"] = []
     assert streamed == expected
-    # `skill-eval report` on the run reduces from the segments too, from the store alone.
+    # `skill-eval report` on the run reduces from the segments too, from the store alone, with the
+    # threshold the run was submitted with.
     again = env.cli("report", res.run_id, "--store", str(env.store), "--out", str(env.base / "again"))
     assert again.code == 0, again.stdout + again.stderr
-    assert "result: 10/12 (83.3%)" in again.stdout
+    assert "result: 10/12 (83.3%)  PASS" in again.stdout and "threshold: 0.8 (--fail-under)" in again.stdout
     rereported = load_result(store, res.run_id)
     assert rereported is not None and rereported.model_dump(mode="json") == result.model_dump(mode="json")
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from engine.collect import outcome_line_of
 from reducer.scoring import ShardOutcome, reduce_run
 from reducer.stream import KEEP_BLOCKED, StreamReducer
+from reducer.summary import render_complete_block
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.shard import CURRENT, NO_SKILL, baseline_variant
 from schemas.status import SandboxMode, ShardState
@@ -178,6 +179,10 @@ def test_a_streamed_reduce_lists_a_bounded_number_of_blocked_shards_but_counts_t
     result = _stream(plan, outcomes, 0)
     assert len(result.skills[0].blocked) == KEEP_BLOCKED < len(plan.shards)
     assert result.skills[0].not_graded == len(plan.shards)
+    # The tally and the headline count every blocked shard, listed or not, and agree.
+    assert result.skills[0].blocked_count == len(plan.shards) == 1200
+    assert result.skills[0].headline == "INCONCLUSIVE (1200/1200 shards not graded — 1200 blocked)"
+    assert "  not graded (infra): none; blocked: 1200" in render_complete_block(result, [])
 
 
 def test_a_line_of_another_plan_is_not_counted() -> None:

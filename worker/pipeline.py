@@ -168,13 +168,14 @@ def ensure_calibrated(ctx: Context, client: object, run_id: str, judge: str) -> 
     holder's own shard ends only after the result is stored, so by the time the run's
     last shard is terminal (and reduce starts) every judge's calibration is recorded.
     """
-    from worker.grading.calibration import calibrate
+    from worker.grading.calibration import calibrate, labelled_cases
 
     if ctx.store.exists(calibration_key(run_id, judge)):
         return
     if not with_redis_retry(lambda: ctx.redis.set(calibrating_key(run_id, judge), "1", nx=True, ex=900)):
         return
-    result = calibrate(client, judge)  # type: ignore[arg-type]
+    labelled = labelled_cases(ctx.store, ctx.manifest(run_id).settings.calibrate_with)
+    result = calibrate(client, judge, labelled=labelled)  # type: ignore[arg-type]
     status = CalibrationStatus.OK if result.ok else CalibrationStatus.FAILED
     put_calibration(ctx.store, run_id, CalibrationRecord(judge=judge, status=status, details=list(result.details)))
 
@@ -182,9 +183,11 @@ def ensure_calibrated(ctx: Context, client: object, run_id: str, judge: str) -> 
 def reduce_stored_run(ctx: Context, run_id: str) -> None:
     """Reduce from the store (idempotent), store the result, mark the run reduced."""
     from engine.collect import reduce_from_store, reduce_streamed, reduces_by_streaming
+    from engine.delivery import Delivery
     from engine.records import load_outline
 
     try:
+        with_redis_retry(lambda: Delivery(ctx.redis).reducing(run_id))  # the reaper's lost-reduce clock
         with_redis_retry(lambda: ctx.segments.flush(run_id))  # seal the last lines (and any a dead worker left)
         outline = load_outline(ctx.store, run_id)
         if outline is not None and reduces_by_streaming(outline, ctx.settings.stream_reduce_shards):

@@ -1,0 +1,124 @@
+"""The top of the HTML report: the verdict with the run's facts, the sweep overview, the corpus table. Pure.
+
+Values in, HTML out: every function takes the reduced result (and plain strings) and returns
+markup, so any page that shows a run can reuse them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from html import escape
+
+from reducer.html_parts import Raw, heat, name, pct, table
+from schemas.report import RunResult, SkillResult
+from schemas.shard import CURRENT
+
+REASONS_SHOWN = 5
+"""Reasons listed under the verdict; the rest are one click away."""
+
+
+def headline(result: RunResult, meta: Mapping[str, str]) -> str:
+    """The verdict, the run's facts (repo, commit, models, date...), the threshold and the reasons."""
+    verdict = result.verdict.value
+    facts = "".join(f"<dt>{escape(k)}</dt><dd>{name(v)}</dd>" for k, v in meta.items() if v)
+    facts += f"<dt>threshold</dt><dd>{escape(result.threshold_label.removeprefix('threshold '))}</dd>"
+    reasons = [f"<li>{escape(r)}</li>" for r in result.reasons]
+    listed = "<ul>" + "".join(reasons[:REASONS_SHOWN]) + "</ul>"
+    if len(reasons) > REASONS_SHOWN:
+        listed += (
+            f"<details><summary>{len(reasons) - REASONS_SHOWN} more reasons</summary>"
+            f"<ul>{''.join(reasons[REASONS_SHOWN:])}</ul></details>"
+        )
+    out = [
+        '<section id="headline">',
+        f'<h1>skill-eval run {escape(result.run_id)} <span class="verdict {verdict}">{verdict}</span></h1>',
+        f'<dl class="meta">{facts}</dl>',
+        f"<p class='legend'>A corpus passes when its behavioural pass rate reaches the "
+        f"{escape(result.threshold_label)}.</p>",
+        listed,
+    ]
+    if result.aggregate_headline:
+        out.append(f"<p><b>{escape(result.aggregate_headline)}</b></p>")
+    gates = []
+    if result.regression_alpha is not None:
+        gates.append(f"--regression-alpha {result.regression_alpha:g}: only a significant one-sided drop fails")
+    if result.require_uplift is not None:
+        gates.append(f"--require-uplift {result.require_uplift:g}: the uplift over no skill must clear it")
+    gates += [f"judge {j}: {c}" for j, c in result.calibration.items()]
+    out.append("<h2>Gates</h2><ul>" + "".join(f"<li>{escape(g)}</li>" for g in gates or ["none set"]) + "</ul>")
+    return "".join(out) + "</section>"
+
+
+def badge(s: SkillResult) -> Raw:
+    """The corpus's verdict against the threshold; a baseline arm has none (no PASS is ever implied)."""
+    if not s.verdict:
+        return Raw('<span class="baseline">baseline arm</span>')
+    return Raw(f'<span class="verdict small {s.verdict.replace(" ", "-")}">{escape(s.verdict)}</span>')
+
+
+def not_graded(s: SkillResult) -> str:
+    """``1/4: 1 infra`` (shards), the kinds adding up as in the headline."""
+    if not s.not_graded:
+        return f"0/{s.shard_count}"
+    infra = sum(s.infra.values())
+    blocked = s.blocked_count
+    kinds = [(infra, "infra"), (blocked, "blocked"), (s.not_graded - infra - blocked, "not finished")]
+    return f"{s.not_graded}/{s.shard_count}: " + ", ".join(f"{n} {k}" for n, k in kinds if n > 0)
+
+
+def corpora(result: RunResult) -> str:
+    """One row per corpus and arm; the counts say whether they are assertions or shards."""
+    rows = [
+        [
+            Raw(f"{name(s.skill)} [{name(s.variant)}]"),
+            badge(s),
+            f"{s.behavioural.passed}/{s.behavioural.total}",
+            pct(s.behavioural.rate),
+            not_graded(s),
+        ]
+        for s in result.skills
+    ]
+    head = ["corpus", "verdict", "assertions passed / graded", "pass rate", "shards not graded / run"]
+    return (
+        '<section id="corpora"><h2>Corpora</h2>'
+        "<p class='legend'>Assertions: one verdict per assertion of each graded shard. Shards: one per case, "
+        "model, epoch and arm; a shard not graded is counted apart and never as a failure.</p>"
+        + table(head, rows)
+        + "</section>"
+    )
+
+
+def overview(result: RunResult) -> str:
+    """A sweep at a glance (several corpora): pass rate by corpus and model, and the leaderboard."""
+    current = [s for s in result.skills if s.variant == CURRENT]
+    if len(current) < 2:
+        return ""
+    models = [m.model for m in result.leaderboard]
+    rows = []
+    for s in current:
+        by_model = {m.model: m.behavioural for m in s.models}
+        cells = [
+            Raw(f'<span class="heat" style="background:{heat(r.rate)}">{pct(r.rate)}</span>')
+            if (r := by_model.get(m)) is not None
+            else "-"
+            for m in models
+        ]
+        rows.append([name(s.skill), badge(s), *cells])
+    board = [
+        [
+            name(m.model),
+            pct(m.composite_mean),
+            f"{pct(m.composite_low)} to {pct(m.composite_high)}",
+            pct(m.behavioural.rate),
+        ]
+        for m in result.leaderboard
+    ]
+    return (
+        '<section id="overview"><h2>Overview</h2>'
+        f"<p class='legend'>{len(current)} corpora: behavioural pass rate by corpus and executor model "
+        "(red 0% to green 100%), then the models ranked by composite score over every corpus.</p>"
+        + table(["corpus", "verdict", *[name(m) for m in models]], rows, stack=False)
+        + "<h3>Leaderboard</h3>"
+        + table(["model", "composite", "95% CI", "pass rate"], board, stack=False)
+        + "</section>"
+    )

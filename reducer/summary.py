@@ -1,0 +1,114 @@
+"""The ``SKILL-EVAL COMPLETE`` block a run ends with: one screen after the corpus lines, the verdict last. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reducer.agreement import agreement_lines
+from reducer.render import corpus_status
+from reducer.render_compare import comparison_summary, noise_summary
+from reducer.render_triggers import complete_lines, gates_text
+from schemas.report import CaseRun, RunResult
+from schemas.shard import CURRENT
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+FAILURES_SHOWN = 20
+"""Failing assertions the COMPLETE block lists (most frequent first); the rest are counted and left to the page."""
+
+REASONS_SHOWN = 5
+"""Reasons the COMPLETE block lists before the verdict; the rest are counted and left to the page."""
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def failing_assertions(result: RunResult) -> list[tuple[int, str]]:
+    """Every failing assertion of the run once, with how many shards it failed in, most frequent first."""
+    groups: dict[tuple[str, str, int, str], list[tuple[CaseRun, str]]] = {}
+    for s in result.skills:
+        for r in s.runs:
+            for v in r.verdicts:
+                if not v.passed:
+                    groups.setdefault((s.skill, s.variant, r.case_id, v.text), []).append((r, v.evidence))
+    lines = []
+    for (skill, variant, case_id, text), seen in groups.items():
+        first, evidence = seen[0]
+        arm = "" if variant == CURRENT else f" [{variant}]"
+        where = (
+            f"{first.model} e{first.epoch}"
+            if len(seen) == 1
+            else f"{len(seen)} shards, e.g. {first.model} e{first.epoch}"
+        )
+        lines.append(
+            (len(seen), f"FAIL {skill}{arm} case {case_id} ({where}): {_one_line(text)} -> {_one_line(evidence)}")
+        )
+    return sorted(lines, key=lambda item: -item[0])
+
+
+def _reports(paths: Sequence[str]) -> list[str]:
+    """The report files summarised: their folder and the run's page, not one line per corpus."""
+    if not paths:
+        return []
+    folders = sorted({p.rsplit("/", 1)[0] if "/" in p else "." for p in paths})
+    pages = [p for p in paths if p.endswith(".html")]
+    out = [f"reports: {', '.join(folders)}/ ({len(paths)} files: md and json per corpus, JUnit, HTML)"]
+    return out + [f"page: {p}" for p in pages]
+
+
+def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
+    """The contract's ``SKILL-EVAL COMPLETE`` block, with the verdict once, as its last line.
+
+    However large the run, what follows the corpus lines is short: at most
+    :data:`FAILURES_SHOWN` failing assertions and :data:`REASONS_SHOWN` reasons, each with a count
+    of the rest, the report folder and page, and the verdict as the last line.
+    """
+    lines = ["SKILL-EVAL COMPLETE", f"run: {result.run_id}"]
+    if result.triggers is not None:  # no assertions: the trigger gates apply, not the threshold
+        lines.append(f"gates: {gates_text(result.triggers)}")
+    else:
+        lines.append(result.threshold_label.replace("threshold ", "threshold: ", 1))
+    for s in result.skills:
+        infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v) or "none"
+        if result.triggers is not None:  # the figures follow below
+            lines += [f"skill: {s.skill} [triggers]  queries: {s.cases}", f"  not run to an end (infra): {infra}"]
+            continue
+        status = corpus_status(s, result.threshold)
+        mark = f"  {status}" if status else ""
+        lines.append(f"skill: {s.skill} [{s.variant}]  cases: {s.cases}  result: {s.headline}{mark}")
+        lines.append(f"  not graded (infra): {infra}; blocked: {s.blocked_count}")
+    page = next((p for p in paths if p.endswith(".html")), "the reports")
+    fails = failing_assertions(result)
+    if fails:
+        shards = sum(n for n, _ in fails)
+        lines.append(f"failing assertions: {len(fails)} distinct, {shards} failed verdicts; most frequent first:")
+        lines += [f"  {line}" for _, line in fails[:FAILURES_SHOWN]]
+        if len(fails) > FAILURES_SHOWN:
+            lines.append(f"  and {len(fails) - FAILURES_SHOWN} more: see {page}")
+    lines += [f"compare {c.skill}: {comparison_summary(c)}" for c in result.comparisons if c.model is None]
+    lines += [
+        f"noise floor {c.skill}: {noise_summary(c.noise)}"
+        for c in result.comparisons
+        if c.model is None and c.noise is not None
+    ]
+    lines += complete_lines(result.triggers) if result.triggers is not None else []
+    lines += [f"skipped: {s}" for s in result.skipped]
+    if result.aggregate_headline:
+        lines.append(result.aggregate_headline)
+    if len(result.leaderboard) > 1:
+        lines.append(
+            "leaderboard (composite): " + ", ".join(f"{m.model} {_pct(m.composite_mean)}" for m in result.leaderboard)
+        )
+    overall = [a for a in result.human_agreement if a.scope == "all"]
+    lines += [f"judge vs people: {line}" for line in agreement_lines(overall)]
+    lines += [f"reason: {r}" for r in result.reasons[:REASONS_SHOWN]]
+    if len(result.reasons) > REASONS_SHOWN:
+        lines.append(f"and {len(result.reasons) - REASONS_SHOWN} more reasons: see {page}")
+    lines += _reports(paths)
+    lines.append(f"verdict: {result.verdict.value}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,141 @@
+"""What a person reads on the terminal: --version, --help without type noise, a status table."""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from producer.status_view import status_view
+from schemas.summary import RunStatus
+
+EXE = Path(sys.executable).parent / "skill-eval"
+
+
+def cli(*args: str, columns: int = 100) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "COLUMNS": str(columns), "TERM": "dumb", "NO_COLOR": "1"}
+    return subprocess.run([str(EXE), *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_version_prints_the_installed_version() -> None:
+    result = cli("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"skill-eval {version('skill-eval')}"
+
+
+@pytest.mark.parametrize("command", ["run", "grade", "validate", "status", "resubmit", "worker"])
+def test_help_shows_no_python_types(command: str) -> None:
+    result = cli(command, "--help")
+    assert result.returncode == 0, result.stderr
+    for noise in ("<bool>", "<str>", "<list[str]>", "<int", "<float", "<path>"):
+        assert noise not in result.stdout, (noise, result.stdout)
+
+
+def test_run_help_marks_the_required_options_and_names_values() -> None:
+    text = cli("run", "--help", columns=200).stdout
+    lines = {line.split()[1]: line for line in text.splitlines() if line.startswith("│ --")}
+    assert "MODEL" in lines["--model"] and "[required, except with --dry-run]" in lines["--model"]
+    assert "JUDGE" in lines["--judge"] and "[required, except with --dry-run]" in lines["--judge"]
+    assert "bwrap|none" in lines["--sandbox"]
+    assert "API-BASE" in lines["--api-base"]
+    assert "[required" not in lines["--epochs"]
+
+
+def test_grade_help_marks_its_required_options() -> None:
+    text = cli("grade", "--help", columns=200).stdout
+    lines = {line.split()[1]: line for line in text.splitlines() if line.startswith("│ --")}
+    assert "[required]" in lines["--trajectories"] and "[required]" in lines["--judge"]
+
+
+STATUS = RunStatus(
+    run_id="20261204-220548-359ade84",
+    source="store",
+    total=40,
+    states={"queued": 0, "executing": 0, "graded": 37, "executor-failed": 2, "blocked": 1},
+    done=True,
+    terminal=40,
+    usage={
+        "openai/gpt-4.1": {"calls": 1234, "prompt_tokens": 2_500_000, "completion_tokens": 81_000, "cost_usd": 5.5},
+        "openai/judge": {"calls": 40, "prompt_tokens": 90_000, "completion_tokens": 4000, "cost_usd": None},
+    },
+)
+
+
+def rendered(width: int) -> list[str]:
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    console.print(status_view(STATUS))
+    return console.export_text().splitlines()
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_status_is_a_table_a_person_reads(width: int) -> None:
+    lines = rendered(width)
+    text = "\n".join(lines)
+    assert all(len(line) <= width for line in lines)
+    assert lines[0] == "run 20261204-220548-359ade84: done (from the store); 40 of 40 shards finished"
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:] if line.strip()}
+    assert rows["graded"] == ["37"] and rows["executor-failed"] == ["2"] and rows["blocked"] == ["1"]
+    assert rows["total"] == ["40"]
+    assert "queued" not in rows  # a state with no shard is left out
+    assert rows["openai/gpt-4.1"] == ["1,234", "2,500,000", "81,000", "$5.5000"]
+    assert rows["openai/judge"] == ["40", "90,000", "4,000", "unknown"]
+    assert "{" not in text and "'calls'" not in text  # no Python dict printed
+
+
+def test_status_json_keeps_its_shape() -> None:
+    doc = json.loads(STATUS.model_dump_json())
+    # The fields scripts read stay; the delivery fields (waiting, stall) were added beside them.
+    assert {"version", "run_id", "source", "total", "states", "done", "terminal", "usage"} <= set(doc)
+    assert {"waiting", "waiting_oldest_s", "in_flight", "stalled"} <= set(doc)
+
+
+def test_the_demo_echoes_a_command_a_user_can_copy(tmp_path: Path) -> None:
+    from producer.demo import ROOT, copyable
+
+    args = ["run", "--all-evals", "--repo", str(tmp_path / "demo repo"), "--model", "openai/m"]
+    line = copyable(args)
+    assert "producer.cli" not in line and "python" not in line
+    argv = shlex.split(line)
+    assert argv[1:] == args  # quoted so that a shell gives back the very arguments
+    program = Path(argv[0]) if Path(argv[0]).is_absolute() or argv[0] == "skill-eval" else ROOT / argv[0]
+    copied = subprocess.run(
+        [str(program), "--version"], capture_output=True, text=True, timeout=60, cwd=ROOT, env={"PATH": "/usr/bin:/bin"}
+    )
+    assert copied.returncode == 0 and copied.stdout.startswith("skill-eval "), copied.stderr
+
+
+def test_the_status_command_prints_the_table_and_json_for_machines(example_repo: Path, tmp_path: Path) -> None:
+    """A run submitted to a folder store and not yet executed: every shard queued."""
+    from engine.records import put_manifest
+    from engine.store import open_store
+    from producer.planning import new_run_id, plan_run
+    from producer.repo import Repo
+    from producer.submit import build_manifest
+    from schemas.manifest import RunSettings
+
+    repo = Repo(example_repo)
+    bundles = [o.bundle for o in repo.load_many(repo.targets([], True)) if o.bundle]
+    plan = plan_run(new_run_id(), bundles, ["openai/m"], judges=["openai/j"], epochs=2)
+    store = open_store(str(tmp_path / "store"))
+    put_manifest(
+        store, build_manifest(plan, example_repo, store, RunSettings(), out_dir=str(tmp_path / "out"), skipped=[])
+    )
+
+    human = cli("status", plan.run_id, "--store", str(tmp_path / "store"), columns=80)
+    assert human.returncode == 0, human.stderr
+    lines = human.stdout.splitlines()
+    assert lines[0] == f"run {plan.run_id}: running (from the store); 0 of 8 shards finished"
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:] if line.strip()}
+    assert rows["queued"] == ["8"] and rows["total"] == ["8"]
+    assert "{" not in human.stdout
+
+    machine = cli("status", plan.run_id, "--json", "--store", str(tmp_path / "store"))
+    doc = json.loads(machine.stdout)
+    assert doc["total"] == 8 and doc["states"]["queued"] == 8 and doc["done"] is False
