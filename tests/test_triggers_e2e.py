@@ -103,6 +103,8 @@ def test_trigger_run_counts_hits_misses_by_what_fired_false_triggers_and_stops_e
     assert result.code == 1, result.stdout + result.stderr  # FAIL: recall 1/3 is below 50%
     assert "reason: pdf-tools (openai/exec-a): recall 1/3 (33.3%) is below 50%" in result.stdout
     assert "false triggers 1/2 (50.0%" in result.stdout
+    block = result.stdout[result.stdout.index("SKILL-EVAL COMPLETE") :].strip().splitlines()
+    assert "gates: --min-recall 0.5" in block and block[-1] == "verdict: FAIL"
 
     doc, text = reports(env.out, "pdf-tools", result.run_id)
     (f,) = doc["triggers"]["figures"]
@@ -167,6 +169,13 @@ def test_all_evals_triggers_reports_the_routing_matrix_across_skills(
     assert "| pdf-tools | 1 | 1 | 1 |" in text
     assert {f["skill"] for f in doc["triggers"]["figures"]} == {"csv-clean", "pdf-tools"}
     assert "triggers csv-clean (openai/exec-a): recall 1/2 (50.0%" in result.stdout
+    # Recall 50% passes: no gate was given, and the behavioural threshold (1.0 by default) is not a trigger gate.
+    block = result.stdout[result.stdout.index("SKILL-EVAL COMPLETE") :].strip().splitlines()
+    assert "gates: none (--min-recall and --max-false-trigger not given)" in block
+    assert not any(line.startswith("threshold") for line in block)
+    triggers_at = max(i for i, line in enumerate(block) if line.startswith("triggers "))
+    assert block[-1] == "verdict: PASS" and triggers_at < len(block) - 1
+    assert "- trigger gates: none" in text and "threshold 1.0" not in text
 
 
 def test_a_zuvo_sized_repo_plans_runs_and_reduces_its_routing_matrix(
