@@ -280,7 +280,7 @@ def render_junit(result: RunResult) -> str:
 
 
 def _junit_properties(result: RunResult, s: SkillResult) -> str:
-    if s.variant != CURRENT:
+    if s.variant != CURRENT or result.triggers is not None:  # a trigger run's gates are its own suites
         return ""
     props = [
         f"<property name={quoteattr(key)} value={quoteattr(value)}/>"

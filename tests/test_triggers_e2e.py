@@ -176,6 +176,10 @@ def test_all_evals_triggers_reports_the_routing_matrix_across_skills(
     triggers_at = max(i for i, line in enumerate(block) if line.startswith("triggers "))
     assert block[-1] == "verdict: PASS" and triggers_at < len(block) - 1
     assert "- trigger gates: none" in text and "threshold 1.0" not in text
+    (page,) = env.out.glob(f"*{result.run_id}*.html")
+    assert "<dt>trigger gates</dt>" in page.read_text() and "threshold 1.0" not in page.read_text()
+    (junit,) = env.out.glob(f"*{result.run_id}*.xml")
+    assert 'name="threshold"' not in junit.read_text() and "[triggers:" in junit.read_text()
 
 
 def test_a_zuvo_sized_repo_plans_runs_and_reduces_its_routing_matrix(
