@@ -97,6 +97,12 @@ def test_trigger_run_counts_hits_misses_by_what_fired_false_triggers_and_stops_e
     assert dry.code == 0, dry.stdout + dry.stderr
     assert "3 positive, 2 negative; 5 shards" in dry.stdout
     assert "at most 10 model calls (2 turns per shard" in dry.stdout
+    # The behavioural threshold and calibration act on assertions: refused by name, not ignored.
+    refused = env.cli(
+        "run", "pdf-tools", "--triggers", "--fail-under", "0.5", "--calibrate-with", "r1", "--repo", str(repo)
+    )
+    assert refused.code == 2, refused.stdout + refused.stderr
+    assert "--fail-under, --calibrate-with act on a behavioural run" in refused.stdout + refused.stderr
 
     args = ("--triggers", "--trigger-turns", "2", "--min-recall", "0.5")
     result = env.run(repo, "pdf-tools", *args)
