@@ -63,6 +63,8 @@ class HarnessRequest:
     """The case's only tools (harness names); None: the harness's own set."""
     mock_servers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Mocked MCP server name -> its tools; each runs as ``python3 <MOCK_SERVER> <MOCK_FILE> <name>``."""
+    other_skills: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)
+    """A trigger run's distractors: every other skill of the repo, name -> its files, staged beside it."""
 
 
 @dataclass(frozen=True)

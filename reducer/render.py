@@ -10,6 +10,7 @@ from xml.sax.saxutils import escape, quoteattr
 from reducer.agreement import agreement_lines
 from reducer.plugin_score import plugin_score_lines
 from reducer.render_compare import comparison_section, quality_section
+from reducer.render_triggers import gates_text, junit_suites, routing_section, trigger_section
 from reducer.stream import ROWS_NOT_KEPT
 from reducer.threshold import case_bar
 from schemas.report import CaseRun, ClusteredRate, RunResult, SkillResult
@@ -99,10 +100,13 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
     parts = [s for s in result.skills if s.skill == skill]
     lines = [f"# skill-eval: {md(skill)}", ""]
     lines += [f"- run: `{result.run_id}`", f"- verdict: **{result.verdict.value}**"]
-    rule = "a corpus passes when its behavioural pass rate reaches it"
-    if any(p.plugin_scores for p in parts):
-        rule = "a plugin eval suite passes when every case's score reaches " + case_bar(result)
-    lines.append(f"- {result.threshold_label}: {rule}")
+    if result.triggers is not None:
+        lines.append(f"- trigger gates: {md(gates_text(result.triggers))}")
+    else:
+        rule = "a corpus passes when its behavioural pass rate reaches it"
+        if any(p.plugin_scores for p in parts):
+            rule = "a plugin eval suite passes when every case's score reaches " + case_bar(result)
+        lines.append(f"- {result.threshold_label}: {rule}")
     lines += [f"- {md(k)}: {md(v)}" for k, v in meta.items()]
     for reason in result.reasons:
         lines.append(f"- reason: {md(reason)}")
@@ -112,6 +116,9 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
     if current is not None:
         for base in (p for p in parts if p.variant != CURRENT):
             lines += ["", *comparison_section(result, current, base)]
+    if result.triggers is not None:  # a trigger run: its shards hold no assertions, only what fired
+        lines += ["", *trigger_section(result.triggers, skill), "", *routing_section(result.triggers)]
+        return "\n".join(lines) + "\n"
     lines += ["", *quality_section([q for q in result.assertion_quality if q.skill == skill])]
     if result.human_agreement:
         lines += ["", "## Judge vs people", ""]
@@ -263,6 +270,8 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
         "gates": {"regression_alpha": result.regression_alpha, "require_uplift": result.require_uplift},
         "human_agreement": [a.model_dump(mode="json") for a in result.human_agreement],
     }
+    if result.triggers is not None:
+        doc["triggers"] = result.triggers.model_dump(mode="json")
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -282,11 +291,12 @@ def render_junit(result: RunResult) -> str:
     arm's suite carries the paired comparisons as ``<properties>`` (difference, interval, p).
     """
     suites = "".join(_junit_suite(s, _junit_properties(result, s)) for s in result.skills)
+    suites += junit_suites(result.triggers) if result.triggers is not None else ""
     return '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>' + suites + "</testsuites>\n"
 
 
 def _junit_properties(result: RunResult, s: SkillResult) -> str:
-    if s.variant != CURRENT:
+    if s.variant != CURRENT or result.triggers is not None:  # a trigger run's gates are its own suites
         return ""
     props = [
         f"<property name={quoteattr(key)} value={quoteattr(value)}/>"

@@ -33,6 +33,7 @@ from reducer.html_parts import (
 )
 from reducer.plugin_score import plugin_score_html
 from reducer.render_compare import NO_SKILL_NOTE, TEST_LABELS
+from reducer.render_triggers import trigger_html
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.comparison import PairedComparison
 from schemas.constants import MIN_FLAKY_EPOCHS, MIN_QUALITY_OBSERVATIONS
@@ -267,6 +268,7 @@ def render_html(
         _comparisons(result),
         _heatmap(result),
         _activation(result),
+        trigger_html(result.triggers),
         _usage(result),
         _quality(result),
         _verdicts(result, links),

@@ -26,12 +26,15 @@ from reducer.quality import assess_assertions
 from reducer.sensitivity import sensitivity_warnings
 from reducer.stats import clustered_interval, mean_interval, pass_at_k, pass_hat_k, wilson
 from reducer.threshold import case_threshold_label, corpus_verdict, threshold_of, with_verdicts
+from reducer.trigger_compare import run_report
+from reducer.triggers import trigger_pass_reason
 from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import UNFINISHED, AssertionStat, CaseRun, ClusteredRate, ModelSummary, Rate, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle
 from schemas.status import INFRA_FAILURES, SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
+from schemas.triggers import TriggerSettings
 from schemas.verdict import AssertionVerdict, ShardGrade
 
 
@@ -56,6 +59,8 @@ class ShardOutcome:
     """Tool calls the harness's stream claimed that no proxied model response held."""
     mock_findings: tuple[str, ...] = ()
     """Mocked MCP calls whose input failed an ``expect`` guard (docs/design/mocks.md)."""
+    skills_fired: tuple[str, ...] | None = None
+    """Trigger runs: the skills the executor activated, in order (None: not a trigger run)."""
     proposed_calls: tuple[str, ...] = ()
     """Tool calls the model proposed that the harness never ran (listed, never counted)."""
     refused_requests: tuple[str, ...] = ()
@@ -321,6 +326,8 @@ def reduce_run(
     already_reported: Sequence[str] = (),
     regression_alpha: float | None = None,
     require_uplift: float | None = None,
+    triggers: TriggerSettings | None = None,
+    executor: str = "agent",
 ) -> RunResult:
     """The whole run: per corpus and variant, leaderboard, usage, paired comparisons, assertion
     quality, and the verdict with its reasons.
@@ -328,7 +335,8 @@ def reduce_run(
     ``skipped`` are the named errors of corpora left out before the run; ``already_reported``
     the corpora ``--all-evals`` left out because their bundle key already has a report;
     ``regression_alpha`` and ``require_uplift`` are the comparison gates (:mod:`reducer.gates`);
-    ``plugin_threshold`` is ``--threshold``, what a plugin eval suite's every case must score.
+    ``plugin_threshold`` is ``--threshold``, what a plugin eval suite's every case must score;
+    ``triggers`` makes it a trigger run's reduce (:mod:`reducer.triggers`), gated by its thresholds.
     """
     skills: list[SkillResult] = []
     for variant in plan.variants:
@@ -344,7 +352,11 @@ def reduce_run(
     current = [s for s in skills if s.variant == CURRENT]
     aggregate, aggregate_headline = aggregate_gate(current)
     calibration = dict(calibration or {})
-    comparisons = compare_all(skills, plan.run_id)
+    # A trigger run's arms hold no assertions: its comparison is the trigger one (reducer.trigger_compare).
+    comparisons = compare_all(skills, plan.run_id) if triggers is None else []
+    fired = {k: o.skills_fired for k, o in outcomes.items() if o.state is ShardState.GRADED}
+    unsure = {s.skill for s in current if s.inconclusive}
+    trigger = run_report(plan, fired, triggers, executor, unsure) if triggers is not None else None
     verdict, reasons = decide_verdict(
         current,
         skills,
@@ -355,10 +367,13 @@ def reduce_run(
         already_reported,
         comparison_fails=comparison_failures(
             comparisons, skills, regression_alpha=regression_alpha, require_uplift=require_uplift
-        ),
+        )
+        + (trigger.failures if trigger else []),
         comparison_warns=sensitivity_warnings(comparisons),
         plugin_threshold=plugin_threshold,
     )
+    if trigger is not None and verdict is Verdict.PASS:
+        reasons = [trigger_pass_reason(trigger)]
     return RunResult(
         run_id=plan.run_id,
         verdict=verdict,
@@ -376,6 +391,7 @@ def reduce_run(
         assertion_quality=assess_assertions(skills),
         regression_alpha=regression_alpha,
         require_uplift=require_uplift,
+        triggers=trigger,
         threshold=threshold,
         threshold_source=source,
         plugin_threshold=plugin_threshold,

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.model_config import ModelConfig
 from schemas.shard import RunPlan, Shard
+from schemas.triggers import TriggerSettings
 
 EXECUTE_MARGIN_S = 120.0
 """Real time an execute task gets past its shard's wall clock (workspace, final files, upload)
@@ -76,6 +77,8 @@ class RunSettings(BaseModel):
     """Run-wide cap on model tokens, executor and judge together (``--max-tokens``); None: no cap."""
     models: ModelConfig = Field(default_factory=ModelConfig)
     """The validated model config (limits, API bases, api key *names* only, never keys), for workers anywhere."""
+    triggers: TriggerSettings | None = None
+    """``run --triggers``: shards run the trigger queries and record which skills fired; None: a behavioural run."""
 
 
 class RunManifest(BaseModel):

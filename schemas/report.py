@@ -11,6 +11,7 @@ from schemas.constants import DEFAULT_THRESHOLD
 from schemas.label import Agreement
 from schemas.status import SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
+from schemas.triggers import TriggerReport
 from schemas.verdict import AssertionVerdict, JudgeAnswer
 
 
@@ -275,6 +276,8 @@ class RunResult(BaseModel):
     """``--regression-alpha``: only a significant one-sided drop is a regression (None: any drop)."""
     require_uplift: float | None = None
     """``--require-uplift`` margin over the no-skill arm (None: not required)."""
+    triggers: TriggerReport | None = None
+    """``run --triggers``: recall, false triggers, the confusion table and routing matrix (None otherwise)."""
     threshold: float = DEFAULT_THRESHOLD
     """Behavioural pass rate each corpus must reach to pass."""
     threshold_source: Literal["default", "--fail-under"] = "default"

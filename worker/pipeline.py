@@ -33,6 +33,10 @@ def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
         if not lease.renew():
             return
         ctx.store.put(trajectory_key(run_id, shard_id), trajectory.model_dump_json().encode())
+        if lease.manifest.settings.triggers is not None:
+            # A trigger shard's result is what fired, read from the record: nothing to judge.
+            lease.end(ShardOutcomeRecord(state=ShardState.GRADED), None, trajectory)
+            return
         lease.advance(ShardState.EXECUTED, then="grade")
 
 
@@ -77,6 +81,20 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
             skill_text, agents = read_skill(ws.path, shard.skill)
         budget = settings.budget
         limits = SandboxLimits(timeout_s=budget.command_timeout_s)
+        if settings.triggers is not None and settings.executor == "agent":
+            from worker.executor.trigger import run_trigger_agent
+
+            return run_trigger_agent(
+                ctx.model_client(manifest.plan.run_id),  # type: ignore[arg-type]
+                shard.model,
+                skill=shard.skill,
+                case_id=case.id,
+                query=case.prompt,
+                sandbox=open_sandbox(ws.path, manifest.plan.sandbox, limits),
+                root=ws.path,
+                budget=budget.model_copy(update={"max_turns": settings.triggers.turns}),
+                shard_id=shard_id,
+            )
         if settings.executor in HARNESSES:
             from worker.executor.harness_task import run_harness_shard
 
