@@ -67,6 +67,8 @@ def collect_outcomes(
                 template_hashes=trajectory.template_hashes if trajectory else {},
                 skill_activated=trajectory.skill_activated if trajectory else None,
                 rejected_calls=tuple(trajectory.rejected_calls) if trajectory else (),
+                proposed_calls=tuple(trajectory.proposed_calls) if trajectory else (),
+                refused_requests=tuple(trajectory.refused_requests) if trajectory else (),
             )
     return out
 

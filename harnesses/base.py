@@ -83,6 +83,10 @@ class Harness(Protocol):
     """How to install it, for ``BLOCKED_NO_HARNESS``."""
     stream_call_ids: bool
     """True when the event stream names tool calls by the model's own call ids (else: paired by order)."""
+    forward_headers: frozenset[str]
+    """The request headers (lower case) its proxy forwards: the ones the pinned version sends and needs."""
+    betas: frozenset[str] | None
+    """The ``anthropic-beta`` values its proxy forwards (None: the protocol has none)."""
 
     def plan(self, request: HarnessRequest) -> HarnessPlan:
         """The staging, command line, environment and stdin of one shard."""

@@ -36,6 +36,18 @@ class ClaudeCode:
     binary_env = "SKILL_EVAL_CLAUDE_CODE_BIN"
     binary_name = "claude"
     stream_call_ids = True
+    forward_headers = frozenset({"content-type", "accept", "anthropic-version", "anthropic-beta"})
+    betas: frozenset[str] | None = frozenset(
+        {
+            # What 2.1.328 sends with every request (docs/design/harnesses.md says what each is for).
+            "claude-code-20250219",
+            "interleaved-thinking-2025-05-14",
+            "context-management-2025-06-27",
+            "thinking-token-count-2026-05-13",
+            "advanced-tool-use-2025-11-20",
+            "thinking-display-updates-2026-08-18",
+        }
+    )
     install_hint = "run `make setup` (installs @anthropic-ai/claude-code@2.1.328), or set SKILL_EVAL_CLAUDE_CODE_BIN"
 
     def environment(self, model: str, home: str) -> dict[str, str]:

@@ -39,6 +39,8 @@ class Codex:
     binary_env = "SKILL_EVAL_CODEX_BIN"
     binary_name = "codex"
     stream_call_ids = False
+    forward_headers = frozenset({"content-type", "accept"})
+    betas: frozenset[str] | None = None
     install_hint = "run `make setup` (installs @openai/codex@0.169.0), or set SKILL_EVAL_CODEX_BIN"
 
     def plan(self, request: HarnessRequest) -> HarnessPlan:
@@ -64,6 +66,8 @@ class Codex:
             f"model_providers.skill-eval={provider}",
             "-c",
             "analytics.enabled=false",
+            "-c",
+            'web_search="disabled"',  # a provider-side tool: the proxy refuses a request offering it
             "-",
         ]
         home_files = {
@@ -100,10 +104,21 @@ def _command_text(command: Any) -> str:
     return " ".join(str(c) for c in command) if isinstance(command, list) else str(command or "")
 
 
+def _command_started(out: ParsedStream, started: set[str], item: dict[str, Any]) -> None:
+    """A command the harness ran: claimed once, when it starts (a command still running when the
+    model goes on, or when the shard ends, has no ``item.completed``)."""
+    item_id = str(item.get("id", ""))
+    if item_id not in started:
+        started.add(item_id)
+        command = _command_text(item.get("command"))
+        out.events.append(ToolCallEvent(call_id=item_id, name="shell", arguments={"command": command}))
+
+
 def read_codex_json(lines: Iterable[str]) -> ParsedStream:
     """Parse ``codex exec --json`` lines (junk skipped); call ids are the stream's item ids."""
     out = ParsedStream()
     prompt = completion = turns = 0
+    started: set[str] = set()
     for raw in lines:
         try:
             data = json.loads(raw)
@@ -113,16 +128,14 @@ def read_codex_json(lines: Iterable[str]) -> ParsedStream:
         if not isinstance(data, dict):
             continue
         kind, item = data.get("type"), data.get("item") or {}
-        if kind == "item.completed" and isinstance(item, dict):
+        if kind == "item.started" and isinstance(item, dict) and item.get("type") == "command_execution":
+            _command_started(out, started, item)
+        elif kind == "item.completed" and isinstance(item, dict):
             item_id, item_type = str(item.get("id", "")), item.get("type")
             if item_type == "agent_message" and str(item.get("text", "")).strip():
                 out.events.append(AssistantEvent(text=str(item["text"])))
             elif item_type == "command_execution":
-                out.events.append(
-                    ToolCallEvent(
-                        call_id=item_id, name="shell", arguments={"command": _command_text(item.get("command"))}
-                    )
-                )
+                _command_started(out, started, item)
                 code = item.get("exit_code")
                 out.events.append(
                     ToolResultEvent(
@@ -131,6 +144,10 @@ def read_codex_json(lines: Iterable[str]) -> ParsedStream:
                         exit_code=code if isinstance(code, int) else None,
                     )
                 )
+            elif item_type == "file_change":  # a patch applied: claims the model's patch call by its paths
+                changes = item.get("changes")
+                paths = [str(c.get("path", "")) for c in changes or [] if isinstance(c, dict)]
+                out.events.append(ToolCallEvent(call_id=item_id, name="file_change", arguments={"paths": paths}))
         elif kind == "turn.completed":
             out.saw_result = True
             usage = data.get("usage") or {}

@@ -2,59 +2,99 @@
 
 What the model said and which tools it called (names, arguments) come from the responses
 the proxy forwarded: the agent can write into its harness's output, it cannot change what
-the proxy saw. The harness's stream contributes what only it knows, the tool results,
-paired by call id. A tool call the stream claims that no proxied response contains (or
-that names a different tool) is rejected: left out of the trajectory, with its result,
-and flagged.
+the proxy saw. The harness's stream says which of those calls the harness ran, and their
+results: by call id (Claude Code), or by order and command (Codex). So a tool call enters
+the trajectory only when both hold it:
+
+- a call the stream claims that no proxied response of the harness's conversation contains
+  (or that names a different tool) is rejected: left out, with its result, and flagged;
+- a call the record holds that the stream never claims (the agent asked its proxy for it on
+  the side, or the harness never got to run it) is "model proposed, never run": listed
+  apart, never an event, never a call, never shown to the judge;
+- a reply to a side request (:mod:`harnesses.conversation`) contributes nothing: its text is
+  left out and its calls are listed as proposed.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
-from harnesses.model_record import ProxyRecord
+from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord
 from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent
 
 
 @dataclass(frozen=True)
 class CheckedEvents:
-    """The trajectory's events and what was rejected from the stream."""
+    """The trajectory's events, what was rejected from the stream, and what the model proposed alone."""
 
     events: list[Event]
     rejected: list[str]
     """One line per rejected claim, naming the call id and tool."""
+    proposed: list[str] = field(default_factory=list)
+    """One line per call the record holds and the harness never ran (model proposed, never run)."""
+
+
+def proposed_line(call: ModelToolCall, side: bool) -> str:
+    """How a call the harness never ran is listed: its tool, arguments (cut) and id."""
+    arguments = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)
+    arguments = arguments if len(arguments) <= 300 else arguments[:300] + f"... ({len(arguments) - 300} chars cut)"
+    where = "in a side request, not the harness's conversation" if side else "never claimed by the harness's stream"
+    return f"{call.name}({arguments}) [call {call.call_id!r}]: model proposed, never run ({where})"
+
+
+def _events(record: ProxyRecord, ran: Mapping[str, ToolResultEvent | None]) -> tuple[list[Event], list[str]]:
+    """Texts of the conversation's turns and the calls in ``ran`` (with their results), in model
+    order; every other call as a proposed line."""
+    events: list[Event] = []
+    proposed: list[str] = []
+    for turn in record.turns:
+        if not turn.side:
+            events += [AssistantEvent(text=text) for text in turn.texts if text.strip()]
+        for call in turn.tool_calls:
+            if turn.side or call.call_id not in ran:
+                proposed.append(proposed_line(call, turn.side))
+                continue
+            events.append(ToolCallEvent(call_id=call.call_id, name=call.name, arguments=call.arguments))
+            result = ran[call.call_id]
+            if result is not None:
+                events.append(result)
+    return events, proposed
+
+
+def _side_calls(record: ProxyRecord) -> dict[str, ModelToolCall]:
+    return {c.call_id: c for t in record.turns if t.side for c in t.tool_calls}
 
 
 def cross_check(stream_events: Iterable[Event], record: ProxyRecord) -> CheckedEvents:
-    """Events in model order (texts and calls from ``record``, results from the stream)."""
+    """Events in model order: texts and calls from ``record``, each call claimed by the stream's
+    call id and tool, results from the stream."""
     stream = list(stream_events)
     seen = record.tool_calls()
+    side = _side_calls(record)
     results = {e.call_id: e for e in stream if isinstance(e, ToolResultEvent)}
     rejected = []
+    ran: dict[str, ToolResultEvent | None] = {}
     for event in stream:
         if not isinstance(event, ToolCallEvent):
             continue
         real = seen.get(event.call_id)
         if real is None:
+            where = "only in a side request" if event.call_id in side else "in no model response the proxy forwarded"
             rejected.append(
-                f"tool call {event.call_id!r} ({event.name}) is in the harness's stream but in no model "
-                "response the proxy forwarded: rejected"
+                f"tool call {event.call_id!r} ({event.name}) is in the harness's stream but {where}: rejected"
             )
         elif real.name != event.name:
             rejected.append(
                 f"tool call {event.call_id!r} is {real.name} in the model's response but {event.name} in "
                 "the harness's stream: the stream's claim is rejected"
             )
-    events: list[Event] = []
-    for turn in record.turns:
-        events += [AssistantEvent(text=text) for text in turn.texts if text.strip()]
-        for call in turn.tool_calls:
-            events.append(ToolCallEvent(call_id=call.call_id, name=call.name, arguments=call.arguments))
-            if call.call_id in results:
-                events.append(results[call.call_id])
-    return CheckedEvents(events=events, rejected=rejected)
+        else:
+            ran[real.call_id] = results.get(real.call_id)
+    events, proposed = _events(record, ran)
+    return CheckedEvents(events=events, rejected=rejected, proposed=proposed)
 
 
 SHELL_TOOLS = frozenset({"shell", "exec_command", "shell_command", "local_shell"})
@@ -79,34 +119,78 @@ def _same_command(sent: str, reported: str) -> bool:
     return sent in words
 
 
+def _shell_calls(turns: Iterable[ModelTurn]) -> list[ModelToolCall]:
+    return [c for t in turns if not t.side for c in t.tool_calls if c.name in SHELL_TOOLS]
+
+
 def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord) -> CheckedEvents:
     """As :func:`cross_check`, for a stream whose items do not carry the model's call ids (Codex).
 
-    The n-th command the stream reports pairs with the n-th shell call the proxy saw, and
-    must contain that call's command text; a command with no such call is rejected.
+    Each command the stream reports, in order, claims the next shell call of the harness's
+    conversation (in the proxy's order) whose command text it contains; calls it passes over
+    were proposed and never run. A command with no such call is rejected. Calls of other
+    tools are claimed the same way by the stream's items of their kind (``apply_patch`` by
+    ``file_change``, whose listed paths the patch must name).
     """
     stream = list(stream_events)
-    shell_calls = [c for t in record.turns for c in t.tool_calls if c.name in SHELL_TOOLS]
     results_by_stream_id = {e.call_id: e for e in stream if isinstance(e, ToolResultEvent)}
-    results: dict[str, ToolResultEvent] = {}
+    ran: dict[str, ToolResultEvent | None] = {}
     rejected = []
-    for n, claimed in enumerate(e for e in stream if isinstance(e, ToolCallEvent)):
-        real = shell_calls[n] if n < len(shell_calls) else None
+    claims = [e for e in stream if isinstance(e, ToolCallEvent)]
+    shell = _shell_calls(record.turns)
+    at = 0
+    for claimed in (c for c in claims if c.name not in PATCH_CLAIMS):
         claimed_text = _command_of(claimed.arguments)
-        if real is None or not _same_command(_command_of(real.arguments), claimed_text):
+        match = next(
+            (i for i in range(at, len(shell)) if _same_command(_command_of(shell[i].arguments), claimed_text)), None
+        )
+        if match is None:
             rejected.append(
                 f"command {claimed_text[:120]!r} is in the harness's stream but matches no shell call in the "
                 "model responses the proxy forwarded: rejected"
             )
             continue
+        real, at = shell[match], match + 1
         result = results_by_stream_id.get(claimed.call_id)
-        if result is not None:
-            results[real.call_id] = result.model_copy(update={"call_id": real.call_id})
-    events: list[Event] = []
-    for turn in record.turns:
-        events += [AssistantEvent(text=text) for text in turn.texts if text.strip()]
-        for call in turn.tool_calls:
-            events.append(ToolCallEvent(call_id=call.call_id, name=call.name, arguments=call.arguments))
-            if call.call_id in results:
-                events.append(results[call.call_id])
-    return CheckedEvents(events=events, rejected=rejected)
+        ran[real.call_id] = result.model_copy(update={"call_id": real.call_id}) if result is not None else None
+    rejected += _claim_patches(claims, record, ran)
+    events, proposed = _events(record, ran)
+    return CheckedEvents(events=events, rejected=rejected, proposed=proposed)
+
+
+PATCH_CLAIMS = frozenset({"file_change"})
+"""Stream items that claim a patch call rather than run a command."""
+PATCH_TOOLS = frozenset({"apply_patch"})
+
+
+def _claim_patches(
+    claims: list[ToolCallEvent], record: ProxyRecord, ran: dict[str, ToolResultEvent | None]
+) -> list[str]:
+    """Pair the stream's ``file_change`` items, in order, with the conversation's patch calls."""
+    patches = [
+        c
+        for t in record.turns
+        if not t.side
+        for c in t.tool_calls
+        if c.call_id not in ran
+        and (c.name in PATCH_TOOLS or (c.name in SHELL_TOOLS and "apply_patch" in _command_of(c.arguments)))
+    ]
+    rejected: list[str] = []
+    at = 0
+    for claimed in (c for c in claims if c.name in PATCH_CLAIMS):
+        raw = claimed.arguments.get("paths")
+        paths = [str(p) for p in raw] if isinstance(raw, list) else []
+        match = next((i for i in range(at, len(patches)) if _names_paths(patches[i], paths)), None)
+        if match is None:
+            rejected.append(
+                f"file change of {', '.join(paths)[:120]!r} is in the harness's stream but matches no patch call "
+                "in the model responses the proxy forwarded: rejected"
+            )
+            continue
+        ran[patches[match].call_id], at = None, match + 1
+    return rejected
+
+
+def _names_paths(call: ModelToolCall, paths: list[str]) -> bool:
+    text = json.dumps(call.arguments, ensure_ascii=False)
+    return all(p.rsplit("/", 1)[-1] in text for p in paths)

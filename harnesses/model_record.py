@@ -32,6 +32,11 @@ class ModelTurn:
     stop_reason: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    model: str | None = None
+    """The model the upstream says answered (None when the reply names none)."""
+    side: bool = False
+    """The request did not continue the harness's own conversation (:mod:`harnesses.conversation`):
+    the trajectory takes nothing from this reply."""
 
 
 @dataclass
@@ -47,7 +52,12 @@ class ProxyRecord:
     """False when the last forwarded request failed: the harness gave up on a failing upstream."""
     last_error: str = ""
     refused: list[str] = field(default_factory=list)
-    """Requests answered locally with a refusal (path, key, budget), one line each."""
+    """Requests answered locally with a refusal (path, key, budget, request rules), one line each."""
+    agent_refusals: list[str] = field(default_factory=list)
+    """Requests refused for what they asked of the upstream (another model, a provider-side tool):
+    the agent's doing, listed in its trajectory."""
+    dropped: list[str] = field(default_factory=list)
+    """Headers and beta values the proxy did not forward, each once."""
     body_sent: bool = False
     """True once a request to the model held the watched text (the skill's body)."""
     budget_end: str | None = None
@@ -66,8 +76,8 @@ class ProxyRecord:
         return sum(t.completion_tokens for t in self.turns)
 
     def tool_calls(self) -> dict[str, ModelToolCall]:
-        """Every tool call the model emitted, by call id."""
-        return {c.call_id: c for t in self.turns for c in t.tool_calls}
+        """Every tool call the model emitted in the harness's own conversation, by call id."""
+        return {c.call_id: c for t in self.turns if not t.side for c in t.tool_calls}
 
 
 def _sse_data(body: bytes) -> list[dict[str, Any]]:
@@ -101,8 +111,14 @@ def _anthropic_message(message: dict[str, Any]) -> ModelTurn:
     prompt = sum(
         int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     )
+    model = message.get("model")
     return ModelTurn(
-        tuple(texts), tuple(calls), message.get("stop_reason"), prompt, int(usage.get("output_tokens") or 0)
+        tuple(texts),
+        tuple(calls),
+        message.get("stop_reason"),
+        prompt,
+        int(usage.get("output_tokens") or 0),
+        model=str(model) if isinstance(model, str) and model else None,
     )
 
 
@@ -114,6 +130,7 @@ def _anthropic_stream(events: list[dict[str, Any]]) -> ModelTurn:
         if kind == "message_start":
             start = event.get("message") or {}
             message["usage"] = dict(start.get("usage") or {})
+            message["model"] = start.get("model")
         elif kind == "content_block_start":
             block = dict(event.get("content_block") or {})
             index = int(event.get("index", len(message["content"])))
@@ -162,12 +179,14 @@ def _responses_object(response: dict[str, Any]) -> ModelTurn:
                 arguments = {"input": arguments}
             calls.append(ModelToolCall(str(item.get("call_id", "")), str(item.get("name", "")), arguments))
     usage = response.get("usage") or {}
+    model = response.get("model")
     return ModelTurn(
         tuple(texts),
         tuple(calls),
         response.get("status"),
         int(usage.get("input_tokens") or 0),
         int(usage.get("output_tokens") or 0),
+        model=str(model) if isinstance(model, str) and model else None,
     )
 
 

@@ -189,6 +189,8 @@ def _variant_section(s: SkillResult, threshold: float) -> list[str]:
         if r.skill_activated is not None:
             out.append(f"- skill activated: {'yes' if r.skill_activated else 'no'}")
         out += [f"- **flagged**: {md(line)}" for line in r.rejected_calls]
+        out += [f"- **refused by the proxy**: {md(line)}" for line in r.refused_requests]
+        out += [f"- model proposed, never run: {md(line)}" for line in r.proposed_calls]
         for v in r.verdicts:
             mark = "PASS" if v.passed else "FAIL"
             checked = (

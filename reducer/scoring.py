@@ -53,6 +53,10 @@ class ShardOutcome:
     """Harness executors: whether the harness loaded the skill (None: not recorded)."""
     rejected_calls: tuple[str, ...] = ()
     """Tool calls the harness's stream claimed that no proxied model response held."""
+    proposed_calls: tuple[str, ...] = ()
+    """Tool calls the model proposed that the harness never ran (listed, never counted)."""
+    refused_requests: tuple[str, ...] = ()
+    """Model requests the harness's proxy refused for what they asked (the agent's doing)."""
 
 
 def rate(passed: int, total: int, clusters: Sequence[tuple[int, int]] = ()) -> Rate:
@@ -132,6 +136,8 @@ def _case_run(o: ShardOutcome, judge_usage: Usage) -> CaseRun:
         judge_usage=judge_usage,
         skill_activated=o.skill_activated,
         rejected_calls=list(o.rejected_calls),
+        proposed_calls=list(o.proposed_calls),
+        refused_requests=list(o.refused_requests),
     )
 
 

@@ -12,6 +12,7 @@ knobs)::
     max_concurrency = 32           # calls in flight, fleet-wide
     timeout_s = 120
     transport = "auto"             # or "direct" / "litellm"
+    max_output_tokens = 32000      # what one harness request may ask for (the proxy clamps)
 
     [retry]
     max_attempts = 6
@@ -58,8 +59,12 @@ class ModelSettings(BaseModel):
     """Timeout of one HTTP call, seconds."""
     transport: Transport | None = None
     """How calls reach the model; None: the default's value (see :data:`Transport`)."""
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    """Output tokens one harness request may ask for (the proxy clamps ``max_tokens`` to it)."""
 
 
+DEFAULT_MAX_OUTPUT_TOKENS = 32_000
+"""Output tokens one harness request may ask for where no table says (what Claude Code asks)."""
 DEFAULT_MAX_CONCURRENCY = 16
 """Calls in flight per model, fleet-wide, where no table sets ``max_concurrency``."""
 
@@ -85,6 +90,8 @@ class ModelLimits(BaseModel):
     """Timeout of one HTTP call, seconds."""
     transport: Transport = "auto"
     """How calls reach the model (see :data:`Transport`)."""
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    """Output tokens one harness request may ask for (the proxy clamps ``max_tokens`` to it)."""
 
 
 class RetrySettings(BaseModel):

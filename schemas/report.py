@@ -50,6 +50,10 @@ class CaseRun(BaseModel):
     """Harness executors: whether the harness loaded the skill (None: the executor records no activation)."""
     rejected_calls: list[str] = Field(default_factory=list)
     """Tool calls the harness's stream claimed that no proxied model response held (rejected, flagged)."""
+    proposed_calls: list[str] = Field(default_factory=list)
+    """Tool calls a model response held that the harness never ran: model proposed, never run."""
+    refused_requests: list[str] = Field(default_factory=list)
+    """Model requests the harness's proxy refused for what they asked (another model, a provider-side tool)."""
 
 
 class ClusteredRate(BaseModel):

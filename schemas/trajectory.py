@@ -150,6 +150,13 @@ class Trajectory(BaseModel):
     """Harness executors: whether the harness loaded the skill (None: not recorded for this executor)."""
     rejected_calls: list[str] = Field(default_factory=list)
     """Tool calls the harness's stream claimed that no proxied model response contained (flagged, left out)."""
+    proposed_calls: list[str] = Field(default_factory=list)
+    """Tool calls a proxied model response held that the harness never ran (its stream never claimed
+    them, or they answered a side request): "model proposed, never run". Listed in the report, never
+    events, never counted as calls, never shown to the judge."""
+    refused_requests: list[str] = Field(default_factory=list)
+    """Model requests the harness's proxy refused for what they asked (another model, a provider-side
+    tool): the agent's doing, listed in the report."""
     started_at: datetime = Field(default_factory=_now)
     """Start time (UTC)."""
     finished_at: datetime | None = None

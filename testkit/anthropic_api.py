@@ -88,7 +88,7 @@ def message_body(reply: dict[str, Any], model: str, prompt: str, seq: int) -> di
         "id": f"msg_scripted_{seq:06d}",
         "type": "message",
         "role": "assistant",
-        "model": model,
+        "model": str(reply.get("answered_by") or model),
         "content": content,
         "stop_reason": stop,
         "stop_sequence": None,

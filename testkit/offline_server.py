@@ -26,7 +26,7 @@ OpenAI Responses API Codex speaks: :mod:`testkit.responses_api`); query strings 
 Control endpoints (for tests): ``POST /_control/scenario`` (body: a scenario), ``POST
 /_control/reset`` (forget requests, stats and fault counters), ``GET /_control/requests``
 (recorded request bodies, oldest first, bounded), ``GET /_control/keys`` (the credential
-header of each), ``GET /_control/stats``.
+header of each), ``GET /_control/headers`` (all its headers), ``GET /_control/stats``.
 """
 
 from __future__ import annotations
@@ -127,6 +127,8 @@ class _State:
         with self.lock:
             self.requests: deque[dict[str, Any]] = deque(maxlen=MAX_RECORDED)
             self.keys: deque[str] = deque(maxlen=MAX_RECORDED)
+            self.headers: deque[dict[str, str]] = deque(maxlen=MAX_RECORDED)
+            """Every header of each model request, names lower-cased (what a proxy let through)."""
             self.timeline: deque[tuple[float, float, str]] = deque(maxlen=MAX_RECORDED)
             """(arrived, replied, model) of each successful model call, wall-clock seconds: benchmarks
             read it to see how many calls were in flight when."""
@@ -190,6 +192,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/_control/keys":
             with state.lock:
                 self._json(200, list(state.keys))
+        elif self.path == "/_control/headers":
+            with state.lock:
+                self._json(200, list(state.headers))
         elif self.path == "/_control/stats":
             with state.lock:
                 self._json(200, dict(state.stats))
@@ -281,6 +286,7 @@ class _Handler(BaseHTTPRequestHandler):
         with state.lock:
             state.requests.append(body)
             state.keys.append(self.headers.get("x-api-key") or self.headers.get("authorization") or "")
+            state.headers.append({k.lower(): v for k, v in self.headers.items()})
             state.stats["total"] += 1
             state.stats["first_request_at"] = state.stats["first_request_at"] or self._arrived
             state.seq += 1
@@ -435,6 +441,11 @@ class OfflineModelServer:
         """The credential header each model request carried, oldest first."""
         with self._httpd.state.lock:
             return list(self._httpd.state.keys)
+
+    def headers(self) -> list[dict[str, str]]:
+        """Every header each model request carried (names lower-cased), oldest first."""
+        with self._httpd.state.lock:
+            return list(self._httpd.state.headers)
 
     def timeline(self) -> list[tuple[float, float, str]]:
         """(arrived, replied, model) of each successful call, oldest reply first, bounded."""

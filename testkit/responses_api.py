@@ -128,7 +128,7 @@ def response_body(reply: dict[str, Any], model: str, body: dict[str, Any], seq: 
         "object": "response",
         "created_at": 0,
         "status": "completed",
-        "model": model,
+        "model": str(reply.get("answered_by") or model),
         "output": output,
         "usage": {
             "input_tokens": input_tokens,

@@ -35,6 +35,8 @@ REPLY is one object; any of these keys, combined:
   draw is a hash of the scenario's ``seed`` (top level, 0 by default), the rule, the turn, the
   conversation and how many times this (rule, turn, conversation) was asked before: the same
   seed gives the same sequence of draws for a conversation whatever the order of requests.
+- ``answered_by``: the model the reply names (Anthropic and Responses), as an upstream that
+  answers with another model than asked would; default: the request's.
 - ``times``: apply the fault keys (``status``, ``hang``, ``malformed``) only to the first N
   requests of the same conversation at this turn; later retries get the normal reply. This is
   the one piece of state, kept per (rule, turn, conversation) so concurrent conversations stay

@@ -38,6 +38,7 @@ from engine.budget import RunBudget
 from harnesses.base import FORWARDER_PORT, Harness, HarnessRequest, Invoke, skill_body_marker
 from harnesses.crosscheck import cross_check, cross_check_by_order
 from harnesses.endpoints import normalise_upstream
+from harnesses.model_record import ProxyRecord
 from schemas.corpus import EvalCase
 from schemas.errors import BudgetExhausted, ExecutorFailed, NoSandbox
 from schemas.manifest import AgentBudget
@@ -192,6 +193,18 @@ def _run_sandboxed(
                 reap_uid(sandbox.uid)
 
 
+def priced(record: ProxyRecord, model: str, token_cost: Callable[[str, int, int], float | None]) -> float | None:
+    """Dollars the record's turns cost, each priced at the model its reply names (the shard's
+    when it names none); None when any turn cannot be priced."""
+    total = 0.0
+    for turn in record.turns:
+        cost = token_cost(turn.model or model, turn.prompt_tokens, turn.completion_tokens)
+        if cost is None:
+            return None
+        total += cost
+    return total
+
+
 def _tail(text: str, chars: int = 600) -> str:
     return text[-chars:].strip() or "(no output)"
 
@@ -252,6 +265,10 @@ def run_harness(
             max_turns=shard.budget.max_turns,
             timeout_s=limits.timeout_s,
             watch=skill_body_marker(skill_md),
+            max_output=limits.max_output_tokens,
+            headers=harness.forward_headers,
+            betas=harness.betas,
+            opening=plan.stdin,
         )
         ready = "/tmp/.skill-eval-forwarder-ready"
         command = forwarder_command(f"{INNER_PROXY_DIR}/model.sock", FORWARDER_PORT, ready)
@@ -303,6 +320,8 @@ def run_harness(
         if result.limit == "timeout":
             raise ExecutorFailed(f"{where}: no model call within the wall clock: {_tail(result.output)}")
         why = f"upstream kept failing ({record.last_error})" if record.upstream_failures else "no model call"
+        if record.refused:  # its own requests broke a rule: the adapter's settings, not the agent
+            why += f"; the proxy refused: {record.refused[-1]}"
         raise ExecutorFailed(f"{where}: failed before its first model response, {why}: {_tail(result.output)}")
     if not record.last_upstream_ok and not parsed.saw_result:
         raise ExecutorFailed(f"{where}: the upstream kept failing until the harness gave up: {record.last_error}")
@@ -333,11 +352,13 @@ def run_harness(
             prompt_tokens=record.prompt_tokens,
             completion_tokens=record.completion_tokens,
             calls=len(record.turns),
-            cost_usd=token_cost(shard.model, record.prompt_tokens, record.completion_tokens),
+            cost_usd=priced(record, shard.model, token_cost),
         ),
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=wrote),
         skill_activated=harness.activated(checked.events, shard.skill, plan.skill_ref, record.body_sent),
         rejected_calls=checked.rejected,
+        proposed_calls=checked.proposed,
+        refused_requests=list(record.agent_refusals),
         waited_s=round(proxy.waited_s, 3),
         started_at=started_at,
         finished_at=datetime.now(UTC),

@@ -10,10 +10,15 @@ Per request, in order (docs/design/harnesses.md has the reasons):
    refuses with a 400 the harness reports as an error, and records why (behaviour, graded);
 4. the fleet-wide limiter of the model (rpm, tpm, concurrency leases; a 429 with
    Retry-After from upstream starts the shared cool-down, so the whole fleet backs off);
-5. the request goes to the configured upstream of the shard's model only, with the real key
+5. the request rules (:mod:`harnesses.request_rules`): the shard's model only, output limits
+   clamped, client-side tools only, the harness's own headers and betas only; a refusal is
+   named to the agent and recorded as its doing;
+6. the request goes to the configured upstream of the shard's model only, with the real key
    in place of the placeholder; the response is parsed into the shard's
    :class:`~harnesses.model_record.ProxyRecord` (the source of truth for what the model
-   said) and sent back with every fragment of the real key scrubbed from it.
+   said), its turn marked when the request did not continue the harness's own conversation
+   (:mod:`harnesses.conversation`), and sent back with every fragment of the real key
+   scrubbed from it. Cost is priced at the model the reply names.
 """
 
 from __future__ import annotations
@@ -26,8 +31,7 @@ import socketserver
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -37,11 +41,14 @@ import httpx
 import structlog
 
 from engine.budget import OverShare, RunBudget
-from harnesses.base import PLACEHOLDER_KEY
+from harnesses.base import PLACEHOLDER_KEY, bare_model
+from harnesses.conversation import continues, strings
 from harnesses.endpoints import Protocol, is_model_path, scrub, upstream_url
-from harnesses.model_record import ProxyRecord, parse_model_response
+from harnesses.model_record import ModelTurn, ProxyRecord, parse_model_response
+from harnesses.request_rules import RequestRefused, RequestRules, forwarded_headers, pin_request
 from schemas.errors import ModelCallFailed
 from schemas.manifest import FLEET_WAIT_ALLOWANCE_S
+from schemas.model_config import DEFAULT_MAX_OUTPUT_TOKENS
 from schemas.trajectory import EndReason, Usage
 from worker.models.limiter import Limiter
 
@@ -50,7 +57,6 @@ log = structlog.get_logger("skill_eval.worker")
 RESERVED_COMPLETION = 4096
 """Completion tokens a harness request is assumed to use before its answer says (then settled)."""
 
-_FORWARD_HEADERS = ("content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta")
 _RETRYABLE = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 _UNHINTED_BACKOFF_S = 8.0
 """How long a harness's own retry sleep after a failed call without Retry-After is excused at
@@ -76,6 +82,24 @@ class ProxyConfig:
     placeholder: str = PLACEHOLDER_KEY
     watch: str = ""
     """Text whose presence in a request body sets ``ProxyRecord.body_sent`` (the skill's body)."""
+    max_output: int = DEFAULT_MAX_OUTPUT_TOKENS
+    """Output tokens one request may ask for (``max_tokens`` and its kin are clamped to it)."""
+    headers: frozenset[str] = frozenset()
+    """Request header names forwarded; empty: the protocol's (:data:`harnesses.request_rules.PROTOCOL_HEADERS`)."""
+    betas: frozenset[str] | None = None
+    """``anthropic-beta`` values forwarded; None: any (no harness named its own)."""
+    opening: str = ""
+    """The prompt the harness was given: a request none of whose user messages holds it (or a
+    call of the conversation) is a side request (:func:`harnesses.conversation.continues`)."""
+
+    def rules(self) -> RequestRules:
+        return RequestRules(
+            protocol=self.protocol,
+            model=bare_model(self.model),
+            max_output=self.max_output,
+            headers=self.headers,
+            betas=self.betas,
+        )
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -148,6 +172,7 @@ class ModelProxy:
         self.usage = usage
         """Optional ``usage(prompt_tokens, completion_tokens, ok, rate_limited)`` callback (run counters)."""
         self.record = ProxyRecord()
+        self.rules = config.rules()
         self._spent_cost: float | None = None
         """Dollars this shard's answers cost so far (None while no answer could be priced)."""
         self.latencies: list[float] = []
@@ -194,14 +219,17 @@ class ModelProxy:
         self.stop()
 
     # --- one request -----------------------------------------------------------------------
-    def _cost(self, turn: Any) -> float | None:
+    def _cost(self, turn: ModelTurn | None) -> float | None:
+        """What ``turn`` cost, priced at the model the upstream answered with (else the shard's)."""
         if turn is None:
             return None
         import litellm
 
         try:
             prompt, completion = litellm.cost_per_token(
-                model=self.config.model, prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens
+                model=turn.model or self.config.model,
+                prompt_tokens=turn.prompt_tokens,
+                completion_tokens=turn.completion_tokens,
             )
         except Exception:  # a model litellm cannot price: its tokens still count against the caps
             return None
@@ -295,18 +323,42 @@ class ModelProxy:
         if spent is not None:
             self._refuse(handler, 400, f"the shard's {spent} budget is spent; no further model calls")
             return
-        if self.config.watch and not self.record.body_sent and _holds(body, self.config.watch):
+        try:
+            body, parsed = pin_request(self.rules, path, body)
+        except RequestRefused as exc:  # what the agent asked for: its doing, named to it
+            with self._lock:
+                self.record.agent_refusals.append(str(exc))
+            self._refuse(handler, 400, str(exc))
+            return
+        if self.config.watch and not self.record.body_sent and _holds(parsed, self.config.watch):
             self.record.body_sent = True
-        headers = {k: v for k, v in handler.headers.items() if k.lower() in _FORWARD_HEADERS}
+        headers, dropped = forwarded_headers(self.rules, handler.headers.items())
+        side = parsed is not None and not self._continues(parsed)
+        with self._lock:
+            self.record.dropped += [d for d in dict.fromkeys(dropped) if d not in self.record.dropped]
         if self.config.protocol == "anthropic":
             headers["x-api-key"] = self.config.real_key
         else:
             headers["authorization"] = f"Bearer {self.config.real_key}"
         url = upstream_url(self.config.protocol, self.config.upstream, path, parts.query)
-        self._forward(handler, method, url, headers, body, path, began)
+        self._forward(handler, method, url, headers, body, path, began, side=side)
+
+    def _continues(self, parsed: dict[str, Any]) -> bool:
+        with self._lock:
+            known = self.record.tool_calls()
+        return continues(self.config.protocol, parsed, opening=self.config.opening, known=known)
 
     def _forward(
-        self, handler: _Handler, method: str, url: str, headers: dict[str, str], body: bytes, path: str, began: float
+        self,
+        handler: _Handler,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        body: bytes,
+        path: str,
+        began: float,
+        *,
+        side: bool = False,
     ) -> None:
         counts = path.endswith(("/messages", "/responses"))
         estimate = len(body) // 4 if counts else 0
@@ -350,6 +402,8 @@ class ModelProxy:
                     self._note(answering=-1)
                 after = time.perf_counter()
                 turn = parse_model_response(self.config.protocol, content) if status == 200 and counts else None
+                if turn is not None and side:
+                    turn = replace(turn, side=True)
                 tokens = (turn.prompt_tokens + turn.completion_tokens) if turn else 0
                 if reservation is not None and self.run_budget is not None:
                     cost = self._cost(turn)
@@ -401,24 +455,9 @@ class ModelProxy:
         handler.reply(status, content, content_type, extra)
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-
-
-def _holds(body: bytes, watch: str) -> bool:
-    """True when ``watch`` (whitespace-normalised) occurs in the JSON request ``body``'s strings."""
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return False
-    return any(watch in " ".join(text.split()) for text in _strings(parsed))
+def _holds(parsed: Any, watch: str) -> bool:
+    """True when ``watch`` (whitespace-normalised) occurs in the parsed JSON request's strings."""
+    return any(watch in " ".join(text.split()) for text in strings(parsed))
 
 
 def _backoff_hint(response: httpx.Response | None) -> float:

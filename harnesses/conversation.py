@@ -1,0 +1,112 @@
+"""Whether a proxied request continues the harness's own conversation, or is a side request.
+
+The agent can send its proxy a conversation of its own (a forged history, or a fresh
+conversation asking the model for the tool call it wants on record). Such a request is a
+*side request*: the proxy forwards it (it is still the shard's model, budgets and tools) but
+marks its turn, and the trajectory takes nothing from its reply.
+
+A request continues the harness's conversation when
+
+- every tool call in its history is one the proxy recorded from an earlier reply of that
+  conversation (a forged assistant turn names calls no reply held), and
+- one of its user messages holds the prompt the harness was given, or the text of a call
+  the conversation made (a sub-agent's conversation opens with its parent's call).
+
+Content can be copied, so this is the first filter only: a call still enters the trajectory
+only when the harness's own stream claims it (:mod:`harnesses.crosscheck`).
+
+Pure: dicts in, booleans out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from harnesses.model_record import ModelToolCall
+
+_ANCHOR_MIN = 16
+"""Shorter call arguments (``ls``, a path) open no conversation: too easy to meet by chance."""
+_HISTORY_CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _anthropic(messages: Any) -> tuple[set[str], list[str]]:
+    calls: set[str] = set()
+    texts: list[str] = []
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        for block in blocks:
+            if not isinstance(block, dict):
+                continue
+            if message.get("role") == "assistant" and block.get("type") in ("tool_use", "server_tool_use"):
+                calls.add(str(block.get("id", "")))
+            elif message.get("role") == "user" and block.get("type") == "text" and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+    return calls, texts
+
+
+def _responses(items: Any) -> tuple[set[str], list[str]]:
+    if isinstance(items, str):
+        return set(), [items]
+    calls: set[str] = set()
+    texts: list[str] = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") in _HISTORY_CALLS:
+            calls.add(str(item.get("call_id", "")))
+        elif item.get("role") == "user":
+            content = item.get("content")
+            parts = content if isinstance(content, list) else [{"text": content}]
+            texts += [str(p["text"]) for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    return calls, texts
+
+
+def history(protocol: str, body: Mapping[str, Any]) -> tuple[set[str], list[str]]:
+    """The call ids of a request's earlier assistant turns, and its user messages' texts."""
+    if protocol == "anthropic":
+        return _anthropic(body.get("messages"))
+    return _responses(body.get("input"))
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string inside a JSON value, depth first."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+
+def continues(protocol: str, body: Mapping[str, Any], *, opening: str, known: Mapping[str, ModelToolCall]) -> bool:
+    """True when ``body`` continues the conversation whose recorded calls are ``known``.
+
+    ``opening``: the prompt the harness was given ("" when the proxy was told none: then only
+    the history is checked).
+    """
+    calls, texts = history(protocol, body)
+    if not calls <= set(known):
+        return False
+    if not opening.strip():
+        return True
+    joined = [_norm(t) for t in texts]
+    anchors = [_norm(opening), *_anchors(known.values())]
+    return any(anchor and anchor in text for anchor in anchors for text in joined)
+
+
+def _anchors(calls: Iterable[ModelToolCall]) -> Iterator[str]:
+    for call in calls:
+        for text in strings(call.arguments):
+            norm = _norm(text)
+            if len(norm) >= _ANCHOR_MIN:
+                yield norm
