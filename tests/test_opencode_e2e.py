@@ -1,0 +1,129 @@
+"""End to end with the real OpenCode binary: embedded cluster, bwrap, model proxy, offline server.
+
+``skill-eval run --executor opencode`` on a small repo, its model an ``openai/...`` one
+reached over chat completions: the canary runs first through the same proxy and sandbox,
+the skill is offered natively (staged as a user skill in the private HOME) and loaded
+through OpenCode's ``skill`` tool, whose result (the skill's body) reaches the model; a
+shell command's output reaches the judge; the repo's own ``opencode.json`` never applies.
+Then the agent turns on its own proxy: another model, a provider-side service and a forged
+conversation never reach the trajectory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY
+from testkit.judge import is_grading_request, split_grading_request
+from testkit.offline_server import OfflineModelServer
+from testkit.scenario import message_text
+from tests.e2e_support import Env, case, checked_env, current, git_init, new_repo, reports, scenario, write_skill
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+MODEL = "openai/gpt-5"
+SKILL_TEXT = (
+    "---\nname: greet\ndescription: Greets things by writing hello-<thing> with echo.\n---\n"
+    "# greet\n\nRun echo hello-<thing>, then say GREET-BODY-MARKER-7731.\n"
+)
+CANARY_RULE: dict[str, Any] = {
+    "name": "canary",
+    "contains": "SKILL-EVAL-CANARY-HEAD-$n",
+    "replies": [
+        {
+            "tool_calls": [
+                {
+                    "name": "bash",
+                    "arguments": {"description": "canary"},
+                    "arguments_from": {"command": "```sh\n(.+?)\n```"},
+                }
+            ]
+        },
+        {"text": "done"},
+    ],
+}
+
+
+def bash(command: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": command, "description": "run"}}]}
+
+
+def bash_ran(marker: str) -> dict[str, str]:
+    return {"assertion_contains": marker, "transcript_regex": r"\[tool_call\] bash\(.*" + re.escape(marker)}
+
+
+GREET = [
+    case(1, "Greet one: greet the world.", ["The agent runs echo hello-world in the shell", {"kind": "skill_activated"}]),
+    case(2, "Greet two: greet the moon.", ["The agent runs echo hello-moon in the shell"]),
+]
+RULES = [
+    CANARY_RULE,
+    {
+        "contains": "Greet one:",
+        "replies": [
+            {"tool_calls": [{"name": "skill", "arguments": {"name": "greet"}}]},
+            bash("echo hello-$((6*7))-world"),
+            {"text": "Greeted."},
+        ],
+    },
+    {"contains": "Greet two:", "replies": [bash("echo hello-sun"), {"text": "Greeted the sun instead."}]},
+]
+JUDGE = [
+    # The command's output (42), not its text, decides: the tool's result reached the judge.
+    {"assertion_contains": "hello-world", "transcript_regex": r"\[tool_result\] bash[^[]*hello-42-world"},
+    bash_ran("hello-moon"),
+]
+
+
+def _grading(body: dict[str, Any]) -> bool:
+    return is_grading_request(message_text(body.get("messages") or []))
+
+
+@pytest.fixture
+def server() -> Iterator[OfflineModelServer]:
+    with OfflineModelServer(scenario(RULES, JUDGE)) as s:
+        yield s
+
+
+@pytest.fixture
+def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
+    with checked_env(tmp_path / "e2e", server.base_url) as e:
+        yield e
+
+
+def test_opencode_loads_the_skill_natively_through_its_proxy_and_the_judge_reads_the_commands_output(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    repo = new_repo(tmp_path / "repo")
+    write_skill(repo, "greet", GREET, skill_text=SKILL_TEXT)
+    # The repo's own OpenCode configuration would switch the model and add instructions: never applied.
+    (repo / "opencode.json").write_text(json.dumps({"model": "other/model", "instructions": ["EVIL.md"]}))
+    (repo / "EVIL.md").write_text("REPO-INSTRUCTION-MARKER\n")
+    corpus = repo / "evals" / "greet.evals.json"
+    corpus.write_text(json.dumps({**json.loads(corpus.read_text()), "extensions": ["deterministic-assertions"]}))
+    git_init(repo)
+
+    res = env.run(repo, "greet", "--executor", "opencode", "--fail-under", "0.8", models=(MODEL,))
+
+    assert res.code == 1, res.stdout + res.stderr  # FAIL: case 2 greeted the sun
+    doc, markdown = reports(env.out, "greet", res.run_id)
+    runs = {r["case_id"]: r for r in current(doc)["runs"]}
+    assert {i: r["state"] for i, r in runs.items()} == {1: "graded", 2: "graded"}
+    assert {i: [v["passed"] for v in r["verdicts"]] for i, r in runs.items()} == {1: [True, True], 2: [False]}
+    assert {i: r["skill_activated"] for i, r in runs.items()} == {1: True, 2: False}
+    assert all(r["usage"]["prompt_tokens"] > 0 and r["usage"]["calls"] >= 2 for r in runs.values())
+    assert all(not r["rejected_calls"] and not r["proposed_calls"] for r in runs.values())
+    harness = [b for b in server.requests() if b.get("model") != "judge"]
+    assert {b.get("model") for b in harness} == {"gpt-5"}  # one model everywhere, its own calls included
+    texts = [message_text(b.get("messages") or []) for b in harness]
+    assert "SKILL-EVAL-CANARY-HEAD-$n" in texts[0]  # the canary ran first, through the same proxy
+    assert any("GREET-BODY-MARKER-7731" in t for t in texts)  # the skill tool's result: the body
+    assert not any("REPO-INSTRUCTION-MARKER" in t for t in texts)
+    assert {k for k in server.keys() if k} == {"Bearer offline-no-key"}
+    assert "skill activated: yes" in markdown
