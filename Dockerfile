@@ -71,6 +71,7 @@ COPY prompts /src/prompts
 COPY testkit /src/testkit
 RUN /opt/skill-eval/bin/pip install -q --no-deps /src && rm -rf /src
 COPY deploy/entrypoint.sh /usr/local/bin/skill-eval-entrypoint
+COPY deploy/check-isolation.sh /usr/local/bin/skill-eval-check-isolation
 
 # The image user. Producers and grade/reduce workers run as it; execute workers start as
 # root inside a user-namespaced container so each sandbox can drop to a throwaway uid

@@ -17,18 +17,21 @@ recording never silently drops out of the grade.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from engine.store import open_store
+from engine.store import LocalStore, open_store
 from harnesses.stream_json import parse_stream_json
 from schemas.constants import SKILL_NAME_RE
 from schemas.errors import ConfigError
 from schemas.trajectory import Trajectory
 
 CASE_FILE_RE = re.compile(r"case-(?P<case>\d+)(?:\.epoch-(?P<epoch>\d+))?\.(?P<ext>jsonl|json)")
+MAX_RECORDING_BYTES = 256 * 1024 * 1024
+"""A recorded trajectory larger than this is refused (the executor's own transcripts stay far below)."""
 IMPORTED_MODEL = "imported"
 """Model label of a stream-json trajectory (the log does not always name one the same way)."""
 
@@ -53,9 +56,16 @@ def parse_key(key: str) -> tuple[str, int, int, str] | None:
 
 def parse_trajectory(data: bytes, key: str, skill: str, case_id: int) -> Trajectory:
     """Decode one recorded file (``.json`` product format, ``.jsonl`` stream-json)."""
+    if len(data) > MAX_RECORDING_BYTES:
+        raise ConfigError(f"{key}: larger than {MAX_RECORDING_BYTES} bytes")
     text = data.decode("utf-8", errors="replace")
     if key.endswith(".jsonl"):
-        trajectory = parse_stream_json(text.splitlines(), skill=skill, case_id=case_id, model=IMPORTED_MODEL)
+        try:
+            trajectory = parse_stream_json(text.splitlines(), skill=skill, case_id=case_id, model=IMPORTED_MODEL)
+        except (RecursionError, ValueError) as exc:  # the JSON parser's own limits: named, never a crash
+            raise ConfigError(
+                f"{key}: cannot be read: {type(exc).__name__} (nested too deep or a huge integer)"
+            ) from None
         if not trajectory.events:  # a log with no readable event is a broken recording, not a lazy agent
             raise ConfigError(f"{key}: no stream-json event could be read")
         return trajectory
@@ -71,6 +81,13 @@ def parse_trajectory(data: bytes, key: str, skill: str, case_id: int) -> Traject
             f"skill {skill!r} case {case_id}"
         )
     return trajectory
+
+
+def _refuse_links(root: Path, key: str) -> None:
+    """A recording in a local folder is read only where it is: no component of its path a link."""
+    path = root.joinpath(*key.split("/"))
+    if os.path.realpath(path) != str(path):
+        raise ConfigError(f"{key}: is read through a link; recorded trajectories are read only as regular files")
 
 
 def load_trajectories(path_or_uri: str | Path) -> list[Imported]:
@@ -105,6 +122,8 @@ def load_trajectories(path_or_uri: str | Path) -> list[Imported]:
                 f"(first: {found[(skill, case_id, epoch)]})"
             )
         found[(skill, case_id, epoch)] = key
+        if isinstance(store, LocalStore):
+            _refuse_links(store.root, key)
         loaded.append((skill, case_id, epoch, parse_trajectory(store.get(key), key, skill, case_id)))
     if not loaded:
         raise ConfigError(f"{path_or_uri}: no recorded trajectories (<skill>/case-<id>[.epoch-<n>].json|.jsonl)")

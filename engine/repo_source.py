@@ -6,24 +6,24 @@ file of the tree, its key relative to the prefix its path) or ``s3://bucket/key.
 then go through the very same loading, validation and snapshot code as a checkout.
 
 The remote bytes are the repo's, so they are untrusted: object keys and tar member names
-are checked like snapshot members (no absolute names, no ``..``, nothing through a link),
-and the fetched size is capped so an archive cannot fill the disk.
+are checked like snapshot members (no absolute names, no ``..``, nothing through a link).
+An archive is read as a stream and bounded by what it unpacks to (:mod:`engine.archive`):
+hard links, sparse members and a running total past ``MAX_REPO_BYTES`` are refused before a
+byte is written, each ``BLOCKED_BAD_REPO: <uri>: <member>: <why>``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gzip
 import os
 import tempfile
-import zlib
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-from engine.snapshot import extract_tar
+from engine.archive import extract_archive
 from engine.store import S3Store, validate_key
-from schemas.errors import StoreError
+from schemas.errors import BadRepo, StoreError
 
 MAX_REPO_BYTES = 4 * 1024**3
 """The most a remote repo may unpack to; a bigger one is refused with a StoreError naming it."""
@@ -48,8 +48,9 @@ def local_repo(spec: str) -> Iterator[Path]:
 def fetch_repo(uri: str, dest: Path, *, max_bytes: int = MAX_REPO_BYTES) -> Path:
     """Fetch the S3 repo ``uri`` into the empty folder ``dest``; return the repo's root folder.
 
-    Raise ``StoreError`` naming the URI (or the object) when it is absent, empty, unsafe
-    or larger than ``max_bytes``.
+    Raise ``StoreError`` naming the URI (or the object) when it is absent, empty, cannot be
+    read, or a tree larger than ``max_bytes`` or with an unsafe key; ``BadRepo``
+    (``<uri>: <member>: <why>``) for an archive member refused by :mod:`engine.archive`.
     """
     parsed = urlparse(uri)
     bucket, key = parsed.netloc, parsed.path.lstrip("/")
@@ -87,7 +88,11 @@ def _write_member(dest: Path, key: str, data: bytes, uri: str) -> None:
         host = host / part
         if host.is_symlink():
             raise StoreError(f"repo {uri!r}: object {key!r} goes through a link")
+        if os.path.lexists(host) and not host.is_dir():
+            raise StoreError(f"repo {uri!r}: {rel.parent.as_posix()!r} is both an object and a folder of objects")
         host.mkdir(exist_ok=True)
+    if (dest / rel).is_dir():
+        raise StoreError(f"repo {uri!r}: {key!r} is both an object and a folder of objects")
     try:
         fd = os.open(dest / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
@@ -97,30 +102,13 @@ def _write_member(dest: Path, key: str, data: bytes, uri: str) -> None:
 
 
 def _fetch_archive(uri: str, bucket: str, key: str, dest: Path, max_bytes: int) -> Path:
-    data = S3Store(bucket, "").get(key)
-    if not key.endswith(".tar"):
-        data = _gunzip(data, max_bytes, uri)
-    if len(data) > max_bytes:
-        raise StoreError(f"repo {uri!r}: larger than {max_bytes} bytes")
-    extract_tar(data, dest, uri)
+    def fail(member: str, why: str) -> Exception:
+        return BadRepo(f"{uri}: {member}", why)
+
+    with contextlib.closing(S3Store(bucket, "").open(key)) as body:
+        extract_archive(body, dest, fail, max_bytes=max_bytes, gzip=not key.endswith(".tar"))
     entries = list(dest.iterdir())
     # `tar czf repo.tar.gz myrepo/` wraps the tree in one folder: that folder is the repo.
     if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink():
         return entries[0]
     return dest
-
-
-def _gunzip(data: bytes, max_bytes: int, uri: str) -> bytes:
-    """Decompress in bounded steps, so a small bomb cannot expand without limit in memory."""
-    inflater = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16)
-    out = bytearray()
-    try:
-        chunk = inflater.decompress(data, max_bytes + 1)
-        out += chunk
-        while inflater.unconsumed_tail and len(out) <= max_bytes:
-            out += inflater.decompress(inflater.unconsumed_tail, max_bytes + 1 - len(out))
-    except (zlib.error, gzip.BadGzipFile) as exc:
-        raise StoreError(f"repo {uri!r}: not a gzip archive: {exc}") from exc
-    if len(out) > max_bytes:
-        raise StoreError(f"repo {uri!r}: larger than {max_bytes} bytes")
-    return bytes(out)

@@ -8,8 +8,9 @@ skipped. ``unpack_snapshot`` (worker side) checks the hash, then unpacks into a 
 cache folder through a temp folder and one ``rename``, so concurrent workers on a host
 never see half a tree and the loser of a race simply uses the winner's copy.
 
-Extraction trusts nothing in the tar: absolute names, ``..``, duplicate names, device
-files and links leaving the tree are refused (``StoreError``); symlinks are recreated as
+Extraction trusts nothing in the tar (:mod:`engine.archive`): absolute names, ``..``,
+duplicate names, device files, hard links and sparse members are refused (``StoreError``),
+and the tree is bounded by the tar's own length; symlinks are recreated as
 symlinks and never followed while extracting (a later member under a symlinked folder
 is refused). Before the unpacked tree is published its ``.git`` is neutralised
 (:func:`engine.gitcmd.neutralise_git_dir`): nothing in the cache can make host-side git
@@ -28,8 +29,9 @@ import subprocess
 import tarfile
 import tempfile
 from collections.abc import Iterator, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
+from engine.archive import extract_archive
 from engine.gitcmd import neutralise_git_dir
 from engine.store import ArtifactStore
 from schemas.constants import HEAVY_DIRS
@@ -167,77 +169,14 @@ def unpack_snapshot(store: ArtifactStore, key: str, cache_dir: Path) -> Path:
     return target
 
 
-def _safe_name(name: str, key: str) -> PurePosixPath:
-    path = PurePosixPath(name)
-    if not name or path.is_absolute() or any(p in ("", ".", "..") for p in name.rstrip("/").split("/")):
-        raise StoreError(f"snapshot {key!r} has an unsafe member name {name!r}")
-    return path
-
-
 def extract_tar(data: bytes, dest: Path, key: str) -> None:
-    """Extract the tar ``data`` into the empty folder ``dest`` without ever following a link.
+    """Extract the snapshot tar ``data`` into the empty folder ``dest`` without ever following a link.
 
-    ``key`` names the source in errors. A leading ``./`` on member names (what
-    ``tar -C dir .`` writes) is accepted; every other unsafe name is a ``StoreError``.
+    ``key`` names the snapshot in errors. Every unsafe member is a ``StoreError``
+    (:func:`engine.archive.extract_archive`); a plain tar unpacks to no more than its own length.
     """
-    real_dirs: set[PurePosixPath] = {PurePosixPath(".")}
-    dir_modes: list[tuple[Path, int]] = []
-    files: dict[PurePosixPath, Path] = {}
 
-    def ensure_parent(rel: PurePosixPath) -> None:
-        # Every parent must be a folder this extraction created itself: never a symlink.
-        for parent in reversed(rel.parents):
-            if parent in real_dirs:
-                continue
-            try:
-                os.mkdir(dest / parent, 0o755)
-            except FileExistsError as exc:
-                raise StoreError(f"snapshot {key!r}: member {str(rel)!r} goes through a link") from exc
-            real_dirs.add(parent)
+    def fail(member: str, why: str) -> Exception:
+        return StoreError(f"snapshot {key!r}: member {member!r}: {why}")
 
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-        for member in tar:
-            if member.name in (".", "./"):
-                continue
-            member.name = member.name.removeprefix("./")
-            if member.islnk():
-                member.linkname = member.linkname.removeprefix("./")
-            rel = _safe_name(member.name, key)
-            ensure_parent(rel)
-            host = dest / rel
-            mode = member.mode & 0o777
-            if member.isdir():
-                if rel not in real_dirs:
-                    try:
-                        os.mkdir(host, 0o755)
-                    except FileExistsError as exc:
-                        raise StoreError(f"snapshot {key!r}: duplicate member {member.name!r}") from exc
-                    real_dirs.add(rel)
-                dir_modes.append((host, mode))
-            elif member.issym():
-                try:
-                    os.symlink(member.linkname, host)  # kept as a link; its target is never opened here
-                except FileExistsError as exc:
-                    raise StoreError(f"snapshot {key!r}: duplicate member {member.name!r}") from exc
-            elif member.isfile() or member.islnk():
-                if member.islnk():
-                    source = files.get(_safe_name(member.linkname, key))
-                    if source is None:
-                        raise StoreError(f"snapshot {key!r}: hard link {member.name!r} leaves the tree")
-                    content, mode = source.read_bytes(), stat.S_IMODE(source.stat().st_mode)
-                else:
-                    extracted = tar.extractfile(member)
-                    content = extracted.read() if extracted else b""
-                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                try:
-                    fd = os.open(host, flags, 0o600)
-                except FileExistsError as exc:
-                    raise StoreError(f"snapshot {key!r}: duplicate member {member.name!r}") from exc
-                with os.fdopen(fd, "wb") as f:
-                    f.write(content)
-                    os.fchmod(f.fileno(), mode)
-                files[rel] = host
-            else:
-                raise StoreError(f"snapshot {key!r}: member {member.name!r} is not a file, folder or link")
-    for host, mode in reversed(dir_modes):  # deepest last-created first, after their content
-        os.chmod(host, mode | 0o700)  # the owner must keep write access so the cache can be removed
+    extract_archive(io.BytesIO(data), dest, fail, max_bytes=len(data), gzip=False)

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 from urllib.parse import unquote, urlparse
 
 from schemas.errors import ArtifactMissing, StoreError
@@ -247,6 +247,16 @@ class S3Store:
         except Exception as exc:
             raise StoreError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
 
+    def open(self, key: str) -> BinaryIO:
+        """The object's bytes as a stream, read as they arrive; a failed read is a ``StoreError``."""
+        try:
+            body = self._client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
+        except self._client.exceptions.NoSuchKey as exc:
+            raise ArtifactMissing(f"no artifact {key!r} in {self.uri}") from exc
+        except Exception as exc:
+            raise StoreError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
+        return io.BufferedReader(_StoreStream(body, f"cannot read {key!r} from {self.uri}"), 1024 * 1024)
+
     def exists(self, key: str) -> bool:
         full = self._key(key)
         try:
@@ -270,6 +280,28 @@ class S3Store:
         except Exception as exc:
             raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
         return sorted(keys)
+
+
+class _StoreStream(io.RawIOBase):
+    """An S3 body whose network failures are ``StoreError``, not whatever botocore raised."""
+
+    def __init__(self, body: Any, what: str) -> None:
+        self._body, self._what = body, what
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        try:
+            data: bytes = self._body.read(len(buffer))
+        except Exception as exc:
+            raise StoreError(f"{self._what}: {exc}") from exc
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._body.close()
+        super().close()
 
 
 def open_store(uri: str) -> ArtifactStore:

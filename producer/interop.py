@@ -14,16 +14,19 @@ graded corpus is listed in the bundle's ``graded_paths`` so workspaces never hol
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.repo_files import resolve_inside
+from producer.corpus_files import read_corpus_text
+from producer.corpus_parse import parse_json
 from producer.interop_plugin import PLUGIN_MANIFESTS, PluginCase, translate_plugin_suite
 from producer.interop_skill_creator import SKILL_CREATOR_FILE, skill_creator_path, translate_skill_creator
+from producer.validation import MAX_CORPUS_BYTES
 from schemas.constants import CORPUS_SUFFIX, EVALS_DIR, SKILLS_DIR
-from schemas.errors import BadCorpus
+from schemas.errors import BadCorpus, BlockedError
 
 _PLUGIN_FILE = re.compile(r"^" + re.escape(EVALS_DIR) + r"/\*/ \[plugin suite: ([a-z0-9][a-z0-9-]*)\]$")
 
@@ -96,7 +99,7 @@ def plugin_suite_files(root: Path, skills: list[str]) -> list[str]:
         name = plugin_suite_name(skill)
         try:
             has_cases = bool(read_foreign(root, name).data["evals"])
-        except BadCorpus:
+        except BlockedError:  # listed: its named error is reported with the other corpora
             has_cases = True
         if has_cases:
             names.append(name)
@@ -118,13 +121,49 @@ def _case_dirs(root: Path) -> list[Path]:
     )
 
 
-def _text(path: Path, file: str) -> str:
-    if path.is_symlink():
-        raise BadCorpus(file, "$", "is a symbolic link; corpus files are read only as regular files")
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadCorpus(file, "$", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+def _read(root: Path, rel: str) -> str | None:
+    """A file of a foreign corpus, read the one safe way (:func:`producer.corpus_files.read_corpus_text`);
+    the file itself must not be a link (the workspace drops the corpus by its path, not its target)."""
+    if (root / rel).is_symlink():
+        raise BadCorpus(rel, "$", "is a symbolic link; corpus files are read only as regular files")
+    return read_corpus_text(root, rel)
+
+
+def _text(root: Path, rel: str) -> str:
+    text = _read(root, rel)
+    if text is None:
+        raise BadCorpus(rel, "$", "not found")
+    return text
+
+
+def _plugin_cases(root: Path) -> list[PluginCase]:
+    """Every case folder's files, read the one safe way; the suite as a whole is held to the one size cap."""
+    total = 0
+
+    def read(rel: str) -> str | None:
+        nonlocal total
+        text = _read(root, rel)
+        total += len(text or "")
+        if total > MAX_CORPUS_BYTES:
+            raise BadCorpus(f"{EVALS_DIR}/", "$", f"the suite's files are larger than {MAX_CORPUS_BYTES} bytes in all")
+        return text
+
+    cases = []
+    for d in _case_dirs(root):
+        rel = f"{EVALS_DIR}/{d.name}"
+        graders_dir = resolve_inside(root, f"{rel}/graders")  # a link out is refused before it is listed
+        found = graders_dir.glob("*.md") if graders_dir is not None else ()
+        names = sorted(g.name for g in found if g.is_file() or g.is_symlink())
+        graders = {name: read(f"{rel}/graders/{name}") or "" for name in names}
+        cases.append(
+            PluginCase(
+                name=d.name,
+                prompt_md=read(f"{rel}/prompt.md"),
+                case_yaml=read(f"{rel}/case.yaml"),
+                graders=graders,
+            )
+        )
+    return cases
 
 
 def read_foreign(root: Path, corpus_file: str) -> ForeignCorpus:
@@ -132,22 +171,7 @@ def read_foreign(root: Path, corpus_file: str) -> ForeignCorpus:
     match = _PLUGIN_FILE.match(corpus_file)
     if match:
         skill = match.group(1)
-        cases = []
-        for d in _case_dirs(root):
-            rel = f"{EVALS_DIR}/{d.name}"
-            graders = {
-                g.name: _text(g, f"{rel}/graders/{g.name}")
-                for g in sorted((d / "graders").glob("*.md"))
-                if g.is_file() or g.is_symlink()
-            }
-            cases.append(
-                PluginCase(
-                    name=d.name,
-                    prompt_md=_text(d / "prompt.md", f"{rel}/prompt.md") if (d / "prompt.md").exists() else None,
-                    case_yaml=_text(d / "case.yaml", f"{rel}/case.yaml") if (d / "case.yaml").exists() else None,
-                    graders=graders,
-                )
-            )
+        cases = _plugin_cases(root)
         skills = (
             sorted(p.name for p in (root / SKILLS_DIR).iterdir() if p.is_dir()) if (root / SKILLS_DIR).is_dir() else []
         )
@@ -168,10 +192,7 @@ def read_foreign(root: Path, corpus_file: str) -> ForeignCorpus:
     if len(parts) != 4 or parts[0] != SKILLS_DIR or "/".join(parts[2:]) != SKILL_CREATOR_FILE:
         raise BadCorpus(corpus_file, "$", "not a corpus skill-eval can read")
     skill = parts[1]
-    try:
-        data = json.loads(_text(root / corpus_file, corpus_file))
-    except json.JSONDecodeError as exc:
-        raise BadCorpus(corpus_file, "$", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    data = parse_json(_text(root, corpus_file), corpus_file)
     translated = translate_skill_creator(data, corpus_file, skill)
     origins = {
         f"$.evals[{i}].assertions": (corpus_file, f"$.evals[{i}].expectations")

@@ -19,8 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
+from producer.corpus_parse import parse_yaml
 from schemas.constants import EVALS_DIR
 from schemas.errors import BadCorpus
 
@@ -57,10 +56,7 @@ def _front_matter(text: str, file: str) -> tuple[dict[str, Any], str]:
 
 
 def _yaml(text: str, file: str, where: str) -> dict[str, Any]:
-    try:
-        meta = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise BadCorpus(file, where, f"not YAML: {str(exc).splitlines()[0]}") from exc
+    meta = parse_yaml(text, file, where) or {}
     if not isinstance(meta, dict):
         raise BadCorpus(file, where, f"is {type(meta).__name__}; a mapping is required")
     return meta

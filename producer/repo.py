@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.repo_files import resolve_inside
 from producer import interop
+from producer.corpus_files import read_corpus_text
+from producer.corpus_parse import parse_json
 from producer.planning import bundle_key
-from producer.validation import MAX_CORPUS_BYTES, check_skill_name, corpus_stem, depth_problem, validate_corpus
+from producer.validation import check_skill_name, corpus_stem, validate_corpus
 from schemas.constants import AGENTS_DIR, CORPUS_SUFFIX, EVALS_DIR, SKILL_FILE, SKILLS_DIR
 from schemas.errors import BadCorpus, BlockedError, DevOnly, NoCorpus
 from schemas.shard import SkillBundle
@@ -107,21 +108,10 @@ class Repo:
             return self._load_foreign(corpus_file)
         skill = check_skill_name(corpus_stem(corpus_file), self.skill_dir_exists)
         path = self.inside(corpus_file)
-        if path is None or not path.is_file():
+        text = read_corpus_text(self.root, corpus_file) if path is not None and path.is_file() else None
+        if text is None:
             raise NoCorpus(f"{corpus_file} not found; author it first")
-        if path.stat().st_size > MAX_CORPUS_BYTES:
-            raise BadCorpus(corpus_file, "$", f"larger than {MAX_CORPUS_BYTES} bytes")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except RecursionError as exc:
-            raise BadCorpus(corpus_file, "$", "nested too deep to parse") from exc
-        except UnicodeDecodeError as exc:
-            raise BadCorpus(corpus_file, "$", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-        except json.JSONDecodeError as exc:
-            raise BadCorpus(corpus_file, "$", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
-        deep = depth_problem(data)
-        if deep:
-            raise BadCorpus(corpus_file, deep.partition(": ")[0], deep.partition(": ")[2])
+        data = parse_json(text, corpus_file)
         corpus = validate_corpus(data, corpus_file, self.has_file)
         return SkillBundle(
             skill=skill,

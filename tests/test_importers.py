@@ -124,3 +124,31 @@ def test_recordings_load_from_s3_over_http(aws_env: str, recorded: Path) -> None
             s3.put_object(Bucket=bucket, Key=f"runs/r1/{path.relative_to(recorded).as_posix()}", Body=path.read_bytes())
     loaded = load_trajectories(f"s3://{bucket}/runs/r1")
     assert [(s, c, e) for s, c, e, _t in loaded] == [(s, c, e) for s, c, e, _t in load_trajectories(recorded)]
+
+
+@pytest.mark.parametrize(
+    "line",
+    ['{"type": "system", "n": 1' + "0" * 4999 + "}", "[" * 100_000 + "]" * 100_000],
+    ids=["5000-digit-integer", "deep-nesting"],
+)
+def test_a_stream_json_line_past_the_parsers_limits_is_a_config_error_naming_the_file(
+    tmp_path: Path, line: str
+) -> None:
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "case-1.jsonl").write_text(line + "\n")
+    with pytest.raises(ConfigError, match=r"demo/case-1\.jsonl: cannot be read"):
+        load_trajectories(tmp_path)
+
+
+def test_a_recording_read_through_a_link_is_refused_and_never_parsed(tmp_path: Path) -> None:
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "case-1.json").write_text('{"secret": "HOST-SECRET-3b7e"}')
+    root = tmp_path / "recorded"
+    root.mkdir()
+    (root / "demo").symlink_to(host)  # a skill folder that is a link: os.walk does not enter it
+    (root / "other").mkdir()
+    (root / "other" / "case-1.json").symlink_to(host / "case-1.json")
+    with pytest.raises(ConfigError, match=r"other/case-1\.json: is read through a link") as caught:
+        load_trajectories(root)
+    assert "HOST-SECRET" not in str(caught.value)

@@ -11,7 +11,7 @@ import pytest
 
 from engine.repo_source import fetch_repo, local_repo
 from engine.snapshot import build_snapshot_tar
-from schemas.errors import StoreError
+from schemas.errors import BadRepo, StoreError
 
 FILES = {
     "skills/demo/SKILL.md": b"---\nname: demo\n---\nDo the thing.\n",
@@ -76,7 +76,7 @@ def test_an_archive_member_that_climbs_out_is_refused_and_writes_nothing_outside
     s3 = _bucket(aws_env, "repos-evil")
     s3.put_object(Bucket="repos-evil", Key="evil.tgz", Body=_targz({"../escaped.txt": b"x"}))  # type: ignore[attr-defined]
     (tmp_path / "r").mkdir()
-    with pytest.raises(StoreError, match="unsafe member name"):
+    with pytest.raises(BadRepo, match=r"BLOCKED_BAD_REPO: s3://repos-evil/evil.tgz: \.\./escaped.txt: unsafe member"):
         fetch_repo("s3://repos-evil/evil.tgz", tmp_path / "r")
     assert not (tmp_path / "escaped.txt").exists()
 
@@ -85,7 +85,7 @@ def test_an_archive_that_inflates_past_the_cap_is_refused(aws_env: str, tmp_path
     s3 = _bucket(aws_env, "repos-bomb")
     s3.put_object(Bucket="repos-bomb", Key="bomb.tar.gz", Body=_targz({"zeros": bytes(8 * 1024 * 1024)}))  # type: ignore[attr-defined]
     (tmp_path / "r").mkdir()
-    with pytest.raises(StoreError, match="larger than"):
+    with pytest.raises(BadRepo, match="zeros: larger than the 1048576-byte cap"):
         fetch_repo("s3://repos-bomb/bomb.tar.gz", tmp_path / "r", max_bytes=1024 * 1024)
 
 

@@ -14,15 +14,18 @@ from tests.deploy.support import ROOT
 
 BASE_IMAGE = "skill-eval-base:bookworm"
 IMAGE = "skill-eval-worker:test"
-# What bubblewrap needs in a container, and root so each sandbox drops to a throwaway uid
-# (docs/design/deployment.md). Without these the execute worker refuses to start.
+# What bubblewrap needs in a container, and root so each sandbox drops to a throwaway uid: the
+# same least-privilege set as deploy/compose.yaml (docs/design/deployment.md justifies each).
+# Without these the execute worker refuses to start.
+EXECUTOR_CAPABILITIES = ("SYS_ADMIN", "NET_ADMIN", "SETUID", "SETGID", "CHOWN", "FOWNER", "DAC_OVERRIDE", "KILL")
 SANDBOX_PRIVILEGES = [
     "--user",
     "0",
-    "--cap-add",
-    "SYS_ADMIN",
-    "--cap-add",
-    "NET_ADMIN",
+    "--cap-drop",
+    "ALL",
+    *(arg for cap in EXECUTOR_CAPABILITIES for arg in ("--cap-add", cap)),
+    "--security-opt",
+    "no-new-privileges",
     "--security-opt",
     "systempaths=unconfined",
     "--security-opt",

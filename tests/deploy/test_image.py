@@ -223,3 +223,30 @@ def test_the_image_serves_the_producer_cli_as_its_non_root_user(image: str) -> N
     done = docker("run", "--rm", "--entrypoint", "sh", image, "-c", "id -u && skill-eval --help", timeout=120)
     assert done.stdout.splitlines()[0] == "10001"
     assert "worker" in done.stdout and "run" in done.stdout
+
+
+def test_an_executor_checking_its_isolation_refuses_to_run_as_the_hosts_root(image: str) -> None:
+    """Compose's check in a real container: on a daemon without userns-remap the container's root
+    is the host's, so it refuses with the reason; the explicit opt-out starts."""
+    remapped = "name=userns" in docker("info", "--format", "{{json .SecurityOptions}}").stdout
+    runs = {
+        setting: docker(
+            "run",
+            "--rm",
+            *SANDBOX_PRIVILEGES,
+            "-e",
+            f"SKILL_EVAL_EXECUTOR_ISOLATION={setting}",
+            image,
+            "--help",
+            check=False,
+        )
+        for setting in ("required", "unchecked")
+    }
+    required, unchecked = runs["required"], runs["unchecked"]
+    if remapped:
+        assert required.returncode == 0, required.stderr
+    else:
+        assert required.returncode == 2, required.stdout + required.stderr
+        assert "BLOCKED_NO_SANDBOX: the executor runs as the host's root" in required.stderr
+        assert "Usage" not in required.stdout  # the worker never started
+    assert unchecked.returncode == 0 and "isolation is not checked (a test host only)" in unchecked.stderr
