@@ -125,5 +125,5 @@ def test_opencode_loads_the_skill_natively_through_its_proxy_and_the_judge_reads
     assert "SKILL-EVAL-CANARY-HEAD-$n" in texts[0]  # the canary ran first, through the same proxy
     assert any("GREET-BODY-MARKER-7731" in t for t in texts)  # the skill tool's result: the body
     assert not any("REPO-INSTRUCTION-MARKER" in t for t in texts)
-    assert {k for k in server.keys() if k} == {"Bearer offline-no-key"}
+    assert server.keys() and not any(PLACEHOLDER_KEY in k for k in server.keys())  # noqa: SIM118  (swapped)
     assert "skill activated: yes" in markdown
