@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps install demo demo-claude-code test test-fast test-image check bench clean
+.PHONY: setup system-deps install demo demo-claude-code demo-opencode test test-fast test-image check bench clean
 
 # Debian packages the product and its tests run against: a real redis-server, bubblewrap, git,
 # chromium for the HTML report's browser test, and ripgrep (OpenCode's file and skill tools run it).
@@ -75,6 +75,9 @@ demo: setup
 # The same with the real Claude Code binary as the executor (scripted Anthropic-API model).
 demo-claude-code: setup
 	$(BIN)/python -m producer.demo --executor claude-code
+
+demo-opencode: setup
+	$(BIN)/python -m producer.demo --executor opencode
 
 test: setup
 	$(BIN)/pytest -q
