@@ -37,6 +37,7 @@ from harnesses.stream_json import ERROR_PREFIX, ParsedStream
 from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, ToolResultEvent, Usage
 
 PROVIDER = "skill-eval"
+PLUGIN_LOCK = json.dumps({"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}).encode()
 SESSION_TITLE = "skill-eval"
 _PINNED_AGENTS = ("title", "summary", "compaction", "general", "explore")
 _READ_TOOLS = frozenset({"read", "bash", "grep", "glob"})
@@ -97,6 +98,11 @@ class OpenCode:
             for relative, content in request.skill_files.items()
         }
         home_files[".config/opencode/opencode.json"] = json.dumps(self.config(model), indent=2).encode()
+        # OpenCode npm-installs its plugin package into every config folder that lacks it, in
+        # the background, and waits for that on exit: offline, a minute of retries. A lock file
+        # naming it (and a node_modules folder) is what it checks.
+        home_files[".config/opencode/node_modules/.skill-eval"] = b""
+        home_files[".config/opencode/package-lock.json"] = PLUGIN_LOCK
         argv = (
             request.binary,
             "run",
