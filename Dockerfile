@@ -69,6 +69,7 @@ COPY producer /src/producer
 COPY worker /src/worker
 COPY prompts /src/prompts
 COPY testkit /src/testkit
+COPY viewer /src/viewer
 RUN /opt/skill-eval/bin/pip install -q --no-deps /src && rm -rf /src
 COPY deploy/entrypoint.sh /usr/local/bin/skill-eval-entrypoint
 COPY deploy/check-isolation.sh /usr/local/bin/skill-eval-check-isolation

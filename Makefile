@@ -51,7 +51,7 @@ $(HARNESS_STAMP):
 # dependencies, and where PYTHONDONTWRITEBYTECODE is set (some CI images and sandboxes set it)
 # every command and worker process would compile them from source again, a few tenths of a
 # second before each run's first model call. Quick when nothing changed.
-PACKAGES := schemas engine harnesses producer worker reducer prompts testkit
+PACKAGES := schemas engine harnesses producer worker reducer prompts testkit viewer
 
 setup: system-deps $(STAMP) $(HARNESS_STAMP)
 	$(BIN)/python -m compileall -q $(PACKAGES) >/dev/null

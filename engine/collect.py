@@ -67,10 +67,15 @@ def collect_outcomes(
                 template_hashes=trajectory.template_hashes if trajectory else {},
                 skill_activated=trajectory.skill_activated if trajectory else None,
                 rejected_calls=tuple(trajectory.rejected_calls) if trajectory else (),
+                skills_fired=_fired(trajectory),
                 proposed_calls=tuple(trajectory.proposed_calls) if trajectory else (),
                 refused_requests=tuple(trajectory.refused_requests) if trajectory else (),
             )
     return out
+
+
+def _fired(trajectory: Trajectory | None) -> tuple[str, ...] | None:
+    return tuple(trajectory.skills_fired) if trajectory and trajectory.skills_fired is not None else None
 
 
 def calibration_status(store: ArtifactStore, manifest: RunManifest) -> dict[str, CalibrationRecord]:
@@ -94,6 +99,8 @@ def reduce_from_store(store: ArtifactStore, manifest: RunManifest, skipped: list
         require_uplift=manifest.settings.require_uplift,
         calibration=calibration_status(store, manifest),
         skipped=skipped or list(manifest.skipped),
+        triggers=manifest.settings.triggers,
+        executor=manifest.settings.executor,
     )
 
 
@@ -150,6 +157,7 @@ def outcome_line_of(o: ShardOutcome) -> OutcomeLine:
             "template_hashes": {**o.template_hashes, **(o.grade.template_hashes if o.grade else {})},
             "skill_activated": o.skill_activated,
             "rejected_calls": len(o.rejected_calls),
+            "skills_fired": list(o.skills_fired) if o.skills_fired is not None else None,
         }
     )
 
@@ -170,7 +178,11 @@ class StreamedReduce:
 
 
 def reduces_by_streaming(outline: RunOutline | None, threshold: int) -> bool:
-    """Whether a run reduces from its outcome segments: at least ``threshold`` shards."""
+    """Whether a run reduces from its outcome segments: at least ``threshold`` shards. A trigger run
+    reduces from its full records (its figures need each shard's activations, a few thousand shards
+    even for a repo of dozens of skills)."""
+    if outline is not None and outline.manifest.settings.triggers is not None:
+        return False
     return outline is not None and outline.shard_count >= threshold
 
 

@@ -11,6 +11,8 @@ exactly ours. Per run (``skill-eval:run:<run_id>``):
 - ``…:usage:<model>`` and ``…:usage-models`` the run's usage counters;
 - ``…:unsent`` sorted set shard id -> when noted (ms): registered or reaped shards whose
   message is not yet confirmed published;
+- ``…:waiting`` sorted set shard id -> when its latest message was sent (ms): every shard
+  waiting for a message (queued or executed) that no lease holds, the delivery ledger;
 - ``…:preflight:<queue>`` a worker's preflight report; ``…:resubmits`` hash shard id ->
   resubmitted attempts so far;
 - ``…:budget`` hash (caps, spent, reserved) and ``…:budget:models`` (models out of credit);
@@ -21,7 +23,8 @@ Fleet-wide: ``skill-eval:runs`` (set of active runs, the reaper's worklist),
 ``skill-eval:reaper-lock`` (one reaper pass per period in the fleet),
 ``skill-eval:inflight:<queue>`` (leased shards per queue, for autoscaling),
 ``skill-eval:node:<node>`` (a worker node's liveness record),
-``skill-eval:resent:<redis run id>`` (one re-send after a Redis restart),
+``skill-eval:server`` (the Redis server run id the fleet last saw: a restart changes it),
+``skill-eval:watermark:<queue>`` (samples of the queue's watermark, engine/delivery.py),
 ``skill-eval:limit:<model>:state|leases`` (the rate limiter), ``skill-eval:usage:<model>`` and
 ``skill-eval:usage-models`` (all-time usage). Store keys (artifacts) live in
 ``schemas.manifest``; they are paths, not Redis keys.
@@ -67,8 +70,9 @@ def calibrating_key(run_id: str, judge: str) -> str:
     return f"{KEY_PREFIX}:run:{run_id}:calibrating:{judge}"
 
 
-def resent_key(redis_run_id: str) -> str:
-    return f"{KEY_PREFIX}:resent:{redis_run_id}"
+def server_key() -> str:
+    """The Redis server's ``INFO run_id`` the fleet last saw; a restart of the server changes the run id."""
+    return f"{KEY_PREFIX}:server"
 
 
 def limiter_keys(model: str) -> tuple[str, str]:
@@ -89,6 +93,16 @@ def usage_models_key(run_id: str | None = None) -> str:
 
 def unsent_key(run_id: str) -> str:
     return f"{KEY_PREFIX}:run:{run_id}:unsent"
+
+
+def watermark_key(queue: str) -> str:
+    """Samples of ``queue``'s watermark (when seen -> the send time before which every message had left)."""
+    return f"{KEY_PREFIX}:watermark:{queue}"
+
+
+def waiting_key(run_id: str) -> str:
+    """The delivery ledger: waiting shards without a lease -> when their latest message was sent (ms)."""
+    return f"{KEY_PREFIX}:run:{run_id}:waiting"
 
 
 def preflight_key(run_id: str, queue: str) -> str:

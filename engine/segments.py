@@ -140,6 +140,7 @@ def outcome_line(
         template_hashes=hashes,
         skill_activated=trajectory.skill_activated if trajectory else None,
         rejected_calls=len(trajectory.rejected_calls) if trajectory else 0,
+        skills_fired=list(trajectory.skills_fired) if trajectory and trajectory.skills_fired is not None else None,
     )
 
 

@@ -63,6 +63,11 @@ class Settings(BaseSettings):
     """A shard registered this long ago whose message was never confirmed sent is sent by the reaper.
     Publishers confirm every batch of messages within about a second, so this only catches a
     publisher (or reaper) that died between registering a shard and publishing it."""
+    redeliver_after_s: float = Field(default=60.0, gt=0)
+    """A waiting shard whose message left its queue this long ago and was never claimed (taken by a
+    worker that died before claiming it) is sent again by the reaper (engine/delivery.py). It must
+    outlast a live worker's delay between taking a message and claiming its shard, or that shard gets
+    a duplicate message (a no-op delivery); docs/design/cluster.md, "Delivery from the ledger"."""
     visibility_timeout_s: float = 4 * 3600.0
     """Broker redelivery of unacked messages. It must exceed the longest allowed task (a task that outlives
     it runs twice) and, as it is shared by every queue on the broker database, it is the longest one;

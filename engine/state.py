@@ -8,7 +8,9 @@ or grading a shard refreshes its lease; the reaper returns shards whose lease ex
 about a lease period, not a broker visibility timeout.
 The unsent ledger notes shards registered (or moved back by the reaper) whose message
 is not yet confirmed published; the reaper sends those older than a grace period, so a
-publisher dying midway strands nothing, without re-sending the waiting backlog. One
+publisher dying midway strands nothing, without re-sending the waiting backlog. The scripts
+also keep the delivery ledger (every waiting shard without a lease, dated by its latest send)
+in the same step as the state; :mod:`engine.delivery` reads it to re-send lost messages. One
 in-flight list per queue (fleet-wide) holds a ``<run>|<shard>`` entry per leased shard,
 pushed by the claim and removed by whatever ends the lease (transition, reaper, hand-back):
 its length is the work in flight that an autoscaler adds to the queue's backlog.
@@ -34,7 +36,9 @@ from engine.keys import (
     reduced_signal_key,
     resubmits_key,
     run_keys,
+    server_key,
     unsent_key,
+    waiting_key,
 )
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.status import TERMINAL_STATES, ShardState, may_transition
@@ -58,11 +62,15 @@ class Claim(NamedTuple):
 SIGNAL_TTL_S = 86_400
 """How long a reduced run's wake-up token waits for a client that never came."""
 _TERMINAL_LUA = "{" + ",".join(f'["{s.value}"]=true' for s in TERMINAL_STATES) + "}"
+WAITING_STATES = (ShardState.QUEUED, ShardState.EXECUTED)
+"""States in which a shard waits for a message (execute, grade) and no worker holds it."""
+_WAITING_LUA = "{" + ",".join(f'["{s.value}"]=true' for s in WAITING_STATES) + "}"
 
-# KEYS: run, states, leases, owners, inflight execute, inflight grade.
+# KEYS: run, states, leases, owners, inflight execute, inflight grade, waiting.
 # ARGV: shard, new, token ('' = no owner check), n_allowed, allowed..., inflight entry
 _TRANSITION = f"""
 local terminal = {_TERMINAL_LUA}
+local waiting = {_WAITING_LUA}
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
 if not cur then return {{0, '', 0, 0}} end
 local n = tonumber(ARGV[4])
@@ -75,6 +83,10 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
 if cur == 'executing' then redis.call('LREM', KEYS[5], 0, ARGV[5 + n]) end
 if cur == 'grading' then redis.call('LREM', KEYS[6], 0, ARGV[5 + n]) end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], 'progress', now)
+if waiting[ARGV[2]] then redis.call('ZADD', KEYS[7], now, ARGV[1]) else redis.call('ZREM', KEYS[7], ARGV[1]) end
 local done, total = 0, tonumber(redis.call('HGET', KEYS[1], 'total') or '0')
 if terminal[ARGV[2]] and not terminal[cur] then
   done = redis.call('HINCRBY', KEYS[1], 'terminal', 1)
@@ -83,7 +95,7 @@ return {{1, cur, done, total}}
 """
 
 # Claim a shard for work: from -> to with a lease, or take over a lease that expired; count the attempt.
-# KEYS: states, leases, owners, attempts, inflight list of `to`, resubmits, run. ARGV: shard, from, to,
+# KEYS: states, leases, owners, attempts, inflight list of `to`, resubmits, run, waiting. ARGV: shard, from, to,
 # token, ttl_ms, entry. Returns {1, previous state, claims into `to` counting this one, resubmit number,
 # the run's manifest key or ''}.
 _CLAIM = """
@@ -103,6 +115,8 @@ redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
 local claims = redis.call('HINCRBY', KEYS[4], ARGV[1] .. ':' .. ARGV[3], 1)
 redis.call('LREM', KEYS[5], 0, ARGV[6])
 redis.call('RPUSH', KEYS[5], ARGV[6])
+redis.call('ZREM', KEYS[8], ARGV[1])
+redis.call('HSET', KEYS[7], 'progress', now)
 local manifest = redis.call('HGET', KEYS[7], 'manifest') or ''
 return {1, cur, claims, redis.call('HGET', KEYS[6], ARGV[1]) or '0', manifest}
 """
@@ -125,7 +139,7 @@ return 1
 """
 
 # Return shards whose lease expired to the state before the leased one.
-# KEYS: states, leases, owners, unsent, inflight execute, inflight grade.
+# KEYS: states, leases, owners, unsent, inflight execute, inflight grade, waiting.
 # ARGV: executing, queued, grading, executed, run
 _REAP = """
 local t = redis.call('TIME')
@@ -143,6 +157,7 @@ for _, shard in ipairs(expired) do
   if back then
     redis.call('HSET', KEYS[1], shard, back)
     redis.call('ZADD', KEYS[4], now, shard)  -- unsent until its re-send is confirmed
+    redis.call('ZADD', KEYS[7], now, shard)
     table.insert(out, shard)
     table.insert(out, back)
   end
@@ -154,7 +169,7 @@ return out
 # Hand a leased shard back (its worker is shutting down): the state before the leased one, no
 # lease, and the claim not counted as an attempt (a hand-back is a clean return, not a death).
 # The shard is noted unsent until its re-send is confirmed, like a reaped one.
-# KEYS: states, leases, owners, attempts, inflight list, unsent. ARGV: shard, token, leased, back, entry
+# KEYS: states, leases, owners, attempts, inflight list, unsent, waiting. ARGV: shard, token, leased, back, entry
 _RELEASE = """
 if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[2] then return 0 end
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[3] then return 0 end
@@ -168,11 +183,13 @@ if tonumber(redis.call('HINCRBY', KEYS[4], ARGV[1] .. ':' .. ARGV[3], -1)) < 0 t
 end
 redis.call('LREM', KEYS[5], 0, ARGV[5])
 redis.call('ZADD', KEYS[6], now, ARGV[1])
+redis.call('ZADD', KEYS[7], now, ARGV[1])
 return 1
 """
 
-# KEYS: states, unsent. ARGV: initial state, shard ids... Registers the new shards and notes them
-# as not yet sent, in one step: a shard is never known without also being known to need a message.
+# KEYS: states, unsent, waiting. ARGV: initial state, shard ids... Registers the new shards and notes
+# them as not yet sent and waiting, in one step: a shard is never known without also being known to
+# need a message.
 _REGISTER = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -180,13 +197,14 @@ local added = 0
 for i = 2, #ARGV do
   if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[1]) == 1 then
     redis.call('ZADD', KEYS[2], now, ARGV[i])
+    redis.call('ZADD', KEYS[3], now + (i - 2) / 1000, ARGV[i])
     added = added + 1
   end
 end
 return added
 """
 
-# KEYS: states, unsent, leases. ARGV: older-than (ms), waiting states... Shards noted as unsent
+# KEYS: states, unsent, leases, waiting. ARGV: older-than (ms), waiting states... Shards noted as unsent
 # longer than the grace period: the waiting ones come back to be sent, the rest (their message
 # did go out, only the note was not cleared) are cleared.
 _UNSENT = """
@@ -202,6 +220,7 @@ for _, shard in ipairs(old) do
     table.insert(out, shard)
     table.insert(out, cur)
     redis.call('ZADD', KEYS[2], now, shard)
+    redis.call('ZADD', KEYS[4], now, shard)
   else
     redis.call('ZREM', KEYS[2], shard)
   end
@@ -209,16 +228,32 @@ end
 return out
 """
 
+# KEYS: unsent, waiting. ARGV: shard ids in the order their messages were published. They went out:
+# no longer unsent, and a shard still waiting (not claimed meanwhile: XX) has waited since now, a
+# thousandth of a millisecond apart in publishing order (a batch's order in its queue, which the
+# delivery ledger reads; engine/delivery.py).
+_SENT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for i = 1, #ARGV do
+  redis.call('ZREM', KEYS[1], ARGV[i])
+  redis.call('ZADD', KEYS[2], 'XX', now + (i - 1) / 1000, ARGV[i])
+end
+return #ARGV
+"""
+
 _REGISTER_CHUNK = 1000
 """Shard ids per registration script call: large enough to amortise round trips, small enough
 that one script never blocks Redis for long."""
 
 
-# KEYS: run, states, active, attempts. ARGV: run_id, then triples (shard, expected state, back state).
+# KEYS: run, states, active, attempts, waiting. ARGV: run_id, then triples (shard, expected state, back state).
 # Moves each shard back only if it is still in the state the caller saw: a shard that moved on
 # meanwhile (a late delivery finished it) is left alone.
 _REQUEUE_SHARDS = f"""
 local terminal = {_TERMINAL_LUA}
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local out = {{}}
 for i = 2, #ARGV, 3 do
   local shard, expected, back = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -226,6 +261,7 @@ for i = 2, #ARGV, 3 do
     redis.call('HSET', KEYS[2], shard, back)
     if terminal[expected] then redis.call('HINCRBY', KEYS[1], 'terminal', -1) end
     redis.call('HDEL', KEYS[4], shard .. ':executing', shard .. ':grading')
+    redis.call('ZADD', KEYS[5], now, shard)
     table.insert(out, shard)
   end
 end
@@ -286,6 +322,7 @@ class RunState:
         self._requeue_shards = client.register_script(_REQUEUE_SHARDS)
         self._unsent = client.register_script(_UNSENT)
         self._expire = client.register_script(_EXPIRE)
+        self._sent = client.register_script(_SENT)
 
     @staticmethod
     def _keys(run_id: str) -> RunKeys:
@@ -311,11 +348,14 @@ class RunState:
         added = 0
         for start in range(0, len(shard_ids), _REGISTER_CHUNK):
             chunk = shard_ids[start : start + _REGISTER_CHUNK]
-            added += int(self._register(keys=[k.states, unsent_key(run_id)], args=[initial.value, *chunk]))
+            keys = [k.states, unsent_key(run_id), waiting_key(run_id)]
+            added += int(self._register(keys=keys, args=[initial.value, *chunk]))
         run = k.run
         self.r.hset(run, mapping={"total": len(shard_ids), "manifest": manifest_key, "created": created})
         self.r.hsetnx(run, "terminal", 0)
         self.r.sadd(active_runs_key(), run_id)
+        # The server a run was registered on: the fleet tells a restart from a change of it (engine/delivery.py).
+        self.r.set(server_key(), str(self.r.info("server")["run_id"]), nx=True)
         return added
 
     def exists(self, run_id: str) -> bool:
@@ -356,7 +396,16 @@ class RunState:
         """
         k = self._keys(run_id)
         got = self._claim(
-            keys=[k.states, k.leases, k.owners, k.attempts, _inflight_list(dst), resubmits_key(run_id), k.run],
+            keys=[
+                k.states,
+                k.leases,
+                k.owners,
+                k.attempts,
+                _inflight_list(dst),
+                resubmits_key(run_id),
+                k.run,
+                waiting_key(run_id),
+            ],
             args=[shard_id, src.value, dst.value, token, int(ttl_s * 1000), inflight_entry(run_id, shard_id)],
         )
         if not int(got[0]):
@@ -369,7 +418,15 @@ class RunState:
         k = self._keys(run_id)
         for leased, back in ((ShardState.EXECUTING, ShardState.QUEUED), (ShardState.GRADING, ShardState.EXECUTED)):
             done = self._release(
-                keys=[k.states, k.leases, k.owners, k.attempts, _inflight_list(leased), unsent_key(run_id)],
+                keys=[
+                    k.states,
+                    k.leases,
+                    k.owners,
+                    k.attempts,
+                    _inflight_list(leased),
+                    unsent_key(run_id),
+                    waiting_key(run_id),
+                ],
                 args=[shard_id, token, leased.value, back.value, inflight_entry(run_id, shard_id)],
             )
             if done:
@@ -396,7 +453,12 @@ class RunState:
         """Move the shard forward to ``new`` when allowed (and, with ``token``, when we hold its lease)."""
         allowed = [s.value for s in ShardState if may_transition(s, new)]
         moved, prev, done, total = self._transition(
-            keys=[*self._keys(run_id)[:4], inflight_key(QUEUE_EXECUTE), inflight_key(QUEUE_GRADE)],
+            keys=[
+                *self._keys(run_id)[:4],
+                inflight_key(QUEUE_EXECUTE),
+                inflight_key(QUEUE_GRADE),
+                waiting_key(run_id),
+            ],
             args=[shard_id, new.value, token, len(allowed), *allowed, inflight_entry(run_id, shard_id)],
         )
         previous = ShardState(_text(prev)) if prev else None
@@ -414,6 +476,7 @@ class RunState:
                 unsent_key(run_id),
                 inflight_key(QUEUE_EXECUTE),
                 inflight_key(QUEUE_GRADE),
+                waiting_key(run_id),
             ],
             args=[
                 ShardState.EXECUTING.value,
@@ -446,10 +509,11 @@ class RunState:
         return _text(value) if value is not None else None
 
     def mark_sent(self, run_id: str, shard_ids: list[str]) -> None:
-        """Confirm that the messages of ``shard_ids`` were published: the reaper leaves them alone."""
-        unsent = unsent_key(run_id)
+        """Confirm that the messages of ``shard_ids`` were published: the unsent pass leaves them alone,
+        and the delivery ledger dates their wait from now (:mod:`engine.delivery`)."""
+        keys = [unsent_key(run_id), waiting_key(run_id)]
         for start in range(0, len(shard_ids), _REGISTER_CHUNK):
-            self.r.zrem(unsent, *shard_ids[start : start + _REGISTER_CHUNK])
+            self._sent(keys=keys, args=shard_ids[start : start + _REGISTER_CHUNK])
 
     def unsent(self, run_id: str, grace_s: float) -> list[tuple[str, ShardState]]:
         """Waiting shards whose message was never confirmed sent within ``grace_s``: (shard, state) to send.
@@ -462,7 +526,7 @@ class RunState:
         """
         k = self._keys(run_id)
         flat = self._unsent(
-            keys=[k.states, unsent_key(run_id), k.leases],
+            keys=[k.states, unsent_key(run_id), k.leases, waiting_key(run_id)],
             args=[int(grace_s * 1000), ShardState.QUEUED.value, ShardState.EXECUTED.value],
         )
         return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
@@ -518,7 +582,8 @@ class RunState:
             args = [
                 x for shard, exp, back in moves[start : start + _REGISTER_CHUNK] for x in (shard, exp.value, back.value)
             ]
-            flat = self._requeue_shards(keys=[k.run, k.states, active_runs_key(), k.attempts], args=[run_id, *args])
+            keys = [k.run, k.states, active_runs_key(), k.attempts, waiting_key(run_id)]
+            flat = self._requeue_shards(keys=keys, args=[run_id, *args])
             moved += [_text(x) for x in flat]
         return moved
 

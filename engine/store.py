@@ -44,6 +44,11 @@ class ArtifactStore(Protocol):
 
     def exists(self, key: str) -> bool: ...
 
+    def children(self, prefix: str) -> list[str]:
+        """Names of the folders right under ``prefix`` (which ends with ``/``), sorted: one level,
+        without listing every key below (the runs of a store, not their millions of records)."""
+        ...
+
     def list(self, prefix: str) -> list[str]:
         """Keys under ``prefix``, sorted."""
         ...
@@ -146,12 +151,25 @@ class LocalStore:
                 raise StoreError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
         return found
 
+    def children(self, prefix: str) -> list[str]:
+        _validate_prefix(prefix)
+        top = self.root.joinpath(*PurePosixPath(prefix).parts) if prefix else self.root
+        try:
+            return sorted(e.name for e in os.scandir(top) if e.is_dir() and not e.name.startswith("."))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
+
     def list(self, prefix: str) -> list[str]:
         _validate_prefix(prefix)
-        if not self.root.is_dir():
+        # Walk only the deepest folder the prefix names, not the whole store.
+        folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        top = self.root.joinpath(*PurePosixPath(folder).parts) if folder else self.root
+        if not top.is_dir():
             return []
         keys = []
-        for dirpath, _dirs, files in os.walk(self.root):
+        for dirpath, _dirs, files in os.walk(top):
             rel = Path(dirpath).relative_to(self.root).as_posix()
             for name in files:
                 if name.startswith(".tmp-") and name.endswith(".part"):
@@ -267,6 +285,18 @@ class S3Store:
             if code in ("404", "NoSuchKey", "NotFound"):
                 return False
             raise StoreError(f"cannot check {key!r} in {self.uri}: {exc}") from exc
+
+    def children(self, prefix: str) -> list[str]:
+        _validate_prefix(prefix)
+        full = f"{self.prefix}/{prefix}" if self.prefix else prefix
+        names: list[str] = []
+        try:
+            paginator = self._client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full, Delimiter="/"):
+                names.extend(p["Prefix"][len(full) :].rstrip("/") for p in page.get("CommonPrefixes", []))
+        except Exception as exc:
+            raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
+        return sorted(n for n in names if n)
 
     def list(self, prefix: str) -> list[str]:
         _validate_prefix(prefix)

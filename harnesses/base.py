@@ -54,6 +54,8 @@ class HarnessRequest:
     plugin_name: str | None = None
     """The repo's Claude Code plugin name when it ships ``.claude-plugin/plugin.json``."""
     case_files: tuple[str, ...] = ()
+    other_skills: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)
+    """A trigger run's distractors: every other skill of the repo, name -> its files, staged beside it."""
 
 
 @dataclass(frozen=True)

@@ -93,8 +93,9 @@ class ClaudeCode:
             skill_ref = f"{request.plugin_name}:{request.skill}"
         else:
             skill_ref = request.skill
-            for relative, content in request.skill_files.items():
-                home_files[posixpath.join(".claude", "skills", request.skill, relative)] = content
+            for name, files in {**request.other_skills, request.skill: request.skill_files}.items():
+                for relative, content in files.items():
+                    home_files[posixpath.join(".claude", "skills", name, relative)] = content
         return HarnessPlan(
             argv=tuple(argv),
             env=env,

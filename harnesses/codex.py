@@ -71,8 +71,9 @@ class Codex:
             "-",
         ]
         home_files = {
-            posixpath.join(".agents", "skills", request.skill, relative): content
-            for relative, content in request.skill_files.items()
+            posixpath.join(".agents", "skills", name, relative): content
+            for name, files in {**request.other_skills, request.skill: request.skill_files}.items()
+            for relative, content in files.items()
         }
         # CODEX_HOME must exist; nothing from the host's ~/.codex is ever read.
         home_files[".codex/config.toml"] = b"# written by skill-eval; the run's settings come as -c overrides\n"

@@ -25,9 +25,11 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
+from engine.labels import check_calibration_runs
 from engine.node import WorkerNode
 from engine.repo_source import fetch_repo, is_remote
 from engine.settings import Settings
+from engine.store import open_store
 from harnesses.registry import check_executor
 from producer.cli_stats import (
     BaselineOpt,
@@ -54,6 +56,17 @@ from producer.request import RunRequest
 from producer.resubmit import CHOICES, parse_only, resubmit_run
 from producer.status_view import status_view
 from producer.stored_run import rereport, run_status
+from producer.trigger_cli import (
+    DEFAULT_TURNS,
+    MaxFalseTriggerOpt,
+    MinRecallOpt,
+    TriggersOpt,
+    TriggerTurnsOpt,
+    behavioural_targets,
+    trigger_dry_run,
+    trigger_settings,
+    validate_trigger_corpora,
+)
 from schemas.constants import ALL_QUEUES, DEFAULT_REPORT_DIR
 from schemas.errors import ConfigError, SkillEvalError
 from schemas.export import json_schemas
@@ -61,6 +74,7 @@ from schemas.manifest import AgentBudget, RunSettings
 from schemas.model_config import ModelConfig, load_model_config
 from schemas.report import RunResult
 from schemas.status import ExitCode, SandboxMode
+from viewer.cli import register_commands as register_viewer_commands
 
 
 class _Commands(TyperGroup):
@@ -247,7 +261,7 @@ def validate(skills: SkillsArg = None, all_evals: AllEvalsOpt = False, repo: Rep
     _need_targets(skills, all_evals)
     check_repo_path(repo)
     r = Repo(_repo_folder(repo))
-    files = r.targets(skills, all_evals)
+    files = behavioural_targets(r, skills, all_evals)
     bad = 0
     outcomes = r.load_many(files)
     for outcome in outcomes:
@@ -261,7 +275,9 @@ def validate(skills: SkillsArg = None, all_evals: AllEvalsOpt = False, repo: Rep
         else:
             bad += 1
             out.print(str(outcome.error), markup=False, highlight=False)
-    if not files:
+    checked = validate_trigger_corpora(r, skills, all_evals, out)
+    bad += checked.bad
+    if not files and not checked.files:
         out.print(f"no corpora found under {r.root}/evals/")
     # What a run would block per case: said now, without changing whether the corpora are valid.
     for line in fixture_guards(r.root, [o.bundle for o in outcomes if o.bundle]):
@@ -328,6 +344,10 @@ def run(
     judge: RunJudgeOpt = None,
     strict_evidence: StrictEvidenceOpt = False,
     no_calibration: NoCalibrationOpt = False,
+    calibrate_with: Annotated[
+        list[str] | None,
+        typer.Option("--calibrate-with", help="Earlier run whose human labels the judges must match (repeatable)."),
+    ] = None,
     no_preflight: NoPreflightOpt = False,
     max_cost: MaxCostOpt = None,
     max_tokens: MaxTokensOpt = None,
@@ -341,11 +361,29 @@ def run(
         bool,
         typer.Option("--json", help="With --dry-run: print the plan as one JSON object.", rich_help_panel=REPORTED),
     ] = False,
+    triggers: TriggersOpt = False,
+    trigger_turns: TriggerTurnsOpt = DEFAULT_TURNS,
+    min_recall: MinRecallOpt = None,
+    max_false_trigger: MaxFalseTriggerOpt = None,
 ) -> None:
     """Evaluate skills: plan, shard onto the queues, execute, grade, reduce, report. Exit code is the verdict's."""
     skills = skills or []
     _need_targets(skills, all_evals)
     check_arms(baseline, require_uplift, regression_alpha, compare)
+    trigger_run = trigger_settings(
+        triggers,
+        trigger_turns,
+        min_recall,
+        max_false_trigger,
+        executor,
+        {
+            "--baseline": baseline,
+            "--fail-under": fail_under,
+            "--require-uplift": require_uplift,
+            "--regression-alpha": regression_alpha,
+            "--calibrate-with": calibrate_with or None,
+        },
+    )
     # Every flag the run would refuse, refused here: before a dry run's plan and before a cluster starts.
     check_repo_path(repo)
     check_executor(executor)
@@ -354,19 +392,26 @@ def run(
     settings = _settings(broker_url=broker, store=store, sandbox=sandbox, worker_processes=worker_processes)
     check_detach(detach, settings.broker_url)
     check_shard_timeout(shard_timeout, settings)
+    if calibrate_with and no_calibration:
+        raise ConfigError("--calibrate-with needs calibration: drop --no-calibration")
+    calibration_runs = check_calibration_runs(open_store(settings.store), calibrate_with) if calibrate_with else ()
     repo_folder = _repo_folder(repo)
     model_config = load_model_config(config, api_base, untrusted=repo_folder)  # no key is looked at
+    if dry_run and trigger_run is not None:
+        trigger_dry_run(skills, all_evals, repo_folder, model or ["(unspecified)"], epochs, trigger_turns, out, as_json)
     if dry_run:
         plan_in = PlanInput(model or [], judge or [], epochs, arm_variants(compare, baseline), compare, settings.store)
         raise typer.Exit(dry_run_plan(skills, all_evals, repo_folder, plan_in, as_json, out))
-    if not model or not judge:
+    if trigger_run is not None and not model:  # --judge is accepted and unused: nothing is judged
+        raise ConfigError("--model is required (litellm model names; see README)")
+    if not model or (not judge and trigger_run is None):
         raise ConfigError("--model and --judge are required (litellm model names; see README)")
     req = RunRequest(
         skills=skills,
         all_evals=all_evals,
         repo=repo_folder,
         models=model,
-        judges=judge,
+        judges=judge if trigger_run is None and judge else [],
         epochs=epochs,
         out=out_dir,
         workers=workers,
@@ -381,14 +426,17 @@ def run(
             executor=executor,
             invoke=invoke,  # type: ignore[arg-type]  # checked above
             strict_evidence=strict_evidence,
-            calibrate=not no_calibration,
+            calibrate=not no_calibration and trigger_run is None,
+            calibrate_with=calibration_runs,
             fail_under=fail_under,
             regression_alpha=regression_alpha,
             require_uplift=require_uplift,
             max_cost_usd=max_cost or None,
             max_tokens=max_tokens,
             models=_run_models(model_config, workers, settings),
+            triggers=trigger_run,
         ),
+        triggers=trigger_run is not None,
     )
     conclude(run_evaluation(req, settings, out, err))
 
@@ -586,7 +634,7 @@ def resubmit(
 @app.command()
 def schema(
     name: Annotated[
-        str | None, typer.Argument(help="One schema: corpus, shard, run-plan, trajectory, shard-grade.")
+        str | None, typer.Argument(help="One schema: corpus, shard, run-plan, trajectory, shard-grade, trigger-set.")
     ] = None,
 ) -> None:
     """Print the JSON Schema of the data skill-eval reads and writes."""
@@ -612,6 +660,7 @@ def _options(
 
 
 register_commands(app, out, err)
+register_viewer_commands(app, out)
 
 
 def main() -> None:

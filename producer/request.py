@@ -40,6 +40,8 @@ class RunRequest:
     """How long to wait for those workers."""
     reported: list[str] = field(default_factory=list)
     """Filled by :func:`plan_request`: corpora left out because their bundle key already has a report."""
+    triggers: bool = False
+    """``--triggers``: run the trigger corpora (``evals/<skill>.triggers.json``) instead of the behavioural ones."""
 
 
 def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list[SkillBundle], list[str]]:
@@ -50,12 +52,17 @@ def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list[SkillBundle]
     for every requested model.
     """
     repo = Repo(req.repo)
-    outcomes = repo.load_many(repo.targets(req.skills, req.all_evals))
+    if req.triggers:
+        from producer.triggers import load_trigger_bundles, trigger_targets
+
+        outcomes = load_trigger_bundles(repo, trigger_targets(repo, req.skills, req.all_evals))
+    else:
+        outcomes = repo.load_many(repo.targets(req.skills, req.all_evals))
     errors = [o.error for o in outcomes if o.error]
     if errors and not req.all_evals:
         raise errors[0]
     bundles = [o.bundle for o in outcomes if o.bundle]
-    if req.all_evals and not req.force:
+    if req.all_evals and not req.force and not req.triggers:
         done = reported_bundle_keys(req.out)
         for b in [b for b in bundles if set(req.models) <= done.get(b.bundle_key, set())]:
             out.print(

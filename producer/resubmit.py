@@ -94,6 +94,8 @@ def resubmit_run(
     if not state.exists(run_id):
         raise ConfigError(f"run {run_id}: not known to the broker at {settings.broker_url}")
     manifest = RunManifest.model_validate_json(store.get(state.manifest_key(run_id) or manifest_key(run_id)))
+    if regrade and manifest.settings.triggers is not None:
+        raise ConfigError(f"run {run_id} is a trigger run: what fired is read from the record, nothing is graded")
     if judges:
         manifest = _new_revision(manifest, list(judges), store, state)
     if max_cost_usd is not None or max_tokens is not None:

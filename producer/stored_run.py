@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import redis
 from rich.console import Console
@@ -14,6 +15,8 @@ from engine.collect import (
     reduce_streamed,
     reduces_by_streaming,
 )
+from engine.delivery import Delivery
+from engine.labels import run_agreement
 from engine.records import load_manifest, load_outline, load_result, put_result
 from engine.segments import SegmentWriter
 from engine.settings import Settings
@@ -40,10 +43,42 @@ def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console
     else:
         manifest = load_manifest(store, run_id)
         result = reduce_from_store(store, manifest)
+    cases = {s.shard_id: (s.skill, s.case_id) for s in manifest.plan.shards}  # empty for a streamed run
+    figures = run_agreement(store, run_id, cases)
+    if figures:
+        result = result.model_copy(update={"human_agreement": figures})
     put_result(store, result)
     paths = write_reports(result, manifest, store, out_dir or Path(manifest.out_dir or DEFAULT_REPORT_DIR))
+    unfinished = sum(s.unfinished for s in result.skills)
+    if unfinished:  # said before the block, whose verdict stays last
+        total = sum(s.shard_count for s in result.skills)
+        out.print(
+            f"partial: {unfinished} of {total} shards have no terminal record yet (missing or still running); "
+            "they count as not graded, and the verdict cannot be PASS",
+            markup=False,
+        )
     out.print(complete_block(result, paths), markup=False, highlight=False)
     return result
+
+
+def _delivery(client: redis.Redis, run_id: str, settings: Settings) -> dict[str, Any]:
+    """The ``RunStatus`` fields on shards waiting without a lease, and whether the run is stalled.
+
+    Stalled: shards wait, none is in flight, and no shard was claimed or moved for longer than
+    the delivery ledger's bound plus three reaper periods; a live fleet would have sent a lost
+    message again and started it by then (docs/design/cluster.md, "Delivery from the ledger").
+    """
+    waiting = Delivery(client).waiting(run_id)
+    bound = settings.redeliver_after_s + 3 * settings.reaper_period_s
+    idle = waiting.idle_s if waiting.idle_s is not None else waiting.oldest_s
+    return {
+        "waiting": waiting.shards,
+        "waiting_oldest_s": waiting.oldest_s,
+        "in_flight": waiting.leased,
+        "idle_s": waiting.idle_s,
+        "stalled": waiting.shards > 0 and waiting.leased == 0 and idle is not None and idle > bound,
+        "stall_after_s": bound,
+    }
 
 
 def run_status(run_id: str, settings: Settings) -> RunStatus:
@@ -54,14 +89,16 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
         state = RunState(client)
         if state.exists(run_id):
             terminal, total = state.totals(run_id)
+            done = state.reduced(run_id)
             return RunStatus(
                 run_id=run_id,
                 source="broker",
                 total=total,
                 states=state.counts(run_id),
-                done=state.reduced(run_id),
+                done=done,
                 terminal=terminal,
                 usage=usage_totals(client, run_id),
+                **({} if done else _delivery(client, run_id, settings)),
             )
     manifest = load_manifest(store, run_id)
     outcomes = collect_outcomes(store, manifest)

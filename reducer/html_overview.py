@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from html import escape
 
 from reducer.html_parts import Raw, heat, name, pct, table
+from reducer.render_triggers import gates_text
 from schemas.report import RunResult, SkillResult
 from schemas.shard import CURRENT
 
@@ -21,7 +22,12 @@ def headline(result: RunResult, meta: Mapping[str, str]) -> str:
     """The verdict, the run's facts (repo, commit, models, date...), the threshold and the reasons."""
     verdict = result.verdict.value
     facts = "".join(f"<dt>{escape(k)}</dt><dd>{name(v)}</dd>" for k, v in meta.items() if v)
-    facts += f"<dt>threshold</dt><dd>{escape(result.threshold_label.removeprefix('threshold '))}</dd>"
+    if result.triggers is not None:  # no assertions: the trigger gates apply, not the threshold
+        facts += f"<dt>trigger gates</dt><dd>{escape(gates_text(result.triggers))}</dd>"
+        legend = "A trigger run is gated by --min-recall and --max-false-trigger only."
+    else:
+        facts += f"<dt>threshold</dt><dd>{escape(result.threshold_label.removeprefix('threshold '))}</dd>"
+        legend = f"A corpus passes when its behavioural pass rate reaches the {escape(result.threshold_label)}."
     reasons = [f"<li>{escape(r)}</li>" for r in result.reasons]
     listed = "<ul>" + "".join(reasons[:REASONS_SHOWN]) + "</ul>"
     if len(reasons) > REASONS_SHOWN:
@@ -33,8 +39,7 @@ def headline(result: RunResult, meta: Mapping[str, str]) -> str:
         '<section id="headline">',
         f'<h1>skill-eval run {escape(result.run_id)} <span class="verdict {verdict}">{verdict}</span></h1>',
         f'<dl class="meta">{facts}</dl>',
-        f"<p class='legend'>A corpus passes when its behavioural pass rate reaches the "
-        f"{escape(result.threshold_label)}.</p>",
+        f"<p class='legend'>{legend}</p>",
         listed,
     ]
     if result.aggregate_headline:
@@ -45,6 +50,7 @@ def headline(result: RunResult, meta: Mapping[str, str]) -> str:
     if result.require_uplift is not None:
         gates.append(f"--require-uplift {result.require_uplift:g}: the uplift over no skill must clear it")
     gates += [f"judge {j}: {c}" for j, c in result.calibration.items()]
+    gates += [f"triggers: {gates_text(result.triggers)}"] if result.triggers is not None else []
     out.append("<h2>Gates</h2><ul>" + "".join(f"<li>{escape(g)}</li>" for g in gates or ["none set"]) + "</ul>")
     return "".join(out) + "</section>"
 

@@ -7,7 +7,9 @@ import re
 from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
+from reducer.agreement import agreement_lines
 from reducer.render_compare import comparison_section, quality_section
+from reducer.render_triggers import gates_text, junit_suites, routing_section, trigger_section
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.report import CaseRun, ClusteredRate, RunResult, SkillResult
 from schemas.shard import CURRENT
@@ -96,7 +98,10 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
     parts = [s for s in result.skills if s.skill == skill]
     lines = [f"# skill-eval: {md(skill)}", ""]
     lines += [f"- run: `{result.run_id}`", f"- verdict: **{result.verdict.value}**"]
-    lines.append(f"- {result.threshold_label}: a corpus passes when its behavioural pass rate reaches it")
+    if result.triggers is not None:
+        lines.append(f"- trigger gates: {md(gates_text(result.triggers))}")
+    else:
+        lines.append(f"- {result.threshold_label}: a corpus passes when its behavioural pass rate reaches it")
     lines += [f"- {md(k)}: {md(v)}" for k, v in meta.items()]
     for reason in result.reasons:
         lines.append(f"- reason: {md(reason)}")
@@ -106,7 +111,13 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
     if current is not None:
         for base in (p for p in parts if p.variant != CURRENT):
             lines += ["", *comparison_section(result, current, base)]
+    if result.triggers is not None:  # a trigger run: its shards hold no assertions, only what fired
+        lines += ["", *trigger_section(result.triggers, skill), "", *routing_section(result.triggers)]
+        return "\n".join(lines) + "\n"
     lines += ["", *quality_section([q for q in result.assertion_quality if q.skill == skill])]
+    if result.human_agreement:
+        lines += ["", "## Judge vs people", ""]
+        lines += [f"- {md(line)}" for line in agreement_lines(result.human_agreement)]
     for part in parts:
         lines += ["", *_variant_section(part, result.threshold)]
     return "\n".join(lines) + "\n"
@@ -248,7 +259,10 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
         "comparisons": [c.model_dump(mode="json") for c in result.comparisons if c.skill == skill],
         "assertion_quality": [q.model_dump(mode="json") for q in result.assertion_quality if q.skill == skill],
         "gates": {"regression_alpha": result.regression_alpha, "require_uplift": result.require_uplift},
+        "human_agreement": [a.model_dump(mode="json") for a in result.human_agreement],
     }
+    if result.triggers is not None:
+        doc["triggers"] = result.triggers.model_dump(mode="json")
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -261,11 +275,12 @@ def render_junit(result: RunResult) -> str:
     arm's suite carries the paired comparisons as ``<properties>`` (difference, interval, p).
     """
     suites = "".join(_junit_suite(s, _junit_properties(result, s)) for s in result.skills)
+    suites += junit_suites(result.triggers) if result.triggers is not None else ""
     return '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>' + suites + "</testsuites>\n"
 
 
 def _junit_properties(result: RunResult, s: SkillResult) -> str:
-    if s.variant != CURRENT:
+    if s.variant != CURRENT or result.triggers is not None:  # a trigger run's gates are its own suites
         return ""
     props = [
         f"<property name={quoteattr(key)} value={quoteattr(value)}/>"

@@ -31,6 +31,7 @@ from reducer.html_parts import (
     table,
 )
 from reducer.render_compare import NO_SKILL_NOTE, TEST_LABELS
+from reducer.render_triggers import trigger_html
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.comparison import PairedComparison
 from schemas.constants import MIN_FLAKY_EPOCHS, MIN_QUALITY_OBSERVATIONS
@@ -264,6 +265,7 @@ def render_html(
         _comparisons(result),
         _heatmap(result),
         _activation(result),
+        trigger_html(result.triggers),
         _usage(result),
         _quality(result),
         _verdicts(result, links),

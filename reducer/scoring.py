@@ -25,12 +25,15 @@ from reducer.quality import assess_assertions
 from reducer.sensitivity import sensitivity_warnings
 from reducer.stats import clustered_interval, mean_interval, pass_at_k, pass_hat_k, wilson
 from reducer.threshold import corpus_verdict, threshold_of, with_verdicts
+from reducer.trigger_compare import run_report
+from reducer.triggers import trigger_pass_reason
 from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
 from schemas.outcome import CalibrationRecord, CalibrationStatus
-from schemas.report import AssertionStat, CaseRun, ClusteredRate, ModelSummary, Rate, RunResult, SkillResult
+from schemas.report import UNFINISHED, AssertionStat, CaseRun, ClusteredRate, ModelSummary, Rate, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle
 from schemas.status import INFRA_FAILURES, SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
+from schemas.triggers import TriggerSettings
 from schemas.verdict import AssertionVerdict, ShardGrade
 
 
@@ -53,10 +56,21 @@ class ShardOutcome:
     """Harness executors: whether the harness loaded the skill (None: not recorded)."""
     rejected_calls: tuple[str, ...] = ()
     """Tool calls the harness's stream claimed that no proxied model response held."""
+    skills_fired: tuple[str, ...] | None = None
+    """Trigger runs: the skills the executor activated, in order (None: not a trigger run)."""
     proposed_calls: tuple[str, ...] = ()
     """Tool calls the model proposed that the harness never ran (listed, never counted)."""
     refused_requests: tuple[str, ...] = ()
     """Model requests the harness's proxy refused for what they asked (the agent's doing)."""
+
+
+NO_RECORD = f"no terminal record in the store: {UNFINISHED}"
+"""The detail of a shard the reduce found no outcome for."""
+
+
+def partial(s: SkillResult) -> str:
+    """Why a corpus with shards not yet ended (or lost) cannot pass: the report holds only what ended."""
+    return f"{s.unfinished}/{s.shard_count} shards not graded, {UNFINISHED} (a partial result)"
 
 
 def rate(passed: int, total: int, clusters: Sequence[tuple[int, int]] = ()) -> Rate:
@@ -153,6 +167,9 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
     runs = [_case_run(o, _judge_usage(o.grade)) for o in outcomes]
     graded = [r for r in runs if r.state is ShardState.GRADED]
     infra = {s.value: sum(r.state is s for r in runs) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)}
+    unfinished = sum(not r.state.terminal for r in runs)
+    if unfinished:
+        infra[UNFINISHED] = unfinished
     blocked = [r for r in runs if r.state is ShardState.BLOCKED]
     not_graded = len(runs) - len(graded)
     passed = sum(v.passed for r in graded for v in r.verdicts)
@@ -160,7 +177,7 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
     behavioural = rate(passed, judged, case_clusters(graded))
     inconclusive = is_inconclusive(not_graded, len(runs), len(bundle.corpus.evals))
     head = (
-        inconclusive_headline(not_graded, len(runs), sum(infra.values()), len(blocked))
+        inconclusive_headline(not_graded, len(runs), sum(infra.values()) - unfinished, len(blocked))
         if inconclusive
         else headline(behavioural)
     )
@@ -181,6 +198,7 @@ def reduce_skill(bundle: SkillBundle, variant: str, outcomes: Sequence[ShardOutc
         blocked_total=len(blocked),
         inconclusive=inconclusive,
         not_graded=not_graded,
+        unfinished=unfinished,
         shard_count=len(runs),
         headline=head,
         models=models,
@@ -300,19 +318,22 @@ def reduce_run(
     already_reported: Sequence[str] = (),
     regression_alpha: float | None = None,
     require_uplift: float | None = None,
+    triggers: TriggerSettings | None = None,
+    executor: str = "agent",
 ) -> RunResult:
     """The whole run: per corpus and variant, leaderboard, usage, paired comparisons, assertion
     quality, and the verdict with its reasons.
 
     ``skipped`` are the named errors of corpora left out before the run; ``already_reported``
     the corpora ``--all-evals`` left out because their bundle key already has a report;
-    ``regression_alpha`` and ``require_uplift`` are the comparison gates (:mod:`reducer.gates`).
+    ``regression_alpha`` and ``require_uplift`` are the comparison gates (:mod:`reducer.gates`);
+    ``triggers`` makes it a trigger run's reduce (:mod:`reducer.triggers`), gated by its thresholds.
     """
     skills: list[SkillResult] = []
     for variant in plan.variants:
         for bundle in plan.bundles:
             shard_outcomes = [
-                outcomes.get(s.shard_id) or ShardOutcome(s, ShardState.QUEUED)
+                outcomes.get(s.shard_id) or ShardOutcome(s, ShardState.QUEUED, detail=NO_RECORD)
                 for s in plan.shards
                 if s.variant == variant and s.skill == bundle.skill
             ]
@@ -322,7 +343,11 @@ def reduce_run(
     current = [s for s in skills if s.variant == CURRENT]
     aggregate, aggregate_headline = aggregate_gate(current)
     calibration = dict(calibration or {})
-    comparisons = compare_all(skills, plan.run_id)
+    # A trigger run's arms hold no assertions: its comparison is the trigger one (reducer.trigger_compare).
+    comparisons = compare_all(skills, plan.run_id) if triggers is None else []
+    fired = {k: o.skills_fired for k, o in outcomes.items() if o.state is ShardState.GRADED}
+    unsure = {s.skill for s in current if s.inconclusive}
+    trigger = run_report(plan, fired, triggers, executor, unsure) if triggers is not None else None
     verdict, reasons = decide_verdict(
         current,
         skills,
@@ -333,9 +358,12 @@ def reduce_run(
         already_reported,
         comparison_fails=comparison_failures(
             comparisons, skills, regression_alpha=regression_alpha, require_uplift=require_uplift
-        ),
+        )
+        + (trigger.failures if trigger else []),
         comparison_warns=sensitivity_warnings(comparisons),
     )
+    if trigger is not None and verdict is Verdict.PASS:
+        reasons = [trigger_pass_reason(trigger)]
     return RunResult(
         run_id=plan.run_id,
         verdict=verdict,
@@ -353,6 +381,7 @@ def reduce_run(
         assertion_quality=assess_assertions(skills),
         regression_alpha=regression_alpha,
         require_uplift=require_uplift,
+        triggers=trigger,
         threshold=threshold,
         threshold_source=source,
     )
@@ -416,6 +445,7 @@ def decide_verdict(
     if fails:
         return Verdict.FAIL, fails
     warns = [f"{s.skill} ({s.variant}): {s.headline}" for s in all_skills if s.inconclusive]
+    warns += [f"{s.skill} ({s.variant}): {partial(s)}" for s in all_skills if s.unfinished]
     if aggregate_inconclusive:
         warns.append("more than 10% of corpora are INCONCLUSIVE")
     warns += [

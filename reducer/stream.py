@@ -41,7 +41,7 @@ from reducer.threshold import threshold_of, with_verdicts
 from schemas.comparison import AssertionQuality
 from schemas.constants import MIN_FLAKY_EPOCHS
 from schemas.outcome import CalibrationRecord, OutcomeLine
-from schemas.report import AssertionStat, CaseRun, ModelSummary, RunResult, SkillResult
+from schemas.report import UNFINISHED, AssertionStat, CaseRun, ModelSummary, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, SkillBundle
 from schemas.status import INFRA_FAILURES, SandboxMode, ShardState
 from schemas.trajectory import Usage
@@ -281,14 +281,17 @@ class StreamReducer:
         shards = per_model * len(self.plan.models)
         graded = arm.states.get(ShardState.GRADED, 0)
         not_graded = shards - graded
+        unfinished = shards - sum(arm.states.values())
+        infra = {s.value: arm.states.get(s, 0) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)}
+        if unfinished:
+            infra[UNFINISHED] = unfinished
         passed = sum(m.passed for m in arm.models.values())
         judged = sum(m.judged for m in arm.models.values())
         behavioural = rate(passed, judged, _clusters([arm]))
         inconclusive = is_inconclusive(not_graded, shards, cases)
-        infra = {s.value: arm.states.get(s, 0) for s in sorted(INFRA_FAILURES, key=lambda s: s.value)}
         blocked = arm.states.get(ShardState.BLOCKED, 0)
         head = (
-            inconclusive_headline(not_graded, shards, sum(infra.values()), blocked)
+            inconclusive_headline(not_graded, shards, sum(infra.values()) - unfinished, blocked)
             if inconclusive
             else headline(behavioural)
         )
@@ -305,6 +308,7 @@ class StreamReducer:
             blocked_total=blocked,
             inconclusive=inconclusive,
             not_graded=not_graded,
+            unfinished=unfinished,
             shard_count=shards,
             headline=head,
             models=[

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from reducer.agreement import agreement_lines
 from reducer.render import corpus_status
 from reducer.render_compare import comparison_summary, noise_summary
+from reducer.render_triggers import complete_lines, gates_text
 from schemas.report import CaseRun, RunResult
 from schemas.shard import CURRENT
 
@@ -67,9 +69,15 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
     of the rest, the report folder and page, and the verdict as the last line.
     """
     lines = ["SKILL-EVAL COMPLETE", f"run: {result.run_id}"]
-    lines.append(result.threshold_label.replace("threshold ", "threshold: ", 1))
+    if result.triggers is not None:  # no assertions: the trigger gates apply, not the threshold
+        lines.append(f"gates: {gates_text(result.triggers)}")
+    else:
+        lines.append(result.threshold_label.replace("threshold ", "threshold: ", 1))
     for s in result.skills:
         infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v) or "none"
+        if result.triggers is not None:  # the figures follow below
+            lines += [f"skill: {s.skill} [triggers]  queries: {s.cases}", f"  not run to an end (infra): {infra}"]
+            continue
         status = corpus_status(s, result.threshold)
         mark = f"  {status}" if status else ""
         lines.append(f"skill: {s.skill} [{s.variant}]  cases: {s.cases}  result: {s.headline}{mark}")
@@ -88,6 +96,7 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
         for c in result.comparisons
         if c.model is None and c.noise is not None
     ]
+    lines += complete_lines(result.triggers) if result.triggers is not None else []
     lines += [f"skipped: {s}" for s in result.skipped]
     if result.aggregate_headline:
         lines.append(result.aggregate_headline)
@@ -95,6 +104,8 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
         lines.append(
             "leaderboard (composite): " + ", ".join(f"{m.model} {_pct(m.composite_mean)}" for m in result.leaderboard)
         )
+    overall = [a for a in result.human_agreement if a.scope == "all"]
+    lines += [f"judge vs people: {line}" for line in agreement_lines(overall)]
     lines += [f"reason: {r}" for r in result.reasons[:REASONS_SHOWN]]
     if len(result.reasons) > REASONS_SHOWN:
         lines.append(f"and {len(result.reasons) - REASONS_SHOWN} more reasons: see {page}")

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from schemas.corpus import Corpus
 from schemas.shard import RunPlan, Shard
 from schemas.trajectory import Trajectory
+from schemas.triggers import TriggerSet
 from schemas.verdict import ShardGrade
 
 EXPORTED: dict[str, type[BaseModel]] = {
@@ -17,6 +18,7 @@ EXPORTED: dict[str, type[BaseModel]] = {
     "run-plan": RunPlan,
     "trajectory": Trajectory,
     "shard-grade": ShardGrade,
+    "trigger-set": TriggerSet,
 }
 
 

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.model_config import ModelConfig
 from schemas.shard import RunPlan, Shard
+from schemas.triggers import TriggerSettings
 
 EXECUTE_MARGIN_S = 120.0
 """Real time an execute task gets past its shard's wall clock (workspace, final files, upload)
@@ -59,6 +60,9 @@ class RunSettings(BaseModel):
     """Turn a pass whose evidence cannot be found in the transcript into a fail."""
     calibrate: bool = True
     """Grade the built-in calibration trajectories with each judge before the batch."""
+    calibrate_with: tuple[str, ...] = ()
+    """Earlier runs whose human-labelled verdicts are graded too (``--calibrate-with``): a judge
+    must give the people's verdict on each, or its calibration fails."""
     fail_under: float | None = None
     """Behavioural pass rate below which the verdict is FAIL."""
     regression_alpha: float | None = Field(default=None, gt=0, lt=1)
@@ -71,6 +75,8 @@ class RunSettings(BaseModel):
     """Run-wide cap on model tokens, executor and judge together (``--max-tokens``); None: no cap."""
     models: ModelConfig = Field(default_factory=ModelConfig)
     """The validated model config (limits, API bases, api key *names* only, never keys), for workers anywhere."""
+    triggers: TriggerSettings | None = None
+    """``run --triggers``: shards run the trigger queries and record which skills fired; None: a behavioural run."""
 
 
 class RunManifest(BaseModel):

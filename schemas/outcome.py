@@ -117,6 +117,8 @@ class OutcomeLine(BaseModel):
     """Prompt templates the executor and the judges used (name -> hash)."""
     skill_activated: bool | None = None
     rejected_calls: int = 0
+    skills_fired: list[str] | None = None
+    """Trigger runs: the skills activated, in order (None: not a trigger run)."""
 
 
 LINE_DETAIL_CHARS = 500

@@ -8,8 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.comparison import AssertionQuality, PairedComparison
 from schemas.constants import DEFAULT_THRESHOLD
+from schemas.label import Agreement
 from schemas.status import SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
+from schemas.triggers import TriggerReport
 from schemas.verdict import AssertionVerdict, JudgeAnswer
 
 
@@ -167,7 +169,10 @@ class SkillResult(BaseModel):
     inconclusive: bool
     """True when the trustworthiness gate failed."""
     not_graded: int
-    """Shards not graded (infra and blocked)."""
+    """Shards not graded (infra, blocked, and those with no terminal record yet)."""
+    unfinished: int = 0
+    """Shards with no terminal record in the store (missing, or still running when reduced): not
+    graded, counted in ``not_graded`` and listed in ``infra`` as :data:`UNFINISHED`."""
     shard_count: int
     """Shards in total."""
     headline: str
@@ -196,6 +201,10 @@ class SkillResult(BaseModel):
     def blocked_count(self) -> int:
         """Blocked shards, every one counted."""
         return len(self.blocked) if self.blocked_total is None else self.blocked_total
+
+
+UNFINISHED = "missing or still running"
+"""The ``infra`` entry of shards a reduce found no terminal record for."""
 
 
 class RunResult(BaseModel):
@@ -237,6 +246,8 @@ class RunResult(BaseModel):
     """``--regression-alpha``: only a significant one-sided drop is a regression (None: any drop)."""
     require_uplift: float | None = None
     """``--require-uplift`` margin over the no-skill arm (None: not required)."""
+    triggers: TriggerReport | None = None
+    """``run --triggers``: recall, false triggers, the confusion table and routing matrix (None otherwise)."""
     threshold: float = DEFAULT_THRESHOLD
     """Behavioural pass rate each corpus must reach to pass."""
     threshold_source: Literal["default", "--fail-under"] = "default"
@@ -246,3 +257,7 @@ class RunResult(BaseModel):
     def threshold_label(self) -> str:
         """``threshold 1.0 (default)`` or ``threshold 0.8 (--fail-under)``."""
         return f"threshold {self.threshold} ({self.threshold_source})"
+
+    human_agreement: list[Agreement] = Field(default_factory=list)
+    """Each judge against people's labels of its verdicts (``skill-eval label``, the viewer): overall, then
+    per assertion; empty while nobody labelled."""

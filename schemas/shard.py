@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.corpus import Corpus
 from schemas.status import SandboxMode
+from schemas.triggers import TriggerSet
 
 CURRENT = "current"
 BASELINE_PREFIX = "baseline@"
@@ -76,6 +77,8 @@ class SkillBundle(BaseModel):
     graded_paths: tuple[str, ...] = ()
     """Repo-relative files and folders of the graded corpus, removed from every workspace; empty
     means ``corpus_file`` alone (a skill-creator file or a plugin suite's case folders otherwise)."""
+    triggers: TriggerSet | None = None
+    """A trigger run's queries (``corpus`` then holds one bare case per query, same ids); None otherwise."""
 
 
 class RunPlan(BaseModel):

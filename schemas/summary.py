@@ -93,3 +93,16 @@ class RunStatus(BaseModel):
     """Shards in a terminal state."""
     usage: dict[str, dict[str, int | float | None]] = Field(default_factory=dict)
     """Model -> counters (calls, tokens, cost_usd, ...)."""
+    waiting: int = 0
+    """Shards waiting for a message (queued, executed) that no worker holds (from the broker only)."""
+    waiting_oldest_s: float | None = None
+    """Seconds since the oldest of them was sent (None: none waits)."""
+    in_flight: int = 0
+    """Shards a worker holds a lease on."""
+    idle_s: float | None = None
+    """Seconds since a shard of the run was last claimed or moved (None: never, or not known)."""
+    stalled: bool = False
+    """Shards wait, none is in flight, and nothing moved for longer than ``stall_after_s``: the run
+    cannot finish by itself (no worker takes its messages, or the fleet's reaper is not running)."""
+    stall_after_s: float | None = None
+    """The bound the run is held to: the delivery ledger's re-send bound plus three reaper periods."""

@@ -80,6 +80,8 @@ class EndReason(str, Enum):
     """The agent filled the workspace past its byte or file quota."""
     BUDGET_SHARE = "budget-share"
     """The run's cap refused a call after the shard spent past its share (cap / the run's shards)."""
+    SKILL_ACTIVATED = "skill-activated"
+    """A trigger shard: the agent activated a skill, which is all the shard asks."""
 
 
 class Usage(BaseModel):
@@ -150,6 +152,9 @@ class Trajectory(BaseModel):
     """Harness executors: whether the harness loaded the skill (None: not recorded for this executor)."""
     rejected_calls: list[str] = Field(default_factory=list)
     """Tool calls the harness's stream claimed that no proxied model response contained (flagged, left out)."""
+    skills_fired: list[str] | None = None
+    """Trigger runs: every installed skill the agent activated, in order of first activation (None: not a
+    trigger run)."""
     proposed_calls: list[str] = Field(default_factory=list)
     """Tool calls a proxied model response held that the harness never ran (its stream never claimed
     them, or they answered a side request): "model proposed, never run". Listed in the report, never

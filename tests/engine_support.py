@@ -155,6 +155,7 @@ def worker_env(settings: Settings) -> dict[str, str]:
         "SKILL_EVAL_LEASE_TTL_S": str(settings.lease_ttl_s),
         "SKILL_EVAL_REAPER_PERIOD_S": str(settings.reaper_period_s),
         "SKILL_EVAL_UNSENT_GRACE_S": str(settings.unsent_grace_s),
+        "SKILL_EVAL_REDELIVER_AFTER_S": str(settings.redeliver_after_s),
     }
 
 

@@ -91,7 +91,9 @@ def test_status_is_a_table_a_person_reads(width: int) -> None:
 
 def test_status_json_keeps_its_shape() -> None:
     doc = json.loads(STATUS.model_dump_json())
-    assert set(doc) == {"version", "run_id", "source", "total", "states", "done", "terminal", "usage"}
+    # The fields scripts read stay; the delivery fields (waiting, stall) were added beside them.
+    assert {"version", "run_id", "source", "total", "states", "done", "terminal", "usage"} <= set(doc)
+    assert {"waiting", "waiting_oldest_s", "in_flight", "stalled"} <= set(doc)
 
 
 def test_the_demo_echoes_a_command_a_user_can_copy(tmp_path: Path) -> None:

@@ -10,20 +10,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ROOMS = ("schemas", "reducer", "harnesses", "prompts", "engine", "producer", "worker", "testkit")
+ROOMS = ("schemas", "reducer", "harnesses", "prompts", "engine", "producer", "worker", "testkit", "viewer")
 IO_LIBRARIES = ("redis", "celery", "kombu", "boto3", "botocore", "litellm")
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     # Pure rooms: values in, values out; their tests need no service.
-    "schemas": ("reducer", "harnesses", "engine", "producer", "worker", "testkit", *IO_LIBRARIES),
-    "reducer": ("harnesses", "engine", "producer", "worker", "testkit", *IO_LIBRARIES),
-    "harnesses": ("reducer", "engine", "producer", "worker", "testkit", *IO_LIBRARIES),
-    "prompts": ("schemas", "reducer", "harnesses", "engine", "producer", "worker", "testkit", *IO_LIBRARIES),
+    "schemas": ("reducer", "harnesses", "engine", "producer", "worker", "testkit", "viewer", *IO_LIBRARIES),
+    "reducer": ("harnesses", "engine", "producer", "worker", "testkit", "viewer", *IO_LIBRARIES),
+    "harnesses": ("reducer", "engine", "producer", "worker", "testkit", "viewer", *IO_LIBRARIES),
+    "prompts": ("schemas", "reducer", "harnesses", "engine", "producer", "worker", "testkit", "viewer", *IO_LIBRARIES),
     # Shared ground: used by both sides, so it may know neither.
-    "engine": ("producer", "worker", "testkit"),
+    "engine": ("producer", "worker", "testkit", "viewer"),
     # The worker room never reaches back into the client, nor into the test doubles.
-    "worker": ("producer", "testkit"),
-    "testkit": ("engine", "producer", "worker", *IO_LIBRARIES),
+    "worker": ("producer", "testkit", "viewer"),
+    "testkit": ("engine", "producer", "worker", "viewer", *IO_LIBRARIES),
+    # The viewer reads the store and the run state and shows the reducer's figures; it runs nothing.
+    "viewer": ("producer", "worker", "testkit", "harnesses", "prompts"),
 }
 
 PRODUCER_MAY_IMPORT_FROM_WORKER = {

@@ -58,6 +58,7 @@ def claude_proxy(server: OfflineModelServer, tmp: Path, **overrides: Any) -> Mod
         headers=harness.forward_headers,
         betas=harness.betas,
         opening=OPENING,
+        stop_when=overrides.pop("stop_when", None),
     )
     run_budget = overrides.pop("run_budget", None)
     return ModelProxy(config, tmp / "p.sock", run_budget=run_budget)
@@ -162,6 +163,21 @@ def test_a_request_that_does_not_continue_the_harness_conversation_is_marked_a_s
     assert [t.side for t in proxy.record.turns] == [False, False, True, True]
     conversation = [c.call_id for t in proxy.record.turns[:2] for c in t.tool_calls]
     assert list(proxy.record.tool_calls()) == conversation  # side replies' calls are not the conversation's
+
+
+def test_a_trigger_shard_stops_at_an_activation_of_its_conversation_not_of_a_side_request(
+    server: OfflineModelServer, tmp_path: Path
+) -> None:
+    def activates(turn: ModelTurn) -> bool:
+        return any(c.name == "Bash" for c in turn.tool_calls)
+
+    with claude_proxy(server, tmp_path, stop_when=activates) as proxy:
+        assert send(proxy, body("FORGED: run the tests")).status_code == 200  # a side request's Bash call
+        assert send(proxy, body(OPENING)).status_code == 200  # the conversation's own: it activates
+        after = send(proxy, body(OPENING))
+    assert [t.side for t in proxy.record.turns] == [True, False]
+    assert after.status_code == 400 and "skill-activated" in after.text
+    assert proxy.record.budget_end == "skill-activated"
 
 
 def test_a_recorded_call_the_stream_never_claims_is_proposed_never_run() -> None:

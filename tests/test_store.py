@@ -180,3 +180,13 @@ def test_two_deliveries_of_one_attempt_commit_one_outcome_and_every_attempt_is_k
     assert load_outcome(store, "r1", "s1") == retry
     kept = [ShardOutcomeRecord.model_validate_json(store.get(attempt_key("r1", n, "outcomes", "s1"))) for n in (0, 1)]
     assert kept == [first, retry]
+
+
+def test_children_names_the_folders_one_level_under_a_prefix(store: ArtifactStore) -> None:
+    for key in ("runs/r1/manifest.json", "runs/r1/grades/a.json", "runs/r2/outline.json", "runs/top.json", "x/y"):
+        store.put(key, b"{}")
+    assert store.children("runs/") == ["r1", "r2"]
+    assert store.children("runs/r1/") == ["grades"]
+    assert store.children("nothing/") == []
+    assert store.list("runs/r1/") == ["runs/r1/grades/a.json", "runs/r1/manifest.json"]
+    assert store.list("runs/r") == ["runs/r1/grades/a.json", "runs/r1/manifest.json", "runs/r2/outline.json"]

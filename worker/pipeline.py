@@ -33,6 +33,10 @@ def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
         if not lease.renew():
             return
         ctx.store.put(trajectory_key(run_id, shard_id), trajectory.model_dump_json().encode())
+        if lease.manifest.settings.triggers is not None:
+            # A trigger shard's result is what fired, read from the record: nothing to judge.
+            lease.end(ShardOutcomeRecord(state=ShardState.GRADED), None, trajectory)
+            return
         lease.advance(ShardState.EXECUTED, then="grade")
 
 
@@ -77,6 +81,20 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
             skill_text, agents = read_skill(ws.path, shard.skill)
         budget = settings.budget
         limits = SandboxLimits(timeout_s=budget.command_timeout_s)
+        if settings.triggers is not None and settings.executor == "agent":
+            from worker.executor.trigger import run_trigger_agent
+
+            return run_trigger_agent(
+                ctx.model_client(manifest.plan.run_id),  # type: ignore[arg-type]
+                shard.model,
+                skill=shard.skill,
+                case_id=case.id,
+                query=case.prompt,
+                sandbox=open_sandbox(ws.path, manifest.plan.sandbox, limits),
+                root=ws.path,
+                budget=budget.model_copy(update={"max_turns": settings.triggers.turns}),
+                shard_id=shard_id,
+            )
         if settings.executor in HARNESSES:
             from worker.executor.harness_task import run_harness_shard
 
@@ -150,13 +168,14 @@ def ensure_calibrated(ctx: Context, client: object, run_id: str, judge: str) -> 
     holder's own shard ends only after the result is stored, so by the time the run's
     last shard is terminal (and reduce starts) every judge's calibration is recorded.
     """
-    from worker.grading.calibration import calibrate
+    from worker.grading.calibration import calibrate, labelled_cases
 
     if ctx.store.exists(calibration_key(run_id, judge)):
         return
     if not with_redis_retry(lambda: ctx.redis.set(calibrating_key(run_id, judge), "1", nx=True, ex=900)):
         return
-    result = calibrate(client, judge)  # type: ignore[arg-type]
+    labelled = labelled_cases(ctx.store, ctx.manifest(run_id).settings.calibrate_with)
+    result = calibrate(client, judge, labelled=labelled)  # type: ignore[arg-type]
     status = CalibrationStatus.OK if result.ok else CalibrationStatus.FAILED
     put_calibration(ctx.store, run_id, CalibrationRecord(judge=judge, status=status, details=list(result.details)))
 
@@ -164,9 +183,11 @@ def ensure_calibrated(ctx: Context, client: object, run_id: str, judge: str) -> 
 def reduce_stored_run(ctx: Context, run_id: str) -> None:
     """Reduce from the store (idempotent), store the result, mark the run reduced."""
     from engine.collect import reduce_from_store, reduce_streamed, reduces_by_streaming
+    from engine.delivery import Delivery
     from engine.records import load_outline
 
     try:
+        with_redis_retry(lambda: Delivery(ctx.redis).reducing(run_id))  # the reaper's lost-reduce clock
         with_redis_retry(lambda: ctx.segments.flush(run_id))  # seal the last lines (and any a dead worker left)
         outline = load_outline(ctx.store, run_id)
         if outline is not None and reduces_by_streaming(outline, ctx.settings.stream_reduce_shards):

@@ -20,7 +20,8 @@ from celery.signals import (
     worker_shutting_down,
 )
 
-from engine.keys import reaper_lock_key, resent_key
+from engine.delivery import Delivery
+from engine.keys import reaper_lock_key
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.manifest import calibration_key
 from schemas.status import ShardState
@@ -128,29 +129,29 @@ def configure_logging(level: int = logging.INFO) -> None:
     )
 
 
-_redis_run_id: str | None = None
-"""The Redis server's INFO run_id seen by this process's reaper; it changes when the server restarts."""
+def _resend(ctx: Context, run_id: str, shard_id: str, state: ShardState) -> None:
+    send(_kind(state), run_id, shard_id)
+    ctx.state.mark_sent(run_id, [shard_id])
 
 
 def resend_after_restart() -> int:
-    """When Redis restarted since the last pass, re-send the messages of every waiting shard once.
+    """When Redis restarted since any worker last looked, send again every shard whose message left its queue.
 
-    Messages a worker had taken but not yet acked (prefetched, or in flight when the connection
-    dropped) are otherwise stranded until the broker's visibility timeout (hours). One reaper in
-    the fleet does it (a key per server run id); duplicates of surviving messages are no-ops.
+    A restart breaks every pending pop and drops what a worker had popped but not yet claimed;
+    those messages are otherwise gone (or, recorded as unacked, back only after the broker's
+    visibility timeout, hours). The restart is read from the data (engine/delivery.py:
+    ``Delivery.restarted``), so any worker sees it, one started after the restart included, and
+    exactly one acts on it. Should that one die midway, the ledger's bound still sends the rest.
     """
-    global _redis_run_id
     ctx = context()
-    server = str(ctx.redis.info("server")["run_id"])
-    previous, _redis_run_id = _redis_run_id, server
-    if previous is None or previous == server:
+    delivery = Delivery(ctx.redis)
+    if not delivery.restarted():
         return 0
-    if not ctx.redis.set(resent_key(server), 1, nx=True, ex=24 * 3600):
-        return 0
+    marks = delivery.watermarks()  # now: whatever left a queue before the restart is lost
     count = 0
     for run_id in ctx.state.active_runs():
-        for shard_id, state in ctx.state.unleased(run_id):
-            send("execute" if state is ShardState.QUEUED else "grade", run_id, shard_id)
+        for shard_id, state in delivery.overdue(run_id, marks):
+            _resend(ctx, run_id, shard_id, state)
             count += 1
     log.warning("redis restarted; re-sent waiting shards", count=count)
     return count
@@ -160,29 +161,51 @@ def reap_once() -> int:
     """One reaper pass over every active run; the count of messages re-sent.
 
     Only one worker in the fleet passes per period (a lock in Redis); the others skip. A
-    pass returns expired-lease shards to their queue, and sends the shards that were
-    registered (or moved back) but never confirmed sent, so a publisher or a reaper that
-    died midway strands nothing, while shards already waiting in a queue are left alone.
+    pass returns expired-lease shards to their queue, sends the shards that were registered
+    (or moved back) but never confirmed sent, and sends again, from the delivery ledger, the
+    waiting shards whose message left its queue ``redeliver_after_s`` ago and was never claimed
+    (engine/delivery.py), and the reduce of a run whose every shard ended that long ago
+    unreduced. Shards whose message is still in a queue are left alone.
     """
     ctx = context()
-    count = resend_after_restart()  # every worker watches for a restart; one re-sends (its own key)
+    count = resend_after_restart()  # every worker watches for a restart; one re-sends (engine/delivery.py)
     period_ms = max(1, int(ctx.settings.reaper_period_s * 1000 * 0.9))
     if not ctx.redis.set(reaper_lock_key(), _reaper_token, nx=True, px=period_ms):
         return count
+    delivery = Delivery(ctx.redis)
+    # Read before this pass sends anything; what had left each queue redeliver_after_s ago.
+    marks = delivery.watermarks_seen(ctx.settings.redeliver_after_s)
     for run_id in ctx.state.active_runs():
         for shard_id, state in ctx.state.reap(run_id):
-            kind = "execute" if state is ShardState.QUEUED else "grade"
-            log.warning("lease expired; re-queued", run_id=run_id, shard_id=shard_id, queue=kind)
-            send(kind, run_id, shard_id)
-            ctx.state.mark_sent(run_id, [shard_id])
+            log.warning("lease expired; re-queued", run_id=run_id, shard_id=shard_id, queue=_kind(state))
+            _resend(ctx, run_id, shard_id, state)
             count += 1
         for shard_id, state in ctx.state.unsent(run_id, ctx.settings.unsent_grace_s):
-            kind = "execute" if state is ShardState.QUEUED else "grade"
-            log.warning("shard registered but never sent; sending", run_id=run_id, shard_id=shard_id, queue=kind)
-            send(kind, run_id, shard_id)
-            ctx.state.mark_sent(run_id, [shard_id])
+            log.warning(
+                "shard registered but never sent; sending", run_id=run_id, shard_id=shard_id, queue=_kind(state)
+            )
+            _resend(ctx, run_id, shard_id, state)
             count += 1
+        count += _redeliver(ctx, delivery, run_id, marks)
     return count
+
+
+def _redeliver(ctx: Context, delivery: Delivery, run_id: str, marks: tuple[float, float]) -> int:
+    """Send again what the delivery ledger finds lost in ``run_id``: overdue shards, a lost reduce."""
+    count = 0
+    for shard_id, state in delivery.overdue(run_id, marks):
+        log.warning("message lost; sent again", run_id=run_id, shard_id=shard_id, queue=_kind(state))
+        _resend(ctx, run_id, shard_id, state)
+        count += 1
+    if delivery.reduce_due(run_id, ctx.settings.redeliver_after_s):
+        log.warning("every shard ended but the run was never reduced; sending reduce", run_id=run_id)
+        send("reduce", run_id, None)
+        count += 1
+    return count
+
+
+def _kind(state: ShardState) -> str:
+    return "execute" if state is ShardState.QUEUED else "grade"
 
 
 _reaper_token = uuid.uuid4().hex

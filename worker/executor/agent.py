@@ -77,6 +77,10 @@ class _Loop:
         self.started = time.monotonic()
         self.waited_s = 0.0
         """What the model calls spent waiting on the fleet (limiter, cool-downs, retries): not the agent's time."""
+        self.tools: list[dict[str, Any]] = list(TOOL_SPECS)
+        """The tools offered to the model (a trigger shard adds ``load_skill``)."""
+        self.system: str | None = None
+        """A system message sent before the prompt (a trigger shard's skill catalogue); None: none."""
 
     def remaining_s(self) -> float:
         """The wall clock left: time since the start, less what the model calls waited on the fleet
@@ -96,7 +100,7 @@ class _Loop:
     def call_model(self, messages: list[dict[str, Any]]) -> ModelReply:
         try:
             reply = self.client.complete(
-                self.model, messages, tools=TOOL_SPECS, max_tokens=self.budget.max_output_tokens, own=self.usage
+                self.model, messages, tools=self.tools, max_tokens=self.budget.max_output_tokens, own=self.usage
             )
         except (ContextOverflow, ShareSpent):
             raise  # the agent's own volume or spending: the loop ends it as behaviour
@@ -140,7 +144,8 @@ class _Loop:
         return usage.over(limits)
 
     def run(self, prompt: str) -> EndReason:
-        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+        messages: list[dict[str, Any]] = [{"role": "system", "content": self.system}] if self.system else []
+        messages.append({"role": "user", "content": prompt})
         turns = 0
         while (stop := self.over_budget(turns)) is None:
             try:
@@ -167,7 +172,13 @@ class _Loop:
                 if over:
                     self.events.append(AssistantEvent(text=f"(run ended by the product: {over})"))
                     return EndReason.WORKSPACE_QUOTA
+            if (done := self.after_turn()) is not None:
+                return done
         return stop
+
+    def after_turn(self) -> EndReason | None:
+        """Why the loop ends after a turn's tool calls ran (None: it goes on)."""
+        return None
 
 
 def run_agent(

@@ -31,10 +31,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlparse
 
+import structlog
+
 from engine.budget import RunBudget
+from harnesses.activations import skills_fired, turn_activates
 from harnesses.base import FORWARDER_PORT, Harness, HarnessRequest, Invoke, skill_body_marker
 from harnesses.crosscheck import cross_check, cross_check_by_order
 from harnesses.endpoints import normalise_upstream
@@ -61,9 +65,13 @@ INNER_BIN = "/run/skill-eval-bin/harness"
 # one shell command would kill them at start. The tmpfs sizes and the process cap still hold.
 HARNESS_ADDRESS_SPACE_MB = 256 * 1024
 _MAX_SKILL_FILES, _MAX_SKILL_FILE_BYTES = 200, 1_000_000
+MAX_DISTRACTOR_BYTES = 64 * 1024 * 1024
+"""What a trigger shard stages of the other skills at most (their SKILL.md files are a few KB each)."""
+_SKILL_DIR = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _PLUGIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 OFFLINE_KEY = "offline-no-key"
+log = structlog.get_logger("skill_eval.harness")
 
 Usage_ = Callable[[int, int, bool, bool], None]
 
@@ -79,6 +87,8 @@ class HarnessShard:
     invoke: Invoke = Invoke.EXPLICIT
     budget: AgentBudget = field(default_factory=AgentBudget)
     shard_id: str = ""
+    triggers: bool = False
+    """A trigger shard: every skill of the repo staged, and which of them fired recorded."""
 
 
 def harness_limits(limits: SandboxLimits, *, wall_clock_s: float) -> SandboxLimits:
@@ -122,6 +132,29 @@ def skill_files(skill_dir: Path, workspace: Path) -> dict[str, bytes]:
             if len(files) >= _MAX_SKILL_FILES:
                 return files
     return files
+
+
+def installed(workspace: Path) -> list[str]:
+    """The workspace's skill folders a harness can load (kebab-case names, real folders, not links)."""
+    folder = workspace / "skills"
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if _SKILL_DIR.match(p.name) and not p.is_symlink() and p.is_dir())
+
+
+def other_skills(workspace: Path, skill: str, max_bytes: int = MAX_DISTRACTOR_BYTES) -> dict[str, dict[str, bytes]]:
+    """Every installed skill but ``skill``, name -> its files (a trigger run's distractors), in name
+    order until ``max_bytes`` staged in all: a repo's skills cannot fill the host's disk."""
+    out: dict[str, dict[str, bytes]] = {}
+    total = 0
+    for name in (n for n in installed(workspace) if n != skill):
+        files = skill_files(workspace / "skills" / name, workspace)
+        total += sum(len(c) for c in files.values())
+        if total > max_bytes:
+            log.warning("trigger distractors cut", staged=len(out), cap_bytes=max_bytes)
+            break
+        out[name] = files
+    return out
 
 
 def plugin_name(workspace: Path) -> str | None:
@@ -246,6 +279,7 @@ def run_harness(
             home=INNER_HOME,
             plugin_name=plugin_name(workspace) if harness.name == "claude-code" else None,
             case_files=tuple(shard.case.files),
+            other_skills=other_skills(workspace, shard.skill) if shard.triggers else {},
         )
     )
     skill_md = next((c for rel, c in plan.home_files.items() if rel.endswith(f"{shard.skill}/SKILL.md")), b"")
@@ -265,6 +299,7 @@ def run_harness(
             max_turns=shard.budget.max_turns,
             timeout_s=limits.timeout_s,
             watch=skill_body_marker(skill_md),
+            stop_when=partial(turn_activates, harness.name, installed=installed(workspace)) if shard.triggers else None,
             max_output=limits.max_output_tokens,
             headers=harness.forward_headers,
             betas=harness.betas,
@@ -357,6 +392,7 @@ def run_harness(
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=wrote),
         skill_activated=harness.activated(checked.events, shard.skill, plan.skill_ref, record.body_sent),
         rejected_calls=checked.rejected,
+        skills_fired=skills_fired(harness.name, checked.events, installed(workspace)) if shard.triggers else None,
         proposed_calls=checked.proposed,
         refused_requests=list(record.agent_refusals),
         waited_s=round(proxy.waited_s, 3),

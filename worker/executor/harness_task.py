@@ -32,6 +32,7 @@ def run_harness_shard(
     assert harness is not None, settings.executor
     config = settings.models
     run_id = manifest.plan.run_id
+    triggers = settings.triggers
 
     def usage(prompt: int, completion: int, ok: bool, rate_limited: bool) -> None:
         counts = {"attempts": 1, "calls": int(ok), "rate_limited": int(rate_limited), "errors": int(not ok)}
@@ -51,10 +52,14 @@ def run_harness_shard(
                 model=shard.model,
                 skill=shard.skill,
                 case=case,
-                # The no-skill arm stages nothing (the skill folder is gone) and gets the bare prompt.
-                invoke=Invoke.IMPLICIT if shard.variant == NO_SKILL else Invoke(settings.invoke),
-                budget=settings.budget,
+                # The no-skill arm stages nothing (the skill folder is gone) and gets the bare prompt;
+                # a trigger query is always bare, and its turns are the trigger turns.
+                invoke=Invoke.IMPLICIT if shard.variant == NO_SKILL or triggers else Invoke(settings.invoke),
+                budget=settings.budget.model_copy(update={"max_turns": triggers.turns})
+                if triggers
+                else settings.budget,
                 shard_id=shard_id,
+                triggers=triggers is not None,
             ),
             sandbox=sandbox,
             limits=model_limits,

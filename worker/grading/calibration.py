@@ -24,6 +24,7 @@ from typing import Any
 
 import structlog
 
+from engine.store import ArtifactStore
 from schemas.status import ShardState
 from schemas.trajectory import Trajectory
 from worker.grading.judge import grade_trajectory
@@ -72,15 +73,52 @@ def load_case(name: str) -> CalibrationCase:
     return case
 
 
-def calibrate(client: ModelClient, judge: str, *, cases: tuple[str, ...] = CALIBRATION_CASES) -> CalibrationResult:
+def labelled_cases(store: ArtifactStore, run_ids: Sequence[str]) -> list[CalibrationCase]:
+    """One case per labelled shard of ``run_ids``: its stored trajectory, its labelled assertions,
+    and the people's verdicts on them (the newest label of each); a shard without a stored
+    trajectory is left out."""
+    from engine.collect import load_trajectory
+    from engine.labels import load_labels
+    from reducer.agreement import human_truth
+
+    cases = []
+    for run_id in run_ids:
+        labels = load_labels(store, run_id)
+        texts = {(x.shard_id, x.assertion): x.assertion_text for x in labels}
+        by_shard: dict[str, list[tuple[int, bool]]] = {}
+        for (shard_id, index), passed in sorted(human_truth(labels).items()):
+            by_shard.setdefault(shard_id, []).append((index, passed))
+        for shard_id, verdicts in by_shard.items():
+            trajectory = load_trajectory(store, run_id, shard_id)
+            if trajectory is None or not all(texts[(shard_id, i)] for i, _ in verdicts):
+                continue
+            cases.append(
+                CalibrationCase(
+                    name=f"labelled {run_id}/{shard_id}",
+                    skill=trajectory.skill,
+                    assertions=tuple(texts[(shard_id, i)] for i, _ in verdicts),
+                    expected=tuple(p for _, p in verdicts),
+                    trajectory=trajectory,
+                )
+            )
+    return cases
+
+
+def calibrate(
+    client: ModelClient,
+    judge: str,
+    *,
+    cases: tuple[str, ...] = CALIBRATION_CASES,
+    labelled: Sequence[CalibrationCase] = (),
+) -> CalibrationResult:
     """Grade every built-in case with ``judge`` alone and compare with the known verdicts.
 
     The cases are independent judge calls, so they go out together, one thread each: a run's
     first grades wait for its calibration, which then costs one call's latency, not one per case.
     Never raises for the judge's failures: an ungraded case (malformed, no answer) is a miss.
     """
-    loaded = [load_case(name) for name in cases]
-    pool = ThreadPoolExecutor(max_workers=max(1, len(loaded)), thread_name_prefix="calibrate-case")
+    loaded = [load_case(name) for name in cases] + list(labelled)
+    pool = ThreadPoolExecutor(max_workers=max(1, min(len(loaded), 8)), thread_name_prefix="calibrate-case")
     try:
         grades = list(
             pool.map(lambda c: grade_trajectory(client, [judge], c.assertions, c.trajectory, skill=c.skill), loaded)
@@ -89,7 +127,8 @@ def calibrate(client: ModelClient, judge: str, *, cases: tuple[str, ...] = CALIB
         # A shard's deadline raised into this thread must not wait here for the calls still out.
         pool.shutdown(wait=False, cancel_futures=True)
     details: list[str] = []
-    for name, case, grade in zip(cases, loaded, grades, strict=True):
+    for case, grade in zip(loaded, grades, strict=True):
+        name = case.name
         if grade.state is not ShardState.GRADED:
             details.append(f"{name}: {grade.state.value}: {grade.error}")
             continue

@@ -31,6 +31,7 @@ import socketserver
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -82,6 +83,9 @@ class ProxyConfig:
     placeholder: str = PLACEHOLDER_KEY
     watch: str = ""
     """Text whose presence in a request body sets ``ProxyRecord.body_sent`` (the skill's body)."""
+    stop_when: Callable[[ModelTurn], bool] | None = None
+    """A trigger shard: once a model response satisfies this (it activated a skill), further calls are
+    refused and the shard ends ``skill-activated``."""
     max_output: int = DEFAULT_MAX_OUTPUT_TOKENS
     """Output tokens one request may ask for (``max_tokens`` and its kin are clamped to it)."""
     headers: frozenset[str] = frozenset()
@@ -298,6 +302,8 @@ class ModelProxy:
             return "max-tokens"
         if len(record.turns) >= self.config.max_turns:
             return "max-turns"
+        if self.config.stop_when is not None and any(self.config.stop_when(t) for t in record.turns if not t.side):
+            return EndReason.SKILL_ACTIVATED.value
         return None
 
     def handle(self, handler: _Handler, method: str) -> None:

@@ -1,0 +1,188 @@
+"""Trigger figures: recall, false triggers, precision, F1, flaky queries, the confusion table and the
+routing matrix, from which skills fired in each trigger shard. Pure. Decisions: docs/design/triggers.md.
+
+A run counts once per (query, model, epoch) shard that ended with a record of what fired. A skill
+*fired* in a run when the executor activated it at any point; the skill that fired *first* names
+what won the routing, which is what the confusion table and the routing matrix show.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from reducer.stats import wilson
+from schemas.shard import CURRENT, RunPlan
+from schemas.triggers import (
+    NO_ACTIVATION,
+    Proportion,
+    QueryRate,
+    TriggerFigures,
+    TriggerReport,
+    TriggerSettings,
+)
+
+
+@dataclass(frozen=True)
+class TriggerRun:
+    """One trigger shard: which query it asked and what fired (None: it did not end with a record)."""
+
+    skill: str
+    model: str
+    case_id: int
+    query: str
+    should_trigger: bool
+    fired: tuple[str, ...] | None
+    epoch: int = 0
+
+    @property
+    def hit(self) -> bool:
+        """Whether the skill under test fired at all."""
+        return self.fired is not None and self.skill in self.fired
+
+    @property
+    def first(self) -> str:
+        """The skill that fired first, or ``(none)``."""
+        return self.fired[0] if self.fired else NO_ACTIVATION
+
+
+def proportion(hits: int, total: int) -> Proportion:
+    low, high = wilson(hits, total)
+    return Proportion(hits=hits, total=total, rate=hits / total if total else None, low=low, high=high)
+
+
+def f1_score(precision: float | None, recall: float | None) -> float | None:
+    """Harmonic mean; None when either is undefined, 0 when both are 0."""
+    if precision is None or recall is None:
+        return None
+    return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+
+
+def query_rates(runs: Sequence[TriggerRun]) -> list[QueryRate]:
+    """Per query, in id order: epochs the skill fired in, and what fired first when it did not."""
+    by_case: dict[int, list[TriggerRun]] = defaultdict(list)
+    for r in runs:
+        by_case[r.case_id].append(r)
+    out = []
+    for case_id in sorted(by_case):
+        ended = [r for r in by_case[case_id] if r.fired is not None]
+        fired = sum(r.hit for r in ended)
+        first = by_case[case_id][0]
+        out.append(
+            QueryRate(
+                case_id=case_id,
+                query=first.query,
+                should_trigger=first.should_trigger,
+                fired=fired,
+                runs=len(ended),
+                flaky=0 < fired < len(ended),
+                instead=dict(sorted(Counter(r.first for r in ended if r.should_trigger and not r.hit).items())),
+            )
+        )
+    return out
+
+
+def skill_figures(skill: str, model: str, runs: Sequence[TriggerRun], executor: str = "agent") -> TriggerFigures:
+    """The figures of one skill's trigger set under one model (``runs`` are that skill's and model's)."""
+    ended = [r for r in runs if r.fired is not None]
+    positives = [r for r in ended if r.should_trigger]
+    negatives = [r for r in ended if not r.should_trigger]
+    recall = proportion(sum(r.hit for r in positives), len(positives))
+    false_trigger = proportion(sum(r.hit for r in negatives), len(negatives))
+    precision = proportion(recall.hits, recall.hits + false_trigger.hits)
+    return TriggerFigures(
+        skill=skill,
+        model=model,
+        executor=executor,
+        recall=recall,
+        false_trigger=false_trigger,
+        precision=precision,
+        f1=f1_score(precision.rate, recall.rate),
+        # F1 grows with both precision and recall, so the bounds' F1s bracket it (conservatively).
+        f1_low=f1_score(precision.low, recall.low) if precision.total and recall.total else None,
+        f1_high=f1_score(precision.high, recall.high) if precision.total and recall.total else None,
+        queries=query_rates(runs),
+        confusion=dict(sorted(Counter(r.first for r in positives if not r.hit).items())),
+        not_ended=len(runs) - len(ended),
+    )
+
+
+def routing_matrix(runs: Iterable[TriggerRun]) -> dict[str, dict[str, int]]:
+    """Skill under test -> the skill that fired first on its positive runs (or ``(none)``) -> runs."""
+    matrix: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in runs:
+        if r.fired is not None and r.should_trigger:
+            matrix[r.skill][r.first] += 1
+    return {skill: dict(sorted(row.items())) for skill, row in sorted(matrix.items())}
+
+
+def gate_failures(
+    figures: Sequence[TriggerFigures], settings: TriggerSettings, inconclusive: Collection[str] = ()
+) -> list[str]:
+    """One line per skill and model that misses ``--min-recall`` or exceeds ``--max-false-trigger``.
+
+    A skill whose shards mostly did not end (INCONCLUSIVE, which WARNs) is not gated: its figures
+    measured the infra, as an inconclusive corpus's pass rate is not held to ``--fail-under``.
+    """
+    fails = []
+    for f in (f for f in figures if f.skill not in inconclusive):
+        where = f"{f.skill} ({f.model})"
+        if settings.min_recall is not None:
+            if f.recall.rate is None:
+                fails.append(f"{where}: recall not measured (no positive query ran to an end)")
+            elif f.recall.rate < settings.min_recall:
+                fails.append(f"{where}: recall {_headline(f.recall)} is below {settings.min_recall:.0%}")
+        if settings.max_false_trigger is not None:
+            if f.false_trigger.rate is None:
+                fails.append(f"{where}: false-trigger rate not measured (no negative query ran to an end)")
+            elif f.false_trigger.rate > settings.max_false_trigger:
+                fails.append(
+                    f"{where}: false-trigger rate {_headline(f.false_trigger)} is above "
+                    f"{settings.max_false_trigger:.0%}"
+                )
+    return fails
+
+
+def _headline(p: Proportion) -> str:
+    return f"{p.hits}/{p.total} ({100.0 * (p.rate or 0.0):.1f}%)"
+
+
+def trigger_report(
+    runs: Sequence[TriggerRun], settings: TriggerSettings, executor: str = "agent", inconclusive: Collection[str] = ()
+) -> TriggerReport:
+    """Figures per (skill, model) in first-seen order, the routing matrix and the gates' failures."""
+    groups: dict[tuple[str, str], list[TriggerRun]] = defaultdict(list)
+    for r in runs:
+        groups[(r.skill, r.model)].append(r)
+    figures = [skill_figures(skill, model, group, executor) for (skill, model), group in groups.items()]
+    return TriggerReport(
+        turns=settings.turns,
+        figures=figures,
+        routing=routing_matrix(runs),
+        min_recall=settings.min_recall,
+        max_false_trigger=settings.max_false_trigger,
+        failures=gate_failures(figures, settings, inconclusive),
+    )
+
+
+def plan_runs(plan: RunPlan, fired: Mapping[str, tuple[str, ...] | None], variant: str = CURRENT) -> list[TriggerRun]:
+    """One arm's shards of trigger bundles as runs; ``fired``: shard id -> what fired, for shards
+    that ended graded (absent or None otherwise)."""
+    sets = {b.skill: b.triggers for b in plan.bundles if b.triggers is not None}
+    runs = []
+    for shard in plan.shards:
+        trigger_set = sets.get(shard.skill)
+        if trigger_set is None or shard.variant != variant:
+            continue
+        case = trigger_set.case(shard.case_id)
+        got = fired.get(shard.shard_id)
+        runs.append(TriggerRun(shard.skill, shard.model, case.id, case.query, case.should_trigger, got, shard.epoch))
+    return runs
+
+
+def trigger_pass_reason(report: TriggerReport) -> str:
+    """The PASS line of a trigger run: gated and met, or reported only."""
+    if report.min_recall is None and report.max_false_trigger is None:
+        return "every trigger query ran; figures reported, nothing gated (--min-recall, --max-false-trigger)"
+    return "every trigger query ran; no trigger gate failed"

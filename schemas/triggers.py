@@ -1,0 +1,167 @@
+"""Trigger evaluation: the trigger corpus (``evals/<skill>.triggers.json``), its run settings and
+the figures a trigger run reports. Decisions: docs/design/triggers.md.
+
+A trigger case is a bare user query and whether the skill should fire for it. These models
+describe a trigger set that already passed :mod:`producer.trigger_validation`, which owns the
+rules and their ``BLOCKED_BAD_CORPUS`` messages.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TRIGGERS_SUFFIX = ".triggers.json"
+"""The trigger corpus beside the behavioural one: ``evals/<skill>.triggers.json``."""
+DEFAULT_TRIGGER_TURNS = 3
+"""Model turns a trigger shard gets before it ends without an activation."""
+NO_ACTIVATION = "(none)"
+"""The confusion table's and the routing matrix's column for a query where no skill fired."""
+
+
+class TriggerCase(BaseModel):
+    """One query and whether the skill under test should fire for it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: int
+    """Unique within its trigger set."""
+    query: str
+    """What the user types, sent bare (implicit invocation)."""
+    should_trigger: bool
+    """True: a positive (the skill should fire); False: a negative (it should not)."""
+
+
+class TriggerSet(BaseModel):
+    """A skill's trigger corpus: at least one positive and one negative."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    skill_name: str
+    """The skill under test (equals the file stem)."""
+    triggers: tuple[TriggerCase, ...] = Field(min_length=2)
+    """The queries, in file order."""
+
+    def case(self, case_id: int) -> TriggerCase:
+        for case in self.triggers:
+            if case.id == case_id:
+                return case
+        raise KeyError(case_id)
+
+
+class TriggerSettings(BaseModel):
+    """``run --triggers``: how a trigger shard runs and what gates the verdict."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    turns: int = Field(default=DEFAULT_TRIGGER_TURNS, ge=1, le=50)
+    """Model turns before a shard without an activation ends (``--trigger-turns``)."""
+    min_recall: float | None = Field(default=None, ge=0, le=1)
+    """FAIL when a skill's recall is below this (``--min-recall``); None: not gated."""
+    max_false_trigger: float | None = Field(default=None, ge=0, le=1)
+    """FAIL when a skill's false-trigger rate is above this (``--max-false-trigger``); None: not gated."""
+
+
+class Proportion(BaseModel):
+    """``hits/total`` with its 95% Wilson interval (rate None when total is 0)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hits: int
+    total: int
+    rate: float | None
+    low: float
+    high: float
+
+
+class QueryRate(BaseModel):
+    """One query over its epochs: how often the skill under test fired."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    case_id: int
+    query: str
+    should_trigger: bool
+    fired: int
+    """Epochs in which the skill under test fired."""
+    runs: int
+    """Epochs that ran to an end (shards not ended are left out)."""
+    flaky: bool
+    """Fired in some epochs and not in others."""
+    instead: dict[str, int] = Field(default_factory=dict)
+    """Skill that fired first instead of the one under test (or ``(none)``) -> epochs."""
+
+
+class TriggerFigures(BaseModel):
+    """One skill under one executor model: recall, false triggers, precision, F1."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    skill: str
+    model: str
+    executor: str = "agent"
+    recall: Proportion
+    """Positive runs where the skill fired / positive runs."""
+    false_trigger: Proportion
+    """Negative runs where the skill fired / negative runs."""
+    precision: Proportion
+    """Runs where the skill fired on a positive / runs where it fired."""
+    f1: float | None
+    """Harmonic mean of precision and recall (None when either is undefined)."""
+    f1_low: float | None = None
+    f1_high: float | None = None
+    """F1 of the interval bounds of precision and recall: a conservative 95% range."""
+    queries: list[QueryRate] = Field(default_factory=list)
+    confusion: dict[str, int] = Field(default_factory=dict)
+    """Missed positive runs by what fired first instead: a skill's name, or ``(none)``."""
+    not_ended: int = 0
+    """Shards that did not end with a record of what fired (infra failures, blocked)."""
+
+
+class PairedChange(BaseModel):
+    """``current - baseline`` of a rate, paired per query (the query is the unit)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    difference: float | None
+    """Mean over queries of each query's paired rate difference (None: no query paired)."""
+    low: float | None = None
+    high: float | None = None
+    """95% percentile bootstrap interval over queries (seeded by the run: reproducible)."""
+    p_two_sided: float | None = None
+    """Exact sign-flip (paired permutation) test; McNemar's with one run per query."""
+    queries: int = 0
+    """Queries with at least one pair (same model and epoch ended in both arms)."""
+
+
+class TriggerChange(BaseModel):
+    """``--compare REF``: one skill's recall and false-trigger rate against its description at REF."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    skill: str
+    baseline: str
+    """``baseline@<ref>``."""
+    recall: PairedChange
+    """Over positive queries: positive means the current description fires more often where it should."""
+    false_trigger: PairedChange
+    """Over negative queries: positive means the current description fires more often where it should not."""
+
+
+class TriggerReport(BaseModel):
+    """Every skill's trigger figures, the routing matrix and the gates that applied."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1] = 1
+    turns: int = DEFAULT_TRIGGER_TURNS
+    figures: list[TriggerFigures] = Field(default_factory=list)
+    routing: dict[str, dict[str, int]] = Field(default_factory=dict)
+    """Skill under test -> skill that fired first on its positives (or ``(none)``) -> runs."""
+    min_recall: float | None = None
+    max_false_trigger: float | None = None
+    failures: list[str] = Field(default_factory=list)
+    """Gate failures, one line each (empty: nothing gated failed)."""
+    changes: list[TriggerChange] = Field(default_factory=list)
+    """``--compare REF``: per skill, the paired change of recall and false-trigger rate."""

@@ -1,0 +1,151 @@
+"""The viewer's JSON API over a store a real run wrote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.testclient import TestClient
+
+from engine.store import open_store
+from tests.viewer.conftest import MODELS, ViewedRun
+from viewer.app import create_app
+
+
+def client(store: str | Path, review: bool = False) -> TestClient:
+    return TestClient(create_app(open_store(str(store)), review=review))
+
+
+def test_the_runs_list_names_the_run_with_its_verdict_and_plan(viewed_run: ViewedRun) -> None:
+    doc = client(viewed_run.env.store).get("/api/runs").json()
+    (run,) = doc["items"]
+    assert run["run_id"] == viewed_run.run_id
+    assert run["verdict"] == "FAIL" and run["running"] is False
+    assert run["skills"] == ["hostile"] and run["models"] == list(MODELS) and run["arms"] == ["current"]
+    assert "6/10" in run["rate"]
+
+
+def test_a_run_gives_verdict_rates_and_shard_counts(viewed_run: ViewedRun) -> None:
+    doc = client(viewed_run.env.store).get(f"/api/runs/{viewed_run.run_id}").json()
+    assert doc["verdict"] == "FAIL"
+    assert doc["live"]["groups"]["done"] == 4 and doc["live"]["total"] == 4
+    (skill,) = doc["result"]["skills"]
+    assert skill["behavioural"]["passed"] == 6 and skill["behavioural"]["total"] == 10
+    assert [m["behavioural"]["passed"] for m in skill["models"]] == [3, 3]
+    assert 0 < skill["behavioural"]["low"] < 0.6 < skill["behavioural"]["high"] < 1
+    assert "runs" not in skill  # the shard list pages them instead
+
+
+def test_shards_filter_and_page(viewed_run: ViewedRun) -> None:
+    c = client(viewed_run.env.store)
+    base = f"/api/runs/{viewed_run.run_id}/shards"
+    every = c.get(base).json()
+    assert every["total"] == 4 and {r["state"] for r in every["items"]} == {"graded"}
+    assert c.get(base, params={"failing": "1"}).json()["total"] == 4
+    hits = c.get(base, params={"q": "VIEWER-TWO-C"}).json()["items"]
+    assert [r["case_id"] for r in hits] == [2, 2]
+    assert c.get(base, params={"q": "viewer-two", "model": "openai/exec-a"}).json()["total"] == 1
+    assert (
+        c.get(base, params={"assertion": "The agent runs echo viewer-one-a in the shell", "failing": "1"}).json()[
+            "total"
+        ]
+        == 0
+    )
+    assert c.get(base, params={"model": "nobody"}).json()["total"] == 0
+    page = c.get(base, params={"limit": 1, "offset": 1}).json()
+    assert len(page["items"]) == 1 and page["total"] == 4
+    assert c.get(base, params={"limit": "x"}).status_code == 400
+
+
+def test_a_shard_gives_its_trajectory_verdicts_and_marked_evidence(viewed_run: ViewedRun) -> None:
+    c = client(viewed_run.env.store)
+    rows = c.get(f"/api/runs/{viewed_run.run_id}/shards", params={"q": "viewer-two"}).json()["items"]
+    doc = c.get(f"/api/runs/{viewed_run.run_id}/shards/{rows[0]['shard_id']}").json()
+    assert [a["verdict"]["passed"] for a in doc["assertions"]] == [True, True, False]
+    calls = [e for e in doc["trajectory"]["events"] if e["kind"] == "tool_call"]
+    assert len(calls) == 2
+    marked = {n for e in doc["trajectory"]["events"] for p in e["parts"] for n in p["marks"]}
+    assert marked == {1, 2}  # the two passes' evidence is found; the fail has none
+    assert c.get(f"/api/runs/{viewed_run.run_id}/shards/nope").status_code == 404
+    assert c.get("/api/runs/20990101-000000-deadbeef").status_code == 404
+
+
+def test_labels_are_refused_read_only_and_counted_with_review(viewed_run: ViewedRun, tmp_path: Path) -> None:
+    store = viewed_run.store_copy(tmp_path / "store")
+    run = viewed_run.run_id
+    rows = client(store).get(f"/api/runs/{run}/shards", params={"q": "viewer-two"}).json()["items"]
+    body = {"shard_id": rows[0]["shard_id"], "assertion": 1, "agree": True}
+    assert client(store).post(f"/api/runs/{run}/labels", json=body).status_code == 403
+    c = client(store, review=True)
+    first = c.post(f"/api/runs/{run}/labels", json=body).json()
+    (overall,) = [a for a in first["agreement"]["items"] if a["scope"] == "all"]
+    assert (overall["n"], overall["kappa"]) == (1, None) and "undefined" in overall["kappa_note"]
+    c.post(f"/api/runs/{run}/labels", json={**body, "assertion": 2, "agree": False, "note": "no quote"})
+    last = c.post(f"/api/runs/{run}/labels", json={**body, "assertion": 3, "agree": True}).json()
+    (overall,) = [a for a in last["agreement"]["items"] if a["scope"] == "all"]
+    # judge: pass, pass, fail; people: pass, fail, fail -> po 2/3, pe 4/9, kappa 0.4
+    assert (overall["n"], overall["agreed"]) == (3, 2) and abs(overall["kappa"] - 0.4) < 1e-9
+    assert c.post(f"/api/runs/{run}/labels", json={**body, "assertion": 9}).status_code == 400
+    assert (
+        c.post(f"/api/runs/{run}/labels", content=b"agree=1", headers={"content-type": "text/plain"}).status_code == 403
+    )
+    cross = c.post(f"/api/runs/{run}/labels", json=body, headers={"origin": "http://evil.example"})
+    assert cross.status_code == 403
+    assert len(list((store / "runs" / run / "labels").rglob("*.json"))) == 3
+    listed = client(store).get(f"/api/runs/{run}/labels").json()["items"]  # readable without --review
+    assert [(x["assertion"], x["agree"], x["note"]) for x in listed] == [
+        (0, True, ""),
+        (1, False, "no quote"),
+        (2, True, ""),
+    ]
+
+
+def test_the_run_page_shows_gates_rates_and_the_corpus_by_model_map(viewed_run: ViewedRun) -> None:
+    html = client(viewed_run.env.store).get(f"/runs/{viewed_run.run_id}").text
+    assert html.index("verdict:") < html.index("Rates per corpus")  # the verdict and its gates come first
+    assert "behavioural pass rate 6/10 (60.0%) is below the threshold 0.8 (--fail-under)" in html
+    heat = html[html.index('id="heatmap"') :]
+    assert heat.count('class="heat-3"') == 2  # 3/5 for each model: 60%
+
+
+def test_a_run_not_reduced_yet_shows_what_is_stored_so_far(viewed_run: ViewedRun, tmp_path: Path) -> None:
+    store = viewed_run.store_copy(tmp_path / "store")
+    run = viewed_run.run_id
+    (store / "runs" / run / "result.json").unlink()
+    ended = sorted((store / "runs" / run / "outcomes").glob("*.json"))
+    ended[0].unlink()  # one shard has not ended
+    c = client(store)
+    (item,) = c.get("/api/runs").json()["items"]
+    assert item["running"] is True and item["verdict"] is None
+    doc = c.get(f"/api/runs/{run}").json()
+    assert doc["live"]["source"] == "store" and doc["result"] is None
+    assert doc["live"]["groups"]["done"] == 3 and doc["live"]["groups"]["queued"] == 1
+    rows = c.get(f"/api/runs/{run}/shards").json()["items"]
+    assert sorted(r["state"] for r in rows) == ["graded", "graded", "graded", "queued"]
+    assert c.get(f"/api/runs/{run}/result").status_code == 404
+    assert "running" in c.get(f"/runs/{run}").text
+
+
+def test_a_search_over_trajectories_finds_the_shards_whose_agent_printed_it(viewed_run: ViewedRun) -> None:
+    c = client(viewed_run.env.store)
+    base = f"/api/runs/{viewed_run.run_id}/shards"
+    hits = c.get(base, params={"text": "WINDOW.PWNEDRESULT"}).json()
+    assert hits["total"] == 2 and {r["case_id"] for r in hits["items"]} == {1}
+    assert c.get(base, params={"text": "printed by nobody"}).json()["total"] == 0
+    html = c.get(f"/runs/{viewed_run.run_id}", params={"text": "echo viewer-two-b"})
+    assert html.status_code == 200 and html.text.count('<tr class="shard') == 2
+    assert c.get(f"/runs/{viewed_run.run_id}/shards/nope").status_code == 404
+
+
+def test_the_assertion_filter_offers_each_assertion_and_keeps_the_failures_of_the_one_chosen(
+    viewed_run: ViewedRun,
+) -> None:
+    c = client(viewed_run.env.store)
+    chosen = "The agent runs echo viewer-two-c in the shell"
+    html = c.get(f"/runs/{viewed_run.run_id}", params={"assertion": chosen, "failing": "1"}).text
+    assert f'<option value="{chosen}" selected>' in html
+    assert html.count('<tr class="shard failing"') == 2  # both models failed it
+    passed = c.get(
+        f"/runs/{viewed_run.run_id}",
+        params={"assertion": "The agent runs echo viewer-two-a in the shell", "failing": "1"},
+    )
+    assert passed.text.count('<tr class="shard') == 0

@@ -1,0 +1,160 @@
+"""``skill-eval view`` as a person uses it: the real command serving, real Chromium at desktop and phone width.
+
+Chromium is Debian's package, driven by Playwright (never a downloaded browser). Screenshots
+are kept under ``test-artifacts/viewer/`` (``SKILL_EVAL_TEST_ARTIFACTS`` moves them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from engine.keys import limiter_keys
+from engine.redis_server import RedisServer, free_port
+from engine.state import RunState
+from schemas.status import ShardState
+from tests.test_html_browser import ARTIFACTS, WIDTHS, chromium_path
+from tests.viewer.conftest import SCRIPT_MODEL, ViewedRun
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+SHOTS = ARTIFACTS / "viewer"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium_path())
+        yield b
+        b.close()
+
+
+@contextlib.contextmanager
+def serving(run: ViewedRun, store: Path, *extra: str) -> Iterator[str]:
+    """``skill-eval view`` on a free loopback port, until the block ends; its base URL."""
+    port = free_port()
+    proc = run.env.start("view", "--store", str(store), "--port", str(port), *extra)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.communicate()
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/api/runs", timeout=2).status_code == 200:
+                    break
+            assert time.monotonic() < deadline, "skill-eval view did not answer within 60 s"
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+def no_sideways_scroll(page: Page) -> None:
+    width = page.evaluate("document.documentElement.clientWidth")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width + 1
+
+
+def nothing_ran(page: Page) -> None:
+    assert (
+        page.evaluate("[window.pwnedResult, window.pwnedAssertion, window.pwnedModel, window.pwnedNote]") == [None] * 4
+    )
+
+
+@pytest.mark.parametrize("layout", sorted(WIDTHS))
+def test_a_reviewer_finds_a_failure_sees_its_evidence_and_labels_three_verdicts(
+    browser: Browser, viewed_run: ViewedRun, tmp_path: Path, layout: str
+) -> None:
+    width, height = WIDTHS[layout]
+    store = viewed_run.store_copy(tmp_path / "store")
+    page = browser.new_page(viewport={"width": width, "height": height})
+    with serving(viewed_run, store, "--review") as url:
+        page.goto(url + "/")
+        expect(page.locator("tr.run")).to_have_count(1)
+        page.screenshot(path=str(SHOTS / f"runs-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+        page.click(f"a[href='/runs/{viewed_run.run_id}']")
+        expect(page.locator("#verdict-value")).to_have_text("FAIL")
+        expect(page.locator("tr.shard")).to_have_count(4)
+        page.select_option("select[name=model]", SCRIPT_MODEL)
+        page.check("input[name=failing]")
+        page.fill("input[name=q]", "viewer-two")
+        page.click("#apply")
+        expect(page.locator("tr.shard")).to_have_count(1)
+        expect(page.locator("tr.shard.failing")).to_have_count(1)
+        page.screenshot(path=str(SHOTS / f"run-filtered-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+        page.click("tr.shard a")
+        expect(page.locator("article.assertion")).to_have_count(3)
+        page.locator("#a1 a.jump").click()
+        focused = page.locator("mark.ev.focus")
+        expect(focused).to_have_count(1)
+        expect(focused).to_contain_text("echo viewer-two-a")
+        expect(focused).to_be_in_viewport()
+        for n, choice in ((1, "agree"), (2, "disagree"), (3, "agree")):
+            page.locator(f"#a{n} button.label:text-is('{choice}')").click()
+            expect(page.locator(f"#a{n} .label-state")).to_contain_text(f"saved: {choice}")
+        # judge pass, pass, fail; people pass, fail, fail: agreement 2/3, kappa 0.40
+        expect(page.locator("#agreement-live")).to_contain_text("agreement 66.7% (2/3 labelled), kappa 0.40")
+        page.screenshot(path=str(SHOTS / f"shard-labelled-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+        nothing_ran(page)
+        page.goto(f"{url}/runs/{viewed_run.run_id}")
+        expect(page.locator("#agreement td.kappa").first).to_have_text("0.40")
+        nothing_ran(page)
+    page.close()
+
+
+def test_live_counts_follow_the_broker_without_a_reload(
+    browser: Browser, viewed_run: ViewedRun, tmp_path: Path
+) -> None:
+    with RedisServer(workdir=tmp_path / "redis") as server:
+        client = redis.Redis.from_url(server.url)
+        state = RunState(client)
+        run = viewed_run.run_id
+        with httpx.Client() as http, serving(viewed_run, viewed_run.env.store, "--broker", server.url) as url:
+            shards = [r["shard_id"] for r in http.get(f"{url}/api/runs/{run}/shards").json()["items"]]
+            state.register(run, shards, f"runs/{run}/manifest.json", "2026-01-01T00:00:00Z")
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{url}/runs/{run}")
+            expect(page.locator("[data-live=source]")).to_have_text("broker")
+            expect(page.locator("[data-group=queued]")).to_have_text("4")
+            page.evaluate("window.notReloaded = true")
+            state.transition(run, shards[0], ShardState.EXECUTING)
+            state.transition(run, shards[1], ShardState.EXECUTING)
+            changed = time.monotonic()
+            expect(page.locator("[data-group=executing]")).to_have_text("2", timeout=15_000)
+            lag = time.monotonic() - changed
+            state.transition(run, shards[0], ShardState.GRADED)
+            state.transition(run, shards[1], ShardState.EXECUTOR_FAILED)
+            expect(page.locator("[data-group=failed]")).to_have_text("1", timeout=15_000)
+            expect(page.locator("[data-group=executing]")).to_have_text("0", timeout=15_000)
+            expect(page.locator("[data-group=queued]")).to_have_text("2")
+            # Two calls of the executor model in flight and a 429 cool-down, as the fleet's limiter holds them.
+            state_key, leases_key = limiter_keys("openai/exec-a")
+            seconds, micros = client.time()
+            now_ms = seconds * 1000 + micros // 1000
+            client.zadd(leases_key, {"lease-1": now_ms + 120_000, "lease-2": now_ms + 120_000})
+            client.hset(state_key, mapping={"cooldown_until": now_ms + 90_000, "factor": 0.5})
+            row = page.locator("#limits tr", has_text="openai/exec-a")
+            expect(row.locator("td").nth(1)).to_have_text("2", timeout=15_000)
+            expect(row.locator("td").nth(4)).to_have_text("50%")
+            cooldown = float(row.locator("td").nth(3).inner_text().removesuffix(" s"))
+            assert 30 < cooldown <= 90
+            assert page.evaluate("window.notReloaded") is True
+            page.screenshot(path=str(SHOTS / "run-live.png"), full_page=True)
+            page.close()
+            print(f"live counts followed the broker after {lag:.2f} s")
+            assert lag < 15
+        client.close()

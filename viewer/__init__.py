@@ -1,0 +1,1 @@
+"""``skill-eval view``: a read-mostly web app over the artifact store and, when given, the broker."""

@@ -1,0 +1,355 @@
+"""What the viewer reads: runs, a run's figures and live state, shard rows, one shard in full.
+
+Figures come from the reducer's stored result, never recomputed here. A run's overview reads
+its outline (a few KB at any size) and its result, and never the shard records, so a run of
+100,000 shards opens as fast as one of ten. The broker, when given, adds live shard states and
+spend while a run goes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+
+from engine.collect import load_trajectory
+from engine.keys import limiter_keys
+from engine.records import load_manifest, load_outline
+from engine.state import RunState
+from engine.store import ArtifactStore
+from engine.usage import usage_totals
+from schemas.errors import ConfigError, StoreError
+from schemas.manifest import RunManifest, RunOutline, grade_key, outcome_key, result_key, trajectory_key
+from schemas.outcome import ShardOutcomeRecord
+from schemas.status import INFRA_FAILURES, ShardState
+from schemas.verdict import ShardGrade
+from viewer.rows import Query, Row, case_assertions, load_rows, matching, page_of
+
+TRAJECTORY_SEARCH_MAX = 2000
+"""Trajectories one search reads at most (the other filters narrow a big run first)."""
+RESULT_TTL_S = 30.0
+WARM_INDEXES = 3
+"""Reduced runs, newest first, whose shard index the start-up warm-up builds (about 30 MB per
+100,000 shards)."""
+"""A reduced run's result is read again at most this often (``report`` may reduce it again)."""
+
+GROUPS = {
+    "queued": (ShardState.QUEUED,),
+    "executing": (ShardState.EXECUTING, ShardState.EXECUTED),
+    "grading": (ShardState.GRADING,),
+    "done": (ShardState.GRADED, ShardState.BLOCKED),
+    "failed": tuple(INFRA_FAILURES),
+}
+"""The five live states a page shows, from the contract's shard states."""
+
+
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""What a run or shard id from a URL may look like before it names a key in the store."""
+
+
+class RunNotFound(StoreError):
+    """No run of that id in the store."""
+
+
+@dataclass
+class _Cached:
+    at: float
+    outline: RunOutline
+    result: dict[str, Any] | None
+    """The stored result as JSON, without what grows with the run (see :func:`slim_result`)."""
+    digest: str = ""
+    """Of the stored result: the shard index is kept while it is unchanged."""
+    case_runs: list[tuple[str, str, list[dict[str, Any]]]] = field(default_factory=list)
+    """(skill, variant, per-shard rows) of a result that keeps them."""
+    rows: list[Row] | None = None
+
+
+@dataclass
+class ViewerData:
+    store: ArtifactStore
+    broker_url: str | None = None
+    _cache: dict[str, _Cached] = field(default_factory=dict)
+    _redis: redis.Redis | None = None
+    _rows_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _state(self) -> RunState | None:
+        if not self.broker_url:
+            return None
+        if self._redis is None:
+            self._redis = redis.Redis.from_url(self.broker_url, socket_timeout=2.0)
+        return RunState(self._redis)
+
+    def run(self, run_id: str) -> _Cached:
+        """The run's outline and result, cached for ``RESULT_TTL_S`` (a run without a result is read each time)."""
+        if not _ID.fullmatch(run_id):
+            raise RunNotFound(f"no run {run_id!r}: not a run id")
+        hit = self._cache.get(run_id)
+        if hit is not None and hit.result is not None and time.monotonic() - hit.at < RESULT_TTL_S:
+            return hit
+        outline = load_outline(self.store, run_id)
+        if outline is None:
+            if not self.store.exists(f"runs/{run_id}/manifest.json"):
+                raise RunNotFound(f"no run {run_id} in {self.store.uri}")
+            outline = RunOutline.of(load_manifest(self.store, run_id))
+        raw = self.store.get_many([result_key(run_id)]).get(result_key(run_id))
+        digest = hashlib.sha256(raw).hexdigest() if raw else ""
+        if hit is not None and hit.digest and hit.digest == digest:
+            hit.at = time.monotonic()  # the same result: keep what was built from it
+            return hit
+        entry = _Cached(time.monotonic(), outline, None, digest)
+        if raw is not None:
+            entry.result, entry.case_runs = slim_result(raw, run_id)
+        self._cache[run_id] = entry
+        return entry
+
+    def run_ids(self) -> list[str]:
+        """Every run in the store, newest first (run ids begin with their UTC time)."""
+        return sorted(self.store.children("runs/"), reverse=True)
+
+    def runs(self) -> list[dict[str, Any]]:
+        items = []
+        for run_id in self.run_ids():
+            try:
+                items.append(run_summary(self.run(run_id), self._running(run_id)))
+            except RunNotFound:
+                continue  # a folder without a manifest (labels of a run deleted, a stray write)
+        return items
+
+    def warm(self) -> None:
+        """Read every run's outline and result into the cache, and build the shard index of the
+        newest reduced runs (a failure here is met again, and shown, when a page asks for it)."""
+        with contextlib.suppress(Exception):
+            reduced = [r["run_id"] for r in self.runs() if r["verdict"] is not None]
+            for run_id in reduced[:WARM_INDEXES]:
+                self.rows(run_id)
+
+    def _running(self, run_id: str) -> bool | None:
+        """True or False from the broker; None without one (then: running when not reduced)."""
+        state = self._state()
+        if state is None or not state.exists(run_id):
+            return None
+        return not state.reduced(run_id)
+
+    def overview(self, run_id: str) -> dict[str, Any]:
+        entry = self.run(run_id)
+        doc = run_summary(entry, self._running(run_id))
+        doc["live"] = self.live(run_id, entry)
+        doc["result"] = entry.result
+        return doc
+
+    def live(self, run_id: str, entry: _Cached) -> dict[str, Any]:
+        """Shard counts by state (live from the broker, else from the stored result or outcomes), spend, ETA."""
+        total = entry.outline.shard_count
+        state = self._state()
+        usage: dict[str, dict[str, Any]] = {}
+        limits: dict[str, dict[str, Any]] = {}
+        if state is not None and state.exists(run_id):
+            counts, source = state.counts(run_id), "broker"
+            assert self._redis is not None
+            usage = usage_totals(self._redis, run_id)
+            plan = entry.outline.manifest.plan
+            limits = limiter_figures(self._redis, [*plan.models, *plan.judges], usage)
+        elif entry.result is not None:
+            counts, source = _counts_of_result(entry.result), "result"
+        else:
+            ended = len(self.store.list(f"runs/{run_id}/outcomes/"))
+            counts, source = {"ended": ended, ShardState.QUEUED.value: total - ended}, "store"
+        return {**live_figures(entry.outline.manifest, total, counts, source, usage), "limits": limits}
+
+    def rows(self, run_id: str) -> list[Row]:
+        """The run's shard index; built once per result (handlers run in threads: one builds it
+        while the others wait, instead of each reading a big run's segments again)."""
+        with self._rows_lock:
+            entry = self.run(run_id)
+            if entry.rows is not None and entry.result is not None:
+                return entry.rows
+            state = self._state()
+            live = state.states(run_id) if state is not None and entry.result is None else {}
+            entry.rows = load_rows(self.store, run_id, entry.result is not None, entry.case_runs, live)
+            return entry.rows
+
+    def shards(self, run_id: str, query: Query) -> dict[str, Any]:
+        texts = case_assertions(self.run(run_id).outline.manifest.plan)
+        matched = matching(self.rows(run_id), query, texts)
+        if query.text:
+            matched = self._in_trajectories(run_id, matched, query.text)
+        page, total = page_of(matched, query)
+        return {"items": [r.as_json() for r in page], "total": total, "offset": query.offset, "limit": query.limit}
+
+    def _in_trajectories(self, run_id: str, rows: list[Row], needle: str) -> list[Row]:
+        """The rows whose trajectory holds ``needle`` (case-insensitive) in any event's text."""
+        if len(rows) > TRAJECTORY_SEARCH_MAX:
+            raise ConfigError(
+                f"trajectory search reads at most {TRAJECTORY_SEARCH_MAX} trajectories and {len(rows)} shards "
+                "match the other filters: narrow them first (failing only, a model, an assertion)"
+            )
+        folded = needle.casefold()
+        found = set()
+        for start in range(0, len(rows), 100):
+            keys = {trajectory_key(run_id, r.shard_id): r.shard_id for r in rows[start : start + 100]}
+            for key, raw in self.store.get_many(list(keys)).items():
+                if _trajectory_holds(raw, folded):
+                    found.add(keys[key])
+        return [r for r in rows if r.shard_id in found]
+
+    def shard(self, run_id: str, shard_id: str) -> dict[str, Any]:
+        from viewer.shard_view import shard_document  # the trajectory's layout lives beside its template
+
+        entry = self.run(run_id)
+        rows = self.rows(run_id)
+        row = next((r for r in rows if r.shard_id == shard_id), None) if _ID.fullmatch(shard_id) else None
+        if row is None:
+            raise RunNotFound(f"no shard {shard_id} in run {run_id}")
+        same_case = [
+            r.as_json()
+            for r in rows
+            if (r.skill, r.case_id, r.model) == (row.skill, row.case_id, row.model) and r.shard_id != shard_id
+        ]
+        raw_grade = self.store.get_many([grade_key(run_id, shard_id)]).get(grade_key(run_id, shard_id))
+        grade = ShardGrade.model_validate_json(raw_grade) if raw_grade else None
+        raw_outcome = self.store.get_many([outcome_key(run_id, shard_id)]).get(outcome_key(run_id, shard_id))
+        outcome = ShardOutcomeRecord.model_validate_json(raw_outcome) if raw_outcome else None
+        trajectory = load_trajectory(self.store, run_id, shard_id)
+        texts = case_assertions(entry.outline.manifest.plan).get((row.skill, row.case_id), [])
+        doc = shard_document(row, texts, grade, outcome, trajectory)
+        doc["same_case"] = sorted(same_case, key=lambda r: (str(r["variant"]), str(r["epoch"])))
+        return doc
+
+
+def _trajectory_holds(raw: bytes, folded: str) -> bool:
+    """Whether any event's text, call arguments or output holds ``folded`` (read as JSON, so an
+    escaped quote or newline matches as the person typed it)."""
+    try:
+        events = json.loads(raw).get("events", [])
+    except (ValueError, AttributeError):
+        return False
+    for event in events:
+        parts = [event.get("text", ""), event.get("output", ""), event.get("name", "")]
+        parts.append(json.dumps(event.get("arguments", {}), ensure_ascii=False))
+        if any(folded in str(p).casefold() for p in parts):
+            return True
+    return False
+
+
+def slim_result(raw: bytes, run_id: str) -> tuple[dict[str, Any], list[tuple[str, str, list[dict[str, Any]]]]]:
+    """The stored result as JSON without what grows with the run: its per-shard rows (returned
+    apart, for the shard list), the per-assertion matrix and the assertion quality list
+    (``/api/runs/{run}/result`` serves it whole). Plain JSON, not the model: a 100,000-shard
+    result is megabytes, and the viewer only reads it; one that is not a result is named."""
+    try:
+        doc = json.loads(raw)
+        case_runs = [(s["skill"], s["variant"], s.pop("runs", [])) for s in doc["skills"]]
+        for s in doc["skills"]:
+            s.pop("assertions", None)
+        doc.pop("assertion_quality", None)
+        for comparison in doc.get("comparisons", []):
+            comparison.pop("assertions", None)
+            comparison.pop("per_case", None)
+        doc["verdict"], doc["reasons"], doc["usage"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"run {run_id}: {result_key(run_id)} is not a run result: {exc}") from exc
+    return doc, [c for c in case_runs if c[2]]
+
+
+def _counts_of_result(result: dict[str, Any]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for s in result["skills"]:
+        graded = sum(m["graded"] for m in s["models"])
+        counts[ShardState.GRADED.value] = counts.get(ShardState.GRADED.value, 0) + graded
+        for kind, n in s["infra"].items():
+            counts[kind] = counts.get(kind, 0) + n
+        blocked = s["not_graded"] - sum(s["infra"].values())
+        counts[ShardState.BLOCKED.value] = counts.get(ShardState.BLOCKED.value, 0) + max(0, blocked)
+    return counts
+
+
+def limiter_figures(
+    client: redis.Redis, models: list[str], usage: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Per model, from its fleet-wide limiter: calls in flight (unexpired leases), the shared 429
+    cool-down left, the pace factor (1: full rate), and this run's 429 answers so far."""
+    out = {}
+    for model in dict.fromkeys(models):
+        state_key, leases_key = limiter_keys(model)
+        seconds, micros = client.time()
+        now_ms = seconds * 1000 + micros / 1000
+        in_flight = int(client.zcount(leases_key, f"({now_ms}", "+inf"))
+        factor, cooldown_until = client.hmget(state_key, "factor", "cooldown_until")
+        out[model] = {
+            "in_flight": in_flight,
+            "cooldown_s": round(max(0.0, (float(cooldown_until or 0) - now_ms) / 1000), 1),
+            "pace": round(float(factor or 1), 3),
+            "rate_limited": int(usage.get(model, {}).get("rate_limited", 0)),
+        }
+    return out
+
+
+def live_figures(
+    manifest: RunManifest, total: int, counts: dict[str, int], source: str, usage: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    groups = {name: sum(counts.get(s.value, 0) for s in states) for name, states in GROUPS.items()}
+    if "ended" in counts:  # only how many ended is known (no broker, not reduced)
+        groups["done"] = counts["ended"]
+    finished = groups["done"] + groups["failed"]
+    spend = sum(u.get("cost_usd") or 0.0 for u in usage.values())
+    started = manifest.plan.created_at
+    elapsed = max(0.0, (datetime.now(UTC) - started).total_seconds())
+    remaining = max(0, total - finished)
+    eta = elapsed / finished * remaining if finished and remaining and source == "broker" else None
+    return {
+        "source": source,
+        "total": total,
+        "states": counts,
+        "groups": groups,
+        "finished": finished,
+        "spend_usd": round(spend, 6) if usage else None,
+        "budget_usd": manifest.settings.max_cost_usd,
+        "eta_s": round(eta, 1) if eta is not None else None,
+        "usage": usage,
+    }
+
+
+def run_summary(entry: _Cached, running: bool | None) -> dict[str, Any]:
+    """One line of the runs list."""
+    m = entry.outline.manifest
+    r = entry.result
+    cost = 0.0
+    known_cost = False
+    if r is not None:
+        for u in r["usage"].values():
+            if u.get("cost_usd") is not None:
+                cost += u["cost_usd"]
+                known_cost = True
+    return {
+        "run_id": m.plan.run_id,
+        "when": m.plan.created_at.isoformat(),
+        "repo": m.repo,
+        "branch": m.branch,
+        "commit": m.sha7,
+        "skills": [b.skill for b in m.plan.bundles],
+        "models": list(m.plan.models),
+        "judges": list(m.plan.judges),
+        "harness": m.settings.executor,
+        "arms": list(m.plan.variants),
+        "shards": entry.outline.shard_count,
+        "verdict": r["verdict"] if r else None,
+        "reasons": list(r["reasons"]) if r else [],
+        "rate": _headline(r) if r else None,
+        "cost_usd": round(cost, 6) if known_cost else None,
+        "running": bool(running) if running is not None else r is None,
+    }
+
+
+def _headline(r: dict[str, Any]) -> str:
+    """The reducer's own headline: the suite's with several corpora, else the one corpus's."""
+    if r.get("aggregate_headline"):
+        return str(r["aggregate_headline"])
+    return "; ".join(f"{s['skill']} [{s['variant']}]: {s['headline']}" for s in r["skills"])
