@@ -13,6 +13,15 @@ import json
 from typing import Any
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (the stream is not trusted to be well formed)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _arguments(raw: Any) -> dict[str, Any]:
     if isinstance(raw, dict):
         return raw
@@ -29,13 +38,15 @@ def completion_parts(body: dict[str, Any]) -> dict[str, Any] | None:
     choices = body.get("choices")
     if body.get("object") != "chat.completion" or not isinstance(choices, list) or not choices:
         return None
-    choice = choices[0] if isinstance(choices[0], dict) else {}
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    choice = _obj(choices[0])
+    message = _obj(choice.get("message"))
     calls = []
     for call in message.get("tool_calls") or []:
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
-            calls.append((str(call.get("id", "")), str(function.get("name", "")), _arguments(function.get("arguments"))))
+            calls.append(
+                (str(call.get("id", "")), str(function.get("name", "")), _arguments(function.get("arguments")))
+            )
     content = message.get("content")
     return _parts([content] if isinstance(content, str) else [], calls, choice.get("finish_reason"), body)
 
@@ -47,14 +58,15 @@ def chunk_parts(chunks: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     text: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
-    stop, usage, model = None, {}, None
+    stop, model = None, None
+    usage: dict[str, Any] = {}
     for chunk in chunks:
         model = model or chunk.get("model")
-        usage = chunk.get("usage") if isinstance(chunk.get("usage"), dict) else usage
-        choices = chunk.get("choices") if isinstance(chunk.get("choices"), list) else []
-        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+        usage = _obj(chunk.get("usage")) or usage
+        choices = _list(chunk.get("choices"))
+        choice = _obj(choices[0]) if choices else {}
         stop = choice.get("finish_reason") or stop
-        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        delta = _obj(choice.get("delta"))
         if isinstance(delta.get("content"), str):
             text.append(delta["content"])
         for piece in delta.get("tool_calls") or []:
@@ -62,7 +74,7 @@ def chunk_parts(chunks: list[dict[str, Any]]) -> dict[str, Any] | None:
                 continue
             call = calls.setdefault(piece.get("index", 0), {"id": "", "name": "", "arguments": []})
             call["id"] = call["id"] or str(piece.get("id") or "")
-            function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+            function = _obj(piece.get("function"))
             call["name"] = call["name"] or str(function.get("name") or "")
             if isinstance(function.get("arguments"), str):
                 call["arguments"].append(function["arguments"])
@@ -71,8 +83,10 @@ def chunk_parts(chunks: list[dict[str, Any]]) -> dict[str, Any] | None:
     return _parts([joined] if joined else [], assembled, stop, {"usage": usage, "model": model})
 
 
-def _parts(texts: list[str], calls: list[tuple[str, str, dict[str, Any]]], stop: Any, body: dict[str, Any]) -> dict[str, Any]:
-    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+def _parts(
+    texts: list[str], calls: list[tuple[str, str, dict[str, Any]]], stop: Any, body: dict[str, Any]
+) -> dict[str, Any]:
+    usage = _obj(body.get("usage"))
     model = body.get("model")
     return {
         "texts": [t for t in texts if t],

@@ -125,7 +125,11 @@ class OpenCode:
             **ENVIRONMENT,
         }
         return HarnessPlan(
-            argv=argv, env=env, stdin=case_prompt(request, request.skill), home_files=home_files, skill_ref=request.skill
+            argv=argv,
+            env=env,
+            stdin=case_prompt(request, request.skill),
+            home_files=home_files,
+            skill_ref=request.skill,
         )
 
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
@@ -144,13 +148,18 @@ class OpenCode:
         return False
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (the stream is not trusted to be well formed)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _tool_part(out: ParsedStream, part: dict[str, Any]) -> None:
-    state = part.get("state") if isinstance(part.get("state"), dict) else {}
+    state = _obj(part.get("state"))
     call_id, status = str(part.get("callID", "")), state.get("status")
-    arguments = state.get("input") if isinstance(state.get("input"), dict) else {}
+    arguments = _obj(state.get("input"))
     out.events.append(ToolCallEvent(call_id=call_id, name=str(part.get("tool", "")), arguments=arguments))
     if status == "completed":
-        metadata = state.get("metadata") if isinstance(state.get("metadata"), dict) else {}
+        metadata = _obj(state.get("metadata"))
         code = metadata.get("exit")
         output = str(state.get("output", ""))
         out.events.append(
@@ -172,14 +181,13 @@ def read_opencode_json(lines: Iterable[str]) -> ParsedStream:
             continue
         if not isinstance(data, dict):
             continue
-        kind, part = data.get("type"), data.get("part")
-        part = part if isinstance(part, dict) else {}
+        kind, part = data.get("type"), _obj(data.get("part"))
         if kind == "tool_use":
             _tool_part(out, part)
         elif kind == "text" and str(part.get("text", "")).strip():
             out.events.append(AssistantEvent(text=str(part["text"])))
         elif kind == "step_finish":
-            tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
+            tokens = _obj(part.get("tokens"))
             prompt += int(tokens.get("input") or 0)
             completion += int(tokens.get("output") or 0)
             steps += 1

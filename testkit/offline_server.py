@@ -18,8 +18,9 @@ As a process: ``python -m testkit.offline_server --port 8080 --scenario demo --r
 ``--calibrated-judge`` adds the rules that judge skill-eval's calibration trajectories, so a
 run against it passes judge calibration honestly (what ``make demo`` does in-process).
 
-Protocols: ``/v1/chat/completions`` (OpenAI, JSON or server-sent events), ``/v1/messages`` and ``/v1/messages/count_tokens``
-(Anthropic, JSON or server-sent events: :mod:`testkit.anthropic_api`), ``/v1/responses`` (the
+Protocols: ``/v1/chat/completions`` (OpenAI, JSON or server-sent events: what OpenCode
+speaks), ``/v1/messages`` and ``/v1/messages/count_tokens`` (Anthropic, JSON or server-sent
+events: :mod:`testkit.anthropic_api`), ``/v1/responses`` (the
 OpenAI Responses API Codex speaks: :mod:`testkit.responses_api`); query strings such as
 ``?beta=true`` are ignored. The same scenario, latency, 429 and fault controls drive all three.
 

@@ -26,9 +26,9 @@ from engine.redis_server import RedisServer
 from harnesses.base import PLACEHOLDER_KEY
 from harnesses.claude_code import ClaudeCode
 from harnesses.codex import Codex
-from harnesses.opencode import OpenCode
 from harnesses.crosscheck import cross_check
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord
+from harnesses.opencode import OpenCode
 from harnesses.stream_json import read_stream_json
 from schemas.corpus import EvalCase
 from schemas.model_config import ModelLimits

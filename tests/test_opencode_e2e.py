@@ -59,7 +59,9 @@ def bash_ran(marker: str) -> dict[str, str]:
 
 
 GREET = [
-    case(1, "Greet one: greet the world.", ["The agent runs echo hello-world in the shell", {"kind": "skill_activated"}]),
+    case(
+        1, "Greet one: greet the world.", ["The agent runs echo hello-world in the shell", {"kind": "skill_activated"}]
+    ),
     case(2, "Greet two: greet the moon.", ["The agent runs echo hello-moon in the shell"]),
 ]
 RULES = [
