@@ -70,11 +70,11 @@ def _gone(needle: str, within_s: float = 15.0) -> list[str]:
 
 
 HARNESSES = {
-    "claude-code": (ClaudeCode, MODEL, "Bash", {}),
-    "codex": (Codex, "openai/gpt-5-codex", "shell", {}),
-    # OpenCode's bash tool returns when every holder of the command's output has closed it,
-    # or at the call's timeout: the probe's stragglers hold it, so the model asks for a short one.
-    "opencode": (OpenCode, "openai/gpt-5", "bash", {"timeout": 15000}),
+    "claude-code": (ClaudeCode, MODEL, "Bash", "{}"),
+    "codex": (Codex, "openai/gpt-5-codex", "shell", "{}"),
+    # OpenCode's bash tool returns only when every holder of the command's output has closed
+    # it: the probe's stragglers write elsewhere (they must still die with the shard).
+    "opencode": (OpenCode, "openai/gpt-5", "bash", "{} > /tmp/probe.out 2>&1 < /dev/null; cat /tmp/probe.out"),
 }
 
 
@@ -82,13 +82,13 @@ HARNESSES = {
 def escape_run(
     request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Trajectory, dict[str, str], OfflineModelServer, str, Path]]:
-    adapter, model, tool, extra = HARNESSES[request.param]
+    adapter, model, tool, wrap = HARNESSES[request.param]
     real_key = "sk-real-" + secrets.token_hex(16)
     monkeypatch.setenv("SKILL_EVAL_ESCAPE_KEY", real_key)
     with OfflineModelServer({}) as server:
-        probe = f"python3 /tmp/probe.py {server.port} {redis_server.port}"
+        probe = wrap.format(f"python3 /tmp/probe.py {server.port} {redis_server.port}")
         command = f"cat > /tmp/probe.py <<'PROBE'\n{PROBE}\nPROBE\n{probe}"
-        call = {"tool_calls": [{"name": tool, "arguments": {"command": command, "description": "probe", **extra}}]}
+        call = {"tool_calls": [{"name": tool, "arguments": {"command": command, "description": "probe"}}]}
         server.set_scenario({"rules": [{"contains": "Probe the sandbox", "replies": [call, {"text": "done"}]}]})
         limits = ModelLimits(name=model, api_base=server.base_url, api_key_env="SKILL_EVAL_ESCAPE_KEY")
         workspace = tmp_path / "ws"
