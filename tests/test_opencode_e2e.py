@@ -12,7 +12,10 @@ conversation never reach the trajectory.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -196,3 +199,24 @@ def test_an_opencode_agent_gets_no_other_model_no_provider_service_and_no_forged
     assert run["state"] == "graded" and [v["passed"] for v in run["verdicts"]] == [False]
     assert run["rejected_calls"] == [] and len(run["proposed_calls"]) == 2
     assert [r.split(":")[0] for r in run["refused_requests"]] == ["MODEL_NOT_ALLOWED", "BODY_FIELD_REFUSED"]
+
+
+def test_make_demo_opencode_runs_the_commit_message_skill_with_the_real_binary_and_ends_with_its_verdict(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log"), "SKILL_EVAL_STORE": str(tmp_path / "store")}
+    done = subprocess.run(
+        [sys.executable, "-m", "producer.demo", "--executor", "opencode", "--out", str(tmp_path / "reports")],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "verdict: PASS"
+    [corpus] = [line for line in lines if line.startswith("skill: ")]
+    # Case 1 follows the skill (loaded through OpenCode's skill tool); case 2 skips it on purpose.
+    assert corpus.startswith("skill: commit-message") and "4/6" in corpus and corpus.endswith("  PASS"), corpus
+    assert "--model openai/gpt-5" in done.stdout and "--executor opencode" in done.stdout
