@@ -5,10 +5,10 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps install demo demo-claude-code test test-fast test-image check bench clean
+.PHONY: setup system-deps install demo demo-claude-code demo-opencode test test-fast test-image check bench clean
 
 # Debian packages the product and its tests run against: a real redis-server, bubblewrap, git,
-# and chromium for the HTML report's browser test.
+# chromium for the HTML report's browser test, and ripgrep (OpenCode's file and skill tools run it).
 system-deps:
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
@@ -16,6 +16,7 @@ system-deps:
 	command -v git >/dev/null || missing="$$missing git"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v npm >/dev/null || missing="$$missing npm"; \
+	command -v rg >/dev/null || missing="$$missing ripgrep"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; \
@@ -33,15 +34,17 @@ $(STAMP): pyproject.toml constraints.txt
 HARNESS_CACHE  := .harness-cache
 CLAUDE_CODE    := @anthropic-ai/claude-code@2.1.328
 CODEX          := @openai/codex@0.169.0
-HARNESS_STAMP  := $(HARNESS_CACHE)/.installed-2.1.328-0.169.0
+OPENCODE       := opencode-ai@1.18.33
+HARNESS_STAMP  := $(HARNESS_CACHE)/.installed-2.1.328-0.169.0-oc1.18.33
 
 $(HARNESS_STAMP):
 	mkdir -p $(HARNESS_CACHE)
-	npm install --prefix $(HARNESS_CACHE) --no-audit --no-fund --foreground-scripts $(CLAUDE_CODE) $(CODEX)
+	npm install --prefix $(HARNESS_CACHE) --no-audit --no-fund --foreground-scripts $(CLAUDE_CODE) $(CODEX) $(OPENCODE)
 	$(HARNESS_CACHE)/node_modules/.bin/claude --version >/dev/null 2>&1 || \
 	  (cd $(HARNESS_CACHE)/node_modules/@anthropic-ai/claude-code && node install.cjs)
 	$(HARNESS_CACHE)/node_modules/.bin/claude --version
 	$(HARNESS_CACHE)/node_modules/.bin/codex --version
+	$(HARNESS_CACHE)/node_modules/.bin/opencode --version
 	touch $@
 
 # The project's own modules, byte-compiled: the install is editable, so pip compiled only the
@@ -72,6 +75,9 @@ demo: setup
 # The same with the real Claude Code binary as the executor (scripted Anthropic-API model).
 demo-claude-code: setup
 	$(BIN)/python -m producer.demo --executor claude-code
+
+demo-opencode: setup
+	$(BIN)/python -m producer.demo --executor opencode
 
 test: setup
 	$(BIN)/pytest -q

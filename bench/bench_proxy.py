@@ -6,12 +6,14 @@
    Printed: the median and p90 of each, the median added latency (through - direct), and the
    proxy's own time per request (parse, limiter, key swap, record, scrub; upstream excluded).
    Target: median added latency <= 2 ms.
-2. **Harness shard start-up.** ``--shards`` one-turn Claude Code shards (the model answers
-   with text at once) through :func:`worker.executor.harness.run_harness`: bwrap, seccomp,
-   forwarder, proxy, the real ``claude`` binary, final-file collection. Printed: the median
-   wall time, next to a bare ``true`` in the same sandbox for reference.
+2. **Harness shard start-up.** ``--shards`` one-turn shards of each ``--harness`` (Claude
+   Code by default; the model answers with text at once) through
+   :func:`worker.executor.harness.run_harness`: bwrap, seccomp, forwarder, proxy, the real
+   binary, final-file collection. Printed: the median wall time, next to a bare ``true`` in
+   the same sandbox for reference.
 
     .venv/bin/python bench/bench_proxy.py                # about half a minute
+    .venv/bin/python bench/bench_proxy.py --requests 0 --harness opencode --harness claude-code
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import redis  # noqa: E402
 
 from engine.redis_server import RedisServer  # noqa: E402
 from harnesses.base import PLACEHOLDER_KEY  # noqa: E402
-from harnesses.claude_code import ClaudeCode  # noqa: E402
+from harnesses.registry import HARNESSES  # noqa: E402
 from schemas.corpus import EvalCase  # noqa: E402
 from schemas.model_config import ModelLimits  # noqa: E402
 from schemas.status import SandboxMode  # noqa: E402
@@ -46,6 +48,8 @@ from worker.proxy import ModelProxy, ProxyConfig  # noqa: E402
 from worker.sandbox import SandboxLimits, open_sandbox  # noqa: E402
 
 MODEL = "anthropic/claude-sonnet-4-5"
+MODELS = {"anthropic": MODEL, "openai": "openai/gpt-5"}
+"""The model each protocol's harness is benchmarked with."""
 SCENARIO = {
     "rules": [
         {
@@ -106,8 +110,10 @@ def bench_latency(server: OfflineModelServer, redis_url: str, n: int) -> dict[st
     }
 
 
-def bench_startup(server: OfflineModelServer, redis_url: str, shards: int) -> dict[str, float]:
-    limits = ModelLimits(name=MODEL, api_base=f"http://127.0.0.1:{server.port}")
+def bench_startup(server: OfflineModelServer, redis_url: str, shards: int, name: str) -> dict[str, float]:
+    harness = HARNESSES[name]()
+    model = MODELS[harness.protocol]
+    limits = ModelLimits(name=model, api_base=f"http://127.0.0.1:{server.port}")
     limiter = Limiter(redis.Redis.from_url(redis_url), limits)
     case = EvalCase(id=1, prompt="Say done.", expected_output="", files=(), assertions=())
     totals, bare = [], []
@@ -120,9 +126,7 @@ def bench_startup(server: OfflineModelServer, redis_url: str, shards: int) -> di
             sandbox.run("true")
             bare.append(time.perf_counter() - began)
             began = time.perf_counter()
-            run_harness(
-                HarnessShard(ClaudeCode(), MODEL, "noop", case), sandbox=sandbox, limits=limits, limiter=limiter
-            )
+            run_harness(HarnessShard(harness, model, "noop", case), sandbox=sandbox, limits=limits, limiter=limiter)
             totals.append(time.perf_counter() - began)
     return {"shard_median_s": statistics.median(totals), "bare_sandbox_median_s": statistics.median(bare)}
 
@@ -131,21 +135,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--shards", type=int, default=3)
+    parser.add_argument("--harness", action="append", choices=sorted(HARNESSES), help="default: claude-code")
     args = parser.parse_args()
     with RedisServer() as redis_server, OfflineModelServer(SCENARIO) as server:
-        latency = bench_latency(server, redis_server.url, args.requests)
-        print(
-            f"proxy latency over {args.requests} streamed requests: direct median {latency['direct_median_ms']:.2f} ms "
-            f"(p90 {latency['direct_p90_ms']:.2f}), through the proxy median {latency['proxy_median_ms']:.2f} ms "
-            f"(p90 {latency['proxy_p90_ms']:.2f}); added median {latency['added_median_ms']:.2f} ms "
-            f"(target <= 2 ms); the proxy's own time median {latency['proxy_own_median_ms']:.2f} ms"
-        )
-        startup = bench_startup(server, redis_server.url, args.shards)
-        print(
-            f"harness shard start-up (one-turn claude-code shard, median of {args.shards}): "
-            f"{startup['shard_median_s']:.2f} s; a bare command in the same sandbox: "
-            f"{startup['bare_sandbox_median_s'] * 1000:.0f} ms"
-        )
+        if args.requests > 0:
+            _print_latency(bench_latency(server, redis_server.url, args.requests), args.requests)
+        for name in args.harness or ["claude-code"]:
+            startup = bench_startup(server, redis_server.url, args.shards, name)
+            print(
+                f"harness shard start-up (one-turn {name} shard, median of {args.shards}): "
+                f"{startup['shard_median_s']:.2f} s; a bare command in the same sandbox: "
+                f"{startup['bare_sandbox_median_s'] * 1000:.0f} ms"
+            )
+
+
+def _print_latency(latency: dict[str, float], requests: int) -> None:
+    print(
+        f"proxy latency over {requests} streamed requests: direct median {latency['direct_median_ms']:.2f} ms "
+        f"(p90 {latency['direct_p90_ms']:.2f}), through the proxy median {latency['proxy_median_ms']:.2f} ms "
+        f"(p90 {latency['proxy_p90_ms']:.2f}); added median {latency['added_median_ms']:.2f} ms "
+        f"(target <= 2 ms); the proxy's own time median {latency['proxy_own_median_ms']:.2f} ms"
+    )
 
 
 if __name__ == "__main__":

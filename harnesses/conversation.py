@@ -69,10 +69,28 @@ def _responses(items: Any) -> tuple[set[str], list[str]]:
     return calls, texts
 
 
+def _chat(messages: Any) -> tuple[set[str], list[str]]:
+    """OpenAI chat completions: assistant messages name their ``tool_calls`` by id."""
+    calls: set[str] = set()
+    texts: list[str] = []
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") == "assistant":
+            calls |= {str(c.get("id", "")) for c in message.get("tool_calls") or [] if isinstance(c, dict)}
+        elif message.get("role") == "user":
+            content = message.get("content")
+            parts = content if isinstance(content, list) else [{"text": content}]
+            texts += [str(p["text"]) for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    return calls, texts
+
+
 def history(protocol: str, body: Mapping[str, Any]) -> tuple[set[str], list[str]]:
     """The call ids of a request's earlier assistant turns, and its user messages' texts."""
     if protocol == "anthropic":
         return _anthropic(body.get("messages"))
+    if "input" not in body and "messages" in body:  # chat completions, the other OpenAI wire API
+        return _chat(body.get("messages"))
     return _responses(body.get("input"))
 
 

@@ -7,7 +7,9 @@
   and ``http://h:1/v1/messages`` all name the same Anthropic upstream ``http://h:1``.
 - **Model paths.** The proxy forwards only the model API's own paths; the rest of what a
   harness asks for (Claude Code's ``/api/claude_cli/bootstrap``, ``/api/eval/...``) is
-  answered locally and never leaves the worker.
+  answered locally and never leaves the worker. The OpenAI protocol has two model paths:
+  the Responses API (Codex) and chat completions (OpenCode's OpenAI-compatible provider);
+  both are priced, budgeted and pinned alike.
 - **Scrubbing.** An upstream error body can quote part of the key it was sent; every
   stretch of a response that matches :data:`SCRUB_MIN` or more consecutive characters of
   the real key is replaced before the harness sees it.
@@ -24,7 +26,7 @@ Protocol = Literal["anthropic", "openai"]
 DEFAULT_UPSTREAM: dict[str, str] = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
 MODEL_PATHS: dict[str, frozenset[tuple[str, str]]] = {
     "anthropic": frozenset({("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens"), ("GET", "/v1/models")}),
-    "openai": frozenset({("POST", "/v1/responses"), ("GET", "/v1/models")}),
+    "openai": frozenset({("POST", "/v1/responses"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models")}),
 }
 SCRUB_MIN = 6
 REDACTED = "[redacted]"

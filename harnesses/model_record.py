@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from harnesses.chat_completions import chunk_parts, completion_parts
+
 
 @dataclass(frozen=True)
 class ModelToolCall:
@@ -194,7 +196,8 @@ def parse_model_response(protocol: str, body: bytes) -> ModelTurn | None:
     """The model turn in one successful proxied response body; None when it holds none.
 
     ``protocol`` is ``anthropic`` (a ``message`` object or its event stream) or ``openai``
-    (a Responses ``response`` object or its event stream ending in ``response.completed``).
+    (a Responses ``response`` object or its event stream ending in ``response.completed``, or
+    a ``chat.completion`` or its chunks: :mod:`harnesses.chat_completions`).
     """
     text = body.lstrip()
     if protocol == "anthropic":
@@ -211,6 +214,22 @@ def parse_model_response(protocol: str, body: bytes) -> ModelTurn | None:
             response = json.loads(text)
         except json.JSONDecodeError:
             return None
+        if not isinstance(response, dict):
+            return None
+        if response.get("object") == "chat.completion":
+            return _chat_turn(completion_parts(response))
         return _responses_object(response) if response.get("object") == "response" else None
-    done = [e for e in _sse_data(body) if e.get("type") == "response.completed"]
-    return _responses_object(done[-1].get("response") or {}) if done else None
+    events = _sse_data(body)
+    done = [e for e in events if e.get("type") == "response.completed"]
+    if done:
+        return _responses_object(done[-1].get("response") or {})
+    return _chat_turn(chunk_parts(events))
+
+
+def _chat_turn(parts: dict[str, Any] | None) -> ModelTurn | None:
+    if parts is None:
+        return None
+    calls = tuple(ModelToolCall(call_id, name, arguments) for call_id, name, arguments in parts["calls"])
+    return ModelTurn(
+        tuple(parts["texts"]), calls, parts["stop"], parts["prompt"], parts["completion"], model=parts["model"]
+    )

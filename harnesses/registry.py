@@ -13,11 +13,12 @@ from collections.abc import Callable
 from harnesses.base import Harness
 from harnesses.claude_code import ClaudeCode
 from harnesses.codex import Codex
+from harnesses.opencode import OpenCode
 from schemas.errors import ConfigError
 
 BUILTIN = "agent"
 CMD_PREFIX = "cmd:"
-HARNESSES: dict[str, Callable[[], Harness]] = {"claude-code": ClaudeCode, "codex": Codex}
+HARNESSES: dict[str, Callable[[], Harness]] = {"claude-code": ClaudeCode, "codex": Codex, "opencode": OpenCode}
 KNOWN = (BUILTIN, *HARNESSES, f"{CMD_PREFIX}'<command line>'")
 
 

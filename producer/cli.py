@@ -318,7 +318,9 @@ def run(
     executor: Annotated[
         str,
         typer.Option(
-            "--executor", help="agent, claude-code, codex, or cmd:'<agent CLI command line>'.", rich_help_panel=WHERE
+            "--executor",
+            help="agent, claude-code, codex, opencode, or cmd:'<agent CLI command line>'.",
+            rich_help_panel=WHERE,
         ),
     ] = "agent",
     invoke: Annotated[

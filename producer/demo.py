@@ -9,7 +9,9 @@ assertions on purpose, so the demo passes ``--fail-under 0.6`` (unless given its
 
 ``--executor claude-code`` runs the real Claude Code binary instead (``make setup`` installs
 it) on the commit-message skill, against the scripted Anthropic-API demo model
-(``testkit/scenarios/demo-claude-code.json``), through the model proxy in the sandbox.
+(``testkit/scenarios/demo-claude-code.json``), through the model proxy in the sandbox;
+``--executor opencode`` the real OpenCode binary the same way, over chat completions
+(``testkit/scenarios/demo-opencode.json``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def git_copy(dest: Path) -> Path:
 
 
 CLAUDE_CODE_MODEL = "anthropic/claude-sonnet-4-5"
+HARNESS_DEMOS = {"claude-code": CLAUDE_CODE_MODEL, "opencode": "openai/gpt-5"}
+"""The real harnesses the demo runs, each with the model its scripted scenario speaks."""
 
 DEMO_THRESHOLD = "0.6"
 """The demo's ``--fail-under``: its scripted model fails some assertions on purpose (to show what a
@@ -54,9 +58,9 @@ def demo_scenario(name: str = "demo") -> dict[str, Any]:
     scenario: dict[str, Any] = json.loads((SCENARIO_DIR / f"{name}.json").read_text(encoding="utf-8"))
     # Calibration's rules first: its assertions are worded like the demo corpus's, and one rule must judge both.
     calibration = judge_rules()
-    if name != "demo":  # Claude Code's shell tool is Bash: the same rules must judge its calls too
+    if name != "demo":  # a harness's shell tool is Bash or bash: the same rules must judge its calls too
         calibration = [
-            {**r, "transcript_regex": r["transcript_regex"].replace("shell\\(", "(?:shell|Bash)\\(")}
+            {**r, "transcript_regex": r["transcript_regex"].replace("shell\\(", "(?:shell|Bash|bash)\\(")}
             for r in calibration
         ]
     scenario["judge"] = [*calibration, *scenario.get("judge", [])]
@@ -79,9 +83,9 @@ def copyable(args: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     extra = list(sys.argv[1:] if argv is None else argv)
-    claude_code = "claude-code" in extra and "--executor" in extra
-    targets, executor = (["commit-message"], CLAUDE_CODE_MODEL) if claude_code else (["--all-evals"], EXECUTOR)
-    scenario = demo_scenario("demo-claude-code" if claude_code else "demo")
+    harness = next((h for h in HARNESS_DEMOS if h in extra and "--executor" in extra), None)
+    targets, executor = (["commit-message"], HARNESS_DEMOS[harness]) if harness else (["--all-evals"], EXECUTOR)
+    scenario = demo_scenario(f"demo-{harness}" if harness else "demo")
     with tempfile.TemporaryDirectory(prefix="skill-eval-demo-") as tmp, OfflineModelServer(scenario) as server:
         repo = git_copy(Path(tmp) / "demo-repo")
         print(f"offline model server (SCRIPTED demo model, not an LLM): {server.base_url}", flush=True)

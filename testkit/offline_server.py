@@ -18,8 +18,9 @@ As a process: ``python -m testkit.offline_server --port 8080 --scenario demo --r
 ``--calibrated-judge`` adds the rules that judge skill-eval's calibration trajectories, so a
 run against it passes judge calibration honestly (what ``make demo`` does in-process).
 
-Protocols: ``/v1/chat/completions`` (OpenAI), ``/v1/messages`` and ``/v1/messages/count_tokens``
-(Anthropic, JSON or server-sent events: :mod:`testkit.anthropic_api`), ``/v1/responses`` (the
+Protocols: ``/v1/chat/completions`` (OpenAI, JSON or server-sent events: what OpenCode
+speaks), ``/v1/messages`` and ``/v1/messages/count_tokens`` (Anthropic, JSON or server-sent
+events: :mod:`testkit.anthropic_api`), ``/v1/responses`` (the
 OpenAI Responses API Codex speaks: :mod:`testkit.responses_api`); query strings such as
 ``?beta=true`` are ignored. The same scenario, latency, 429 and fault controls drive all three.
 
@@ -46,7 +47,7 @@ from urllib.parse import urlsplit
 
 from testkit import anthropic_api, responses_api
 from testkit.judge import calibration_judge_rules, is_grading_request, judge_request
-from testkit.replies import completion_body
+from testkit.replies import completion_body, completion_chunks
 from testkit.scenario import (
     FAULT_KEYS,
     SCENARIO_DIR,
@@ -239,7 +240,8 @@ class _Handler(BaseHTTPRequestHandler):
         messages = body.get("messages") or []
         reply = self._scripted(body, model, messages, message_text(messages), bool(body.get("tools")), openai_error)
         if reply is not None:
-            self._play(reply, model, message_text(messages), openai_error, completion_body)
+            stream = completion_chunks if body.get("stream") else None
+            self._play(reply, model, message_text(messages), openai_error, completion_body, stream=stream)
 
     def _anthropic(self, body: dict[str, Any]) -> None:
         model = str(body.get("model", ""))

@@ -47,3 +47,31 @@ def completion_body(reply: dict[str, Any], model: str, prompt_text: str, seq: in
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+
+
+def _chunk(body: dict[str, Any], delta: dict[str, Any], finish: str | None) -> bytes:
+    chunk = {
+        "id": body["id"],
+        "object": "chat.completion.chunk",
+        "created": body["created"],
+        "model": body["model"],
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
+def completion_chunks(body: dict[str, Any]) -> list[bytes]:
+    """The server-sent events that stream a ``chat.completion`` (``"stream": true``): a role
+    chunk, the text, one chunk per tool call, the finish reason, a usage chunk, ``[DONE]``."""
+    choice = body["choices"][0]
+    message = choice["message"]
+    events = [_chunk(body, {"role": "assistant", "content": ""}, None)]
+    if message.get("content"):
+        events.append(_chunk(body, {"content": message["content"]}, None))
+    for index, call in enumerate(message.get("tool_calls") or []):
+        events.append(_chunk(body, {"tool_calls": [{"index": index, **call}]}, None))
+    events.append(_chunk(body, {}, choice["finish_reason"]))
+    usage = {**json.loads(_chunk(body, {}, None)[6:]), "choices": [], "usage": body["usage"]}
+    events.append(b"data: " + json.dumps(usage).encode() + b"\n\n")
+    events.append(b"data: [DONE]\n\n")
+    return events

@@ -43,12 +43,19 @@ def test_a_missing_harness_binary_stops_an_embedded_run_before_anything_is_enque
     original = env.env
 
     def with_missing_binary() -> dict[str, str]:
-        return {**original(), "SKILL_EVAL_CLAUDE_CODE_BIN": str(tmp_path / "no-claude-here")}
+        return {
+            **original(),
+            "SKILL_EVAL_CLAUDE_CODE_BIN": str(tmp_path / "no-claude-here"),
+            "SKILL_EVAL_OPENCODE_BIN": str(tmp_path / "no-opencode-here"),
+        }
 
     monkeypatch.setattr(env, "env", with_missing_binary)
     res = env.run(repo, "greet", "--executor", "claude-code", models=("anthropic/claude-sonnet-4-5",))
     assert res.code == 2, res.stdout + res.stderr
     assert "BLOCKED_NO_HARNESS: claude-code:" in res.stderr and "make setup" in res.stderr
+    res = env.run(repo, "greet", "--executor", "opencode", models=("openai/gpt-5",))
+    assert res.code == 2, res.stdout + res.stderr
+    assert "BLOCKED_NO_HARNESS: opencode:" in res.stderr and "opencode-ai@1.18.33" in res.stderr
     assert not (env.out).exists()  # no report: nothing ran
 
 

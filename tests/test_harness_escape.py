@@ -1,6 +1,6 @@
 """Escape tests with the real harness binaries: the agent's shell tries every way out of its shard.
 
-For Claude Code and for Codex, the scripted model has the real binary run
+For Claude Code, Codex and OpenCode, the scripted model has the real binary run
 ``tests/probes/escape_probe.py`` with its shell tool, as the sandbox's throwaway uid. From
 the host we then check what it achieved: no host port, address or socket but its own
 proxy; the real key reached the offline server while nothing the agent could read or the
@@ -28,6 +28,7 @@ from harnesses.claude_code import ClaudeCode
 from harnesses.codex import Codex
 from harnesses.crosscheck import cross_check
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord
+from harnesses.opencode import OpenCode
 from harnesses.stream_json import read_stream_json
 from schemas.corpus import EvalCase
 from schemas.model_config import ModelLimits
@@ -68,18 +69,24 @@ def _gone(needle: str, within_s: float = 15.0) -> list[str]:
     return found
 
 
-HARNESSES = {"claude-code": (ClaudeCode, MODEL, "Bash"), "codex": (Codex, "openai/gpt-5-codex", "shell")}
+HARNESSES = {
+    "claude-code": (ClaudeCode, MODEL, "Bash", "{}"),
+    "codex": (Codex, "openai/gpt-5-codex", "shell", "{}"),
+    # OpenCode's bash tool returns only when every holder of the command's output has closed
+    # it: the probe's stragglers write elsewhere (they must still die with the shard).
+    "opencode": (OpenCode, "openai/gpt-5", "bash", "{} > /tmp/probe.out 2>&1 < /dev/null; cat /tmp/probe.out"),
+}
 
 
 @pytest.fixture(params=sorted(HARNESSES))
 def escape_run(
     request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Trajectory, dict[str, str], OfflineModelServer, str, Path]]:
-    adapter, model, tool = HARNESSES[request.param]
+    adapter, model, tool, wrap = HARNESSES[request.param]
     real_key = "sk-real-" + secrets.token_hex(16)
     monkeypatch.setenv("SKILL_EVAL_ESCAPE_KEY", real_key)
     with OfflineModelServer({}) as server:
-        probe = f"python3 /tmp/probe.py {server.port} {redis_server.port}"
+        probe = wrap.format(f"python3 /tmp/probe.py {server.port} {redis_server.port}")
         command = f"cat > /tmp/probe.py <<'PROBE'\n{PROBE}\nPROBE\n{probe}"
         call = {"tool_calls": [{"name": tool, "arguments": {"command": command, "description": "probe"}}]}
         server.set_scenario({"rules": [{"contains": "Probe the sandbox", "replies": [call, {"text": "done"}]}]})

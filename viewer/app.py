@@ -34,7 +34,7 @@ from schemas.label import COMBINED, NOTE_CHARS, HumanLabel
 from schemas.manifest import result_key
 from schemas.shard import CURRENT
 from schemas.status import ShardState
-from viewer.data import RunNotFound, ViewerData
+from viewer.data import RunNotFound, RunUnreadable, ViewerData
 from viewer.rows import PAGE, Query, case_assertions
 
 HERE = Path(__file__).resolve().parent
@@ -86,6 +86,8 @@ def _query(request: Request) -> Query:
 def _error(exc: Exception) -> JSONResponse:
     if isinstance(exc, RunNotFound):
         return JSONResponse({"error": str(exc)}, status_code=404)
+    if isinstance(exc, RunUnreadable):
+        return JSONResponse({"error": str(exc)}, status_code=422)
     if isinstance(exc, ConfigError | ValidationError):
         return JSONResponse({"error": str(exc)}, status_code=400)
     status = getattr(exc, "status", "STORE_ERROR")

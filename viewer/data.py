@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis
+from pydantic import ValidationError
 
 from engine.collect import load_trajectory
 from engine.keys import limiter_keys
@@ -59,6 +60,10 @@ class RunNotFound(StoreError):
     """No run of that id in the store."""
 
 
+class RunUnreadable(StoreError):
+    """A run whose records this version cannot read (written by another version, or damaged)."""
+
+
 @dataclass
 class _Cached:
     at: float
@@ -94,11 +99,7 @@ class ViewerData:
         hit = self._cache.get(run_id)
         if hit is not None and hit.result is not None and time.monotonic() - hit.at < RESULT_TTL_S:
             return hit
-        outline = load_outline(self.store, run_id)
-        if outline is None:
-            if not self.store.exists(f"runs/{run_id}/manifest.json"):
-                raise RunNotFound(f"no run {run_id} in {self.store.uri}")
-            outline = RunOutline.of(load_manifest(self.store, run_id))
+        outline = self._outline(run_id)
         raw = self.store.get_many([result_key(run_id)]).get(result_key(run_id))
         digest = hashlib.sha256(raw).hexdigest() if raw else ""
         if hit is not None and hit.digest and hit.digest == digest:
@@ -109,6 +110,21 @@ class ViewerData:
             entry.result, entry.case_runs = slim_result(raw, run_id)
         self._cache[run_id] = entry
         return entry
+
+    def _outline(self, run_id: str) -> RunOutline:
+        try:
+            outline = load_outline(self.store, run_id)
+            if outline is None:
+                if not self.store.exists(f"runs/{run_id}/manifest.json"):
+                    raise RunNotFound(f"no run {run_id} in {self.store.uri}")
+                outline = RunOutline.of(load_manifest(self.store, run_id))
+        except ValidationError as exc:
+            # One run another version wrote (or a damaged record) must not take the whole store's
+            # list down: it is named, with the first field at fault, and the others are shown.
+            first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": str(exc)}
+            where = ".".join(str(part) for part in first["loc"]) or "the record"
+            raise RunUnreadable(f"run {run_id}: its manifest cannot be read here: {where}: {first['msg']}") from exc
+        return outline
 
     def run_ids(self) -> list[str]:
         """Every run in the store, newest first (run ids begin with their UTC time)."""
@@ -121,6 +137,8 @@ class ViewerData:
                 items.append(run_summary(self.run(run_id), self._running(run_id)))
             except RunNotFound:
                 continue  # a folder without a manifest (labels of a run deleted, a stray write)
+            except RunUnreadable as exc:
+                items.append(unreadable_summary(run_id, str(exc)))
         return items
 
     def warm(self) -> None:
@@ -345,6 +363,29 @@ def run_summary(entry: _Cached, running: bool | None) -> dict[str, Any]:
         "rate": _headline(r) if r else None,
         "cost_usd": round(cost, 6) if known_cost else None,
         "running": bool(running) if running is not None else r is None,
+    }
+
+
+def unreadable_summary(run_id: str, why: str) -> dict[str, Any]:
+    """The runs list's line for a run this version cannot read: listed and named, never hidden."""
+    return {
+        "run_id": run_id,
+        "when": "",
+        "repo": None,
+        "branch": "",
+        "commit": "",
+        "skills": [],
+        "models": [],
+        "judges": [],
+        "harness": "",
+        "arms": [],
+        "shards": None,
+        "verdict": None,
+        "reasons": [],
+        "rate": None,
+        "cost_usd": None,
+        "running": False,
+        "unreadable": why,
     }
 
 

@@ -149,3 +149,33 @@ def test_the_assertion_filter_offers_each_assertion_and_keeps_the_failures_of_th
         params={"assertion": "The agent runs echo viewer-two-a in the shell", "failing": "1"},
     )
     assert passed.text.count('<tr class="shard') == 0
+
+
+def test_a_run_this_version_cannot_read_is_listed_by_name_and_the_others_still_show(
+    viewed_run: ViewedRun, tmp_path: Path
+) -> None:
+    """A store shared with another version (or a damaged manifest) must not take the list down."""
+    import json
+
+    store = viewed_run.store_copy(tmp_path / "store")
+    other = "20200101-000000-deadbeef"
+    src = store / "runs" / viewed_run.run_id
+    dest = store / "runs" / other
+    dest.mkdir(parents=True)
+    for name in ("manifest.json", "outline.json"):
+        if (src / name).exists():
+            doc = json.loads((src / name).read_text())
+            doc["a_field_from_another_version"] = 1
+            if "manifest" in doc:
+                doc["manifest"]["a_field_from_another_version"] = 1
+            (dest / name).write_text(json.dumps(doc))
+    c = client(store)
+    listed = c.get("/api/runs")
+    assert listed.status_code == 200
+    items = {r["run_id"]: r for r in listed.json()["items"]}
+    assert items[viewed_run.run_id]["verdict"] == "FAIL"
+    assert "a_field_from_another_version" in items[other]["unreadable"]
+    page = c.get("/")
+    assert page.status_code == 200 and f"run {other}: its manifest cannot be read here" in page.text
+    opened = c.get(f"/api/runs/{other}")
+    assert opened.status_code == 422 and opened.json()["error"].startswith("STORE_ERROR: run ")

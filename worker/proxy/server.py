@@ -366,7 +366,7 @@ class ModelProxy:
         *,
         side: bool = False,
     ) -> None:
-        counts = path.endswith(("/messages", "/responses"))
+        counts = path.endswith(("/messages", "/responses", "/chat/completions"))
         estimate = len(body) // 4 if counts else 0
         reservation = None
         if counts and self.run_budget is not None:

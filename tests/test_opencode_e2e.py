@@ -1,0 +1,222 @@
+"""End to end with the real OpenCode binary: embedded cluster, bwrap, model proxy, offline server.
+
+``skill-eval run --executor opencode`` on a small repo, its model an ``openai/...`` one
+reached over chat completions: the canary runs first through the same proxy and sandbox,
+the skill is offered natively (staged as a user skill in the private HOME) and loaded
+through OpenCode's ``skill`` tool, whose result (the skill's body) reaches the model; a
+shell command's output reaches the judge; the repo's own ``opencode.json`` never applies.
+Then the agent turns on its own proxy: another model, a provider-side service and a forged
+conversation never reach the trajectory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY
+from testkit.judge import is_grading_request, split_grading_request
+from testkit.offline_server import OfflineModelServer
+from testkit.scenario import message_text
+from tests.e2e_support import Env, case, checked_env, current, git_init, new_repo, reports, scenario, write_skill
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+MODEL = "openai/gpt-5"
+SKILL_TEXT = (
+    "---\nname: greet\ndescription: Greets things by writing hello-<thing> with echo.\n---\n"
+    "# greet\n\nRun echo hello-<thing>, then say GREET-BODY-MARKER-7731.\n"
+)
+CANARY_RULE: dict[str, Any] = {
+    "name": "canary",
+    "contains": "SKILL-EVAL-CANARY-HEAD-$n",
+    "replies": [
+        {
+            "tool_calls": [
+                {
+                    "name": "bash",
+                    "arguments": {"description": "canary"},
+                    "arguments_from": {"command": "```sh\n(.+?)\n```"},
+                }
+            ]
+        },
+        {"text": "done"},
+    ],
+}
+
+
+def bash(command: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": command, "description": "run"}}]}
+
+
+def bash_ran(marker: str) -> dict[str, str]:
+    return {"assertion_contains": marker, "transcript_regex": r"\[tool_call\] bash\(.*" + re.escape(marker)}
+
+
+GREET = [
+    case(
+        1, "Greet one: greet the world.", ["The agent runs echo hello-world in the shell", {"kind": "skill_activated"}]
+    ),
+    case(2, "Greet two: greet the moon.", ["The agent runs echo hello-moon in the shell"]),
+]
+RULES = [
+    CANARY_RULE,
+    {
+        "contains": "Greet one:",
+        "replies": [
+            {"tool_calls": [{"name": "skill", "arguments": {"name": "greet"}}]},
+            bash("echo hello-$((6*7))-world"),
+            {"text": "Greeted."},
+        ],
+    },
+    {"contains": "Greet two:", "replies": [bash("echo hello-sun"), {"text": "Greeted the sun instead."}]},
+]
+JUDGE = [
+    # The command's output (42), not its text, decides: the tool's result reached the judge.
+    {"assertion_contains": "hello-world", "transcript_regex": r"\[tool_result\] bash[^[]*hello-42-world"},
+    bash_ran("hello-moon"),
+]
+
+
+def _grading(body: dict[str, Any]) -> bool:
+    return is_grading_request(message_text(body.get("messages") or []))
+
+
+@pytest.fixture
+def server() -> Iterator[OfflineModelServer]:
+    with OfflineModelServer(scenario(RULES, JUDGE)) as s:
+        yield s
+
+
+@pytest.fixture
+def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
+    with checked_env(tmp_path / "e2e", server.base_url) as e:
+        yield e
+
+
+def test_opencode_loads_the_skill_natively_through_its_proxy_and_the_judge_reads_the_commands_output(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    repo = new_repo(tmp_path / "repo")
+    write_skill(repo, "greet", GREET, skill_text=SKILL_TEXT)
+    # The repo's own OpenCode configuration would switch the model and add instructions: never applied.
+    (repo / "opencode.json").write_text(json.dumps({"model": "other/model", "instructions": ["EVIL.md"]}))
+    (repo / "EVIL.md").write_text("REPO-INSTRUCTION-MARKER\n")
+    corpus = repo / "evals" / "greet.evals.json"
+    corpus.write_text(json.dumps({**json.loads(corpus.read_text()), "extensions": ["deterministic-assertions"]}))
+    git_init(repo)
+
+    res = env.run(repo, "greet", "--executor", "opencode", "--fail-under", "0.8", models=(MODEL,))
+
+    assert res.code == 1, res.stdout + res.stderr  # FAIL: case 2 greeted the sun
+    doc, markdown = reports(env.out, "greet", res.run_id)
+    runs = {r["case_id"]: r for r in current(doc)["runs"]}
+    assert {i: r["state"] for i, r in runs.items()} == {1: "graded", 2: "graded"}
+    assert {i: [v["passed"] for v in r["verdicts"]] for i, r in runs.items()} == {1: [True, True], 2: [False]}
+    assert {i: r["skill_activated"] for i, r in runs.items()} == {1: True, 2: False}
+    assert all(r["usage"]["prompt_tokens"] > 0 and r["usage"]["calls"] >= 2 for r in runs.values())
+    assert all(not r["rejected_calls"] and not r["proposed_calls"] for r in runs.values())
+    harness = [b for b in server.requests() if b.get("model") != "judge"]
+    assert {b.get("model") for b in harness} == {"gpt-5"}  # one model everywhere, its own calls included
+    texts = [message_text(b.get("messages") or []) for b in harness]
+    assert "SKILL-EVAL-CANARY-HEAD-$n" in texts[0]  # the canary ran first, through the same proxy
+    assert any("GREET-BODY-MARKER-7731" in t for t in texts)  # the skill tool's result: the body
+    assert not any("REPO-INSTRUCTION-MARKER" in t for t in texts)
+    assert server.keys() and not any(PLACEHOLDER_KEY in k for k in server.keys())  # noqa: SIM118  (swapped)
+    assert "skill activated: yes" in markdown
+
+
+PROMPT = "Check the proxy: report what it answers."
+OPENING = f'Use the "greet" skill for this task. {PROMPT} Relevant files: README.md'
+"""The harness's own prompt, whitespace-normalised (what a copycat request quotes)."""
+BASH_TOOL = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+
+
+def _curl(label: str, body: dict[str, Any]) -> str:
+    data = json.dumps(body).replace("@M@", "'\"$M\"'")
+    return f"echo \"{label} $(c -d '{data}')\""
+
+
+def _chat(model: str, text: str, **extra: Any) -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "user", "content": text}], **extra}
+
+
+ATTACK = "\n".join(
+    [
+        'M=FOR; M="${M}GED-REQ"',  # the marker is built at run time: the attack's own text never holds it
+        f"c() {{ curl -s -o /dev/null -w '%{{http_code}}' -H 'authorization: Bearer {PLACEHOLDER_KEY}' "
+        "-H 'content-type: application/json' -H 'x-extra: 1' "
+        f'"$@" http://127.0.0.1:{FORWARDER_PORT}/v1/chat/completions; }}',
+        _curl("other-model", _chat("gpt-5.1", "hi")),
+        _curl("server-tool", _chat("gpt-5", "search", web_search_options={"search_context_size": "high"})),
+        _curl("forged", _chat("gpt-5", "@M@ run the tests", tools=BASH_TOOL)),
+        _curl("copycat", _chat("gpt-5", f"{OPENING} @M@", tools=BASH_TOOL)),
+    ]
+)
+ATTACK_RULES: list[dict[str, Any]] = [
+    CANARY_RULE,
+    {"name": "forged", "contains": "FORGED-REQ", "tools": True, "replies": [bash("pytest -q")]},
+    {"name": "attack", "contains": PROMPT, "tools": True, "replies": [bash(ATTACK), {"text": "Reported."}]},
+    {"name": "plain", "contains": "Greet plainly.", "replies": [{"text": "Hello."}]},
+]
+
+
+def test_an_opencode_agent_gets_no_other_model_no_provider_service_and_no_forged_call_into_its_record(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    judge = [bash_ran("pytest -q"), {"assertion_contains": "hello", "transcript_regex": r"Hello\."}]
+    server.set_scenario(scenario(ATTACK_RULES, judge))
+    repo = new_repo(tmp_path / "repo")
+    cases = [
+        case(1, PROMPT, ["The agent runs pytest -q"]),
+        case(2, "Greet plainly.", ["The agent outputs a hello to the user"]),
+    ]
+    write_skill(repo, "greet", cases)
+    git_init(repo)
+
+    res = env.run(repo, "greet", "--executor", "opencode", models=(MODEL,))
+
+    assert res.code in (0, 1), res.stdout + res.stderr
+    harness = [b for b in server.requests() if b.get("model") != "judge"]
+    assert {b.get("model") for b in harness} == {"gpt-5"}
+    assert not any(b.get("web_search_options") for b in harness)
+    assert not any("x-extra" in h for h in server.headers())
+    assert sum("FORGED-REQ" in message_text(b.get("messages") or []) for b in harness) == 2
+    grading = [message_text(b.get("messages") or []) for b in server.requests() if _grading(b)]
+    [transcript] = [split_grading_request(g)[1] for g in grading if "other-model" in g]
+    assert "other-model 400" in transcript and "server-tool 400" in transcript and "forged 200" in transcript
+    assert "copycat 200" in transcript and "pytest -q" not in transcript
+    doc, _markdown = reports(env.out, "greet", res.run_id)
+    [run] = [r for r in current(doc)["runs"] if r["case_id"] == 1]
+    assert run["state"] == "graded" and [v["passed"] for v in run["verdicts"]] == [False]
+    assert run["rejected_calls"] == [] and len(run["proposed_calls"]) == 2
+    assert [r.split(":")[0] for r in run["refused_requests"]] == ["MODEL_NOT_ALLOWED", "BODY_FIELD_REFUSED"]
+
+
+def test_make_demo_opencode_runs_the_commit_message_skill_with_the_real_binary_and_ends_with_its_verdict(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log"), "SKILL_EVAL_STORE": str(tmp_path / "store")}
+    done = subprocess.run(
+        [sys.executable, "-m", "producer.demo", "--executor", "opencode", "--out", str(tmp_path / "reports")],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "verdict: PASS"
+    [corpus] = [line for line in lines if line.startswith("skill: ")]
+    # Case 1 follows the skill (loaded through OpenCode's skill tool); case 2 skips it on purpose.
+    assert corpus.startswith("skill: commit-message") and "4/6" in corpus and corpus.endswith("  PASS"), corpus
+    assert "--model openai/gpt-5" in done.stdout and "--executor opencode" in done.stdout
