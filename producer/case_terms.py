@@ -10,8 +10,11 @@ HONOURS = {
     "agent": frozenset({"mocks", "allowed_tools", "max_turns", "timeout_s", "scaffold_script"}),
     "claude-code": frozenset({"mocks", "allowed_tools", "max_turns", "timeout_s"}),
     "codex": frozenset({"max_turns", "timeout_s"}),
+    "opencode": frozenset({"max_turns", "timeout_s"}),
 }
-"""Executor -> the case terms it applies (a ``cmd:`` executor applies none)."""
+"""Executor -> the case terms it applies (a ``cmd:`` executor applies none). Every harness applies
+``max_turns`` (its proxy's turn cap) and ``timeout_s`` (its wall clock); mocks and allowed tools
+need the harness's own flags."""
 
 
 def check_case_terms(plan: RunPlan, executor: str) -> None:

@@ -17,11 +17,13 @@ from engine.snapshot import snapshot_repo
 from engine.store import LocalStore
 from harnesses.base import MOCK_FILE, MOCK_SERVER, HarnessRequest, Invoke
 from harnesses.claude_code import ClaudeCode
-from producer.case_terms import check_case_terms
+from harnesses.registry import HARNESSES
+from producer.case_terms import HONOURS, check_case_terms
 from producer.repo import Repo
 from reducer.plugin_score import below_threshold, suite_scores
 from reducer.scoring import composite
 from reducer.threshold import case_threshold_label, with_verdicts
+from schemas.corpus import Corpus, EvalCase
 from schemas.errors import BadCorpus
 from schemas.mocks import answer
 from schemas.report import CaseRun, SkillResult
@@ -280,6 +282,16 @@ def test_an_executor_that_cannot_honour_a_cases_terms_is_refused_by_name(plugin_
         check_case_terms(plan, "codex")
     with pytest.raises(BadCorpus, match=r"evals\[0\]\.mocks: the cmd:my-agent executor"):
         check_case_terms(plan, "cmd:my-agent")
+    with pytest.raises(BadCorpus, match=r"evals\[0\]\.mocks: the opencode executor does not apply"):
+        check_case_terms(plan, "opencode")
+    assert set(HARNESSES) <= set(HONOURS)  # every harness says which terms it applies
+
+
+def test_every_harness_applies_a_cases_turn_limit_and_timeout() -> None:
+    case = EvalCase(id=1, prompt="p", expected_output="-", files=(), assertions=("x",), max_turns=3, timeout_s=30)
+    bundle = SkillBundle.model_construct(corpus_file="evals/s.evals.json", corpus=Corpus.model_construct(evals=[case]))
+    for executor in ("agent", *HARNESSES):
+        check_case_terms(RunPlan.model_construct(bundles=[bundle]), executor)
 
 
 def test_a_dry_run_refuses_an_executor_that_cannot_apply_the_mocks(plugin_repo: Path) -> None:
