@@ -185,6 +185,18 @@ def test_the_image_build_context_holds_every_deploy_script_the_dockerfile_copies
         assert f"!{path}" in allowed, f"{path} is copied but left out of the build context"
 
 
+def test_the_image_build_context_holds_every_package_the_dockerfile_copies_and_the_project_ships() -> None:
+    """A package the command imports but the context leaves out fails only at ``docker build``."""
+    copied = re.findall(r"^COPY (\S+) /src/\S*$", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
+    allowed = (ROOT / ".dockerignore").read_text().splitlines()
+    for path in copied:
+        assert f"!{path}" in allowed or f"!{path}/" in allowed, f"{path} is copied but left out of the build context"
+    shipped = re.search(r"include = \[([^\]]*)\]", (ROOT / "pyproject.toml").read_text())
+    assert shipped is not None
+    for package in re.findall(r'"(\w+)\*"', shipped.group(1)):
+        assert package in copied, f"{package} ships in the distribution but the Dockerfile does not copy it"
+
+
 def test_the_image_test_runs_the_executor_with_the_same_capabilities() -> None:
     assert set(EXECUTOR_CAPABILITIES) == BWRAP_CAPS
     assert SANDBOX_PRIVILEGES[SANDBOX_PRIVILEGES.index("--cap-drop") + 1] == "ALL"
