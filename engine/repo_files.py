@@ -34,21 +34,35 @@ def resolve_inside(root: Path, rel: str) -> Path | None:
     return real
 
 
+class UnreadableFile(ValueError):
+    """Why :func:`read_regular` refused a file; callers name it with their own status."""
+
+
+def read_regular(real: Path, max_bytes: int) -> bytes:
+    """The bytes of the regular file at ``real`` (opened without following a link, never
+    blocking on a FIFO), at most ``max_bytes``; ``UnreadableFile`` says why otherwise."""
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise UnreadableFile(f"cannot be read: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise UnreadableFile("is not a regular file")
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise UnreadableFile(f"is larger than {max_bytes} bytes")
+    return data
+
+
 def read_inside(root: Path, rel: str, *, max_bytes: int = MAX_SKILL_FILE_BYTES) -> str | None:
     """The text of the regular file ``root/rel`` (see :func:`resolve_inside`), or None when absent."""
     real = resolve_inside(root, rel)
     if real is None:
         return None
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        raise BadRepo(rel, f"cannot be read: {exc.strerror}") from exc
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise BadRepo(rel, "is not a regular file")
-        data = f.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise BadRepo(rel, f"is larger than {max_bytes} bytes")
+        data = read_regular(real, max_bytes)
+    except UnreadableFile as exc:
+        raise BadRepo(rel, str(exc)) from None
     return data.decode("utf-8", errors="replace")
 
 

@@ -11,11 +11,9 @@ following a link, must be a regular file, and is read up to the one size cap of 
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
-from engine.repo_files import resolve_inside
+from engine.repo_files import UnreadableFile, read_regular, resolve_inside
 from producer.validation import MAX_CORPUS_BYTES
 from schemas.errors import BadCorpus
 
@@ -32,15 +30,9 @@ def read_corpus_text(root: Path, rel: str, *, file: str | None = None) -> str | 
     if real is None:
         return None
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        raise BadCorpus(name, "$", f"cannot be read: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise BadCorpus(name, "$", "is not a regular file")
-        data = f.read(MAX_CORPUS_BYTES + 1)
-    if len(data) > MAX_CORPUS_BYTES:
-        raise BadCorpus(name, "$", f"larger than {MAX_CORPUS_BYTES} bytes")
+        data = read_regular(real, MAX_CORPUS_BYTES)
+    except UnreadableFile as exc:
+        raise BadCorpus(name, "$", str(exc)) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
