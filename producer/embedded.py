@@ -46,6 +46,26 @@ def plan_processes(workers: int, processes: int | None, cores: int | None) -> li
     return [workers // processes + (1 if i < workers % processes else 0) for i in range(processes)]
 
 
+def _sweep_group(pgid: int, timeout_s: float = 5.0) -> None:
+    """Kill what is left of a worker's process group and wait until it is gone.
+
+    The worker's own exit does not end its group: a child it started may outlive it for a
+    moment (or for good, if it ignored the worker's signals). The command must not return
+    while anything it started still runs.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        except PermissionError:  # the group id was reused by someone else's process
+            return
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
+
+
 class EmbeddedCluster:
     """Redis + Celery worker processes running ``workers`` shards at once on threads, on this machine.
 
@@ -148,6 +168,8 @@ class EmbeddedCluster:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
+        for proc in running:
+            _sweep_group(proc.pid)
         if drained:
             self.redis.kill()
         else:
