@@ -91,15 +91,11 @@ test-image: setup
 	bash deploy/ensure-docker.sh
 	SKILL_EVAL_IMAGE_TEST=1 $(BIN)/pytest -q -s tests/deploy/test_image.py
 
-# The whole-run speed targets, each timed from the command's start (docs/benchmarks.md, "Whole runs"):
-# first call and memory, concurrency 16 and 8 at 1 s calls, the instant sweep, and the peer
-# benchmark against Inspect AI (installed into bench/.peer on first use). About 15 minutes.
+# Every speed benchmark in turn (bench/suite.py), their output written to docs/benchmarks/latest.md
+# with the machine, its load and the commit. About 40 minutes; Inspect AI for the peer benchmark
+# is installed into bench/.peer on first use.
 bench: setup
-	$(BIN)/python bench/bench_startup.py --concurrency 1 8 16 32 --repeat 3
-	$(BIN)/python bench/bench_pipeline.py latency --latency 1 --workers 16 --tool-calls 3 --cases 16 --epochs 6 --repeat 3
-	$(BIN)/python bench/bench_pipeline.py latency --latency 1 --workers 8 --tool-calls 3 --cases 16 --epochs 6 --repeat 3
-	$(BIN)/python bench/bench_sweep.py --workers 16 --cases 20 --epochs 10 --repeat 3
-	$(BIN)/python bench/bench_peer.py --concurrency 16 --latency 1 --repeat 3
+	$(BIN)/python bench/suite.py
 
 check: setup
 	$(BIN)/ruff check .
