@@ -44,22 +44,68 @@ BENCHES = (
     ),
     Bench("enqueue", "100,000 shards <= 60 s, <= 2 KB Redis each", ("bench_enqueue.py",)),
     Bench("reduce", "1,000,000 outcomes <= 60 s, < 500 MB", ("bench_reduce.py",)),
-    Bench("reduce-s3", "a few hundred requests per million outcomes", ("bench_reduce.py", "--cases", "50", "--models", "10", "--epochs", "10", "--s3")),
+    Bench(
+        "reduce-s3",
+        "a few hundred requests per million outcomes",
+        ("bench_reduce.py", "--cases", "50", "--models", "10", "--epochs", "10", "--s3"),
+    ),
     Bench("paired", "4,000 shards with paired tests <= 2 s", ("bench_paired.py",)),
     Bench("viewer", "(measured: page and API latency)", ("bench_viewer.py",)),
-    Bench("startup", "(measured: a run's start to its first call)", ("bench_startup.py", "--concurrency", "1", "8", "16", "32", "--repeat", "3")),
+    Bench(
+        "startup",
+        "(measured: a run's start to its first call)",
+        ("bench_startup.py", "--concurrency", "1", "8", "16", "32", "--repeat", "3"),
+    ),
     Bench(
         "pipeline-16",
         "(measured: wall clock against the ideal)",
-        ("bench_pipeline.py", "latency", "--latency", "1", "--workers", "16", "--tool-calls", "3", "--cases", "16", "--epochs", "6", "--repeat", "3"),
+        (
+            "bench_pipeline.py",
+            "latency",
+            "--latency",
+            "1",
+            "--workers",
+            "16",
+            "--tool-calls",
+            "3",
+            "--cases",
+            "16",
+            "--epochs",
+            "6",
+            "--repeat",
+            "3",
+        ),
     ),
     Bench(
         "pipeline-8",
         "(measured: wall clock against the ideal)",
-        ("bench_pipeline.py", "latency", "--latency", "1", "--workers", "8", "--tool-calls", "3", "--cases", "16", "--epochs", "6", "--repeat", "3"),
+        (
+            "bench_pipeline.py",
+            "latency",
+            "--latency",
+            "1",
+            "--workers",
+            "8",
+            "--tool-calls",
+            "3",
+            "--cases",
+            "16",
+            "--epochs",
+            "6",
+            "--repeat",
+            "3",
+        ),
     ),
-    Bench("sweep", ">= 25 shards/s", ("bench_sweep.py", "--workers", "16", "--cases", "20", "--epochs", "10", "--repeat", "3")),
-    Bench("peer", "faster than Inspect AI on the same workload", ("bench_peer.py", "--concurrency", "16", "--latency", "1", "--repeat", "3")),
+    Bench(
+        "sweep",
+        ">= 25 shards/s",
+        ("bench_sweep.py", "--workers", "16", "--cases", "20", "--epochs", "10", "--repeat", "3"),
+    ),
+    Bench(
+        "peer",
+        "faster than Inspect AI on the same workload",
+        ("bench_peer.py", "--concurrency", "16", "--latency", "1", "--repeat", "3"),
+    ),
     Bench("chaos", "0 shards lost, 0 counted twice, the fault-free result", ("bench_chaos.py",)),
 )
 
@@ -79,7 +125,9 @@ def _load() -> str:
 
 def _commit() -> str:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+    )
     return done.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
 
 
@@ -99,7 +147,9 @@ def run_one(bench: Bench) -> Outcome:
     return Outcome(bench, proc.returncode, seconds, proc.stdout)
 
 
-def render(outcomes: list[Outcome], *, machine: str, commit: str, started: str, load_before: str, load_after: str) -> str:
+def render(
+    outcomes: list[Outcome], *, machine: str, commit: str, started: str, load_before: str, load_after: str
+) -> str:
     """The page: a table of every benchmark with its exit, then each one's own summary, verbatim."""
     lines = [
         "# Benchmarks: the latest `make bench`",
@@ -132,11 +182,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "latest.md")
     args = parser.parse_args()
     chosen = [b for b in BENCHES if not args.only or b.name in args.only]
-    started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     load_before = _load()
     outcomes = [run_one(b) for b in chosen]
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}"
-    page = render(outcomes, machine=machine, commit=_commit(), started=started, load_before=load_before, load_after=_load())
+    page = render(
+        outcomes, machine=machine, commit=_commit(), started=started, load_before=load_before, load_after=_load()
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(page)
     print(f"written: {args.out}")
