@@ -42,7 +42,10 @@ from worker.sandbox import SandboxLimits, open_sandbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-PROBE = (Path(__file__).parent / "probes" / "escape_probe.py").read_text()
+# The stragglers' sleep lengths are unique to this test session, so the check that they are gone
+# never mistakes another session's probe (running the same test) for one of ours.
+STRAGGLER = str(10**6 + secrets.randbelow(9 * 10**6))
+PROBE = (Path(__file__).parent / "probes" / "escape_probe.py").read_text().replace("777", STRAGGLER)
 MODEL = "anthropic/claude-sonnet-4-5"
 
 
@@ -148,7 +151,7 @@ def test_nothing_is_written_outside_the_workspace_and_no_process_survives_the_sh
     assert binary.stat().st_mode & 0o777 == 0o111 and b"escaped" not in binary.read_bytes()[-64:]
     assert list((tmp / "private").iterdir()) == []  # the private HOME and the proxy's folder are gone
     assert sorted(p.name for p in (tmp / "ws").iterdir()) == ["dump.txt", "skills"]
-    assert _gone("sleep 777") == []
+    assert _gone(f"sleep {STRAGGLER}") == []
 
 
 def test_a_tool_call_injected_into_the_stream_is_rejected_because_no_proxied_response_holds_it() -> None:
