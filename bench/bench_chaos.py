@@ -201,7 +201,7 @@ def count(
     result = RunResult.model_validate_json(store.get(result_key(run_id))) if store.exists(result_key(run_id)) else None
     counted = sum(m.shards for s in (result.skills if result else []) for m in s.models)
     records = len(store.list(f"runs/{run_id}/attempts/0/outcomes/"))
-    claims = [state.attempts(run_id, s.shard_id, ShardState.EXECUTING) for s in manifest.plan.shards]
+    claims = [state.claims(run_id, s.shard_id, ShardState.EXECUTING) for s in manifest.plan.shards]
     text = fleet.text()
     return {
         "lost": sum(not s.terminal for s in states.values()) + (len(manifest.plan.shards) - len(states)),

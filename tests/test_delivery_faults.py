@@ -154,7 +154,7 @@ def _assert_one_verdict_each(settings: Settings, manifest: RunManifest) -> None:
     assert state.totals(run_id) == (len(manifest.plan.shards), len(manifest.plan.shards))
     for shard in manifest.plan.shards:
         assert store.exists(outcome_key(run_id, shard.shard_id))
-        assert state.attempts(run_id, shard.shard_id, ShardState.EXECUTING) == 1  # executed once, never twice
+        assert state.claims(run_id, shard.shard_id, ShardState.EXECUTING) == 1  # executed once, never twice
 
 
 def test_a_message_taken_by_a_worker_killed_before_reading_it_is_sent_again_within_the_bound(

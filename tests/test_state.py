@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from engine.keys import attempts_field, reduced_signal_key, run_keys
+from engine.keys import claims_field, reduced_signal_key, run_keys
 from engine.records import load_outcome
 from engine.redis_server import RedisServer
 from engine.settings import Settings
-from engine.state import MAX_ATTEMPTS, RunState
+from engine.state import MAX_CLAIMS, RunState
 from schemas.manifest import outcome_key
 from schemas.outcome import ShardOutcomeRecord
 from schemas.status import INFRA_FAILURES, TERMINAL_STATES, ShardState
@@ -210,11 +210,11 @@ def test_every_claim_counts_an_attempt_and_requeue_resets_them(redis_client: red
         assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, f"t{i}", 0.05)
         time.sleep(0.1)
         assert state.reap(RUN) == [("s1", S.QUEUED)]
-    assert state.attempts(RUN, "s1", S.EXECUTING) == 3
-    assert state.attempts(RUN, "s1", S.GRADING) == 0
+    assert state.claims(RUN, "s1", S.EXECUTING) == 3
+    assert state.claims(RUN, "s1", S.GRADING) == 0
     state.transition(RUN, "s1", S.EXECUTOR_FAILED)
     assert state.requeue(RUN, [("s1", S.EXECUTOR_FAILED, S.QUEUED)]) == ["s1"]
-    assert state.attempts(RUN, "s1", S.EXECUTING) == 0
+    assert state.claims(RUN, "s1", S.EXECUTING) == 0
 
 
 @pytest.mark.parametrize(
@@ -232,7 +232,7 @@ def test_a_shard_whose_worker_died_max_attempts_times_is_given_up_as_an_infra_fa
     state = _state(redis_client)
     if start is S.EXECUTED:
         state.transition(RUN, "s1", S.EXECUTED)
-    redis_client.hset(run_keys(RUN).attempts, attempts_field("s1", leased.value), MAX_ATTEMPTS)
+    redis_client.hset(run_keys(RUN).claims, claims_field("s1", leased.value), MAX_CLAIMS)
     ctx = _ctx(redis_server, tmp_path)
     sent: list[tuple[str, str, str | None]] = []
     task = pipeline.execute_shard if leased is S.EXECUTING else pipeline.grade_shard
@@ -283,7 +283,7 @@ def test_a_claim_brings_back_its_claim_count_and_the_shard_s_resubmit_number(red
     time.sleep(0.1)  # the lease lapses: the next claim takes it over and counts again
     second = state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "new", 30)
     assert second is not None and (second.claims, second.attempt) == (2, 0)
-    assert second.claims == state.attempts(RUN, "s1", S.EXECUTING)
+    assert second.claims == state.claims(RUN, "s1", S.EXECUTING)
 
     state.next_attempt(RUN, "s1")
     state.next_attempt(RUN, "s1")

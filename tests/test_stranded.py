@@ -76,7 +76,7 @@ def test_registered_shards_a_dead_publisher_never_sent_are_sent_once_by_the_reap
     assert set(states.values()) == {ShardState.GRADED}, states
     assert node.text().count("shard registered but never sent; sending") == 6
     for shard in manifest.plan.shards:  # each shard executed exactly once: one claim each
-        assert state.attempts(run_id, shard.shard_id, ShardState.EXECUTING) == 1
+        assert state.claims(run_id, shard.shard_id, ShardState.EXECUTING) == 1
 
 
 def test_the_reaper_resends_only_unsent_shards_never_the_waiting_backlog(settings: Settings) -> None:
@@ -132,7 +132,7 @@ def test_two_producers_submitting_one_run_id_give_one_verdict_per_shard(tmp_path
     assert len(store.list(f"runs/{run_id}/grades/")) == 3
     for shard in first.plan.shards:
         assert store.exists(grade_key(run_id, shard.shard_id))
-        assert state.attempts(run_id, shard.shard_id, ShardState.EXECUTING) == 1
+        assert state.claims(run_id, shard.shard_id, ShardState.EXECUTING) == 1
 
 
 class _CountingStore:

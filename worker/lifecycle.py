@@ -4,7 +4,7 @@
 
 1. **claim** ``src -> dst`` under a fresh lease token (a redelivered message, or one for a
    shard another worker holds or that moved on, claims nothing and the body never runs);
-2. **give up** a shard claimed more than ``MAX_ATTEMPTS`` times (its workers died on it);
+2. **give up** a shard claimed more than ``MAX_CLAIMS`` times (its workers died on it);
 3. **heartbeat** the lease while the body works, noting if it was lost (reclaimed by the
    reaper after a stall);
 4. the body ends the shard with :meth:`ShardLease.end` (a terminal outcome) or moves it on
@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from engine.collect import load_trajectory
 from engine.records import commit_outcome
 from engine.segments import outcome_line
-from engine.state import MAX_ATTEMPTS
+from engine.state import MAX_CLAIMS
 from schemas.errors import ArtifactMissing, BlockedError, InfraError, SkillEvalError
 from schemas.manifest import RunManifest
 from schemas.outcome import ShardOutcomeRecord
@@ -212,8 +212,8 @@ def _claim(ctx: Context, send: Send, run_id: str, shard_id: str, src: ShardState
 
 
 def _exhausted(lease: ShardLease) -> bool:
-    """Whether the shard's workers died on it MAX_ATTEMPTS times (this claim is one more)."""
-    if lease.claims <= MAX_ATTEMPTS:
+    """Whether the shard's workers died on it MAX_CLAIMS times (this claim is one more)."""
+    if lease.claims <= MAX_CLAIMS:
         return False
     state = PHASE_FAILURE[lease.leased]
     log.warning(
@@ -239,7 +239,7 @@ def shard_lease(
         return
     if _exhausted(lease):
         state = PHASE_FAILURE[dst]
-        detail = f"{state.value}: the worker died {MAX_ATTEMPTS} times while {dst.value} this shard"
+        detail = f"{state.value}: the worker died {MAX_CLAIMS} times while {dst.value} this shard"
         lease.end(ShardOutcomeRecord(state=state, detail=detail, status=state.value))
         yield None
         return
