@@ -39,6 +39,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from schemas.constants import QUEUE_EXECUTE
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis
@@ -160,7 +162,13 @@ def one_run(
         thread = threading.Thread(target=chaos, args=(fleet, broker, done, args, events), daemon=True)
         started = time.monotonic()
         publisher = task_sender(settings, manifest)
-        submit(manifest, open_store(settings.store), state, lambda r, s: publisher("execute", r, s), publisher.batch)
+        submit(
+            manifest,
+            open_store(settings.store),
+            state,
+            lambda r, s: publisher.send(QUEUE_EXECUTE, r, s),
+            publisher.batch,
+        )
         if faults:
             thread.start()
         finished = True

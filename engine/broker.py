@@ -24,6 +24,9 @@ LEASED_QUEUE = {ShardState.EXECUTING: QUEUE_EXECUTE, ShardState.GRADING: QUEUE_G
 """The queue whose task holds a shard leased in each state."""
 WAITING_STATES = tuple(WAITING_QUEUE)
 """States in which a shard waits for a message (execute, grade) and no worker holds it."""
+PUBLISH_BATCH = 1000
+"""Messages a broker publishes per round trip (and a run's submission confirms at a time); each is
+still its own message, acked on its own."""
 
 
 class NotOnAQueue(ValueError):
@@ -63,10 +66,15 @@ class Message(NamedTuple):
 
 
 class InProcessBroker:
-    """A :class:`Broker` that keeps its messages in a list, in the order sent, and runs nothing."""
+    """A :class:`Broker` that keeps its messages in a list, in the order sent, and runs nothing.
+
+    A test that plays the workers itself takes the messages in order with :meth:`take`; the
+    list keeps every message sent, taken or not.
+    """
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
+        self._taken = 0
         self.preflights: list[tuple[str, str]] = []
         self.batches = 0
         """Blocks opened with :meth:`batch` (and ended)."""
@@ -81,6 +89,13 @@ class InProcessBroker:
     def batch(self) -> Iterator[None]:
         yield
         self.batches += 1
+
+    def take(self) -> Message | None:
+        """The oldest message not taken yet (first in, first out, as a queue), or None."""
+        if self._taken == len(self.messages):
+            return None
+        self._taken += 1
+        return self.messages[self._taken - 1]
 
     def on(self, queue: str) -> list[Message]:
         """The messages sent to ``queue``, in order."""

@@ -130,9 +130,9 @@ def _submit_with_one_message_to(
     def enqueue(run_id: str, shard_id: str) -> None:
         if not lost:
             lost.append(shard_id)
-            _stop_holding_a_pop(node, broker, lambda: publisher("execute", run_id, shard_id))
+            _stop_holding_a_pop(node, broker, lambda: publisher.send(QUEUE_EXECUTE, run_id, shard_id))
         else:
-            publisher("execute", run_id, shard_id)
+            publisher.send(QUEUE_EXECUTE, run_id, shard_id)
 
     submit(manifest, open_store(settings.store), state, enqueue)
     return lost[0]

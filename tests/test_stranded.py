@@ -46,7 +46,7 @@ def _dying_publisher(settings: Settings, manifest: RunManifest, survive: int) ->
     def enqueue(run_id: str, shard_id: str) -> None:
         if sent[0] >= survive:
             raise PublisherDied
-        publisher("execute", run_id, shard_id)
+        publisher.send(QUEUE_EXECUTE, run_id, shard_id)
         sent[0] += 1
 
     return enqueue, publisher.batch
@@ -114,13 +114,13 @@ def test_two_producers_submitting_one_run_id_give_one_verdict_per_shard(tmp_path
         second = _manifest(repo, settings, model.base_url, run_id)
         one, two = task_sender(settings, first), task_sender(settings, second)
         sent = [
-            submit(first, store, state, lambda r, s: one("execute", r, s), one.batch),
-            submit(second, store, state, lambda r, s: two("execute", r, s), two.batch),
+            submit(first, store, state, lambda r, s: one.send(QUEUE_EXECUTE, r, s), one.batch),
+            submit(second, store, state, lambda r, s: two.send(QUEUE_EXECUTE, r, s), two.batch),
         ]
         assert sent == [3, 0]  # the second producer finds every shard registered and sends nothing
         # and a duplicate delivery of every message on top:
         for shard in first.plan.shards:
-            one("execute", run_id, shard.shard_id)
+            one.send(QUEUE_EXECUTE, run_id, shard.shard_id)
         node = WorkerNode(settings, "w", tmp_path / "w.log", concurrency=2)
         try:
             wait_until(lambda: state.reduced(run_id), 90, what="run reduced")
