@@ -15,7 +15,8 @@ in-flight list per queue (fleet-wide) holds a ``<run>|<shard>`` entry per leased
 pushed by the claim and removed by whatever ends the lease (transition, reaper, hand-back):
 its length is the work in flight that an autoscaler adds to the queue's backlog.
 
-Every read-modify-write is one Lua script, so two workers can never both move a shard.
+Every read-modify-write is one Lua script (``engine/lua/state_*.lua``), so two workers can never
+both move a shard.
 See docs/design/engine.md.
 """
 
