@@ -21,7 +21,8 @@ from schemas.status import TERMINAL_STATES, ShardState
 
 
 def _lua_set(states: tuple[ShardState, ...] | frozenset[ShardState]) -> str:
-    """A Lua table literal used as a set of state names."""
+    """A Lua table literal used as a set of state names, in a fixed order: a frozenset's order changes
+    with each process's string hashing, and every process must load the same text (one SHA in Redis)."""
     return "{" + ",".join(f'["{s.value}"]=true' for s in sorted(states, key=lambda s: s.value)) + "}"
 
 
