@@ -29,6 +29,7 @@ import redis
 from pydantic import ValidationError
 
 from engine.keys import segment_keys
+from engine.scripts import register
 from engine.store import ArtifactStore
 from schemas.outcome import LINE_DETAIL_CHARS, OutcomeLine, ShardOutcomeRecord
 from schemas.shard import Shard
@@ -39,38 +40,6 @@ from schemas.verdict import ShardGrade
 SEGMENT_LINES = 2500
 """Lines per sealed segment: about 1.5 MB of JSON, one store request for 2,500 shards (a reduce of
 a million shards on S3 is about 400 reads)."""
-
-# Push one line; when the list reaches the segment size, rename it to a new pending segment.
-# KEYS: lines, seq, pending set. ARGV: line, segment size, pending key prefix. Returns the new
-# segment's id, or false. The id starts with the server's clock, so segments cut after a
-# Redis restart (which resets the counter) still sort after every earlier one.
-_CUT_SEGMENT = """
-local function cut()
-  local seq = redis.call('INCR', KEYS[2])
-  local t = redis.call('TIME')
-  local id = string.format('%010d%06d-%012d', tonumber(t[1]), tonumber(t[2]), seq)
-  redis.call('RENAME', KEYS[1], ARGV[3] .. id)
-  redis.call('SADD', KEYS[3], id)
-  return id
-end
-"""
-_PUSH = (
-    _CUT_SEGMENT
-    + """
-local n = redis.call('RPUSH', KEYS[1], ARGV[1])
-if n < tonumber(ARGV[2]) then return false end
-return cut()
-"""
-)
-
-# Move whatever is in the list to a new pending segment (the reducer's flush). Same keys and ARGV.
-_CUT = (
-    _CUT_SEGMENT
-    + """
-if redis.call('LLEN', KEYS[1]) == 0 then return false end
-return cut()
-"""
-)
 
 
 def segment_prefix(run_id: str) -> str:
@@ -144,11 +113,6 @@ def outcome_line(
     )
 
 
-def line_usage(u: tuple[int, int, int, float | None]) -> Usage:
-    """A line's usage tuple as a :class:`Usage`."""
-    return Usage(prompt_tokens=u[0], completion_tokens=u[1], calls=u[2], cost_usd=u[3])
-
-
 def encode_segment(lines: Sequence[bytes]) -> bytes:
     """A segment object: one JSON line per shard end, newline-terminated."""
     return b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
@@ -161,13 +125,12 @@ class SegmentWriter:
         self.r = client
         self.store = store
         self.size = lines_per_segment
-        self._push = client.register_script(_PUSH)
-        self._cut = client.register_script(_CUT)
+        self._cut = register(client, "segments_cut")
 
     def push(self, run_id: str, line: OutcomeLine) -> str | None:
         """Add one shard's line; seal the segment it filled, if it filled one (and return its id)."""
         k = segment_keys(run_id)
-        cut = self._push(keys=[k.lines, k.seq, k.pending], args=[line.model_dump_json(), self.size, k.pending_prefix])
+        cut = self._cut(keys=[k.lines, k.seq, k.pending], args=[line.model_dump_json(), self.size, k.pending_prefix])
         if not cut:
             return None
         segment_id = _text(cut)

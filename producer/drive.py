@@ -9,6 +9,7 @@ from pathlib import Path
 import redis
 from rich.console import Console
 
+from engine.broker import Broker
 from engine.budget import RunBudget
 from engine.collect import reduce_from_store
 from engine.records import put_manifest
@@ -16,7 +17,7 @@ from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
 from engine.usage import usage_totals
-from producer.cluster import Publisher, open_cluster, task_sender
+from producer.cluster import open_cluster, task_sender
 from producer.embedded import EmbeddedCluster
 from producer.preflight import check_models
 from producer.progress import RunStalled, wait_for_run
@@ -28,7 +29,7 @@ from schemas.manifest import RunManifest, result_key
 from schemas.preflight import models_for, preflight_queues
 from schemas.report import RunResult
 
-Submitter = Callable[[RunManifest, ArtifactStore, RunState, Publisher, str | None], int]
+Submitter = Callable[[RunManifest, ArtifactStore, RunState, Broker, str | None], int]
 """Store the manifest (unless the last argument is the key it is already stored under), register
 the shards, send their first messages; the number sent."""
 

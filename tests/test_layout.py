@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -122,3 +123,40 @@ def test_redis_keys_are_built_in_engine_keys_only() -> None:
                 ):
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}")  # type: ignore[attr-defined]
     assert found == []
+
+
+PRODUCT = tuple(room for room in ROOMS if room != "testkit")
+"""Product code: every room but the test kit (tests and benchmarks are no room)."""
+LUA = ROOT / "engine" / "lua"
+
+
+def test_no_python_module_of_the_product_holds_a_redis_script() -> None:
+    """Redis scripts live in engine/lua/*.lua, loaded by engine/scripts.py: one per file, its KEYS and ARGV
+    written at its top, none hidden in a Python string."""
+    found = [
+        str(path.relative_to(ROOT))
+        for room in PRODUCT
+        for path in modules(room)
+        if "redis.call(" in path.read_text(encoding="utf-8")
+    ]
+    assert found == []
+
+
+def _header(script: Path) -> str:
+    lines = script.read_text(encoding="utf-8").splitlines()
+    return "\n".join(line for line in itertools.takewhile(lambda line: line.startswith("--"), lines))
+
+
+def test_every_redis_script_names_its_keys_and_argv_at_its_top_builds_no_key_and_is_loaded_by_name() -> None:
+    scripts = sorted(LUA.glob("*.lua"))
+    names = {
+        node.value
+        for room in PRODUCT
+        for path in modules(room)
+        for node in ast.walk(parse(path))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+    undocumented = [s.name for s in scripts if "KEYS[1]" not in _header(s) or "ARGV" not in _header(s)]
+    keyed = [s.name for s in scripts if "skill-eval:" in s.read_text(encoding="utf-8")]  # keys: engine/keys.py
+    unused = [s.name for s in scripts if s.stem not in names]
+    assert len(scripts) >= 20 and (undocumented, keyed, unused) == ([], [], [])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import structlog
 
+from engine.broker import Broker
 from engine.keys import calibrating_key
 from engine.records import commit_grade, put_calibration, put_result
 from harnesses.registry import HARNESSES
@@ -19,14 +20,14 @@ from schemas.shard import BASELINE_PREFIX, GUTTED, NO_SKILL
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Trajectory
 from worker.context import Context, with_redis_retry
-from worker.lifecycle import Send, shard_lease
+from worker.lifecycle import shard_lease
 
 log = structlog.get_logger("skill_eval.worker")
 
 
-def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
+def execute_shard(ctx: Context, broker: Broker, run_id: str, shard_id: str) -> None:
     """Materialize the workspace, run the executor in the sandbox, store the trajectory, send grading."""
-    with shard_lease(ctx, send, run_id, shard_id, ShardState.QUEUED, ShardState.EXECUTING) as lease:
+    with shard_lease(ctx, broker, run_id, shard_id, ShardState.QUEUED, ShardState.EXECUTING) as lease:
         if lease is None:
             return
         trajectory = run_executor(ctx, lease.manifest, shard_id)
@@ -37,7 +38,7 @@ def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
             # A trigger shard's result is what fired, read from the record: nothing to judge.
             lease.end(ShardOutcomeRecord(state=ShardState.GRADED), None, trajectory)
             return
-        lease.advance(ShardState.EXECUTED, then="grade")
+        lease.advance(ShardState.EXECUTED)
 
 
 def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajectory:
@@ -128,12 +129,12 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
         )
 
 
-def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
+def grade_shard(ctx: Context, broker: Broker, run_id: str, shard_id: str) -> None:
     """Judge the stored trajectory against the case's assertions; store the grade; end the shard."""
     from worker.grading.calibration import wait_for_background
     from worker.grading.judge import grade_trajectory
 
-    with shard_lease(ctx, send, run_id, shard_id, ShardState.EXECUTED, ShardState.GRADING) as lease:
+    with shard_lease(ctx, broker, run_id, shard_id, ShardState.EXECUTED, ShardState.GRADING) as lease:
         if lease is None:
             return
         manifest = lease.manifest

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +196,23 @@ def test_the_image_build_context_holds_every_package_the_dockerfile_copies_and_t
     assert shipped is not None
     for package in re.findall(r'"(\w+)\*"', shipped.group(1)):
         assert package in copied, f"{package} ships in the distribution but the Dockerfile does not copy it"
+
+
+def test_every_file_beside_the_code_of_a_shipped_package_is_package_data() -> None:
+    """A data file (a Redis script, a template) left out of package-data is missing from an installed
+    wheel and the image alike: the code that reads it fails only there, never in a source checkout."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    globs = setuptools["package-data"]
+    packages = [p.rstrip("*") for p in setuptools["packages"]["find"]["include"]]
+    left_out = [
+        str(path.relative_to(ROOT))
+        for package in packages
+        for path in sorted((ROOT / package).rglob("*"))
+        if path.is_file()
+        and path.suffix not in (".py", ".pyc")
+        and not any(path.relative_to(ROOT / package).match(g) for g in globs.get(package, []))
+    ]
+    assert left_out == []
 
 
 def test_the_image_test_runs_the_executor_with_the_same_capabilities() -> None:
