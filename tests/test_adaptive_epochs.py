@@ -1,0 +1,124 @@
+"""Adaptive epochs, the pure rule: which cases get more epochs, when the gate is decided, and why a case stopped."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from reducer.adaptive import (
+    Gate,
+    ShardKey,
+    Verdicts,
+    finished,
+    next_round,
+    paired_look,
+    pass_rate_look,
+    stop_counts,
+    weighted_rate,
+)
+from schemas.adaptive import AdaptivePlan, adaptive_plan
+
+
+def observe(
+    plan: AdaptivePlan, probs: dict[int, float], rng: random.Random, variant: str = "current", skill: str = "s"
+) -> dict[ShardKey, Verdicts]:
+    """One draw of every planned epoch of every case: one assertion passing with the case's probability."""
+    return {
+        (skill, variant, case, "m", epoch): (rng.random() < p,)
+        for case, p in probs.items()
+        for epoch in range(plan.epochs_of(skill, case))
+    }
+
+
+def test_the_plan_counts_its_looks_and_spreads_alpha_over_them() -> None:
+    plan = adaptive_plan(9)
+    assert (plan.first_round, plan.step, plan.looks) == (3, 2, 4)
+    assert plan.level == pytest.approx(1 - 0.05 / 4)
+    assert adaptive_plan(2).first_round == 2 and adaptive_plan(2).looks == 1
+    with pytest.raises(ValueError):
+        adaptive_plan(0)
+
+
+def test_a_case_whose_verdicts_never_vary_stops_after_the_first_round() -> None:
+    plan = adaptive_plan(9)
+    cases = [("s", 1), ("s", 2), ("s", 3)]
+    observed = {("s", "current", c, "m", e): (True, c != 3) for c in (1, 2, 3) for e in range(3)}
+    observed[("s", "current", 2, "m", 1)] = (False, True)  # case 2 varies
+    after = next_round(plan, cases, {"s": Gate(0.5)}, observed, ["current"])
+    by_case = {c.case_id: c for c in after.cases}
+    assert by_case[1].stopped == "stable" and by_case[1].epochs == 3
+    assert by_case[3].stopped == "stable"
+    assert by_case[2].stopped == "" and by_case[2].epochs == 5
+    assert not finished(after) and after.looks_done == 1
+
+
+def test_a_case_at_max_epochs_stops_and_a_spent_budget_stops_the_rest() -> None:
+    plan = adaptive_plan(3)
+    observed = {("s", "current", 1, "m", e): (e == 0,) for e in range(3)}
+    after = next_round(plan, [("s", 1)], {"s": Gate(0.5)}, observed, ["current"])
+    assert after.cases[0].stopped == "max-epochs"
+    plan = adaptive_plan(9)
+    after = next_round(plan, [("s", 1)], {"s": Gate(0.5)}, observed, ["current"], out_of_budget=True)
+    assert after.cases[0].stopped == "max-cost" and finished(after)
+
+
+def test_a_case_with_nothing_graded_is_left_to_resubmit() -> None:
+    after = next_round(adaptive_plan(9), [("s", 1)], {"s": Gate(0.5)}, {}, ["current"])
+    assert after.cases[0].stopped == "not-graded"
+
+
+def test_a_clear_gate_is_decided_and_stops_every_case_of_the_corpus() -> None:
+    plan = adaptive_plan(9)
+    cases = [("s", c) for c in range(20)]
+    # Every case fails one epoch of three: the rate (2/3) is far under the threshold 0.95.
+    observed = {("s", "current", c, "m", e): (e != c % 3,) for c in range(20) for e in range(3)}
+    after = next_round(plan, cases, {"s": Gate(0.95)}, observed, ["current"])
+    assert after.gates[0].decided == "below" and after.gates[0].high < 0.95
+    assert stop_counts(after) == {"decided": 20}
+
+
+def test_a_rate_at_the_threshold_is_not_decided() -> None:
+    counts = [(1, 2, 2)] * 10
+    look = pass_rate_look(counts, Gate(0.5), 0.99, "s")
+    assert look.low < 0.5 < look.high and look.decided == ""
+
+
+def test_unequal_epochs_weigh_each_case_once() -> None:
+    # Case A passed 1 of 1 epoch, case B 1 of 9: pooled 2/10, but each case is one case: (1 + 1/9) / 2.
+    r = weighted_rate([(1, 1, 1), (1, 9, 9)])
+    assert (r.passed, r.total) == (2, 10)
+    assert r.rate == pytest.approx((1 + 1 / 9) / 2)
+    assert r.clustered is not None and r.clustered.clusters == 2
+
+
+def test_equal_epochs_weigh_as_the_pooled_rate() -> None:
+    r = weighted_rate([(2, 3, 3), (1, 3, 3), (3, 3, 3)])
+    assert r.rate == pytest.approx(6 / 9)
+
+
+def test_the_paired_difference_is_decided_when_its_interval_excludes_the_margin() -> None:
+    current = {c: (3, 3, 3) for c in range(12)}
+    base = {c: (1 if c % 2 else 0, 3, 3) for c in range(12)}
+    look = paired_look(current, base, Gate(0.0, "baseline@HEAD"), 0.99, "s")
+    assert look.decided == "above" and look.low > 0
+    same = paired_look(current, current, Gate(0.0, "baseline@HEAD"), 0.99, "s")
+    assert same.decided == ""
+
+
+def test_identical_gains_on_two_cases_decide_nothing() -> None:
+    look = paired_look({1: (1, 1, 1), 2: (1, 1, 1)}, {1: (0, 1, 1), 2: (0, 1, 1)}, Gate(0.0, "b"), 0.95, "s")
+    assert look.decided == ""
+
+
+def test_rounds_end_with_every_case_stopped() -> None:
+    rng = random.Random(5)
+    probs = {c: (0.5 if c < 6 else 1.0) for c in range(20)}
+    plan = adaptive_plan(11)
+    cases = [("s", c) for c in probs]
+    for _ in range(plan.looks):
+        plan = next_round(plan, cases, {"s": Gate(0.8)}, observe(plan, probs, rng), ["current"])
+        if finished(plan):
+            break
+    assert finished(plan)
+    assert all(c.epochs == 3 for c in plan.cases if c.case_id >= 6)
