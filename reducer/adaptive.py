@@ -20,12 +20,15 @@ could change: ``stable``), until ``max_epochs``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from reducer.stats import clustered_interval, t_quantile, wilson
 from schemas.adaptive import AdaptivePlan, CaseEpochs, GateLook, StopReason
-from schemas.report import ClusteredRate, Rate
+from schemas.report import CaseRun, ClusteredRate, Rate, SkillResult
+from schemas.shard import RunPlan, SkillBundle
+from schemas.status import ShardState
 
 Verdicts = tuple[bool, ...]
 ShardKey = tuple[str, str, int, str, int]
@@ -128,7 +131,7 @@ def paired_look(
     return look.model_copy(update={"estimate": mean, "low": low, "high": high, "decided": decided})
 
 
-def _side(low: float, high: float, target: float, *, strict_above: bool) -> str:
+def _side(low: float, high: float, target: float, *, strict_above: bool) -> Literal["", "above", "below"]:
     # The pass-rate gate passes at rate >= threshold; the paired gate needs the margin exceeded.
     above = low > target if strict_above else low >= target
     return "above" if above else "below" if high < target else ""
@@ -211,3 +214,46 @@ def stop_counts(plan: AdaptivePlan) -> dict[str, int]:
     """Cases per stop reason, in a fixed order."""
     order = ("decided", "stable", "max-epochs", "max-cost", "not-graded", "")
     return {r or "running": n for r in order if (n := sum(1 for c in plan.cases if c.stopped == r))}
+
+
+def counts_of_runs(runs: Iterable[CaseRun]) -> list[tuple[int, int, int]]:
+    """Per case of graded runs: (passed verdicts, verdicts, graded shards)."""
+    out: dict[int, list[int]] = {}
+    for r in runs:
+        if r.state is ShardState.GRADED and r.verdicts:
+            row = out.setdefault(r.case_id, [0, 0, 0])
+            row[0] += sum(v.passed for v in r.verdicts)
+            row[1] += len(r.verdicts)
+            row[2] += 1
+    return [(a, b, c) for a, b, c in out.values()]
+
+
+def counts_of_cells(cells: Mapping[tuple[int, int, str], Sequence[int]]) -> list[tuple[int, int, int]]:
+    """The same from a streamed reduce's (case, assertion index, model) -> [passed, observed]: every
+    graded shard of a case observed its first assertion once."""
+    out: dict[int, list[int]] = {}
+    for (case_id, index, _), (passed, observed) in cells.items():
+        row = out.setdefault(case_id, [0, 0, 0])
+        row[0] += passed
+        row[1] += observed
+        if index == 0:
+            row[2] += observed
+    return [(a, b, c) for a, b, c in out.values() if c > 0]
+
+
+def reweighed(skill: SkillResult) -> SkillResult:
+    """A corpus arm of a run with adaptive epochs: its pass rate with each case weighed once."""
+    behavioural = weighted_rate(counts_of_runs(skill.runs))
+    head = skill.headline if skill.inconclusive else headline(behavioural)
+    return skill.model_copy(update={"behavioural": behavioural, "headline": head})
+
+
+def planned_shards(plan: RunPlan, bundle: SkillBundle) -> int:
+    """Shards one corpus arm plans per executor model: every case's own epochs."""
+    return sum(plan.epochs_of(bundle.skill, case.id) for case in bundle.corpus.evals)
+
+
+def headline(r: Rate) -> str:
+    """``passed/graded (percent)`` with the case-weighted percent."""
+    pct = 100.0 * r.rate if r.rate is not None else 0.0
+    return f"{r.passed}/{r.total} ({pct:.1f}%)"
