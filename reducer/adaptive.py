@@ -2,33 +2,32 @@
 
 A look takes every graded shard's verdicts so far and, per corpus, the interval of its gated
 figure at the level ``1 - alpha / looks`` (Bonferroni over the looks the rule can take at most,
-so the chance that any look decides wrongly stays under ``alpha``; docs/design/statistics.md):
+so the chance that any look decides wrongly stays under ``alpha``; docs/design/statistics.md).
 
-- the behavioural pass rate against the threshold, with the case-clustered interval over each
-  case's epoch-averaged counts (a case with more epochs is still one case, weighed by its
-  assertions, never by its epochs);
-- with a gating baseline (``--compare``, or ``no-skill`` with ``--require-uplift``), the paired
-  difference: the mean over cases of (current's epoch-averaged rate - the baseline's), with a
-  t interval on the cases.
+The gated figure is the corpus's own: its behavioural pass rate against the threshold (each
+case weighed by its assertions, never by its epochs), or, with a gating baseline
+(``--compare``, or ``no-skill`` with ``--require-uplift``), the paired difference current minus
+baseline, averaged the same way. Its interval is the stratified one: the cases are the strata,
+fixed (the gate judges this corpus, not a population of cases), and the only chance is in the
+epochs, so the variance is ``sum(w_c^2 * s_c^2 / n_c)`` over cases (``s_c^2`` the variance of
+the case's per-shard rate over its ``n_c`` graded shards). More epochs on a case shrink exactly
+its term: that is what lets the rule spend them where the outcome is uncertain.
 
 The gate is decided when the interval lies wholly on one side of its target. A case then stops
 (``decided``); else it gets ``step`` more epochs while its verdicts vary between epochs in some
 arm (a case whose every epoch gave the same verdicts in every arm has nothing another epoch
-could change: ``stable``), until ``max_epochs``.
+could change: ``stable``, and its term is 0), until ``max_epochs``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Literal
 
-from reducer.stats import clustered_interval, t_quantile, wilson
 from schemas.adaptive import AdaptivePlan, CaseEpochs, GateLook, StopReason
-from schemas.report import CaseRun, ClusteredRate, Rate, SkillResult
-from schemas.shard import RunPlan, SkillBundle
-from schemas.status import ShardState
 
 Verdicts = tuple[bool, ...]
 ShardKey = tuple[str, str, int, str, int]
@@ -44,91 +43,77 @@ class Gate:
     baseline: str | None = None
 
 
-def case_counts(observed: Mapping[ShardKey, Verdicts], skill: str, variant: str) -> dict[int, tuple[int, int, int]]:
-    """Case -> (passed verdicts, verdicts, graded shards) of one corpus arm."""
-    out: dict[int, list[int]] = {}
-    for (s, v, case_id, _, _), verdicts in observed.items():
+@dataclass(frozen=True)
+class CaseDraws:
+    """One case of one arm: its per-shard pass rates and its assertions (its weight)."""
+
+    rates: tuple[float, ...]
+    assertions: int
+
+    @property
+    def mean(self) -> float:
+        return math.fsum(self.rates) / len(self.rates)
+
+    @property
+    def variance_of_mean(self) -> float:
+        """The sample variance of its shard rates over their count (0 with one shard or none varying)."""
+        n = len(self.rates)
+        if n < 2:
+            return 0.0
+        mean = self.mean
+        return math.fsum((r - mean) ** 2 for r in self.rates) / (n - 1) / n
+
+
+def case_draws(observed: Mapping[ShardKey, Verdicts], skill: str, variant: str) -> dict[int, CaseDraws]:
+    """Case -> its graded shards' pass rates in one corpus arm (every model's and epoch's)."""
+    rates: dict[int, list[float]] = {}
+    sizes: dict[int, int] = {}
+    for (s, v, case_id, _, _), verdicts in sorted(observed.items()):
         if s == skill and v == variant and verdicts:
-            row = out.setdefault(case_id, [0, 0, 0])
-            row[0] += sum(verdicts)
-            row[1] += len(verdicts)
-            row[2] += 1
-    return {c: (row[0], row[1], row[2]) for c, row in out.items()}
+            rates.setdefault(case_id, []).append(sum(verdicts) / len(verdicts))
+            sizes[case_id] = max(sizes.get(case_id, 0), len(verdicts))
+    return {c: CaseDraws(tuple(r), sizes[c]) for c, r in rates.items()}
 
 
-def weighted_clusters(counts: Sequence[tuple[float, float, float]]) -> list[tuple[float, float]]:
-    """Each case's (passed, trials) averaged over its graded shards: one shard's worth per case."""
-    return [(p / n, m / n) for p, m, n in counts if n > 0 and m > 0]
+def stratified(terms: Sequence[tuple[float, float, float]], level: float) -> tuple[float, float, float] | None:
+    """(estimate, low, high) of ``sum(w * mean) / sum(w)`` over (weight, mean, variance of mean)
+    terms, a normal interval at ``level``; None without any term."""
+    total = math.fsum(w for w, _, _ in terms)
+    if total <= 0:
+        return None
+    estimate = math.fsum(w * m for w, m, _ in terms) / total
+    se = math.sqrt(math.fsum(w * w * v for w, _, v in terms)) / total
+    half = NormalDist().inv_cdf(1 - (1 - level) / 2) * se
+    return estimate, estimate - half, estimate + half
 
 
-def weighted_rate(counts: Sequence[tuple[int, int, int]]) -> Rate:
-    """The pass rate of cases with unequal epochs: each case's (passed, verdicts, shards), weighed as
-    one shard of it (so by its assertions, not by how many epochs it got).
-
-    ``passed`` and ``total`` stay the raw verdict counts; the rate and its intervals are the
-    weighted ones (Wilson on the weighted counts, and the case-clustered interval beside it).
-    """
-    passed, total = sum(c[0] for c in counts), sum(c[1] for c in counts)
-    clusters = weighted_clusters(counts)
-    w_passed, w_total = sum(p for p, _ in clusters), sum(m for _, m in clusters)
-    low, high = wilson(w_passed, w_total)
-    found = clustered_interval(clusters)
-    clustered = (
-        ClusteredRate(clusters=found.clusters, low=found.low, high=found.high, design_effect=found.design_effect)
-        if found is not None
-        else None
-    )
-    return Rate(
-        passed=passed,
-        total=total,
-        rate=w_passed / w_total if w_total else None,
-        low=low,
-        high=high,
-        clustered=clustered,
-    )
-
-
-def pass_rate_look(counts: Sequence[tuple[int, int, int]], gate: Gate, level: float, skill: str) -> GateLook:
-    """The pass rate's interval at ``level`` against the threshold."""
-    clusters = weighted_clusters(counts)
-    found = clustered_interval(clusters, level)
+def pass_rate_look(cases: Mapping[int, CaseDraws], gate: Gate, level: float, skill: str) -> GateLook:
+    """The pass rate's stratified interval at ``level`` against the threshold."""
+    found = stratified([(c.assertions, c.mean, c.variance_of_mean) for c in cases.values()], level)
+    look = GateLook(skill=skill, figure="pass-rate", target=gate.target, level=level)
     if found is None:
-        return GateLook(skill=skill, figure="pass-rate", target=gate.target, level=level)
-    return GateLook(
-        skill=skill,
-        figure="pass-rate",
-        target=gate.target,
-        estimate=found.rate,
-        low=found.low,
-        high=found.high,
-        level=level,
-        decided=_side(found.low, found.high, gate.target, strict_above=False),
-    )
+        return look
+    estimate, low, high = found[0], max(0.0, found[1]), min(1.0, found[2])
+    decided = _side(low, high, gate.target, strict_above=False)
+    return look.model_copy(update={"estimate": estimate, "low": low, "high": high, "decided": decided})
 
 
 def paired_look(
-    current: Mapping[int, tuple[int, int, int]],
-    baseline: Mapping[int, tuple[int, int, int]],
-    gate: Gate,
-    level: float,
-    skill: str,
+    current: Mapping[int, CaseDraws], baseline: Mapping[int, CaseDraws], gate: Gate, level: float, skill: str
 ) -> GateLook:
-    """The paired difference's t interval over the cases both arms graded, at ``level``."""
-    diffs = [current[c][0] / current[c][1] - baseline[c][0] / baseline[c][1] for c in current if c in baseline]
+    """The paired difference's stratified interval over the cases both arms graded, at ``level``."""
+    terms = [
+        (cur.assertions, cur.mean - base.mean, cur.variance_of_mean + base.variance_of_mean)
+        for c, cur in current.items()
+        if (base := baseline.get(c)) is not None
+    ]
+    found = stratified(terms, level)
     look = GateLook(skill=skill, figure="paired-difference", target=gate.target, low=-1.0, high=1.0, level=level)
-    if len(diffs) < 2:
+    if found is None:
         return look
-    k = len(diffs)
-    mean = math.fsum(diffs) / k
-    sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (k - 1))
-    half = t_quantile(1 - (1 - level) / 2, k - 1) * sd / math.sqrt(k)
-    low, high = max(-1.0, mean - half), min(1.0, mean + half)
-    if sd == 0:
-        # Every case moved by the same amount: no spread to estimate. Trust the point only where
-        # an exact sign test over these cases could (every case on one side by chance: 2^-k).
-        low, high = (mean, mean) if 0.5**k < (1 - level) / 2 else (-1.0, 1.0)
+    estimate, low, high = found[0], max(-1.0, found[1]), min(1.0, found[2])
     decided = _side(low, high, gate.target, strict_above=True)
-    return look.model_copy(update={"estimate": mean, "low": low, "high": high, "decided": decided})
+    return look.model_copy(update={"estimate": estimate, "low": low, "high": high, "decided": decided})
 
 
 def _side(low: float, high: float, target: float, *, strict_above: bool) -> Literal["", "above", "below"]:
@@ -155,11 +140,11 @@ def look_at(
     """Every corpus's gated figure at this look's level."""
     looks = []
     for skill, gate in gates.items():
-        current = case_counts(observed, skill, variants[0])
+        current = case_draws(observed, skill, variants[0])
         if gate.baseline is None:
-            looks.append(pass_rate_look(list(current.values()), gate, plan.level, skill))
+            looks.append(pass_rate_look(current, gate, plan.level, skill))
         else:
-            base = case_counts(observed, skill, gate.baseline)
+            base = case_draws(observed, skill, gate.baseline)
             looks.append(paired_look(current, base, gate, plan.level, skill))
     return looks
 
@@ -194,12 +179,13 @@ def next_round(
 
 
 def _stop(decided: bool, vary: bool | None, epochs: int, max_epochs: int, out_of_budget: bool) -> StopReason:
-    if decided:
-        return "decided"
+    # A case's own reason first: a stable case would have stopped whatever the gate said.
     if vary is None:
         return "not-graded"
     if not vary:
         return "stable"
+    if decided:
+        return "decided"
     if epochs >= max_epochs:
         return "max-epochs"
     return "max-cost" if out_of_budget else ""
@@ -214,46 +200,3 @@ def stop_counts(plan: AdaptivePlan) -> dict[str, int]:
     """Cases per stop reason, in a fixed order."""
     order = ("decided", "stable", "max-epochs", "max-cost", "not-graded", "")
     return {r or "running": n for r in order if (n := sum(1 for c in plan.cases if c.stopped == r))}
-
-
-def counts_of_runs(runs: Iterable[CaseRun]) -> list[tuple[int, int, int]]:
-    """Per case of graded runs: (passed verdicts, verdicts, graded shards)."""
-    out: dict[int, list[int]] = {}
-    for r in runs:
-        if r.state is ShardState.GRADED and r.verdicts:
-            row = out.setdefault(r.case_id, [0, 0, 0])
-            row[0] += sum(v.passed for v in r.verdicts)
-            row[1] += len(r.verdicts)
-            row[2] += 1
-    return [(a, b, c) for a, b, c in out.values()]
-
-
-def counts_of_cells(cells: Mapping[tuple[int, int, str], Sequence[int]]) -> list[tuple[int, int, int]]:
-    """The same from a streamed reduce's (case, assertion index, model) -> [passed, observed]: every
-    graded shard of a case observed its first assertion once."""
-    out: dict[int, list[int]] = {}
-    for (case_id, index, _), (passed, observed) in cells.items():
-        row = out.setdefault(case_id, [0, 0, 0])
-        row[0] += passed
-        row[1] += observed
-        if index == 0:
-            row[2] += observed
-    return [(a, b, c) for a, b, c in out.values() if c > 0]
-
-
-def reweighed(skill: SkillResult) -> SkillResult:
-    """A corpus arm of a run with adaptive epochs: its pass rate with each case weighed once."""
-    behavioural = weighted_rate(counts_of_runs(skill.runs))
-    head = skill.headline if skill.inconclusive else headline(behavioural)
-    return skill.model_copy(update={"behavioural": behavioural, "headline": head})
-
-
-def planned_shards(plan: RunPlan, bundle: SkillBundle) -> int:
-    """Shards one corpus arm plans per executor model: every case's own epochs."""
-    return sum(plan.epochs_of(bundle.skill, case.id) for case in bundle.corpus.evals)
-
-
-def headline(r: Rate) -> str:
-    """``passed/graded (percent)`` with the case-weighted percent."""
-    pct = 100.0 * r.rate if r.rate is not None else 0.0
-    return f"{r.passed}/{r.total} ({pct:.1f}%)"

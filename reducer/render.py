@@ -278,8 +278,8 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
     if result.adaptive is not None:  # this skill's cases and gate only, as every other field
         plan = result.adaptive
         mine = {
-            "cases": [c for c in plan.cases if c.skill == skill],
-            "gates": [g for g in plan.gates if g.skill == skill],
+            "cases": tuple(c for c in plan.cases if c.skill == skill),
+            "gates": tuple(g for g in plan.gates if g.skill == skill),
         }
         doc["adaptive"] = plan.model_copy(update=mine).model_dump(mode="json")
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -19,8 +19,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from reducer.adaptive import reweighed
 from reducer.comparison import compare_all
+from reducer.epoch_weights import reweighed
 from reducer.gates import comparison_failures
 from reducer.plugin_score import below_threshold, is_plugin_suite, suite_scores
 from reducer.quality import assess_assertions

@@ -22,8 +22,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from reducer.adaptive import counts_of_cells, planned_shards, weighted_rate
 from reducer.comparison import Cell, Key, cell_of, compare_all
+from reducer.epoch_weights import counts_of_cells, planned_shards, weighted_rate
 from reducer.gates import comparison_failures
 from reducer.plugin_score import is_plugin_suite, scores_from_sums
 from reducer.quality import is_constant

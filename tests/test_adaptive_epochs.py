@@ -7,6 +7,7 @@ import random
 import pytest
 
 from reducer.adaptive import (
+    CaseDraws,
     Gate,
     ShardKey,
     Verdicts,
@@ -15,8 +16,8 @@ from reducer.adaptive import (
     paired_look,
     pass_rate_look,
     stop_counts,
-    weighted_rate,
 )
+from reducer.epoch_weights import weighted_rate
 from schemas.adaptive import AdaptivePlan, adaptive_plan
 
 
@@ -45,7 +46,7 @@ def test_a_case_whose_verdicts_never_vary_stops_after_the_first_round() -> None:
     cases = [("s", 1), ("s", 2), ("s", 3)]
     observed = {("s", "current", c, "m", e): (True, c != 3) for c in (1, 2, 3) for e in range(3)}
     observed[("s", "current", 2, "m", 1)] = (False, True)  # case 2 varies
-    after = next_round(plan, cases, {"s": Gate(0.5)}, observed, ["current"])
+    after = next_round(plan, cases, {"s": Gate(0.8)}, observed, ["current"])
     by_case = {c.case_id: c for c in after.cases}
     assert by_case[1].stopped == "stable" and by_case[1].epochs == 3
     assert by_case[3].stopped == "stable"
@@ -76,12 +77,25 @@ def test_a_clear_gate_is_decided_and_stops_every_case_of_the_corpus() -> None:
     after = next_round(plan, cases, {"s": Gate(0.95)}, observed, ["current"])
     assert after.gates[0].decided == "below" and after.gates[0].high < 0.95
     assert stop_counts(after) == {"decided": 20}
+    assert after.gates[0].estimate == pytest.approx(2 / 3)
 
 
 def test_a_rate_at_the_threshold_is_not_decided() -> None:
-    counts = [(1, 2, 2)] * 10
-    look = pass_rate_look(counts, Gate(0.5), 0.99, "s")
+    cases = {c: CaseDraws((1.0, 0.0, 1.0, 0.0), 1) for c in range(10)}
+    look = pass_rate_look(cases, Gate(0.5), 0.99, "s")
     assert look.low < 0.5 < look.high and look.decided == ""
+
+
+def test_more_epochs_on_the_varying_case_narrow_the_interval() -> None:
+    few = {1: CaseDraws((1.0, 0.0, 1.0), 1), 2: CaseDraws((1.0, 1.0, 1.0), 1)}
+    more = {1: CaseDraws((1.0, 0.0, 1.0) * 3, 1), 2: few[2]}
+    narrow, wide = pass_rate_look(more, Gate(0.5), 0.95, "s"), pass_rate_look(few, Gate(0.5), 0.95, "s")
+    assert narrow.high - narrow.low < wide.high - wide.low
+
+
+def test_cases_weigh_by_their_assertions() -> None:
+    cases = {1: CaseDraws((1.0,), 3), 2: CaseDraws((0.0,), 1)}
+    assert pass_rate_look(cases, Gate(0.5), 0.95, "s").estimate == pytest.approx(0.75)
 
 
 def test_unequal_epochs_weigh_each_case_once() -> None:
@@ -98,17 +112,19 @@ def test_equal_epochs_weigh_as_the_pooled_rate() -> None:
 
 
 def test_the_paired_difference_is_decided_when_its_interval_excludes_the_margin() -> None:
-    current = {c: (3, 3, 3) for c in range(12)}
-    base = {c: (1 if c % 2 else 0, 3, 3) for c in range(12)}
+    current = {c: CaseDraws((1.0, 1.0, 1.0), 1) for c in range(12)}
+    base = {c: CaseDraws((0.0, 1.0, 0.0) if c % 2 else (0.0, 0.0, 0.0), 1) for c in range(12)}
     look = paired_look(current, base, Gate(0.0, "baseline@HEAD"), 0.99, "s")
     assert look.decided == "above" and look.low > 0
     same = paired_look(current, current, Gate(0.0, "baseline@HEAD"), 0.99, "s")
-    assert same.decided == ""
+    assert same.decided == "" and same.estimate == 0
 
 
-def test_identical_gains_on_two_cases_decide_nothing() -> None:
-    look = paired_look({1: (1, 1, 1), 2: (1, 1, 1)}, {1: (0, 1, 1), 2: (0, 1, 1)}, Gate(0.0, "b"), 0.95, "s")
-    assert look.decided == ""
+def test_a_stable_case_keeps_its_reason_when_the_gate_is_decided_at_the_same_look() -> None:
+    observed = {("s", "current", c, "m", e): (c == 1 or e > 0,) for c in range(1, 41) for e in range(3)}
+    after = next_round(adaptive_plan(9), [("s", c) for c in range(1, 41)], {"s": Gate(0.95)}, observed, ["current"])
+    assert after.gates[0].decided == "below"
+    assert stop_counts(after) == {"decided": 39, "stable": 1}
 
 
 def test_rounds_end_with_every_case_stopped() -> None:
