@@ -16,7 +16,8 @@ its term: that is what lets the rule spend them where the outcome is uncertain.
 The gate is decided when the interval lies wholly on one side of its target. A case then stops
 (``decided``); else it gets ``step`` more epochs while its verdicts vary between epochs in some
 arm (a case whose every epoch gave the same verdicts in every arm has nothing another epoch
-could change: ``stable``, and its term is 0), until ``max_epochs``.
+could change: ``stable``; the stable cases' terms are bounded together, see :func:`variances`),
+until ``max_epochs``.
 """
 
 from __future__ import annotations
@@ -56,12 +57,45 @@ class CaseDraws:
 
     @property
     def variance_of_mean(self) -> float:
-        """The sample variance of its shard rates over their count (0 with one shard or none varying)."""
+        """The sample variance of its shard rates over their count (0 while they never varied)."""
         n = len(self.rates)
         if n < 2:
             return 0.0
         mean = self.mean
         return math.fsum((r - mean) ** 2 for r in self.rates) / (n - 1) / n
+
+
+PSEUDO_RATE = 0.5
+"""The pass chance of the one imagined varying case every arm is credited with (see :func:`variances`)."""
+
+
+def variances(cases: Mapping[int, CaseDraws]) -> dict[int, float]:
+    """Each case's variance term for the weighted mean.
+
+    A varying case brings its own :attr:`CaseDraws.variance_of_mean`. A case that never varied
+    is not thereby known: a case passing with chance p gives n identical verdicts with chance
+    ``m = p^n + (1-p)^n`` (a coin, three times alike one time in four), and then its mean is off
+    by ``1 - p`` or ``p``. The varying cases tell how many such look-alikes to expect among the
+    stable ones (each varying case stands for ``m / (1 - m)`` of them, empirical Bayes), plus one
+    imagined case of chance one half, so a corpus where nothing varied is not taken as certain.
+    Each stable case gets the expected squared error of a look-alike, times the chance it is one.
+    """
+    out = {c: d.variance_of_mean for c, d in cases.items() if len(set(d.rates)) > 1}
+    stable = [c for c in cases if c not in out]
+    if not stable:
+        return out
+    n = max(len(cases[c].rates) for c in stable)
+    looks_alike, squared = 0.0, 0.0
+    for p in [cases[c].mean for c in out] + [PSEUDO_RATE]:
+        alike = p**n + (1 - p) ** n
+        share = alike / (1 - alike) if alike < 1 else 0.0
+        error = (p**n * (1 - p) ** 2 + (1 - p) ** n * p**2) / alike if alike > 0 else 0.0
+        looks_alike += share
+        squared += share * error
+    chance = min(1.0, looks_alike / len(stable))
+    term = chance * (squared / looks_alike if looks_alike > 0 else 0.0)
+    out.update(dict.fromkeys(stable, term))
+    return out
 
 
 def case_draws(observed: Mapping[ShardKey, Verdicts], skill: str, variant: str) -> dict[int, CaseDraws]:
@@ -89,7 +123,8 @@ def stratified(terms: Sequence[tuple[float, float, float]], level: float) -> tup
 
 def pass_rate_look(cases: Mapping[int, CaseDraws], gate: Gate, level: float, skill: str) -> GateLook:
     """The pass rate's stratified interval at ``level`` against the threshold."""
-    found = stratified([(c.assertions, c.mean, c.variance_of_mean) for c in cases.values()], level)
+    shares = variances(cases)
+    found = stratified([(d.assertions, d.mean, shares[c]) for c, d in cases.items()], level)
     look = GateLook(skill=skill, figure="pass-rate", target=gate.target, level=level)
     if found is None:
         return look
@@ -102,11 +137,10 @@ def paired_look(
     current: Mapping[int, CaseDraws], baseline: Mapping[int, CaseDraws], gate: Gate, level: float, skill: str
 ) -> GateLook:
     """The paired difference's stratified interval over the cases both arms graded, at ``level``."""
-    terms = [
-        (cur.assertions, cur.mean - base.mean, cur.variance_of_mean + base.variance_of_mean)
-        for c, cur in current.items()
-        if (base := baseline.get(c)) is not None
-    ]
+    both = [c for c in current if c in baseline]
+    cur_var = variances({c: current[c] for c in both})
+    base_var = variances({c: baseline[c] for c in both})
+    terms = [(current[c].assertions, current[c].mean - baseline[c].mean, cur_var[c] + base_var[c]) for c in both]
     found = stratified(terms, level)
     look = GateLook(skill=skill, figure="paired-difference", target=gate.target, low=-1.0, high=1.0, level=level)
     if found is None:

@@ -16,6 +16,7 @@ from reducer.adaptive import (
     paired_look,
     pass_rate_look,
     stop_counts,
+    variances,
 )
 from reducer.epoch_weights import weighted_rate
 from schemas.adaptive import AdaptivePlan, adaptive_plan
@@ -138,3 +139,30 @@ def test_rounds_end_with_every_case_stopped() -> None:
             break
     assert finished(plan)
     assert all(c.epochs == 3 for c in plan.cases if c.case_id >= 6)
+
+
+def test_a_stable_case_is_not_taken_as_certain_when_others_vary() -> None:
+    alone = variances({1: CaseDraws((1.0, 1.0, 1.0), 1)})
+    with_coins = variances({1: CaseDraws((1.0, 1.0, 1.0), 1), **{c: CaseDraws((1.0, 0.0, 1.0), 1) for c in (2, 3, 4)}})
+    assert 0 < alone[1] < with_coins[1]
+    assert with_coins[2] == pytest.approx(CaseDraws((1.0, 0.0, 1.0), 1).variance_of_mean)
+
+
+def test_the_rule_keeps_its_error_rate_when_the_threshold_is_the_truth() -> None:
+    # Every decision is wrong here: the share of runs that decide is the rule's error rate over its looks.
+    probs = {c: (1.0 if c < 12 else 0.5) for c in range(20)}
+    truth = sum(probs.values()) / len(probs)
+    cases = [("s", c) for c in probs]
+    wrong = 0
+    runs = 300
+    for seed in range(runs):
+        rng = random.Random(seed)
+        plan = adaptive_plan(9)
+        seen: dict[ShardKey, Verdicts] = {}
+        while not finished(plan):
+            for c, p in probs.items():
+                for e in range(plan.epochs_of("s", c)):
+                    seen.setdefault(("s", "current", c, "m", e), (rng.random() < p,))
+            plan = next_round(plan, cases, {"s": Gate(truth)}, seen, ["current"])
+        wrong += bool(plan.gates[0].decided)
+    assert wrong / runs <= 0.05 + 2 * (0.05 * 0.95 / runs) ** 0.5
