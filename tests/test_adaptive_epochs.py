@@ -11,6 +11,7 @@ from reducer.adaptive import (
     Gate,
     ShardKey,
     Verdicts,
+    case_draws,
     finished,
     next_round,
     paired_look,
@@ -166,3 +167,46 @@ def test_the_rule_keeps_its_error_rate_when_the_threshold_is_the_truth() -> None
             plan = next_round(plan, cases, {"s": Gate(truth)}, seen, ["current"])
         wrong += bool(plan.gates[0].decided)
     assert wrong / runs <= 0.05 + 2 * (0.05 * 0.95 / runs) ** 0.5
+
+
+def _draws(seed: int, probs: list[float], epochs: dict[int, int]) -> dict[ShardKey, Verdicts]:
+    """Each (case, epoch) draw a function of the seed, case and epoch: an adaptive and a fixed run
+    of one seed see the same verdicts where both ran (common random numbers)."""
+    return {
+        ("s", "current", c, "m", e): (random.Random(seed * 1_000_003 + c * 1_009 + e).random() < p,)
+        for c, p in enumerate(probs)
+        for e in range(epochs[c])
+    }
+
+
+def _width(seen: dict[ShardKey, Verdicts], threshold: float) -> float:
+    look = pass_rate_look(case_draws(seen, "s", "current"), Gate(threshold), 0.95, "s")
+    return look.high - look.low
+
+
+def test_adaptive_epochs_give_the_interval_of_fixed_epochs_for_fewer_calls() -> None:
+    # A suite of mostly deterministic checks with a few flaky cases: 36 always pass, 4 pass half the time.
+    probs = [1.0] * 36 + [0.5] * 4
+    threshold, seeds = 0.93, 60
+    calls, widths = [], []
+    for seed in range(seeds):
+        plan = adaptive_plan(11)
+        cases = [("s", c) for c in range(len(probs))]
+        while not finished(plan):
+            epochs = {c: plan.epochs_of("s", c) for c in range(len(probs))}
+            plan = next_round(plan, cases, {"s": Gate(threshold)}, _draws(seed, probs, epochs), ["current"])
+        epochs = {c: plan.epochs_of("s", c) for c in range(len(probs))}
+        calls.append(sum(epochs.values()))
+        widths.append(_width(_draws(seed, probs, epochs), threshold))
+    adaptive_calls, adaptive_width = sum(calls) / seeds, sum(widths) / seeds
+    fixed = next(
+        e
+        for e in range(3, 12)
+        if sum(_width(_draws(s, probs, dict.fromkeys(range(len(probs)), e)), threshold) for s in range(seeds)) / seeds
+        <= adaptive_width
+    )
+    print(
+        f"adaptive: {adaptive_calls:.1f} calls, mean 95% width {adaptive_width:.3f}; "
+        f"fixed epochs as narrow: {fixed} ({fixed * len(probs)} calls)"
+    )
+    assert adaptive_calls < fixed * len(probs)
