@@ -15,7 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 
+from engine.state import RunState
+from schemas.status import ShardState
 from testkit.offline_server import OfflineModelServer
 from tests.test_baseline_no_skill import make_repo, run_cli
 
@@ -106,3 +109,23 @@ def test_bad_epoch_flags_are_named_errors(tmp_path: Path, args: list[str], messa
     repo = make_repo(tmp_path / "repo", cases=2)
     done = _cli("run", "greeter", "--repo", str(repo), *args, "--dry-run")
     assert done.returncode != 0 and message in done.stdout + done.stderr
+
+
+def test_a_reduced_run_grown_by_a_round_is_reduced_again_only_when_the_new_shards_end(
+    redis_client: redis.Redis,
+) -> None:
+    run = "20260101-000000-0000beef"
+    state = RunState(redis_client)
+    state.register(run, ["a"], "runs/x/manifest.json", "2026-01-01T00:00:00")
+    for step in (ShardState.EXECUTING, ShardState.EXECUTED, ShardState.GRADING):
+        state.transition(run, "a", step)
+    assert state.transition(run, "a", ShardState.GRADED).finished_run
+    state.mark_reduced(run)
+    # The next round: registered first (more shards than ended), then reopened.
+    state.register(run, ["a", "b"], "runs/x/manifest.r2.json", "2026-01-01T00:00:00")
+    state.reopen(run)
+    assert not state.reduced(run) and run in state.active_runs()
+    assert state.totals(run) == (1, 2) and state.manifest_key(run) == "runs/x/manifest.r2.json"
+    for step in (ShardState.EXECUTING, ShardState.EXECUTED, ShardState.GRADING):
+        state.transition(run, "b", step)
+    assert state.transition(run, "b", ShardState.GRADED).finished_run
