@@ -129,3 +129,50 @@ def test_a_reduced_run_grown_by_a_round_is_reduced_again_only_when_the_new_shard
     for step in (ShardState.EXECUTING, ShardState.EXECUTED, ShardState.GRADING):
         state.transition(run, "b", step)
     assert state.transition(run, "b", ShardState.GRADED).finished_run
+
+
+def paired_scenario(seed: int) -> dict[str, object]:
+    """With the skill the agent runs echo hello half the time; without it, never."""
+    echo = {"tool_calls": [{"name": "shell", "arguments": {"command": "echo hello"}}]}
+    coin = [{"weight": 1, "reply": echo}, {"weight": 1, "reply": {"text": "Hello there!"}}]
+    return {
+        "seed": seed,
+        "rules": [
+            {"tools": True, "contains": "(with the skill)", "replies": [{"pick": coin}, {"text": "done"}]},
+            {"tools": True, "contains": "Say hello", "replies": [{"text": "Hello there!"}]},
+        ],
+        "judge": [{"assertion_contains": "runs echo hello", "transcript_regex": r"\[tool_call\] shell\(.*echo hello"}],
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(500)
+def test_with_a_gating_baseline_both_arms_get_the_same_epochs_and_the_paired_difference_decides(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path / "repo", cases=6)
+    with OfflineModelServer(paired_scenario(5)) as server:
+        result = run_cli(
+            repo,
+            tmp_path,
+            server,
+            "--baseline",
+            "no-skill",
+            "--require-uplift",
+            "--epochs",
+            "auto",
+            "--max-epochs",
+            "5",
+        )
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    doc = json.loads(next((tmp_path / "zuvo" / "reports").glob("skill-eval-greeter-*.json")).read_text())
+    gate = doc["adaptive"]["gates"][0]
+    assert gate["figure"] == "paired-difference" and gate["target"] == 0
+    epochs = {c["case_id"]: c["epochs"] for c in doc["adaptive"]["cases"]}
+    arms = {v["variant"]: v for v in doc["variants"]}
+    for arm in ("current", "no-skill"):
+        got: dict[int, int] = {}
+        for r in arms[arm]["runs"]:
+            got[r["case_id"]] = got.get(r["case_id"], 0) + 1
+        assert got == epochs, arm
+    assert any(e > 3 for e in epochs.values()) or gate["decided"] == "above"
