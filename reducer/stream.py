@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from reducer.comparison import Cell, Key, cell_of, compare_all
 from reducer.epoch_weights import counts_of_cells, planned_shards, weighted_rate
+from reducer.epoch_weights import headline as weighted_headline
 from reducer.gates import comparison_failures
 from reducer.plugin_score import is_plugin_suite, scores_from_sums
 from reducer.quality import is_constant
@@ -294,15 +295,18 @@ class StreamReducer:
             infra[UNFINISHED] = unfinished
         passed = sum(m.passed for m in arm.models.values())
         judged = sum(m.judged for m in arm.models.values())
-        behavioural = (
-            weighted_rate(counts_of_cells(arm.cells)) if self.plan.adaptive else rate(passed, judged, _clusters([arm]))
+        # Unequal epochs (adaptive): each case weighs once, and the headline says so.
+        behavioural, head_of = (
+            (weighted_rate(counts_of_cells(arm.cells)), weighted_headline)
+            if self.plan.adaptive
+            else (rate(passed, judged, _clusters([arm])), headline)
         )
         inconclusive = is_inconclusive(not_graded, shards, cases)
         blocked = arm.states.get(ShardState.BLOCKED, 0)
         head = (
             inconclusive_headline(not_graded, shards, sum(infra.values()) - unfinished, blocked)
             if inconclusive
-            else headline(behavioural)
+            else head_of(behavioural)
         )
         verified, pairs, unanimous = arm.verified, arm.agreement, arm.unanimous
         return SkillResult(

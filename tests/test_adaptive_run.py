@@ -44,7 +44,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(500)
-def test_adaptive_epochs_go_to_the_varying_cases_and_every_report_says_why_each_stopped(tmp_path: Path) -> None:
+def test_adaptive_epochs_go_to_the_varying_cases_and_every_report_says_why_each_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = make_repo(tmp_path / "repo", cases=CASES)
     with OfflineModelServer(scenario(21)) as server:
         result = run_cli(
@@ -80,6 +82,15 @@ def test_adaptive_epochs_go_to_the_varying_cases_and_every_report_says_why_each_
     redone = json.loads(next((tmp_path / "again").glob("skill-eval-greeter-*.json")).read_text())
     assert redone["adaptive"]["cases"] == adaptive["cases"]
     assert next(s for s in redone["variants"] if s["variant"] == "current")["behavioural"] == current["behavioural"]
+    # The streamed reduce (large runs) weighs the cases as the full one does.
+    monkeypatch.setenv("SKILL_EVAL_STREAM_REDUCE_SHARDS", "1")
+    streamed = _cli("report", doc["run_id"], "--store", str(tmp_path / "store"), "--out", str(tmp_path / "streamed"))
+    assert streamed.returncode in (0, 1), streamed.stdout + streamed.stderr
+    by_stream = json.loads(next((tmp_path / "streamed").glob("skill-eval-greeter-*.json")).read_text())
+    arm = next(s for s in by_stream["variants"] if s["variant"] == "current")
+    assert arm["runs"] == [] and arm["shard_count"] == current["shard_count"] and arm["unfinished"] == 0
+    assert arm["behavioural"]["rate"] == pytest.approx(current["behavioural"]["rate"])
+    assert arm["headline"] == current["headline"]
 
 
 def test_the_dry_run_shows_the_first_round_and_the_most_an_adaptive_run_may_spend(tmp_path: Path) -> None:
