@@ -138,7 +138,9 @@ def run_rounds(
         if sent == 0:  # nothing new could be planned: stop rather than wait for nothing
             break
         wait()
-    put_manifest(store, manifest)
+    # The final record (every case's stop) goes where reports read and where a resubmit's
+    # workers and reduce read: the run is pointed at it.
+    state.set_manifest_key(plan.run_id, store_revision(manifest, store, state))
     _record_in_result(store, manifest)
     return manifest
 

@@ -76,6 +76,12 @@ def test_adaptive_epochs_go_to_the_varying_cases_and_every_report_says_why_each_
     assert "## Adaptive epochs" in md and "| 1 | 3 | stable | its verdicts never varied |" in md
     html = next(reports.glob("skill-eval-*.html")).read_text()
     assert '<section id="adaptive">' in html
+    # The run's last manifest revision (what a resubmit's workers and reduce read) holds the final record.
+    revisions = sorted((tmp_path / "store").rglob("manifest.r*.json"), key=lambda p: int(p.stem.split(".r")[1]))
+    last = json.loads(revisions[-1].read_text())["plan"]["adaptive"]
+    assert [(c["case_id"], c["epochs"], c["stopped"]) for c in last["cases"]] == [
+        (c["case_id"], c["epochs"], c["stopped"]) for c in adaptive["cases"]
+    ]
     # A report of the stored run says the same: the stored plan records each case's epochs and stop.
     again = _cli("report", doc["run_id"], "--store", str(tmp_path / "store"), "--out", str(tmp_path / "again"))
     assert again.returncode in (0, 1), again.stdout + again.stderr
