@@ -413,7 +413,9 @@ def run(
     check_api_base(api_base)
     settings = _settings(broker_url=broker, store=store, sandbox=sandbox, worker_processes=worker_processes)
     check_detach(detach, settings.broker_url)
-    epoch_count, adaptive = parse_epochs(epochs, max_epochs, detach=detach, triggers=trigger_run is not None)
+    epoch_count, adaptive = parse_epochs(
+        epochs, max_epochs, detach=detach, triggers=trigger_run is not None, baseline=baseline
+    )
     check_shard_timeout(shard_timeout, settings)
     if calibrate_with and no_calibration:
         raise ConfigError("--calibrate-with needs calibration: drop --no-calibration")

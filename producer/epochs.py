@@ -4,20 +4,27 @@ from __future__ import annotations
 
 from schemas.adaptive import AdaptivePlan, adaptive_plan
 from schemas.errors import ConfigError
+from schemas.shard import SAME
 
 AUTO = "auto"
 
 
 def parse_epochs(
-    value: str, max_epochs: int | None, *, detach: bool, triggers: bool
+    value: str, max_epochs: int | None, *, detach: bool, triggers: bool, baseline: str | None = None
 ) -> tuple[int, AdaptivePlan | None]:
     """The fixed epochs, or (``auto``) the first round's and the adaptive rule; ConfigError naming
-    what is wrong (a detached run has nobody to send its later rounds; a trigger run has no gate)."""
+    what is wrong (a detached run has nobody to send its later rounds; a trigger run has no gate;
+    the noise floor counts flips per pair, and epochs sent to the cases that flip would inflate it)."""
     if value.strip().lower() == AUTO:
         if max_epochs is None:
             raise ConfigError("--epochs auto needs --max-epochs N (the most epochs any case may get)")
         if detach:
             raise ConfigError("--epochs auto cannot --detach: the submitter sends each later round")
+        if baseline == SAME:
+            raise ConfigError(
+                "--epochs auto with --baseline same: more epochs go to the cases that flip, which would "
+                "inflate the noise floor it measures; give fixed --epochs"
+            )
         if triggers:
             raise ConfigError("--epochs auto is for graded runs: a trigger run has no pass rate to decide")
         rule = adaptive_plan(max_epochs)

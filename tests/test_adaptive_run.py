@@ -120,6 +120,7 @@ def test_the_dry_run_shows_the_first_round_and_the_most_an_adaptive_run_may_spen
         (["--epochs", "3", "--max-epochs", "5"], "--max-epochs goes with --epochs auto"),
         (["--epochs", "many"], "neither a whole number nor auto"),
         (["--epochs", "0"], "--epochs must be at least 1"),
+        (["--epochs", "auto", "--max-epochs", "5", "--baseline", "same"], "would inflate the noise floor"),
     ],
 )
 def test_bad_epoch_flags_are_named_errors(tmp_path: Path, args: list[str], message: str) -> None:
