@@ -350,6 +350,15 @@ class RunState:
         _raise_signal(pipe, reduced_signal_key(run_id))
         pipe.execute()
 
+    def reopen(self, run_id: str) -> None:
+        """Make a reduced run active again, to be reduced anew once its newly registered shards end
+        (adaptive epochs add a round to a run). Call after registering them: while more shards are
+        registered than have ended, no reduce starts."""
+        pipe = self.r.pipeline(transaction=True)
+        pipe.hdel(self._keys(run_id).run, "reduced")
+        pipe.sadd(active_runs_key(), run_id)
+        pipe.execute()
+
     def wait_reduced(self, run_id: str, timeout_s: float) -> bool:
         """Block until the run is marked reduced, ``timeout_s`` at most; whether it is reduced.
 

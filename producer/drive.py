@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
 from engine.usage import usage_totals
+from producer.adaptive import further_rounds
 from producer.cluster import open_cluster, task_sender
 from producer.embedded import EmbeddedCluster
 from producer.preflight import check_models
@@ -72,15 +74,18 @@ def drive(
         submitter(manifest, store, state, publisher, stored)  # a large manifest is written once
         if req.detach and embedded is None:
             return manifest.plan.run_id
+        wait = functools.partial(
+            wait_for_run,
+            state,
+            manifest.plan.run_id,
+            console=err,
+            usage=lambda: usage_totals(client, manifest.plan.run_id),
+            alive=embedded.alive if embedded else None,
+            show=req.show_progress,
+        )
         try:
-            wait_for_run(
-                state,
-                manifest.plan.run_id,
-                console=err,
-                usage=lambda: usage_totals(client, manifest.plan.run_id),
-                alive=embedded.alive if embedded else None,
-                show=req.show_progress,
-            )
+            wait()
+            manifest = further_rounds(manifest, store, state, publisher, wait, err)
         except RunStalled as exc:
             tail = f"\nlast worker log lines:\n{embedded.log_tail(2000)}" if embedded else ""
             raise RunStalled(f"{exc.detail}{tail}") from exc

@@ -40,6 +40,7 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
         epochs=req.epochs,
         sandbox=settings.sandbox,
         variants=variants,
+        adaptive=req.adaptive,
     )
     guards: list[str] = []
     if req.compare:

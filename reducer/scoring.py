@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reducer.comparison import compare_all
+from reducer.epoch_weights import reweighed
 from reducer.gates import comparison_failures
 from reducer.plugin_score import below_threshold, is_plugin_suite, suite_scores
 from reducer.quality import assess_assertions
@@ -347,6 +348,8 @@ def reduce_run(
                 if s.variant == variant and s.skill == bundle.skill
             ]
             skills.append(reduce_skill(bundle, variant, shard_outcomes, plan.epochs))
+    if plan.adaptive is not None:  # cases got unequal epochs: each still weighs as one case
+        skills = [reweighed(s) for s in skills]
     threshold, source = threshold_of(fail_under)
     skills = with_verdicts(skills, threshold, plugin_threshold)
     current = [s for s in skills if s.variant == CURRENT]
@@ -395,6 +398,7 @@ def reduce_run(
         threshold=threshold,
         threshold_source=source,
         plugin_threshold=plugin_threshold,
+        adaptive=plan.adaptive,
     )
 
 

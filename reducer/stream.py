@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reducer.comparison import Cell, Key, cell_of, compare_all
+from reducer.epoch_weights import counts_of_cells, planned_shards, weighted_rate
+from reducer.epoch_weights import headline as weighted_headline
 from reducer.gates import comparison_failures
 from reducer.plugin_score import is_plugin_suite, scores_from_sums
 from reducer.quality import is_constant
@@ -283,7 +285,7 @@ class StreamReducer:
     def _skill(self, bundle: SkillBundle, variant: str) -> SkillResult:
         arm = self.arms[(variant, bundle.skill)]
         cases = len(bundle.corpus.evals)
-        per_model = cases * self.plan.epochs
+        per_model = planned_shards(self.plan, bundle)
         shards = per_model * len(self.plan.models)
         graded = arm.states.get(ShardState.GRADED, 0)
         not_graded = shards - graded
@@ -293,13 +295,18 @@ class StreamReducer:
             infra[UNFINISHED] = unfinished
         passed = sum(m.passed for m in arm.models.values())
         judged = sum(m.judged for m in arm.models.values())
-        behavioural = rate(passed, judged, _clusters([arm]))
+        # Unequal epochs (adaptive): each case weighs once, and the headline says so.
+        behavioural, head_of = (
+            (weighted_rate(counts_of_cells(arm.cells)), weighted_headline)
+            if self.plan.adaptive
+            else (rate(passed, judged, _clusters([arm])), headline)
+        )
         inconclusive = is_inconclusive(not_graded, shards, cases)
         blocked = arm.states.get(ShardState.BLOCKED, 0)
         head = (
             inconclusive_headline(not_graded, shards, sum(infra.values()) - unfinished, blocked)
             if inconclusive
-            else headline(behavioural)
+            else head_of(behavioural)
         )
         verified, pairs, unanimous = arm.verified, arm.agreement, arm.unanimous
         return SkillResult(
@@ -458,6 +465,7 @@ class StreamReducer:
             threshold=threshold,
             threshold_source=source,
             plugin_threshold=plugin_threshold,
+            adaptive=plan.adaptive,
         )
 
     def _planned_pairs(self) -> dict[tuple[str, str], dict[Key, Cell]]:
@@ -467,7 +475,7 @@ class StreamReducer:
         for (_, skill), seen in self.pairs.items():  # in place: a copy would double the largest thing held
             for case in self.plan.bundle(skill).corpus.evals:
                 for model in self.plan.models:
-                    for epoch in range(self.plan.epochs):
+                    for epoch in range(self.plan.epochs_of(skill, case.id)):
                         seen.setdefault((case.id, model, epoch), queued)
         return self.pairs
 
@@ -479,7 +487,7 @@ class StreamReducer:
             for model in self.plan.models:
                 if model in arm.models:
                     merged[model].merge(arm.models[model])
-                shards[model] += s.cases * self.plan.epochs
+                shards[model] += planned_shards(self.plan, self.plan.bundle(s.skill))
         arms = [self.arms[(s.variant, s.skill)] for s in current]
         board = [self._summary(m, merged[m], shards[m], _clusters(arms, m)) for m in self.plan.models]
         return rank(board)
