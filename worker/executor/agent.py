@@ -33,6 +33,7 @@ from worker.executor.final_files import collect_final_files
 from worker.executor.prompt import render_executor_prompt
 from worker.executor.scaffold import run_scaffold
 from worker.executor.tools import TOOL_NAMES, ToolOutcome, execute_tool
+from worker.http_mock_sandbox import http_mocked
 from worker.models.base import ModelClient, ModelReply, ToolCall
 from worker.sandbox import Sandbox, SandboxLimits, workspace_usage
 
@@ -234,8 +235,9 @@ def run_agent(
     prompt = render_executor_prompt(
         skill=skill, skill_text=skill_text, agent_texts=agent_texts, case=case, workspace=sandbox.inner_root
     )
-    loop = _Loop(client, model, sandbox, case_budget(budget or AgentBudget(), case), case_tools(case))
-    end_reason = loop.run(prompt.text)
+    with http_mocked(sandbox, case.http_mocks, case_id=case.id) as (box, http):
+        loop = _Loop(client, model, box, case_budget(budget or AgentBudget(), case), case_tools(case))
+        end_reason = loop.run(prompt.text)
     return Trajectory(
         shard_id=shard_id,
         skill=skill,
@@ -249,6 +251,7 @@ def run_agent(
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=loop.wrote) if loop.ran_tools() else {},
         template_hashes={"executor": prompt.template_sha256},
         mock_findings=loop.mock_findings,
+        http_calls=list(http.calls),
         started_at=started_at,
         finished_at=datetime.now(UTC),
     )
