@@ -3,7 +3,8 @@ the renderer's own lines, capped so that no tool call is ever hidden. Pure.
 
 Only this module writes a line starting with ``[assistant]``, ``[tool_call]``,
 ``[tool_result]`` or ``[http_call]`` (a request the HTTP mock proxy recorded, after the
-events). Free text (tool output, assistant prose) is made safe *per event, after its own cap*, so a cut can never expose a forged marker:
+events). Free text (tool output, assistant prose) is made safe *per event, after its own
+cap*, so a cut can never expose a forged marker:
 
 * every character a reader could take for a line break (CR, VT, FF, FS/GS/RS, NEL, U+2028,
   U+2029) becomes ``\\n``; other C0/C1 controls become visible ``\\xNN``;
