@@ -136,10 +136,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         self.connection = tls
-        self.rfile = tls.makefile("rb", self.rbufsize)
+        self.rfile = tls.makefile("rb", self.rbufsize)  # type: ignore[assignment]
         self.wfile = socketserver._SocketWriter(tls)  # type: ignore[attr-defined]
         self.tunnel = f"https://{host}" + ("" if port == "443" else f":{port}")
         self.close_connection = False  # an HTTP/1.0 CONNECT (Python's urllib) still carries its request
+
+    def finish(self) -> None:
+        super().finish()
+        if self.tunnel is not None:  # the TLS socket took the connection over: the server closes only the original
+            with contextlib.suppress(OSError):
+                self.connection.close()
 
     def _url(self) -> str:
         if re.match(r"^https?://", self.path, re.IGNORECASE):
