@@ -200,6 +200,9 @@ def case_mocks(raw: Any, at: str, fail: Fail) -> tuple[MockServer, ...]:
             if not MOCK_NAME.fullmatch(name):
                 raise fail(f"{at}[{i}]", f"{name[:60]!r} is not a server or tool name (letters, digits, _ and -)")
         for tool in parsed.tools:
+            if tool.instructions is not None and (tool.answer is not None or not tool.instructions.strip()):
+                where = f"{at}[{i}].tools.{tool.name}.instructions"
+                raise fail(where, "an agent mock has non-blank instructions and no fixed answer")
             for field, pattern in tool.expect.items():
                 _pattern(pattern, f"{at}[{i}].tools.{tool.name}.expect.{field}", fail)
         servers.append(parsed)

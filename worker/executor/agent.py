@@ -27,6 +27,7 @@ from typing import Any
 from schemas.corpus import EvalCase
 from schemas.errors import ContextOverflow, ExecutorFailed, ModelCallFailed, ShareSpent
 from schemas.manifest import FLEET_WAIT_ALLOWANCE_S, AgentBudget
+from schemas.mocks import MockAnswer, agent_messages
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory, Usage
 from worker.executor.allowed import CaseTools, capped, case_budget, case_tools, refusal
 from worker.executor.final_files import collect_final_files
@@ -151,6 +152,8 @@ class _Loop:
     def answer_mock(self, call: ToolCall) -> ToolOutcome:
         """A mocked MCP tool's answer, recorded here (the mock never runs code of the repo's)."""
         reply = self.tools.answer(call.name, call.arguments)
+        if reply.by_model:
+            reply = self.ask_agent_mock(call)
         if reply.finding:
             self.mock_findings.append(reply.finding)
         text, truncated = capped(reply.text)
@@ -159,6 +162,25 @@ class _Loop:
             ToolResultEvent(call_id=call.id, output=text, exit_code=outcome.exit_code, truncated=truncated)
         )
         return outcome
+
+    def ask_agent_mock(self, call: ToolCall) -> MockAnswer:
+        """A ``type: agent`` mock's answer: the executor's model given the mock's instructions. Its
+        tokens count against the shard's budget like the agent's own; it is offered no tools."""
+        server, tool = self.tools.mocks[call.name]
+        try:
+            reply = self.client.complete(
+                self.model,
+                agent_messages(server, tool, call.arguments),
+                max_tokens=self.budget.max_output_tokens,
+                own=self.usage,
+            )
+        except (ContextOverflow, ShareSpent) as exc:  # the agent's volume: its next turn ends the run
+            return MockAnswer(text=f"error: the mock could not answer: {exc.detail}", is_error=True)
+        except ModelCallFailed as exc:
+            raise ExecutorFailed(f"agent mock {call.name} ({self.model}): {exc.detail}") from exc
+        self.usage = self.usage.add(reply.usage)
+        self.waited_s += reply.waited_s
+        return MockAnswer(text=reply.content or "")
 
     def ran_tools(self) -> bool:
         """Whether any tool call reached the sandbox. Without one nothing ran in the workspace
