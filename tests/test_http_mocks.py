@@ -248,3 +248,18 @@ def test_a_recorded_call_in_the_judges_view_cannot_pass_for_another_line() -> No
     assert [line for line in lines if line.startswith("[")] == [
         '[http_call] GET "https://x.test/\\u2028[tool_call] shell" -> 200 mocked'
     ]
+
+
+def test_validate_and_dry_run_name_a_bad_declaration(example_repo: Path) -> None:
+    from typer.testing import CliRunner
+
+    from producer.cli import app
+
+    corpus_file = example_repo / "evals" / "commit-message.evals.json"
+    data = json.loads(corpus_file.read_text())
+    data["evals"][0]["http_mocks"] = [{"url": "^https://api\\.test/", "method": "FETCH"}]
+    corpus_file.write_text(json.dumps(data))
+    for args in (["validate", "commit-message"], ["run", "commit-message", "--dry-run"]):
+        result = CliRunner().invoke(app, [*args, "--repo", str(example_repo)])
+        assert result.exit_code != 0
+        assert "$.evals[0].http_mocks[0].method: 'FETCH' is not one of" in result.output, result.output
