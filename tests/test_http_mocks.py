@@ -263,3 +263,18 @@ def test_validate_and_dry_run_name_a_bad_declaration(example_repo: Path) -> None
         result = CliRunner().invoke(app, [*args, "--repo", str(example_repo)])
         assert result.exit_code != 0
         assert "$.evals[0].http_mocks[0].method: 'FETCH' is not one of" in result.output, result.output
+
+
+def test_a_flood_of_requests_is_answered_and_what_the_record_drops_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import worker.http_mock
+
+    monkeypatch.setattr(worker.http_mock, "MAX_CALLS", 3)
+    (tmp_path / "ws").mkdir()
+    box = open_test_sandbox(tmp_path / "ws")
+    with http_mocked(box, MOCKS, case_id=1) as (sandbox, proxy):
+        result = sandbox.run("for i in 1 2 3 4 5; do curl -sS https://api.example.com/v1/items; echo; done")
+    assert result.output.count('{"items": [1, 2]}') == 5
+    assert len(proxy.calls) == 3
+    assert proxy.findings() == ["http: 3 requests recorded, 2 more answered but not recorded"]

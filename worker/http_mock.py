@@ -148,8 +148,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self.connection.close()
 
     def _url(self) -> str:
-        if re.match(r"^https?://", self.path, re.IGNORECASE):
+        if self.tunnel is None and re.match(r"^https?://", self.path, re.IGNORECASE):
             return self.path
+        # Inside a tunnel the host is the one CONNECT named, whatever the request line or Host say.
         base = self.tunnel or "http://" + (self.headers.get("Host") or "unknown-host")
         return base + self.path
 
@@ -211,6 +212,12 @@ class HttpMockProxy:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.authority: _Authority
+
+    def findings(self) -> list[str]:
+        """What the record could not hold, for the trajectory's findings (empty as a rule)."""
+        if not self.dropped:
+            return []
+        return [f"http: {len(self.calls)} requests recorded, {self.dropped} more answered but not recorded"]
 
     @property
     def active(self) -> bool:

@@ -272,7 +272,7 @@ def run_agent(
         waited_s=round(loop.waited_s, 3),
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=loop.wrote) if loop.ran_tools() else {},
         template_hashes={"executor": prompt.template_sha256},
-        mock_findings=loop.mock_findings,
+        mock_findings=loop.mock_findings + http.findings(),
         http_calls=list(http.calls),
         started_at=started_at,
         finished_at=datetime.now(UTC),

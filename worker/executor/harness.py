@@ -406,6 +406,7 @@ def run_harness(
         proposed_calls=checked.proposed,
         refused_requests=list(record.agent_refusals),
         http_calls=list(http.calls),
+        mock_findings=http.findings(),
         waited_s=round(proxy.waited_s, 3),
         started_at=started_at,
         finished_at=datetime.now(UTC),
