@@ -278,3 +278,23 @@ def test_a_flood_of_requests_is_answered_and_what_the_record_drops_is_said(
     assert result.output.count('{"items": [1, 2]}') == 5
     assert len(proxy.calls) == 3
     assert proxy.findings() == ["http: 3 requests recorded, 2 more answered but not recorded"]
+
+
+def test_tunnels_to_more_hosts_than_the_cap_are_refused_and_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import worker.http_mock
+
+    monkeypatch.setattr(worker.http_mock, "MAX_HOSTS", 1)
+    (tmp_path / "ws").mkdir()
+    box = open_test_sandbox(tmp_path / "ws")
+    with http_mocked(box, MOCKS, case_id=1) as (sandbox, proxy):
+        result = sandbox.run(
+            "curl -sS https://api.example.com/v1/items; echo; curl -sS https://b.example.com/ || echo no"
+        )
+    assert result.output.splitlines()[0] == '{"items": [1, 2]}' and result.output.rstrip().endswith("no")
+    assert [(c.method, c.url, c.status) for c in proxy.calls] == [
+        ("GET", "https://api.example.com/v1/items", 200),
+        ("CONNECT", "https://b.example.com:443", 0),
+    ]
+    assert "over 1 hosts" in proxy.calls[1].note

@@ -42,6 +42,8 @@ INNER_HTTP_DIR = "/run/skill-eval-http"
 MAX_CALLS = 1_000
 """Requests recorded at most; later ones are answered the same and only counted."""
 MAX_REQUEST_BYTES = 1_000_000
+MAX_HOSTS = 200
+"""Distinct ``https://`` hosts given a certificate per shard; a tunnel to one more is refused."""
 _HOST = re.compile(r"^[A-Za-z0-9.-]{1,253}$|^\[[0-9A-Fa-f:.]+\]$")
 
 
@@ -81,6 +83,8 @@ class _Authority:
         """A server-side TLS context presenting a certificate for ``host``."""
         with self._lock:
             if host not in self._contexts:
+                if len(self._contexts) >= MAX_HOSTS:
+                    raise ssl.SSLError(f"over {MAX_HOSTS} hosts asked for: no certificate made")
                 self._contexts[host] = self._make(host)
             return self._contexts[host]
 
