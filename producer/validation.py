@@ -40,6 +40,7 @@ from schemas.corpus import (
     ToolCallMatcher,
 )
 from schemas.errors import BadCorpus, BadSkillName
+from schemas.history import HistoryTurn
 from schemas.http_mocks import HttpMock
 from schemas.mocks import MockServer
 from schemas.status import FixtureStage
@@ -48,7 +49,7 @@ TOP_KEYS = frozenset({"skill_name", "evals"})
 TOP_OPTIONAL_KEYS = frozenset({"extensions"})  # the opt-in to extensions of schema v1
 CASE_KEYS = frozenset({"id", "prompt", "expected_output", "files", "assertions"})
 CASE_OPTIONAL_KEYS = frozenset(
-    {"fixtures", "max_turns", "allowed_tools", "mocks", "http_mocks", "scaffold_script", "timeout_s"}
+    {"fixtures", "max_turns", "allowed_tools", "mocks", "http_mocks", "history", "scaffold_script", "timeout_s"}
 )
 FIXTURE_KEYS = frozenset({"path", "content"})
 FIXTURE_OPTIONAL_KEYS = frozenset({"stage"})
@@ -252,6 +253,7 @@ def _validate_case(
     clean_files = _validate_files(raw["files"], f"{at}.files", fail, repo_has_file, fixture_paths, found)
     limits = _case_limits(raw, at, fail, found)
     http_mocks = _case_http_mocks(raw, at, fail, found)
+    history = _case_history(raw, at, fail, found)
     assertions = raw["assertions"]
     if not isinstance(assertions, list) or not assertions:
         found.append(fail(f"{at}.assertions", "must be a non-empty array of strings"))
@@ -278,6 +280,7 @@ def _validate_case(
         scaffold_script=limits[3],
         timeout_s=limits[4],
         http_mocks=http_mocks,
+        history=history,
     )
 
 
@@ -304,6 +307,20 @@ def _case_http_mocks(
         return ()
     try:
         return case_http_mocks(raw["http_mocks"], f"{at}.http_mocks", fail)
+    except BadCorpus as exc:
+        found.append(exc)
+        return ()
+
+
+def _case_history(
+    raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus], found: list[BadCorpus]
+) -> tuple[HistoryTurn, ...]:
+    from producer.validation_history import case_history
+
+    if "history" not in raw:
+        return ()
+    try:
+        return case_history(raw["history"], f"{at}.history", fail)
     except BadCorpus as exc:
         found.append(exc)
         return ()

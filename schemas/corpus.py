@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.checks_http import HttpCallCheck, HttpOrderCheck
 from schemas.checks_plugin import FileGlobCheck, JudgedCheck, TextMatchCheck, ToolCountCheck, ToolOrderCheck
+from schemas.history import HistoryTurn
 from schemas.http_mocks import HttpMock
 from schemas.mocks import MockServer
 from schemas.status import FixtureStage
@@ -175,6 +176,8 @@ class EvalCase(BaseModel):
     """Mocked MCP servers the executor offers in place of the repo's own (schemas/mocks.py)."""
     http_mocks: tuple[HttpMock, ...] = ()
     """Answers to the agent's HTTP requests, served by a proxy in the sandbox (schemas/http_mocks.py)."""
+    history: tuple[HistoryTurn, ...] = ()
+    """Earlier turns of a conversation the case continues (schemas/history.py); empty: a fresh one."""
 
     @property
     def has_base_fixtures(self) -> bool:

@@ -26,6 +26,7 @@ from typing import Any
 
 from schemas.corpus import EvalCase
 from schemas.errors import ContextOverflow, ExecutorFailed, ModelCallFailed, ShareSpent
+from schemas.history import HistoryTurn
 from schemas.manifest import FLEET_WAIT_ALLOWANCE_S, AgentBudget
 from schemas.mocks import MockAnswer, agent_messages
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory, Usage
@@ -91,6 +92,8 @@ class _Loop:
         self.started = time.monotonic()
         self.waited_s = 0.0
         """What the model calls spent waiting on the fleet (limiter, cool-downs, retries): not the agent's time."""
+        self.history: tuple[HistoryTurn, ...] = ()
+        """Earlier turns the run continues (a case's ``history``), sent before the prompt, never events."""
         self.system: str | None = None
         """A system message sent before the prompt (a trigger shard's skill catalogue); None: none."""
 
@@ -197,6 +200,7 @@ class _Loop:
 
     def run(self, prompt: str) -> EndReason:
         messages: list[dict[str, Any]] = [{"role": "system", "content": self.system}] if self.system else []
+        messages += [{"role": t.role, "content": t.content} for t in self.history]  # a conversation it continues
         messages.append({"role": "user", "content": prompt})
         turns = 0
         while (stop := self.over_budget(turns)) is None:
@@ -259,6 +263,7 @@ def run_agent(
     )
     with http_mocked(sandbox, case.http_mocks, case_id=case.id) as (box, http):
         loop = _Loop(client, model, box, case_budget(budget or AgentBudget(), case), case_tools(case))
+        loop.history = case.history
         end_reason = loop.run(prompt.text)
     return Trajectory(
         shard_id=shard_id,
