@@ -53,6 +53,7 @@ from worker.executor.external import EXTERNAL_OUTPUT_CHARS
 from worker.executor.final_files import collect_final_files
 from worker.executor.harness_binary import find_binary, sealed_copy
 from worker.executor.mock_calls import mock_servers, settle_mock_calls, stage_mocks
+from worker.http_mock import HttpMockProxy
 from worker.models.limiter import Limiter
 from worker.proxy import ModelProxy, ProxyConfig, forwarder_command
 from worker.sandbox import INNER_HOME, INNER_ROOT, BwrapSandbox, CommandResult, Sandbox, SandboxLimits
@@ -309,7 +310,8 @@ def run_harness(
             opening=plan.stdin,
         )
         ready = "/tmp/.skill-eval-forwarder-ready"
-        command = forwarder_command(f"{INNER_PROXY_DIR}/model.sock", FORWARDER_PORT, ready)
+        http = HttpMockProxy(shard.case.http_mocks, private / "http")  # inert without http_mocks
+        command = http.prelude() + forwarder_command(f"{INNER_PROXY_DIR}/model.sock", FORWARDER_PORT, ready)
         command += "exec " + shlex.join(plan.argv)
         binds = [
             # bwrap makes missing parents 0700: the throwaway uid could not pass them.
@@ -335,12 +337,16 @@ def run_harness(
             str(private / "home"),
             INNER_HOME,
             *stage_mocks(shard.case, private / "mocks"),
+            *http.binds(),
         ]
-        with ModelProxy(config, proxy_dir / "model.sock", limiter=limiter, usage=usage, run_budget=run_budget) as proxy:
+        with (
+            ModelProxy(config, proxy_dir / "model.sock", limiter=limiter, usage=usage, run_budget=run_budget) as proxy,
+            http,
+        ):
             result = _run_sandboxed(
                 sandbox,
                 command,
-                dict(plan.env),
+                {**plan.env, **http.env()},
                 binds,
                 plan.stdin,
                 shard.budget.wall_clock_s,
@@ -399,6 +405,8 @@ def run_harness(
         skills_fired=skills_fired(harness.name, checked.events, installed(workspace)) if shard.triggers else None,
         proposed_calls=checked.proposed,
         refused_requests=list(record.agent_refusals),
+        http_calls=list(http.calls),
+        mock_findings=http.findings(),
         waited_s=round(proxy.waited_s, 3),
         started_at=started_at,
         finished_at=datetime.now(UTC),
