@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from harnesses import gemini_api
 from harnesses.chat_completions import chunk_parts, completion_parts
 
 
@@ -197,9 +198,12 @@ def parse_model_response(protocol: str, body: bytes) -> ModelTurn | None:
 
     ``protocol`` is ``anthropic`` (a ``message`` object or its event stream) or ``openai``
     (a Responses ``response`` object or its event stream ending in ``response.completed``, or
-    a ``chat.completion`` or its chunks: :mod:`harnesses.chat_completions`).
+    a ``chat.completion`` or its chunks: :mod:`harnesses.chat_completions`) or ``gemini``
+    (a ``GenerateContentResponse`` or its event stream: :mod:`harnesses.gemini_api`).
     """
     text = body.lstrip()
+    if protocol == "gemini":
+        return _chat_turn(gemini_api.response_parts(body))
     if protocol == "anthropic":
         if text.startswith(b"{"):
             try:
