@@ -42,7 +42,10 @@ def normalise_upstream(protocol: Protocol, api_base: str | None) -> str:
     """The upstream base of ``protocol`` for a configured ``api_base`` (None: the provider's)."""
     base = (api_base or DEFAULT_UPSTREAM[protocol]).rstrip("/")
     if protocol == "gemini":  # Gemini clients append /v1beta/models/<model>:<method> to the host root
-        return base.removesuffix("/v1beta")
+        for suffix in ("/v1beta", "/v1"):
+            if base.endswith(suffix):
+                return base[: -len(suffix)]
+        return base
     if protocol == "anthropic":
         for suffix in ("/v1/messages", "/v1"):
             if base.endswith(suffix):

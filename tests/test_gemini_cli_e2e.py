@@ -1,0 +1,151 @@
+"""End to end with the real Gemini CLI binary: embedded cluster, bwrap, model proxy, offline server.
+
+``skill-eval run --executor gemini-cli`` on a small repo, its model a ``gemini/...`` one
+reached over the Gemini API (``streamGenerateContent``): the canary runs first through the
+same proxy and sandbox, the skill is offered natively (staged as a user skill in the private
+HOME) and loaded through Gemini CLI's ``activate_skill`` tool, whose result (the skill's body)
+reaches the model; a shell command's output reaches the judge; the repo's own ``.gemini/``
+settings and ``GEMINI.md`` never apply; the agent's environment holds no real key and its
+shell has no network. Then the agent turns on its own proxy: another model, a provider-side
+tool and a forged conversation never reach the trajectory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harnesses.base import PLACEHOLDER_KEY
+from testkit.gemini_api import contents_text
+from testkit.offline_server import OfflineModelServer
+from tests.e2e_support import Env, case, checked_env, current, git_init, new_repo, reports, scenario, write_skill
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+MODEL = "gemini/gemini-2.5-pro"
+REAL_KEY = "AIza-real-gemini-key-never-in-the-sandbox-5521"
+SHELL = "run_shell_command"
+SKILL_TEXT = (
+    "---\nname: greet\ndescription: Greets things by writing hello-<thing> with echo.\n---\n"
+    "# greet\n\nRun echo hello-<thing>, then say GREET-BODY-MARKER-7731.\n"
+)
+CANARY_RULE: dict[str, Any] = {
+    "name": "canary",
+    "contains": "SKILL-EVAL-CANARY-HEAD-$n",
+    "replies": [
+        {
+            "tool_calls": [
+                {
+                    "name": SHELL,
+                    "arguments": {"description": "canary"},
+                    "arguments_from": {"command": "```sh\n(.+?)\n```"},
+                }
+            ]
+        },
+        {"text": "done"},
+    ],
+}
+
+
+def shell(command: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": SHELL, "arguments": {"command": command}}]}
+
+
+def shell_ran(marker: str) -> dict[str, str]:
+    return {"assertion_contains": marker, "transcript_regex": rf"\[tool_call\] {SHELL}\(.*" + re.escape(marker)}
+
+
+def harness_requests(server: OfflineModelServer) -> list[dict[str, Any]]:
+    """The Gemini API requests (the judge speaks chat completions)."""
+    return [b for b in server.requests() if "contents" in b]
+
+
+PROBE = "; ".join(
+    [
+        "env | grep -c -e AIza-real -e sk-offline || true",
+        "env | grep -c GEMINI_API_KEY=" + PLACEHOLDER_KEY,
+        "(curl -s -m 3 -o /dev/null -w 'net-%{http_code}' http://1.1.1.1/ || echo net-down)",
+    ]
+)
+GREET = [
+    case(
+        1, "Greet one: greet the world.", ["The agent runs echo hello-world in the shell", {"kind": "skill_activated"}]
+    ),
+    case(2, "Greet two: greet the moon.", ["The agent runs echo hello-moon in the shell"]),
+]
+RULES = [
+    CANARY_RULE,
+    {
+        "contains": "Greet one:",
+        "replies": [
+            {"tool_calls": [{"name": "activate_skill", "arguments": {"name": "greet"}}]},
+            shell("echo hello-world | sed s/-/-42-/"),
+            shell(PROBE),
+            {"text": "Greeted."},
+        ],
+    },
+    {"contains": "Greet two:", "replies": [shell("echo hello-sun"), {"text": "Greeted the sun instead."}]},
+]
+JUDGE = [
+    # The command's output (hello-42-world), not its text, decides: the tool's result reached the judge.
+    {"assertion_contains": "hello-world", "transcript_regex": rf"\[tool_result\] {SHELL}[^[]*hello-42-world"},
+    shell_ran("hello-moon"),
+]
+
+
+@pytest.fixture
+def server() -> Iterator[OfflineModelServer]:
+    with OfflineModelServer(scenario(RULES, JUDGE)) as s:
+        yield s
+
+
+@pytest.fixture
+def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
+    with checked_env(tmp_path / "e2e", server.base_url) as e:
+        e.extra["GEMINI_API_KEY"] = REAL_KEY
+        yield e
+
+
+def test_gemini_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_reads_the_commands_output(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    repo = new_repo(tmp_path / "repo")
+    write_skill(repo, "greet", GREET, skill_text=SKILL_TEXT)
+    # The repo's own Gemini CLI configuration would switch the model and add skills: never applied.
+    (repo / ".gemini" / "skills" / "evil").mkdir(parents=True)
+    (repo / ".gemini" / "settings.json").write_text(json.dumps({"model": {"name": "gemini-evil"}}))
+    evil = "---\nname: evil\ndescription: REPO-SKILL-MARKER\n---\nbody\n"
+    (repo / ".gemini" / "skills" / "evil" / "SKILL.md").write_text(evil)
+    (repo / ".agents" / "skills" / "greet").mkdir(parents=True)
+    (repo / ".agents" / "skills" / "greet" / "SKILL.md").write_text(evil.replace("evil", "greet"))
+    corpus = repo / "evals" / "greet.evals.json"
+    corpus.write_text(json.dumps({**json.loads(corpus.read_text()), "extensions": ["deterministic-assertions"]}))
+    git_init(repo)
+
+    res = env.run(repo, "greet", "--executor", "gemini-cli", "--fail-under", "0.8", models=(MODEL,))
+
+    assert res.code == 1, res.stdout + res.stderr  # FAIL: case 2 greeted the sun
+    doc, markdown = reports(env.out, "greet", res.run_id)
+    runs = {r["case_id"]: r for r in current(doc)["runs"]}
+    assert {i: r["state"] for i, r in runs.items()} == {1: "graded", 2: "graded"}, runs
+    assert {i: [v["passed"] for v in r["verdicts"]] for i, r in runs.items()} == {1: [True, True], 2: [False]}
+    assert {i: r["skill_activated"] for i, r in runs.items()} == {1: True, 2: False}
+    assert all(r["usage"]["prompt_tokens"] > 0 and r["usage"]["calls"] >= 2 for r in runs.values())
+    assert all(not r["rejected_calls"] and not r["proposed_calls"] for r in runs.values()), runs
+    harness = harness_requests(server)
+    texts = [contents_text(b) for b in harness]
+    assert "SKILL-EVAL-CANARY-HEAD-$n" in texts[0]  # the canary ran first, through the same proxy
+    assert any("GREET-BODY-MARKER-7731" in t for t in texts)  # activate_skill's result: the body
+    # Neither the repo's settings (their model would have been refused) nor its skills applied.
+    assert not any("REPO-SKILL-MARKER" in json.dumps(b) for b in harness)
+    # The probe's output: no real key in the agent's environment, the placeholder there, no network.
+    [probe] = [t for t in texts if "net-" in t.split("GEMINI_API_KEY=")[-1]][-1:]
+    assert "Output: 0\\n1\\nnet-000net-down" in probe, probe[-800:]
+    # The proxy swapped the placeholder for the real key, which only it held.
+    assert REAL_KEY in server.keys() and not any(PLACEHOLDER_KEY in k for k in server.keys())  # noqa: SIM118
+    assert "skill activated: yes" in markdown
