@@ -150,7 +150,8 @@ def response_parts(body: bytes) -> dict[str, Any] | None:
         return None
     pieces: list[str] = []
     calls: list[tuple[str, str, dict[str, Any]]] = []
-    stop, model, usage, response_id = None, None, {}, ""
+    stop, model, response_id = None, None, ""
+    usage: dict[str, Any] = {}
     for event in events:
         usage = _obj(event.get("usageMetadata")) or usage
         model = model or event.get("modelVersion")

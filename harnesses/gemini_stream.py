@@ -89,9 +89,12 @@ def read_gemini_stream(lines: Iterable[str]) -> ParsedStream:
     return out
 
 
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
 def _same_arguments(real: ModelToolCall, claimed: dict[str, Any]) -> bool:
-    canon = lambda value: json.dumps(value, sort_keys=True, ensure_ascii=False)  # noqa: E731
-    return canon(real.arguments) == canon(claimed)
+    return _canon(real.arguments) == _canon(claimed)
 
 
 def cross_check_by_content(stream_events: Iterable[Event], record: ProxyRecord) -> CheckedEvents:

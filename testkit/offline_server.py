@@ -308,8 +308,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._arrived = time.time()
         with state.lock:
             state.requests.append(body)
-            key = self.headers.get("x-api-key") or self.headers.get("x-goog-api-key")
-            state.keys.append(key or self.headers.get("authorization") or "")
+            credential = self.headers.get("x-api-key") or self.headers.get("x-goog-api-key")
+            state.keys.append(credential or self.headers.get("authorization") or "")
             state.headers.append({k.lower(): v for k, v in self.headers.items()})
             state.stats["total"] += 1
             state.stats["first_request_at"] = state.stats["first_request_at"] or self._arrived
