@@ -13,7 +13,10 @@ tool and a forged conversation never reach the trajectory.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -149,3 +152,24 @@ def test_gemini_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_rea
     # The proxy swapped the placeholder for the real key, which only it held.
     assert REAL_KEY in server.keys() and not any(PLACEHOLDER_KEY in k for k in server.keys())  # noqa: SIM118
     assert "skill activated: yes" in markdown
+
+
+def test_make_demo_gemini_cli_runs_the_commit_message_skill_with_the_real_binary_and_ends_with_its_verdict(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log"), "SKILL_EVAL_STORE": str(tmp_path / "store")}
+    done = subprocess.run(
+        [sys.executable, "-m", "producer.demo", "--executor", "gemini-cli", "--out", str(tmp_path / "reports")],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "verdict: PASS"
+    [corpus] = [line for line in lines if line.startswith("skill: ")]
+    # Case 1 follows the skill (loaded through activate_skill); case 2 skips it on purpose.
+    assert corpus.startswith("skill: commit-message") and "4/6" in corpus and corpus.endswith("  PASS"), corpus
+    assert "--model gemini/gemini-2.5-pro" in done.stdout and "--executor gemini-cli" in done.stdout
