@@ -185,3 +185,22 @@ def error_body(status: int, message: str) -> bytes:
     kind = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED"}
     name = kind.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
     return json.dumps({"error": {"code": status, "message": message, "status": name}}).encode()
+
+
+RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+
+
+def retry_delay(body: bytes) -> float | None:
+    """The wait an error body tells (its ``google.rpc.RetryInfo`` ``retryDelay``, ``"2s"``); None
+    without one. The Gemini API says it there, not in a Retry-After header."""
+    try:
+        parsed = json.loads(body) if body.lstrip().startswith(b"{") else None
+    except (ValueError, RecursionError):
+        return None
+    details = _list(_obj(_obj(parsed).get("error")).get("details"))
+    for detail in (_obj(d) for d in details):
+        found = _DURATION.match(str(detail.get("retryDelay", ""))) if detail.get("@type") == RETRY_INFO else None
+        if found:
+            return float(found.group(1))
+    return None

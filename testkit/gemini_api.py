@@ -25,6 +25,7 @@ from testkit.replies import estimate_tokens
 
 _PATH = re.compile(r"^/v1beta/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
 SHELL_TOOL = "run_shell_command"
+RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 
 
 def route(path: str) -> tuple[str, str] | None:
@@ -126,10 +127,13 @@ def sse_events(response: dict[str, Any]) -> list[bytes]:
     return events
 
 
-def error_body(status: int, message: str) -> dict[str, Any]:
-    """The Gemini API's error shape."""
+def error_body(status: int, message: str, retry_after: float | None = None) -> dict[str, Any]:
+    """The Gemini API's error shape; a wait is told as the API tells it, a ``google.rpc.RetryInfo`` detail."""
     kind = {400: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}
-    return {"error": {"code": status, "message": message, "status": kind.get(status, "INTERNAL")}}
+    error: dict[str, Any] = {"code": status, "message": message, "status": kind.get(status, "INTERNAL")}
+    if retry_after is not None:
+        error["details"] = [{"@type": RETRY_INFO, "retryDelay": f"{retry_after}s"}]
+    return {"error": error}
 
 
 def count_tokens_body(body: dict[str, Any]) -> dict[str, Any]:

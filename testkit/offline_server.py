@@ -42,6 +42,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -292,7 +293,8 @@ class _Handler(BaseHTTPRequestHandler):
             return gemini_api.response_body(r, m, body, seq)
 
         stream = gemini_api.sse_events if method == "streamGenerateContent" else None
-        self._play(reply, model, text, gemini_api.error_body, render, stream=stream)
+        error = partial(gemini_api.error_body, retry_after=reply.get("retry_after"))
+        self._play(reply, model, text, error, render, stream=stream)
 
     def _scripted(
         self,

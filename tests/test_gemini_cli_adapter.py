@@ -14,6 +14,7 @@ import pytest
 from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessRequest, Invoke
 from harnesses.conversation import continues
 from harnesses.endpoints import is_model_path, normalise_upstream, upstream_url
+from harnesses.gemini_api import retry_delay
 from harnesses.gemini_cli import MODEL_NAMES, GeminiCli
 from harnesses.gemini_stream import cross_check_by_content, read_gemini_stream
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord, parse_model_response
@@ -21,9 +22,11 @@ from harnesses.registry import check_executor, harness_for
 from harnesses.request_rules import RequestRefused, RequestRules, pin_request
 from producer.case_terms import HONOURS
 from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent
+from testkit.gemini_api import error_body as gemini_error
 from testkit.gemini_api import response_body, sse_events
 from testkit.offline_server import OfflineModelServer
 from worker.proxy import ModelProxy, ProxyConfig
+from worker.proxy.server import _retry_after
 
 MODEL = "gemini-2.5-pro"
 PATH = f"/v1beta/models/{MODEL}:streamGenerateContent"
@@ -253,3 +256,12 @@ def test_the_proxy_forwards_the_gemini_api_with_the_real_key_and_records_the_con
     assert server.keys() == [REAL_KEY, REAL_KEY]  # the two answered (the server records no countTokens)
     assert all("x-goog-api-client" not in h for h in server.headers())
     assert "header 'x-goog-api-client'" in record.dropped
+
+
+def test_a_gemini_error_tells_its_wait_in_the_body_and_the_proxy_reads_it_as_retry_after() -> None:
+    told = json.dumps(gemini_error(429, "slow down", retry_after=3)).encode()
+    assert retry_delay(told) == 3.0
+    assert retry_delay(json.dumps(gemini_error(429, "slow down")).encode()) is None
+    assert retry_delay(b"not json") is None and retry_delay(b'{"error": {"details": [7]}}') is None
+    assert _retry_after(httpx.Response(429, content=told)) == 3.0
+    assert _retry_after(httpx.Response(429, content=told, headers={"retry-after": "5"})) == 5.0

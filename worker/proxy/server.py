@@ -486,6 +486,8 @@ def _retry_after(response: httpx.Response | None) -> float | None:
     """The reply's Retry-After in seconds; None when absent, a date, or not a finite, non-negative number."""
     if response is None:
         return None
+    if "retry-after" not in response.headers:  # the Gemini API tells its wait in the body
+        return gemini_api.retry_delay(response.content)
     try:
         value = float(response.headers.get("retry-after", ""))
     except ValueError:
