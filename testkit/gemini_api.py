@@ -23,7 +23,8 @@ from typing import Any
 
 from testkit.replies import estimate_tokens
 
-_PATH = re.compile(r"^/v1beta/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
+_PATH = re.compile(r"^(?:/v1beta|/v1)?/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
+"""Gemini CLI asks under ``/v1beta``; litellm's ``gemini/`` provider appends ``/models/...`` to its api_base."""
 SHELL_TOOL = "run_shell_command"
 RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 

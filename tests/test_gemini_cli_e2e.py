@@ -66,8 +66,9 @@ def shell_ran(marker: str) -> dict[str, str]:
 
 
 def harness_requests(server: OfflineModelServer) -> list[dict[str, Any]]:
-    """The Gemini API requests (the judge speaks chat completions)."""
-    return [b for b in server.requests() if "contents" in b]
+    """The Gemini CLI's requests (the judge speaks chat completions; the preflight's one-token
+    check of the model is a Gemini API request too, but has no tools)."""
+    return [b for b in server.requests() if "contents" in b and b.get("tools")]
 
 
 PROBE = "; ".join(
@@ -142,6 +143,8 @@ def test_gemini_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_rea
     assert {i: r["skill_activated"] for i, r in runs.items()} == {1: True, 2: False}
     assert all(r["usage"]["prompt_tokens"] > 0 and r["usage"]["calls"] >= 2 for r in runs.values())
     assert all(not r["rejected_calls"] and not r["proposed_calls"] for r in runs.values()), runs
+    # Every call Gemini CLI made on its own named the shard's model: the proxy refused none.
+    assert all(not r["refused_requests"] for r in runs.values()), runs
     harness = harness_requests(server)
     texts = [contents_text(b) for b in harness]
     assert "SKILL-EVAL-CANARY-HEAD-$n" in texts[0]  # the canary ran first, through the same proxy
