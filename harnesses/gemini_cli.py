@@ -18,6 +18,8 @@
   the sandbox (:meth:`GeminiCli.prepare`). Its ``GEMINI.md`` files are project context that
   Gemini CLI reads in every trusted folder (no setting turns them off; a repo's ``CLAUDE.md``
   reaches Claude Code the same way).
+- The host's machine-wide settings (``/etc/gemini-cli/``) do not apply either: the system
+  settings and defaults paths name files that do not exist.
 - Traffic: telemetry, usage statistics, auto-update and the IDE companion off;
   ``GEMINI_CLI_NO_RELAUNCH`` keeps it one process. ``-y`` approves every tool (the sandbox is
   ours); ``GEMINI_CLI_TRUST_WORKSPACE`` trusts the workspace (headless mode refuses an
@@ -128,8 +130,13 @@ class GeminiCli:
             "--prompt",
             "",
         )
+        # The host's machine-wide settings (/etc/gemini-cli/) are the operator's, not this shard's:
+        # the paths name files that do not exist in the private HOME.
+        absent = posixpath.join(request.home, ".gemini", "no-system")
         env = {
             "HOME": request.home,
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH": posixpath.join(absent, "settings.json"),
+            "GEMINI_CLI_SYSTEM_DEFAULTS_PATH": posixpath.join(absent, "system-defaults.json"),
             "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{FORWARDER_PORT}",
             "GEMINI_API_KEY": PLACEHOLDER_KEY,
             **ENVIRONMENT,

@@ -66,6 +66,7 @@ def test_gemini_cli_is_an_executor_whose_plan_stages_a_user_skill_and_pins_every
     assert argv[argv.index("--model") + 1] == MODEL and argv[argv.index("--output-format") + 1] == "stream-json"
     assert plan.env["GOOGLE_GEMINI_BASE_URL"] == f"http://127.0.0.1:{FORWARDER_PORT}"
     assert plan.env["GEMINI_API_KEY"] == PLACEHOLDER_KEY and plan.env["HOME"] == "/home/agent"
+    assert plan.env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"].startswith("/home/agent/.gemini/no-system/")
     assert plan.stdin.startswith('Use the "greet" skill') and plan.skill_ref == "greet"
     assert GeminiCli().plan(request(invoke=Invoke.IMPLICIT)).stdin == "Greet the world.\n"
 
