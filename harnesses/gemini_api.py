@@ -116,6 +116,22 @@ def history(body: dict[str, Any]) -> tuple[set[str], list[str]]:
     return calls, texts
 
 
+def function_responses(body: dict[str, Any]) -> dict[str, str]:
+    """Call id -> the result text of each ``functionResponse`` part of a request (``output``, else
+    ``error``, else the whole response as JSON)."""
+    out: dict[str, str] = {}
+    for content in _list(body.get("contents")):
+        for part in _list(_obj(content).get("parts")):
+            answer = _obj(_obj(part).get("functionResponse"))
+            call_id = answer.get("id")
+            if not isinstance(call_id, str) or not call_id:
+                continue
+            response = _obj(answer.get("response"))
+            text = response.get("output", response.get("error"))
+            out[call_id] = text if isinstance(text, str) else json.dumps(response, ensure_ascii=False)
+    return out
+
+
 def _sse(body: bytes) -> list[dict[str, Any]]:
     out = []
     for line in body.decode("utf-8", errors="replace").splitlines():

@@ -97,6 +97,15 @@ def _same_arguments(real: ModelToolCall, claimed: dict[str, Any]) -> bool:
     return _canon(real.arguments) == _canon(claimed)
 
 
+def _sent_output(record: ProxyRecord, claimed: ToolCallEvent) -> str | None:
+    """The result the harness sent the model for a claimed call: its stream id is
+    ``<tool>__<id>``, the ``functionResponse`` it sent names ``<id>``."""
+    for key in (claimed.call_id, claimed.call_id.removeprefix(f"{claimed.name}__")):
+        if key in record.tool_outputs:
+            return record.tool_outputs[key]
+    return None
+
+
 def cross_check_by_content(stream_events: Iterable[Event], record: ProxyRecord) -> CheckedEvents:
     """As :func:`harnesses.crosscheck.cross_check`, for a stream whose call ids are the harness's own.
 
@@ -128,6 +137,10 @@ def cross_check_by_content(stream_events: Iterable[Event], record: ProxyRecord) 
             continue
         real, at = calls[match], match + 1
         result = results.get(claimed.call_id)
+        sent = _sent_output(record, claimed)
+        if result is not None and not result.output.strip() and sent is not None:
+            # The stream shows a display text (empty for a file read); the model got the result itself.
+            result = result.model_copy(update={"output": sent})
         ran[real.call_id] = result.model_copy(update={"call_id": real.call_id}) if result is not None else None
     events, proposed = _events(record, ran)
     return CheckedEvents(events=events, rejected=rejected, proposed=proposed)

@@ -63,6 +63,9 @@ class ProxyRecord:
     """Headers and beta values the proxy did not forward, each once."""
     body_sent: bool = False
     """True once a request to the model held the watched text (the skill's body)."""
+    tool_outputs: dict[str, str] = field(default_factory=dict)
+    """What the harness sent the model as each tool call's result, by its call id, first seen
+    (Gemini: ``functionResponse`` parts; its stream shows only a display text, empty for a file read)."""
     budget_end: str | None = None
     """``max-tokens``, ``max-turns``, ``wall-clock`` or ``budget-share`` (past its share of the run's
     cap, engine/budget.py) once the proxy refused a request for that budget."""

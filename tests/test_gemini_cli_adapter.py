@@ -14,7 +14,7 @@ import pytest
 from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessRequest, Invoke
 from harnesses.conversation import continues
 from harnesses.endpoints import is_model_path, normalise_upstream, upstream_url
-from harnesses.gemini_api import retry_delay
+from harnesses.gemini_api import function_responses, retry_delay
 from harnesses.gemini_cli import MODEL_NAMES, GeminiCli
 from harnesses.gemini_stream import cross_check_by_content, read_gemini_stream
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord, parse_model_response
@@ -266,3 +266,25 @@ def test_a_gemini_error_tells_its_wait_in_the_body_and_the_proxy_reads_it_as_ret
     assert retry_delay(b"not json") is None and retry_delay(b'{"error": {"details": [7]}}') is None
     assert _retry_after(httpx.Response(429, content=told)) == 3.0
     assert _retry_after(httpx.Response(429, content=told, headers={"retry-after": "5"})) == 5.0
+
+
+def test_a_result_the_stream_shows_empty_takes_what_the_harness_sent_the_model_for_that_call() -> None:
+    sent = {
+        "contents": [
+            {"role": "model", "parts": [{"functionCall": {"id": "read_file_1_0", "name": "read_file", "args": {}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"id": "read_file_1_0", "response": {"output": "# hi"}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"id": "x", "response": {"error": "denied"}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"response": {"output": "no id"}}}]},
+        ]
+    }
+    assert function_responses(sent) == {"read_file_1_0": "# hi", "x": "denied"}
+    record = ProxyRecord(
+        turns=[ModelTurn(tool_calls=(ModelToolCall("r1/0", "read_file", {"file_path": "README.md"}),))],
+        tool_outputs=function_responses(sent),
+    )
+    stream: list[Event] = [
+        ToolCallEvent(call_id="read_file__read_file_1_0", name="read_file", arguments={"file_path": "README.md"}),
+        ToolResultEvent(call_id="read_file__read_file_1_0", output=""),
+    ]
+    [_call, result] = cross_check_by_content(stream, record).events
+    assert isinstance(result, ToolResultEvent) and (result.call_id, result.output) == ("r1/0", "# hi")

@@ -82,7 +82,11 @@ GREET = [
     case(
         1, "Greet one: greet the world.", ["The agent runs echo hello-world in the shell", {"kind": "skill_activated"}]
     ),
-    case(2, "Greet two: greet the moon.", ["The agent runs echo hello-moon in the shell"]),
+    case(
+        2,
+        "Greet two: greet the moon.",
+        ["The agent runs echo hello-moon in the shell", "The agent outputs what the README says: a small repo"],
+    ),
 ]
 RULES = [
     CANARY_RULE,
@@ -95,12 +99,24 @@ RULES = [
             {"text": "Greeted."},
         ],
     },
-    {"contains": "Greet two:", "replies": [shell("echo hello-sun"), {"text": "Greeted the sun instead."}]},
+    {
+        "contains": "Greet two:",
+        "replies": [
+            {"tool_calls": [{"name": "read_file", "arguments": {"file_path": "README.md"}}]},
+            shell("echo hello-sun"),
+            {"text": "Greeted the sun instead."},
+        ],
+    },
 ]
 JUDGE = [
     # The command's output (hello-42-world), not its text, decides: the tool's result reached the judge.
     {"assertion_contains": "hello-world", "transcript_regex": rf"\[tool_result\] {SHELL}[^[]*hello-42-world"},
     shell_ran("hello-moon"),
+    # The stream shows nothing of a file read; the text the harness sent the model is the result.
+    {
+        "assertion_contains": "what the README says",
+        "transcript_regex": r"\[tool_result\] read_file[^[]*small repo for end",
+    },
 ]
 
 
@@ -139,7 +155,7 @@ def test_gemini_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_rea
     doc, markdown = reports(env.out, "greet", res.run_id)
     runs = {r["case_id"]: r for r in current(doc)["runs"]}
     assert {i: r["state"] for i, r in runs.items()} == {1: "graded", 2: "graded"}, runs
-    assert {i: [v["passed"] for v in r["verdicts"]] for i, r in runs.items()} == {1: [True, True], 2: [False]}
+    assert {i: [v["passed"] for v in r["verdicts"]] for i, r in runs.items()} == {1: [True, True], 2: [False, True]}
     assert {i: r["skill_activated"] for i, r in runs.items()} == {1: True, 2: False}
     assert all(r["usage"]["prompt_tokens"] > 0 and r["usage"]["calls"] >= 2 for r in runs.values())
     assert all(not r["rejected_calls"] and not r["proposed_calls"] for r in runs.values()), runs

@@ -349,6 +349,9 @@ class ModelProxy:
         side = parsed is not None and not self._continues(parsed)
         with self._lock:
             self.record.dropped += [d for d in dict.fromkeys(dropped) if d not in self.record.dropped]
+            if self.config.protocol == "gemini" and parsed is not None and not side:
+                outputs = gemini_api.function_responses(parsed)
+                self.record.tool_outputs |= {k: v for k, v in outputs.items() if k not in self.record.tool_outputs}
         if self.config.protocol == "anthropic":
             headers["x-api-key"] = self.config.real_key
         elif self.config.protocol == "gemini":
