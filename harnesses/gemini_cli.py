@@ -115,8 +115,9 @@ class GeminiCli:
     def plan(self, request: HarnessRequest) -> HarnessPlan:
         model = bare_model(request.model)
         home_files = {
-            posixpath.join(".gemini", "skills", request.skill, relative): content
-            for relative, content in request.skill_files.items()
+            posixpath.join(".gemini", "skills", name, relative): content
+            for name, files in {**request.other_skills, request.skill: request.skill_files}.items()
+            for relative, content in files.items()
         }
         home_files[".gemini/settings.json"] = json.dumps(self.settings(model), indent=2).encode()
         argv = (

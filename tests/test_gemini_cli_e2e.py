@@ -29,6 +29,7 @@ from testkit.judge import is_grading_request, split_grading_request
 from testkit.offline_server import OfflineModelServer
 from testkit.scenario import message_text
 from tests.e2e_support import Env, case, checked_env, current, git_init, new_repo, reports, scenario, write_skill
+from tests.test_triggers_e2e import trigger_repo
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -265,3 +266,37 @@ def test_a_gemini_cli_agent_gets_no_other_model_no_provider_tool_and_no_forged_c
 
 def _grading(body: dict[str, Any]) -> bool:
     return is_grading_request(message_text(body.get("messages") or []))
+
+
+def _activates(skill: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "activate_skill", "arguments": {"name": skill}}]}
+
+
+TRIGGER_RULES: list[dict[str, Any]] = [
+    CANARY_RULE,
+    {"contains": "report.pdf", "replies": [_activates("pdf-tools"), {"text": "Loaded."}]},
+    {"contains": "invoice.pdf", "replies": [_activates("csv-clean"), {"text": "Loaded."}]},
+    {"contains": "scan.pdf", "replies": [shell("ls")]},
+    {"contains": "since v1.2", "replies": [_activates("pdf-tools"), {"text": "Loaded."}]},
+    {"contains": "capital of France", "replies": [{"text": "Paris."}]},
+]
+
+
+def test_gemini_cli_trigger_run_reads_activation_as_an_activate_skill_call_of_an_installed_skill(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    server.set_scenario(scenario(TRIGGER_RULES, []))
+    repo = trigger_repo(tmp_path / "repo")
+    args = ("--triggers", "--trigger-turns", "2", "--executor", "gemini-cli", "--min-recall", "0.3")
+    res = env.run(repo, "pdf-tools", *args, models=(MODEL,))
+
+    assert res.code == 0, res.stdout + res.stderr  # recall 1/3 meets 30%; nothing else gated
+    doc, _ = reports(env.out, "pdf-tools", res.run_id)
+    (f,) = doc["triggers"]["figures"]
+    assert f["executor"] == "gemini-cli"
+    assert (f["recall"]["hits"], f["recall"]["total"]) == (1, 3)
+    assert (f["false_trigger"]["hits"], f["false_trigger"]["total"]) == (1, 2)
+    assert f["confusion"] == {"(none)": 1, "csv-clean": 1}  # every skill of the repo was offered
+    # Early stop: the proxy refuses the call after an activating response.
+    calls = [sum(m in contents_text(b) for b in harness_requests(server)) for m in ("report.pdf", "scan.pdf")]
+    assert calls == [1, 2]
