@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessRequest, Invoke
+from harnesses.activations import skills_fired
 from harnesses.conversation import continues
 from harnesses.endpoints import is_model_path, normalise_upstream, upstream_url
 from harnesses.gemini_api import function_responses, retry_delay
@@ -288,3 +289,14 @@ def test_a_result_the_stream_shows_empty_takes_what_the_harness_sent_the_model_f
     ]
     [_call, result] = cross_check_by_content(stream, record).events
     assert isinstance(result, ToolResultEvent) and (result.call_id, result.output) == ("r1/0", "# hi")
+
+
+def test_a_trigger_shard_stages_every_skill_and_reads_activations_of_installed_ones_only() -> None:
+    plan = GeminiCli().plan(request(other_skills={"csv-clean": {"SKILL.md": b"# csv\n"}}, invoke=Invoke.IMPLICIT))
+    assert {".gemini/skills/greet/SKILL.md", ".gemini/skills/csv-clean/SKILL.md"} <= set(plan.home_files)
+    events: list[Event] = [
+        ToolCallEvent(call_id="1", name="activate_skill", arguments={"name": "made-up"}),
+        ToolCallEvent(call_id="2", name="read_file", arguments={"file_path": "~/.gemini/skills/csv-clean/SKILL.md"}),
+        ToolCallEvent(call_id="3", name="activate_skill", arguments={"name": "greet"}),
+    ]
+    assert skills_fired("gemini-cli", events, ["greet", "csv-clean"]) == ["csv-clean", "greet"]
