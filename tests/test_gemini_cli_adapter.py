@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessRequest, Invoke
 from harnesses.activations import skills_fired
+from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessRequest, Invoke
 from harnesses.conversation import continues
 from harnesses.endpoints import is_model_path, normalise_upstream, upstream_url
 from harnesses.gemini_api import function_responses, retry_delay
