@@ -40,7 +40,17 @@ BENCHES = (
     Bench(
         "proxy",
         "added latency per streamed request <= 2 ms median; harness start-up (measured)",
-        ("bench_proxy.py", "--shards", "5", "--harness", "claude-code", "--harness", "opencode"),
+        (
+            "bench_proxy.py",
+            "--shards",
+            "5",
+            "--harness",
+            "claude-code",
+            "--harness",
+            "opencode",
+            "--harness",
+            "gemini-cli",
+        ),
     ),
     Bench("enqueue", "100,000 shards <= 60 s, <= 2 KB Redis each", ("bench_enqueue.py",)),
     Bench("reduce", "1,000,000 outcomes <= 60 s, < 500 MB", ("bench_reduce.py",)),

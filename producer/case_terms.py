@@ -13,6 +13,7 @@ HONOURS = {
     "claude-code": frozenset({"mocks", "http_mocks", "allowed_tools", "max_turns", "timeout_s"}),
     "codex": frozenset({"max_turns", "timeout_s"}),
     "opencode": frozenset({"max_turns", "timeout_s"}),
+    "gemini-cli": frozenset({"max_turns", "timeout_s"}),
 }
 """Executor -> the case terms it applies (a ``cmd:`` executor applies none). Every harness applies
 ``max_turns`` (its proxy's turn cap) and ``timeout_s`` (its wall clock); mocks and allowed tools

@@ -327,7 +327,7 @@ def run(
         str,
         typer.Option(
             "--executor",
-            help="agent, claude-code, codex, opencode, or cmd:'<agent CLI command line>'.",
+            help="agent, claude-code, codex, opencode, gemini-cli, or cmd:'<agent CLI command line>'.",
             rich_help_panel=WHERE,
         ),
     ] = "agent",

@@ -71,7 +71,7 @@ MAX_DISTRACTOR_BYTES = 64 * 1024 * 1024
 """What a trigger shard stages of the other skills at most (their SKILL.md files are a few KB each)."""
 _SKILL_DIR = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _PLUGIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+_DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY"}
 OFFLINE_KEY = "offline-no-key"
 log = structlog.get_logger("skill_eval.harness")
 
@@ -240,6 +240,16 @@ def priced(record: ProxyRecord, model: str, token_cost: Callable[[str, int, int]
     return total
 
 
+def _runtime(harness: Harness, found: Path, workspace: Path, private: Path) -> tuple[Path, list[str]]:
+    """The sealed executable to run and the extra binds it needs: the binary itself, or for a
+    harness that is a script (Gemini CLI, on node) what its adapter's ``prepare`` names."""
+    prepare = getattr(harness, "prepare", None)
+    if prepare is None:
+        return sealed_copy(found), []
+    runtime, binds = prepare(found, workspace, INNER_ROOT, private)
+    return sealed_copy(runtime), list(binds)
+
+
 def _tail(text: str, chars: int = 600) -> str:
     return text[-chars:].strip() or "(no output)"
 
@@ -264,7 +274,7 @@ def run_harness(
     if sandbox.mode is not SandboxMode.BWRAP or not isinstance(sandbox, BwrapSandbox):
         raise NoSandbox(f"{shard.harness.name} runs only in the bwrap sandbox (its model proxy needs it)")
     harness = shard.harness
-    binary = sealed_copy(find_binary(harness))
+    found = find_binary(harness)
     started_at, since_epoch = datetime.now(UTC), time.time()
     upstream = normalise_upstream(harness.protocol, limits.api_base)
     key = real_key(harness, limits, upstream)
@@ -292,6 +302,7 @@ def run_harness(
         os.chmod(private, 0o711)
         proxy_dir = private / "proxy"
         proxy_dir.mkdir(mode=0o755)
+        binary, runtime_binds = _runtime(harness, found, workspace, private)
         _stage_home(private / "home", dict(plan.home_files), sandbox.uid)
         config = ProxyConfig(
             protocol=harness.protocol,
@@ -338,6 +349,7 @@ def run_harness(
             INNER_HOME,
             *stage_mocks(shard.case, private / "mocks"),
             *http.binds(),
+            *runtime_binds,
         ]
         with (
             ModelProxy(config, proxy_dir / "model.sock", limiter=limiter, usage=usage, run_budget=run_budget) as proxy,
@@ -375,7 +387,7 @@ def run_harness(
         end_reason = EndReason(record.budget_end)
     elif result.limit == "timeout":
         end_reason = EndReason.WALL_CLOCK
-    check = cross_check if harness.stream_call_ids else cross_check_by_order
+    check = getattr(harness, "cross_check", None) or (cross_check if harness.stream_call_ids else cross_check_by_order)
     checked = check(parsed.events, record)
     wrote = [
         str(e.arguments[k])
