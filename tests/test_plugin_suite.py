@@ -156,10 +156,10 @@ def test_scores_match_the_hand_computed_ones(
     # Case 2: reply, file, shell once, order (w2), *.txt exist; Edit was called (fails); llm (w3); mock call.
     assert [v.passed for v in sunny_verdicts] == [True, True, True, True, True, False, True, True]
     assert [v.weight for v in sunny_verdicts] == [1, 1, 1, 2, 1, 1, 3, 1]
-    assert composite(sunny_verdicts) == pytest.approx(10 / 11)
+    assert composite([v.passed for v in sunny_verdicts], [v.weight for v in sunny_verdicts]) == pytest.approx(10 / 11)
     # Case 2: "sunny" is in the trace (fails), no Read (fails), no reports/**/*.md (passes).
     assert [v.passed for v in oslo_verdicts] == [False, False, True]
-    assert composite(oslo_verdicts) == pytest.approx(1 / 3)
+    assert composite([v.passed for v in oslo_verdicts], [v.weight for v in oslo_verdicts]) == pytest.approx(1 / 3)
 
     case_runs = [
         CaseRun(
@@ -169,7 +169,7 @@ def test_scores_match_the_hand_computed_ones(
             epoch=1,
             state=ShardState.GRADED,
             verdicts=v,
-            composite=composite(v),
+            composite=composite([x.passed for x in v], [x.weight for x in v]),
         )
         for i, v in ((2, sunny_verdicts), (1, oslo_verdicts))
     ]

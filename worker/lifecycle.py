@@ -30,11 +30,11 @@ from pydantic import ValidationError
 
 from engine.collect import load_trajectory
 from engine.records import commit_outcome
-from engine.segments import outcome_line
 from engine.state import MAX_ATTEMPTS
 from schemas.errors import ArtifactMissing, BlockedError, InfraError, SkillEvalError
 from schemas.manifest import RunManifest
 from schemas.outcome import ShardOutcomeRecord
+from schemas.shard_outcome import outcome_line
 from schemas.status import ShardState
 from schemas.trajectory import Trajectory
 from schemas.verdict import ShardGrade
