@@ -1,4 +1,6 @@
-"""Reduce shard outcomes into rates, infra tallies, gates, composite scores and a verdict. Pure.
+"""The rules a reduce applies: rates, infra headlines, the INCONCLUSIVE gates, composite scores and the verdict. Pure.
+
+The reduce itself, which counts a run's shards and applies these, is :mod:`reducer.stream`.
 
 The behavioural pass rate counts graded shards only; infra failures are tallied apart by
 kind; blocked shards are listed apart; a corpus is INCONCLUSIVE when more than 25% of its

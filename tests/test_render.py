@@ -97,8 +97,7 @@ def result(plan: RunPlan) -> RunResult:
         plan,
         {o.shard.shard_id: o for o in outcomes},
         calibration={"judge-1": CalibrationRecord(judge="judge-1", status=CalibrationStatus.OK)},
-        template_hashes={"executor": "e" * 64, "grader": "g" * 64},
-    )
+    ).model_copy(update={"template_hashes": {"executor": "e" * 64, "grader": "g" * 64}})
 
 
 META = {"sandbox": "bwrap", "models": "exec", "epochs": "1"}
