@@ -42,12 +42,13 @@ from reducer.sensitivity import sensitivity_warnings
 from reducer.threshold import threshold_of, with_verdicts
 from reducer.trigger_compare import run_report
 from reducer.triggers import trigger_pass_reason
+from schemas.comparison import PairedComparison
 from schemas.outcome import CalibrationRecord, OutcomeLine
 from schemas.report import UNFINISHED, AssertionStat, CaseRun, ModelSummary, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, SkillBundle
 from schemas.shard_outcome import ShardOutcome, outcome_line_of
 from schemas.status import INFRA_FAILURES, ShardState, Verdict
-from schemas.triggers import TriggerSettings
+from schemas.triggers import TriggerReport, TriggerSettings
 
 KEEP_BLOCKED = 1000
 """Blocked shards listed per corpus and variant in a streamed result (the count is always exact)."""
@@ -66,6 +67,13 @@ class StreamReducer:
     case, model, epoch) is one planned shard, so the shard list itself is never needed
     (a trigger run's figures, which follow each planned shard, are the exception).
     ``keep_rows``: also keep each shard's row, given to :meth:`add` (or made by :meth:`add_outcome`).
+
+    The settings :meth:`result` takes: ``skipped``, the named errors of corpora left out before
+    the run; ``already_reported``, the corpora ``--all-evals`` left out because their bundle key
+    already has a report; ``regression_alpha`` and ``require_uplift``, the comparison gates
+    (:mod:`reducer.gates`); ``plugin_threshold``, ``--threshold``, what a plugin eval suite's
+    every case must score; ``triggers``, which makes it a trigger run's reduce
+    (:mod:`reducer.triggers`), gated by its thresholds.
     """
 
     def __init__(self, plan: RunPlan, *, keep_rows: bool = False) -> None:
@@ -278,14 +286,8 @@ class StreamReducer:
         triggers: TriggerSettings | None = None,
         executor: str = "agent",
     ) -> RunResult:
-        """The run's result from everything added so far (shards never seen count as not graded).
-
-        ``skipped`` are the named errors of corpora left out before the run; ``already_reported``
-        the corpora ``--all-evals`` left out because their bundle key already has a report;
-        ``regression_alpha`` and ``require_uplift`` are the comparison gates (:mod:`reducer.gates`);
-        ``plugin_threshold`` is ``--threshold``, what a plugin eval suite's every case must score;
-        ``triggers`` makes it a trigger run's reduce (:mod:`reducer.triggers`), gated by its thresholds.
-        """
+        """The run's result from everything added so far (shards never seen count as not graded);
+        the arguments are the run's settings, named in the class's docstring."""
         plan = self.plan
         threshold, source = threshold_of(fail_under)
         skills = with_verdicts(
@@ -294,14 +296,7 @@ class StreamReducer:
         current = [s for s in skills if s.variant == CURRENT]
         aggregate, aggregate_headline = aggregate_gate(current)
         calibration = dict(calibration or {})
-        # A trigger run's arms hold no assertions: its comparison is the trigger one (reducer.trigger_compare).
-        paired = self.pairs is not None and triggers is None
-        comparisons = compare_all(skills, plan.run_id, self._planned_pairs()) if paired else []
-        unsure = {s.skill for s in current if s.inconclusive}
-        trigger = run_report(plan, self.fired, triggers, executor, unsure) if triggers is not None else None
-        fails = comparison_failures(
-            comparisons, skills, regression_alpha=regression_alpha, require_uplift=require_uplift
-        )
+        comparisons, trigger, fails = self._compared(skills, triggers, executor, regression_alpha, require_uplift)
         verdict, reasons = decide_verdict(
             current,
             skills,
@@ -310,7 +305,7 @@ class StreamReducer:
             fail_under,
             skipped,
             already_reported,
-            comparison_fails=fails + (trigger.failures if trigger else []),
+            comparison_fails=fails,
             comparison_warns=sensitivity_warnings(comparisons),
             plugin_threshold=plugin_threshold,
         )
@@ -338,6 +333,25 @@ class StreamReducer:
             threshold_source=source,
             plugin_threshold=plugin_threshold,
         )
+
+    def _compared(
+        self,
+        skills: Sequence[SkillResult],
+        triggers: TriggerSettings | None,
+        executor: str,
+        regression_alpha: float | None,
+        require_uplift: float | None,
+    ) -> tuple[list[PairedComparison], TriggerReport | None, list[str]]:
+        """The paired comparisons, the trigger report (a trigger run's arms hold no assertions: its
+        comparison is the trigger one), and the reasons they fail the run."""
+        paired = self.pairs is not None and triggers is None
+        comparisons = compare_all(skills, self.plan.run_id, self._planned_pairs()) if paired else []
+        unsure = {s.skill for s in skills if s.variant == CURRENT and s.inconclusive}
+        trigger = run_report(self.plan, self.fired, triggers, executor, unsure) if triggers is not None else None
+        fails = comparison_failures(
+            comparisons, skills, regression_alpha=regression_alpha, require_uplift=require_uplift
+        )
+        return comparisons, trigger, fails + (trigger.failures if trigger else [])
 
     def _texts(self) -> dict[tuple[str, int, int], str]:
         return {
