@@ -157,10 +157,11 @@ class StreamReducer:
 
     def _add_graded(self, line: OutcomeLine, arm: Arm, models: Sequence[ModelCounts]) -> None:
         score = composite(line.passed, line.weights)
+        passed, judged = sum(line.passed), len(line.passed)
         for counts in models:
             counts.graded += 1
-            counts.passed += sum(line.passed)
-            counts.judged += len(line.passed)
+            counts.passed += passed
+            counts.judged += judged
             counts.composite.add(score)
         run_score = arm.run_scores[(line.case_id, line.model)]
         run_score[0] += score
