@@ -94,7 +94,10 @@ class StreamReducer:
         self.unplanned = 0
         self._order = {m: i for i, m in enumerate(plan.models)}
         self._models = {m: m for m in plan.models}  # one string object per model for every pair key
-        if not keep_rows:  # every executor model is listed, with zero usage when none of its shards ended
+        # Every executor model is listed in the usage, with zero when none of its shards ended. With
+        # rows kept every planned shard is added, ended or not, so each model is listed where its
+        # first shard comes; streamed, the models come first.
+        if not keep_rows:
             for spend in (self.spend, *(arm.spend for arm in self.arms.values())):
                 for m in plan.models:
                     spend[m] = Spend()
