@@ -12,8 +12,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from reducer.scoring import rate
 from reducer.stats import Z95, mean_interval
-from schemas.report import CaseRun
+from schemas.report import CaseRun, ModelSummary
 from schemas.status import ShardState
 from schemas.trajectory import Usage
 
@@ -71,6 +72,21 @@ class ModelCounts:
     composite: Mean = field(default_factory=Mean)
     activated: list[int] = field(default_factory=lambda: [0, 0])
     """[shards whose harness loaded the skill, shards where that was recorded]."""
+
+    def summary(self, model: str, shards: int, clusters: Sequence[tuple[int, int]]) -> ModelSummary:
+        """The model's row: its rate (``clusters``: its (passed, verdicts) per case), composite mean and
+        interval, graded of ``shards`` planned, and how often its harness loaded the skill."""
+        mean, (low, high) = self.composite.interval()
+        return ModelSummary(
+            model=model,
+            behavioural=rate(self.passed, self.judged, clusters),
+            composite_mean=mean,
+            composite_low=low,
+            composite_high=high,
+            graded=self.graded,
+            shards=shards,
+            skill_activated=(self.activated[0], self.activated[1]) if self.activated[1] else None,
+        )
 
     @classmethod
     def keeping(cls, scores: bool) -> ModelCounts:

@@ -16,7 +16,7 @@ leaves one small interned cell in memory.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -93,6 +93,8 @@ class StreamReducer:
         self.lines = 0
         self.unplanned = 0
         self._order = {m: i for i, m in enumerate(plan.models)}
+        self._planned = Counter((s.variant, s.skill, s.model) for s in plan.shards) if plan.shards else None
+        """Planned shards per (variant, corpus, model) when the plan lists its shards."""
         self._models = {m: m for m in plan.models}  # one string object per model for every pair key
         # Every executor model is listed in the usage, with zero when none of its shards ended. With
         # rows kept every planned shard is added, ended or not, so each model is listed where its
@@ -190,15 +192,18 @@ class StreamReducer:
                 split[0] += d
                 split[1] += 1
 
-    def shards_per_model(self, bundle: SkillBundle) -> int:
-        """Planned shards of one model in one corpus and variant."""
+    def shards_per_model(self, bundle: SkillBundle, variant: str, model: str) -> int:
+        """Planned shards of one model in one corpus and variant: counted from the plan's shard list
+        when it has one (so a case may have more epochs than another), else every case times the epochs."""
+        if self._planned is not None:
+            return self._planned.get((variant, bundle.skill, model), 0)
         return len(bundle.corpus.evals) * self.plan.epochs
 
     def _skill(self, bundle: SkillBundle, variant: str) -> SkillResult:
         arm = self.arms[(variant, bundle.skill)]
         cases = len(bundle.corpus.evals)
-        per_model = self.shards_per_model(bundle)
-        shards = per_model * len(self.plan.models)
+        per_model = {m: self.shards_per_model(bundle, variant, m) for m in self.plan.models}
+        shards = sum(per_model.values())
         graded = arm.states.get(ShardState.GRADED, 0)
         not_graded = shards - graded
         unfinished = shards - sum(arm.states.values())
@@ -233,7 +238,7 @@ class StreamReducer:
             shard_count=shards,
             headline=head,
             models=[
-                self._summary(m, arm.models.get(m, ModelCounts()), per_model, clusters_of([arm], m))
+                arm.models.get(m, ModelCounts()).summary(m, per_model[m], clusters_of([arm], m))
                 for m in self.plan.models
             ],
             assertions=self._assertions(bundle, arm),
@@ -252,20 +257,6 @@ class StreamReducer:
 
     def _plan_order(self, r: CaseRun) -> tuple[int, int, int]:
         return (r.case_id, self._order.get(r.model, 0), r.epoch)
-
-    @staticmethod
-    def _summary(model: str, m: ModelCounts, shards: int, clusters: Sequence[tuple[int, int]] = ()) -> ModelSummary:
-        mean, (low, high) = m.composite.interval()
-        return ModelSummary(
-            model=model,
-            behavioural=rate(m.passed, m.judged, clusters),
-            composite_mean=mean,
-            composite_low=low,
-            composite_high=high,
-            graded=m.graded,
-            shards=shards,
-            skill_activated=(m.activated[0], m.activated[1]) if m.activated[1] else None,
-        )
 
     def _assertions(self, bundle: SkillBundle, arm: Arm) -> list[AssertionStat]:
         stats = []
@@ -369,7 +360,11 @@ class StreamReducer:
         """Every arm's index with the shards that never ended filled in as ``queued``."""
         assert self.pairs is not None
         queued = cell_of(ShardState.QUEUED, ())
-        for (_, skill), seen in self.pairs.items():  # in place: a copy would double the largest thing held
+        for s in self.plan.shards:  # in place: a copy would double the largest thing held
+            self.pairs[(s.variant, s.skill)].setdefault((s.case_id, s.model, s.epoch), queued)
+        if self.plan.shards:
+            return self.pairs
+        for (_, skill), seen in self.pairs.items():
             for case in self.plan.bundle(skill).corpus.evals:
                 for model in self.plan.models:
                     for epoch in range(self.plan.epochs):
@@ -378,9 +373,16 @@ class StreamReducer:
 
     def _board(self, current: Sequence[SkillResult]) -> list[ModelSummary]:
         """Every executor model over the current corpora, best composite first."""
-        shards = sum(self.shards_per_model(self.plan.bundle(s.skill)) for s in current)
         arms = [self.arms[(s.variant, s.skill)] for s in current]
-        return rank([self._summary(m, self.board[m], shards, clusters_of(arms, m)) for m in self.plan.models])
+        return rank(
+            [
+                self.board[m].summary(m, sum(self._shards_of(s, m) for s in current), clusters_of(arms, m))
+                for m in self.plan.models
+            ]
+        )
+
+    def _shards_of(self, s: SkillResult, model: str) -> int:
+        return self.shards_per_model(self.plan.bundle(s.skill), s.variant, model)
 
 
 def reduce_run(plan: RunPlan, outcomes: Mapping[str, ShardOutcome], **options: Any) -> RunResult:

@@ -14,10 +14,10 @@ from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import UNFINISHED
 from schemas.shard import CURRENT, NO_SKILL, baseline_variant
 from schemas.shard_outcome import ShardOutcome, outcome_line_of
-from schemas.status import SandboxMode, ShardState
+from schemas.status import SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
 from schemas.verdict import AssertionVerdict, JudgeAnswer, PairAgreement, ShardGrade
-from tests.test_reducer import bundle, plan_for
+from tests.test_reducer import bundle, graded, plan_for
 
 S = ShardState
 ENDS = [S.GRADED, S.GRADED, S.GRADED, S.EXECUTOR_FAILED, S.GRADER_MALFORMED, S.BLOCKED, S.BUDGET_EXHAUSTED, None]
@@ -301,3 +301,17 @@ def test_the_spread_of_equal_scores_is_exactly_zero_kept_or_streamed() -> None:
     full_mean, (full_low, full_high) = mean_interval(values)
     assert (low, high) == (full_low, full_high) and low == high
     assert mean is not None and math.isclose(mean, full_mean, rel_tol=1e-15)
+
+
+def test_a_plan_listing_its_shards_may_give_a_case_more_epochs_than_another() -> None:
+    plan = plan_for([bundle("s", (2, 2, 2, 2))], models=["m"], epochs=2, variants=[CURRENT, NO_SKILL])
+    # The first case ran once in each arm, the others twice: 14 shards, not 4 x 2 x 2.
+    plan = plan.model_copy(update={"shards": tuple(s for s in plan.shards if not (s.case_id == 1 and s.epoch == 1))})
+    outcomes = {s.shard_id: graded(s, [True, True]) for s in plan.shards}
+    result = reduce_run(plan, outcomes)
+    for s in result.skills:
+        assert (s.shard_count, s.not_graded, s.unfinished, s.inconclusive) == (7, 0, 0, False)
+        assert s.models[0].shards == 7 and s.behavioural.total == 14
+    assert result.leaderboard[0].shards == 7
+    assert result.verdict is Verdict.PASS
+    assert [c.pairs for c in result.comparisons] == [7]  # no pair for the epoch the first case never had
