@@ -3,9 +3,11 @@
 The reduce itself, which counts a run's shards and applies these, is :mod:`reducer.stream`.
 
 The behavioural pass rate counts graded shards only; infra failures are tallied apart by
-kind; blocked shards are listed apart; a corpus is INCONCLUSIVE when more than 25% of its
-shards are not graded, or any is not graded in a corpus of fewer than 4 cases; several
-corpora are INCONCLUSIVE together when more than 10% of them are. A conclusive corpus passes
+kind; blocked shards are listed apart; a corpus is INCONCLUSIVE when more than
+``INCONCLUSIVE_CASE_SHARE`` (25%) of its shards are not graded, or any is not graded in a
+corpus of fewer than ``SMALL_CORPUS_CASES`` (4) cases; several corpora are INCONCLUSIVE
+together when more than ``AGGREGATE_INCONCLUSIVE_SHARE`` (10%) of them are (the constants
+are in :mod:`schemas.constants`; every message says them from there). A conclusive corpus passes
 only when its behavioural pass rate reaches the run's threshold: 1.0 (every assertion) unless
 ``--fail-under`` lowers it.
 
