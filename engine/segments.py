@@ -31,7 +31,6 @@ from pydantic import ValidationError
 from engine.keys import segment_keys
 from engine.store import ArtifactStore
 from schemas.outcome import OutcomeLine
-from schemas.trajectory import Usage
 
 SEGMENT_LINES = 2500
 """Lines per sealed segment: about 1.5 MB of JSON, one store request for 2,500 shards (a reduce of
@@ -78,11 +77,6 @@ def segment_prefix(run_id: str) -> str:
 def segment_key(run_id: str, segment_id: str) -> str:
     """``<time><counter>`` ids, zero-padded: the store's lexical listing is the order they were cut in."""
     return f"{segment_prefix(run_id)}{segment_id}.jsonl"
-
-
-def line_usage(u: tuple[int, int, int, float | None]) -> Usage:
-    """A line's usage tuple as a :class:`Usage`."""
-    return Usage(prompt_tokens=u[0], completion_tokens=u[1], calls=u[2], cost_usd=u[3])
 
 
 def encode_segment(lines: Sequence[bytes]) -> bytes:
