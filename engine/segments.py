@@ -17,7 +17,7 @@ What can go wrong, and what covers it: a worker dying between the rename and the
 leaves a pending key the next seal writes (same id, same bytes, so two sealers agree); a
 Redis that lost its data loses unsealed lines, which the reducer notices (fewer shards in
 the segments than ended shards in the run state) and rebuilds from the per-shard records
-(:func:`engine.collect.reduce_streamed`); a Redis restart also resets the counter, which is
+(:func:`reducer.from_store.run_result`); a Redis restart also resets the counter, which is
 why an id starts with the server's clock.
 """
 
@@ -31,11 +31,7 @@ from pydantic import ValidationError
 from engine.keys import segment_keys
 from engine.scripts import register
 from engine.store import ArtifactStore
-from schemas.outcome import LINE_DETAIL_CHARS, OutcomeLine, ShardOutcomeRecord
-from schemas.shard import Shard
-from schemas.status import ShardState
-from schemas.trajectory import Trajectory, Usage
-from schemas.verdict import ShardGrade
+from schemas.outcome import OutcomeLine
 
 SEGMENT_LINES = 2500
 """Lines per sealed segment: about 1.5 MB of JSON, one store request for 2,500 shards (a reduce of
@@ -50,67 +46,6 @@ def segment_prefix(run_id: str) -> str:
 def segment_key(run_id: str, segment_id: str) -> str:
     """``<time><counter>`` ids, zero-padded: the store's lexical listing is the order they were cut in."""
     return f"{segment_prefix(run_id)}{segment_id}.jsonl"
-
-
-def _usage(u: Usage) -> tuple[int, int, int, float | None]:
-    return (u.prompt_tokens, u.completion_tokens, u.calls, u.cost_usd)
-
-
-def outcome_line(
-    shard: Shard, record: ShardOutcomeRecord, grade: ShardGrade | None, trajectory: Trajectory | None
-) -> OutcomeLine:
-    """The compact line of a shard's end: the same facts the full records give the reducer.
-
-    A grade whose state differs from the record's is left over from an earlier attempt and
-    ignored, as the full-record reduce ignores it.
-    """
-    if grade is not None and grade.state is not record.state:
-        grade = None
-    verdicts = grade.verdicts if grade is not None and record.state is ShardState.GRADED else []
-    graded_judges = [j for j in grade.judges if j.state is ShardState.GRADED] if grade else []
-    disagreed = [
-        (
-            int(len({j.verdicts[i].passed for j in graded_judges if len(j.verdicts) > i}) > 1)
-            if v.check == "judge" and len(graded_judges) > 1
-            else -1
-        )
-        for i, v in enumerate(verdicts)
-    ]
-    checked = [v.evidence_verified for v in verdicts if v.passed and v.evidence_verified is not None]
-    pairs = [p.share for p in grade.agreement] if grade else []
-    hashes = dict(trajectory.template_hashes) if trajectory else {}
-    if grade is not None:
-        hashes.update(grade.template_hashes)
-    judge_usage: dict[str, Usage] = {}
-    for j in grade.judges if grade else []:
-        judge_usage[j.judge] = judge_usage.get(j.judge, Usage()).add(j.usage)
-    return OutcomeLine(
-        shard_id=shard.shard_id,
-        variant=shard.variant,
-        skill=shard.skill,
-        case_id=shard.case_id,
-        model=shard.model,
-        epoch=shard.epoch,
-        state=record.state,
-        status=record.status,
-        detail=(record.detail or (grade.error if grade else ""))[:LINE_DETAIL_CHARS],
-        stops_run=record.stops_run,
-        passed=[v.passed for v in verdicts],
-        weights=[v.weight for v in verdicts] if any(v.weight != 1.0 for v in verdicts) else [],
-        judged=[v.check == "judge" for v in verdicts] if any(v.check != "judge" for v in verdicts) else [],
-        disagreed=disagreed if any(d >= 0 for d in disagreed) else [],
-        verified=(sum(checked), len(checked)),
-        agreement=(sum(pairs), len(pairs)),
-        unanimous=grade.unanimous_share if grade else None,
-        usage=_usage(trajectory.usage) if trajectory else (0, 0, 0, None),
-        judge_usage={judge: _usage(u) for judge, u in judge_usage.items()},
-        sandbox=trajectory.sandbox.value if trajectory else None,
-        end_reason=trajectory.end_reason.value if trajectory else "",
-        template_hashes=hashes,
-        skill_activated=trajectory.skill_activated if trajectory else None,
-        rejected_calls=len(trajectory.rejected_calls) if trajectory else 0,
-        skills_fired=list(trajectory.skills_fired) if trajectory and trajectory.skills_fired is not None else None,
-    )
 
 
 def encode_segment(lines: Sequence[bytes]) -> bytes:

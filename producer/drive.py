@@ -12,7 +12,7 @@ from rich.console import Console
 
 from engine.broker import Broker
 from engine.budget import RunBudget
-from engine.collect import reduce_from_store
+from engine.collect import StoredRun
 from engine.records import put_manifest
 from engine.settings import Settings
 from engine.state import RunState
@@ -25,9 +25,9 @@ from producer.preflight import check_models
 from producer.progress import RunStalled, wait_for_run
 from producer.reports import append_run_log, complete_block, write_reports
 from producer.request import RunRequest
-from reducer.scoring import reduce_run
+from reducer.from_store import run_result
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
-from schemas.manifest import RunManifest, result_key
+from schemas.manifest import RunManifest
 from schemas.preflight import models_for, preflight_queues
 from schemas.report import RunResult
 
@@ -108,13 +108,10 @@ def conclude_run(
     already_reported: Sequence[str] = (),
 ) -> RunResult:
     """Load (or compute) the reduced result, write the reports and the run-log line, print the block."""
-    key = result_key(manifest.plan.run_id)
-    if store.exists(key):
-        result = RunResult.model_validate_json(store.get(key))
-    elif not manifest.plan.shards:  # nothing ran: no stored verdicts, only what was left out and why
-        result = reduce_run(manifest.plan, {}, skipped=manifest.skipped, already_reported=already_reported)
-    else:
-        result = reduce_from_store(store, manifest)
+    records = StoredRun(store, manifest.plan.run_id, manifest=manifest)
+    result = run_result(
+        records, stream_from=settings.stream_reduce_shards, reuse=True, already_reported=already_reported
+    ).result
     paths = write_reports(result, manifest, store, out_dir)
     append_run_log(result, manifest, settings.run_log)
     out.print(complete_block(result, paths), markup=False, highlight=False)

@@ -16,7 +16,7 @@ from rich.console import Console
 from engine.broker import Broker
 from engine.importers import load_trajectories
 from engine.records import put_manifest, put_outcome
-from engine.segments import SegmentWriter, outcome_line
+from engine.segments import SegmentWriter
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore
@@ -29,6 +29,7 @@ from schemas.manifest import RunManifest, trajectory_key
 from schemas.outcome import ShardOutcomeRecord
 from schemas.report import RunResult
 from schemas.shard import SkillBundle, shard_id_for
+from schemas.shard_outcome import outcome_line
 from schemas.status import ShardState
 from schemas.trajectory import Trajectory
 

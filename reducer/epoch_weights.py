@@ -8,12 +8,11 @@ shard's worth of verdicts: its passed and judged verdicts divided by its graded 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from reducer.stats import clustered_interval, wilson
-from schemas.report import CaseRun, ClusteredRate, Rate, SkillResult
+from schemas.report import ClusteredRate, Rate
 from schemas.shard import RunPlan, SkillBundle
-from schemas.status import ShardState
 
 
 def weighted_clusters(counts: Sequence[tuple[float, float, float]]) -> list[tuple[float, float]]:
@@ -48,18 +47,6 @@ def weighted_rate(counts: Sequence[tuple[int, int, int]]) -> Rate:
     )
 
 
-def counts_of_runs(runs: Iterable[CaseRun]) -> list[tuple[int, int, int]]:
-    """Per case of graded runs: (passed verdicts, verdicts, graded shards)."""
-    out: dict[int, list[int]] = {}
-    for r in runs:
-        if r.state is ShardState.GRADED and r.verdicts:
-            row = out.setdefault(r.case_id, [0, 0, 0])
-            row[0] += sum(v.passed for v in r.verdicts)
-            row[1] += len(r.verdicts)
-            row[2] += 1
-    return [(a, b, c) for a, b, c in out.values()]
-
-
 def counts_of_cells(cells: Mapping[tuple[int, int, str], Sequence[int]]) -> list[tuple[int, int, int]]:
     """The same from a streamed reduce's (case, assertion index, model) -> [passed, observed]: every
     graded shard of a case observed its first assertion once."""
@@ -71,13 +58,6 @@ def counts_of_cells(cells: Mapping[tuple[int, int, str], Sequence[int]]) -> list
         if index == 0:
             row[2] += observed
     return [(a, b, c) for a, b, c in out.values() if c > 0]
-
-
-def reweighed(skill: SkillResult) -> SkillResult:
-    """A corpus arm of a run with adaptive epochs: its pass rate with each case weighed once."""
-    behavioural = weighted_rate(counts_of_runs(skill.runs))
-    head = skill.headline if skill.inconclusive else headline(behavioural)
-    return skill.model_copy(update={"behavioural": behavioural, "headline": head})
 
 
 def planned_shards(plan: RunPlan, bundle: SkillBundle) -> int:

@@ -31,12 +31,12 @@ from pydantic import ValidationError
 from engine.broker import Broker, queue_of, send_shard
 from engine.collect import load_trajectory
 from engine.records import commit_outcome
-from engine.segments import outcome_line
 from engine.state import MAX_CLAIMS
 from schemas.constants import QUEUE_REDUCE
 from schemas.errors import ArtifactMissing, BlockedError, InfraError, SkillEvalError
 from schemas.manifest import RunManifest
 from schemas.outcome import ShardOutcomeRecord
+from schemas.shard_outcome import outcome_line
 from schemas.status import ShardState
 from schemas.trajectory import Trajectory
 from schemas.verdict import ShardGrade

@@ -183,28 +183,25 @@ def ensure_calibrated(ctx: Context, client: object, run_id: str, judge: str) -> 
 
 def reduce_stored_run(ctx: Context, run_id: str) -> None:
     """Reduce from the store (idempotent), store the result, mark the run reduced."""
-    from engine.collect import reduce_from_store, reduce_streamed, reduces_by_streaming
+    from engine.collect import StoredRun
     from engine.delivery import Delivery
-    from engine.records import load_outline
+    from reducer.from_store import run_result
 
+    records = StoredRun(ctx.store, run_id, ended=lambda: with_redis_retry(lambda: ctx.state.totals(run_id))[0])
     try:
         with_redis_retry(lambda: Delivery(ctx.redis).reducing(run_id))  # the reaper's lost-reduce clock
         with_redis_retry(lambda: ctx.segments.flush(run_id))  # seal the last lines (and any a dead worker left)
-        outline = load_outline(ctx.store, run_id)
-        if outline is not None and reduces_by_streaming(outline, ctx.settings.stream_reduce_shards):
-            ended, _ = with_redis_retry(lambda: ctx.state.totals(run_id))
-            streamed = reduce_streamed(ctx.store, outline, ended)
+        reduced = run_result(records, stream_from=ctx.settings.stream_reduce_shards)
+        if reduced.streamed:
             log.info(
                 "reduced from outcome segments",
                 run_id=run_id,
-                lines=streamed.lines,
-                shards=streamed.shards,
-                rebuilt=streamed.rebuilt,
-                unreadable=streamed.unreadable,
+                lines=reduced.lines,
+                shards=reduced.shards,
+                rebuilt=reduced.rebuilt,
+                unreadable=reduced.unreadable,
             )
-            result = streamed.result
-        else:
-            result = reduce_from_store(ctx.store, ctx.manifest(run_id))
+        result = reduced.result
         put_result(ctx.store, result)
     except Exception:
         # Nobody else will ever mark the run reduced: a submitter waiting for it would wait
