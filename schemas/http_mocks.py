@@ -77,4 +77,4 @@ def content_type(mock: HttpMock) -> str:
 
 
 def refusal(method: str, url: str) -> str:
-    return f"skill-eval: no HTTP mock answers {method} {url}; the sandbox has no network\n"
+    return f"no HTTP mock answers {method} {url} (skill-eval: the sandbox has no network)\n"
