@@ -219,3 +219,13 @@ def test_the_image_test_runs_the_executor_with_the_same_capabilities() -> None:
     assert set(EXECUTOR_CAPABILITIES) == BWRAP_CAPS
     assert SANDBOX_PRIVILEGES[SANDBOX_PRIVILEGES.index("--cap-drop") + 1] == "ALL"
     assert "no-new-privileges" in SANDBOX_PRIVILEGES
+
+
+def test_the_image_pins_every_harness_the_makefile_pins_at_the_same_version() -> None:
+    """The image's optional harnesses are the ones `make setup` installs, at the same versions."""
+    makefile = (ROOT / "Makefile").read_text()
+    pinned = dict(re.findall(r"^[A-Z_]+\s*:=\s*(@?[a-z0-9./-]+)@(\d[\w.-]*)\s*$", makefile, re.M))
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    in_image = dict(re.findall(r"(@?[a-z0-9-]+(?:/[a-z0-9-]+)?)@(\d[\w.-]*)", dockerfile))
+    assert {"@anthropic-ai/claude-code", "@openai/codex", "opencode-ai", "@google/gemini-cli"} <= set(pinned)
+    assert {name: in_image.get(name) for name in pinned} == pinned
