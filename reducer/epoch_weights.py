@@ -60,6 +60,12 @@ def counts_of_cells(cells: Mapping[tuple[int, int, str], Sequence[int]]) -> list
     return [(a, b, c) for a, b, c in out.values() if c > 0]
 
 
+def model_rate(arms: Sequence[Mapping[tuple[int, int, str], Sequence[int]]], model: str) -> Rate:
+    """One model's case-weighted rate over the cells of one or more corpus arms (each case once)."""
+    counts = [c for cells in arms for c in counts_of_cells({k: v for k, v in cells.items() if k[2] == model})]
+    return weighted_rate(counts)
+
+
 def planned_shards(plan: RunPlan, bundle: SkillBundle) -> int:
     """Shards one corpus arm plans per executor model: every case's own epochs."""
     return sum(plan.epochs_of(bundle.skill, case.id) for case in bundle.corpus.evals)

@@ -22,7 +22,7 @@ from typing import Any
 
 from reducer.comparison import Cell, Key, cell_of, compare_all
 from reducer.counters import Arm, ModelCounts, Spend, clusters_of
-from reducer.epoch_weights import counts_of_cells, planned_shards, weighted_rate
+from reducer.epoch_weights import counts_of_cells, model_rate, planned_shards, weighted_rate
 from reducer.epoch_weights import headline as weighted_headline
 from reducer.gates import comparison_failures
 from reducer.plugin_score import is_plugin_suite, scores_from_sums
@@ -245,7 +245,7 @@ class StreamReducer:
             shard_count=shards,
             headline=head,
             models=[
-                arm.models.get(m, ModelCounts()).summary(m, per_model[m], clusters_of([arm], m))
+                self._weighed(arm.models.get(m, ModelCounts()).summary(m, per_model[m], clusters_of([arm], m)), [arm])
                 for m in self.plan.models
             ],
             assertions=self._assertions(bundle, arm),
@@ -384,10 +384,18 @@ class StreamReducer:
         arms = [self.arms[(s.variant, s.skill)] for s in current]
         return rank(
             [
-                self.board[m].summary(m, sum(self._shards_of(s, m) for s in current), clusters_of(arms, m))
+                self._weighed(
+                    self.board[m].summary(m, sum(self._shards_of(s, m) for s in current), clusters_of(arms, m)), arms
+                )
                 for m in self.plan.models
             ]
         )
+
+    def _weighed(self, row: ModelSummary, arms: Sequence[Arm]) -> ModelSummary:
+        """A model's row with each case weighed once when epochs were adaptive, as the corpus's rate is."""
+        if not self.plan.adaptive:
+            return row
+        return row.model_copy(update={"behavioural": model_rate([a.cells for a in arms], row.model)})
 
     def _shards_of(self, s: SkillResult, model: str) -> int:
         return self.shards_per_model(self.plan.bundle(s.skill), s.variant, model)

@@ -71,6 +71,8 @@ def test_adaptive_epochs_go_to_the_varying_cases_and_every_report_says_why_each_
         for c in cases
     ]
     assert current["behavioural"]["rate"] == pytest.approx(sum(per_case) / CASES)
+    # The one model's row says the same (pooled, the cases that got more epochs would count more).
+    assert [m["behavioural"]["rate"] for m in current["models"]] == [pytest.approx(sum(per_case) / CASES)]
     assert adaptive["gates"][0]["figure"] == "pass-rate" and adaptive["gates"][0]["decided"] == ""
     md = next(reports.glob("skill-eval-greeter-*.md")).read_text()
     assert "## Adaptive epochs" in md and "| 1 | 3 | stable | its verdicts never varied |" in md
@@ -97,6 +99,7 @@ def test_adaptive_epochs_go_to_the_varying_cases_and_every_report_says_why_each_
     assert arm["runs"] == [] and arm["shard_count"] == current["shard_count"] and arm["unfinished"] == 0
     assert arm["behavioural"]["rate"] == pytest.approx(current["behavioural"]["rate"])
     assert arm["headline"] == current["headline"]
+    assert [m["behavioural"]["rate"] for m in arm["models"]] == [pytest.approx(current["behavioural"]["rate"])]
 
 
 def test_the_dry_run_shows_the_first_round_and_the_most_an_adaptive_run_may_spend(tmp_path: Path) -> None:
