@@ -16,10 +16,12 @@
 from __future__ import annotations
 
 import json
-import posixpath
 from collections.abc import Iterable
+from types import MappingProxyType
 from typing import Any
 
+from harnesses.activations import named_skill, skill_md_reads
+from harnesses.adapter import JSON_HEADERS, HarnessAdapter, stage_skills
 from harnesses.base import (
     FORWARDER_PORT,
     MOCK_FILE,
@@ -37,15 +39,14 @@ from schemas.trajectory import Event, ToolCallEvent
 _READ_TOOLS = frozenset({"Read", "Bash", "Grep", "Glob"})
 
 
-class ClaudeCode:
+class ClaudeCode(HarnessAdapter):
     """:class:`harnesses.base.Harness` for Claude Code."""
 
     name = "claude-code"
-    protocol: Protocol = "anthropic"
-    binary_env = "SKILL_EVAL_CLAUDE_CODE_BIN"
+    package = "@anthropic-ai/claude-code@2.1.328"
     binary_name = "claude"
-    stream_call_ids = True
-    forward_headers = frozenset({"content-type", "accept", "anthropic-version", "anthropic-beta"})
+    protocol: Protocol = "anthropic"
+    forward_headers = JSON_HEADERS | {"anthropic-version", "anthropic-beta"}
     betas: frozenset[str] | None = frozenset(
         {
             # What 2.1.328 sends with every request (docs/design/harnesses.md says what each is for).
@@ -57,7 +58,17 @@ class ClaudeCode:
             "thinking-display-updates-2026-08-18",
         }
     )
-    install_hint = "run `make setup` (installs @anthropic-ai/claude-code@2.1.328), or set SKILL_EVAL_CLAUDE_CODE_BIN"
+    loads_plugins = True
+    write_tools = MappingProxyType(
+        {
+            "Write": ("file_path",),
+            "Edit": ("file_path",),
+            "MultiEdit": ("file_path",),
+            "NotebookEdit": ("notebook_path",),
+        }
+    )
+    honours = frozenset({"mocks", "allowed_tools", "max_turns", "timeout_s"})
+    records_triggers = True
 
     def environment(self, model: str, home: str) -> dict[str, str]:
         """The variables Claude Code reads: the proxy's loopback URL, the placeholder key, one model."""
@@ -105,9 +116,7 @@ class ClaudeCode:
             skill_ref = f"{request.plugin_name}:{request.skill}"
         else:
             skill_ref = request.skill
-            for name, files in {**request.other_skills, request.skill: request.skill_files}.items():
-                for relative, content in files.items():
-                    home_files[posixpath.join(".claude", "skills", name, relative)] = content
+            home_files = stage_skills(request, ".claude/skills")
         return HarnessPlan(
             argv=tuple(argv),
             env=env,
@@ -129,6 +138,13 @@ class ClaudeCode:
             if event.name in _READ_TOOLS and _reads_skill_md(event.arguments, skill):
                 return True
         return False
+
+    def skills_in(self, event: ToolCallEvent, installed: frozenset[str]) -> list[str]:
+        """A ``Skill`` call naming it (plain, ``/``-prefixed or ``plugin:skill``), or a read of its SKILL.md."""
+        if event.name == "Skill":
+            found = named_skill(event.arguments.get("skill") or event.arguments.get("command"), installed)
+            return [found] if found else []
+        return skill_md_reads(event.arguments, installed) if event.name in _READ_TOOLS else []
 
 
 def _named(arguments: dict[str, Any], skill: str, skill_ref: str) -> bool:

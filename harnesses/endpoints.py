@@ -24,6 +24,8 @@ from typing import Literal
 Protocol = Literal["anthropic", "openai"]
 
 DEFAULT_UPSTREAM: dict[str, str] = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
+DEFAULT_KEY_ENV: dict[str, str] = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+"""Where the real key of a protocol's provider is read when the model config names no variable."""
 MODEL_PATHS: dict[str, frozenset[tuple[str, str]]] = {
     "anthropic": frozenset({("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens"), ("GET", "/v1/models")}),
     "openai": frozenset({("POST", "/v1/responses"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models")}),

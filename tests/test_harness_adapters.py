@@ -144,7 +144,7 @@ def test_codex_commands_pair_with_the_proxied_shell_calls_by_order_and_a_forged_
 def test_a_skill_folder_linked_outside_the_workspace_stages_nothing_and_linked_files_are_skipped(
     tmp_path: Path,
 ) -> None:
-    from worker.executor.harness import skill_files
+    from worker.executor.harness_stage import skill_files
 
     outside = tmp_path / "outside"
     outside.mkdir()

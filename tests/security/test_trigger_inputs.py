@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.manifest import AgentBudget
-from worker.executor.harness import other_skills
+from worker.executor.harness_stage import other_skills
 from worker.executor.trigger import _TriggerLoop, skill_catalogue
 from worker.models.base import ToolCall
 

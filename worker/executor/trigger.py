@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.repo_files import gutted_skill, read_inside
-from harnesses.activations import skills_fired
+from harnesses.activations import load_skill_calls, skills_fired
 from schemas.constants import SKILL_FILE, SKILL_NAME_RE, SKILLS_DIR
 from schemas.errors import BadRepo
 from schemas.manifest import AgentBudget
@@ -183,7 +183,7 @@ def run_trigger_agent(
         waited_s=round(min(loop.waited_s, time.monotonic() - begun), 3),
         template_hashes={"trigger-catalogue": TEMPLATE_SHA256},
         # Read back from the record, as for every executor (the loop's own list only decides the stop).
-        skills_fired=skills_fired("agent", loop.events, loop.installed),
+        skills_fired=skills_fired(load_skill_calls, loop.events, loop.installed),
         started_at=started_at,
         finished_at=datetime.now(UTC),
     )

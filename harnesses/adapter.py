@@ -1,0 +1,94 @@
+"""The shared shape of the harness adapters: defaults, derived names and the helpers they all use.
+
+An adapter subclasses :class:`HarnessAdapter`, sets what is its own (name, pinned npm package,
+wire protocol, tool names, how it stages a skill and reads its stream) and inherits the rest.
+What every harness does the same way lives here once: where its binary is looked up and how to
+install it, staging a skill folder (and a trigger run's distractors) under a HOME folder,
+reading a JSON-lines stream, the usual activation signal (a read of
+the skill's SKILL.md), and the cross-check chosen by whether its stream carries call ids.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+
+from harnesses.base import HarnessRequest
+from harnesses.crosscheck import CheckedEvents, cross_check, cross_check_by_order
+from harnesses.endpoints import Protocol
+from harnesses.model_record import ProxyRecord
+from schemas.trajectory import Event, ToolCallEvent
+
+HARNESS_CASE_TERMS = frozenset({"max_turns", "timeout_s"})
+"""The case terms every harness applies: ``max_turns`` (its proxy's turn cap) and ``timeout_s``
+(its wall clock). Mocks and allowed tools need flags of the harness's own."""
+JSON_HEADERS = frozenset({"content-type", "accept"})
+"""The request headers every protocol's upstream needs: the body's and the stream's media types."""
+
+
+class HarnessAdapter:
+    """Defaults of :class:`harnesses.base.Harness`; a subclass names what is its own."""
+
+    name: str
+    """Registry name, as given to ``--executor``."""
+    package: str
+    """The pinned npm package ``make setup`` installs (``@openai/codex@0.169.0``)."""
+    binary_name: str
+    """The executable looked up on PATH and in the harness cache."""
+    protocol: Protocol
+    stream_call_ids: bool = True
+    forward_headers: frozenset[str] = JSON_HEADERS
+    betas: frozenset[str] | None = None
+    loads_plugins: bool = False
+    """True when it loads a repo's ``.claude-plugin/plugin.json`` as a plugin (the skill is then
+    ``<plugin>:<skill>``)."""
+    write_tools: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+    """Its tools that write a file -> the argument keys naming it (so the file is kept as final state)."""
+    native_binaries: tuple[str, ...] = ()
+    """Globs, beside the npm package's folder, of the native binary its node launcher would start."""
+    honours: frozenset[str] = HARNESS_CASE_TERMS
+    """The case terms it applies (a case using another is refused before the run)."""
+    records_triggers: bool = False
+    """True when :meth:`skills_in` says which installed skills a tool call activates (``--triggers``)."""
+    binary_env: str
+    install_hint: str
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.binary_env = f"SKILL_EVAL_{cls.name.upper().replace('-', '_')}_BIN"
+        cls.install_hint = f"run `make setup` (installs {cls.package}), or set {cls.binary_env}"
+
+    def cross_check(self, stream_events: Iterable[Event], record: ProxyRecord) -> CheckedEvents:
+        """The trajectory's events: the record's calls its stream claims, by call id or by order."""
+        check = cross_check if self.stream_call_ids else cross_check_by_order
+        return check(stream_events, record)
+
+    def written_paths(self, events: Iterable[Event]) -> list[str]:
+        """The files its write tools name in ``events``."""
+        return [
+            str(e.arguments[key])
+            for e in events
+            if isinstance(e, ToolCallEvent) and e.name in self.write_tools
+            for key in self.write_tools[e.name]
+            if isinstance(e.arguments.get(key), str)
+        ]
+
+    def skills_in(self, event: ToolCallEvent, installed: frozenset[str]) -> list[str]:
+        """The installed skills one of its tool calls activates (none unless :attr:`records_triggers`)."""
+        return []
+
+
+def stage_skills(request: HarnessRequest, folder: str) -> dict[str, bytes]:
+    """HOME-relative path -> content: the skill, and a trigger run's other skills, each at ``folder/<name>/``."""
+    return {
+        posixpath.join(folder, name, relative): content
+        for name, files in {**request.other_skills, request.skill: request.skill_files}.items()
+        for relative, content in files.items()
+    }
+
+
+def names_skill_md(event: ToolCallEvent, skill: str) -> bool:
+    """Whether a tool call's arguments name ``skills/<skill>/SKILL.md`` (the skill read by hand)."""
+    return f"skills/{skill}/SKILL.md" in json.dumps(event.arguments, ensure_ascii=False)
