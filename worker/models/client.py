@@ -1,9 +1,10 @@
 """The model client: every attempt passes the fleet-wide limiter and the run's budget.
 
-A request reaches its model by one of two transports (``transport`` in the model config):
-straight over HTTP for an OpenAI-compatible endpoint (worker/models/direct.py: a model named
-``openai/...`` with an ``api_base``, by default), else through litellm
-(worker/models/via_litellm.py, imported only when a model takes that path). Neither retries
+A request reaches its model by the transport :class:`worker.models.transports.Transports`
+picks (``transport`` in the model config): straight over HTTP for an OpenAI-compatible
+endpoint (worker/models/direct.py: a model named ``openai/...`` with an ``api_base``, by
+default), else through litellm (worker/models/via_litellm.py, imported only when a model
+takes that path). Neither retries
 on its own: this client retries instead, with exponential backoff and full jitter, for 429
 (honouring Retry-After and starting the shared cool-down), 5xx, malformed responses,
 connection errors and timeouts, up to the configured attempts. Past them it raises
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import json
 import math
 import os
@@ -34,14 +34,15 @@ from engine.usage import queue_usage, record_usage, usage_totals
 from schemas.errors import BudgetExhausted, ContextOverflow, ModelCallFailed, ShareSpent
 from schemas.model_config import ModelConfig, ModelLimits
 from schemas.trajectory import Usage
-from worker.context import with_redis_retry
-from worker.models.base import ModelReply, ModelRequest, Transport
-from worker.models.direct import EndpointUnreachable, MalformedReply, OpenAICompatible
+from worker.models.base import ModelReply, ModelRequest
+from worker.models.direct import EndpointUnreachable, MalformedReply
 from worker.models.limiter import Lease, Limiter
 from worker.models.prices import dearest_per_token
+from worker.models.transports import Transports, goes_direct
+from worker.redis_retry import with_redis_retry
 
 __all__ = [
-    "LiteLLMClient",
+    "GatedModelClient",
     "estimate_tokens",
     "goes_direct",
     "is_retryable",
@@ -58,19 +59,6 @@ OFFLINE_API_KEY = "offline-no-key"
 DIRECT_KEY_ENV = "OPENAI_API_KEY"
 """Where a direct model's key is looked for when the config names no variable (litellm's rule for ``openai/``)."""
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def goes_direct(limits: ModelLimits) -> bool:
-    """Whether calls of this model go straight over HTTP rather than through litellm.
-
-    ``transport = "direct"`` always (an ``api_base`` is then required by the config);
-    ``"litellm"`` never; ``"auto"`` when the model is routed as ``openai/...`` to an explicit
-    ``api_base``: an OpenAI-compatible server, not OpenAI's own API, whose per-model request
-    rules (``max_completion_tokens`` and the like) litellm knows and this transport does not.
-    """
-    if limits.transport == "direct":
-        return True
-    return limits.transport == "auto" and limits.name.startswith("openai/") and bool(limits.api_base)
 
 
 def loopback(api_base: str | None) -> bool:
@@ -163,29 +151,14 @@ def is_context_overflow(err: BaseException) -> bool:
     return status in (400, 413, None) and bool(_OVERFLOW_RE.search(str(err)))
 
 
-_DIRECT = OpenAICompatible()
-"""This process's direct transport (its HTTP connection pools are shared by every client)."""
+class GatedModelClient:
+    """:class:`worker.models.base.ModelClient` whose every attempt is gated by the fleet-wide
+    limiter and the run's budget, and retried by the rules above.
 
-
-@functools.cache
-def _litellm() -> Transport:
-    transport: Transport = importlib.import_module("worker.models.via_litellm").LiteLLM()
-    return transport
-
-
-def transport_for(limits: ModelLimits) -> Transport:
-    """The transport this model's calls take (litellm imported on the first that needs it)."""
-    return _DIRECT if goes_direct(limits) else _litellm()
-
-
-class LiteLLMClient:
-    """:class:`worker.models.base.ModelClient` over both transports, gated by the Redis limiter.
-
-    (Named for litellm, its first transport; a model goes through litellm only when
-    :func:`goes_direct` says it does not go straight over HTTP.)
-
-    One instance per worker process is enough; it is safe to share between threads.
-    ``run_id`` tags the usage counters of :func:`engine.usage.usage_totals`.
+    ``transports`` carries the requests (:class:`worker.models.transports.Transports`: a
+    worker's Context shares one per process; without it the client makes its own). It is safe
+    to share between threads. ``run_id`` tags the usage counters of
+    :func:`engine.usage.usage_totals`.
     """
 
     def __init__(
@@ -195,8 +168,10 @@ class LiteLLMClient:
         *,
         run_id: str | None = None,
         budget: RunBudget | None = None,
+        transports: Transports | None = None,
     ) -> None:
         self.config = config
+        self.transports = transports if transports is not None else Transports()
         self.redis = redis_client
         self.run_id = run_id
         self.budget = budget
@@ -246,7 +221,7 @@ class LiteLLMClient:
             api_base=limits.api_base,
             api_key=self._api_key(limits),
         )
-        transport = transport_for(limits)
+        transport = self.transports.for_model(limits)
         estimate = estimate_tokens(messages, tools, max_tokens)
         last_error: BaseException | None = None
         called = time.monotonic()
