@@ -34,7 +34,7 @@ class HarnessAdapter:
     name: str
     """Registry name, as given to ``--executor``."""
     package: str
-    """The pinned npm package ``make setup`` installs (``@openai/codex@0.169.0``)."""
+    """The pinned npm package ``make setup`` installs (``<package>@<version>``)."""
     binary_name: str
     """The executable looked up on PATH and in the harness cache."""
     protocol: Protocol

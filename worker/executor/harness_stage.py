@@ -66,7 +66,7 @@ def other_skills(workspace: Path, skill: str, max_bytes: int = MAX_DISTRACTOR_BY
 
 
 def plugin_name(workspace: Path) -> str | None:
-    """The repo's Claude Code plugin name (``.claude-plugin/plugin.json``), when it has a sane one."""
+    """The repo's plugin name (``.claude-plugin/plugin.json``), when it has a sane one."""
     manifest = workspace / ".claude-plugin" / "plugin.json"
     if manifest.is_symlink() or not manifest.is_file():
         return None

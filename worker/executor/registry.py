@@ -1,7 +1,7 @@
 """The executors a worker runs, found by the run's ``--executor`` value: one call shape for all.
 
 - ``agent``: the built-in tool loop (a trigger run's loop when the run measures triggers);
-- ``cmd:<command line>``: an agent CLI speaking Claude Code's stream-json (``external.py``);
+- ``cmd:<command line>``: an agent CLI writing the stream-json event format (``external.py``);
 - every harness of ``harnesses/registry.py``: the real agent CLI behind the model proxy
   (``harness_task.py``), one executor for them all, its adapter saying what is particular.
 
