@@ -52,6 +52,8 @@ class HarnessAdapter:
     """The case terms it applies (a case using another is refused before the run)."""
     records_triggers: bool = False
     """True when :meth:`skills_in` says which installed skills a tool call activates (``--triggers``)."""
+    read_tools: frozenset[str] = frozenset()
+    """Its tools that can read a file: one naming the skill's SKILL.md loads the skill by hand."""
     binary_env: str
     install_hint: str
 
@@ -74,6 +76,26 @@ class HarnessAdapter:
             for key in self.write_tools[e.name]
             if isinstance(e.arguments.get(key), str)
         ]
+
+    def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
+        """A call loading the skill by name, or a read of its SKILL.md. The body reaching the model
+        is not enough by default: a project file the harness reads on its own may quote it."""
+        for event in events:
+            if not isinstance(event, ToolCallEvent):
+                continue
+            if self.loads_skill(event, skill, skill_ref):
+                return True
+            if event.name in self.read_tools and self.reads_skill_md(event, skill):
+                return True
+        return False
+
+    def loads_skill(self, event: ToolCallEvent, skill: str, skill_ref: str) -> bool:
+        """Whether one call of its skill tool names the skill (no skill tool: never)."""
+        return False
+
+    def reads_skill_md(self, event: ToolCallEvent, skill: str) -> bool:
+        """Whether one call of a read tool names the skill's SKILL.md."""
+        return names_skill_md(event, skill)
 
     def skills_in(self, event: ToolCallEvent, installed: frozenset[str]) -> list[str]:
         """The installed skills one of its tool calls activates (none unless :attr:`records_triggers`)."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from types import MappingProxyType
-from typing import Any
 
 from harnesses.activations import named_skill, skill_md_reads
 from harnesses.adapter import JSON_HEADERS, HarnessAdapter, stage_skills
@@ -34,9 +33,7 @@ from harnesses.base import (
 )
 from harnesses.endpoints import Protocol
 from harnesses.stream_json import ParsedStream, read_stream_json
-from schemas.trajectory import Event, ToolCallEvent
-
-_READ_TOOLS = frozenset({"Read", "Bash", "Grep", "Glob"})
+from schemas.trajectory import ToolCallEvent
 
 
 class ClaudeCode(HarnessAdapter):
@@ -69,6 +66,7 @@ class ClaudeCode(HarnessAdapter):
     )
     honours = frozenset({"mocks", "allowed_tools", "max_turns", "timeout_s"})
     records_triggers = True
+    read_tools = frozenset({"Read", "Bash", "Grep", "Glob"})
 
     def environment(self, model: str, home: str) -> dict[str, str]:
         """The variables Claude Code reads: the proxy's loopback URL, the placeholder key, one model."""
@@ -128,33 +126,21 @@ class ClaudeCode(HarnessAdapter):
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         return read_stream_json(lines)
 
-    def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
-        # The body reaching the model is not enough here: a project CLAUDE.md may quote it.
-        for event in events:
-            if not isinstance(event, ToolCallEvent):
-                continue
-            if event.name == "Skill" and _named(event.arguments, skill, skill_ref):
-                return True
-            if event.name in _READ_TOOLS and _reads_skill_md(event.arguments, skill):
-                return True
-        return False
+    def loads_skill(self, event: ToolCallEvent, skill: str, skill_ref: str) -> bool:
+        """A ``Skill`` call naming it: plain, ``/``-prefixed, or ``<plugin>:<skill>``."""
+        value = str(event.arguments.get("skill") or event.arguments.get("command") or "").lstrip("/")
+        return event.name == "Skill" and (value in (skill, skill_ref) or value.endswith(":" + skill))
+
+    def reads_skill_md(self, event: ToolCallEvent, skill: str) -> bool:
+        needle = f"skills/{skill}/SKILL.md"
+        return any(isinstance(v, str) and needle in v for v in event.arguments.values())
 
     def skills_in(self, event: ToolCallEvent, installed: frozenset[str]) -> list[str]:
         """A ``Skill`` call naming it (plain, ``/``-prefixed or ``plugin:skill``), or a read of its SKILL.md."""
         if event.name == "Skill":
             found = named_skill(event.arguments.get("skill") or event.arguments.get("command"), installed)
             return [found] if found else []
-        return skill_md_reads(event.arguments, installed) if event.name in _READ_TOOLS else []
-
-
-def _named(arguments: dict[str, Any], skill: str, skill_ref: str) -> bool:
-    value = str(arguments.get("skill") or arguments.get("command") or "").lstrip("/")
-    return value in (skill, skill_ref) or value.endswith(":" + skill)
-
-
-def _reads_skill_md(arguments: dict[str, Any], skill: str) -> bool:
-    needle = f"skills/{skill}/SKILL.md"
-    return any(isinstance(v, str) and needle in v for v in arguments.values())
+        return skill_md_reads(event.arguments, installed) if event.name in self.read_tools else []
 
 
 def _case_tool_args(request: HarnessRequest) -> list[str]:

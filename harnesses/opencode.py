@@ -31,17 +31,16 @@ import posixpath
 from collections.abc import Iterable
 from typing import Any
 
-from harnesses.adapter import HarnessAdapter, names_skill_md, stage_skills
+from harnesses.adapter import HarnessAdapter, stage_skills
 from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
 from harnesses.endpoints import Protocol
 from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects
-from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, ToolResultEvent, Usage
+from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Usage
 
 PROVIDER = "skill-eval"
 PLUGIN_LOCK = json.dumps({"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}).encode()
 SESSION_TITLE = "skill-eval"
 _PINNED_AGENTS = ("title", "summary", "compaction", "general", "explore")
-_READ_TOOLS = frozenset({"read", "bash", "grep", "glob"})
 ENVIRONMENT = {
     "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
     "OPENCODE_DISABLE_CLAUDE_CODE": "1",
@@ -62,6 +61,7 @@ class OpenCode(HarnessAdapter):
     package = "opencode-ai@1.18.33"
     binary_name = "opencode"
     protocol: Protocol = "openai"
+    read_tools = frozenset({"read", "bash", "grep", "glob"})
     # forward_headers: what the upstream needs; its user-agent and session-id headers are not forwarded.
 
     def config(self, model: str) -> dict[str, Any]:
@@ -129,16 +129,9 @@ class OpenCode(HarnessAdapter):
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         return read_opencode_json(lines)
 
-    def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
-        # The skill tool's result holds the body; a read of SKILL.md loads it by hand.
-        for event in events:
-            if not isinstance(event, ToolCallEvent):
-                continue
-            if event.name == "skill" and str(event.arguments.get("name", "")) in (skill, skill_ref):
-                return True
-            if event.name in _READ_TOOLS and names_skill_md(event, skill):
-                return True
-        return False
+    def loads_skill(self, event: ToolCallEvent, skill: str, skill_ref: str) -> bool:
+        """A ``skill`` call naming it (the tool's result holds the body)."""
+        return event.name == "skill" and str(event.arguments.get("name", "")) in (skill, skill_ref)
 
 
 def _obj(value: Any) -> dict[str, Any]:
