@@ -32,7 +32,7 @@ import redis
 from engine.budget import OverShare, Reservation, RunBudget, is_out_of_credit
 from engine.usage import queue_usage, record_usage, usage_totals
 from schemas.errors import BudgetExhausted, ContextOverflow, ModelCallFailed, ShareSpent
-from schemas.model_config import ModelConfig, ModelLimits
+from schemas.model_config import ModelConfig, ModelLimits, RetrySettings
 from schemas.trajectory import Usage
 from worker.models.base import ModelReply, ModelRequest
 from worker.models.direct import EndpointUnreachable, MalformedReply
@@ -245,29 +245,27 @@ class GatedModelClient:
                     answered_s = time.monotonic() - sent
                     reply = transport.reply(request, response, attempt)
                     self._settle(reservation, reply.usage.total_tokens, reply.usage.cost_usd)
-                    counts = functools.partial(
-                        queue_usage,
-                        model=model,
-                        run_id=self.run_id,
-                        calls=1,
-                        attempts=1,
-                        prompt_tokens=reply.usage.prompt_tokens,
-                        completion_tokens=reply.usage.completion_tokens,
-                        cost_usd=reply.usage.cost_usd,
-                    )
-                    lease.settle(reply.usage.total_tokens, success=True, also=counts)  # one round trip
+                    self._count_success(lease, model, reply)
                     waited_s = max(0.0, time.monotonic() - called - answered_s)
                     return dataclasses.replace(reply, waited_s=waited_s)
             if attempt < max_attempts:
-                ceiling = min(retry.max_delay_s, retry.base_delay_s * 2 ** (attempt - 1))
-                time.sleep(random.uniform(0, ceiling))  # full jitter; a 429's cool-down waits in acquire
+                _back_off(retry, attempt)
         record_usage(self.redis, model, self.run_id, failed=1)
-        kind = type(last_error).__name__ if last_error else "unknown"
-        if last_error is not None and is_context_overflow(last_error):
-            raise ContextOverflow(f"{model}: the conversation exceeds the model's context: {_short(last_error)}")
-        raise ModelCallFailed(
-            f"{model}: no completion after {attempt} attempt(s); last error: {kind}: {_short(last_error)}"
-        ) from last_error
+        raise _failure(model, attempt, last_error) from last_error
+
+    def _count_success(self, lease: Lease, model: str, reply: ModelReply) -> None:
+        """Settle the lease with the reply's tokens and queue its usage counters (one round trip)."""
+        counts = functools.partial(
+            queue_usage,
+            model=model,
+            run_id=self.run_id,
+            calls=1,
+            attempts=1,
+            prompt_tokens=reply.usage.prompt_tokens,
+            completion_tokens=reply.usage.completion_tokens,
+            cost_usd=reply.usage.cost_usd,
+        )
+        lease.settle(reply.usage.total_tokens, success=True, also=counts)
 
     def _reserve(self, model: str, tokens: int, own: Usage | None) -> Reservation | None:
         """Reserve the call's estimate in the run's budget; raise BudgetExhausted when it may not start."""
@@ -298,6 +296,23 @@ class GatedModelClient:
         else:
             lease.settle(None, success=False)
             record_usage(self.redis, limiter.limits.name, self.run_id, attempts=1, errors=1)
+
+
+def _back_off(retry: RetrySettings, attempt: int) -> None:
+    """Sleep before the next attempt: full jitter under an exponential, capped ceiling (a 429's
+    cool-down is not this: it waits in the limiter's acquire)."""
+    ceiling = min(retry.max_delay_s, retry.base_delay_s * 2 ** (attempt - 1))
+    time.sleep(random.uniform(0, ceiling))
+
+
+def _failure(model: str, attempts: int, last_error: BaseException | None) -> ModelCallFailed:
+    """The error of a call that got no completion: ContextOverflow when the conversation is too long."""
+    if last_error is not None and is_context_overflow(last_error):
+        return ContextOverflow(f"{model}: the conversation exceeds the model's context: {_short(last_error)}")
+    kind = type(last_error).__name__ if last_error else "unknown"
+    return ModelCallFailed(
+        f"{model}: no completion after {attempts} attempt(s); last error: {kind}: {_short(last_error)}"
+    )
 
 
 def _short(err: BaseException | None, limit: int = 300) -> str:
