@@ -35,7 +35,7 @@ def test_every_executor_value_finds_its_executor_and_an_unknown_one_is_refused_b
 def test_the_cli_and_the_checks_read_every_harness_from_the_registry() -> None:
     help_text = executor_help()
     assert help_text.startswith("agent, ") and all(name in help_text for name in HARNESSES)
-    assert set(honoured_terms()) == {"agent", *HARNESSES} and HONOURS == honoured_terms()
+    assert set(honoured_terms()) == {"agent", *HARNESSES} and honoured_terms() == HONOURS
     assert honoured_terms()["claude-code"] >= {"mocks", "allowed_tools"}
     assert honoured_terms()["codex"] == frozenset({"max_turns", "timeout_s"})
     assert trigger_executors() == ("agent", "claude-code", "codex")  # OpenCode's activations are not read yet
