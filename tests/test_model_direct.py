@@ -147,7 +147,7 @@ def test_tool_calls_come_only_from_the_structured_field_never_from_text_that_loo
     assert parse_completion("openai/m", parts, 1).content == "ab"
     garbled = completion({"role": "assistant", "tool_calls": [{"function": {"name": "shell", "arguments": "{oops"}}]})
     call = parse_completion("openai/m", garbled, 1).tool_calls[0]
-    assert (call.id, call.name, call.arguments) == ("call_0", "shell", {"_raw": "{oops"})
+    assert (call.call_id, call.name, call.arguments) == ("call_0", "shell", {"_raw": "{oops"})
 
 
 def test_negative_or_bogus_usage_counts_as_zero_not_as_credit() -> None:

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from harnesses.model_record import ModelToolCall
 from schemas.corpus import EvalCase
 from schemas.errors import ContextOverflow, ExecutorFailed, ModelCallFailed, ShareSpent
 from schemas.manifest import FLEET_WAIT_ALLOWANCE_S, AgentBudget
@@ -33,7 +34,7 @@ from worker.executor.final_files import collect_final_files
 from worker.executor.prompt import render_executor_prompt
 from worker.executor.scaffold import run_scaffold
 from worker.executor.tools import TOOL_NAMES, ToolOutcome, execute_tool
-from worker.models.base import ModelClient, ModelReply, ToolCall
+from worker.models.base import ModelClient, ModelReply
 from worker.sandbox import Sandbox, SandboxLimits, workspace_usage
 
 
@@ -42,7 +43,7 @@ def _assistant_message(reply: ModelReply) -> dict[str, Any]:
     if reply.tool_calls:
         message["tool_calls"] = [
             {
-                "id": call.id,
+                "id": call.call_id,
                 "type": "function",
                 "function": {
                     "name": call.name,
@@ -120,23 +121,23 @@ class _Loop:
         self.waited_s += reply.waited_s
         return reply
 
-    def run_tool(self, call: ToolCall) -> ToolOutcome:
+    def run_tool(self, call: ModelToolCall) -> ToolOutcome:
         # A name the agent was not offered is recorded as escaped data, never as a tool.
         known = call.name in TOOL_NAMES or call.name in self.tools.mocks
         name = call.name if known else "unknown-tool:" + json.dumps(call.name, ensure_ascii=True)
-        self.events.append(ToolCallEvent(call_id=call.id, name=name, arguments=call.arguments))
+        self.events.append(ToolCallEvent(call_id=call.call_id, name=name, arguments=call.arguments))
         if name in self.tools.mocks:
             return self.answer_mock(call)
         if name in TOOL_NAMES and name not in self.tools.builtin:
             outcome = ToolOutcome.error(refusal(name))
-            self.events.append(ToolResultEvent(call_id=call.id, output=outcome.output))
+            self.events.append(ToolResultEvent(call_id=call.call_id, output=outcome.output))
             return outcome
         remaining = self.remaining_s()
         timeout = max(1.0, remaining) if remaining < self.budget.command_timeout_s else None
         outcome = execute_tool(self.sandbox, call.name, call.arguments, timeout_s=timeout)
         self.events.append(
             ToolResultEvent(
-                call_id=call.id,
+                call_id=call.call_id,
                 output=outcome.output,
                 exit_code=outcome.exit_code,
                 truncated=outcome.truncated,
@@ -147,7 +148,7 @@ class _Loop:
             self.wrote.append(outcome.wrote)
         return outcome
 
-    def answer_mock(self, call: ToolCall) -> ToolOutcome:
+    def answer_mock(self, call: ModelToolCall) -> ToolOutcome:
         """A mocked MCP tool's answer, recorded here (the mock never runs code of the repo's)."""
         reply = self.tools.answer(call.name, call.arguments)
         if reply.finding:
@@ -155,7 +156,7 @@ class _Loop:
         text, truncated = capped(reply.text)
         outcome = ToolOutcome(output=text, exit_code=1 if reply.is_error else 0, truncated=truncated)
         self.events.append(
-            ToolResultEvent(call_id=call.id, output=text, exit_code=outcome.exit_code, truncated=truncated)
+            ToolResultEvent(call_id=call.call_id, output=text, exit_code=outcome.exit_code, truncated=truncated)
         )
         return outcome
 
@@ -196,7 +197,7 @@ class _Loop:
                 if self.remaining_s() <= 0:
                     return EndReason.WALL_CLOCK
                 outcome = self.run_tool(call)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": _result_for_model(outcome)})
+                messages.append({"role": "tool", "tool_call_id": call.call_id, "content": _result_for_model(outcome)})
                 over = self.over_quota()
                 if over:
                     self.events.append(AssistantEvent(text=f"(run ended by the product: {over})"))
