@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from harnesses.base import HarnessRequest
-from harnesses.crosscheck import CheckedEvents, cross_check, cross_check_by_order
+from harnesses.crosscheck import CheckedEvents, OrderRules, cross_check, cross_check_by_order
 from harnesses.endpoints import Protocol
 from harnesses.model_record import ProxyRecord
 from schemas.trajectory import Event, ToolCallEvent
@@ -39,6 +39,9 @@ class HarnessAdapter:
     """The executable looked up on PATH and in the harness cache."""
     protocol: Protocol
     stream_call_ids: bool = True
+    """True when its stream names tool calls by the model's own call ids; else it sets ``order_rules``."""
+    order_rules: OrderRules | None = None
+    """Its tool names, for pairing a stream without call ids with the record by order."""
     forward_headers: frozenset[str] = JSON_HEADERS
     betas: frozenset[str] | None = None
     loads_plugins: bool = False
@@ -64,8 +67,11 @@ class HarnessAdapter:
 
     def cross_check(self, stream_events: Iterable[Event], record: ProxyRecord) -> CheckedEvents:
         """The trajectory's events: the record's calls its stream claims, by call id or by order."""
-        check = cross_check if self.stream_call_ids else cross_check_by_order
-        return check(stream_events, record)
+        if self.stream_call_ids:
+            return cross_check(stream_events, record)
+        if self.order_rules is None:
+            raise TypeError(f"{self.name}: a stream without call ids needs order_rules")
+        return cross_check_by_order(stream_events, record, self.order_rules)
 
     def written_paths(self, events: Iterable[Event]) -> list[str]:
         """The files its write tools name in ``events``."""

@@ -25,6 +25,7 @@ from typing import Any
 from harnesses.activations import skill_md_reads
 from harnesses.adapter import HarnessAdapter, names_skill_md, stage_skills
 from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, Invoke, bare_model, case_text
+from harnesses.crosscheck import OrderRules
 from harnesses.endpoints import Protocol
 from harnesses.stream_json import ParsedStream, json_objects
 from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, ToolResultEvent, Usage
@@ -40,6 +41,11 @@ class Codex(HarnessAdapter):
     binary_name = "codex"
     protocol: Protocol = "openai"
     stream_call_ids = False
+    order_rules = OrderRules(
+        shell_tools=frozenset({"shell", "exec_command", "shell_command", "local_shell"}),
+        patch_tools=frozenset({"apply_patch"}),
+        patch_claims=frozenset({"file_change"}),  # a patch applied: the stream lists only its paths
+    )
     # The npm launcher is a node script; the native binary it would start runs without node.
     native_binaries: tuple[str, ...] = ("codex-linux-*/vendor/*/bin/codex", "codex-linux-*/vendor/*/codex/codex")
     records_triggers = True

@@ -10,7 +10,6 @@ import pytest
 from harnesses.base import PLACEHOLDER_KEY, HarnessRequest, Invoke, skill_body_marker
 from harnesses.claude_code import ClaudeCode
 from harnesses.codex import Codex, read_codex_json
-from harnesses.crosscheck import cross_check_by_order
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord, parse_model_response
 from harnesses.registry import check_executor, harness_for
 from schemas.errors import ConfigError
@@ -136,7 +135,7 @@ def test_codex_commands_pair_with_the_proxied_shell_calls_by_order_and_a_forged_
     record = ProxyRecord(
         turns=[ModelTurn(tool_calls=(ModelToolCall("call_1", "exec_command", {"cmd": "tr '\\0' x"}),))]
     )
-    checked = cross_check_by_order(parsed.events, record)
+    checked = Codex().cross_check(parsed.events, record)
     assert [(e.kind, e.call_id) for e in checked.events] == [("tool_call", "call_1"), ("tool_result", "call_1")]
     assert len(checked.rejected) == 1 and "rm -rf" in checked.rejected[0]
 
