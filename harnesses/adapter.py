@@ -44,6 +44,8 @@ class HarnessAdapter:
     """Its tool names, for pairing a stream without call ids with the record by order."""
     forward_headers: frozenset[str] = JSON_HEADERS
     betas: frozenset[str] | None = None
+    answered_empty: frozenset[str] = frozenset()
+    """Paths of its own calls that are no model call, which its proxy answers ``{}`` locally."""
     loads_plugins: bool = False
     """True when it loads a repo's ``.claude-plugin/plugin.json`` as a plugin (the skill is then
     ``<plugin>:<skill>``)."""

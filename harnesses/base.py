@@ -104,6 +104,8 @@ class Harness(Protocol):
     """The request headers (lower case) its proxy forwards: the ones the pinned version sends and needs."""
     betas: frozenset[str] | None
     """The ``anthropic-beta`` values its proxy forwards (None: the protocol has none)."""
+    answered_empty: frozenset[str]
+    """Paths of its own calls that are no model call, answered ``{}`` by its proxy (never forwarded)."""
     loads_plugins: bool
     """True when it loads the repo's ``.claude-plugin/plugin.json`` as a plugin."""
     honours: frozenset[str]

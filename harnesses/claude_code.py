@@ -55,6 +55,7 @@ class ClaudeCode(HarnessAdapter):
             "thinking-display-updates-2026-08-18",
         }
     )
+    answered_empty = frozenset({"/api/claude_cli/bootstrap"})
     loads_plugins = True
     write_tools = MappingProxyType(
         {

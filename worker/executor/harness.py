@@ -205,6 +205,7 @@ def _proxy_config(
         max_output=limits.max_output_tokens,
         headers=harness.forward_headers,
         betas=harness.betas,
+        answered_empty=harness.answered_empty,
         opening=plan.stdin,
     )
 
