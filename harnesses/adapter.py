@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from types import MappingProxyType
 
 from harnesses.base import HarnessRequest
@@ -66,6 +67,10 @@ class HarnessAdapter:
         super().__init_subclass__(**kwargs)
         cls.binary_env = f"SKILL_EVAL_{cls.name.upper().replace('-', '_')}_BIN"
         cls.install_hint = f"run `make setup` (installs {cls.package}), or set {cls.binary_env}"
+
+    def prepare(self, found: Path, workspace: Path, inner_root: str, scratch: Path) -> tuple[Path, list[str]]:
+        """The found binary runs as it is, with no extra binds (a script harness names its runtime)."""
+        return found, []
 
     def cross_check(self, stream_events: Iterable[Event], record: ProxyRecord) -> CheckedEvents:
         """The trajectory's events: the record's calls its stream claims, by call id or by order."""

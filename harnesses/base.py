@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Protocol
 
 from harnesses.crosscheck import CheckedEvents
@@ -115,6 +116,12 @@ class Harness(Protocol):
 
     def plan(self, request: HarnessRequest) -> HarnessPlan:
         """The staging, command line, environment and stdin of one shard."""
+        ...
+
+    def prepare(self, found: Path, workspace: Path, inner_root: str, scratch: Path) -> tuple[Path, list[str]]:
+        """The executable to seal and run for the binary ``found``, and the extra bwrap arguments
+        it needs (``scratch``: a private folder that lives as long as the run). Most harnesses
+        run ``found`` itself with none; one that is a script names its runtime and binds its package."""
         ...
 
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:

@@ -65,7 +65,7 @@ class ClaudeCode(HarnessAdapter):
             "NotebookEdit": ("notebook_path",),
         }
     )
-    honours = frozenset({"mocks", "allowed_tools", "max_turns", "timeout_s"})
+    honours = frozenset({"mocks", "http_mocks", "allowed_tools", "max_turns", "timeout_s"})
     records_triggers = True
     read_tools = frozenset({"Read", "Bash", "Grep", "Glob"})
 

@@ -17,11 +17,12 @@ from collections.abc import Callable, Mapping
 from harnesses.base import Harness
 from harnesses.claude_code import ClaudeCode
 from harnesses.codex import Codex
+from harnesses.gemini_cli import GeminiCli
 from harnesses.opencode import OpenCode
 from schemas.constants import BUILTIN_EXECUTOR, CMD_EXECUTOR_PREFIX
 from schemas.errors import ConfigError
 
-ADAPTERS: tuple[Callable[[], Harness], ...] = (ClaudeCode, Codex, OpenCode)
+ADAPTERS: tuple[Callable[[], Harness], ...] = (ClaudeCode, Codex, OpenCode, GeminiCli)
 """Every harness executor, in the order the CLI lists them."""
 HARNESSES: Mapping[str, Callable[[], Harness]] = {factory().name: factory for factory in ADAPTERS}
 BUILTIN = BUILTIN_EXECUTOR
@@ -52,7 +53,9 @@ def executor_help() -> str:
 def honoured_terms() -> dict[str, frozenset[str]]:
     """Executor -> the case terms it applies: the built-in agent's and each harness's (a ``cmd:``
     executor applies none)."""
-    agent = frozenset({"mocks", "allowed_tools", "max_turns", "timeout_s", "scaffold_script"})
+    agent = frozenset(
+        {"mocks", "agent_mocks", "http_mocks", "history", "allowed_tools", "max_turns", "timeout_s", "scaffold_script"}
+    )
     return {BUILTIN: agent, **{name: factory().honours for name, factory in HARNESSES.items()}}
 
 

@@ -19,6 +19,9 @@ def check_case_terms(plan: RunPlan, executor: str) -> None:
         for i, case in enumerate(bundle.corpus.evals):
             used = {
                 "mocks": bool(case.mocks),
+                "http_mocks": bool(case.http_mocks),
+                "history": bool(case.history),
+                "agent_mocks": any(t.instructions is not None for s in case.mocks for t in s.tools),
                 "allowed_tools": case.allowed_tools is not None,
                 "max_turns": case.max_turns is not None,
                 "timeout_s": case.timeout_s is not None,

@@ -40,6 +40,7 @@ from producer.cli_stats import (
     register_commands,
 )
 from producer.dry_run import PlanInput, dry_run_plan
+from producer.epochs import parse_epochs
 from producer.evaluate import check_host_sandbox, run_evaluation
 from producer.fleet_checks import (
     check_shard_timeout,
@@ -298,11 +299,18 @@ def run(
     require_uplift: RequireUpliftOpt = None,
     regression_alpha: RegressionAlphaOpt = None,
     epochs: Annotated[
-        int,
+        str,
         typer.Option(
-            "--epochs", "--runs", min=1, help="Repetitions per case and model (--runs: the same).", rich_help_panel=WHAT
+            "--epochs",
+            "--runs",
+            help="Repetitions per case and model (--runs: the same), or auto: more where the outcome is uncertain.",
+            rich_help_panel=WHAT,
         ),
-    ] = 1,
+    ] = "1",
+    max_epochs: Annotated[
+        int | None,
+        typer.Option("--max-epochs", min=1, help="--epochs auto: the most epochs any case gets.", rich_help_panel=WHAT),
+    ] = None,
     force: Annotated[
         bool,
         typer.Option("--force", help="--all-evals: re-run corpora that already have a report.", rich_help_panel=WHAT),
@@ -405,6 +413,9 @@ def run(
     check_api_base(api_base)
     settings = _settings(broker_url=broker, store=store, sandbox=sandbox, worker_processes=worker_processes)
     check_detach(detach, settings.broker_url)
+    epoch_count, adaptive = parse_epochs(
+        epochs, max_epochs, detach=detach, triggers=trigger_run is not None, baseline=baseline
+    )
     check_shard_timeout(shard_timeout, settings)
     if calibrate_with and no_calibration:
         raise ConfigError("--calibrate-with needs calibration: drop --no-calibration")
@@ -412,10 +423,12 @@ def run(
     repo_folder = _repo_folder(repo)
     model_config = load_model_config(config, api_base, untrusted=repo_folder)  # no key is looked at
     if dry_run and trigger_run is not None:
-        trigger_dry_run(skills, all_evals, repo_folder, model or ["(unspecified)"], epochs, trigger_turns, out, as_json)
+        models = model or ["(unspecified)"]
+        trigger_dry_run(skills, all_evals, repo_folder, models, epoch_count, trigger_turns, out, as_json)
     if dry_run:
+        variants = arm_variants(compare, baseline)
         plan_in = PlanInput(
-            model or [], judge or [], epochs, arm_variants(compare, baseline), compare, settings.store, executor
+            model or [], judge or [], epoch_count, variants, compare, settings.store, executor, adaptive=adaptive
         )
         raise typer.Exit(dry_run_plan(skills, all_evals, repo_folder, plan_in, as_json, out))
     if trigger_run is not None and not model:  # --judge is accepted and unused: nothing is judged
@@ -428,7 +441,8 @@ def run(
         repo=repo_folder,
         models=model,
         judges=judge if trigger_run is None and judge else [],
-        epochs=epochs,
+        epochs=epoch_count,
+        adaptive=adaptive,
         out=out_dir,
         workers=workers,
         detach=detach,

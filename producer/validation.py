@@ -40,13 +40,17 @@ from schemas.corpus import (
     ToolCallMatcher,
 )
 from schemas.errors import BadCorpus, BadSkillName
+from schemas.history import HistoryTurn
+from schemas.http_mocks import HttpMock
 from schemas.mocks import MockServer
 from schemas.status import FixtureStage
 
 TOP_KEYS = frozenset({"skill_name", "evals"})
 TOP_OPTIONAL_KEYS = frozenset({"extensions"})  # the opt-in to extensions of schema v1
 CASE_KEYS = frozenset({"id", "prompt", "expected_output", "files", "assertions"})
-CASE_OPTIONAL_KEYS = frozenset({"fixtures", "max_turns", "allowed_tools", "mocks", "scaffold_script", "timeout_s"})
+CASE_OPTIONAL_KEYS = frozenset(
+    {"fixtures", "max_turns", "allowed_tools", "mocks", "http_mocks", "history", "scaffold_script", "timeout_s"}
+)
 FIXTURE_KEYS = frozenset({"path", "content"})
 FIXTURE_OPTIONAL_KEYS = frozenset({"stage"})
 
@@ -248,6 +252,8 @@ def _validate_case(
         fixtures, fixture_paths = (), _claimed_paths(raw["fixtures"])
     clean_files = _validate_files(raw["files"], f"{at}.files", fail, repo_has_file, fixture_paths, found)
     limits = _case_limits(raw, at, fail, found)
+    http_mocks = _case_http_mocks(raw, at, fail, found)
+    history = _case_history(raw, at, fail, found)
     assertions = raw["assertions"]
     if not isinstance(assertions, list) or not assertions:
         found.append(fail(f"{at}.assertions", "must be a non-empty array of strings"))
@@ -273,6 +279,8 @@ def _validate_case(
         mocks=limits[2],
         scaffold_script=limits[3],
         timeout_s=limits[4],
+        http_mocks=http_mocks,
+        history=history,
     )
 
 
@@ -288,6 +296,34 @@ def _case_limits(
     except BadCorpus as exc:
         found.append(exc)
         return None, None, (), None, None
+
+
+def _case_http_mocks(
+    raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus], found: list[BadCorpus]
+) -> tuple[HttpMock, ...]:
+    from producer.validation_http import case_http_mocks
+
+    if "http_mocks" not in raw:
+        return ()
+    try:
+        return case_http_mocks(raw["http_mocks"], f"{at}.http_mocks", fail)
+    except BadCorpus as exc:
+        found.append(exc)
+        return ()
+
+
+def _case_history(
+    raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus], found: list[BadCorpus]
+) -> tuple[HistoryTurn, ...]:
+    from producer.validation_history import case_history
+
+    if "history" not in raw:
+        return ()
+    try:
+        return case_history(raw["history"], f"{at}.history", fail)
+    except BadCorpus as exc:
+        found.append(exc)
+        return ()
 
 
 def _claimed_paths(raw: Any) -> set[str]:
@@ -385,13 +421,16 @@ _MATCHER_KEYS = (frozenset({"pattern"}), frozenset({"tool", "argument"}))
 def _validate_check(raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus]) -> AssertionObject:
     """An assertion object: ``kind`` is tool_call | call_order | file_contains | skill_activated; regexes must
     compile; ``text`` (optional) is a non-blank string; ``weight`` (optional) is in (0, 100]."""
+    from producer.validation_http import HTTP_CHECK_KEYS, validate_http_check
     from producer.validation_plugin import PLUGIN_CHECK_KEYS, validate_plugin_check
 
     kind = raw.get("kind")
     if kind in PLUGIN_CHECK_KEYS:
         return validate_plugin_check(raw, at, fail)
+    if kind in HTTP_CHECK_KEYS:
+        return validate_http_check(raw, at, fail)
     if kind not in _CHECK_KEYS:
-        kinds = ", ".join(sorted({*_CHECK_KEYS, *PLUGIN_CHECK_KEYS}))
+        kinds = ", ".join(sorted({*_CHECK_KEYS, *PLUGIN_CHECK_KEYS, *HTTP_CHECK_KEYS}))
         raise fail(f"{at}.kind", f"{kind!r} is not one of: {kinds}")
     problem = _key_problem(raw, *_CHECK_KEYS[kind])
     if problem:

@@ -42,6 +42,7 @@ from harnesses.endpoints import DEFAULT_KEY_ENV, normalise_upstream
 from harnesses.model_record import ProxyRecord
 from schemas.corpus import EvalCase
 from schemas.errors import BudgetExhausted, ExecutorFailed, NoSandbox
+from schemas.http_mocks import HttpCall
 from schemas.manifest import AgentBudget
 from schemas.model_config import ModelLimits
 from schemas.status import SandboxMode
@@ -51,6 +52,7 @@ from worker.executor.final_files import collect_final_files
 from worker.executor.harness_binary import find_binary, sealed_copy
 from worker.executor.harness_stage import installed, other_skills, plugin_name, skill_files, stage_home
 from worker.executor.mock_calls import mock_servers, settle_mock_calls, stage_mocks
+from worker.http_mock import HttpMockProxy
 from worker.models.limiter import Limiter
 from worker.proxy import ModelProxy, ProxyConfig, forwarder_command
 from worker.sandbox import INNER_HOME, INNER_ROOT, BwrapSandbox, CommandResult, Sandbox, SandboxLimits
@@ -211,7 +213,8 @@ def _proxy_config(
 
 
 def _binds(private: Path, binary: Path, case: EvalCase) -> list[str]:
-    """The sandbox's extra mounts: the proxy's socket folder and the binary read-only, the private HOME."""
+    """The sandbox's extra mounts: the proxy's socket folder and the binary read-only, the private HOME,
+    the case's mocked MCP servers."""
     return [
         # bwrap makes missing parents 0700: the throwaway uid could not pass them.
         *("--perms", "0755", "--dir", "/run"),
@@ -229,6 +232,8 @@ class _Ran:
     result: CommandResult
     record: ProxyRecord
     waited_s: float
+    http_calls: list[HttpCall]
+    http_findings: list[str]
 
 
 @dataclass(frozen=True)
@@ -241,33 +246,43 @@ class _Host:
     tmp_parent: Path | None
 
 
+def _runtime(harness: Harness, found: Path, workspace: Path, private: Path) -> tuple[Path, list[str]]:
+    """The sealed executable to run and the extra binds it needs: what the adapter's ``prepare``
+    names for the binary found (the binary itself and none, unless the harness is a script)."""
+    runtime, binds = harness.prepare(found, workspace, INNER_ROOT, private)
+    return sealed_copy(runtime), list(binds)
+
+
 def _run_behind_proxy(
-    shard: HarnessShard, sandbox: BwrapSandbox, plan: HarnessPlan, config: ProxyConfig, binary: Path, host: _Host
+    shard: HarnessShard, sandbox: BwrapSandbox, plan: HarnessPlan, config: ProxyConfig, found: Path, host: _Host
 ) -> _Ran:
-    """Stage the private HOME, serve the proxy on its socket, run forwarder and harness in the sandbox."""
+    """Stage the private HOME, serve the proxy (and the case's HTTP mocks) on their sockets, run
+    forwarder and harness in the sandbox."""
     private = Path(tempfile.mkdtemp(prefix="skill-eval-harness-", dir=_short_parent(host.tmp_parent)))
     try:
         os.chmod(private, 0o711)
         proxy_dir = private / "proxy"
         proxy_dir.mkdir(mode=0o755)
+        binary, runtime_binds = _runtime(shard.harness, found, sandbox.workspace, private)
         stage_home(private / "home", dict(plan.home_files), sandbox.uid)
         ready = "/tmp/.skill-eval-forwarder-ready"
-        command = forwarder_command(f"{INNER_PROXY_DIR}/model.sock", FORWARDER_PORT, ready)
+        http = HttpMockProxy(shard.case.http_mocks, private / "http")  # inert without http_mocks
+        command = http.prelude() + forwarder_command(f"{INNER_PROXY_DIR}/model.sock", FORWARDER_PORT, ready)
         command += "exec " + shlex.join(plan.argv)
         proxy = ModelProxy(
             config, proxy_dir / "model.sock", limiter=host.limiter, usage=host.usage, run_budget=host.run_budget
         )
-        with proxy:
+        with proxy, http:
             result = _run_sandboxed(
                 sandbox,
                 command,
-                dict(plan.env),
-                _binds(private, binary, shard.case),
+                {**plan.env, **http.env()},
+                [*_binds(private, binary, shard.case), *http.binds(), *runtime_binds],
                 plan.stdin,
                 shard.budget.wall_clock_s,
                 allowance=proxy.allowance_s,  # the fleet's waits are not the agent's time
             )
-        return _Ran(result=result, record=proxy.record, waited_s=proxy.waited_s)
+        return _Ran(result, proxy.record, proxy.waited_s, list(http.calls), http.findings())
     finally:
         shutil.rmtree(private, ignore_errors=True)
 
@@ -308,12 +323,12 @@ def run_harness(
     harness = shard.harness
     if sandbox.mode is not SandboxMode.BWRAP or not isinstance(sandbox, BwrapSandbox):
         raise NoSandbox(f"{harness.name} runs only in the bwrap sandbox (its model proxy needs it)")
-    binary = sealed_copy(find_binary(harness))
+    found = find_binary(harness)
     started_at, since_epoch = datetime.now(UTC), time.time()
     upstream = normalise_upstream(harness.protocol, limits.api_base)
     plan = harness.plan(_request(shard, sandbox.workspace))
     config = _proxy_config(shard, plan, limits, upstream, sandbox.workspace)
-    ran = _run_behind_proxy(shard, sandbox, plan, config, binary, _Host(limiter, usage, run_budget, tmp_parent))
+    ran = _run_behind_proxy(shard, sandbox, plan, config, found, _Host(limiter, usage, run_budget, tmp_parent))
     parsed = harness.read_stream(ran.result.output.splitlines())
     _refuse_infra(f"{harness.name} ({shard.model})", ran, parsed.saw_result)
     end_reason = parsed.end_reason
@@ -361,6 +376,8 @@ def _trajectory(
         skills_fired=skills_fired(harness.skills_in, checked.events, skills) if skills is not None else None,
         proposed_calls=checked.proposed,
         refused_requests=list(record.agent_refusals),
+        http_calls=ran.http_calls,
+        mock_findings=ran.http_findings,
         waited_s=round(ran.waited_s, 3),
         finished_at=datetime.now(UTC),
     )
