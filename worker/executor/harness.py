@@ -5,14 +5,17 @@ The shard's life, in order:
 1. find the binary (``BLOCKED_NO_HARNESS`` when missing) and let the adapter plan the run:
    files to stage in a fresh private HOME, command line, environment, prompt (everything
    particular to one harness is its adapter's, ``harnesses/<harness>.py``: this module names none);
-2. serve the shard's :class:`~worker.proxy.ModelProxy` on a unix socket in a private folder;
+2. serve the shard's :class:`~worker.proxy.ModelProxy` on a unix socket in a private folder,
+   and the case's HTTP mocks (:class:`~worker.http_mock.HttpMockProxy`, inert without any);
 3. run, inside bubblewrap as the sandbox's throwaway uid: the forwarder (loopback port ->
-   the proxy's socket, bound read-only), then the harness, with the binary bound read-only,
+   the proxy's socket, bound read-only), then the harness, with the binary (or the runtime
+   and binds the adapter's ``prepare`` names, for a harness that is a script) bound read-only,
    the private HOME bound over the sandbox's, a seccomp program denying ptrace and
    process_vm_writev, the output on a socket (no ``/proc/<pid>/fd/1`` to write into), and
    the binary execute-only (so the harness process is non-dumpable: no ``/proc/<pid>/mem``);
 4. build the trajectory from the proxy's record, cross-checked against the harness's stream
-   (:func:`harnesses.crosscheck.cross_check`), and record whether the skill was activated.
+   (the adapter's ``cross_check``: by call id, by order, or its own), and record whether the
+   skill was activated, the HTTP calls the mocks answered and their findings.
 
 Failure rules: a harness that fails before its first model call, or whose upstream kept
 failing until it gave up, is ``executor-failed`` (infra). Anything after the first proxied
