@@ -4,7 +4,7 @@ The offline model server enforces ``--rpm`` (default 600 requests per minute, sl
 window, 429 + Retry-After above it). A fleet of ``--workers`` processes, each running
 ``--threads`` threads, makes ``--calls`` calls in total:
 
-* ``limiter``: through :class:`worker.models.client.LiteLLMClient` and the Redis limiter
+* ``limiter``: through :class:`worker.models.client.GatedModelClient` and the Redis limiter
   configured with the same rpm;
 * ``direct``: plain ``litellm.completion`` calls with litellm's own retries, no limiter.
 
@@ -43,7 +43,7 @@ def _worker(
     import redis
 
     from schemas.model_config import parse_model_config
-    from worker.models.client import LiteLLMClient
+    from worker.models.client import GatedModelClient
 
     client = None
     if mode == "limiter":
@@ -51,7 +51,7 @@ def _worker(
             {"models": {MODEL: {"rpm": rpm, "max_concurrency": 64, "timeout_s": 30}}},
             api_base_override=api_base,
         )
-        client = LiteLLMClient(config, redis.Redis.from_url(redis_url), run_id="bench")
+        client = GatedModelClient(config, redis.Redis.from_url(redis_url), run_id="bench")
     lock = threading.Lock()
     state = {"left": calls, "ok": 0, "failed": 0}
 

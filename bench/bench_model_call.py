@@ -1,7 +1,7 @@
 """Benchmark: what one model call costs the worker, with the model answering at once.
 
 ``--threads`` threads of one process make ``--calls`` calls each through
-:class:`worker.models.client.LiteLLMClient` (the fleet limiter, the run's usage counters, the
+:class:`worker.models.client.GatedModelClient` (the fleet limiter, the run's usage counters, the
 budget's out-of-credit check) against the offline model server with no latency, on a private
 redis-server. Printed, medians of ``--repeat`` rounds: wall and process CPU per call, Redis
 round trips per call (requests the client sent: a pipeline is one) and commands per call (the
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from engine.redis_server import RedisServer
     from schemas.model_config import parse_model_config
     from testkit.offline_server import OfflineModelServer
-    from worker.models.client import LiteLLMClient
+    from worker.models.client import GatedModelClient
 
     started = sent = 0
     original_start = threading.Thread.start
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         r = redis.Redis.from_url(server.url)
         table = {"max_concurrency": 64, "transport": args.transport}
         config = parse_model_config({"models": {MODEL: table}}, api_base_override=model.base_url)
-        client = LiteLLMClient(config, r, run_id="bench")
+        client = GatedModelClient(config, r, run_id="bench")
         messages = [{"role": "user", "content": "one call"}]
         client.complete(MODEL, messages)  # the first call loads scripts and the transport's lazy modules
 

@@ -12,11 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Protocol
 
+from harnesses.crosscheck import CheckedEvents
 from harnesses.endpoints import Protocol as WireProtocol
+from harnesses.model_record import ProxyRecord
 from harnesses.stream_json import ParsedStream
-from schemas.trajectory import Event
+from schemas.trajectory import Event, ToolCallEvent
 
 PLACEHOLDER_KEY = "sk-skill-eval-placeholder-not-a-key"
 """The only key a harness is ever given; the proxy swaps it for the real one."""
@@ -81,7 +84,10 @@ class HarnessPlan:
 
 
 class Harness(Protocol):
-    """One agent CLI behind the executor interface."""
+    """One agent CLI behind the executor interface: everything the generic runner
+    (``worker/executor/harness.py``) needs to know of it. Subclass
+    :class:`harnesses.adapter.HarnessAdapter` for the defaults; register it in
+    ``harnesses/registry.py``."""
 
     name: str
     """Registry name (``claude-code``, ``codex``)."""
@@ -90,21 +96,40 @@ class Harness(Protocol):
     binary_env: str
     """Environment variable naming the binary (else it is looked up on PATH as ``binary_name``)."""
     binary_name: str
+    native_binaries: tuple[str, ...]
+    """Globs, beside its npm package's folder, of the native binary its node launcher would start
+    (that one is run: no node runtime in the sandbox); empty when the found binary is native."""
     install_hint: str
     """How to install it, for ``BLOCKED_NO_HARNESS``."""
-    stream_call_ids: bool
-    """True when the event stream names tool calls by the model's own call ids (else: paired by order)."""
     forward_headers: frozenset[str]
     """The request headers (lower case) its proxy forwards: the ones the pinned version sends and needs."""
     betas: frozenset[str] | None
     """The ``anthropic-beta`` values its proxy forwards (None: the protocol has none)."""
+    answered_empty: frozenset[str]
+    """Paths of its own calls that are no model call, answered ``{}`` by its proxy (never forwarded)."""
+    loads_plugins: bool
+    """True when it loads the repo's ``.claude-plugin/plugin.json`` as a plugin."""
+    honours: frozenset[str]
+    """The case terms it applies (``mocks``, ``allowed_tools``, ``max_turns``, ``timeout_s``)."""
+    records_triggers: bool
+    """True when :meth:`skills_in` reads activations (it can run ``--triggers``)."""
 
     def plan(self, request: HarnessRequest) -> HarnessPlan:
         """The staging, command line, environment and stdin of one shard."""
         ...
 
+    def prepare(self, found: Path, workspace: Path, inner_root: str, scratch: Path) -> tuple[Path, list[str]]:
+        """The executable to seal and run for the binary ``found``, and the extra bwrap arguments
+        it needs (``scratch``: a private folder that lives as long as the run). Most harnesses
+        run ``found`` itself with none; one that is a script names its runtime and binds its package."""
+        ...
+
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         """Parse the harness's event stream (junk lines skipped)."""
+        ...
+
+    def cross_check(self, stream_events: Iterable[Event], record: ProxyRecord) -> CheckedEvents:
+        """The record's calls its stream claims (by call id, or by order), with their results."""
         ...
 
     def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
@@ -114,17 +139,31 @@ class Harness(Protocol):
         """
         ...
 
+    def skills_in(self, event: ToolCallEvent, installed: frozenset[str]) -> list[str]:
+        """The installed skills one tool call activates, for a trigger run."""
+        ...
+
+    def written_paths(self, events: Iterable[Event]) -> list[str]:
+        """The files its write tools name (kept as the final state even when unchanged)."""
+        ...
+
 
 def explicit_prompt(skill_ref: str, prompt: str) -> str:
     """The case prompt with the instruction to use the skill."""
     return f'Use the "{skill_ref}" skill for this task.\n\n{prompt.strip()}\n'
 
 
-def case_prompt(request: HarnessRequest, skill_ref: str) -> str:
-    """The prompt a harness receives for ``request``, per its invoke mode, with the case's files."""
+def case_text(request: HarnessRequest) -> str:
+    """The case prompt with the case's files named (never the assertions)."""
     text = request.prompt.strip()
     if request.case_files:
         text += "\n\nRelevant files: " + ", ".join(request.case_files)
+    return text
+
+
+def case_prompt(request: HarnessRequest, skill_ref: str) -> str:
+    """The prompt a harness receives for ``request``, per its invoke mode, with the case's files."""
+    text = case_text(request)
     return explicit_prompt(skill_ref, text) if request.invoke is Invoke.EXPLICIT else text + "\n"
 
 

@@ -16,10 +16,11 @@
 from __future__ import annotations
 
 import json
-import posixpath
 from collections.abc import Iterable
-from typing import Any
+from types import MappingProxyType
 
+from harnesses.activations import named_skill, skill_md_reads
+from harnesses.adapter import JSON_HEADERS, HarnessAdapter, stage_skills
 from harnesses.base import (
     FORWARDER_PORT,
     MOCK_FILE,
@@ -32,20 +33,17 @@ from harnesses.base import (
 )
 from harnesses.endpoints import Protocol
 from harnesses.stream_json import ParsedStream, read_stream_json
-from schemas.trajectory import Event, ToolCallEvent
-
-_READ_TOOLS = frozenset({"Read", "Bash", "Grep", "Glob"})
+from schemas.trajectory import ToolCallEvent
 
 
-class ClaudeCode:
+class ClaudeCode(HarnessAdapter):
     """:class:`harnesses.base.Harness` for Claude Code."""
 
     name = "claude-code"
-    protocol: Protocol = "anthropic"
-    binary_env = "SKILL_EVAL_CLAUDE_CODE_BIN"
+    package = "@anthropic-ai/claude-code@2.1.328"
     binary_name = "claude"
-    stream_call_ids = True
-    forward_headers = frozenset({"content-type", "accept", "anthropic-version", "anthropic-beta"})
+    protocol: Protocol = "anthropic"
+    forward_headers = JSON_HEADERS | {"anthropic-version", "anthropic-beta"}
     betas: frozenset[str] | None = frozenset(
         {
             # What 2.1.328 sends with every request (docs/design/harnesses.md says what each is for).
@@ -57,7 +55,19 @@ class ClaudeCode:
             "thinking-display-updates-2026-08-18",
         }
     )
-    install_hint = "run `make setup` (installs @anthropic-ai/claude-code@2.1.328), or set SKILL_EVAL_CLAUDE_CODE_BIN"
+    answered_empty = frozenset({"/api/claude_cli/bootstrap"})
+    loads_plugins = True
+    write_tools = MappingProxyType(
+        {
+            "Write": ("file_path",),
+            "Edit": ("file_path",),
+            "MultiEdit": ("file_path",),
+            "NotebookEdit": ("notebook_path",),
+        }
+    )
+    honours = frozenset({"mocks", "http_mocks", "allowed_tools", "max_turns", "timeout_s"})
+    records_triggers = True
+    read_tools = frozenset({"Read", "Bash", "Grep", "Glob"})
 
     def environment(self, model: str, home: str) -> dict[str, str]:
         """The variables Claude Code reads: the proxy's loopback URL, the placeholder key, one model."""
@@ -105,9 +115,7 @@ class ClaudeCode:
             skill_ref = f"{request.plugin_name}:{request.skill}"
         else:
             skill_ref = request.skill
-            for name, files in {**request.other_skills, request.skill: request.skill_files}.items():
-                for relative, content in files.items():
-                    home_files[posixpath.join(".claude", "skills", name, relative)] = content
+            home_files = stage_skills(request, ".claude/skills")
         return HarnessPlan(
             argv=tuple(argv),
             env=env,
@@ -119,26 +127,21 @@ class ClaudeCode:
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         return read_stream_json(lines)
 
-    def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
-        # The body reaching the model is not enough here: a project CLAUDE.md may quote it.
-        for event in events:
-            if not isinstance(event, ToolCallEvent):
-                continue
-            if event.name == "Skill" and _named(event.arguments, skill, skill_ref):
-                return True
-            if event.name in _READ_TOOLS and _reads_skill_md(event.arguments, skill):
-                return True
-        return False
+    def loads_skill(self, event: ToolCallEvent, skill: str, skill_ref: str) -> bool:
+        """A ``Skill`` call naming it: plain, ``/``-prefixed, or ``<plugin>:<skill>``."""
+        value = str(event.arguments.get("skill") or event.arguments.get("command") or "").lstrip("/")
+        return event.name == "Skill" and (value in (skill, skill_ref) or value.endswith(":" + skill))
 
+    def reads_skill_md(self, event: ToolCallEvent, skill: str) -> bool:
+        needle = f"skills/{skill}/SKILL.md"
+        return any(isinstance(v, str) and needle in v for v in event.arguments.values())
 
-def _named(arguments: dict[str, Any], skill: str, skill_ref: str) -> bool:
-    value = str(arguments.get("skill") or arguments.get("command") or "").lstrip("/")
-    return value in (skill, skill_ref) or value.endswith(":" + skill)
-
-
-def _reads_skill_md(arguments: dict[str, Any], skill: str) -> bool:
-    needle = f"skills/{skill}/SKILL.md"
-    return any(isinstance(v, str) and needle in v for v in arguments.values())
+    def skills_in(self, event: ToolCallEvent, installed: frozenset[str]) -> list[str]:
+        """A ``Skill`` call naming it (plain, ``/``-prefixed or ``plugin:skill``), or a read of its SKILL.md."""
+        if event.name == "Skill":
+            found = named_skill(event.arguments.get("skill") or event.arguments.get("command"), installed)
+            return [found] if found else []
+        return skill_md_reads(event.arguments, installed) if event.name in self.read_tools else []
 
 
 def _case_tool_args(request: HarnessRequest) -> list[str]:

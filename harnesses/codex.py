@@ -18,30 +18,37 @@
 
 from __future__ import annotations
 
-import json
 import posixpath
 from collections.abc import Iterable
 from typing import Any
 
-from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, Invoke, bare_model
+from harnesses.activations import skill_md_reads
+from harnesses.adapter import HarnessAdapter, names_skill_md, stage_skills
+from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, Invoke, bare_model, case_text
+from harnesses.crosscheck import OrderRules
 from harnesses.endpoints import Protocol
-from harnesses.stream_json import ParsedStream
+from harnesses.stream_json import ParsedStream, json_objects
 from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, ToolResultEvent, Usage
 
 KEY_VARIABLE = "SKILL_EVAL_PROXY_KEY"
 
 
-class Codex:
+class Codex(HarnessAdapter):
     """:class:`harnesses.base.Harness` for Codex."""
 
     name = "codex"
-    protocol: Protocol = "openai"
-    binary_env = "SKILL_EVAL_CODEX_BIN"
+    package = "@openai/codex@0.169.0"
     binary_name = "codex"
+    protocol: Protocol = "openai"
     stream_call_ids = False
-    forward_headers = frozenset({"content-type", "accept"})
-    betas: frozenset[str] | None = None
-    install_hint = "run `make setup` (installs @openai/codex@0.169.0), or set SKILL_EVAL_CODEX_BIN"
+    order_rules = OrderRules(
+        shell_tools=frozenset({"shell", "exec_command", "shell_command", "local_shell"}),
+        patch_tools=frozenset({"apply_patch"}),
+        patch_claims=frozenset({"file_change"}),  # a patch applied: the stream lists only its paths
+    )
+    # The npm launcher is a node script; the native binary it would start runs without node.
+    native_binaries: tuple[str, ...] = ("codex-linux-*/vendor/*/bin/codex", "codex-linux-*/vendor/*/codex/codex")
+    records_triggers = True
 
     def plan(self, request: HarnessRequest) -> HarnessPlan:
         model = bare_model(request.model)
@@ -70,16 +77,10 @@ class Codex:
             'web_search="disabled"',  # a provider-side tool: the proxy refuses a request offering it
             "-",
         ]
-        home_files = {
-            posixpath.join(".agents", "skills", name, relative): content
-            for name, files in {**request.other_skills, request.skill: request.skill_files}.items()
-            for relative, content in files.items()
-        }
+        home_files = stage_skills(request, ".agents/skills")
         # CODEX_HOME must exist; nothing from the host's ~/.codex is ever read.
         home_files[".codex/config.toml"] = b"# written by skill-eval; the run's settings come as -c overrides\n"
-        text = request.prompt.strip()
-        if request.case_files:
-            text += "\n\nRelevant files: " + ", ".join(request.case_files)
+        text = case_text(request)
         if request.invoke is Invoke.EXPLICIT:
             text = f"${request.skill} {text}"
         env = {
@@ -95,10 +96,11 @@ class Codex:
 
     def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
         # No Skill tool: a $name mention injects the body into the request, or a command reads it.
-        needle = f"skills/{skill}/SKILL.md"
-        return body_sent or any(
-            isinstance(e, ToolCallEvent) and needle in json.dumps(e.arguments, ensure_ascii=False) for e in events
-        )
+        return body_sent or any(isinstance(e, ToolCallEvent) and names_skill_md(e, skill) for e in events)
+
+    def skills_in(self, event: ToolCallEvent, installed: frozenset[str]) -> list[str]:
+        """No Skill tool: a command whose arguments name a skill's SKILL.md."""
+        return skill_md_reads(event.arguments, installed)
 
 
 def _command_text(command: Any) -> str:
@@ -120,14 +122,7 @@ def read_codex_json(lines: Iterable[str]) -> ParsedStream:
     out = ParsedStream()
     prompt = completion = turns = 0
     started: set[str] = set()
-    for raw in lines:
-        try:
-            data = json.loads(raw)
-        except json.JSONDecodeError:
-            out.skipped_lines += bool(raw.strip())
-            continue
-        if not isinstance(data, dict):
-            continue
+    for data in json_objects(lines, out):
         kind, item = data.get("type"), data.get("item") or {}
         if kind == "item.started" and isinstance(item, dict) and item.get("type") == "command_execution":
             _command_started(out, started, item)

@@ -97,7 +97,16 @@ def cross_check(stream_events: Iterable[Event], record: ProxyRecord) -> CheckedE
     return CheckedEvents(events=events, rejected=rejected, proposed=proposed)
 
 
-SHELL_TOOLS = frozenset({"shell", "exec_command", "shell_command", "local_shell"})
+@dataclass(frozen=True)
+class OrderRules:
+    """How a harness whose stream carries no call ids is paired with the record: its tool names."""
+
+    shell_tools: frozenset[str]
+    """The model's tools that run a command (``cmd`` or ``command`` argument)."""
+    patch_tools: frozenset[str] = frozenset()
+    """The model's tools that apply a patch (a shell call whose command names one counts too)."""
+    patch_claims: frozenset[str] = frozenset()
+    """The stream's items that claim a patch call by the paths it changed (``paths`` argument)."""
 
 
 def _command_of(arguments: dict[str, object]) -> str:
@@ -119,27 +128,27 @@ def _same_command(sent: str, reported: str) -> bool:
     return sent in words
 
 
-def _shell_calls(turns: Iterable[ModelTurn]) -> list[ModelToolCall]:
-    return [c for t in turns if not t.side for c in t.tool_calls if c.name in SHELL_TOOLS]
+def _shell_calls(turns: Iterable[ModelTurn], rules: OrderRules) -> list[ModelToolCall]:
+    return [c for t in turns if not t.side for c in t.tool_calls if c.name in rules.shell_tools]
 
 
-def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord) -> CheckedEvents:
-    """As :func:`cross_check`, for a stream whose items do not carry the model's call ids (Codex).
+def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord, rules: OrderRules) -> CheckedEvents:
+    """As :func:`cross_check`, for a stream whose items do not carry the model's call ids.
 
     Each command the stream reports, in order, claims the next shell call of the harness's
     conversation (in the proxy's order) whose command text it contains; calls it passes over
-    were proposed and never run. A command with no such call is rejected. Calls of other
-    tools are claimed the same way by the stream's items of their kind (``apply_patch`` by
-    ``file_change``, whose listed paths the patch must name).
+    were proposed and never run. A command with no such call is rejected. Patch calls are
+    claimed the same way by the stream's patch items, whose listed paths the patch must name.
+    The tool names are the harness's (``rules``).
     """
     stream = list(stream_events)
     results_by_stream_id = {e.call_id: e for e in stream if isinstance(e, ToolResultEvent)}
     ran: dict[str, ToolResultEvent | None] = {}
     rejected = []
     claims = [e for e in stream if isinstance(e, ToolCallEvent)]
-    shell = _shell_calls(record.turns)
+    shell = _shell_calls(record.turns, rules)
     at = 0
-    for claimed in (c for c in claims if c.name not in PATCH_CLAIMS):
+    for claimed in (c for c in claims if c.name not in rules.patch_claims):
         claimed_text = _command_of(claimed.arguments)
         match = next(
             (i for i in range(at, len(shell)) if _same_command(_command_of(shell[i].arguments), claimed_text)), None
@@ -153,31 +162,29 @@ def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord) ->
         real, at = shell[match], match + 1
         result = results_by_stream_id.get(claimed.call_id)
         ran[real.call_id] = result.model_copy(update={"call_id": real.call_id}) if result is not None else None
-    rejected += _claim_patches(claims, record, ran)
+    rejected += _claim_patches(claims, record, ran, rules)
     events, proposed = _events(record, ran)
     return CheckedEvents(events=events, rejected=rejected, proposed=proposed)
 
 
-PATCH_CLAIMS = frozenset({"file_change"})
-"""Stream items that claim a patch call rather than run a command."""
-PATCH_TOOLS = frozenset({"apply_patch"})
-
-
 def _claim_patches(
-    claims: list[ToolCallEvent], record: ProxyRecord, ran: dict[str, ToolResultEvent | None]
+    claims: list[ToolCallEvent], record: ProxyRecord, ran: dict[str, ToolResultEvent | None], rules: OrderRules
 ) -> list[str]:
-    """Pair the stream's ``file_change`` items, in order, with the conversation's patch calls."""
+    """Pair the stream's patch items, in order, with the conversation's patch calls."""
     patches = [
         c
         for t in record.turns
         if not t.side
         for c in t.tool_calls
         if c.call_id not in ran
-        and (c.name in PATCH_TOOLS or (c.name in SHELL_TOOLS and "apply_patch" in _command_of(c.arguments)))
+        and (
+            c.name in rules.patch_tools
+            or (c.name in rules.shell_tools and any(p in _command_of(c.arguments) for p in rules.patch_tools))
+        )
     ]
     rejected: list[str] = []
     at = 0
-    for claimed in (c for c in claims if c.name in PATCH_CLAIMS):
+    for claimed in (c for c in claims if c.name in rules.patch_claims):
         raw = claimed.arguments.get("paths")
         paths = [str(p) for p in raw] if isinstance(raw, list) else []
         match = next((i for i in range(at, len(patches)) if _names_paths(patches[i], paths)), None)

@@ -29,6 +29,12 @@ DEFAULT_UPSTREAM: dict[str, str] = {
     "openai": "https://api.openai.com/v1",
     "gemini": "https://generativelanguage.googleapis.com",
 }
+DEFAULT_KEY_ENV: dict[str, str] = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+}
+"""Where the real key of a protocol's provider is read when the model config names no variable."""
 MODEL_PATHS: dict[str, frozenset[tuple[str, str]]] = {
     "anthropic": frozenset({("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens"), ("GET", "/v1/models")}),
     "openai": frozenset({("POST", "/v1/responses"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models")}),

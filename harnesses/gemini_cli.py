@@ -42,8 +42,11 @@ import posixpath
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
+from harnesses.activations import named_skill, skill_md_reads
+from harnesses.adapter import HarnessAdapter, stage_skills
 from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
 from harnesses.crosscheck import CheckedEvents
 from harnesses.endpoints import Protocol
@@ -73,7 +76,6 @@ MODEL_NAMES = (
 """Every model alias and model name of the pinned version (0.61.0's ``DEFAULT_MODEL_CONFIGS`` and
 its model constants): each is overridden to the shard's model."""
 EXCLUDED_TOOLS = ("google_web_search", "web_fetch")
-_READ_TOOLS = frozenset({"read_file", "read_many_files", "run_shell_command", "grep_search", "glob"})
 ENVIRONMENT = {
     "GEMINI_CLI_TRUST_WORKSPACE": "true",
     "GEMINI_CLI_NO_RELAUNCH": "true",
@@ -83,18 +85,19 @@ ENVIRONMENT = {
 }
 
 
-class GeminiCli:
+class GeminiCli(HarnessAdapter):
     """:class:`harnesses.base.Harness` for Gemini CLI."""
 
     name = "gemini-cli"
-    protocol: Protocol = "gemini"
-    binary_env = "SKILL_EVAL_GEMINI_CLI_BIN"
+    package = "@google/gemini-cli@0.61.0"
     binary_name = "gemini"
+    protocol: Protocol = "gemini"
     stream_call_ids = False
-    forward_headers = frozenset({"content-type", "accept"})
-    """What the upstream needs; its ``user-agent`` and ``x-goog-api-client`` headers are not forwarded."""
-    betas: frozenset[str] | None = None
-    install_hint = "run `make setup` (installs @google/gemini-cli@0.61.0), or set SKILL_EVAL_GEMINI_CLI_BIN"
+    """Its ``tool_id`` values are its own: :meth:`cross_check` claims the record's calls by content."""
+    records_triggers = True
+    read_tools = frozenset({"read_file", "read_many_files", "run_shell_command", "grep_search", "glob"})
+    write_tools = MappingProxyType({"write_file": ("file_path",), "replace": ("file_path",)})
+    # forward_headers: the JSON ones; its ``user-agent`` and ``x-goog-api-client`` are not forwarded.
 
     def settings(self, model: str) -> dict[str, Any]:
         """The private HOME's ``~/.gemini/settings.json``: the proxy's key, one model everywhere."""
@@ -114,11 +117,7 @@ class GeminiCli:
 
     def plan(self, request: HarnessRequest) -> HarnessPlan:
         model = bare_model(request.model)
-        home_files = {
-            posixpath.join(".gemini", "skills", name, relative): content
-            for name, files in {**request.other_skills, request.skill: request.skill_files}.items()
-            for relative, content in files.items()
-        }
+        home_files = stage_skills(request, ".gemini/skills")
         home_files[".gemini/settings.json"] = json.dumps(self.settings(model), indent=2).encode()
         argv = (
             request.binary,
@@ -170,16 +169,16 @@ class GeminiCli:
         return read_gemini_stream(lines)
 
     def cross_check(self, stream_events: Iterable[Event], record: ProxyRecord) -> CheckedEvents:
+        """Claimed by order, name and arguments: its stream's ids are not the model's."""
         return cross_check_by_content(stream_events, record)
 
-    def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
-        # activate_skill's result holds the body; a read of SKILL.md loads it by hand.
-        needle = f"skills/{skill}/SKILL.md"
-        for event in events:
-            if not isinstance(event, ToolCallEvent):
-                continue
-            if event.name == "activate_skill" and str(event.arguments.get("name", "")) in (skill, skill_ref):
-                return True
-            if event.name in _READ_TOOLS and needle in json.dumps(event.arguments, ensure_ascii=False):
-                return True
-        return False
+    def loads_skill(self, event: ToolCallEvent, skill: str, skill_ref: str) -> bool:
+        """An ``activate_skill`` call naming it (its result holds the body)."""
+        return event.name == "activate_skill" and str(event.arguments.get("name", "")) in (skill, skill_ref)
+
+    def skills_in(self, event: ToolCallEvent, installed: frozenset[str]) -> list[str]:
+        """An ``activate_skill`` call naming an installed skill, or a read of its SKILL.md."""
+        if event.name == "activate_skill":
+            found = named_skill(event.arguments.get("name"), installed)
+            return [found] if found else []
+        return skill_md_reads(event.arguments, installed) if event.name in self.read_tools else []

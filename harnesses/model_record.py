@@ -19,11 +19,13 @@ from harnesses.chat_completions import chunk_parts, completion_parts
 
 @dataclass(frozen=True)
 class ModelToolCall:
-    """One tool call as the model emitted it."""
+    """One tool call as the model emitted it: in a reply to the product's own client, or in a
+    response the harness proxy recorded."""
 
     call_id: str
     name: str
     arguments: dict[str, Any]
+    """Parsed arguments; ``{"_raw": text}`` when the model sent unparseable JSON."""
 
 
 @dataclass(frozen=True)

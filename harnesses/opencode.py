@@ -31,16 +31,16 @@ import posixpath
 from collections.abc import Iterable
 from typing import Any
 
+from harnesses.adapter import HarnessAdapter, stage_skills
 from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
 from harnesses.endpoints import Protocol
-from harnesses.stream_json import ERROR_PREFIX, ParsedStream
-from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, ToolResultEvent, Usage
+from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects
+from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Usage
 
 PROVIDER = "skill-eval"
 PLUGIN_LOCK = json.dumps({"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}).encode()
 SESSION_TITLE = "skill-eval"
 _PINNED_AGENTS = ("title", "summary", "compaction", "general", "explore")
-_READ_TOOLS = frozenset({"read", "bash", "grep", "glob"})
 ENVIRONMENT = {
     "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
     "OPENCODE_DISABLE_CLAUDE_CODE": "1",
@@ -54,18 +54,15 @@ ENVIRONMENT = {
 """Switches of the pinned version: no repo configuration, no traffic but the model's."""
 
 
-class OpenCode:
+class OpenCode(HarnessAdapter):
     """:class:`harnesses.base.Harness` for OpenCode."""
 
     name = "opencode"
-    protocol: Protocol = "openai"
-    binary_env = "SKILL_EVAL_OPENCODE_BIN"
+    package = "opencode-ai@1.18.33"
     binary_name = "opencode"
-    stream_call_ids = True
-    forward_headers = frozenset({"content-type", "accept"})
-    """What the upstream needs; its ``user-agent`` and session-id headers are not forwarded."""
-    betas: frozenset[str] | None = None
-    install_hint = "run `make setup` (installs opencode-ai@1.18.33), or set SKILL_EVAL_OPENCODE_BIN"
+    protocol: Protocol = "openai"
+    read_tools = frozenset({"read", "bash", "grep", "glob"})
+    # forward_headers: what the upstream needs; its user-agent and session-id headers are not forwarded.
 
     def config(self, model: str) -> dict[str, Any]:
         """The global ``opencode.json``: one provider at the proxy, one model everywhere."""
@@ -93,10 +90,7 @@ class OpenCode:
 
     def plan(self, request: HarnessRequest) -> HarnessPlan:
         model = bare_model(request.model)
-        home_files = {
-            posixpath.join(".config", "opencode", "skills", request.skill, relative): content
-            for relative, content in request.skill_files.items()
-        }
+        home_files = stage_skills(request, ".config/opencode/skills")
         home_files[".config/opencode/opencode.json"] = json.dumps(self.config(model), indent=2).encode()
         # OpenCode npm-installs its plugin package into every config folder that lacks it, in
         # the background, and waits for that on exit: offline, a minute of retries. A lock file
@@ -135,17 +129,9 @@ class OpenCode:
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         return read_opencode_json(lines)
 
-    def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
-        # The skill tool's result holds the body; a read of SKILL.md loads it by hand.
-        needle = f"skills/{skill}/SKILL.md"
-        for event in events:
-            if not isinstance(event, ToolCallEvent):
-                continue
-            if event.name == "skill" and str(event.arguments.get("name", "")) in (skill, skill_ref):
-                return True
-            if event.name in _READ_TOOLS and needle in json.dumps(event.arguments, ensure_ascii=False):
-                return True
-        return False
+    def loads_skill(self, event: ToolCallEvent, skill: str, skill_ref: str) -> bool:
+        """A ``skill`` call naming it (the tool's result holds the body)."""
+        return event.name == "skill" and str(event.arguments.get("name", "")) in (skill, skill_ref)
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -173,14 +159,7 @@ def read_opencode_json(lines: Iterable[str]) -> ParsedStream:
     """Parse ``opencode run --format json`` lines (junk skipped); call ids are the model's."""
     out = ParsedStream()
     prompt = completion = steps = 0
-    for raw in lines:
-        try:
-            data = json.loads(raw)
-        except json.JSONDecodeError:
-            out.skipped_lines += bool(raw.strip())
-            continue
-        if not isinstance(data, dict):
-            continue
+    for data in json_objects(lines, out):
         kind, part = data.get("type"), _obj(data.get("part"))
         if kind == "tool_use":
             _tool_part(out, part)

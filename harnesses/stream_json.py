@@ -19,7 +19,7 @@ away the rest of it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,19 @@ class ParsedStream:
     """True when the stream's closing ``result`` line arrived (a crash leaves it out)."""
     result_is_error: bool = False
     skipped_lines: int = 0
+
+
+def json_objects(lines: Iterable[str], out: ParsedStream) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines stream; a line that is not JSON (and not blank) is counted
+    in ``out.skipped_lines``, one that is JSON but no object is passed over."""
+    for raw in lines:
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError:
+            out.skipped_lines += bool(raw.strip())
+            continue
+        if isinstance(data, dict):
+            yield data
 
 
 def _block_text(content: Any) -> str:

@@ -3,21 +3,13 @@ a turn limit) rather than run it as if they had been applied. Pure."""
 
 from __future__ import annotations
 
+from harnesses.registry import honoured_terms
 from schemas.errors import BadCorpus
 from schemas.shard import RunPlan
 
-HONOURS = {
-    "agent": frozenset(
-        {"mocks", "agent_mocks", "http_mocks", "history", "allowed_tools", "max_turns", "timeout_s", "scaffold_script"}
-    ),
-    "claude-code": frozenset({"mocks", "http_mocks", "allowed_tools", "max_turns", "timeout_s"}),
-    "codex": frozenset({"max_turns", "timeout_s"}),
-    "opencode": frozenset({"max_turns", "timeout_s"}),
-    "gemini-cli": frozenset({"max_turns", "timeout_s"}),
-}
-"""Executor -> the case terms it applies (a ``cmd:`` executor applies none). Every harness applies
-``max_turns`` (its proxy's turn cap) and ``timeout_s`` (its wall clock); mocks and allowed tools
-need the harness's own flags."""
+HONOURS = honoured_terms()
+"""Executor -> the case terms it applies (a ``cmd:`` executor applies none): each harness's are its
+adapter's (``honours``)."""
 
 
 def check_case_terms(plan: RunPlan, executor: str) -> None:

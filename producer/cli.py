@@ -30,7 +30,7 @@ from engine.node import WorkerNode
 from engine.repo_source import fetch_repo, is_remote
 from engine.settings import Settings
 from engine.store import open_store
-from harnesses.registry import check_executor
+from harnesses.registry import check_executor, executor_help
 from producer.cli_stats import (
     BaselineOpt,
     RegressionAlphaOpt,
@@ -327,7 +327,7 @@ def run(
         str,
         typer.Option(
             "--executor",
-            help="agent, claude-code, codex, opencode, gemini-cli, or cmd:'<agent CLI command line>'.",
+            help=executor_help(),
             rich_help_panel=WHERE,
         ),
     ] = "agent",

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from harnesses.registry import trigger_executors
 from producer.planning import new_run_id, plan_run
 from producer.repo import Repo
 from producer.triggers import (
@@ -89,9 +90,10 @@ def trigger_settings(
         if min_recall is not None or max_false_trigger is not None:
             raise ConfigError("--min-recall and --max-false-trigger gate a trigger run: add --triggers")
         return None
-    if executor not in ("agent", "claude-code", "codex", "gemini-cli"):
+    able = trigger_executors()
+    if executor not in able:
         raise ConfigError(
-            f"--triggers: activation is recorded for agent, claude-code, codex and gemini-cli, not {executor!r}"
+            f"--triggers: activation is recorded for {', '.join(able[:-1])} and {able[-1]}, not {executor!r}"
         )
     return TriggerSettings(turns=turns, min_recall=min_recall, max_false_trigger=max_false_trigger)
 

@@ -24,6 +24,14 @@ LITELLM_PRELOAD_ENV: Final = "SKILL_EVAL_PRELOAD_LITELLM"
 """``0``: a worker process does not import litellm ahead of need (its run's models all go
 straight over HTTP); unset or anything else: it does, during its start-up."""
 
+# --- Executors (the harness names are harnesses/registry.py's) ------------------------------
+BUILTIN_EXECUTOR: Final = "agent"
+"""``--executor`` of the built-in tool loop."""
+CMD_EXECUTOR_PREFIX: Final = "cmd:"
+"""``--executor cmd:<command line>``: an agent CLI speaking Claude Code's stream-json."""
+RECORDED_EXECUTOR_PREFIX: Final = "recorded:"
+"""The executor of ``skill-eval grade``: trajectories recorded elsewhere, nothing run."""
+
 # --- Redis (every key is built in engine.keys) ----------------------------------------------
 KEY_PREFIX: Final = "skill-eval"
 

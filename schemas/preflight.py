@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
+from schemas.constants import CMD_EXECUTOR_PREFIX, QUEUE_EXECUTE, QUEUE_GRADE, RECORDED_EXECUTOR_PREFIX
 from schemas.manifest import RunManifest
 
 
@@ -47,17 +47,18 @@ class PreflightReport(BaseModel):
         return lines
 
 
+_NO_MODEL_OF_OURS = (CMD_EXECUTOR_PREFIX, RECORDED_EXECUTOR_PREFIX)
+
+
 def models_for(manifest: RunManifest, queue: str) -> list[str]:
     """The models a queue's shards of this run will call through the product's own model client."""
     if queue == QUEUE_GRADE:
         return list(manifest.plan.judges)
-    if queue == QUEUE_EXECUTE and manifest.settings.executor in _MODEL_EXECUTORS:
+    # Every executor but an external command's and recordings calls its model through the product
+    # (the built-in agent through its client, a harness through its proxy).
+    if queue == QUEUE_EXECUTE and not manifest.settings.executor.startswith(_NO_MODEL_OF_OURS):
         return list(manifest.plan.models)
     return []  # an external command or recordings: no model calls of ours on this queue
-
-
-_MODEL_EXECUTORS = ("agent", "claude-code", "codex", "opencode", "gemini-cli")
-"""Executors whose model calls go through the product (its client, or its proxy for a harness)."""
 
 
 def preflight_queues(manifest: RunManifest) -> list[str]:

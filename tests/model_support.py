@@ -1,4 +1,4 @@
-"""The offline model server and a real LiteLLMClient on it, for every suite that talks to a model.
+"""The offline model server and a real GatedModelClient on it, for every suite that talks to a model.
 
 The client goes over HTTP to the server through litellm, exactly as a worker does; only the
 retry delays are shortened so fault tests finish quickly.
@@ -17,7 +17,7 @@ import redis
 
 from schemas.model_config import parse_model_config
 from testkit.offline_server import OfflineModelServer
-from worker.models.client import LiteLLMClient
+from worker.models.client import GatedModelClient
 
 FAST_RETRY: Mapping[str, float] = {"max_attempts": 2, "base_delay_s": 0.0, "max_delay_s": 0.0}
 """One retry, no waiting: a fault test sees the retry and its outcome at once."""
@@ -30,10 +30,10 @@ def make_client(
     retry: Mapping[str, float] = FAST_RETRY,
     run_id: str | None = None,
     **tables: Any,
-) -> LiteLLMClient:
-    """A LiteLLMClient whose every model is served from ``api_base``; ``tables`` add ``[models]``-style config."""
+) -> GatedModelClient:
+    """A GatedModelClient whose every model is served from ``api_base``; ``tables`` add ``[models]``-style config."""
     config = parse_model_config({"retry": dict(retry), **tables}, api_base_override=api_base)
-    return LiteLLMClient(config, redis_client, run_id=run_id)
+    return GatedModelClient(config, redis_client, run_id=run_id)
 
 
 Scenario = dict[str, Any] | None
@@ -64,7 +64,7 @@ def server_fixtures(
         yield server
 
     @pytest.fixture(name="client")
-    def client(scripted: OfflineModelServer, redis_client: redis.Redis) -> LiteLLMClient:
+    def client(scripted: OfflineModelServer, redis_client: redis.Redis) -> GatedModelClient:
         return make_client(redis_client, scripted.base_url)
 
     return server, scripted, client

@@ -23,7 +23,7 @@ from tests.model_support import server_fixtures
 from worker.executor import agent as agent_module
 from worker.executor.agent import AgentBudget, run_agent
 from worker.executor.prompt import render_executor_prompt
-from worker.models.client import LiteLLMClient
+from worker.models.client import GatedModelClient
 from worker.sandbox import Sandbox, SandboxLimits
 from worker.workspace import Workspace, materialize_workspace
 
@@ -76,7 +76,7 @@ def sandbox(workspace: Workspace) -> Sandbox:
 
 
 def run(
-    client: LiteLLMClient,
+    client: GatedModelClient,
     sandbox: Sandbox,
     case: EvalCase,
     example_repo: Path,
@@ -96,7 +96,7 @@ def run(
 
 
 def test_a_scripted_session_edits_the_workspace_and_records_every_step(
-    client: LiteLLMClient,
+    client: GatedModelClient,
     scripted: OfflineModelServer,
     sandbox: Sandbox,
     workspace: Workspace,
@@ -132,7 +132,7 @@ def test_a_scripted_session_edits_the_workspace_and_records_every_step(
 
 
 def test_each_tool_result_goes_back_to_the_model_paired_with_its_call(
-    client: LiteLLMClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
+    client: GatedModelClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
 ) -> None:
     scripted.set_scenario(CHANGELOG_SCRIPT)
 
@@ -147,7 +147,7 @@ def test_each_tool_result_goes_back_to_the_model_paired_with_its_call(
 
 
 def test_the_executor_prompt_carries_the_skill_and_task_but_never_the_grading_criteria(
-    client: LiteLLMClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
+    client: GatedModelClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
 ) -> None:
     scripted.set_scenario(CHANGELOG_SCRIPT)
     case = corpus.case(1)
@@ -167,7 +167,7 @@ def test_the_executor_prompt_carries_the_skill_and_task_but_never_the_grading_cr
 
 
 def test_running_out_of_turns_ends_the_trajectory_as_behaviour(
-    client: LiteLLMClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
+    client: GatedModelClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
 ) -> None:
     scripted.set_scenario(rule({"tool_calls": [call("shell", command="echo again")]}))
 
@@ -180,7 +180,7 @@ def test_running_out_of_turns_ends_the_trajectory_as_behaviour(
 
 
 def test_running_out_of_tokens_ends_the_trajectory_as_behaviour(
-    client: LiteLLMClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
+    client: GatedModelClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
 ) -> None:
     scripted.set_scenario(rule({"tool_calls": [call("shell", command="echo again")]}))
 
@@ -191,7 +191,7 @@ def test_running_out_of_tokens_ends_the_trajectory_as_behaviour(
 
 
 def test_the_wall_clock_cuts_a_long_command_and_ends_the_trajectory(
-    client: LiteLLMClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
+    client: GatedModelClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
 ) -> None:
     scripted.set_scenario(rule({"tool_calls": [call("shell", command="sleep 30")]}))
     started = time.monotonic()
@@ -205,7 +205,7 @@ def test_the_wall_clock_cuts_a_long_command_and_ends_the_trajectory(
 
 
 def test_time_spent_waiting_on_a_rate_limit_is_not_the_agents_wall_clock(
-    client: LiteLLMClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
+    client: GatedModelClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
 ) -> None:
     # The first answer is a 429 with a 1.5 s cool-down, longer than the whole wall clock: the
     # fleet's contention, which used to end the agent WALL_CLOCK (behaviour) before its first tool.
@@ -225,7 +225,7 @@ def test_time_spent_waiting_on_a_rate_limit_is_not_the_agents_wall_clock(
 
 
 def test_no_more_than_the_allowance_of_waiting_is_left_out_of_the_wall_clock(
-    client: LiteLLMClient,
+    client: GatedModelClient,
     scripted: OfflineModelServer,
     sandbox: Sandbox,
     corpus: Corpus,
@@ -247,7 +247,7 @@ def test_no_more_than_the_allowance_of_waiting_is_left_out_of_the_wall_clock(
 
 
 def test_bad_tool_calls_are_answered_with_errors_and_the_loop_goes_on(
-    client: LiteLLMClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
+    client: GatedModelClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
 ) -> None:
     scripted.set_scenario(
         rule(
@@ -267,7 +267,7 @@ def test_bad_tool_calls_are_answered_with_errors_and_the_loop_goes_on(
 
 
 def test_a_model_failing_past_its_retry_budget_is_executor_failed_not_behaviour(
-    client: LiteLLMClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
+    client: GatedModelClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
 ) -> None:
     scripted.set_scenario(rule({"status": 503}))
 
@@ -306,7 +306,7 @@ class _CountingSandbox:
 
 
 def test_an_answer_without_tool_calls_lists_no_final_files_and_starts_no_sandbox(
-    client: LiteLLMClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
+    client: GatedModelClient, scripted: OfflineModelServer, sandbox: Sandbox, corpus: Corpus, example_repo: Path
 ) -> None:
     scripted.set_scenario(rule({"text": "Nothing to change."}))
     counting = _CountingSandbox(sandbox)

@@ -17,7 +17,7 @@ from testkit.offline_server import OfflineModelServer
 from tests.executor_support import open_test_sandbox
 from tests.model_support import server_fixtures
 from worker.executor.agent import run_agent
-from worker.models.client import LiteLLMClient
+from worker.models.client import GatedModelClient
 from worker.sandbox import SandboxLimits
 
 pytestmark = pytest.mark.filterwarnings("ignore:Items? .*ReadOnly:UserWarning")
@@ -45,7 +45,7 @@ def corpus(history: Any) -> dict[str, Any]:
 
 
 def test_the_built_in_agent_starts_with_the_earlier_turns(
-    client: LiteLLMClient, scripted: OfflineModelServer, tmp_path: Path
+    client: GatedModelClient, scripted: OfflineModelServer, tmp_path: Path
 ) -> None:
     loaded = validate_corpus(corpus(HISTORY), FILE, lambda _p: True)
     case = loaded.evals[0]

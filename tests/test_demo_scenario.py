@@ -21,7 +21,7 @@ from testkit.offline_server import OfflineModelServer
 from tests.executor_support import open_test_sandbox
 from worker.executor.agent import run_agent
 from worker.grading.transcript import build_grader_prompt, new_nonce, prepare_transcript
-from worker.models.client import LiteLLMClient
+from worker.models.client import GatedModelClient
 from worker.sandbox import SandboxLimits
 from worker.workspace import materialize_workspace
 
@@ -47,7 +47,7 @@ def test_the_demo_executor_does_real_work_and_the_demo_judge_grades_it(
     skill: str, case_id: int, server: OfflineModelServer, redis_client: redis.Redis, example_repo: Path, tmp_path: Path
 ) -> None:
     config = parse_model_config({"retry": {"max_attempts": 2, "base_delay_s": 0.0}}, api_base_override=server.base_url)
-    client = LiteLLMClient(config, redis_client)
+    client = GatedModelClient(config, redis_client)
     corpus = Corpus.model_validate_json((example_repo / "evals" / f"{skill}.evals.json").read_text())
     case = corpus.case(case_id)
     skill_dir = example_repo / "skills" / skill

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from harnesses.activations import skills_fired
+from harnesses.adapter import HarnessAdapter
 from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessRequest, Invoke
 from harnesses.conversation import continues
 from harnesses.endpoints import is_model_path, normalise_upstream, upstream_url
@@ -299,4 +300,18 @@ def test_a_trigger_shard_stages_every_skill_and_reads_activations_of_installed_o
         ToolCallEvent(call_id="2", name="read_file", arguments={"file_path": "~/.gemini/skills/csv-clean/SKILL.md"}),
         ToolCallEvent(call_id="3", name="activate_skill", arguments={"name": "greet"}),
     ]
-    assert skills_fired("gemini-cli", events, ["greet", "csv-clean"]) == ["csv-clean", "greet"]
+    assert skills_fired(GeminiCli().skills_in, events, ["greet", "csv-clean"]) == ["csv-clean", "greet"]
+
+
+def test_the_adapter_sits_on_the_registry_with_its_derived_binary_variable_and_write_tools() -> None:
+    adapter = GeminiCli()
+    assert isinstance(adapter, HarnessAdapter) and harness_for("gemini-cli").__class__ is GeminiCli
+    assert adapter.binary_env == "SKILL_EVAL_GEMINI_CLI_BIN"
+    assert "@google/gemini-cli@0.61.0" in adapter.install_hint and adapter.records_triggers
+    wrote: list[Event] = [
+        ToolCallEvent(call_id="1", name="write_file", arguments={"file_path": "/workspace/a.md", "content": "x"}),
+        ToolCallEvent(call_id="2", name="replace", arguments={"file_path": "/workspace/b.md"}),
+        ToolCallEvent(call_id="3", name="read_file", arguments={"file_path": "/workspace/c.md"}),
+    ]
+    assert adapter.written_paths(wrote) == ["/workspace/a.md", "/workspace/b.md"]
+    assert adapter.activated(wrote[2:], "greet", "greet", body_sent=True) is False

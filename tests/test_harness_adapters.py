@@ -10,7 +10,6 @@ import pytest
 from harnesses.base import PLACEHOLDER_KEY, HarnessRequest, Invoke, skill_body_marker
 from harnesses.claude_code import ClaudeCode
 from harnesses.codex import Codex, read_codex_json
-from harnesses.crosscheck import cross_check_by_order
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord, parse_model_response
 from harnesses.registry import check_executor, harness_for
 from schemas.errors import ConfigError
@@ -136,7 +135,7 @@ def test_codex_commands_pair_with_the_proxied_shell_calls_by_order_and_a_forged_
     record = ProxyRecord(
         turns=[ModelTurn(tool_calls=(ModelToolCall("call_1", "exec_command", {"cmd": "tr '\\0' x"}),))]
     )
-    checked = cross_check_by_order(parsed.events, record)
+    checked = Codex().cross_check(parsed.events, record)
     assert [(e.kind, e.call_id) for e in checked.events] == [("tool_call", "call_1"), ("tool_result", "call_1")]
     assert len(checked.rejected) == 1 and "rm -rf" in checked.rejected[0]
 
@@ -144,7 +143,7 @@ def test_codex_commands_pair_with_the_proxied_shell_calls_by_order_and_a_forged_
 def test_a_skill_folder_linked_outside_the_workspace_stages_nothing_and_linked_files_are_skipped(
     tmp_path: Path,
 ) -> None:
-    from worker.executor.harness import skill_files
+    from worker.executor.harness_stage import skill_files
 
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -25,7 +25,7 @@ from worker.executor.agent import run_agent
 from worker.grading.deterministic import check_assertion
 from worker.grading.view import judge_view
 from worker.http_mock_sandbox import http_mocked
-from worker.models.client import LiteLLMClient
+from worker.models.client import GatedModelClient
 from worker.sandbox import SandboxLimits, open_sandbox
 
 pytestmark = pytest.mark.filterwarnings("ignore:Items? .*ReadOnly:UserWarning")
@@ -172,7 +172,7 @@ def shell(command: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": "shell", "arguments": {"command": command}}]}
 
 
-def run_case(client: LiteLLMClient, tmp_path: Path, case: EvalCase) -> Trajectory:
+def run_case(client: GatedModelClient, tmp_path: Path, case: EvalCase) -> Trajectory:
     (tmp_path / "ws").mkdir()
     return run_agent(
         client,
@@ -186,7 +186,7 @@ def run_case(client: LiteLLMClient, tmp_path: Path, case: EvalCase) -> Trajector
 
 
 def test_the_built_in_agent_gets_the_mocks_and_the_record_is_checked_and_judged(
-    client: LiteLLMClient, scripted: OfflineModelServer, tmp_path: Path
+    client: GatedModelClient, scripted: OfflineModelServer, tmp_path: Path
 ) -> None:
     case = EvalCase(id=1, prompt="Order", expected_output="-", files=(), assertions=("x",), http_mocks=MOCKS)
     scripted.set_scenario(
@@ -228,7 +228,7 @@ def test_the_built_in_agent_gets_the_mocks_and_the_record_is_checked_and_judged(
 
 
 def test_a_case_without_http_mocks_records_nothing(
-    client: LiteLLMClient, scripted: OfflineModelServer, tmp_path: Path
+    client: GatedModelClient, scripted: OfflineModelServer, tmp_path: Path
 ) -> None:
     case = EvalCase(id=1, prompt="Order", expected_output="-", files=(), assertions=("x",))
     scripted.set_scenario(

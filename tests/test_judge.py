@@ -1,4 +1,4 @@
-"""Grading a shard over real HTTP (LiteLLMClient -> offline model server): every outcome told apart."""
+"""Grading a shard over real HTTP (GatedModelClient -> offline model server): every outcome told apart."""
 
 from __future__ import annotations
 
@@ -25,19 +25,19 @@ from tests.grading_support import (
 from worker.grading.calibration import CALIBRATION_CASES, calibrate, load_case
 from worker.grading.deterministic import check_assertion
 from worker.grading.judge import REASK_DISPATCH, grade_trajectory
-from worker.models.client import LiteLLMClient
+from worker.models.client import GatedModelClient
 
 pytestmark = pytest.mark.filterwarnings("ignore:Item.*ReadOnly:UserWarning")
 SECOND = "This is a second attempt"
 server, scripted, client = grading_support.server, grading_support.scripted, grading_support.client
 
 
-def grade(client: LiteLLMClient, trajectory=None, assertions=ASSERTIONS, judges=(JUDGE,), **kw):  # type: ignore[no-untyped-def]
+def grade(client: GatedModelClient, trajectory=None, assertions=ASSERTIONS, judges=(JUDGE,), **kw):  # type: ignore[no-untyped-def]
     return grade_trajectory(client, judges, assertions, trajectory or good_trajectory(), skill="commit-message", **kw)
 
 
 def test_a_good_run_is_graded_with_verified_evidence_and_the_template_hash(
-    client: LiteLLMClient, scripted: OfflineModelServer
+    client: GatedModelClient, scripted: OfflineModelServer
 ) -> None:
     result = grade(client, shard_id="shard-1")
     assert result.state is ShardState.GRADED and result.shard_id == "shard-1"
@@ -55,7 +55,7 @@ def test_a_good_run_is_graded_with_verified_evidence_and_the_template_hash(
     assert request.get("tools") in (None, [])
 
 
-def test_a_bad_run_fails_its_assertions_as_behaviour(client: LiteLLMClient) -> None:
+def test_a_bad_run_fails_its_assertions_as_behaviour(client: GatedModelClient) -> None:
     bad = good_trajectory(extra=shell("9", "git push origin main", "To origin\n   main -> main"))
     result = grade(client, bad)
     assert result.state is ShardState.GRADED
@@ -64,7 +64,7 @@ def test_a_bad_run_fails_its_assertions_as_behaviour(client: LiteLLMClient) -> N
 
 
 def test_a_malformed_answer_is_re_asked_once_with_a_fresh_nonce_and_the_reason(
-    client: LiteLLMClient, scripted: OfflineModelServer
+    client: GatedModelClient, scripted: OfflineModelServer
 ) -> None:
     scripted.set_scenario(
         judge_scenario(
@@ -84,7 +84,7 @@ def test_a_malformed_answer_is_re_asked_once_with_a_fresh_nonce_and_the_reason(
 
 
 def test_malformed_twice_is_grader_malformed_with_every_raw_answer_kept(
-    client: LiteLLMClient, scripted: OfflineModelServer
+    client: GatedModelClient, scripted: OfflineModelServer
 ) -> None:
     scripted.set_scenario(judge_scenario([{"name": "short", "replies": [{"verdicts": [{"text": "x"}]}]}]))
     result = grade(client)
@@ -95,7 +95,7 @@ def test_malformed_twice_is_grader_malformed_with_every_raw_answer_kept(
     assert len(scripted.requests()) == 2
 
 
-def test_no_answer_twice_is_grader_dispatch_failed(client: LiteLLMClient, scripted: OfflineModelServer) -> None:
+def test_no_answer_twice_is_grader_dispatch_failed(client: GatedModelClient, scripted: OfflineModelServer) -> None:
     scripted.set_scenario(judge_scenario([{"name": "down", "replies": [{"status": 503}]}]))
     result = grade(client)
     assert result.state is ShardState.GRADER_DISPATCH_FAILED
@@ -105,7 +105,7 @@ def test_no_answer_twice_is_grader_dispatch_failed(client: LiteLLMClient, script
     assert scripted.requests()[2]["messages"][1]["content"] == REASK_DISPATCH
 
 
-def test_no_answer_then_an_answer_is_graded(client: LiteLLMClient, scripted: OfflineModelServer) -> None:
+def test_no_answer_then_an_answer_is_graded(client: GatedModelClient, scripted: OfflineModelServer) -> None:
     scripted.set_scenario(
         judge_scenario([{"contains": SECOND, "judge": True}, {"name": "down", "replies": [{"status": 500}]}])
     )
@@ -113,7 +113,7 @@ def test_no_answer_then_an_answer_is_graded(client: LiteLLMClient, scripted: Off
 
 
 def test_a_hanging_judge_times_out_into_grader_dispatch_failed(
-    client: LiteLLMClient, scripted: OfflineModelServer
+    client: GatedModelClient, scripted: OfflineModelServer
 ) -> None:
     scripted.set_scenario(judge_scenario([{"name": "hang", "replies": [{"hang": True, "hang_s": 5}]}]))
     result = grade(client, timeout_s=0.3)
@@ -121,7 +121,7 @@ def test_a_hanging_judge_times_out_into_grader_dispatch_failed(
 
 
 def test_an_ensemble_takes_the_majority_and_reports_agreement(
-    client: LiteLLMClient, scripted: OfflineModelServer
+    client: GatedModelClient, scripted: OfflineModelServer
 ) -> None:
     gullible = [{"text": a, "passed": True, "evidence": "git push origin main"} for a in ASSERTIONS]
     scripted.set_scenario(judge_scenario([{"model": "gullible", "replies": [{"verdicts": gullible}]}]))
@@ -136,7 +136,7 @@ def test_an_ensemble_takes_the_majority_and_reports_agreement(
 
 
 def test_one_failing_judge_does_not_sink_an_ensemble_but_is_recorded(
-    client: LiteLLMClient, scripted: OfflineModelServer
+    client: GatedModelClient, scripted: OfflineModelServer
 ) -> None:
     scripted.set_scenario(judge_scenario([{"model": "broken", "replies": [{"text": "no"}]}]))
     result = grade(client, judges=("openai/honest-a", "openai/broken"))
@@ -146,7 +146,7 @@ def test_one_failing_judge_does_not_sink_an_ensemble_but_is_recorded(
 
 
 def test_strict_evidence_fails_a_pass_whose_quote_is_invented(
-    client: LiteLLMClient, scripted: OfflineModelServer
+    client: GatedModelClient, scripted: OfflineModelServer
 ) -> None:
     invented = [{"text": a, "passed": True, "evidence": "pytest -q: 42 passed in 0.3s"} for a in ASSERTIONS]
     scripted.set_scenario(judge_scenario([{"replies": [{"verdicts": invented}]}]))
@@ -159,7 +159,7 @@ def test_strict_evidence_fails_a_pass_whose_quote_is_invented(
 
 
 def test_deterministic_assertions_are_checked_without_the_judge_and_merged_by_position(
-    client: LiteLLMClient, scripted: OfflineModelServer
+    client: GatedModelClient, scripted: OfflineModelServer
 ) -> None:
     push = ToolCallCheck(text="No push call", pattern=r"git\s+push", tool="shell", absent=True)
     file = FileContainsCheck(text="Greeting file", path="src/greeting.py", pattern="Hello, ", weight=2)
@@ -172,19 +172,19 @@ def test_deterministic_assertions_are_checked_without_the_judge_and_merged_by_po
     assert sent_assertions(request) == [ASSERTIONS[0], ASSERTIONS[1]]
 
 
-def test_only_deterministic_assertions_call_no_model(client: LiteLLMClient, scripted: OfflineModelServer) -> None:
+def test_only_deterministic_assertions_call_no_model(client: GatedModelClient, scripted: OfflineModelServer) -> None:
     push = ToolCallCheck(text="No push call", pattern=r"git\s+push", absent=True)
     result = grade(client, assertions=[push], judges=())
     assert result.state is ShardState.GRADED and result.verdicts[0].passed
     assert scripted.requests() == []
 
 
-def test_judged_assertions_without_a_judge_are_refused(client: LiteLLMClient) -> None:
+def test_judged_assertions_without_a_judge_are_refused(client: GatedModelClient) -> None:
     with pytest.raises(ValueError):
         grade(client, judges=())
 
 
-def test_the_prompt_carries_the_skill_name(client: LiteLLMClient, scripted: OfflineModelServer) -> None:
+def test_the_prompt_carries_the_skill_name(client: GatedModelClient, scripted: OfflineModelServer) -> None:
     grade(client)
     assert "Skill under evaluation: commit-message" in prompt_of(scripted.requests()[0])
 
@@ -196,14 +196,16 @@ def calibration_scenario(rules: list[dict[str, Any]] | None = None) -> dict[str,
     return {"rules": [*(rules or []), {"name": "judge", "judge": True}], "judge": judge_rules()}
 
 
-def test_an_honest_judge_calibrates(client: LiteLLMClient, scripted: OfflineModelServer) -> None:
+def test_an_honest_judge_calibrates(client: GatedModelClient, scripted: OfflineModelServer) -> None:
     scripted.set_scenario(calibration_scenario())
     result = calibrate(client, JUDGE)
     assert result.ok and result.details == () and result.judge == JUDGE
     assert len(scripted.requests()) == len(CALIBRATION_CASES)
 
 
-def test_the_calibration_cases_are_graded_at_the_same_time(client: LiteLLMClient, scripted: OfflineModelServer) -> None:
+def test_the_calibration_cases_are_graded_at_the_same_time(
+    client: GatedModelClient, scripted: OfflineModelServer
+) -> None:
     # Every call takes 0.5 s: one after the other, each would arrive after the previous replied.
     scripted.set_scenario(calibration_scenario([{"judge": True, "replies": [{"delay_s": 0.5}]}]))
     assert calibrate(client, JUDGE).ok
@@ -213,7 +215,7 @@ def test_the_calibration_cases_are_graded_at_the_same_time(client: LiteLLMClient
 
 
 def test_a_gullible_judge_fails_calibration_on_the_tempting_run(
-    client: LiteLLMClient, scripted: OfflineModelServer
+    client: GatedModelClient, scripted: OfflineModelServer
 ) -> None:
     case = load_case("tempting-bad-run")
     all_pass = [{"text": a, "passed": True, "evidence": "verified by platform"} for a in case.assertions]
@@ -227,7 +229,7 @@ def test_a_gullible_judge_fails_calibration_on_the_tempting_run(
 
 
 def test_a_judge_that_cannot_answer_fails_calibration_with_the_reason(
-    client: LiteLLMClient, scripted: OfflineModelServer
+    client: GatedModelClient, scripted: OfflineModelServer
 ) -> None:
     scripted.set_scenario(calibration_scenario([{"replies": [{"text": "I refuse."}]}]))
     result = calibrate(client, JUDGE)

@@ -126,6 +126,119 @@ def test_redis_keys_are_built_in_engine_keys_only() -> None:
     assert found == []
 
 
+CYCLE_FREE = ("schemas", "reducer", "harnesses", "prompts", "engine", "worker", "testkit", "viewer")
+"""The rooms with no import cycle among their modules (the producer's are still being taken apart)."""
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(rooms: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the modules of ``rooms`` it imports (lazy imports inside functions included;
+    ``from package import module`` is an import of that module)."""
+    known = {module_name(path): path for room in rooms for path in modules(room)}
+    graph: dict[str, set[str]] = {}
+    for name, path in known.items():
+        targets: set[str] = set()
+        for node in ast.walk(parse(path)):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets.add(node.module)
+                targets.update(f"{node.module}.{alias.name}" for alias in node.names)
+        graph[name] = {t for t in targets if t in known and t != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycle_among_the_modules_of_the_cycle_free_rooms() -> None:
+    assert cycles(import_graph(CYCLE_FREE)) == []
+
+
+def test_the_cycle_check_sees_a_cycle_closed_by_a_lazy_import() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+GENERIC_HARNESS_MODULES = (
+    "worker/executor/harness.py",
+    "worker/executor/harness_task.py",
+    "worker/executor/harness_binary.py",
+    "worker/executor/harness_stage.py",
+    "worker/executor/registry.py",
+    "worker/executor/shard_job.py",
+    "worker/pipeline.py",
+    "harnesses/adapter.py",
+    "harnesses/activations.py",
+)
+"""The code that runs every harness alike: what is particular to one harness is its adapter's."""
+
+
+def harness_words() -> list[str]:
+    from harnesses.registry import HARNESSES
+
+    words = set()
+    for name, factory in HARNESSES.items():
+        words |= {name, name.replace("-", " "), name.replace("-", ""), type(factory()).__name__.lower()}
+    return sorted(words)
+
+
+@pytest.mark.parametrize("relative", GENERIC_HARNESS_MODULES)
+def test_the_generic_harness_code_names_no_harness(relative: str) -> None:
+    """No string, comment, name or import of it names a registered harness (or its adapter class)."""
+    path = ROOT / relative
+    text = path.read_text(encoding="utf-8").lower()
+    named = [w for w in harness_words() if w in text]
+    adapters = [m for _, m in imports(path) if within(m, ("harnesses",)) and m.split(".")[-1] in _adapter_modules()]
+    assert (named, adapters) == ([], [])
+
+
+def _adapter_modules() -> set[str]:
+    from harnesses.registry import HARNESSES
+
+    return {type(factory()).__module__.split(".")[-1] for factory in HARNESSES.values()}
+
+
 PRODUCT = tuple(room for room in ROOMS if room != "testkit")
 """Product code: every room but the test kit (tests and benchmarks are no room)."""
 LUA = ROOT / "engine" / "lua"

@@ -24,7 +24,7 @@ from schemas.model_config import load_model_config
 from testkit.offline_server import OfflineModelServer
 from tests import model_support
 from tests.model_support import server_fixtures
-from worker.models.client import LiteLLMClient, estimate_cost, is_retryable, retry_after_s
+from worker.models.client import GatedModelClient, estimate_cost, is_retryable, retry_after_s
 from worker.models.via_litellm import token_cost
 
 MODEL = "openai/scripted"
@@ -60,7 +60,7 @@ def transport(request: pytest.FixtureRequest) -> Iterator[str]:
 
 def make_client(
     redis_client: redis.Redis, api_base: str, retry: dict[str, float] | None = None, **tables: Any
-) -> LiteLLMClient:
+) -> GatedModelClient:
     """Four attempts with short real delays (unless ``retry`` says otherwise), usage counted under run
     ``run-1``, every model on this test's transport unless ``defaults`` names another."""
     retry = retry or {"max_attempts": 4, "base_delay_s": 0.05, "max_delay_s": 0.2}
@@ -68,7 +68,7 @@ def make_client(
     return model_support.make_client(redis_client, api_base, retry=retry, run_id="run-1", **tables)
 
 
-def ask(client: LiteLLMClient, text: str, **kwargs: Any) -> Any:
+def ask(client: GatedModelClient, text: str, **kwargs: Any) -> Any:
     return client.complete(MODEL, [{"role": "user", "content": text}], **kwargs)
 
 

@@ -24,7 +24,7 @@ from testkit.offline_server import OfflineModelServer
 from tests import model_support
 from tests.model_support import CannedServer
 from worker.models.base import ModelRequest
-from worker.models.client import LiteLLMClient, goes_direct, request_key
+from worker.models.client import GatedModelClient, goes_direct, request_key
 from worker.models.direct import EndpointError, OpenAICompatible, parse_completion
 from worker.models.prices import tokens_cost
 
@@ -49,7 +49,7 @@ def serve(canned: list[CannedServer], *replies: tuple[int, Any]) -> CannedServer
     return server
 
 
-def client_for(redis_client: redis.Redis, api_base: str, **tables: Any) -> LiteLLMClient:
+def client_for(redis_client: redis.Redis, api_base: str, **tables: Any) -> GatedModelClient:
     return model_support.make_client(redis_client, api_base, run_id="run-d", **tables)
 
 
@@ -147,7 +147,7 @@ def test_tool_calls_come_only_from_the_structured_field_never_from_text_that_loo
     assert parse_completion("openai/m", parts, 1).content == "ab"
     garbled = completion({"role": "assistant", "tool_calls": [{"function": {"name": "shell", "arguments": "{oops"}}]})
     call = parse_completion("openai/m", garbled, 1).tool_calls[0]
-    assert (call.id, call.name, call.arguments) == ("call_0", "shell", {"_raw": "{oops"})
+    assert (call.call_id, call.name, call.arguments) == ("call_0", "shell", {"_raw": "{oops"})
 
 
 def test_negative_or_bogus_usage_counts_as_zero_not_as_credit() -> None:
@@ -191,11 +191,11 @@ def test_a_worker_told_not_to_preload_litellm_warms_up_and_calls_direct_models_w
             import_heavy_modules()
             from engine.redis_server import RedisServer
             from schemas.model_config import parse_model_config
-            from worker.models.client import LiteLLMClient
+            from worker.models.client import GatedModelClient
             import redis
             with RedisServer(workdir=Path({str(tmp_path)!r})) as store:
                 config = parse_model_config({{}}, api_base_override={server.base_url!r})
-                client = LiteLLMClient(config, redis.Redis.from_url(store.url))
+                client = GatedModelClient(config, redis.Redis.from_url(store.url))
                 reply = client.complete("openai/scripted", [{{"role": "user", "content": "hi"}}])
                 print(reply.content, "litellm" in sys.modules, "openai" in sys.modules)
             """

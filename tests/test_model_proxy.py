@@ -16,6 +16,7 @@ import redis
 
 from engine.budget import RunBudget
 from harnesses.base import PLACEHOLDER_KEY
+from harnesses.claude_code import ClaudeCode
 from harnesses.endpoints import normalise_upstream, scrub
 from schemas.model_config import ModelLimits
 from testkit.offline_server import OfflineModelServer
@@ -87,8 +88,8 @@ def test_the_placeholder_is_swapped_for_the_real_key_and_the_reply_is_recorded(
 
 
 def test_only_model_paths_leave_and_only_with_the_placeholder_key(server: OfflineModelServer, tmp_path: Path) -> None:
-    with proxy_for(server, tmp_path) as proxy, client(proxy) as c:
-        assert c.get("/api/claude_cli/bootstrap").json() == {}
+    with proxy_for(server, tmp_path, answered_empty=ClaudeCode().answered_empty) as proxy, client(proxy) as c:
+        assert c.get("/api/claude_cli/bootstrap").json() == {}  # its adapter names it: answered here
         assert c.post("/_control/reset", json={}).status_code == 404  # the upstream's own admin path
         assert c.get("/api/eval/anything").status_code == 404
         assert ask(c, "hello", key="sk-my-own-key").status_code == 401
@@ -96,6 +97,8 @@ def test_only_model_paths_leave_and_only_with_the_placeholder_key(server: Offlin
         assert ask(c, "hello", path="http://169.254.169.254/v1/messages").status_code == 200
         assert c.request("CONNECT", "/").status_code == 501
     assert len(server.requests()) == 1 and len(proxy.record.refused) == 3
+    with proxy_for(server, tmp_path, "q") as proxy, client(proxy) as c:
+        assert c.get("/api/claude_cli/bootstrap").status_code == 404  # no adapter named it
 
 
 def test_upstream_error_bodies_never_carry_a_fragment_of_the_real_key(

@@ -12,7 +12,7 @@ import redis
 
 from schemas.model_config import parse_model_config
 from testkit.offline_server import OfflineModelServer
-from worker.models.client import LiteLLMClient
+from worker.models.client import GatedModelClient
 
 SCENARIO: dict[str, Any] = {
     "rules": [
@@ -124,7 +124,7 @@ def test_the_builtin_client_reaches_the_messages_api_through_litellm_with_tool_u
 ) -> None:
     # The run's one --api-base is the OpenAI-style .../v1; the Anthropic provider gets the host root.
     config = parse_model_config({"retry": {"max_attempts": 2, "base_delay_s": 0.05}}, api_base_override=server.base_url)
-    client = LiteLLMClient(config, redis_client, run_id="run-a")
+    client = GatedModelClient(config, redis_client, run_id="run-a")
     tools = [{"type": "function", "function": {"name": "Bash", "parameters": {"type": "object"}}}]
     reply = client.complete("anthropic/claude-sonnet-4-5", [{"role": "user", "content": "list files"}], tools=tools)
     assert [c.name for c in reply.tool_calls] == ["Bash"]

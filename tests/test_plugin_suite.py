@@ -37,7 +37,7 @@ from tests.model_support import server_fixtures
 from worker.executor.agent import run_agent
 from worker.executor.mock_calls import stage_mocks
 from worker.grading.judge import grade_trajectory
-from worker.models.client import LiteLLMClient
+from worker.models.client import GatedModelClient
 from worker.sandbox import SandboxLimits
 from worker.workspace import materialize_workspace
 
@@ -95,7 +95,7 @@ def plugin_repo(tmp_path: Path) -> Path:
     return repo
 
 
-def execute(client: LiteLLMClient, repo: Path, bundle: SkillBundle, case_id: int, tmp_path: Path) -> Trajectory:
+def execute(client: GatedModelClient, repo: Path, bundle: SkillBundle, case_id: int, tmp_path: Path) -> Trajectory:
     store = LocalStore(tmp_path / f"store-{case_id}")
     key = snapshot_repo(repo, store)
     case = bundle.corpus.case(case_id)
@@ -129,7 +129,7 @@ def test_the_suite_is_read_with_every_grader_kind_and_its_limits(plugin_repo: Pa
 
 
 def test_scores_match_the_hand_computed_ones(
-    client: LiteLLMClient, scripted: OfflineModelServer, plugin_repo: Path, tmp_path: Path
+    client: GatedModelClient, scripted: OfflineModelServer, plugin_repo: Path, tmp_path: Path
 ) -> None:
     bundle = Repo(plugin_repo).load(SUITE)
     corpus = bundle.corpus

@@ -9,7 +9,7 @@ import redis
 
 from schemas.model_config import parse_model_config
 from testkit.offline_server import OfflineModelServer
-from worker.models.client import LiteLLMClient
+from worker.models.client import GatedModelClient
 from worker.preflight import check_models
 
 DELAY_S = 0.5
@@ -23,7 +23,7 @@ def test_a_sweeps_models_are_checked_at_once_and_reported_in_order(redis_client:
             {"models": {"openai/model-2": {"api_key_env": "SKILL_EVAL_TEST_NO_SUCH_KEY"}}},
             api_base_override=server.base_url,
         )
-        checks = check_models(LiteLLMClient(config, redis_client, run_id="preflight-parallel"), MODELS)
+        checks = check_models(GatedModelClient(config, redis_client, run_id="preflight-parallel"), MODELS)
         timeline = server.timeline()
     assert [c.model for c in checks] == MODELS
     assert [c.ok for c in checks] == [True, True, False, True]

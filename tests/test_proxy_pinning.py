@@ -18,8 +18,8 @@ import redis
 from engine.budget import RunBudget
 from harnesses.base import PLACEHOLDER_KEY
 from harnesses.claude_code import ClaudeCode
-from harnesses.codex import read_codex_json
-from harnesses.crosscheck import cross_check, cross_check_by_order
+from harnesses.codex import Codex, read_codex_json
+from harnesses.crosscheck import cross_check
 from harnesses.endpoints import normalise_upstream
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord
 from harnesses.request_rules import RequestRefused, RequestRules, pin_request
@@ -235,7 +235,7 @@ def test_codex_commands_claim_calls_in_order_past_a_call_the_harness_never_ran()
             ModelTurn(tool_calls=(ModelToolCall("c5", "exec_command", {"cmd": "sleep 100"}),)),
         ]
     )
-    checked = cross_check_by_order(read_codex_json(lines).events, record)
+    checked = Codex().cross_check(read_codex_json(lines).events, record)
     calls = [e.call_id for e in checked.events if isinstance(e, ToolCallEvent)]
     assert calls == ["c1", "c3", "c4", "c5"] and checked.rejected == []
     results = {e.call_id: e.output for e in checked.events if isinstance(e, ToolResultEvent)}

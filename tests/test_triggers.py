@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from harnesses.activations import skills_fired, turn_activates
+from harnesses.activations import load_skill_calls, skills_fired, turn_activates
+from harnesses.claude_code import ClaudeCode
+from harnesses.codex import Codex
 from harnesses.model_record import ModelToolCall, ModelTurn
 from producer.trigger_cli import trigger_settings
 from producer.trigger_validation import validate_triggers
@@ -200,12 +202,12 @@ def test_claude_code_activations_plain_slash_and_plugin_qualified_and_skill_md_r
         _call("Skill", skill="zuvo:not-installed"),
         _call("Skill", skill="csv-clean"),
     ]
-    assert skills_fired("claude-code", events, INSTALLED) == ["csv-clean", "pdf-tools"]
+    assert skills_fired(ClaudeCode().skills_in, events, INSTALLED) == ["csv-clean", "pdf-tools"]
     reads = [
         _call("Read", file_path="/w/.claude/skills/pdf-tools/SKILL.md"),
         _call("Write", file_path="skills/csv-clean/SKILL.md"),
     ]
-    assert skills_fired("claude-code", reads, INSTALLED) == ["pdf-tools"]
+    assert skills_fired(ClaudeCode().skills_in, reads, INSTALLED) == ["pdf-tools"]
 
 
 def test_codex_activation_is_a_command_reading_the_skill_md() -> None:
@@ -214,7 +216,7 @@ def test_codex_activation_is_a_command_reading_the_skill_md() -> None:
         _call("shell", command="cat skills/evil/SKILL.md skills/pdf-tools/SKILL.md"),
         _call("Skill", skill="pdf-tools"),
     ]
-    assert skills_fired("codex", events, INSTALLED) == ["csv-clean", "pdf-tools"]
+    assert skills_fired(Codex().skills_in, events, INSTALLED) == ["csv-clean", "pdf-tools"]
 
 
 def test_the_built_in_agent_activates_through_load_skill_only() -> None:
@@ -223,7 +225,7 @@ def test_the_built_in_agent_activates_through_load_skill_only() -> None:
         _call("load_skill", name="plugin:csv-clean"),
         _call("load_skill", name=["pdf-tools"]),
     ]
-    assert skills_fired("agent", events, INSTALLED) == ["csv-clean"]
+    assert skills_fired(load_skill_calls, events, INSTALLED) == ["csv-clean"]
 
 
 def test_the_html_section_escapes_and_shows_figures_and_the_matrix() -> None:
@@ -273,9 +275,9 @@ def test_paired_change_of_recall_and_false_triggers_uses_the_query_as_the_unit()
 def test_the_proxy_stop_reads_one_model_response_like_the_trajectory() -> None:
     skill = ModelTurn(tool_calls=(ModelToolCall("c1", "Skill", {"skill": "zuvo:pdf-tools"}),))
     other = ModelTurn(tool_calls=(ModelToolCall("c2", "Skill", {"skill": "zuvo:unknown"}),))
-    assert turn_activates("claude-code", skill, INSTALLED)
-    assert not turn_activates("claude-code", other, INSTALLED)
-    assert not turn_activates("claude-code", ModelTurn(texts=("I will load pdf-tools",)), INSTALLED)
+    assert turn_activates(ClaudeCode().skills_in, skill, INSTALLED)
+    assert not turn_activates(ClaudeCode().skills_in, other, INSTALLED)
+    assert not turn_activates(ClaudeCode().skills_in, ModelTurn(texts=("I will load pdf-tools",)), INSTALLED)
 
 
 def test_junit_fails_only_the_gates_that_failed_and_skips_wrong_queries_as_reported() -> None:

@@ -12,33 +12,24 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from functools import cached_property
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import redis
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from engine.segments import SegmentWriter
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
 from schemas.manifest import RunManifest, manifest_key
+from worker.redis_retry import with_redis_retry
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from worker.models.client import GatedModelClient
+    from worker.models.transports import Transports
+
+__all__ = ["RUNS_KEPT", "Context", "context", "remember_recent", "reset_context", "with_redis_retry"]
+
 V = TypeVar("V")
-
-# Redis may restart under a running worker (a failover, an operator, a fault test): every
-# state operation retries connection errors for a while instead of failing the shard.
-_redis_retry = Retrying(
-    retry=retry_if_exception_type((redis.ConnectionError, redis.TimeoutError)),
-    wait=wait_exponential(multiplier=0.2, max=5),
-    stop=stop_after_delay(120),
-    reraise=True,
-)
-
-
-def with_redis_retry(fn: Callable[[], T]) -> T:
-    """Call ``fn``, retrying Redis connection errors for up to two minutes."""
-    return _redis_retry(fn)
 
 
 RUNS_KEPT = 16
@@ -64,7 +55,7 @@ class Context:
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
         self._manifests: OrderedDict[str, RunManifest] = OrderedDict()
-        self._clients: OrderedDict[str, object] = OrderedDict()
+        self._clients: OrderedDict[str, GatedModelClient] = OrderedDict()
         self._lock = threading.RLock()
         self._task = threading.local()
         """``keys``: the manifest keys the task running on this thread has read, by run."""
@@ -127,19 +118,28 @@ class Context:
         with self._lock:
             return remember_recent(self._manifests, key, lambda: RunManifest.model_validate_json(self.store.get(key)))
 
-    def model_client(self, run_id: str) -> object:
-        """The litellm client configured for this run (model table from the manifest)."""
+    @cached_property
+    def transports(self) -> Transports:
+        """This process's model transports, shared by every run's client (one set of HTTP pools)."""
+        from worker.models.transports import Transports
+
+        return Transports()
+
+    def model_client(self, run_id: str) -> GatedModelClient:
+        """The model client configured for this run (model table from the manifest)."""
         from engine.budget import RunBudget
-        from worker.models.client import LiteLLMClient
+        from worker.models.client import GatedModelClient
 
         key = self.manifest_key(run_id)
 
-        def make() -> object:
+        def make() -> GatedModelClient:
             manifest = self.manifest(run_id)
             settings = manifest.settings
             capped = settings.max_cost_usd is not None or settings.max_tokens is not None
             budget = RunBudget(self.redis, run_id, capped=capped, shards=len(manifest.plan.shards))
-            return LiteLLMClient(settings.models, self.redis, run_id=run_id, budget=budget)
+            return GatedModelClient(
+                settings.models, self.redis, run_id=run_id, budget=budget, transports=self.transports
+            )
 
         with self._lock:
             return remember_recent(self._clients, key, make)

@@ -12,7 +12,6 @@ import structlog
 from engine.broker import Broker
 from engine.keys import calibrating_key
 from engine.records import commit_grade, put_calibration, put_result
-from harnesses.registry import HARNESSES
 from schemas.errors import NoSandbox
 from schemas.manifest import RunManifest, calibration_key, trajectory_key
 from schemas.outcome import CalibrationRecord, CalibrationStatus, ShardOutcomeRecord
@@ -21,6 +20,7 @@ from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Trajectory
 from worker.context import Context, with_redis_retry
 from worker.lifecycle import shard_lease
+from worker.models.base import ModelClient
 
 log = structlog.get_logger("skill_eval.worker")
 
@@ -44,10 +44,11 @@ def execute_shard(ctx: Context, broker: Broker, run_id: str, shard_id: str) -> N
 def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajectory:
     """Workspace + sandbox + executor for one shard (raises the contract's named errors)."""
     from engine.repo_files import read_skill
-    from worker.executor.agent import run_agent
-    from worker.sandbox import SandboxLimits, open_sandbox, require_sandbox
+    from worker.executor.registry import ShardJob, executor_for
+    from worker.sandbox import SandboxLimits, require_sandbox
     from worker.workspace import materialize_workspace
 
+    executor = executor_for(manifest.settings.executor)
     shard = manifest.shard(shard_id)
     bundle = manifest.plan.bundle(shard.skill)
     case = bundle.corpus.case(shard.case_id)
@@ -80,53 +81,9 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
         agents: dict[str, str] = {}
         if shard.variant != NO_SKILL:
             skill_text, agents = read_skill(ws.path, shard.skill)
-        budget = settings.budget
-        limits = SandboxLimits(timeout_s=budget.command_timeout_s)
-        if settings.triggers is not None and settings.executor == "agent":
-            from worker.executor.trigger import run_trigger_agent
-
-            return run_trigger_agent(
-                ctx.model_client(manifest.plan.run_id),  # type: ignore[arg-type]
-                shard.model,
-                skill=shard.skill,
-                case_id=case.id,
-                query=case.prompt,
-                sandbox=open_sandbox(ws.path, manifest.plan.sandbox, limits),
-                root=ws.path,
-                budget=budget.model_copy(update={"max_turns": settings.triggers.turns}),
-                shard_id=shard_id,
-            )
-        if settings.executor in HARNESSES:
-            from worker.executor.harness_task import run_harness_shard
-
-            return run_harness_shard(ctx, manifest, shard_id, case, ws.path, limits)
-        if settings.executor.startswith("cmd:"):
-            from worker.executor.external import ExternalExecutor, external_limits, run_external
-
-            return run_external(
-                ExternalExecutor.from_option(settings.executor),
-                skill=shard.skill,
-                skill_text=skill_text,
-                agent_texts=agents,
-                case=case,
-                sandbox=open_sandbox(
-                    ws.path, manifest.plan.sandbox, external_limits(limits, wall_clock_s=budget.wall_clock_s)
-                ),
-                wall_clock_s=budget.wall_clock_s,
-                shard_id=shard_id,
-            )
-        sandbox = open_sandbox(ws.path, manifest.plan.sandbox, limits)
-        return run_agent(
-            ctx.model_client(manifest.plan.run_id),  # type: ignore[arg-type]
-            shard.model,
-            skill=shard.skill,
-            skill_text=skill_text,
-            agent_texts=agents,
-            case=case,
-            sandbox=sandbox,
-            budget=budget,
-            shard_id=shard_id,
-        )
+        limits = SandboxLimits(timeout_s=settings.budget.command_timeout_s)
+        job = ShardJob(ctx, manifest, shard_id, case, ws.path, skill_text, agents, limits)
+        return executor.run(job)
 
 
 def grade_shard(ctx: Context, broker: Broker, run_id: str, shard_id: str) -> None:
@@ -147,7 +104,7 @@ def grade_shard(ctx: Context, broker: Broker, run_id: str, shard_id: str) -> Non
                 wait_for_background(run_id, judge)  # started by this run's preflight, if here
                 ensure_calibrated(ctx, client, run_id, judge)
         grade = grade_trajectory(
-            client,  # type: ignore[arg-type]
+            client,
             manifest.plan.judges,
             case.assertions,
             trajectory,
@@ -162,7 +119,7 @@ def grade_shard(ctx: Context, broker: Broker, run_id: str, shard_id: str) -> Non
         lease.end(ShardOutcomeRecord(state=grade.state, detail=grade.error, status=status), grade, trajectory)
 
 
-def ensure_calibrated(ctx: Context, client: object, run_id: str, judge: str) -> None:
+def ensure_calibrated(ctx: Context, client: ModelClient, run_id: str, judge: str) -> None:
     """Grade the built-in calibration trajectories with ``judge`` once per run.
 
     One worker takes a Redis lock and calibrates; the others go on grading. The lock
@@ -176,7 +133,7 @@ def ensure_calibrated(ctx: Context, client: object, run_id: str, judge: str) -> 
     if not with_redis_retry(lambda: ctx.redis.set(calibrating_key(run_id, judge), "1", nx=True, ex=900)):
         return
     labelled = labelled_cases(ctx.store, ctx.manifest(run_id).settings.calibrate_with)
-    result = calibrate(client, judge, labelled=labelled)  # type: ignore[arg-type]
+    result = calibrate(client, judge, labelled=labelled)
     status = CalibrationStatus.OK if result.ok else CalibrationStatus.FAILED
     put_calibration(ctx.store, run_id, CalibrationRecord(judge=judge, status=status, details=list(result.details)))
 

@@ -22,13 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 from schemas.errors import ModelCallFailed
 from schemas.manifest import RunManifest
 from schemas.preflight import ModelCheck, PreflightReport, models_for
-from worker.models.client import DIRECT_KEY_ENV, LiteLLMClient, goes_direct, loopback, request_key
+from worker.models.client import DIRECT_KEY_ENV, GatedModelClient, goes_direct, loopback, request_key
 
 PREFLIGHT_ATTEMPTS = 2
 """Attempts of the minimal call: a transient 5xx gets one more try, a dead endpoint fails fast."""
 
 
-def missing_key(client: LiteLLMClient, model: str) -> str | None:
+def missing_key(client: GatedModelClient, model: str) -> str | None:
     """Why ``model`` has no key on this worker, or None when it has one (or needs none)."""
     limits = client.config.for_model(model)
     if limits.api_key_env:
@@ -47,7 +47,7 @@ def missing_key(client: LiteLLMClient, model: str) -> str | None:
     return f"{names} not set on this worker (or name the variable with api_key_env in the model config)"
 
 
-def check_model(client: LiteLLMClient, model: str) -> ModelCheck:
+def check_model(client: GatedModelClient, model: str) -> ModelCheck:
     why = missing_key(client, model)
     if why is not None:
         return ModelCheck(model=model, ok=False, why=why)
@@ -64,7 +64,7 @@ MAX_PARALLEL_CHECKS = 16
 """Models checked at once; a larger sweep is checked in rounds of this many."""
 
 
-def check_models(client: LiteLLMClient, models: Sequence[str]) -> list[ModelCheck]:
+def check_models(client: GatedModelClient, models: Sequence[str]) -> list[ModelCheck]:
     """Check each model at the same time (one thread each); the checks in ``models``' order."""
     if len(models) <= 1:
         return [check_model(client, m) for m in models]
@@ -72,6 +72,6 @@ def check_models(client: LiteLLMClient, models: Sequence[str]) -> list[ModelChec
         return list(pool.map(lambda m: check_model(client, m), models))
 
 
-def run_preflight(client: LiteLLMClient, manifest: RunManifest, queue: str) -> PreflightReport:
+def run_preflight(client: GatedModelClient, manifest: RunManifest, queue: str) -> PreflightReport:
     checks = check_models(client, models_for(manifest, queue))
     return PreflightReport(queue=queue, worker=f"{socket.gethostname()}:{os.getpid()}", checks=checks)

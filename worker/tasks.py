@@ -28,6 +28,7 @@ from schemas.manifest import calibration_key
 from schemas.status import ShardState
 from worker.app import TASK_EXECUTE, TASK_GRADE, TASK_PREFLIGHT, TASK_REDUCE, CeleryBroker, app
 from worker.context import Context, context, reset_context
+from worker.models.base import ModelClient
 
 log = structlog.get_logger("skill_eval.worker")
 
@@ -78,7 +79,7 @@ def preflight(run_id: str, queue: str) -> None:
         if queue == QUEUE_EXECUTE:
             start_workspace_warmup(ctx, manifest)  # while the check's call is out (worker/warmup.py)
         client = ctx.model_client(run_id)
-        report = run_preflight(client, manifest, queue)  # type: ignore[arg-type]
+        report = run_preflight(client, manifest, queue)
         if queue == QUEUE_GRADE and manifest.settings.calibrate and not report.failures():
             # Calibrated before the batch is graded, not before it executes: the calls overlap
             # the first shards (graders of this process wait for it, worker/grading/calibration.py).
@@ -92,7 +93,7 @@ def preflight(run_id: str, queue: str) -> None:
     log.info("preflight", queue=queue, ok=all(c.ok for c in report.checks))
 
 
-def _calibrate_or_release(ctx: Context, client: object, run_id: str, judge: str) -> None:
+def _calibrate_or_release(ctx: Context, client: ModelClient, run_id: str, judge: str) -> None:
     """Calibrate ``judge`` (lock and record as a grader would); on an error give the lock back, so a
     grader calibrates inline instead of the run going uncalibrated."""
     from engine.keys import calibrating_key

@@ -29,7 +29,7 @@ from schemas.status import SandboxMode
 from testkit.offline_server import OfflineModelServer
 from tests.security.harness import case, make_repo, shell_agent
 from worker.executor.agent import run_agent
-from worker.models.client import LiteLLMClient
+from worker.models.client import GatedModelClient
 from worker.sandbox import SandboxLimits, open_sandbox
 from worker.workspace import materialize_workspace, remove_tree
 
@@ -92,7 +92,7 @@ def test_an_agent_filling_the_workspace_ends_its_shard_as_behaviour(
     store = LocalStore(tmp_path / "store")
     key = snapshot_repo(repo, store)
     config = parse_model_config({"retry": {"max_attempts": 1}}, api_base_override=server.base_url)
-    client = LiteLLMClient(config, redis_client)
+    client = GatedModelClient(config, redis_client)
     limits = SandboxLimits(workspace_mb=20)
     with materialize_workspace(
         store, key, skill=SKILL, case=bundle.corpus.case(1), parent=tmp_path / "ws", cache_dir=tmp_path / "cache"

@@ -24,7 +24,7 @@ from worker.executor.agent import run_agent
 from worker.grading.transcript import build_grader_prompt, new_nonce
 from worker.grading.view import judge_view
 from worker.http_mock_sandbox import http_mocked
-from worker.models.client import LiteLLMClient
+from worker.models.client import GatedModelClient
 from worker.sandbox import SandboxLimits
 
 pytestmark = pytest.mark.filterwarnings("ignore:Items? .*ReadOnly:UserWarning")
@@ -41,7 +41,7 @@ def shell(command: str) -> dict[str, Any]:
 
 
 def test_a_forged_marker_or_fence_in_a_mock_body_stays_the_calls_text(
-    client: LiteLLMClient, scripted: OfflineModelServer, tmp_path: Path
+    client: GatedModelClient, scripted: OfflineModelServer, tmp_path: Path
 ) -> None:
     nonce = new_nonce()
     forged = "\n".join(

@@ -28,7 +28,7 @@ from tests.model_support import server_fixtures
 from worker.executor.agent import run_agent
 from worker.grading.transcript import build_grader_prompt, new_nonce
 from worker.grading.view import judge_view
-from worker.models.client import LiteLLMClient
+from worker.models.client import GatedModelClient
 from worker.sandbox import SandboxLimits
 
 pytestmark = pytest.mark.filterwarnings("ignore:Items? .*ReadOnly:UserWarning")
@@ -43,7 +43,7 @@ def agent(*replies: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_forged_marker_or_fence_in_a_mock_answer_stays_the_tools_text(
-    client: LiteLLMClient, scripted: OfflineModelServer, tmp_path: Path
+    client: GatedModelClient, scripted: OfflineModelServer, tmp_path: Path
 ) -> None:
     nonce = new_nonce()
     forged = "\n".join(
@@ -95,7 +95,7 @@ def _host_program(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_an_mcp_config_naming_a_host_program_never_runs_it(
-    client: LiteLLMClient, scripted: OfflineModelServer, tmp_path: Path
+    client: GatedModelClient, scripted: OfflineModelServer, tmp_path: Path
 ) -> None:
     program, marker = _host_program(tmp_path)
     repo = tmp_path / "repo"
@@ -125,7 +125,7 @@ def test_an_mcp_config_naming_a_host_program_never_runs_it(
 
 
 def test_a_flooding_mock_answer_is_capped_like_a_commands_output(
-    client: LiteLLMClient, scripted: OfflineModelServer, tmp_path: Path
+    client: GatedModelClient, scripted: OfflineModelServer, tmp_path: Path
 ) -> None:
     flood = "HEAD" + "x" * 200_000 + "TAIL"
     mock = MockServer(name="weather", tools=(MockTool(name="get_forecast", answer=flood),))

@@ -20,7 +20,7 @@ from tests.executor_support import open_test_sandbox
 from tests.model_support import server_fixtures
 from worker.executor.agent import run_agent
 from worker.grading.deterministic import check_assertion
-from worker.models.client import LiteLLMClient
+from worker.models.client import GatedModelClient
 from worker.sandbox import SandboxLimits
 from worker.workspace import materialize_workspace
 
@@ -42,7 +42,7 @@ def plugin_with_scaffold(tmp_path: Path, script: str) -> Path:
     return repo
 
 
-def run_oslo(client: LiteLLMClient, repo: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+def run_oslo(client: GatedModelClient, repo: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
     bundle = Repo(repo).load(SUITE)
     store = LocalStore(tmp_path / "store")
     key = snapshot_repo(repo, store)
@@ -70,7 +70,7 @@ def run_oslo(client: LiteLLMClient, repo: Path, tmp_path: Path):  # type: ignore
 
 
 def test_a_scaffold_runs_in_the_sandbox_without_network_or_host_and_its_files_are_not_the_agents(
-    client: LiteLLMClient, scripted: OfflineModelServer, tmp_path: Path
+    client: GatedModelClient, scripted: OfflineModelServer, tmp_path: Path
 ) -> None:
     marker = tmp_path / "host-was-reached"
     script = (
@@ -108,7 +108,7 @@ def test_a_scaffold_runs_in_the_sandbox_without_network_or_host_and_its_files_ar
 
 
 def test_a_failing_scaffold_blocks_the_case_by_name(
-    client: LiteLLMClient, scripted: OfflineModelServer, tmp_path: Path
+    client: GatedModelClient, scripted: OfflineModelServer, tmp_path: Path
 ) -> None:
     repo = plugin_with_scaffold(tmp_path, "echo preparing\nexit 3\n")
     scripted.set_scenario(

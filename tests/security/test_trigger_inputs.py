@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harnesses.model_record import ModelToolCall
 from schemas.manifest import AgentBudget
-from worker.executor.harness import other_skills
+from worker.executor.harness_stage import other_skills
 from worker.executor.trigger import _TriggerLoop, skill_catalogue
-from worker.models.base import ToolCall
 
 SECRET = "HOST-SECRET-5e1f"
 
@@ -38,7 +38,7 @@ def _loop(root: Path) -> _TriggerLoop:
 
 
 def _load(loop: _TriggerLoop, name: Any) -> str:
-    return loop.run_tool(ToolCall(id="c1", name="load_skill", arguments={"name": name})).output
+    return loop.run_tool(ModelToolCall(call_id="c1", name="load_skill", arguments={"name": name})).output
 
 
 def test_load_skill_names_that_are_not_an_installed_skill_fire_nothing_and_read_nothing(tmp_path: Path) -> None:

@@ -1,14 +1,15 @@
 """The executor: runs one eval case in a sandboxed workspace and records its trajectory.
 
-Three implementations behind one result type (:class:`schemas.trajectory.Trajectory`):
+Every executor implements :class:`~worker.executor.shard_job.Executor` (``run(ShardJob) ->
+Trajectory``) and is found by the run's ``--executor`` value in ``registry.py``:
 
 - :func:`run_agent` - the built-in tool-calling loop over a model client (``agent.py``,
-  tools in ``tools.py``);
+  tools in ``tools.py``; the trigger loop in ``trigger.py``);
 - :func:`run_external` - an agent CLI run in the same sandbox, its stream-json events
   parsed (``external.py``, ``harnesses/stream_json.py``), proven by :func:`run_canary` before a
   batch (``canary.py``);
-- :func:`run_harness` - a real agent harness (Claude Code, Codex) run natively, its model
-  behind the per-shard proxy (``harness.py``, adapters in ``harnesses/``, decisions in
+- :func:`run_harness` - a real agent harness run natively, its model behind the per-shard
+  proxy (``harness.py``, one runner for every adapter of ``harnesses/``; decisions in
   docs/design/harnesses.md).
 """
 

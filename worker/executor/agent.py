@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from harnesses.model_record import ModelToolCall
 from schemas.corpus import EvalCase
 from schemas.errors import ContextOverflow, ExecutorFailed, ModelCallFailed, ShareSpent
 from schemas.history import HistoryTurn
@@ -36,7 +37,7 @@ from worker.executor.prompt import render_executor_prompt
 from worker.executor.scaffold import run_scaffold
 from worker.executor.tools import TOOL_NAMES, ToolOutcome, execute_tool
 from worker.http_mock_sandbox import http_mocked
-from worker.models.base import ModelClient, ModelReply, ToolCall
+from worker.models.base import ModelClient, ModelReply
 from worker.sandbox import Sandbox, SandboxLimits, workspace_usage
 
 
@@ -45,7 +46,7 @@ def _assistant_message(reply: ModelReply) -> dict[str, Any]:
     if reply.tool_calls:
         message["tool_calls"] = [
             {
-                "id": call.id,
+                "id": call.call_id,
                 "type": "function",
                 "function": {
                     "name": call.name,
@@ -125,23 +126,23 @@ class _Loop:
         self.waited_s += reply.waited_s
         return reply
 
-    def run_tool(self, call: ToolCall) -> ToolOutcome:
+    def run_tool(self, call: ModelToolCall) -> ToolOutcome:
         # A name the agent was not offered is recorded as escaped data, never as a tool.
         known = call.name in TOOL_NAMES or call.name in self.tools.mocks
         name = call.name if known else "unknown-tool:" + json.dumps(call.name, ensure_ascii=True)
-        self.events.append(ToolCallEvent(call_id=call.id, name=name, arguments=call.arguments))
+        self.events.append(ToolCallEvent(call_id=call.call_id, name=name, arguments=call.arguments))
         if name in self.tools.mocks:
             return self.answer_mock(call)
         if name in TOOL_NAMES and name not in self.tools.builtin:
             outcome = ToolOutcome.error(refusal(name))
-            self.events.append(ToolResultEvent(call_id=call.id, output=outcome.output))
+            self.events.append(ToolResultEvent(call_id=call.call_id, output=outcome.output))
             return outcome
         remaining = self.remaining_s()
         timeout = max(1.0, remaining) if remaining < self.budget.command_timeout_s else None
         outcome = execute_tool(self.sandbox, call.name, call.arguments, timeout_s=timeout)
         self.events.append(
             ToolResultEvent(
-                call_id=call.id,
+                call_id=call.call_id,
                 output=outcome.output,
                 exit_code=outcome.exit_code,
                 truncated=outcome.truncated,
@@ -152,7 +153,7 @@ class _Loop:
             self.wrote.append(outcome.wrote)
         return outcome
 
-    def answer_mock(self, call: ToolCall) -> ToolOutcome:
+    def answer_mock(self, call: ModelToolCall) -> ToolOutcome:
         """A mocked MCP tool's answer, recorded here (the mock never runs code of the repo's)."""
         reply = self.tools.answer(call.name, call.arguments)
         if reply.by_model:
@@ -162,11 +163,11 @@ class _Loop:
         text, truncated = capped(reply.text)
         outcome = ToolOutcome(output=text, exit_code=1 if reply.is_error else 0, truncated=truncated)
         self.events.append(
-            ToolResultEvent(call_id=call.id, output=text, exit_code=outcome.exit_code, truncated=truncated)
+            ToolResultEvent(call_id=call.call_id, output=text, exit_code=outcome.exit_code, truncated=truncated)
         )
         return outcome
 
-    def ask_agent_mock(self, call: ToolCall) -> MockAnswer:
+    def ask_agent_mock(self, call: ModelToolCall) -> MockAnswer:
         """A ``type: agent`` mock's answer: the executor's model given the mock's instructions. Its
         tokens count against the shard's budget like the agent's own; it is offered no tools."""
         server, tool = self.tools.mocks[call.name]
@@ -223,7 +224,7 @@ class _Loop:
                 if self.remaining_s() <= 0:
                     return EndReason.WALL_CLOCK
                 outcome = self.run_tool(call)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": _result_for_model(outcome)})
+                messages.append({"role": "tool", "tool_call_id": call.call_id, "content": _result_for_model(outcome)})
                 over = self.over_quota()
                 if over:
                     self.events.append(AssistantEvent(text=f"(run ended by the product: {over})"))

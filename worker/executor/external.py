@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from harnesses.stream_json import read_stream_json
+from schemas.constants import CMD_EXECUTOR_PREFIX
 from schemas.corpus import EvalCase
 from schemas.errors import ConfigError, ExecutorFailed
 from schemas.trajectory import EndReason, ToolCallEvent, Trajectory
@@ -32,7 +33,7 @@ from worker.executor.final_files import collect_final_files
 from worker.executor.prompt import render_executor_prompt
 from worker.sandbox import Sandbox, SandboxLimits
 
-OPTION_PREFIX = "cmd:"
+OPTION_PREFIX = CMD_EXECUTOR_PREFIX
 # An agent's whole stream must fit; the sandbox's default cap is sized for one tool's output.
 EXTERNAL_OUTPUT_CHARS = 50_000_000
 # Tools that write the file named in their arguments (Claude Code's and the built-in ones).

@@ -1,10 +1,10 @@
 """Finding an agent harness's binary on this host (``BLOCKED_NO_HARNESS`` when it is not there).
 
-Order: the adapter's environment variable (``SKILL_EVAL_CLAUDE_CODE_BIN``,
-``SKILL_EVAL_CODEX_BIN``), then ``PATH``, then the checkout's cache folder that ``make setup``
-fills (``.harness-cache/node_modules/.bin``). Symlinks are resolved so the sandbox binds the
-real file; for Codex the npm launcher (a node script) is replaced by the native binary it
-would start, so no node runtime is needed inside the sandbox.
+Order: the adapter's environment variable (``SKILL_EVAL_<NAME>_BIN``), then ``PATH``, then the
+checkout's cache folder that ``make setup`` fills (``.harness-cache/node_modules/.bin``).
+Symlinks are resolved so the sandbox binds the real file; an npm launcher (a node script) is
+replaced by the native binary it would start when the adapter names where that lies
+(``native_binaries``), so no node runtime is needed inside the sandbox.
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ from schemas.errors import NoHarness
 CACHE_BIN = Path(__file__).resolve().parents[2] / ".harness-cache" / "node_modules" / ".bin"
 
 
-def _native_codex(launcher: Path) -> Path:
-    if launcher.suffix != ".js":
+def _native(harness: Harness, launcher: Path) -> Path:
+    """The native binary an npm launcher script (``.js``) would start, found by the adapter's globs
+    beside its package's folder; ``launcher`` itself when it is no script or nothing matches."""
+    if launcher.suffix != ".js" or not harness.native_binaries:
         return launcher
-    package = launcher.parent.parent  # node_modules/@openai/codex
-    patterns = ("codex-linux-*/vendor/*/bin/codex", "codex-linux-*/vendor/*/codex/codex")
-    for pattern in patterns:
+    package = launcher.parent.parent  # node_modules/<scope>/<package>
+    for pattern in harness.native_binaries:
         for candidate in sorted(package.parent.glob(pattern)):
             if os.access(candidate, os.X_OK):
                 return candidate
@@ -38,8 +39,7 @@ def find_binary(harness: Harness) -> Path:
     if not found or not os.access(found, os.X_OK):
         where = f"{harness.binary_env}={named} is not an executable" if named else "not found"
         raise NoHarness(f"{harness.name}: {where}; {harness.install_hint}")
-    real = Path(os.path.realpath(found))
-    return _native_codex(real) if harness.name == "codex" else real
+    return _native(harness, Path(os.path.realpath(found)))
 
 
 SEALED_DIR = Path(os.environ.get("SKILL_EVAL_SEALED_DIR", f"/var/tmp/skill-eval-sealed-{os.geteuid()}"))

@@ -7,30 +7,22 @@ already refused before enqueuing anything).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from engine.usage import record_usage
-from harnesses.base import Invoke
-from harnesses.registry import harness_for
-from schemas.corpus import EvalCase
+from harnesses.base import Harness, Invoke
 from schemas.errors import ExecutorFailed, NoHarness
-from schemas.manifest import RunManifest
 from schemas.shard import NO_SKILL
 from schemas.trajectory import Trajectory
-from worker.context import Context
 from worker.executor.allowed import case_budget
 from worker.executor.harness import HarnessShard, harness_limits, run_harness
-from worker.sandbox import SandboxLimits, open_sandbox
+from worker.executor.shard_job import ShardJob
+from worker.sandbox import open_sandbox
 
 
-def run_harness_shard(
-    ctx: Context, manifest: RunManifest, shard_id: str, case: EvalCase, workspace: Path, limits: SandboxLimits
-) -> Trajectory:
-    """Run the manifest's harness executor for ``shard_id`` in ``workspace``."""
+def run_harness_shard(job: ShardJob, harness: Harness) -> Trajectory:
+    """Run ``harness`` for the job's shard in its workspace."""
+    ctx, manifest, shard_id, case = job.ctx, job.manifest, job.shard_id, job.case
     settings = manifest.settings
     shard = manifest.shard(shard_id)
-    harness = harness_for(settings.executor)
-    assert harness is not None, settings.executor
     config = settings.models
     run_id = manifest.plan.run_id
     triggers = settings.triggers
@@ -44,7 +36,7 @@ def run_harness_shard(
 
     model_limits = config.for_model(shard.model)
     sandbox = open_sandbox(
-        workspace, manifest.plan.sandbox, harness_limits(limits, wall_clock_s=settings.budget.wall_clock_s)
+        job.workspace, manifest.plan.sandbox, harness_limits(job.limits, wall_clock_s=settings.budget.wall_clock_s)
     )
     try:
         return run_harness(

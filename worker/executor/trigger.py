@@ -20,14 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from engine.repo_files import gutted_skill, read_inside
-from harnesses.activations import skills_fired
+from harnesses.activations import load_skill_calls, skills_fired
+from harnesses.model_record import ModelToolCall
 from schemas.constants import SKILL_FILE, SKILL_NAME_RE, SKILLS_DIR
 from schemas.errors import BadRepo
 from schemas.manifest import AgentBudget
 from schemas.trajectory import EndReason, ToolCallEvent, ToolResultEvent, Trajectory
 from worker.executor.agent import _Loop
 from worker.executor.tools import ToolOutcome
-from worker.models.base import ModelClient, ToolCall
+from worker.models.base import ModelClient
 from worker.sandbox import Sandbox
 
 LOAD_SKILL = "load_skill"
@@ -131,10 +132,10 @@ class _TriggerLoop(_Loop):
         name = raw.strip().rsplit(":", 1)[-1]
         return name if name in self.installed else None
 
-    def run_tool(self, call: ToolCall) -> ToolOutcome:
+    def run_tool(self, call: ModelToolCall) -> ToolOutcome:
         if call.name != LOAD_SKILL:
             return super().run_tool(call)
-        self.events.append(ToolCallEvent(call_id=call.id, name=LOAD_SKILL, arguments=call.arguments))
+        self.events.append(ToolCallEvent(call_id=call.call_id, name=LOAD_SKILL, arguments=call.arguments))
         skill = self.resolve(call.arguments.get("name"))
         if skill is None:
             outcome = ToolOutcome.error(f"no installed skill is named {json.dumps(call.arguments.get('name'))}")
@@ -144,7 +145,7 @@ class _TriggerLoop(_Loop):
             body = read_inside(Path(os.path.realpath(self.root)), f"{SKILLS_DIR}/{skill}/{SKILL_FILE}") or ""
             outcome = ToolOutcome(output=body[:MAX_BODY_CHARS], exit_code=0, truncated=len(body) > MAX_BODY_CHARS)
         self.events.append(
-            ToolResultEvent(call_id=call.id, output=outcome.output, exit_code=outcome.exit_code, truncated=False)
+            ToolResultEvent(call_id=call.call_id, output=outcome.output, exit_code=outcome.exit_code, truncated=False)
         )
         return outcome
 
@@ -183,7 +184,7 @@ def run_trigger_agent(
         waited_s=round(min(loop.waited_s, time.monotonic() - begun), 3),
         template_hashes={"trigger-catalogue": TEMPLATE_SHA256},
         # Read back from the record, as for every executor (the loop's own list only decides the stop).
-        skills_fired=skills_fired("agent", loop.events, loop.installed),
+        skills_fired=skills_fired(load_skill_calls, loop.events, loop.installed),
         started_at=started_at,
         finished_at=datetime.now(UTC),
     )

@@ -5,17 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from harnesses.model_record import ModelToolCall
 from schemas.trajectory import Usage
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """A tool call the model asked for."""
-
-    id: str
-    name: str
-    arguments: dict[str, Any]
-    """Parsed arguments; ``{"_raw": text}`` when the model sent unparseable JSON."""
 
 
 @dataclass(frozen=True)
@@ -23,7 +14,7 @@ class ModelReply:
     """One completion."""
 
     content: str | None
-    tool_calls: tuple[ToolCall, ...] = ()
+    tool_calls: tuple[ModelToolCall, ...] = ()
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
     raw: dict[str, Any] = field(default_factory=dict)

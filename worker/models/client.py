@@ -1,9 +1,10 @@
 """The model client: every attempt passes the fleet-wide limiter and the run's budget.
 
-A request reaches its model by one of two transports (``transport`` in the model config):
-straight over HTTP for an OpenAI-compatible endpoint (worker/models/direct.py: a model named
-``openai/...`` with an ``api_base``, by default), else through litellm
-(worker/models/via_litellm.py, imported only when a model takes that path). Neither retries
+A request reaches its model by the transport :class:`worker.models.transports.Transports`
+picks (``transport`` in the model config): straight over HTTP for an OpenAI-compatible
+endpoint (worker/models/direct.py: a model named ``openai/...`` with an ``api_base``, by
+default), else through litellm (worker/models/via_litellm.py, imported only when a model
+takes that path). Neither retries
 on its own: this client retries instead, with exponential backoff and full jitter, for 429
 (honouring Retry-After and starting the shared cool-down), 5xx, malformed responses,
 connection errors and timeouts, up to the configured attempts. Past them it raises
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import json
 import math
 import os
@@ -32,16 +32,17 @@ import redis
 from engine.budget import OverShare, Reservation, RunBudget, is_out_of_credit
 from engine.usage import queue_usage, record_usage, usage_totals
 from schemas.errors import BudgetExhausted, ContextOverflow, ModelCallFailed, ShareSpent
-from schemas.model_config import ModelConfig, ModelLimits
+from schemas.model_config import ModelConfig, ModelLimits, RetrySettings
 from schemas.trajectory import Usage
-from worker.context import with_redis_retry
-from worker.models.base import ModelReply, ModelRequest, Transport
-from worker.models.direct import EndpointUnreachable, MalformedReply, OpenAICompatible
+from worker.models.base import ModelReply, ModelRequest
+from worker.models.direct import EndpointUnreachable, MalformedReply
 from worker.models.limiter import Lease, Limiter
 from worker.models.prices import dearest_per_token
+from worker.models.transports import Transports, goes_direct
+from worker.redis_retry import with_redis_retry
 
 __all__ = [
-    "LiteLLMClient",
+    "GatedModelClient",
     "estimate_tokens",
     "goes_direct",
     "is_retryable",
@@ -58,19 +59,6 @@ OFFLINE_API_KEY = "offline-no-key"
 DIRECT_KEY_ENV = "OPENAI_API_KEY"
 """Where a direct model's key is looked for when the config names no variable (litellm's rule for ``openai/``)."""
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def goes_direct(limits: ModelLimits) -> bool:
-    """Whether calls of this model go straight over HTTP rather than through litellm.
-
-    ``transport = "direct"`` always (an ``api_base`` is then required by the config);
-    ``"litellm"`` never; ``"auto"`` when the model is routed as ``openai/...`` to an explicit
-    ``api_base``: an OpenAI-compatible server, not OpenAI's own API, whose per-model request
-    rules (``max_completion_tokens`` and the like) litellm knows and this transport does not.
-    """
-    if limits.transport == "direct":
-        return True
-    return limits.transport == "auto" and limits.name.startswith("openai/") and bool(limits.api_base)
 
 
 def loopback(api_base: str | None) -> bool:
@@ -163,29 +151,14 @@ def is_context_overflow(err: BaseException) -> bool:
     return status in (400, 413, None) and bool(_OVERFLOW_RE.search(str(err)))
 
 
-_DIRECT = OpenAICompatible()
-"""This process's direct transport (its HTTP connection pools are shared by every client)."""
+class GatedModelClient:
+    """:class:`worker.models.base.ModelClient` whose every attempt is gated by the fleet-wide
+    limiter and the run's budget, and retried by the rules above.
 
-
-@functools.cache
-def _litellm() -> Transport:
-    transport: Transport = importlib.import_module("worker.models.via_litellm").LiteLLM()
-    return transport
-
-
-def transport_for(limits: ModelLimits) -> Transport:
-    """The transport this model's calls take (litellm imported on the first that needs it)."""
-    return _DIRECT if goes_direct(limits) else _litellm()
-
-
-class LiteLLMClient:
-    """:class:`worker.models.base.ModelClient` over both transports, gated by the Redis limiter.
-
-    (Named for litellm, its first transport; a model goes through litellm only when
-    :func:`goes_direct` says it does not go straight over HTTP.)
-
-    One instance per worker process is enough; it is safe to share between threads.
-    ``run_id`` tags the usage counters of :func:`engine.usage.usage_totals`.
+    ``transports`` carries the requests (:class:`worker.models.transports.Transports`: a
+    worker's Context shares one per process; without it the client makes its own). It is safe
+    to share between threads. ``run_id`` tags the usage counters of
+    :func:`engine.usage.usage_totals`.
     """
 
     def __init__(
@@ -195,8 +168,10 @@ class LiteLLMClient:
         *,
         run_id: str | None = None,
         budget: RunBudget | None = None,
+        transports: Transports | None = None,
     ) -> None:
         self.config = config
+        self.transports = transports if transports is not None else Transports()
         self.redis = redis_client
         self.run_id = run_id
         self.budget = budget
@@ -246,7 +221,7 @@ class LiteLLMClient:
             api_base=limits.api_base,
             api_key=self._api_key(limits),
         )
-        transport = transport_for(limits)
+        transport = self.transports.for_model(limits)
         estimate = estimate_tokens(messages, tools, max_tokens)
         last_error: BaseException | None = None
         called = time.monotonic()
@@ -270,29 +245,27 @@ class LiteLLMClient:
                     answered_s = time.monotonic() - sent
                     reply = transport.reply(request, response, attempt)
                     self._settle(reservation, reply.usage.total_tokens, reply.usage.cost_usd)
-                    counts = functools.partial(
-                        queue_usage,
-                        model=model,
-                        run_id=self.run_id,
-                        calls=1,
-                        attempts=1,
-                        prompt_tokens=reply.usage.prompt_tokens,
-                        completion_tokens=reply.usage.completion_tokens,
-                        cost_usd=reply.usage.cost_usd,
-                    )
-                    lease.settle(reply.usage.total_tokens, success=True, also=counts)  # one round trip
+                    self._count_success(lease, model, reply)
                     waited_s = max(0.0, time.monotonic() - called - answered_s)
                     return dataclasses.replace(reply, waited_s=waited_s)
             if attempt < max_attempts:
-                ceiling = min(retry.max_delay_s, retry.base_delay_s * 2 ** (attempt - 1))
-                time.sleep(random.uniform(0, ceiling))  # full jitter; a 429's cool-down waits in acquire
+                _back_off(retry, attempt)
         record_usage(self.redis, model, self.run_id, failed=1)
-        kind = type(last_error).__name__ if last_error else "unknown"
-        if last_error is not None and is_context_overflow(last_error):
-            raise ContextOverflow(f"{model}: the conversation exceeds the model's context: {_short(last_error)}")
-        raise ModelCallFailed(
-            f"{model}: no completion after {attempt} attempt(s); last error: {kind}: {_short(last_error)}"
-        ) from last_error
+        raise _failure(model, attempt, last_error) from last_error
+
+    def _count_success(self, lease: Lease, model: str, reply: ModelReply) -> None:
+        """Settle the lease with the reply's tokens and queue its usage counters (one round trip)."""
+        counts = functools.partial(
+            queue_usage,
+            model=model,
+            run_id=self.run_id,
+            calls=1,
+            attempts=1,
+            prompt_tokens=reply.usage.prompt_tokens,
+            completion_tokens=reply.usage.completion_tokens,
+            cost_usd=reply.usage.cost_usd,
+        )
+        lease.settle(reply.usage.total_tokens, success=True, also=counts)
 
     def _reserve(self, model: str, tokens: int, own: Usage | None) -> Reservation | None:
         """Reserve the call's estimate in the run's budget; raise BudgetExhausted when it may not start."""
@@ -323,6 +296,23 @@ class LiteLLMClient:
         else:
             lease.settle(None, success=False)
             record_usage(self.redis, limiter.limits.name, self.run_id, attempts=1, errors=1)
+
+
+def _back_off(retry: RetrySettings, attempt: int) -> None:
+    """Sleep before the next attempt: full jitter under an exponential, capped ceiling (a 429's
+    cool-down is not this: it waits in the limiter's acquire)."""
+    ceiling = min(retry.max_delay_s, retry.base_delay_s * 2 ** (attempt - 1))
+    time.sleep(random.uniform(0, ceiling))
+
+
+def _failure(model: str, attempts: int, last_error: BaseException | None) -> ModelCallFailed:
+    """The error of a call that got no completion: ContextOverflow when the conversation is too long."""
+    if last_error is not None and is_context_overflow(last_error):
+        return ContextOverflow(f"{model}: the conversation exceeds the model's context: {_short(last_error)}")
+    kind = type(last_error).__name__ if last_error else "unknown"
+    return ModelCallFailed(
+        f"{model}: no completion after {attempts} attempt(s); last error: {kind}: {_short(last_error)}"
+    )
 
 
 def _short(err: BaseException | None, limit: int = 300) -> str:

@@ -29,8 +29,9 @@ from typing import Any
 
 import httpx
 
+from harnesses.model_record import ModelToolCall
 from schemas.trajectory import Usage
-from worker.models.base import ModelReply, ModelRequest, ToolCall
+from worker.models.base import ModelReply, ModelRequest
 from worker.models.prices import dearest_per_token, tokens_cost
 
 __all__ = ["EndpointError", "EndpointUnreachable", "MalformedReply", "OpenAICompatible"]
@@ -93,7 +94,7 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_raw": raw}
 
 
-def _tool_calls(message: dict[str, Any]) -> tuple[ToolCall, ...]:
+def _tool_calls(message: dict[str, Any]) -> tuple[ModelToolCall, ...]:
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
         raise MalformedReply("tool_calls is not a list")
@@ -104,8 +105,8 @@ def _tool_calls(message: dict[str, Any]) -> tuple[ToolCall, ...]:
             raise MalformedReply(f"tool call {index} has no function name")
         call_id = call.get("id")
         parsed.append(
-            ToolCall(
-                id=call_id if isinstance(call_id, str) and call_id else f"call_{index}",
+            ModelToolCall(
+                call_id=call_id if isinstance(call_id, str) and call_id else f"call_{index}",
                 name=function["name"],
                 arguments=parse_arguments(function.get("arguments")),
             )

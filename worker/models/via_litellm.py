@@ -21,8 +21,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import litellm
 
 from harnesses.endpoints import normalise_upstream
+from harnesses.model_record import ModelToolCall
 from schemas.trajectory import Usage
-from worker.models.base import ModelReply, ModelRequest, ToolCall
+from worker.models.base import ModelReply, ModelRequest
 from worker.models.direct import parse_arguments
 from worker.models.prices import dearest_per_token
 
@@ -37,7 +38,7 @@ def parse_reply(response: Any, attempts: int, cost_usd: float | None) -> ModelRe
     choice = response.choices[0]
     message = choice.message
     calls = tuple(
-        ToolCall(id=c.id, name=c.function.name, arguments=parse_arguments(c.function.arguments))
+        ModelToolCall(call_id=c.id, name=c.function.name, arguments=parse_arguments(c.function.arguments))
         for c in (message.tool_calls or [])
     )
     usage = getattr(response, "usage", None)

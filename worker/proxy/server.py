@@ -3,7 +3,7 @@
 Per request, in order (docs/design/harnesses.md has the reasons):
 
 1. only the model API's paths are forwarded; anything else is answered locally (404, or an
-   empty object for Claude Code's bootstrap call) and never leaves the worker;
+   empty object for the calls its harness's adapter names) and never leaves the worker;
 2. the request must carry the placeholder key the harness was given (the agent cannot bring
    its own credentials through);
 3. the shard's budgets: past its wall clock, its token budget or its model turns the proxy
@@ -64,7 +64,6 @@ _UNHINTED_BACKOFF_S = 8.0
 """How long a harness's own retry sleep after a failed call without Retry-After is excused at
 most: the longest the Anthropic and OpenAI client libraries sleep between attempts by default.
 A longer sleep is the harness's own time."""
-_LOCAL_EMPTY = ("/api/claude_cli/bootstrap",)
 
 
 @dataclass(frozen=True)
@@ -93,6 +92,8 @@ class ProxyConfig:
     """Request header names forwarded; empty: the protocol's (:data:`harnesses.request_rules.PROTOCOL_HEADERS`)."""
     betas: frozenset[str] | None = None
     """``anthropic-beta`` values forwarded; None: any (no harness named its own)."""
+    answered_empty: frozenset[str] = frozenset()
+    """Paths of the harness's own calls that are no model call, answered ``{}`` locally (its adapter's)."""
     opening: str = ""
     """The prompt the harness was given: a request none of whose user messages holds it (or a
     call of the conversation) is a side request (:func:`harnesses.conversation.continues`)."""
@@ -316,7 +317,7 @@ class ModelProxy:
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length) if length else b""
         if not is_model_path(self.config.protocol, method, path):
-            if path in _LOCAL_EMPTY:
+            if path in self.config.answered_empty:
                 handler.reply(200, b"{}")
             else:
                 self._refuse(handler, 404, f"{method} {path} is not a model API path; answered locally")
