@@ -28,6 +28,8 @@ import json
 import re
 from typing import Any
 
+from harnesses.sse import sse_objects
+
 API_ROOT = "/v1beta"
 _PATH = re.compile(r"^/v1beta/models/([A-Za-z0-9._-]{1,120}):(generateContent|streamGenerateContent|countTokens)$")
 ANSWERS = ("generateContent", "streamGenerateContent")
@@ -132,19 +134,6 @@ def function_responses(body: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _sse(body: bytes) -> list[dict[str, Any]]:
-    out = []
-    for line in body.decode("utf-8", errors="replace").splitlines():
-        if line.startswith("data:"):
-            try:
-                value = json.loads(line[5:].strip())
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict):
-                out.append(value)
-    return out
-
-
 def response_parts(body: bytes) -> dict[str, Any] | None:
     """``{texts, calls: [(id, name, arguments)], stop, prompt, completion, model}`` of one proxied
     reply (a ``GenerateContentResponse`` or its event stream); None when it holds no candidate."""
@@ -160,7 +149,7 @@ def response_parts(body: bytes) -> dict[str, Any] | None:
         except json.JSONDecodeError:
             return None
     else:
-        events = _sse(body)
+        events = sse_objects(body)
     events = [e for e in events if isinstance(e, dict)]
     if not any("candidates" in e for e in events):
         return None

@@ -15,6 +15,7 @@ from typing import Any
 
 from harnesses import gemini_api
 from harnesses.chat_completions import chunk_parts, completion_parts
+from harnesses.sse import sse_objects
 
 
 @dataclass(frozen=True)
@@ -86,19 +87,6 @@ class ProxyRecord:
     def tool_calls(self) -> dict[str, ModelToolCall]:
         """Every tool call the model emitted in the harness's own conversation, by call id."""
         return {c.call_id: c for t in self.turns if not t.side for c in t.tool_calls}
-
-
-def _sse_data(body: bytes) -> list[dict[str, Any]]:
-    out = []
-    for line in body.decode("utf-8", errors="replace").splitlines():
-        if line.startswith("data:"):
-            try:
-                value = json.loads(line[5:].strip())
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict):
-                out.append(value)
-    return out
 
 
 def _anthropic_message(message: dict[str, Any]) -> ModelTurn:
@@ -216,7 +204,7 @@ def parse_model_response(protocol: str, body: bytes) -> ModelTurn | None:
             except json.JSONDecodeError:
                 return None
             return _anthropic_message(message) if message.get("type") == "message" else None
-        events = _sse_data(body)
+        events = sse_objects(body)
         return _anthropic_stream(events) if any(e.get("type") == "message_start" for e in events) else None
     if text.startswith(b"{"):
         try:
@@ -228,7 +216,7 @@ def parse_model_response(protocol: str, body: bytes) -> ModelTurn | None:
         if response.get("object") == "chat.completion":
             return _chat_turn(completion_parts(response))
         return _responses_object(response) if response.get("object") == "response" else None
-    events = _sse_data(body)
+    events = sse_objects(body)
     done = [e for e in events if e.get("type") == "response.completed"]
     if done:
         return _responses_object(done[-1].get("response") or {})
