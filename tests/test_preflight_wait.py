@@ -17,7 +17,7 @@ import redis
 
 from engine.settings import Settings
 from engine.state import RunState
-from producer.preflight import check_models
+from producer.launch.preflight import check_models
 from schemas.errors import ModelUnavailable
 from schemas.manifest import AgentBudget, RunManifest
 from schemas.preflight import ModelCheck, PreflightReport

@@ -9,8 +9,8 @@ import pytest
 
 from harnesses.activations import skills_fired, turn_activates
 from harnesses.model_record import ModelToolCall, ModelTurn
-from producer.trigger_cli import trigger_settings
-from producer.trigger_validation import validate_triggers
+from producer.commands.trigger_cli import trigger_settings
+from producer.corpus.trigger_validation import validate_triggers
 from reducer.render_triggers import change_text, junit_suites, routing_section, trigger_html, trigger_section
 from reducer.trigger_compare import trigger_change
 from reducer.triggers import TriggerRun, f1_score, gate_failures, proportion, trigger_report

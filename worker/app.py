@@ -1,7 +1,7 @@
 """The Celery app. Settings chosen for long, expensive, idempotent tasks (docs/design/engine.md).
 
 - the threads pool: a shard mostly waits (model calls, sandbox subprocesses), so one process
-  runs ``-c N`` shards on N threads, importing litellm once (producer/embedded.py);
+  runs ``-c N`` shards on N threads, importing litellm once (producer/launch/embedded.py);
 - late acks: a message is acked after its task ran. A worker process that dies takes its
   in-flight shards with it; their leases lapse and the reaper re-queues them (engine/state.py).
   ``task_reject_on_worker_lost`` only matters to a prefork pool and is kept for one;

@@ -31,7 +31,7 @@ from engine.repo_source import fetch_repo, is_remote
 from engine.settings import Settings
 from engine.store import open_store
 from harnesses.registry import check_executor
-from producer.cli_stats import (
+from producer.commands.stats import (
     BaselineOpt,
     RegressionAlphaOpt,
     RequireUpliftOpt,
@@ -39,24 +39,7 @@ from producer.cli_stats import (
     fill_optional_values,
     register_commands,
 )
-from producer.dry_run import PlanInput, dry_run_plan
-from producer.evaluate import check_host_sandbox, run_evaluation
-from producer.fleet_checks import (
-    check_shard_timeout,
-    default_node_name,
-    node_health,
-    node_name_for_probe,
-    remember_node,
-)
-from producer.grade_only import grade_recorded
-from producer.planning import arm_variants
-from producer.prechecks import check_api_base, check_detach, check_invoke, check_repo_path, fixture_guards
-from producer.repo import Repo
-from producer.request import RunRequest
-from producer.resubmit import CHOICES, parse_only, resubmit_run
-from producer.status_view import status_view
-from producer.stored_run import rereport, run_status
-from producer.trigger_cli import (
+from producer.commands.trigger_cli import (
     DEFAULT_TURNS,
     MaxFalseTriggerOpt,
     MinRecallOpt,
@@ -67,6 +50,23 @@ from producer.trigger_cli import (
     trigger_settings,
     validate_trigger_corpora,
 )
+from producer.corpus.repo import Repo
+from producer.launch.evaluate import check_host_sandbox, run_evaluation
+from producer.launch.fleet_checks import (
+    check_shard_timeout,
+    default_node_name,
+    node_health,
+    node_name_for_probe,
+    remember_node,
+)
+from producer.launch.grade_only import grade_recorded
+from producer.launch.resubmit import CHOICES, parse_only, resubmit_run
+from producer.plan.dry_run import PlanInput, dry_run_plan
+from producer.plan.planning import arm_variants
+from producer.plan.prechecks import check_api_base, check_detach, check_invoke, check_repo_path, fixture_guards
+from producer.plan.request import RunRequest
+from producer.results.status_view import status_view
+from producer.results.stored_run import rereport, run_status
 from schemas.constants import ALL_QUEUES, DEFAULT_REPORT_DIR
 from schemas.errors import ConfigError, SkillEvalError
 from schemas.export import json_schemas

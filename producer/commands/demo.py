@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.executable,
             "-P",
             "-m",
-            "producer.cli",
+            "producer.commands.cli",
             "run",
             *targets,
             "--force",

@@ -1,7 +1,7 @@
 """Command-line pieces for baselines and statistics: the ``run`` options for a no-skill arm and
 the comparison gates, and the ``assertions`` and ``export`` commands.
 
-Kept apart from :mod:`producer.cli` so that module only declares and wires them.
+Kept apart from :mod:`producer.commands.cli` so that module only declares and wires them.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def register_commands(app: typer.Typer, out: Console, err: Console) -> None:
     ) -> None:
         """Export a run: one Inspect AI log per skill, variant and executor model (open with `inspect view`)."""
         from engine.collect import load_trajectory
-        from producer.export_inspect import write_logs
+        from producer.results.export_inspect import write_logs
 
         try:
             if fmt != "inspect":

@@ -11,9 +11,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from producer.planning import new_run_id, plan_run
-from producer.repo import Repo
-from producer.triggers import (
+from producer.corpus.repo import Repo
+from producer.corpus.triggers import (
     catalogue_chars,
     estimate,
     installed_skills,
@@ -23,6 +22,7 @@ from producer.triggers import (
     trigger_file,
     trigger_targets,
 )
+from producer.plan.planning import new_run_id, plan_run
 from schemas.constants import SKILL_NAME_RE
 from schemas.errors import ConfigError
 from schemas.status import ExitCode

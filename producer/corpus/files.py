@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.repo_files import UnreadableFile, read_regular, resolve_inside
-from producer.validation import MAX_CORPUS_BYTES
+from producer.corpus.rules import MAX_CORPUS_BYTES
 from schemas.errors import BadCorpus
 
 

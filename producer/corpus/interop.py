@@ -3,10 +3,10 @@
 For skill ``S`` the first that exists wins:
 
 1. ``evals/S.evals.json`` (skill-eval's own schema v1);
-2. ``skills/S/evals/evals.json`` (Anthropic skill-creator, :mod:`producer.interop_skill_creator`);
+2. ``skills/S/evals/evals.json`` (Anthropic skill-creator, :mod:`producer.corpus.interop_skill_creator`);
 3. the Claude Code plugin suite ``evals/<case>/`` of a repo that is a plugin
    (``.claude-plugin/plugin.json`` or ``plugin.json``), its cases for ``S``
-   (:mod:`producer.interop_plugin`).
+   (:mod:`producer.corpus.interop_plugin`).
 
 Every format ends in the same validator and the same named errors, and every file of the
 graded corpus is listed in the bundle's ``graded_paths`` so workspaces never hold it.
@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.repo_files import resolve_inside
-from producer.corpus_files import read_corpus_text
-from producer.corpus_parse import parse_json
-from producer.interop_mocks import MOCKS_DIR, read_mocks
-from producer.interop_plugin import PLUGIN_MANIFESTS, PluginCase, translate_plugin_suite
-from producer.interop_skill_creator import SKILL_CREATOR_FILE, skill_creator_path, translate_skill_creator
-from producer.validation import MAX_CORPUS_BYTES
+from producer.corpus.files import read_corpus_text
+from producer.corpus.interop_mocks import MOCKS_DIR, read_mocks
+from producer.corpus.interop_plugin import PLUGIN_MANIFESTS, PluginCase, translate_plugin_suite
+from producer.corpus.interop_skill_creator import SKILL_CREATOR_FILE, skill_creator_path, translate_skill_creator
+from producer.corpus.parse import parse_json
+from producer.corpus.rules import MAX_CORPUS_BYTES
 from schemas.constants import CORPUS_SUFFIX, EVALS_DIR, SKILLS_DIR
 from schemas.errors import BadCorpus, BlockedError
 
@@ -123,7 +123,7 @@ def _case_dirs(root: Path) -> list[Path]:
 
 
 def _read(root: Path, rel: str) -> str | None:
-    """A file of a foreign corpus, read the one safe way (:func:`producer.corpus_files.read_corpus_text`);
+    """A file of a foreign corpus, read the one safe way (:func:`producer.corpus.files.read_corpus_text`);
     the file itself must not be a link (the workspace drops the corpus by its path, not its target)."""
     if (root / rel).is_symlink():
         raise BadCorpus(rel, "$", "is a symbolic link; corpus files are read only as regular files")

@@ -5,8 +5,8 @@
 matter ``type: fixed`` (the body is the answer, ``{{field}}`` replaced by the input), ``expect:``
 (input field -> regular expression its value must match) and ``error:`` (a scripted error).
 ``type: agent`` (a model improvising the answer) is refused by name. Files are read through the
-suite's reader (:mod:`producer.corpus_files`: no link out of the repo, regular files only, the
-suite's one size cap) and parsed under the corpus limits (:mod:`producer.corpus_parse`); they are
+suite's reader (:mod:`producer.corpus.files`: no link out of the repo, regular files only, the
+suite's one size cap) and parsed under the corpus limits (:mod:`producer.corpus.parse`); they are
 never executed, and the repo's own server commands are never looked at beyond their names
 (docs/design/mocks.md).
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.repo_files import resolve_inside
-from producer.corpus_parse import parse_json, parse_yaml
+from producer.corpus.parse import parse_json, parse_yaml
 from schemas.constants import EVALS_DIR
 from schemas.errors import BadCorpus
 
@@ -29,7 +29,7 @@ MAX_FILE_CHARS = 256_000
 TOOL_KEYS = frozenset({"type", "expect", "error", "description"})
 
 Reader = Callable[[str], str | None]
-"""Repo-relative path -> the file's text, or None when absent (``producer.interop.SuiteReader``)."""
+"""Repo-relative path -> the file's text, or None when absent (``producer.corpus.interop.SuiteReader``)."""
 
 
 def _read(read: Reader, file: str) -> str | None:

@@ -5,12 +5,12 @@ optionally ``skill``; the body is the prompt) and graders ``graders/*.md`` (fron
 grader's ``type`` and fields, an optional ``weight``; the body is the rubric or the pattern), or
 a ``case.yaml`` with the same fields (``prompt`` or ``execution.prompt``, and a ``graders`` list).
 Every grader becomes one assertion with plugin eval's semantics and weight
-(:mod:`producer.interop_plugin_graders`); ``max_turns`` and ``allowed_tools`` become the case's
+(:mod:`producer.corpus.interop_plugin_graders`); ``max_turns`` and ``allowed_tools`` become the case's
 own limits, applied by the executor; ``context.scaffold_script`` (a ``*.sh`` file of the case
 folder) runs inside the sandbox before the agent. What cannot be run faithfully (``baseline``
 graders, ``context.add_dirs``, ``history_file``, ``append_system_prompt``) stops the suite
 with a named error rather than being dropped. Front matter and ``case.yaml`` are parsed
-under the corpus limits (:func:`producer.corpus_parse.parse_yaml`: safe loader, no aliases).
+under the corpus limits (:func:`producer.corpus.parse.parse_yaml`: safe loader, no aliases).
 
 Case ids are the case folders in sorted order, from 1. A run's score is the weighted share of its
 assertions passed; a case's score is the mean over its runs (reducer/plugin_score.py).
@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from producer.corpus_parse import parse_yaml
-from producer.interop_plugin_graders import translate_grader
+from producer.corpus.interop_plugin_graders import translate_grader
+from producer.corpus.parse import parse_yaml
 from schemas.constants import EVALS_DIR
 from schemas.corpus import DETERMINISTIC_ASSERTIONS
 from schemas.errors import BadCorpus

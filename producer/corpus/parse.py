@@ -1,10 +1,10 @@
 """Parsing corpus text of every format under the same limits. Pure: takes text, returns data.
 
 Our JSON, skill-creator's JSON and a plugin suite's YAML are parsed here, so the one depth
-limit (:data:`producer.validation.MAX_CORPUS_DEPTH`) and the one integer limit
+limit (:data:`producer.corpus.rules.MAX_CORPUS_DEPTH`) and the one integer limit
 (:data:`MAX_INT_DIGITS`) hold for all of them; a document past either is ``BadCorpus``
 naming the file, never a RecursionError or ValueError from the parser. The size cap is the
-reader's (:mod:`producer.corpus_files`). Errors name where the problem is, never the text.
+reader's (:mod:`producer.corpus.files`). Errors name where the problem is, never the text.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from producer.validation import MAX_CORPUS_DEPTH, depth_problem
+from producer.corpus.rules import MAX_CORPUS_DEPTH, depth_problem
 from schemas.errors import BadCorpus
 
 MAX_INT_DIGITS = 64

@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.repo_files import resolve_inside
-from producer import interop
-from producer.corpus_files import read_corpus_text
-from producer.corpus_parse import parse_json
-from producer.planning import bundle_key
-from producer.validation import check_skill_name, corpus_stem, validate_corpus
+from producer.corpus import interop
+from producer.corpus.files import read_corpus_text
+from producer.corpus.parse import parse_json
+from producer.corpus.rules import check_skill_name, corpus_stem
+from producer.corpus.validation import validate_corpus
 from schemas.constants import AGENTS_DIR, CORPUS_SUFFIX, EVALS_DIR, SKILL_FILE, SKILLS_DIR
 from schemas.errors import BadCorpus, BlockedError, DevOnly, NoCorpus
 from schemas.shard import SkillBundle
+
+
+def bundle_key(skill: str, files: Iterable[tuple[str, bytes]]) -> str:
+    """``<skill>-<12 hex>`` over SKILL.md, agents/*.md and the corpus (names and contents).
+
+    Scoped per skill: an unrelated commit does not change it, and editing the skill text
+    alone does (a corpus-only key would skip exactly the re-run that detects a change).
+    """
+    digest = hashlib.sha256()
+    for name, content in sorted(files):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(content).digest())
+    return f"{skill}-{digest.hexdigest()[:12]}"
 
 
 @dataclass(frozen=True)
@@ -53,7 +67,7 @@ class Repo:
         return (self.root / relpath).exists()
 
     def corpus_path(self, skill: str) -> str:
-        """Our ``evals/<skill>.evals.json``, else a skill-creator file or a plugin suite (:mod:`producer.interop`)."""
+        """Our ``evals/<skill>.evals.json``, else a skill-creator file or a plugin suite (interop.py)."""
         return interop.locate(self.root, skill)
 
     def all_corpus_files(self) -> list[str]:

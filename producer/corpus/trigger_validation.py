@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from producer.validation import MAX_CORPUS_DEPTH, depth_problem
+from producer.corpus.rules import MAX_CORPUS_DEPTH, depth_problem
 from schemas.errors import BadCorpus
 from schemas.triggers import TRIGGERS_SUFFIX, TriggerCase, TriggerSet
 

@@ -14,10 +14,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from producer.planning import bundle_key
-from producer.repo import CorpusOutcome, Repo
-from producer.trigger_validation import trigger_stem, validate_triggers
-from producer.validation import MAX_CORPUS_BYTES, check_skill_name
+from producer.corpus.repo import CorpusOutcome, Repo, bundle_key
+from producer.corpus.rules import MAX_CORPUS_BYTES, check_skill_name
+from producer.corpus.trigger_validation import trigger_stem, validate_triggers
 from schemas.constants import EVALS_DIR, SKILL_FILE, SKILLS_DIR
 from schemas.corpus import Corpus, EvalCase
 from schemas.errors import BadCorpus, BlockedError, NoCorpus

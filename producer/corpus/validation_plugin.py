@@ -1,5 +1,5 @@
 """Validation of the assertion objects with ``plugin eval`` semantics and of a case's
-``max_turns`` / ``allowed_tools`` (schemas/checks_plugin.py). Pure; called from producer/validation.py.
+``max_turns`` / ``allowed_tools`` (schemas/checks_plugin.py). Pure; called from producer/corpus/validation.py.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from producer.validation import (
+from producer.corpus.rules import (
     MAX_PATTERN_CHARS,
     MAX_WEIGHT,
-    _blank,
-    _key_problem,
     assertion_problem,
+    blank,
+    key_problem,
     normalise_path,
     path_problem,
 )
@@ -84,10 +84,10 @@ def tool_matcher(raw: Any, at: str, fail: Fail) -> ToolMatcher:
     """``{"tool": name, "input_match": regex}`` (``input_match`` optional)."""
     if not isinstance(raw, dict):
         raise fail(at, f"is {type(raw).__name__}; a {{tool, input_match}} object is required")
-    problem = _key_problem(raw, frozenset({"tool"}), frozenset({"input_match"}))
+    problem = key_problem(raw, frozenset({"tool"}), frozenset({"input_match"}))
     if problem:
         raise fail(at, problem)
-    if _blank(raw["tool"]):
+    if blank(raw["tool"]):
         raise fail(f"{at}.tool", "must be a non-blank tool name")
     match = raw.get("input_match")
     if match is not None:
@@ -139,10 +139,10 @@ def _tool_count(raw: dict[str, Any], at: str, fail: Fail, weight: float) -> Tool
 def validate_plugin_check(raw: dict[str, Any], at: str, fail: Fail) -> PluginObject:
     """One object of a kind in :data:`PLUGIN_CHECK_KEYS`; its regexes must compile."""
     kind = raw["kind"]
-    problem = _key_problem(raw, *PLUGIN_CHECK_KEYS[kind])
+    problem = key_problem(raw, *PLUGIN_CHECK_KEYS[kind])
     if problem:
         raise fail(at, problem)
-    if "text" in raw and _blank(raw["text"]):
+    if "text" in raw and blank(raw["text"]):
         raise fail(f"{at}.text", "must be a non-blank string")
     weight = _weight(raw, at, fail)
     if kind == "judged":
@@ -159,7 +159,7 @@ def validate_plugin_check(raw: dict[str, Any], at: str, fail: Fail) -> PluginObj
         text = raw.get("text") or f"The agent first calls {_describe(before)} before it first calls {_describe(after)}"
         return ToolOrderCheck(text=text, before=before, after=after, weight=weight)
     glob = raw["glob"]
-    if _blank(glob) or "\x00" in glob or glob.startswith("/") or ".." in glob.split("/"):
+    if blank(glob) or "\x00" in glob or glob.startswith("/") or ".." in glob.split("/"):
         raise fail(f"{at}.glob", f"{glob!r} is not a repo-relative glob")
     exists = _bool(raw, "exists", True, at, fail)
     text = raw.get("text") or f"A file matching {glob} {'exists' if exists else 'does not exist'} after the run"
@@ -174,7 +174,7 @@ def case_limits(raw: dict[str, Any], at: str, fail: Fail) -> tuple[int | None, t
     tools = raw.get("allowed_tools")
     if tools is None:
         return turns, None
-    if not isinstance(tools, list) or len(tools) > MAX_TOOLS or any(_blank(t) for t in tools):
+    if not isinstance(tools, list) or len(tools) > MAX_TOOLS or any(blank(t) for t in tools):
         raise fail(f"{at}.allowed_tools", f"must be an array of at most {MAX_TOOLS} non-blank tool names")
     return turns, tuple(t.strip() for t in tools)
 
@@ -214,7 +214,7 @@ def case_scaffold(raw: dict[str, Any], at: str, fail: Fail) -> str | None:
     script = raw.get("scaffold_script")
     if script is None:
         return None
-    if _blank(script) or "\x00" in script or len(script) > MAX_SCAFFOLD_CHARS:
+    if blank(script) or "\x00" in script or len(script) > MAX_SCAFFOLD_CHARS:
         raise fail(f"{at}.scaffold_script", f"must be a non-blank script of at most {MAX_SCAFFOLD_CHARS} characters")
     return str(script)
 

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from engine.settings import Settings
-from producer.embedded import EmbeddedCluster
-from producer.submit import PUBLISH_BATCH
+from producer.launch.embedded import EmbeddedCluster
+from producer.launch.submit import PUBLISH_BATCH
 from schemas.manifest import RunManifest
 
 Send = Callable[[str, str, str | None], None]
@@ -102,7 +102,7 @@ class Publisher:
         )
 
     def preflight(self, run_id: str, queue: str) -> None:
-        """Ask a worker of ``queue`` to check this run's models (see producer/preflight.py)."""
+        """Ask a worker of ``queue`` to check this run's models (see producer/launch/preflight.py)."""
         from worker.app import TASK_PREFLIGHT
 
         self._app.send_task(

@@ -16,12 +16,12 @@ from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
 from engine.usage import usage_totals
-from producer.cluster import Publisher, open_cluster, task_sender
-from producer.embedded import EmbeddedCluster
-from producer.preflight import check_models
-from producer.progress import RunStalled, wait_for_run
-from producer.reports import append_run_log, complete_block, write_reports
-from producer.request import RunRequest
+from producer.launch.cluster import Publisher, open_cluster, task_sender
+from producer.launch.embedded import EmbeddedCluster
+from producer.launch.preflight import check_models
+from producer.launch.progress import RunStalled, wait_for_run
+from producer.plan.request import RunRequest
+from producer.results.reports import append_run_log, complete_block, write_reports
 from reducer.scoring import reduce_run
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.manifest import RunManifest, result_key

@@ -7,7 +7,7 @@ The worker runs its shards on threads (engine/node.py): a shard's time is spent 
 on model calls and sandbox subprocesses, so N shards in flight need N threads, not N
 processes each importing litellm (~4 s and ~220 MB apiece). The worker imports the heavy
 modules in the background as it starts (worker/tasks.py), while Celery connects; from the
-command line it was usually started before the cluster, as the command began (producer/prestart.py).
+command line it was usually started before the cluster, as the command began (producer/launch/prestart.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from types import TracebackType
 from engine.node import WorkerNode
 from engine.redis_server import RedisServer, die_with_parent
 from engine.settings import Settings
-from producer import prestart
+from producer.launch import prestart
 from schemas.constants import ALL_QUEUES
 
 THREADS_PER_PROCESS = 16
@@ -71,7 +71,7 @@ class EmbeddedCluster:
 
     One process unless ``workers`` or ``settings.worker_processes`` asks for more
     (:func:`plan_processes`). The first is started at once (or taken from the command's start,
-    producer/prestart.py); the others by :meth:`grow`, once the run's checks have passed, so
+    producer/launch/prestart.py); the others by :meth:`grow`, once the run's checks have passed, so
     their imports do not compete with the first model call.
     """
 
@@ -108,7 +108,7 @@ class EmbeddedCluster:
         }
         node = self._node(0)
         # The command line may have started this worker already, before its own imports.
-        proc = prestart.take(node, self._env, self.log_path, cwd=self.tmp)
+        proc = prestart.WAITING.take(node, self._env, self.log_path, cwd=self.tmp)
         self.procs.append(proc if proc is not None else self._spawn(node))
         return self
 

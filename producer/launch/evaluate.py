@@ -12,12 +12,12 @@ from engine.records import latest_noise
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
-from producer.cluster import Publisher, open_cluster
-from producer.compare import baseline_record, check_compare, restrict_baseline
-from producer.drive import drive
-from producer.planning import arm_variants, new_run_id, plan_run, power_lines
-from producer.request import RunRequest, plan_request
-from producer.submit import build_manifest, submit
+from producer.launch.cluster import Publisher, open_cluster
+from producer.launch.drive import drive
+from producer.launch.submit import build_manifest, submit
+from producer.plan.compare import baseline_record, check_compare, restrict_baseline
+from producer.plan.planning import arm_variants, new_run_id, plan_run, power_lines
+from producer.plan.request import RunRequest, plan_request
 from schemas.manifest import RunManifest, RunSettings
 from schemas.report import RunResult
 from schemas.shard import RunPlan

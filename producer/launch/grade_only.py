@@ -19,11 +19,11 @@ from engine.segments import SegmentWriter, outcome_line
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore
-from producer.cluster import Publisher, Send
-from producer.drive import drive
-from producer.planning import new_run_id, plan_run
-from producer.request import RunRequest, plan_request
-from producer.submit import build_manifest
+from producer.launch.cluster import Publisher, Send
+from producer.launch.drive import drive
+from producer.launch.submit import build_manifest
+from producer.plan.planning import new_run_id, plan_run
+from producer.plan.request import RunRequest, plan_request
 from schemas.manifest import RunManifest, trajectory_key
 from schemas.outcome import ShardOutcomeRecord
 from schemas.report import RunResult

@@ -1,4 +1,4 @@
-"""The console entry point: start an embedded run's worker before the command line has imported.
+"""An embedded run's worker, started before the command line has imported.
 
 An embedded run's first model call waits for its worker process to start, and that start is
 mostly imports (Python, Celery and, above all, litellm: seconds of CPU). The command line's
@@ -7,7 +7,7 @@ at its arguments before importing anything beyond the standard library: a ``run`
 open an embedded cluster spawns ``python -m worker.prestart`` at once, on the other core,
 which imports the heavy modules and then waits on its stdin for what only the cluster knows
 (the private Redis, the settings, the log file, the worker's arguments).
-:class:`producer.embedded.EmbeddedCluster` takes that process instead of spawning one.
+:class:`producer.launch.embedded.EmbeddedCluster` takes that process instead of spawning one.
 
 A command that never opens the cluster (a BLOCKED check, a usage error) exits with the pipe
 unwritten: the waiting process reads end-of-file and exits. It is tied to the command's main
@@ -18,28 +18,22 @@ the command's folder or has it on its import path: ``python -P`` (no script or w
 on ``sys.path``), started in ``/`` and moved to the cluster's private folder with its order.
 Otherwise a repo holding a ``worker/`` or ``celery/`` package would run on the host.
 
-Where a warm spare is enabled (producer/warm.py), the entry point first claims the spare an
-earlier run left, already imported, and spawns a process only when there is none; and on its
-way out it leaves a spare for the next command.
+The entry point (producer/entry.py) fills :data:`WAITING`. Where a warm spare is enabled
+(producer/launch/warm.py), it first claims the spare an earlier run left, already imported, and
+spawns a process only when there is none; and on its way out it leaves a spare for the next command.
 """
 
 from __future__ import annotations
 
-import gc
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from engine.heap import imports_frozen
 from engine.node import WorkerNode
-from producer import warm
-from schemas.constants import LITELLM_PRELOAD_ENV
-
-PYDANTIC_PLUGINS_ENV = "PYDANTIC_DISABLE_PLUGINS"
+from producer.launch import warm
 
 
 class WorkerProcess(Protocol):
@@ -50,9 +44,6 @@ class WorkerProcess(Protocol):
     def poll(self) -> int | None: ...
     def wait(self, timeout: float | None = None) -> int: ...
     def kill(self) -> None: ...
-
-
-_waiting: subprocess.Popen[bytes] | warm.ClaimedSpare | None = None
 
 
 def opens_embedded_cluster(args: Sequence[str], environ: Mapping[str, str]) -> bool:
@@ -93,74 +84,51 @@ def needs_litellm(args: Sequence[str]) -> bool:
     return not all(name.startswith("openai/") for name in models + judges)
 
 
-def spawn() -> None:
-    """Start the waiting worker process (see the module docstring)."""
-    global _waiting
-    from engine.redis_server import die_with_parent
-
-    _waiting = subprocess.Popen(
-        [sys.executable, "-P", "-m", warm.PRESTART_MODULE],
-        cwd="/",
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        preexec_fn=die_with_parent,
-    )
-
-
-def take(node: WorkerNode, env: Mapping[str, str], log_path: Path, *, cwd: Path) -> WorkerProcess | None:
-    """Hand the waiting process its worker node, environment and folder; the process, or None when there is none.
+class Waiting:
+    """The one worker process this command started (or claimed) early, until the cluster takes it.
 
     Taken once: a second cluster in the same command (none today) spawns its own worker.
     """
-    global _waiting
-    proc, _waiting = _waiting, None
-    order = {"node": node.to_json(), "env": dict(env), "log": str(log_path), "cwd": str(cwd)}
-    if isinstance(proc, warm.ClaimedSpare):
-        return proc if proc.poll() is None and proc.send_order(order) else None
-    if proc is None or proc.stdin is None or proc.poll() is not None:
-        return None
-    try:
-        proc.stdin.write(json.dumps(order).encode() + b"\n")
-        proc.stdin.close()
-    except OSError:  # it died meanwhile: the caller spawns a worker as before
-        proc.kill()
-        proc.wait()
-        return None
-    return proc
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | warm.ClaimedSpare | None = None
+
+    def claim(self, environ: Mapping[str, str]) -> bool:
+        """Hold the warm spare an earlier run left, if there is one; whether there was."""
+        self._proc = warm.claim(environ)
+        return self._proc is not None
+
+    def spawn(self) -> None:
+        """Start the waiting worker process (see the module docstring)."""
+        from engine.redis_server import die_with_parent
+
+        self._proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", warm.PRESTART_MODULE],
+            cwd="/",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+
+    def take(self, node: WorkerNode, env: Mapping[str, str], log_path: Path, *, cwd: Path) -> WorkerProcess | None:
+        """Hand the waiting process its worker node, environment and folder; the process, or None when there is none."""
+        proc, self._proc = self._proc, None
+        order = {"node": node.to_json(), "env": dict(env), "log": str(log_path), "cwd": str(cwd)}
+        if isinstance(proc, warm.ClaimedSpare):
+            return proc if proc.poll() is None and proc.send_order(order) else None
+        if proc is None or proc.stdin is None or proc.poll() is not None:
+            return None
+        try:
+            proc.stdin.write(json.dumps(order).encode() + b"\n")
+            proc.stdin.close()
+        except OSError:  # it died meanwhile: the caller spawns a worker as before
+            proc.kill()
+            proc.wait()
+            return None
+        return proc
 
 
-def main() -> None:
-    """``skill-eval``: have the worker early when this is an embedded run, then the command line."""
-    global _waiting
-    environ = dict(os.environ)  # as the command got it: the next one is asked to match this
-    embedded = opens_embedded_cluster(sys.argv[1:], environ)
-    spare = embedded and warm.enabled(environ, interactive=_on_terminal())
-    lean = embedded and not needs_litellm(sys.argv[1:])
-    # No pydantic plugin loads in this command or the workers it starts (they inherit it): one
-    # would see every value the product validates, keys and agents' output among them, and
-    # looking for plugins reads every installed package's metadata (10-20 ms per process). A
-    # user who wants one sets the variable to another value.
-    os.environ.setdefault(PYDANTIC_PLUGINS_ENV, "__all__")
-    if lean:
-        os.environ.setdefault(LITELLM_PRELOAD_ENV, "0")  # this run's worker processes
-    if embedded:
-        _waiting = warm.claim(environ) if spare else None
-        if _waiting is None:
-            spawn()
-    with imports_frozen():  # 0.2 s off the imports, 0.4 s off the exit's teardown (engine/heap.py)
-        from producer.cli import main as cli_main
-    try:
-        cli_main()
-    finally:
-        if spare:
-            warm.leave(environ, lean=lean)
-        gc.freeze()  # what the command built since: the teardown skips it too
-
-
-def _on_terminal() -> bool:
-    try:
-        return sys.stdin.isatty()
-    except (AttributeError, ValueError):  # no stdin, or a closed one
-        return False
+WAITING = Waiting()
+"""This command's early worker: the entry point (producer/entry.py) fills it, the embedded cluster takes it."""

@@ -32,7 +32,7 @@ from engine.records import put_outline
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
-from producer.cluster import task_sender
+from producer.launch.cluster import task_sender
 from schemas.errors import ConfigError
 from schemas.manifest import RunManifest, manifest_key, trajectory_key
 from schemas.status import ShardState

@@ -13,7 +13,7 @@ from engine.records import put_manifest
 from engine.snapshot import snapshot_repo
 from engine.state import RunState
 from engine.store import ArtifactStore
-from producer.case_terms import check_case_terms
+from producer.plan.case_terms import check_case_terms
 from schemas.manifest import RunManifest, RunSettings
 from schemas.shard import BASELINE_PREFIX, CURRENT, GUTTED, NO_SKILL, SAME, RunPlan
 
@@ -23,7 +23,7 @@ Batch = Callable[[], AbstractContextManager[object]]
 """A context in which messages are buffered and published together when it ends."""
 
 PUBLISH_BATCH = 1000
-"""Messages published per round trip (the publisher's batch size too, producer/cluster.py);
+"""Messages published per round trip (the publisher's batch size too, producer/launch/cluster.py);
 each is still its own message, acked on its own."""
 
 

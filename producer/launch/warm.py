@@ -2,7 +2,7 @@
 
 On a two-core machine a worker process spends most of its first seconds importing (litellm
 alone is 4-8 s of CPU), and a run's first model call waits for that. Starting the process with
-the command (producer/prestart.py) hides the command line's own start behind it, not the
+the command (producer/launch/prestart.py) hides the command line's own start behind it, not the
 import. So an embedded ``run`` that ends leaves one more worker process behind, detached: a
 *spare* that imports the heavy modules, then waits on a private unix socket. The next run
 started with the same code and the same environment claims it as its command begins and hands
@@ -58,7 +58,7 @@ IDLE_ENV = "SKILL_EVAL_WARM_IDLE_S"
 DEFAULT_IDLE_S = 900.0
 VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", IDLE_ENV})
 """Variables a shell changes between two commands without changing what a worker does
-(a worker never runs in the command's folder, see producer/prestart.py)."""
+(a worker never runs in the command's folder, see producer/launch/prestart.py)."""
 PRESTART_MODULE = "worker.prestart"
 """The module a worker started ahead of its cluster runs, by the command or as a spare (worker/prestart.py)."""
 CODE_PACKAGES = ("engine", "harnesses", "prompts", "producer", "reducer", "schemas", "testkit", "worker")
@@ -256,7 +256,7 @@ def leave(environ: Mapping[str, str], *, lean: bool = False) -> subprocess.Popen
         _retire(old)
     return subprocess.Popen(
         [sys.executable, "-P", "-m", PRESTART_MODULE, "--spare", os.fspath(path), str(idle_seconds(environ))],
-        cwd="/",  # not the command's folder: see producer/prestart.py
+        cwd="/",  # not the command's folder: see producer/launch/prestart.py
         env={**environ, LITELLM_PRELOAD_ENV: "0"} if lean else dict(environ),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

@@ -1,7 +1,7 @@
 """``skill-eval run --dry-run``: the plan of cases x assertions, and what the run would block, by name.
 
 Nothing is enqueued and no model is called; the models may be missing (the plan counts shards
-for one). Bad corpora and the case guards of :mod:`producer.prechecks` are listed, and the exit
+for one). Bad corpora and the case guards of :mod:`producer.plan.prechecks` are listed, and the exit
 code is the one the real run would reach on them: WARN when ``--all-evals`` skips a bad corpus,
 BLOCKED when nothing is left, PASS otherwise (case guards do not change it).
 """
@@ -17,10 +17,10 @@ from rich.table import Table
 
 from engine.records import latest_noise
 from engine.store import open_store
-from producer.case_terms import check_case_terms
-from producer.planning import new_run_id, plan_run, plan_summary
-from producer.prechecks import compare_guards, fixture_guards
-from producer.repo import Repo
+from producer.corpus.repo import Repo
+from producer.plan.case_terms import check_case_terms
+from producer.plan.planning import new_run_id, plan_run, plan_summary
+from producer.plan.prechecks import compare_guards, fixture_guards
 from schemas.status import ExitCode
 from schemas.summary import PlanSummary, SkippedCorpus
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from reducer.power import DEFAULT_DIFFERENCE, power_note
@@ -29,18 +28,6 @@ def new_run_id(now: datetime | None = None, entropy: bytes | None = None) -> str
     now = now or datetime.now(UTC)
     entropy = entropy if entropy is not None else os.urandom(4)
     return f"{now:%Y%m%d-%H%M%S}-{entropy.hex()}"
-
-
-def bundle_key(skill: str, files: Iterable[tuple[str, bytes]]) -> str:
-    """``<skill>-<12 hex>`` over SKILL.md, agents/*.md and the corpus (names and contents).
-
-    Scoped per skill: an unrelated commit does not change it, and editing the skill text
-    alone does (a corpus-only key would skip exactly the re-run that detects a change).
-    """
-    digest = hashlib.sha256()
-    for name, content in sorted(files):
-        digest.update(name.encode() + b"\0" + hashlib.sha256(content).digest())
-    return f"{skill}-{digest.hexdigest()[:12]}"
 
 
 def plan_run(

@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from engine.repo_source import is_remote
-from producer.compare import check_compare
+from producer.plan.compare import check_compare
 from schemas.errors import BadRepo, ConfigError, FixtureNeedsGit
 from schemas.shard import SkillBundle
 from schemas.status import FixtureStage

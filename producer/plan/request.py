@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from producer.repo import Repo
-from producer.reports import reported_bundle_keys
+from producer.corpus.repo import Repo
+from producer.results.reports import reported_bundle_keys
 from schemas.constants import DEFAULT_REPORT_DIR
 from schemas.manifest import RunSettings
 from schemas.shard import SkillBundle
@@ -53,7 +53,7 @@ def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list[SkillBundle]
     """
     repo = Repo(req.repo)
     if req.triggers:
-        from producer.triggers import load_trigger_bundles, trigger_targets
+        from producer.corpus.triggers import load_trigger_bundles, trigger_targets
 
         outcomes = load_trigger_bundles(repo, trigger_targets(repo, req.skills, req.all_evals))
     else:

@@ -23,7 +23,7 @@ from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
 from engine.usage import usage_totals
-from producer.reports import complete_block, write_reports
+from producer.results.reports import complete_block, write_reports
 from schemas.constants import DEFAULT_REPORT_DIR
 from schemas.report import RunResult
 from schemas.status import ShardState

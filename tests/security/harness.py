@@ -20,9 +20,9 @@ from typing import Any
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import LocalStore
-from producer.planning import plan_run
-from producer.repo import Repo
-from producer.submit import build_manifest, submit
+from producer.corpus.repo import Repo
+from producer.launch.submit import build_manifest, submit
+from producer.plan.planning import plan_run
 from reducer.render import render_markdown
 from schemas.manifest import RunSettings, grade_key, outcome_key, result_key, trajectory_key
 from schemas.model_config import parse_model_config
