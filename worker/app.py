@@ -26,13 +26,25 @@ from engine.settings import Settings
 from schemas.constants import ALL_QUEUES, QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE
 from schemas.manifest import EXECUTE_MARGIN_S, RunManifest
 
-__all__ = ["TASK_EXECUTE", "TASK_GRADE", "TASK_NAMES", "TASK_REDUCE", "app", "make_app", "time_limits"]
+__all__ = [
+    "TASK_EXECUTE",
+    "TASK_GRADE",
+    "TASK_HOST_CHECK",
+    "TASK_NAMES",
+    "TASK_PREFLIGHT",
+    "TASK_REDUCE",
+    "app",
+    "make_app",
+    "time_limits",
+]
 
 TASK_EXECUTE = "skill_eval.execute"
 TASK_GRADE = "skill_eval.grade"
 TASK_REDUCE = "skill_eval.reduce"
 TASK_PREFLIGHT = "skill_eval.preflight"
 """Sent to whichever queue must check its models; not routed by name."""
+TASK_HOST_CHECK = "skill_eval.host_check"
+"""Sent to the execute queue: the sandbox and the executor's canary on an execute worker's host."""
 TASK_NAMES = {QUEUE_EXECUTE: TASK_EXECUTE, QUEUE_GRADE: TASK_GRADE, QUEUE_REDUCE: TASK_REDUCE}
 
 

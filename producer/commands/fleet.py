@@ -12,7 +12,6 @@ import typer
 from engine.node import WorkerNode
 from producer.commands.app import err, out
 from producer.commands.options import BrokerOpt, JudgeOpt, MaxCostOpt, MaxTokensOpt, SandboxOpt, StoreOpt, settings_from
-from producer.launch.evaluate import check_host_sandbox
 from producer.launch.fleet_checks import default_node_name, node_health, node_name_for_probe, remember_node
 from producer.launch.resubmit import CHOICES, parse_only, resubmit_run
 from producer.results.status_view import status_view
@@ -50,8 +49,6 @@ def worker(
     unknown = set(queues.split(",")) - set(ALL_QUEUES)
     if unknown:
         raise ConfigError(f"unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(ALL_QUEUES)}")
-    if settings.sandbox is SandboxMode.BWRAP and "execute" in queues.split(","):
-        check_host_sandbox()  # an execute worker that cannot sandbox refuses to start: never unconfined
     node = name or settings.node_name or default_node_name()
     remember_node(settings, node)
     env = {
@@ -61,7 +58,9 @@ def worker(
         "SKILL_EVAL_SANDBOX": settings.sandbox.value,
         "SKILL_EVAL_NODE_NAME": node,
     }
-    cmd = WorkerNode.serving(queues, concurrency, node, loglevel).command()
+    # An execute worker that cannot sandbox refuses to start, never unconfined: the worker checks its host.
+    sandboxed = settings.sandbox is SandboxMode.BWRAP and "execute" in queues.split(",")
+    cmd = WorkerNode.serving(queues, concurrency, node, loglevel).command(check_sandbox=sandboxed)
     os.execvpe(cmd[0], cmd, env)
 
 

@@ -59,6 +59,9 @@ class _Unread:
         self.id = task_id
 
 
+HOST_CHECK_LIMIT_S = 3600
+"""A host check's hard time limit: a harness's canary runs once per model, up to 300 s each."""
+
 _NO_RESULT: dict[str, Any] = {"ignore_result": True, "result_cls": _Unread}
 """Tasks report through the run's own Redis keys (engine/state.py), never a result backend, so a
 send does not make Celery find one: resolving it reads every installed package's metadata for
@@ -107,6 +110,15 @@ class Publisher:
 
         self._app.send_task(
             TASK_PREFLIGHT, args=[run_id, queue], queue=queue, time_limit=600, soft_time_limit=540, **_NO_RESULT
+        )
+
+    def host_check(self, run_id: str) -> None:
+        """Ask an execute worker to check its host for this run (see producer/launch/preflight.py)."""
+        from worker.app import TASK_HOST_CHECK
+
+        limit = HOST_CHECK_LIMIT_S
+        self._app.send_task(
+            TASK_HOST_CHECK, args=[run_id], queue="execute", time_limit=limit, soft_time_limit=limit - 60, **_NO_RESULT
         )
 
     @contextlib.contextmanager

@@ -11,21 +11,20 @@ from rich.console import Console
 
 from engine.budget import RunBudget
 from engine.collect import reduce_from_store
-from engine.records import put_manifest
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
 from engine.usage import usage_totals
 from producer.launch.cluster import Publisher, open_cluster, task_sender
 from producer.launch.embedded import EmbeddedCluster
-from producer.launch.preflight import check_models
+from producer.launch.preflight import check_before_dispatch
 from producer.launch.progress import RunStalled, wait_for_run
 from producer.plan.request import RunRequest
 from producer.results.reports import append_run_log, complete_block, write_reports
 from reducer.scoring import reduce_run
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.manifest import RunManifest, result_key
-from schemas.preflight import models_for, preflight_queues
+from schemas.preflight import models_for
 from schemas.report import RunResult
 
 Submitter = Callable[[RunManifest, ArtifactStore, RunState, Publisher, str | None], int]
@@ -62,10 +61,15 @@ def drive(
         caps = manifest.settings
         if caps.max_cost_usd is not None or caps.max_tokens is not None:
             RunBudget(client, manifest.plan.run_id).set_caps(caps.max_tokens, caps.max_cost_usd)
-        stored: str | None = None
-        if req.preflight and preflight_queues(manifest):
-            stored = put_manifest(store, manifest)  # the checking workers read the models from it
-            check_models(manifest, state, publisher, timeout_s=req.preflight_timeout_s)
+        stored = check_before_dispatch(
+            manifest,
+            store,
+            state,
+            publisher,
+            models=req.preflight,
+            embedded=embedded is not None,
+            timeout_s=req.preflight_timeout_s,
+        )
         if embedded is not None:
             embedded.grow()  # its other worker processes, now that nothing waits on the first call
         submitter(manifest, store, state, publisher, stored)  # a large manifest is written once

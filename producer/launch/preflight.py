@@ -1,9 +1,11 @@
-"""Before dispatch: ask a worker of each queue that will call models to check them, and wait.
+"""Before dispatch: ask an execute worker to check its host, and a worker of each queue that will
+call models to check them, and wait.
 
 The contract's rule is that a missing prerequisite stops the run before anything is sent,
 instead of failing case by case (a missing key would otherwise end every case
-``executor-failed`` after six retries each). The check runs on the workers, where the keys
-are; the embedded cluster is a cluster like any other, so it is the same path there.
+``executor-failed`` after six retries each). The checks run on the workers, where the keys,
+the sandbox and the agent CLIs are; the embedded cluster is a cluster like any other, so it
+is the same path there (worker/host_check.py, worker/preflight.py).
 """
 
 from __future__ import annotations
@@ -11,10 +13,19 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
+from engine.records import put_manifest
 from engine.state import RunState
-from schemas.errors import ModelUnavailable
+from engine.store import ArtifactStore
+from schemas.errors import BlockedError, ModelUnavailable
 from schemas.manifest import RunManifest
-from schemas.preflight import PreflightReport, preflight_queues
+from schemas.preflight import (
+    HOST_CHECK,
+    HostCheckReport,
+    PreflightReport,
+    needs_canary,
+    needs_host_check,
+    preflight_queues,
+)
 
 DEFAULT_TIMEOUT_S = 300.0
 """How long to wait for a worker of each queue (autoscaled fleets may start from zero)."""
@@ -22,6 +33,60 @@ DEFAULT_TIMEOUT_S = 300.0
 
 class SendsPreflight(Protocol):
     def preflight(self, run_id: str, queue: str) -> None: ...
+
+
+class SendsChecks(SendsPreflight, Protocol):
+    def host_check(self, run_id: str) -> None: ...
+
+
+def check_before_dispatch(
+    manifest: RunManifest,
+    store: ArtifactStore,
+    state: RunState,
+    publisher: SendsChecks,
+    *,
+    models: bool,
+    embedded: bool,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> str | None:
+    """The host check and (with ``models``) the model preflight; the manifest's store key when they
+    stored it (the checking workers read the run from it), else None.
+
+    With a canary, the model checks are sent only once it has passed: a run whose executor cannot
+    be graded calls no model at all.
+    """
+    host = needs_host_check(manifest, embedded=embedded)
+    queues = preflight_queues(manifest) if models else []
+    if not host and not queues:
+        return None
+    stored = put_manifest(store, manifest)
+    run_id = manifest.plan.run_id
+    if host:
+        publisher.host_check(run_id)
+    if host and needs_canary(manifest):
+        wait_host_check(run_id, state, timeout_s=timeout_s)
+        host = False
+    if queues:
+        check_models(manifest, state, publisher, timeout_s=timeout_s)
+    if host:
+        wait_host_check(run_id, state, timeout_s=timeout_s)
+    return stored
+
+
+def wait_host_check(run_id: str, state: RunState, *, timeout_s: float, recheck_s: float = 1.0) -> None:
+    """Wait for an execute worker's host check; raise the named error it found."""
+    deadline = time.monotonic() + timeout_s
+    while (raw := state.preflight(run_id, HOST_CHECK)) is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise BlockedError(
+                f"no execute worker answered the host check (sandbox, executor canary) within {timeout_s:g} s"
+                " (start a worker for the execute queue)"
+            )
+        state.wait_preflight(run_id, min(recheck_s, left))
+    error = HostCheckReport.model_validate_json(raw).error()
+    if error is not None:
+        raise error
 
 
 def check_models(
