@@ -234,3 +234,24 @@ def long_parts(path: Path) -> list[str]:
 @pytest.mark.parametrize("room", SHORT_ROOMS)
 def test_no_module_or_function_of_the_room_is_over_its_length(room: str) -> None:
     assert [part for path in modules(room) for part in long_parts(path)] == []
+
+
+PRODUCER_ROOMS = ("corpus", "results", "plan", "launch", "commands")
+"""The producer's rooms in the order they may import one another (docs/design/layout.md)."""
+
+
+def test_a_producer_room_imports_only_the_rooms_before_it() -> None:
+    graph = import_graph(("producer",))
+    rank = {f"producer.{room}": i for i, room in enumerate(PRODUCER_ROOMS)}
+
+    def room(module: str) -> str | None:
+        return next((r for r in rank if module == r or module.startswith(r + ".")), None)
+
+    later = [
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if (mine := room(module)) and (theirs := room(target)) and rank[theirs] > rank[mine]
+    ]
+    assert later == []
+    assert {m for m in graph if room(m) is None} == {"producer", "producer.__main__", "producer.entry"}
