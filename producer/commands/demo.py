@@ -28,7 +28,7 @@ from typing import Any
 from testkit.judge import calibration_judge_rules as judge_rules
 from testkit.offline_server import SCENARIO_DIR, OfflineModelServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # producer/commands/demo.py -> the checkout
 EXAMPLE = ROOT / "examples" / "demo-repo"
 EXECUTOR = "openai/scripted-demo-executor"
 JUDGE = "openai/scripted-demo-judge"

@@ -92,7 +92,7 @@ def spare_key(environ: Mapping[str, str]) -> str:
     """The hash naming the spares this code and this environment may use (see the module docstring)."""
     digest = hashlib.sha256()
     digest.update(f"{sys.executable}\0{sys.version}\0".encode())
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # producer/launch/warm.py -> the packages' folder
     for package in CODE_PACKAGES:
         for dirpath, dirnames, filenames in os.walk(root / package):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
