@@ -67,9 +67,11 @@ def check_before_dispatch(
         wait_host_check(run_id, state, timeout_s=timeout_s)
         host = False
     if queues:
-        check_models(manifest, state, publisher, timeout_s=timeout_s)
-    if host:
+        send_model_checks(manifest, publisher)
+    if host:  # the sandbox probe, checked beside the models and its failure said first
         wait_host_check(run_id, state, timeout_s=timeout_s)
+    if queues:
+        wait_model_checks(manifest, state, timeout_s=timeout_s)
     return stored
 
 
@@ -104,10 +106,22 @@ def check_models(
     it ends the moment the last report is stored, not a poll later; the reports are read again
     at least every ``recheck_s`` in any case (kept below the Redis client's socket timeout).
     """
+    send_model_checks(manifest, publisher)
+    return wait_model_checks(manifest, state, timeout_s=timeout_s, recheck_s=recheck_s)
+
+
+def send_model_checks(manifest: RunManifest, publisher: SendsPreflight) -> None:
+    """One preflight per queue whose workers will call models."""
+    for queue in preflight_queues(manifest):
+        publisher.preflight(manifest.plan.run_id, queue)
+
+
+def wait_model_checks(
+    manifest: RunManifest, state: RunState, *, timeout_s: float = DEFAULT_TIMEOUT_S, recheck_s: float = 1.0
+) -> list[PreflightReport]:
+    """The queues' preflight reports once all are in; ``ModelUnavailable`` naming each fault."""
     run_id = manifest.plan.run_id
     queues = preflight_queues(manifest)
-    for queue in queues:
-        publisher.preflight(run_id, queue)
     reports: dict[str, PreflightReport] = {}
     deadline = time.monotonic() + timeout_s
     while True:
