@@ -45,16 +45,18 @@ RUN python3 -m venv /opt/skill-eval \
  && echo "flower>=2" >> /tmp/deps/requirements.txt \
  && /opt/skill-eval/bin/pip install -q -r /tmp/deps/requirements.txt \
  && rm -rf /tmp/deps
-# ---- OPTIONAL: pinned agent harnesses (Claude Code, Codex) --------------------------------
+# ---- OPTIONAL: pinned agent harnesses (Claude Code, Codex, OpenCode, Gemini CLI) ---------
 # Off by default (+1.6 GB, 1.5 min to build here): `--build-arg AGENT_HARNESSES=1` installs npm from
-# Debian, Node.js 22 from the npm registry (Claude Code needs >= 22; bookworm has 18) and the two
-# pinned CLIs. They run only inside the sandbox, as a throwaway uid.
+# Debian, Node.js 22 from the npm registry (Claude Code needs >= 22; bookworm has 18), ripgrep
+# (OpenCode searches with it) and the pinned CLIs, the Makefile's versions (a test holds them
+# equal). They run only inside the sandbox, as a throwaway uid.
 ARG AGENT_HARNESSES=0
 RUN if [ "$AGENT_HARNESSES" = 1 ]; then \
       apt-get update \
-      && apt-get install -y --no-install-recommends nodejs npm \
+      && apt-get install -y --no-install-recommends nodejs npm ripgrep \
       && npm install -g --no-fund --no-audit node@22 \
       && npm install -g --no-fund --no-audit @anthropic-ai/claude-code@2.1.328 @openai/codex@0.169.0 \
+         opencode-ai@1.18.33 @google/gemini-cli@0.61.0 \
       && npm cache clean --force \
       && rm -rf /var/lib/apt/lists/* /root/.npm; \
     fi

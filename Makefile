@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps install demo demo-claude-code demo-opencode test test-fast test-image check bench clean
+.PHONY: setup system-deps install demo demo-claude-code demo-opencode demo-gemini-cli test test-fast test-image check bench clean
 
 # Debian packages the product and its tests run against: a real redis-server, bubblewrap, git,
 # chromium for the HTML report's browser test, and ripgrep (OpenCode's file and skill tools run it).
@@ -35,16 +35,18 @@ HARNESS_CACHE  := .harness-cache
 CLAUDE_CODE    := @anthropic-ai/claude-code@2.1.328
 CODEX          := @openai/codex@0.169.0
 OPENCODE       := opencode-ai@1.18.33
-HARNESS_STAMP  := $(HARNESS_CACHE)/.installed-2.1.328-0.169.0-oc1.18.33
+GEMINI_CLI     := @google/gemini-cli@0.61.0
+HARNESS_STAMP  := $(HARNESS_CACHE)/.installed-2.1.328-0.169.0-oc1.18.33-gc0.61.0
 
 $(HARNESS_STAMP):
 	mkdir -p $(HARNESS_CACHE)
-	npm install --prefix $(HARNESS_CACHE) --no-audit --no-fund --foreground-scripts $(CLAUDE_CODE) $(CODEX) $(OPENCODE)
+	npm install --prefix $(HARNESS_CACHE) --no-audit --no-fund --foreground-scripts $(CLAUDE_CODE) $(CODEX) $(OPENCODE) $(GEMINI_CLI)
 	$(HARNESS_CACHE)/node_modules/.bin/claude --version >/dev/null 2>&1 || \
 	  (cd $(HARNESS_CACHE)/node_modules/@anthropic-ai/claude-code && node install.cjs)
 	$(HARNESS_CACHE)/node_modules/.bin/claude --version
 	$(HARNESS_CACHE)/node_modules/.bin/codex --version
 	$(HARNESS_CACHE)/node_modules/.bin/opencode --version
+	$(HARNESS_CACHE)/node_modules/.bin/gemini --version
 	touch $@
 
 # The project's own modules, byte-compiled: the install is editable, so pip compiled only the
@@ -79,6 +81,9 @@ demo-claude-code: setup
 demo-opencode: setup
 	$(BIN)/python -m producer.commands.demo --executor opencode
 
+demo-gemini-cli: setup
+	$(BIN)/python -m producer.demo --executor gemini-cli
+
 test: setup
 	$(BIN)/pytest -q
 
@@ -91,15 +96,11 @@ test-image: setup
 	bash deploy/ensure-docker.sh
 	SKILL_EVAL_IMAGE_TEST=1 $(BIN)/pytest -q -s tests/deploy/test_image.py
 
-# The whole-run speed targets, each timed from the command's start (docs/benchmarks.md, "Whole runs"):
-# first call and memory, concurrency 16 and 8 at 1 s calls, the instant sweep, and the peer
-# benchmark against Inspect AI (installed into bench/.peer on first use). About 15 minutes.
+# Every speed benchmark in turn (bench/suite.py), their output written to docs/benchmarks/latest.md
+# with the machine, its load and the commit. About 40 minutes; Inspect AI for the peer benchmark
+# is installed into bench/.peer on first use.
 bench: setup
-	$(BIN)/python bench/bench_startup.py --concurrency 1 8 16 32 --repeat 3
-	$(BIN)/python bench/bench_pipeline.py latency --latency 1 --workers 16 --tool-calls 3 --cases 16 --epochs 6 --repeat 3
-	$(BIN)/python bench/bench_pipeline.py latency --latency 1 --workers 8 --tool-calls 3 --cases 16 --epochs 6 --repeat 3
-	$(BIN)/python bench/bench_sweep.py --workers 16 --cases 20 --epochs 10 --repeat 3
-	$(BIN)/python bench/bench_peer.py --concurrency 16 --latency 1 --repeat 3
+	$(BIN)/python bench/suite.py
 
 check: setup
 	$(BIN)/ruff check .

@@ -39,6 +39,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from schemas.constants import QUEUE_EXECUTE
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis
@@ -160,7 +162,13 @@ def one_run(
         thread = threading.Thread(target=chaos, args=(fleet, broker, done, args, events), daemon=True)
         started = time.monotonic()
         publisher = task_sender(settings, manifest)
-        submit(manifest, open_store(settings.store), state, lambda r, s: publisher("execute", r, s), publisher.batch)
+        submit(
+            manifest,
+            open_store(settings.store),
+            state,
+            lambda r, s: publisher.send(QUEUE_EXECUTE, r, s),
+            publisher.batch,
+        )
         if faults:
             thread.start()
         finished = True
@@ -201,7 +209,7 @@ def count(
     result = RunResult.model_validate_json(store.get(result_key(run_id))) if store.exists(result_key(run_id)) else None
     counted = sum(m.shards for s in (result.skills if result else []) for m in s.models)
     records = len(store.list(f"runs/{run_id}/attempts/0/outcomes/"))
-    claims = [state.attempts(run_id, s.shard_id, ShardState.EXECUTING) for s in manifest.plan.shards]
+    claims = [state.claims(run_id, s.shard_id, ShardState.EXECUTING) for s in manifest.plan.shards]
     text = fleet.text()
     return {
         "lost": sum(not s.terminal for s in states.values()) + (len(manifest.plan.shards) - len(states)),

@@ -59,7 +59,7 @@ def one_sweep(repo: Path, store_dir: Path, cases_models_epochs: tuple[int, int, 
             manifest,
             LocalStore(store_dir),
             RunState(client),
-            lambda run, shard: enqueue("execute", run, shard),
+            lambda run, shard: enqueue.send(QUEUE_EXECUTE, run, shard),
             enqueue.batch,
         )
         elapsed = time.monotonic() - start

@@ -23,9 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from producer.plan.planning import plan_run
-from reducer.scoring import ShardOutcome, reduce_run
+from reducer.stream import reduce_run
 from schemas.corpus import Corpus, EvalCase
 from schemas.shard import CURRENT, NO_SKILL, SkillBundle
+from schemas.shard_outcome import ShardOutcome
 from schemas.status import ShardState
 from schemas.verdict import AssertionVerdict, ShardGrade
 

@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.broker import InProcessBroker
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bytecode import compile_sources
@@ -299,16 +301,17 @@ def profile(cases: int, epochs: int, top: int = 30) -> int:
             manifest = submit_run(repo, settings, model.base_url, epochs=epochs)
             redis.Redis.from_url(server.url).delete("celery", "execute")  # the workers here are us
             ctx = Context(settings)
+            broker = InProcessBroker()  # the follow-up messages: this loop runs every shard itself
             run_id = manifest.plan.run_id
             shards = [s.shard_id for s in manifest.plan.shards]
-            pipeline.execute_shard(ctx, lambda *a: None, run_id, shards[0])  # warm: imports, snapshot unpack
-            pipeline.grade_shard(ctx, lambda *a: None, run_id, shards[0])
+            pipeline.execute_shard(ctx, broker, run_id, shards[0])  # warm: imports, snapshot unpack
+            pipeline.grade_shard(ctx, broker, run_id, shards[0])
             prof = cProfile.Profile()
             start = time.monotonic()
             prof.enable()
             for shard_id in shards[1:]:
-                pipeline.execute_shard(ctx, lambda *a: None, run_id, shard_id)
-                pipeline.grade_shard(ctx, lambda *a: None, run_id, shard_id)
+                pipeline.execute_shard(ctx, broker, run_id, shard_id)
+                pipeline.grade_shard(ctx, broker, run_id, shard_id)
             prof.disable()
             elapsed = time.monotonic() - start
     n = len(shards) - 1

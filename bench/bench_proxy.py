@@ -48,7 +48,7 @@ from worker.proxy import ModelProxy, ProxyConfig  # noqa: E402
 from worker.sandbox import SandboxLimits, open_sandbox  # noqa: E402
 
 MODEL = "anthropic/claude-sonnet-4-5"
-MODELS = {"anthropic": MODEL, "openai": "openai/gpt-5"}
+MODELS = {"anthropic": MODEL, "openai": "openai/gpt-5", "gemini": "gemini/gemini-2.5-pro"}
 """The model each protocol's harness is benchmarked with."""
 SCENARIO = {
     "rules": [

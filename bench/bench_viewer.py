@@ -27,9 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from starlette.testclient import TestClient
 
 from bench.bench_reduce import RUN_ID, outline, write_run
-from engine.collect import reduce_streamed
+from engine.collect import StoredRun
 from engine.records import put_manifest, put_outcome, put_result
 from engine.store import ArtifactStore, open_store
+from reducer.from_store import run_result
 from schemas.corpus import Corpus, EvalCase
 from schemas.manifest import RunManifest, grade_key, trajectory_key
 from schemas.outcome import ShardOutcomeRecord
@@ -105,7 +106,7 @@ def main() -> None:
         big = outline(args.skills, args.cases, args.models, args.epochs)
         start = time.perf_counter()
         write_run(store, big)
-        put_result(store, reduce_streamed(store, big).result)
+        put_result(store, run_result(StoredRun(store, big.manifest.plan.run_id, ended=lambda: 0), stream_from=0).result)
         print(f"wrote and reduced a {big.shard_count:,}-shard run in {time.perf_counter() - start:.1f} s")
         sid = write_shard_run(store)
         size = len(store.get(trajectory_key(SHARD_RUN, sid)))

@@ -36,57 +36,10 @@ from dataclasses import dataclass
 import redis
 
 from engine.keys import budget_key, budget_models_key
+from engine.scripts import register
 from schemas.trajectory import Usage
 
 _MICRO = 1_000_000
-
-# KEYS: budget. ARGV: tokens, micro-dollars, the calling shard's own tokens and micro-dollars,
-# the run's shards (0: the caller is no executor, no share rule). Returns 1 when reserved, 0
-# when the cap refuses (the run is marked exhausted), 2 when the caller is past its share on a
-# dimension and the call would pass the cap minus one share (the run is not marked).
-_RESERVE = """
-local function num(field) return tonumber(redis.call('HGET', KEYS[1], field) or '0') end
-local tokens, cost = tonumber(ARGV[1]), tonumber(ARGV[2])
-local own = {tokens = tonumber(ARGV[3]), cost = tonumber(ARGV[4])}
-local shards = tonumber(ARGV[5])
-local asked = {tokens = tokens, cost = cost}
-local over = false
-local caps = {}
-for _, dim in ipairs({'tokens', 'cost'}) do
-  local cap = redis.call('HGET', KEYS[1], 'max_' .. dim)
-  if cap then
-    cap = tonumber(cap)
-    local share = shards > 0 and cap / shards or nil
-    local past = share ~= nil and own[dim] >= share
-    over = over or past
-    caps[dim] = {cap = cap, ceiling = past and cap - share or cap}
-  end
-end
-if redis.call('HGET', KEYS[1], 'exhausted') then return over and 2 or 0 end
-for _, dim in ipairs({'tokens', 'cost'}) do
-  local c = caps[dim]
-  if c then
-    local total = num('spent_' .. dim) + num('reserved_' .. dim) + asked[dim]
-    if c.ceiling < c.cap and total > c.ceiling then return 2 end
-    if total > c.cap then
-      redis.call('HSET', KEYS[1], 'exhausted', dim)
-      return over and 2 or 0
-    end
-  end
-end
-redis.call('HINCRBY', KEYS[1], 'reserved_tokens', tokens)
-redis.call('HINCRBY', KEYS[1], 'reserved_cost', cost)
-return 1
-"""
-
-# KEYS: budget. ARGV: reserved tokens, reserved micro-dollars, actual tokens, actual micro-dollars.
-_SETTLE = """
-redis.call('HINCRBY', KEYS[1], 'reserved_tokens', 0 - tonumber(ARGV[1]))  -- never '-0': Redis refuses it as an integer
-redis.call('HINCRBY', KEYS[1], 'reserved_cost', 0 - tonumber(ARGV[2]))
-redis.call('HINCRBY', KEYS[1], 'spent_tokens', tonumber(ARGV[3]))
-redis.call('HINCRBY', KEYS[1], 'spent_cost', tonumber(ARGV[4]))
-return 1
-"""
 
 OUT_OF_CREDIT_MARKERS = (
     "insufficient_quota",
@@ -150,8 +103,8 @@ def over_share_why(spend: Spend, shards: int, own: Usage) -> str:
 CREDIT_RECHECK_S = 1.0
 """How long one process trusts a read that found a model's out-of-credit mark absent.
 
-Every call used to read the mark first: one Redis round trip per call, for a mark that is set
-once in a run, if ever. Trusting its absence for a second costs nothing in correctness: a call
+Reading the mark before every call would cost one Redis round trip per call, for a mark that
+is set once in a run, if ever. Trusting its absence for a second costs nothing in correctness: a call
 that starts in that second after another worker set the mark reaches the provider, which
 answers out of credit again, and the call ends ``budget-exhausted`` as a refusal would. A mark
 found present is never trusted (a resubmit that raised the caps clears it), so it is read again
@@ -171,8 +124,8 @@ class RunBudget:
         """The run's shards, which a cap's fair share divides by; 0 leaves the share rule out."""
         self.key = budget_key(run_id)
         self.models_key = budget_models_key(run_id)
-        self._reserve = client.register_script(_RESERVE)
-        self._settle = client.register_script(_SETTLE)
+        self._reserve = register(client, "budget_reserve")
+        self._settle = register(client, "budget_settle")
         self._unmarked: dict[str, float] = {}
         """Model -> when this process last read its out-of-credit mark and found none (monotonic)."""
 

@@ -1,22 +1,22 @@
-"""Read a run's stored results back into reducer inputs. Used by the reduce task and `skill-eval report`.
+"""Read a run's stored records back as the reducer's inputs: :class:`StoredRun`.
 
 Everything a report needs is in the artifact store (grades, outcomes, trajectories,
-calibration), so a report can be rebuilt anywhere, even after the broker is gone.
+calibration, outcome segments), so a report can be rebuilt anywhere, even after the broker
+is gone. This module only reads; :func:`reducer.from_store.run_result` decides how a run is
+reduced from what it reads (shared ground never imports the reducer).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator
 
-from engine.records import load_calibration, load_manifest, load_outcomes
-from engine.segments import outcome_line, read_segment, segment_keys_in_store
+from engine.records import load_calibration, load_manifest, load_outcomes, load_outline, load_result
+from engine.segments import read_segment, segment_keys_in_store
 from engine.store import ArtifactStore
-from reducer.scoring import ShardOutcome, reduce_run
-from reducer.stream import StreamReducer
 from schemas.manifest import RunManifest, RunOutline, grade_key, trajectory_key
-from schemas.outcome import CalibrationRecord, CalibrationStatus, OutcomeLine, ShardOutcomeRecord
+from schemas.outcome import CalibrationRecord, CalibrationStatus, OutcomeLine
 from schemas.report import RunResult
+from schemas.shard_outcome import ShardOutcome
 from schemas.trajectory import Trajectory, Usage
 from schemas.verdict import ShardGrade
 
@@ -31,7 +31,7 @@ COLLECT_BATCH = 500
 
 
 def collect_outcomes(
-    store: ArtifactStore, manifest: RunManifest, skip: set[str] | frozenset[str] = frozenset()
+    store: ArtifactStore, manifest: RunManifest, skip: Collection[str] = frozenset()
 ) -> dict[str, ShardOutcome]:
     """Shard id -> outcome, for every shard that reached a terminal state (others, and ``skip``, are absent).
 
@@ -91,21 +91,6 @@ def calibration_status(store: ArtifactStore, manifest: RunManifest) -> dict[str,
     return status
 
 
-def reduce_from_store(store: ArtifactStore, manifest: RunManifest, skipped: list[str] | None = None) -> RunResult:
-    return reduce_run(
-        manifest.plan,
-        collect_outcomes(store, manifest),
-        fail_under=manifest.settings.fail_under,
-        plugin_threshold=manifest.settings.plugin_threshold,
-        regression_alpha=manifest.settings.regression_alpha,
-        require_uplift=manifest.settings.require_uplift,
-        calibration=calibration_status(store, manifest),
-        skipped=skipped or list(manifest.skipped),
-        triggers=manifest.settings.triggers,
-        executor=manifest.settings.executor,
-    )
-
-
 SEGMENT_READ_BATCH = 4
 """Segment objects read together (about 6 MB): parallel requests on S3, bounded memory."""
 
@@ -129,102 +114,59 @@ def stream_outcome_lines(
                 yield from reversed(lines)
 
 
-def _compact(shard_id: str) -> int | str:
-    """A shard id as the seen-set keeps it: its 16 hex digits as one int (about 60 instead of 95
-    bytes each in a set of a million), any other id as it is."""
-    if len(shard_id) == 16:
-        try:
-            return int(shard_id, 16)
-        except ValueError:
-            pass
-    return shard_id
-
-
-def _rebuild_lines(store: ArtifactStore, manifest: RunManifest, seen: set[int | str]) -> Iterator[OutcomeLine]:
-    """Lines for ended shards no segment holds (Redis lost them), from their full records."""
-    skip = {s.shard_id for s in manifest.plan.shards if _compact(s.shard_id) in seen}
-    for outcome in collect_outcomes(store, manifest, skip=skip).values():
-        yield outcome_line_of(outcome)
-
-
-def outcome_line_of(o: ShardOutcome) -> OutcomeLine:
-    """The outcome line of a shard read back from its full records."""
-    record = ShardOutcomeRecord(state=o.state, detail=o.detail, stops_run=o.stops_run)
-    line = outcome_line(o.shard, record, o.grade, None)
-    return line.model_copy(
-        update={
-            "sandbox": o.sandbox.value if o.sandbox else None,
-            "end_reason": o.end_reason,
-            "usage": (o.usage.prompt_tokens, o.usage.completion_tokens, o.usage.calls, o.usage.cost_usd),
-            "template_hashes": {**o.template_hashes, **(o.grade.template_hashes if o.grade else {})},
-            "skill_activated": o.skill_activated,
-            "rejected_calls": len(o.rejected_calls),
-            "skills_fired": list(o.skills_fired) if o.skills_fired is not None else None,
-        }
-    )
-
-
-@dataclass
-class StreamedReduce:
-    """A streamed reduce's result and what it read."""
-
-    result: RunResult
-    lines: int
-    """Lines read (every attempt of every shard)."""
-    shards: int
-    """Distinct shards folded in."""
-    rebuilt: int
-    """Shards no segment held, folded in from their full records."""
-    unreadable: int = 0
-    """Segment lines that did not parse (their shards are among the rebuilt ones)."""
-
-
-def reduces_by_streaming(outline: RunOutline | None, threshold: int) -> bool:
-    """Whether a run reduces from its outcome segments: at least ``threshold`` shards. A trigger run
-    reduces from its full records (its figures need each shard's activations, a few thousand shards
-    even for a repo of dozens of skills)."""
-    if outline is not None and outline.manifest.settings.triggers is not None:
-        return False
-    return outline is not None and outline.shard_count >= threshold
-
-
 def ended_in_store(store: ArtifactStore, run_id: str) -> int:
     """How many shards have an outcome record (one listing: about a request per 1,000 shards on S3)."""
     return len(store.list(f"runs/{run_id}/outcomes/"))
 
 
-def reduce_streamed(store: ArtifactStore, outline: RunOutline, ended: int | None = None) -> StreamedReduce:
-    """Reduce from the outcome segments, newest line of each shard first, never loading the shard list.
+class StoredRun:
+    """One run's records in the store, read as :class:`reducer.from_store.RunRecords`.
 
-    ``ended`` is how many shards the run state says have ended: when the segments hold fewer
-    (Redis lost unsealed lines), the missing shards are read from their full records, which
-    needs the full manifest once.
+    ``manifest``: the manifest when the caller holds it already (a run that never reached the
+    store has only that); ``seal``: what writes the lines a reduce must not miss into the store
+    (the segment writer's flush, when there is a broker); ``ended``: how many shards have ended
+    (the run state's count, when there is a broker; else one listing of the store).
     """
-    manifest = outline.manifest
-    run_id = manifest.plan.run_id
-    reducer = StreamReducer(manifest.plan)
-    seen: set[int | str] = set()
-    lines = 0
-    unreadable = [0]
-    for line in stream_outcome_lines(store, run_id, unreadable):
-        lines += 1
-        key = _compact(line.shard_id)
-        if key in seen:
-            continue  # an older attempt of a shard already folded in
-        seen.add(key)
-        reducer.add(line)
-    rebuilt = 0
-    if ended is not None and len(seen) < ended:
-        for line in _rebuild_lines(store, load_manifest(store, run_id), seen):
-            reducer.add(line)
-            rebuilt += 1
-    settings = manifest.settings
-    result = reducer.result(
-        fail_under=settings.fail_under,
-        plugin_threshold=settings.plugin_threshold,
-        calibration=calibration_status(store, manifest),
-        skipped=list(manifest.skipped),
-        regression_alpha=settings.regression_alpha,
-        require_uplift=settings.require_uplift,
-    )
-    return StreamedReduce(result, lines, len(seen) + rebuilt, rebuilt, unreadable[0])
+
+    def __init__(
+        self,
+        store: ArtifactStore,
+        run_id: str,
+        *,
+        manifest: RunManifest | None = None,
+        seal: Callable[[], object] | None = None,
+        ended: Callable[[], int] | None = None,
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self._manifest = manifest
+        self._seal = seal
+        self._ended = ended or (lambda: ended_in_store(store, run_id))
+
+    def stored_result(self) -> RunResult | None:
+        return load_result(self.store, self.run_id)
+
+    def outline(self) -> RunOutline | None:
+        return load_outline(self.store, self.run_id)
+
+    def manifest(self) -> RunManifest:
+        """The full manifest (read once)."""
+        if self._manifest is None:
+            self._manifest = load_manifest(self.store, self.run_id)
+        return self._manifest
+
+    def calibration(self, manifest: RunManifest) -> dict[str, CalibrationRecord]:
+        return calibration_status(self.store, manifest)
+
+    def outcomes(self, manifest: RunManifest, skip: Collection[str] = frozenset()) -> dict[str, ShardOutcome]:
+        return collect_outcomes(self.store, manifest, skip)
+
+    def lines(self, unreadable: list[int]) -> Iterator[OutcomeLine]:
+        return stream_outcome_lines(self.store, self.run_id, unreadable)
+
+    def ended(self) -> int:
+        return self._ended()
+
+    def seal(self) -> None:
+        if self._seal is not None:
+            self._seal()

@@ -36,12 +36,11 @@ from dataclasses import dataclass
 
 import redis
 
+from engine.broker import WAITING_QUEUE
 from engine.keys import run_keys, server_key, waiting_key, watermark_key
+from engine.scripts import register
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.status import ShardState
-
-QUEUE_OF = {ShardState.QUEUED: QUEUE_EXECUTE, ShardState.EXECUTED: QUEUE_GRADE}
-"""The queue a waiting shard's message goes to."""
 
 PEEK = 16
 """Oldest messages of a queue read to find its watermark (stale duplicates are skipped)."""
@@ -50,77 +49,6 @@ NEVER = 0.0
 """A watermark that makes no shard overdue: the queue's oldest messages belong to no waiting shard."""
 DRAINED = float(2**53)
 """The watermark of an empty queue: every message has left it."""
-
-# KEYS: states, waiting, leases. ARGV: watermark of queued, watermark of executed (ms; DRAINED: now).
-# Returns flat (shard, state) of the shards sent before their queue's watermark and re-dates them
-# (their new message goes out now); drops entries that no longer wait (claimed or ended).
-_OVERDUE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local mark = {queued = math.min(tonumber(ARGV[1]), now), executed = math.min(tonumber(ARGV[2]), now)}
--- Only shards sent before the later watermark can be overdue: in a deep queue that is few of
--- them, and the script does not walk the waiting backlog.
-local upper = string.format('(%.17g', math.max(mark.queued, mark.executed))
-local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', upper, 'WITHSCORES')
-local out = {}
-for i = 1, #old, 2 do
-  local shard, sent = old[i], tonumber(old[i + 1])
-  local cur = redis.call('HGET', KEYS[1], shard)
-  if not cur or not mark[cur] or redis.call('ZSCORE', KEYS[3], shard) then
-    redis.call('ZREM', KEYS[2], shard)
-  elseif sent < mark[cur] then
-    redis.call('ZADD', KEYS[2], now, shard)
-    table.insert(out, shard)
-    table.insert(out, cur)
-  end
-end
-return out
-"""
-
-# KEYS: samples of one queue's watermark (score: when seen, ms; member: '<when>|<watermark>').
-# ARGV: the watermark now (DRAINED: every message sent until now has left), age (ms). Records it
-# and returns the newest watermark seen at least ``age`` ago ('0': none), dropping older samples.
-_SAMPLE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local mark = math.min(tonumber(ARGV[1]), now)
-redis.call('ZADD', KEYS[1], now, string.format('%d|%.3f', now, mark))
-local seen = redis.call('ZREVRANGEBYSCORE', KEYS[1], now - tonumber(ARGV[2]), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
-if #seen == 0 then return '0' end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. seen[2])
-return string.sub(seen[1], string.find(seen[1], '|', 1, true) + 1)
-"""
-
-# KEYS: run. ARGV: older-than (ms). 1 when every shard is terminal, the run is not reduced, and
-# nothing (no transition, no earlier re-send of reduce) happened for that long; then dated now.
-_REDUCE_DUE = """
-if redis.call('HGET', KEYS[1], 'reduced') then return 0 end
-local v = redis.call('HMGET', KEYS[1], 'terminal', 'total', 'progress', 'reduce_sent')
-local total = tonumber(v[2] or '0')
-if total == 0 or tonumber(v[1] or '0') < total then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local last = math.max(tonumber(v[3] or '0'), tonumber(v[4] or '0'))
-if now - last < tonumber(ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[1], 'reduce_sent', now)
-return 1
-"""
-
-
-# KEYS: run. Dates the run's reduce as started now (the reduce task is running: not lost).
-_REDUCING = """
-local t = redis.call('TIME')
-redis.call('HSET', KEYS[1], 'reduce_sent', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-return 1
-"""
-
-
-# KEYS: key. ARGV: value. Sets it and returns what it held (SET ... GET needs Redis 6.2).
-_SWAP = """
-local old = redis.call('GET', KEYS[1])
-redis.call('SET', KEYS[1], ARGV[1])
-return old
-"""
 
 
 def message_ids(raw: bytes | str) -> tuple[str, str] | None:
@@ -157,11 +85,11 @@ class Delivery:
 
     def __init__(self, client: redis.Redis) -> None:
         self.r = client
-        self._overdue = client.register_script(_OVERDUE)
-        self._reduce_due = client.register_script(_REDUCE_DUE)
-        self._reducing = client.register_script(_REDUCING)
-        self._sample = client.register_script(_SAMPLE)
-        self._swap = client.register_script(_SWAP)
+        self._overdue = register(client, "delivery_overdue")
+        self._reduce_due = register(client, "delivery_reduce_due")
+        self._reducing = register(client, "delivery_reducing")
+        self._sample = register(client, "delivery_sample")
+        self._swap = register(client, "delivery_swap")
 
     def watermark(self, queue: str) -> float:
         """Send time (ms) of the queue's oldest message whose shard still waits: every message sent
@@ -170,7 +98,7 @@ class Delivery:
         oldest = self.r.lrange(queue, -PEEK, -1)
         if not oldest:
             return DRAINED
-        waits_for = next(state.value for state, q in QUEUE_OF.items() if q == queue)
+        waits_for = next(state.value for state, q in WAITING_QUEUE.items() if q == queue)
         for raw in reversed(oldest):  # the list's right end is its oldest message
             ids = message_ids(raw)
             if ids is None:

@@ -21,20 +21,11 @@ from dataclasses import dataclass
 
 import redis
 
-from engine.keys import inflight_key, node_key
+from engine.keys import node_key
+from engine.scripts import register
 
 RECORD_TTL_S = 24 * 3600
 """A node record outlives its node by a day at most (a SIGKILLed node cannot remove it)."""
-
-# KEYS: node. ARGV: ttl_s, consumed_ago_ms, field, value, field, value...
-_BEAT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', KEYS[1], 'beat_ms', now, 'consumed_ms', now - tonumber(ARGV[2]))
-for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
-return now
-"""
 
 
 def queue_list(queue: str) -> str:
@@ -118,7 +109,7 @@ class Fleet:
 
     def __init__(self, client: redis.Redis) -> None:
         self.r = client
-        self._beat = client.register_script(_BEAT)
+        self._beat = register(client, "fleet_beat")
 
     def beat(
         self,
@@ -171,10 +162,6 @@ class Fleet:
     def waiting(self, queues: Iterable[str]) -> int:
         """Messages waiting (not yet taken by any worker) on ``queues``."""
         return sum(int(self.r.llen(queue_list(q))) for q in queues)
-
-    def in_flight(self, queue: str) -> int:
-        """Shards of ``queue`` currently leased by some worker."""
-        return int(self.r.llen(inflight_key(queue)))
 
     def fleet_max_shard_timeout(self, stale_after_s: float) -> float | None:
         """The smallest ``max_shard_timeout_s`` among nodes with a fresh heartbeat; None when none is live."""

@@ -6,7 +6,8 @@ exactly ours. Per run (``skill-eval:run:<run_id>``):
 - the run hash: ``total``, ``terminal`` (shards in a terminal state), ``manifest``,
   ``created``, ``reduced``;
 - ``…:states`` hash shard id -> state; ``…:leases`` sorted set shard id -> lease expiry (ms);
-  ``…:owners`` hash shard id -> lease token; ``…:attempts`` hash ``<shard>:<leased state>`` -> claims;
+  ``…:owners`` hash shard id -> lease token; ``…:attempts`` hash ``<shard>:<leased state>`` -> claims
+  (``RunKeys.claims``: the name of the key predates the counting of claims apart from resubmits);
 - ``…:calibrating:<judge>`` the lock of the worker calibrating that judge;
 - ``…:usage:<model>`` and ``…:usage-models`` the run's usage counters;
 - ``…:unsent`` sorted set shard id -> when noted (ms): registered or reaped shards whose
@@ -44,7 +45,7 @@ class RunKeys(NamedTuple):
     states: str
     leases: str
     owners: str
-    attempts: str
+    claims: str
 
 
 def run_keys(run_id: str) -> RunKeys:
@@ -52,8 +53,8 @@ def run_keys(run_id: str) -> RunKeys:
     return RunKeys(base, base + ":states", base + ":leases", base + ":owners", base + ":attempts")
 
 
-def attempts_field(shard_id: str, leased: str) -> str:
-    """The field of ``RunKeys.attempts`` counting claims of ``shard_id`` into ``leased``."""
+def claims_field(shard_id: str, leased: str) -> str:
+    """The field of ``RunKeys.claims`` counting claims of ``shard_id`` into ``leased``."""
     return f"{shard_id}:{leased}"
 
 

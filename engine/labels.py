@@ -13,9 +13,8 @@ import secrets
 from collections.abc import Mapping
 
 from engine.store import ArtifactStore
-from reducer.agreement import agreement
 from schemas.errors import ConfigError
-from schemas.label import COMBINED, Agreement, HumanLabel
+from schemas.label import COMBINED, HumanLabel
 from schemas.manifest import grade_key
 from schemas.verdict import ShardGrade
 
@@ -49,17 +48,21 @@ def reviewer_name() -> str:
         return "unknown"
 
 
-def run_agreement(
+LabelledAnswers = tuple[list[HumanLabel], dict[tuple[str, int], dict[str, bool]], dict[tuple[str, int], str]]
+"""The run's labels; (shard, assertion) -> each judge's answer; (shard, assertion) -> its scope."""
+
+
+def labelled_answers(
     store: ArtifactStore, run_id: str, cases: Mapping[str, tuple[str, int]] | None = None
-) -> list[Agreement]:
-    """Each judge against the people over the run's labels: overall, then per assertion.
+) -> LabelledAnswers:
+    """What :func:`reducer.agreement.agreement` weighs each judge against the people with.
 
     The judges' answers are read from the labelled shards' stored grades only; ``cases`` (shard
     -> (skill, case id)) names each assertion's scope, which otherwise is its text alone.
     """
     labels = load_labels(store, run_id)
     if not labels:
-        return []
+        return [], {}, {}
     shards = sorted({x.shard_id for x in labels})
     raw = store.get_many([grade_key(run_id, s) for s in shards])
     answers: dict[tuple[str, int], dict[str, bool]] = {}
@@ -76,7 +79,7 @@ def run_agreement(
         for i, v in enumerate(grade.verdicts):
             where = f"{cases[shard][0]} case {cases[shard][1]} " if cases and shard in cases else ""
             scopes[(shard, i)] = f"{where}#{i + 1}: {v.text}"
-    return agreement(labels, answers, scopes)
+    return labels, answers, scopes
 
 
 def judge_answer(grade: ShardGrade, assertion: int, judge: str) -> bool:

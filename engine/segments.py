@@ -17,7 +17,7 @@ What can go wrong, and what covers it: a worker dying between the rename and the
 leaves a pending key the next seal writes (same id, same bytes, so two sealers agree); a
 Redis that lost its data loses unsealed lines, which the reducer notices (fewer shards in
 the segments than ended shards in the run state) and rebuilds from the per-shard records
-(:func:`engine.collect.reduce_streamed`); a Redis restart also resets the counter, which is
+(:func:`reducer.from_store.run_result`); a Redis restart also resets the counter, which is
 why an id starts with the server's clock.
 """
 
@@ -29,48 +29,13 @@ import redis
 from pydantic import ValidationError
 
 from engine.keys import segment_keys
+from engine.scripts import register
 from engine.store import ArtifactStore
-from schemas.outcome import LINE_DETAIL_CHARS, OutcomeLine, ShardOutcomeRecord
-from schemas.shard import Shard
-from schemas.status import ShardState
-from schemas.trajectory import Trajectory, Usage
-from schemas.verdict import ShardGrade
+from schemas.outcome import OutcomeLine
 
 SEGMENT_LINES = 2500
 """Lines per sealed segment: about 1.5 MB of JSON, one store request for 2,500 shards (a reduce of
 a million shards on S3 is about 400 reads)."""
-
-# Push one line; when the list reaches the segment size, rename it to a new pending segment.
-# KEYS: lines, seq, pending set. ARGV: line, segment size, pending key prefix. Returns the new
-# segment's id, or false. The id starts with the server's clock, so segments cut after a
-# Redis restart (which resets the counter) still sort after every earlier one.
-_CUT_SEGMENT = """
-local function cut()
-  local seq = redis.call('INCR', KEYS[2])
-  local t = redis.call('TIME')
-  local id = string.format('%010d%06d-%012d', tonumber(t[1]), tonumber(t[2]), seq)
-  redis.call('RENAME', KEYS[1], ARGV[3] .. id)
-  redis.call('SADD', KEYS[3], id)
-  return id
-end
-"""
-_PUSH = (
-    _CUT_SEGMENT
-    + """
-local n = redis.call('RPUSH', KEYS[1], ARGV[1])
-if n < tonumber(ARGV[2]) then return false end
-return cut()
-"""
-)
-
-# Move whatever is in the list to a new pending segment (the reducer's flush). Same keys and ARGV.
-_CUT = (
-    _CUT_SEGMENT
-    + """
-if redis.call('LLEN', KEYS[1]) == 0 then return false end
-return cut()
-"""
-)
 
 
 def segment_prefix(run_id: str) -> str:
@@ -81,72 +46,6 @@ def segment_prefix(run_id: str) -> str:
 def segment_key(run_id: str, segment_id: str) -> str:
     """``<time><counter>`` ids, zero-padded: the store's lexical listing is the order they were cut in."""
     return f"{segment_prefix(run_id)}{segment_id}.jsonl"
-
-
-def _usage(u: Usage) -> tuple[int, int, int, float | None]:
-    return (u.prompt_tokens, u.completion_tokens, u.calls, u.cost_usd)
-
-
-def outcome_line(
-    shard: Shard, record: ShardOutcomeRecord, grade: ShardGrade | None, trajectory: Trajectory | None
-) -> OutcomeLine:
-    """The compact line of a shard's end: the same facts the full records give the reducer.
-
-    A grade whose state differs from the record's is left over from an earlier attempt and
-    ignored, as the full-record reduce ignores it.
-    """
-    if grade is not None and grade.state is not record.state:
-        grade = None
-    verdicts = grade.verdicts if grade is not None and record.state is ShardState.GRADED else []
-    graded_judges = [j for j in grade.judges if j.state is ShardState.GRADED] if grade else []
-    disagreed = [
-        (
-            int(len({j.verdicts[i].passed for j in graded_judges if len(j.verdicts) > i}) > 1)
-            if v.check == "judge" and len(graded_judges) > 1
-            else -1
-        )
-        for i, v in enumerate(verdicts)
-    ]
-    checked = [v.evidence_verified for v in verdicts if v.passed and v.evidence_verified is not None]
-    pairs = [p.share for p in grade.agreement] if grade else []
-    hashes = dict(trajectory.template_hashes) if trajectory else {}
-    if grade is not None:
-        hashes.update(grade.template_hashes)
-    judge_usage: dict[str, Usage] = {}
-    for j in grade.judges if grade else []:
-        judge_usage[j.judge] = judge_usage.get(j.judge, Usage()).add(j.usage)
-    return OutcomeLine(
-        shard_id=shard.shard_id,
-        variant=shard.variant,
-        skill=shard.skill,
-        case_id=shard.case_id,
-        model=shard.model,
-        epoch=shard.epoch,
-        state=record.state,
-        status=record.status,
-        detail=(record.detail or (grade.error if grade else ""))[:LINE_DETAIL_CHARS],
-        stops_run=record.stops_run,
-        passed=[v.passed for v in verdicts],
-        weights=[v.weight for v in verdicts] if any(v.weight != 1.0 for v in verdicts) else [],
-        judged=[v.check == "judge" for v in verdicts] if any(v.check != "judge" for v in verdicts) else [],
-        disagreed=disagreed if any(d >= 0 for d in disagreed) else [],
-        verified=(sum(checked), len(checked)),
-        agreement=(sum(pairs), len(pairs)),
-        unanimous=grade.unanimous_share if grade else None,
-        usage=_usage(trajectory.usage) if trajectory else (0, 0, 0, None),
-        judge_usage={judge: _usage(u) for judge, u in judge_usage.items()},
-        sandbox=trajectory.sandbox.value if trajectory else None,
-        end_reason=trajectory.end_reason.value if trajectory else "",
-        template_hashes=hashes,
-        skill_activated=trajectory.skill_activated if trajectory else None,
-        rejected_calls=len(trajectory.rejected_calls) if trajectory else 0,
-        skills_fired=list(trajectory.skills_fired) if trajectory and trajectory.skills_fired is not None else None,
-    )
-
-
-def line_usage(u: tuple[int, int, int, float | None]) -> Usage:
-    """A line's usage tuple as a :class:`Usage`."""
-    return Usage(prompt_tokens=u[0], completion_tokens=u[1], calls=u[2], cost_usd=u[3])
 
 
 def encode_segment(lines: Sequence[bytes]) -> bytes:
@@ -161,13 +60,12 @@ class SegmentWriter:
         self.r = client
         self.store = store
         self.size = lines_per_segment
-        self._push = client.register_script(_PUSH)
-        self._cut = client.register_script(_CUT)
+        self._cut = register(client, "segments_cut")
 
     def push(self, run_id: str, line: OutcomeLine) -> str | None:
         """Add one shard's line; seal the segment it filled, if it filled one (and return its id)."""
         k = segment_keys(run_id)
-        cut = self._push(keys=[k.lines, k.seq, k.pending], args=[line.model_dump_json(), self.size, k.pending_prefix])
+        cut = self._cut(keys=[k.lines, k.seq, k.pending], args=[line.model_dump_json(), self.size, k.pending_prefix])
         if not cut:
             return None
         segment_id = _text(cut)

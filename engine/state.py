@@ -15,7 +15,8 @@ in-flight list per queue (fleet-wide) holds a ``<run>|<shard>`` entry per leased
 pushed by the claim and removed by whatever ends the lease (transition, reaper, hand-back):
 its length is the work in flight that an autoscaler adds to the queue's backlog.
 
-Every read-modify-write is one Lua script, so two workers can never both move a shard.
+Every read-modify-write is one Lua script (``engine/lua/state_*.lua``), so two workers can never
+both move a shard.
 See docs/design/engine.md.
 """
 
@@ -26,10 +27,11 @@ from typing import NamedTuple
 
 import redis
 
+from engine.broker import WAITING_STATES, queue_of
 from engine.keys import (
     RunKeys,
     active_runs_key,
-    attempts_field,
+    claims_field,
     inflight_key,
     preflight_key,
     preflight_signal_key,
@@ -40,10 +42,11 @@ from engine.keys import (
     unsent_key,
     waiting_key,
 )
+from engine.scripts import register
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
-from schemas.status import TERMINAL_STATES, ShardState, may_transition
+from schemas.status import ShardState, may_transition
 
-MAX_ATTEMPTS = 3
+MAX_CLAIMS = 3
 """Claims of one shard into executing (or grading) before it is given up: a shard whose worker dies
 every time (a native crash, an OOM kill) would otherwise come back by its lease forever."""
 
@@ -61,216 +64,9 @@ class Claim(NamedTuple):
 
 SIGNAL_TTL_S = 86_400
 """How long a reduced run's wake-up token waits for a client that never came."""
-_TERMINAL_LUA = "{" + ",".join(f'["{s.value}"]=true' for s in TERMINAL_STATES) + "}"
-WAITING_STATES = (ShardState.QUEUED, ShardState.EXECUTED)
-"""States in which a shard waits for a message (execute, grade) and no worker holds it."""
-_WAITING_LUA = "{" + ",".join(f'["{s.value}"]=true' for s in WAITING_STATES) + "}"
-
-# KEYS: run, states, leases, owners, inflight execute, inflight grade, waiting.
-# ARGV: shard, new, token ('' = no owner check), n_allowed, allowed..., inflight entry
-_TRANSITION = f"""
-local terminal = {_TERMINAL_LUA}
-local waiting = {_WAITING_LUA}
-local cur = redis.call('HGET', KEYS[2], ARGV[1])
-if not cur then return {{0, '', 0, 0}} end
-local n = tonumber(ARGV[4])
-local ok = false
-for i = 1, n do if ARGV[4 + i] == cur then ok = true end end
-if not ok then return {{0, cur, 0, 0}} end
-if ARGV[3] ~= '' and redis.call('HGET', KEYS[4], ARGV[1]) ~= ARGV[3] then return {{0, cur, 0, 0}} end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('HDEL', KEYS[4], ARGV[1])
-if cur == 'executing' then redis.call('LREM', KEYS[5], 0, ARGV[5 + n]) end
-if cur == 'grading' then redis.call('LREM', KEYS[6], 0, ARGV[5 + n]) end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', KEYS[1], 'progress', now)
-if waiting[ARGV[2]] then redis.call('ZADD', KEYS[7], now, ARGV[1]) else redis.call('ZREM', KEYS[7], ARGV[1]) end
-local done, total = 0, tonumber(redis.call('HGET', KEYS[1], 'total') or '0')
-if terminal[ARGV[2]] and not terminal[cur] then
-  done = redis.call('HINCRBY', KEYS[1], 'terminal', 1)
-end
-return {{1, cur, done, total}}
-"""
-
-# Claim a shard for work: from -> to with a lease, or take over a lease that expired; count the attempt.
-# KEYS: states, leases, owners, attempts, inflight list of `to`, resubmits, run, waiting. ARGV: shard, from, to,
-# token, ttl_ms, entry. Returns {1, previous state, claims into `to` counting this one, resubmit number,
-# the run's manifest key or ''}.
-_CLAIM = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if cur == ARGV[2] then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-elseif cur == ARGV[3] then
-  local exp = redis.call('ZSCORE', KEYS[2], ARGV[1])
-  if exp and tonumber(exp) > now then return {0, cur} end
-else
-  return {0, cur or ''}
-end
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
-local claims = redis.call('HINCRBY', KEYS[4], ARGV[1] .. ':' .. ARGV[3], 1)
-redis.call('LREM', KEYS[5], 0, ARGV[6])
-redis.call('RPUSH', KEYS[5], ARGV[6])
-redis.call('ZREM', KEYS[8], ARGV[1])
-redis.call('HSET', KEYS[7], 'progress', now)
-local manifest = redis.call('HGET', KEYS[7], 'manifest') or ''
-return {1, cur, claims, redis.call('HGET', KEYS[6], ARGV[1]) or '0', manifest}
-"""
-
-# KEYS: leases, owners. ARGV: shard, token, ttl_ms
-_HEARTBEAT = """
-if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
-return 1
-"""
-
-# Expire a lease now, only while ``token`` holds it. KEYS: leases, owners. ARGV: shard, token
-_EXPIRE = """
-if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
-redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('ZADD', KEYS[1], 'XX', 0, ARGV[1])
-return 1
-"""
-
-# Return shards whose lease expired to the state before the leased one.
-# KEYS: states, leases, owners, unsent, inflight execute, inflight grade, waiting.
-# ARGV: executing, queued, grading, executed, run
-_REAP = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
-local out = {}
-for _, shard in ipairs(expired) do
-  local cur = redis.call('HGET', KEYS[1], shard)
-  local back = nil
-  if cur == ARGV[1] then back = ARGV[2] elseif cur == ARGV[3] then back = ARGV[4] end
-  redis.call('ZREM', KEYS[2], shard)
-  redis.call('HDEL', KEYS[3], shard)
-  redis.call('LREM', KEYS[5], 0, ARGV[5] .. '|' .. shard)
-  redis.call('LREM', KEYS[6], 0, ARGV[5] .. '|' .. shard)
-  if back then
-    redis.call('HSET', KEYS[1], shard, back)
-    redis.call('ZADD', KEYS[4], now, shard)  -- unsent until its re-send is confirmed
-    redis.call('ZADD', KEYS[7], now, shard)
-    table.insert(out, shard)
-    table.insert(out, back)
-  end
-end
-return out
-"""
-
-
-# Hand a leased shard back (its worker is shutting down): the state before the leased one, no
-# lease, and the claim not counted as an attempt (a hand-back is a clean return, not a death).
-# The shard is noted unsent until its re-send is confirmed, like a reaped one.
-# KEYS: states, leases, owners, attempts, inflight list, unsent, waiting. ARGV: shard, token, leased, back, entry
-_RELEASE = """
-if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[2] then return 0 end
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[3] then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[3], ARGV[1])
-if tonumber(redis.call('HINCRBY', KEYS[4], ARGV[1] .. ':' .. ARGV[3], -1)) < 0 then
-  redis.call('HSET', KEYS[4], ARGV[1] .. ':' .. ARGV[3], 0)
-end
-redis.call('LREM', KEYS[5], 0, ARGV[5])
-redis.call('ZADD', KEYS[6], now, ARGV[1])
-redis.call('ZADD', KEYS[7], now, ARGV[1])
-return 1
-"""
-
-# KEYS: states, unsent, waiting. ARGV: initial state, shard ids... Registers the new shards and notes
-# them as not yet sent and waiting, in one step: a shard is never known without also being known to
-# need a message.
-_REGISTER = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local added = 0
-for i = 2, #ARGV do
-  if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[1]) == 1 then
-    redis.call('ZADD', KEYS[2], now, ARGV[i])
-    redis.call('ZADD', KEYS[3], now + (i - 2) / 1000, ARGV[i])
-    added = added + 1
-  end
-end
-return added
-"""
-
-# KEYS: states, unsent, leases, waiting. ARGV: older-than (ms), waiting states... Shards noted as unsent
-# longer than the grace period: the waiting ones come back to be sent, the rest (their message
-# did go out, only the note was not cleared) are cleared.
-_UNSENT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[1]))
-local out = {}
-for _, shard in ipairs(old) do
-  local cur = redis.call('HGET', KEYS[1], shard)
-  local waiting = false
-  for j = 2, #ARGV do if cur == ARGV[j] then waiting = true end end
-  if waiting and not redis.call('ZSCORE', KEYS[3], shard) then
-    table.insert(out, shard)
-    table.insert(out, cur)
-    redis.call('ZADD', KEYS[2], now, shard)
-    redis.call('ZADD', KEYS[4], now, shard)
-  else
-    redis.call('ZREM', KEYS[2], shard)
-  end
-end
-return out
-"""
-
-# KEYS: unsent, waiting. ARGV: shard ids in the order their messages were published. They went out:
-# no longer unsent, and a shard still waiting (not claimed meanwhile: XX) has waited since now, a
-# thousandth of a millisecond apart in publishing order (a batch's order in its queue, which the
-# delivery ledger reads; engine/delivery.py).
-_SENT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-for i = 1, #ARGV do
-  redis.call('ZREM', KEYS[1], ARGV[i])
-  redis.call('ZADD', KEYS[2], 'XX', now + (i - 1) / 1000, ARGV[i])
-end
-return #ARGV
-"""
-
 _REGISTER_CHUNK = 1000
 """Shard ids per registration script call: large enough to amortise round trips, small enough
 that one script never blocks Redis for long."""
-
-
-# KEYS: run, states, active, attempts, waiting. ARGV: run_id, then triples (shard, expected state, back state).
-# Moves each shard back only if it is still in the state the caller saw: a shard that moved on
-# meanwhile (a late delivery finished it) is left alone.
-_REQUEUE_SHARDS = f"""
-local terminal = {_TERMINAL_LUA}
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local out = {{}}
-for i = 2, #ARGV, 3 do
-  local shard, expected, back = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  if redis.call('HGET', KEYS[2], shard) == expected then
-    redis.call('HSET', KEYS[2], shard, back)
-    if terminal[expected] then redis.call('HINCRBY', KEYS[1], 'terminal', -1) end
-    redis.call('HDEL', KEYS[4], shard .. ':executing', shard .. ':grading')
-    redis.call('ZADD', KEYS[5], now, shard)
-    table.insert(out, shard)
-  end
-end
-if #out > 0 then
-  redis.call('HDEL', KEYS[1], 'reduced')
-  redis.call('SADD', KEYS[3], ARGV[1])
-end
-return out
-"""
 
 
 def inflight_entry(run_id: str, shard_id: str) -> str:
@@ -279,7 +75,7 @@ def inflight_entry(run_id: str, shard_id: str) -> str:
 
 
 def _inflight_list(leased: ShardState) -> str:
-    return inflight_key(QUEUE_EXECUTE if leased is ShardState.EXECUTING else QUEUE_GRADE)
+    return inflight_key(queue_of(leased))
 
 
 def _text(value: object) -> str:
@@ -313,16 +109,16 @@ class RunState:
 
     def __init__(self, client: redis.Redis) -> None:
         self.r = client
-        self._transition = client.register_script(_TRANSITION)
-        self._claim = client.register_script(_CLAIM)
-        self._heartbeat = client.register_script(_HEARTBEAT)
-        self._reap = client.register_script(_REAP)
-        self._register = client.register_script(_REGISTER)
-        self._release = client.register_script(_RELEASE)
-        self._requeue_shards = client.register_script(_REQUEUE_SHARDS)
-        self._unsent = client.register_script(_UNSENT)
-        self._expire = client.register_script(_EXPIRE)
-        self._sent = client.register_script(_SENT)
+        self._transition = register(client, "state_transition")
+        self._claim = register(client, "state_claim")
+        self._heartbeat = register(client, "state_heartbeat")
+        self._reap = register(client, "state_reap")
+        self._register = register(client, "state_register")
+        self._release = register(client, "state_release")
+        self._requeue_shards = register(client, "state_requeue")
+        self._unsent = register(client, "state_unsent")
+        self._expire = register(client, "state_expire")
+        self._sent = register(client, "state_sent")
 
     @staticmethod
     def _keys(run_id: str) -> RunKeys:
@@ -400,7 +196,7 @@ class RunState:
                 k.states,
                 k.leases,
                 k.owners,
-                k.attempts,
+                k.claims,
                 _inflight_list(dst),
                 resubmits_key(run_id),
                 k.run,
@@ -422,7 +218,7 @@ class RunState:
                     k.states,
                     k.leases,
                     k.owners,
-                    k.attempts,
+                    k.claims,
                     _inflight_list(leased),
                     unsent_key(run_id),
                     waiting_key(run_id),
@@ -433,9 +229,9 @@ class RunState:
                 return back
         return None
 
-    def attempts(self, run_id: str, shard_id: str, leased: ShardState) -> int:
+    def claims(self, run_id: str, shard_id: str, leased: ShardState) -> int:
         """How many times the shard was claimed into ``leased`` (executing or grading), this claim included."""
-        value = self.r.hget(self._keys(run_id).attempts, attempts_field(shard_id, leased.value))
+        value = self.r.hget(self._keys(run_id).claims, claims_field(shard_id, leased.value))
         return int(value or 0)
 
     def heartbeat(self, run_id: str, shard_id: str, token: str, ttl_s: float) -> bool:
@@ -527,7 +323,7 @@ class RunState:
         k = self._keys(run_id)
         flat = self._unsent(
             keys=[k.states, unsent_key(run_id), k.leases, waiting_key(run_id)],
-            args=[int(grace_s * 1000), ShardState.QUEUED.value, ShardState.EXECUTED.value],
+            args=[int(grace_s * 1000), *(s.value for s in WAITING_STATES)],
         )
         return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
 
@@ -538,8 +334,7 @@ class RunState:
         a claim lets only one delivery work and the others do nothing.
         """
         leased = {_text(x) for x in self.r.zrange(self._keys(run_id).leases, 0, -1)}
-        waiting = (ShardState.QUEUED, ShardState.EXECUTED)
-        return [(k, s) for k, s in sorted(self.states(run_id).items()) if s in waiting and k not in leased]
+        return [(k, s) for k, s in sorted(self.states(run_id).items()) if s in WAITING_STATES and k not in leased]
 
     def active_runs(self) -> list[str]:
         return sorted(_text(x) for x in self.r.smembers(active_runs_key()))
@@ -553,6 +348,15 @@ class RunState:
         pipe.srem(active_runs_key(), run_id)
         pipe.hset(self._keys(run_id).run, "reduced", 1)
         _raise_signal(pipe, reduced_signal_key(run_id))
+        pipe.execute()
+
+    def reopen(self, run_id: str) -> None:
+        """Make a reduced run active again, to be reduced anew once its newly registered shards end
+        (adaptive epochs add a round to a run). Call after registering them: while more shards are
+        registered than have ended, no reduce starts."""
+        pipe = self.r.pipeline(transaction=True)
+        pipe.hdel(self._keys(run_id).run, "reduced")
+        pipe.sadd(active_runs_key(), run_id)
         pipe.execute()
 
     def wait_reduced(self, run_id: str, timeout_s: float) -> bool:
@@ -572,7 +376,7 @@ class RunState:
         """Move each ``(shard, expected, back)`` from ``expected`` back to ``back``; the shards moved.
 
         For resubmit's choices: a terminal shard goes back to ``queued`` (execute again) or
-        ``executed`` (grade its stored trajectory again); its claim attempts start afresh and
+        ``executed`` (grade its stored trajectory again); its claims start afresh and
         the run becomes active again, to be reduced anew. A shard no longer in ``expected``
         is left as it is.
         """
@@ -582,7 +386,7 @@ class RunState:
             args = [
                 x for shard, exp, back in moves[start : start + _REGISTER_CHUNK] for x in (shard, exp.value, back.value)
             ]
-            keys = [k.run, k.states, active_runs_key(), k.attempts, waiting_key(run_id)]
+            keys = [k.run, k.states, active_runs_key(), k.claims, waiting_key(run_id)]
             flat = self._requeue_shards(keys=keys, args=[run_id, *args])
             moved += [_text(x) for x in flat]
         return moved

@@ -6,6 +6,8 @@ What counts per executor (docs/design/triggers.md):
 - ``claude-code``: a ``Skill`` tool call naming it, plain, ``/``-prefixed or plugin-qualified
   (``plugin:skill``), or a read (Read, Bash, Grep, Glob) of its ``skills/<name>/SKILL.md``.
 - ``codex``: no Skill tool; a command whose arguments name its ``skills/<name>/SKILL.md``.
+- ``gemini-cli``: an ``activate_skill`` call naming it, or a read (read_file, read_many_files,
+  run_shell_command, grep_search, glob) of its ``skills/<name>/SKILL.md``.
 
 Only names of installed skills count: a made-up name is no activation, whatever the agent says.
 """
@@ -22,6 +24,7 @@ from schemas.trajectory import Event, ToolCallEvent
 
 _SKILL_MD = re.compile(r"skills/([a-z0-9][a-z0-9-]*)/SKILL\.md")
 _CLAUDE_READS = frozenset({"Read", "Bash", "Grep", "Glob"})
+_GEMINI_READS = frozenset({"read_file", "read_many_files", "run_shell_command", "grep_search", "glob"})
 
 
 def named_skill(value: object, installed: frozenset[str]) -> str | None:
@@ -49,6 +52,11 @@ def _event_skills(executor: str, event: ToolCallEvent, installed: frozenset[str]
         return _read_skill_files(args, installed) if event.name in _CLAUDE_READS else []
     if executor == "codex":
         return _read_skill_files(args, installed)
+    if executor == "gemini-cli":
+        if event.name == "activate_skill":
+            found = named_skill(args.get("name"), installed)
+            return [found] if found else []
+        return _read_skill_files(args, installed) if event.name in _GEMINI_READS else []
     return []
 
 

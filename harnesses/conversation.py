@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from harnesses import gemini_api
 from harnesses.model_record import ModelToolCall
 
 _ANCHOR_MIN = 16
@@ -89,6 +90,8 @@ def history(protocol: str, body: Mapping[str, Any]) -> tuple[set[str], list[str]
     """The call ids of a request's earlier assistant turns, and its user messages' texts."""
     if protocol == "anthropic":
         return _anthropic(body.get("messages"))
+    if protocol == "gemini":  # calls by signature: ids do not survive the Gemini wire
+        return gemini_api.history(dict(body))
     if "input" not in body and "messages" in body:  # chat completions, the other OpenAI wire API
         return _chat(body.get("messages"))
     return _responses(body.get("input"))
@@ -113,7 +116,8 @@ def continues(protocol: str, body: Mapping[str, Any], *, opening: str, known: Ma
     the history is checked).
     """
     calls, texts = history(protocol, body)
-    if not calls <= set(known):
+    names = {gemini_api.signature(c.name, c.arguments) for c in known.values()} if protocol == "gemini" else set(known)
+    if not calls <= names:
         return False
     if not opening.strip():
         return True

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from harnesses import gemini_api
 from harnesses.chat_completions import chunk_parts, completion_parts
 
 
@@ -62,6 +63,9 @@ class ProxyRecord:
     """Headers and beta values the proxy did not forward, each once."""
     body_sent: bool = False
     """True once a request to the model held the watched text (the skill's body)."""
+    tool_outputs: dict[str, str] = field(default_factory=dict)
+    """What the harness sent the model as each tool call's result, by its call id, first seen
+    (Gemini: ``functionResponse`` parts; its stream shows only a display text, empty for a file read)."""
     budget_end: str | None = None
     """``max-tokens``, ``max-turns``, ``wall-clock`` or ``budget-share`` (past its share of the run's
     cap, engine/budget.py) once the proxy refused a request for that budget."""
@@ -197,9 +201,12 @@ def parse_model_response(protocol: str, body: bytes) -> ModelTurn | None:
 
     ``protocol`` is ``anthropic`` (a ``message`` object or its event stream) or ``openai``
     (a Responses ``response`` object or its event stream ending in ``response.completed``, or
-    a ``chat.completion`` or its chunks: :mod:`harnesses.chat_completions`).
+    a ``chat.completion`` or its chunks: :mod:`harnesses.chat_completions`) or ``gemini``
+    (a ``GenerateContentResponse`` or its event stream: :mod:`harnesses.gemini_api`).
     """
     text = body.lstrip()
+    if protocol == "gemini":
+        return _chat_turn(gemini_api.response_parts(body))
     if protocol == "anthropic":
         if text.startswith(b"{"):
             try:

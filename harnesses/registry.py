@@ -13,12 +13,18 @@ from collections.abc import Callable
 from harnesses.base import Harness
 from harnesses.claude_code import ClaudeCode
 from harnesses.codex import Codex
+from harnesses.gemini_cli import GeminiCli
 from harnesses.opencode import OpenCode
 from schemas.errors import ConfigError
 
 BUILTIN = "agent"
 CMD_PREFIX = "cmd:"
-HARNESSES: dict[str, Callable[[], Harness]] = {"claude-code": ClaudeCode, "codex": Codex, "opencode": OpenCode}
+HARNESSES: dict[str, Callable[[], Harness]] = {
+    "claude-code": ClaudeCode,
+    "codex": Codex,
+    "opencode": OpenCode,
+    "gemini-cli": GeminiCli,
+}
 KNOWN = (BUILTIN, *HARNESSES, f"{CMD_PREFIX}'<command line>'")
 
 

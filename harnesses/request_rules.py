@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from harnesses import gemini_api
 from harnesses.endpoints import Protocol
 from schemas.model_config import DEFAULT_MAX_OUTPUT_TOKENS
 
@@ -39,6 +40,7 @@ BAD_REQUEST_BODY = "BAD_REQUEST_BODY"
 PROTOCOL_HEADERS: dict[str, frozenset[str]] = {
     "anthropic": frozenset({"content-type", "accept", "anthropic-version", "anthropic-beta"}),
     "openai": frozenset({"content-type", "accept"}),
+    "gemini": frozenset({"content-type", "accept"}),
 }
 """Request headers forwarded per protocol when no harness names its own (credentials are the proxy's)."""
 
@@ -132,6 +134,8 @@ def pin_request(rules: RequestRules, path: str, body: bytes) -> tuple[bytes, dic
     """
     if not body.strip() and path.endswith("/models"):
         return body, None
+    if rules.protocol == "gemini":
+        return _pin_gemini(rules, path, body)
     try:
         parsed = json.loads(body)
     except (ValueError, RecursionError) as exc:
@@ -140,6 +144,34 @@ def pin_request(rules: RequestRules, path: str, body: bytes) -> tuple[bytes, dic
         raise RequestRefused(BAD_REQUEST_BODY, "the body is not a JSON object")
     _check(rules, parsed)
     clamped = _clamp(rules, parsed)
+    if clamped == parsed:
+        return body, parsed
+    return json.dumps(clamped, ensure_ascii=False, separators=(",", ":")).encode(), clamped
+
+
+def _pin_gemini(rules: RequestRules, path: str, body: bytes) -> tuple[bytes, dict[str, Any] | None]:
+    """The Gemini API: the model is the path's, the tools are ``tools[].functionDeclarations``."""
+    parts = gemini_api.split_path(path)
+    asked = parts[0] if parts else None
+    if asked != rules.model:
+        raise RequestRefused(MODEL_NOT_ALLOWED, f"model {str(asked)[:120]!r} is not this shard's model {rules.model!r}")
+    try:
+        parsed = json.loads(body) if body.strip() else {}
+    except (ValueError, RecursionError) as exc:
+        raise RequestRefused(BAD_REQUEST_BODY, f"the body is not JSON ({type(exc).__name__})") from None
+    if not isinstance(parsed, dict):
+        raise RequestRefused(BAD_REQUEST_BODY, "the body is not a JSON object")
+    for name in gemini_api.REFUSED_FIELDS:
+        if parsed.get(name) not in (None, False, "", [], {}):
+            raise RequestRefused(BODY_FIELD_REFUSED, f"{name!r} attaches a provider-side service")
+    tools = parsed.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise RequestRefused(BAD_REQUEST_BODY, "'tools' is not a list")
+    for tool in tools or []:
+        why = gemini_api.tool_refusal(tool)
+        if why is not None:
+            raise RequestRefused(SERVER_TOOL_REFUSED, why)
+    clamped = gemini_api.clamp(parsed, rules.max_output)
     if clamped == parsed:
         return body, parsed
     return json.dumps(clamped, ensure_ascii=False, separators=(",", ":")).encode(), clamped

@@ -45,11 +45,6 @@ def cell_of(state: ShardState, passed: Sequence[bool]) -> Cell:
     return (state.value, ())
 
 
-def index_runs(s: SkillResult) -> dict[Key, Cell]:
-    """The arm index of a result that kept its per-shard rows."""
-    return {(r.case_id, r.model, r.epoch): cell_of(r.state, [v.passed for v in r.verdicts]) for r in s.runs}
-
-
 Pairs = tuple[list[tuple[Key, tuple[bool, ...], tuple[bool, ...]]], dict[str, int]]
 """Kept (key, current verdicts, baseline verdicts) pairs in key order, and the dropped ones
 counted by ``<arm>:<state>`` (and ``total``)."""
@@ -109,16 +104,14 @@ def compare_arms(
     baseline: SkillResult,
     run_id: str,
     model: str | None = None,
-    arms: tuple[ArmIndex, ArmIndex] | None = None,
+    *,
+    arms: tuple[ArmIndex, ArmIndex],
     paired: Pairs | None = None,
 ) -> PairedComparison:
-    """The paired comparison of ``current`` against ``baseline`` (one model, or all when None).
-
-    ``arms`` are the two arms' indexes (by default built from the results' rows); ``paired``
-    their pairs for ``model`` when already made (:func:`pair_all`).
-    """
+    """The paired comparison of ``current`` against ``baseline`` (one model, or all when None):
+    ``arms`` are the two arms' indexes, ``paired`` their pairs for ``model`` when already made."""
     kind = {NO_SKILL: "no-skill", SAME: "same", GUTTED: "gutted"}.get(baseline.variant, "compare")
-    new, old = arms if arms is not None else (index_runs(current), index_runs(baseline))
+    new, old = arms
     pairs, dropped = paired if paired is not None else pair_arms(new, old, baseline.variant, model)
     dropped = dict(dropped)
     seed = seed_for(run_id, current.skill, baseline.variant, model or "*")
@@ -137,8 +130,7 @@ def compare_arms(
     }
     if not pairs:
         return _unpaired(new, old, model, common)
-    values = [v for pair in rates.values() for v in pair]
-    binary = all(v in (0, 1) for v in values)
+    binary = all(v in (0, 1) for pair in rates.values() for v in pair)
     better, worse = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
     test: TestName
     if binary:
@@ -258,21 +250,18 @@ def two_proportion(c1: int, n1: int, c0: int, n0: int) -> tuple[float, float, fl
 
 
 def compare_all(
-    skills: Sequence[SkillResult], run_id: str, arms: Mapping[tuple[str, str], ArmIndex] | None = None
+    skills: Sequence[SkillResult], run_id: str, arms: Mapping[tuple[str, str], ArmIndex]
 ) -> list[PairedComparison]:
     """Every baseline arm of every skill against its current arm: all models, then one per model.
 
-    ``arms`` maps (variant, skill) to its index; by default each is built from the result's rows.
+    ``arms`` maps (variant, skill) to its index (the reduce's cells, one per planned shard).
     """
     out = []
     for base in (s for s in skills if s.variant != "current"):
         current = next((s for s in skills if s.variant == "current" and s.skill == base.skill), None)
         if current is None:
             continue
-        if arms is not None:
-            pair = (arms[(current.variant, current.skill)], arms[(base.variant, base.skill)])
-        else:
-            pair = (index_runs(current), index_runs(base))
+        pair = (arms[(current.variant, current.skill)], arms[(base.variant, base.skill)])
         every, by_model = pair_all(pair[0], pair[1], base.variant)
         out.append(compare_arms(current, base, run_id, arms=pair, paired=every))
         models = sorted({m for _, m, _ in pair[0]} | {m for _, m, _ in pair[1]})

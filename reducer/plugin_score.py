@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 
 from reducer.html_parts import table
-from schemas.report import CaseRun, PluginCaseScore, PluginSuiteScore, RunResult, SkillResult
-from schemas.status import ShardState
+from schemas.report import PluginCaseScore, PluginSuiteScore, RunResult, SkillResult
 
 PLUGIN_SUITE_PREFIX = "evals/*/ [plugin suite:"
 
@@ -27,21 +26,11 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def suite_scores(case_ids: Sequence[int], runs: Sequence[CaseRun]) -> list[PluginSuiteScore]:
-    """Per executor model: every case's score and the suite's, from the graded runs."""
-    sums: dict[tuple[int, str], list[float]] = {}
-    for r in runs:
-        if r.state is ShardState.GRADED and r.composite is not None:
-            cell = sums.setdefault((r.case_id, r.model), [0.0, 0.0])
-            cell[0] += r.composite
-            cell[1] += 1
-    return scores_from_sums(case_ids, sorted({r.model for r in runs}), sums)
-
-
 def scores_from_sums(
     case_ids: Sequence[int], models: Sequence[str], sums: Mapping[tuple[int, str], Sequence[float]]
 ) -> list[PluginSuiteScore]:
-    """The scores from (case, model) -> [sum of run scores, graded runs] (a streamed reduce keeps only these)."""
+    """Per executor model: every case's score and the suite's, from (case, model) -> [sum of the
+    graded runs' scores, graded runs] (what the reduce counts)."""
     out = []
     for model in models:
         cases = []

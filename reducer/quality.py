@@ -13,12 +13,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from reducer.counters import Arm
 from schemas.comparison import AssertionQuality
 from schemas.constants import MIN_FLAKY_EPOCHS, MIN_QUALITY_OBSERVATIONS
-from schemas.report import SkillResult
-from schemas.status import ShardState
 
 
 def is_constant(observations: int, passes: int, groups: int) -> bool:
@@ -27,51 +26,41 @@ def is_constant(observations: int, passes: int, groups: int) -> bool:
     return enough and passes in (0, observations)
 
 
-def assess_assertions(skills: Sequence[SkillResult]) -> list[AssertionQuality]:
-    """One row per (skill, case, assertion) that has at least one graded verdict."""
-    texts: dict[tuple[str, int, int], str] = {}
-    verdicts: dict[tuple[str, int, int], list[bool]] = defaultdict(list)
-    groups: dict[tuple[str, int, int], dict[str, set[bool]]] = defaultdict(lambda: defaultdict(set))
-    group_sizes: dict[tuple[str, int, int], dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    ensemble: dict[tuple[str, int, int], list[bool]] = defaultdict(list)
-    for s in skills:
-        for a in s.assertions:
-            texts.setdefault((s.skill, a.case_id, a.index), a.text)
-        for r in s.runs:
-            if r.state is not ShardState.GRADED:
-                continue
-            graded_judges = [j for j in r.judges if j.state is ShardState.GRADED]
-            for i, v in enumerate(r.verdicts):
-                key = (s.skill, r.case_id, i)
-                texts.setdefault(key, v.text)
-                verdicts[key].append(v.passed)
-                group = f"{s.variant}/{r.model}"
-                groups[key][group].add(v.passed)
-                group_sizes[key][group] += 1
-                if v.check == "judge" and len(graded_judges) > 1:
-                    answers = {j.verdicts[i].passed for j in graded_judges if len(j.verdicts) > i}
-                    ensemble[key].append(len(answers) > 1)
+def quality_rows(
+    arms: Mapping[tuple[str, str], Arm],
+    disagreed: Mapping[tuple[str, int, int], Sequence[int]],
+    texts: Mapping[tuple[str, int, int], str],
+) -> list[AssertionQuality]:
+    """One row per (skill, case, assertion) with at least one graded verdict, from each arm's
+    (case, assertion, model) cells: a group is one (variant, model). ``disagreed`` is (skill,
+    case, assertion) -> [ensemble questions the judges split on, ensemble questions]."""
+    groups: dict[tuple[str, int, int], dict[str, list[int]]] = defaultdict(dict)
+    for (variant, skill), arm in arms.items():
+        for (case_id, index, model), (passes, n) in arm.cells.items():
+            groups[(skill, case_id, index)][f"{variant}/{model}"] = [n, passes]
     rows = []
-    for key in sorted(verdicts):
+    for key in sorted(groups):
+        by_group = groups[key]
         skill, case_id, index = key
-        seen = verdicts[key]
-        constant = is_constant(len(seen), sum(seen), len(group_sizes[key]))
-        repeated = [g for g, n in group_sizes[key].items() if n >= MIN_FLAKY_EPOCHS]
-        flaky = sorted(g for g in repeated if len(groups[key][g]) > 1)
-        disagree = ensemble.get(key)
+        observations = sum(n for n, _ in by_group.values())
+        passes = sum(c for _, c in by_group.values())
+        constant = is_constant(observations, passes, len(by_group))
+        repeated = [g for g, (n, _) in by_group.items() if n >= MIN_FLAKY_EPOCHS]
+        flaky = sorted(g for g in repeated if 0 < by_group[g][1] < by_group[g][0])
+        d = disagreed.get(key, (0, 0))
         rows.append(
             AssertionQuality(
                 skill=skill,
                 case_id=case_id,
                 index=index,
-                text=texts[key],
-                observations=len(seen),
-                pass_rate=sum(seen) / len(seen),
+                text=texts.get(key, ""),
+                observations=observations,
+                pass_rate=passes / observations,
                 non_discriminating=constant,
-                constant=("pass" if seen[0] else "fail") if constant else "",
+                constant=("pass" if passes else "fail") if constant else "",
                 flaky_in=flaky,
                 flip_rate=len(flaky) / len(repeated) if repeated else None,
-                judge_disagreement=sum(disagree) / len(disagree) if disagree else None,
+                judge_disagreement=d[0] / d[1] if d[1] else None,
             )
         )
     return rows

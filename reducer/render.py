@@ -9,6 +9,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from reducer.agreement import agreement_lines
 from reducer.plugin_score import plugin_score_lines
+from reducer.render_adaptive import markdown_section
 from reducer.render_compare import comparison_section, quality_section
 from reducer.render_triggers import gates_text, junit_suites, routing_section, trigger_section
 from reducer.stream import ROWS_NOT_KEPT
@@ -119,6 +120,8 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
     if result.triggers is not None:  # a trigger run: its shards hold no assertions, only what fired
         lines += ["", *trigger_section(result.triggers, skill), "", *routing_section(result.triggers)]
         return "\n".join(lines) + "\n"
+    if result.adaptive is not None:
+        lines += ["", *markdown_section(result.adaptive, skill)]
     lines += ["", *quality_section([q for q in result.assertion_quality if q.skill == skill])]
     if result.human_agreement:
         lines += ["", "## Judge vs people", ""]
@@ -272,6 +275,13 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
     }
     if result.triggers is not None:
         doc["triggers"] = result.triggers.model_dump(mode="json")
+    if result.adaptive is not None:  # this skill's cases and gate only, as every other field
+        plan = result.adaptive
+        mine = {
+            "cases": tuple(c for c in plan.cases if c.skill == skill),
+            "gates": tuple(g for g in plan.gates if g.skill == skill),
+        }
+        doc["adaptive"] = plan.model_copy(update=mine).model_dump(mode="json")
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 

@@ -147,7 +147,7 @@ CLUSTERED_METHOD = "cluster-wilson"
 clusters - 1 degrees of freedom (Korn and Graubard, 1998); docs/design/statistics.md."""
 
 
-def clustered_interval(clusters: Sequence[tuple[int, int]], level: float = 0.95) -> ClusteredInterval | None:
+def clustered_interval(clusters: Sequence[tuple[float, float]], level: float = 0.95) -> ClusteredInterval | None:
     """The pooled rate of ``(passed, trials)`` per case and its interval with the case as the unit.
 
     The rate is the ratio estimator ``sum(passed) / sum(trials)``; its variance is the

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from reducer.agreement import agreement_lines
 from reducer.plugin_score import plugin_complete_lines
 from reducer.render import corpus_status
+from reducer.render_adaptive import summary_lines
 from reducer.render_compare import comparison_summary, noise_summary
 from reducer.render_triggers import complete_lines, gates_text
 from schemas.report import CaseRun, RunResult
@@ -98,6 +99,7 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
         for c in result.comparisons
         if c.model is None and c.noise is not None
     ]
+    lines += summary_lines(result.adaptive) if result.adaptive is not None else []
     lines += complete_lines(result.triggers) if result.triggers is not None else []
     lines += [f"skipped: {s}" for s in result.skipped]
     if result.aggregate_headline:

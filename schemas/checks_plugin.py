@@ -56,12 +56,15 @@ class TextMatchCheck(BaseModel):
     """Python regular expression (JavaScript syntax translated on import)."""
     flags: str = ""
     """Any of ``i`` (ignore case), ``m`` (multiline), ``s`` (dot matches newline)."""
-    source: Literal["reply", "transcript", "file"] = "reply"
-    """The final assistant message, the rendered trace, or the final content of ``path``."""
+    source: Literal["reply", "transcript", "file", "mock_calls"] = "reply"
+    """The final assistant message, the rendered trace, the final content of ``path``, or the mocked
+    MCP calls (one JSON line each: ``tool``, ``input``, ``output``, ``isError`` when it was one)."""
     path: str | None = None
     """Repo-relative file for ``source: file``."""
     absent: bool = False
     """True: pass only when the pattern is not found."""
+    count: int | None = None
+    """Pass only when the pattern matches exactly this many times (plugin eval's ``match: count:N``)."""
     weight: float = 1.0
     """Relative weight in weighted scores."""
 

@@ -11,7 +11,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.checks_http import HttpCallCheck, HttpOrderCheck
 from schemas.checks_plugin import FileGlobCheck, JudgedCheck, TextMatchCheck, ToolCountCheck, ToolOrderCheck
+from schemas.history import HistoryTurn
+from schemas.http_mocks import HttpMock
 from schemas.mocks import MockServer
 from schemas.status import FixtureStage
 
@@ -123,6 +126,8 @@ DeterministicAssertion = (
     | ToolCountCheck
     | ToolOrderCheck
     | FileGlobCheck
+    | HttpCallCheck
+    | HttpOrderCheck
 )
 """An assertion checked without a model (extension ``deterministic-assertions``)."""
 AssertionObject = Annotated[DeterministicAssertion | JudgedCheck, Field(discriminator="kind")]
@@ -169,6 +174,10 @@ class EvalCase(BaseModel):
     """Shell script run with bash in the workspace, inside the sandbox, before the agent starts."""
     mocks: tuple[MockServer, ...] = ()
     """Mocked MCP servers the executor offers in place of the repo's own (schemas/mocks.py)."""
+    http_mocks: tuple[HttpMock, ...] = ()
+    """Answers to the agent's HTTP requests, served by a proxy in the sandbox (schemas/http_mocks.py)."""
+    history: tuple[HistoryTurn, ...] = ()
+    """Earlier turns of a conversation the case continues (schemas/history.py); empty: a fresh one."""
 
     @property
     def has_base_fixtures(self) -> bool:

@@ -59,7 +59,7 @@ def models_for(manifest: RunManifest, queue: str) -> list[str]:
     return []  # an external command or recordings: no model calls of ours on this queue
 
 
-_MODEL_EXECUTORS = ("agent", "claude-code", "codex", "opencode")
+_MODEL_EXECUTORS = ("agent", "claude-code", "codex", "opencode", "gemini-cli")
 """Executors whose model calls go through the product (its client, or its proxy for a harness)."""
 
 

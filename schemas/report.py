@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.adaptive import AdaptivePlan
 from schemas.comparison import AssertionQuality, PairedComparison
 from schemas.constants import DEFAULT_THRESHOLD
 from schemas.label import Agreement
@@ -293,6 +294,8 @@ class RunResult(BaseModel):
             label += f"; plugin eval cases: --threshold {self.plugin_threshold:g}"
         return label
 
+    adaptive: AdaptivePlan | None = None
+    """``--epochs auto``: the epochs each case got and why it stopped (None: fixed epochs)."""
     human_agreement: list[Agreement] = Field(default_factory=list)
     """Each judge against people's labels of its verdicts (``skill-eval label``, the viewer): overall, then
     per assertion; empty while nobody labelled."""

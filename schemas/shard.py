@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.adaptive import AdaptivePlan
 from schemas.corpus import Corpus
 from schemas.status import SandboxMode
 from schemas.triggers import TriggerSet
@@ -104,6 +105,8 @@ class RunPlan(BaseModel):
     """Sandbox mode every executor tool call runs under."""
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     """When the plan was made (UTC)."""
+    adaptive: AdaptivePlan | None = None
+    """``--epochs auto``: ``epochs`` is then the first round's, and this says what each case got."""
 
     @property
     def case_count(self) -> int:
@@ -112,6 +115,10 @@ class RunPlan(BaseModel):
     @property
     def assertion_count(self) -> int:
         return sum(b.corpus.assertion_count for b in self.bundles)
+
+    def epochs_of(self, skill: str, case_id: int) -> int:
+        """The epochs planned for one case: ``epochs``, or its own count when epochs are adaptive."""
+        return self.adaptive.epochs_of(skill, case_id) if self.adaptive is not None else self.epochs
 
     def bundle(self, skill: str) -> SkillBundle:
         for b in self.bundles:

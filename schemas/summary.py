@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.adaptive import AdaptivePlan
+
 
 class CorpusPlan(BaseModel):
     """One corpus of a planned run."""
@@ -68,6 +70,10 @@ class PlanSummary(BaseModel):
     """Corpora left out (only with --all-evals; otherwise the first bad corpus blocks the run)."""
     power: list[str] = Field(default_factory=list)
     """What this many cases can detect in a paired comparison (printed by --dry-run)."""
+    adaptive: AdaptivePlan | None = None
+    """``--epochs auto``: the rule (``epochs`` and ``totals.shards`` are then the first round's)."""
+    max_shards: int | None = None
+    """``--epochs auto``: the shards if every case went on to ``--max-epochs``."""
     guards: list[str] = Field(default_factory=list)
     """What the run would block per case or skip per skill, by name (``BLOCKED_FIXTURE_NEEDS_GIT``,
     ``GUARD_BAD_REF``, ``GUARD_NO_GIT``): the run goes on with the rest, so they change no exit code."""

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.http_mocks import HttpCall
 from schemas.status import SandboxMode
 
 
@@ -152,6 +153,9 @@ class Trajectory(BaseModel):
     """Harness executors: whether the harness loaded the skill (None: not recorded for this executor)."""
     mock_findings: list[str] = Field(default_factory=list)
     """Calls to a mocked MCP tool whose input failed the mock's ``expect`` guard (recorded by the product)."""
+    http_calls: list[HttpCall] = Field(default_factory=list)
+    """Every request the sandbox's HTTP mock proxy received, answered or refused, in order (recorded by
+    the product's proxy outside the sandbox; empty when the case has no ``http_mocks``)."""
     rejected_calls: list[str] = Field(default_factory=list)
     """Tool calls the harness's stream claimed that no proxied model response contained (flagged, left out)."""
     skills_fired: list[str] | None = None
@@ -186,6 +190,9 @@ class Trajectory(BaseModel):
                 if event.limit:
                     head += f" limit={event.limit}"
                 blocks.append(f"{head}\n{event.output}")
+        for call in self.http_calls:
+            answered = "mocked" if call.mocked else "refused"
+            blocks.append(f"[http_call] {call.method} {json.dumps(call.url)} -> {call.status} {answered}\n{call.body}")
         if self.end_reason is not EndReason.COMPLETED:
             blocks.append(f"[assistant] (run ended: {self.end_reason.value})")
         return "\n".join(blocks) + ("\n" if blocks else "")

@@ -21,8 +21,10 @@ run against it passes judge calibration honestly (what ``make demo`` does in-pro
 Protocols: ``/v1/chat/completions`` (OpenAI, JSON or server-sent events: what OpenCode
 speaks), ``/v1/messages`` and ``/v1/messages/count_tokens`` (Anthropic, JSON or server-sent
 events: :mod:`testkit.anthropic_api`), ``/v1/responses`` (the
-OpenAI Responses API Codex speaks: :mod:`testkit.responses_api`); query strings such as
-``?beta=true`` are ignored. The same scenario, latency, 429 and fault controls drive all three.
+OpenAI Responses API Codex speaks: :mod:`testkit.responses_api`),
+``/v1beta/models/<model>:generateContent`` / ``:streamGenerateContent`` / ``:countTokens``
+(the Gemini API Gemini CLI speaks: :mod:`testkit.gemini_api`); query strings such as
+``?beta=true`` are ignored. The same scenario, latency, 429 and fault controls drive them all.
 
 Control endpoints (for tests): ``POST /_control/scenario`` (body: a scenario), ``POST
 /_control/reset`` (forget requests, stats and fault counters), ``GET /_control/requests``
@@ -40,12 +42,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from testkit import anthropic_api, responses_api
+from testkit import anthropic_api, gemini_api, responses_api
 from testkit.judge import calibration_judge_rules, is_grading_request, judge_request
 from testkit.replies import completion_body, completion_chunks
 from testkit.scenario import (
@@ -232,6 +235,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, anthropic_api.count_tokens_body(body))
         elif path in ("/v1/responses", "/responses"):
             self._responses(body)
+        elif gemini_api.route(path) is not None:
+            self._gemini(path, body)
         else:
             self._error(404, f"no route {self.path}")
 
@@ -273,6 +278,24 @@ class _Handler(BaseHTTPRequestHandler):
         stream = responses_api.sse_events if body.get("stream") else None
         self._play(reply, model, text, openai_error, render, stream=stream)
 
+    def _gemini(self, path: str, body: dict[str, Any]) -> None:
+        model, method = gemini_api.route(path) or ("", "")
+        if method == "countTokens":
+            self._json(200, gemini_api.count_tokens_body(body))
+            return
+        text = gemini_api.contents_text(body)
+        chat = gemini_api.as_chat_messages(body)
+        reply = self._scripted(body, model, chat, text, bool(body.get("tools")), gemini_api.error_body)
+        if reply is None:
+            return
+
+        def render(r: dict[str, Any], m: str, _text: str, seq: int) -> dict[str, Any]:
+            return gemini_api.response_body(r, m, body, seq)
+
+        stream = gemini_api.sse_events if method == "streamGenerateContent" else None
+        error = partial(gemini_api.error_body, retry_after=reply.get("retry_after"))
+        self._play(reply, model, text, error, render, stream=stream)
+
     def _scripted(
         self,
         body: dict[str, Any],
@@ -287,7 +310,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._arrived = time.time()
         with state.lock:
             state.requests.append(body)
-            state.keys.append(self.headers.get("x-api-key") or self.headers.get("authorization") or "")
+            credential = self.headers.get("x-api-key") or self.headers.get("x-goog-api-key")
+            state.keys.append(credential or self.headers.get("authorization") or "")
             state.headers.append({k.lower(): v for k, v in self.headers.items()})
             state.stats["total"] += 1
             state.stats["first_request_at"] = state.stats["first_request_at"] or self._arrived

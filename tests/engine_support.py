@@ -25,7 +25,7 @@ from producer.corpus.repo import Repo
 from producer.launch.cluster import task_sender
 from producer.launch.submit import build_manifest, submit
 from producer.plan.planning import new_run_id, plan_run
-from schemas.constants import ALL_QUEUES
+from schemas.constants import ALL_QUEUES, QUEUE_EXECUTE
 from schemas.manifest import AgentBudget, RunManifest, RunSettings
 from schemas.model_config import ModelConfig
 
@@ -128,7 +128,9 @@ def submit_run(
     store = open_store(settings.store)
     state = RunState(redis.Redis.from_url(settings.broker_url or ""))
     enqueue = task_sender(settings, manifest)
-    submit(manifest, store, state, lambda run_id, shard_id: enqueue("execute", run_id, shard_id), enqueue.batch)
+    submit(
+        manifest, store, state, lambda run_id, shard_id: enqueue.send(QUEUE_EXECUTE, run_id, shard_id), enqueue.batch
+    )
     return manifest
 
 

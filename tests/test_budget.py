@@ -20,6 +20,7 @@ from engine.store import open_store
 from producer.launch.cluster import task_sender
 from producer.launch.resubmit import parse_only, resubmit_run
 from producer.launch.submit import submit
+from schemas.constants import QUEUE_EXECUTE
 from schemas.errors import ConfigError
 from schemas.manifest import AgentBudget, RunManifest, manifest_key, trajectory_key
 from schemas.outcome import ShardOutcomeRecord
@@ -125,7 +126,7 @@ def test_a_run_cut_off_by_its_token_cap_ends_budget_exhausted_and_resubmit_finis
         budget = RunBudget(client, run_id)
         budget.set_caps(max_tokens=cap, max_cost_usd=None)
         publisher = task_sender(settings, manifest)
-        submit(manifest, store, state, lambda r, s: publisher("execute", r, s), publisher.batch)
+        submit(manifest, store, state, lambda r, s: publisher.send(QUEUE_EXECUTE, r, s), publisher.batch)
         node = WorkerNode(settings, "w", tmp_path / "w.log", concurrency=1)
         try:
             wait_until(lambda: state.reduced(run_id), 120, what="capped run reduced")
@@ -163,7 +164,7 @@ def test_regrade_with_another_judge_grades_again_without_executing_and_keeps_the
         manifest = _manifest(repo, settings, model.base_url, 10_000_000)
         run_id = manifest.plan.run_id
         publisher = task_sender(settings, manifest)
-        submit(manifest, store, state, lambda r, s: publisher("execute", r, s), publisher.batch)
+        submit(manifest, store, state, lambda r, s: publisher.send(QUEUE_EXECUTE, r, s), publisher.batch)
         node = WorkerNode(settings, "w", tmp_path / "w.log", concurrency=1)
         try:
             wait_until(lambda: state.reduced(run_id), 120, what="run reduced")

@@ -24,6 +24,7 @@ from harnesses.endpoints import normalise_upstream
 from producer.launch.cluster import task_sender
 from producer.launch.resubmit import resubmit_run
 from producer.launch.submit import submit
+from schemas.constants import QUEUE_EXECUTE
 from schemas.manifest import AgentBudget, RunManifest, trajectory_key
 from schemas.outcome import ShardOutcomeRecord
 from schemas.status import ShardState
@@ -166,7 +167,7 @@ def test_a_greedy_agent_is_graded_by_its_own_budget_while_the_shards_it_cut_off_
         budget = RunBudget(client, run_id, shards=len(shards))
         budget.set_caps(max_tokens=cap, max_cost_usd=None)
         publisher = task_sender(settings, manifest)
-        submit(manifest, store, state, lambda r, s: publisher("execute", r, s), publisher.batch)
+        submit(manifest, store, state, lambda r, s: publisher.send(QUEUE_EXECUTE, r, s), publisher.batch)
         node = WorkerNode(settings, "w", tmp_path / "w.log", concurrency=4)
         try:
             wait_until(lambda: state.reduced(run_id), 180, what="capped run reduced")

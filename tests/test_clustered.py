@@ -8,8 +8,9 @@ import random
 import pytest
 
 from reducer.render import render_json, render_markdown
-from reducer.scoring import rate, reduce_run
+from reducer.scoring import rate
 from reducer.stats import clustered_interval, t_quantile, wilson
+from reducer.stream import reduce_run
 from tests.test_reducer import bundle, graded, plan_for
 
 RUNS = 2000

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reducer.scoring import ShardOutcome
 from schemas.shard import CURRENT, NO_SKILL, baseline_variant
+from schemas.shard_outcome import ShardOutcome
 from schemas.status import ShardState, Verdict
 from schemas.verdict import AssertionVerdict, JudgeAnswer, ShardGrade
 from tests.test_reducer import bundle, graded, outcomes_for, plan_for, reduce

@@ -130,9 +130,9 @@ def _submit_with_one_message_to(
     def enqueue(run_id: str, shard_id: str) -> None:
         if not lost:
             lost.append(shard_id)
-            _stop_holding_a_pop(node, broker, lambda: publisher("execute", run_id, shard_id))
+            _stop_holding_a_pop(node, broker, lambda: publisher.send(QUEUE_EXECUTE, run_id, shard_id))
         else:
-            publisher("execute", run_id, shard_id)
+            publisher.send(QUEUE_EXECUTE, run_id, shard_id)
 
     submit(manifest, open_store(settings.store), state, enqueue)
     return lost[0]
@@ -154,7 +154,7 @@ def _assert_one_verdict_each(settings: Settings, manifest: RunManifest) -> None:
     assert state.totals(run_id) == (len(manifest.plan.shards), len(manifest.plan.shards))
     for shard in manifest.plan.shards:
         assert store.exists(outcome_key(run_id, shard.shard_id))
-        assert state.attempts(run_id, shard.shard_id, ShardState.EXECUTING) == 1  # executed once, never twice
+        assert state.claims(run_id, shard.shard_id, ShardState.EXECUTING) == 1  # executed once, never twice
 
 
 def test_a_message_taken_by_a_worker_killed_before_reading_it_is_sent_again_within_the_bound(

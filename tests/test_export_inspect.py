@@ -7,9 +7,10 @@ from pathlib import Path
 from inspect_ai.log import read_eval_log
 
 from producer.results.export_inspect import write_logs
-from reducer.scoring import ShardOutcome, reduce_run
+from reducer.stream import reduce_run
 from schemas.manifest import RunManifest
 from schemas.shard import CURRENT, NO_SKILL
+from schemas.shard_outcome import ShardOutcome
 from schemas.status import ShardState
 from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent, Trajectory
 from tests.test_reducer import bundle, graded, plan_for

@@ -47,6 +47,7 @@ def test_a_missing_harness_binary_stops_an_embedded_run_before_anything_is_enque
             **original(),
             "SKILL_EVAL_CLAUDE_CODE_BIN": str(tmp_path / "no-claude-here"),
             "SKILL_EVAL_OPENCODE_BIN": str(tmp_path / "no-opencode-here"),
+            "SKILL_EVAL_GEMINI_CLI_BIN": str(tmp_path / "no-gemini-here"),
         }
 
     monkeypatch.setattr(env, "env", with_missing_binary)
@@ -56,6 +57,9 @@ def test_a_missing_harness_binary_stops_an_embedded_run_before_anything_is_enque
     res = env.run(repo, "greet", "--executor", "opencode", models=("openai/gpt-5",))
     assert res.code == 2, res.stdout + res.stderr
     assert "BLOCKED_NO_HARNESS: opencode:" in res.stderr and "opencode-ai@1.18.33" in res.stderr
+    res = env.run(repo, "greet", "--executor", "gemini-cli", models=("gemini/gemini-2.5-pro",))
+    assert res.code == 2, res.stdout + res.stderr
+    assert "BLOCKED_NO_HARNESS: gemini-cli:" in res.stderr and "@google/gemini-cli@0.61.0" in res.stderr
     assert not (env.out).exists()  # no report: nothing ran
 
 

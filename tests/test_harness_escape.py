@@ -1,6 +1,6 @@
 """Escape tests with the real harness binaries: the agent's shell tries every way out of its shard.
 
-For Claude Code, Codex and OpenCode, the scripted model has the real binary run
+For Claude Code, Codex, OpenCode and Gemini CLI, the scripted model has the real binary run
 ``tests/probes/escape_probe.py`` with its shell tool, as the sandbox's throwaway uid. From
 the host we then check what it achieved: no host port, address or socket but its own
 proxy; the real key reached the offline server while nothing the agent could read or the
@@ -12,6 +12,7 @@ cross-check that would reject an injected tool call is tested on a forged stream
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
@@ -27,6 +28,7 @@ from harnesses.base import PLACEHOLDER_KEY
 from harnesses.claude_code import ClaudeCode
 from harnesses.codex import Codex
 from harnesses.crosscheck import cross_check
+from harnesses.gemini_cli import GeminiCli
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord
 from harnesses.opencode import OpenCode
 from harnesses.stream_json import read_stream_json
@@ -42,7 +44,10 @@ from worker.sandbox import SandboxLimits, open_sandbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-PROBE = (Path(__file__).parent / "probes" / "escape_probe.py").read_text()
+# The stragglers' sleep lengths are unique to this test session, so the check that they are gone
+# never mistakes another session's probe (running the same test) for one of ours.
+STRAGGLER = str(10**6 + secrets.randbelow(9 * 10**6))
+PROBE = (Path(__file__).parent / "probes" / "escape_probe.py").read_text().replace("777", STRAGGLER)
 MODEL = "anthropic/claude-sonnet-4-5"
 
 
@@ -75,7 +80,15 @@ HARNESSES = {
     # OpenCode's bash tool returns only when every holder of the command's output has closed
     # it: the probe's stragglers write elsewhere (they must still die with the shard).
     "opencode": (OpenCode, "openai/gpt-5", "bash", "{} > /tmp/probe.out 2>&1 < /dev/null; cat /tmp/probe.out"),
+    "gemini-cli": (
+        GeminiCli,
+        "gemini/gemini-2.5-pro",
+        "run_shell_command",
+        "{} > /tmp/probe.out 2>&1 < /dev/null; cat /tmp/probe.out",
+    ),
 }
+ENCODED = frozenset({"gemini-cli"})
+"""Harnesses whose shell tool refuses a command holding a backtick or ``$(``: the probe goes in base64."""
 
 
 @pytest.fixture(params=sorted(HARNESSES))
@@ -88,6 +101,8 @@ def escape_run(
     with OfflineModelServer({}) as server:
         probe = wrap.format(f"python3 /tmp/probe.py {server.port} {redis_server.port}")
         command = f"cat > /tmp/probe.py <<'PROBE'\n{PROBE}\nPROBE\n{probe}"
+        if request.param in ENCODED:
+            command = f"echo {base64.b64encode(PROBE.encode()).decode()} | base64 -d > /tmp/probe.py; {probe}"
         call = {"tool_calls": [{"name": tool, "arguments": {"command": command, "description": "probe"}}]}
         server.set_scenario({"rules": [{"contains": "Probe the sandbox", "replies": [call, {"text": "done"}]}]})
         limits = ModelLimits(name=model, api_base=server.base_url, api_key_env="SKILL_EVAL_ESCAPE_KEY")
@@ -148,7 +163,7 @@ def test_nothing_is_written_outside_the_workspace_and_no_process_survives_the_sh
     assert binary.stat().st_mode & 0o777 == 0o111 and b"escaped" not in binary.read_bytes()[-64:]
     assert list((tmp / "private").iterdir()) == []  # the private HOME and the proxy's folder are gone
     assert sorted(p.name for p in (tmp / "ws").iterdir()) == ["dump.txt", "skills"]
-    assert _gone("sleep 777") == []
+    assert _gone(f"sleep {STRAGGLER}") == []
 
 
 def test_a_tool_call_injected_into_the_stream_is_rejected_because_no_proxied_response_holds_it() -> None:

@@ -17,11 +17,12 @@ from playwright.sync_api import Browser, sync_playwright
 
 from producer.plan.planning import plan_run
 from reducer.render_html import render_html
-from reducer.scoring import ShardOutcome, reduce_run
+from reducer.stream import reduce_run
 from schemas.corpus import Corpus, EvalCase
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import RunResult
 from schemas.shard import CURRENT, NO_SKILL, SkillBundle, baseline_variant
+from schemas.shard_outcome import ShardOutcome
 from schemas.status import ShardState
 from schemas.trajectory import Usage
 from schemas.verdict import AssertionVerdict, JudgeAnswer, ShardGrade

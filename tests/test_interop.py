@@ -201,7 +201,7 @@ def test_a_plugin_suite_is_read_as_the_corpus_of_the_plugins_skill(tmp_path: Pat
         (
             "greet-ada/prompt.md",
             "---\nhistory_file: h.jsonl\n---\nhi\n",
-            "evals/greet-ada/prompt.md: front matter.history_file: continuing a recorded conversation",
+            "evals/greet-ada/prompt.md: front matter.history_file: is read under context: only",
         ),
         (
             "greet-ada/graders/ran.md",

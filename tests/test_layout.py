@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +20,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "reducer": ("harnesses", "engine", "producer", "worker", "testkit", "viewer", *IO_LIBRARIES),
     "harnesses": ("reducer", "engine", "producer", "worker", "testkit", "viewer", *IO_LIBRARIES),
     "prompts": ("schemas", "reducer", "harnesses", "engine", "producer", "worker", "testkit", "viewer", *IO_LIBRARIES),
-    # Shared ground: used by both sides, so it may know neither.
-    "engine": ("producer", "worker", "testkit", "viewer"),
+    # Shared ground: used by both sides, so it may know neither; it reads the records the reducer
+    # folds (reducer.from_store asks it through a protocol), so it never imports the reducer either.
+    "engine": ("reducer", "producer", "worker", "testkit", "viewer"),
     # The worker room never reaches back into the client, nor into the test doubles.
     "worker": ("producer", "testkit", "viewer"),
     "testkit": ("engine", "producer", "worker", "viewer", *IO_LIBRARIES),
@@ -255,3 +257,68 @@ def test_a_producer_room_imports_only_the_rooms_before_it() -> None:
     ]
     assert later == []
     assert {m for m in graph if room(m) is None} == {"producer", "producer.__main__", "producer.entry"}
+
+
+LUA = ROOT / "engine" / "lua"
+
+
+def test_no_python_module_of_the_product_holds_a_redis_script() -> None:
+    """Redis scripts live in engine/lua/*.lua, loaded by engine/scripts.py: one per file, its KEYS and ARGV
+    written at its top, none hidden in a Python string."""
+    found = [
+        str(path.relative_to(ROOT))
+        for room in PRODUCT
+        for path in modules(room)
+        if "redis.call(" in path.read_text(encoding="utf-8")
+    ]
+    assert found == []
+
+
+def _header(script: Path) -> str:
+    lines = script.read_text(encoding="utf-8").splitlines()
+    return "\n".join(line for line in itertools.takewhile(lambda line: line.startswith("--"), lines))
+
+
+def test_every_redis_script_names_its_keys_and_argv_at_its_top_builds_no_key_and_is_loaded_by_name() -> None:
+    scripts = sorted(LUA.glob("*.lua"))
+    names = {
+        node.value
+        for room in PRODUCT
+        for path in modules(room)
+        for node in ast.walk(parse(path))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+    undocumented = [s.name for s in scripts if "KEYS[1]" not in _header(s) or "ARGV" not in _header(s)]
+    keyed = [s.name for s in scripts if "skill-eval:" in s.read_text(encoding="utf-8")]  # keys: engine/keys.py
+    unused = [s.name for s in scripts if s.stem not in names]
+    assert len(scripts) >= 20 and (undocumented, keyed, unused) == ([], [], [])
+
+
+FOLD_MODULES = ("reducer/stream.py", "reducer/counters.py", "reducer/rows.py", "reducer/from_store.py")
+"""The one reduce: the fold, its counters, the rows it keeps, and the one way a caller gets a run's result."""
+
+
+def defined_functions(path: Path, top_level_only: bool) -> set[str]:
+    tree = parse(path)
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    return {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def test_the_fold_is_the_only_reduce_and_reimplements_no_rule_of_scoring() -> None:
+    """A function or method of the fold named like one of ``reducer/scoring.py`` would be the same
+    figure written twice (as ``reduce_skill`` and ``_leaderboard`` once were); the fold calls the rules."""
+    rules = defined_functions(ROOT / "reducer" / "scoring.py", top_level_only=True)
+    found = {
+        f"{module}: {name}"
+        for module in FOLD_MODULES
+        for name in defined_functions(ROOT / module, top_level_only=False) & rules
+    }
+    assert found == set()
+    assert not rules & {"reduce_run", "reduce_skill"}  # no second reduce beside the fold
+
+
+def test_the_checker_sees_methods_named_like_a_rule(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("def rate():\n    pass\nclass F:\n    def _leaderboard(self):\n        pass\n")
+    assert defined_functions(module, top_level_only=False) == {"rate", "_leaderboard"}
+    assert defined_functions(module, top_level_only=True) == {"rate"}

@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 import redis
 
+from engine.broker import InProcessBroker, Message
 from engine.records import load_outcome, put_manifest
 from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
 from producer.plan.planning import plan_run
+from schemas.constants import QUEUE_GRADE
 from schemas.corpus import Corpus, EvalCase
 from schemas.errors import (
     BadFixture,
@@ -79,9 +81,9 @@ def test_an_error_in_the_body_ends_the_shard_once_with_the_typed_outcome(
 ) -> None:
     ctx = Context(Settings(broker_url=redis_server.url, store=str(tmp_path / "store"), workdir=tmp_path / "w"))
     run_id, shard_id = _run(redis_client, ctx)
-    sent: list[tuple[str, str, str | None]] = []
+    broker = InProcessBroker()
 
-    with shard_lease(ctx, lambda *a: sent.append(a), run_id, shard_id, S.QUEUED, S.EXECUTING) as lease:
+    with shard_lease(ctx, broker, run_id, shard_id, S.QUEUED, S.EXECUTING) as lease:
         assert lease is not None and lease.manifest.plan.run_id == run_id
         raise BadFixture("evals/fixtures/x: escapes the workspace")
 
@@ -91,9 +93,9 @@ def test_an_error_in_the_body_ends_the_shard_once_with_the_typed_outcome(
         detail="BLOCKED_BAD_FIXTURE: evals/fixtures/x: escapes the workspace",
         status="BLOCKED_BAD_FIXTURE",
     )
-    assert sent == []  # one shard of two is terminal: no reduce yet
+    assert broker.messages == []  # one shard of two is terminal: no reduce yet
 
-    with shard_lease(ctx, lambda *a: sent.append(a), run_id, shard_id, S.QUEUED, S.EXECUTING) as again:
+    with shard_lease(ctx, broker, run_id, shard_id, S.QUEUED, S.EXECUTING) as again:
         assert again is None  # a redelivered message claims nothing
 
 
@@ -102,16 +104,16 @@ def test_a_body_that_moves_the_shard_on_sends_its_next_task_and_a_later_error_is
 ) -> None:
     ctx = Context(Settings(broker_url=redis_server.url, store=str(tmp_path / "store"), workdir=tmp_path / "w"))
     run_id, shard_id = _run(redis_client, ctx)
-    sent: list[tuple[str, str, str | None]] = []
+    broker = InProcessBroker()
 
     with (
         pytest.raises(RuntimeError, match="after"),
-        shard_lease(ctx, lambda *a: sent.append(a), run_id, shard_id, S.QUEUED, S.EXECUTING) as lease,
+        shard_lease(ctx, broker, run_id, shard_id, S.QUEUED, S.EXECUTING) as lease,
     ):
         assert lease is not None
-        lease.advance(S.EXECUTED, then="grade")
+        lease.advance(S.EXECUTED)
         raise RuntimeError("after the transition")
 
     assert ctx.state.get(run_id, shard_id) is S.EXECUTED
     assert load_outcome(ctx.store, run_id, shard_id) is None
-    assert sent == [("grade", run_id, shard_id)]
+    assert broker.messages == [Message(QUEUE_GRADE, run_id, shard_id)]

@@ -26,7 +26,7 @@ from engine.records import latest_noise, put_result
 from engine.store import LocalStore
 from reducer.noise import noise_floor
 from reducer.power import cases_needed, min_detectable_effect, power_note
-from reducer.scoring import reduce_run
+from reducer.stream import reduce_run
 from schemas.comparison import NoiseRecord
 from schemas.manifest import noise_key
 from schemas.shard import CURRENT, SAME

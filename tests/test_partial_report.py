@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.collect import outcome_line_of
 from engine.store import open_store
-from reducer.scoring import reduce_run
-from reducer.stream import StreamReducer
+from reducer.stream import StreamReducer, reduce_run
 from reducer.summary import render_complete_block
 from schemas.manifest import outcome_key
 from schemas.report import UNFINISHED, RunResult
+from schemas.shard_outcome import outcome_line_of
 from schemas.status import ExitCode, Verdict
 from testkit.offline_server import OfflineModelServer
 from tests.e2e_support import Env, git_init, new_repo, write_skill

@@ -20,13 +20,13 @@ from harnesses.claude_code import ClaudeCode
 from harnesses.registry import HARNESSES
 from producer.corpus.repo import Repo
 from producer.plan.case_terms import HONOURS, check_case_terms
-from reducer.plugin_score import below_threshold, suite_scores
+from reducer.plugin_score import below_threshold, scores_from_sums
 from reducer.scoring import composite
 from reducer.threshold import case_threshold_label, with_verdicts
 from schemas.corpus import Corpus, EvalCase
 from schemas.errors import BadCorpus
 from schemas.mocks import answer
-from schemas.report import CaseRun, SkillResult
+from schemas.report import CaseRun, PluginSuiteScore, SkillResult
 from schemas.shard import RunPlan, SkillBundle
 from schemas.status import ShardState
 from schemas.trajectory import ToolCallEvent, ToolResultEvent, Trajectory
@@ -49,6 +49,17 @@ MODEL = "openai/scripted-exec"
 JUDGE_RULES = [{"assertion_contains": "forecast for Paris", "transcript_regex": r"^\[assistant\].*sunny"}]
 
 server, scripted, client = server_fixtures()
+
+
+def suite_scores(case_ids: list[int], runs: list[CaseRun]) -> list[PluginSuiteScore]:
+    """The suite's scores from graded rows, summed as the reduce sums them."""
+    sums: dict[tuple[int, str], list[float]] = {}
+    for r in runs:
+        if r.state is ShardState.GRADED and r.composite is not None:
+            cell = sums.setdefault((r.case_id, r.model), [0.0, 0.0])
+            cell[0] += r.composite
+            cell[1] += 1
+    return scores_from_sums(case_ids, sorted({r.model for r in runs}), sums)
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -156,10 +167,10 @@ def test_scores_match_the_hand_computed_ones(
     # Case 2: reply, file, shell once, order (w2), *.txt exist; Edit was called (fails); llm (w3); mock call.
     assert [v.passed for v in sunny_verdicts] == [True, True, True, True, True, False, True, True]
     assert [v.weight for v in sunny_verdicts] == [1, 1, 1, 2, 1, 1, 3, 1]
-    assert composite(sunny_verdicts) == pytest.approx(10 / 11)
+    assert composite([v.passed for v in sunny_verdicts], [v.weight for v in sunny_verdicts]) == pytest.approx(10 / 11)
     # Case 2: "sunny" is in the trace (fails), no Read (fails), no reports/**/*.md (passes).
     assert [v.passed for v in oslo_verdicts] == [False, False, True]
-    assert composite(oslo_verdicts) == pytest.approx(1 / 3)
+    assert composite([v.passed for v in oslo_verdicts], [v.weight for v in oslo_verdicts]) == pytest.approx(1 / 3)
 
     case_runs = [
         CaseRun(
@@ -169,7 +180,7 @@ def test_scores_match_the_hand_computed_ones(
             epoch=1,
             state=ShardState.GRADED,
             verdicts=v,
-            composite=composite(v),
+            composite=composite([x.passed for x in v], [x.weight for x in v]),
         )
         for i, v in ((2, sunny_verdicts), (1, oslo_verdicts))
     ]

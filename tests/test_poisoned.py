@@ -68,7 +68,7 @@ def test_a_run_whose_manifest_is_unreadable_ends_its_shards_infra_and_still_redu
     for shard in manifest.plan.shards:
         record = load_outcome(store, run_id, shard.shard_id)
         assert record is not None and "the run's manifest cannot be used" in record.detail
-        assert state.attempts(run_id, shard.shard_id, ShardState.EXECUTING) == 1  # no redelivery loop
+        assert state.claims(run_id, shard.shard_id, ShardState.EXECUTING) == 1  # no redelivery loop
 
 
 def test_a_missing_snapshot_blocks_the_shards_naming_the_key_and_the_run_still_reduces(

@@ -10,13 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from producer.plan.planning import plan_run
-from reducer.scoring import ShardOutcome, headline, is_inconclusive, rate, reduce_run
+from reducer.scoring import headline, is_inconclusive, rate
 from reducer.stats import mean_interval, pass_at_k, pass_hat_k, two_proportion_p, wilson
+from reducer.stream import reduce_run
 from schemas.corpus import Assertion, Corpus, EvalCase, ToolCallCheck
 from schemas.errors import BlockedError, FixtureNeedsGit, NoIsolation, NoSandbox
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import UNFINISHED, RunResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle, baseline_variant
+from schemas.shard_outcome import ShardOutcome
 from schemas.status import ExitCode, ShardState, Verdict
 from schemas.verdict import AssertionVerdict, ShardGrade
 

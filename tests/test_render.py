@@ -20,12 +20,13 @@ from reducer.render import (
     run_log_line,
     transcript_name,
 )
-from reducer.scoring import ShardOutcome, reduce_run
+from reducer.stream import reduce_run
 from reducer.summary import render_complete_block
 from schemas.corpus import Corpus, EvalCase
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import RunResult
 from schemas.shard import RunPlan, Shard, SkillBundle
+from schemas.shard_outcome import ShardOutcome
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Usage
 from schemas.verdict import AssertionVerdict, JudgeAnswer, ShardGrade
@@ -96,8 +97,7 @@ def result(plan: RunPlan) -> RunResult:
         plan,
         {o.shard.shard_id: o for o in outcomes},
         calibration={"judge-1": CalibrationRecord(judge="judge-1", status=CalibrationStatus.OK)},
-        template_hashes={"executor": "e" * 64, "grader": "g" * 64},
-    )
+    ).model_copy(update={"template_hashes": {"executor": "e" * 64, "grader": "g" * 64}})
 
 
 META = {"sandbox": "bwrap", "models": "exec", "epochs": "1"}

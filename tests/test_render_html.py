@@ -6,9 +6,10 @@ from html.parser import HTMLParser
 
 from producer.plan.planning import plan_run
 from reducer.render_html import render_html
-from reducer.scoring import ShardOutcome, reduce_run
+from reducer.stream import reduce_run
 from schemas.corpus import Corpus, EvalCase
 from schemas.shard import SkillBundle
+from schemas.shard_outcome import ShardOutcome
 from schemas.status import ShardState
 from schemas.verdict import AssertionVerdict, ShardGrade
 

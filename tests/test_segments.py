@@ -16,20 +16,36 @@ from pathlib import Path
 import pytest
 import redis
 
-from engine.collect import outcome_line_of, reduce_from_store, reduce_streamed, stream_outcome_lines
+from engine.collect import StoredRun, stream_outcome_lines
 from engine.keys import segment_keys
 from engine.records import load_outline, load_result, put_manifest, put_outcome
 from engine.segments import SegmentWriter, segment_keys_in_store
-from engine.store import open_store
-from reducer.scoring import ShardOutcome
+from engine.store import ArtifactStore, open_store
+from reducer.from_store import Reduced, run_result
 from schemas.manifest import RunManifest, grade_key
 from schemas.outcome import OutcomeLine, ShardOutcomeRecord
+from schemas.report import RunResult
+from schemas.shard_outcome import ShardOutcome, outcome_line_of
 from schemas.status import ShardState
 from schemas.verdict import AssertionVerdict, ShardGrade
 from testkit.offline_server import OfflineModelServer
 from tests.e2e_support import Env, git_init, new_repo, write_skill
 from tests.test_e2e_run import DUO, DUO_RULES, ran, use
 from tests.test_reducer import bundle, plan_for
+
+
+def reduce_streamed(store: ArtifactStore, run_id: str, ended: int) -> Reduced:
+    """The streamed reduce, told ``ended`` shards have ended (the run state's count)."""
+    reduced = run_result(StoredRun(store, run_id, ended=lambda: ended), stream_from=0)
+    assert reduced.streamed
+    return reduced
+
+
+def reduce_from_store(store: ArtifactStore, run_id: str) -> RunResult:
+    """The reduce that keeps every shard's row."""
+    reduced = run_result(StoredRun(store, run_id), stream_from=10**9)
+    assert not reduced.streamed
+    return reduced.result
 
 
 def _line(shard_id: str, detail: str = "", state: ShardState = ShardState.EXECUTOR_FAILED) -> OutcomeLine:
@@ -119,14 +135,14 @@ def test_the_newest_line_of_a_shard_wins_and_lines_redis_lost_are_rebuilt_from_t
     outline = load_outline(store, plan.run_id)
     assert outline is not None and outline.shard_count == 8 and outline.manifest.plan.shards == ()
 
-    streamed = reduce_streamed(store, outline, ended=8)
-    full = reduce_from_store(store, manifest)
+    streamed = reduce_streamed(store, outline.manifest.plan.run_id, ended=8)
+    full = reduce_from_store(store, plan.run_id)
     assert (streamed.lines, streamed.shards, streamed.rebuilt) == (12, 8, 2)
     assert streamed.result.skills[0].behavioural == full.skills[0].behavioural
     assert streamed.result.skills[0].infra == full.skills[0].infra
     assert streamed.result.skills[0].not_graded == 0
-    # Without the ended count nothing is rebuilt: the two shards count as not ended.
-    assert reduce_streamed(store, outline).result.skills[0].not_graded == 2
+    # With no count of ended shards nothing is rebuilt: the two shards count as not ended.
+    assert reduce_streamed(store, plan.run_id, ended=0).result.skills[0].not_graded == 2
 
 
 @pytest.fixture
@@ -158,7 +174,7 @@ def test_a_run_reduced_from_its_segments_reports_what_the_full_records_give(
     assert len(list(stream_outcome_lines(store, res.run_id))) == 8
     outline = load_outline(store, res.run_id)
     assert outline is not None
-    full = reduce_from_store(store, RunManifest.model_validate_json(store.get(f"runs/{res.run_id}/manifest.json")))
+    full = reduce_from_store(store, res.run_id)
     streamed = result.model_dump(mode="json")
     expected = full.model_dump(mode="json")
     for doc in (streamed, expected):
@@ -206,6 +222,6 @@ def test_an_unreadable_line_is_left_out_and_its_shard_read_from_its_records(
     store.put(key, first + b"\n" + second[: len(second) // 2] + b"\n")  # a torn second line
     outline = load_outline(store, plan.run_id)
     assert outline is not None
-    streamed = reduce_streamed(store, outline, ended=2)
+    streamed = reduce_streamed(store, plan.run_id, ended=2)
     assert (streamed.unreadable, streamed.rebuilt, streamed.shards) == (1, 1, 2)
     assert streamed.result.skills[0].infra["executor-failed"] == 2

@@ -74,10 +74,10 @@ def test_the_producer_sends_without_looking_for_a_result_backend(tmp_path: Path)
         from celery.utils.imports import load_extension_class_names
         from engine.redis_server import RedisServer
         from engine.settings import Settings
-        from producer.launch.cluster import Publisher
+        from producer.launch.cluster import task_sender
         from pathlib import Path
         with RedisServer(workdir=Path({str(tmp_path)!r})) as server:
-            publisher = Publisher(Settings(broker_url=server.url), manifest=None)
+            publisher = task_sender(Settings(broker_url=server.url), manifest=None)
             publisher.preflight("run-1", "execute")
             sent = redis.Redis.from_url(server.url).llen("execute")
             print(sent, load_extension_class_names.cache_info().currsize)

@@ -10,11 +10,15 @@ from pathlib import Path
 import pytest
 import redis
 
-from engine.keys import attempts_field, reduced_signal_key, run_keys
+import engine
+from engine.broker import InProcessBroker, Message
+from engine.keys import claims_field, reduced_signal_key, run_keys
 from engine.records import load_outcome
 from engine.redis_server import RedisServer
+from engine.scripts import ScriptNotFound, source
 from engine.settings import Settings
-from engine.state import MAX_ATTEMPTS, RunState
+from engine.state import MAX_CLAIMS, RunState
+from schemas.constants import QUEUE_REDUCE
 from schemas.manifest import outcome_key
 from schemas.outcome import ShardOutcomeRecord
 from schemas.status import INFRA_FAILURES, TERMINAL_STATES, ShardState
@@ -183,21 +187,21 @@ def test_a_worker_that_lost_its_lease_writes_no_outcome_and_moves_nothing(
 ) -> None:
     state = _state(redis_client)
     ctx = _ctx(redis_server, tmp_path)
-    sent: list[tuple[str, str, str | None]] = []
+    broker = InProcessBroker()
     assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "stalled", 0.1)
     time.sleep(0.2)
     assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "new-owner", 30)  # the lease was taken over
 
     def lease(token: str) -> ShardLease:
-        return ShardLease(ctx, lambda *a: sent.append(a), RUN, "s1", S.EXECUTING, token)
+        return ShardLease(ctx, broker, RUN, "s1", S.EXECUTING, token)
 
     lease("stalled").end(ShardOutcomeRecord(state=S.EXECUTOR_FAILED, detail="late crash"))
     assert not ctx.store.exists(outcome_key(RUN, "s1"))
-    assert state.get(RUN, "s1") is S.EXECUTING and sent == []
+    assert state.get(RUN, "s1") is S.EXECUTING and broker.messages == []
 
     lease("new-owner").end(ShardOutcomeRecord(state=S.GRADED))
     assert load_outcome(ctx.store, RUN, "s1") == ShardOutcomeRecord(state=S.GRADED)
-    assert state.get(RUN, "s1") is S.GRADED and sent == [("reduce", RUN, None)]
+    assert state.get(RUN, "s1") is S.GRADED and broker.messages == [Message(QUEUE_REDUCE, RUN, None)]
 
 
 def _ctx(redis_server: RedisServer, tmp_path: Path) -> Context:
@@ -210,11 +214,11 @@ def test_every_claim_counts_an_attempt_and_requeue_resets_them(redis_client: red
         assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, f"t{i}", 0.05)
         time.sleep(0.1)
         assert state.reap(RUN) == [("s1", S.QUEUED)]
-    assert state.attempts(RUN, "s1", S.EXECUTING) == 3
-    assert state.attempts(RUN, "s1", S.GRADING) == 0
+    assert state.claims(RUN, "s1", S.EXECUTING) == 3
+    assert state.claims(RUN, "s1", S.GRADING) == 0
     state.transition(RUN, "s1", S.EXECUTOR_FAILED)
     assert state.requeue(RUN, [("s1", S.EXECUTOR_FAILED, S.QUEUED)]) == ["s1"]
-    assert state.attempts(RUN, "s1", S.EXECUTING) == 0
+    assert state.claims(RUN, "s1", S.EXECUTING) == 0
 
 
 @pytest.mark.parametrize(
@@ -232,15 +236,15 @@ def test_a_shard_whose_worker_died_max_attempts_times_is_given_up_as_an_infra_fa
     state = _state(redis_client)
     if start is S.EXECUTED:
         state.transition(RUN, "s1", S.EXECUTED)
-    redis_client.hset(run_keys(RUN).attempts, attempts_field("s1", leased.value), MAX_ATTEMPTS)
+    redis_client.hset(run_keys(RUN).claims, claims_field("s1", leased.value), MAX_CLAIMS)
     ctx = _ctx(redis_server, tmp_path)
-    sent: list[tuple[str, str, str | None]] = []
+    broker = InProcessBroker()
     task = pipeline.execute_shard if leased is S.EXECUTING else pipeline.grade_shard
-    task(ctx, lambda *a: sent.append(a), RUN, "s1")  # no manifest exists: nothing past the give-up may run
+    task(ctx, broker, RUN, "s1")  # no manifest exists: nothing past the give-up may run
     assert state.get(RUN, "s1") is end
     outcome = load_outcome(ctx.store, RUN, "s1")
     assert outcome is not None and "died 3 times" in outcome.detail
-    assert sent == [("reduce", RUN, None)]
+    assert broker.messages == [Message(QUEUE_REDUCE, RUN, None)]
 
 
 def test_an_abandoned_lease_refuses_its_holder_and_is_reaped_at_once(redis_client: redis.Redis) -> None:
@@ -283,7 +287,7 @@ def test_a_claim_brings_back_its_claim_count_and_the_shard_s_resubmit_number(red
     time.sleep(0.1)  # the lease lapses: the next claim takes it over and counts again
     second = state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "new", 30)
     assert second is not None and (second.claims, second.attempt) == (2, 0)
-    assert second.claims == state.attempts(RUN, "s1", S.EXECUTING)
+    assert second.claims == state.claims(RUN, "s1", S.EXECUTING)
 
     state.next_attempt(RUN, "s1")
     state.next_attempt(RUN, "s1")
@@ -298,3 +302,12 @@ def test_a_claim_brings_back_the_runs_current_manifest_key(redis_client: redis.R
     state.set_manifest_key(RUN, "runs/x/manifest-2.json")  # a resubmit with other judges
     second = state.claim(RUN, "s2", S.QUEUED, S.EXECUTING, "t2", 30)
     assert second is not None and second.manifest_key == "runs/x/manifest-2.json"
+
+
+def test_every_script_is_read_with_the_state_names_filled_in_from_the_enum() -> None:
+    for script in sorted((Path(engine.__file__).parent / "lua").glob("*.lua")):
+        assert "${" not in source(script.stem), script.name
+    transition = source("state_transition")
+    assert f"if cur == '{S.EXECUTING.value}'" in transition and f'["{S.BUDGET_EXHAUSTED.value}"]=true' in transition
+    with pytest.raises(ScriptNotFound, match="no Redis script 'state_teleport'"):
+        source("state_teleport")

@@ -46,7 +46,7 @@ def _dying_publisher(settings: Settings, manifest: RunManifest, survive: int) ->
     def enqueue(run_id: str, shard_id: str) -> None:
         if sent[0] >= survive:
             raise PublisherDied
-        publisher("execute", run_id, shard_id)
+        publisher.send(QUEUE_EXECUTE, run_id, shard_id)
         sent[0] += 1
 
     return enqueue, publisher.batch
@@ -76,7 +76,7 @@ def test_registered_shards_a_dead_publisher_never_sent_are_sent_once_by_the_reap
     assert set(states.values()) == {ShardState.GRADED}, states
     assert node.text().count("shard registered but never sent; sending") == 6
     for shard in manifest.plan.shards:  # each shard executed exactly once: one claim each
-        assert state.attempts(run_id, shard.shard_id, ShardState.EXECUTING) == 1
+        assert state.claims(run_id, shard.shard_id, ShardState.EXECUTING) == 1
 
 
 def test_the_reaper_resends_only_unsent_shards_never_the_waiting_backlog(settings: Settings) -> None:
@@ -114,13 +114,13 @@ def test_two_producers_submitting_one_run_id_give_one_verdict_per_shard(tmp_path
         second = _manifest(repo, settings, model.base_url, run_id)
         one, two = task_sender(settings, first), task_sender(settings, second)
         sent = [
-            submit(first, store, state, lambda r, s: one("execute", r, s), one.batch),
-            submit(second, store, state, lambda r, s: two("execute", r, s), two.batch),
+            submit(first, store, state, lambda r, s: one.send(QUEUE_EXECUTE, r, s), one.batch),
+            submit(second, store, state, lambda r, s: two.send(QUEUE_EXECUTE, r, s), two.batch),
         ]
         assert sent == [3, 0]  # the second producer finds every shard registered and sends nothing
         # and a duplicate delivery of every message on top:
         for shard in first.plan.shards:
-            one("execute", run_id, shard.shard_id)
+            one.send(QUEUE_EXECUTE, run_id, shard.shard_id)
         node = WorkerNode(settings, "w", tmp_path / "w.log", concurrency=2)
         try:
             wait_until(lambda: state.reduced(run_id), 90, what="run reduced")
@@ -132,7 +132,7 @@ def test_two_producers_submitting_one_run_id_give_one_verdict_per_shard(tmp_path
     assert len(store.list(f"runs/{run_id}/grades/")) == 3
     for shard in first.plan.shards:
         assert store.exists(grade_key(run_id, shard.shard_id))
-        assert state.attempts(run_id, shard.shard_id, ShardState.EXECUTING) == 1
+        assert state.claims(run_id, shard.shard_id, ShardState.EXECUTING) == 1
 
 
 class _CountingStore:

@@ -1,28 +1,23 @@
-"""The streamed reduce gives the full-record reduce's figures from compact outcome lines. Pure.
-
-Random plans and outcomes (ensembles that disagree, weights, deterministic checks, every
-terminal state, shards that never ended) are reduced both ways; every figure of the result
-must agree, except the per-shard rows the streamed result leaves out.
-"""
+"""The one reduce (reducer.stream): its figures from compact outcome lines, rows kept or not. Pure."""
 
 from __future__ import annotations
 
 import math
 import random
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+import pytest
 
-from engine.collect import outcome_line_of
-from reducer.scoring import ShardOutcome, reduce_run
-from reducer.stream import KEEP_BLOCKED, StreamReducer
+from reducer.stats import mean_interval
+from reducer.stream import KEEP_BLOCKED, StreamReducer, reduce_run
 from reducer.summary import render_complete_block
 from schemas.outcome import CalibrationRecord, CalibrationStatus
+from schemas.report import UNFINISHED
 from schemas.shard import CURRENT, NO_SKILL, baseline_variant
-from schemas.status import SandboxMode, ShardState
+from schemas.shard_outcome import ShardOutcome, outcome_line_of
+from schemas.status import SandboxMode, ShardState, Verdict
 from schemas.trajectory import Usage
 from schemas.verdict import AssertionVerdict, JudgeAnswer, PairAgreement, ShardGrade
-from tests.test_reducer import bundle, plan_for
+from tests.test_reducer import bundle, graded, plan_for
 
 S = ShardState
 ENDS = [S.GRADED, S.GRADED, S.GRADED, S.EXECUTOR_FAILED, S.GRADER_MALFORMED, S.BLOCKED, S.BUDGET_EXHAUSTED, None]
@@ -119,31 +114,25 @@ def _stream(plan, outcomes: dict[str, ShardOutcome], seed: int, **kw):  # type: 
     return reducer.result(**kw)
 
 
-@settings(max_examples=100, deadline=None)
-@given(
-    seed=st.integers(0, 10_000),
-    sizes=st.lists(st.integers(1, 3), min_size=2, max_size=5),
-    models=st.integers(1, 3),
-    epochs=st.integers(1, 4),
-    skills=st.integers(1, 3),
-    weighted=st.booleans(),
-    ensemble=st.booleans(),
-    fail_under=st.sampled_from([None, 0.5]),
-    variants=st.sampled_from([(CURRENT,), (CURRENT, NO_SKILL), (CURRENT, baseline_variant("v1"), NO_SKILL)]),
-    gates=st.sampled_from([(None, None), (0.05, None), (None, 0.1)]),
-)
-def test_the_streamed_reduce_agrees_with_the_full_record_reduce(
-    seed: int,
-    sizes: list[int],
-    models: int,
-    epochs: int,
-    skills: int,
-    weighted: bool,
-    ensemble: bool,
-    fail_under: float | None,
-    variants: tuple[str, ...],
-    gates: tuple[float | None, float | None],
-) -> None:
+# Each row: seed, assertions per case, models, epochs, corpora, weighted, ensemble, fail_under, variants, gates.
+CONFIGS = [
+    (1, [1, 2], 1, 1, 1, False, False, None, (CURRENT,), (None, None)),
+    (2, [2, 3, 1], 2, 3, 2, True, True, 0.5, (CURRENT,), (None, None)),
+    (3, [1, 1, 1, 1, 1], 3, 2, 1, False, True, None, (CURRENT, NO_SKILL), (None, 0.1)),
+    (4, [3, 2], 2, 4, 3, True, False, 0.5, (CURRENT, baseline_variant("v1"), NO_SKILL), (0.05, None)),
+    (5, [2, 2, 2, 2], 1, 4, 2, True, True, None, (CURRENT, NO_SKILL), (0.05, None)),
+    (6, [1, 3], 3, 1, 3, False, True, 0.5, (CURRENT, baseline_variant("v1")), (None, None)),
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[f"seed{c[0]}" for c in CONFIGS])
+def test_lines_in_any_order_without_rows_give_the_figures_of_the_reduce_that_keeps_rows(config: tuple) -> None:  # type: ignore[type-arg]
+    """The one reduce, two ways of feeding it: every planned shard's full records in plan order,
+    rows kept; or the shards' outcome lines shuffled, rows not kept. Ensembles that disagree,
+    weights, deterministic checks, every terminal state and shards that never ended: every
+    figure agrees, except the per-shard rows the streamed result leaves out (floats to 1e-9:
+    summed in another order)."""
+    seed, sizes, models, epochs, skills, weighted, ensemble, fail_under, variants, gates = config
     bundles = [bundle(f"s{i}", sizes, weighted=weighted) for i in range(skills)]
     plan = plan_for(bundles, models=[f"m{i}" for i in range(models)], epochs=epochs, variants=variants)
     outcomes = _outcomes(seed, plan, sizes, weighted, ensemble)
@@ -154,7 +143,7 @@ def test_the_streamed_reduce_agrees_with_the_full_record_reduce(
         "regression_alpha": gates[0],
         "require_uplift": gates[1],
     }
-    full = reduce_run(plan, outcomes, **kw)  # type: ignore[arg-type]
+    full = reduce_run(plan, outcomes, **kw)
     streamed = _stream(plan, outcomes, seed, **kw)
     expected = full.model_dump(mode="json")
     for s in expected["skills"]:
@@ -162,6 +151,81 @@ def test_the_streamed_reduce_agrees_with_the_full_record_reduce(
         for b in s["blocked"]:  # the line keeps what the reports show of a blocked shard
             b.update(judges=[], judge_usage=Usage().model_dump(mode="json"), skill_activated=None)
     _close(streamed.model_dump(mode="json"), expected)
+
+
+def _ensemble_grade(shard_id: str, final: list[bool], j2: list[bool], share: float) -> ShardGrade:
+    """Two judges: j1 answers ``final``, j2 answers ``j2``; the first verdict's evidence is checked."""
+
+    def answer(passes: list[bool], verified: bool | None = None) -> list[AssertionVerdict]:
+        return [
+            AssertionVerdict(text=f"a{i}", passed=p, evidence="q", evidence_verified=verified if i == 0 else None)
+            for i, p in enumerate(passes)
+        ]
+
+    return ShardGrade(
+        shard_id=shard_id,
+        state=S.GRADED,
+        verdicts=answer(final, verified=share == 1.0),
+        judges=[
+            JudgeAnswer(
+                judge="j1", state=S.GRADED, verdicts=answer(final), usage=Usage(prompt_tokens=10, cost_usd=0.001)
+            ),
+            JudgeAnswer(judge="j2", state=S.GRADED, verdicts=answer(j2), usage=Usage(prompt_tokens=20)),
+        ],
+        template_hashes={"grader": "g1"},
+        agreement=[PairAgreement(judges=("j1", "j2"), share=share)],
+        unanimous_share=share,
+    )
+
+
+@pytest.mark.parametrize("keep_rows", [True, False], ids=["rows kept", "streamed"])
+def test_the_reduce_sums_usage_templates_evidence_and_judge_figures(keep_rows: bool) -> None:
+    plan = plan_for([bundle("s", (2, 2, 2, 2))], models=["m"])
+    one, two, three, _ = plan.shards  # the fourth never ends
+    outcomes = {
+        one.shard_id: ShardOutcome(
+            one,
+            S.GRADED,
+            grade=_ensemble_grade(one.shard_id, [True, True], [True, True], 1.0),
+            sandbox=SandboxMode.BWRAP,
+            usage=Usage(prompt_tokens=100),
+            template_hashes={"executor": "e1"},
+            skill_activated=True,
+        ),
+        two.shard_id: ShardOutcome(
+            two,
+            S.GRADED,
+            grade=_ensemble_grade(two.shard_id, [True, False], [True, True], 0.5),
+            usage=Usage(prompt_tokens=50, cost_usd=0.002),
+            template_hashes={"executor": "e2"},
+            skill_activated=False,
+        ),
+        three.shard_id: ShardOutcome(three, S.EXECUTOR_FAILED, detail="executor-failed: x", usage=Usage(calls=1)),
+    }
+    result = reduce_run(plan, outcomes) if keep_rows else _stream(plan, outcomes, 0)
+    s = result.skills[0]
+    assert (s.behavioural.passed, s.behavioural.total) == (3, 4)
+    assert (s.infra["executor-failed"], s.infra[UNFINISHED], s.not_graded, s.shard_count) == (1, 1, 2, 4)
+    assert s.headline == "INCONCLUSIVE (2/4 shards not graded — 1 infra, 1 not finished)"
+    assert s.evidence_verified_share == 0.5  # of the passed verdicts whose evidence was checked
+    assert s.judge_agreement == s.judge_unanimous == 0.75
+    assert s.sandbox_modes == ["bwrap"]
+    [m] = s.models
+    assert (m.graded, m.shards, m.skill_activated, m.composite_mean) == (2, 4, (1, 2), 0.75)
+    assert (m.composite_low, m.composite_high) == pytest.approx(mean_interval([1.0, 0.5])[1], abs=1e-12)
+    usage = {k: (u.prompt_tokens, u.calls, u.cost_usd) for k, u in result.usage.items()}
+    assert usage == {"m": (150, 1, 0.002), "j1": (20, 0, 0.002), "j2": (40, 0, None)}
+    assert {k: (u.prompt_tokens, u.calls, u.cost_usd) for k, u in s.usage.items()} == usage
+    assert result.template_hashes == {"executor": "e1,e2", "grader": "g1"}
+    quality = {(q.case_id, q.index): q.judge_disagreement for q in result.assertion_quality}
+    assert quality == {(1, 0): 0.0, (1, 1): 0.0, (2, 0): 0.0, (2, 1): 1.0}
+    assert [(a.case_id, a.index, a.pass_at_k) for a in s.assertions if a.pass_at_k is not None] == [
+        (1, 0, 1.0),
+        (1, 1, 1.0),
+        (2, 0, 1.0),
+        (2, 1, 0.0),
+    ]
+    assert len(s.runs) == (4 if keep_rows else 0)
 
 
 def test_a_streamed_reduce_counts_shards_that_never_ended_as_not_graded() -> None:
@@ -220,18 +284,34 @@ def test_the_reports_of_a_streamed_result_say_rows_are_not_kept_and_still_show_a
     assert 'id="activation"' in render_html(streamed)
 
 
-def test_the_streamed_spread_of_equal_scores_is_exactly_zero_as_in_the_full_reduce() -> None:
-    """A sum of squares cancels catastrophically here (a hypothesis example found the streamed
-    interval a few 1e-9 wide where the full reduce's is a point); merged partial sums too."""
+def test_the_spread_of_equal_scores_is_exactly_zero_kept_or_streamed() -> None:
+    """A sum of squares cancels catastrophically here (the streamed interval came out a few 1e-9
+    wide where the exact one is a point); the running deviations do not, and the scores kept
+    with the rows give the two-pass figure itself."""
+    from reducer.counters import Mean
     from reducer.stats import mean_interval
-    from reducer.stream import _Mean
 
     values = [2 / 3] * 27
-    left, right = _Mean(), _Mean()
-    for i, v in enumerate(values):
-        (left if i % 3 else right).add(v)
-    left.merge(right)
-    mean, (low, high) = left.interval()
+    running, kept = Mean(), Mean(values=[])
+    for v in values:
+        running.add(v)
+        kept.add(v)
+    mean, (low, high) = running.interval()
+    assert kept.interval() == mean_interval(values)
     full_mean, (full_low, full_high) = mean_interval(values)
     assert (low, high) == (full_low, full_high) and low == high
     assert mean is not None and math.isclose(mean, full_mean, rel_tol=1e-15)
+
+
+def test_a_plan_listing_its_shards_may_give_a_case_more_epochs_than_another() -> None:
+    plan = plan_for([bundle("s", (2, 2, 2, 2))], models=["m"], epochs=2, variants=[CURRENT, NO_SKILL])
+    # The first case ran once in each arm, the others twice: 14 shards, not 4 x 2 x 2.
+    plan = plan.model_copy(update={"shards": tuple(s for s in plan.shards if not (s.case_id == 1 and s.epoch == 1))})
+    outcomes = {s.shard_id: graded(s, [True, True]) for s in plan.shards}
+    result = reduce_run(plan, outcomes)
+    for s in result.skills:
+        assert (s.shard_count, s.not_graded, s.unfinished, s.inconclusive) == (7, 0, 0, False)
+        assert s.models[0].shards == 7 and s.behavioural.total == 14
+    assert result.leaderboard[0].shards == 7
+    assert result.verdict is Verdict.PASS
+    assert [c.pairs for c in result.comparisons] == [7]  # no pair for the epoch the first case never had

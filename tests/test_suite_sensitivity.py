@@ -11,8 +11,8 @@ import pytest
 from engine.repo_files import gutted_skill
 from engine.snapshot import snapshot_repo
 from engine.store import LocalStore
-from reducer.scoring import reduce_run
 from reducer.sensitivity import sensitivity_warnings
+from reducer.stream import reduce_run
 from schemas.constants import WARN_INSENSITIVE_SUITE
 from schemas.corpus import EvalCase
 from schemas.errors import BadRepo

@@ -18,10 +18,11 @@ from producer.plan.planning import plan_run
 from producer.results.reports import page_facts
 from reducer.render import code, render_json, render_junit, render_markdown, run_log_line
 from reducer.render_html import render_html
-from reducer.scoring import ShardOutcome, reduce_run
+from reducer.stream import reduce_run
 from reducer.summary import FAILURES_SHOWN, render_complete_block
 from schemas.manifest import RunManifest
 from schemas.report import RunResult
+from schemas.shard_outcome import ShardOutcome
 from schemas.status import ShardState, Verdict
 from tests.test_render import ASSERTIONS, bundle, failed, graded
 

@@ -18,6 +18,7 @@ from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
 from producer.launch.cluster import task_sender
+from schemas.constants import QUEUE_GRADE
 from schemas.status import ShardState
 from testkit.offline_server import OfflineModelServer
 from tests.engine_support import WorkerNode, make_corpus_repo, scenario, submit_run, wait_until
@@ -95,7 +96,7 @@ def test_a_node_finishes_started_shards_before_it_starts_new_ones(tmp_path: Path
         run_id = manifest.plan.run_id
         enqueue = task_sender(settings, manifest)
         for shard in manifest.plan.shards:
-            enqueue("grade", run_id, shard.shard_id)
+            enqueue.send(QUEUE_GRADE, run_id, shard.shard_id)
         node = WorkerNode(settings, "order", tmp_path / "node.log", concurrency=1)
         try:
             wait_until(lambda: state.reduced(run_id), 120, what="run reduced")

@@ -27,8 +27,9 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from engine.labels import load_labels, new_label, put_label, run_agreement
+from engine.labels import labelled_answers, load_labels, new_label, put_label
 from engine.store import ArtifactStore
+from reducer.agreement import agreement as judge_agreement
 from schemas.errors import ConfigError, SkillEvalError
 from schemas.label import COMBINED, NOTE_CHARS, HumanLabel
 from schemas.manifest import result_key
@@ -115,7 +116,7 @@ class Viewer:
 
     def agreement(self, run_id: str) -> dict[str, Any]:
         cases = {r.shard_id: (r.skill, r.case_id) for r in self.data.rows(run_id)}
-        figures = run_agreement(self.store, run_id, cases)
+        figures = judge_agreement(*labelled_answers(self.store, run_id, cases))
         return {"items": [f.model_dump(mode="json") for f in figures], "labels": len(load_labels(self.store, run_id))}
 
     def labels_of(self, run_id: str, shard_id: str) -> list[HumanLabel]:

@@ -9,10 +9,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from engine.labels import new_label, put_label, run_agreement
+from engine.labels import labelled_answers, new_label, put_label
 from engine.settings import Settings
 from engine.store import open_store
-from reducer.agreement import agreement_lines
+from reducer.agreement import agreement, agreement_lines
 from schemas.errors import ConfigError
 from schemas.label import COMBINED
 
@@ -87,5 +87,5 @@ def register_commands(app: typer.Typer, out: Console) -> None:
         key = put_label(st, record)
         word = "agrees with" if agree else "disagrees with"
         out.print(f"label: {record.reviewer} {word} {judge} ({'PASS' if passed else 'FAIL'}) -> {key}", markup=False)
-        for line in agreement_lines(f for f in run_agreement(st, run_id) if f.scope == "all"):
+        for line in agreement_lines(f for f in agreement(*labelled_answers(st, run_id)) if f.scope == "all"):
             out.print(line, markup=False, highlight=False)

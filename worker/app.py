@@ -16,12 +16,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from celery import Celery
 from celery.loaders.app import AppLoader
 from kombu import Exchange, Queue  # type: ignore[attr-defined]  # kombu re-exports without __all__
 
+from engine.broker import PUBLISH_BATCH
 from engine.settings import Settings
 from schemas.constants import ALL_QUEUES, QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE
 from schemas.manifest import EXECUTE_MARGIN_S, RunManifest
@@ -33,6 +37,7 @@ __all__ = [
     "TASK_NAMES",
     "TASK_PREFLIGHT",
     "TASK_REDUCE",
+    "CeleryBroker",
     "app",
     "make_app",
     "time_limits",
@@ -45,6 +50,8 @@ TASK_PREFLIGHT = "skill_eval.preflight"
 """Sent to whichever queue must check its models; not routed by name."""
 TASK_HOST_CHECK = "skill_eval.host_check"
 """Sent to the execute queue: the sandbox and the executor's canary on an execute worker's host."""
+HOST_CHECK_LIMIT_S = 3600
+"""A host check's hard time limit: a harness's canary runs once per model, up to 300 s each."""
 TASK_NAMES = {QUEUE_EXECUTE: TASK_EXECUTE, QUEUE_GRADE: TASK_GRADE, QUEUE_REDUCE: TASK_REDUCE}
 
 
@@ -122,3 +129,77 @@ def make_app(settings: Settings | None = None) -> Celery:
 
 
 app = make_app()
+
+
+class _Unread:
+    """What ``send_task`` hands back to a sender that never reads a task's result."""
+
+    __slots__ = ("id", "ignored")
+
+    def __init__(self, task_id: str) -> None:
+        self.id = task_id
+
+
+_NO_RESULT: dict[str, Any] = {"ignore_result": True, "result_cls": _Unread}
+"""Tasks report through the run's own Redis keys (engine/state.py), never a result backend, so a
+send does not make Celery find one: resolving it reads every installed package's metadata for
+backend plugins (tens of milliseconds) on a process's first send (the client's: the run's preflight)."""
+
+
+class CeleryBroker:
+    """The product's :class:`engine.broker.Broker`: ids-only messages through a Celery app, each with
+    its task's time limits.
+
+    ``manifest`` gives a run's manifest, which only an execute message needs (its shards' wall
+    clock): grade and reduce messages must still go out for a run whose manifest became
+    unreadable, so that the run ends. Inside :meth:`batch` the messages share one broker
+    connection and go out together when the block ends (kombu's publish batch: one pipelined
+    round trip instead of a client and a round trip per message); each stays its own message,
+    acked on its own by the worker that runs it.
+    """
+
+    def __init__(self, celery: Celery, manifest: Callable[[str], RunManifest | None]) -> None:
+        self._app = celery
+        self._manifest = manifest
+        self._batching = threading.local()
+        """The open batch's kombu producer, per thread: a worker's threads share one broker."""
+
+    def send(self, queue: str, run_id: str, shard_id: str | None = None) -> None:
+        soft, hard = time_limits(self._manifest(run_id) if queue == QUEUE_EXECUTE else None, queue)
+        self._app.send_task(
+            TASK_NAMES[queue],
+            args=[run_id] if shard_id is None else [run_id, shard_id],
+            queue=queue,
+            soft_time_limit=soft,
+            time_limit=hard,
+            producer=getattr(self._batching, "producer", None),
+            # The ids are the whole message; Celery would otherwise repr them again into headers.
+            argsrepr="",
+            kwargsrepr="",
+            **_NO_RESULT,
+        )
+
+    def preflight(self, run_id: str, queue: str) -> None:
+        self._app.send_task(
+            TASK_PREFLIGHT, args=[run_id, queue], queue=queue, time_limit=600, soft_time_limit=540, **_NO_RESULT
+        )
+
+    def host_check(self, run_id: str) -> None:
+        limit = HOST_CHECK_LIMIT_S
+        self._app.send_task(
+            TASK_HOST_CHECK,
+            args=[run_id],
+            queue=QUEUE_EXECUTE,
+            time_limit=limit,
+            soft_time_limit=limit - 60,
+            **_NO_RESULT,
+        )
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        with self._app.producer_or_acquire() as producer, producer.batch(max_size=PUBLISH_BATCH):
+            self._batching.producer = producer
+            try:
+                yield
+            finally:
+                self._batching.producer = None

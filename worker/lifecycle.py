@@ -4,7 +4,7 @@
 
 1. **claim** ``src -> dst`` under a fresh lease token (a redelivered message, or one for a
    shard another worker holds or that moved on, claims nothing and the body never runs);
-2. **give up** a shard claimed more than ``MAX_ATTEMPTS`` times (its workers died on it);
+2. **give up** a shard claimed more than ``MAX_CLAIMS`` times (its workers died on it);
 3. **heartbeat** the lease while the body works, noting if it was lost (reclaimed by the
    reaper after a stall);
 4. the body ends the shard with :meth:`ShardLease.end` (a terminal outcome) or moves it on
@@ -21,20 +21,22 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import structlog
 from pydantic import ValidationError
 
+from engine.broker import Broker, queue_of, send_shard
 from engine.collect import load_trajectory
 from engine.records import commit_outcome
-from engine.segments import outcome_line
-from engine.state import MAX_ATTEMPTS
+from engine.state import MAX_CLAIMS
+from schemas.constants import QUEUE_REDUCE
 from schemas.errors import ArtifactMissing, BlockedError, InfraError, SkillEvalError
 from schemas.manifest import RunManifest
 from schemas.outcome import ShardOutcomeRecord
+from schemas.shard_outcome import outcome_line
 from schemas.status import ShardState
 from schemas.trajectory import Trajectory
 from schemas.verdict import ShardGrade
@@ -42,9 +44,6 @@ from worker.context import Context, with_redis_retry
 from worker.deadline import within_deadline
 
 log = structlog.get_logger("skill_eval.worker")
-
-Send = Callable[[str, str, str | None], None]
-"""send(kind, run_id, shard_id or None): enqueue a follow-up execute, grade or reduce task."""
 
 PHASE_FAILURE = {
     ShardState.EXECUTING: ShardState.EXECUTOR_FAILED,
@@ -76,7 +75,7 @@ class ShardLease:
     """This worker's hold on one shard, from its claim until it ends or moves on."""
 
     ctx: Context
-    send: Send
+    broker: Broker
     run_id: str
     shard_id: str
     leased: ShardState
@@ -143,7 +142,7 @@ class ShardLease:
             "shard ended", run_id=self.run_id, shard_id=self.shard_id, state=outcome.state.value, moved=moved.moved
         )
         if moved.finished_run:
-            self.send("reduce", self.run_id, None)
+            self.broker.send(QUEUE_REDUCE, self.run_id)
 
     def _push_line(self, outcome: ShardOutcomeRecord, grade: ShardGrade | None, trajectory: Trajectory | None) -> None:
         """Push the shard's outcome line. A failure loses nothing: the reducer rebuilds missing lines
@@ -156,12 +155,12 @@ class ShardLease:
         except Exception as exc:
             log.warning("outcome line not pushed", run_id=self.run_id, shard_id=self.shard_id, error=str(exc))
 
-    def advance(self, state: ShardState, then: str) -> None:
-        """Move the shard to a non-terminal ``state`` and send its next task (``then``)."""
+    def advance(self, state: ShardState) -> None:
+        """Move the shard to a non-terminal ``state`` and send it to that state's queue."""
         self.settled = True
         moved = with_redis_retry(lambda: self.ctx.state.transition(self.run_id, self.shard_id, state, self.token))
         if moved.moved:
-            self.send(then, self.run_id, self.shard_id)
+            send_shard(self.broker, self.run_id, self.shard_id, state)
 
 
 @contextmanager
@@ -187,7 +186,7 @@ def _heartbeat(lease: ShardLease) -> Iterator[None]:
 
     thread = threading.Thread(target=beat, name=f"lease-{lease.shard_id}", daemon=True)
     thread.start()
-    watcher = watch_handback(lease.ctx, lease.send, lease.run_id, lease.shard_id, lease.token, stop, lease.lost)
+    watcher = watch_handback(lease.ctx, lease.broker, lease.run_id, lease.shard_id, lease.token, stop, lease.lost)
     try:
         yield
     finally:
@@ -197,23 +196,24 @@ def _heartbeat(lease: ShardLease) -> Iterator[None]:
             watcher.join(5)
 
 
-def _claim(ctx: Context, send: Send, run_id: str, shard_id: str, src: ShardState, dst: ShardState) -> ShardLease | None:
+def _claim(
+    ctx: Context, broker: Broker, run_id: str, shard_id: str, src: ShardState, dst: ShardState
+) -> ShardLease | None:
     """Take the shard ``src -> dst`` under a fresh lease; None when this delivery has nothing to do."""
     token = secrets.token_hex(8)
     ttl = ctx.settings.lease_ttl_s
     claim = with_redis_retry(lambda: ctx.state.claim(run_id, shard_id, src, dst, token, ttl))
     if claim is None:
-        task = "execute" if dst is ShardState.EXECUTING else "grade"
-        log.info(f"{task} skipped: shard not claimable", run_id=run_id, shard_id=shard_id)
+        log.info(f"{queue_of(dst)} skipped: shard not claimable", run_id=run_id, shard_id=shard_id)
         return None
     if claim.manifest_key is not None:
         ctx.saw_manifest_key(run_id, claim.manifest_key)
-    return ShardLease(ctx, send, run_id, shard_id, dst, token, claims=claim.claims, attempt=claim.attempt)
+    return ShardLease(ctx, broker, run_id, shard_id, dst, token, claims=claim.claims, attempt=claim.attempt)
 
 
 def _exhausted(lease: ShardLease) -> bool:
-    """Whether the shard's workers died on it MAX_ATTEMPTS times (this claim is one more)."""
-    if lease.claims <= MAX_ATTEMPTS:
+    """Whether the shard's workers died on it MAX_CLAIMS times (this claim is one more)."""
+    if lease.claims <= MAX_CLAIMS:
         return False
     state = PHASE_FAILURE[lease.leased]
     log.warning(
@@ -224,7 +224,7 @@ def _exhausted(lease: ShardLease) -> bool:
 
 @contextmanager
 def shard_lease(
-    ctx: Context, send: Send, run_id: str, shard_id: str, src: ShardState, dst: ShardState
+    ctx: Context, broker: Broker, run_id: str, shard_id: str, src: ShardState, dst: ShardState
 ) -> Iterator[ShardLease | None]:
     """Claim the shard and hold it while the body works; None when there is nothing to do.
 
@@ -233,13 +233,13 @@ def shard_lease(
     claim (a shard given up never needs it) and before the heartbeat starts: failing to read
     it leaves the lease to expire, and the reaper to send the shard again.
     """
-    lease = _claim(ctx, send, run_id, shard_id, src, dst)
+    lease = _claim(ctx, broker, run_id, shard_id, src, dst)
     if lease is None:
         yield None
         return
     if _exhausted(lease):
         state = PHASE_FAILURE[dst]
-        detail = f"{state.value}: the worker died {MAX_ATTEMPTS} times while {dst.value} this shard"
+        detail = f"{state.value}: the worker died {MAX_CLAIMS} times while {dst.value} this shard"
         lease.end(ShardOutcomeRecord(state=state, detail=detail, status=state.value))
         yield None
         return
@@ -253,12 +253,11 @@ def shard_lease(
         lease.end(ShardOutcomeRecord(state=state, detail=detail, status=state.value))
         yield None
         return
-    kind = "execute" if dst is ShardState.EXECUTING else "grade"
     with _heartbeat(lease):
         try:
             # Shards run on threads, which Celery's time limits do not reach: the product's own
             # deadlines interrupt the body (soft) and abandon its lease (hard); see worker/deadline.py.
-            with within_deadline(ctx, kind, run_id, shard_id, lease.token):
+            with within_deadline(ctx, queue_of(dst), run_id, shard_id, lease.token):
                 yield lease
         except Exception as exc:
             if lease.settled:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import structlog
 
+from engine.broker import Broker
 from engine.keys import calibrating_key
 from engine.records import commit_grade, put_calibration, put_result
 from harnesses.registry import HARNESSES
@@ -19,14 +20,14 @@ from schemas.shard import BASELINE_PREFIX, GUTTED, NO_SKILL
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Trajectory
 from worker.context import Context, with_redis_retry
-from worker.lifecycle import Send, shard_lease
+from worker.lifecycle import shard_lease
 
 log = structlog.get_logger("skill_eval.worker")
 
 
-def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
+def execute_shard(ctx: Context, broker: Broker, run_id: str, shard_id: str) -> None:
     """Materialize the workspace, run the executor in the sandbox, store the trajectory, send grading."""
-    with shard_lease(ctx, send, run_id, shard_id, ShardState.QUEUED, ShardState.EXECUTING) as lease:
+    with shard_lease(ctx, broker, run_id, shard_id, ShardState.QUEUED, ShardState.EXECUTING) as lease:
         if lease is None:
             return
         trajectory = run_executor(ctx, lease.manifest, shard_id)
@@ -37,7 +38,7 @@ def execute_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
             # A trigger shard's result is what fired, read from the record: nothing to judge.
             lease.end(ShardOutcomeRecord(state=ShardState.GRADED), None, trajectory)
             return
-        lease.advance(ShardState.EXECUTED, then="grade")
+        lease.advance(ShardState.EXECUTED)
 
 
 def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajectory:
@@ -128,12 +129,12 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
         )
 
 
-def grade_shard(ctx: Context, send: Send, run_id: str, shard_id: str) -> None:
+def grade_shard(ctx: Context, broker: Broker, run_id: str, shard_id: str) -> None:
     """Judge the stored trajectory against the case's assertions; store the grade; end the shard."""
     from worker.grading.calibration import wait_for_background
     from worker.grading.judge import grade_trajectory
 
-    with shard_lease(ctx, send, run_id, shard_id, ShardState.EXECUTED, ShardState.GRADING) as lease:
+    with shard_lease(ctx, broker, run_id, shard_id, ShardState.EXECUTED, ShardState.GRADING) as lease:
         if lease is None:
             return
         manifest = lease.manifest
@@ -182,28 +183,25 @@ def ensure_calibrated(ctx: Context, client: object, run_id: str, judge: str) -> 
 
 def reduce_stored_run(ctx: Context, run_id: str) -> None:
     """Reduce from the store (idempotent), store the result, mark the run reduced."""
-    from engine.collect import reduce_from_store, reduce_streamed, reduces_by_streaming
+    from engine.collect import StoredRun
     from engine.delivery import Delivery
-    from engine.records import load_outline
+    from reducer.from_store import run_result
 
+    records = StoredRun(ctx.store, run_id, ended=lambda: with_redis_retry(lambda: ctx.state.totals(run_id))[0])
     try:
         with_redis_retry(lambda: Delivery(ctx.redis).reducing(run_id))  # the reaper's lost-reduce clock
         with_redis_retry(lambda: ctx.segments.flush(run_id))  # seal the last lines (and any a dead worker left)
-        outline = load_outline(ctx.store, run_id)
-        if outline is not None and reduces_by_streaming(outline, ctx.settings.stream_reduce_shards):
-            ended, _ = with_redis_retry(lambda: ctx.state.totals(run_id))
-            streamed = reduce_streamed(ctx.store, outline, ended)
+        reduced = run_result(records, stream_from=ctx.settings.stream_reduce_shards)
+        if reduced.streamed:
             log.info(
                 "reduced from outcome segments",
                 run_id=run_id,
-                lines=streamed.lines,
-                shards=streamed.shards,
-                rebuilt=streamed.rebuilt,
-                unreadable=streamed.unreadable,
+                lines=reduced.lines,
+                shards=reduced.shards,
+                rebuilt=reduced.rebuilt,
+                unreadable=reduced.unreadable,
             )
-            result = streamed.result
-        else:
-            result = reduce_from_store(ctx.store, ctx.manifest(run_id))
+        result = reduced.result
         put_result(ctx.store, result)
     except Exception:
         # Nobody else will ever mark the run reduced: a submitter waiting for it would wait

@@ -25,8 +25,8 @@ from collections.abc import Callable
 
 import structlog
 
+from engine.broker import Broker, send_shard
 from engine.fleet import Fleet
-from schemas.status import ShardState
 from worker.context import Context, with_redis_retry
 
 log = structlog.get_logger("skill_eval.worker")
@@ -34,27 +34,25 @@ log = structlog.get_logger("skill_eval.worker")
 HANDBACK_POLL_S = 1.0
 """How often a running task checks its node's hand-back flag."""
 
-Send = Callable[[str, str, str | None], None]
-
 
 def margin_s(grace_s: float) -> float:
     """Time kept between handing shards back and the orchestrator's kill."""
     return min(60.0, max(4.0, grace_s / 10))
 
 
-def hand_back(ctx: Context, send: Send, run_id: str, shard_id: str, token: str) -> bool:
+def hand_back(ctx: Context, broker: Broker, run_id: str, shard_id: str, token: str) -> bool:
     """Release our lease on the shard and re-send its message; False when the lease was not ours."""
     back = with_redis_retry(lambda: ctx.state.release(run_id, shard_id, token))
     if back is None:
         return False
-    send("execute" if back is ShardState.QUEUED else "grade", run_id, shard_id)
+    send_shard(broker, run_id, shard_id, back)
     with_redis_retry(lambda: ctx.state.mark_sent(run_id, [shard_id]))
     log.warning("shard handed back at shutdown", run_id=run_id, shard_id=shard_id, state=back.value)
     return True
 
 
 def watch_handback(
-    ctx: Context, send: Send, run_id: str, shard_id: str, token: str, stop: threading.Event, lost: threading.Event
+    ctx: Context, broker: Broker, run_id: str, shard_id: str, token: str, stop: threading.Event, lost: threading.Event
 ) -> threading.Thread | None:
     """While the task runs (until ``stop``), hand the shard back when its node asks; then set ``lost``."""
     node = ctx.settings.node_name
@@ -67,7 +65,7 @@ def watch_handback(
             try:
                 if not fleet.handback_requested(node):
                     continue
-                if hand_back(ctx, send, run_id, shard_id, token):
+                if hand_back(ctx, broker, run_id, shard_id, token):
                     lost.set()
                 return
             except Exception as exc:  # Redis blip: the lease then lapses and the reaper re-queues

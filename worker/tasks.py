@@ -20,9 +20,10 @@ from celery.signals import (
     worker_shutting_down,
 )
 
+from engine.broker import queue_of, send_shard
 from engine.delivery import Delivery
 from engine.keys import reaper_lock_key
-from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
+from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE
 from schemas.manifest import calibration_key
 from schemas.preflight import HOST_CHECK
 from schemas.status import ShardState
@@ -30,25 +31,18 @@ from worker.app import (
     TASK_EXECUTE,
     TASK_GRADE,
     TASK_HOST_CHECK,
-    TASK_NAMES,
     TASK_PREFLIGHT,
     TASK_REDUCE,
+    CeleryBroker,
     app,
-    time_limits,
 )
 from worker.context import Context, context, reset_context
 
 log = structlog.get_logger("skill_eval.worker")
 
 
-def send(kind: str, run_id: str, shard_id: str | None) -> None:
-    """Enqueue a follow-up task carrying ids only."""
-    args = [run_id] if shard_id is None else [run_id, shard_id]
-    # Only an execute message needs the manifest (its wall clock): grading and reduce must still be
-    # sent for a run whose manifest became unreadable, so that the run ends.
-    manifest = context().manifest(run_id) if kind == "execute" else None
-    soft, hard = time_limits(manifest, kind)
-    app.send_task(TASK_NAMES[kind], args=args, queue=kind, soft_time_limit=soft, time_limit=hard)
+broker = CeleryBroker(app, lambda run_id: context().manifest(run_id))
+"""Where this worker's follow-up messages go (grade after execute, reduce, the reaper's re-sends)."""
 
 
 @app.task(name=TASK_EXECUTE)
@@ -57,7 +51,7 @@ def execute(run_id: str, shard_id: str) -> None:
     from worker import pipeline  # the shards' modules: off the node's boot path (worker/warmup.py)
 
     with context().one_task():
-        pipeline.execute_shard(context(), send, run_id, shard_id)
+        pipeline.execute_shard(context(), broker, run_id, shard_id)
 
 
 @app.task(name=TASK_GRADE)
@@ -66,7 +60,7 @@ def grade(run_id: str, shard_id: str) -> None:
     from worker import pipeline
 
     with context().one_task():
-        pipeline.grade_shard(context(), send, run_id, shard_id)
+        pipeline.grade_shard(context(), broker, run_id, shard_id)
 
 
 @app.task(name=TASK_REDUCE)
@@ -152,7 +146,7 @@ def configure_logging(level: int = logging.INFO) -> None:
 
 
 def _resend(ctx: Context, run_id: str, shard_id: str, state: ShardState) -> None:
-    send(_kind(state), run_id, shard_id)
+    send_shard(broker, run_id, shard_id, state)
     ctx.state.mark_sent(run_id, [shard_id])
 
 
@@ -199,12 +193,12 @@ def reap_once() -> int:
     marks = delivery.watermarks_seen(ctx.settings.redeliver_after_s)
     for run_id in ctx.state.active_runs():
         for shard_id, state in ctx.state.reap(run_id):
-            log.warning("lease expired; re-queued", run_id=run_id, shard_id=shard_id, queue=_kind(state))
+            log.warning("lease expired; re-queued", run_id=run_id, shard_id=shard_id, queue=queue_of(state))
             _resend(ctx, run_id, shard_id, state)
             count += 1
         for shard_id, state in ctx.state.unsent(run_id, ctx.settings.unsent_grace_s):
             log.warning(
-                "shard registered but never sent; sending", run_id=run_id, shard_id=shard_id, queue=_kind(state)
+                "shard registered but never sent; sending", run_id=run_id, shard_id=shard_id, queue=queue_of(state)
             )
             _resend(ctx, run_id, shard_id, state)
             count += 1
@@ -216,18 +210,14 @@ def _redeliver(ctx: Context, delivery: Delivery, run_id: str, marks: tuple[float
     """Send again what the delivery ledger finds lost in ``run_id``: overdue shards, a lost reduce."""
     count = 0
     for shard_id, state in delivery.overdue(run_id, marks):
-        log.warning("message lost; sent again", run_id=run_id, shard_id=shard_id, queue=_kind(state))
+        log.warning("message lost; sent again", run_id=run_id, shard_id=shard_id, queue=queue_of(state))
         _resend(ctx, run_id, shard_id, state)
         count += 1
     if delivery.reduce_due(run_id, ctx.settings.redeliver_after_s):
         log.warning("every shard ended but the run was never reduced; sending reduce", run_id=run_id)
-        send("reduce", run_id, None)
+        broker.send(QUEUE_REDUCE, run_id)
         count += 1
     return count
-
-
-def _kind(state: ShardState) -> str:
-    return "execute" if state is ShardState.QUEUED else "grade"
 
 
 _reaper_token = uuid.uuid4().hex

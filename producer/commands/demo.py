@@ -11,7 +11,8 @@ assertions on purpose, so the demo passes ``--fail-under 0.6`` (unless given its
 it) on the commit-message skill, against the scripted Anthropic-API demo model
 (``testkit/scenarios/demo-claude-code.json``), through the model proxy in the sandbox;
 ``--executor opencode`` the real OpenCode binary the same way, over chat completions
-(``testkit/scenarios/demo-opencode.json``).
+(``testkit/scenarios/demo-opencode.json``); ``--executor gemini-cli`` the real Gemini CLI over
+the Gemini API (``testkit/scenarios/demo-gemini-cli.json``).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def git_copy(dest: Path) -> Path:
 
 
 CLAUDE_CODE_MODEL = "anthropic/claude-sonnet-4-5"
-HARNESS_DEMOS = {"claude-code": CLAUDE_CODE_MODEL, "opencode": "openai/gpt-5"}
+HARNESS_DEMOS = {"claude-code": CLAUDE_CODE_MODEL, "opencode": "openai/gpt-5", "gemini-cli": "gemini/gemini-2.5-pro"}
 """The real harnesses the demo runs, each with the model its scripted scenario speaks."""
 
 DEMO_THRESHOLD = "0.6"
@@ -58,9 +59,14 @@ def demo_scenario(name: str = "demo") -> dict[str, Any]:
     scenario: dict[str, Any] = json.loads((SCENARIO_DIR / f"{name}.json").read_text(encoding="utf-8"))
     # Calibration's rules first: its assertions are worded like the demo corpus's, and one rule must judge both.
     calibration = judge_rules()
-    if name != "demo":  # a harness's shell tool is Bash or bash: the same rules must judge its calls too
+    if name != "demo":  # a harness's shell tool is Bash, bash or run_shell_command: the same rules judge it too
         calibration = [
-            {**r, "transcript_regex": r["transcript_regex"].replace("shell\\(", "(?:shell|Bash|bash)\\(")}
+            {
+                **r,
+                "transcript_regex": r["transcript_regex"].replace(
+                    "shell\\(", "(?:shell|Bash|bash|run_shell_command)\\("
+                ),
+            }
             for r in calibration
         ]
     scenario["judge"] = [*calibration, *scenario.get("judge", [])]

@@ -63,7 +63,16 @@ GradeSkillsArg = Annotated[
 ]
 CompareOpt = Annotated[str | None, _option("--compare", help="Also grade the skill as at this git ref.", panel=WHAT)]
 EpochsOpt = Annotated[
-    int, _option("--epochs", "--runs", min=1, help="Repetitions per case and model (--runs: the same).", panel=WHAT)
+    str,
+    _option(
+        "--epochs",
+        "--runs",
+        help="Repetitions per case and model (--runs: the same), or auto: more where the outcome is uncertain.",
+        panel=WHAT,
+    ),
+]
+MaxEpochsOpt = Annotated[
+    int | None, _option("--max-epochs", min=1, help="--epochs auto: the most epochs any case gets.", panel=WHAT)
 ]
 ForceOpt = Annotated[
     bool, _option("--force", help="--all-evals: re-run corpora that already have a report.", panel=WHAT)
@@ -96,7 +105,11 @@ NoPreflightOpt = Annotated[
 
 ExecutorOpt = Annotated[
     str,
-    _option("--executor", help="agent, claude-code, codex, opencode, or cmd:'<agent CLI command line>'.", panel=WHERE),
+    _option(
+        "--executor",
+        help="agent, claude-code, codex, opencode, gemini-cli, or cmd:'<agent CLI command line>'.",
+        panel=WHERE,
+    ),
 ]
 SandboxOpt = Annotated[
     SandboxMode | None, _option("--sandbox", help="bwrap (default) or none (explicit opt-out).", panel=WHERE)

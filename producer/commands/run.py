@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -26,6 +26,7 @@ from producer.commands.options import (
     GradeSkillsArg,
     InvokeOpt,
     JsonPlanOpt,
+    MaxEpochsOpt,
     MaxTurnsOpt,
     ModelOpt,
     RegressionAlphaOpt,
@@ -58,6 +59,7 @@ from producer.launch.evaluate import run_evaluation
 from producer.launch.fleet_checks import check_shard_timeout
 from producer.launch.grade_only import grade_recorded
 from producer.plan.dry_run import PlanInput, dry_run_plan
+from producer.plan.epochs import parse_epochs
 from producer.plan.planning import arm_variants
 from producer.plan.prechecks import check_api_base, check_detach, check_invoke, check_repo_path, fixture_guards
 from producer.plan.request import RunRequest
@@ -119,7 +121,8 @@ def run(
     baseline: BaselineOpt = None,
     require_uplift: RequireUpliftOpt = None,
     regression_alpha: RegressionAlphaOpt = None,
-    epochs: EpochsOpt = 1,
+    epochs: EpochsOpt = "1",
+    max_epochs: MaxEpochsOpt = None,
     force: ForceOpt = False,
     model: ModelOpt = None,
     executor: ExecutorOpt = "agent",
@@ -148,13 +151,13 @@ def run(
     settings = _checked_settings(shared, executor, invoke, sandbox, shard_timeout)
     calibration_runs = _calibration_runs(calibrate_with, shared, settings)
     folder = repo_folder(shared.repo)
+    as_triggers = trigger_run is not None
+    count, adaptive = parse_epochs(epochs, max_epochs, detach=shared.detach, triggers=as_triggers, baseline=baseline)
     models = shared.model_config(folder, settings)  # no key is looked at
-    if dry_run and trigger_run is not None:
-        trigger_dry_run(skills, all_evals, folder, model or ["(unspecified)"], epochs, trigger_turns, out, as_json)
     if dry_run:
         variants = arm_variants(compare, baseline)
-        plan_in = PlanInput(model or [], judge or [], epochs, variants, compare, settings.store, executor)
-        raise typer.Exit(dry_run_plan(skills, all_evals, folder, plan_in, as_json, out))
+        plan_in = PlanInput(model or [], judge or [], count, variants, compare, settings.store, executor, adaptive)
+        _dry_run(skills, all_evals, folder, plan_in, trigger_turns if as_triggers else None, as_json)
     _require_models(model, judge, trigger_run)
     run_settings = shared.run_settings(
         models,
@@ -168,10 +171,20 @@ def run(
         require_uplift=require_uplift,
         triggers=trigger_run,
     )
-    judges = judge if trigger_run is None and judge else []
-    arms = dict(epochs=epochs, force=force, compare=compare, baseline=baseline, triggers=trigger_run is not None)
+    judges = judge if not as_triggers and judge else []
+    arms = dict(epochs=count, adaptive=adaptive, force=force, compare=compare, baseline=baseline, triggers=as_triggers)
     req = _request(shared, skills, all_evals, folder, model or [], judges, run_settings, **arms)
     conclude(run_evaluation(req, settings, out, err))
+
+
+def _dry_run(
+    skills: list[str], all_evals: bool, folder: Path, plan_in: PlanInput, trigger_turns: int | None, as_json: bool
+) -> NoReturn:
+    """Print what the run would do (a trigger run's plan when ``trigger_turns`` is given) and exit as it would start."""
+    if trigger_turns is not None:
+        models = plan_in.models or ["(unspecified)"]
+        trigger_dry_run(skills, all_evals, folder, models, plan_in.epochs, trigger_turns, out, as_json)
+    raise typer.Exit(dry_run_plan(skills, all_evals, folder, plan_in, as_json, out))
 
 
 def _checked_settings(

@@ -17,22 +17,20 @@ from engine.settings import Settings
 from engine.store import ArtifactStore, open_store
 from producer.commands.app import out
 from schemas.errors import ConfigError
-from schemas.manifest import RunManifest, result_key
+from schemas.manifest import RunManifest
 from schemas.report import RunResult
 
 
 def load_run(run_id: str, store_uri: str | None) -> tuple[RunResult, RunManifest, ArtifactStore]:
     """The run's stored result (or a fresh reduce from its stored verdicts), manifest and store."""
-    from engine.collect import reduce_from_store
-    from engine.records import load_manifest
+    from engine.collect import StoredRun
+    from reducer.from_store import run_result
 
     settings = Settings(store=store_uri) if store_uri else Settings()
     store = open_store(settings.store)
-    manifest = load_manifest(store, run_id)
-    key = result_key(run_id)
-    if store.exists(key):
-        return RunResult.model_validate_json(store.get(key)), manifest, store
-    return reduce_from_store(store, manifest), manifest, store
+    records = StoredRun(store, run_id)
+    manifest = records.manifest()  # a named error for a run that is not in the store
+    return run_result(records, stream_from=settings.stream_reduce_shards, reuse=True).result, manifest, store
 
 
 def assertion_lines(result: RunResult, show_all: bool = False) -> list[str]:

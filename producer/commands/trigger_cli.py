@@ -89,8 +89,10 @@ def trigger_settings(
         if min_recall is not None or max_false_trigger is not None:
             raise ConfigError("--min-recall and --max-false-trigger gate a trigger run: add --triggers")
         return None
-    if executor not in ("agent", "claude-code", "codex"):
-        raise ConfigError(f"--triggers: activation is recorded for agent, claude-code and codex, not {executor!r}")
+    if executor not in ("agent", "claude-code", "codex", "gemini-cli"):
+        raise ConfigError(
+            f"--triggers: activation is recorded for agent, claude-code, codex and gemini-cli, not {executor!r}"
+        )
     return TriggerSettings(turns=turns, min_recall=min_recall, max_false_trigger=max_false_trigger)
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from producer.corpus.rules import MAX_PATTERN_CHARS, MAX_WEIGHT, blank, key_problem, normalise_path, path_problem
+from producer.corpus.validation_http import HTTP_CHECK_KEYS, validate_http_check
 from producer.corpus.validation_plugin import PLUGIN_CHECK_KEYS, validate_plugin_check
 from schemas.corpus import (
     AssertionObject,
@@ -35,8 +36,10 @@ def validate_check(raw: dict[str, Any], at: str, fail: Callable[[str, str], BadC
     kind = raw.get("kind")
     if kind in PLUGIN_CHECK_KEYS:
         return validate_plugin_check(raw, at, fail)
+    if kind in HTTP_CHECK_KEYS:
+        return validate_http_check(raw, at, fail)
     if kind not in _CHECK_KEYS:
-        kinds = ", ".join(sorted({*_CHECK_KEYS, *PLUGIN_CHECK_KEYS}))
+        kinds = ", ".join(sorted({*_CHECK_KEYS, *PLUGIN_CHECK_KEYS, *HTTP_CHECK_KEYS}))
         raise fail(f"{at}.kind", f"{kind!r} is not one of: {kinds}")
     problem = key_problem(raw, *_CHECK_KEYS[kind])
     if problem:

@@ -163,6 +163,7 @@ def _plugin_cases(root: Path, read: SuiteReader) -> list[PluginCase]:
         names = sorted(g.name for g in found if g.is_file() or g.is_symlink())
         graders = {name: read(f"{rel}/graders/{name}") or "" for name in names}
         scripts = sorted(s.name for s in d.glob("*.sh") if s.is_file() and not s.is_symlink())
+        sessions = sorted(s.name for s in d.glob("*.jsonl") if s.is_file() and not s.is_symlink())
         cases.append(
             PluginCase(
                 name=d.name,
@@ -170,6 +171,7 @@ def _plugin_cases(root: Path, read: SuiteReader) -> list[PluginCase]:
                 case_yaml=read(f"{rel}/case.yaml"),
                 graders=graders,
                 scripts={name: read(f"{rel}/{name}") or "" for name in scripts},
+                sessions={name: read(f"{rel}/{name}") or "" for name in sessions},
             )
         )
     return cases

@@ -3,12 +3,12 @@
 ``_tools.json`` lists the server's tools in the MCP ``tools/list`` shape
 (``{"tools": [{"name", "description", "inputSchema"}]}``); ``<tool>.md`` scripts one tool: front
 matter ``type: fixed`` (the body is the answer, ``{{field}}`` replaced by the input), ``expect:``
-(input field -> regular expression its value must match) and ``error:`` (a scripted error).
-``type: agent`` (a model improvising the answer) is refused by name. Files are read through the
-suite's reader (:mod:`producer.corpus.files`: no link out of the repo, regular files only, the
-suite's one size cap) and parsed under the corpus limits (:mod:`producer.corpus.parse`); they are
-never executed, and the repo's own server commands are never looked at beyond their names
-(docs/design/mocks.md).
+(input field -> regular expression its value must match) and ``error:`` (a scripted error);
+``type: agent``: the body is instructions a model answers each call from (built-in agent only).
+Files are read through the suite's reader (:mod:`producer.corpus.files`: no link out of the
+repo, regular files only, the suite's one size cap) and parsed under the corpus limits
+(:mod:`producer.corpus.parse`); they are never executed, and the repo's own server commands are
+never looked at beyond their names (docs/design/mocks.md).
 """
 
 from __future__ import annotations
@@ -71,9 +71,10 @@ def _scripted(text: str, file: str) -> dict[str, Any]:
     if not isinstance(meta, dict) or set(meta) - TOOL_KEYS:
         raise BadCorpus(file, "front matter", f"must be a mapping of: {', '.join(sorted(TOOL_KEYS))}")
     kind = meta.get("type", "fixed")
-    if kind != "fixed":
-        raise BadCorpus(file, "front matter.type", f"{kind!r}: only fixed mocks are supported (agent mocks are not)")
-    out: dict[str, Any] = {"answer": body.strip("\n")}
+    if kind not in ("fixed", "agent"):
+        raise BadCorpus(file, "front matter.type", f"{kind!r} is not a mock type (fixed or agent)")
+    key = "answer" if kind == "fixed" else "instructions"  # agent: a model answers, following the body
+    out: dict[str, Any] = {key: body.strip("\n")}
     if meta.get("expect") is not None:
         out["expect"] = meta["expect"]
     if meta.get("error") is not None:

@@ -7,10 +7,12 @@ a ``case.yaml`` with the same fields (``prompt`` or ``execution.prompt``, and a 
 Every grader becomes one assertion with plugin eval's semantics and weight
 (:mod:`producer.corpus.interop_plugin_graders`); ``max_turns`` and ``allowed_tools`` become the case's
 own limits, applied by the executor; ``context.scaffold_script`` (a ``*.sh`` file of the case
-folder) runs inside the sandbox before the agent. What cannot be run faithfully (``baseline``
-graders, ``context.add_dirs``, ``history_file``, ``append_system_prompt``) stops the suite
-with a named error rather than being dropped. Front matter and ``case.yaml`` are parsed
-under the corpus limits (:func:`producer.corpus.parse.parse_yaml`: safe loader, no aliases).
+folder) runs inside the sandbox before the agent; ``context.history_file`` (a ``*.jsonl`` Claude
+Code session of the case folder) becomes the case's ``history`` (:mod:`producer.corpus.interop_history`).
+What cannot be run faithfully (``baseline`` graders, ``context.add_dirs``,
+``append_system_prompt``) stops the suite with a named error rather than being dropped. Front
+matter and ``case.yaml`` are parsed under the corpus limits
+(:func:`producer.corpus.parse.parse_yaml`: safe loader, no aliases).
 
 Case ids are the case folders in sorted order, from 1. A run's score is the weighted share of its
 assertions passed; a case's score is the mean over its runs (reducer/plugin_score.py).
@@ -45,9 +47,9 @@ _COMMON_KEYS = {
 CASE_KEYS = frozenset({*_COMMON_KEYS, "prompt", "execution", "graders", "schema_version", "context"})
 PROMPT_KEYS = frozenset(_COMMON_KEYS)
 UNSUPPORTED_KEYS = {
-    "history_file": "continuing a recorded conversation is not supported",
     "append_system_prompt": "an appended system prompt is not supported (the executor's prompt is fixed)",
     "scaffold_script": "is read under context: only (context.scaffold_script)",
+    "history_file": "is read under context: only (context.history_file)",
     "add_dirs": "extra context folders are not supported",
 }
 
@@ -63,6 +65,8 @@ class PluginCase:
     """``graders/<file>.md`` name -> text."""
     scripts: Mapping[str, str] = field(default_factory=dict)
     """The case folder's ``*.sh`` files, name -> text (a ``context.scaffold_script`` names one)."""
+    sessions: Mapping[str, str] = field(default_factory=dict)
+    """The case folder's ``*.jsonl`` files, name -> text (a ``context.history_file`` names one)."""
 
 
 def _front_matter(text: str, file: str) -> tuple[dict[str, Any], str]:
@@ -93,7 +97,7 @@ def _check_meta(meta: dict[str, Any], allowed: frozenset[str], file: str, where:
         if not isinstance(context, dict):
             raise BadCorpus(file, f"{where}.context", "must be a mapping")
         for key, value in context.items():
-            if key == "scaffold_script":
+            if key in ("scaffold_script", "history_file"):
                 continue
             why = UNSUPPORTED_KEYS.get(str(key), f"unexpected key {key!r}")
             if value not in (None, [], ""):
@@ -123,6 +127,19 @@ def _scaffold(case: PluginCase, meta: dict[str, Any]) -> str | None:
         file = f"{EVALS_DIR}/{case.name}/case.yaml"
         raise BadCorpus(file, "$.context.scaffold_script", f"{name!r} is not a .sh file in the case folder")
     return case.scripts[name]
+
+
+def _history(case: PluginCase, meta: dict[str, Any]) -> list[dict[str, str]] | None:
+    """The turns of the session ``context.history_file`` names, from the case folder."""
+    from producer.corpus.interop_history import read_history
+
+    name = (meta.get("context") or {}).get("history_file")
+    if name is None:
+        return None
+    if not isinstance(name, str) or name not in case.sessions:
+        file = f"{EVALS_DIR}/{case.name}/case.yaml"
+        raise BadCorpus(file, "$.context.history_file", f"{name!r} is not a .jsonl file in the case folder")
+    return read_history(case.sessions[name], f"{EVALS_DIR}/{case.name}/{name}")
 
 
 def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | None]:
@@ -178,6 +195,9 @@ def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | No
     scaffold = _scaffold(case, meta)
     if scaffold is not None:
         data["scaffold_script"] = scaffold
+    history = _history(case, meta)
+    if history is not None:
+        data["history"] = history
     tools = meta.get("allowed_tools")
     if tools is not None:
         data["allowed_tools"] = [t for t in re.split(r"[,\s]+", tools) if t] if isinstance(tools, str) else tools

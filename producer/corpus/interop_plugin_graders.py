@@ -78,21 +78,27 @@ def _regex(meta: dict[str, Any], body: str, file: str, where: str) -> dict[str, 
         raise BadCorpus(file, f"{where}.flags", f"{flags!r}: only the flags i, m, s, g and u are read")
     if set(flags) & set("ims"):
         out["flags"] = "".join(sorted(set(flags) & set("ims")))
-    match = meta.get("match", "contains")
-    if match not in ("contains", "not_contains"):
-        raise BadCorpus(file, f"{where}.match", f"{match!r} is not contains or not_contains")
+    match = str(meta.get("match", "contains"))
     if match == "not_contains":
         out["absent"] = True
+    elif re.fullmatch(r"count:\d{1,6}", match):
+        out["count"] = int(match[6:])
+    elif match != "contains":
+        raise BadCorpus(file, f"{where}.match", f"{match!r} is not contains, not_contains or count:N")
     target = meta.get("target", "last_message")
     if isinstance(target, dict) and target.get("source") == "file" and set(target) == {"source", "path"}:
         out.update(source="file", path=target["path"])
     elif target in ("last_message", {"source": "last_message"}):
         out["source"] = "reply"
-    elif target in ("transcript", {"source": "transcript"}):
+    elif target in ("trace", "transcript", {"source": "transcript"}):
         out["source"] = "transcript"
+    elif target == "mock_calls":
+        out["source"] = "mock_calls"
+    elif target == "files":
+        raise BadCorpus(file, f"{where}.target", "files: a regex over the working tree's diff is not supported")
     else:
         raise BadCorpus(
-            file, f"{where}.target", f"{target!r} is not last_message, transcript or {{source: file, path}}"
+            file, f"{where}.target", f"{target!r} is not last_message, trace, mock_calls or {{source: file, path}}"
         )
     return out
 

@@ -24,7 +24,9 @@ from schemas.errors import BadSkillName
 TOP_KEYS = frozenset({"skill_name", "evals"})
 TOP_OPTIONAL_KEYS = frozenset({"extensions"})  # the opt-in to extensions of schema v1
 CASE_KEYS = frozenset({"id", "prompt", "expected_output", "files", "assertions"})
-CASE_OPTIONAL_KEYS = frozenset({"fixtures", "max_turns", "allowed_tools", "mocks", "scaffold_script", "timeout_s"})
+CASE_OPTIONAL_KEYS = frozenset(
+    {"fixtures", "max_turns", "allowed_tools", "mocks", "http_mocks", "history", "scaffold_script", "timeout_s"}
+)
 FIXTURE_KEYS = frozenset({"path", "content"})
 FIXTURE_OPTIONAL_KEYS = frozenset({"stage"})
 

@@ -29,6 +29,8 @@ from producer.corpus.rules import (
     normalise_path,
     path_problem,
 )
+from producer.corpus.validation_history import case_history
+from producer.corpus.validation_http import case_http_mocks
 from producer.corpus.validation_plugin import case_limits, case_mocks, case_scaffold, case_timeout
 from schemas.constants import (
     MIN_EVALS,
@@ -42,6 +44,8 @@ from schemas.corpus import (
     Fixture,
 )
 from schemas.errors import BadCorpus
+from schemas.history import HistoryTurn
+from schemas.http_mocks import HttpMock
 from schemas.mocks import MockServer
 from schemas.status import FixtureStage
 
@@ -143,6 +147,8 @@ def _validate_case(
         fixtures, fixture_paths = (), _claimed_paths(raw["fixtures"])
     clean_files = _validate_files(raw["files"], f"{at}.files", fail, repo_has_file, fixture_paths, found)
     limits = _case_limits(raw, at, fail, found)
+    http_mocks = _case_http_mocks(raw, at, fail, found)
+    history = _case_history(raw, at, fail, found)
     assertions = raw["assertions"]
     if not isinstance(assertions, list) or not assertions:
         found.append(fail(f"{at}.assertions", "must be a non-empty array of strings"))
@@ -168,6 +174,8 @@ def _validate_case(
         mocks=limits[2],
         scaffold_script=limits[3],
         timeout_s=limits[4],
+        http_mocks=http_mocks,
+        history=history,
     )
 
 
@@ -182,6 +190,30 @@ def _case_limits(
     except BadCorpus as exc:
         found.append(exc)
         return None, None, (), None, None
+
+
+def _case_http_mocks(
+    raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus], found: list[BadCorpus]
+) -> tuple[HttpMock, ...]:
+    if "http_mocks" not in raw:
+        return ()
+    try:
+        return case_http_mocks(raw["http_mocks"], f"{at}.http_mocks", fail)
+    except BadCorpus as exc:
+        found.append(exc)
+        return ()
+
+
+def _case_history(
+    raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus], found: list[BadCorpus]
+) -> tuple[HistoryTurn, ...]:
+    if "history" not in raw:
+        return ()
+    try:
+        return case_history(raw["history"], f"{at}.history", fail)
+    except BadCorpus as exc:
+        found.append(exc)
+        return ()
 
 
 def _claimed_paths(raw: Any) -> set[str]:

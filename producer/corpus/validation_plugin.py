@@ -33,7 +33,10 @@ from schemas.mocks import MockServer
 
 Fail = Callable[[str, str], BadCorpus]
 PLUGIN_CHECK_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "text_match": (frozenset({"kind", "pattern"}), frozenset({"text", "flags", "source", "path", "absent", "weight"})),
+    "text_match": (
+        frozenset({"kind", "pattern"}),
+        frozenset({"text", "flags", "source", "path", "absent", "count", "weight"}),
+    ),
     "tool_count": (frozenset({"kind", "calls"}), frozenset({"text", "min", "max", "weight"})),
     "tool_order": (frozenset({"kind", "before", "after"}), frozenset({"text", "weight"})),
     "file_glob": (frozenset({"kind", "glob"}), frozenset({"text", "exists", "weight"})),
@@ -105,8 +108,8 @@ def _text_match(raw: dict[str, Any], at: str, fail: Fail, weight: float) -> Text
         raise fail(f"{at}.flags", f"{flags!r}: only the flags i, m and s are known")
     pattern = _pattern(raw["pattern"], f"{at}.pattern", fail, flags)
     source = raw.get("source", "reply")
-    if source not in ("reply", "transcript", "file"):
-        raise fail(f"{at}.source", f"{source!r} is not one of: file, reply, transcript")
+    if source not in ("reply", "transcript", "file", "mock_calls"):
+        raise fail(f"{at}.source", f"{source!r} is not one of: file, mock_calls, reply, transcript")
     path = raw.get("path")
     if (source == "file") != (path is not None):
         raise fail(f"{at}.path", "is required with source file, and only there")
@@ -116,10 +119,19 @@ def _text_match(raw: dict[str, Any], at: str, fail: Fail, weight: float) -> Text
             raise fail(f"{at}.path", issue)
         path = normalise_path(path)
     absent = _bool(raw, "absent", False, at, fail)
-    where = {"reply": "the final reply", "transcript": "the trace", "file": f"the final {path}"}[source]
-    text = raw.get("text") or f"{where.capitalize()} {'never matches' if absent else 'matches'} /{pattern}/"
+    count = _count(raw["count"], f"{at}.count", fail) if raw.get("count") is not None else None
+    if count is not None and absent:
+        raise fail(f"{at}.count", "counts matches; absent is the same as count 0, give one of them")
+    where = {
+        "reply": "the final reply",
+        "transcript": "the trace",
+        "file": f"the final {path}",
+        "mock_calls": "the mocked tool calls",
+    }[source]
+    said = f"matches /{pattern}/ exactly {count} time(s)" if count is not None else "matches /" + pattern + "/"
+    text = raw.get("text") or f"{where.capitalize()} {'never matches /' + pattern + '/' if absent else said}"
     return TextMatchCheck(
-        text=text, pattern=pattern, flags=flags, source=source, path=path, absent=absent, weight=weight
+        text=text, pattern=pattern, flags=flags, source=source, path=path, absent=absent, count=count, weight=weight
     )
 
 
@@ -200,6 +212,9 @@ def case_mocks(raw: Any, at: str, fail: Fail) -> tuple[MockServer, ...]:
             if not MOCK_NAME.fullmatch(name):
                 raise fail(f"{at}[{i}]", f"{name[:60]!r} is not a server or tool name (letters, digits, _ and -)")
         for tool in parsed.tools:
+            if tool.instructions is not None and (tool.answer is not None or not tool.instructions.strip()):
+                where = f"{at}[{i}].tools.{tool.name}.instructions"
+                raise fail(where, "an agent mock has non-blank instructions and no fixed answer")
             for field, pattern in tool.expect.items():
                 _pattern(pattern, f"{at}[{i}].tools.{tool.name}.expect.{field}", fail)
         servers.append(parsed)

@@ -3,31 +3,34 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import redis
 from rich.console import Console
 
+from engine.broker import Broker
 from engine.budget import RunBudget
-from engine.collect import reduce_from_store
+from engine.collect import StoredRun
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
 from engine.usage import usage_totals
-from producer.launch.cluster import Publisher, open_cluster, task_sender
+from producer.launch.adaptive import further_rounds
+from producer.launch.cluster import open_cluster, task_sender
 from producer.launch.embedded import EmbeddedCluster
 from producer.launch.preflight import check_before_dispatch
 from producer.launch.progress import RunStalled, wait_for_run
 from producer.plan.request import RunRequest
 from producer.results.reports import append_run_log, complete_block, write_reports
-from reducer.scoring import reduce_run
+from reducer.from_store import run_result
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
-from schemas.manifest import RunManifest, result_key
+from schemas.manifest import RunManifest
 from schemas.preflight import models_for
 from schemas.report import RunResult
 
-Submitter = Callable[[RunManifest, ArtifactStore, RunState, Publisher, str | None], int]
+Submitter = Callable[[RunManifest, ArtifactStore, RunState, Broker, str | None], int]
 """Store the manifest (unless the last argument is the key it is already stored under), register
 the shards, send their first messages; the number sent."""
 
@@ -75,15 +78,18 @@ def drive(
         submitter(manifest, store, state, publisher, stored)  # a large manifest is written once
         if req.detach and embedded is None:
             return manifest.plan.run_id
+        wait = functools.partial(
+            wait_for_run,
+            state,
+            manifest.plan.run_id,
+            console=err,
+            usage=lambda: usage_totals(client, manifest.plan.run_id),
+            alive=embedded.alive if embedded else None,
+            show=req.show_progress,
+        )
         try:
-            wait_for_run(
-                state,
-                manifest.plan.run_id,
-                console=err,
-                usage=lambda: usage_totals(client, manifest.plan.run_id),
-                alive=embedded.alive if embedded else None,
-                show=req.show_progress,
-            )
+            wait()
+            manifest = further_rounds(manifest, store, state, publisher, wait, err)
         except RunStalled as exc:
             tail = f"\nlast worker log lines:\n{embedded.log_tail(2000)}" if embedded else ""
             raise RunStalled(f"{exc.detail}{tail}") from exc
@@ -106,13 +112,10 @@ def conclude_run(
     already_reported: Sequence[str] = (),
 ) -> RunResult:
     """Load (or compute) the reduced result, write the reports and the run-log line, print the block."""
-    key = result_key(manifest.plan.run_id)
-    if store.exists(key):
-        result = RunResult.model_validate_json(store.get(key))
-    elif not manifest.plan.shards:  # nothing ran: no stored verdicts, only what was left out and why
-        result = reduce_run(manifest.plan, {}, skipped=manifest.skipped, already_reported=already_reported)
-    else:
-        result = reduce_from_store(store, manifest)
+    records = StoredRun(store, manifest.plan.run_id, manifest=manifest)
+    result = run_result(
+        records, stream_from=settings.stream_reduce_shards, reuse=True, already_reported=already_reported
+    ).result
     paths = write_reports(result, manifest, store, out_dir)
     append_run_log(result, manifest, settings.run_log)
     out.print(complete_block(result, paths), markup=False, highlight=False)

@@ -7,16 +7,18 @@ from pathlib import Path
 
 from rich.console import Console
 
+from engine.broker import Broker
 from engine.records import latest_noise
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
-from producer.launch.cluster import Publisher, open_cluster
+from producer.launch.cluster import open_cluster
 from producer.launch.drive import drive
 from producer.launch.submit import build_manifest, submit
 from producer.plan.compare import baseline_record, check_compare, restrict_baseline
 from producer.plan.planning import arm_variants, new_run_id, plan_run, power_lines
 from producer.plan.request import RunRequest, plan_request
+from schemas.constants import QUEUE_EXECUTE
 from schemas.manifest import RunManifest
 from schemas.report import RunResult
 from schemas.shard import RunPlan
@@ -34,6 +36,7 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
         epochs=req.epochs,
         sandbox=settings.sandbox,
         variants=variants,
+        adaptive=req.adaptive,
     )
     guards: list[str] = []
     if req.compare:
@@ -42,9 +45,9 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
     for line in power_lines(plan, observed):  # before the run: what this many cases can detect
         err.print(line, markup=False, highlight=False)
 
-    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Publisher, stored: str | None) -> int:
-        enqueue = functools.partial(send, "execute")
-        return submit(m, st, state, enqueue, send.batch, stored_key=stored)
+    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, broker: Broker, stored: str | None) -> int:
+        enqueue = functools.partial(broker.send, QUEUE_EXECUTE)
+        return submit(m, st, state, enqueue, broker.batch, stored_key=stored)
 
     if not plan.shards:
         return drive(prepare(plan, repo.root, skipped, guards, req, settings), submitter, req, settings, out, err)

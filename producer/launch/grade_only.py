@@ -13,21 +13,23 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
+from engine.broker import Broker
 from engine.importers import load_trajectories
 from engine.records import put_manifest, put_outcome
-from engine.segments import SegmentWriter, outcome_line
+from engine.segments import SegmentWriter
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore
-from producer.launch.cluster import Publisher, Send
 from producer.launch.drive import drive
 from producer.launch.submit import build_manifest
 from producer.plan.planning import new_run_id, plan_run
 from producer.plan.request import RunRequest, plan_request
+from schemas.constants import QUEUE_GRADE, QUEUE_REDUCE
 from schemas.manifest import RunManifest, trajectory_key
 from schemas.outcome import ShardOutcomeRecord
 from schemas.report import RunResult
 from schemas.shard import SkillBundle, shard_id_for
+from schemas.shard_outcome import outcome_line
 from schemas.status import ShardState
 from schemas.trajectory import Trajectory
 
@@ -61,7 +63,7 @@ def submit_recorded(
     recorded: Sequence[Recorded],
     store: ArtifactStore,
     state: RunState,
-    send: Send,
+    broker: Broker,
     *,
     stored_key: str | None = None,
 ) -> int:
@@ -94,10 +96,10 @@ def submit_recorded(
             put_outcome(store, run_id, shard.shard_id, record)
             segments.push(run_id, outcome_line(shard, record, None, None))
             if state.transition(run_id, shard.shard_id, ShardState.EXECUTOR_FAILED).finished_run:
-                send("reduce", run_id, None)
+                broker.send(QUEUE_REDUCE, run_id)
             continue
         store.put(trajectory_key(run_id, shard.shard_id), recording.model_dump_json().encode())
-        send("grade", run_id, shard.shard_id)
+        broker.send(QUEUE_GRADE, run_id, shard.shard_id)
         count += 1
     return count
 
@@ -119,7 +121,7 @@ def grade_recorded(
     run_settings = req.settings.model_copy(update={"executor": f"recorded:{trajectories}"})
     manifest = build_manifest(plan, repo.root, None, run_settings, out_dir=str(req.out), skipped=skipped)
 
-    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, send: Publisher, stored: str | None) -> int:
-        return submit_recorded(m, kept, st, state, send, stored_key=stored)
+    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, broker: Broker, stored: str | None) -> int:
+        return submit_recorded(m, kept, st, state, broker, stored_key=stored)
 
     return drive(manifest, submitter, req, settings, out, err)

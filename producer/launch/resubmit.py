@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import redis
 
+from engine.broker import send_shard
 from engine.budget import RunBudget
 from engine.records import put_outline
 from engine.settings import Settings
@@ -118,13 +119,12 @@ def resubmit_run(
     with publisher.batch():
         for shard_id, _, back in moves:
             if shard_id in moved:
-                kind = "execute" if back is ShardState.QUEUED else "grade"
-                publisher(kind, run_id, shard_id)
+                send_shard(publisher, run_id, shard_id, back)
                 (done.execute if back is ShardState.QUEUED else done.grade).append(shard_id)
         if STALE in only:
             for shard_id, waiting in state.unleased(run_id):
                 if shard_id not in moved:
-                    publisher("execute" if waiting is ShardState.QUEUED else "grade", run_id, shard_id)
+                    send_shard(publisher, run_id, shard_id, waiting)
                     done.stale.append(shard_id)
     return done
 

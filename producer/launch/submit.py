@@ -8,6 +8,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from engine.broker import PUBLISH_BATCH
 from engine.gitcmd import SAFE_CONFIG, git_env
 from engine.records import put_manifest
 from engine.snapshot import snapshot_repo
@@ -21,10 +22,6 @@ EnqueueShard = Callable[[str, str], None]
 """enqueue(run_id, shard_id): put one execute message on the queue."""
 Batch = Callable[[], AbstractContextManager[object]]
 """A context in which messages are buffered and published together when it ends."""
-
-PUBLISH_BATCH = 1000
-"""Messages published per round trip (the publisher's batch size too, producer/launch/cluster.py);
-each is still its own message, acked on its own."""
 
 
 def _git(root: Path, *args: str) -> str:

@@ -7,10 +7,13 @@ from schemas.errors import BadCorpus
 from schemas.shard import RunPlan
 
 HONOURS = {
-    "agent": frozenset({"mocks", "allowed_tools", "max_turns", "timeout_s", "scaffold_script"}),
-    "claude-code": frozenset({"mocks", "allowed_tools", "max_turns", "timeout_s"}),
+    "agent": frozenset(
+        {"mocks", "agent_mocks", "http_mocks", "history", "allowed_tools", "max_turns", "timeout_s", "scaffold_script"}
+    ),
+    "claude-code": frozenset({"mocks", "http_mocks", "allowed_tools", "max_turns", "timeout_s"}),
     "codex": frozenset({"max_turns", "timeout_s"}),
     "opencode": frozenset({"max_turns", "timeout_s"}),
+    "gemini-cli": frozenset({"max_turns", "timeout_s"}),
 }
 """Executor -> the case terms it applies (a ``cmd:`` executor applies none). Every harness applies
 ``max_turns`` (its proxy's turn cap) and ``timeout_s`` (its wall clock); mocks and allowed tools
@@ -24,6 +27,9 @@ def check_case_terms(plan: RunPlan, executor: str) -> None:
         for i, case in enumerate(bundle.corpus.evals):
             used = {
                 "mocks": bool(case.mocks),
+                "http_mocks": bool(case.http_mocks),
+                "history": bool(case.history),
+                "agent_mocks": any(t.instructions is not None for s in case.mocks for t in s.tools),
                 "allowed_tools": case.allowed_tools is not None,
                 "max_turns": case.max_turns is not None,
                 "timeout_s": case.timeout_s is not None,

@@ -19,8 +19,10 @@ from engine.records import latest_noise
 from engine.store import open_store
 from producer.corpus.repo import Repo
 from producer.plan.case_terms import check_case_terms
+from producer.plan.epochs import adaptive_plan_line
 from producer.plan.planning import new_run_id, plan_run, plan_summary
 from producer.plan.prechecks import compare_guards, fixture_guards
+from schemas.adaptive import AdaptivePlan
 from schemas.status import ExitCode
 from schemas.summary import PlanSummary, SkippedCorpus
 
@@ -41,6 +43,8 @@ class PlanInput:
     """The artifact store, where an earlier noise floor of the same corpus may be recorded."""
     executor: str = "agent"
     """The executor the run would use: a case term it cannot apply is refused here too."""
+    adaptive: AdaptivePlan | None = None
+    """``--epochs auto``: the first round is planned, the rest shown as a maximum."""
 
 
 def dry_run_plan(
@@ -61,6 +65,7 @@ def dry_run_plan(
         judges=plan_in.judges,
         epochs=plan_in.epochs,
         variants=plan_in.variants,
+        adaptive=plan_in.adaptive,
     )
     # A compared plan's power uses the discordance its corpus's last noise floor observed, if any.
     compared = len(plan.variants) > 1 and plan_in.store is not None
@@ -104,6 +109,8 @@ def plan_lines(summary: PlanSummary) -> list[str]:
         else f"shards = cases x models x epochs = {totals.shards}"
     )
     lines = [f"models: {models}  judges: {judges}  epochs: {summary.epochs}  {formula}"]
+    if summary.adaptive is not None:
+        lines.append(adaptive_plan_line(summary.adaptive, summary.max_shards))
     if unspecified or not summary.judges:
         lines.append("note: a run needs --model and --judge (litellm model names); the plan above needs neither")
     lines += [f"skipped {s.corpus}: {s.error}" for s in summary.skipped]

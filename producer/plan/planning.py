@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from reducer.power import DEFAULT_DIFFERENCE, power_note
+from schemas.adaptive import AdaptivePlan
 from schemas.comparison import NoiseRecord
 from schemas.shard import (
     CURRENT,
@@ -39,8 +40,13 @@ def plan_run(
     epochs: int = 1,
     variants: Sequence[str] = (CURRENT,),
     sandbox: SandboxMode = SandboxMode.BWRAP,
+    adaptive: AdaptivePlan | None = None,
 ) -> RunPlan:
-    """Every shard of the run in a deterministic order (variant, skill, case, model, epoch)."""
+    """Every shard of the run in a deterministic order (variant, skill, case, model, epoch).
+
+    ``adaptive`` (``--epochs auto``): only the first round's epochs are planned; later rounds add theirs.
+    """
+    epochs = adaptive.first_round if adaptive is not None else epochs
     if epochs < 1:
         raise ValueError("epochs must be at least 1")
     if not models:
@@ -70,6 +76,7 @@ def plan_run(
         variants=tuple(variants),
         shards=tuple(shards),
         sandbox=sandbox,
+        adaptive=adaptive,
     )
 
 
@@ -135,4 +142,6 @@ def plan_summary(
         ),
         skipped=list(skipped),
         power=_power(plan, observed or {}) if plan.bundles else [],
+        adaptive=plan.adaptive,
+        max_shards=len(plan.shards) * plan.adaptive.max_epochs // plan.epochs if plan.adaptive else None,
     )

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from producer.corpus.repo import Repo
 from producer.results.reports import reported_bundle_keys
+from schemas.adaptive import AdaptivePlan
 from schemas.constants import DEFAULT_REPORT_DIR
 from schemas.manifest import RunSettings
 from schemas.shard import SkillBundle
@@ -24,6 +25,8 @@ class RunRequest:
     models: list[str]
     judges: list[str]
     epochs: int = 1
+    adaptive: AdaptivePlan | None = None
+    """``--epochs auto``: the rule (``epochs`` is then its first round's)."""
     out: Path = Path(DEFAULT_REPORT_DIR)
     workers: int = 2
     detach: bool = False

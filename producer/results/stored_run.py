@@ -8,22 +8,18 @@ from typing import Any
 import redis
 from rich.console import Console
 
-from engine.collect import (
-    collect_outcomes,
-    ended_in_store,
-    reduce_from_store,
-    reduce_streamed,
-    reduces_by_streaming,
-)
+from engine.collect import StoredRun, collect_outcomes
 from engine.delivery import Delivery
-from engine.labels import run_agreement
-from engine.records import load_manifest, load_outline, load_result, put_result
+from engine.labels import labelled_answers
+from engine.records import load_manifest, load_result, put_result
 from engine.segments import SegmentWriter
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
 from engine.usage import usage_totals
 from producer.results.reports import complete_block, write_reports
+from reducer.agreement import agreement
+from reducer.from_store import run_result
 from schemas.constants import DEFAULT_REPORT_DIR
 from schemas.report import RunResult
 from schemas.status import ShardState
@@ -33,18 +29,16 @@ from schemas.summary import RunStatus
 def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console) -> RunResult:
     """``skill-eval report``: reduce again from stored verdicts and write the reports."""
     store = open_store(settings.store)
-    outline = load_outline(store, run_id)
-    if outline is not None and reduces_by_streaming(outline, settings.stream_reduce_shards):
-        # A run this big reduces from its outcome segments (the reports need no shard list).
-        if settings.broker_url:  # seal what a reduce that never ran left in Redis
+
+    def seal() -> None:
+        """Seal what a reduce that never ran left in Redis (a streamed reduce reads only sealed lines)."""
+        if settings.broker_url:
             SegmentWriter(redis.Redis.from_url(settings.broker_url), store).flush(run_id)
-        manifest = outline.manifest
-        result = reduce_streamed(store, outline, ended_in_store(store, run_id)).result
-    else:
-        manifest = load_manifest(store, run_id)
-        result = reduce_from_store(store, manifest)
+
+    reduced = run_result(StoredRun(store, run_id, seal=seal), stream_from=settings.stream_reduce_shards)
+    result, manifest = reduced.result, reduced.manifest
     cases = {s.shard_id: (s.skill, s.case_id) for s in manifest.plan.shards}  # empty for a streamed run
-    figures = run_agreement(store, run_id, cases)
+    figures = agreement(*labelled_answers(store, run_id, cases))
     if figures:
         result = result.model_copy(update={"human_agreement": figures})
     put_result(store, result)

@@ -65,10 +65,10 @@ def test_a_hand_back_returns_the_shard_uncounted_and_only_for_the_lease_holder(r
     assert state.get(RUN, "s1") is S.EXECUTING
     assert state.release(RUN, "s1", "mine") is S.QUEUED
     assert state.get(RUN, "s1") is S.QUEUED and entries(redis_client, EXEC) == []
-    assert state.attempts(RUN, "s1", S.EXECUTING) == 0  # a clean return, not a worker death
+    assert state.claims(RUN, "s1", S.EXECUTING) == 0  # a clean return, not a worker death
     assert not state.heartbeat(RUN, "s1", "mine", 30)  # the old holder's writes are refused from now on
     assert state.claim(RUN, "s1", S.QUEUED, S.EXECUTING, "next", 30)  # runs again as a new attempt
-    assert state.attempts(RUN, "s1", S.EXECUTING) == 1
+    assert state.claims(RUN, "s1", S.EXECUTING) == 1
     assert not state.transition(RUN, "s1", S.EXECUTED, "mine").moved
     assert state.claim(RUN, "s2", S.QUEUED, S.EXECUTING, "g", 30)
     assert state.transition(RUN, "s2", S.EXECUTED, "g").moved

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -197,7 +198,34 @@ def test_the_image_build_context_holds_every_package_the_dockerfile_copies_and_t
         assert package in copied, f"{package} ships in the distribution but the Dockerfile does not copy it"
 
 
+def test_every_file_beside_the_code_of_a_shipped_package_is_package_data() -> None:
+    """A data file (a Redis script, a template) left out of package-data is missing from an installed
+    wheel and the image alike: the code that reads it fails only there, never in a source checkout."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    globs = setuptools["package-data"]
+    packages = [p.rstrip("*") for p in setuptools["packages"]["find"]["include"]]
+    left_out = [
+        str(path.relative_to(ROOT))
+        for package in packages
+        for path in sorted((ROOT / package).rglob("*"))
+        if path.is_file()
+        and path.suffix not in (".py", ".pyc")
+        and not any(path.relative_to(ROOT / package).match(g) for g in globs.get(package, []))
+    ]
+    assert left_out == []
+
+
 def test_the_image_test_runs_the_executor_with_the_same_capabilities() -> None:
     assert set(EXECUTOR_CAPABILITIES) == BWRAP_CAPS
     assert SANDBOX_PRIVILEGES[SANDBOX_PRIVILEGES.index("--cap-drop") + 1] == "ALL"
     assert "no-new-privileges" in SANDBOX_PRIVILEGES
+
+
+def test_the_image_pins_every_harness_the_makefile_pins_at_the_same_version() -> None:
+    """The image's optional harnesses are the ones `make setup` installs, at the same versions."""
+    makefile = (ROOT / "Makefile").read_text()
+    pinned = dict(re.findall(r"^[A-Z_]+\s*:=\s*(@?[a-z0-9./-]+)@(\d[\w.-]*)\s*$", makefile, re.M))
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    in_image = dict(re.findall(r"(@?[a-z0-9-]+(?:/[a-z0-9-]+)?)@(\d[\w.-]*)", dockerfile))
+    assert {"@anthropic-ai/claude-code", "@openai/codex", "opencode-ai", "@google/gemini-cli"} <= set(pinned)
+    assert {name: in_image.get(name) for name in pinned} == pinned

@@ -93,7 +93,7 @@ def test_sigterm_hands_a_long_shard_back_within_the_grace_and_it_runs_again_once
     assert gone_after < 8 + 2, f"the leaving node took {gone_after:.1f}s, past its 8 s grace"
     assert "shard handed back at shutdown" in leaving.text()
     assert state.get(run_id, shard_id) is ShardState.GRADED
-    assert state.attempts(run_id, shard_id, ShardState.EXECUTING) == 1  # the hand-back was not counted
+    assert state.claims(run_id, shard_id, ShardState.EXECUTING) == 1  # the hand-back was not counted
     store = open_store(settings.store)
     assert store.exists(trajectory_key(run_id, shard_id)) and store.exists(grade_key(run_id, shard_id))
     assert store.exists(result_key(run_id))

@@ -9,14 +9,15 @@ run it through :func:`run_pipeline`, then check the host, the verdict and the re
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.broker import InProcessBroker
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import LocalStore
@@ -24,6 +25,7 @@ from producer.corpus.repo import Repo
 from producer.launch.submit import build_manifest, submit
 from producer.plan.planning import plan_run
 from reducer.render import render_markdown
+from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.manifest import RunSettings, grade_key, outcome_key, result_key, trajectory_key
 from schemas.model_config import parse_model_config
 from schemas.report import RunResult
@@ -130,18 +132,14 @@ def run_pipeline(
     ctx = Context(
         Settings(store=str(work / "store"), workdir=work / "work", sandbox=SandboxMode.BWRAP, broker_url=redis_url)
     )
-    queue: deque[tuple[str, str, str | None]] = deque()
-
-    def send(task: str, run_id: str, shard_id: str | None) -> None:
-        queue.append((task, run_id, shard_id))
-
-    submit(manifest, store, RunState(ctx.redis), lambda run_id, shard_id: send("execute", run_id, shard_id))
-    while queue:
-        task, run_id, shard_id = queue.popleft()
-        if task == "execute":
-            execute_shard(ctx, send, run_id, shard_id or "")
-        elif task == "grade":
-            grade_shard(ctx, send, run_id, shard_id or "")
+    broker = InProcessBroker()
+    submit(manifest, store, RunState(ctx.redis), functools.partial(broker.send, QUEUE_EXECUTE))
+    while (message := broker.take()) is not None:
+        queue, run_id, shard_id = message
+        if queue == QUEUE_EXECUTE:
+            execute_shard(ctx, broker, run_id, shard_id or "")
+        elif queue == QUEUE_GRADE:
+            grade_shard(ctx, broker, run_id, shard_id or "")
         else:
             reduce_stored_run(ctx, run_id)
     result = RunResult.model_validate_json(store.get(result_key(RUN_ID)))

@@ -20,7 +20,7 @@ from producer.plan.planning import plan_run
 from reducer.html_parts import name
 from reducer.render import md
 from reducer.render_html import render_html
-from reducer.scoring import reduce_run
+from reducer.stream import reduce_run
 from testkit.offline_server import OfflineModelServer
 from tests.security.harness import case, make_repo, run_pipeline, scripted_judge_answer, shell_agent
 

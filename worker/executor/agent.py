@@ -26,13 +26,16 @@ from typing import Any
 
 from schemas.corpus import EvalCase
 from schemas.errors import ContextOverflow, ExecutorFailed, ModelCallFailed, ShareSpent
+from schemas.history import HistoryTurn
 from schemas.manifest import FLEET_WAIT_ALLOWANCE_S, AgentBudget
+from schemas.mocks import MockAnswer, agent_messages
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory, Usage
 from worker.executor.allowed import CaseTools, capped, case_budget, case_tools, refusal
 from worker.executor.final_files import collect_final_files
 from worker.executor.prompt import render_executor_prompt
 from worker.executor.scaffold import run_scaffold
 from worker.executor.tools import TOOL_NAMES, ToolOutcome, execute_tool
+from worker.http_mock_sandbox import http_mocked
 from worker.models.base import ModelClient, ModelReply, ToolCall
 from worker.sandbox import Sandbox, SandboxLimits, workspace_usage
 
@@ -89,6 +92,8 @@ class _Loop:
         self.started = time.monotonic()
         self.waited_s = 0.0
         """What the model calls spent waiting on the fleet (limiter, cool-downs, retries): not the agent's time."""
+        self.history: tuple[HistoryTurn, ...] = ()
+        """Earlier turns the run continues (a case's ``history``), sent before the prompt, never events."""
         self.system: str | None = None
         """A system message sent before the prompt (a trigger shard's skill catalogue); None: none."""
 
@@ -150,6 +155,8 @@ class _Loop:
     def answer_mock(self, call: ToolCall) -> ToolOutcome:
         """A mocked MCP tool's answer, recorded here (the mock never runs code of the repo's)."""
         reply = self.tools.answer(call.name, call.arguments)
+        if reply.by_model:
+            reply = self.ask_agent_mock(call)
         if reply.finding:
             self.mock_findings.append(reply.finding)
         text, truncated = capped(reply.text)
@@ -158,6 +165,25 @@ class _Loop:
             ToolResultEvent(call_id=call.id, output=text, exit_code=outcome.exit_code, truncated=truncated)
         )
         return outcome
+
+    def ask_agent_mock(self, call: ToolCall) -> MockAnswer:
+        """A ``type: agent`` mock's answer: the executor's model given the mock's instructions. Its
+        tokens count against the shard's budget like the agent's own; it is offered no tools."""
+        server, tool = self.tools.mocks[call.name]
+        try:
+            reply = self.client.complete(
+                self.model,
+                agent_messages(server, tool, call.arguments),
+                max_tokens=self.budget.max_output_tokens,
+                own=self.usage,
+            )
+        except (ContextOverflow, ShareSpent) as exc:  # the agent's volume: its next turn ends the run
+            return MockAnswer(text=f"error: the mock could not answer: {exc.detail}", is_error=True)
+        except ModelCallFailed as exc:
+            raise ExecutorFailed(f"agent mock {call.name} ({self.model}): {exc.detail}") from exc
+        self.usage = self.usage.add(reply.usage)
+        self.waited_s += reply.waited_s
+        return MockAnswer(text=reply.content or "")
 
     def ran_tools(self) -> bool:
         """Whether any tool call reached the sandbox. Without one nothing ran in the workspace
@@ -174,6 +200,7 @@ class _Loop:
 
     def run(self, prompt: str) -> EndReason:
         messages: list[dict[str, Any]] = [{"role": "system", "content": self.system}] if self.system else []
+        messages += [{"role": t.role, "content": t.content} for t in self.history]  # a conversation it continues
         messages.append({"role": "user", "content": prompt})
         turns = 0
         while (stop := self.over_budget(turns)) is None:
@@ -234,8 +261,10 @@ def run_agent(
     prompt = render_executor_prompt(
         skill=skill, skill_text=skill_text, agent_texts=agent_texts, case=case, workspace=sandbox.inner_root
     )
-    loop = _Loop(client, model, sandbox, case_budget(budget or AgentBudget(), case), case_tools(case))
-    end_reason = loop.run(prompt.text)
+    with http_mocked(sandbox, case.http_mocks, case_id=case.id) as (box, http):
+        loop = _Loop(client, model, box, case_budget(budget or AgentBudget(), case), case_tools(case))
+        loop.history = case.history
+        end_reason = loop.run(prompt.text)
     return Trajectory(
         shard_id=shard_id,
         skill=skill,
@@ -248,7 +277,8 @@ def run_agent(
         waited_s=round(loop.waited_s, 3),
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=loop.wrote) if loop.ran_tools() else {},
         template_hashes={"executor": prompt.template_sha256},
-        mock_findings=loop.mock_findings,
+        mock_findings=loop.mock_findings + http.findings(),
+        http_calls=list(http.calls),
         started_at=started_at,
         finished_at=datetime.now(UTC),
     )

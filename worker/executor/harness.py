@@ -53,6 +53,7 @@ from worker.executor.external import EXTERNAL_OUTPUT_CHARS
 from worker.executor.final_files import collect_final_files
 from worker.executor.harness_binary import find_binary, sealed_copy
 from worker.executor.mock_calls import mock_servers, settle_mock_calls, stage_mocks
+from worker.http_mock import HttpMockProxy
 from worker.models.limiter import Limiter
 from worker.proxy import ModelProxy, ProxyConfig, forwarder_command
 from worker.sandbox import INNER_HOME, INNER_ROOT, BwrapSandbox, CommandResult, Sandbox, SandboxLimits
@@ -70,7 +71,7 @@ MAX_DISTRACTOR_BYTES = 64 * 1024 * 1024
 """What a trigger shard stages of the other skills at most (their SKILL.md files are a few KB each)."""
 _SKILL_DIR = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _PLUGIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+_DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY"}
 OFFLINE_KEY = "offline-no-key"
 log = structlog.get_logger("skill_eval.harness")
 
@@ -239,6 +240,16 @@ def priced(record: ProxyRecord, model: str, token_cost: Callable[[str, int, int]
     return total
 
 
+def _runtime(harness: Harness, found: Path, workspace: Path, private: Path) -> tuple[Path, list[str]]:
+    """The sealed executable to run and the extra binds it needs: the binary itself, or for a
+    harness that is a script (Gemini CLI, on node) what its adapter's ``prepare`` names."""
+    prepare = getattr(harness, "prepare", None)
+    if prepare is None:
+        return sealed_copy(found), []
+    runtime, binds = prepare(found, workspace, INNER_ROOT, private)
+    return sealed_copy(runtime), list(binds)
+
+
 def _tail(text: str, chars: int = 600) -> str:
     return text[-chars:].strip() or "(no output)"
 
@@ -263,7 +274,7 @@ def run_harness(
     if sandbox.mode is not SandboxMode.BWRAP or not isinstance(sandbox, BwrapSandbox):
         raise NoSandbox(f"{shard.harness.name} runs only in the bwrap sandbox (its model proxy needs it)")
     harness = shard.harness
-    binary = sealed_copy(find_binary(harness))
+    found = find_binary(harness)
     started_at, since_epoch = datetime.now(UTC), time.time()
     upstream = normalise_upstream(harness.protocol, limits.api_base)
     key = real_key(harness, limits, upstream)
@@ -291,6 +302,7 @@ def run_harness(
         os.chmod(private, 0o711)
         proxy_dir = private / "proxy"
         proxy_dir.mkdir(mode=0o755)
+        binary, runtime_binds = _runtime(harness, found, workspace, private)
         _stage_home(private / "home", dict(plan.home_files), sandbox.uid)
         config = ProxyConfig(
             protocol=harness.protocol,
@@ -309,7 +321,8 @@ def run_harness(
             opening=plan.stdin,
         )
         ready = "/tmp/.skill-eval-forwarder-ready"
-        command = forwarder_command(f"{INNER_PROXY_DIR}/model.sock", FORWARDER_PORT, ready)
+        http = HttpMockProxy(shard.case.http_mocks, private / "http")  # inert without http_mocks
+        command = http.prelude() + forwarder_command(f"{INNER_PROXY_DIR}/model.sock", FORWARDER_PORT, ready)
         command += "exec " + shlex.join(plan.argv)
         binds = [
             # bwrap makes missing parents 0700: the throwaway uid could not pass them.
@@ -335,12 +348,17 @@ def run_harness(
             str(private / "home"),
             INNER_HOME,
             *stage_mocks(shard.case, private / "mocks"),
+            *http.binds(),
+            *runtime_binds,
         ]
-        with ModelProxy(config, proxy_dir / "model.sock", limiter=limiter, usage=usage, run_budget=run_budget) as proxy:
+        with (
+            ModelProxy(config, proxy_dir / "model.sock", limiter=limiter, usage=usage, run_budget=run_budget) as proxy,
+            http,
+        ):
             result = _run_sandboxed(
                 sandbox,
                 command,
-                dict(plan.env),
+                {**plan.env, **http.env()},
                 binds,
                 plan.stdin,
                 shard.budget.wall_clock_s,
@@ -369,7 +387,7 @@ def run_harness(
         end_reason = EndReason(record.budget_end)
     elif result.limit == "timeout":
         end_reason = EndReason.WALL_CLOCK
-    check = cross_check if harness.stream_call_ids else cross_check_by_order
+    check = getattr(harness, "cross_check", None) or (cross_check if harness.stream_call_ids else cross_check_by_order)
     checked = check(parsed.events, record)
     wrote = [
         str(e.arguments[k])
@@ -399,6 +417,8 @@ def run_harness(
         skills_fired=skills_fired(harness.name, checked.events, installed(workspace)) if shard.triggers else None,
         proposed_calls=checked.proposed,
         refused_requests=list(record.agent_refusals),
+        http_calls=list(http.calls),
+        mock_findings=http.findings(),
         waited_s=round(proxy.waited_s, 3),
         started_at=started_at,
         finished_at=datetime.now(UTC),

@@ -21,6 +21,7 @@ import re
 from collections.abc import Sequence
 from functools import cache
 
+from schemas.checks_http import HttpCallCheck, HttpOrderCheck
 from schemas.checks_plugin import FileGlobCheck, JudgedCheck, TextMatchCheck, ToolCountCheck, ToolOrderCheck
 from schemas.corpus import (
     Assertion,
@@ -33,6 +34,7 @@ from schemas.corpus import (
 )
 from schemas.trajectory import ToolCallEvent, Trajectory
 from schemas.verdict import AssertionVerdict
+from worker.grading.http_checks import check_http_call, check_http_order
 from worker.grading.plugin_checks import check_plugin
 
 EVIDENCE_CHARS = 300  # a quoted call is cut to this length in the verdict
@@ -126,6 +128,10 @@ def check_assertion(check: DeterministicAssertion, trajectory: Trajectory) -> As
     """The verdict of one deterministic assertion on ``trajectory``."""
     if isinstance(check, TextMatchCheck | ToolCountCheck | ToolOrderCheck | FileGlobCheck):
         return check_plugin(check, trajectory)
+    if isinstance(check, HttpCallCheck):
+        return check_http_call(check, trajectory)
+    if isinstance(check, HttpOrderCheck):
+        return check_http_order(check, trajectory)
     if isinstance(check, SkillActivatedCheck):
         return _check_activated(check, trajectory)
     if isinstance(check, ToolCallCheck):

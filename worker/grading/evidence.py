@@ -24,7 +24,7 @@ _ESCAPES_RE = re.compile(r"\\[nrt]")
 _QUOTES_RE = re.compile(r"[\\\"'`\u2018\u2019\u201c\u201d]")
 _WS_RE = re.compile(r"\s+")
 _ELLIPSIS_RE = re.compile(r"\.\.\.+|\u2026|\[\.\.\.\]")
-_BLOCK_RE = re.compile(r"(?m)^(?=\[(?:assistant|tool_call|tool_result)\])")
+_BLOCK_RE = re.compile(r"(?m)^(?=\[(?:assistant|tool_call|tool_result|http_call)\])")
 STRICT_NOTE = "strict evidence: the quoted evidence was not found in any tool call or result; judged pass was "
 
 
@@ -37,7 +37,7 @@ def normalise(text: str) -> str:
 
 def action_blocks(transcript: str) -> list[str]:
     """The ``[tool_call]`` and ``[tool_result]`` blocks of a rendered transcript (prose dropped)."""
-    return [b for b in _BLOCK_RE.split(transcript) if b.startswith(("[tool_call]", "[tool_result]"))]
+    return [b for b in _BLOCK_RE.split(transcript) if b.startswith(("[tool_call]", "[tool_result]", "[http_call]"))]
 
 
 def _in_order(fragments: Sequence[str], block: str) -> bool:

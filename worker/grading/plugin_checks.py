@@ -23,7 +23,8 @@ from schemas.checks_plugin import (
     ToolMatcher,
     ToolOrderCheck,
 )
-from schemas.trajectory import AssistantEvent, ToolCallEvent, Trajectory
+from schemas.mocks import MCP_PREFIX
+from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent, Trajectory
 from schemas.verdict import AssertionVerdict
 
 EVIDENCE_CHARS = 300
@@ -71,12 +72,40 @@ def _subject(check: TextMatchCheck, trajectory: Trajectory) -> tuple[str | None,
         return trajectory.final_files.get(path), f"the final {path}"
     if check.source == "transcript":
         return trajectory.render(), "the trace"
+    if check.source == "mock_calls":
+        return mock_calls_text(trajectory), "the mocked tool calls"
     replies = [e.text for e in trajectory.events if isinstance(e, AssistantEvent)]
     return (replies[-1] if replies else ""), "the final reply"
 
 
+def mock_calls_text(trajectory: Trajectory) -> str:
+    """The mocked MCP calls as plugin eval shows them to a grader: a JSON object per call."""
+    results = {e.call_id: e for e in trajectory.events if isinstance(e, ToolResultEvent)}
+    lines = []
+    for call in _calls(trajectory):
+        if not call.name.startswith(MCP_PREFIX):
+            continue  # no real MCP server ever runs: every mcp__ tool is a mock
+        entry: dict[str, object] = {"tool": call.name, "input": call.arguments}
+        result = results.get(call.call_id)
+        if result is not None:
+            entry["output"] = result.output
+            if result.exit_code not in (0, None):
+                entry["isError"] = True
+        lines.append(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+    return "\n".join(lines)
+
+
+def _check_count(check: TextMatchCheck, subject: str, where: str) -> AssertionVerdict:
+    found = sum(1 for _ in compiled(check.pattern, check.flags).finditer(subject))
+    return _verdict(
+        check, found == check.count, f"found {found} match(es) of /{check.pattern}/ in {where} (expected {check.count})"
+    )
+
+
 def check_text_match(check: TextMatchCheck, trajectory: Trajectory) -> AssertionVerdict:
     subject, where = _subject(check, trajectory)
+    if subject is not None and check.count is not None:
+        return _check_count(check, subject, where)
     if subject is None:
         # plugin eval: a file that does not exist matches nothing
         if check.absent:

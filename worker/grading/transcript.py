@@ -32,7 +32,7 @@ from prompts import load_template
 from schemas.constants import BLOCK_CAP_CHARS, NONCE_BYTES, TRANSCRIPT_CAP_CHARS
 
 # The contract's patterns, verbatim (CLOSING_FENCE_RE is what "a closing-fence lookalike" means).
-_BLOCK_SPLIT_RE = re.compile(r"(?m)^(?=\[(?:assistant|tool_call|tool_result)\])")
+_BLOCK_SPLIT_RE = re.compile(r"(?m)^(?=\[(?:assistant|tool_call|tool_result|http_call)\])")
 CLOSING_FENCE_RE = re.compile(r"(?is)<\s*/\s*transcript[^>]*(?:>|$)")
 NEUTRALISED_PREFIX = "<\\/transcript"
 

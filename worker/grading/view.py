@@ -1,9 +1,10 @@
 """The judge's view of a trajectory: rendered so that nothing the agent produced can pass for
 the renderer's own lines, capped so that no tool call is ever hidden. Pure.
 
-Only this module writes a line starting with ``[assistant]``, ``[tool_call]`` or
-``[tool_result]``. Free text (tool output, assistant prose) is made safe *per event, after
-its own cap*, so a cut can never expose a forged marker:
+Only this module writes a line starting with ``[assistant]``, ``[tool_call]``,
+``[tool_result]`` or ``[http_call]`` (a request the HTTP mock proxy recorded, after the
+events). Free text (tool output, assistant prose) is made safe *per event, after its own
+cap*, so a cut can never expose a forged marker:
 
 * every character a reader could take for a line break (CR, VT, FF, FS/GS/RS, NEL, U+2028,
   U+2029) becomes ``\\n``; other C0/C1 controls become visible ``\\xNN``;
@@ -29,6 +30,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from schemas.constants import BLOCK_CAP_CHARS, TRANSCRIPT_CAP_CHARS
+from schemas.http_mocks import HttpCall
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, Trajectory
 from worker.grading.transcript import neutralise_fences
 
@@ -97,7 +99,7 @@ class _Block:
     cut_chars: int = 0
 
     def text(self) -> str:
-        if self.kind == "tool_result":
+        if self.kind in ("tool_result", "http_call"):
             return f"{self.head}\n{self.body}"
         return f"{self.head}{self.body}"
 
@@ -130,6 +132,18 @@ def _call_block(event: ToolCallEvent) -> tuple[_Block, int, int]:
     return _Block("tool_call", f"[tool_call] {tool_label(event.name)}({_json_line(arguments)})"), removed, cut_args
 
 
+def _http_block(call: HttpCall) -> _Block:
+    """A request the product's HTTP mock proxy recorded: its line is the renderer's (the URL as
+    escaped JSON), what was sent and answered is free text."""
+    answered = "mocked" if call.mocked else "refused"
+    head = f"[http_call] {tool_label(call.method)} {_json_line(call.url)} -> {call.status} {answered}"
+    parts = [f"request body: {call.request_body}"] if call.request_body else []
+    parts += [f"answer: {call.body}"] if call.body else []
+    parts += [f"note: {call.note}"] if call.note else []
+    body, gone = cut("\n".join(parts), BLOCK_CAP_CHARS, "HTTP call")
+    return _Block("http_call", head, safe_text(body), "HTTP call", gone)
+
+
 def _blocks(trajectory: Trajectory) -> tuple[list[_Block], int, int]:
     names = {e.call_id: e.name for e in trajectory.events if isinstance(e, ToolCallEvent)}
     blocks: list[_Block] = []
@@ -150,6 +164,7 @@ def _blocks(trajectory: Trajectory) -> tuple[list[_Block], int, int]:
                 head += f" limit={tool_label(event.limit)}"
             body, gone = cut(event.output, BLOCK_CAP_CHARS, "tool result")
             blocks.append(_Block("tool_result", head, safe_text(body), "tool result", gone))
+    blocks += [_http_block(call) for call in trajectory.http_calls]
     if trajectory.end_reason is not EndReason.COMPLETED:
         blocks.append(_Block("end", f"[assistant] (run ended: {trajectory.end_reason.value})"))
     return blocks, removed, cut_args
@@ -183,11 +198,13 @@ def judge_view(trajectory: Trajectory, *, cap: int = TRANSCRIPT_CAP_CHARS) -> Ju
                 b.body, gone = cut(b.body, allowance, b.what)
                 b.body = safe_text(b.body)
                 b.cut_chars += gone
-    cut_results = sum(1 for b in free if b.cut_chars and b.kind == "tool_result")
+    cut_results = sum(1 for b in free if b.cut_chars and b.kind in ("tool_result", "http_call"))
     cut_messages = sum(1 for b in free if b.cut_chars and b.kind == "assistant")
     total = arg_chars + sum(b.cut_chars for b in free)
     lines = [neutralise_fences(b.text()) for b in blocks]
-    evidence = tuple(line for b, line in zip(blocks, lines, strict=True) if b.kind in ("tool_call", "tool_result"))
+    evidence = tuple(
+        line for b, line in zip(blocks, lines, strict=True) if b.kind in ("tool_call", "tool_result", "http_call")
+    )
     if total:
         lines.insert(
             0,

@@ -32,101 +32,12 @@ from typing import Any, TypeVar
 import redis
 
 from engine.keys import limiter_keys
+from engine.scripts import register
 from schemas.errors import ModelCallFailed
 from schemas.model_config import LimiterSettings, ModelLimits
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
-
-# Redis time in ms, so every worker on every host reads the same clock.
-_NOW = "local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000\n"
-_NUM = "local function num(v, d) if v then return tonumber(v) end return d end\n"
-
-# KEYS: state hash, leases zset. ARGV: lease id, est tokens, rpm, tpm, max concurrency,
-# lease ttl ms, headroom. Returns {granted (0/1), wait ms, now ms} as strings (Lua floats
-# would be truncated to integers by the reply conversion).
-_ACQUIRE = (
-    _NOW
-    + _NUM
-    + """
-local st, leases = KEYS[1], KEYS[2]
-local est, rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local max_conc, ttl, headroom = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local h = redis.call('HMGET', st, 'factor', 'cooldown_until', 'req_level', 'req_ts', 'tok_level', 'tok_ts')
-local factor, cooldown = num(h[1], 1), num(h[2], 0)
-if cooldown > now then return {'0', tostring(cooldown - now), tostring(now)} end
-redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
-local cap = math.max(1, math.floor(max_conc * factor))
-if redis.call('ZCARD', leases) >= cap then return {'0', '-1', tostring(now)} end
-local delay = 0
-if rpm > 0 then
-  local rate = rpm * headroom * factor / 60000
-  local level = math.min(1, num(h[3], 1) + (now - num(h[4], now)) * rate) - 1
-  if level < 0 then delay = -level / rate end
-  redis.call('HSET', st, 'req_level', tostring(level), 'req_ts', tostring(now))
-end
-if tpm > 0 then
-  local rate = tpm * headroom * factor / 60000
-  local capacity = tpm * headroom
-  local level = math.min(capacity, num(h[5], capacity) + (now - num(h[6], now)) * rate) - est
-  if level < 0 then delay = math.max(delay, -level / rate) end
-  redis.call('HSET', st, 'tok_level', tostring(level), 'tok_ts', tostring(now))
-end
-redis.call('ZADD', leases, now + delay + ttl, ARGV[1])
-redis.call('PEXPIRE', leases, math.floor(delay + 2 * ttl))
-redis.call('PEXPIRE', st, 3600000)
-return {'1', tostring(delay), tostring(now)}
-"""
-)
-
-# KEYS: leases. ARGV: lease id, ttl ms. XX: a lease already released (or reclaimed) is never
-# brought back by a heartbeat that raced the release.
-_REFRESH = (
-    _NOW
-    + """
-redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
-redis.call('PEXPIRE', KEYS[1], math.floor(2 * tonumber(ARGV[2])))
-return 1
-"""
-)
-
-# KEYS: state, leases. ARGV: lease id, token correction (estimate - actual), success 0/1,
-# growth per success.
-_SETTLE = (
-    _NUM
-    + """
-redis.call('ZREM', KEYS[2], ARGV[1])
-local correction = tonumber(ARGV[2])
-if correction ~= 0 and redis.call('HEXISTS', KEYS[1], 'tok_level') == 1 then
-  redis.call('HINCRBYFLOAT', KEYS[1], 'tok_level', correction)
-end
-if ARGV[3] == '1' then
-  local factor = math.min(1, num(redis.call('HGET', KEYS[1], 'factor'), 1) + tonumber(ARGV[4]))
-  redis.call('HSET', KEYS[1], 'factor', tostring(factor))
-end
-return 1
-"""
-)
-
-# KEYS: state. ARGV: retry-after ms, request start ms, shrink, min factor. Sets the shared
-# cool-down; shrinks the pace once per episode: only a 429 on a request that started after
-# the last shrink is news (the others were already in flight when the pace was cut).
-_RATE_LIMITED = (
-    _NOW
-    + _NUM
-    + """
-local h = redis.call('HMGET', KEYS[1], 'factor', 'cooldown_until', 'shrunk_at')
-local factor, cooldown, shrunk_at = num(h[1], 1), num(h[2], 0), num(h[3], 0)
-cooldown = math.max(cooldown, now + tonumber(ARGV[1]))
-redis.call('HSET', KEYS[1], 'cooldown_until', tostring(cooldown))
-if tonumber(ARGV[2]) >= shrunk_at then
-  factor = math.max(tonumber(ARGV[4]), factor * tonumber(ARGV[3]))
-  redis.call('HSET', KEYS[1], 'factor', tostring(factor), 'shrunk_at', tostring(now))
-end
-redis.call('PEXPIRE', KEYS[1], 3600000)
-return {tostring(factor), tostring(cooldown - now)}
-"""
-)
 
 _REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
 _POLL_S = (0.02, 0.25)  # poll interval range while every concurrency slot is taken
@@ -169,9 +80,9 @@ class _Heartbeat:
     """Keeps a limiter's live leases from expiring: one thread refreshes all of them every
     ``period_s``, and exits at a beat that finds none (the next lease starts it again).
 
-    A thread per call used to do this: a thread started (and waited for until it ran) before
-    every request, which with a 30 s lease and calls of seconds almost never refreshed anything.
-    A lease is refreshed at most ``period_s`` after it was added, as its own thread did.
+    One thread for every lease, not one per call: a call's own thread would be started (and
+    waited for until it ran) before every request, and with a 30 s lease and calls of seconds it
+    would almost never refresh anything. A lease is refreshed at most ``period_s`` after it was added.
     """
 
     def __init__(self, refresh: Callable[[Lease], None], period_s: float) -> None:
@@ -236,10 +147,10 @@ class Limiter:
         self.limits = limits
         self.settings = settings or LimiterSettings()
         self.state_key, self.leases_key = limiter_keys(limits.name)
-        self._acquire = redis_client.register_script(_ACQUIRE)
-        self._refresh = redis_client.register_script(_REFRESH)
-        self._settle_script = redis_client.register_script(_SETTLE)
-        self._rate_limited = redis_client.register_script(_RATE_LIMITED)
+        self._acquire = register(redis_client, "limiter_acquire")
+        self._refresh = register(redis_client, "limiter_refresh")
+        self._settle_script = register(redis_client, "limiter_settle")
+        self._rate_limited = register(redis_client, "limiter_rate_limited")
         self._beat = _Heartbeat(self._refresh_lease, self.settings.lease_ttl_s / 3)
 
     # --- Redis with retries ---------------------------------------------------------------

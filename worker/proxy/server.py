@@ -42,6 +42,7 @@ import httpx
 import structlog
 
 from engine.budget import OverShare, RunBudget
+from harnesses import gemini_api
 from harnesses.base import PLACEHOLDER_KEY, bare_model
 from harnesses.conversation import continues, strings
 from harnesses.endpoints import Protocol, is_model_path, scrub, upstream_url
@@ -150,6 +151,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _error_body(protocol: Protocol, status: int, message: str) -> bytes:
+    if protocol == "gemini":
+        return gemini_api.error_body(status, message)
     if protocol == "anthropic":
         kind = "rate_limit_error" if status == 429 else "invalid_request_error" if status < 500 else "api_error"
         return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
@@ -318,7 +321,11 @@ class ModelProxy:
             else:
                 self._refuse(handler, 404, f"{method} {path} is not a model API path; answered locally")
             return
-        given = handler.headers.get("x-api-key") or (handler.headers.get("authorization") or "").removeprefix("Bearer ")
+        given = (
+            handler.headers.get("x-api-key")
+            or handler.headers.get("x-goog-api-key")
+            or (handler.headers.get("authorization") or "").removeprefix("Bearer ")
+        )
         if given != self.config.placeholder:
             self._refuse(handler, 401, f"{method} {path}: not the key this harness was given")
             return
@@ -342,8 +349,13 @@ class ModelProxy:
         side = parsed is not None and not self._continues(parsed)
         with self._lock:
             self.record.dropped += [d for d in dict.fromkeys(dropped) if d not in self.record.dropped]
+            if self.config.protocol == "gemini" and parsed is not None and not side:
+                outputs = gemini_api.function_responses(parsed)
+                self.record.tool_outputs |= {k: v for k, v in outputs.items() if k not in self.record.tool_outputs}
         if self.config.protocol == "anthropic":
             headers["x-api-key"] = self.config.real_key
+        elif self.config.protocol == "gemini":
+            headers["x-goog-api-key"] = self.config.real_key
         else:
             headers["authorization"] = f"Bearer {self.config.real_key}"
         url = upstream_url(self.config.protocol, self.config.upstream, path, parts.query)
@@ -366,7 +378,7 @@ class ModelProxy:
         *,
         side: bool = False,
     ) -> None:
-        counts = path.endswith(("/messages", "/responses", "/chat/completions"))
+        counts = path.endswith(("/messages", "/responses", "/chat/completions")) or gemini_api.answers(path)
         estimate = len(body) // 4 if counts else 0
         reservation = None
         if counts and self.run_budget is not None:
@@ -477,6 +489,8 @@ def _retry_after(response: httpx.Response | None) -> float | None:
     """The reply's Retry-After in seconds; None when absent, a date, or not a finite, non-negative number."""
     if response is None:
         return None
+    if "retry-after" not in response.headers:  # the Gemini API tells its wait in the body
+        return gemini_api.retry_delay(response.content)
     try:
         value = float(response.headers.get("retry-after", ""))
     except ValueError:

@@ -1,0 +1,210 @@
+"""``make bench``: every speed benchmark in turn, its output written to docs/benchmarks/latest.md.
+
+The figures a reader finds in the docs are what the benchmarks printed on the machine that ran
+them, with the machine, its load and the commit beside them; nobody copies numbers by hand.
+Each benchmark runs as its own process (its start-up is part of what some of them measure);
+one that fails is recorded with its exit code and the rest still run.
+
+Run: ``.venv/bin/python bench/suite.py [--only NAME ...] [--out docs/benchmarks/latest.md]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TAIL_LINES = 30
+"""Lines of a benchmark's output kept in the page: each prints its summary last."""
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    target: str
+    args: tuple[str, ...]
+
+
+BENCHES = (
+    Bench("workspace", "workspace <= 150 ms, sandboxed command <= 20 ms", ("bench_workspace.py",)),
+    Bench("transcript", "judge's view of a 1 MB trajectory < 50 ms", ("bench_transcript.py", "--repeat", "7")),
+    Bench("model-call", "(measured: client CPU per call)", ("bench_model_call.py", "--threads", "16", "--calls", "50")),
+    Bench("limiter", "429s <= 1%, >= 90% of the ceiling", ("bench_limiter.py",)),
+    Bench(
+        "proxy",
+        "added latency per streamed request <= 2 ms median; harness start-up (measured)",
+        (
+            "bench_proxy.py",
+            "--shards",
+            "5",
+            "--harness",
+            "claude-code",
+            "--harness",
+            "opencode",
+            "--harness",
+            "gemini-cli",
+        ),
+    ),
+    Bench("enqueue", "100,000 shards <= 60 s, <= 2 KB Redis each", ("bench_enqueue.py",)),
+    Bench("reduce", "1,000,000 outcomes <= 60 s, < 500 MB", ("bench_reduce.py",)),
+    Bench(
+        "reduce-s3",
+        "a few hundred requests per million outcomes",
+        ("bench_reduce.py", "--cases", "50", "--models", "10", "--epochs", "10", "--s3"),
+    ),
+    Bench("paired", "4,000 shards with paired tests <= 2 s", ("bench_paired.py",)),
+    Bench("viewer", "(measured: page and API latency)", ("bench_viewer.py",)),
+    Bench(
+        "startup",
+        "(measured: a run's start to its first call)",
+        ("bench_startup.py", "--concurrency", "1", "8", "16", "32", "--repeat", "3"),
+    ),
+    Bench(
+        "pipeline-16",
+        "<= 1.10x the ideal",
+        (
+            "bench_pipeline.py",
+            "latency",
+            "--latency",
+            "1",
+            "--workers",
+            "16",
+            "--tool-calls",
+            "3",
+            "--cases",
+            "16",
+            "--epochs",
+            "6",
+            "--repeat",
+            "3",
+        ),
+    ),
+    Bench(
+        "pipeline-8",
+        "<= 1.10x the ideal",
+        (
+            "bench_pipeline.py",
+            "latency",
+            "--latency",
+            "1",
+            "--workers",
+            "8",
+            "--tool-calls",
+            "3",
+            "--cases",
+            "16",
+            "--epochs",
+            "6",
+            "--repeat",
+            "3",
+        ),
+    ),
+    Bench(
+        "sweep",
+        ">= 25 shards/s",
+        ("bench_sweep.py", "--workers", "16", "--cases", "20", "--epochs", "10", "--repeat", "3"),
+    ),
+    Bench(
+        "peer",
+        "faster than Inspect AI on the same workload",
+        ("bench_peer.py", "--concurrency", "16", "--latency", "1", "--repeat", "3"),
+    ),
+    Bench("chaos", "0 shards lost, 0 counted twice, the fault-free result", ("bench_chaos.py",)),
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    bench: Bench
+    code: int
+    seconds: float
+    output: str
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.1f} (1 min), {five:.1f} (5 min)"
+
+
+def _commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+    )
+    return done.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+
+
+def run_one(bench: Bench) -> Outcome:
+    print(f"== {bench.name}: {' '.join(bench.args)}", flush=True)
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / bench.args[0]), *bench.args[1:]],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    )
+    seconds = time.monotonic() - started
+    sys.stdout.write(proc.stdout)
+    return Outcome(bench, proc.returncode, seconds, proc.stdout)
+
+
+def render(
+    outcomes: list[Outcome], *, machine: str, commit: str, started: str, load_before: str, load_after: str
+) -> str:
+    """The page: a table of every benchmark with its exit, then each one's own summary, verbatim."""
+    lines = [
+        "# Benchmarks: the latest `make bench`",
+        "",
+        "Written by `bench/suite.py` (run by `make bench`); do not edit by hand. Each section is the",
+        f"end of what the benchmark printed (its last {TAIL_LINES} lines). Targets and how to read",
+        "the figures: docs/benchmarks.md.",
+        "",
+        f"- started: {started}",
+        f"- machine: {machine}",
+        f"- commit: {commit}",
+        f"- load average before: {load_before}; after: {load_after} (above the core count, other work",
+        "  shared the machine and the figures are slower than the code alone)",
+        "",
+        "| benchmark | target | exit | wall clock (s) | command |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for o in outcomes:
+        status = "ok" if o.code == 0 else f"FAILED ({o.code})"
+        command = "`.venv/bin/python bench/" + " ".join(o.bench.args) + "`"
+        lines.append(f"| {o.bench.name} | {o.bench.target} | {status} | {o.seconds:.0f} | {command} |")
+    for o in outcomes:
+        tail = o.output.rstrip("\n").splitlines()[-TAIL_LINES:]
+        lines += ["", f"## {o.bench.name}", "", "```text", *tail, "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", choices=[b.name for b in BENCHES], help="these benchmarks only")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "latest.md")
+    args = parser.parse_args()
+    chosen = [b for b in BENCHES if not args.only or b.name in args.only]
+    started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load_before = _load()
+    outcomes = [run_one(b) for b in chosen]
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}"
+    page = render(
+        outcomes, machine=machine, commit=_commit(), started=started, load_before=load_before, load_after=_load()
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(page)
+    print(f"written: {args.out}")
+    return 0 if all(o.code == 0 for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

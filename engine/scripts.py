@@ -1,0 +1,53 @@
+"""The Redis Lua scripts, kept as files in ``engine/lua/`` and read once per process.
+
+Every read-modify-write of shared state is one script, so it is atomic on the server. Each
+file starts with a comment naming its KEYS and ARGV in order, the only place that order is
+written down besides the call. A script that needs the product's names (the shard states)
+takes them from ``${name}`` placeholders filled here at load, so the names have one source,
+:class:`schemas.status.ShardState`.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from string import Template
+
+import redis
+from redis.commands.core import Script
+
+from engine.broker import WAITING_STATES
+from schemas.status import TERMINAL_STATES, ShardState
+
+
+def _lua_set(states: tuple[ShardState, ...] | frozenset[ShardState]) -> str:
+    """A Lua table literal used as a set of state names, in a fixed order: a frozenset's order changes
+    with each process's string hashing, and every process must load the same text (one SHA in Redis)."""
+    return "{" + ",".join(f'["{s.value}"]=true' for s in sorted(states, key=lambda s: s.value)) + "}"
+
+
+NAMES = {
+    **{state.name.lower(): state.value for state in ShardState},
+    "terminal": _lua_set(TERMINAL_STATES),
+    "waiting": _lua_set(WAITING_STATES),
+}
+"""What a script's ``${name}`` placeholders stand for: each shard state's name by its enum member
+(``${executing}``), and the Lua sets of the terminal and the waiting states."""
+
+
+class ScriptNotFound(LookupError):
+    """No script of that name in ``engine/lua/``."""
+
+
+@functools.cache
+def source(name: str) -> str:
+    """The text of ``engine/lua/<name>.lua`` with its placeholders filled (read once per process)."""
+    path = resources.files("engine").joinpath("lua", f"{name}.lua")
+    if not path.is_file():
+        raise ScriptNotFound(f"no Redis script {name!r} in engine/lua/")
+    return Template(path.read_text(encoding="utf-8")).substitute(NAMES)
+
+
+def register(client: redis.Redis, name: str) -> Script:
+    """The script ``name`` bound to ``client`` (run by EVALSHA, loaded into Redis on first use)."""
+    return client.register_script(source(name))

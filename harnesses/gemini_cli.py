@@ -1,0 +1,185 @@
+"""The Gemini CLI adapter: ``gemini -p`` (0.61) with ``--output-format stream-json`` over the Gemini API.
+
+- Endpoint: ``GOOGLE_GEMINI_BASE_URL`` the forwarder's loopback root, the placeholder as
+  ``GEMINI_API_KEY``, and ``security.auth.selectedType: gemini-api-key`` in the private HOME's
+  ``~/.gemini/settings.json`` (the base URL alone selects a ``gateway`` auth type that headless
+  mode refuses). Requests go to ``/v1beta/models/<model>:streamGenerateContent?alt=sse``.
+- One model: ``-m`` and ``model.name`` name the shard's model, and a ``modelConfigs``
+  override per model alias of the pinned version (the classifier, the next-speaker and loop
+  checks, summarizers, the edit corrector, compression, ...) and per model name it knows
+  resolves every call it makes on its own to the shard's model, so the proxy's pinning never
+  refuses the harness's own calls. The next-speaker check is off (``skipNextSpeakerCheck``).
+- Tools the provider runs (``google_web_search`` asks for ``googleSearch``, ``web_fetch`` for
+  ``urlContext``) are excluded: the proxy would refuse them anyway.
+- Skills: the skill folder staged in the private HOME at ``.gemini/skills/<name>/`` (a user
+  skill); Gemini CLI offers it through its ``activate_skill`` tool, whose result is the body.
+- The repo's own configuration never applies: its ``.gemini/`` (settings, skills, commands,
+  agents, extensions) and ``.agents/`` (skills) are hidden under empty read-only folders inside
+  the sandbox (:meth:`GeminiCli.prepare`). Its ``GEMINI.md`` files are project context that
+  Gemini CLI reads in every trusted folder (no setting turns them off; a repo's ``CLAUDE.md``
+  reaches Claude Code the same way).
+- The host's machine-wide settings (``/etc/gemini-cli/``) do not apply either: the system
+  settings and defaults paths name files that do not exist.
+- Traffic: telemetry, usage statistics, auto-update and the IDE companion off;
+  ``GEMINI_CLI_NO_RELAUNCH`` keeps it one process. ``-y`` approves every tool (the sandbox is
+  ours); ``GEMINI_CLI_TRUST_WORKSPACE`` trusts the workspace (headless mode refuses an
+  untrusted one).
+- Runtime: the package is a node script with its chunks beside it; the folder is bound
+  read-only and the sandbox's node (sealed execute-only, so the process is non-dumpable like
+  the other harnesses) runs it.
+- Events (``stream-json``): ``tool_use`` (``tool_name``, ``tool_id``, ``parameters``),
+  ``tool_result`` (``tool_id``, ``status``, ``output``, ``error``), ``message`` (assistant
+  text deltas), ``error``, ``result``. The ids are Gemini CLI's own: calls are claimed by order,
+  name and arguments (:func:`harnesses.gemini_stream.cross_check_by_content`).
+- Activation: an ``activate_skill`` call naming the skill, or a read of its SKILL.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
+from harnesses.crosscheck import CheckedEvents
+from harnesses.endpoints import Protocol
+from harnesses.gemini_stream import cross_check_by_content, read_gemini_stream
+from harnesses.model_record import ProxyRecord
+from harnesses.stream_json import ParsedStream
+from schemas.errors import NoHarness
+from schemas.trajectory import Event, ToolCallEvent
+
+INNER_PACKAGE = "/run/skill-eval-gemini"
+"""Where the package's ``bundle`` folder is bound read-only inside the sandbox."""
+SCRIPT = "gemini.js"
+REPO_CONFIG_DIRS = (".gemini", ".agents")
+MODEL_NAMES = (
+    *("base", "chat-base", "chat-base-2.5", "chat-base-3", "auto", "pro", "flash", "flash-lite"),
+    *("auto-gemini-2.5", "auto-gemini-3", "gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite"),
+    *("gemini-3-pro-preview", "gemini-3-flash", "gemini-3-flash-preview", "gemini-3.1-pro-preview"),
+    *("gemini-3.1-pro-preview-customtools", "gemini-3.1-flash-lite-preview", "gemini-3.1-flash-lite"),
+    *("gemini-3.5-flash-lite", "gemini-3.5-flash", "gemini-3.8-flash", "gemma-4-31b-it", "gemma-4-26b-a4b-it"),
+    *("gemini-2.5-flash-base", "gemini-3-flash-base", "gemini-3.5-flash-base", "classifier", "prompt-completion"),
+    *("fast-ack-helper", "edit-corrector", "summarizer-default", "summarizer-shell", "web-search", "web-fetch"),
+    *("web-fetch-fallback", "loop-detection", "loop-detection-double-check", "llm-edit-fixer"),
+    *("next-speaker-checker", "context-snapshotter", "chat-compression-3-pro", "chat-compression-3-flash"),
+    *("chat-compression-3.1-flash-lite", "chat-compression-2.5-pro", "chat-compression-2.5-flash"),
+    *("chat-compression-2.5-flash-lite", "chat-compression-default", "agent-history-provider-summarizer"),
+)
+"""Every model alias and model name of the pinned version (0.61.0's ``DEFAULT_MODEL_CONFIGS`` and
+its model constants): each is overridden to the shard's model."""
+EXCLUDED_TOOLS = ("google_web_search", "web_fetch")
+_READ_TOOLS = frozenset({"read_file", "read_many_files", "run_shell_command", "grep_search", "glob"})
+ENVIRONMENT = {
+    "GEMINI_CLI_TRUST_WORKSPACE": "true",
+    "GEMINI_CLI_NO_RELAUNCH": "true",
+    "GEMINI_TELEMETRY_ENABLED": "false",
+    "NO_BROWSER": "true",
+    "NO_COLOR": "1",
+}
+
+
+class GeminiCli:
+    """:class:`harnesses.base.Harness` for Gemini CLI."""
+
+    name = "gemini-cli"
+    protocol: Protocol = "gemini"
+    binary_env = "SKILL_EVAL_GEMINI_CLI_BIN"
+    binary_name = "gemini"
+    stream_call_ids = False
+    forward_headers = frozenset({"content-type", "accept"})
+    """What the upstream needs; its ``user-agent`` and ``x-goog-api-client`` headers are not forwarded."""
+    betas: frozenset[str] | None = None
+    install_hint = "run `make setup` (installs @google/gemini-cli@0.61.0), or set SKILL_EVAL_GEMINI_CLI_BIN"
+
+    def settings(self, model: str) -> dict[str, Any]:
+        """The private HOME's ``~/.gemini/settings.json``: the proxy's key, one model everywhere."""
+        return {
+            "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+            "ide": {"enabled": False},
+            "model": {"name": model, "skipNextSpeakerCheck": True},
+            "modelConfigs": {
+                "customOverrides": [{"match": {"model": name}, "modelConfig": {"model": model}} for name in MODEL_NAMES]
+            },
+            "tools": {"exclude": list(EXCLUDED_TOOLS)},
+            "skills": {"enabled": True},
+        }
+
+    def plan(self, request: HarnessRequest) -> HarnessPlan:
+        model = bare_model(request.model)
+        home_files = {
+            posixpath.join(".gemini", "skills", name, relative): content
+            for name, files in {**request.other_skills, request.skill: request.skill_files}.items()
+            for relative, content in files.items()
+        }
+        home_files[".gemini/settings.json"] = json.dumps(self.settings(model), indent=2).encode()
+        argv = (
+            request.binary,
+            posixpath.join(INNER_PACKAGE, SCRIPT),
+            "--model",
+            model,
+            "--output-format",
+            "stream-json",
+            "--yolo",
+            "--prompt",
+            "",
+        )
+        # The host's machine-wide settings (/etc/gemini-cli/) are the operator's, not this shard's:
+        # the paths name files that do not exist in the private HOME.
+        absent = posixpath.join(request.home, ".gemini", "no-system")
+        env = {
+            "HOME": request.home,
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH": posixpath.join(absent, "settings.json"),
+            "GEMINI_CLI_SYSTEM_DEFAULTS_PATH": posixpath.join(absent, "system-defaults.json"),
+            "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{FORWARDER_PORT}",
+            "GEMINI_API_KEY": PLACEHOLDER_KEY,
+            **ENVIRONMENT,
+        }
+        return HarnessPlan(
+            argv=argv,
+            env=env,
+            stdin=case_prompt(request, request.skill),
+            home_files=home_files,
+            skill_ref=request.skill,
+        )
+
+    def prepare(self, found: Path, workspace: Path, inner_root: str, scratch: Path) -> tuple[Path, list[str]]:
+        """The executable to seal (the host's node), and the bwrap arguments that bind the package
+        read-only and hide the repo's own Gemini CLI configuration under empty folders."""
+        node = shutil.which("node")
+        if node is None:
+            raise NoHarness(f"{self.name}: node is not on PATH; Gemini CLI is a node script")
+        empty = scratch / "empty"
+        empty.mkdir(mode=0o555, exist_ok=True)
+        binds = ["--ro-bind", str(found.parent), INNER_PACKAGE]
+        for name in REPO_CONFIG_DIRS:
+            real = Path(os.path.realpath(workspace / name))
+            if real.is_dir() and real.is_relative_to(os.path.realpath(workspace)):
+                inner = posixpath.join(inner_root, real.relative_to(os.path.realpath(workspace)).as_posix())
+                binds += ["--ro-bind", str(empty), inner]
+        return Path(os.path.realpath(node)), binds
+
+    def read_stream(self, lines: Iterable[str]) -> ParsedStream:
+        return read_gemini_stream(lines)
+
+    def cross_check(self, stream_events: Iterable[Event], record: ProxyRecord) -> CheckedEvents:
+        return cross_check_by_content(stream_events, record)
+
+    def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
+        # activate_skill's result holds the body; a read of SKILL.md loads it by hand.
+        needle = f"skills/{skill}/SKILL.md"
+        for event in events:
+            if not isinstance(event, ToolCallEvent):
+                continue
+            if event.name == "activate_skill" and str(event.arguments.get("name", "")) in (skill, skill_ref):
+                return True
+            if event.name in _READ_TOOLS and needle in json.dumps(event.arguments, ensure_ascii=False):
+                return True
+        return False

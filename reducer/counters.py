@@ -1,0 +1,166 @@
+"""The counters the reduce folds outcome lines into: per corpus and variant, per model, per assertion. Pure.
+
+Memory is counters per (corpus, case, assertion, model); nothing here holds a shard, so a
+run of a million shards reduces in the memory of its plan. :mod:`reducer.stream` adds lines
+to these and turns them into the result's figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from reducer.scoring import rate
+from reducer.stats import Z95, mean_interval
+from schemas.report import CaseRun, ModelSummary
+from schemas.status import ShardState
+from schemas.trajectory import Usage
+
+
+@dataclass
+class Mean:
+    """Running count, sum, mean and sum of squared deviations of composite scores in [0, 1].
+
+    The spread is kept as Welford's sum of squared deviations, not as a sum of squares:
+    ``squares - n * mean**2`` cancels catastrophically when every score is the same, leaving
+    a spread of ~1e-17 where the exact figure is zero (an interval a few 1e-9 wide instead
+    of a point). The mean reported is ``total / n``, the plain sum in the order added.
+
+    ``values`` keeps the scores themselves when the reduce keeps every shard's row (they cost
+    less than the rows): the interval is then :func:`reducer.stats.mean_interval`'s two-pass
+    one, to the last bit whatever the order the scores came in.
+    """
+
+    n: int = 0
+    total: float = 0.0
+    mean: float = 0.0
+    deviations: float = 0.0
+    values: list[float] | None = None
+
+    def add(self, value: float) -> None:
+        if self.values is not None:
+            self.values.append(value)
+        self.n += 1
+        self.total += value
+        delta = value - self.mean
+        self.mean += delta / self.n
+        self.deviations += delta * (value - self.mean)
+
+    def interval(self) -> tuple[float | None, tuple[float, float]]:
+        """The mean and its normal-approximation 95% interval (``(0, 1)`` below two scores)."""
+        if self.values is not None:
+            return mean_interval(self.values)
+        if self.n == 0:
+            return None, (0.0, 1.0)
+        mean = self.total / self.n
+        if self.n < 2:
+            return mean, (0.0, 1.0)
+        var = max(0.0, self.deviations / (self.n - 1))
+        half = Z95 * math.sqrt(var / self.n)
+        return mean, (max(0.0, mean - half), min(1.0, mean + half))
+
+
+@dataclass
+class ModelCounts:
+    """One executor model's shards, verdicts and composite scores (in one arm, or on the leaderboard)."""
+
+    graded: int = 0
+    passed: int = 0
+    judged: int = 0
+    composite: Mean = field(default_factory=Mean)
+    activated: list[int] = field(default_factory=lambda: [0, 0])
+    """[shards whose harness loaded the skill, shards where that was recorded]."""
+
+    def summary(self, model: str, shards: int, clusters: Sequence[tuple[int, int]]) -> ModelSummary:
+        """The model's row: its rate (``clusters``: its (passed, verdicts) per case), composite mean and
+        interval, graded of ``shards`` planned, and how often its harness loaded the skill."""
+        mean, (low, high) = self.composite.interval()
+        return ModelSummary(
+            model=model,
+            behavioural=rate(self.passed, self.judged, clusters),
+            composite_mean=mean,
+            composite_low=low,
+            composite_high=high,
+            graded=self.graded,
+            shards=shards,
+            skill_activated=(self.activated[0], self.activated[1]) if self.activated[1] else None,
+        )
+
+    @classmethod
+    def keeping(cls, scores: bool) -> ModelCounts:
+        """Empty counts; ``scores``: keep each composite score too (see :class:`Mean`)."""
+        return cls(composite=Mean(values=[] if scores else None))
+
+
+class Spend:
+    """Usage summed without a model object per line (what :meth:`Usage.add` does, in place)."""
+
+    __slots__ = ("calls", "completion", "cost", "priced", "prompt")
+
+    def __init__(self) -> None:
+        self.prompt = self.completion = self.calls = 0
+        self.cost = 0.0
+        self.priced = False
+
+    def add(self, u: tuple[int, int, int, float | None]) -> None:
+        self.prompt += u[0]
+        self.completion += u[1]
+        self.calls += u[2]
+        if u[3] is not None:
+            self.cost += u[3]
+            self.priced = True
+
+    def usage(self) -> Usage:
+        cost = self.cost if self.priced else None
+        return Usage(prompt_tokens=self.prompt, completion_tokens=self.completion, calls=self.calls, cost_usd=cost)
+
+
+@dataclass
+class Arm:
+    """One corpus in one variant."""
+
+    states: dict[ShardState, int] = field(default_factory=lambda: defaultdict(int))
+    rows: list[CaseRun] = field(default_factory=list)
+    """Per-shard rows, in the order added (kept only when the reducer keeps rows)."""
+    blocked: list[CaseRun] = field(default_factory=list)
+    keep_scores: bool = False
+    """Keep each composite score (a reduce that keeps rows)."""
+    models: dict[str, ModelCounts] = field(default_factory=dict)
+    cells: dict[tuple[int, int, str], list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    """(case, assertion index, model) -> [passed, observed]."""
+    graded_cases: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
+    """Case -> models with a graded shard of it."""
+    verified: list[int] = field(default_factory=lambda: [0, 0])
+    agreement: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    unanimous: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    sandboxes: set[str] = field(default_factory=set)
+    run_scores: dict[tuple[int, str], list[float]] = field(default_factory=lambda: defaultdict(lambda: [0.0, 0.0]))
+    """(case, model) -> [sum of graded runs' composites, graded runs], for plugin eval's case scores."""
+    spend: dict[str, Spend] = field(default_factory=lambda: defaultdict(Spend))
+    """Usage per model (executor and judges) of this corpus and variant alone."""
+
+    def model(self, name: str) -> ModelCounts:
+        """The counts of one executor model, made on first use."""
+        counts = self.models.get(name)
+        if counts is None:
+            counts = self.models[name] = ModelCounts.keeping(self.keep_scores)
+        return counts
+
+
+def clusters_of(arms: Sequence[Arm], model: str | None = None) -> list[tuple[int, int]]:
+    """(passed, verdicts) per case of these arms (each arm its own corpus), of one model or all:
+    the units of a clustered interval."""
+    totals: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
+    for i, arm in enumerate(arms):
+        for (case_id, _, name), (passed, observed) in arm.cells.items():
+            if model is None or name == model:
+                totals[(i, case_id)][0] += passed
+                totals[(i, case_id)][1] += observed
+    return [(c, n) for c, n in totals.values()]
+
+
+def usage_from(u: tuple[int, int, int, float | None]) -> Usage:
+    """An outcome line's usage tuple as a :class:`Usage`."""
+    return Usage(prompt_tokens=u[0], completion_tokens=u[1], calls=u[2], cost_usd=u[3])

@@ -1,0 +1,88 @@
+"""Adaptive epochs in the reports: each case's epochs and why it stopped, and each gate's last look. Pure."""
+
+from __future__ import annotations
+
+from html import escape
+
+from reducer.html_parts import table
+from schemas.adaptive import AdaptivePlan, CaseEpochs, GateLook
+
+REASONS = {
+    "decided": "the gate was decided",
+    "stable": "its verdicts never varied",
+    "max-epochs": "it reached --max-epochs",
+    "max-cost": "the cost or token cap ended the run",
+    "not-graded": "none of its shards was graded",
+    "": "still running",
+}
+
+
+def _look(g: GateLook) -> str:
+    estimate = "-" if g.estimate is None else f"{g.estimate:.3f}"
+    side = f"decided: {g.decided} {g.target:g}" if g.decided else f"not decided against {g.target:g}"
+    return f"{g.figure} {estimate}, {100 * g.level:.2f}% interval [{g.low:.3f}, {g.high:.3f}]: {side}"
+
+
+def _cases(plan: AdaptivePlan, skill: str | None) -> list[CaseEpochs]:
+    return [c for c in plan.cases if skill is None or c.skill == skill]
+
+
+def summary_lines(plan: AdaptivePlan, skill: str | None = None) -> list[str]:
+    """One line per corpus for the terminal: epochs spent, cases per stop reason, and the gate's last look."""
+    skills = sorted({c.skill for c in _cases(plan, skill)})
+    out = []
+    for name in skills:
+        cases = _cases(plan, name)
+        counts: dict[str, int] = {}
+        for c in cases:
+            counts[c.stopped or "running"] = counts.get(c.stopped or "running", 0) + 1
+        stops = ", ".join(f"{n} {reason}" for reason, n in counts.items())
+        epochs = sum(c.epochs for c in cases)
+        look = next((g for g in plan.gates if g.skill == name), None)
+        tail = f"; {_look(look)}" if look is not None else ""
+        out.append(
+            f"adaptive epochs {name}: {epochs} case epochs over {len(cases)} cases "
+            f"(first round {plan.first_round}, max {plan.max_epochs}, {plan.looks_done}/{plan.looks} looks); "
+            f"stopped: {stops}{tail}"
+        )
+    return out
+
+
+def markdown_section(plan: AdaptivePlan, skill: str) -> list[str]:
+    """The markdown section: the rule, the gate's last look, and a row per case."""
+    out = [
+        "## Adaptive epochs",
+        "",
+        f"- rule: a first round of {plan.first_round} epochs per case, then {plan.step} more per round to cases "
+        f"whose verdicts vary, up to {plan.max_epochs}; each look's interval at {100 * plan.level:.2f}% "
+        f"(alpha {plan.alpha:g} spread over {plan.looks} looks, Bonferroni)",
+        f"- looks taken: {plan.looks_done}",
+    ]
+    out += [f"- gate: {_look(g)}" for g in plan.gates if g.skill == skill]
+    out += ["", "| case | epochs | stopped | why |", "|---|---|---|---|"]
+    out += [
+        f"| {c.case_id} | {c.epochs} | {c.stopped or 'running'} | {REASONS[c.stopped]} |" for c in _cases(plan, skill)
+    ]
+    return out
+
+
+def html_section(plan: AdaptivePlan | None) -> str:
+    """The ``adaptive`` section of the page (empty for fixed epochs)."""
+    if plan is None:
+        return ""
+    looks = "".join(f"<li>{escape(g.skill)}: {escape(_look(g))}</li>" for g in plan.gates)
+    rows = [[c.skill, str(c.case_id), str(c.epochs), c.stopped or "running", REASONS[c.stopped]] for c in plan.cases]
+    return (
+        '<section id="adaptive"><h2>Adaptive epochs</h2>'
+        f"<p>{escape(summary_rule(plan))}</p><ul>{looks}</ul>"
+        + table(["corpus", "case", "epochs", "stopped", "why"], rows, text=("why",))
+        + "</section>"
+    )
+
+
+def summary_rule(plan: AdaptivePlan) -> str:
+    return (
+        f"First round {plan.first_round} epochs per case, then {plan.step} more per round to cases whose "
+        f"verdicts vary, up to {plan.max_epochs}; {plan.looks_done} of at most {plan.looks} looks, each at "
+        f"{100 * plan.level:.2f}% (Bonferroni over looks)."
+    )

@@ -1,0 +1,56 @@
+"""Deterministic assertions over the requests the sandbox's HTTP mock proxy recorded
+(``Trajectory.http_calls``, extension ``deterministic-assertions``). Pure models; the checks live in
+worker/grading/http_checks.py.
+
+* ``http_call``: the number of requests matching ``method`` / ``url`` / ``body`` is within
+  ``[min, max]``: called (the default ``min: 1``), not called (``max: 0``), called with a body
+  (``body``), a count range;
+* ``http_order``: the first request matching ``before`` comes before the first matching ``after``.
+
+Refused requests count like answered ones: they are what the agent asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class HttpMatcher(BaseModel):
+    """Recorded requests of one method (``*``: any) whose URL (and request body) match."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str
+    """Python regular expression searched in the full URL."""
+    method: str = "*"
+    """HTTP method in capitals, or ``*``."""
+    body: str | None = None
+    """Python regular expression searched in the recorded request body (its first 500 characters)."""
+
+
+class HttpCallCheck(BaseModel):
+    """Passes when the number of matching requests is within ``[min, max]``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["http_call"] = "http_call"
+    text: str
+    """What the check means, as reports show it."""
+    request: HttpMatcher
+    min: int = 1
+    max: int | None = None
+    weight: float = 1.0
+
+
+class HttpOrderCheck(BaseModel):
+    """Passes when a request matching ``before`` precedes every request matching ``after``'s first."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["http_order"] = "http_order"
+    text: str
+    before: HttpMatcher
+    after: HttpMatcher
+    weight: float = 1.0

@@ -1,0 +1,64 @@
+"""Checks of ``http_call`` / ``http_order`` assertions (schemas/checks_http.py) on the requests the
+product's HTTP mock proxy recorded. Pure; never reads anything the agent printed."""
+
+from __future__ import annotations
+
+import re
+
+from schemas.checks_http import HttpCallCheck, HttpMatcher, HttpOrderCheck
+from schemas.http_mocks import HttpCall
+from schemas.trajectory import Trajectory
+from schemas.verdict import AssertionVerdict
+
+EVIDENCE_CHARS = 300
+
+
+def matches(call: HttpCall, matcher: HttpMatcher) -> bool:
+    if matcher.method not in ("*", call.method):
+        return False
+    if re.search(matcher.url, call.url) is None:
+        return False
+    return matcher.body is None or re.search(matcher.body, call.request_body) is not None
+
+
+def quote(call: HttpCall) -> str:
+    text = f"[http_call] {call.method} {call.url} -> {call.status}" + ("" if call.mocked else " (refused)")
+    if call.request_body:
+        text += f" body={call.request_body!r}"
+    return text if len(text) <= EVIDENCE_CHARS else text[: EVIDENCE_CHARS - 3] + "..."
+
+
+def _verdict(check: HttpCallCheck | HttpOrderCheck, passed: bool, evidence: str) -> AssertionVerdict:
+    return AssertionVerdict(
+        text=check.text, passed=passed, evidence=evidence, check="deterministic", weight=check.weight
+    )
+
+
+def _described(matcher: HttpMatcher) -> str:
+    body = f" with a body matching /{matcher.body}/" if matcher.body is not None else ""
+    return f"{matcher.method} /{matcher.url}/{body}"
+
+
+def check_http_call(check: HttpCallCheck, trajectory: Trajectory) -> AssertionVerdict:
+    found = [c for c in trajectory.http_calls if matches(c, check.request)]
+    high = "any" if check.max is None else str(check.max)
+    within = len(found) >= check.min and (check.max is None or len(found) <= check.max)
+    said = f"{len(found)} request(s) {_described(check.request)} (expected {check.min}..{high})"
+    if found:
+        said += f"; first: {quote(found[0])}"
+    elif not trajectory.http_calls:
+        said += "; the proxy recorded no request"
+    return _verdict(check, within, said)
+
+
+def check_http_order(check: HttpOrderCheck, trajectory: Trajectory) -> AssertionVerdict:
+    calls = trajectory.http_calls
+    first = next((i for i, c in enumerate(calls) if matches(c, check.before)), None)
+    then = next((i for i, c in enumerate(calls) if matches(c, check.after)), None)
+    if first is None:
+        return _verdict(check, False, f"absent: a request {_described(check.before)}")
+    if then is None:
+        return _verdict(check, False, f"absent: a request {_described(check.after)}")
+    if first < then:
+        return _verdict(check, True, f"{quote(calls[first])} ... then {quote(calls[then])}")
+    return _verdict(check, False, f"{quote(calls[then])} came before {quote(calls[first])}")
