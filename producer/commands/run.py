@@ -145,8 +145,7 @@ def run(
     """Evaluate skills: plan, shard onto the queues, execute, grade, reduce, report. Exit code is the verdict's."""
     skills = need_targets(skills, all_evals)
     check_arms(baseline, require_uplift, regression_alpha, compare)
-    gates = (baseline, shared.fail_under, threshold, require_uplift, regression_alpha, calibrate_with or None)
-    behavioural: dict[str, object] = dict(zip(BEHAVIOURAL_FLAGS, gates, strict=True))
+    behavioural = _behavioural(shared, baseline, threshold, require_uplift, regression_alpha, calibrate_with)
     trigger_run = trigger_settings(triggers, trigger_turns, min_recall, max_false_trigger, executor, behavioural)
     settings = _checked_settings(shared, executor, invoke, sandbox, shard_timeout)
     calibration_runs = _calibration_runs(calibrate_with, shared, settings)
@@ -175,6 +174,13 @@ def run(
     arms = dict(epochs=count, adaptive=adaptive, force=force, compare=compare, baseline=baseline, triggers=as_triggers)
     req = _request(shared, skills, all_evals, folder, model or [], judges, run_settings, **arms)
     conclude(run_evaluation(req, settings, out, err))
+
+
+def _behavioural(shared: Shared, *gates: object) -> dict[str, object]:
+    """The behavioural flags given, by name (a trigger run refuses each one that is set)."""
+    baseline, threshold, require_uplift, regression_alpha, calibrate_with = gates
+    values = (baseline, shared.fail_under, threshold, require_uplift, regression_alpha, calibrate_with or None)
+    return dict(zip(BEHAVIOURAL_FLAGS, values, strict=True))
 
 
 def _dry_run(
