@@ -72,14 +72,14 @@ install: setup
 
 # The main job: evaluate the bundled example repo.
 demo: setup
-	$(BIN)/python -m producer.demo
+	$(BIN)/python -m producer.commands.demo
 
 # The same with the real Claude Code binary as the executor (scripted Anthropic-API model).
 demo-claude-code: setup
-	$(BIN)/python -m producer.demo --executor claude-code
+	$(BIN)/python -m producer.commands.demo --executor claude-code
 
 demo-opencode: setup
-	$(BIN)/python -m producer.demo --executor opencode
+	$(BIN)/python -m producer.commands.demo --executor opencode
 
 demo-gemini-cli: setup
 	$(BIN)/python -m producer.demo --executor gemini-cli

@@ -51,10 +51,10 @@ from engine.segments import SegmentWriter
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
-from producer.cluster import task_sender
-from producer.planning import new_run_id, plan_run
-from producer.repo import Repo
-from producer.submit import build_manifest, submit
+from producer.corpus.repo import Repo
+from producer.launch.cluster import task_sender
+from producer.launch.submit import build_manifest, submit
+from producer.plan.planning import new_run_id, plan_run
 from schemas.manifest import AgentBudget, RunManifest, RunSettings, result_key
 from schemas.model_config import ModelConfig
 from schemas.report import RunResult

@@ -29,10 +29,10 @@ from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import LocalStore
-from producer.cluster import task_sender
-from producer.planning import new_run_id, plan_run
-from producer.repo import Repo
-from producer.submit import build_manifest, submit
+from producer.corpus.repo import Repo
+from producer.launch.cluster import task_sender
+from producer.launch.submit import build_manifest, submit
+from producer.plan.planning import new_run_id, plan_run
 from schemas.constants import QUEUE_EXECUTE
 from schemas.manifest import RunSettings
 from tests.engine_support import SKILL, make_corpus_repo

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from producer.planning import plan_run
+from producer.plan.planning import plan_run
 from reducer.stream import reduce_run
 from schemas.corpus import Corpus, EvalCase
 from schemas.shard import CURRENT, NO_SKILL, SkillBundle

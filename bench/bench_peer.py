@@ -24,7 +24,7 @@ Run::
     .venv/bin/python bench/bench_peer.py --concurrency 16 --latency 1 --repeat 3
     .venv/bin/python bench/bench_peer.py --concurrency 16 --latency 1 --repeat 3 --warm
 
-``--warm``: skill-eval's runs take the warm spare the run before left (producer/warm.py), as a
+``--warm``: skill-eval's runs take the warm spare the run before left (producer/launch/warm.py), as a
 user's second and later commands do; the spare's import is waited out before Inspect runs.
 """
 

@@ -122,7 +122,7 @@ def run_command(
 ) -> Measured:
     """One ``skill-eval run`` from a fresh store and report folder; raise SystemExit unless every shard was graded.
 
-    ``warm``: the command takes the warm spare an earlier command left (producer/warm.py); a
+    ``warm``: the command takes the warm spare an earlier command left (producer/launch/warm.py); a
     first warm run is preceded by an untimed one that leaves it, and the spare is waited for
     until it listens (imported), before the run and again after it, so that the next spare's
     import never overlaps what is timed next. Its process tree counts in the memory figures.

@@ -10,7 +10,7 @@ per extra shard in flight between the smallest and the largest C.
 Targets: the first model call within 5 s at any concurrency; at most 600 MB at concurrency 16;
 at most 20 MB more per extra shard in flight.
 
-``--warm``: every run takes the warm spare the run before it left (producer/warm.py), as a
+``--warm``: every run takes the warm spare the run before it left (producer/launch/warm.py), as a
 user's second and later commands do when the spare is on; its process counts in the memory.
 
 Run::

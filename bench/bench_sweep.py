@@ -68,7 +68,7 @@ COMPONENTS: list[tuple[str, re.Pattern[str]]] = [
     # Searched in a sample's whole stack, in this order; the first that matches names it.
     ("imports (start-up, lazy imports)", re.compile(r"_find_and_load|<frozen importlib")),
     ("reduce task (collect, score, write the summary)", re.compile(r"reduce \(worker/tasks\.py")),
-    ("report writing (CLI)", _frames("producer/reports.py", "reducer/render")),
+    ("report writing (CLI)", _frames("producer/results/reports.py", "reducer/render")),
     ("Redis round trips, client side (state, leases, limiter, budget, queue)", _frames("redis/")),
     ("workspace materialise + remove", _frames("worker/workspace.py", "engine/snapshot.py", "worker/fixtures.py")),
     (
@@ -80,8 +80,14 @@ COMPONENTS: list[tuple[str, re.Pattern[str]]] = [
     ("model client (limiter, retries, usage)", _frames("worker/models/")),
     ("judge rendering and parsing", _frames("worker/grading/", "prompts/")),
     ("executor loop and prompt", _frames("worker/executor/")),
-    ("CLI: plan, snapshot, submit", _frames("producer/planning.py", "producer/submit.py", "producer/repo.py")),
-    ("CLI: wait and progress", _frames("producer/progress.py", "producer/drive.py", "producer/embedded.py")),
+    (
+        "CLI: plan, snapshot, submit",
+        _frames("producer/plan/planning.py", "producer/launch/submit.py", "producer/corpus/repo.py"),
+    ),
+    (
+        "CLI: wait and progress",
+        _frames("producer/launch/progress.py", "producer/launch/drive.py", "producer/launch/embedded.py"),
+    ),
     ("state machine and glue (lifecycle, pipeline, tasks)", _frames("worker/", "engine/")),
     ("Celery and kombu (consumer, messages, pool)", _frames("celery/", "kombu/", "billiard/", "vine/")),
     # litellm runs its success callbacks on a thread pool of its own: frames named by file alone.

@@ -48,7 +48,11 @@ class Broker(Protocol):
         """Put one execute or grade message (``shard_id``) or reduce message (None) on ``queue``."""
 
     def preflight(self, run_id: str, queue: str) -> None:
-        """Ask a worker of ``queue`` to check the run's models (producer/preflight.py waits for its report)."""
+        """Ask a worker of ``queue`` to check the run's models (producer/launch/preflight.py waits for its report)."""
+
+    def host_check(self, run_id: str) -> None:
+        """Ask an execute worker to check its host for the run: the sandbox, the executor's canary
+        (worker/host_check.py; producer/launch/preflight.py waits for its report)."""
 
     def batch(self) -> AbstractContextManager[None]:
         """A block whose messages go out together when it ends (each still its own message)."""
@@ -76,6 +80,7 @@ class InProcessBroker:
         self.messages: list[Message] = []
         self._taken = 0
         self.preflights: list[tuple[str, str]] = []
+        self.host_checks: list[str] = []
         self.batches = 0
         """Blocks opened with :meth:`batch` (and ended)."""
 
@@ -84,6 +89,9 @@ class InProcessBroker:
 
     def preflight(self, run_id: str, queue: str) -> None:
         self.preflights.append((run_id, queue))
+
+    def host_check(self, run_id: str) -> None:
+        self.host_checks.append(run_id)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:

@@ -59,6 +59,7 @@ class WorkerNode:
         doc = json.loads(text)
         return cls(tuple(doc["queues"]), int(doc["concurrency"]), str(doc["name"]), str(doc.get("loglevel", "WARNING")))
 
-    def command(self) -> list[str]:
-        """The command line that starts this node in a new process."""
-        return [*PYTHON, "-m", BOOT_MODULE, self.to_json()]
+    def command(self, *, check_sandbox: bool = False) -> list[str]:
+        """The command line that starts this node in a new process; with ``check_sandbox`` the process
+        first refuses to start (``BLOCKED_NO_SANDBOX``, exit 2) on a host where bubblewrap cannot work."""
+        return [*PYTHON, "-m", BOOT_MODULE, *(["--check-sandbox"] if check_sandbox else []), self.to_json()]

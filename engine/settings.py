@@ -54,7 +54,7 @@ class Settings(BaseSettings):
     """How executor tool calls are confined; ``none`` only when asked for explicitly."""
     worker_processes: int | None = Field(default=None, ge=1)
     """Worker processes of an embedded cluster; None: one per 16 shards in flight, at most one per
-    core (producer/embedded.py: plan_processes)."""
+    core (producer/launch/embedded.py: plan_processes)."""
     lease_ttl_s: float = 30.0
     """A shard's heartbeat lease; a dead worker's shard is re-queued within about this plus one reaper period."""
     reaper_period_s: float = 10.0

@@ -1,4 +1,4 @@
-"""Two small helpers for the unix sockets between a command and its warm spare (producer/warm.py,
+"""Two small helpers for the unix sockets between a command and its warm spare (producer/launch/warm.py,
 worker/prestart.py): who is at the other end, and one JSON line at a time. Standard library only:
 the command's entry point uses them before its heavy imports.
 """

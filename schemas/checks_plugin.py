@@ -1,7 +1,7 @@
 """Assertion objects that carry Claude Code ``plugin eval`` grader semantics (extension
 ``deterministic-assertions``). Pure models; the checks live in worker/grading/plugin_checks.py.
 
-A plugin eval suite's graders translate one to one into these (producer/interop_plugin.py),
+A plugin eval suite's graders translate one to one into these (producer/corpus/interop_plugin.py),
 and a schema-v1 corpus may use them directly:
 
 * ``text_match``: a regular expression found (or, with ``absent``, not found) in the final

@@ -1,6 +1,6 @@
 """The eval corpus (``evals/<skill>.evals.json``), schema v1 of the contract.
 
-These models describe a corpus that has already passed :mod:`producer.validation`;
+These models describe a corpus that has already passed :mod:`producer.corpus.validation`;
 the validator owns the contract's rules and their error messages, the models own
 the shape that crosses queues and lands in the store.
 """

@@ -234,3 +234,18 @@ class BadRepo(BlockedError):
     def __init__(self, path: str, why: str) -> None:
         super().__init__(f"{path}: {why}")
         self.path, self.why = path, why
+
+
+def blocked_error(status: str, detail: str) -> BlockedError:
+    """The named error of ``status`` (a ``BLOCKED_*`` status sent back by a worker) with ``detail``;
+    a plain :class:`BlockedError` for a status this version does not know."""
+    pending: list[type[BlockedError]] = [BlockedError]
+    while pending:
+        cls = pending.pop()
+        if cls.status == status:
+            try:
+                return cls(detail)
+            except TypeError:  # a named error built from more than a detail (BadCorpus): not a host's
+                break
+        pending.extend(cls.__subclasses__())
+    return BlockedError(f"{status}: {detail}")

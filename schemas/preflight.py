@@ -1,4 +1,5 @@
-"""What a worker found when it checked, before a run's shards are sent, that the run's models answer."""
+"""What a worker found when it checked, before a run's shards are sent, that the run's models answer
+and that its host can run the run's cases (the sandbox, an external or harness executor's canary)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from schemas.constants import CMD_EXECUTOR_PREFIX, QUEUE_EXECUTE, QUEUE_GRADE, RECORDED_EXECUTOR_PREFIX
+from schemas.constants import (
+    BUILTIN_EXECUTOR,
+    CMD_EXECUTOR_PREFIX,
+    QUEUE_EXECUTE,
+    QUEUE_GRADE,
+    RECORDED_EXECUTOR_PREFIX,
+)
+from schemas.errors import BlockedError, blocked_error
 from schemas.manifest import RunManifest
+from schemas.status import SandboxMode
 
 
 class ModelCheck(BaseModel):
@@ -64,3 +73,48 @@ def models_for(manifest: RunManifest, queue: str) -> list[str]:
 def preflight_queues(manifest: RunManifest) -> list[str]:
     """The queues whose workers must check models before this run's shards are sent."""
     return [q for q in (QUEUE_EXECUTE, QUEUE_GRADE) if models_for(manifest, q)]
+
+
+HOST_CHECK = "host"
+"""The name a host check's report is kept under, beside the queues' preflight reports."""
+
+
+class HostCheckReport(BaseModel):
+    """An execute worker's answer to a host check: the run's cases can run on this host, or the named
+    error that says why not (``BLOCKED_NO_SANDBOX``, ``BLOCKED_NO_HARNESS``, ``BLOCKED_NO_TRANSCRIPT_CAPTURE``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1] = 1
+    """Record version."""
+    worker: str
+    """Host name and pid of the answering worker."""
+    status: str = ""
+    """The status of the named error the check raised; empty when the host passed."""
+    detail: str = ""
+    """That error's detail, or why the check itself could not run (with an empty ``status``)."""
+
+    def error(self) -> BlockedError | None:
+        """The error that stops the run, or None when the host passed."""
+        if self.status:
+            return blocked_error(self.status, self.detail)
+        if self.detail:
+            return BlockedError(f"the host check on {self.worker} could not run: {self.detail}")
+        return None
+
+
+def needs_canary(manifest: RunManifest) -> bool:
+    """Whether the run's executor is an external agent CLI or a harness, whose transcript capture a
+    canary proves once on an execute worker before the batch (the built-in agent and recordings need none)."""
+    executor = manifest.settings.executor
+    outside = executor != BUILTIN_EXECUTOR and not executor.startswith(RECORDED_EXECUTOR_PREFIX)
+    return bool(manifest.plan.shards) and outside
+
+
+def needs_host_check(manifest: RunManifest, *, embedded: bool) -> bool:
+    """Whether an execute worker checks its host before the run's shards are sent: for a canary, and on
+    an embedded cluster for the bubblewrap sandbox too (this host executes; a cluster's workers checked
+    theirs when they started)."""
+    executes = bool(manifest.plan.shards) and not manifest.settings.executor.startswith(RECORDED_EXECUTOR_PREFIX)
+    sandboxed = embedded and manifest.plan.sandbox is SandboxMode.BWRAP
+    return needs_canary(manifest) or (executes and sandboxed)

@@ -2,7 +2,7 @@
 the figures a trigger run reports. Decisions: docs/design/triggers.md.
 
 A trigger case is a bare user query and whether the skill should fire for it. These models
-describe a trigger set that already passed :mod:`producer.trigger_validation`, which owns the
+describe a trigger set that already passed :mod:`producer.corpus.trigger_validation`, which owns the
 rules and their ``BLOCKED_BAD_CORPUS`` messages.
 """
 

@@ -21,10 +21,10 @@ from engine import node as worker_node
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
-from producer.cluster import task_sender
-from producer.planning import new_run_id, plan_run
-from producer.repo import Repo
-from producer.submit import build_manifest, submit
+from producer.corpus.repo import Repo
+from producer.launch.cluster import task_sender
+from producer.launch.submit import build_manifest, submit
+from producer.plan.planning import new_run_id, plan_run
 from schemas.constants import ALL_QUEUES, QUEUE_EXECUTE
 from schemas.manifest import AgentBudget, RunManifest, RunSettings
 from schemas.model_config import ModelConfig

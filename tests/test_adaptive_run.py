@@ -39,7 +39,9 @@ def scenario(seed: int) -> dict[str, object]:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "producer.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "producer.commands.cli", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.slow

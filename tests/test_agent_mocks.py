@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from producer.case_terms import check_case_terms
-from producer.repo import Repo
-from producer.validation_plugin import case_mocks
+from producer.corpus.repo import Repo
+from producer.corpus.validation_plugin import case_mocks
+from producer.plan.case_terms import check_case_terms
 from schemas.corpus import EvalCase
 from schemas.errors import BadCorpus
 from schemas.mocks import MockServer, MockTool

@@ -67,7 +67,7 @@ def run_cli(repo: Path, tmp_path: Path, server: OfflineModelServer, *extra: str)
     cmd = [
         sys.executable,
         "-m",
-        "producer.cli",
+        "producer.commands.cli",
         "run",
         "greeter",
         "--repo",
@@ -126,7 +126,7 @@ def test_a_skill_that_helps_passes_require_uplift_with_paired_figures_in_every_r
         [
             sys.executable,
             "-m",
-            "producer.cli",
+            "producer.commands.cli",
             "report",
             run_id,
             "--store",
@@ -144,7 +144,7 @@ def test_a_skill_that_helps_passes_require_uplift_with_paired_figures_in_every_r
     # The same run as Inspect AI logs, read back with Inspect's own reader: one per arm.
     from inspect_ai.log import read_eval_log
 
-    export = [sys.executable, "-m", "producer.cli", "export", run_id, "--store", str(tmp_path / "store")]
+    export = [sys.executable, "-m", "producer.commands.cli", "export", run_id, "--store", str(tmp_path / "store")]
     done = subprocess.run([*export, "--out", str(tmp_path / "inspect")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     logs = {
@@ -174,7 +174,7 @@ def test_a_skill_that_does_nothing_fails_require_uplift(tmp_path: Path) -> None:
     # The assertion fails with and without the skill: `skill-eval assertions` says it cannot discriminate.
     run_id = next(line.split(": ", 1)[1] for line in result.stdout.splitlines() if line.startswith("run: "))
     listed = subprocess.run(
-        [sys.executable, "-m", "producer.cli", "assertions", run_id, "--store", str(tmp_path / "store")],
+        [sys.executable, "-m", "producer.commands.cli", "assertions", run_id, "--store", str(tmp_path / "store")],
         capture_output=True,
         text=True,
         timeout=120,
@@ -183,7 +183,16 @@ def test_a_skill_that_does_nothing_fails_require_uplift(tmp_path: Path) -> None:
     assert f"run {run_id}: 6 assertions with graded verdicts, 6 listed" in listed.stdout
     assert "greeter case 1 assertion 1: non-discriminating (always fail) [4 verdicts, 0% passed]" in listed.stdout
     as_json = subprocess.run(
-        [sys.executable, "-m", "producer.cli", "assertions", run_id, "--store", str(tmp_path / "store"), "--json"],
+        [
+            sys.executable,
+            "-m",
+            "producer.commands.cli",
+            "assertions",
+            run_id,
+            "--store",
+            str(tmp_path / "store"),
+            "--json",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -191,7 +200,15 @@ def test_a_skill_that_does_nothing_fails_require_uplift(tmp_path: Path) -> None:
     rows = json.loads(as_json.stdout)
     assert len(rows) == CASES and all(r["non_discriminating"] and r["constant"] == "fail" for r in rows)
     missing = subprocess.run(
-        [sys.executable, "-m", "producer.cli", "assertions", "no-such-run", "--store", str(tmp_path / "store")],
+        [
+            sys.executable,
+            "-m",
+            "producer.commands.cli",
+            "assertions",
+            "no-such-run",
+            "--store",
+            str(tmp_path / "store"),
+        ],
         capture_output=True,
         text=True,
         timeout=120,

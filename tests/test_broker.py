@@ -15,14 +15,14 @@ from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
-from producer.planning import plan_run
-from producer.resubmit import resubmit_run
+from producer.launch.resubmit import resubmit_run
+from producer.plan.planning import plan_run
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE
 from schemas.corpus import Corpus, EvalCase
 from schemas.manifest import RunManifest, manifest_key
 from schemas.shard import SkillBundle
 from schemas.status import TERMINAL_STATES, ShardState
-from worker.app import CeleryBroker, make_app, time_limits
+from worker.app import HOST_CHECK_LIMIT_S, TASK_HOST_CHECK, TASK_PREFLIGHT, CeleryBroker, make_app, time_limits
 
 
 def test_a_shard_goes_to_the_queue_whose_task_takes_it_waiting_or_holds_it_leased() -> None:
@@ -86,6 +86,23 @@ def test_the_celery_broker_sends_ids_only_with_each_task_s_time_limits_and_reads
     assert _queued(redis_client, QUEUE_GRADE) == [(("r", "s1"), [grade_hard, grade_soft])]
     assert [m[1] for m in _queued(redis_client, QUEUE_REDUCE)] == [list(reversed(time_limits(None, QUEUE_REDUCE)))]
     assert read == ["r", "r"]  # grade and reduce go out for a run whose manifest cannot be read
+
+
+def test_the_host_check_and_the_preflight_go_to_the_queues_that_check_with_no_manifest_read(
+    redis_server: RedisServer, redis_client: redis.Redis
+) -> None:
+    read: list[str] = []
+    broker = CeleryBroker(make_app(Settings(broker_url=redis_server.url)), lambda run_id: read.append(run_id))
+    broker.host_check("r")
+    broker.preflight("r", QUEUE_GRADE)
+    (host,) = [json.loads(m) for m in redis_client.lrange(QUEUE_EXECUTE, 0, -1)]
+    (models,) = [json.loads(m) for m in redis_client.lrange(QUEUE_GRADE, 0, -1)]
+    assert (host["headers"]["task"], host["headers"]["timelimit"]) == (TASK_HOST_CHECK, [HOST_CHECK_LIMIT_S, 3540])
+    assert models["headers"]["task"] == TASK_PREFLIGHT and read == []
+    in_process = InProcessBroker()
+    in_process.host_check("r")
+    in_process.preflight("r", QUEUE_GRADE)
+    assert (in_process.host_checks, in_process.preflights, in_process.messages) == (["r"], [("r", QUEUE_GRADE)], [])
 
 
 def test_a_resubmit_of_stale_shards_sends_each_waiting_one_without_a_lease_to_its_state_s_queue(

@@ -17,9 +17,9 @@ from engine.budget import CREDIT_RECHECK_S, Reservation, RunBudget
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
-from producer.cluster import task_sender
-from producer.resubmit import parse_only, resubmit_run
-from producer.submit import submit
+from producer.launch.cluster import task_sender
+from producer.launch.resubmit import parse_only, resubmit_run
+from producer.launch.submit import submit
 from schemas.constants import QUEUE_EXECUTE
 from schemas.errors import ConfigError
 from schemas.manifest import AgentBudget, RunManifest, manifest_key, trajectory_key

@@ -21,9 +21,9 @@ from engine.state import RunState
 from engine.store import open_store
 from harnesses.base import PLACEHOLDER_KEY
 from harnesses.endpoints import normalise_upstream
-from producer.cluster import task_sender
-from producer.resubmit import resubmit_run
-from producer.submit import submit
+from producer.launch.cluster import task_sender
+from producer.launch.resubmit import resubmit_run
+from producer.launch.submit import submit
 from schemas.constants import QUEUE_EXECUTE
 from schemas.manifest import AgentBudget, RunManifest, trajectory_key
 from schemas.outcome import ShardOutcomeRecord

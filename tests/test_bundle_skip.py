@@ -8,8 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from producer.reports import reported_bundle_keys
-from producer.request import RunRequest, plan_request
+from producer.plan.request import RunRequest, plan_request
+from producer.results.reports import reported_bundle_keys
 from tests.conftest import EXAMPLE_REPO
 
 

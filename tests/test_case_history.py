@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from producer.case_terms import check_case_terms
-from producer.validation import validate_corpus
+from producer.corpus.validation import validate_corpus
+from producer.plan.case_terms import check_case_terms
 from schemas.errors import BadCorpus
 from schemas.history import HistoryTurn
 from schemas.trajectory import AssistantEvent

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from producer.status_view import status_view
+from producer.results.status_view import status_view
 from schemas.summary import RunStatus
 
 EXE = Path(sys.executable).parent / "skill-eval"
@@ -98,11 +98,11 @@ def test_status_json_keeps_its_shape() -> None:
 
 
 def test_the_demo_echoes_a_command_a_user_can_copy(tmp_path: Path) -> None:
-    from producer.demo import ROOT, copyable
+    from producer.commands.demo import ROOT, copyable
 
     args = ["run", "--all-evals", "--repo", str(tmp_path / "demo repo"), "--model", "openai/m"]
     line = copyable(args)
-    assert "producer.cli" not in line and "python" not in line
+    assert "producer.commands.cli" not in line and "python" not in line
     argv = shlex.split(line)
     assert argv[1:] == args  # quoted so that a shell gives back the very arguments
     program = Path(argv[0]) if Path(argv[0]).is_absolute() or argv[0] == "skill-eval" else ROOT / argv[0]
@@ -116,9 +116,9 @@ def test_the_status_command_prints_the_table_and_json_for_machines(example_repo:
     """A run submitted to a folder store and not yet executed: every shard queued."""
     from engine.records import put_manifest
     from engine.store import open_store
-    from producer.planning import new_run_id, plan_run
-    from producer.repo import Repo
-    from producer.submit import build_manifest
+    from producer.corpus.repo import Repo
+    from producer.launch.submit import build_manifest
+    from producer.plan.planning import new_run_id, plan_run
     from schemas.manifest import RunSettings
 
     repo = Repo(example_repo)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from producer.compare import check_compare, restrict_baseline
-from producer.planning import plan_run
-from producer.repo import Repo
+from producer.corpus.repo import Repo
+from producer.plan.compare import check_compare, restrict_baseline
+from producer.plan.planning import plan_run
 from schemas.errors import BadRef, NoGit
 from schemas.shard import CURRENT, baseline_variant
 from testkit.offline_server import OfflineModelServer
@@ -101,7 +101,7 @@ def run_cli(repo: Path, tmp_path: Path, server: OfflineModelServer, *extra: str)
     cmd = [
         sys.executable,
         "-m",
-        "producer.cli",
+        "producer.commands.cli",
         "run",
         "greeter",
         "--repo",

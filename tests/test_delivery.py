@@ -12,8 +12,8 @@ from engine.delivery import DRAINED, NEVER, Delivery, message_ids
 from engine.keys import server_key, waiting_key
 from engine.settings import Settings
 from engine.state import RunState
-from producer.status_view import waiting_lines
-from producer.stored_run import run_status
+from producer.results.status_view import waiting_lines
+from producer.results.stored_run import run_status
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.status import ShardState
 from tests.engine_support import wait_until

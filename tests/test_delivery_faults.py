@@ -24,8 +24,8 @@ from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
-from producer.cluster import task_sender
-from producer.submit import submit
+from producer.launch.cluster import task_sender
+from producer.launch.submit import submit
 from schemas.constants import QUEUE_EXECUTE
 from schemas.manifest import AgentBudget, RunManifest, outcome_key, result_key
 from schemas.report import RunResult

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from producer.demo import DEMO_THRESHOLD
+from producer.commands.demo import DEMO_THRESHOLD
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_demo_passes_its_own_threshold_and_ends_with_the_verdict(tmp_path: Path) -> None:
     env = {**os.environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log"), "SKILL_EVAL_STORE": str(tmp_path / "store")}
     done = subprocess.run(
-        [sys.executable, "-m", "producer.demo", "--out", str(tmp_path / "reports")],
+        [sys.executable, "-m", "producer.commands.demo", "--out", str(tmp_path / "reports")],
         capture_output=True,
         text=True,
         timeout=280,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from producer.validation import validate_corpus
+from producer.corpus.validation import validate_corpus
 from schemas.corpus import CallOrderCheck, FileContainsCheck, ToolCallCheck, ToolCallMatcher
 from schemas.errors import BadCorpus
 from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent, Trajectory

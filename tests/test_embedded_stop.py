@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import time
 
-from producer.embedded import _sweep_group
+from producer.launch.embedded import _sweep_group
 
 
 def _alive(pid: int) -> bool:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from inspect_ai.log import read_eval_log
 
-from producer.export_inspect import write_logs
+from producer.results.export_inspect import write_logs
 from reducer.stream import reduce_run
 from schemas.manifest import RunManifest
 from schemas.shard import CURRENT, NO_SKILL

@@ -22,7 +22,7 @@ from harnesses.gemini_stream import cross_check_by_content, read_gemini_stream
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord, parse_model_response
 from harnesses.registry import check_executor, harness_for
 from harnesses.request_rules import RequestRefused, RequestRules, pin_request
-from producer.case_terms import HONOURS
+from producer.plan.case_terms import HONOURS
 from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent
 from testkit.gemini_api import error_body as gemini_error
 from testkit.gemini_api import response_body, sse_events

@@ -181,7 +181,15 @@ def test_make_demo_gemini_cli_runs_the_commit_message_skill_with_the_real_binary
 ) -> None:
     env = {**os.environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log"), "SKILL_EVAL_STORE": str(tmp_path / "store")}
     done = subprocess.run(
-        [sys.executable, "-m", "producer.demo", "--executor", "gemini-cli", "--out", str(tmp_path / "reports")],
+        [
+            sys.executable,
+            "-m",
+            "producer.commands.demo",
+            "--executor",
+            "gemini-cli",
+            "--out",
+            str(tmp_path / "reports"),
+        ],
         capture_output=True,
         text=True,
         timeout=400,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from producer.validation import validate_corpus
+from producer.corpus.validation import validate_corpus
 from schemas.corpus import SkillActivatedCheck
 from schemas.errors import BadCorpus
 from schemas.trajectory import ToolCallEvent, Trajectory

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from producer.planning import plan_run
+from producer.plan.planning import plan_run
 from reducer.render_html import render_html
 from reducer.stream import reduce_run
 from schemas.corpus import Corpus, EvalCase

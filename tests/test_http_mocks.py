@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from producer.case_terms import check_case_terms
-from producer.validation import validate_corpus
+from producer.corpus.validation import validate_corpus
+from producer.plan.case_terms import check_case_terms
 from schemas.checks_http import HttpCallCheck, HttpMatcher, HttpOrderCheck
 from schemas.corpus import EvalCase
 from schemas.errors import BadCorpus, BadFixture
@@ -253,7 +253,7 @@ def test_a_recorded_call_in_the_judges_view_cannot_pass_for_another_line() -> No
 def test_validate_and_dry_run_name_a_bad_declaration(example_repo: Path) -> None:
     from typer.testing import CliRunner
 
-    from producer.cli import app
+    from producer.commands.cli import app
 
     corpus_file = example_repo / "evals" / "commit-message.evals.json"
     data = json.loads(corpus_file.read_text())

@@ -12,7 +12,7 @@ import pytest
 
 from engine.snapshot import snapshot_repo
 from engine.store import LocalStore
-from producer.repo import Repo
+from producer.corpus.repo import Repo
 from schemas.checks_plugin import JudgedCheck
 from schemas.errors import BadCorpus
 from worker.workspace import materialize_workspace
@@ -265,7 +265,7 @@ def test_skill_eval_validate_reads_both_formats(tmp_path: Path) -> None:
     plugin = plugin_repo(tmp_path / "plugin")
     for root, corpus in ((creator, "skills/greeter/evals/evals.json"), (plugin, "evals/*/ [plugin suite: greeter]")):
         done = subprocess.run(
-            [sys.executable, "-m", "producer.cli", "validate", "greeter", "--repo", str(root)],
+            [sys.executable, "-m", "producer.commands.cli", "validate", "greeter", "--repo", str(root)],
             capture_output=True,
             text=True,
             timeout=60,
@@ -327,7 +327,7 @@ def test_a_skill_creator_corpus_runs_end_to_end_and_the_agent_cannot_read_it(tmp
             [
                 sys.executable,
                 "-m",
-                "producer.cli",
+                "producer.commands.cli",
                 "run",
                 "greeter",
                 "--repo",

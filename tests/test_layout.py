@@ -32,11 +32,17 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 
 PRODUCER_MAY_IMPORT_FROM_WORKER = {
     "worker.app": "enqueue: the task names and per-task time limits a message needs",
-    "worker.executor.canary": "the transcript-capture canary runs the external agent CLI once on this host",
-    "worker.executor.external": "the canary needs the external executor's command line",
-    "worker.executor.harness_binary": "a harness run stops with BLOCKED_NO_HARNESS before dispatch without its binary",
-    "worker.sandbox": "the embedded run's host check probes with the very bwrap command line the sandbox builds",
 }
+"""The client imports the worker room only to enqueue; the host checks (sandbox, canaries) are tasks."""
+
+PRODUCT = ("schemas", "engine", "harnesses", "producer", "worker", "reducer", "prompts", "viewer")
+"""Product code: every package but the tests, the benchmarks and the test kit."""
+
+
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+SHORT_ROOMS = ("producer",)
+"""Rooms held to the module and function lengths above (a function runs from its ``def`` to its last line)."""
 
 
 def parse(path: Path) -> ast.Module:
@@ -80,7 +86,7 @@ def test_a_room_imports_nothing_its_layout_forbids(room: str) -> None:
     assert found == []
 
 
-def test_the_producer_imports_the_worker_room_only_to_enqueue_and_for_the_listed_host_checks() -> None:
+def test_the_producer_imports_the_worker_room_only_to_enqueue() -> None:
     found = [
         f"{path.relative_to(ROOT)}:{line}: {module}"
         for path in modules("producer")
@@ -126,78 +132,126 @@ def test_redis_keys_are_built_in_engine_keys_only() -> None:
     assert found == []
 
 
-CYCLE_FREE = ("schemas", "reducer", "harnesses", "prompts", "engine", "worker", "testkit", "viewer")
-"""The rooms with no import cycle among their modules (the producer's are still being taken apart)."""
-
-
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph(rooms: tuple[str, ...]) -> dict[str, set[str]]:
-    """Module -> the modules of ``rooms`` it imports (lazy imports inside functions included;
-    ``from package import module`` is an import of that module)."""
-    known = {module_name(path): path for room in rooms for path in modules(room)}
-    graph: dict[str, set[str]] = {}
-    for name, path in known.items():
-        targets: set[str] = set()
+def import_graph(rooms: tuple[str, ...], root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the modules of ``rooms`` it imports (a ``from package import module`` names the module;
+    imports inside functions count like any other)."""
+    paths = {module_name(p, root): p for room in rooms for p in sorted((root / room).rglob("*.py"))}
+    graph: dict[str, set[str]] = {name: set() for name in paths}
+    for name, path in paths.items():
         for node in ast.walk(parse(path)):
             if isinstance(node, ast.Import):
-                targets.update(alias.name for alias in node.names)
+                graph[name] |= {a.name for a in node.names if a.name in paths}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                targets.add(node.module)
-                targets.update(f"{node.module}.{alias.name}" for alias in node.names)
-        graph[name] = {t for t in targets if t in known and t != name}
+                for alias in node.names:
+                    target = f"{node.module}.{alias.name}"
+                    target = target if target in paths else node.module
+                    if target in paths and target != name:
+                        graph[name].add(target)
     return graph
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+def import_cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm, iteratively)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
-    found: list[list[str]] = []
-    for root in sorted(graph):
-        if root in index:
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+    for start in sorted(graph):
+        if start in index:
             continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
         while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    work.append((child, iter(sorted(graph[child]))))
-                elif child in stack:
-                    low[node] = min(low[node], index[child])
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
                 continue
             work.pop()
             if work:
                 low[work[-1][0]] = min(low[work[-1][0]], low[node])
             if low[node] == index[node]:
-                component = []
+                group = set()
                 while True:
                     member = stack.pop()
-                    component.append(member)
+                    on_stack.discard(member)
+                    group.add(member)
                     if member == node:
                         break
-                if len(component) > 1:
-                    found.append(sorted(component))
+                if len(group) > 1:
+                    found.append(frozenset(group))
     return found
 
 
-def test_no_import_cycle_among_the_modules_of_the_cycle_free_rooms() -> None:
-    assert cycles(import_graph(CYCLE_FREE)) == []
+def test_product_code_has_no_import_cycle() -> None:
+    cycles = import_cycles(import_graph(PRODUCT))
+    assert sorted(sorted(c) for c in cycles) == []
 
 
-def test_the_cycle_check_sees_a_cycle_closed_by_a_lazy_import() -> None:
-    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
-    assert cycles(graph) == [["a", "b", "c"]]
-    assert cycles({"a": {"b"}, "b": set()}) == []
+def test_the_cycle_check_sees_a_circle_closed_by_an_import_inside_a_function(tmp_path: Path) -> None:
+    room = tmp_path / "room"
+    (room / "sub").mkdir(parents=True)
+    (room / "__init__.py").write_text("")
+    (room / "sub" / "__init__.py").write_text("")
+    (room / "a.py").write_text("from room.sub import b\n")
+    (room / "sub" / "b.py").write_text("import room.c\n")
+    (room / "c.py").write_text("def f():\n    from room import a\n")
+    (room / "d.py").write_text("from room import a\n")
+    assert import_cycles(import_graph(("room",), tmp_path)) == [frozenset({"room.a", "room.sub.b", "room.c"})]
+
+
+def long_parts(path: Path) -> list[str]:
+    """What in ``path`` is over the lengths: the module itself, and each function or method."""
+    found = []
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    if lines > MAX_MODULE_LINES:
+        found.append(f"{path.relative_to(ROOT)}: {lines} lines")
+    for node in ast.walk(parse(path)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > MAX_FUNCTION_LINES:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name} is {length} lines")
+    return found
+
+
+@pytest.mark.parametrize("room", SHORT_ROOMS)
+def test_no_module_or_function_of_the_room_is_over_its_length(room: str) -> None:
+    assert [part for path in modules(room) for part in long_parts(path)] == []
+
+
+PRODUCER_ROOMS = ("corpus", "results", "plan", "launch", "commands")
+"""The producer's rooms in the order they may import one another (docs/design/layout.md)."""
+
+
+def test_a_producer_room_imports_only_the_rooms_before_it() -> None:
+    graph = import_graph(("producer",))
+    rank = {f"producer.{room}": i for i, room in enumerate(PRODUCER_ROOMS)}
+
+    def room(module: str) -> str | None:
+        return next((r for r in rank if module == r or module.startswith(r + ".")), None)
+
+    later = [
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if (mine := room(module)) and (theirs := room(target)) and rank[theirs] > rank[mine]
+    ]
+    assert later == []
+    assert {m for m in graph if room(m) is None} == {"producer", "producer.__main__", "producer.entry"}
 
 
 GENERIC_HARNESS_MODULES = (
@@ -239,8 +293,6 @@ def _adapter_modules() -> set[str]:
     return {type(factory()).__module__.split(".")[-1] for factory in HARNESSES.values()}
 
 
-PRODUCT = tuple(room for room in ROOMS if room != "testkit")
-"""Product code: every room but the test kit (tests and benchmarks are no room)."""
 LUA = ROOT / "engine" / "lua"
 
 

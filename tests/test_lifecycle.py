@@ -12,7 +12,7 @@ from engine.records import load_outcome, put_manifest
 from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
-from producer.planning import plan_run
+from producer.plan.planning import plan_run
 from schemas.constants import QUEUE_GRADE
 from schemas.corpus import Corpus, EvalCase
 from schemas.errors import (

@@ -91,7 +91,7 @@ def test_the_noise_floor_finds_the_scripted_models_flip_rate_and_later_runs_plan
         [
             sys.executable,
             "-m",
-            "producer.cli",
+            "producer.commands.cli",
             "run",
             "greeter",
             "--repo",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from producer.planning import bundle_key, new_run_id, plan_run
-from producer.repo import Repo
+from producer.corpus.repo import Repo, bundle_key
+from producer.plan.planning import new_run_id, plan_run
 from schemas.shard import CURRENT, baseline_variant, shard_id_for
 from tests.conftest import EXAMPLE_REPO
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from producer.interop_plugin_graders import js_pattern
-from producer.validation import validate_corpus
+from producer.corpus.interop_plugin_graders import js_pattern
+from producer.corpus.validation import validate_corpus
 from schemas.checks_plugin import FileGlobCheck, TextMatchCheck, ToolCountCheck, ToolMatcher, ToolOrderCheck
 from schemas.errors import BadCorpus
 from schemas.manifest import AgentBudget

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from producer.repo import Repo
+from producer.corpus.repo import Repo
 from schemas.errors import BadCorpus
 from schemas.history import HistoryTurn
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from producer.interop_plugin_graders import translate_grader
-from producer.validation import validate_corpus
+from producer.corpus.interop_plugin_graders import translate_grader
+from producer.corpus.validation import validate_corpus
 from schemas.checks_plugin import TextMatchCheck
 from schemas.errors import BadCorpus
 from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent, Trajectory

@@ -18,8 +18,8 @@ from engine.store import LocalStore
 from harnesses.base import MOCK_FILE, MOCK_SERVER, HarnessRequest, Invoke
 from harnesses.claude_code import ClaudeCode
 from harnesses.registry import HARNESSES
-from producer.case_terms import HONOURS, check_case_terms
-from producer.repo import Repo
+from producer.corpus.repo import Repo
+from producer.plan.case_terms import HONOURS, check_case_terms
 from reducer.plugin_score import below_threshold, scores_from_sums
 from reducer.scoring import composite
 from reducer.threshold import case_threshold_label, with_verdicts

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from producer.cli import app
+from producer.commands.cli import app
 from tests.conftest import EXAMPLE_REPO
 
 runner = CliRunner()

@@ -17,10 +17,15 @@ import redis
 
 from engine.settings import Settings
 from engine.state import RunState
-from producer.preflight import check_models
-from schemas.errors import ModelUnavailable
-from schemas.manifest import AgentBudget, RunManifest
-from schemas.preflight import ModelCheck, PreflightReport
+from engine.store import open_store
+from producer.corpus.repo import Repo
+from producer.launch.preflight import check_before_dispatch, check_models
+from producer.plan.planning import plan_run
+from schemas.errors import ModelUnavailable, NoSandbox, NoTranscriptCapture
+from schemas.manifest import AgentBudget, RunManifest, RunSettings
+from schemas.preflight import HOST_CHECK, HostCheckReport, ModelCheck, PreflightReport
+from schemas.status import SandboxMode
+from tests.conftest import EXAMPLE_REPO
 from tests.engine_support import EXECUTOR, JUDGE, make_corpus_repo, plan_manifest
 
 
@@ -102,3 +107,47 @@ def test_only_the_silent_queue_is_named_when_the_other_answered(manifest: RunMan
         check_models(manifest, state, fleet, timeout_s=1.0, recheck_s=0.2)
     assert "no worker on queue grade answered" in str(raised.value)
     assert "execute" not in str(raised.value)
+
+
+class CheckingFleet(AnsweringFleet):
+    """An answering fleet whose execute worker also answers the host check, with ``host_status`` when set."""
+
+    def __init__(self, state: RunState, after_s: float, host_status: str = "") -> None:
+        super().__init__(state, after_s)
+        self.host_status = host_status
+
+    def host_check(self, run_id: str) -> None:
+        self.sent.append(HOST_CHECK)
+        detail = "found on the worker" if self.host_status else ""
+        report = HostCheckReport(worker="test:1", status=self.host_status, detail=detail)
+        threading.Thread(target=self._answer, args=(run_id, HOST_CHECK, report.model_dump_json()), daemon=True).start()
+
+
+def with_shards(executor: str = "agent", run_id: str = "20260101-000000-0000cafe") -> RunManifest:
+    """A run of the example repo's corpus planned for bubblewrap: shards to send, so a host to check."""
+    bundle = Repo(EXAMPLE_REPO).load("evals/commit-message.evals.json")
+    plan = plan_run(run_id, [bundle], [EXECUTOR], judges=[JUDGE], sandbox=SandboxMode.BWRAP)
+    return RunManifest(plan=plan, snapshots={"current": "s.tar"}, settings=RunSettings(executor=executor))
+
+
+def test_a_canary_is_answered_before_any_model_is_checked(state: RunState, settings: Settings) -> None:
+    cmd = with_shards("cmd:agent")
+    fleet = CheckingFleet(state, after_s=0.2, host_status=NoTranscriptCapture.status)
+    with pytest.raises(NoTranscriptCapture, match="found on the worker"):
+        check_before_dispatch(cmd, open_store(settings.store), state, fleet, models=True, embedded=True, timeout_s=30)
+    assert fleet.sent == [HOST_CHECK]  # the failing canary stopped the run before any model call
+
+
+def test_an_embedded_run_checks_its_sandbox_beside_the_models_and_says_its_failure_first(
+    state: RunState, settings: Settings
+) -> None:
+    fleet = CheckingFleet(state, after_s=0.2, host_status=NoSandbox.status)
+    store = open_store(settings.store)
+    with pytest.raises(NoSandbox):
+        check_before_dispatch(with_shards(), store, state, fleet, models=True, embedded=True, timeout_s=30)
+    assert fleet.sent[0] == HOST_CHECK and set(fleet.sent[1:]) == {"execute", "grade"}
+    passing = CheckingFleet(state, after_s=0.05)
+    run = with_shards(run_id="20260101-000000-0000beef")
+    assert check_before_dispatch(run, store, state, passing, models=False, embedded=True, timeout_s=30) is not None
+    assert passing.sent == [HOST_CHECK]  # --no-preflight: the host is still checked, no model is
+    assert check_before_dispatch(run, store, state, passing, models=False, embedded=False, timeout_s=30) is None

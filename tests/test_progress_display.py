@@ -8,7 +8,7 @@ import re
 import pytest
 from rich.console import Console
 
-from producer.progress import RunProgress
+from producer.launch.progress import RunProgress
 
 RUN_ID = "20261204-220548-359ade84"
 COUNTS = {"queued": 10, "executing": 8, "grading": 8, "graded": 12, "executor-failed": 2}

@@ -11,7 +11,7 @@ from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
-from producer.planning import plan_run
+from producer.plan.planning import plan_run
 from schemas.corpus import Corpus, EvalCase
 from schemas.manifest import RunManifest, grade_key, manifest_key, outcome_key, result_key
 from schemas.shard import SkillBundle

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from producer.planning import plan_run
+from producer.plan.planning import plan_run
 from reducer.scoring import headline, is_inconclusive, rate
 from reducer.stats import mean_interval, pass_at_k, pass_hat_k, two_proportion_p, wilson
 from reducer.stream import reduce_run

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from producer.planning import plan_run
+from producer.plan.planning import plan_run
 from reducer.render import (
     needs_transcript,
     render_json,

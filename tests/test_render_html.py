@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
-from producer.planning import plan_run
+from producer.plan.planning import plan_run
 from reducer.render_html import render_html
 from reducer.stream import reduce_run
 from schemas.corpus import Corpus, EvalCase

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine.settings import Settings
-from producer.drive import concurrency_notes
+from producer.launch.drive import concurrency_notes
 from schemas.manifest import AgentBudget
 from schemas.model_config import DEFAULT_MAX_CONCURRENCY, parse_model_config
 from testkit.offline_server import OfflineModelServer

@@ -74,7 +74,7 @@ def test_the_producer_sends_without_looking_for_a_result_backend(tmp_path: Path)
         from celery.utils.imports import load_extension_class_names
         from engine.redis_server import RedisServer
         from engine.settings import Settings
-        from producer.cluster import task_sender
+        from producer.launch.cluster import task_sender
         from pathlib import Path
         with RedisServer(workdir=Path({str(tmp_path)!r})) as server:
             publisher = task_sender(Settings(broker_url=server.url), manifest=None)

@@ -15,9 +15,9 @@ from engine.records import put_manifest
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
-from producer.cluster import task_sender
-from producer.planning import new_run_id
-from producer.submit import submit
+from producer.launch.cluster import task_sender
+from producer.launch.submit import submit
+from producer.plan.planning import new_run_id
 from schemas.constants import QUEUE_EXECUTE
 from schemas.manifest import AgentBudget, RunManifest, grade_key
 from schemas.status import ShardState

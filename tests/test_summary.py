@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from producer.planning import plan_run
-from producer.reports import page_facts
+from producer.plan.planning import plan_run
+from producer.results.reports import page_facts
 from reducer.render import code, render_json, render_junit, render_markdown, run_log_line
 from reducer.render_html import render_html
 from reducer.stream import reduce_run
@@ -176,7 +176,7 @@ def test_the_page_names_the_repo_commit_models_and_date_of_the_run() -> None:
 
 def test_run_help_says_the_threshold_and_its_strict_default() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "producer.cli", "run", "--help"],
+        [sys.executable, "-m", "producer.commands.cli", "run", "--help"],
         capture_output=True,
         text=True,
         timeout=60,

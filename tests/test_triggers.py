@@ -11,8 +11,8 @@ from harnesses.activations import load_skill_calls, skills_fired, turn_activates
 from harnesses.claude_code import ClaudeCode
 from harnesses.codex import Codex
 from harnesses.model_record import ModelToolCall, ModelTurn
-from producer.trigger_cli import trigger_settings
-from producer.trigger_validation import validate_triggers
+from producer.commands.trigger_cli import trigger_settings
+from producer.corpus.trigger_validation import validate_triggers
 from reducer.render_triggers import change_text, junit_suites, routing_section, trigger_html, trigger_section
 from reducer.trigger_compare import trigger_change
 from reducer.triggers import TriggerRun, f1_score, gate_failures, proportion, trigger_report

@@ -10,12 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from producer.validation import (
-    assertion_problem,
-    check_skill_name,
-    path_problem,
-    validate_corpus,
-)
+from producer.corpus.rules import assertion_problem, check_skill_name, path_problem
+from producer.corpus.validation import validate_corpus
 from schemas.errors import BadCorpus, BadSkillName
 from schemas.status import FixtureStage
 

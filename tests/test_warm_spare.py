@@ -22,7 +22,7 @@ import pytest
 
 from engine.node import WorkerNode
 from engine.settings import Settings
-from producer import warm
+from producer.launch import warm
 from schemas.constants import ALL_QUEUES
 from testkit.offline_server import OfflineModelServer
 from tests.e2e_support import Env, alive, descendants, new_repo, scenario, write_skill

@@ -21,7 +21,7 @@ import pytest
 
 from engine.snapshot import SNAPSHOT_PREFIX, snapshot_repo
 from engine.store import LocalStore
-from producer.repo import Repo
+from producer.corpus.repo import Repo
 from schemas.errors import BadSkillName, StoreError
 from tests.security.test_corpus_history import CORPUS, SECRET, SKILL, crafted_repo
 from worker import scrub
@@ -193,7 +193,7 @@ def test_a_run_blocked_after_its_cluster_started_sends_nothing_and_leaves_nothin
 def test_the_worker_is_started_ahead_only_for_a_run_on_an_embedded_cluster(
     args: list[str], environ: dict[str, str], expected: bool
 ) -> None:
-    from producer.prestart import opens_embedded_cluster
+    from producer.launch.prestart import opens_embedded_cluster
 
     assert opens_embedded_cluster(args, environ) is expected
 
@@ -267,7 +267,7 @@ def test_a_run_becomes_the_worker_started_ahead_and_a_run_that_never_opens_a_clu
 def test_an_embedded_cluster_spreads_its_shards_over_worker_processes(
     workers: int, processes: int | None, cores: int, threads: list[int]
 ) -> None:
-    from producer.embedded import plan_processes
+    from producer.launch.embedded import plan_processes
 
     assert plan_processes(workers, processes, cores) == threads
 
@@ -309,6 +309,6 @@ def test_a_run_on_two_worker_processes_grades_every_shard_and_leaves_none(tmp_pa
 )
 def test_a_run_whose_models_all_go_direct_starts_its_worker_without_litellm(args: list[str], expected: bool) -> None:
     """A guess from the command line: a miss costs only time (the worker imports litellm on first need)."""
-    from producer.prestart import needs_litellm
+    from producer.launch.prestart import needs_litellm
 
     assert needs_litellm(args) is expected

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from engine.settings import Settings
-from producer.planning import plan_run
-from producer.repo import Repo
+from producer.corpus.repo import Repo
+from producer.plan.planning import plan_run
 from schemas.errors import NoSandbox
 from schemas.manifest import RunManifest
 from schemas.status import SandboxMode

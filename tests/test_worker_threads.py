@@ -17,7 +17,7 @@ import redis
 from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
-from producer.cluster import task_sender
+from producer.launch.cluster import task_sender
 from schemas.constants import QUEUE_GRADE
 from schemas.status import ShardState
 from testkit.offline_server import OfflineModelServer

@@ -1,7 +1,7 @@
 """The Celery app. Settings chosen for long, expensive, idempotent tasks (docs/design/engine.md).
 
 - the threads pool: a shard mostly waits (model calls, sandbox subprocesses), so one process
-  runs ``-c N`` shards on N threads, importing litellm once (producer/embedded.py);
+  runs ``-c N`` shards on N threads, importing litellm once (producer/launch/embedded.py);
 - late acks: a message is acked after its task ran. A worker process that dies takes its
   in-flight shards with it; their leases lapse and the reaper re-queues them (engine/state.py).
   ``task_reject_on_worker_lost`` only matters to a prefork pool and is kept for one;
@@ -33,7 +33,9 @@ from schemas.manifest import EXECUTE_MARGIN_S, RunManifest
 __all__ = [
     "TASK_EXECUTE",
     "TASK_GRADE",
+    "TASK_HOST_CHECK",
     "TASK_NAMES",
+    "TASK_PREFLIGHT",
     "TASK_REDUCE",
     "CeleryBroker",
     "app",
@@ -46,6 +48,10 @@ TASK_GRADE = "skill_eval.grade"
 TASK_REDUCE = "skill_eval.reduce"
 TASK_PREFLIGHT = "skill_eval.preflight"
 """Sent to whichever queue must check its models; not routed by name."""
+TASK_HOST_CHECK = "skill_eval.host_check"
+"""Sent to the execute queue: the sandbox and the executor's canary on an execute worker's host."""
+HOST_CHECK_LIMIT_S = 3600
+"""A host check's hard time limit: a harness's canary runs once per model, up to 300 s each."""
 TASK_NAMES = {QUEUE_EXECUTE: TASK_EXECUTE, QUEUE_GRADE: TASK_GRADE, QUEUE_REDUCE: TASK_REDUCE}
 
 
@@ -176,6 +182,17 @@ class CeleryBroker:
     def preflight(self, run_id: str, queue: str) -> None:
         self._app.send_task(
             TASK_PREFLIGHT, args=[run_id, queue], queue=queue, time_limit=600, soft_time_limit=540, **_NO_RESULT
+        )
+
+    def host_check(self, run_id: str) -> None:
+        limit = HOST_CHECK_LIMIT_S
+        self._app.send_task(
+            TASK_HOST_CHECK,
+            args=[run_id],
+            queue=QUEUE_EXECUTE,
+            time_limit=limit,
+            soft_time_limit=limit - 60,
+            **_NO_RESULT,
         )
 
     @contextlib.contextmanager

@@ -84,13 +84,31 @@ def leave(code: int) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    check_sandbox = args[:1] == ["--check-sandbox"]
+    args = args[1:] if check_sandbox else args
     if len(args) != 1:
-        sys.exit("usage: python -P -m worker.boot '<worker node JSON>'")
+        sys.exit("usage: python -P -m worker.boot [--check-sandbox] '<worker node JSON>'")
     try:
         node = WorkerNode.from_json(args[0])
     except (ValueError, KeyError, TypeError) as exc:
         sys.exit(f"worker.boot: not a worker node: {exc}")
+    if check_sandbox:
+        refuse_unconfined()
     leave(run_node(node))
+
+
+def refuse_unconfined() -> None:
+    """An execute worker that cannot sandbox refuses to start, never runs unconfined: the named error
+    and exit code 2, as the command line that started it prints them (``skill-eval worker``)."""
+    from schemas.errors import NoSandbox
+    from schemas.status import SandboxMode
+    from worker.sandbox import require_sandbox
+
+    try:
+        require_sandbox(SandboxMode.BWRAP)
+    except NoSandbox as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

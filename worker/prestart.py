@@ -1,4 +1,4 @@
-"""A worker process started ahead of its embedded cluster (see producer/prestart.py and producer/warm.py).
+"""A worker process started ahead of its embedded cluster (see producer/launch/prestart.py and producer/launch/warm.py).
 
 It imports the heavy modules at once (worker/warmup.py) while it waits for one JSON line: the
 worker node (engine/node.py), its environment (the private Redis, the store, the work folder:

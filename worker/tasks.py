@@ -25,8 +25,17 @@ from engine.delivery import Delivery
 from engine.keys import reaper_lock_key
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE
 from schemas.manifest import calibration_key
+from schemas.preflight import HOST_CHECK
 from schemas.status import ShardState
-from worker.app import TASK_EXECUTE, TASK_GRADE, TASK_PREFLIGHT, TASK_REDUCE, CeleryBroker, app
+from worker.app import (
+    TASK_EXECUTE,
+    TASK_GRADE,
+    TASK_HOST_CHECK,
+    TASK_PREFLIGHT,
+    TASK_REDUCE,
+    CeleryBroker,
+    app,
+)
 from worker.context import Context, context, reset_context
 from worker.models.base import ModelClient
 
@@ -91,6 +100,18 @@ def preflight(run_id: str, queue: str) -> None:
         report = PreflightReport(queue=queue, worker=f"{socket.gethostname()}:{os.getpid()}", checks=[], error=str(exc))
     ctx.state.put_preflight(run_id, queue, report.model_dump_json())
     log.info("preflight", queue=queue, ok=all(c.ok for c in report.checks))
+
+
+@app.task(name=TASK_HOST_CHECK)
+def host_check(run_id: str) -> None:
+    """Check that this worker's host can run the run's cases, and leave the report for the producer."""
+    from worker.host_check import run_host_check
+
+    structlog.contextvars.bind_contextvars(run_id=run_id, shard_id=None)
+    ctx = context()
+    report = run_host_check(ctx, run_id)
+    ctx.state.put_preflight(run_id, HOST_CHECK, report.model_dump_json())
+    log.info("host check", status=report.status or "ok")
 
 
 def _calibrate_or_release(ctx: Context, client: ModelClient, run_id: str, judge: str) -> None:

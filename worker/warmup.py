@@ -6,7 +6,7 @@ worker process imports it once, in a background thread started as the worker boo
 Celery connects to the broker; a shard that needs one of these modules before the thread is
 done simply waits on Python's import lock. A process started for a run whose models all go
 straight over HTTP (worker/models/direct.py) is told so (``SKILL_EVAL_PRELOAD_LITELLM=0``,
-producer/prestart.py) and leaves litellm out: a model that needs it after all imports it on
+producer/launch/prestart.py) and leaves litellm out: a model that needs it after all imports it on
 its first call.
 """
 

@@ -14,7 +14,7 @@ from engine.keys import inflight_key, node_key
 from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
-from producer.fleet_checks import check_shard_timeout
+from producer.launch.fleet_checks import check_shard_timeout
 from schemas.errors import ConfigError
 from schemas.status import ShardState as S
 from tests.deploy.support import SKILL_EVAL

@@ -21,9 +21,9 @@ from engine.broker import InProcessBroker
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import LocalStore
-from producer.planning import plan_run
-from producer.repo import Repo
-from producer.submit import build_manifest, submit
+from producer.corpus.repo import Repo
+from producer.launch.submit import build_manifest, submit
+from producer.plan.planning import plan_run
 from reducer.render import render_markdown
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.manifest import RunSettings, grade_key, outcome_key, result_key, trajectory_key

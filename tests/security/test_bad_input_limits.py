@@ -20,8 +20,8 @@ import redis
 
 from engine.snapshot import snapshot_repo
 from engine.store import LocalStore
-from producer.repo import Repo
-from producer.validation import MAX_CORPUS_BYTES, MAX_CORPUS_DEPTH
+from producer.corpus.repo import Repo
+from producer.corpus.rules import MAX_CORPUS_BYTES, MAX_CORPUS_DEPTH
 from schemas.corpus import EvalCase, Fixture
 from schemas.errors import BadCorpus, BadFixture
 from schemas.model_config import parse_model_config

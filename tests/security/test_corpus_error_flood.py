@@ -9,8 +9,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from producer.cli import app
-from producer.validation import MAX_REPORTED_VIOLATIONS
+from producer.commands.cli import app
+from producer.corpus.rules import MAX_REPORTED_VIOLATIONS
 from tests.security.harness import case, make_repo
 
 SKILL = "flood"

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from producer.corpus_parse import MAX_INT_DIGITS
-from producer.interop_mocks import MAX_FILE_CHARS as MOCK_FILE_CHARS
-from producer.validation import MAX_CORPUS_BYTES, MAX_CORPUS_DEPTH
+from producer.corpus.interop_mocks import MAX_FILE_CHARS as MOCK_FILE_CHARS
+from producer.corpus.parse import MAX_INT_DIGITS
+from producer.corpus.rules import MAX_CORPUS_BYTES, MAX_CORPUS_DEPTH
 from schemas.status import ExitCode
 from tests.security.harness import case, make_repo
 

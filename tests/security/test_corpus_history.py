@@ -20,7 +20,7 @@ import redis
 from engine.redis_server import RedisServer
 from engine.snapshot import snapshot_repo
 from engine.store import LocalStore
-from producer.repo import Repo
+from producer.corpus.repo import Repo
 from testkit.offline_server import OfflineModelServer
 from tests.security.harness import case, git, make_repo, run_pipeline, shell_agent
 from worker.workspace import materialize_workspace

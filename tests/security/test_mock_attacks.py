@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from producer.repo import Repo
+from producer.corpus.repo import Repo
 from schemas.corpus import EvalCase
 from schemas.mocks import MockServer, MockTool
 from schemas.trajectory import ToolResultEvent

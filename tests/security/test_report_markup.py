@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from engine.redis_server import RedisServer
-from producer.planning import plan_run
+from producer.plan.planning import plan_run
 from reducer.html_parts import name
 from reducer.render import md
 from reducer.render_html import render_html

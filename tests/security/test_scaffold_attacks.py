@@ -12,7 +12,7 @@ import pytest
 
 from engine.snapshot import snapshot_repo
 from engine.store import LocalStore
-from producer.repo import Repo
+from producer.corpus.repo import Repo
 from schemas.errors import BadFixture
 from schemas.trajectory import ToolResultEvent
 from testkit.offline_server import OfflineModelServer

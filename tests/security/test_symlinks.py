@@ -17,7 +17,7 @@ import redis
 
 from engine.redis_server import RedisServer
 from engine.repo_files import read_skill
-from producer.repo import Repo
+from producer.corpus.repo import Repo
 from schemas.errors import BadRepo
 from testkit.offline_server import OfflineModelServer
 from tests.security.harness import case, git, make_repo, run_pipeline, shell_agent

@@ -11,7 +11,7 @@ printed can imitate a tool call:
   recorded by harness executors from the proxied tool calls; an executor that records no
   activation fails the check and says so).
 
-The corpus validator (producer/validation.py) has already compiled every pattern.
+The corpus validator (producer/corpus/validation.py) has already compiled every pattern.
 """
 
 from __future__ import annotations

@@ -1,0 +1,70 @@
+"""The Typer app of ``skill-eval``, its two consoles, and the one path a named error takes.
+
+Exit codes are the verdict's: 0 PASS, 1 FAIL, 2 BLOCKED (any named guard, bad flags, a usage
+error, an infra crash), 3 WARN (schemas.status.ExitCode).
+
+Errors take one path: a command raises the typed error (``ConfigError`` for bad flags, any
+``SkillEvalError``), :class:`_Commands` prints it once as ``<STATUS>: <detail>`` and exits 2;
+Click's own usage errors (an unknown command or option) print the usage line and the
+``--help`` hint and exit 2; anything else is the evaluator crashing (producer/commands/cli.py: main).
+Every command module registers its commands on :data:`app`, so each takes this path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from schemas.errors import SkillEvalError
+from schemas.status import ExitCode
+
+
+class _Commands(TyperGroup):
+    """The one place a named error becomes its printed line and exit code 2."""
+
+    def invoke(self, ctx: Any) -> Any:  # a click Context (typer vendors click: no public name for it)
+        try:
+            return super().invoke(ctx)
+        except SkillEvalError as exc:
+            err.print(str(exc), markup=False, highlight=False)
+            raise typer.Exit(ExitCode.BLOCKED) from exc
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _plain_types(command, ctx)
+        return command
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _plain_types(self, ctx)
+        super().format_help(ctx, formatter)
+
+
+def _plain_types(command: Any, ctx: Any) -> None:
+    """``--help`` shows what to write, not Python's types (``<list[str]>``, ``<bool>``): a flag shows
+    nothing, a value its option's name (``--model MODEL``), a choice its values (``bwrap|none``),
+    an argument its name alone."""
+    for param in command.get_params(ctx):
+        if param.param_type_name == "argument":
+            param.display_type_rich = lambda ctx: None
+        elif param.metavar is not None:
+            continue
+        elif param.is_flag:
+            param.metavar = ""
+        elif not param.type_descriptor.is_choice:
+            param.metavar = param.opts[0].lstrip("-").upper()
+
+
+app = typer.Typer(
+    name="skill-eval",
+    cls=_Commands,
+    help="Does this agent skill's text make a coding agent behave the way it promises?",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)

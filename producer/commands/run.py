@@ -1,0 +1,281 @@
+"""``skill-eval validate``, ``run`` and ``grade``: the commands that read corpora and evaluate."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+
+from engine.labels import check_calibration_runs
+from engine.settings import Settings
+from engine.store import open_store
+from harnesses.registry import check_executor
+from producer.commands.app import err, out
+from producer.commands.options import (
+    AllEvalsOpt,
+    BaselineOpt,
+    CalibrateWithOpt,
+    CompareOpt,
+    DryRunOpt,
+    EpochsOpt,
+    ExecutorOpt,
+    ForceOpt,
+    GradeJudgeOpt,
+    GradeSkillsArg,
+    InvokeOpt,
+    JsonPlanOpt,
+    MaxEpochsOpt,
+    MaxTurnsOpt,
+    ModelOpt,
+    RegressionAlphaOpt,
+    RepoOpt,
+    RequireUpliftOpt,
+    RunJudgeOpt,
+    SandboxOpt,
+    ShardTimeoutOpt,
+    Shared,
+    SkillsArg,
+    ThresholdOpt,
+    TrajectoriesOpt,
+    check_arms,
+    repo_folder,
+    with_shared,
+)
+from producer.commands.trigger_cli import (
+    DEFAULT_TURNS,
+    MaxFalseTriggerOpt,
+    MinRecallOpt,
+    TriggersOpt,
+    TriggerTurnsOpt,
+    behavioural_targets,
+    trigger_dry_run,
+    trigger_settings,
+    validate_trigger_corpora,
+)
+from producer.corpus.repo import Repo
+from producer.launch.evaluate import run_evaluation
+from producer.launch.fleet_checks import check_shard_timeout
+from producer.launch.grade_only import grade_recorded
+from producer.plan.dry_run import PlanInput, dry_run_plan
+from producer.plan.epochs import parse_epochs
+from producer.plan.planning import arm_variants
+from producer.plan.prechecks import check_api_base, check_detach, check_invoke, check_repo_path, fixture_guards
+from producer.plan.request import RunRequest
+from schemas.errors import ConfigError
+from schemas.manifest import AgentBudget, RunSettings
+from schemas.report import RunResult
+from schemas.status import ExitCode, SandboxMode
+from schemas.triggers import TriggerSettings
+
+BEHAVIOURAL_FLAGS = (
+    "--baseline",
+    "--fail-under",
+    "--threshold",
+    "--require-uplift",
+    "--regression-alpha",
+    "--calibrate-with",
+)
+"""The flags of a behavioural run's arms and gates: a trigger run refuses them (trigger_cli.py: trigger_settings)."""
+
+
+def need_targets(skills: list[str] | None, all_evals: bool) -> list[str]:
+    """The named skills; a ``ConfigError`` when neither a skill nor ``--all-evals`` is given."""
+    if not skills and not all_evals:
+        raise ConfigError("name a skill to evaluate, or pass --all-evals (skill-eval never defaults to all)")
+    return skills or []
+
+
+def validate(skills: SkillsArg = None, all_evals: AllEvalsOpt = False, repo: RepoOpt = ".") -> None:
+    """Validate corpora against schema v1: one line per corpus, exit 0 when all are valid, else 2."""
+    skills = need_targets(skills, all_evals)
+    check_repo_path(repo)
+    r = Repo(repo_folder(repo))
+    files = behavioural_targets(r, skills, all_evals)
+    bad = 0
+    outcomes = r.load_many(files)
+    for outcome in outcomes:
+        if outcome.bundle:
+            c = outcome.bundle.corpus
+            line = f"OK {outcome.corpus_file}: {len(c.evals)} cases, {c.assertion_count} assertions"
+        else:
+            bad += 1
+            line = str(outcome.error)
+        out.print(line, markup=False, highlight=False)
+    checked = validate_trigger_corpora(r, skills, all_evals, out)
+    bad += checked.bad
+    if not files and not checked.files:
+        out.print(f"no corpora found under {r.root}/evals/")
+    # What a run would block per case: said now, without changing whether the corpora are valid.
+    for line in fixture_guards(r.root, [o.bundle for o in outcomes if o.bundle]):
+        out.print(line, markup=False, highlight=False)
+    raise typer.Exit(ExitCode.BLOCKED if bad else ExitCode.PASS)
+
+
+@with_shared
+def run(
+    skills: SkillsArg = None,
+    all_evals: AllEvalsOpt = False,
+    compare: CompareOpt = None,
+    baseline: BaselineOpt = None,
+    require_uplift: RequireUpliftOpt = None,
+    regression_alpha: RegressionAlphaOpt = None,
+    epochs: EpochsOpt = "1",
+    max_epochs: MaxEpochsOpt = None,
+    force: ForceOpt = False,
+    model: ModelOpt = None,
+    executor: ExecutorOpt = "agent",
+    invoke: InvokeOpt = "explicit",
+    sandbox: SandboxOpt = None,
+    max_turns: MaxTurnsOpt = 40,
+    shard_timeout: ShardTimeoutOpt = 900.0,
+    judge: RunJudgeOpt = None,
+    calibrate_with: CalibrateWithOpt = None,
+    threshold: ThresholdOpt = None,
+    dry_run: DryRunOpt = False,
+    as_json: JsonPlanOpt = False,
+    triggers: TriggersOpt = False,
+    trigger_turns: TriggerTurnsOpt = DEFAULT_TURNS,
+    min_recall: MinRecallOpt = None,
+    max_false_trigger: MaxFalseTriggerOpt = None,
+    *,
+    shared: Shared,
+) -> None:
+    """Evaluate skills: plan, shard onto the queues, execute, grade, reduce, report. Exit code is the verdict's."""
+    skills = need_targets(skills, all_evals)
+    check_arms(baseline, require_uplift, regression_alpha, compare)
+    behavioural = _behavioural(shared, baseline, threshold, require_uplift, regression_alpha, calibrate_with)
+    trigger_run = trigger_settings(triggers, trigger_turns, min_recall, max_false_trigger, executor, behavioural)
+    settings = _checked_settings(shared, executor, invoke, sandbox, shard_timeout)
+    calibration_runs = _calibration_runs(calibrate_with, shared, settings)
+    folder = repo_folder(shared.repo)
+    as_triggers = trigger_run is not None
+    count, adaptive = parse_epochs(epochs, max_epochs, detach=shared.detach, triggers=as_triggers, baseline=baseline)
+    models = shared.model_config(folder, settings)  # no key is looked at
+    if dry_run:
+        variants = arm_variants(compare, baseline)
+        plan_in = PlanInput(model or [], judge or [], count, variants, compare, settings.store, executor, adaptive)
+        _dry_run(skills, all_evals, folder, plan_in, trigger_turns if as_triggers else None, as_json)
+    _require_models(model, judge, trigger_run)
+    run_settings = shared.run_settings(
+        models,
+        budget=AgentBudget(max_turns=max_turns, wall_clock_s=shard_timeout),
+        executor=executor,
+        invoke=invoke,
+        calibrate=not shared.no_calibration and trigger_run is None,
+        calibrate_with=calibration_runs,
+        plugin_threshold=threshold,
+        regression_alpha=regression_alpha,
+        require_uplift=require_uplift,
+        triggers=trigger_run,
+    )
+    judges = judge if not as_triggers and judge else []
+    arms = dict(epochs=count, adaptive=adaptive, force=force, compare=compare, baseline=baseline, triggers=as_triggers)
+    req = _request(shared, skills, all_evals, folder, model or [], judges, run_settings, **arms)
+    conclude(run_evaluation(req, settings, out, err))
+
+
+def _behavioural(shared: Shared, *gates: object) -> dict[str, object]:
+    """The behavioural flags given, by name (a trigger run refuses each one that is set)."""
+    baseline, threshold, require_uplift, regression_alpha, calibrate_with = gates
+    values = (baseline, shared.fail_under, threshold, require_uplift, regression_alpha, calibrate_with or None)
+    return dict(zip(BEHAVIOURAL_FLAGS, values, strict=True))
+
+
+def _dry_run(
+    skills: list[str], all_evals: bool, folder: Path, plan_in: PlanInput, trigger_turns: int | None, as_json: bool
+) -> NoReturn:
+    """Print what the run would do (a trigger run's plan when ``trigger_turns`` is given) and exit as it would start."""
+    if trigger_turns is not None:
+        models = plan_in.models or ["(unspecified)"]
+        trigger_dry_run(skills, all_evals, folder, models, plan_in.epochs, trigger_turns, out, as_json)
+    raise typer.Exit(dry_run_plan(skills, all_evals, folder, plan_in, as_json, out))
+
+
+def _checked_settings(
+    shared: Shared, executor: str, invoke: str, sandbox: SandboxMode | None, shard_timeout: float
+) -> Settings:
+    """The run's settings, once every flag the run would refuse is refused: before a dry run's plan
+    and before a cluster starts."""
+    check_repo_path(shared.repo)
+    check_executor(executor)
+    check_invoke(invoke)
+    check_api_base(shared.api_base)
+    settings = shared.settings(sandbox=sandbox)
+    check_detach(shared.detach, settings.broker_url)
+    check_shard_timeout(shard_timeout, settings)
+    return settings
+
+
+def _calibration_runs(calibrate_with: list[str] | None, shared: Shared, settings: Settings) -> tuple[str, ...]:
+    """The earlier runs whose labels the judges must match (each checked to have them)."""
+    if calibrate_with and shared.no_calibration:
+        raise ConfigError("--calibrate-with needs calibration: drop --no-calibration")
+    return check_calibration_runs(open_store(settings.store), calibrate_with) if calibrate_with else ()
+
+
+def _require_models(model: list[str] | None, judge: list[str] | None, trigger_run: TriggerSettings | None) -> None:
+    if trigger_run is not None and not model:  # --judge is accepted and unused: nothing is judged
+        raise ConfigError("--model is required (litellm model names; see README)")
+    if not model or (not judge and trigger_run is None):
+        raise ConfigError("--model and --judge are required (litellm model names; see README)")
+
+
+def _request(
+    shared: Shared,
+    skills: list[str],
+    all_evals: bool,
+    folder: Path,
+    models: list[str],
+    judges: list[str],
+    settings: RunSettings,
+    **arms: Any,
+) -> RunRequest:
+    """What the run or grade was asked for, with the shared options."""
+    return RunRequest(
+        skills=skills,
+        all_evals=all_evals,
+        repo=folder,
+        models=models,
+        judges=judges,
+        out=shared.out_dir,
+        workers=shared.workers,
+        detach=shared.detach,
+        show_progress=sys.stderr.isatty(),
+        preflight=not shared.no_preflight,
+        settings=settings,
+        **arms,
+    )
+
+
+@with_shared
+def grade(
+    skills: GradeSkillsArg = None,
+    trajectories: TrajectoriesOpt = "",
+    judge: GradeJudgeOpt = None,
+    *,
+    shared: Shared,
+) -> None:
+    """Grade recorded trajectories (own JSON or Claude Code stream-json) against the corpora; no execution.
+
+    Layout: <root>/<skill>/case-<id>[.epoch-<n>].json|.jsonl
+    """
+    if not trajectories or not judge:
+        raise ConfigError("--trajectories and --judge are required")
+    check_repo_path(shared.repo)
+    check_api_base(shared.api_base)
+    settings = shared.settings()
+    check_detach(shared.detach, settings.broker_url)
+    folder = repo_folder(shared.repo)
+    run_settings = shared.run_settings(shared.model_config(folder, settings))
+    req = _request(shared, skills or [], False, folder, [], judge, run_settings)
+    conclude(grade_recorded(req, trajectories, settings, out, err))
+
+
+def conclude(outcome: RunResult | str) -> None:
+    """Exit with the verdict's code, or print the run id alone when detached."""
+    if isinstance(outcome, str):
+        sys.stdout.write(outcome + "\n")
+        raise typer.Exit(ExitCode.PASS)
+    raise typer.Exit(outcome.verdict.exit_code)

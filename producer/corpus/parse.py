@@ -1,0 +1,78 @@
+"""Parsing corpus text of every format under the same limits. Pure: takes text, returns data.
+
+Our JSON, skill-creator's JSON and a plugin suite's YAML are parsed here, so the one depth
+limit (:data:`producer.corpus.rules.MAX_CORPUS_DEPTH`) and the one integer limit
+(:data:`MAX_INT_DIGITS`) hold for all of them; a document past either is ``BadCorpus``
+naming the file, never a RecursionError or ValueError from the parser. The size cap is the
+reader's (:mod:`producer.corpus.files`). Errors name where the problem is, never the text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import yaml
+
+from producer.corpus.rules import MAX_CORPUS_DEPTH, depth_problem
+from schemas.errors import BadCorpus
+
+MAX_INT_DIGITS = 64
+"""An integer in a corpus is an id or a count; Python refuses to parse more than 4,300 digits."""
+_YAML_INT = re.compile(r"[-+]?[0-9][0-9_]*")
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _TooManyDigits(len(text.lstrip("-")))
+    return int(text)
+
+
+class _TooManyDigits(Exception):
+    def __init__(self, digits: int) -> None:
+        super().__init__(f"an integer of {digits} digits; at most {MAX_INT_DIGITS} are read")
+
+
+def parse_json(text: str, file: str) -> Any:
+    """``text`` as JSON; ``BadCorpus`` when it is not JSON, nests too deep or holds a huge integer."""
+    try:
+        data = json.loads(text, parse_int=_bounded_int)
+    except RecursionError as exc:
+        raise BadCorpus(file, "$", f"nested deeper than {MAX_CORPUS_DEPTH} levels") from exc
+    except _TooManyDigits as exc:
+        raise BadCorpus(file, "$", str(exc)) from None
+    except json.JSONDecodeError as exc:
+        raise BadCorpus(file, "$", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    deep = depth_problem(data)
+    if deep:
+        raise BadCorpus(file, deep.partition(": ")[0], deep.partition(": ")[2])
+    return data
+
+
+def parse_yaml(text: str, file: str, where: str) -> Any:
+    """``text`` as YAML (the safe loader); ``BadCorpus`` at ``where`` past the same limits as JSON.
+
+    The event stream is checked first, iteratively: the composer that builds the data is
+    recursive, and an alias could make a small document a large graph, so aliases are refused.
+    """
+    try:
+        depth = 0
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_CORPUS_DEPTH:
+                    raise BadCorpus(file, where, f"nested deeper than {MAX_CORPUS_DEPTH} levels")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+            elif isinstance(event, yaml.AliasEvent):
+                raise BadCorpus(file, where, "uses a YAML alias; corpus YAML is read without aliases")
+            elif isinstance(event, yaml.ScalarEvent) and event.style is None and _YAML_INT.fullmatch(event.value):
+                digits = len(event.value.lstrip("-+").replace("_", ""))
+                if digits > MAX_INT_DIGITS:
+                    raise BadCorpus(file, where, str(_TooManyDigits(digits)))
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise BadCorpus(file, where, f"not YAML: {str(exc).splitlines()[0]}") from None
+    except (RecursionError, ValueError) as exc:  # a limit the checks above did not foresee
+        raise BadCorpus(file, where, f"cannot be read: {type(exc).__name__}") from None

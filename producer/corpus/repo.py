@@ -1,0 +1,186 @@
+"""Reading a skill repo from disk: targets, corpora, bundle keys. The I/O edge of planning."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.repo_files import resolve_inside
+from producer.corpus import interop
+from producer.corpus.files import read_corpus_text
+from producer.corpus.parse import parse_json
+from producer.corpus.rules import check_skill_name, corpus_stem
+from producer.corpus.validation import validate_corpus
+from schemas.constants import AGENTS_DIR, CORPUS_SUFFIX, EVALS_DIR, SKILL_FILE, SKILLS_DIR
+from schemas.errors import BadCorpus, BlockedError, DevOnly, NoCorpus
+from schemas.shard import SkillBundle
+
+
+def bundle_key(skill: str, files: Iterable[tuple[str, bytes]]) -> str:
+    """``<skill>-<12 hex>`` over SKILL.md, agents/*.md and the corpus (names and contents).
+
+    Scoped per skill: an unrelated commit does not change it, and editing the skill text
+    alone does (a corpus-only key would skip exactly the re-run that detects a change).
+    """
+    digest = hashlib.sha256()
+    for name, content in sorted(files):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(content).digest())
+    return f"{skill}-{digest.hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class CorpusOutcome:
+    """The result of loading one target corpus: a bundle, or the named error that stopped it."""
+
+    corpus_file: str
+    bundle: SkillBundle | None = None
+    error: BlockedError | None = None
+
+
+_KEBAB = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+"""A name a plugin suite can be attributed to (others get their named error when asked for by name)."""
+
+
+class Repo:
+    """A skill repo on the local disk (the working tree, uncommitted edits included)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+
+    def require_evals(self) -> None:
+        """Raise DevOnly when the repo has no ``evals/`` folder; BadRepo
+        when ``evals/`` is a link out of the repo."""
+        evals = self.inside(EVALS_DIR)
+        if (evals is None or not evals.is_dir()) and not interop.skill_creator_files(self.root):
+            raise DevOnly(
+                f"{self.root}: no {EVALS_DIR}/ folder; skill-eval needs an {EVALS_DIR}/ corpus "
+                "in the working tree (it is not runnable from an installed plugin cache)"
+            )
+
+    def skill_dir_exists(self, name: str) -> bool:
+        return (self.root / SKILLS_DIR / name).is_dir()
+
+    def has_file(self, relpath: str) -> bool:
+        return (self.root / relpath).exists()
+
+    def corpus_path(self, skill: str) -> str:
+        """Our ``evals/<skill>.evals.json``, else a skill-creator file or a plugin suite (interop.py)."""
+        return interop.locate(self.root, skill)
+
+    def all_corpus_files(self) -> list[str]:
+        """Every corpus, one per skill: ours, else skill-creator's, else the skill's cases of a plugin suite."""
+        folder = self.inside(EVALS_DIR)
+        ours = (
+            sorted(f"{EVALS_DIR}/{p.name}" for p in folder.glob("*" + CORPUS_SUFFIX) if p.is_file() or p.is_symlink())
+            if folder is not None
+            else []
+        )
+        have = {corpus_stem(f) for f in ours}
+        creator = [f for f in interop.skill_creator_files(self.root) if f.split("/")[1] not in have]
+        have |= {f.split("/")[1] for f in creator}
+        skills_dir = self.root / SKILLS_DIR
+        rest = sorted(
+            p.name
+            for p in (skills_dir.iterdir() if skills_dir.is_dir() else ())
+            if p.is_dir() and p.name not in have and _KEBAB.match(p.name)
+        )
+        return ours + creator + interop.plugin_suite_files(self.root, rest)
+
+    def inside(self, relpath: str) -> Path | None:
+        """The real path of ``relpath``, or None when absent; ``BLOCKED_BAD_REPO`` when a link leaves the repo."""
+        return resolve_inside(self.root, relpath)
+
+    def bundle_files(self, skill: str, graded: tuple[str, ...] = ()) -> list[tuple[str, bytes]]:
+        """SKILL.md, agents/*.md and the corpus files: the inputs that define what is graded.
+
+        Each is read where it really is inside the repo; a link out of the repo is ``BLOCKED_BAD_REPO``.
+        """
+        skill_rel = f"{SKILLS_DIR}/{skill}"
+        rels = [f"{skill_rel}/{SKILL_FILE}"]
+        agents = self.inside(f"{skill_rel}/{AGENTS_DIR}")
+        if agents is not None and agents.is_dir():
+            rels += [f"{skill_rel}/{AGENTS_DIR}/{p.name}" for p in sorted(agents.glob("*.md"))]
+        for rel in graded or (self.corpus_path(skill),):
+            real = self.inside(rel)
+            if real is not None and real.is_dir():  # a plugin suite's case folder
+                rels += sorted(p.relative_to(self.root).as_posix() for p in real.rglob("*") if p.is_file())
+            else:
+                rels.append(rel)
+        files = []
+        for rel in rels:
+            real = self.inside(rel)
+            if real is not None and real.is_file():
+                files.append((rel, real.read_bytes()))
+        return files
+
+    def load(self, corpus_file: str) -> SkillBundle:
+        """Load and validate one corpus; raise the contract's named error on any problem."""
+        if interop.is_foreign(corpus_file):
+            return self._load_foreign(corpus_file)
+        skill = check_skill_name(corpus_stem(corpus_file), self.skill_dir_exists)
+        path = self.inside(corpus_file)
+        text = read_corpus_text(self.root, corpus_file) if path is not None and path.is_file() else None
+        if text is None:
+            raise NoCorpus(f"{corpus_file} not found; author it first")
+        data = parse_json(text, corpus_file)
+        corpus = validate_corpus(data, corpus_file, self.has_file)
+        return SkillBundle(
+            skill=skill,
+            bundle_key=bundle_key(skill, self.bundle_files(skill)),
+            corpus_file=corpus_file,
+            corpus=corpus,
+        )
+
+    def _load_foreign(self, corpus_file: str) -> SkillBundle:
+        foreign = interop.read_foreign(self.root, corpus_file)
+        skill = check_skill_name(foreign.skill, self.skill_dir_exists)
+        try:
+            corpus = validate_corpus(foreign.data, corpus_file, self.has_file, skill_name=skill)
+        except BadCorpus as exc:
+            raise foreign.locate_error(exc) from exc
+        return SkillBundle(
+            skill=skill,
+            bundle_key=bundle_key(skill, self.bundle_files(skill, foreign.graded_paths)),
+            corpus_file=corpus_file,
+            corpus=corpus,
+            graded_paths=foreign.graded_paths,
+        )
+
+    def targets(self, skills: list[str], all_evals: bool) -> list[str]:
+        """Corpus files for the named skills (checked names first) or every corpus.
+
+        Raises DevOnly, BadSkillName or NoCorpus for a named skill; ``--all-evals``
+        defers per-corpus errors to :meth:`load_many` so one bad corpus stops no other.
+        """
+        self.require_evals()
+        if all_evals:
+            files = self.all_corpus_files()
+            if not files:  # a misplaced --repo must not go green with zero cases
+                raise NoCorpus(f"{self.root}/{EVALS_DIR}/*{CORPUS_SUFFIX}: no corpus found")
+            return files
+        files = []
+        for name in skills:
+            check_skill_name(name, self.skill_dir_exists)
+            corpus_file = self.corpus_path(name)
+            if interop.is_foreign(corpus_file):
+                found = interop.exists(self.root, corpus_file)
+            else:
+                real = self.inside(corpus_file)  # a link out of the repo is BLOCKED_BAD_REPO
+                found = real is not None and real.is_file()
+            if not found:
+                raise NoCorpus(f"{corpus_file} not found; author it first")
+            files.append(corpus_file)
+        return files
+
+    def load_many(self, corpus_files: list[str]) -> list[CorpusOutcome]:
+        """Load every corpus, collecting named errors instead of stopping at the first."""
+        outcomes = []
+        for corpus_file in corpus_files:
+            try:
+                outcomes.append(CorpusOutcome(corpus_file, bundle=self.load(corpus_file)))
+            except BlockedError as exc:
+                outcomes.append(CorpusOutcome(corpus_file, error=exc))
+        return outcomes

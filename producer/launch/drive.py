@@ -1,0 +1,122 @@
+"""One run from submit to its report: submit on a broker (or an embedded cluster), wait, conclude."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import redis
+from rich.console import Console
+
+from engine.broker import Broker
+from engine.budget import RunBudget
+from engine.collect import StoredRun
+from engine.settings import Settings
+from engine.state import RunState
+from engine.store import ArtifactStore, open_store
+from engine.usage import usage_totals
+from producer.launch.adaptive import further_rounds
+from producer.launch.cluster import open_cluster, task_sender
+from producer.launch.embedded import EmbeddedCluster
+from producer.launch.preflight import check_before_dispatch
+from producer.launch.progress import RunStalled, wait_for_run
+from producer.plan.request import RunRequest
+from producer.results.reports import append_run_log, complete_block, write_reports
+from reducer.from_store import run_result
+from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
+from schemas.manifest import RunManifest
+from schemas.preflight import models_for
+from schemas.report import RunResult
+
+Submitter = Callable[[RunManifest, ArtifactStore, RunState, Broker, str | None], int]
+"""Store the manifest (unless the last argument is the key it is already stored under), register
+the shards, send their first messages; the number sent."""
+
+
+def drive(
+    manifest: RunManifest,
+    submitter: Submitter,
+    req: RunRequest,
+    settings: Settings,
+    out: Console,
+    err: Console,
+    *,
+    opened: tuple[Settings, EmbeddedCluster | None] | None = None,
+) -> RunResult | str:
+    """Submit on the given broker (or an embedded cluster), wait unless detached, then conclude.
+
+    ``opened``: the broker and embedded cluster the caller already started (and stops), so the
+    worker could boot while the run was being planned; None opens them here.
+    Returns the result, or the run id when detached.
+    """
+    store = open_store(settings.store)
+    if not manifest.plan.shards:
+        return conclude_run(manifest, store, settings, req.out, out, already_reported=req.reported)
+    for line in concurrency_notes(manifest):
+        err.print(line, markup=False, highlight=False)
+    cluster = contextlib.nullcontext(opened) if opened is not None else open_cluster(settings, req.workers)
+    with cluster as (live, embedded):
+        client = redis.Redis.from_url(live.broker_url or "")
+        state = RunState(client)
+        publisher = task_sender(live, manifest)
+        caps = manifest.settings
+        if caps.max_cost_usd is not None or caps.max_tokens is not None:
+            RunBudget(client, manifest.plan.run_id).set_caps(caps.max_tokens, caps.max_cost_usd)
+        stored = check_before_dispatch(
+            manifest,
+            store,
+            state,
+            publisher,
+            models=req.preflight,
+            embedded=embedded is not None,
+            timeout_s=req.preflight_timeout_s,
+        )
+        if embedded is not None:
+            embedded.grow()  # its other worker processes, now that nothing waits on the first call
+        submitter(manifest, store, state, publisher, stored)  # a large manifest is written once
+        if req.detach and embedded is None:
+            return manifest.plan.run_id
+        wait = functools.partial(
+            wait_for_run,
+            state,
+            manifest.plan.run_id,
+            console=err,
+            usage=lambda: usage_totals(client, manifest.plan.run_id),
+            alive=embedded.alive if embedded else None,
+            show=req.show_progress,
+        )
+        try:
+            wait()
+            manifest = further_rounds(manifest, store, state, publisher, wait, err)
+        except RunStalled as exc:
+            tail = f"\nlast worker log lines:\n{embedded.log_tail(2000)}" if embedded else ""
+            raise RunStalled(f"{exc.detail}{tail}") from exc
+    return conclude_run(manifest, store, settings, req.out, out)
+
+
+def concurrency_notes(manifest: RunManifest) -> list[str]:
+    """A note for each model the product itself calls (not an external executor's, nor a recording's)
+    whose configured concurrency is below the run's shards in flight."""
+    called = [m for queue in (QUEUE_EXECUTE, QUEUE_GRADE) for m in models_for(manifest, queue)]
+    return manifest.settings.models.narrower_than_run(called)
+
+
+def conclude_run(
+    manifest: RunManifest,
+    store: ArtifactStore,
+    settings: Settings,
+    out_dir: Path,
+    out: Console,
+    already_reported: Sequence[str] = (),
+) -> RunResult:
+    """Load (or compute) the reduced result, write the reports and the run-log line, print the block."""
+    records = StoredRun(store, manifest.plan.run_id, manifest=manifest)
+    result = run_result(
+        records, stream_from=settings.stream_reduce_shards, reuse=True, already_reported=already_reported
+    ).result
+    paths = write_reports(result, manifest, store, out_dir)
+    append_run_log(result, manifest, settings.run_log)
+    out.print(complete_block(result, paths), markup=False, highlight=False)
+    return result

@@ -1,0 +1,85 @@
+"""``skill-eval run``: select corpora, plan (with --compare, a baseline variant), snapshot, drive."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from rich.console import Console
+
+from engine.broker import Broker
+from engine.records import latest_noise
+from engine.settings import Settings
+from engine.state import RunState
+from engine.store import ArtifactStore, open_store
+from producer.launch.cluster import open_cluster
+from producer.launch.drive import drive
+from producer.launch.submit import build_manifest, submit
+from producer.plan.compare import baseline_record, check_compare, restrict_baseline
+from producer.plan.planning import arm_variants, new_run_id, plan_run, power_lines
+from producer.plan.request import RunRequest, plan_request
+from schemas.constants import QUEUE_EXECUTE
+from schemas.manifest import RunManifest
+from schemas.report import RunResult
+from schemas.shard import RunPlan
+
+
+def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Console) -> RunResult | str:
+    """Plan, submit and (unless detached) wait and report. Returns the result, or the run id when detached."""
+    repo, bundles, skipped = plan_request(req, out)
+    variants = arm_variants(req.compare, req.baseline)
+    plan = plan_run(
+        new_run_id(),
+        bundles,
+        req.models,
+        judges=req.judges,
+        epochs=req.epochs,
+        sandbox=settings.sandbox,
+        variants=variants,
+        adaptive=req.adaptive,
+    )
+    guards: list[str] = []
+    if req.compare:
+        plan, guards = plan_compare(plan, repo.root, req.compare, req.out, err)
+    observed = latest_noise(open_store(settings.store), plan.bundles) if len(plan.variants) > 1 else {}
+    for line in power_lines(plan, observed):  # before the run: what this many cases can detect
+        err.print(line, markup=False, highlight=False)
+
+    def submitter(m: RunManifest, st: ArtifactStore, state: RunState, broker: Broker, stored: str | None) -> int:
+        enqueue = functools.partial(broker.send, QUEUE_EXECUTE)
+        return submit(m, st, state, enqueue, broker.batch, stored_key=stored)
+
+    if not plan.shards:
+        return drive(prepare(plan, repo.root, skipped, guards, req, settings), submitter, req, settings, out, err)
+    # The worker boots (Python, Celery, litellm: seconds of CPU) while this process snapshots the
+    # repo, instead of after. Nothing is sent before the worker's host check and preflight pass
+    # (producer/launch/preflight.py), and a check failing stops the cluster unused (open_cluster's exit).
+    with open_cluster(settings, req.workers) as opened:
+        manifest = prepare(plan, repo.root, skipped, guards, req, settings)
+        return drive(manifest, submitter, req, settings, out, err, opened=opened)
+
+
+def prepare(
+    plan: RunPlan, root: Path, skipped: list[str], guards: list[str], req: RunRequest, settings: Settings
+) -> RunManifest:
+    """Snapshot the repo into the manifest (the executor's canary runs on an execute worker, before dispatch)."""
+    store = open_store(settings.store)
+    manifest = build_manifest(plan, root, store, req.settings, out_dir=str(req.out), skipped=skipped)
+    return manifest.model_copy(update={"guards": guards})
+
+
+def plan_compare(plan: RunPlan, root: Path, ref: str, out_dir: Path, err: Console) -> tuple[RunPlan, list[str]]:
+    """Apply the compare guards per skill; write each baseline's audit record; return the plan and guard lines."""
+    guards, allowed = [], set()
+    for bundle in plan.bundles:
+        guard = check_compare(root, ref, bundle.skill)
+        if guard is not None:
+            err.print(f"{bundle.skill}: {guard}", markup=False)
+            guards.append(f"{bundle.skill}: {guard}")
+            continue
+        allowed.add(bundle.skill)
+        context_dir = out_dir.parent / "context"
+        context_dir.mkdir(parents=True, exist_ok=True)
+        record = context_dir / f"skill-eval-baseline-{bundle.skill}-{plan.run_id}.txt"
+        record.write_bytes(baseline_record(root, ref, bundle.skill))
+    return restrict_baseline(plan, ref, allowed), guards

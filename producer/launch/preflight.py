@@ -1,0 +1,145 @@
+"""Before dispatch: ask an execute worker to check its host, and a worker of each queue that will
+call models to check them, and wait.
+
+The contract's rule is that a missing prerequisite stops the run before anything is sent,
+instead of failing case by case (a missing key would otherwise end every case
+``executor-failed`` after six retries each). The checks run on the workers, where the keys,
+the sandbox and the agent CLIs are; the embedded cluster is a cluster like any other, so it
+is the same path there (worker/host_check.py, worker/preflight.py).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+from engine.records import put_manifest
+from engine.state import RunState
+from engine.store import ArtifactStore
+from schemas.errors import BlockedError, ModelUnavailable
+from schemas.manifest import RunManifest
+from schemas.preflight import (
+    HOST_CHECK,
+    HostCheckReport,
+    PreflightReport,
+    needs_canary,
+    needs_host_check,
+    preflight_queues,
+)
+
+DEFAULT_TIMEOUT_S = 300.0
+"""How long to wait for a worker of each queue (autoscaled fleets may start from zero)."""
+
+
+class SendsPreflight(Protocol):
+    def preflight(self, run_id: str, queue: str) -> None: ...
+
+
+class SendsChecks(SendsPreflight, Protocol):
+    def host_check(self, run_id: str) -> None: ...
+
+
+def check_before_dispatch(
+    manifest: RunManifest,
+    store: ArtifactStore,
+    state: RunState,
+    publisher: SendsChecks,
+    *,
+    models: bool,
+    embedded: bool,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> str | None:
+    """The host check and (with ``models``) the model preflight; the manifest's store key when they
+    stored it (the checking workers read the run from it), else None.
+
+    With a canary, the model checks are sent only once it has passed: a run whose executor cannot
+    be graded calls no model at all.
+    """
+    host = needs_host_check(manifest, embedded=embedded)
+    queues = preflight_queues(manifest) if models else []
+    if not host and not queues:
+        return None
+    stored = put_manifest(store, manifest)
+    run_id = manifest.plan.run_id
+    if host:
+        publisher.host_check(run_id)
+    if host and needs_canary(manifest):
+        wait_host_check(run_id, state, timeout_s=timeout_s)
+        host = False
+    if queues:
+        send_model_checks(manifest, publisher)
+    if host:  # the sandbox probe, checked beside the models and its failure said first
+        wait_host_check(run_id, state, timeout_s=timeout_s)
+    if queues:
+        wait_model_checks(manifest, state, timeout_s=timeout_s)
+    return stored
+
+
+def wait_host_check(run_id: str, state: RunState, *, timeout_s: float, recheck_s: float = 1.0) -> None:
+    """Wait for an execute worker's host check; raise the named error it found."""
+    deadline = time.monotonic() + timeout_s
+    while (raw := state.preflight(run_id, HOST_CHECK)) is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise BlockedError(
+                f"no execute worker answered the host check (sandbox, executor canary) within {timeout_s:g} s"
+                " (start a worker for the execute queue)"
+            )
+        state.wait_preflight(run_id, min(recheck_s, left))
+    error = HostCheckReport.model_validate_json(raw).error()
+    if error is not None:
+        raise error
+
+
+def check_models(
+    manifest: RunManifest,
+    state: RunState,
+    publisher: SendsPreflight,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    recheck_s: float = 1.0,
+) -> list[PreflightReport]:
+    """Send one preflight per queue and wait for the reports; raise ``ModelUnavailable`` naming each fault.
+
+    The run's manifest must already be in the store (the workers read the models from it).
+    The wait blocks on the run's preflight signal, which storing each report raises, so
+    it ends the moment the last report is stored, not a poll later; the reports are read again
+    at least every ``recheck_s`` in any case (kept below the Redis client's socket timeout).
+    """
+    send_model_checks(manifest, publisher)
+    return wait_model_checks(manifest, state, timeout_s=timeout_s, recheck_s=recheck_s)
+
+
+def send_model_checks(manifest: RunManifest, publisher: SendsPreflight) -> None:
+    """One preflight per queue whose workers will call models."""
+    for queue in preflight_queues(manifest):
+        publisher.preflight(manifest.plan.run_id, queue)
+
+
+def wait_model_checks(
+    manifest: RunManifest, state: RunState, *, timeout_s: float = DEFAULT_TIMEOUT_S, recheck_s: float = 1.0
+) -> list[PreflightReport]:
+    """The queues' preflight reports once all are in; ``ModelUnavailable`` naming each fault."""
+    run_id = manifest.plan.run_id
+    queues = preflight_queues(manifest)
+    reports: dict[str, PreflightReport] = {}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for queue in queues:
+            raw = None if queue in reports else state.preflight(run_id, queue)
+            if raw is not None:
+                reports[queue] = PreflightReport.model_validate_json(raw)
+        if len(reports) == len(queues):
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            silent = ", ".join(q for q in queues if q not in reports)
+            raise ModelUnavailable(
+                f"no worker on queue {silent} answered the model preflight within {timeout_s:g} s "
+                "(start a worker for it, or pass --no-preflight)"
+            )
+        state.wait_preflight(run_id, min(recheck_s, left))
+    failures = [line for q in queues for line in reports[q].failures()]
+    if failures:
+        raise ModelUnavailable("; ".join(dict.fromkeys(failures)))
+    return [reports[q] for q in queues]

@@ -1,0 +1,118 @@
+"""``skill-eval run --dry-run``: the plan of cases x assertions, and what the run would block, by name.
+
+Nothing is enqueued and no model is called; the models may be missing (the plan counts shards
+for one). Bad corpora and the case guards of :mod:`producer.plan.prechecks` are listed, and the exit
+code is the one the real run would reach on them: WARN when ``--all-evals`` skips a bad corpus,
+BLOCKED when nothing is left, PASS otherwise (case guards do not change it).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from engine.records import latest_noise
+from engine.store import open_store
+from producer.corpus.repo import Repo
+from producer.plan.case_terms import check_case_terms
+from producer.plan.epochs import adaptive_plan_line
+from producer.plan.planning import new_run_id, plan_run, plan_summary
+from producer.plan.prechecks import compare_guards, fixture_guards
+from schemas.adaptive import AdaptivePlan
+from schemas.status import ExitCode
+from schemas.summary import PlanSummary, SkippedCorpus
+
+UNSPECIFIED = "(unspecified)"
+"""The model name a plan without ``--model`` counts its shards for."""
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """What a dry run plans with: the models (possibly none yet), epochs, arms and compare ref."""
+
+    models: list[str]
+    judges: list[str]
+    epochs: int
+    variants: list[str]
+    compare: str | None
+    store: str | None = None
+    """The artifact store, where an earlier noise floor of the same corpus may be recorded."""
+    executor: str = "agent"
+    """The executor the run would use: a case term it cannot apply is refused here too."""
+    adaptive: AdaptivePlan | None = None
+    """``--epochs auto``: the first round is planned, the rest shown as a maximum."""
+
+
+def dry_run_plan(
+    skills: list[str], all_evals: bool, repo: Path, plan_in: PlanInput, as_json: bool, out: Console
+) -> ExitCode:
+    """Print the plan (a table, or one JSON object) and return the exit code; a named error of a
+    single target corpus is raised as the run would raise it."""
+    r = Repo(repo)
+    outcomes = r.load_many(r.targets(skills, all_evals))
+    errors = [o.error for o in outcomes if o.error]
+    if errors and not all_evals:
+        raise errors[0]
+    bundles = [o.bundle for o in outcomes if o.bundle]
+    plan = plan_run(
+        new_run_id(),
+        bundles,
+        plan_in.models or [UNSPECIFIED],
+        judges=plan_in.judges,
+        epochs=plan_in.epochs,
+        variants=plan_in.variants,
+        adaptive=plan_in.adaptive,
+    )
+    # A compared plan's power uses the discordance its corpus's last noise floor observed, if any.
+    compared = len(plan.variants) > 1 and plan_in.store is not None
+    observed = latest_noise(open_store(plan_in.store), bundles) if compared and plan_in.store else {}
+    skipped = [SkippedCorpus(corpus=o.corpus_file, error=str(o.error)) for o in outcomes if o.error]
+    check_case_terms(plan, plan_in.executor)
+    summary = plan_summary(plan, skipped, observed)
+    guards = fixture_guards(r.root, bundles) + compare_guards(r.root, plan_in.compare, bundles)
+    summary = summary.model_copy(update={"guards": guards})
+    if as_json:
+        sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
+    else:
+        print_plan(summary, out)
+    # The real run goes on past a bad corpus with --all-evals and WARNs; the dry run says the same.
+    return (ExitCode.WARN if bundles else ExitCode.BLOCKED) if errors else ExitCode.PASS
+
+
+def print_plan(summary: PlanSummary, out: Console) -> None:
+    table = Table(title=f"Plan {summary.run_id} (dry run: nothing enqueued)")
+    for col in ("skill", "corpus", "cases", "assertions", "shards"):
+        table.add_column(col, justify="right" if col in {"cases", "assertions", "shards"} else "left")
+    for c in summary.corpora:
+        table.add_row(c.skill, c.corpus, str(c.cases), str(c.assertions), str(c.shards))
+    totals = summary.totals
+    table.add_row("total", "", str(totals.cases), str(totals.assertions), str(totals.shards))
+    out.print(table)
+    for line in plan_lines(summary):
+        out.print(line, markup=False, highlight=False)
+
+
+def plan_lines(summary: PlanSummary) -> list[str]:
+    """The lines under the table: models and shards, what a run still needs, skipped corpora,
+    guards, and what this many cases can detect."""
+    totals = summary.totals
+    unspecified = summary.models == [UNSPECIFIED]
+    models = "none given (shards counted for one model)" if unspecified else ", ".join(summary.models)
+    judges = ", ".join(summary.judges) or "none given"
+    formula = (
+        f"arms: {', '.join(summary.variants)}  shards = cases x models x epochs x arms = {totals.shards}"
+        if len(summary.variants) > 1
+        else f"shards = cases x models x epochs = {totals.shards}"
+    )
+    lines = [f"models: {models}  judges: {judges}  epochs: {summary.epochs}  {formula}"]
+    if summary.adaptive is not None:
+        lines.append(adaptive_plan_line(summary.adaptive, summary.max_shards))
+    if unspecified or not summary.judges:
+        lines.append("note: a run needs --model and --judge (litellm model names); the plan above needs neither")
+    lines += [f"skipped {s.corpus}: {s.error}" for s in summary.skipped]
+    lines += summary.guards
+    return lines + summary.power

@@ -1,0 +1,147 @@
+"""Run planning: expand skills x cases x models x epochs x variants into shards. Pure."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+
+from reducer.power import DEFAULT_DIFFERENCE, power_note
+from schemas.adaptive import AdaptivePlan
+from schemas.comparison import NoiseRecord
+from schemas.shard import (
+    CURRENT,
+    GUTTED,
+    NO_SKILL,
+    SAME,
+    RunPlan,
+    Shard,
+    SkillBundle,
+    baseline_variant,
+    shard_id_for,
+)
+from schemas.status import SandboxMode
+from schemas.summary import CorpusPlan, PlanSummary, PlanTotals, SkippedCorpus
+
+
+def new_run_id(now: datetime | None = None, entropy: bytes | None = None) -> str:
+    """``YYYYMMDD-HHMMSS-<8 hex>``: made once per run and reused for every file of it."""
+    now = now or datetime.now(UTC)
+    entropy = entropy if entropy is not None else os.urandom(4)
+    return f"{now:%Y%m%d-%H%M%S}-{entropy.hex()}"
+
+
+def plan_run(
+    run_id: str,
+    bundles: Sequence[SkillBundle],
+    models: Sequence[str],
+    *,
+    judges: Sequence[str] = (),
+    epochs: int = 1,
+    variants: Sequence[str] = (CURRENT,),
+    sandbox: SandboxMode = SandboxMode.BWRAP,
+    adaptive: AdaptivePlan | None = None,
+) -> RunPlan:
+    """Every shard of the run in a deterministic order (variant, skill, case, model, epoch).
+
+    ``adaptive`` (``--epochs auto``): only the first round's epochs are planned; later rounds add theirs.
+    """
+    epochs = adaptive.first_round if adaptive is not None else epochs
+    if epochs < 1:
+        raise ValueError("epochs must be at least 1")
+    if not models:
+        raise ValueError("at least one executor model is required")
+    shards = [
+        Shard(
+            shard_id=shard_id_for(run_id, variant, b.skill, case.id, model, epoch),
+            run_id=run_id,
+            variant=variant,
+            skill=b.skill,
+            case_id=case.id,
+            model=model,
+            epoch=epoch,
+        )
+        for variant in variants
+        for b in bundles
+        for case in b.corpus.evals
+        for model in models
+        for epoch in range(epochs)
+    ]
+    return RunPlan(
+        run_id=run_id,
+        bundles=tuple(bundles),
+        models=tuple(models),
+        judges=tuple(judges),
+        epochs=epochs,
+        variants=tuple(variants),
+        shards=tuple(shards),
+        sandbox=sandbox,
+        adaptive=adaptive,
+    )
+
+
+def arm_variants(compare: str | None = None, baseline: str | None = None) -> list[str]:
+    """The arms of a run: ``current``, then ``baseline@<ref>`` (``--compare``), then ``no-skill`` or
+    ``same`` or ``gutted`` (``--baseline``)."""
+    variants = [CURRENT]
+    if compare:
+        variants.append(baseline_variant(compare))
+    if baseline in (NO_SKILL, SAME, GUTTED):
+        variants.append(baseline)
+    return variants
+
+
+def power_lines(plan: RunPlan, observed: Mapping[str, NoiseRecord] | None = None) -> list[str]:
+    """What a compare or baseline run can detect (empty for a run with one arm), per corpus size."""
+    if len(plan.variants) < 2 or not plan.bundles:
+        return []
+    return _power(plan, observed or {})
+
+
+def _power(plan: RunPlan, observed: Mapping[str, NoiseRecord]) -> list[str]:
+    """The power note of the smallest corpus, with the discordance its last noise floor observed
+    (``observed``: skill -> record) or, without one, the assumed default."""
+    smallest = min(plan.bundles, key=lambda b: len(b.corpus.evals))
+    record = observed.get(smallest.skill)
+    if record is None:
+        return power_note(len(smallest.corpus.evals), plan.epochs).lines()
+    # Identical arms flip both ways at the noise floor; a difference adds one-way discordant pairs on top.
+    discordance = min(1.0, record.discordance + DEFAULT_DIFFERENCE)
+    return power_note(
+        len(smallest.corpus.evals), plan.epochs, discordance=discordance, observed_in=record.run_id
+    ).lines()
+
+
+def plan_summary(
+    plan: RunPlan, skipped: Sequence[SkippedCorpus] = (), observed: Mapping[str, NoiseRecord] | None = None
+) -> PlanSummary:
+    """The plan at a glance: per corpus cases and assertions, totals, shard count, corpora left out."""
+    per_variant = len(plan.models) * plan.epochs
+    return PlanSummary(
+        run_id=plan.run_id,
+        corpora=[
+            CorpusPlan(
+                skill=b.skill,
+                corpus=b.corpus_file,
+                bundle_key=b.bundle_key,
+                cases=len(b.corpus.evals),
+                assertions=b.corpus.assertion_count,
+                shards=len(b.corpus.evals) * per_variant * len(plan.variants),
+            )
+            for b in plan.bundles
+        ],
+        models=list(plan.models),
+        judges=list(plan.judges),
+        epochs=plan.epochs,
+        variants=list(plan.variants),
+        totals=PlanTotals(
+            corpora=len(plan.bundles),
+            cases=plan.case_count,
+            assertions=plan.assertion_count,
+            shards=len(plan.shards),
+        ),
+        skipped=list(skipped),
+        power=_power(plan, observed or {}) if plan.bundles else [],
+        adaptive=plan.adaptive,
+        max_shards=len(plan.shards) * plan.adaptive.max_epochs // plan.epochs if plan.adaptive else None,
+    )

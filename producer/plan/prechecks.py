@@ -1,0 +1,112 @@
+"""Checks before a run: what the run would refuse, found with no model call, no key and no binary.
+
+``validate`` and ``run --dry-run`` call these so that they say by name everything the real run
+would stop on or block, and the real run calls the flag checks first so that a mistyped flag
+is refused before a cluster starts. Two kinds:
+
+- flag checks raise: a missing ``--repo``, an ``--api-base`` that is not a URL, an unknown
+  ``--invoke``, ``--detach`` without a broker (exit 2, the contract's bad input);
+- case guards are returned as lines: a case whose base-stage fixtures need git in a repo
+  without it (``BLOCKED_FIXTURE_NEEDS_GIT``), a ``--compare`` ref the skill cannot be read at
+  (``GUARD_BAD_REF``, ``GUARD_NO_GIT``). The run reports these per case or per skill and goes
+  on with the rest, so printing them does not change a dry run's exit code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from engine.repo_source import is_remote
+from producer.plan.compare import check_compare
+from schemas.errors import BadRepo, ConfigError, FixtureNeedsGit
+from schemas.shard import SkillBundle
+from schemas.status import FixtureStage
+
+INVOKE_MODES = ("explicit", "implicit")
+
+
+def check_repo_path(spec: str) -> None:
+    """A local ``--repo`` must be an existing folder (an S3 repo is checked when it is fetched)."""
+    if is_remote(spec):
+        return
+    path = Path(spec)
+    if not path.exists():
+        raise BadRepo(spec, "no such folder (--repo names a skill repo checkout)")
+    if not path.is_dir():
+        raise BadRepo(spec, "is not a folder (--repo names a skill repo checkout)")
+
+
+def url_problem(value: str) -> str | None:
+    """Why ``value`` is not an http(s) endpoint URL, or None when it is one."""
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https"):
+        return f"{value!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8080/v1)"
+    if not parts.hostname:
+        return f"{value!r} has no host"
+    try:
+        parts.port  # noqa: B018  # raises on a port that is not a number
+    except ValueError:
+        return f"{value!r} has a port that is not a number"
+    return None
+
+
+def check_api_base(value: str | None) -> None:
+    """``--api-base`` is an endpoint: refuse what is not a URL before any key is looked at."""
+    if value is None:
+        return
+    problem = url_problem(value)
+    if problem:
+        raise ConfigError(f"--api-base: {problem}")
+
+
+def check_invoke(value: str) -> None:
+    if value not in INVOKE_MODES:
+        raise ConfigError(f"--invoke: unknown mode {value!r}; known: {', '.join(INVOKE_MODES)}")
+
+
+def check_detach(detach: bool, broker_url: str | None) -> None:
+    """``--detach`` leaves the run to a cluster; an embedded cluster would die with this command."""
+    if detach and not broker_url:
+        raise ConfigError(
+            "--detach needs a cluster: pass --broker or set SKILL_EVAL_BROKER_URL "
+            "(without one the run's private cluster ends with this command)"
+        )
+
+
+def repo_is_git(root: Path) -> bool:
+    """Whether a workspace made from ``root`` has git: its ``.git`` must be a real folder (a
+    ``.git`` file or link, as in a worktree or submodule, is dropped from every workspace)."""
+    dot_git = root / ".git"
+    return dot_git.is_dir() and not dot_git.is_symlink()
+
+
+def fixture_guards(root: Path, bundles: Sequence[SkillBundle]) -> list[str]:
+    """``BLOCKED_FIXTURE_NEEDS_GIT`` for each case whose base-stage fixtures need git the repo lacks."""
+    if repo_is_git(root):
+        return []
+    lines = []
+    for bundle in bundles:
+        for case in bundle.corpus.evals:
+            base = [f.path for f in case.fixtures if f.stage is FixtureStage.BASE]
+            if base:
+                paths = ", ".join(repr(p) for p in base)
+                guard = FixtureNeedsGit(
+                    f"{bundle.corpus_file}: case {case.id}: base-stage fixtures {paths} need a git repo "
+                    f"({root} has no .git folder); the run blocks this case"
+                )
+                lines.append(str(guard))
+    return lines
+
+
+def compare_guards(root: Path, ref: str | None, bundles: Sequence[SkillBundle]) -> list[str]:
+    """The ``--compare`` guard each skill would hit (the run then grades only its current version)."""
+    if not ref:
+        return []
+    lines = []
+    for bundle in bundles:
+        guard = check_compare(root, ref, bundle.skill)
+        if guard is not None:
+            lines.append(f"{bundle.skill}: {guard}")
+    return lines

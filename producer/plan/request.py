@@ -1,0 +1,76 @@
+"""What ``skill-eval run`` (or ``grade``) was asked for, and which corpora it selects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from producer.corpus.repo import Repo
+from producer.results.reports import reported_bundle_keys
+from schemas.adaptive import AdaptivePlan
+from schemas.constants import DEFAULT_REPORT_DIR
+from schemas.manifest import RunSettings
+from schemas.shard import SkillBundle
+
+
+@dataclass
+class RunRequest:
+    """Everything ``skill-eval run`` (or ``grade``) was asked for."""
+
+    skills: list[str]
+    all_evals: bool
+    repo: Path
+    models: list[str]
+    judges: list[str]
+    epochs: int = 1
+    adaptive: AdaptivePlan | None = None
+    """``--epochs auto``: the rule (``epochs`` is then its first round's)."""
+    out: Path = Path(DEFAULT_REPORT_DIR)
+    workers: int = 2
+    detach: bool = False
+    force: bool = False
+    show_progress: bool = True
+    settings: RunSettings = field(default_factory=RunSettings)
+    compare: str | None = None
+    """``--compare <ref>``: also grade the skill as it was at this git ref."""
+    baseline: str | None = None
+    """``--baseline no-skill``: also run every case with the skill absent."""
+    preflight: bool = True
+    """Have a worker of each queue check the run's models (key, one minimal call) before dispatch."""
+    preflight_timeout_s: float = 300.0
+    """How long to wait for those workers."""
+    reported: list[str] = field(default_factory=list)
+    """Filled by :func:`plan_request`: corpora left out because their bundle key already has a report."""
+    triggers: bool = False
+    """``--triggers``: run the trigger corpora (``evals/<skill>.triggers.json``) instead of the behavioural ones."""
+
+
+def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list[SkillBundle], list[str]]:
+    """Validate targets; return the repo, the bundles to run and the named errors of skipped corpora.
+
+    Without --all-evals the first bad corpus is raised; with it, bad corpora are skipped (and
+    named) and, unless --force, so is a corpus whose bundle key already has a conclusive report
+    for every requested model.
+    """
+    repo = Repo(req.repo)
+    if req.triggers:
+        from producer.corpus.triggers import load_trigger_bundles, trigger_targets
+
+        outcomes = load_trigger_bundles(repo, trigger_targets(repo, req.skills, req.all_evals))
+    else:
+        outcomes = repo.load_many(repo.targets(req.skills, req.all_evals))
+    errors = [o.error for o in outcomes if o.error]
+    if errors and not req.all_evals:
+        raise errors[0]
+    bundles = [o.bundle for o in outcomes if o.bundle]
+    if req.all_evals and not req.force and not req.triggers:
+        done = reported_bundle_keys(req.out)
+        for b in [b for b in bundles if set(req.models) <= done.get(b.bundle_key, set())]:
+            out.print(
+                f"skipped {b.corpus_file}: bundle key {b.bundle_key} already reported in {req.out} (--force re-runs it)"
+            )
+            bundles.remove(b)
+            req.reported.append(b.corpus_file)
+    return repo, bundles, [str(e) for e in errors]

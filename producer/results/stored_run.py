@@ -1,0 +1,112 @@
+"""Commands on a run already submitted: ``status``, ``report`` and ``resubmit``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import redis
+from rich.console import Console
+
+from engine.collect import StoredRun, collect_outcomes
+from engine.delivery import Delivery
+from engine.labels import labelled_answers
+from engine.records import load_manifest, load_result, put_result
+from engine.segments import SegmentWriter
+from engine.settings import Settings
+from engine.state import RunState
+from engine.store import open_store
+from engine.usage import usage_totals
+from producer.results.reports import complete_block, write_reports
+from reducer.agreement import agreement
+from reducer.from_store import run_result
+from schemas.constants import DEFAULT_REPORT_DIR
+from schemas.report import RunResult
+from schemas.status import ShardState
+from schemas.summary import RunStatus
+
+
+def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console) -> RunResult:
+    """``skill-eval report``: reduce again from stored verdicts and write the reports."""
+    store = open_store(settings.store)
+
+    def seal() -> None:
+        """Seal what a reduce that never ran left in Redis (a streamed reduce reads only sealed lines)."""
+        if settings.broker_url:
+            SegmentWriter(redis.Redis.from_url(settings.broker_url), store).flush(run_id)
+
+    reduced = run_result(StoredRun(store, run_id, seal=seal), stream_from=settings.stream_reduce_shards)
+    result, manifest = reduced.result, reduced.manifest
+    cases = {s.shard_id: (s.skill, s.case_id) for s in manifest.plan.shards}  # empty for a streamed run
+    figures = agreement(*labelled_answers(store, run_id, cases))
+    if figures:
+        result = result.model_copy(update={"human_agreement": figures})
+    put_result(store, result)
+    paths = write_reports(result, manifest, store, out_dir or Path(manifest.out_dir or DEFAULT_REPORT_DIR))
+    unfinished = sum(s.unfinished for s in result.skills)
+    if unfinished:  # said before the block, whose verdict stays last
+        total = sum(s.shard_count for s in result.skills)
+        out.print(
+            f"partial: {unfinished} of {total} shards have no terminal record yet (missing or still running); "
+            "they count as not graded, and the verdict cannot be PASS",
+            markup=False,
+        )
+    out.print(complete_block(result, paths), markup=False, highlight=False)
+    return result
+
+
+def _delivery(client: redis.Redis, run_id: str, settings: Settings) -> dict[str, Any]:
+    """The ``RunStatus`` fields on shards waiting without a lease, and whether the run is stalled.
+
+    Stalled: shards wait, none is in flight, and no shard was claimed or moved for longer than
+    the delivery ledger's bound plus three reaper periods; a live fleet would have sent a lost
+    message again and started it by then (docs/design/cluster.md, "Delivery from the ledger").
+    """
+    waiting = Delivery(client).waiting(run_id)
+    bound = settings.redeliver_after_s + 3 * settings.reaper_period_s
+    idle = waiting.idle_s if waiting.idle_s is not None else waiting.oldest_s
+    return {
+        "waiting": waiting.shards,
+        "waiting_oldest_s": waiting.oldest_s,
+        "in_flight": waiting.leased,
+        "idle_s": waiting.idle_s,
+        "stalled": waiting.shards > 0 and waiting.leased == 0 and idle is not None and idle > bound,
+        "stall_after_s": bound,
+    }
+
+
+def run_status(run_id: str, settings: Settings) -> RunStatus:
+    """Counts by state, ``done`` and per-model usage: from Redis when a broker is given, else from the store."""
+    store = open_store(settings.store)
+    if settings.broker_url:
+        client = redis.Redis.from_url(settings.broker_url)
+        state = RunState(client)
+        if state.exists(run_id):
+            terminal, total = state.totals(run_id)
+            done = state.reduced(run_id)
+            return RunStatus(
+                run_id=run_id,
+                source="broker",
+                total=total,
+                states=state.counts(run_id),
+                done=done,
+                terminal=terminal,
+                usage=usage_totals(client, run_id),
+                **({} if done else _delivery(client, run_id, settings)),
+            )
+    manifest = load_manifest(store, run_id)
+    outcomes = collect_outcomes(store, manifest)
+    counts = {s.value: 0 for s in ShardState}
+    for o in outcomes.values():
+        counts[o.state.value] += 1
+    counts[ShardState.QUEUED.value] += len(manifest.plan.shards) - len(outcomes)
+    result = load_result(store, run_id)
+    return RunStatus(
+        run_id=run_id,
+        source="store",
+        total=len(manifest.plan.shards),
+        states=counts,
+        done=result is not None,
+        terminal=len(outcomes),
+        usage={k: v.model_dump() for k, v in result.usage.items()} if result else {},
+    )

@@ -1,0 +1,48 @@
+"""The options ``run`` and ``grade`` share are declared once, and every command takes the one error path."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import typer.main
+from typer.testing import CliRunner
+
+from producer.commands.cli import app
+from producer.commands.options import Shared
+
+runner = CliRunner()
+
+
+def options(command: str) -> dict[str, Any]:
+    group: Any = typer.main.get_command(app)  # typer's own vendored click: no public type to name
+    return {p.name or "": p for p in group.commands[command].params}
+
+
+def test_run_and_grade_take_every_shared_option_with_the_same_declaration() -> None:
+    run, grade = options("run"), options("grade")
+    for field in fields(Shared):
+        assert run[field.name].opts == grade[field.name].opts, field.name
+        assert run[field.name].default == grade[field.name].default, field.name
+    assert "shared" not in run and "shared" not in grade
+    assert "trajectories" in grade and "trajectories" not in run
+    assert "model" in run and "model" not in grade
+
+
+def test_a_shared_option_reaches_the_command(tmp_path: Path) -> None:
+    """``--repo`` is shared: a bad one is refused by ``grade`` and ``run`` alike, by the same check."""
+    missing = str(tmp_path / "nowhere")
+    for args in (["grade", "--trajectories", "t", "--judge", "j"], ["run", "greet", "--dry-run"]):
+        result = runner.invoke(app, [*args, "--repo", missing])
+        assert result.exit_code == 2, result.output
+        assert "nowhere" in result.output
+
+
+def test_export_of_an_unknown_run_takes_the_apps_error_path(tmp_path: Path) -> None:
+    for args in (["export", "20260101-000000-00000000"], ["assertions", "20260101-000000-00000000"]):
+        result = runner.invoke(app, [*args, "--store", str(tmp_path / "store")])
+        assert result.exit_code == 2, result.output
+        assert result.output.count("BLOCKED") + result.output.count("ERROR") == 1, result.output
+    result = runner.invoke(app, ["export", "r", "--format", "csv", "--store", str(tmp_path / "store")])
+    assert result.exit_code == 2 and "ERROR: --format 'csv'" in result.output
