@@ -11,7 +11,7 @@ import redis
 from harnesses.activations import skills_fired
 from harnesses.adapter import HarnessAdapter
 from harnesses.registry import HARNESSES, executor_help, honoured_terms, trigger_executors
-from producer.case_terms import HONOURS
+from producer.plan.case_terms import HONOURS
 from schemas.errors import ConfigError
 from schemas.model_config import ModelLimits, parse_model_config
 from schemas.trajectory import ToolCallEvent
