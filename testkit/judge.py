@@ -96,6 +96,28 @@ def judge_request(text: str, rules: tuple[JudgeRule, ...]) -> list[dict[str, Any
     return [judge_assertion(a, transcript, rules) for a in assertions]
 
 
+VOTE_SIGNATURE = "Respond with exactly one word: PASS"
+_CRITERION_HEAD = "Criterion, as a JSON string:"
+
+
+def is_vote_request(text: str) -> bool:
+    """True for a focus or baseline judge's prompt (one criterion, a PASS or FAIL answer)."""
+    return VOTE_SIGNATURE in text and _CRITERION_HEAD in text and is_grading_request(text)
+
+
+def judge_vote(text: str, rules: tuple[JudgeRule, ...]) -> str:
+    """PASS or FAIL for a vote request: the criterion's rule searched in the last fence (the
+    part of the run being graded; a baseline prompt's reference comes first)."""
+    at = text.find(_CRITERION_HEAD) + len(_CRITERION_HEAD)
+    try:
+        criterion, _ = json.JSONDecoder().raw_decode(text[at:].lstrip())
+    except json.JSONDecodeError:
+        return "FAIL"
+    fences = list(_FENCE.finditer(text))
+    graded = fences[-1].group(2) if fences else ""
+    return "PASS" if judge_assertion(str(criterion), graded, rules)["passed"] else "FAIL"
+
+
 def calibration_judge_rules() -> list[dict[str, Any]]:
     """Scripted-judge rules that decide the built-in calibration assertions correctly."""
     text = resources.files("testkit").joinpath("calibration", "judge-rules.json").read_text("utf-8")
