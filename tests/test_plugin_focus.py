@@ -5,18 +5,22 @@ what the grader names and never another assertion."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from producer.repo import Repo
 from prompts import load_template
 from schemas.checks_focus import BaselineCheck, FocusedCheck
 from schemas.corpus import Assertion
+from schemas.errors import BadCorpus
 from schemas.status import ShardState
 from schemas.trajectory import AssistantEvent, Trajectory
 from testkit.offline_server import OfflineModelServer
 from tests.grading_support import HONEST_JUDGE_RULES, JUDGE, good_trajectory, prompt_of, shell
 from tests.model_support import server_fixtures
+from tests.test_interop import plugin_repo
 from worker.grading.focus import Ballots, parse_vote, tally
 from worker.grading.judge import grade_trajectory
 from worker.models.client import GatedModelClient
@@ -184,3 +188,38 @@ def test_a_trace_focus_fails_an_over_cap_run_without_asking(
     result = grade(client, [FocusedCheck(text=CRITERION, focus="trace")], huge)
     assert not result.verdicts[0].passed and "exceed" in result.verdicts[0].evidence
     assert scripted.requests() == []
+
+
+# --- reading a suite's focused and baseline graders ---------------------------------------------
+def test_a_suite_s_focused_and_baseline_graders_are_read_with_the_reference_run(tmp_path: Path) -> None:
+    root = plugin_repo(tmp_path)
+    case = root / "evals" / "greet-ada"
+    reference = json.dumps({"role": "assistant", "content": "Hello, Ada!"}) + "\n"
+    (case / "base.jsonl").write_text(reference)
+    (case / "graders" / "ran.md").write_text("---\ntype: llm\nfocus: last_message\n---\nThe reply greets Ada\n")
+    (case / "graders" / "vs.md").write_text(
+        "---\ntype: baseline\nbaseline_file: base.jsonl\nweight: 2\n---\nThe agent greets Ada by name\n"
+    )
+    (case / "graders" / "file.md").write_text(
+        "---\ntype: llm\nfocus: {source: file, path: ./out/hi.txt}\n---\nThe file greets Ada\n"
+    )
+    greet = Repo(root).load("evals/*/ [plugin suite: greeter]").corpus.evals[0]
+    assert greet.assertions == (
+        FocusedCheck(text="The file greets Ada", focus="file", path="out/hi.txt"),
+        FocusedCheck(text="The reply greets Ada"),
+        BaselineCheck(
+            text="The agent greets Ada by name",
+            reference=reference,
+            reference_file="evals/greet-ada/base.jsonl",
+            weight=2.0,
+        ),
+    )
+
+
+def test_a_reference_run_that_is_not_json_lines_is_refused_by_name(tmp_path: Path) -> None:
+    root = plugin_repo(tmp_path)
+    case = root / "evals" / "greet-ada"
+    (case / "base.jsonl").write_text("not json\n")
+    (case / "graders" / "ran.md").write_text("---\ntype: baseline\nbaseline_file: base.jsonl\n---\nThe agent greets\n")
+    with pytest.raises(BadCorpus, match=r"reference: \(evals/greet-ada/base.jsonl\) line 1 is not JSON"):
+        Repo(root).load("evals/*/ [plugin suite: greeter]")
