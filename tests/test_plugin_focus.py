@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from producer.repo import Repo
+from producer.validation import validate_corpus
 from prompts import load_template
 from schemas.checks_focus import BaselineCheck, FocusedCheck
 from schemas.corpus import Assertion
@@ -223,3 +224,45 @@ def test_a_reference_run_that_is_not_json_lines_is_refused_by_name(tmp_path: Pat
     (case / "graders" / "ran.md").write_text("---\ntype: baseline\nbaseline_file: base.jsonl\n---\nThe agent greets\n")
     with pytest.raises(BadCorpus, match=r"reference: \(evals/greet-ada/base.jsonl\) line 1 is not JSON"):
         Repo(root).load("evals/*/ [plugin suite: greeter]")
+
+
+# --- a schema-v1 corpus writing the kinds directly -----------------------------------------------
+def _corpus(assertion: dict[str, Any]) -> dict[str, Any]:
+    case = {"id": 1, "prompt": "p", "expected_output": "e", "files": [], "assertions": [assertion]}
+    other = {**case, "id": 2, "assertions": ["The agent runs the tests"]}
+    return {"skill_name": "demo", "extensions": ["deterministic-assertions"], "evals": [case, other]}
+
+
+def test_a_schema_v1_corpus_may_write_focused_and_baseline_checks() -> None:
+    focused = {"kind": "focused", "text": CRITERION, "focus": "file", "path": "out\\report.md", "weight": 3}
+    (check,) = validate_corpus(_corpus(focused), "evals/demo.evals.json", lambda _p: False).evals[0].assertions
+    assert check == FocusedCheck(text=CRITERION, focus="file", path="out/report.md", weight=3.0)
+    reference = '{"role": "assistant", "content": "hi"}\n'
+    baseline = {"kind": "baseline", "text": CRITERION, "reference": reference, "reference_file": "runs/a.jsonl"}
+    (check,) = validate_corpus(_corpus(baseline), "evals/demo.evals.json", lambda _p: False).evals[0].assertions
+    assert isinstance(check, BaselineCheck) and check.reference == reference
+
+
+@pytest.mark.parametrize(
+    ("assertion", "message"),
+    [
+        ({"kind": "focused", "text": CRITERION, "focus": "diff"}, "assertions[0].focus: 'diff' is not one of"),
+        ({"kind": "focused", "text": CRITERION, "focus": "file"}, "assertions[0].path: is required with focus file"),
+        ({"kind": "focused", "text": CRITERION, "path": "a.md"}, "assertions[0].path: is required with focus file"),
+        ({"kind": "focused", "text": CRITERION, "focus": "file", "path": "../x"}, "assertions[0].path: "),
+        ({"kind": "focused", "text": " "}, "assertions[0].text: must be a non-blank"),
+        (
+            {"kind": "baseline", "text": CRITERION, "reference": "[1]\n", "reference_file": "r.jsonl"},
+            "assertions[0].reference: (r.jsonl) line 1 is list",
+        ),
+        (
+            {"kind": "baseline", "text": CRITERION, "reference": "", "reference_file": "r.jsonl"},
+            "assertions[0].reference: (r.jsonl) holds no message",
+        ),
+        ({"kind": "baseline", "text": CRITERION, "reference": "{}"}, "missing key(s) reference_file"),
+    ],
+)
+def test_bad_values_are_named_by_field(assertion: dict[str, Any], message: str) -> None:
+    with pytest.raises(BadCorpus) as info:
+        validate_corpus(_corpus(assertion), "evals/demo.evals.json", lambda _p: False)
+    assert message in str(info.value), str(info.value)
