@@ -132,9 +132,9 @@ _FOCUS_NAMES = {
 }
 
 
-def _focus(raw: Any) -> dict[str, str] | None:
+def _focus(raw: Any) -> dict[str, Any] | None:
     if isinstance(raw, dict) and raw.get("source") == "file" and set(raw) == {"source", "path"}:
-        return {"focus": "file", "path": str(raw["path"])}
+        return {"focus": "file", "path": raw["path"]}
     if isinstance(raw, dict) and set(raw) == {"source"}:
         raw = raw["source"]
     if isinstance(raw, str) and raw in _FOCUS_NAMES:

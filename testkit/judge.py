@@ -4,6 +4,10 @@ A grading request (``prompts/grader.md`` filled in) carries the assertions as a 
 of strings and the transcript inside ``<transcript-NONCE> ... </transcript-NONCE>``. Both are
 found defensively: the transcript by its fence, the assertions as the first JSON array of
 strings outside the fence (an array of ``{"text": ...}`` objects is accepted as well).
+
+A vote request (``prompts/judge-focus.md`` or ``judge-baseline.md``) carries one criterion as a
+JSON string and is answered with one word, PASS or FAIL, from the criterion's rule searched in
+the last fence (a baseline prompt's reference run comes first).
 """
 
 from __future__ import annotations
