@@ -9,14 +9,17 @@ Every grader becomes one assertion with plugin eval's semantics and weight
 own limits, applied by the executor; ``context.scaffold_script`` (a ``*.sh`` file of the case
 folder) runs inside the sandbox before the agent; ``context.history_file`` (a ``*.jsonl`` Claude
 Code session of the case folder) becomes the case's ``history`` (:mod:`producer.interop_history`).
-A ``baseline`` grader's ``baseline_file`` (a ``*.jsonl`` file of the case folder) travels in the
-case as text. What cannot be run faithfully (``context.add_dirs``,
+What cannot be run faithfully (``baseline`` graders, ``context.add_dirs``,
 ``append_system_prompt``) stops the suite with a named error rather than being dropped. Front
 matter and ``case.yaml`` are parsed under the corpus limits
 (:func:`producer.corpus_parse.parse_yaml`: safe loader, no aliases).
 
 Case ids are the case folders in sorted order, from 1. A run's score is the weighted share of its
 assertions passed; a case's score is the mean over its runs (reducer/plugin_score.py).
+
+Of the graders named above as not run, ``baseline`` graders now are: the ``baseline_file`` (a
+``*.jsonl`` file of the case folder, read with the suite's other files) travels in the case as
+text (schemas/checks_focus.py).
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ from typing import Any
 
 from producer.corpus_parse import parse_yaml
 from producer.interop_plugin_graders import translate_grader
-from schemas.checks_focus import attach_reference
 from schemas.constants import EVALS_DIR
 from schemas.corpus import DETERMINISTIC_ASSERTIONS
 from schemas.errors import BadCorpus
@@ -181,6 +183,8 @@ def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | No
         assertions.append(translate_grader(front, body, file, "front matter"))
     if not assertions:
         raise BadCorpus(folder, "graders", "a case with no grader cannot be graded")
+    from schemas.checks_focus import attach_reference
+
     assertions = [attach_reference(a, dict(case.sessions), folder) for a in assertions]
     skill = meta.get("skill")
     data: dict[str, Any] = {
