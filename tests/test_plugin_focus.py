@@ -266,3 +266,11 @@ def test_bad_values_are_named_by_field(assertion: dict[str, Any], message: str) 
     with pytest.raises(BadCorpus) as info:
         validate_corpus(_corpus(assertion), "evals/demo.evals.json", lambda _p: False)
     assert message in str(info.value), str(info.value)
+
+
+def test_the_kinds_cross_the_queue_as_json_and_come_back_equal() -> None:
+    reference = '{"role": "assistant", "content": "hi"}\n'
+    data = _corpus({"kind": "baseline", "text": CRITERION, "reference": reference, "reference_file": "r.jsonl"})
+    data["evals"][1]["assertions"] = [{"kind": "focused", "text": CRITERION, "focus": "mock_calls"}]
+    corpus = validate_corpus(data, "evals/demo.evals.json", lambda _p: False)
+    assert type(corpus).model_validate_json(corpus.model_dump_json()) == corpus
