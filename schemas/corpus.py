@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.checks_focus import BaselineCheck, FocusedCheck
 from schemas.checks_http import HttpCallCheck, HttpOrderCheck
 from schemas.checks_plugin import FileGlobCheck, JudgedCheck, TextMatchCheck, ToolCountCheck, ToolOrderCheck
 from schemas.history import HistoryTurn
@@ -130,8 +131,10 @@ DeterministicAssertion = (
     | HttpOrderCheck
 )
 """An assertion checked without a model (extension ``deterministic-assertions``)."""
-AssertionObject = Annotated[DeterministicAssertion | JudgedCheck, Field(discriminator="kind")]
-"""An assertion written as an object: deterministic, or judged with a weight."""
+AssertionObject = Annotated[
+    DeterministicAssertion | JudgedCheck | FocusedCheck | BaselineCheck, Field(discriminator="kind")
+]
+"""An assertion written as an object: deterministic, judged with a weight, or voted on by its own judge."""
 Assertion = str | AssertionObject
 """A judged assertion (its text, or a weighted ``judged`` object) or a deterministic one."""
 

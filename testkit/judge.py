@@ -4,6 +4,10 @@ A grading request (``prompts/grader.md`` filled in) carries the assertions as a 
 of strings and the transcript inside ``<transcript-NONCE> ... </transcript-NONCE>``. Both are
 found defensively: the transcript by its fence, the assertions as the first JSON array of
 strings outside the fence (an array of ``{"text": ...}`` objects is accepted as well).
+
+A vote request (``prompts/judge-focus.md`` or ``judge-baseline.md``) carries one criterion as a
+JSON string and is answered with one word, PASS or FAIL, from the criterion's rule searched in
+the last fence (a baseline prompt's reference run comes first).
 """
 
 from __future__ import annotations
@@ -94,6 +98,28 @@ def judge_request(text: str, rules: tuple[JudgeRule, ...]) -> list[dict[str, Any
     """Verdicts for every assertion of a grading request, in input order."""
     assertions, transcript = split_grading_request(text)
     return [judge_assertion(a, transcript, rules) for a in assertions]
+
+
+VOTE_SIGNATURE = "Respond with exactly one word: PASS"
+_CRITERION_HEAD = "Criterion, as a JSON string:"
+
+
+def is_vote_request(text: str) -> bool:
+    """True for a focus or baseline judge's prompt (one criterion, a PASS or FAIL answer)."""
+    return VOTE_SIGNATURE in text and _CRITERION_HEAD in text and is_grading_request(text)
+
+
+def judge_vote(text: str, rules: tuple[JudgeRule, ...]) -> str:
+    """PASS or FAIL for a vote request: the criterion's rule searched in the last fence (the
+    part of the run being graded; a baseline prompt's reference comes first)."""
+    at = text.find(_CRITERION_HEAD) + len(_CRITERION_HEAD)
+    try:
+        criterion, _ = json.JSONDecoder().raw_decode(text[at:].lstrip())
+    except json.JSONDecodeError:
+        return "FAIL"
+    fences = list(_FENCE.finditer(text))
+    graded = fences[-1].group(2) if fences else ""
+    return "PASS" if judge_assertion(str(criterion), graded, rules)["passed"] else "FAIL"
 
 
 def calibration_judge_rules() -> list[dict[str, Any]]:

@@ -49,7 +49,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from testkit import anthropic_api, gemini_api, responses_api
-from testkit.judge import calibration_judge_rules, is_grading_request, judge_request
+from testkit.judge import calibration_judge_rules, is_grading_request, is_vote_request, judge_request, judge_vote
 from testkit.replies import completion_body, completion_chunks
 from testkit.scenario import (
     FAULT_KEYS,
@@ -329,7 +329,11 @@ class _Handler(BaseHTTPRequestHandler):
         turn = turn_index(messages)
         rule = select_rule_text(scenario, model, text, has_tools)
         if (rule is not None and rule.judge) or (rule is None and is_grading_request(text)):
-            reply: dict[str, Any] = {"verdicts": judge_request(text, scenario.judge_rules)}
+            reply: dict[str, Any] = (
+                {"text": judge_vote(text, scenario.judge_rules)}
+                if is_vote_request(text)
+                else {"verdicts": judge_request(text, scenario.judge_rules)}
+            )
             if rule is not None and rule.replies:  # a judge rule may still carry faults/latency
                 reply = {**rule.reply_for(turn), **reply}
         else:

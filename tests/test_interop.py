@@ -186,7 +186,17 @@ def test_a_plugin_suite_is_read_as_the_corpus_of_the_plugins_skill(tmp_path: Pat
         (
             "greet-ada/graders/ran.md",
             "---\ntype: baseline\n---\nhi\n",
-            "evals/greet-ada/graders/ran.md: front matter.type: 'baseline' grader",
+            "evals/greet-ada/graders/ran.md: front matter.baseline_file: a baseline grader names its reference",
+        ),
+        (
+            "greet-ada/graders/ran.md",
+            "---\ntype: baseline\nbaseline_file: gone.jsonl\n---\nThe agent greets Ada by name\n",
+            "evals/greet-ada/graders: baseline_file: 'gone.jsonl' is not a .jsonl file in the case folder",
+        ),
+        (
+            "greet-ada/graders/ran.md",
+            "---\ntype: llm\nfocus: everything\n---\nThe agent greets Ada by name\n",
+            "evals/greet-ada/graders/ran.md: front matter.focus: 'everything' is not last_message, trace",
         ),
         (
             "greet-ada/graders/ran.md",

@@ -16,6 +16,10 @@ matter and ``case.yaml`` are parsed under the corpus limits
 
 Case ids are the case folders in sorted order, from 1. A run's score is the weighted share of its
 assertions passed; a case's score is the mean over its runs (reducer/plugin_score.py).
+
+Of the graders named above as not run, ``baseline`` graders now are: the ``baseline_file`` (a
+``*.jsonl`` file of the case folder, read with the suite's other files) travels in the case as
+text (schemas/checks_focus.py).
 """
 
 from __future__ import annotations
@@ -179,6 +183,9 @@ def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | No
         assertions.append(translate_grader(front, body, file, "front matter"))
     if not assertions:
         raise BadCorpus(folder, "graders", "a case with no grader cannot be graded")
+    from schemas.checks_focus import attach_reference
+
+    assertions = [attach_reference(a, dict(case.sessions), folder) for a in assertions]
     skill = meta.get("skill")
     data: dict[str, Any] = {
         "id": case_id,

@@ -14,8 +14,9 @@ The kinds and their fields, as plugin eval reads them:
 * ``file_exists``: ``path`` is a glob over the files the run created; ``exists: false`` inverts it
   -> ``file_glob``.
 
-``baseline`` (a judge comparing against a reference transcript) and an ``arm`` other than ``both``
-are refused by name. An ``llm`` grader's ``focus`` is read but the judge reads the whole trace. Patterns are
+An ``llm`` grader with a ``focus`` becomes a ``focused`` object and a ``baseline`` grader a
+``baseline`` object (schemas/checks_focus.py: plugin eval's own PASS/FAIL judge, three votes);
+an ``arm`` other than ``both`` is refused by name. Patterns are
 JavaScript regexes; the few syntaxes Python spells differently are rewritten, and one that still
 does not compile stops the suite with the grader's file named.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from schemas.checks_focus import plugin_focus_object as focus_object
 from schemas.errors import BadCorpus
 
 COMMON_KEYS = frozenset({"type", "weight", "name", "description", "arm", "focus"})
@@ -34,11 +36,9 @@ KIND_KEYS: dict[str, frozenset[str]] = {
     "tool_used": frozenset({"tool", "input_match", "min", "max"}),
     "tool_order": frozenset({"before", "after"}),
     "file_exists": frozenset({"path", "exists"}),
+    "baseline": frozenset({"baseline_file", "rubric", "prompt", "criteria", "text"}),
 }
-REFUSED_KINDS = {
-    "baseline": "comparing against a reference transcript is not supported; the suite is not run "
-    "rather than scored without it",
-}
+REFUSED_KINDS: dict[str, str] = {}
 _JS_NAMED_GROUP = re.compile(r"\(\?<(?![=!])([A-Za-z_][A-Za-z0-9_]*)>")
 _JS_BACKREF = re.compile(r"\\k<([A-Za-z_][A-Za-z0-9_]*)>")
 
@@ -125,8 +125,10 @@ def translate_grader(meta: dict[str, Any], body: str, file: str, where: str) -> 
     if meta.get("arm", "both") != "both":
         why = "only graders of both arms are read (leaving one out of the no-plugin arm's score is not applied)"
         raise BadCorpus(file, f"{where}.arm", f"{meta['arm']!r}: {why}")
-    if kind == "llm":
+    if kind in ("llm", "baseline"):
         out = _llm(meta, body, file, where)
+        if kind == "baseline" or meta.get("focus") is not None:
+            out = focus_object(kind, meta, out["text"], file, where)
     elif kind == "regex":
         out = _regex(meta, body, file, where)
     elif kind == "tool_used":
@@ -143,12 +145,12 @@ def translate_grader(meta: dict[str, Any], body: str, file: str, where: str) -> 
     else:
         exists = meta.get("exists", True)
         out = {"kind": "file_glob", "glob": meta.get("path"), "exists": exists}
-    label = body if kind not in ("llm", "regex") else ""
+    label = body if kind not in ("llm", "regex", "baseline") else ""
     label = label.strip() or next((str(meta[k]) for k in ("description", "name") if meta.get(k)), "")
-    if kind != "llm" and label.strip():
+    if kind not in ("llm", "baseline") and label.strip():
         out["text"] = " ".join(label.split())
     if weight != 1.0:
         out["weight"] = weight
-    elif kind == "llm":
+    elif out["kind"] == "judged":
         return str(out["text"])  # an unweighted rubric is a plain judged assertion
     return out

@@ -20,6 +20,7 @@ from producer.corpus.rules import (
     normalise_path,
     path_problem,
 )
+from schemas.checks_focus import FOCUS_CHECK_KEYS, BaselineCheck, FocusedCheck, validate_focus_check
 from schemas.checks_plugin import (
     FileGlobCheck,
     JudgedCheck,
@@ -41,12 +42,15 @@ PLUGIN_CHECK_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "tool_order": (frozenset({"kind", "before", "after"}), frozenset({"text", "weight"})),
     "file_glob": (frozenset({"kind", "glob"}), frozenset({"text", "exists", "weight"})),
     "judged": (frozenset({"kind", "text"}), frozenset({"weight"})),
+    **FOCUS_CHECK_KEYS,
 }
 REGEX_FLAGS = frozenset("ims")
 MAX_TOOLS = 100
 MAX_CASE_TURNS = 1000
 
-PluginObject = TextMatchCheck | ToolCountCheck | ToolOrderCheck | FileGlobCheck | JudgedCheck
+PluginObject = (
+    TextMatchCheck | ToolCountCheck | ToolOrderCheck | FileGlobCheck | JudgedCheck | FocusedCheck | BaselineCheck
+)
 
 
 def _weight(raw: dict[str, Any], at: str, fail: Fail) -> float:
@@ -157,6 +161,8 @@ def validate_plugin_check(raw: dict[str, Any], at: str, fail: Fail) -> PluginObj
     if "text" in raw and blank(raw["text"]):
         raise fail(f"{at}.text", "must be a non-blank string")
     weight = _weight(raw, at, fail)
+    if kind in FOCUS_CHECK_KEYS:
+        return validate_focus_check(raw, at, fail, weight, path_problem)
     if kind == "judged":
         issue = assertion_problem(raw["text"])
         if issue:

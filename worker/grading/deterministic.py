@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 
+from schemas.checks_focus import BaselineCheck, FocusedCheck
 from schemas.checks_http import HttpCallCheck, HttpOrderCheck
 from schemas.checks_plugin import FileGlobCheck, JudgedCheck, TextMatchCheck, ToolCountCheck, ToolOrderCheck
 from schemas.corpus import (
@@ -155,15 +156,26 @@ def _judged(verdict: AssertionVerdict, assertion: str | JudgedCheck) -> Assertio
 
 
 def merge_by_position(
-    assertions: Sequence[Assertion], judged: Sequence[AssertionVerdict], trajectory: Trajectory
+    assertions: Sequence[Assertion],
+    judged: Sequence[AssertionVerdict],
+    trajectory: Trajectory,
+    focused: Mapping[int, AssertionVerdict] | None = None,
 ) -> list[AssertionVerdict]:
     """One verdict per assertion in corpus order: judged verdicts fill the string positions (in
-    order), deterministic checks fill the others. Raises ValueError on a count mismatch."""
+    order), ``focused`` the positions of the focus assertions (their own judge's votes),
+    deterministic checks the others. Raises ValueError on a count mismatch."""
     texts, _positions = split_assertions(assertions)
     if len(judged) != len(texts):
         raise ValueError(f"{len(judged)} judged verdict(s) for {len(texts)} judged assertion(s)")
     queue = iter(judged)
-    return [
-        _judged(next(queue), a) if isinstance(a, str | JudgedCheck) else check_assertion(a, trajectory)
-        for a in assertions
-    ]
+    out = []
+    for i, a in enumerate(assertions):
+        if isinstance(a, str | JudgedCheck):
+            out.append(_judged(next(queue), a))
+        elif isinstance(a, FocusedCheck | BaselineCheck):
+            if focused is None or i not in focused:
+                raise ValueError(f"no verdict for the {a.kind} assertion {i + 1}")
+            out.append(focused[i])
+        else:
+            out.append(check_assertion(a, trajectory))
+    return out

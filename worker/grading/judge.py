@@ -30,6 +30,7 @@ from schemas.verdict import AssertionVerdict, JudgeAnswer, PairAgreement, ShardG
 from worker.grading.deterministic import merge_by_position, split_assertions
 from worker.grading.ensemble import agreement, combine
 from worker.grading.evidence import check_evidence, verified_share
+from worker.grading.focus import FocusGrades, focus_template_hashes, grade_focused
 from worker.grading.parse import Malformed, parse_verdicts
 from worker.grading.transcript import GRADER_TEMPLATE, build_grader_prompt, new_nonce
 from worker.grading.view import JudgeView, judge_view
@@ -115,6 +116,41 @@ def over_cap_verdicts(texts: Sequence[str], view: JudgeView) -> list[AssertionVe
     return [AssertionVerdict(text=t, passed=False, evidence=evidence, note=OVER_CAP_NOTE) for t in texts]
 
 
+def _with_ballots(answers: list[JudgeAnswer], focus: FocusGrades) -> list[JudgeAnswer]:
+    """Each judge's answer with its focus votes' raw answers and usage added (a judge asked only
+    for votes gets an answer of its own, graded, with no batch verdicts)."""
+    by_judge = {a.judge: a for a in answers}
+    out = []
+    for judge, ballots in focus.ballots.items():
+        answer = by_judge.get(judge) or JudgeAnswer(judge=judge, state=ShardState.GRADED)
+        out.append(
+            answer.model_copy(
+                update={"raw_answers": answer.raw_answers + ballots.raw, "usage": answer.usage.add(ballots.usage)}
+            )
+        )
+    return out or answers
+
+
+def _batch(
+    client: ModelClient, judges: Sequence[str], texts: list[str], view: JudgeView, template: str, **kw: Any
+) -> list[JudgeAnswer]:
+    """Every judge's grading of the judged texts in one prompt (none when there is no text)."""
+    if not texts:
+        return []
+    return [
+        ask_judge(
+            client,
+            judge,
+            assertions=texts,
+            transcript=view.text,
+            template=template,
+            evidence_blocks=view.evidence_blocks,
+            **kw,
+        )
+        for judge in judges
+    ]
+
+
 def grade_trajectory(
     client: ModelClient,
     judges: Sequence[str],
@@ -130,56 +166,46 @@ def grade_trajectory(
     """Grade one trajectory against a case's assertions with every judge in ``judges``.
 
     Returns a :class:`ShardGrade` whose ``state`` is ``graded``, ``grader-malformed`` or
-    ``grader-dispatch-failed``; never raises for a judge's failure. With no judged (string)
-    assertion no model is called. Raises ValueError when judged assertions exist but
-    ``judges`` is empty.
+    ``grader-dispatch-failed``; never raises for a judge's failure. With no judged assertion
+    (a string, a ``judged``, ``focused`` or ``baseline`` object) no model is called. Raises
+    ValueError when judged assertions exist but ``judges`` is empty.
     """
     template = load_template(GRADER_TEMPLATE)
     texts, _positions = split_assertions(assertions)
     sid = shard_id if shard_id is not None else trajectory.shard_id
-    base = ShardGrade(shard_id=sid, state=ShardState.GRADED, template_hashes={template.name: template.sha256})
-    if not texts:
-        verdicts = merge_by_position(assertions, [], trajectory)
-        return base.model_copy(update={"verdicts": verdicts})
+    hashes = {template.name: template.sha256, **focus_template_hashes(assertions)}
+    base = ShardGrade(shard_id=sid, state=ShardState.GRADED, template_hashes=hashes)
+    if not texts and not focus_template_hashes(assertions):
+        return base.model_copy(update={"verdicts": merge_by_position(assertions, [], trajectory)})
     if not judges:
         raise ValueError("judged assertions need at least one judge model")
     view = judge_view(trajectory)
-    if view.over_cap:
-        verdicts = over_cap_verdicts(texts, view)
-        return base.model_copy(
-            update={"verdicts": merge_by_position(assertions, verdicts, trajectory), "error": OVER_CAP_NOTE}
-        )
-    transcript = view.text
-    answers = [
-        ask_judge(
-            client,
-            judge,
-            skill=skill,
-            assertions=texts,
-            transcript=transcript,
-            template=template.text,
-            strict_evidence=strict_evidence,
-            timeout_s=timeout_s,
-            max_tokens=max_tokens,
-            evidence_blocks=view.evidence_blocks,
-        )
-        for judge in judges
-    ]
+    focus = grade_focused(client, judges, assertions, trajectory, view, timeout_s=timeout_s, max_tokens=max_tokens)
+    if focus.errors:  # the shard cannot be scored: asking the batch judge too would only spend
+        state = ShardState.GRADER_MALFORMED if focus.malformed else ShardState.GRADER_DISPATCH_FAILED
+        error = "; ".join(focus.errors)
+        return base.model_copy(update={"state": state, "judges": _with_ballots([], focus), "error": error})
+    if view.over_cap and texts:
+        verdicts = merge_by_position(assertions, over_cap_verdicts(texts, view), trajectory, focus.verdicts)
+        voted = _with_ballots([], focus) if focus.verdicts else []
+        return base.model_copy(update={"verdicts": verdicts, "judges": voted, "error": OVER_CAP_NOTE})
+    kw: dict[str, Any] = dict(skill=skill, strict_evidence=strict_evidence, timeout_s=timeout_s, max_tokens=max_tokens)
+    answers = _batch(client, judges, texts, view, template.text, **kw)
     graded = [a for a in answers if a.state is ShardState.GRADED]
-    if not graded:
+    if texts and not graded:
         malformed = any(a.state is ShardState.GRADER_MALFORMED for a in answers)
         state = ShardState.GRADER_MALFORMED if malformed else ShardState.GRADER_DISPATCH_FAILED
         error = "; ".join(f"{a.judge}: {a.error}" for a in answers)
-        return base.model_copy(update={"state": state, "judges": answers, "error": error})
-    combined = combine([a.verdicts for a in graded])
+        return base.model_copy(update={"state": state, "judges": _with_ballots(answers, focus), "error": error})
+    combined = combine([a.verdicts for a in graded]) if texts else []
     figures = agreement({a.judge: a.verdicts for a in graded})
     failed = [f"{a.judge}: {a.error}" for a in answers if a.state is not ShardState.GRADED]
     return base.model_copy(
         update={
-            "verdicts": merge_by_position(assertions, combined, trajectory),
-            "judges": answers,
+            "verdicts": merge_by_position(assertions, combined, trajectory, focus.verdicts),
+            "judges": _with_ballots(answers, focus),
             "agreement": [PairAgreement(judges=pair, share=share) for pair, share in figures.pairwise.items()],
-            "unanimous_share": figures.unanimous_share,
+            "unanimous_share": figures.unanimous_share if texts else None,
             "evidence_verified_share": verified_share(combined),
             "error": "; ".join(failed),
         }
