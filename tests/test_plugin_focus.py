@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from producer.repo import Repo
-from producer.validation import validate_corpus
+from producer.corpus.repo import Repo
+from producer.corpus.validation import validate_corpus
 from prompts import load_template
 from schemas.checks_focus import BaselineCheck, FocusedCheck
 from schemas.corpus import Assertion

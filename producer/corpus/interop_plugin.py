@@ -9,17 +9,14 @@ Every grader becomes one assertion with plugin eval's semantics and weight
 own limits, applied by the executor; ``context.scaffold_script`` (a ``*.sh`` file of the case
 folder) runs inside the sandbox before the agent; ``context.history_file`` (a ``*.jsonl`` Claude
 Code session of the case folder) becomes the case's ``history`` (:mod:`producer.corpus.interop_history`).
-What cannot be run faithfully (``baseline`` graders, ``context.add_dirs``,
-``append_system_prompt``) stops the suite with a named error rather than being dropped. Front
-matter and ``case.yaml`` are parsed under the corpus limits
+A ``baseline`` grader's ``baseline_file`` (a ``*.jsonl`` file of the case folder, read with the
+suite's other files) travels in the case as text (schemas/checks_focus.py). What cannot be run
+faithfully (``context.add_dirs``, ``append_system_prompt``) stops the suite with a named error
+rather than being dropped. Front matter and ``case.yaml`` are parsed under the corpus limits
 (:func:`producer.corpus.parse.parse_yaml`: safe loader, no aliases).
 
 Case ids are the case folders in sorted order, from 1. A run's score is the weighted share of its
 assertions passed; a case's score is the mean over its runs (reducer/plugin_score.py).
-
-Of the graders named above as not run, ``baseline`` graders now are: the ``baseline_file`` (a
-``*.jsonl`` file of the case folder, read with the suite's other files) travels in the case as
-text (schemas/checks_focus.py).
 """
 
 from __future__ import annotations
