@@ -28,6 +28,7 @@ from typing import Any
 
 from producer.corpus.interop_plugin_graders import translate_grader
 from producer.corpus.parse import parse_yaml
+from schemas.checks_focus import attach_reference
 from schemas.constants import EVALS_DIR
 from schemas.corpus import DETERMINISTIC_ASSERTIONS
 from schemas.errors import BadCorpus
@@ -143,6 +144,27 @@ def _history(case: PluginCase, meta: dict[str, Any]) -> list[dict[str, str]] | N
     return read_history(case.sessions[name], f"{EVALS_DIR}/{case.name}/{name}")
 
 
+def _read_case_yaml(text: str, file: str) -> tuple[dict[str, Any], str, list[str | dict[str, Any]]]:
+    """A case folder's ``case.yaml`` -> (its keys, its prompt, its graders as schema-v1 assertions)."""
+    if len(text) > MAX_FILE_CHARS:
+        raise BadCorpus(file, "$", f"is {len(text)} characters; at most {MAX_FILE_CHARS} are read")
+    meta = _yaml(text, file, "$")
+    _check_meta(meta, CASE_KEYS, file, "$")
+    execution = meta.get("execution") or {}
+    if not isinstance(execution, dict):
+        raise BadCorpus(file, "$.execution", "must be a mapping")
+    prompt = str(meta.get("prompt") or execution.get("prompt") or "")
+    graders = meta.get("graders") or []
+    if not isinstance(graders, list):
+        raise BadCorpus(file, "$.graders", "must be a list")
+    assertions: list[str | dict[str, Any]] = []
+    for i, g in enumerate(graders):
+        if not isinstance(g, dict):
+            raise BadCorpus(file, f"$.graders[{i}]", "must be a mapping")
+        assertions.append(translate_grader(g, "", file, f"$.graders[{i}]"))
+    return meta, prompt, assertions
+
+
 def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | None]:
     """One case -> (schema-v1 case dict, the skill its front matter names or None)."""
     folder = f"{EVALS_DIR}/{case.name}"
@@ -150,22 +172,7 @@ def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | No
     prompt = ""
     assertions: list[str | dict[str, Any]] = []
     if case.case_yaml is not None:
-        file = f"{folder}/case.yaml"
-        if len(case.case_yaml) > MAX_FILE_CHARS:
-            raise BadCorpus(file, "$", f"is {len(case.case_yaml)} characters; at most {MAX_FILE_CHARS} are read")
-        meta = _yaml(case.case_yaml, file, "$")
-        _check_meta(meta, CASE_KEYS, file, "$")
-        execution = meta.get("execution") or {}
-        if not isinstance(execution, dict):
-            raise BadCorpus(file, "$.execution", "must be a mapping")
-        prompt = str(meta.get("prompt") or execution.get("prompt") or "")
-        graders = meta.get("graders") or []
-        if not isinstance(graders, list):
-            raise BadCorpus(file, "$.graders", "must be a list")
-        for i, g in enumerate(graders):
-            if not isinstance(g, dict):
-                raise BadCorpus(file, f"$.graders[{i}]", "must be a mapping")
-            assertions.append(translate_grader(g, "", file, f"$.graders[{i}]"))
+        meta, prompt, assertions = _read_case_yaml(case.case_yaml, f"{folder}/case.yaml")
     if case.prompt_md is not None:
         file = f"{folder}/prompt.md"
         front, body = _front_matter(case.prompt_md, file)
@@ -180,8 +187,6 @@ def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | No
         assertions.append(translate_grader(front, body, file, "front matter"))
     if not assertions:
         raise BadCorpus(folder, "graders", "a case with no grader cannot be graded")
-    from schemas.checks_focus import attach_reference
-
     assertions = [attach_reference(a, dict(case.sessions), folder) for a in assertions]
     skill = meta.get("skill")
     data: dict[str, Any] = {
