@@ -21,7 +21,7 @@ from typing import Any
 
 from harnesses.crosscheck import CheckedEvents, _events
 from harnesses.model_record import ModelToolCall, ProxyRecord
-from harnesses.stream_json import ERROR_PREFIX, ParsedStream
+from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects
 from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, ToolResultEvent, Usage
 
 
@@ -50,14 +50,7 @@ def read_gemini_stream(lines: Iterable[str]) -> ParsedStream:
             out.events.append(AssistantEvent(text=joined))
         text.clear()
 
-    for raw in lines:
-        try:
-            data = json.loads(raw)
-        except json.JSONDecodeError:
-            out.skipped_lines += bool(raw.strip())
-            continue
-        if not isinstance(data, dict):
-            continue
+    for data in json_objects(lines, out):
         kind = data.get("type")
         if kind == "message" and data.get("role") == "assistant" and isinstance(data.get("content"), str):
             text.append(data["content"])
