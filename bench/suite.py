@@ -5,19 +5,21 @@ them, with the machine, its load and the commit beside them; nobody copies numbe
 Each benchmark runs as its own process (its start-up is part of what some of them measure);
 one that fails is recorded with its exit code and the rest still run.
 
-Run: ``.venv/bin/python bench/suite.py [--only NAME ...] [--out docs/benchmarks/latest.md]``
+Run: ``.venv/bin/python bench/suite.py [--only NAME ...] [--out docs/benchmarks/latest.md]``; the
+outcomes are kept beside the page (``latest.json``), so ``--only`` replaces just those benchmarks.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,15 +124,26 @@ BENCHES = (
 
 @dataclass(frozen=True)
 class Outcome:
-    bench: Bench
+    """One benchmark's run: its exit, wall clock and the end of its output, and where and when it ran."""
+
+    name: str
+    target: str
+    command: str
     code: int
     seconds: float
-    output: str
+    tail: list[str]
+    started: str
+    commit: str
+    load: str
+    """The load average before and after it (1 min): above the core count, other work shared the machine."""
 
 
-def _load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"{one:.1f} (1 min), {five:.1f} (5 min)"
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _load1() -> float:
+    return os.getloadavg()[0]
 
 
 def _commit() -> str:
@@ -143,7 +156,7 @@ def _commit() -> str:
 
 def run_one(bench: Bench) -> Outcome:
     print(f"== {bench.name}: {' '.join(bench.args)}", flush=True)
-    started = time.monotonic()
+    started, before, t0 = _now(), _load1(), time.monotonic()
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / bench.args[0]), *bench.args[1:]],
         cwd=ROOT,
@@ -152,38 +165,53 @@ def run_one(bench: Bench) -> Outcome:
         text=True,
         errors="replace",
     )
-    seconds = time.monotonic() - started
+    seconds = time.monotonic() - t0
     sys.stdout.write(proc.stdout)
-    return Outcome(bench, proc.returncode, seconds, proc.stdout)
+    return Outcome(
+        name=bench.name,
+        target=bench.target,
+        command=".venv/bin/python bench/" + " ".join(bench.args),
+        code=proc.returncode,
+        seconds=seconds,
+        tail=proc.stdout.rstrip("\n").splitlines()[-TAIL_LINES:],
+        started=started,
+        commit=_commit(),
+        load=f"{before:.1f} -> {_load1():.1f}",
+    )
 
 
-def render(
-    outcomes: list[Outcome], *, machine: str, commit: str, started: str, load_before: str, load_after: str
-) -> str:
-    """The page: a table of every benchmark with its exit, then each one's own summary, verbatim."""
+def merged(kept: list[Outcome], new: list[Outcome]) -> list[Outcome]:
+    """The page's benchmarks after a run of some of them: the new outcomes replace the old ones by
+    name, the rest stay as they were measured; in the suite's order."""
+    by_name = {o.name: o for o in kept} | {o.name: o for o in new}
+    order = [b.name for b in BENCHES]
+    return sorted(by_name.values(), key=lambda o: order.index(o.name) if o.name in order else len(order))
+
+
+def render(outcomes: list[Outcome], *, machine: str) -> str:
+    """The page: a table of every benchmark with its exit and when and where it ran, then each one's
+    own summary, verbatim."""
     lines = [
         "# Benchmarks: the latest `make bench`",
         "",
-        "Written by `bench/suite.py` (run by `make bench`); do not edit by hand. Each section is the",
-        f"end of what the benchmark printed (its last {TAIL_LINES} lines). Targets and how to read",
-        "the figures: docs/benchmarks.md.",
+        "Written by `bench/suite.py` (run by `make bench`; `--only NAME` runs some again and keeps",
+        "the others as they were measured); do not edit by hand. Each section is the end of what the",
+        f"benchmark printed (its last {TAIL_LINES} lines). Targets and how to read the figures:",
+        "docs/benchmarks.md. The load average is the machine's (1 min) before and after each",
+        "benchmark; above the core count, other work shared the machine and the figures are slower",
+        "than the code alone.",
         "",
-        f"- started: {started}",
-        f"- machine: {machine}",
-        f"- commit: {commit}",
-        f"- load average before: {load_before}; after: {load_after} (above the core count, other work",
-        "  shared the machine and the figures are slower than the code alone)",
+        f"Machine: {machine}.",
         "",
-        "| benchmark | target | exit | wall clock (s) | command |",
-        "| --- | --- | --- | --- | --- |",
+        "| benchmark | target | exit | wall clock (s) | measured (UTC), commit, load | command |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for o in outcomes:
         status = "ok" if o.code == 0 else f"FAILED ({o.code})"
-        command = "`.venv/bin/python bench/" + " ".join(o.bench.args) + "`"
-        lines.append(f"| {o.bench.name} | {o.bench.target} | {status} | {o.seconds:.0f} | {command} |")
+        when = f"{o.started}, {o.commit}, {o.load}"
+        lines.append(f"| {o.name} | {o.target} | {status} | {o.seconds:.0f} | {when} | `{o.command}` |")
     for o in outcomes:
-        tail = o.output.rstrip("\n").splitlines()[-TAIL_LINES:]
-        lines += ["", f"## {o.bench.name}", "", "```text", *tail, "```"]
+        lines += ["", f"## {o.name}", "", "```text", *o.tail, "```"]
     return "\n".join(lines) + "\n"
 
 
@@ -192,18 +220,16 @@ def main() -> int:
     parser.add_argument("--only", nargs="+", choices=[b.name for b in BENCHES], help="these benchmarks only")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "latest.md")
     args = parser.parse_args()
-    chosen = [b for b in BENCHES if not args.only or b.name in args.only]
-    started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    load_before = _load()
-    outcomes = [run_one(b) for b in chosen]
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}"
-    page = render(
-        outcomes, machine=machine, commit=_commit(), started=started, load_before=load_before, load_after=_load()
-    )
+    record = args.out.with_suffix(".json")
+    kept = [Outcome(**o) for o in json.loads(record.read_text())] if args.only and record.exists() else []
+    new = [run_one(b) for b in BENCHES if not args.only or b.name in args.only]
+    outcomes = merged(kept, new)
+    machine = f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}"
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(page)
-    print(f"written: {args.out}")
-    return 0 if all(o.code == 0 for o in outcomes) else 1
+    record.write_text(json.dumps([asdict(o) for o in outcomes], indent=1) + "\n")
+    args.out.write_text(render(outcomes, machine=machine))
+    print(f"written: {args.out} (and {record.name})")
+    return 0 if all(o.code == 0 for o in new) else 1
 
 
 if __name__ == "__main__":
