@@ -76,3 +76,21 @@ def test_the_session_becomes_the_cases_history(tmp_path: Path) -> None:
 def test_a_bad_session_is_refused_by_name(tmp_path: Path, session: list[str], name: str, needle: str) -> None:
     with pytest.raises(BadCorpus, match=needle):
         load(tmp_path, session, name)
+
+
+def test_a_session_file_linking_to_the_host_is_never_read(tmp_path: Path) -> None:
+    """A hostile repo's ``history_file`` (or a baseline grader's ``baseline_file``) that is a link to a
+    host file: the link is not a session of the case folder, so nothing of the host file is read."""
+    host = tmp_path / "host.jsonl"
+    host.write_text(entry("user", "HOST-SECRET-7731") + "\n" + entry("assistant", "leaked") + "\n")
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURE, repo)
+    case_dir = repo / "evals" / "oslo-rain"
+    (case_dir / "case.yaml").write_text(CASE_YAML.format(name="session.jsonl"))
+    (case_dir / "session.jsonl").symlink_to(host)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    with pytest.raises(
+        BadCorpus, match=r"history_file: 'session.jsonl' is not a .jsonl file in the case folder"
+    ) as exc:
+        Repo(repo).load("evals/*/ [plugin suite: forecast]")
+    assert "HOST-SECRET-7731" not in str(exc.value)
