@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from producer.corpus.rules import blank, key_problem
-from producer.corpus.validation_plugin import Fail, _count, _pattern, _weight
+from producer.corpus.rules import key_problem
+from producer.corpus.validation_plugin import Fail, _count, _pattern, checked_head
 from schemas.checks_http import HttpCallCheck, HttpMatcher, HttpOrderCheck
 from schemas.http_mocks import METHODS, HttpMock
 
@@ -87,12 +87,7 @@ def _said(m: HttpMatcher) -> str:
 def validate_http_check(raw: dict[str, Any], at: str, fail: Fail) -> HttpCallCheck | HttpOrderCheck:
     """One ``http_call`` or ``http_order`` object; its regexes must compile, ``max`` not below ``min``."""
     kind = raw["kind"]
-    problem = key_problem(raw, *HTTP_CHECK_KEYS[kind])
-    if problem:
-        raise fail(at, problem)
-    if "text" in raw and blank(raw["text"]):
-        raise fail(f"{at}.text", "must be a non-blank string")
-    weight = _weight(raw, at, fail)
+    weight = checked_head(raw, HTTP_CHECK_KEYS[kind], at, fail)
     if kind == "http_order":
         before, after = (_matcher(raw[k], f"{at}.{k}", fail) for k in ("before", "after"))
         text = raw.get("text") or f"The agent requests {_said(before)} before {_said(after)}"

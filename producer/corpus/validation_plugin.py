@@ -152,15 +152,21 @@ def _tool_count(raw: dict[str, Any], at: str, fail: Fail, weight: float) -> Tool
     return ToolCountCheck(text=text, calls=calls, min=low, max=high, weight=weight)
 
 
-def validate_plugin_check(raw: dict[str, Any], at: str, fail: Fail) -> PluginObject:
-    """One object of a kind in :data:`PLUGIN_CHECK_KEYS`; its regexes must compile."""
-    kind = raw["kind"]
-    problem = key_problem(raw, *PLUGIN_CHECK_KEYS[kind])
+def checked_head(raw: dict[str, Any], keys: tuple[frozenset[str], frozenset[str]], at: str, fail: Fail) -> float:
+    """What every check object of these kinds is checked for first: its keys, a non-blank ``text``
+    when it has one, and its ``weight`` (returned)."""
+    problem = key_problem(raw, *keys)
     if problem:
         raise fail(at, problem)
     if "text" in raw and blank(raw["text"]):
         raise fail(f"{at}.text", "must be a non-blank string")
-    weight = _weight(raw, at, fail)
+    return _weight(raw, at, fail)
+
+
+def validate_plugin_check(raw: dict[str, Any], at: str, fail: Fail) -> PluginObject:
+    """One object of a kind in :data:`PLUGIN_CHECK_KEYS`; its regexes must compile."""
+    kind = raw["kind"]
+    weight = checked_head(raw, PLUGIN_CHECK_KEYS[kind], at, fail)
     if kind in FOCUS_CHECK_KEYS:
         return validate_focus_check(raw, at, fail, weight, path_problem)
     if kind == "judged":
