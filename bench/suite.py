@@ -34,6 +34,12 @@ class Bench:
     args: tuple[str, ...]
 
 
+def _pipeline(workers: int) -> Bench:
+    """96 shards of three tool calls and an answer at 1 s per model call, ``workers`` in flight."""
+    args = ("--latency", "1", "--workers", str(workers), "--tool-calls", "3", "--cases", "16", "--epochs", "6")
+    return Bench(f"pipeline-{workers}", "<= 1.10x the ideal", ("bench_pipeline.py", "latency", *args, "--repeat", "3"))
+
+
 BENCHES = (
     Bench("workspace", "workspace <= 150 ms, sandboxed command <= 20 ms", ("bench_workspace.py",)),
     Bench("transcript", "judge's view of a 1 MB trajectory < 50 ms", ("bench_transcript.py", "--repeat", "7")),
@@ -68,46 +74,7 @@ BENCHES = (
         "(measured: a run's start to its first call)",
         ("bench_startup.py", "--concurrency", "1", "8", "16", "32", "--repeat", "3"),
     ),
-    Bench(
-        "pipeline-16",
-        "<= 1.10x the ideal",
-        (
-            "bench_pipeline.py",
-            "latency",
-            "--latency",
-            "1",
-            "--workers",
-            "16",
-            "--tool-calls",
-            "3",
-            "--cases",
-            "16",
-            "--epochs",
-            "6",
-            "--repeat",
-            "3",
-        ),
-    ),
-    Bench(
-        "pipeline-8",
-        "<= 1.10x the ideal",
-        (
-            "bench_pipeline.py",
-            "latency",
-            "--latency",
-            "1",
-            "--workers",
-            "8",
-            "--tool-calls",
-            "3",
-            "--cases",
-            "16",
-            "--epochs",
-            "6",
-            "--repeat",
-            "3",
-        ),
-    ),
+    *(_pipeline(workers) for workers in (16, 8)),
     Bench(
         "sweep",
         ">= 25 shards/s",
