@@ -82,7 +82,7 @@ demo-opencode: setup
 	$(BIN)/python -m producer.commands.demo --executor opencode
 
 demo-gemini-cli: setup
-	$(BIN)/python -m producer.demo --executor gemini-cli
+	$(BIN)/python -m producer.commands.demo --executor gemini-cli
 
 test: setup
 	$(BIN)/pytest -q

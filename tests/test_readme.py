@@ -125,3 +125,13 @@ def test_the_readme_stays_a_front_door() -> None:
     # The README's test command is the one CI runs.
     assert "make test" in blocks(section("Quick start"), "sh")[0]
     assert re.search(r"^make test\b", (ROOT / ".ci" / "run").read_text(), re.MULTILINE)
+
+
+def test_every_module_the_makefile_runs_exists() -> None:
+    """`make demo-<harness>` and the others run `python -m <module>`: a module moved to another room
+    must take its targets along (a fresh clone's `make demo-gemini-cli` once named the old path)."""
+    import importlib.util
+
+    modules = re.findall(r"\$\(BIN\)/python -m ([\w.]+)", (ROOT / "Makefile").read_text())
+    assert "producer.commands.demo" in modules
+    assert [m for m in modules if importlib.util.find_spec(m) is None] == []
