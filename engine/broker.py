@@ -24,6 +24,8 @@ LEASED_QUEUE = {ShardState.EXECUTING: QUEUE_EXECUTE, ShardState.GRADING: QUEUE_G
 """The queue whose task holds a shard leased in each state."""
 WAITING_STATES = tuple(WAITING_QUEUE)
 """States in which a shard waits for a message (execute, grade) and no worker holds it."""
+DRAINED = float(2**53)
+"""The watermark of an empty queue: every message sent until now has left it (engine/delivery.py)."""
 PUBLISH_BATCH = 1000
 """Messages a broker publishes per round trip (and a run's submission confirms at a time); each is
 still its own message, acked on its own."""

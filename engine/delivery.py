@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import redis
 
-from engine.broker import WAITING_QUEUE
+from engine.broker import DRAINED, WAITING_QUEUE
 from engine.keys import run_keys, server_key, waiting_key, watermark_key
 from engine.scripts import register
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
@@ -47,8 +47,6 @@ PEEK = 16
 
 NEVER = 0.0
 """A watermark that makes no shard overdue: the queue's oldest messages belong to no waiting shard."""
-DRAINED = float(2**53)
-"""The watermark of an empty queue: every message has left it."""
 
 
 def message_ids(raw: bytes | str) -> tuple[str, str] | None:

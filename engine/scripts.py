@@ -16,7 +16,7 @@ from string import Template
 import redis
 from redis.commands.core import Script
 
-from engine.broker import WAITING_STATES
+from engine.broker import DRAINED, WAITING_STATES
 from schemas.status import TERMINAL_STATES, ShardState
 
 
@@ -30,9 +30,11 @@ NAMES = {
     **{state.name.lower(): state.value for state in ShardState},
     "terminal": _lua_set(TERMINAL_STATES),
     "waiting": _lua_set(WAITING_STATES),
+    "drained": f"{DRAINED:.0f}",
 }
 """What a script's ``${name}`` placeholders stand for: each shard state's name by its enum member
-(``${executing}``), and the Lua sets of the terminal and the waiting states."""
+(``${executing}``), the Lua sets of the terminal and the waiting states, and the watermark of an
+empty queue (``${drained}``)."""
 
 
 class ScriptNotFound(LookupError):

@@ -8,7 +8,8 @@ import time
 
 import redis
 
-from engine.delivery import DRAINED, NEVER, Delivery, message_ids
+from engine.broker import DRAINED
+from engine.delivery import NEVER, Delivery, message_ids
 from engine.keys import server_key, waiting_key
 from engine.settings import Settings
 from engine.state import RunState
@@ -62,6 +63,23 @@ def test_a_message_popped_and_never_claimed_makes_its_shard_overdue_once_the_bou
     assert delivery.overdue(RUN, marks) == [("a", S.QUEUED)]
     assert delivery.overdue(RUN, marks) == []  # re-dated: not sent twice
     assert delivery.overdue(RUN, delivery.watermarks()) == []  # its new message has not left the queue
+
+
+def test_a_watermark_past_now_is_kept_as_it_is(settings: Settings) -> None:
+    """A batch's send times run a thousandth of a millisecond apart and can lie past the clock (a
+    sample taken within the batch's millisecond, or a batch over a thousand): the queue's
+    watermark is still the oldest waiting message's send time, and what left before it is due."""
+    client, _, delivery = _submitted(settings, ["a", "b", "c"])
+    sent_a = client.zscore(waiting_key(RUN), "a")
+    assert sent_a is not None
+    for offset, shard in ((60_000.0, "b"), (60_000.001, "c")):  # as if sent a minute past now
+        client.zadd(waiting_key(RUN), {shard: sent_a + offset})
+    client.rpop(QUEUE_EXECUTE)  # a worker took "a" and died before claiming it
+    delivery.watermarks_seen(0.5)
+    time.sleep(0.6)
+    marks = delivery.watermarks_seen(0.5)
+    assert marks[0] == client.zscore(waiting_key(RUN), "b")
+    assert delivery.overdue(RUN, marks) == [("a", S.QUEUED)]
 
 
 def test_a_drained_queue_makes_every_old_enough_waiting_shard_overdue(settings: Settings) -> None:

@@ -7,7 +7,12 @@
 -- The state names are filled in from ShardState at load (engine/scripts.py).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local mark = {['${queued}'] = math.min(tonumber(ARGV[1]), now), ['${executed}'] = math.min(tonumber(ARGV[2]), now)}
+local function watermark(arg)
+  local mark = tonumber(arg)
+  if mark >= ${drained} then return now end
+  return mark
+end
+local mark = {['${queued}'] = watermark(ARGV[1]), ['${executed}'] = watermark(ARGV[2])}
 -- Only shards sent before the later watermark can be overdue: in a deep queue that is few of
 -- them, and the script does not walk the waiting backlog.
 local upper = string.format('(%.17g', math.max(mark['${queued}'], mark['${executed}']))

@@ -5,7 +5,10 @@
 -- Returns that watermark as a string, '0' when no sample is that old.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local mark = math.min(tonumber(ARGV[1]), now)
+-- A real watermark is kept as it is: a batch's send times run a thousandth of a millisecond apart
+-- and can lie past now, and every message sent before it has left all the same.
+local mark = tonumber(ARGV[1])
+if mark >= ${drained} then mark = now end
 redis.call('ZADD', KEYS[1], now, string.format('%d|%.3f', now, mark))
 local seen = redis.call('ZREVRANGEBYSCORE', KEYS[1], now - tonumber(ARGV[2]), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
 if #seen == 0 then return '0' end
