@@ -22,7 +22,7 @@ import posixpath
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from schemas.checks_base import Check
 
 Focus = Literal["last_message", "trace", "files", "mock_calls", "file"]
 FOCUSES: tuple[str, ...] = ("last_message", "trace", "files", "mock_calls", "file")
@@ -31,10 +31,8 @@ MAX_REFERENCE_CHARS = 256_000
 """A reference run longer than this is refused when the corpus is loaded (the judge sees it capped further)."""
 
 
-class FocusedCheck(BaseModel):
+class FocusedCheck(Check):
     """A criterion judged PASS/FAIL, by three votes, against one part of the run."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["focused"] = "focused"
     text: str
@@ -43,14 +41,10 @@ class FocusedCheck(BaseModel):
     """What the judge reads (see the module docstring)."""
     path: str | None = None
     """Repo-relative file for ``focus: file``."""
-    weight: float = 1.0
-    """Relative weight in weighted scores."""
 
 
-class BaselineCheck(BaseModel):
+class BaselineCheck(Check):
     """A criterion judged PASS/FAIL, by three votes, comparing the run with a reference run."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["baseline"] = "baseline"
     text: str
@@ -59,8 +53,6 @@ class BaselineCheck(BaseModel):
     """The reference run: one JSON message per line (a Claude Code session or ``{role, content}``)."""
     reference_file: str
     """Where the reference came from, as reports name it."""
-    weight: float = 1.0
-    """Relative weight in weighted scores."""
 
 
 FOCUS_CHECK_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {

@@ -16,6 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from schemas.checks_base import Check
+
 
 class HttpMatcher(BaseModel):
     """Recorded requests of one method (``*``: any) whose URL (and request body) match."""
@@ -30,27 +32,18 @@ class HttpMatcher(BaseModel):
     """Python regular expression searched in the recorded request body (its first 500 characters)."""
 
 
-class HttpCallCheck(BaseModel):
+class HttpCallCheck(Check):
     """Passes when the number of matching requests is within ``[min, max]``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     kind: Literal["http_call"] = "http_call"
-    text: str
-    """What the check means, as reports show it."""
     request: HttpMatcher
     min: int = 1
     max: int | None = None
-    weight: float = 1.0
 
 
-class HttpOrderCheck(BaseModel):
+class HttpOrderCheck(Check):
     """Passes when a request matching ``before`` precedes every request matching ``after``'s first."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     kind: Literal["http_order"] = "http_order"
-    text: str
     before: HttpMatcher
     after: HttpMatcher
-    weight: float = 1.0

@@ -21,6 +21,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from schemas.checks_base import Check
+
 BUILTIN_EQUIVALENTS = {
     "Bash": "shell",
     "Read": "read_file",
@@ -44,14 +46,10 @@ class ToolMatcher(BaseModel):
     """Python regular expression searched in the call's input as compact JSON; None matches every call."""
 
 
-class TextMatchCheck(BaseModel):
+class TextMatchCheck(Check):
     """Passes when ``pattern`` is found in the chosen text (or, with ``absent``, is not)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     kind: Literal["text_match"] = "text_match"
-    text: str
-    """What the check means, as reports show it."""
     pattern: str
     """Python regular expression (JavaScript syntax translated on import)."""
     flags: str = ""
@@ -65,69 +63,45 @@ class TextMatchCheck(BaseModel):
     """True: pass only when the pattern is not found."""
     count: int | None = None
     """Pass only when the pattern matches exactly this many times (plugin eval's ``match: count:N``)."""
-    weight: float = 1.0
-    """Relative weight in weighted scores."""
 
 
-class ToolCountCheck(BaseModel):
+class ToolCountCheck(Check):
     """Passes when the number of matching calls is in ``[min, max]``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     kind: Literal["tool_count"] = "tool_count"
-    text: str
-    """What the check means, as reports show it."""
     calls: ToolMatcher
     """Which calls are counted."""
     min: int = 1
     """Fewest matching calls allowed."""
     max: int | None = None
     """Most matching calls allowed; None: no upper bound."""
-    weight: float = 1.0
-    """Relative weight in weighted scores."""
 
 
-class ToolOrderCheck(BaseModel):
+class ToolOrderCheck(Check):
     """Passes when the first call matching ``before`` precedes the first call matching ``after``
     (both must occur)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     kind: Literal["tool_order"] = "tool_order"
-    text: str
-    """What the check means, as reports show it."""
     before: ToolMatcher
     """The call whose first occurrence must come first."""
     after: ToolMatcher
     """The call whose first occurrence must come later."""
-    weight: float = 1.0
-    """Relative weight in weighted scores."""
 
 
-class FileGlobCheck(BaseModel):
+class FileGlobCheck(Check):
     """Passes when a file the run created or changed matches ``glob`` (or, with ``exists``
     false, when none does)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     kind: Literal["file_glob"] = "file_glob"
-    text: str
-    """What the check means, as reports show it."""
     glob: str
     """Repo-relative glob; ``*`` stays within a folder, ``**`` crosses folders."""
     exists: bool = True
     """False: pass only when no such file exists."""
-    weight: float = 1.0
-    """Relative weight in weighted scores."""
 
 
-class JudgedCheck(BaseModel):
+class JudgedCheck(Check):
     """A judged assertion with a weight: the judge reads ``text`` exactly as a string assertion."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["judged"] = "judged"
     text: str
     """The assertion the judge grades."""
-    weight: float = 1.0
-    """Relative weight in weighted scores."""

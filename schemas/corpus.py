@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.checks_base import Check
 from schemas.checks_focus import BaselineCheck, FocusedCheck
 from schemas.checks_http import HttpCallCheck, HttpOrderCheck
 from schemas.checks_plugin import FileGlobCheck, JudgedCheck, TextMatchCheck, ToolCountCheck, ToolOrderCheck
@@ -50,14 +51,10 @@ class ToolCallMatcher(BaseModel):
     """Match this argument's value (strings as they are, others as JSON); None: all arguments as JSON."""
 
 
-class ToolCallCheck(BaseModel):
+class ToolCallCheck(Check):
     """Passes when some tool call matches (or, with ``absent``, when none does)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     kind: Literal["tool_call"] = "tool_call"
-    text: str
-    """What the check means, as reports show it."""
     pattern: str
     """Python regular expression, searched (not anchored) in the matched text."""
     tool: str | None = None
@@ -66,56 +63,38 @@ class ToolCallCheck(BaseModel):
     """Match this argument's value (strings as they are, others as JSON); None: all arguments as JSON."""
     absent: bool = False
     """True: pass only when no tool call matches."""
-    weight: float = 1.0
-    """Relative weight in weighted scores."""
 
     @property
     def matcher(self) -> ToolCallMatcher:
         return ToolCallMatcher(pattern=self.pattern, tool=self.tool, argument=self.argument)
 
 
-class CallOrderCheck(BaseModel):
+class CallOrderCheck(Check):
     """Passes when a call matching ``first`` is followed, later, by a call matching ``then``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     kind: Literal["call_order"] = "call_order"
-    text: str
-    """What the check means, as reports show it."""
     first: ToolCallMatcher
     """The call that must come first."""
     then: ToolCallMatcher
     """The call that must come after it."""
-    weight: float = 1.0
-    """Relative weight in weighted scores."""
 
 
-class FileContainsCheck(BaseModel):
+class FileContainsCheck(Check):
     """Passes when a file in the final workspace contains a pattern."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     kind: Literal["file_contains"] = "file_contains"
-    text: str
-    """What the check means, as reports show it."""
     path: str
     """Normalised repo-relative path, looked up in ``Trajectory.final_files``."""
     pattern: str
     """Python regular expression, searched in the file's final content."""
-    weight: float = 1.0
-    """Relative weight in weighted scores."""
 
 
-class SkillActivatedCheck(BaseModel):
+class SkillActivatedCheck(Check):
     """Passes when the harness loaded the skill under test (``Trajectory.skill_activated``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["skill_activated"] = "skill_activated"
     text: str = "The agent activates the skill"
     """What the check means, as reports show it."""
-    weight: float = 1.0
-    """Relative weight in weighted scores."""
 
 
 DeterministicAssertion = (
