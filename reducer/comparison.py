@@ -25,7 +25,7 @@ from reducer.paired import (
 )
 from schemas.comparison import AssertionComparison, CaseDelta, PairedComparison, TestName
 from schemas.report import SkillResult
-from schemas.shard import GUTTED, NO_SKILL, SAME
+from schemas.shard import GUTTED, NO_SKILL, SAME, RunPlan
 from schemas.status import ShardState
 
 Key = tuple[int, str, int]  # (case, model, epoch)
@@ -247,6 +247,25 @@ def two_proportion(c1: int, n1: int, c0: int, n0: int) -> tuple[float, float, fl
     z = delta / se
     drop = 0.5 * math.erfc(-z / math.sqrt(2))  # P(Z <= z)
     return (math.erfc(abs(z) / math.sqrt(2)), drop, 1 - drop)
+
+
+def with_unended(
+    pairs: dict[tuple[str, str], dict[Key, Cell]] | None, plan: RunPlan
+) -> dict[tuple[str, str], dict[Key, Cell]]:
+    """Every arm's index (the fold's ``pairs``) with the planned shards that never ended filled in
+    as ``queued``, in place: a copy would double the largest thing the fold holds."""
+    assert pairs is not None
+    queued = cell_of(ShardState.QUEUED, ())
+    for s in plan.shards:
+        pairs[(s.variant, s.skill)].setdefault((s.case_id, s.model, s.epoch), queued)
+    if plan.shards:
+        return pairs
+    for (_, skill), seen in pairs.items():
+        for case in plan.bundle(skill).corpus.evals:
+            for model in plan.models:
+                for epoch in range(plan.epochs_of(skill, case.id)):
+                    seen.setdefault((case.id, model, epoch), queued)
+    return pairs
 
 
 def compare_all(

@@ -13,17 +13,28 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from reducer.counters import Arm
 from schemas.comparison import AssertionQuality
 from schemas.constants import MIN_FLAKY_EPOCHS, MIN_QUALITY_OBSERVATIONS
+from schemas.shard import SkillBundle
 
 
 def is_constant(observations: int, passes: int, groups: int) -> bool:
     """Whether enough verdicts, from enough groups, all went the same way to call an assertion non-discriminating."""
     enough = observations >= MIN_QUALITY_OBSERVATIONS and groups >= 2
     return enough and passes in (0, observations)
+
+
+def assertion_texts(bundles: Iterable[SkillBundle]) -> dict[tuple[str, int, int], str]:
+    """(skill, case, assertion index) -> the assertion's text, for the rows of :func:`quality_rows`."""
+    return {
+        (b.skill, case.id, i): str(getattr(a, "text", a))
+        for b in bundles
+        for case in b.corpus.evals
+        for i, a in enumerate(case.assertions)
+    }
 
 
 def quality_rows(

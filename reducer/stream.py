@@ -20,13 +20,13 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reducer.comparison import Cell, Key, cell_of, compare_all
+from reducer.comparison import Cell, Key, cell_of, compare_all, with_unended
 from reducer.counters import Arm, ModelCounts, Spend, clusters_of
 from reducer.epoch_weights import counts_of_cells, model_rate, planned_shards, weighted_rate
 from reducer.epoch_weights import headline as weighted_headline
 from reducer.gates import comparison_failures
 from reducer.plugin_score import is_plugin_suite, scores_from_sums
-from reducer.quality import quality_rows
+from reducer.quality import assertion_texts, quality_rows
 from reducer.rows import blocked_row, case_row
 from reducer.scoring import (
     NO_RECORD,
@@ -327,7 +327,7 @@ class StreamReducer:
             template_hashes={name: ",".join(sorted(d)) for name, d in sorted(self.templates.items())},
             skipped=list(skipped),
             comparisons=comparisons,
-            assertion_quality=quality_rows(self.arms, self.disagreed, self._texts()),
+            assertion_quality=quality_rows(self.arms, self.disagreed, assertion_texts(plan.bundles)),
             regression_alpha=regression_alpha,
             require_uplift=require_uplift,
             triggers=trigger,
@@ -348,36 +348,13 @@ class StreamReducer:
         """The paired comparisons, the trigger report (a trigger run's arms hold no assertions: its
         comparison is the trigger one), and the reasons they fail the run."""
         paired = self.pairs is not None and triggers is None
-        comparisons = compare_all(skills, self.plan.run_id, self._planned_pairs()) if paired else []
+        comparisons = compare_all(skills, self.plan.run_id, with_unended(self.pairs, self.plan)) if paired else []
         unsure = {s.skill for s in skills if s.variant == CURRENT and s.inconclusive}
         trigger = run_report(self.plan, self.fired, triggers, executor, unsure) if triggers is not None else None
         fails = comparison_failures(
             comparisons, skills, regression_alpha=regression_alpha, require_uplift=require_uplift
         )
         return comparisons, trigger, fails + (trigger.failures if trigger else [])
-
-    def _texts(self) -> dict[tuple[str, int, int], str]:
-        return {
-            (b.skill, case.id, i): str(getattr(a, "text", a))
-            for b in self.plan.bundles
-            for case in b.corpus.evals
-            for i, a in enumerate(case.assertions)
-        }
-
-    def _planned_pairs(self) -> dict[tuple[str, str], dict[Key, Cell]]:
-        """Every arm's index with the shards that never ended filled in as ``queued``."""
-        assert self.pairs is not None
-        queued = cell_of(ShardState.QUEUED, ())
-        for s in self.plan.shards:  # in place: a copy would double the largest thing held
-            self.pairs[(s.variant, s.skill)].setdefault((s.case_id, s.model, s.epoch), queued)
-        if self.plan.shards:
-            return self.pairs
-        for (_, skill), seen in self.pairs.items():
-            for case in self.plan.bundle(skill).corpus.evals:
-                for model in self.plan.models:
-                    for epoch in range(self.plan.epochs_of(skill, case.id)):
-                        seen.setdefault((case.id, model, epoch), queued)
-        return self.pairs
 
     def _board(self, current: Sequence[SkillResult]) -> list[ModelSummary]:
         """Every executor model over the current corpora, best composite first."""
