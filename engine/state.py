@@ -43,6 +43,7 @@ from engine.keys import (
     waiting_key,
 )
 from engine.scripts import register
+from engine.signals import SIGNAL_TTL_S, raise_signal, wait_signal
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.status import ShardState, may_transition
 
@@ -62,8 +63,6 @@ class Claim(NamedTuple):
     """The store key of the run's current manifest, read in the same round trip (None: not registered)."""
 
 
-SIGNAL_TTL_S = 86_400
-"""How long a reduced run's wake-up token waits for a client that never came."""
 _REGISTER_CHUNK = 1000
 """Shard ids per registration script call: large enough to amortise round trips, small enough
 that one script never blocks Redis for long."""
@@ -93,15 +92,9 @@ class Transition:
     """True for exactly one caller: the one that moved the last shard to a terminal state."""
 
 
-def _raise_signal(pipe: redis.client.Pipeline, key: str) -> None:
-    """Queue, in ``pipe``, the wake-up of whoever blocks on ``key`` (:meth:`RunState._wait_signal`).
-
-    A signal is a list holding one token at most, however often it is raised before anyone
-    waits; the state it announces, read after the wake-up, is the answer, never the token.
-    """
-    pipe.delete(key)
-    pipe.rpush(key, 1)
-    pipe.expire(key, SIGNAL_TTL_S)
+def _shard_states(flat: list[object]) -> list[tuple[str, ShardState]]:
+    """A script's flat ``shard, state, shard, state, ...`` reply as pairs."""
+    return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
 
 
 class RunState:
@@ -282,13 +275,13 @@ class RunState:
                 run_id,
             ],
         )
-        return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
+        return _shard_states(flat)
 
     def put_preflight(self, run_id: str, queue: str, report: str) -> None:
         """Keep a worker's preflight report (JSON) for the producer waiting on it, for a day, and wake it."""
         pipe = self.r.pipeline(transaction=True)
         pipe.set(preflight_key(run_id, queue), report, ex=SIGNAL_TTL_S)
-        _raise_signal(pipe, preflight_signal_key(run_id))
+        raise_signal(pipe, preflight_signal_key(run_id))
         pipe.execute()
 
     def wait_preflight(self, run_id: str, timeout_s: float) -> None:
@@ -297,7 +290,7 @@ class RunState:
         Returns at once when a report came since the last wait; the reports themselves
         (:meth:`preflight`) are the answer, the signal only the wake-up.
         """
-        self._wait_signal(preflight_signal_key(run_id), timeout_s)
+        wait_signal(self.r, preflight_signal_key(run_id), timeout_s)
 
     def preflight(self, run_id: str, queue: str) -> str | None:
         """The preflight report a worker of ``queue`` left for this run, or None yet."""
@@ -325,7 +318,7 @@ class RunState:
             keys=[k.states, unsent_key(run_id), k.leases, waiting_key(run_id)],
             args=[int(grace_s * 1000), *(s.value for s in WAITING_STATES)],
         )
-        return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
+        return _shard_states(flat)
 
     def unleased(self, run_id: str) -> list[tuple[str, ShardState]]:
         """Shards waiting for a message (queued or executed) that no worker holds a lease on.
@@ -347,7 +340,7 @@ class RunState:
         pipe = self.r.pipeline(transaction=True)
         pipe.srem(active_runs_key(), run_id)
         pipe.hset(self._keys(run_id).run, "reduced", 1)
-        _raise_signal(pipe, reduced_signal_key(run_id))
+        raise_signal(pipe, reduced_signal_key(run_id))
         pipe.execute()
 
     def reopen(self, run_id: str) -> None:
@@ -365,12 +358,8 @@ class RunState:
         A token left by an earlier reduction (before a resubmit) wakes the waiter once early;
         the flag, not the token, is the answer.
         """
-        self._wait_signal(reduced_signal_key(run_id), timeout_s)
+        wait_signal(self.r, reduced_signal_key(run_id), timeout_s)
         return self.reduced(run_id)
-
-    def _wait_signal(self, key: str, timeout_s: float) -> None:
-        """Block until :func:`_raise_signal` raised ``key`` (taking its token), ``timeout_s`` at most."""
-        self.r.blpop([key], timeout=max(0.01, timeout_s))  # 0 would mean: block for ever
 
     def requeue(self, run_id: str, moves: list[tuple[str, ShardState, ShardState]]) -> list[str]:
         """Move each ``(shard, expected, back)`` from ``expected`` back to ``back``; the shards moved.
