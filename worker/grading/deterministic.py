@@ -35,10 +35,9 @@ from schemas.corpus import (
 )
 from schemas.trajectory import ToolCallEvent, Trajectory
 from schemas.verdict import AssertionVerdict
+from worker.grading.check_verdict import EVIDENCE_CHARS, check_verdict, cut
 from worker.grading.http_checks import check_http_call, check_http_order
 from worker.grading.plugin_checks import check_plugin
-
-EVIDENCE_CHARS = 300  # a quoted call is cut to this length in the verdict
 
 
 @cache
@@ -69,60 +68,54 @@ def call_matches(call: ToolCallEvent, matcher: ToolCallMatcher) -> bool:
 
 def _quote(call: ToolCallEvent) -> str:
     text = f"[tool_call] {call.name}({json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)})"
-    return text if len(text) <= EVIDENCE_CHARS else text[: EVIDENCE_CHARS - 3] + "..."
-
-
-def _verdict(check: DeterministicAssertion, passed: bool, evidence: str) -> AssertionVerdict:
-    return AssertionVerdict(
-        text=check.text, passed=passed, evidence=evidence, check="deterministic", weight=check.weight
-    )
+    return cut(text)
 
 
 def _check_tool_call(check: ToolCallCheck, trajectory: Trajectory) -> AssertionVerdict:
     matching = [c for c in _calls(trajectory) if call_matches(c, check.matcher)]
     if check.absent:
         if matching:
-            return _verdict(check, False, f"absent: no such call, but found {_quote(matching[0])}")
-        return _verdict(check, True, f"none of {len(_calls(trajectory))} tool call(s) matches /{check.pattern}/")
+            return check_verdict(check, False, f"absent: no such call, but found {_quote(matching[0])}")
+        return check_verdict(check, True, f"none of {len(_calls(trajectory))} tool call(s) matches /{check.pattern}/")
     if matching:
-        return _verdict(check, True, _quote(matching[0]))
-    return _verdict(check, False, f"absent: a tool call matching /{check.pattern}/")
+        return check_verdict(check, True, _quote(matching[0]))
+    return check_verdict(check, False, f"absent: a tool call matching /{check.pattern}/")
 
 
 def _check_call_order(check: CallOrderCheck, trajectory: Trajectory) -> AssertionVerdict:
     calls = _calls(trajectory)
     first = next((i for i, c in enumerate(calls) if call_matches(c, check.first)), None)
     if first is None:
-        return _verdict(check, False, f"absent: a tool call matching /{check.first.pattern}/")
+        return check_verdict(check, False, f"absent: a tool call matching /{check.first.pattern}/")
     then = next((c for c in calls[first + 1 :] if call_matches(c, check.then)), None)
     if then is None:
-        return _verdict(
+        return check_verdict(
             check, False, f"absent: a tool call matching /{check.then.pattern}/ after {_quote(calls[first])}"
         )
-    return _verdict(check, True, f"{_quote(calls[first])} ... then {_quote(then)}")
+    return check_verdict(check, True, f"{_quote(calls[first])} ... then {_quote(then)}")
 
 
 def _check_file(check: FileContainsCheck, trajectory: Trajectory) -> AssertionVerdict:
     content = trajectory.final_files.get(check.path)
     if content is None:
-        return _verdict(check, False, f"absent: {check.path} among the files the run touched")
+        return check_verdict(check, False, f"absent: {check.path} among the files the run touched")
     match = _compiled(check.pattern).search(content)
     if match is None:
-        return _verdict(check, False, f"absent: a match for /{check.pattern}/ in the final {check.path}")
-    return _verdict(check, True, f"{check.path}: {match.group(0)[:EVIDENCE_CHARS]}")
+        return check_verdict(check, False, f"absent: a match for /{check.pattern}/ in the final {check.path}")
+    return check_verdict(check, True, f"{check.path}: {match.group(0)[:EVIDENCE_CHARS]}")
 
 
 def _check_activated(check: SkillActivatedCheck, trajectory: Trajectory) -> AssertionVerdict:
     if trajectory.skill_activated is None:
-        return _verdict(check, False, f"absent: executor {trajectory.executor} records no skill activation")
+        return check_verdict(check, False, f"absent: executor {trajectory.executor} records no skill activation")
     if not trajectory.skill_activated:
-        return _verdict(check, False, f"absent: no tool call of the run loaded the skill {trajectory.skill}")
+        return check_verdict(check, False, f"absent: no tool call of the run loaded the skill {trajectory.skill}")
     skill = trajectory.skill
     loading = next(
         (c for c in _calls(trajectory) if skill in json.dumps(c.arguments, ensure_ascii=False)),
         None,
     )
-    return _verdict(check, True, _quote(loading) if loading else f"the harness loaded the skill {skill}")
+    return check_verdict(check, True, _quote(loading) if loading else f"the harness loaded the skill {skill}")
 
 
 def check_assertion(check: DeterministicAssertion, trajectory: Trajectory) -> AssertionVerdict:

@@ -9,8 +9,7 @@ from schemas.checks_http import HttpCallCheck, HttpMatcher, HttpOrderCheck
 from schemas.http_mocks import HttpCall
 from schemas.trajectory import Trajectory
 from schemas.verdict import AssertionVerdict
-
-EVIDENCE_CHARS = 300
+from worker.grading.check_verdict import check_verdict, cut
 
 
 def matches(call: HttpCall, matcher: HttpMatcher) -> bool:
@@ -25,13 +24,7 @@ def quote(call: HttpCall) -> str:
     text = f"[http_call] {call.method} {call.url} -> {call.status}" + ("" if call.mocked else " (refused)")
     if call.request_body:
         text += f" body={call.request_body!r}"
-    return text if len(text) <= EVIDENCE_CHARS else text[: EVIDENCE_CHARS - 3] + "..."
-
-
-def _verdict(check: HttpCallCheck | HttpOrderCheck, passed: bool, evidence: str) -> AssertionVerdict:
-    return AssertionVerdict(
-        text=check.text, passed=passed, evidence=evidence, check="deterministic", weight=check.weight
-    )
+    return cut(text)
 
 
 def _described(matcher: HttpMatcher) -> str:
@@ -48,7 +41,7 @@ def check_http_call(check: HttpCallCheck, trajectory: Trajectory) -> AssertionVe
         said += f"; first: {quote(found[0])}"
     elif not trajectory.http_calls:
         said += "; the proxy recorded no request"
-    return _verdict(check, within, said)
+    return check_verdict(check, within, said)
 
 
 def check_http_order(check: HttpOrderCheck, trajectory: Trajectory) -> AssertionVerdict:
@@ -56,9 +49,9 @@ def check_http_order(check: HttpOrderCheck, trajectory: Trajectory) -> Assertion
     first = next((i for i, c in enumerate(calls) if matches(c, check.before)), None)
     then = next((i for i, c in enumerate(calls) if matches(c, check.after)), None)
     if first is None:
-        return _verdict(check, False, f"absent: a request {_described(check.before)}")
+        return check_verdict(check, False, f"absent: a request {_described(check.before)}")
     if then is None:
-        return _verdict(check, False, f"absent: a request {_described(check.after)}")
+        return check_verdict(check, False, f"absent: a request {_described(check.after)}")
     if first < then:
-        return _verdict(check, True, f"{quote(calls[first])} ... then {quote(calls[then])}")
-    return _verdict(check, False, f"{quote(calls[then])} came before {quote(calls[first])}")
+        return check_verdict(check, True, f"{quote(calls[first])} ... then {quote(calls[then])}")
+    return check_verdict(check, False, f"{quote(calls[then])} came before {quote(calls[first])}")

@@ -26,8 +26,8 @@ from schemas.checks_plugin import (
 from schemas.mocks import MCP_PREFIX
 from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent, Trajectory
 from schemas.verdict import AssertionVerdict
+from worker.grading.check_verdict import EVIDENCE_CHARS, check_verdict, cut
 
-EVIDENCE_CHARS = 300
 _FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 
 PluginCheck = TextMatchCheck | ToolCountCheck | ToolOrderCheck | FileGlobCheck
@@ -57,13 +57,7 @@ def _calls(trajectory: Trajectory) -> list[ToolCallEvent]:
 
 def _quote(call: ToolCallEvent) -> str:
     text = f"[tool_call] {call.name}({tool_input(call)})"
-    return text if len(text) <= EVIDENCE_CHARS else text[: EVIDENCE_CHARS - 3] + "..."
-
-
-def _verdict(check: PluginCheck, passed: bool, evidence: str) -> AssertionVerdict:
-    return AssertionVerdict(
-        text=check.text, passed=passed, evidence=evidence, check="deterministic", weight=check.weight
-    )
+    return cut(text)
 
 
 def _subject(check: TextMatchCheck, trajectory: Trajectory) -> tuple[str | None, str]:
@@ -97,7 +91,7 @@ def mock_calls_text(trajectory: Trajectory) -> str:
 
 def _check_count(check: TextMatchCheck, subject: str, where: str) -> AssertionVerdict:
     found = sum(1 for _ in compiled(check.pattern, check.flags).finditer(subject))
-    return _verdict(
+    return check_verdict(
         check, found == check.count, f"found {found} match(es) of /{check.pattern}/ in {where} (expected {check.count})"
     )
 
@@ -109,16 +103,16 @@ def check_text_match(check: TextMatchCheck, trajectory: Trajectory) -> Assertion
     if subject is None:
         # plugin eval: a file that does not exist matches nothing
         if check.absent:
-            return _verdict(check, True, f"{where} does not exist among the files the run changed")
-        return _verdict(check, False, f"absent: {where} among the files the run changed")
+            return check_verdict(check, True, f"{where} does not exist among the files the run changed")
+        return check_verdict(check, False, f"absent: {where} among the files the run changed")
     found = compiled(check.pattern, check.flags).search(subject)
     if check.absent:
         if found:
-            return _verdict(check, False, f"absent: no match, but {where} has {found.group(0)[:EVIDENCE_CHARS]!r}")
-        return _verdict(check, True, f"no match for /{check.pattern}/ in {where}")
+            return check_verdict(check, False, f"absent: no match, but {where} has {found.group(0)[:EVIDENCE_CHARS]!r}")
+        return check_verdict(check, True, f"no match for /{check.pattern}/ in {where}")
     if found:
-        return _verdict(check, True, f"{where}: {found.group(0)[:EVIDENCE_CHARS]}")
-    return _verdict(check, False, f"absent: a match for /{check.pattern}/ in {where}")
+        return check_verdict(check, True, f"{where}: {found.group(0)[:EVIDENCE_CHARS]}")
+    return check_verdict(check, False, f"absent: a match for /{check.pattern}/ in {where}")
 
 
 def check_tool_count(check: ToolCountCheck, trajectory: Trajectory) -> AssertionVerdict:
@@ -127,7 +121,7 @@ def check_tool_count(check: ToolCountCheck, trajectory: Trajectory) -> Assertion
     bound = f"[{check.min}, {'∞' if check.max is None else check.max}]"
     passed = count >= check.min and (check.max is None or count <= check.max)
     first = f"; first {_quote(matching[0])}" if matching else ""
-    return _verdict(check, passed, f"{count} matching call(s) of {check.calls.tool}, allowed {bound}{first}")
+    return check_verdict(check, passed, f"{count} matching call(s) of {check.calls.tool}, allowed {bound}{first}")
 
 
 def _first(calls: Sequence[ToolCallEvent], matcher: ToolMatcher) -> int | None:
@@ -138,12 +132,12 @@ def check_tool_order(check: ToolOrderCheck, trajectory: Trajectory) -> Assertion
     calls = _calls(trajectory)
     before, after = _first(calls, check.before), _first(calls, check.after)
     if before is None:
-        return _verdict(check, False, f"absent: a call of {check.before.tool} matching the 'before' side")
+        return check_verdict(check, False, f"absent: a call of {check.before.tool} matching the 'before' side")
     if after is None:
-        return _verdict(check, False, f"absent: a call of {check.after.tool} matching the 'after' side")
+        return check_verdict(check, False, f"absent: a call of {check.after.tool} matching the 'after' side")
     passed = before < after
     order = "before" if passed else "after"
-    return _verdict(check, passed, f"first {_quote(calls[before])} comes {order} first {_quote(calls[after])}")
+    return check_verdict(check, passed, f"first {_quote(calls[before])} comes {order} first {_quote(calls[after])}")
 
 
 @cache
@@ -174,11 +168,11 @@ def check_file_glob(check: FileGlobCheck, trajectory: Trajectory) -> AssertionVe
     found = sorted(p for p in trajectory.final_files if pattern.match(p))
     if check.exists:
         if found:
-            return _verdict(check, True, f"{found[0]} matches {check.glob}")
-        return _verdict(check, False, f"absent: a file matching {check.glob} among the files the run changed")
+            return check_verdict(check, True, f"{found[0]} matches {check.glob}")
+        return check_verdict(check, False, f"absent: a file matching {check.glob} among the files the run changed")
     if found:
-        return _verdict(check, False, f"absent: no such file, but {found[0]} matches {check.glob}")
-    return _verdict(check, True, f"no file the run changed matches {check.glob}")
+        return check_verdict(check, False, f"absent: no such file, but {found[0]} matches {check.glob}")
+    return check_verdict(check, True, f"no file the run changed matches {check.glob}")
 
 
 def check_plugin(check: PluginCheck, trajectory: Trajectory) -> AssertionVerdict:

@@ -1,0 +1,21 @@
+"""What every deterministic check gives back: its verdict, with the evidence quoted and cut. Pure."""
+
+from __future__ import annotations
+
+from schemas.checks_base import Check
+from schemas.verdict import AssertionVerdict
+
+EVIDENCE_CHARS = 300
+"""A quoted call or request is cut to this length in the verdict."""
+
+
+def cut(text: str) -> str:
+    """``text`` as a verdict quotes it: at most ``EVIDENCE_CHARS``, an ellipsis where it was cut."""
+    return text if len(text) <= EVIDENCE_CHARS else text[: EVIDENCE_CHARS - 3] + "..."
+
+
+def check_verdict(check: Check, passed: bool, evidence: str) -> AssertionVerdict:
+    """The verdict of a deterministic ``check``: its text and weight, ``passed``, ``evidence``."""
+    return AssertionVerdict(
+        text=check.text, passed=passed, evidence=evidence, check="deterministic", weight=check.weight
+    )
