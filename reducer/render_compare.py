@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from reducer.html_parts import pct, pts, pval
 from reducer.sensitivity import insensitive_assertions
 from schemas.comparison import AssertionQuality, NoiseFloor, PairedComparison
 from schemas.constants import WARN_INSENSITIVE_SUITE
@@ -66,18 +67,6 @@ def noise_lines(noise: NoiseFloor) -> list[str]:
         for f in noise.per_assertion
     ]
     return out
-
-
-def pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
-def pts(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:+.1f} pts"
-
-
-def pval(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3g}"
 
 
 def _cell(text: str) -> str:
