@@ -11,7 +11,7 @@ Never grade against a corpus that could not be validated.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from producer.corpus.checks import validate_check
 from producer.corpus.rules import (
@@ -44,10 +44,10 @@ from schemas.corpus import (
     Fixture,
 )
 from schemas.errors import BadCorpus
-from schemas.history import HistoryTurn
-from schemas.http_mocks import HttpMock
 from schemas.mocks import MockServer
 from schemas.status import FixtureStage
+
+T = TypeVar("T")
 
 
 def validate_corpus(
@@ -147,8 +147,8 @@ def _validate_case(
         fixtures, fixture_paths = (), _claimed_paths(raw["fixtures"])
     clean_files = _validate_files(raw["files"], f"{at}.files", fail, repo_has_file, fixture_paths, found)
     limits = _case_limits(raw, at, fail, found)
-    http_mocks = _case_http_mocks(raw, at, fail, found)
-    history = _case_history(raw, at, fail, found)
+    http_mocks = _case_list(raw, "http_mocks", case_http_mocks, at, fail, found)
+    history = _case_list(raw, "history", case_history, at, fail, found)
     assertions = raw["assertions"]
     if not isinstance(assertions, list) or not assertions:
         found.append(fail(f"{at}.assertions", "must be a non-empty array of strings"))
@@ -192,25 +192,20 @@ def _case_limits(
         return None, None, (), None, None
 
 
-def _case_http_mocks(
-    raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus], found: list[BadCorpus]
-) -> tuple[HttpMock, ...]:
-    if "http_mocks" not in raw:
+def _case_list(
+    raw: dict[str, Any],
+    key: str,
+    parse: Callable[[Any, str, Callable[[str, str], BadCorpus]], tuple[T, ...]],
+    at: str,
+    fail: Callable[[str, str], BadCorpus],
+    found: list[BadCorpus],
+) -> tuple[T, ...]:
+    """A case's optional list under ``key`` as ``parse`` reads it; none when it is absent or bad
+    (its error added to ``found``, so the case's other errors are still reported)."""
+    if key not in raw:
         return ()
     try:
-        return case_http_mocks(raw["http_mocks"], f"{at}.http_mocks", fail)
-    except BadCorpus as exc:
-        found.append(exc)
-        return ()
-
-
-def _case_history(
-    raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus], found: list[BadCorpus]
-) -> tuple[HistoryTurn, ...]:
-    if "history" not in raw:
-        return ()
-    try:
-        return case_history(raw["history"], f"{at}.history", fail)
+        return parse(raw[key], f"{at}.{key}", fail)
     except BadCorpus as exc:
         found.append(exc)
         return ()
