@@ -80,6 +80,23 @@ def reference_problem(text: str) -> str | None:
     return None
 
 
+def file_path(
+    raw: dict[str, Any], at: str, fail: Fail, option: str, path_ok: Callable[[str], str | None]
+) -> str | None:
+    """The ``path`` of a check whose ``option`` (``source``, ``focus``) says which text it reads:
+    required when that is ``file`` and only then, a repo-relative path ``path_ok`` accepts (it
+    says why one is bad, or None), normalised."""
+    path = raw.get("path")
+    if (raw.get(option) == "file") != (path is not None):
+        raise fail(f"{at}.path", f"is required with {option} file, and only there")
+    if path is None:
+        return None
+    issue = path_ok(path) if isinstance(path, str) else f"{path!r} is not a string"
+    if issue:
+        raise fail(f"{at}.path", issue)
+    return posixpath.normpath(str(path).replace("\\", "/"))
+
+
 def _criterion(raw: dict[str, Any], at: str, fail: Fail) -> str:
     text = raw["text"]
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_CRITERION_CHARS:
@@ -104,14 +121,7 @@ def validate_focus_check(
     focus = raw.get("focus", "last_message")
     if focus not in FOCUSES:
         raise fail(f"{at}.focus", f"{focus!r} is not one of: {', '.join(FOCUSES)}")
-    path = raw.get("path")
-    if (focus == "file") != (path is not None):
-        raise fail(f"{at}.path", "is required with focus file, and only there")
-    if path is not None:
-        issue = path_ok(path) if isinstance(path, str) else f"{path!r} is not a string"
-        if issue:
-            raise fail(f"{at}.path", issue)
-        path = posixpath.normpath(path.replace("\\", "/"))
+    path = file_path(raw, at, fail, "focus", path_ok)
     return FocusedCheck(text=text, focus=focus, path=path, weight=weight)
 
 

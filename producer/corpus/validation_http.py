@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from producer.corpus.rules import key_problem
-from producer.corpus.validation_plugin import Fail, _count, _pattern, checked_head
+from producer.corpus.validation_plugin import Fail, _pattern, checked_head, count_range
 from schemas.checks_http import HttpCallCheck, HttpMatcher, HttpOrderCheck
 from schemas.http_mocks import METHODS, HttpMock
 
@@ -28,12 +28,18 @@ def _method(raw: Any, at: str, fail: Fail) -> str:
     return raw.upper()
 
 
-def _mock(raw: Any, at: str, fail: Fail) -> HttpMock:
+def _object(raw: Any, at: str, fail: Fail, what: str, keys: tuple[frozenset[str], frozenset[str]]) -> dict[str, Any]:
+    """``raw`` when it is an object with the required ``keys[0]`` and no key outside both sets."""
     if not isinstance(raw, dict):
-        raise fail(at, f"is {type(raw).__name__}; an HTTP mock object is required")
-    problem = key_problem(raw, *_MOCK_KEYS)
+        raise fail(at, f"is {type(raw).__name__}; {what} object is required")
+    problem = key_problem(raw, *keys)
     if problem:
         raise fail(at, problem)
+    return raw
+
+
+def _mock(raw: Any, at: str, fail: Fail) -> HttpMock:
+    raw = _object(raw, at, fail, "an HTTP mock", _MOCK_KEYS)
     url = _pattern(raw["url"], f"{at}.url", fail)
     method = _method(raw.get("method", "GET"), f"{at}.method", fail)
     status = raw.get("status", 200)
@@ -65,11 +71,7 @@ def case_http_mocks(raw: Any, at: str, fail: Fail) -> tuple[HttpMock, ...]:
 
 
 def _matcher(raw: Any, at: str, fail: Fail) -> HttpMatcher:
-    if not isinstance(raw, dict):
-        raise fail(at, f"is {type(raw).__name__}; a request matcher object is required")
-    problem = key_problem(raw, *_MATCHER_KEYS)
-    if problem:
-        raise fail(at, problem)
+    raw = _object(raw, at, fail, "a request matcher", _MATCHER_KEYS)
     body = _pattern(raw["body"], f"{at}.body", fail) if "body" in raw else None
     return HttpMatcher(
         url=_pattern(raw["url"], f"{at}.url", fail),
@@ -93,12 +95,7 @@ def validate_http_check(raw: dict[str, Any], at: str, fail: Fail) -> HttpCallChe
         text = raw.get("text") or f"The agent requests {_said(before)} before {_said(after)}"
         return HttpOrderCheck(text=text, before=before, after=after, weight=weight)
     request = _matcher(raw["request"], f"{at}.request", fail)
-    low = _count(raw.get("min", 1), f"{at}.min", fail)
-    high = raw.get("max")
-    if high is not None:
-        high = _count(high, f"{at}.max", fail)
-        if high < low:
-            raise fail(f"{at}.max", f"{high} is below min {low}")
+    low, high = count_range(raw, at, fail)
     bound = "never" if high == 0 else (f"{low} to {high} time(s)" if high is not None else f"at least {low} time(s)")
     text = raw.get("text") or f"The agent requests {_said(request)} {bound}"
     return HttpCallCheck(text=text, request=request, min=low, max=high, weight=weight)

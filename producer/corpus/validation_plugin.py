@@ -17,10 +17,9 @@ from producer.corpus.rules import (
     assertion_problem,
     blank,
     key_problem,
-    normalise_path,
     path_problem,
 )
-from schemas.checks_focus import FOCUS_CHECK_KEYS, BaselineCheck, FocusedCheck, validate_focus_check
+from schemas.checks_focus import FOCUS_CHECK_KEYS, BaselineCheck, FocusedCheck, file_path, validate_focus_check
 from schemas.checks_plugin import (
     FileGlobCheck,
     JudgedCheck,
@@ -114,14 +113,7 @@ def _text_match(raw: dict[str, Any], at: str, fail: Fail, weight: float) -> Text
     source = raw.get("source", "reply")
     if source not in ("reply", "transcript", "file", "mock_calls"):
         raise fail(f"{at}.source", f"{source!r} is not one of: file, mock_calls, reply, transcript")
-    path = raw.get("path")
-    if (source == "file") != (path is not None):
-        raise fail(f"{at}.path", "is required with source file, and only there")
-    if path is not None:
-        issue = path_problem(path) if isinstance(path, str) else f"{path!r} is not a string"
-        if issue:
-            raise fail(f"{at}.path", issue)
-        path = normalise_path(path)
+    path = file_path(raw, at, fail, "source", path_problem)
     absent = _bool(raw, "absent", False, at, fail)
     count = _count(raw["count"], f"{at}.count", fail) if raw.get("count") is not None else None
     if count is not None and absent:
@@ -139,14 +131,20 @@ def _text_match(raw: dict[str, Any], at: str, fail: Fail, weight: float) -> Text
     )
 
 
-def _tool_count(raw: dict[str, Any], at: str, fail: Fail, weight: float) -> ToolCountCheck:
-    calls = tool_matcher(raw["calls"], f"{at}.calls", fail)
+def count_range(raw: dict[str, Any], at: str, fail: Fail) -> tuple[int, int | None]:
+    """A check's ``min`` (default 1) and ``max`` (None: no upper bound), counts, ``max`` not below ``min``."""
     low = _count(raw.get("min", 1), f"{at}.min", fail)
     high = raw.get("max")
     if high is not None:
         high = _count(high, f"{at}.max", fail)
         if high < low:
             raise fail(f"{at}.max", f"{high} is below min {low}")
+    return low, high
+
+
+def _tool_count(raw: dict[str, Any], at: str, fail: Fail, weight: float) -> ToolCountCheck:
+    calls = tool_matcher(raw["calls"], f"{at}.calls", fail)
+    low, high = count_range(raw, at, fail)
     bound = f"{low} to {high}" if high is not None else f"at least {low}"
     text = raw.get("text") or f"The agent calls {_describe(calls)} {bound} time(s)"
     return ToolCountCheck(text=text, calls=calls, min=low, max=high, weight=weight)
