@@ -35,19 +35,13 @@ class HttpMockedSandbox:
         )
 
     def run(self, command: str, *, timeout_s: float | None = None, stdin: str | None = None) -> CommandResult:
-        from worker.sandbox_exec import bwrap_argv, execute, inner_argv, reap_uid, sandbox_env
+        from worker.sandbox_exec import bwrap_argv, inner_argv, sandbox_env
 
         env = {**sandbox_env(home=INNER_HOME, tmp="/tmp"), **self.proxy.env()}
         inner = inner_argv(self.proxy.prelude() + command, self.limits, uid=self.uid)
         argv = bwrap_argv(self.workspace, self.limits, uid=self.uid, inner=inner, env=env)
         cut = len(argv) - len(inner) - 1  # the "--" before the inner command
-        argv = argv[:cut] + self.proxy.binds() + argv[cut:]
-        timeout = self.limits.timeout_s if timeout_s is None else timeout_s
-        try:
-            return execute(argv, env=env, cwd=None, stdin=stdin, timeout_s=timeout, limits=self.limits)
-        finally:
-            if self.uid is not None:
-                reap_uid(self.uid)
+        return self.inner.execute(argv[:cut] + self.proxy.binds() + argv[cut:], env, timeout_s, stdin)
 
 
 @contextmanager

@@ -208,6 +208,12 @@ class BwrapSandbox:
         env = sandbox_env(home=INNER_HOME, tmp="/tmp")
         inner = inner_argv(command, self.limits, uid=self.uid)
         argv = bwrap_argv(self.workspace, self.limits, uid=self.uid, inner=inner, env=env)
+        return self.execute(argv, env, timeout_s, stdin)
+
+    def execute(
+        self, argv: list[str], env: dict[str, str], timeout_s: float | None, stdin: str | None
+    ) -> CommandResult:
+        """Run a bwrap ``argv`` built for this sandbox; every process its uid left is reaped after."""
         timeout = self.limits.timeout_s if timeout_s is None else timeout_s
         try:
             return execute(argv, env=env, cwd=None, stdin=stdin, timeout_s=timeout, limits=self.limits)
