@@ -54,16 +54,20 @@ def read_regular(real: Path, max_bytes: int) -> bytes:
     return data
 
 
+def bytes_inside(root: Path, rel: str, max_bytes: int) -> bytes | None:
+    """The bytes of the regular file ``root/rel`` (see :func:`resolve_inside` and
+    :func:`read_regular`), or None when absent; ``UnreadableFile`` says why it cannot be read."""
+    real = resolve_inside(root, rel)
+    return None if real is None else read_regular(real, max_bytes)
+
+
 def read_inside(root: Path, rel: str, *, max_bytes: int = MAX_SKILL_FILE_BYTES) -> str | None:
     """The text of the regular file ``root/rel`` (see :func:`resolve_inside`), or None when absent."""
-    real = resolve_inside(root, rel)
-    if real is None:
-        return None
     try:
-        data = read_regular(real, max_bytes)
+        data = bytes_inside(root, rel, max_bytes)
     except UnreadableFile as exc:
         raise BadRepo(rel, str(exc)) from None
-    return data.decode("utf-8", errors="replace")
+    return None if data is None else data.decode("utf-8", errors="replace")
 
 
 def read_skill(root: Path, skill: str) -> tuple[str, dict[str, str]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.repo_files import UnreadableFile, read_regular, resolve_inside
+from engine.repo_files import UnreadableFile, bytes_inside
 from producer.corpus.rules import MAX_CORPUS_BYTES
 from schemas.errors import BadCorpus
 
@@ -26,13 +26,12 @@ def read_corpus_text(root: Path, rel: str, *, file: str | None = None) -> str | 
     regular UTF-8 file of at most :data:`MAX_CORPUS_BYTES` bytes.
     """
     name = file or rel
-    real = resolve_inside(root, rel)
-    if real is None:
-        return None
     try:
-        data = read_regular(real, MAX_CORPUS_BYTES)
+        data = bytes_inside(root, rel, MAX_CORPUS_BYTES)
     except UnreadableFile as exc:
         raise BadCorpus(name, "$", str(exc)) from None
+    if data is None:
+        return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
