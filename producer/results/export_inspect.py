@@ -66,23 +66,28 @@ def _messages(case_prompt: str, trajectory: Trajectory | None) -> list[Any]:
 
 
 def _sample(run: CaseRun, prompt: str, target: str, trajectory: Trajectory | None, variant: str) -> Any:
-    log, _, scorer, _ = _inspect()
-    messages = _messages(prompt, trajectory)
+    log, _, _, _ = _inspect()
     metadata = {"shard_id": run.shard_id, "variant": variant, "state": run.state.value, "end_reason": run.end_reason}
+    sample: dict[str, Any] = {
+        "id": f"case-{run.case_id}",
+        "epoch": run.epoch + 1,
+        "input": prompt,
+        "target": target,
+        "messages": _messages(prompt, trajectory),
+        "metadata": metadata,
+    }
     if run.state is not ShardState.GRADED:
-        return log.EvalSample(
-            id=f"case-{run.case_id}",
-            epoch=run.epoch + 1,
-            input=prompt,
-            target=target,
-            messages=messages,
-            metadata=metadata,
-            error=log.EvalError(message=f"{run.state.value}: {run.detail}", traceback="", traceback_ansi=""),
-        )
+        error = log.EvalError(message=f"{run.state.value}: {run.detail}", traceback="", traceback_ansi="")
+        return log.EvalSample(**sample, error=error)
+    return log.EvalSample(**sample, scores=_scores(run))
+
+
+def _scores(run: CaseRun) -> dict[str, Any]:
+    _, _, scorer, _ = _inspect()
     passed = sum(v.passed for v in run.verdicts)
     share = passed / len(run.verdicts) if run.verdicts else 0.0
     verdicts = [v.model_dump(mode="json") for v in run.verdicts]
-    scores = {
+    return {
         "pass_rate": scorer.Score(
             value=share,
             answer=f"{passed}/{len(run.verdicts)} assertions passed",
@@ -91,15 +96,6 @@ def _sample(run: CaseRun, prompt: str, target: str, trajectory: Trajectory | Non
         ),
         "assertions": scorer.Score(value={f"a{i + 1}": "C" if v.passed else "I" for i, v in enumerate(run.verdicts)}),
     }
-    return log.EvalSample(
-        id=f"case-{run.case_id}",
-        epoch=run.epoch + 1,
-        input=prompt,
-        target=target,
-        messages=messages,
-        scores=scores,
-        metadata=metadata,
-    )
 
 
 def build_logs(result: RunResult, manifest: RunManifest, load: LoadTrajectory) -> list[tuple[str, Any]]:
