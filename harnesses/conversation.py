@@ -35,12 +35,21 @@ def _norm(text: str) -> str:
     return " ".join(text.split())
 
 
+def _objects(value: Any) -> list[dict[str, Any]]:
+    """The objects of a JSON array; none when ``value`` is not one (a request's body is the agent's to shape)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _user_texts(content: Any) -> list[str]:
+    """The texts of an OpenAI user message's content: a string, or a list of parts."""
+    parts = content if isinstance(content, list) else [{"text": content}]
+    return [str(p["text"]) for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+
+
 def _anthropic(messages: Any) -> tuple[set[str], list[str]]:
     calls: set[str] = set()
     texts: list[str] = []
-    for message in messages if isinstance(messages, list) else []:
-        if not isinstance(message, dict):
-            continue
+    for message in _objects(messages):
         content = message.get("content")
         blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
         for block in blocks:
@@ -58,15 +67,11 @@ def _responses(items: Any) -> tuple[set[str], list[str]]:
         return set(), [items]
     calls: set[str] = set()
     texts: list[str] = []
-    for item in items if isinstance(items, list) else []:
-        if not isinstance(item, dict):
-            continue
+    for item in _objects(items):
         if item.get("type") in _HISTORY_CALLS:
             calls.add(str(item.get("call_id", "")))
         elif item.get("role") == "user":
-            content = item.get("content")
-            parts = content if isinstance(content, list) else [{"text": content}]
-            texts += [str(p["text"]) for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+            texts += _user_texts(item.get("content"))
     return calls, texts
 
 
@@ -74,15 +79,11 @@ def _chat(messages: Any) -> tuple[set[str], list[str]]:
     """OpenAI chat completions: assistant messages name their ``tool_calls`` by id."""
     calls: set[str] = set()
     texts: list[str] = []
-    for message in messages if isinstance(messages, list) else []:
-        if not isinstance(message, dict):
-            continue
+    for message in _objects(messages):
         if message.get("role") == "assistant":
-            calls |= {str(c.get("id", "")) for c in message.get("tool_calls") or [] if isinstance(c, dict)}
+            calls |= {str(c.get("id", "")) for c in _objects(message.get("tool_calls"))}
         elif message.get("role") == "user":
-            content = message.get("content")
-            parts = content if isinstance(content, list) else [{"text": content}]
-            texts += [str(p["text"]) for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+            texts += _user_texts(message.get("content"))
     return calls, texts
 
 
