@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Annotated, Any, Literal
@@ -63,6 +64,16 @@ class ToolResultEvent(BaseModel):
     """Which sandbox limit the command hit (timeout, cpu, memory, processes, file-size), if any."""
     ts: datetime = Field(default_factory=_now)
     """When the result was recorded (UTC)."""
+
+    def head(self, tool: str, label: Callable[[str], str] = str) -> str:
+        """The result's first line as the judge reads it: ``[tool_result] <tool>``, its exit code
+        and the limit it hit; ``label`` makes a name safe to show (the judge's view quotes them)."""
+        head = f"[tool_result] {label(tool)}"
+        if self.exit_code is not None:
+            head += f" exit={self.exit_code}"
+        if self.limit:
+            head += f" limit={label(self.limit)}"
+        return head
 
 
 Event = Annotated[AssistantEvent | ToolCallEvent | ToolResultEvent, Field(discriminator="kind")]
@@ -184,12 +195,7 @@ class Trajectory(BaseModel):
                 args = json.dumps(event.arguments, ensure_ascii=False, sort_keys=True)
                 blocks.append(f"[tool_call] {event.name}({args})")
             else:
-                head = f"[tool_result] {names.get(event.call_id, '?')}"
-                if event.exit_code is not None:
-                    head += f" exit={event.exit_code}"
-                if event.limit:
-                    head += f" limit={event.limit}"
-                blocks.append(f"{head}\n{event.output}")
+                blocks.append(f"{event.head(names.get(event.call_id, '?'))}\n{event.output}")
         for call in self.http_calls:
             answered = "mocked" if call.mocked else "refused"
             blocks.append(f"[http_call] {call.method} {json.dumps(call.url)} -> {call.status} {answered}\n{call.body}")

@@ -157,11 +157,7 @@ def _blocks(trajectory: Trajectory) -> tuple[list[_Block], int, int]:
             blocks.append(block)
             removed, cut_args = removed + gone, cut_args + n
         else:
-            head = f"[tool_result] {tool_label(names.get(event.call_id, '?'))}"
-            if event.exit_code is not None:
-                head += f" exit={event.exit_code}"
-            if event.limit:
-                head += f" limit={tool_label(event.limit)}"
+            head = event.head(names.get(event.call_id, "?"), tool_label)
             body, gone = cut(event.output, BLOCK_CAP_CHARS, "tool result")
             blocks.append(_Block("tool_result", head, safe_text(body), "tool result", gone))
     blocks += [_http_block(call) for call in trajectory.http_calls]
