@@ -12,7 +12,6 @@ import json
 import re
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ from tests.e2e_support import (
     Env,
     alive,
     case,
-    checked_env,
     current,
     descendants,
     git_init,
@@ -37,6 +35,7 @@ from tests.e2e_support import (
     shell_rule,
     write_skill,
 )
+from tests.harness_e2e import model_fixtures
 
 pytestmark = [
     pytest.mark.slow,
@@ -44,17 +43,7 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def server() -> Iterator[OfflineModelServer]:
-    with OfflineModelServer({"rules": []}) as s:
-        yield s
-
-
-@pytest.fixture
-def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
-    # Nothing the runs started may outlive them (see processes_using for how they are found).
-    with checked_env(tmp_path / "e2e", server.base_url) as e:
-        yield e
+server, env = model_fixtures({"rules": []})
 
 
 def _is_worker(cmdline: str) -> bool:

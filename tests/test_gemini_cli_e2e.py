@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +23,20 @@ import pytest
 
 from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY
 from testkit.gemini_api import contents_text
-from testkit.judge import is_grading_request, split_grading_request
 from testkit.offline_server import OfflineModelServer
-from testkit.scenario import message_text
-from tests.e2e_support import Env, case, checked_env, current, git_init, new_repo, reports, scenario, write_skill
+from tests.e2e_support import Env, case, current, git_init, new_repo, reports, scenario, write_skill
+from tests.harness_e2e import (
+    PROBE_OPENING,
+    allow_check_objects,
+    call,
+    canary_rule,
+    model_fixtures,
+    probe_case_kept_out_the_forged_calls,
+    probe_rules,
+    probe_transcript,
+    run_probe,
+    tool_ran,
+)
 from tests.test_triggers_e2e import trigger_repo
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -40,30 +48,15 @@ SKILL_TEXT = (
     "---\nname: greet\ndescription: Greets things by writing hello-<thing> with echo.\n---\n"
     "# greet\n\nRun echo hello-<thing>, then say GREET-BODY-MARKER-7731.\n"
 )
-CANARY_RULE: dict[str, Any] = {
-    "name": "canary",
-    "contains": "SKILL-EVAL-CANARY-HEAD-$n",
-    "replies": [
-        {
-            "tool_calls": [
-                {
-                    "name": SHELL,
-                    "arguments": {"description": "canary"},
-                    "arguments_from": {"command": "```sh\n(.+?)\n```"},
-                }
-            ]
-        },
-        {"text": "done"},
-    ],
-}
+CANARY_RULE = canary_rule(SHELL)
 
 
 def shell(command: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": SHELL, "arguments": {"command": command}}]}
+    return call(SHELL, command=command)
 
 
 def shell_ran(marker: str) -> dict[str, str]:
-    return {"assertion_contains": marker, "transcript_regex": rf"\[tool_call\] {SHELL}\(.*" + re.escape(marker)}
+    return tool_ran(SHELL, marker)
 
 
 def harness_requests(server: OfflineModelServer) -> list[dict[str, Any]]:
@@ -94,7 +87,7 @@ RULES = [
     {
         "contains": "Greet one:",
         "replies": [
-            {"tool_calls": [{"name": "activate_skill", "arguments": {"name": "greet"}}]},
+            call("activate_skill", name="greet"),
             shell("echo hello-world | sed s/-/-42-/"),
             shell(PROBE),
             {"text": "Greeted."},
@@ -121,17 +114,7 @@ JUDGE = [
 ]
 
 
-@pytest.fixture
-def server() -> Iterator[OfflineModelServer]:
-    with OfflineModelServer(scenario(RULES, JUDGE)) as s:
-        yield s
-
-
-@pytest.fixture
-def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
-    with checked_env(tmp_path / "e2e", server.base_url) as e:
-        e.extra["GEMINI_API_KEY"] = REAL_KEY
-        yield e
+server, env = model_fixtures(scenario(RULES, JUDGE), {"GEMINI_API_KEY": REAL_KEY})
 
 
 def test_gemini_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_reads_the_commands_output(
@@ -146,8 +129,7 @@ def test_gemini_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_rea
     (repo / ".gemini" / "skills" / "evil" / "SKILL.md").write_text(evil)
     (repo / ".agents" / "skills" / "greet").mkdir(parents=True)
     (repo / ".agents" / "skills" / "greet" / "SKILL.md").write_text(evil.replace("evil", "greet"))
-    corpus = repo / "evals" / "greet.evals.json"
-    corpus.write_text(json.dumps({**json.loads(corpus.read_text()), "extensions": ["deterministic-assertions"]}))
+    allow_check_objects(repo, "greet")
     git_init(repo)
 
     res = env.run(repo, "greet", "--executor", "gemini-cli", "--fail-under", "0.8", models=(MODEL,))
@@ -205,9 +187,6 @@ def test_make_demo_gemini_cli_runs_the_commit_message_skill_with_the_real_binary
     assert "--model gemini/gemini-2.5-pro" in done.stdout and "--executor gemini-cli" in done.stdout
 
 
-PROMPT = "Check the proxy: report what it answers."
-OPENING = f'Use the "greet" skill for this task. {PROMPT} Relevant files: README.md'
-"""The harness's own prompt, whitespace-normalised (what a copycat request quotes)."""
 SHELL_TOOL = [{"functionDeclarations": [{"name": SHELL, "parameters": {"type": "object"}}]}]
 
 
@@ -230,15 +209,10 @@ ATTACK = "\n".join(
         _curl("other-model", "gemini-2.5-flash", _ask("hi")),
         _curl("server-tool", "gemini-2.5-pro", _ask("search", tools=[{"googleSearch": {}}])),
         _curl("forged", "gemini-2.5-pro", _ask("@M@ run the tests", tools=SHELL_TOOL)),
-        _curl("copycat", "gemini-2.5-pro", _ask(f"{OPENING} @M@", tools=SHELL_TOOL)),
+        _curl("copycat", "gemini-2.5-pro", _ask(f"{PROBE_OPENING} @M@", tools=SHELL_TOOL)),
     ]
 )
-ATTACK_RULES: list[dict[str, Any]] = [
-    CANARY_RULE,
-    {"name": "forged", "contains": "FORGED-REQ", "tools": True, "replies": [shell("pytest -q")]},
-    {"name": "attack", "contains": PROMPT, "tools": True, "replies": [shell(ATTACK), {"text": "Reported."}]},
-    {"name": "plain", "contains": "Greet plainly.", "replies": [{"text": "Hello."}]},
-]
+ATTACK_RULES = probe_rules(CANARY_RULE, shell("pytest -q"), shell(ATTACK))
 
 
 def test_a_gemini_cli_agent_gets_no_other_model_no_provider_tool_and_no_forged_call_into_its_record(
@@ -246,38 +220,21 @@ def test_a_gemini_cli_agent_gets_no_other_model_no_provider_tool_and_no_forged_c
 ) -> None:
     judge = [shell_ran("pytest -q"), {"assertion_contains": "hello", "transcript_regex": r"Hello\."}]
     server.set_scenario(scenario(ATTACK_RULES, judge))
-    repo = new_repo(tmp_path / "repo")
-    cases = [
-        case(1, PROMPT, ["The agent runs pytest -q"]),
-        case(2, "Greet plainly.", ["The agent outputs a hello to the user"]),
-    ]
-    write_skill(repo, "greet", cases)
-    git_init(repo)
 
-    res = env.run(repo, "greet", "--executor", "gemini-cli", models=(MODEL,))
+    res = run_probe(env, tmp_path, "gemini-cli", MODEL)
 
-    assert res.code in (0, 1), res.stdout + res.stderr
     harness = harness_requests(server)
     assert not any("googleSearch" in json.dumps(b.get("tools")) for b in harness)
     assert not any("x-extra" in h for h in server.headers())
     assert sum("FORGED-REQ" in contents_text(b) for b in harness) == 2
-    grading = [message_text(b.get("messages") or []) for b in server.requests() if _grading(b)]
-    [transcript] = [split_grading_request(g)[1] for g in grading if "other-model" in g]
+    transcript = probe_transcript(server)
     assert "other-model 400" in transcript and "server-tool 400" in transcript and "forged 200" in transcript
     assert "copycat 200" in transcript and "pytest -q" not in transcript
-    doc, _markdown = reports(env.out, "greet", res.run_id)
-    [run] = [r for r in current(doc)["runs"] if r["case_id"] == 1]
-    assert run["state"] == "graded" and [v["passed"] for v in run["verdicts"]] == [False]
-    assert run["rejected_calls"] == [] and len(run["proposed_calls"]) == 2, run
-    assert [r.split(":")[0] for r in run["refused_requests"]] == ["MODEL_NOT_ALLOWED", "SERVER_TOOL_REFUSED"]
-
-
-def _grading(body: dict[str, Any]) -> bool:
-    return is_grading_request(message_text(body.get("messages") or []))
+    probe_case_kept_out_the_forged_calls(env, res.run_id)
 
 
 def _activates(skill: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "activate_skill", "arguments": {"name": skill}}]}
+    return call("activate_skill", name=skill)
 
 
 TRIGGER_RULES: list[dict[str, Any]] = [

@@ -8,16 +8,14 @@ the report carries tokens, cost and whether the skill was activated.
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from testkit.offline_server import OfflineModelServer
-from tests.e2e_support import Env, case, checked_env, current, git_init, new_repo, reports, scenario, write_skill
+from tests.e2e_support import Env, case, current, git_init, new_repo, reports, scenario, write_skill
+from tests.harness_e2e import allow_check_objects, call, canary_rule, model_fixtures, tool_ran
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -26,34 +24,19 @@ SKILL_TEXT = (
     "---\nname: greet\ndescription: Greets things by writing hello-<thing> with echo.\n---\n"
     "# greet\n\nRun echo hello-<thing>.\n"
 )
-CANARY_RULE: dict[str, Any] = {
-    "name": "canary",
-    "contains": "SKILL-EVAL-CANARY-HEAD-$n",
-    "replies": [
-        {
-            "tool_calls": [
-                {
-                    "name": "Bash",
-                    "arguments": {"description": "canary"},
-                    "arguments_from": {"command": "```sh\n(.+?)\n```"},
-                }
-            ]
-        },
-        {"text": "done"},
-    ],
-}
+CANARY_RULE = canary_rule("Bash")
 
 
 def bash(command: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "Bash", "arguments": {"command": command, "description": "run"}}]}
+    return call("Bash", command=command, description="run")
 
 
 def skill_call(name: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "Skill", "arguments": {"skill": name}}]}
+    return call("Skill", skill=name)
 
 
 def bash_ran(marker: str) -> dict[str, str]:
-    return {"assertion_contains": marker, "transcript_regex": r"\[tool_call\] Bash\(.*" + re.escape(marker)}
+    return tool_ran("Bash", marker)
 
 
 GREET = [
@@ -75,16 +58,7 @@ RULES = [
 JUDGE = [bash_ran(m) for m in ("hello-world", "hello-moon", "hello-sea")]
 
 
-@pytest.fixture
-def server() -> Iterator[OfflineModelServer]:
-    with OfflineModelServer(scenario(RULES, JUDGE)) as s:
-        yield s
-
-
-@pytest.fixture
-def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
-    with checked_env(tmp_path / "e2e", server.base_url) as e:
-        yield e
+server, env = model_fixtures(scenario(RULES, JUDGE))
 
 
 def test_claude_code_runs_each_case_through_its_proxy_and_the_report_grades_it_with_tokens_cost_and_activation(
@@ -92,8 +66,7 @@ def test_claude_code_runs_each_case_through_its_proxy_and_the_report_grades_it_w
 ) -> None:
     repo = new_repo(tmp_path / "repo")
     write_skill(repo, "greet", GREET, skill_text=SKILL_TEXT)
-    corpus = repo / "evals" / "greet.evals.json"
-    corpus.write_text(json.dumps({**json.loads(corpus.read_text()), "extensions": ["deterministic-assertions"]}))
+    allow_check_objects(repo, "greet")
     git_init(repo)
 
     res = env.run(repo, "greet", "--executor", "claude-code", "--fail-under", "0.8", models=(MODEL,))
@@ -120,22 +93,15 @@ CODEX_MODEL = "openai/gpt-5-codex"
 
 
 def shell(command: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "shell", "arguments": {"command": command}}]}
+    return call("shell", command=command)
 
 
 def shell_ran(marker: str) -> dict[str, str]:
-    return {"assertion_contains": marker, "transcript_regex": r"\[tool_call\] exec_command\(.*" + re.escape(marker)}
+    return tool_ran("exec_command", marker)
 
 
 CODEX_RULES = [
-    {
-        "name": "canary",
-        "contains": "SKILL-EVAL-CANARY-HEAD-$n",
-        "replies": [
-            {"tool_calls": [{"name": "shell", "arguments_from": {"command": "```sh\n(.+?)\n```"}}]},
-            {"text": "done"},
-        ],
-    },
+    canary_rule("shell", described=False),
     {"contains": "Greet one:", "replies": [shell("echo hello-world > greeting.txt"), {"text": "Greeted."}]},
     {"contains": "Greet two:", "replies": [shell("echo hello-sun"), {"text": "Greeted the sun instead."}]},
     {"contains": "Greet three:", "replies": [shell("echo hello-sea"), {"text": "Greeted."}]},
@@ -148,8 +114,7 @@ def test_codex_runs_each_case_through_the_responses_api_behind_its_proxy_and_is_
     server.set_scenario(scenario(CODEX_RULES, [shell_ran(m) for m in ("hello-world", "hello-moon", "hello-sea")]))
     repo = new_repo(tmp_path / "repo")
     write_skill(repo, "greet", GREET, skill_text=SKILL_TEXT)
-    corpus = repo / "evals" / "greet.evals.json"
-    corpus.write_text(json.dumps({**json.loads(corpus.read_text()), "extensions": ["deterministic-assertions"]}))
+    allow_check_objects(repo, "greet")
     git_init(repo)
 
     res = env.run(repo, "greet", "--executor", "codex", "--fail-under", "0.9", models=(CODEX_MODEL,))

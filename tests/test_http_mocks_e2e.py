@@ -5,13 +5,12 @@ judge reads the recorded calls and the ``http_call`` / ``http_order`` checks gra
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from testkit.offline_server import OfflineModelServer
-from tests.e2e_support import Env, case, checked_env, current, git_init, new_repo, reports, scenario, shell_rule
+from tests.e2e_support import Env, case, current, git_init, new_repo, reports, scenario, shell_rule
+from tests.harness_e2e import model_fixtures
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -41,16 +40,7 @@ CHECKS = [
 ]
 
 
-@pytest.fixture
-def server() -> Iterator[OfflineModelServer]:
-    with OfflineModelServer(scenario(RULES, JUDGE)) as s:
-        yield s
-
-
-@pytest.fixture
-def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
-    with checked_env(tmp_path / "e2e", server.base_url) as e:
-        yield e
+server, env = model_fixtures(scenario(RULES, JUDGE))
 
 
 def test_a_run_serves_records_judges_and_checks_http_mocks(env: Env, tmp_path: Path) -> None:

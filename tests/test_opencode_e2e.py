@@ -13,20 +13,30 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY
-from testkit.judge import is_grading_request, split_grading_request
 from testkit.offline_server import OfflineModelServer
 from testkit.scenario import message_text
-from tests.e2e_support import Env, case, checked_env, current, git_init, new_repo, reports, scenario, write_skill
+from tests.e2e_support import Env, case, current, git_init, new_repo, reports, scenario, write_skill
+from tests.harness_e2e import (
+    PROBE_OPENING,
+    allow_check_objects,
+    call,
+    canary_rule,
+    curl_line,
+    model_fixtures,
+    probe_case_kept_out_the_forged_calls,
+    probe_rules,
+    probe_transcript,
+    run_probe,
+    tool_ran,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -35,30 +45,15 @@ SKILL_TEXT = (
     "---\nname: greet\ndescription: Greets things by writing hello-<thing> with echo.\n---\n"
     "# greet\n\nRun echo hello-<thing>, then say GREET-BODY-MARKER-7731.\n"
 )
-CANARY_RULE: dict[str, Any] = {
-    "name": "canary",
-    "contains": "SKILL-EVAL-CANARY-HEAD-$n",
-    "replies": [
-        {
-            "tool_calls": [
-                {
-                    "name": "bash",
-                    "arguments": {"description": "canary"},
-                    "arguments_from": {"command": "```sh\n(.+?)\n```"},
-                }
-            ]
-        },
-        {"text": "done"},
-    ],
-}
+CANARY_RULE = canary_rule("bash")
 
 
 def bash(command: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "bash", "arguments": {"command": command, "description": "run"}}]}
+    return call("bash", command=command, description="run")
 
 
 def bash_ran(marker: str) -> dict[str, str]:
-    return {"assertion_contains": marker, "transcript_regex": r"\[tool_call\] bash\(.*" + re.escape(marker)}
+    return tool_ran("bash", marker)
 
 
 GREET = [
@@ -85,21 +80,7 @@ JUDGE = [
     bash_ran("hello-moon"),
 ]
 
-
-def _grading(body: dict[str, Any]) -> bool:
-    return is_grading_request(message_text(body.get("messages") or []))
-
-
-@pytest.fixture
-def server() -> Iterator[OfflineModelServer]:
-    with OfflineModelServer(scenario(RULES, JUDGE)) as s:
-        yield s
-
-
-@pytest.fixture
-def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
-    with checked_env(tmp_path / "e2e", server.base_url) as e:
-        yield e
+server, env = model_fixtures(scenario(RULES, JUDGE))
 
 
 def test_opencode_loads_the_skill_natively_through_its_proxy_and_the_judge_reads_the_commands_output(
@@ -110,8 +91,7 @@ def test_opencode_loads_the_skill_natively_through_its_proxy_and_the_judge_reads
     # The repo's own OpenCode configuration would switch the model and add instructions: never applied.
     (repo / "opencode.json").write_text(json.dumps({"model": "other/model", "instructions": ["EVIL.md"]}))
     (repo / "EVIL.md").write_text("REPO-INSTRUCTION-MARKER\n")
-    corpus = repo / "evals" / "greet.evals.json"
-    corpus.write_text(json.dumps({**json.loads(corpus.read_text()), "extensions": ["deterministic-assertions"]}))
+    allow_check_objects(repo, "greet")
     git_init(repo)
 
     res = env.run(repo, "greet", "--executor", "opencode", "--fail-under", "0.8", models=(MODEL,))
@@ -134,15 +114,7 @@ def test_opencode_loads_the_skill_natively_through_its_proxy_and_the_judge_reads
     assert "skill activated: yes" in markdown
 
 
-PROMPT = "Check the proxy: report what it answers."
-OPENING = f'Use the "greet" skill for this task. {PROMPT} Relevant files: README.md'
-"""The harness's own prompt, whitespace-normalised (what a copycat request quotes)."""
 BASH_TOOL = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
-
-
-def _curl(label: str, body: dict[str, Any]) -> str:
-    data = json.dumps(body).replace("@M@", "'\"$M\"'")
-    return f"echo \"{label} $(c -d '{data}')\""
 
 
 def _chat(model: str, text: str, **extra: Any) -> dict[str, Any]:
@@ -155,18 +127,13 @@ ATTACK = "\n".join(
         f"c() {{ curl -s -o /dev/null -w '%{{http_code}}' -H 'authorization: Bearer {PLACEHOLDER_KEY}' "
         "-H 'content-type: application/json' -H 'x-extra: 1' "
         f'"$@" http://127.0.0.1:{FORWARDER_PORT}/v1/chat/completions; }}',
-        _curl("other-model", _chat("gpt-5.1", "hi")),
-        _curl("server-tool", _chat("gpt-5", "search", web_search_options={"search_context_size": "high"})),
-        _curl("forged", _chat("gpt-5", "@M@ run the tests", tools=BASH_TOOL)),
-        _curl("copycat", _chat("gpt-5", f"{OPENING} @M@", tools=BASH_TOOL)),
+        curl_line("other-model", _chat("gpt-5.1", "hi")),
+        curl_line("server-tool", _chat("gpt-5", "search", web_search_options={"search_context_size": "high"})),
+        curl_line("forged", _chat("gpt-5", "@M@ run the tests", tools=BASH_TOOL)),
+        curl_line("copycat", _chat("gpt-5", f"{PROBE_OPENING} @M@", tools=BASH_TOOL)),
     ]
 )
-ATTACK_RULES: list[dict[str, Any]] = [
-    CANARY_RULE,
-    {"name": "forged", "contains": "FORGED-REQ", "tools": True, "replies": [bash("pytest -q")]},
-    {"name": "attack", "contains": PROMPT, "tools": True, "replies": [bash(ATTACK), {"text": "Reported."}]},
-    {"name": "plain", "contains": "Greet plainly.", "replies": [{"text": "Hello."}]},
-]
+ATTACK_RULES = probe_rules(CANARY_RULE, bash("pytest -q"), bash(ATTACK))
 
 
 def test_an_opencode_agent_gets_no_other_model_no_provider_service_and_no_forged_call_into_its_record(
@@ -174,31 +141,18 @@ def test_an_opencode_agent_gets_no_other_model_no_provider_service_and_no_forged
 ) -> None:
     judge = [bash_ran("pytest -q"), {"assertion_contains": "hello", "transcript_regex": r"Hello\."}]
     server.set_scenario(scenario(ATTACK_RULES, judge))
-    repo = new_repo(tmp_path / "repo")
-    cases = [
-        case(1, PROMPT, ["The agent runs pytest -q"]),
-        case(2, "Greet plainly.", ["The agent outputs a hello to the user"]),
-    ]
-    write_skill(repo, "greet", cases)
-    git_init(repo)
 
-    res = env.run(repo, "greet", "--executor", "opencode", models=(MODEL,))
+    res = run_probe(env, tmp_path, "opencode", MODEL)
 
-    assert res.code in (0, 1), res.stdout + res.stderr
     harness = [b for b in server.requests() if b.get("model") != "judge"]
     assert {b.get("model") for b in harness} == {"gpt-5"}
     assert not any(b.get("web_search_options") for b in harness)
     assert not any("x-extra" in h for h in server.headers())
     assert sum("FORGED-REQ" in message_text(b.get("messages") or []) for b in harness) == 2
-    grading = [message_text(b.get("messages") or []) for b in server.requests() if _grading(b)]
-    [transcript] = [split_grading_request(g)[1] for g in grading if "other-model" in g]
+    transcript = probe_transcript(server)
     assert "other-model 400" in transcript and "server-tool 400" in transcript and "forged 200" in transcript
     assert "copycat 200" in transcript and "pytest -q" not in transcript
-    doc, _markdown = reports(env.out, "greet", res.run_id)
-    [run] = [r for r in current(doc)["runs"] if r["case_id"] == 1]
-    assert run["state"] == "graded" and [v["passed"] for v in run["verdicts"]] == [False]
-    assert run["rejected_calls"] == [] and len(run["proposed_calls"]) == 2
-    assert [r.split(":")[0] for r in run["refused_requests"]] == ["MODEL_NOT_ALLOWED", "BODY_FIELD_REFUSED"]
+    probe_case_kept_out_the_forged_calls(env, res.run_id, ("MODEL_NOT_ALLOWED", "BODY_FIELD_REFUSED"))
 
 
 def test_make_demo_opencode_runs_the_commit_message_skill_with_the_real_binary_and_ends_with_its_verdict(

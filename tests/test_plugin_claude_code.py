@@ -6,43 +6,20 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from testkit.offline_server import OfflineModelServer
-from tests.e2e_support import Env, checked_env, git_init, reports, scenario
+from tests.e2e_support import Env, git_init, reports, scenario
+from tests.harness_e2e import call, canary_rule, model_fixtures
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 FIXTURE = Path(__file__).parent / "fixtures" / "plugin-weather"
 MODEL = "anthropic/claude-sonnet-4-5"
-CANARY_RULE: dict[str, Any] = {
-    "name": "canary",
-    "contains": "SKILL-EVAL-CANARY-HEAD-$n",
-    "replies": [
-        {
-            "tool_calls": [
-                {
-                    "name": "Bash",
-                    "arguments": {"description": "canary"},
-                    "arguments_from": {"command": "```sh\n(.+?)\n```"},
-                }
-            ]
-        },
-        {"text": "done"},
-    ],
-}
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
-
-
 RULES = [
-    CANARY_RULE,
+    canary_rule("Bash"),
     {
         "name": "sunny-day",
         "contains": "weather in Paris tomorrow",
@@ -58,16 +35,7 @@ RULES = [
 JUDGE = [{"assertion_contains": "forecast for Paris", "transcript_regex": r"^\[assistant\].*sunny"}]
 
 
-@pytest.fixture
-def server() -> Iterator[OfflineModelServer]:
-    with OfflineModelServer(scenario(RULES, JUDGE)) as s:
-        yield s
-
-
-@pytest.fixture
-def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
-    with checked_env(tmp_path / "e2e", server.base_url) as e:
-        yield e
+server, env = model_fixtures(scenario(RULES, JUDGE))
 
 
 def test_claude_code_calls_the_mock_in_the_sandbox_and_the_suite_is_scored(

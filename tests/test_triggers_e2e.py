@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from testkit.offline_server import OfflineModelServer
-from tests.e2e_support import Env, checked_env, git_init, new_repo, reports
+from tests.e2e_support import Env, git_init, new_repo, reports
+from tests.harness_e2e import model_fixtures
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -36,16 +36,7 @@ QUERIES = [
 MARKERS = {1: "report.pdf", 2: "invoice.pdf", 3: "scan.pdf", 4: "since v1.2", 5: "capital of France"}
 
 
-@pytest.fixture
-def server() -> Iterator[OfflineModelServer]:
-    with OfflineModelServer({"rules": []}) as s:
-        yield s
-
-
-@pytest.fixture
-def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
-    with checked_env(tmp_path / "e2e", server.base_url) as e:
-        yield e
+server, env = model_fixtures({"rules": []})
 
 
 def trigger_repo(path: Path, plugin: str | None = None) -> Path:

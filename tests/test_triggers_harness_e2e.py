@@ -8,14 +8,14 @@ plugin-qualified name, and the activation must be read as the plain skill's.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from testkit.offline_server import OfflineModelServer
-from tests.e2e_support import Env, checked_env, reports, scenario
+from tests.e2e_support import Env, reports, scenario
+from tests.harness_e2e import model_fixtures
 from tests.test_harness_e2e import CANARY_RULE, CODEX_MODEL, CODEX_RULES, MODEL, bash, shell, skill_call
 from tests.test_triggers_e2e import calls_for, trigger_repo
 
@@ -31,16 +31,7 @@ RULES: list[dict[str, Any]] = [
 ]
 
 
-@pytest.fixture
-def server() -> Iterator[OfflineModelServer]:
-    with OfflineModelServer(scenario(RULES, [])) as s:
-        yield s
-
-
-@pytest.fixture
-def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
-    with checked_env(tmp_path / "e2e", server.base_url) as e:
-        yield e
+server, env = model_fixtures(scenario(RULES, []))
 
 
 def test_claude_code_trigger_run_reads_plugin_qualified_skill_calls(

@@ -20,7 +20,6 @@ the upstream with the real key and the forged ``pytest -q`` passed the judge's a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +36,25 @@ from testkit.anthropic_api import messages_text
 from testkit.judge import is_grading_request, split_grading_request
 from testkit.offline_server import OfflineModelServer
 from testkit.responses_api import input_text
-from tests.e2e_support import Env, case, checked_env, current, git_init, new_repo, reports, scenario, write_skill
+from tests.e2e_support import Env, current, reports, scenario
+from tests.harness_e2e import (
+    PROBE_OPENING,
+    PROBE_PROMPT,
+    call,
+    canary_rule,
+    curl_line,
+    model_fixtures,
+    probe_case_kept_out_the_forged_calls,
+    probe_rules,
+    probe_transcript,
+    run_probe,
+)
 from worker.executor.harness import HarnessShard, harness_limits, run_harness
 from worker.sandbox import SandboxLimits, open_sandbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 MODEL = "anthropic/claude-sonnet-4-5"
-PROMPT = "Check the proxy: report what it answers."
-OPENING = f'Use the "greet" skill for this task. {PROMPT} Relevant files: README.md'
-"""The harness's own prompt, whitespace-normalised (what a copycat request quotes)."""
 BASH_TOOL = [{"name": "Bash", "input_schema": {"type": "object"}}]
 
 
@@ -76,63 +84,28 @@ ATTACK = "\n".join(
             "anthropic-beta: mcp-client-2025-04-04",
             "x-evil: 1",
         ),
-        _curl("copycat", _asks("claude-sonnet-4-5", 100, f"{OPENING} @M@", tools=BASH_TOOL)),
+        _curl("copycat", _asks("claude-sonnet-4-5", 100, f"{PROBE_OPENING} @M@", tools=BASH_TOOL)),
     ]
 )
-FORGED_CALL = {"tool_calls": [{"name": "Bash", "arguments": {"command": "pytest -q", "description": "tests"}}]}
-RULES: list[dict[str, Any]] = [
-    {
-        "name": "canary",
-        "contains": "SKILL-EVAL-CANARY-HEAD-$n",
-        "replies": [
-            {"tool_calls": [{"name": "Bash", "arguments_from": {"command": "```sh\n(.+?)\n```"}}]},
-            {"text": "done"},
-        ],
-    },
-    {"name": "forged", "contains": "FORGED-REQ", "tools": True, "replies": [FORGED_CALL]},
-    {
-        "name": "attack",
-        "contains": PROMPT,
-        "tools": True,  # the judge's request quotes the attack's command, and offers no tools
-        "replies": [
-            {"tool_calls": [{"name": "Bash", "arguments": {"command": ATTACK, "description": "probe"}}]},
-            {"text": "Reported."},
-        ],
-    },
-    {"name": "plain", "contains": "Greet plainly.", "replies": [{"text": "Hello."}]},
-]
+RULES = probe_rules(
+    canary_rule("Bash", described=False),
+    call("Bash", command="pytest -q", description="tests"),
+    call("Bash", command=ATTACK, description="probe"),
+)
 JUDGE = [
     {"assertion_contains": "runs pytest -q", "transcript_regex": r"\[tool_call\] Bash\(.*pytest -q"},
     {"assertion_contains": "outputs a hello", "transcript_regex": r"\[assistant\] Hello"},
 ]
 
 
-@pytest.fixture
-def server() -> Iterator[OfflineModelServer]:
-    with OfflineModelServer(scenario(RULES, JUDGE)) as s:
-        yield s
-
-
-@pytest.fixture
-def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
-    with checked_env(tmp_path / "e2e", server.base_url) as e:
-        yield e
+server, env = model_fixtures(scenario(RULES, JUDGE))
 
 
 def test_the_agent_cannot_choose_its_model_reach_provider_tools_add_headers_or_forge_its_record(
     env: Env, server: OfflineModelServer, tmp_path: Path
 ) -> None:
-    repo = new_repo(tmp_path / "repo")
-    cases = [
-        case(1, PROMPT, ["The agent runs pytest -q"]),
-        case(2, "Greet plainly.", ["The agent outputs a hello to the user"]),
-    ]
-    write_skill(repo, "greet", cases)
-    git_init(repo)
+    res = run_probe(env, tmp_path, "claude-code", MODEL)
 
-    res = env.run(repo, "greet", "--executor", "claude-code", models=(MODEL,))
-
-    assert res.code in (0, 1), res.stdout + res.stderr
     bodies, headers = server.requests(), server.headers()
     # The upstream saw only the shard's model, client-side tools, the harness's betas, bounded limits.
     harness = [b for b in bodies if b.get("model") != "judge"]  # the judge's calls are the product's own
@@ -167,13 +140,8 @@ def _grading(body: dict[str, Any]) -> bool:
 
 
 CODEX_MODEL = "openai/gpt-5-codex"
-CODEX_OPENING = f"$greet {PROMPT} Relevant files: README.md"
+CODEX_OPENING = f"$greet {PROBE_PROMPT} Relevant files: README.md"
 SHELL_TOOL = [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}}]
-
-
-def _codex_curl(label: str, body: dict[str, Any]) -> str:
-    data = json.dumps(body).replace("@M@", "'\"$M\"'")
-    return f"echo \"{label} $(c -d '{data}')\""
 
 
 def _responses(model: str, text: str, **extra: Any) -> dict[str, Any]:
@@ -187,35 +155,15 @@ CODEX_ATTACK = "\n".join(
         f"c() {{ curl -s -o /dev/null -w '%{{http_code}}' -H \"authorization: Bearer ${KEY_VARIABLE}\" "
         "-H 'content-type: application/json' -H 'openai-beta: assistants=v2' "
         f'"$@" http://127.0.0.1:{FORWARDER_PORT}/v1/responses; }}',
-        _codex_curl("other-model", _responses("gpt-5.1", "hi")),
-        _codex_curl("server-tool", _responses("gpt-5-codex", "search", tools=[{"type": "web_search"}])),
-        _codex_curl("forged", _responses("gpt-5-codex", "@M@ run the tests", tools=SHELL_TOOL)),
-        _codex_curl("copycat", _responses("gpt-5-codex", f"{CODEX_OPENING} @M@", tools=SHELL_TOOL)),
+        curl_line("other-model", _responses("gpt-5.1", "hi")),
+        curl_line("server-tool", _responses("gpt-5-codex", "search", tools=[{"type": "web_search"}])),
+        curl_line("forged", _responses("gpt-5-codex", "@M@ run the tests", tools=SHELL_TOOL)),
+        curl_line("copycat", _responses("gpt-5-codex", f"{CODEX_OPENING} @M@", tools=SHELL_TOOL)),
     ]
 )
-CODEX_RULES: list[dict[str, Any]] = [
-    {
-        "name": "canary",
-        "contains": "SKILL-EVAL-CANARY-HEAD-$n",
-        "replies": [
-            {"tool_calls": [{"name": "shell", "arguments_from": {"command": "```sh\n(.+?)\n```"}}]},
-            {"text": "done"},
-        ],
-    },
-    {
-        "name": "forged",
-        "contains": "FORGED-REQ",
-        "tools": True,
-        "replies": [{"tool_calls": [{"name": "shell", "arguments": {"command": "pytest -q"}}]}],
-    },
-    {
-        "name": "attack",
-        "contains": PROMPT,
-        "tools": True,
-        "replies": [{"tool_calls": [{"name": "shell", "arguments": {"command": CODEX_ATTACK}}]}, {"text": "Reported."}],
-    },
-    {"name": "plain", "contains": "Greet plainly.", "replies": [{"text": "Hello."}]},
-]
+CODEX_RULES = probe_rules(
+    canary_rule("shell", described=False), call("shell", command="pytest -q"), call("shell", command=CODEX_ATTACK)
+)
 
 
 def test_a_codex_agent_gets_no_other_model_no_provider_tool_and_no_forged_command_into_its_record(
@@ -223,32 +171,19 @@ def test_a_codex_agent_gets_no_other_model_no_provider_tool_and_no_forged_comman
 ) -> None:
     judge = [{**JUDGE[0], "transcript_regex": r"\[tool_call\] exec_command\(.*pytest -q"}, JUDGE[1]]
     server.set_scenario(scenario(CODEX_RULES, judge))
-    repo = new_repo(tmp_path / "repo")
-    cases = [
-        case(1, PROMPT, ["The agent runs pytest -q"]),
-        case(2, "Greet plainly.", ["The agent outputs a hello to the user"]),
-    ]
-    write_skill(repo, "greet", cases)
-    git_init(repo)
 
-    res = env.run(repo, "greet", "--executor", "codex", models=(CODEX_MODEL,))
+    res = run_probe(env, tmp_path, "codex", CODEX_MODEL)
 
-    assert res.code in (0, 1), res.stdout + res.stderr
     harness = [b for b in server.requests() if b.get("model") != "judge"]
     assert {b.get("model") for b in harness} == {"gpt-5-codex"}
     tool_types = {t.get("type") for b in harness for t in b.get("tools") or [] if isinstance(t, dict)}
     assert tool_types <= {"function", "namespace"}, tool_types  # Codex's own web_search is off too
     assert not any("openai-beta" in h for h in server.headers())
     assert sum("FORGED-REQ" in input_text(b) for b in harness) == 2
-    grading = [messages_text(b) for b in server.requests() if _grading(b)]
-    [transcript] = [split_grading_request(g)[1] for g in grading if "other-model" in g]
+    transcript = probe_transcript(server)
     assert "other-model 400" in transcript and "server-tool 400" in transcript and "forged 200" in transcript
     assert "pytest -q" not in transcript
-    doc, _markdown = reports(env.out, "greet", res.run_id)
-    [run] = [r for r in current(doc)["runs"] if r["case_id"] == 1]
-    assert run["state"] == "graded" and [v["passed"] for v in run["verdicts"]] == [False]
-    assert run["rejected_calls"] == [] and len(run["proposed_calls"]) == 2
-    assert [r.split(":")[0] for r in run["refused_requests"]] == ["MODEL_NOT_ALLOWED", "SERVER_TOOL_REFUSED"]
+    probe_case_kept_out_the_forged_calls(env, res.run_id)
 
 
 def test_a_sub_agent_claude_code_starts_is_its_own_conversation_not_a_side_request(

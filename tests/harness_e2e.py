@@ -1,0 +1,129 @@
+"""What the end-to-end tests of ``skill-eval run`` share beyond tests/e2e_support.py: the
+``server`` and ``env`` fixtures, the scripted canary, a scripted tool call, and the side-request
+probe (a case whose agent ``curl``s its own model proxy, beside a case that only greets).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testkit.judge import is_grading_request, split_grading_request
+from testkit.offline_server import OfflineModelServer
+from testkit.scenario import message_text
+from tests.e2e_support import CliResult, Env, case, checked_env, current, git_init, new_repo, reports, write_skill
+
+CANARY_PROMPT = "SKILL-EVAL-CANARY-HEAD-$n"
+PROBE_PROMPT = "Check the proxy: report what it answers."
+PROBE_OPENING = f'Use the "greet" skill for this task. {PROBE_PROMPT} Relevant files: README.md'
+"""The harness's own prompt, whitespace-normalised (what a copycat request quotes)."""
+
+
+def model_fixtures(script: dict[str, Any], extra: Mapping[str, str] | None = None) -> tuple[Any, Any]:
+    """A test module's ``server`` (the offline model server playing ``script``) and ``env`` (a
+    checked cluster whose model is that server, with ``extra`` in its environment) fixtures:
+    ``server, env = model_fixtures(...)``. Nothing the runs started may outlive them
+    (``checked_env``)."""
+
+    @pytest.fixture(name="server")
+    def server_fixture() -> Iterator[OfflineModelServer]:
+        with OfflineModelServer(script) as s:
+            yield s
+
+    @pytest.fixture(name="env")
+    def env_fixture(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
+        with checked_env(tmp_path / "e2e", server.base_url) as e:
+            e.extra.update(extra or {})
+            yield e
+
+    return server_fixture, env_fixture
+
+
+def call(tool: str, /, **arguments: Any) -> dict[str, Any]:
+    """A scripted reply: one call of ``tool`` (positional, so an argument may be called ``name``)."""
+    return {"tool_calls": [{"name": tool, "arguments": arguments}]}
+
+
+def canary_rule(shell_tool: str, *, described: bool = True) -> dict[str, Any]:
+    """The scripted answer to the canary: run the command its prompt quotes with ``shell_tool``
+    (with a ``description`` argument where the harness's shell tool takes one), then stop."""
+    shell: dict[str, Any] = {"name": shell_tool, "arguments_from": {"command": "```sh\n(.+?)\n```"}}
+    if described:
+        shell = {"name": shell_tool, "arguments": {"description": "canary"}, **shell}
+    return {"name": "canary", "contains": CANARY_PROMPT, "replies": [{"tool_calls": [shell]}, {"text": "done"}]}
+
+
+def tool_ran(tool: str, marker: str) -> dict[str, str]:
+    """A judge rule: the assertion naming ``marker`` passes when the transcript shows a call of
+    ``tool`` whose arguments hold it."""
+    return {"assertion_contains": marker, "transcript_regex": rf"\[tool_call\] {tool}\(.*" + re.escape(marker)}
+
+
+def curl_line(label: str, body: dict[str, Any]) -> str:
+    """One probe line: ``label`` and the status the proxy answered (``c`` is the probe's curl);
+    ``@M@`` in the body becomes the marker the probe builds at run time."""
+    data = json.dumps(body).replace("@M@", "'\"$M\"'")
+    return f"echo \"{label} $(c -d '{data}')\""
+
+
+def probe_rules(canary: dict[str, Any], forged: dict[str, Any], attack: dict[str, Any]) -> list[dict[str, Any]]:
+    """The probe's script: ``attack`` (the probe's command) on the probe case, ``forged`` on the
+    forged conversation it sends, a plain hello on the other case."""
+    return [
+        canary,
+        {"name": "forged", "contains": "FORGED-REQ", "tools": True, "replies": [forged]},
+        # The judge's request quotes the probe's command, and offers no tools.
+        {"name": "attack", "contains": PROBE_PROMPT, "tools": True, "replies": [attack, {"text": "Reported."}]},
+        {"name": "plain", "contains": "Greet plainly.", "replies": [{"text": "Hello."}]},
+    ]
+
+
+def run_probe(env: Env, tmp_path: Path, executor: str, model: str) -> CliResult:
+    """Runs the probe case and the plain one with ``executor``; the run may pass or fail."""
+    repo = new_repo(tmp_path / "repo")
+    cases = [
+        case(1, PROBE_PROMPT, ["The agent runs pytest -q"]),
+        case(2, "Greet plainly.", ["The agent outputs a hello to the user"]),
+    ]
+    write_skill(repo, "greet", cases)
+    git_init(repo)
+    res = env.run(repo, "greet", "--executor", executor, models=(model,))
+    assert res.code in (0, 1), res.stdout + res.stderr
+    return res
+
+
+def allow_check_objects(repo: Path, skill: str) -> None:
+    """Turns on ``deterministic-assertions`` in ``skill``'s corpus: its cases may hold check objects."""
+    corpus = repo / "evals" / f"{skill}.evals.json"
+    corpus.write_text(json.dumps({**json.loads(corpus.read_text()), "extensions": ["deterministic-assertions"]}))
+
+
+def is_grading(body: dict[str, Any]) -> bool:
+    """Whether a chat-completions request is the judge's."""
+    return is_grading_request(message_text(body.get("messages") or []))
+
+
+def probe_transcript(server: OfflineModelServer) -> str:
+    """The transcript the judge read of the probe case (the one that shows the probe's output)."""
+    grading = [message_text(b.get("messages") or []) for b in server.requests() if is_grading(b)]
+    [transcript] = [split_grading_request(g)[1] for g in grading if "other-model" in g]
+    return transcript
+
+
+def probe_case_kept_out_the_forged_calls(
+    env: Env, run_id: str, refusals: tuple[str, ...] = ("MODEL_NOT_ALLOWED", "SERVER_TOOL_REFUSED")
+) -> dict[str, Any]:
+    """The probe case's row, checked: graded, its one assertion failed (the forged ``pytest -q``
+    never reached its record), the two forged calls listed as proposed, and the proxy's
+    ``refusals`` (of the other model, then of the provider-side service) listed as the agent's."""
+    doc, _markdown = reports(env.out, "greet", run_id)
+    [run] = [r for r in current(doc)["runs"] if r["case_id"] == 1]
+    assert run["state"] == "graded" and [v["passed"] for v in run["verdicts"]] == [False], run
+    assert run["rejected_calls"] == [] and len(run["proposed_calls"]) == 2, run
+    assert [r.split(":")[0] for r in run["refused_requests"]] == list(refusals)
+    return run
