@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 from producer.corpus.validation import validate_corpus
-from schemas.corpus import CallOrderCheck, FileContainsCheck, ToolCallCheck, ToolCallMatcher
+from schemas.corpus import CallOrderCheck, DeterministicAssertion, FileContainsCheck, ToolCallCheck, ToolCallMatcher
 from schemas.errors import BadCorpus
 from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent, Trajectory
 from schemas.verdict import AssertionVerdict
+from worker.grading import deterministic
 from worker.grading.deterministic import check_assertion, merge_by_position, split_assertions
 
 FILE = "evals/demo.evals.json"
@@ -216,3 +217,9 @@ def test_judged_and_deterministic_verdicts_merge_by_position() -> None:
     assert merged[1].passed and merged[1].weight == 3
     with pytest.raises(ValueError):
         merge_by_position(assertions, judged[:1], trajectory())
+
+
+def test_every_kind_of_deterministic_assertion_has_its_checker() -> None:
+    """A new check class without a checker would fail each shard that uses it at grading time."""
+    kinds = {cls.model_fields["kind"].default for cls in get_args(DeterministicAssertion)}
+    assert kinds == set(deterministic._CHECKERS)

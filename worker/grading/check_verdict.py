@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from schemas.checks_base import Check
+from schemas.trajectory import Trajectory
 from schemas.verdict import AssertionVerdict
 
 EVIDENCE_CHARS = 300
 """A quoted call or request is cut to this length in the verdict."""
+Checker = Callable[[Any, Trajectory], AssertionVerdict]
+"""The verdict of one kind of check on a trajectory (each takes its own check class)."""
 
 
 def cut(text: str) -> str:

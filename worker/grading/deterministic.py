@@ -22,8 +22,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 
 from schemas.checks_focus import BaselineCheck, FocusedCheck
-from schemas.checks_http import HttpCallCheck, HttpOrderCheck
-from schemas.checks_plugin import FileGlobCheck, JudgedCheck, TextMatchCheck, ToolCountCheck, ToolOrderCheck
+from schemas.checks_plugin import JudgedCheck
 from schemas.corpus import (
     Assertion,
     CallOrderCheck,
@@ -35,9 +34,9 @@ from schemas.corpus import (
 )
 from schemas.trajectory import ToolCallEvent, Trajectory
 from schemas.verdict import AssertionVerdict
-from worker.grading.check_verdict import EVIDENCE_CHARS, check_verdict, cut
+from worker.grading.check_verdict import EVIDENCE_CHARS, Checker, check_verdict, cut
 from worker.grading.http_checks import check_http_call, check_http_order
-from worker.grading.plugin_checks import check_plugin
+from worker.grading.plugin_checks import PLUGIN_CHECKERS
 
 
 @cache
@@ -120,19 +119,19 @@ def _check_activated(check: SkillActivatedCheck, trajectory: Trajectory) -> Asse
 
 def check_assertion(check: DeterministicAssertion, trajectory: Trajectory) -> AssertionVerdict:
     """The verdict of one deterministic assertion on ``trajectory``."""
-    if isinstance(check, TextMatchCheck | ToolCountCheck | ToolOrderCheck | FileGlobCheck):
-        return check_plugin(check, trajectory)
-    if isinstance(check, HttpCallCheck):
-        return check_http_call(check, trajectory)
-    if isinstance(check, HttpOrderCheck):
-        return check_http_order(check, trajectory)
-    if isinstance(check, SkillActivatedCheck):
-        return _check_activated(check, trajectory)
-    if isinstance(check, ToolCallCheck):
-        return _check_tool_call(check, trajectory)
-    if isinstance(check, CallOrderCheck):
-        return _check_call_order(check, trajectory)
-    return _check_file(check, trajectory)
+    return _CHECKERS[check.kind](check, trajectory)
+
+
+_CHECKERS: dict[str, Checker] = {
+    **PLUGIN_CHECKERS,
+    "http_call": check_http_call,
+    "http_order": check_http_order,
+    "skill_activated": _check_activated,
+    "tool_call": _check_tool_call,
+    "call_order": _check_call_order,
+    "file_contains": _check_file,
+}
+"""A deterministic assertion's ``kind`` -> the function that gives its verdict on a trajectory."""
 
 
 def split_assertions(assertions: Sequence[Assertion]) -> tuple[list[str], list[int]]:

@@ -26,11 +26,9 @@ from schemas.checks_plugin import (
 from schemas.mocks import MCP_PREFIX
 from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent, Trajectory
 from schemas.verdict import AssertionVerdict
-from worker.grading.check_verdict import EVIDENCE_CHARS, check_verdict, cut
+from worker.grading.check_verdict import EVIDENCE_CHARS, Checker, check_verdict, cut
 
 _FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
-
-PluginCheck = TextMatchCheck | ToolCountCheck | ToolOrderCheck | FileGlobCheck
 
 
 @cache
@@ -175,12 +173,10 @@ def check_file_glob(check: FileGlobCheck, trajectory: Trajectory) -> AssertionVe
     return check_verdict(check, True, f"no file the run changed matches {check.glob}")
 
 
-def check_plugin(check: PluginCheck, trajectory: Trajectory) -> AssertionVerdict:
-    """The verdict of one plugin-eval check on ``trajectory``."""
-    if isinstance(check, TextMatchCheck):
-        return check_text_match(check, trajectory)
-    if isinstance(check, ToolCountCheck):
-        return check_tool_count(check, trajectory)
-    if isinstance(check, ToolOrderCheck):
-        return check_tool_order(check, trajectory)
-    return check_file_glob(check, trajectory)
+PLUGIN_CHECKERS: dict[str, Checker] = {
+    "text_match": check_text_match,
+    "tool_count": check_tool_count,
+    "tool_order": check_tool_order,
+    "file_glob": check_file_glob,
+}
+"""A plugin-eval check's ``kind`` -> the function that gives its verdict on a trajectory."""
