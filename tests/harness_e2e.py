@@ -6,7 +6,10 @@ probe (a case whose agent ``curl``s its own model proxy, beside a case that only
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -127,3 +130,24 @@ def probe_case_kept_out_the_forged_calls(
     assert run["rejected_calls"] == [] and len(run["proposed_calls"]) == 2, run
     assert [r.split(":")[0] for r in run["refused_requests"]] == list(refusals)
     return run
+
+
+def run_demo(tmp_path: Path, executor: str) -> str:
+    """The demo with the real ``executor`` binary (``make demo-<executor>``): its output, checked
+    to end with its PASS verdict, its commit-message corpus at 4 of 6 (case 1 follows the skill,
+    case 2 skips it on purpose)."""
+    env = {**os.environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log"), "SKILL_EVAL_STORE": str(tmp_path / "store")}
+    done = subprocess.run(
+        [sys.executable, "-m", "producer.commands.demo", "--executor", executor, "--out", str(tmp_path / "reports")],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "verdict: PASS"
+    [corpus] = [line for line in lines if line.startswith("skill: ")]
+    assert corpus.startswith("skill: commit-message") and "4/6" in corpus and corpus.endswith("  PASS"), corpus
+    return done.stdout

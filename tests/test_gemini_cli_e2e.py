@@ -13,9 +13,6 @@ tool and a forged conversation never reach the trajectory.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +31,7 @@ from tests.harness_e2e import (
     probe_case_kept_out_the_forged_calls,
     probe_rules,
     probe_transcript,
+    run_demo,
     run_probe,
     tool_ran,
 )
@@ -161,30 +159,9 @@ def test_gemini_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_rea
 def test_make_demo_gemini_cli_runs_the_commit_message_skill_with_the_real_binary_and_ends_with_its_verdict(
     tmp_path: Path,
 ) -> None:
-    env = {**os.environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log"), "SKILL_EVAL_STORE": str(tmp_path / "store")}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "producer.commands.demo",
-            "--executor",
-            "gemini-cli",
-            "--out",
-            str(tmp_path / "reports"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=400,
-        env=env,
-        cwd=Path(__file__).resolve().parents[1],
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    lines = done.stdout.splitlines()
-    assert lines[-1] == "verdict: PASS"
-    [corpus] = [line for line in lines if line.startswith("skill: ")]
-    # Case 1 follows the skill (loaded through activate_skill); case 2 skips it on purpose.
-    assert corpus.startswith("skill: commit-message") and "4/6" in corpus and corpus.endswith("  PASS"), corpus
-    assert "--model gemini/gemini-2.5-pro" in done.stdout and "--executor gemini-cli" in done.stdout
+    out = run_demo(tmp_path, "gemini-cli")  # case 1 loads the skill through activate_skill
+
+    assert "--model gemini/gemini-2.5-pro" in out and "--executor gemini-cli" in out
 
 
 SHELL_TOOL = [{"functionDeclarations": [{"name": SHELL, "parameters": {"type": "object"}}]}]

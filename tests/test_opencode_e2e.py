@@ -12,9 +12,6 @@ conversation never reach the trajectory.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +31,7 @@ from tests.harness_e2e import (
     probe_case_kept_out_the_forged_calls,
     probe_rules,
     probe_transcript,
+    run_demo,
     run_probe,
     tool_ran,
 )
@@ -158,19 +156,6 @@ def test_an_opencode_agent_gets_no_other_model_no_provider_service_and_no_forged
 def test_make_demo_opencode_runs_the_commit_message_skill_with_the_real_binary_and_ends_with_its_verdict(
     tmp_path: Path,
 ) -> None:
-    env = {**os.environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log"), "SKILL_EVAL_STORE": str(tmp_path / "store")}
-    done = subprocess.run(
-        [sys.executable, "-m", "producer.commands.demo", "--executor", "opencode", "--out", str(tmp_path / "reports")],
-        capture_output=True,
-        text=True,
-        timeout=400,
-        env=env,
-        cwd=Path(__file__).resolve().parents[1],
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    lines = done.stdout.splitlines()
-    assert lines[-1] == "verdict: PASS"
-    [corpus] = [line for line in lines if line.startswith("skill: ")]
-    # Case 1 follows the skill (loaded through OpenCode's skill tool); case 2 skips it on purpose.
-    assert corpus.startswith("skill: commit-message") and "4/6" in corpus and corpus.endswith("  PASS"), corpus
-    assert "--model openai/gpt-5" in done.stdout and "--executor opencode" in done.stdout
+    out = run_demo(tmp_path, "opencode")  # case 1 loads the skill through OpenCode's skill tool
+
+    assert "--model openai/gpt-5" in out and "--executor opencode" in out
