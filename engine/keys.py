@@ -47,6 +47,11 @@ class RunKeys(NamedTuple):
     owners: str
     claims: str
 
+    @property
+    def lease(self) -> tuple[str, str, str]:
+        """``KEYS[1..3]`` of every script that takes, hands back or reaps a lease: states, leases, owners."""
+        return (self.states, self.leases, self.owners)
+
 
 def run_keys(run_id: str) -> RunKeys:
     base = f"{KEY_PREFIX}:run:{run_id}"

@@ -186,9 +186,7 @@ class RunState:
         k = self._keys(run_id)
         got = self._claim(
             keys=[
-                k.states,
-                k.leases,
-                k.owners,
+                *k.lease,
                 k.claims,
                 _inflight_list(dst),
                 resubmits_key(run_id),
@@ -208,9 +206,7 @@ class RunState:
         for leased, back in ((ShardState.EXECUTING, ShardState.QUEUED), (ShardState.GRADING, ShardState.EXECUTED)):
             done = self._release(
                 keys=[
-                    k.states,
-                    k.leases,
-                    k.owners,
+                    *k.lease,
                     k.claims,
                     _inflight_list(leased),
                     unsent_key(run_id),
@@ -259,9 +255,7 @@ class RunState:
         k = self._keys(run_id)
         flat = self._reap(
             keys=[
-                k.states,
-                k.leases,
-                k.owners,
+                *k.lease,
                 unsent_key(run_id),
                 inflight_key(QUEUE_EXECUTE),
                 inflight_key(QUEUE_GRADE),
