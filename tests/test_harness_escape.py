@@ -87,6 +87,10 @@ HARNESSES = {
         "{} > /tmp/probe.out 2>&1 < /dev/null; cat /tmp/probe.out",
     ),
 }
+WAIT_FOR_IT = {"codex": {"yield_time_ms": 110_000}}
+"""Arguments that make a harness's shell tool wait for the probe: Codex hands a command still
+running after ten seconds back to the model (a loaded machine makes the probe that slow), and the
+command's output then never reaches the record."""
 ENCODED = frozenset({"gemini-cli"})
 """Harnesses whose shell tool refuses a command holding a backtick or ``$(``: the probe goes in base64."""
 
@@ -103,7 +107,8 @@ def escape_run(
         command = f"cat > /tmp/probe.py <<'PROBE'\n{PROBE}\nPROBE\n{probe}"
         if request.param in ENCODED:
             command = f"echo {base64.b64encode(PROBE.encode()).decode()} | base64 -d > /tmp/probe.py; {probe}"
-        call = {"tool_calls": [{"name": tool, "arguments": {"command": command, "description": "probe"}}]}
+        arguments = {"command": command, "description": "probe", **WAIT_FOR_IT.get(request.param, {})}
+        call = {"tool_calls": [{"name": tool, "arguments": arguments}]}
         server.set_scenario({"rules": [{"contains": "Probe the sandbox", "replies": [call, {"text": "done"}]}]})
         limits = ModelLimits(name=model, api_base=server.base_url, api_key_env="SKILL_EVAL_ESCAPE_KEY")
         workspace = tmp_path / "ws"
@@ -120,7 +125,9 @@ def escape_run(
             limiter=Limiter(redis.Redis.from_url(redis_server.url), limits),
             tmp_parent=private,
         )
-        result = next(e for e in trajectory.events if isinstance(e, ToolResultEvent))
+        results = [e for e in trajectory.events if isinstance(e, ToolResultEvent)]
+        assert results, f"no tool ran: {trajectory.end_reason.value}: {trajectory.events}"
+        result = results[0]
         probe = json.loads(next(line for line in result.output.splitlines() if line.startswith('{"')))
         yield trajectory, probe, server, real_key, tmp_path
 
