@@ -355,7 +355,7 @@ def run_summary(entry: _Cached, running: bool | None) -> dict[str, Any]:
         "skills": [b.skill for b in m.plan.bundles],
         "models": list(m.plan.models),
         "judges": list(m.plan.judges),
-        "harness": m.settings.executor,
+        "harness": m.executor_label,
         "arms": list(m.plan.variants),
         "shards": entry.outline.shard_count,
         "verdict": r["verdict"] if r else None,

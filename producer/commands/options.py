@@ -105,10 +105,10 @@ NoPreflightOpt = Annotated[
 ]
 
 ExecutorOpt = Annotated[
-    str,
+    list[str] | None,
     _option(
         "--executor",
-        help=executor_help(),
+        help=executor_help() + " Repeatable: a sweep runs each with the given models it can speak.",
         panel=WHERE,
     ),
 ]
