@@ -6,8 +6,15 @@ figure and gets no section.
 
 from __future__ import annotations
 
+from html import escape
+
+from reducer.html_parts import heat, name, table
+from reducer.html_parts import pct as html_pct
+from reducer.html_parts import pts as html_pts
+from reducer.html_parts import pval as html_pval
 from reducer.render_compare import pct, pts, pval
 from schemas.report import RunResult, SkillResult
+from schemas.shard import CURRENT
 
 PAIRED_NOTE = (
     "Each two harnesses on the same cases: the unit is a model both run (case, model, epoch), so the "
@@ -68,3 +75,59 @@ def sweep_section(result: RunResult, current: SkillResult) -> list[str]:
     if worst:
         out += ["", "Assertions that work less in the second harness of a pair:", "", *worst]
     return [*out, ""]
+
+
+def sweep_html(result: RunResult) -> str:
+    """The page's ``harnesses`` section: per corpus the harness × assertion heat map and the
+    harnesses paired (empty outside a sweep)."""
+    if not is_sweep(result):
+        return ""
+    out = ['<section id="harnesses"><h2>Harness by assertion</h2>']
+    out.append(
+        f'<p class="legend">Pass rate of each assertion per harness, its models pooled. {escape(PAIRED_NOTE)}</p>'
+    )
+    for s in (s for s in result.skills if s.variant == CURRENT):
+        harnesses = list(dict.fromkeys(h for a in s.assertions for h in a.by_harness))
+        rows = []
+        for a in s.assertions:
+            cells = [escape(str(a.case_id)), escape(a.text)]
+            for h in harnesses:
+                x = a.by_harness[h].rate if h in a.by_harness else None
+                cells.append(
+                    f'<span style="background:{heat(x)};padding:0 .3rem;border-radius:3px">{html_pct(x)}</span>'
+                )
+            rows.append(cells)
+        out.append(
+            f"<h3>{name(s.skill)}</h3>" + table(["case", "assertion", *[name(h) for h in harnesses]], rows, raw=True)
+        )
+        pairs = [
+            [
+                c.harness or "",
+                c.baseline,
+                str(c.cases),
+                str(c.pairs),
+                html_pct(c.current_rate),
+                html_pct(c.baseline_rate),
+                html_pts(c.difference),
+                f"{html_pts(c.low)} to {html_pts(c.high)}",
+                c.test,
+                html_pval(c.p_two_sided),
+            ]
+            for c in result.harness_comparisons
+            if c.skill == s.skill
+        ]
+        if pairs:
+            head = [
+                "harness",
+                "against",
+                "cases",
+                "pairs",
+                "rate",
+                "against's rate",
+                "difference",
+                "95% CI",
+                "test",
+                "p",
+            ]
+            out.append(table(head, pairs))
+    return "".join(out) + "</section>"
