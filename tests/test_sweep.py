@@ -9,22 +9,35 @@ the harnesses paired on the same cases.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+from typer.testing import CliRunner
 
 from harnesses.providers import provider_of
 from harnesses.registry import ADAPTERS, speaks
 from producer.plan.harnesses import pair_harnesses, sweep_limits
 from producer.plan.planning import plan_run, plan_summary
 from reducer.render import render_json, render_markdown
+from reducer.render_html import render_html
 from reducer.stream import StreamReducer, reduce_run
 from schemas.errors import ConfigError, UnspokenModel
 from schemas.shard import row_name, shard_id_for
 from schemas.shard_outcome import ShardOutcome, outcome_line_of
 from schemas.status import ShardState
+from tests.conftest import EXAMPLE_REPO
 from tests.test_reducer import bundle, graded
 
 RUN = "20260101-000000-00000000"
 CLAUDE, GPT, GEMINI = "anthropic/claude-sonnet-4-5", "openai/gpt-5", "gemini/gemini-2.5-pro"
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    from producer.commands.cli import app
+
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
 
 
 def test_each_harness_speaks_the_models_of_its_protocol_and_the_agent_any() -> None:
@@ -193,7 +206,60 @@ def test_reports_of_a_sweep_show_harness_model_rows_and_of_one_executor_stay_as_
     assert "| claude-code × anthropic/claude-sonnet-4-5 |" in markdown
     doc = render_json(result, "s", {})
     assert '"by_harness"' in doc and '"harness_comparisons"' in doc
+    assert 'id="harnesses"' in render_html(result) and "claude-code × anthropic/claude-sonnet-4-5" in render_html(
+        result
+    )
     single = plan_run(RUN, [bundle("s", (2, 2))], [GPT])
     alone = reduce_run(single, {s.shard_id: graded(s, [True, False]) for s in single.shards})
     text = render_markdown(alone, "s", {}) + render_json(alone, "s", {})
+    assert 'id="harnesses"' not in render_html(alone)
     assert "Harness" not in text and "by_harness" not in text and '"harness"' not in text
+
+
+def test_dry_run_lists_each_harness_model_pair_with_its_shards() -> None:
+    code, output = invoke(
+        "run", "commit-message", "--repo", str(EXAMPLE_REPO), "--dry-run",
+        *("--executor", "claude-code", "--executor", "codex", "--executor", "agent"),
+        *("--model", CLAUDE, "--model", GPT, "--epochs", "2"),
+    )  # fmt: skip
+    assert code == 0, output
+    assert "shards = cases x harness x model pairs x epochs = 16" in output
+    for harness, model in (("claude-code", CLAUDE), ("codex", GPT), ("agent", CLAUDE), ("agent", GPT)):
+        assert f"harness x model: {harness} x {model}: 4 shards" in output
+    code, output = invoke(
+        "run", "commit-message", "--repo", str(EXAMPLE_REPO), "--dry-run", "--json",
+        *("--executor", "claude-code", "--executor", "gemini-cli"),
+    )  # fmt: skip
+    assert code == 0, output  # no --model yet: each harness counted for one unnamed model
+    assert [(p["harness"], p["shards"]) for p in json.loads(output)["pairs"]] == [("claude-code", 2), ("gemini-cli", 2)]
+
+
+@pytest.mark.parametrize(
+    ("command", "extra"),
+    [
+        ("validate", ()),
+        ("run", ("--dry-run",)),
+        ("run", ("--judge", "openai/j", "--api-base", "http://127.0.0.1:9/v1")),
+    ],
+)
+def test_a_model_no_given_harness_speaks_is_refused_by_validate_dry_run_and_run_before_anything_runs(
+    command: str, extra: tuple[str, ...], tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    args = ["--store", str(store), "--out", str(tmp_path / "out")] if command == "run" else []
+    code, output = invoke(
+        command, "commit-message", "--repo", str(EXAMPLE_REPO), *args, *extra,
+        *("--executor", "claude-code", "--executor", "opencode", "--model", CLAUDE, "--model", GEMINI),
+    )  # fmt: skip
+    assert code == 2, output
+    assert "CONFIG_UNSPOKEN_MODEL" in output and GEMINI in output and "claude-code" in output and "opencode" in output
+    assert not store.exists() and not (tmp_path / "out").exists()  # nothing planned, stored or written
+
+
+def test_one_harness_refuses_a_model_it_cannot_speak_by_name(tmp_path: Path) -> None:
+    code, output = invoke(
+        "run", "commit-message", "--repo", str(EXAMPLE_REPO), "--dry-run",
+        *("--executor", "gemini-cli", "--model", GPT),
+    )  # fmt: skip
+    assert code == 2
+    assert "--executor gemini-cli cannot run --model openai/gpt-5" in " ".join(output.split())

@@ -92,12 +92,31 @@ def sweep_scenario(executors: list[str]) -> dict[str, Any]:
     if "agent" in executors:
         agent = demo_scenario("demo")
         rules += [{**r, "regex": AGENT_MARKER + "(?:" + r.get("regex", "") + ")"} for r in agent["rules"]]
-        judge += agent["judge"]
     for harness in (e for e in executors if e in HARNESS_DEMOS):
         scenario = demo_scenario(f"demo-{harness}")
         rules += [{**r, "model": HARNESS_DEMOS[harness].partition("/")[2]} for r in scenario["rules"]]
-        judge += [j for j in scenario["judge"] if j not in judge]
-    return {"rules": rules, "judge": judge, "default": {"text": "(scripted demo model) no script for this request."}}
+        judge += scenario["judge"]
+    judge += demo_scenario("demo")["judge"] if "agent" in executors else []
+    default = {"text": "(scripted demo model) no script for this request."}
+    return {"rules": rules, "judge": merged_judge(judge), "default": default}
+
+
+def merged_judge(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One judge rule per assertion and expectation, its pattern any of theirs: each harness names
+    its tools its own way (``Bash``, ``bash``, ``shell``), and the first rule naming an assertion
+    judges it. Named groups are dropped (a pattern may name each once); a match then quotes its
+    first line, where each of these groups begins."""
+    merged: dict[tuple[str, str], list[str]] = {}
+    for rule in rules:
+        pattern = str(rule["transcript_regex"]).replace("(?P<evidence>", "(")
+        scoped = f"(?s:{pattern[4:]})" if pattern.startswith("(?s)") else f"(?:{pattern})"
+        alternatives = merged.setdefault((str(rule["assertion_contains"]), str(rule.get("expect", "present"))), [])
+        if scoped not in alternatives:
+            alternatives.append(scoped)
+    return [
+        {"assertion_contains": text, "transcript_regex": "|".join(alternatives), "expect": expect}
+        for (text, expect), alternatives in merged.items()
+    ]
 
 
 def demo_plan(extra: list[str]) -> tuple[list[str], list[str], dict[str, Any]]:

@@ -1,0 +1,79 @@
+"""A sweep of the demo repo over several harnesses and two models in one run (``make demo-sweep``).
+
+The real Claude Code and OpenCode binaries and the built-in agent, on the embedded cluster,
+each in the bubblewrap sandbox behind its proxy, against the offline test kit's scripted models
+(one server for all: each harness's rules answer its own model, the agent's its own prompt).
+Each harness runs the given models it can speak: Claude Code the Anthropic one, OpenCode the
+OpenAI one, the agent both. The report has one row per harness × model pair, the harness ×
+assertion matrix and the harnesses paired on the same cases. (Codex has no scripted demo
+scenario, and Gemini CLI's model is a third one: each has its own end-to-end test, and the
+sweep's logic is the same for any number of harnesses.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e_support import reports
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[1]
+CLAUDE, GPT = "anthropic/claude-sonnet-4-5", "openai/gpt-5"
+ROWS = [f"claude-code × {CLAUDE}", f"opencode × {GPT}", f"agent × {CLAUDE}", f"agent × {GPT}"]
+
+
+def test_a_sweep_of_the_demo_over_claude_code_opencode_and_the_agent_reports_a_harness_model_table(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log"), "SKILL_EVAL_STORE": str(tmp_path / "store")}
+    sweep = ["--executor", "claude-code", "--executor", "opencode", "--executor", "agent"]
+    done = subprocess.run(
+        [sys.executable, "-m", "producer.commands.demo", *sweep, "--out", str(tmp_path / "reports")],
+        capture_output=True,
+        text=True,
+        timeout=860,
+        env=env,
+        cwd=ROOT,
+    )
+    lines = done.stdout.splitlines()
+    assert lines and lines[-1].startswith("verdict: "), done.stdout[-3000:] + done.stderr[-3000:]
+    run_id = next(line.split(": ", 1)[1] for line in lines if line.startswith("run: "))
+    doc, markdown = reports(tmp_path / "reports", "commit-message", run_id)
+    assert doc["meta"]["executor"] == "claude-code, opencode, agent"
+    [current] = [v for v in doc["variants"] if v["variant"] == "current"]
+    # The harness × model table: one row per pair, every shard of each graded.
+    assert [m["model"] for m in current["models"]] == ROWS
+    assert all((m["graded"], m["shards"]) == (2, 2) for m in current["models"]), current["models"]
+    assert "| model | behavioural |" in markdown
+    for row in ROWS:
+        assert f"| {row} | " in markdown
+    # Each harness ran its own binary: activation is recorded for the two harnesses, not the agent.
+    activated = {m["model"]: m["skill_activated"] for m in current["models"]}
+    assert activated[ROWS[0]] is not None and activated[ROWS[1]] is not None and activated[ROWS[2]] is None
+    # The scripted harnesses load the skill in case 1 and skip it in case 2; the agent follows it in both.
+    by_harness = {(a["case_id"], a["index"]): a["by_harness"] for a in current["assertions"]}
+    assert set(by_harness[(1, 0)]) == {"claude-code", "opencode", "agent"}
+    assert by_harness[(2, 0)]["agent"]["total"] == 2 and by_harness[(2, 0)]["claude-code"]["total"] == 1
+    assert "## Harness × assertion" in markdown and "## Harnesses paired" in markdown
+    # Paired on the same cases: the agent shares a model with each harness; the two harnesses none.
+    pairs = {(c["baseline"], c["harness"]): c for c in doc["harness_comparisons"]}
+    assert set(pairs) == {("claude-code", "opencode"), ("claude-code", "agent"), ("opencode", "agent")}
+    assert all(c["kind"] == "harness" and c["cases"] == 2 for c in pairs.values())
+    assert "no model in common" in pairs[("claude-code", "opencode")]["note"]
+    assert (
+        pairs[("claude-code", "agent")]["pairs"] == 2
+        and "no model in common" not in pairs[("claude-code", "agent")]["note"]
+    )
+    # The leaderboard and the usage are per pair too; the HTML page has the harnesses' section.
+    board = next(line for line in lines if line.startswith("leaderboard (composite): "))
+    assert all(row in board for row in ROWS)
+    assert set(ROWS) <= set(json.loads(json.dumps(doc["usage"])))
+    html = (tmp_path / "reports" / f"skill-eval-{run_id}.html").read_text(encoding="utf-8")
+    assert 'id="harnesses"' in html and f"claude-code × {CLAUDE}" in html
