@@ -142,14 +142,6 @@ class RunPlan(BaseModel):
             return self.models
         return tuple(row_name(m, h) for h, models in self.harnesses.items() for m in models)
 
-    def row_parts(self, row: str) -> tuple[str | None, str]:
-        """(harness, model) of one of :attr:`rows` (harness None in a run of one executor)."""
-        for harness, models in self.harnesses.items():
-            for model in models:
-                if row_name(model, harness) == row:
-                    return harness, model
-        return None, row
-
     @property
     def case_count(self) -> int:
         return sum(len(b.corpus.evals) for b in self.bundles)

@@ -12,15 +12,17 @@ sweep's logic is the same for any number of harnesses.)
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
 
+from engine.store import open_store
 from tests.e2e_support import reports
+from viewer.app import create_app
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -74,6 +76,10 @@ def test_a_sweep_of_the_demo_over_claude_code_opencode_and_the_agent_reports_a_h
     # The leaderboard and the usage are per pair too; the HTML page has the harnesses' section.
     board = next(line for line in lines if line.startswith("leaderboard (composite): "))
     assert all(row in board for row in ROWS)
-    assert set(ROWS) <= set(json.loads(json.dumps(doc["usage"])))
+    assert set(ROWS) <= set(doc["usage"])
     html = (tmp_path / "reports" / f"skill-eval-{run_id}.html").read_text(encoding="utf-8")
     assert 'id="harnesses"' in html and f"claude-code × {CLAUDE}" in html
+    # The viewer's run page: the leaderboard by harness × model, the matrix and the pairs.
+    page = TestClient(create_app(open_store(str(tmp_path / "store")))).get(f"/runs/{run_id}").text
+    assert "<th>harness × model</th>" in page and "Harness × assertion: commit-message" in page
+    assert all(row in page for row in ROWS) and "Harnesses paired on the same cases" in page

@@ -17,6 +17,7 @@ from producer.commands.options import (
     AllEvalsOpt,
     BaselineOpt,
     CalibrateWithOpt,
+    CheckModelOpt,
     CompareOpt,
     DryRunOpt,
     EpochsOpt,
@@ -94,7 +95,7 @@ def validate(
     skills: SkillsArg = None,
     all_evals: AllEvalsOpt = False,
     repo: RepoOpt = ".",
-    model: ModelOpt = None,
+    model: CheckModelOpt = None,
     executor: ExecutorOpt = None,
 ) -> None:
     """Validate corpora against schema v1: one line per corpus, exit 0 when all are valid, else 2.
