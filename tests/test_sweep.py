@@ -263,3 +263,25 @@ def test_one_harness_refuses_a_model_it_cannot_speak_by_name(tmp_path: Path) -> 
     )  # fmt: skip
     assert code == 2
     assert "--executor gemini-cli cannot run --model openai/gpt-5" in " ".join(output.split())
+
+
+def test_the_viewer_keeps_a_sweeps_harness_matrix_and_the_page_escapes_what_the_repo_wrote() -> None:
+    from viewer.app import harness_matrix
+    from viewer.data import slim_result
+
+    harnesses = pair_harnesses(["cmd:agent-cli --x", "agent"], [GPT])
+    hostile = bundle("s", (1, 1)).model_copy(deep=True)
+    first = hostile.corpus.evals[0].model_copy(update={"assertions": ("The agent prints <script>alert(1)</script>",)})
+    hostile = hostile.model_copy(
+        update={"corpus": hostile.corpus.model_copy(update={"evals": (first, *hostile.corpus.evals[1:])})}
+    )
+    plan = plan_run(RUN, [hostile], [GPT], harnesses=harnesses)
+    result = reduce_run(plan, {s.shard_id: graded(s, [s.harness == "agent"]) for s in plan.shards})
+    html = render_html(result)
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    doc, _ = slim_result(result.model_dump_json().encode(), RUN)
+    [matrix] = harness_matrix(doc)
+    assert matrix["harnesses"] == ["cmd:agent-cli --x", "agent"]
+    assert [c["rate"] for c in matrix["rows"][0]["cells"]] == [0.0, 1.0]
+    assert [(p["baseline"], p["harness"]) for p in matrix["pairs"]] == [("cmd:agent-cli --x", "agent")]
+    assert "assertions" not in matrix["pairs"][0] and "assertions" not in doc["skills"][0]

@@ -306,12 +306,13 @@ def harness_matrix(result: dict[str, Any] | None) -> list[dict[str, Any]]:
     (as the reducer gave them, with a colour bucket each) and the harnesses paired; empty otherwise."""
     out: list[dict[str, Any]] = []
     for s in (s for s in (result or {}).get("skills", []) if s["variant"] == CURRENT):
-        harnesses = list(dict.fromkeys(h for a in s["assertions"] for h in a.get("by_harness", {})))
+        matrix = s.get("harness_matrix", [])
+        harnesses = list(dict.fromkeys(h for a in matrix for h in a["by_harness"]))
         if not harnesses:
             continue
         rows = []
-        for a in s["assertions"]:
-            rates = [a["by_harness"].get(h, {}).get("rate") for h in harnesses]
+        for a in matrix:
+            rates = [a["by_harness"].get(h) for h in harnesses]
             cells = [{"rate": r, "bucket": "none" if r is None else str(min(4, int(r * 5)))} for r in rates]
             rows.append({"case_id": a["case_id"], "text": a["text"], "cells": cells})
         pairs = [c for c in (result or {}).get("harness_comparisons", []) if c["skill"] == s["skill"]]
