@@ -85,7 +85,7 @@ demo-gemini-cli: setup
 	$(BIN)/python -m producer.commands.demo --executor gemini-cli
 
 demo-sweep: setup
-	$(BIN)/python -m producer.commands.demo --executor claude-code --executor opencode --executor agent
+	$(BIN)/python -m producer.commands.demo --executor claude-code --executor opencode --executor gemini-cli --executor agent
 
 test: setup
 	$(BIN)/pytest -q

@@ -1,13 +1,13 @@
-"""A sweep of the demo repo over several harnesses and two models in one run (``make demo-sweep``).
+"""A sweep of the demo repo over several harnesses and models in one run (``make demo-sweep``).
 
-The real Claude Code and OpenCode binaries and the built-in agent, on the embedded cluster,
-each in the bubblewrap sandbox behind its proxy, against the offline test kit's scripted models
-(one server for all: each harness's rules answer its own model, the agent's its own prompt).
-Each harness runs the given models it can speak: Claude Code the Anthropic one, OpenCode the
-OpenAI one, the agent both. The report has one row per harness × model pair, the harness ×
-assertion matrix and the harnesses paired on the same cases. (Codex has no scripted demo
-scenario, and Gemini CLI's model is a third one: each has its own end-to-end test, and the
-sweep's logic is the same for any number of harnesses.)
+The real Claude Code, OpenCode and Gemini CLI binaries and the built-in agent, on the embedded
+cluster, each in the bubblewrap sandbox behind its proxy, against the offline test kit's
+scripted models (one server for all: each harness's rules answer its own model, the agent's its
+own prompt). Each harness runs the given models it can speak: Claude Code the Anthropic one,
+OpenCode the OpenAI one, Gemini CLI the Gemini one, the agent all three. The report has one row
+per harness × model pair, the harness × assertion matrix and the harnesses paired on the same
+cases. (Codex has no scripted demo scenario, and a second OpenAI model would be OpenCode's too:
+it has its own end-to-end test, and the sweep's logic is the same for any harness.)
 """
 
 from __future__ import annotations
@@ -27,15 +27,23 @@ from viewer.app import create_app
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[1]
-CLAUDE, GPT = "anthropic/claude-sonnet-4-5", "openai/gpt-5"
-ROWS = [f"claude-code × {CLAUDE}", f"opencode × {GPT}", f"agent × {CLAUDE}", f"agent × {GPT}"]
+CLAUDE, GPT, GEMINI = "anthropic/claude-sonnet-4-5", "openai/gpt-5", "gemini/gemini-2.5-pro"
+HARNESSES = ("claude-code", "opencode", "gemini-cli", "agent")
+ROWS = [
+    f"claude-code × {CLAUDE}",
+    f"opencode × {GPT}",
+    f"gemini-cli × {GEMINI}",
+    f"agent × {CLAUDE}",
+    f"agent × {GPT}",
+    f"agent × {GEMINI}",
+]
 
 
-def test_a_sweep_of_the_demo_over_claude_code_opencode_and_the_agent_reports_a_harness_model_table(
+def test_a_sweep_of_the_demo_over_three_harnesses_and_the_agent_reports_a_harness_model_table(
     tmp_path: Path,
 ) -> None:
     env = {**os.environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log"), "SKILL_EVAL_STORE": str(tmp_path / "store")}
-    sweep = ["--executor", "claude-code", "--executor", "opencode", "--executor", "agent"]
+    sweep = [arg for harness in HARNESSES for arg in ("--executor", harness)]
     done = subprocess.run(
         [sys.executable, "-m", "producer.commands.demo", *sweep, "--out", str(tmp_path / "reports")],
         capture_output=True,
@@ -48,7 +56,7 @@ def test_a_sweep_of_the_demo_over_claude_code_opencode_and_the_agent_reports_a_h
     assert lines and lines[-1].startswith("verdict: "), done.stdout[-3000:] + done.stderr[-3000:]
     run_id = next(line.split(": ", 1)[1] for line in lines if line.startswith("run: "))
     doc, markdown = reports(tmp_path / "reports", "commit-message", run_id)
-    assert doc["meta"]["executor"] == "claude-code, opencode, agent"
+    assert doc["meta"]["executor"] == ", ".join(HARNESSES)
     [current] = [v for v in doc["variants"] if v["variant"] == "current"]
     # The harness × model table: one row per pair, every shard of each graded.
     assert [m["model"] for m in current["models"]] == ROWS
@@ -56,18 +64,19 @@ def test_a_sweep_of_the_demo_over_claude_code_opencode_and_the_agent_reports_a_h
     assert "| model | behavioural |" in markdown
     for row in ROWS:
         assert f"| {row} | " in markdown
-    # Each harness ran its own binary: activation is recorded for the two harnesses, not the agent.
+    # Each harness ran its own binary: activation is recorded for the harnesses, not the agent.
     activated = {m["model"]: m["skill_activated"] for m in current["models"]}
-    assert activated[ROWS[0]] is not None and activated[ROWS[1]] is not None and activated[ROWS[2]] is None
+    assert all(activated[row] is not None for row in ROWS[:3]) and activated[ROWS[3]] is None
     # The scripted harnesses load the skill in case 1 and skip it in case 2; the agent follows it in both.
     by_harness = {(a["case_id"], a["index"]): a["by_harness"] for a in current["assertions"]}
-    assert set(by_harness[(1, 0)]) == {"claude-code", "opencode", "agent"}
-    assert by_harness[(2, 0)]["agent"]["total"] == 2 and by_harness[(2, 0)]["claude-code"]["total"] == 1
+    assert set(by_harness[(1, 0)]) == set(HARNESSES)
+    assert by_harness[(2, 0)]["agent"]["total"] == 3 and by_harness[(2, 0)]["gemini-cli"]["total"] == 1
     assert "## Harness × assertion" in markdown and "## Harnesses paired" in markdown
     # Paired on the same cases: the agent shares a model with each harness; the two harnesses none.
     pairs = {(c["baseline"], c["harness"]): c for c in doc["harness_comparisons"]}
-    assert set(pairs) == {("claude-code", "opencode"), ("claude-code", "agent"), ("opencode", "agent")}
+    assert set(pairs) == {(a, b) for i, a in enumerate(HARNESSES) for b in HARNESSES[i + 1 :]}
     assert all(c["kind"] == "harness" and c["cases"] == 2 for c in pairs.values())
+    assert "no model in common" in pairs[("opencode", "gemini-cli")]["note"]
     assert "no model in common" in pairs[("claude-code", "opencode")]["note"]
     assert (
         pairs[("claude-code", "agent")]["pairs"] == 2
