@@ -12,7 +12,9 @@ it has its own end-to-end test, and the sweep's logic is the same for any harnes
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +23,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from engine.store import open_store
-from tests.e2e_support import reports
+from testkit.offline_server import OfflineModelServer
+from tests.e2e_support import checked_env, git_init, new_repo, reports, scenario, write_skill
+from tests.test_harness_e2e import CODEX_MODEL, CODEX_RULES, GREET, RULES, SKILL_TEXT
 from viewer.app import create_app
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -92,3 +96,52 @@ def test_a_sweep_of_the_demo_over_three_harnesses_and_the_agent_reports_a_harnes
     page = TestClient(create_app(open_store(str(tmp_path / "store")))).get(f"/runs/{run_id}").text
     assert "<th>harness × model</th>" in page and "Harness × assertion: commit-message" in page
     assert all(row in page for row in ROWS) and "Harnesses paired on the same cases" in page
+
+
+def test_a_sweep_over_claude_code_and_codex_runs_each_with_its_model_and_pairs_them(tmp_path: Path) -> None:
+    """Two real harnesses of two protocols in one run: each runs the one model it can speak (the
+    scripted rules of each answer its own model only), and the two share no model."""
+    claude_rules = [{**r, "model": "claude-sonnet-4-5"} for r in RULES]
+    codex_rules = [{**r, "model": "gpt-5-codex"} for r in CODEX_RULES]
+    judge = [
+        {"assertion_contains": m, "transcript_regex": rf"\[tool_call\] (?:Bash|exec_command)\(.*{re.escape(m)}"}
+        for m in ("hello-world", "hello-moon", "hello-sea")
+    ]
+    with (
+        OfflineModelServer(scenario([*claude_rules, *codex_rules], judge)) as server,
+        checked_env(tmp_path / "e2e", server.base_url) as env,
+    ):
+        repo = new_repo(tmp_path / "repo")
+        write_skill(repo, "greet", GREET, skill_text=SKILL_TEXT)
+        corpus = repo / "evals" / "greet.evals.json"
+        corpus.write_text(json.dumps({**json.loads(corpus.read_text()), "extensions": ["deterministic-assertions"]}))
+        git_init(repo)
+        sweep = ("--executor", "claude-code", "--executor", "codex", "--fail-under", "0.5")
+        res = env.run(repo, "greet", *sweep, models=(CLAUDE, CODEX_MODEL))
+        asked = {b.get("model") for b in server.requests() if b.get("model") != "judge"}
+    assert res.code == 0, res.stdout + res.stderr
+    doc, markdown = reports(env.out, "greet", res.run_id)
+    [current] = [v for v in doc["variants"] if v["variant"] == "current"]
+    rows = [f"claude-code × {CLAUDE}", f"codex × {CODEX_MODEL}"]
+    assert [m["model"] for m in current["models"]] == rows
+    assert all((m["graded"], m["shards"]) == (3, 3) for m in current["models"])
+    # Both greeted the sun in case 2; Claude Code loaded the skill in case 1 only, Codex (told to
+    # use it) in every case: the harness × assertion matrix says which instruction works where.
+    rates = {
+        (a["case_id"], a["index"]): {h: r["rate"] for h, r in a["by_harness"].items()} for a in current["assertions"]
+    }
+    assert rates == {
+        (1, 0): {"claude-code": 1.0, "codex": 1.0},
+        (1, 1): {"claude-code": 1.0, "codex": 1.0},
+        (2, 0): {"claude-code": 0.0, "codex": 0.0},
+        (2, 1): {"claude-code": 0.0, "codex": 1.0},
+        (3, 0): {"claude-code": 1.0, "codex": 1.0},
+    }
+    [paired] = doc["harness_comparisons"]
+    assert (paired["baseline"], paired["harness"], paired["pairs"], paired["better"]) == ("claude-code", "codex", 3, 1)
+    assert "no model in common" in paired["note"]
+    [activation] = [a for a in paired["assertions"] if (a["case_id"], a["index"]) == (2, 1)]
+    assert (activation["better"], activation["worse"]) == (1, 0)
+    assert f"| {rows[0]} | " in markdown and f"| {rows[1]} | " in markdown
+    # Each harness asked for its own model: the proxy pinned each shard to its pair's.
+    assert {"claude-sonnet-4-5", "gpt-5-codex"} <= asked
