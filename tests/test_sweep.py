@@ -285,3 +285,17 @@ def test_the_viewer_keeps_a_sweeps_harness_matrix_and_the_page_escapes_what_the_
     assert [c["rate"] for c in matrix["rows"][0]["cells"]] == [0.0, 1.0]
     assert [(p["baseline"], p["harness"]) for p in matrix["pairs"]] == [("cmd:agent-cli --x", "agent")]
     assert "assertions" not in matrix["pairs"][0] and "assertions" not in doc["skills"][0]
+
+
+def test_a_sweep_with_a_no_skill_arm_compares_arms_per_row_and_pairs_harnesses_on_the_current_arm() -> None:
+    from schemas.shard import NO_SKILL
+
+    harnesses = pair_harnesses(["codex", "agent"], [GPT])
+    plan = plan_run(RUN, [bundle("s", (1, 1, 1))], [GPT], variants=("current", NO_SKILL), harnesses=harnesses)
+    outcomes = {s.shard_id: graded(s, [s.variant == "current" or s.harness == "agent"]) for s in plan.shards}
+    result = reduce_run(plan, outcomes)
+    overall = {c.model: c for c in result.comparisons}
+    assert set(overall) == {None, f"codex × {GPT}", f"agent × {GPT}"}
+    assert overall[f"codex × {GPT}"].difference == 1.0 and overall[f"agent × {GPT}"].difference == 0.0
+    [paired] = result.harness_comparisons
+    assert (paired.baseline, paired.harness, paired.pairs, paired.difference) == ("codex", "agent", 3, 0.0)
