@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps install demo demo-claude-code demo-opencode demo-gemini-cli test test-fast test-image check bench clean
+.PHONY: setup system-deps install demo demo-claude-code demo-opencode demo-gemini-cli demo-sweep test test-fast test-image check bench clean
 
 # Debian packages the product and its tests run against: a real redis-server, bubblewrap, git,
 # chromium for the HTML report's browser test, and ripgrep (OpenCode's file and skill tools run it).
@@ -83,6 +83,9 @@ demo-opencode: setup
 
 demo-gemini-cli: setup
 	$(BIN)/python -m producer.commands.demo --executor gemini-cli
+
+demo-sweep: setup
+	$(BIN)/python -m producer.commands.demo --executor claude-code --executor opencode --executor gemini-cli --executor agent
 
 test: setup
 	$(BIN)/pytest -q

@@ -20,6 +20,7 @@ from harnesses.base import HarnessRequest
 from harnesses.crosscheck import CheckedEvents, OrderRules, cross_check, cross_check_by_order
 from harnesses.endpoints import Protocol
 from harnesses.model_record import ProxyRecord
+from harnesses.providers import providers_for
 from schemas.trajectory import Event, ToolCallEvent
 
 HARNESS_CASE_TERMS = frozenset({"max_turns", "timeout_s"})
@@ -39,6 +40,8 @@ class HarnessAdapter:
     binary_name: str
     """The executable looked up on PATH and in the harness cache."""
     protocol: Protocol
+    providers: frozenset[str]
+    """The litellm providers whose models it runs; unset: its protocol's (:mod:`harnesses.providers`)."""
     stream_call_ids: bool = True
     """True when its stream names tool calls by the model's own call ids; else it sets ``order_rules``."""
     order_rules: OrderRules | None = None
@@ -67,6 +70,8 @@ class HarnessAdapter:
         super().__init_subclass__(**kwargs)
         cls.binary_env = f"SKILL_EVAL_{cls.name.upper().replace('-', '_')}_BIN"
         cls.install_hint = f"run `make setup` (installs {cls.package}), or set {cls.binary_env}"
+        if "providers" not in cls.__dict__:
+            cls.providers = providers_for(cls.protocol)
 
     def prepare(self, found: Path, workspace: Path, inner_root: str, scratch: Path) -> tuple[Path, list[str]]:
         """The found binary runs as it is, with no extra binds (a script harness names its runtime)."""

@@ -93,6 +93,9 @@ class Harness(Protocol):
     """Registry name (``claude-code``, ``codex``)."""
     protocol: WireProtocol
     """The model API it speaks (decides the proxy's upstream and paths)."""
+    providers: frozenset[str]
+    """The litellm providers (the ``<provider>/`` of a model name) whose models it can run: the
+    ones served over its protocol, the only one its proxy forwards (:mod:`harnesses.providers`)."""
     binary_env: str
     """Environment variable naming the binary (else it is looked up on PATH as ``binary_name``)."""
     binary_name: str

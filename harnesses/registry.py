@@ -19,6 +19,7 @@ from harnesses.claude_code import ClaudeCode
 from harnesses.codex import Codex
 from harnesses.gemini_cli import GeminiCli
 from harnesses.opencode import OpenCode
+from harnesses.providers import provider_of
 from schemas.constants import BUILTIN_EXECUTOR, CMD_EXECUTOR_PREFIX
 from schemas.errors import ConfigError
 
@@ -63,3 +64,19 @@ def trigger_executors() -> tuple[str, ...]:
     """The executors whose activations a trigger run can read: the built-in agent and every
     harness whose adapter reads them."""
     return (BUILTIN, *(name for name, factory in HARNESSES.items() if factory().records_triggers))
+
+
+def speaks(executor: str, model: str) -> bool:
+    """Whether ``executor`` can run ``model``: the built-in agent any litellm model, a ``cmd:`` agent
+    whatever it calls on its own, a harness the models of its providers."""
+    harness = harness_for(executor)
+    return harness is None or provider_of(model) in harness.providers
+
+
+def spoken(executor: str) -> str:
+    """What ``executor`` can run, for an error naming a model it cannot."""
+    harness = harness_for(executor)
+    if harness is None:
+        return "any model"
+    names = ", ".join(f"{p}/<model>" for p in sorted(harness.providers))
+    return f"{names} models only (its proxy speaks the {harness.protocol} protocol)"

@@ -257,14 +257,14 @@ def with_unended(
     assert pairs is not None
     queued = cell_of(ShardState.QUEUED, ())
     for s in plan.shards:
-        pairs[(s.variant, s.skill)].setdefault((s.case_id, s.model, s.epoch), queued)
+        pairs[(s.variant, s.skill)].setdefault((s.case_id, s.row, s.epoch), queued)
     if plan.shards:
         return pairs
     for (_, skill), seen in pairs.items():
         for case in plan.bundle(skill).corpus.evals:
-            for model in plan.models:
+            for row in plan.rows:
                 for epoch in range(plan.epochs_of(skill, case.id)):
-                    seen.setdefault((case.id, model, epoch), queued)
+                    seen.setdefault((case.id, row, epoch), queued)
     return pairs
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from reducer.agreement import agreement_lines
 from reducer.plugin_score import plugin_score_lines
 from reducer.render_adaptive import markdown_section
 from reducer.render_compare import comparison_section, quality_section
+from reducer.render_sweep import is_sweep, sweep_section
 from reducer.render_triggers import gates_text, junit_suites, routing_section, trigger_section
 from reducer.stream import ROWS_NOT_KEPT
 from reducer.threshold import case_bar
@@ -117,6 +119,8 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
     if current is not None:
         for base in (p for p in parts if p.variant != CURRENT):
             lines += ["", *comparison_section(result, current, base)]
+        section = sweep_section(result, current)
+        lines += ["", *section] if section else []
     if result.triggers is not None:  # a trigger run: its shards hold no assertions, only what fired
         lines += ["", *trigger_section(result.triggers, skill), "", *routing_section(result.triggers)]
         return "\n".join(lines) + "\n"
@@ -255,6 +259,9 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
     for part in (s for s in result.skills if s.skill == skill):
         for model, u in part.usage.items():
             usage[model] = usage[model].add(u) if model in usage else u
+    # A run of one executor writes the record it wrote before the harness was a dimension.
+    sweep = is_sweep(result)
+    hidden: Any = None if sweep else {"assertions": {"__all__": {"by_harness"}}}
     doc = {
         "run_id": result.run_id,
         "skill": skill,
@@ -267,12 +274,18 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
         "template_hashes": result.template_hashes,
         "threshold": _threshold_doc(result),
         "usage": {k: v.model_dump() for k, v in usage.items()},
-        "variants": [s.model_dump(mode="json") for s in result.skills if s.skill == skill],
-        "comparisons": [c.model_dump(mode="json") for c in result.comparisons if c.skill == skill],
+        "variants": [s.model_dump(mode="json", exclude=hidden) for s in result.skills if s.skill == skill],
+        "comparisons": [
+            c.model_dump(mode="json", exclude=None if sweep else {"harness"})
+            for c in result.comparisons
+            if c.skill == skill
+        ],
         "assertion_quality": [q.model_dump(mode="json") for q in result.assertion_quality if q.skill == skill],
         "gates": {"regression_alpha": result.regression_alpha, "require_uplift": result.require_uplift},
         "human_agreement": [a.model_dump(mode="json") for a in result.human_agreement],
     }
+    if sweep:
+        doc["harness_comparisons"] = [c.model_dump(mode="json") for c in result.harness_comparisons if c.skill == skill]
     if result.triggers is not None:
         doc["triggers"] = result.triggers.model_dump(mode="json")
     if result.adaptive is not None:  # this skill's cases and gate only, as every other field

@@ -4,7 +4,8 @@ Sections, each with a stable id: ``headline`` (verdict, the run's facts, thresho
 gates), ``overview`` (several corpora: corpus by model and the leaderboard), ``corpora`` (one
 row per corpus and arm), ``models`` (per-model bars with 95% intervals), ``plugin-scores``
 (Claude Code plugin eval suites: per-case and suite scores), ``comparisons``
-(with/without and old/new, with the paired figures), ``adaptive`` (``--epochs auto``: each case's
+(with/without and old/new, with the paired figures), ``harnesses`` (a sweep over several harnesses:
+harness by assertion and the harnesses paired), ``adaptive`` (``--epochs auto``: each case's
 epochs and why it stopped),
 ``heatmap`` (model by assertion), ``usage`` (tokens and cost per model), ``quality``
 (assertion quality) and ``verdicts`` (every verdict with its evidence and, where one was
@@ -35,6 +36,7 @@ from reducer.html_parts import (
 from reducer.plugin_score import plugin_score_html
 from reducer.render_adaptive import html_section
 from reducer.render_compare import NO_SKILL_NOTE, TEST_LABELS
+from reducer.render_sweep import sweep_html
 from reducer.render_triggers import trigger_html
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.comparison import PairedComparison
@@ -268,6 +270,7 @@ def render_html(
         _models(result),
         plugin_score_html(result),
         _comparisons(result),
+        sweep_html(result),
         html_section(result.adaptive),
         _heatmap(result),
         _activation(result),

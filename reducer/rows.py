@@ -6,6 +6,7 @@ from reducer.counters import usage_from
 from reducer.scoring import composite
 from schemas.outcome import OutcomeLine
 from schemas.report import CaseRun
+from schemas.shard import row_name
 from schemas.shard_outcome import ShardOutcome
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Usage
@@ -20,7 +21,7 @@ def case_row(o: ShardOutcome, line: OutcomeLine | None) -> CaseRun:
     return CaseRun(
         shard_id=o.shard.shard_id,
         case_id=o.shard.case_id,
-        model=o.shard.model,
+        model=o.shard.row,
         epoch=o.shard.epoch,
         state=o.state,
         verdicts=o.grade.verdicts if graded and o.grade else [],
@@ -45,7 +46,7 @@ def blocked_row(line: OutcomeLine) -> CaseRun:
     return CaseRun(
         shard_id=line.shard_id,
         case_id=line.case_id,
-        model=line.model,
+        model=row_name(line.model, line.harness),
         epoch=line.epoch,
         state=line.state,
         detail=line.detail,

@@ -41,13 +41,14 @@ from reducer.scoring import (
     rate,
 )
 from reducer.sensitivity import sensitivity_warnings
+from reducer.sweep import harness_comparisons, harness_rates
 from reducer.threshold import threshold_of, with_verdicts
 from reducer.trigger_compare import run_report
 from reducer.triggers import trigger_pass_reason
 from schemas.comparison import PairedComparison
 from schemas.outcome import CalibrationRecord, OutcomeLine
 from schemas.report import UNFINISHED, AssertionStat, CaseRun, ModelSummary, RunResult, SkillResult
-from schemas.shard import CURRENT, RunPlan, SkillBundle
+from schemas.shard import CURRENT, RunPlan, SkillBundle, row_name
 from schemas.shard_outcome import ShardOutcome, outcome_line_of
 from schemas.status import INFRA_FAILURES, ShardState, Verdict
 from schemas.triggers import TriggerReport, TriggerSettings
@@ -87,26 +88,29 @@ class StreamReducer:
         self.disagreed: dict[tuple[str, int, int], list[int]] = defaultdict(lambda: [0, 0])
         """(skill, case, assertion) -> [ensemble questions the judges disagreed on, ensemble questions]."""
         self.spend: dict[str, Spend] = defaultdict(Spend)
-        self.board: dict[str, ModelCounts] = {m: ModelCounts.keeping(keep_rows) for m in plan.models}
+        self.board: dict[str, ModelCounts] = {m: ModelCounts.keeping(keep_rows) for m in plan.rows}
         """The leaderboard: each model's counts over the current variant's corpora."""
         self.templates: dict[str, set[str]] = defaultdict(set)
         self.fired: dict[str, tuple[str, ...]] = {}
         """Trigger runs: graded shard -> the skills it activated."""
         self.lines = 0
         self.unplanned = 0
-        self._order = {m: i for i, m in enumerate(plan.models)}
-        self._planned = Counter((s.variant, s.skill, s.model) for s in plan.shards) if plan.shards else None
-        """Planned shards per (variant, corpus, model) when the plan lists its shards."""
-        self._models = {m: m for m in plan.models}  # one string object per model for every pair key
+        # A row is a model, or a sweep's harness × model pair (schemas.shard.row_name): every figure
+        # below is kept per row, so a sweep's reports show one row per pair.
+        self._order = {m: i for i, m in enumerate(plan.rows)}
+        self._planned = Counter((s.variant, s.skill, s.row) for s in plan.shards) if plan.shards else None
+        """Planned shards per (variant, corpus, row) when the plan lists its shards."""
+        self._models = {m: m for m in plan.rows}  # one string object per row for every pair key
+        self._rows = {(h, m): row_name(m, h) for h, ms in plan.harnesses.items() for m in ms}
         # Every executor model is listed in the usage, with zero when none of its shards ended. With
         # rows kept every planned shard is added, ended or not, so each model is listed where its
         # first shard comes; streamed, the models come first.
         if not keep_rows:
             for spend in (self.spend, *(arm.spend for arm in self.arms.values())):
-                for m in plan.models:
+                for m in plan.rows:
                     spend[m] = Spend()
         self.pairs: dict[tuple[str, str], dict[Key, Cell]] | None = (
-            {key: {} for key in self.arms} if len(plan.variants) > 1 else None
+            {key: {} for key in self.arms} if len(plan.variants) > 1 or len(plan.harnesses) > 1 else None
         )
         """With a baseline arm: each arm's shards as the paired comparison sees them (a small
         interned cell per shard, about 100 bytes: the one per-shard memory of a streamed reduce)."""
@@ -121,16 +125,17 @@ class StreamReducer:
         arm = self.arms[(o.shard.variant, o.shard.skill)]
         arm.rows.append(case_row(o, None))
         for spend in (self.spend, arm.spend):
-            spend[o.shard.model].add((0, 0, 0, None))
+            spend[o.shard.row].add((0, 0, 0, None))
         if self.pairs is not None:
-            self.pairs[(o.shard.variant, o.shard.skill)][(o.shard.case_id, o.shard.model, o.shard.epoch)] = cell_of(
+            self.pairs[(o.shard.variant, o.shard.skill)][(o.shard.case_id, o.shard.row, o.shard.epoch)] = cell_of(
                 o.state, ()
             )
 
     def add(self, line: OutcomeLine, row: CaseRun | None = None) -> None:
         """Fold in one ended shard's line (and, when keeping rows, its row)."""
         arm = self.arms.get((line.variant, line.skill))
-        if arm is None or line.model not in self._order:
+        model = line.model if line.harness is None else self._rows.get((line.harness, line.model), "")
+        if arm is None or model not in self._order:
             self.unplanned += 1  # a line of another plan (a corrupt segment, a renamed corpus): not counted
             return
         self.lines += 1
@@ -140,9 +145,7 @@ class StreamReducer:
         elif line.state is ShardState.BLOCKED and len(arm.blocked) < KEEP_BLOCKED:
             arm.blocked.append(blocked_row(line))
         # The current variant's shards count on the leaderboard too.
-        models = (
-            (arm.model(line.model), self.board[line.model]) if line.variant == CURRENT else (arm.model(line.model),)
-        )
+        models = (arm.model(model), self.board[model]) if line.variant == CURRENT else (arm.model(model),)
         if line.skill_activated is not None:
             for counts in models:
                 counts.activated[0] += line.skill_activated
@@ -150,19 +153,19 @@ class StreamReducer:
         if line.sandbox:
             arm.sandboxes.add(line.sandbox)
         for spend in (self.spend, arm.spend):
-            spend[line.model].add(line.usage)
+            spend[model].add(line.usage)
             for judge, u in line.judge_usage.items():
                 spend[judge].add(u)
         for name, digest in line.template_hashes.items():
             self.templates[name].add(digest)
         if self.pairs is not None:
             seen = cell_of(line.state, line.passed)
-            key = (line.case_id, self._models[line.model], line.epoch)
+            key = (line.case_id, self._models[model], line.epoch)
             self.pairs[(line.variant, line.skill)][key] = self._cells.setdefault(seen, seen)
         if line.state is ShardState.GRADED:
-            self._add_graded(line, arm, models)
+            self._add_graded(line, model, arm, models)
 
-    def _add_graded(self, line: OutcomeLine, arm: Arm, models: Sequence[ModelCounts]) -> None:
+    def _add_graded(self, line: OutcomeLine, model: str, arm: Arm, models: Sequence[ModelCounts]) -> None:
         score = composite(line.passed, line.weights)
         passed, judged = sum(line.passed), len(line.passed)
         for counts in models:
@@ -170,10 +173,10 @@ class StreamReducer:
             counts.passed += passed
             counts.judged += judged
             counts.composite.add(score)
-        run_score = arm.run_scores[(line.case_id, line.model)]
+        run_score = arm.run_scores[(line.case_id, model)]
         run_score[0] += score
         run_score[1] += 1
-        arm.graded_cases[line.case_id].add(line.model)
+        arm.graded_cases[line.case_id].add(model)
         arm.verified[0] += line.verified[0]
         arm.verified[1] += line.verified[1]
         arm.agreement[0] += line.agreement[0]
@@ -183,7 +186,7 @@ class StreamReducer:
             arm.unanimous[1] += 1
         if line.skills_fired is not None:
             self.fired[line.shard_id] = tuple(line.skills_fired)
-        cells, case_id, model_name = arm.cells, line.case_id, line.model
+        cells, case_id, model_name = arm.cells, line.case_id, model
         for index, passed in enumerate(line.passed):
             cell = cells[(case_id, index, model_name)]
             cell[0] += passed
@@ -204,7 +207,7 @@ class StreamReducer:
     def _skill(self, bundle: SkillBundle, variant: str) -> SkillResult:
         arm = self.arms[(variant, bundle.skill)]
         cases = len(bundle.corpus.evals)
-        per_model = {m: self.shards_per_model(bundle, variant, m) for m in self.plan.models}
+        per_model = {m: self.shards_per_model(bundle, variant, m) for m in self.plan.rows}
         shards = sum(per_model.values())
         graded = arm.states.get(ShardState.GRADED, 0)
         not_graded = shards - graded
@@ -246,7 +249,7 @@ class StreamReducer:
             headline=head,
             models=[
                 self._weighed(arm.models.get(m, ModelCounts()).summary(m, per_model[m], clusters_of([arm], m)), [arm])
-                for m in self.plan.models
+                for m in self.plan.rows
             ],
             assertions=self._assertions(bundle, arm),
             runs=arm.rows,
@@ -254,9 +257,7 @@ class StreamReducer:
             sandbox_modes=sorted(arm.sandboxes),
             judge_agreement=pairs[0] / pairs[1] if pairs[1] else None,
             judge_unanimous=unanimous[0] / unanimous[1] if unanimous[1] else None,
-            plugin_scores=scores_from_sums(
-                [c.id for c in bundle.corpus.evals], sorted(self.plan.models), arm.run_scores
-            )
+            plugin_scores=scores_from_sums([c.id for c in bundle.corpus.evals], sorted(self.plan.rows), arm.run_scores)
             if is_plugin_suite(bundle.corpus_file)
             else [],
             usage={name: spend.usage() for name, spend in arm.spend.items()},
@@ -272,7 +273,10 @@ class StreamReducer:
             for index, assertion in enumerate(case.assertions):
                 counts = {m: (c, n) for m in models for c, n in [arm.cells.get((case.id, index, m), (0, 0))]}
                 text = str(getattr(assertion, "text", assertion))
-                stats.append(assertion_stat(case.id, index, text, counts, self.plan.epochs))
+                stat = assertion_stat(case.id, index, text, counts, self.plan.epochs)
+                if self.plan.harnesses:
+                    stat = stat.model_copy(update={"by_harness": harness_rates(self.plan, counts)})
+                stats.append(stat)
         return stats
 
     def result(
@@ -299,6 +303,8 @@ class StreamReducer:
         aggregate, aggregate_headline = aggregate_gate(current)
         calibration = dict(calibration or {})
         comparisons, trigger, fails = self._compared(skills, triggers, executor, regression_alpha, require_uplift)
+        # A sweep's harnesses paired on the same cases: described, never gated.
+        harnesses = harness_comparisons(plan, skills, with_unended(self.pairs, plan)) if self.pairs is not None else []
         verdict, reasons = decide_verdict(
             current,
             skills,
@@ -327,6 +333,7 @@ class StreamReducer:
             template_hashes={name: ",".join(sorted(d)) for name, d in sorted(self.templates.items())},
             skipped=list(skipped),
             comparisons=comparisons,
+            harness_comparisons=harnesses,
             assertion_quality=quality_rows(self.arms, self.disagreed, assertion_texts(plan.bundles)),
             regression_alpha=regression_alpha,
             require_uplift=require_uplift,
@@ -364,7 +371,7 @@ class StreamReducer:
                 self._weighed(
                     self.board[m].summary(m, sum(self._shards_of(s, m) for s in current), clusters_of(arms, m)), arms
                 )
-                for m in self.plan.models
+                for m in self.plan.rows
             ]
         )
 

@@ -138,10 +138,13 @@ class PairedComparison(BaseModel):
     """Skill name."""
     baseline: str
     """Baseline variant: ``baseline@<ref>`` or ``no-skill``."""
-    kind: Literal["compare", "no-skill", "same", "gutted"]
+    kind: Literal["compare", "no-skill", "same", "gutted", "harness"]
     """Old-vs-new (``--compare``), with-vs-without (``--baseline no-skill``) or the current skill
     against itself (``--baseline same``: the noise floor) or against its gutted copy (``--baseline
-    gutted``: the suite's sensitivity)."""
+    gutted``: the suite's sensitivity); ``harness``: a sweep's harness against another on the same
+    cases (``baseline`` the first harness, ``harness`` the second)."""
+    harness: str | None = None
+    """``harness`` comparisons: the harness measured against ``baseline`` (None otherwise)."""
     model: str | None
     """Executor model, or None for all models together (per-case differences averaged over models)."""
     cases: int

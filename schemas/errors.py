@@ -29,6 +29,7 @@
     │   │                              it to executor-failed or grader-dispatch-failed)
     │   └── ContextOverflow            the agent's conversation outgrew the context: behaviour
     ├── ConfigError                    bad flags, settings or config file; exit code 2
+    │   └── UnspokenModel              CONFIG_UNSPOKEN_MODEL (a model no given executor can run)
     └── StoreError                     an artifact cannot be read or written
         └── ArtifactMissing            the key holds nothing (not a passing network fault)
 
@@ -212,6 +213,13 @@ class ContextOverflow(ModelCallFailed):
 
 class ConfigError(SkillEvalError):
     status = "CONFIG_ERROR"
+
+
+class UnspokenModel(ConfigError):
+    """A model no given ``--executor`` can run, or an executor given no model it can run; the
+    detail names both (refused by ``validate``, ``--dry-run`` and ``run`` before anything runs)."""
+
+    status = "CONFIG_UNSPOKEN_MODEL"
 
 
 class StoreError(SkillEvalError):

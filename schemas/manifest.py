@@ -115,6 +115,19 @@ class RunManifest(BaseModel):
                 return shard
         raise KeyError(shard_id)
 
+    def executors(self) -> dict[str, tuple[str, ...]]:
+        """Each executor of the run -> the models it runs: a sweep's pairs, or the one executor with every model."""
+        return dict(self.plan.harnesses) or {self.settings.executor: self.plan.models}
+
+    @property
+    def executor_label(self) -> str:
+        """The run's executor, or a sweep's executors in the order given."""
+        return ", ".join(self.plan.harnesses) or self.settings.executor
+
+    def executor_of(self, shard: Shard) -> str:
+        """The ``--executor`` value a shard runs under."""
+        return shard.harness or self.settings.executor
+
 
 class RunOutline(BaseModel):
     """The manifest without its shard list: all a streamed reduce needs, a few KB at any size.

@@ -89,6 +89,8 @@ class OutcomeLine(BaseModel):
     model: str
     epoch: int
     state: ShardState
+    harness: str | None = None
+    """The shard's harness in a sweep over several executors (None: the run's one executor)."""
     status: str = ""
     detail: str = ""
     """Why a shard that was not graded ended (cut to ``LINE_DETAIL_CHARS``); empty when graded."""

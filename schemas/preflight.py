@@ -65,8 +65,9 @@ def models_for(manifest: RunManifest, queue: str) -> list[str]:
         return list(manifest.plan.judges)
     # Every executor but an external command's and recordings calls its model through the product
     # (the built-in agent through its client, a harness through its proxy).
-    if queue == QUEUE_EXECUTE and not manifest.settings.executor.startswith(_NO_MODEL_OF_OURS):
-        return list(manifest.plan.models)
+    if queue == QUEUE_EXECUTE:
+        ours = {m for e, ms in manifest.executors().items() if not e.startswith(_NO_MODEL_OF_OURS) for m in ms}
+        return [m for m in manifest.plan.models if m in ours]
     return []  # an external command or recordings: no model calls of ours on this queue
 
 
@@ -106,9 +107,8 @@ class HostCheckReport(BaseModel):
 def needs_canary(manifest: RunManifest) -> bool:
     """Whether the run's executor is an external agent CLI or a harness, whose transcript capture a
     canary proves once on an execute worker before the batch (the built-in agent and recordings need none)."""
-    executor = manifest.settings.executor
-    outside = executor != BUILTIN_EXECUTOR and not executor.startswith(RECORDED_EXECUTOR_PREFIX)
-    return bool(manifest.plan.shards) and outside
+    outside = [e for e in manifest.executors() if e != BUILTIN_EXECUTOR and not e.startswith(RECORDED_EXECUTOR_PREFIX)]
+    return bool(manifest.plan.shards) and bool(outside)
 
 
 def needs_host_check(manifest: RunManifest, *, embedded: bool) -> bool:

@@ -115,7 +115,10 @@ class AssertionStat(BaseModel):
     text: str
     """Assertion text."""
     by_model: dict[str, Rate]
-    """Pass rate per executor model over graded epochs."""
+    """Pass rate per executor model over graded epochs (per harness × model pair in a sweep)."""
+    by_harness: dict[str, Rate] = Field(default_factory=dict)
+    """A sweep over several harnesses: the pass rate per harness over its models (the harness ×
+    assertion matrix: which instruction works in which agent); empty otherwise."""
     pass_at_k: float | None = None
     """Mean over models of pass@k with k = epochs (graded epochs only)."""
     pass_hat_k: float | None = None
@@ -271,6 +274,9 @@ class RunResult(BaseModel):
     """Corpora skipped before the run (named errors)."""
     comparisons: list[PairedComparison] = Field(default_factory=list)
     """Paired comparisons of the current arm with each baseline arm (all models, then per model)."""
+    harness_comparisons: list[PairedComparison] = Field(default_factory=list)
+    """A sweep over several harnesses: each two harnesses paired on the same cases of the current
+    arm (``kind`` ``harness``); they describe, and no gate reads them."""
     assertion_quality: list[AssertionQuality] = Field(default_factory=list)
     """Per assertion: non-discriminating, flaky, judge disagreement."""
     regression_alpha: float | None = None

@@ -1,8 +1,10 @@
 """Shards and run manifests: what the producer plans and every worker reads.
 
-A shard is one unit of work: (run, variant, skill, case, executor model, epoch).
+A shard is one unit of work: (run, variant, skill, case, executor model, epoch), and in a sweep
+over several executors (``--executor`` given more than once) the harness it runs under too.
 Its id is a hash of exactly those fields, so a resubmission or a redelivery of the
-same work always lands on the same id.
+same work always lands on the same id; a run of one executor leaves the harness out of the
+hash, so its ids are what they were before the harness became a dimension.
 """
 
 from __future__ import annotations
@@ -33,11 +35,25 @@ def baseline_variant(ref: str) -> str:
     return BASELINE_PREFIX + ref
 
 
-def shard_id_for(run_id: str, variant: str, skill: str, case_id: int, model: str, epoch: int) -> str:
+ROW_SEPARATOR = " × "
+"""Between the harness and the model in a sweep's row name (``claude-code × anthropic/claude-sonnet-4-5``):
+no executor name holds it, so a row name splits back into its two parts."""
+
+
+def row_name(model: str, harness: str | None) -> str:
+    """The name a shard's figures are kept under: the model, or ``<harness> × <model>`` in a sweep
+    over several harnesses (the reducer, the reports and the viewer show one row per name)."""
+    return model if harness is None else f"{harness}{ROW_SEPARATOR}{model}"
+
+
+def shard_id_for(
+    run_id: str, variant: str, skill: str, case_id: int, model: str, epoch: int, harness: str | None = None
+) -> str:
     """Deterministic shard id: 16 hex characters of a SHA-256 over the identifying fields."""
     # The unit separator cannot occur in any field (skill names are kebab-case, refs and
     # model names are printable), so distinct tuples never collide by concatenation.
-    raw = "\x1f".join((run_id, variant, skill, str(case_id), model, str(epoch)))
+    fields = (run_id, variant, skill, str(case_id), model, str(epoch))
+    raw = "\x1f".join(fields if harness is None else (*fields, harness))
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
@@ -60,6 +76,14 @@ class Shard(BaseModel):
     """Executor model (a litellm model name, or ``cmd:`` for an external agent CLI)."""
     epoch: int
     """Repetition index, 0-based."""
+    harness: str | None = None
+    """The executor this shard runs under in a sweep over several (an ``--executor`` value); None:
+    the run's one executor (``RunSettings.executor``)."""
+
+    @property
+    def row(self) -> str:
+        """The row its figures count in (:func:`row_name`)."""
+        return row_name(self.model, self.harness)
 
 
 class SkillBundle(BaseModel):
@@ -107,6 +131,16 @@ class RunPlan(BaseModel):
     """When the plan was made (UTC)."""
     adaptive: AdaptivePlan | None = None
     """``--epochs auto``: ``epochs`` is then the first round's, and this says what each case got."""
+    harnesses: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    """A sweep over several executors: each executor (in the order given) -> the models it runs
+    (those of ``models`` it can speak). Empty: one executor runs every model."""
+
+    @property
+    def rows(self) -> tuple[str, ...]:
+        """The rows of the run's figures in plan order: its models, or each harness × model pair."""
+        if not self.harnesses:
+            return self.models
+        return tuple(row_name(m, h) for h, models in self.harnesses.items() for m in models)
 
     @property
     def case_count(self) -> int:

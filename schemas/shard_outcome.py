@@ -88,6 +88,7 @@ def outcome_line(
         model=shard.model,
         epoch=shard.epoch,
         state=record.state,
+        harness=shard.harness,
         status=record.status,
         detail=(record.detail or (grade.error if grade else ""))[:LINE_DETAIL_CHARS],
         stops_run=record.stops_run,

@@ -39,6 +39,19 @@ class PlanTotals(BaseModel):
     shards: int
 
 
+class HarnessPair(BaseModel):
+    """One harness × model pair of a sweep over several executors, and its shards."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    harness: str
+    """The ``--executor`` value."""
+    model: str
+    """An executor model it can run."""
+    shards: int
+    """Its shards over every corpus, epoch and arm."""
+
+
 class SkippedCorpus(BaseModel):
     """A corpus left out of the plan, with its named error."""
 
@@ -77,6 +90,8 @@ class PlanSummary(BaseModel):
     guards: list[str] = Field(default_factory=list)
     """What the run would block per case or skip per skill, by name (``BLOCKED_FIXTURE_NEEDS_GIT``,
     ``GUARD_BAD_REF``, ``GUARD_NO_GIT``): the run goes on with the rest, so they change no exit code."""
+    pairs: list[HarnessPair] = Field(default_factory=list)
+    """A sweep over several executors: each harness × model pair and its shards (empty: one executor)."""
 
 
 class RunStatus(BaseModel):

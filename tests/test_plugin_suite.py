@@ -306,14 +306,19 @@ def test_every_harness_applies_a_cases_turn_limit_and_timeout() -> None:
 
 
 def test_a_dry_run_refuses_an_executor_that_cannot_apply_the_mocks(plugin_repo: Path) -> None:
-    args = ["run", "--repo", str(plugin_repo), "--all-evals", "--dry-run", "--model", "openai/x", "--judge", "openai/y"]
+    args = ["run", "--repo", str(plugin_repo), "--all-evals", "--dry-run", "--judge", "openai/y"]
     skill_eval = str(Path(sys.executable).parent / "skill-eval")
-    refused = subprocess.run([skill_eval, *args, "--executor", "codex"], capture_output=True, text=True, timeout=120)
+    refused = subprocess.run(
+        [skill_eval, *args, "--executor", "codex", "--model", "openai/x"], capture_output=True, text=True, timeout=120
+    )
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "BLOCKED_BAD_CORPUS" in refused.stderr + refused.stdout
     assert "$.evals[0].mocks: the codex executor does not apply" in refused.stderr + refused.stdout
     assert "Traceback" not in refused.stderr
-    planned = subprocess.run(
-        [skill_eval, *args, "--executor", "claude-code"], capture_output=True, text=True, timeout=120
+    planned = subprocess.run(  # a model Claude Code can run: an Anthropic one
+        [skill_eval, *args, "--executor", "claude-code", "--model", "anthropic/x"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert planned.returncode == 0, planned.stdout + planned.stderr

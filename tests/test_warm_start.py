@@ -305,6 +305,24 @@ def test_a_run_on_two_worker_processes_grades_every_shard_and_leaves_none(tmp_pa
         (["run", "g", "--judge", "openai/j", "--api-base", "http://h/v1"], True),  # the default executor model
         (["run", "g", "--model", "openai/a", "--api-base", "http://h/v1"], True),  # the default judge
         (["run", "g", "--model", "openai/a", "--judge", "openai/j", "--api-base", "h", "--executor", "codex"], True),
+        # A sweep whose last executor is the agent still runs a harness: litellm may be called.
+        (
+            [
+                "run",
+                "g",
+                "--model",
+                "openai/a",
+                "--judge",
+                "openai/j",
+                "--api-base",
+                "h",
+                "--executor",
+                "codex",
+                "--executor",
+                "agent",
+            ],
+            True,
+        ),
     ],
 )
 def test_a_run_whose_models_all_go_direct_starts_its_worker_without_litellm(args: list[str], expected: bool) -> None:

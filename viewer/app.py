@@ -208,6 +208,7 @@ class Viewer:
             request,
             "run.html",
             heat=heat_map(overview["result"]),
+            sweep=harness_matrix(overview["result"]),
             run=overview,
             shards=shards,
             query=query,
@@ -300,13 +301,32 @@ def heat_map(result: dict[str, Any] | None) -> dict[str, Any]:
     return {"models": models, "rows": rows}
 
 
+def harness_matrix(result: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A sweep over several harnesses: per corpus of the current arm, each assertion's rate per harness
+    (as the reducer gave them, with a colour bucket each) and the harnesses paired; empty otherwise."""
+    out: list[dict[str, Any]] = []
+    for s in (s for s in (result or {}).get("skills", []) if s["variant"] == CURRENT):
+        matrix = s.get("harness_matrix", [])
+        harnesses = list(dict.fromkeys(h for a in matrix for h in a["by_harness"]))
+        if not harnesses:
+            continue
+        rows = []
+        for a in matrix:
+            rates = [a["by_harness"].get(h) for h in harnesses]
+            cells = [{"rate": r, "bucket": "none" if r is None else str(min(4, int(r * 5)))} for r in rates]
+            rows.append({"case_id": a["case_id"], "text": a["text"], "cells": cells})
+        pairs = [c for c in (result or {}).get("harness_comparisons", []) if c["skill"] == s["skill"]]
+        out.append({"skill": s["skill"], "harnesses": harnesses, "rows": rows, "pairs": pairs})
+    return out
+
+
 def _facets(data: ViewerData, run_id: str) -> dict[str, list[str]]:
     """The values the run's filters offer (assertions: the first ``FACET_ASSERTIONS`` distinct texts;
     the search box finds the others)."""
     plan = data.run(run_id).outline.manifest.plan
     texts = dict.fromkeys(t for case in case_assertions(plan).values() for t in case)
     return {
-        "models": list(plan.models),
+        "models": list(plan.rows),
         "arms": list(plan.variants),
         "states": [s.value for s in ShardState],
         "assertions": list(texts)[:FACET_ASSERTIONS],

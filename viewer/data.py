@@ -259,16 +259,29 @@ def _trajectory_holds(raw: bytes, folded: str) -> bool:
 
 def slim_result(raw: bytes, run_id: str) -> tuple[dict[str, Any], list[tuple[str, str, list[dict[str, Any]]]]]:
     """The stored result as JSON without what grows with the run: its per-shard rows (returned
-    apart, for the shard list), the per-assertion matrix and the assertion quality list
+    apart, for the shard list), the per-assertion matrix (a sweep keeps its harness × assertion
+    rates as ``harness_matrix``) and the assertion quality list
     (``/api/runs/{run}/result`` serves it whole). Plain JSON, not the model: a 100,000-shard
     result is megabytes, and the viewer only reads it; one that is not a result is named."""
     try:
         doc = json.loads(raw)
         case_runs = [(s["skill"], s["variant"], s.pop("runs", [])) for s in doc["skills"]]
         for s in doc["skills"]:
-            s.pop("assertions", None)
+            # A sweep's harness × assertion matrix is kept, its rates alone: it grows with the
+            # corpus and the harnesses, never with the shards.
+            matrix = [
+                {
+                    "case_id": a["case_id"],
+                    "text": a["text"],
+                    "by_harness": {h: r["rate"] for h, r in a["by_harness"].items()},
+                }
+                for a in s.pop("assertions", None) or []
+                if a.get("by_harness")
+            ]
+            if matrix:
+                s["harness_matrix"] = matrix
         doc.pop("assertion_quality", None)
-        for comparison in doc.get("comparisons", []):
+        for comparison in [*doc.get("comparisons", []), *doc.get("harness_comparisons", [])]:
             comparison.pop("assertions", None)
             comparison.pop("per_case", None)
         doc["verdict"], doc["reasons"], doc["usage"]
@@ -355,7 +368,7 @@ def run_summary(entry: _Cached, running: bool | None) -> dict[str, Any]:
         "skills": [b.skill for b in m.plan.bundles],
         "models": list(m.plan.models),
         "judges": list(m.plan.judges),
-        "harness": m.settings.executor,
+        "harness": m.executor_label,
         "arms": list(m.plan.variants),
         "shards": entry.outline.shard_count,
         "verdict": r["verdict"] if r else None,

@@ -142,7 +142,7 @@ def rows_in_progress(store: ArtifactStore, manifest: RunManifest, live: Mapping[
                 s.variant,
                 s.skill,
                 s.case_id,
-                s.model,
+                s.row,
                 s.epoch,
                 state.value,
                 passed,

@@ -50,7 +50,20 @@ def check_host(manifest: RunManifest, ctx: Context) -> None:
     require_sandbox(manifest.plan.sandbox)
     if not needs_canary(manifest):
         return
-    option, mode, parent = manifest.settings.executor, manifest.plan.sandbox, ctx.settings.workspaces_dir
+    executors = manifest.executors()
+    for option in executors:  # every binary first: a missing one is said before any canary runs
+        harness = harness_for(option)
+        if harness is not None:
+            from worker.executor.harness_binary import find_binary
+
+            find_binary(harness)  # BLOCKED_NO_HARNESS
+    for option, models in executors.items():
+        _canary(option, models, manifest, ctx)
+
+
+def _canary(option: str, models: tuple[str, ...], manifest: RunManifest, ctx: Context) -> None:
+    """One executor's canary: an external CLI's once, a harness's once per model it runs."""
+    mode, parent = manifest.plan.sandbox, ctx.settings.workspaces_dir
     if option.startswith("cmd:"):
         from worker.executor.canary import probe_transcript_capture
         from worker.executor.external import ExternalExecutor
@@ -61,9 +74,7 @@ def check_host(manifest: RunManifest, ctx: Context) -> None:
     if harness is None:
         return
     from worker.executor.canary import probe_harness_capture
-    from worker.executor.harness_binary import find_binary
 
-    find_binary(harness)  # BLOCKED_NO_HARNESS before any canary when the binary is not here
     config = manifest.settings.models
-    for model in manifest.plan.models:
+    for model in models:
         probe_harness_capture(harness, model, config.for_model(model), mode=mode, parent=parent)

@@ -48,8 +48,8 @@ def run_executor(ctx: Context, manifest: RunManifest, shard_id: str) -> Trajecto
     from worker.sandbox import SandboxLimits, require_sandbox
     from worker.workspace import materialize_workspace
 
-    executor = executor_for(manifest.settings.executor)
     shard = manifest.shard(shard_id)
+    executor = executor_for(manifest.executor_of(shard))
     bundle = manifest.plan.bundle(shard.skill)
     case = bundle.corpus.case(shard.case_id)
     settings = manifest.settings

@@ -13,6 +13,12 @@ it) on the commit-message skill, against the scripted Anthropic-API demo model
 ``--executor opencode`` the real OpenCode binary the same way, over chat completions
 (``testkit/scenarios/demo-opencode.json``); ``--executor gemini-cli`` the real Gemini CLI over
 the Gemini API (``testkit/scenarios/demo-gemini-cli.json``).
+
+``--executor`` given several times is a sweep (``make demo-sweep``): the commit-message skill
+over each harness named (and the built-in agent, when ``agent`` is one of them) and each
+harness's scripted model, in one run, its report a harness × model table. One server serves
+them all: each harness's rules answer its own model only, and the agent's answer only a request
+carrying the agent's own prompt (:func:`sweep_scenario`).
 """
 
 from __future__ import annotations
@@ -73,6 +79,57 @@ def demo_scenario(name: str = "demo") -> dict[str, Any]:
     return scenario
 
 
+AGENT_MARKER = r"(?s)(?=.*`shell` \(runs a bash command)"
+"""A lookahead only the built-in agent's requests satisfy (its prompt lists its tools so): in a sweep,
+the agent's scripted rules answer it alone, whatever model it asks for."""
+
+
+def sweep_scenario(executors: list[str]) -> dict[str, Any]:
+    """One scenario for a sweep: each harness's demo rules scoped to its demo model, the agent's
+    demo rules scoped to the agent's prompt, and every judge rule."""
+    rules: list[dict[str, Any]] = []
+    judge: list[dict[str, Any]] = []
+    if "agent" in executors:
+        agent = demo_scenario("demo")
+        rules += [{**r, "regex": AGENT_MARKER + "(?:" + r.get("regex", "") + ")"} for r in agent["rules"]]
+    for harness in (e for e in executors if e in HARNESS_DEMOS):
+        scenario = demo_scenario(f"demo-{harness}")
+        rules += [{**r, "model": HARNESS_DEMOS[harness].partition("/")[2]} for r in scenario["rules"]]
+        judge += scenario["judge"]
+    judge += demo_scenario("demo")["judge"] if "agent" in executors else []
+    default = {"text": "(scripted demo model) no script for this request."}
+    return {"rules": rules, "judge": merged_judge(judge), "default": default}
+
+
+def merged_judge(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One judge rule per assertion and expectation, its pattern any of theirs: each harness names
+    its tools its own way (``Bash``, ``bash``, ``shell``), and the first rule naming an assertion
+    judges it. Named groups are dropped (a pattern may name each once); a match then quotes its
+    first line, where each of these groups begins."""
+    merged: dict[tuple[str, str], list[str]] = {}
+    for rule in rules:
+        pattern = str(rule["transcript_regex"]).replace("(?P<evidence>", "(")
+        scoped = f"(?s:{pattern[4:]})" if pattern.startswith("(?s)") else f"(?:{pattern})"
+        alternatives = merged.setdefault((str(rule["assertion_contains"]), str(rule.get("expect", "present"))), [])
+        if scoped not in alternatives:
+            alternatives.append(scoped)
+    return [
+        {"assertion_contains": text, "transcript_regex": "|".join(alternatives), "expect": expect}
+        for (text, expect), alternatives in merged.items()
+    ]
+
+
+def demo_plan(extra: list[str]) -> tuple[list[str], list[str], dict[str, Any]]:
+    """The demo's targets, its ``--model`` arguments and its scenario, from the arguments given."""
+    executors = [extra[i + 1] for i, arg in enumerate(extra[:-1]) if arg == "--executor"]
+    if len(executors) > 1:  # a sweep: each harness with its scripted model; the agent runs them all
+        models = [HARNESS_DEMOS[e] for e in executors if e in HARNESS_DEMOS] or [EXECUTOR]
+        return ["commit-message"], [a for m in dict.fromkeys(models) for a in ("--model", m)], sweep_scenario(executors)
+    harness = next((h for h in HARNESS_DEMOS if h in extra and "--executor" in extra), None)
+    targets, executor = (["commit-message"], HARNESS_DEMOS[harness]) if harness else (["--all-evals"], EXECUTOR)
+    return targets, ["--model", executor], demo_scenario(f"demo-{harness}" if harness else "demo")
+
+
 def copyable(args: list[str]) -> str:
     """The demo's command as a user would type it: the installed ``skill-eval`` (by the path that
     finds it from the checkout when it is not on PATH), the arguments quoted for a shell."""
@@ -89,9 +146,7 @@ def copyable(args: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     extra = list(sys.argv[1:] if argv is None else argv)
-    harness = next((h for h in HARNESS_DEMOS if h in extra and "--executor" in extra), None)
-    targets, executor = (["commit-message"], HARNESS_DEMOS[harness]) if harness else (["--all-evals"], EXECUTOR)
-    scenario = demo_scenario(f"demo-{harness}" if harness else "demo")
+    targets, models, scenario = demo_plan(extra)
     with tempfile.TemporaryDirectory(prefix="skill-eval-demo-") as tmp, OfflineModelServer(scenario) as server:
         repo = git_copy(Path(tmp) / "demo-repo")
         print(f"offline model server (SCRIPTED demo model, not an LLM): {server.base_url}", flush=True)
@@ -112,8 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             "--force",
             "--repo",
             str(repo),
-            "--model",
-            executor,
+            *models,
             "--judge",
             JUDGE,
             "--api-base",

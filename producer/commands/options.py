@@ -89,6 +89,10 @@ ModelOpt = Annotated[
     list[str] | None,
     _option("--model", help="Executor model, a litellm name (repeatable)." + RUN_REQUIRED, panel=MODELS),
 ]
+CheckModelOpt = Annotated[
+    list[str] | None,
+    _option("--model", help="A model the run would use: refused when no given --executor can run it.", panel=MODELS),
+]
 ConfigOpt = Annotated[
     Path | None, _option("--config", help="Model config TOML (default ./skill-eval.toml).", panel=MODELS)
 ]
@@ -105,10 +109,10 @@ NoPreflightOpt = Annotated[
 ]
 
 ExecutorOpt = Annotated[
-    str,
+    list[str] | None,
     _option(
         "--executor",
-        help=executor_help(),
+        help=executor_help() + " Repeatable: a sweep runs each with the given models it can speak.",
         panel=WHERE,
     ),
 ]

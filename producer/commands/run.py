@@ -17,6 +17,7 @@ from producer.commands.options import (
     AllEvalsOpt,
     BaselineOpt,
     CalibrateWithOpt,
+    CheckModelOpt,
     CompareOpt,
     DryRunOpt,
     EpochsOpt,
@@ -60,9 +61,12 @@ from producer.launch.fleet_checks import check_shard_timeout
 from producer.launch.grade_only import grade_recorded
 from producer.plan.dry_run import PlanInput, dry_run_plan
 from producer.plan.epochs import parse_epochs
+from producer.plan.harnesses import pair_harnesses, plan_sweep, planned_harnesses
 from producer.plan.planning import arm_variants
 from producer.plan.prechecks import check_api_base, check_detach, check_invoke, check_repo_path, fixture_guards
 from producer.plan.request import RunRequest
+from schemas.adaptive import AdaptivePlan
+from schemas.constants import BUILTIN_EXECUTOR
 from schemas.errors import ConfigError
 from schemas.manifest import AgentBudget, RunSettings
 from schemas.report import RunResult
@@ -87,10 +91,18 @@ def need_targets(skills: list[str] | None, all_evals: bool) -> list[str]:
     return skills or []
 
 
-def validate(skills: SkillsArg = None, all_evals: AllEvalsOpt = False, repo: RepoOpt = ".") -> None:
-    """Validate corpora against schema v1: one line per corpus, exit 0 when all are valid, else 2."""
+def validate(
+    skills: SkillsArg = None,
+    all_evals: AllEvalsOpt = False,
+    repo: RepoOpt = ".",
+    model: CheckModelOpt = None,
+    executor: ExecutorOpt = None,
+) -> None:
+    """Validate corpora against schema v1: one line per corpus, exit 0 when all are valid, else 2.
+    With ``--model`` (and ``--executor``), a model no given executor can run is refused too."""
     skills = need_targets(skills, all_evals)
     check_repo_path(repo)
+    pair_harnesses(executor or [BUILTIN_EXECUTOR], model or [])
     r = Repo(repo_folder(repo))
     files = behavioural_targets(r, skills, all_evals)
     bad = 0
@@ -125,7 +137,7 @@ def run(
     max_epochs: MaxEpochsOpt = None,
     force: ForceOpt = False,
     model: ModelOpt = None,
-    executor: ExecutorOpt = "agent",
+    executor: ExecutorOpt = None,
     invoke: InvokeOpt = "explicit",
     sandbox: SandboxOpt = None,
     max_turns: MaxTurnsOpt = 40,
@@ -145,23 +157,23 @@ def run(
     """Evaluate skills: plan, shard onto the queues, execute, grade, reduce, report. Exit code is the verdict's."""
     skills = need_targets(skills, all_evals)
     check_arms(baseline, require_uplift, regression_alpha, compare)
+    settings, executors = _checked_settings(shared, executor, invoke, sandbox, shard_timeout)
     behavioural = _behavioural(shared, baseline, threshold, require_uplift, regression_alpha, calibrate_with)
-    trigger_run = trigger_settings(triggers, trigger_turns, min_recall, max_false_trigger, executor, behavioural)
-    settings = _checked_settings(shared, executor, invoke, sandbox, shard_timeout)
+    trigger_run = trigger_settings(triggers, trigger_turns, min_recall, max_false_trigger, executors[0], behavioural)
     calibration_runs = _calibration_runs(calibrate_with, shared, settings)
     folder = repo_folder(shared.repo)
     as_triggers = trigger_run is not None
     count, adaptive = parse_epochs(epochs, max_epochs, detach=shared.detach, triggers=as_triggers, baseline=baseline)
+    harnesses = plan_sweep(executors, model or [], triggers=as_triggers, adaptive=adaptive is not None)
     models = shared.model_config(folder, settings)  # no key is looked at
     if dry_run:
-        variants = arm_variants(compare, baseline)
-        plan_in = PlanInput(model or [], judge or [], count, variants, compare, settings.store, executor, adaptive)
+        plan_in = _plan_input(model or [], judge or [], count, compare, baseline, settings, executors, adaptive)
         _dry_run(skills, all_evals, folder, plan_in, trigger_turns if as_triggers else None, as_json)
     _require_models(model, judge, trigger_run)
     run_settings = shared.run_settings(
         models,
         budget=AgentBudget(max_turns=max_turns, wall_clock_s=shard_timeout),
-        executor=executor,
+        executor=executors[0],
         invoke=invoke,
         calibrate=not shared.no_calibration and trigger_run is None,
         calibrate_with=calibration_runs,
@@ -172,8 +184,25 @@ def run(
     )
     judges = judge if not as_triggers and judge else []
     arms = dict(epochs=count, adaptive=adaptive, force=force, compare=compare, baseline=baseline, triggers=as_triggers)
-    req = _request(shared, skills, all_evals, folder, model or [], judges, run_settings, **arms)
+    req = _request(shared, skills, all_evals, folder, model or [], judges, run_settings, harnesses=harnesses, **arms)
     conclude(run_evaluation(req, settings, out, err))
+
+
+def _plan_input(
+    models: list[str],
+    judges: list[str],
+    epochs: int,
+    compare: str | None,
+    baseline: str | None,
+    settings: Settings,
+    executors: list[str],
+    adaptive: AdaptivePlan | None,
+) -> PlanInput:
+    """What a dry run plans: the arms, and a sweep's harness × model pairs (counted for one unnamed
+    model each when no ``--model`` is given yet)."""
+    harnesses = planned_harnesses(executors, models, pair_harnesses(executors, models))
+    variants = arm_variants(compare, baseline)
+    return PlanInput(models, judges, epochs, variants, compare, settings.store, executors[0], adaptive, harnesses)
 
 
 def _behavioural(shared: Shared, *gates: object) -> dict[str, object]:
@@ -194,18 +223,21 @@ def _dry_run(
 
 
 def _checked_settings(
-    shared: Shared, executor: str, invoke: str, sandbox: SandboxMode | None, shard_timeout: float
-) -> Settings:
-    """The run's settings, once every flag the run would refuse is refused: before a dry run's plan
-    and before a cluster starts."""
+    shared: Shared, given: list[str] | None, invoke: str, sandbox: SandboxMode | None, shard_timeout: float
+) -> tuple[Settings, list[str]]:
+    """The run's settings and executors (``agent`` when none is given), once every flag the run would
+    refuse is refused: before a dry run's plan and before a cluster starts. A sweep's settings name
+    its first executor; each of its shards names its own."""
     check_repo_path(shared.repo)
-    check_executor(executor)
+    executors = given or [BUILTIN_EXECUTOR]
+    for executor in executors:
+        check_executor(executor)
     check_invoke(invoke)
     check_api_base(shared.api_base)
     settings = shared.settings(sandbox=sandbox)
     check_detach(shared.detach, settings.broker_url)
     check_shard_timeout(shard_timeout, settings)
-    return settings
+    return settings, executors
 
 
 def _calibration_runs(calibrate_with: list[str] | None, shared: Shared, settings: Settings) -> tuple[str, ...]:

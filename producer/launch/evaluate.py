@@ -37,6 +37,7 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
         sandbox=settings.sandbox,
         variants=variants,
         adaptive=req.adaptive,
+        harnesses=req.harnesses,
     )
     guards: list[str] = []
     if req.compare:

@@ -78,8 +78,8 @@ def needs_litellm(args: Sequence[str]) -> bool:
     after all makes the worker import it on that model's first call instead of ahead of it.
     """
     models, judges = _values(args, "--model"), _values(args, "--judge")
-    executor = (_values(args, "--executor") or ["agent"])[-1]
-    if executor != "agent" or not _values(args, "--api-base") or not models or not judges:
+    executors = _values(args, "--executor") or ["agent"]  # a sweep names several
+    if executors != ["agent"] * len(executors) or not _values(args, "--api-base") or not models or not judges:
         return True
     return not all(name.startswith("openai/") for name in models + judges)
 

@@ -54,7 +54,8 @@ def build_manifest(
 
     ``store`` None skips the snapshot (grade-only runs execute nothing).
     """
-    check_case_terms(plan, settings.executor)
+    for executor in plan.harnesses or [settings.executor]:
+        check_case_terms(plan, executor)
     snapshots: dict[str, str] = {}
     if store is not None:
         key = snapshot_repo(repo_root, store)

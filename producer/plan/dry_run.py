@@ -9,7 +9,7 @@ BLOCKED when nothing is left, PASS otherwise (case guards do not change it).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
@@ -20,14 +20,12 @@ from engine.store import open_store
 from producer.corpus.repo import Repo
 from producer.plan.case_terms import check_case_terms
 from producer.plan.epochs import adaptive_plan_line
+from producer.plan.harnesses import UNSPECIFIED
 from producer.plan.planning import new_run_id, plan_run, plan_summary
 from producer.plan.prechecks import compare_guards, fixture_guards
 from schemas.adaptive import AdaptivePlan
 from schemas.status import ExitCode
 from schemas.summary import PlanSummary, SkippedCorpus
-
-UNSPECIFIED = "(unspecified)"
-"""The model name a plan without ``--model`` counts its shards for."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +43,8 @@ class PlanInput:
     """The executor the run would use: a case term it cannot apply is refused here too."""
     adaptive: AdaptivePlan | None = None
     """``--epochs auto``: the first round is planned, the rest shown as a maximum."""
+    harnesses: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """A sweep over several executors: each -> the models it runs (``executor`` is then the first)."""
 
 
 def dry_run_plan(
@@ -66,12 +66,14 @@ def dry_run_plan(
         epochs=plan_in.epochs,
         variants=plan_in.variants,
         adaptive=plan_in.adaptive,
+        harnesses=plan_in.harnesses,
     )
     # A compared plan's power uses the discordance its corpus's last noise floor observed, if any.
     compared = len(plan.variants) > 1 and plan_in.store is not None
     observed = latest_noise(open_store(plan_in.store), bundles) if compared and plan_in.store else {}
     skipped = [SkippedCorpus(corpus=o.corpus_file, error=str(o.error)) for o in outcomes if o.error]
-    check_case_terms(plan, plan_in.executor)
+    for executor in plan_in.harnesses or [plan_in.executor]:
+        check_case_terms(plan, executor)
     summary = plan_summary(plan, skipped, observed)
     guards = fixture_guards(r.root, bundles) + compare_guards(r.root, plan_in.compare, bundles)
     summary = summary.model_copy(update={"guards": guards})
@@ -103,12 +105,14 @@ def plan_lines(summary: PlanSummary) -> list[str]:
     unspecified = summary.models == [UNSPECIFIED]
     models = "none given (shards counted for one model)" if unspecified else ", ".join(summary.models)
     judges = ", ".join(summary.judges) or "none given"
+    rows = "harness x model pairs" if summary.pairs else "models"
     formula = (
-        f"arms: {', '.join(summary.variants)}  shards = cases x models x epochs x arms = {totals.shards}"
+        f"arms: {', '.join(summary.variants)}  shards = cases x {rows} x epochs x arms = {totals.shards}"
         if len(summary.variants) > 1
-        else f"shards = cases x models x epochs = {totals.shards}"
+        else f"shards = cases x {rows} x epochs = {totals.shards}"
     )
     lines = [f"models: {models}  judges: {judges}  epochs: {summary.epochs}  {formula}"]
+    lines += [f"harness x model: {p.harness} x {p.model}: {p.shards} shards" for p in summary.pairs]
     if summary.adaptive is not None:
         lines.append(adaptive_plan_line(summary.adaptive, summary.max_shards))
     if unspecified or not summary.judges:

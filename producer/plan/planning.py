@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
@@ -21,7 +22,7 @@ from schemas.shard import (
     shard_id_for,
 )
 from schemas.status import SandboxMode
-from schemas.summary import CorpusPlan, PlanSummary, PlanTotals, SkippedCorpus
+from schemas.summary import CorpusPlan, HarnessPair, PlanSummary, PlanTotals, SkippedCorpus
 
 
 def new_run_id(now: datetime | None = None, entropy: bytes | None = None) -> str:
@@ -41,30 +42,38 @@ def plan_run(
     variants: Sequence[str] = (CURRENT,),
     sandbox: SandboxMode = SandboxMode.BWRAP,
     adaptive: AdaptivePlan | None = None,
+    harnesses: Mapping[str, Sequence[str]] | None = None,
 ) -> RunPlan:
-    """Every shard of the run in a deterministic order (variant, skill, case, model, epoch).
+    """Every shard of the run in a deterministic order (variant, skill, case, harness, model, epoch).
 
     ``adaptive`` (``--epochs auto``): only the first round's epochs are planned; later rounds add theirs.
+    ``harnesses`` (a sweep over several executors): each executor -> the models it runs
+    (:func:`producer.plan.harnesses.pair_harnesses`); None or empty: one executor runs every model,
+    and the shards are what they were before the harness was a dimension.
     """
     epochs = adaptive.first_round if adaptive is not None else epochs
     if epochs < 1:
         raise ValueError("epochs must be at least 1")
     if not models:
         raise ValueError("at least one executor model is required")
+    pairs: list[tuple[str | None, str]] = (
+        [(h, m) for h, ms in harnesses.items() for m in ms] if harnesses else [(None, m) for m in models]
+    )
     shards = [
         Shard(
-            shard_id=shard_id_for(run_id, variant, b.skill, case.id, model, epoch),
+            shard_id=shard_id_for(run_id, variant, b.skill, case.id, model, epoch, harness),
             run_id=run_id,
             variant=variant,
             skill=b.skill,
             case_id=case.id,
             model=model,
             epoch=epoch,
+            harness=harness,
         )
         for variant in variants
         for b in bundles
         for case in b.corpus.evals
-        for model in models
+        for harness, model in pairs
         for epoch in range(epochs)
     ]
     return RunPlan(
@@ -77,6 +86,7 @@ def plan_run(
         shards=tuple(shards),
         sandbox=sandbox,
         adaptive=adaptive,
+        harnesses={h: tuple(ms) for h, ms in (harnesses or {}).items()},
     )
 
 
@@ -116,7 +126,7 @@ def plan_summary(
     plan: RunPlan, skipped: Sequence[SkippedCorpus] = (), observed: Mapping[str, NoiseRecord] | None = None
 ) -> PlanSummary:
     """The plan at a glance: per corpus cases and assertions, totals, shard count, corpora left out."""
-    per_variant = len(plan.models) * plan.epochs
+    per_variant = len(plan.rows) * plan.epochs
     return PlanSummary(
         run_id=plan.run_id,
         corpora=[
@@ -144,4 +154,11 @@ def plan_summary(
         power=_power(plan, observed or {}) if plan.bundles else [],
         adaptive=plan.adaptive,
         max_shards=len(plan.shards) * plan.adaptive.max_epochs // plan.epochs if plan.adaptive else None,
+        pairs=harness_pairs(plan),
     )
+
+
+def harness_pairs(plan: RunPlan) -> list[HarnessPair]:
+    """A sweep's harness × model pairs in plan order, each with its shards (none for one executor)."""
+    counts = Counter((s.harness, s.model) for s in plan.shards if s.harness is not None)
+    return [HarnessPair(harness=h, model=m, shards=counts[(h, m)]) for h, ms in plan.harnesses.items() for m in ms]

@@ -45,6 +45,8 @@ class RunRequest:
     """Filled by :func:`plan_request`: corpora left out because their bundle key already has a report."""
     triggers: bool = False
     """``--triggers``: run the trigger corpora (``evals/<skill>.triggers.json``) instead of the behavioural ones."""
+    harnesses: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """A sweep over several ``--executor`` s: each -> the models it runs (empty: one executor runs all)."""
 
 
 def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list[SkillBundle], list[str]]:

@@ -40,7 +40,7 @@ def write_reports(result: RunResult, manifest: RunManifest, store: ArtifactStore
             "judges": ", ".join(manifest.plan.judges) or "-",
             "epochs": str(manifest.plan.epochs),
             "sandbox": manifest.plan.sandbox.value,
-            "executor": manifest.settings.executor,
+            "executor": manifest.executor_label,
         }
         meta.update({f"guard ({i + 1})": g for i, g in enumerate(manifest.guards) if g.startswith(f"{skill}:")})
         stem = report_stem(skill, run_id)
@@ -86,7 +86,7 @@ def page_facts(manifest: RunManifest) -> dict[str, str]:
         "commit": commit or "-",
         "models": ", ".join(plan.models) or "-",
         "judges": ", ".join(plan.judges) or "-",
-        "executor": manifest.settings.executor,
+        "executor": manifest.executor_label,
         "epochs": str(plan.epochs),
         "date": plan.created_at.strftime("%Y-%m-%d %H:%M UTC"),
     }

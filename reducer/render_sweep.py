@@ -1,0 +1,133 @@
+"""Markdown of a sweep over several harnesses: the harness × assertion matrix, the harnesses paired. Pure.
+
+Only formats what the fold computed (:mod:`reducer.sweep`); a run of one executor has neither
+figure and gets no section.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from reducer.html_parts import heat, name, table
+from reducer.html_parts import pct as html_pct
+from reducer.html_parts import pts as html_pts
+from reducer.html_parts import pval as html_pval
+from reducer.render_compare import pct, pts, pval
+from schemas.report import RunResult, SkillResult
+from schemas.shard import CURRENT
+
+PAIRED_NOTE = (
+    "Each two harnesses on the same cases: the unit is a model both run (case, model, epoch), so the "
+    "difference is the harness's; a pair graded on one side only is dropped. These describe the sweep; "
+    "no gate reads them."
+)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def is_sweep(result: RunResult) -> bool:
+    """Whether the run swept several harnesses (its assertions carry a rate per harness)."""
+    return bool(result.harness_comparisons) or any(a.by_harness for s in result.skills for a in s.assertions)
+
+
+def sweep_section(result: RunResult, current: SkillResult) -> list[str]:
+    """The harness × assertion matrix of one corpus's current arm and its harnesses paired."""
+    harnesses = list(dict.fromkeys(h for a in current.assertions for h in a.by_harness))
+    if not harnesses:
+        return []
+    out = ["## Harness × assertion", "", "Pass rate of each assertion per harness, its models pooled.", ""]
+    out.append("| case | assertion | " + " | ".join(_cell(h) for h in harnesses) + " |")
+    out.append("|---|---|" + "---|" * len(harnesses))
+    for a in current.assertions:
+        cells = [
+            f"{pct(a.by_harness[h].rate)} ({a.by_harness[h].passed}/{a.by_harness[h].total})"
+            if h in a.by_harness
+            else "-"
+            for h in harnesses
+        ]
+        out.append(f"| {a.case_id} | {_cell(a.text)} | " + " | ".join(cells) + " |")
+    rows = [c for c in result.harness_comparisons if c.skill == current.skill]
+    if not rows:
+        return [*out, ""]
+    out += ["", "## Harnesses paired", "", PAIRED_NOTE, ""]
+    out.append(
+        "| harness | against | cases | pairs | rate | against's rate | difference | 95% CI | test | p (two-sided) |"
+    )
+    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    for c in rows:
+        out.append(
+            f"| {_cell(c.harness or '')} | {_cell(c.baseline)} | {c.cases} | {c.pairs} | {pct(c.current_rate)} | "
+            f"{pct(c.baseline_rate)} | {pts(c.difference)} | {pts(c.low)} to {pts(c.high)} | {c.test} | "
+            f"{pval(c.p_two_sided)} |"
+        )
+    notes = [f"- {_cell(c.harness or '')} vs {_cell(c.baseline)}: {_cell(c.note)}" for c in rows if c.note]
+    worst = [
+        f"- {_cell(c.harness or '')} vs {_cell(c.baseline)}, case {a.case_id} `{_cell(a.text)}`: "
+        f"{pct(a.baseline_rate)} -> {pct(a.current_rate)}, p drop (Holm) {pval(a.p_drop_holm)}"
+        for c in rows
+        for a in c.assertions
+        if a.worse > a.better
+    ]
+    if notes:
+        out += ["", *notes]
+    if worst:
+        out += ["", "Assertions that work less in the second harness of a pair:", "", *worst]
+    return [*out, ""]
+
+
+def sweep_html(result: RunResult) -> str:
+    """The page's ``harnesses`` section: per corpus the harness × assertion heat map and the
+    harnesses paired (empty outside a sweep)."""
+    if not is_sweep(result):
+        return ""
+    out = ['<section id="harnesses"><h2>Harness by assertion</h2>']
+    out.append(
+        f'<p class="legend">Pass rate of each assertion per harness, its models pooled. {escape(PAIRED_NOTE)}</p>'
+    )
+    for s in (s for s in result.skills if s.variant == CURRENT):
+        harnesses = list(dict.fromkeys(h for a in s.assertions for h in a.by_harness))
+        rows = []
+        for a in s.assertions:
+            cells = [escape(str(a.case_id)), escape(a.text)]
+            for h in harnesses:
+                x = a.by_harness[h].rate if h in a.by_harness else None
+                cells.append(
+                    f'<span style="background:{heat(x)};padding:0 .3rem;border-radius:3px">{html_pct(x)}</span>'
+                )
+            rows.append(cells)
+        out.append(
+            f"<h3>{name(s.skill)}</h3>" + table(["case", "assertion", *[name(h) for h in harnesses]], rows, raw=True)
+        )
+        pairs = [
+            [
+                c.harness or "",
+                c.baseline,
+                str(c.cases),
+                str(c.pairs),
+                html_pct(c.current_rate),
+                html_pct(c.baseline_rate),
+                html_pts(c.difference),
+                f"{html_pts(c.low)} to {html_pts(c.high)}",
+                c.test,
+                html_pval(c.p_two_sided),
+            ]
+            for c in result.harness_comparisons
+            if c.skill == s.skill
+        ]
+        if pairs:
+            head = [
+                "harness",
+                "against",
+                "cases",
+                "pairs",
+                "rate",
+                "against's rate",
+                "difference",
+                "95% CI",
+                "test",
+                "p",
+            ]
+            out.append(table(head, pairs))
+    return "".join(out) + "</section>"
