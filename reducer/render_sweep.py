@@ -8,11 +8,7 @@ from __future__ import annotations
 
 from html import escape
 
-from reducer.html_parts import heat, name, table
-from reducer.html_parts import pct as html_pct
-from reducer.html_parts import pts as html_pts
-from reducer.html_parts import pval as html_pval
-from reducer.render_compare import pct, pts, pval
+from reducer.html_parts import heat, name, pct, pts, pval, table
 from schemas.report import RunResult, SkillResult
 from schemas.shard import CURRENT
 
@@ -93,9 +89,7 @@ def sweep_html(result: RunResult) -> str:
             cells = [escape(str(a.case_id)), escape(a.text)]
             for h in harnesses:
                 x = a.by_harness[h].rate if h in a.by_harness else None
-                cells.append(
-                    f'<span style="background:{heat(x)};padding:0 .3rem;border-radius:3px">{html_pct(x)}</span>'
-                )
+                cells.append(f'<span style="background:{heat(x)};padding:0 .3rem;border-radius:3px">{pct(x)}</span>')
             rows.append(cells)
         out.append(
             f"<h3>{name(s.skill)}</h3>" + table(["case", "assertion", *[name(h) for h in harnesses]], rows, raw=True)
@@ -106,12 +100,12 @@ def sweep_html(result: RunResult) -> str:
                 c.baseline,
                 str(c.cases),
                 str(c.pairs),
-                html_pct(c.current_rate),
-                html_pct(c.baseline_rate),
-                html_pts(c.difference),
-                f"{html_pts(c.low)} to {html_pts(c.high)}",
+                pct(c.current_rate),
+                pct(c.baseline_rate),
+                pts(c.difference),
+                f"{pts(c.low)} to {pts(c.high)}",
                 c.test,
-                html_pval(c.p_two_sided),
+                pval(c.p_two_sided),
             ]
             for c in result.harness_comparisons
             if c.skill == s.skill

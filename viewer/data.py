@@ -15,41 +15,31 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import redis
 from pydantic import ValidationError
 
 from engine.collect import load_trajectory
-from engine.keys import limiter_keys
 from engine.records import load_manifest, load_outline
 from engine.state import RunState
 from engine.store import ArtifactStore
 from engine.usage import usage_totals
 from schemas.errors import ConfigError, StoreError
-from schemas.manifest import RunManifest, RunOutline, grade_key, outcome_key, result_key, trajectory_key
+from schemas.manifest import RunOutline, grade_key, outcome_key, result_key, trajectory_key
 from schemas.outcome import ShardOutcomeRecord
-from schemas.status import INFRA_FAILURES, ShardState
+from schemas.status import ShardState
 from schemas.verdict import ShardGrade
+from viewer.live import counts_of_result, limiter_figures, live_figures
 from viewer.rows import Query, Row, case_assertions, load_rows, matching, page_of
 
 TRAJECTORY_SEARCH_MAX = 2000
 """Trajectories one search reads at most (the other filters narrow a big run first)."""
 RESULT_TTL_S = 30.0
+"""A reduced run's result is read again at most this often (``report`` may reduce it again)."""
 WARM_INDEXES = 3
 """Reduced runs, newest first, whose shard index the start-up warm-up builds (about 30 MB per
 100,000 shards)."""
-"""A reduced run's result is read again at most this often (``report`` may reduce it again)."""
-
-GROUPS = {
-    "queued": (ShardState.QUEUED,),
-    "executing": (ShardState.EXECUTING, ShardState.EXECUTED),
-    "grading": (ShardState.GRADING,),
-    "done": (ShardState.GRADED, ShardState.BLOCKED),
-    "failed": tuple(INFRA_FAILURES),
-}
-"""The five live states a page shows, from the contract's shard states."""
 
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -176,7 +166,7 @@ class ViewerData:
             plan = entry.outline.manifest.plan
             limits = limiter_figures(self._redis, [*plan.models, *plan.judges], usage)
         elif entry.result is not None:
-            counts, source = _counts_of_result(entry.result), "result"
+            counts, source = counts_of_result(entry.result), "result"
         else:
             ended = len(self.store.list(f"runs/{run_id}/outcomes/"))
             counts, source = {"ended": ended, ShardState.QUEUED.value: total - ended}, "store"
@@ -288,64 +278,6 @@ def slim_result(raw: bytes, run_id: str) -> tuple[dict[str, Any], list[tuple[str
     except (ValueError, KeyError, TypeError) as exc:
         raise StoreError(f"run {run_id}: {result_key(run_id)} is not a run result: {exc}") from exc
     return doc, [c for c in case_runs if c[2]]
-
-
-def _counts_of_result(result: dict[str, Any]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for s in result["skills"]:
-        graded = sum(m["graded"] for m in s["models"])
-        counts[ShardState.GRADED.value] = counts.get(ShardState.GRADED.value, 0) + graded
-        for kind, n in s["infra"].items():
-            counts[kind] = counts.get(kind, 0) + n
-        blocked = s["not_graded"] - sum(s["infra"].values())
-        counts[ShardState.BLOCKED.value] = counts.get(ShardState.BLOCKED.value, 0) + max(0, blocked)
-    return counts
-
-
-def limiter_figures(
-    client: redis.Redis, models: list[str], usage: dict[str, dict[str, Any]]
-) -> dict[str, dict[str, Any]]:
-    """Per model, from its fleet-wide limiter: calls in flight (unexpired leases), the shared 429
-    cool-down left, the pace factor (1: full rate), and this run's 429 answers so far."""
-    out = {}
-    for model in dict.fromkeys(models):
-        state_key, leases_key = limiter_keys(model)
-        seconds, micros = client.time()
-        now_ms = seconds * 1000 + micros / 1000
-        in_flight = int(client.zcount(leases_key, f"({now_ms}", "+inf"))
-        factor, cooldown_until = client.hmget(state_key, "factor", "cooldown_until")
-        out[model] = {
-            "in_flight": in_flight,
-            "cooldown_s": round(max(0.0, (float(cooldown_until or 0) - now_ms) / 1000), 1),
-            "pace": round(float(factor or 1), 3),
-            "rate_limited": int(usage.get(model, {}).get("rate_limited", 0)),
-        }
-    return out
-
-
-def live_figures(
-    manifest: RunManifest, total: int, counts: dict[str, int], source: str, usage: dict[str, dict[str, Any]]
-) -> dict[str, Any]:
-    groups = {name: sum(counts.get(s.value, 0) for s in states) for name, states in GROUPS.items()}
-    if "ended" in counts:  # only how many ended is known (no broker, not reduced)
-        groups["done"] = counts["ended"]
-    finished = groups["done"] + groups["failed"]
-    spend = sum(u.get("cost_usd") or 0.0 for u in usage.values())
-    started = manifest.plan.created_at
-    elapsed = max(0.0, (datetime.now(UTC) - started).total_seconds())
-    remaining = max(0, total - finished)
-    eta = elapsed / finished * remaining if finished and remaining and source == "broker" else None
-    return {
-        "source": source,
-        "total": total,
-        "states": counts,
-        "groups": groups,
-        "finished": finished,
-        "spend_usd": round(spend, 6) if usage else None,
-        "budget_usd": manifest.settings.max_cost_usd,
-        "eta_s": round(eta, 1) if eta is not None else None,
-        "usage": usage,
-    }
 
 
 def run_summary(entry: _Cached, running: bool | None) -> dict[str, Any]:
