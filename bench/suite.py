@@ -58,6 +58,8 @@ BENCHES = (
             "opencode",
             "--harness",
             "gemini-cli",
+            "--harness",
+            "qwen-code",
         ),
     ),
     Bench("enqueue", "100,000 shards <= 60 s, <= 2 KB Redis each", ("bench_enqueue.py",)),
