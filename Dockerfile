@@ -47,7 +47,7 @@ RUN python3 -m venv /opt/skill-eval \
  && rm -rf /tmp/deps
 # ---- OPTIONAL: pinned agent harnesses (Claude Code, Codex, OpenCode, Gemini CLI, Qwen Code)
 # Off by default (+1.6 GB, 1.5 min to build here): `--build-arg AGENT_HARNESSES=1` installs npm from
-# Debian, Node.js 22 from the npm registry (Claude Code needs >= 22; bookworm has 18), ripgrep
+# Debian, Node.js 22 from the npm registry (Claude Code and Qwen Code need >= 22; bookworm has 18), ripgrep
 # (OpenCode searches with it) and the pinned CLIs, the Makefile's versions (a test holds them
 # equal). They run only inside the sandbox, as a throwaway uid.
 ARG AGENT_HARNESSES=0
