@@ -60,6 +60,8 @@ BENCHES = (
             "gemini-cli",
             "--harness",
             "qwen-code",
+            "--harness",
+            "copilot-cli",
         ),
     ),
     Bench("enqueue", "100,000 shards <= 60 s, <= 2 KB Redis each", ("bench_enqueue.py",)),
