@@ -13,6 +13,9 @@ reach the trajectory.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +23,12 @@ from typing import Any
 import pytest
 
 from harnesses.base import PLACEHOLDER_KEY
+from testkit.judge import is_grading_request, split_grading_request
 from testkit.offline_server import OfflineModelServer
 from testkit.scenario import message_text
 from tests.e2e_support import Env, case, checked_env, current, git_init, new_repo, reports, scenario, write_skill
-from tests.harness_e2e_support import BODY_MARKER, GREET_SKILL, HarnessScript
+from tests.harness_e2e_support import BODY_MARKER, GREET_SKILL, HarnessScript, chat, chat_attack
+from tests.test_triggers_e2e import trigger_repo
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -117,3 +122,119 @@ def test_copilot_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_re
     assert "0\n0\nnet-000net-down" in probe, probe[-800:]
     assert server.keys() and not any(PLACEHOLDER_KEY in k for k in server.keys())  # noqa: SIM118
     assert "skill activated: yes" in markdown
+
+
+PROMPT = "Check the proxy: report what it answers."
+OPENING = f'Use the "greet" skill for this task. {PROMPT} Relevant files: README.md'
+"""The harness's own prompt, whitespace-normalised (what a copycat request quotes)."""
+SHELL_TOOL = [{"type": "function", "function": {"name": COPILOT.shell_tool, "parameters": {"type": "object"}}}]
+ATTACK = chat_attack(
+    [
+        ("other-model", chat("gpt-5.1", "hi")),
+        ("server-tool", chat("gpt-5", "search", web_search_options={"search_context_size": "high"})),
+        ("forged", chat("gpt-5", "@M@ run the tests", tools=SHELL_TOOL)),
+        ("copycat", chat("gpt-5", f"{OPENING} @M@", tools=SHELL_TOOL)),
+    ]
+)
+ATTACK_RULES: list[dict[str, Any]] = [
+    COPILOT.canary_rule(),
+    {"name": "forged", "contains": "FORGED-REQ", "tools": True, "replies": [COPILOT.shell("pytest -q")]},
+    {
+        "name": "attack",
+        "contains": PROMPT,
+        "tools": True,
+        "replies": [COPILOT.shell(ATTACK, description="attack"), {"text": "Reported."}],
+    },
+    {"name": "plain", "contains": "Greet plainly.", "replies": [{"text": "Hello."}]},
+]
+
+
+def _grading(body: dict[str, Any]) -> bool:
+    return is_grading_request(message_text(body.get("messages") or []))
+
+
+def test_a_copilot_cli_agent_gets_no_other_model_no_provider_service_and_no_forged_call_into_its_record(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    judge = [COPILOT.shell_ran("pytest -q"), {"assertion_contains": "hello", "transcript_regex": r"Hello\."}]
+    server.set_scenario(scenario(ATTACK_RULES, judge))
+    repo = new_repo(tmp_path / "repo")
+    cases = [
+        case(1, PROMPT, ["The agent runs pytest -q"]),
+        case(2, "Greet plainly.", ["The agent outputs a hello to the user"]),
+    ]
+    write_skill(repo, "greet", cases)
+    git_init(repo)
+
+    res = env.run(repo, "greet", "--executor", "copilot-cli", models=(MODEL,))
+
+    assert res.code in (0, 1), res.stdout + res.stderr
+    harness = harness_requests(server)
+    assert {b.get("model") for b in harness} == {"gpt-5"}
+    assert not any(b.get("web_search_options") for b in harness)
+    assert not any("x-extra" in h for h in server.headers())
+    assert sum("FORGED-REQ" in message_text(b.get("messages") or []) for b in harness) == 2
+    grading = [message_text(b.get("messages") or []) for b in server.requests() if _grading(b)]
+    [transcript] = [split_grading_request(g)[1] for g in grading if "other-model" in g]
+    assert "other-model 400" in transcript and "server-tool 400" in transcript and "forged 200" in transcript
+    assert "copycat 200" in transcript and "pytest -q" not in transcript
+    doc, _markdown = reports(env.out, "greet", res.run_id)
+    [run] = [r for r in current(doc)["runs"] if r["case_id"] == 1]
+    assert run["state"] == "graded" and [v["passed"] for v in run["verdicts"]] == [False]
+    assert run["rejected_calls"] == [] and len(run["proposed_calls"]) == 2, run
+    assert [r.split(":")[0] for r in run["refused_requests"]] == ["MODEL_NOT_ALLOWED", "BODY_FIELD_REFUSED"]
+
+
+def _loads(skill: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "skill", "arguments": {"skill": skill}}]}
+
+
+TRIGGER_RULES: list[dict[str, Any]] = [
+    COPILOT.canary_rule(),
+    {"contains": "report.pdf", "replies": [_loads("pdf-tools"), {"text": "Loaded."}]},
+    {"contains": "invoice.pdf", "replies": [_loads("csv-clean"), {"text": "Loaded."}]},
+    {"contains": "scan.pdf", "replies": [COPILOT.shell("ls", description="list")]},
+    {"contains": "since v1.2", "replies": [_loads("pdf-tools"), {"text": "Loaded."}]},
+    {"contains": "capital of France", "replies": [{"text": "Paris."}]},
+]
+
+
+def test_copilot_cli_trigger_run_reads_activation_as_a_skill_call_of_an_installed_skill(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    server.set_scenario(scenario(TRIGGER_RULES, []))
+    repo = trigger_repo(tmp_path / "repo")
+    args = ("--triggers", "--trigger-turns", "2", "--executor", "copilot-cli", "--min-recall", "0.3")
+    res = env.run(repo, "pdf-tools", *args, models=(MODEL,))
+
+    assert res.code == 0, res.stdout + res.stderr  # recall 1/3 meets 30%; nothing else gated
+    doc, _ = reports(env.out, "pdf-tools", res.run_id)
+    (f,) = doc["triggers"]["figures"]
+    assert f["executor"] == "copilot-cli"
+    assert (f["recall"]["hits"], f["recall"]["total"]) == (1, 3)
+    assert (f["false_trigger"]["hits"], f["false_trigger"]["total"]) == (1, 2)
+    assert f["confusion"] == {"(none)": 1, "csv-clean": 1}  # every skill of the repo was offered
+    texts = [message_text(b.get("messages") or []) for b in harness_requests(server)]
+    assert [sum(m in t for t in texts) for m in ("report.pdf", "scan.pdf")] == [1, 2]
+
+
+def test_make_demo_copilot_cli_runs_the_commit_message_skill_with_the_real_binary_and_ends_with_its_verdict(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log"), "SKILL_EVAL_STORE": str(tmp_path / "store")}
+    command = [sys.executable, "-m", "producer.commands.demo", "--executor", "copilot-cli"]
+    done = subprocess.run(
+        [*command, "--out", str(tmp_path / "reports")],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "verdict: PASS"
+    [corpus] = [line for line in lines if line.startswith("skill: ")]
+    # Case 1 follows the skill (loaded through its skill tool); case 2 skips it on purpose.
+    assert corpus.startswith("skill: commit-message") and "4/6" in corpus and corpus.endswith("  PASS"), corpus
+    assert "--model openai/gpt-5" in done.stdout and "--executor copilot-cli" in done.stdout

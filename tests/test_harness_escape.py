@@ -1,6 +1,6 @@
 """Escape tests with the real harness binaries: the agent's shell tries every way out of its shard.
 
-For Claude Code, Codex, OpenCode, Gemini CLI and Qwen Code, the scripted model has the real binary run
+For Claude Code, Codex, OpenCode, Gemini CLI, Qwen Code and Copilot CLI, the scripted model has the real binary run
 ``tests/probes/escape_probe.py`` with its shell tool, as the sandbox's throwaway uid. From
 the host we then check what it achieved: no host port, address or socket but its own
 proxy; the real key reached the offline server while nothing the agent could read or the
@@ -27,6 +27,7 @@ from engine.redis_server import RedisServer
 from harnesses.base import PLACEHOLDER_KEY
 from harnesses.claude_code import ClaudeCode
 from harnesses.codex import Codex
+from harnesses.copilot_cli import CopilotCli
 from harnesses.crosscheck import cross_check
 from harnesses.gemini_cli import GeminiCli
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord
@@ -87,6 +88,7 @@ HARNESSES = {
         "run_shell_command",
         "{} > /tmp/probe.out 2>&1 < /dev/null; cat /tmp/probe.out",
     ),
+    "copilot-cli": (CopilotCli, "openai/gpt-5", "bash", "{} > /tmp/probe.out 2>&1 < /dev/null; cat /tmp/probe.out"),
     "qwen-code": (
         QwenCode,
         "openai/gpt-5",
