@@ -31,6 +31,8 @@ $(STAMP): pyproject.toml constraints.txt
 # The real agent harnesses, exact pinned versions, in a git-ignored cache inside the checkout
 # (found there by the harness executors when neither PATH nor SKILL_EVAL_*_BIN names them).
 # Claude Code's postinstall must run: without it bin/claude.exe stays a placeholder.
+# Copilot CLI unpacks its package on its first start: the version check unpacks it into the cache,
+# not into the HOME of whoever runs make.
 HARNESS_CACHE  := .harness-cache
 CLAUDE_CODE    := @anthropic-ai/claude-code@2.1.328
 CODEX          := @openai/codex@0.169.0
@@ -50,7 +52,7 @@ $(HARNESS_STAMP):
 	$(HARNESS_CACHE)/node_modules/.bin/opencode --version
 	$(HARNESS_CACHE)/node_modules/.bin/gemini --version
 	$(HARNESS_CACHE)/node_modules/.bin/qwen --version
-	COPILOT_OFFLINE=true $(HARNESS_CACHE)/node_modules/.bin/copilot --version
+	COPILOT_OFFLINE=true COPILOT_PKG_CACHE_HOME=$(HARNESS_CACHE)/copilot-pkg $(HARNESS_CACHE)/node_modules/.bin/copilot --version
 	touch $@
 
 # The project's own modules, byte-compiled: the install is editable, so pip compiled only the
