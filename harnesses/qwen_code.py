@@ -20,6 +20,9 @@
   off; ``QWEN_CODE_NO_RELAUNCH`` keeps it one process (``cli.js`` is run directly, not its
   launcher, which would look for a self-updated copy in HOME). ``--yolo`` approves every
   tool: the sandbox is ours.
+- Shell: a plain child process (its pseudo-terminal loses long output); ``BASH_ENV`` makes the
+  shell of each call linger 0.2 s after the command, since the pinned version returns on the
+  shell's exit without draining its pipes and could lose the output of a quick command.
 - Runtime: the package is a node script with its chunks beside it; its folder is bound
   read-only and the sandbox's node (sealed execute-only) runs it
   (:func:`harnesses.node_script.node_script_runtime`).
@@ -59,6 +62,14 @@ HIDDEN_CONTEXT_FILE = ".qwen/QWEN.md"
 AUXILIARY_MODELS = ("fastModel", "compactionModel", "visionModel", "advisorModel")
 """Its settings naming a model it calls on its own: each names the shard's model."""
 DISABLED_SKILL_LEVELS = ("project", "extension", "bundled")
+BASH_ENV_FILE = ".qwen/skill-eval-bash-env"
+BASH_ENV = b"""# Qwen Code 0.24.4 returns from a shell call on the shell's exit without draining its pipes, so
+# a command that exits at once can lose its output: its shell lingers a moment after the command
+# (its exit status kept). Only that shell: the commands it starts do not read this file.
+trap 'sleep 0.2' EXIT
+unset BASH_ENV
+"""
+"""Read by the ``bash -c`` each shell call runs (``BASH_ENV``); a workaround of the pinned version's race."""
 ENVIRONMENT = {
     "QWEN_CODE_NO_RELAUNCH": "true",
     "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
@@ -102,6 +113,7 @@ class QwenCode(HarnessAdapter):
         model = bare_model(request.model)
         home_files = stage_skills(request, ".qwen/skills")
         home_files[".qwen/settings.json"] = json.dumps(self.settings(model), indent=2).encode()
+        home_files[BASH_ENV_FILE] = BASH_ENV
         argv = (
             request.binary,
             posixpath.join(INNER_PACKAGE, SCRIPT),
@@ -122,6 +134,7 @@ class QwenCode(HarnessAdapter):
             "OPENAI_BASE_URL": f"http://127.0.0.1:{FORWARDER_PORT}/v1",
             "OPENAI_API_KEY": PLACEHOLDER_KEY,
             "OPENAI_MODEL": model,
+            "BASH_ENV": posixpath.join(request.home, BASH_ENV_FILE),
             **ENVIRONMENT,
         }
         return HarnessPlan(

@@ -5,13 +5,16 @@ model, read from hostile request bodies without failing."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 from pathlib import Path
 
 from harnesses.base import PLACEHOLDER_KEY, HarnessRequest, Invoke
 from harnesses.chat_completions import tool_messages
 from harnesses.crosscheck import CheckedEvents, with_sent_outputs
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord
-from harnesses.qwen_code import AUXILIARY_MODELS, QwenCode
+from harnesses.qwen_code import AUXILIARY_MODELS, BASH_ENV_FILE, QwenCode
 from harnesses.stream_json import ERROR_PREFIX
 from schemas.trajectory import ToolCallEvent, ToolResultEvent
 
@@ -97,3 +100,20 @@ def test_a_result_is_the_one_sent_to_the_model_and_an_error_stays_one() -> None:
     assert [e.output for e in checked.events if isinstance(e, ToolResultEvent)] == [ERROR_PREFIX + "Output: full text"]
     other = ToolResultEvent(call_id="c2", output="kept")
     assert with_sent_outputs(CheckedEvents(events=[other], rejected=[]), record).events == [other]
+
+
+def test_each_shell_call_lingers_after_its_command_keeps_its_status_and_passes_nothing_on(tmp_path: Path) -> None:
+    plan = QwenCode().plan(request())
+    assert plan.env["BASH_ENV"] == "/home/agent/" + BASH_ENV_FILE
+    bash_env = tmp_path / "bash-env"
+    bash_env.write_bytes(plan.home_files[BASH_ENV_FILE])
+    began = time.monotonic()
+    done = subprocess.run(
+        ["bash", "-c", 'echo "out:$BASH_ENV:"; bash -c "exit 0"; exit 3'],
+        env={"PATH": os.environ["PATH"], "BASH_ENV": str(bash_env)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (done.returncode, done.stdout) == (3, "out::\n")  # the status kept; the command saw no BASH_ENV
+    assert time.monotonic() - began >= 0.2  # the shell lingered after the command

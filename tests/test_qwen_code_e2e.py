@@ -46,9 +46,7 @@ RULES = [
         "contains": "Greet one:",
         "replies": [
             {"tool_calls": [{"name": "skill", "arguments": {"skill": "greet"}}]},
-            # Qwen Code 0.24.4 may lose the output of a command that exits at once (its shell
-            # returns on the child's exit without draining the pipe): this one lingers.
-            QWEN.shell("echo hello-$((6*7))-world; sleep 0.5"),
+            QWEN.shell("echo hello-$((6*7))-world"),  # exits at once: its output must still arrive
             QWEN.shell(QWEN.probe()),
             {"text": "Greeted."},
         ],
