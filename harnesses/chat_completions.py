@@ -96,3 +96,19 @@ def _parts(
         "completion": int(usage.get("completion_tokens") or 0),
         "model": model if isinstance(model, str) and model else None,
     }
+
+
+def tool_messages(body: dict[str, Any]) -> dict[str, str]:
+    """Call id -> the result text of each ``tool`` message of a chat completions request (its
+    string content, or its text parts joined): what the harness gave the model for that call."""
+    out: dict[str, str] = {}
+    for message in _list(body.get("messages")):
+        message = _obj(message)
+        call_id = message.get("tool_call_id")
+        if message.get("role") != "tool" or not isinstance(call_id, str) or not call_id:
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "\n".join(str(_obj(p).get("text", "")) for p in content if _obj(p).get("type") == "text")
+        out[call_id] = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return out

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord
+from harnesses.stream_json import ERROR_PREFIX
 from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent
 
 
@@ -201,3 +202,17 @@ def _claim_patches(
 def _names_paths(call: ModelToolCall, paths: list[str]) -> bool:
     text = json.dumps(call.arguments, ensure_ascii=False)
     return all(p.rsplit("/", 1)[-1] in text for p in paths)
+
+
+def with_sent_outputs(checked: CheckedEvents, record: ProxyRecord) -> CheckedEvents:
+    """``checked`` with each result replaced by the one the harness sent the model for that call
+    (kept in ``record``), for a harness whose stream shows a shortened display text of it; a
+    result the stream marks as an error stays marked."""
+    events: list[Event] = []
+    for event in checked.events:
+        sent = record.tool_outputs.get(event.call_id) if isinstance(event, ToolResultEvent) else None
+        if isinstance(event, ToolResultEvent) and sent is not None:
+            prefix = ERROR_PREFIX if event.output.startswith(ERROR_PREFIX) else ""
+            event = event.model_copy(update={"output": prefix + sent})
+        events.append(event)
+    return CheckedEvents(events=events, rejected=checked.rejected, proposed=checked.proposed)

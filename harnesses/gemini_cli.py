@@ -37,9 +37,7 @@
 from __future__ import annotations
 
 import json
-import os
 import posixpath
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from types import MappingProxyType
@@ -52,8 +50,8 @@ from harnesses.crosscheck import CheckedEvents
 from harnesses.endpoints import Protocol
 from harnesses.gemini_stream import cross_check_by_content, read_gemini_stream
 from harnesses.model_record import ProxyRecord
+from harnesses.node_script import node_script_runtime
 from harnesses.stream_json import ParsedStream
-from schemas.errors import NoHarness
 from schemas.trajectory import Event, ToolCallEvent
 
 INNER_PACKAGE = "/run/skill-eval-gemini"
@@ -152,18 +150,9 @@ class GeminiCli(HarnessAdapter):
     def prepare(self, found: Path, workspace: Path, inner_root: str, scratch: Path) -> tuple[Path, list[str]]:
         """The executable to seal (the host's node), and the bwrap arguments that bind the package
         read-only and hide the repo's own Gemini CLI configuration under empty folders."""
-        node = shutil.which("node")
-        if node is None:
-            raise NoHarness(f"{self.name}: node is not on PATH; Gemini CLI is a node script")
-        empty = scratch / "empty"
-        empty.mkdir(mode=0o555, exist_ok=True)
-        binds = ["--ro-bind", str(found.parent), INNER_PACKAGE]
-        for name in REPO_CONFIG_DIRS:
-            real = Path(os.path.realpath(workspace / name))
-            if real.is_dir() and real.is_relative_to(os.path.realpath(workspace)):
-                inner = posixpath.join(inner_root, real.relative_to(os.path.realpath(workspace)).as_posix())
-                binds += ["--ro-bind", str(empty), inner]
-        return Path(os.path.realpath(node)), binds
+        return node_script_runtime(
+            self.name, found.parent, INNER_PACKAGE, REPO_CONFIG_DIRS, workspace, inner_root, scratch
+        )
 
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         return read_gemini_stream(lines)

@@ -227,5 +227,12 @@ def test_the_image_pins_every_harness_the_makefile_pins_at_the_same_version() ->
     pinned = dict(re.findall(r"^[A-Z_]+\s*:=\s*(@?[a-z0-9./-]+)@(\d[\w.-]*)\s*$", makefile, re.M))
     dockerfile = (ROOT / "Dockerfile").read_text()
     in_image = dict(re.findall(r"(@?[a-z0-9-]+(?:/[a-z0-9-]+)?)@(\d[\w.-]*)", dockerfile))
-    assert {"@anthropic-ai/claude-code", "@openai/codex", "opencode-ai", "@google/gemini-cli"} <= set(pinned)
+    assert {
+        "@anthropic-ai/claude-code",
+        "@openai/codex",
+        "opencode-ai",
+        "@google/gemini-cli",
+        "@qwen-code/qwen-code",
+        "@github/copilot",
+    } <= set(pinned)
     assert {name: in_image.get(name) for name in pinned} == pinned

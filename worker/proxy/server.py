@@ -42,7 +42,7 @@ import httpx
 import structlog
 
 from engine.budget import OverShare, RunBudget
-from harnesses import gemini_api
+from harnesses import chat_completions, gemini_api
 from harnesses.base import PLACEHOLDER_KEY, bare_model
 from harnesses.conversation import continues, strings
 from harnesses.endpoints import Protocol, is_model_path, scrub, upstream_url
@@ -59,6 +59,12 @@ log = structlog.get_logger("skill_eval.worker")
 RESERVED_COMPLETION = 4096
 """Completion tokens a harness request is assumed to use before its answer says (then settled)."""
 
+SENT_OUTPUTS: dict[str, Callable[[dict[str, Any]], dict[str, str]]] = {
+    "gemini": gemini_api.function_responses,
+    "openai": chat_completions.tool_messages,
+}
+"""Per protocol, how the tool results a harness sends its model are read from a request of its
+own conversation (a harness whose stream shows a shortened display text is judged on these)."""
 _RETRYABLE = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 _UNHINTED_BACKOFF_S = 8.0
 """How long a harness's own retry sleep after a failed call without Retry-After is excused at
@@ -350,8 +356,9 @@ class ModelProxy:
         side = parsed is not None and not self._continues(parsed)
         with self._lock:
             self.record.dropped += [d for d in dict.fromkeys(dropped) if d not in self.record.dropped]
-            if self.config.protocol == "gemini" and parsed is not None and not side:
-                outputs = gemini_api.function_responses(parsed)
+            reader = SENT_OUTPUTS.get(self.config.protocol)
+            if reader is not None and parsed is not None and not side:
+                outputs = reader(parsed)
                 self.record.tool_outputs |= {k: v for k, v in outputs.items() if k not in self.record.tool_outputs}
         if self.config.protocol == "anthropic":
             headers["x-api-key"] = self.config.real_key
