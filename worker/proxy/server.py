@@ -97,6 +97,9 @@ class ProxyConfig:
     opening: str = ""
     """The prompt the harness was given: a request none of whose user messages holds it (or a
     call of the conversation) is a side request (:func:`harnesses.conversation.continues`)."""
+    tools: frozenset[str] | None = None
+    """The tools a request may offer the model (the case's allowed tools, in the harness's names);
+    None: the harness's own set (:attr:`harnesses.request_rules.RequestRules.tools`)."""
 
     def rules(self) -> RequestRules:
         return RequestRules(
@@ -105,6 +108,7 @@ class ProxyConfig:
             max_output=self.max_output,
             headers=self.headers,
             betas=self.betas,
+            tools=self.tools,
         )
 
 
