@@ -56,9 +56,10 @@ class TextMatchCheck(BaseModel):
     """Python regular expression (JavaScript syntax translated on import)."""
     flags: str = ""
     """Any of ``i`` (ignore case), ``m`` (multiline), ``s`` (dot matches newline)."""
-    source: Literal["reply", "transcript", "file", "mock_calls"] = "reply"
-    """The final assistant message, the rendered trace, the final content of ``path``, or the mocked
-    MCP calls (one JSON line each: ``tool``, ``input``, ``output``, ``isError`` when it was one)."""
+    source: Literal["reply", "transcript", "file", "files", "mock_calls"] = "reply"
+    """The final assistant message, the rendered trace, the final content of ``path``, the files the
+    run created or changed (each its path on a line, then its final content), or the mocked MCP
+    calls (one JSON line each: ``tool``, ``input``, ``output``, ``isError`` when it was one)."""
     path: str | None = None
     """Repo-relative file for ``source: file``."""
     absent: bool = False

@@ -112,8 +112,8 @@ def _text_match(raw: dict[str, Any], at: str, fail: Fail, weight: float) -> Text
         raise fail(f"{at}.flags", f"{flags!r}: only the flags i, m and s are known")
     pattern = _pattern(raw["pattern"], f"{at}.pattern", fail, flags)
     source = raw.get("source", "reply")
-    if source not in ("reply", "transcript", "file", "mock_calls"):
-        raise fail(f"{at}.source", f"{source!r} is not one of: file, mock_calls, reply, transcript")
+    if source not in ("reply", "transcript", "file", "files", "mock_calls"):
+        raise fail(f"{at}.source", f"{source!r} is not one of: file, files, mock_calls, reply, transcript")
     path = raw.get("path")
     if (source == "file") != (path is not None):
         raise fail(f"{at}.path", "is required with source file, and only there")
@@ -130,6 +130,7 @@ def _text_match(raw: dict[str, Any], at: str, fail: Fail, weight: float) -> Text
         "reply": "the final reply",
         "transcript": "the trace",
         "file": f"the final {path}",
+        "files": "the files the run changed",
         "mock_calls": "the mocked tool calls",
     }[source]
     said = f"matches /{pattern}/ exactly {count} time(s)" if count is not None else "matches /" + pattern + "/"

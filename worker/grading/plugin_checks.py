@@ -72,10 +72,20 @@ def _subject(check: TextMatchCheck, trajectory: Trajectory) -> tuple[str | None,
         return trajectory.final_files.get(path), f"the final {path}"
     if check.source == "transcript":
         return trajectory.render(), "the trace"
+    if check.source == "files":
+        return changed_files_text(trajectory), "the files the run changed"
     if check.source == "mock_calls":
         return mock_calls_text(trajectory), "the mocked tool calls"
     replies = [e.text for e in trajectory.events if isinstance(e, AssistantEvent)]
     return (replies[-1] if replies else ""), "the final reply"
+
+
+def changed_files_text(trajectory: Trajectory) -> str:
+    """The files the run created or changed, as plugin eval's ``files`` target reads the working
+    tree's changes: each file's path on a line of its own, then its final content, in path order.
+    Bounded where they are collected (worker/executor/final_files.py: at most 50 files of 20,000
+    characters, read without following a link, regular files only)."""
+    return "\n".join(f"{path}\n{trajectory.final_files[path]}" for path in sorted(trajectory.final_files))
 
 
 def mock_calls_text(trajectory: Trajectory) -> str:
