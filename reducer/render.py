@@ -214,6 +214,8 @@ def _variant_section(s: SkillResult, result: RunResult) -> list[str]:
         out += [f"- **mock finding**: {md(line)}" for line in r.mock_findings]
         out += [f"- **refused by the proxy**: {md(line)}" for line in r.refused_requests]
         out += [f"- model proposed, never run: {md(line)}" for line in r.proposed_calls]
+        out += [f"- mock call: {code(line)}" for line in r.mock_calls]
+        out += [f"- HTTP call: {code(line)}" for line in r.http_calls]
         for v in r.verdicts:
             mark = "PASS" if v.passed else "FAIL"
             checked = (

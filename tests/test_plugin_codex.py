@@ -128,4 +128,5 @@ def test_codex_calls_the_mock_in_its_namespace_and_the_call_is_vouched_for_judge
     judged = "\n".join(str(m.get("content")) for m in grading)
     assert '[tool_call] mcp__weather__get_forecast({"city": "Paris"' in judged
     assert not re.search(r"(?m)^\[tool_call\] shell\(\{\"command\": \"pytest", judged)
-    assert "mcp__weather__get_forecast" in markdown
+    # The report lists each shard's mock calls with their status.
+    assert '- mock call: `mcp__weather__get_forecast {"city":"Paris","day":"tomorrow"} -> ok`' in markdown
