@@ -48,6 +48,10 @@ from harnesses.stream_json import ParsedStream, json_objects
 from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, ToolResultEvent, Usage
 
 KEY_VARIABLE = "SKILL_EVAL_PROXY_KEY"
+CODEX_SERVER = "codex"
+"""The server Codex's stream names for its own MCP resource tools. A mocked server of that name
+would have its calls claimed as plain functions: they match none of its namespaced calls and are
+rejected, never recorded as another tool's."""
 _SHELL = ("exec_command", "write_stdin", "shell", "shell_command", "local_shell")
 EQUIVALENTS: dict[str, tuple[str, ...]] = {
     "Bash": _SHELL,
@@ -77,6 +81,7 @@ class Codex(HarnessAdapter):
         patch_tools=frozenset({"apply_patch"}),
         patch_claims=frozenset({"file_change"}),  # a patch applied: the stream lists only its paths
         namespaced_claims="mcp__",  # an MCP tool call: the stream names its server, tool and input
+        named_claims=frozenset({"list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource"}),
     )
     # The npm launcher is a node script; the native binary it would start runs without node.
     native_binaries: tuple[str, ...] = ("codex-linux-*/vendor/*/bin/codex", "codex-linux-*/vendor/*/codex/codex")
@@ -174,8 +179,9 @@ def _mcp_call(out: ParsedStream, started: set[str], item: dict[str, Any], *, don
     item_id = str(item.get("id", ""))
     if item_id not in started:
         started.add(item_id)
-        raw = item.get("arguments")
-        name = f"mcp__{item.get('server', '')}__{item.get('tool', '')}"
+        raw, server, tool = item.get("arguments"), item.get("server", ""), item.get("tool", "")
+        # Its own MCP resource tools are reported as calls of its own server: plain functions.
+        name = str(tool) if server == CODEX_SERVER else f"mcp__{server}__{tool}"
         out.events.append(ToolCallEvent(call_id=item_id, name=name, arguments=raw if isinstance(raw, dict) else {}))
     if not done:
         return

@@ -111,6 +111,9 @@ class OrderRules:
     """Name prefix of the stream's claims of a namespaced call (Codex's MCP tool calls, ``mcp__``):
     each claims the next call of the conversation made in a namespace, of the same full name and
     input. Empty: none."""
+    named_claims: frozenset[str] = frozenset()
+    """The stream's claims of a plain function call by its name and input (Codex reports its own
+    MCP resource tools as MCP calls of its own server)."""
 
 
 def _command_of(arguments: dict[str, object]) -> str:
@@ -151,8 +154,8 @@ def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord, ru
     rejected = []
     claims = [e for e in stream if isinstance(e, ToolCallEvent)]
     prefix = rules.namespaced_claims
-    named = [c for c in claims if prefix and c.name.startswith(prefix)]
-    commands = [c for c in claims if c.name not in rules.patch_claims and not (prefix and c.name.startswith(prefix))]
+    named = [c for c in claims if (prefix and c.name.startswith(prefix)) or c.name in rules.named_claims]
+    commands = [c for c in claims if c.name not in rules.patch_claims and not any(c is n for n in named)]
     shell = _shell_calls(record.turns, rules)
     at = 0
     for claimed in commands:
@@ -170,21 +173,29 @@ def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord, ru
         result = results_by_stream_id.get(claimed.call_id)
         ran[real.call_id] = result.model_copy(update={"call_id": real.call_id}) if result is not None else None
     rejected += _claim_patches(claims, record, ran, rules)
-    rejected += _claim_namespaced(named, record, ran, results_by_stream_id)
+    rejected += _claim_named(named, record, ran, results_by_stream_id, rules)
     events, proposed = _events(record, ran)
     return CheckedEvents(events=events, rejected=rejected, proposed=proposed)
 
 
-def _claim_namespaced(
+def _claim_named(
     claims: list[ToolCallEvent],
     record: ProxyRecord,
     ran: dict[str, ToolResultEvent | None],
     results: Mapping[str, ToolResultEvent],
+    rules: OrderRules,
 ) -> list[str]:
-    """Pair the stream's namespaced claims, in order, with the conversation's namespaced calls of
-    the same name and input. A call named like one but made outside a namespace never matches:
-    its harness would not have run it."""
-    calls = [c for t in record.turns if not t.side for c in t.tool_calls if c.namespace is not None]
+    """Pair the stream's claims by name, in order, with the conversation's calls of the same name
+    and input: namespaced calls for the namespaced prefix, plain calls for ``named_claims``. A call
+    named like a namespaced one but made outside a namespace never matches: its harness would not
+    have run it."""
+    calls = [
+        c
+        for t in record.turns
+        if not t.side
+        for c in t.tool_calls
+        if c.call_id not in ran and (c.namespace is not None or c.name in rules.named_claims)
+    ]
     rejected: list[str] = []
     at = 0
     for claimed in claims:

@@ -139,3 +139,24 @@ def test_codexs_requests_offer_only_the_cases_allowed_tools_in_codexs_names() ->
     rules = RequestRules(protocol="openai", model="gpt-5-codex", tools=frozenset({"exec_command"}))
     _, parsed = pin_request(rules, "/v1/responses", json.dumps({"model": "gpt-5-codex", "tools": TOOLS}).encode())
     assert parsed is not None and [t["name"] for t in parsed["tools"]] == ["exec_command"]
+
+
+def test_codexs_own_mcp_resource_tools_claim_its_plain_calls_and_an_unoffered_call_is_a_finding() -> None:
+    from worker.executor.allowed import not_offered
+
+    result = {"content": [{"type": "text", "text": "[]"}]}
+    line = json.dumps(
+        {
+            "type": "item.completed",
+            "item": {"id": "item_3", "type": "mcp_tool_call", "server": "codex", "tool": "list_mcp_resources"}
+            | {"arguments": {}, "result": result, "status": "completed"},
+        }
+    )
+    parsed = read_codex_json([line])
+    record = ProxyRecord(turns=[ModelTurn(tool_calls=(ModelToolCall("call_9", "list_mcp_resources", {}),))])
+    checked = Codex().cross_check(parsed.events, record)
+    assert not checked.rejected and [e.call_id for e in checked.events] == ["call_9", "call_9"]
+    assert not_offered(checked.events, frozenset({"exec_command"})) == [
+        "list_mcp_resources: called, but the case does not allow it (never offered to the model)"
+    ]
+    assert not_offered(checked.events, None) == []

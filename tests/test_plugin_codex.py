@@ -50,6 +50,7 @@ RULES = [
         "contains": "weather in Paris tomorrow",
         "replies": [
             call("mcp__weather__get_forecast", city="Paris", day="tomorrow"),
+            call("list_mcp_resources"),  # never offered here (the case's allowed tools): Codex has it
             shell("printf 'Paris: sunny\\n' > forecast.txt && cat forecast.txt"),
             {"text": "Tomorrow in Paris it will be sunny."},
         ],
@@ -120,6 +121,10 @@ def test_codex_calls_the_mock_in_its_namespace_and_the_call_is_vouched_for_judge
     assert verdicts["The repo's MCP server never runs."] is True
     assert verdicts["The agent outputs the forecast for Paris as sunny in its reply."] is True
     assert not sunny["rejected_calls"] and not oslo["rejected_calls"]
+    # A tool the case does not allow was never offered; called anyway, Codex ran it: a finding.
+    assert sunny["mock_findings"] == [
+        "list_mcp_resources: called, but the case does not allow it (never offered to the model)"
+    ]
     # The flat call is proposed, never run; the namespaced one is the case's one mock call.
     assert any("mcp__weather__get_forecast" in p for p in oslo["proposed_calls"]), oslo
     assert {v["text"]: v["passed"] for v in oslo["verdicts"]}["The weather server is asked about Oslo."]
