@@ -31,6 +31,14 @@ BUILTIN_EQUIVALENTS = {
     "Grep": "grep",
 }
 """Claude Code tool name -> the built-in agent's tool that does the same."""
+HARNESS_EQUIVALENTS: dict[str, tuple[str, ...]] = {
+    "Bash": ("exec_command", "shell_command", "local_shell"),
+    "Write": ("apply_patch",),
+    "Edit": ("apply_patch",),
+    "MultiEdit": ("apply_patch",),
+}
+"""Claude Code tool name -> the tools other harnesses' models call for it (Codex's shell and patch
+tools), so a plugin eval suite's tool graders read their runs alike."""
 
 
 class ToolMatcher(BaseModel):

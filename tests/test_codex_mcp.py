@@ -160,3 +160,14 @@ def test_codexs_own_mcp_resource_tools_claim_its_plain_calls_and_an_unoffered_ca
         "list_mcp_resources: called, but the case does not allow it (never offered to the model)"
     ]
     assert not_offered(checked.events, None) == []
+
+
+def test_a_plugin_suites_bash_and_write_graders_read_codexs_shell_and_patch_calls() -> None:
+    from schemas.checks_plugin import ToolMatcher
+    from worker.grading.plugin_checks import matches
+
+    shell = ToolCallEvent(call_id="1", name="exec_command", arguments={"cmd": "cat forecast.txt"})
+    patch = ToolCallEvent(call_id="2", name="apply_patch", arguments={"input": "*** Add File: a.txt"})
+    assert matches(shell, ToolMatcher(tool="Bash", input_match="cat forecast"))
+    assert not matches(shell, ToolMatcher(tool="Read"))
+    assert matches(patch, ToolMatcher(tool="Write")) and matches(patch, ToolMatcher(tool="Edit"))

@@ -120,6 +120,7 @@ def test_codex_calls_the_mock_in_its_namespace_and_the_call_is_vouched_for_judge
     assert verdicts["The agent asks the weather server about Paris."] is True
     assert verdicts["The repo's MCP server never runs."] is True
     assert verdicts["The agent outputs the forecast for Paris as sunny in its reply."] is True
+    assert verdicts["The agent checks the saved file once."] is True  # Bash is Codex's exec_command
     assert not sunny["rejected_calls"] and not oslo["rejected_calls"]
     # A tool the case does not allow was never offered; called anyway, Codex ran it: a finding.
     assert sunny["mock_findings"] == [

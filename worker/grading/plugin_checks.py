@@ -4,8 +4,8 @@ Each reads the structured trajectory: tool calls are the recorded ``ToolCallEven
 harness's calls are only those its proxied model responses contained), the reply is the last
 assistant message, files are ``Trajectory.final_files`` (the files the run created or changed).
 A tool's input is matched as compact JSON in the order the agent gave it, as Claude Code
-serialises it. Claude Code's tool names also match the built-in agent's equivalents, so one
-suite grades both executors alike.
+serialises it. Claude Code's tool names also match the built-in agent's equivalents and other
+harnesses' (Codex's ``exec_command`` for ``Bash``), so one suite grades every executor alike.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from functools import cache
 
 from schemas.checks_plugin import (
     BUILTIN_EQUIVALENTS,
+    HARNESS_EQUIVALENTS,
     FileGlobCheck,
     TextMatchCheck,
     ToolCountCheck,
@@ -46,7 +47,8 @@ def tool_input(call: ToolCallEvent) -> str:
 
 
 def matches(call: ToolCallEvent, matcher: ToolMatcher) -> bool:
-    if call.name != matcher.tool and call.name != BUILTIN_EQUIVALENTS.get(matcher.tool):
+    same = (matcher.tool, BUILTIN_EQUIVALENTS.get(matcher.tool), *HARNESS_EQUIVALENTS.get(matcher.tool, ()))
+    if call.name not in same:
         return False
     return matcher.input_match is None or compiled(matcher.input_match).search(tool_input(call)) is not None
 
