@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Iterator
 from engine.records import load_calibration, load_manifest, load_outcomes, load_outline, load_result
 from engine.segments import read_segment, segment_keys_in_store
 from engine.store import ArtifactStore
+from schemas.call_lines import http_call_lines, mock_call_lines
 from schemas.manifest import RunManifest, RunOutline, grade_key, trajectory_key
 from schemas.outcome import CalibrationRecord, CalibrationStatus, OutcomeLine
 from schemas.report import RunResult
@@ -71,6 +72,8 @@ def collect_outcomes(
                 skills_fired=_fired(trajectory),
                 proposed_calls=tuple(trajectory.proposed_calls) if trajectory else (),
                 refused_requests=tuple(trajectory.refused_requests) if trajectory else (),
+                mock_calls=tuple(mock_call_lines(trajectory)) if trajectory else (),
+                http_calls=tuple(http_call_lines(trajectory)) if trajectory else (),
             )
     return out
 

@@ -77,6 +77,10 @@ class HarnessAdapter:
         """The found binary runs as it is, with no extra binds (a script harness names its runtime)."""
         return found, []
 
+    def offered_tools(self, request: HarnessRequest) -> frozenset[str] | None:
+        """No filter: a harness applies a case's allowed tools with its own flags, or not at all."""
+        return None
+
     def cross_check(self, stream_events: Iterable[Event], record: ProxyRecord) -> CheckedEvents:
         """The trajectory's events: the record's calls its stream claims, by call id or by order."""
         if self.stream_call_ids:

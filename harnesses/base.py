@@ -131,6 +131,11 @@ class Harness(Protocol):
         """Parse the harness's event stream (junk lines skipped)."""
         ...
 
+    def offered_tools(self, request: HarnessRequest) -> frozenset[str] | None:
+        """The tool names its proxy lets a request offer the model, for a case with allowed tools
+        that the harness has no flag of its own for; None: no filter."""
+        ...
+
     def cross_check(self, stream_events: Iterable[Event], record: ProxyRecord) -> CheckedEvents:
         """The record's calls its stream claims (by call id, or by order), with their results."""
         ...

@@ -14,6 +14,13 @@
   contents are rebuilt from the tool-call arguments the proxy saw); ``turn.completed``
   carries the usage. Stream items do not carry the model's call ids, so calls and results are
   paired with the proxy's record by order.
+- Mocked MCP servers: one ``-c mcp_servers.<name>={command="python3", args=[...]}`` each.
+  Codex lists a server's tools to the model as one Responses API ``namespace`` tool,
+  ``mcp__<server>``, and the model calls ``<tool>`` in it; the proxy's record names that call
+  ``mcp__<server>__<tool>`` (harnesses/model_record.py) and the stream's ``mcp_tool_call`` item
+  (server, tool, arguments, result) claims it by that name and its input.
+- Allowed tools: its proxy offers the model only the tools the case allows
+  (:meth:`Codex.offered_tools`: Claude Code's names mapped to Codex's).
 """
 
 from __future__ import annotations
@@ -23,14 +30,42 @@ from collections.abc import Iterable
 from typing import Any
 
 from harnesses.activations import skill_md_reads
-from harnesses.adapter import HarnessAdapter, names_skill_md, stage_skills
-from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, Invoke, bare_model, case_text
+from harnesses.adapter import HARNESS_CASE_TERMS, HarnessAdapter, names_skill_md, stage_skills
+from harnesses.base import (
+    FORWARDER_PORT,
+    MOCK_FILE,
+    MOCK_SERVER,
+    PLACEHOLDER_KEY,
+    HarnessPlan,
+    HarnessRequest,
+    Invoke,
+    bare_model,
+    case_text,
+)
 from harnesses.crosscheck import OrderRules
 from harnesses.endpoints import Protocol
 from harnesses.stream_json import ParsedStream, json_objects
 from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, ToolResultEvent, Usage
 
 KEY_VARIABLE = "SKILL_EVAL_PROXY_KEY"
+CODEX_SERVER = "codex"
+"""The server Codex's stream names for its own MCP resource tools. A mocked server of that name
+would have its calls claimed as plain functions: they match none of its namespaced calls and are
+rejected, never recorded as another tool's."""
+_SHELL = ("exec_command", "write_stdin", "shell", "shell_command", "local_shell")
+EQUIVALENTS: dict[str, tuple[str, ...]] = {
+    "Bash": _SHELL,
+    "shell": _SHELL,
+    "Write": ("apply_patch",),
+    "Edit": ("apply_patch",),
+    "MultiEdit": ("apply_patch",),
+    "write_file": ("apply_patch",),
+    "edit_file": ("apply_patch",),
+    "Read": ("view_image",),
+    "read_file": ("view_image",),
+}
+"""A case's allowed tool (Claude Code's name or the built-in agent's) -> Codex's tools that do the
+same. Codex has no file-reading or search tool of its own: its shell does that."""
 
 
 class Codex(HarnessAdapter):
@@ -45,10 +80,13 @@ class Codex(HarnessAdapter):
         shell_tools=frozenset({"shell", "exec_command", "shell_command", "local_shell"}),
         patch_tools=frozenset({"apply_patch"}),
         patch_claims=frozenset({"file_change"}),  # a patch applied: the stream lists only its paths
+        namespaced_claims="mcp__",  # an MCP tool call: the stream names its server, tool and input
+        named_claims=frozenset({"list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource"}),
     )
     # The npm launcher is a node script; the native binary it would start runs without node.
     native_binaries: tuple[str, ...] = ("codex-linux-*/vendor/*/bin/codex", "codex-linux-*/vendor/*/codex/codex")
     records_triggers = True
+    honours = HARNESS_CASE_TERMS | {"mocks", "allowed_tools"}
 
     def plan(self, request: HarnessRequest) -> HarnessPlan:
         model = bare_model(request.model)
@@ -75,6 +113,7 @@ class Codex(HarnessAdapter):
             "analytics.enabled=false",
             "-c",
             'web_search="disabled"',  # a provider-side tool: the proxy refuses a request offering it
+            *_mock_server_args(request),
             "-",
         ]
         home_files = stage_skills(request, ".agents/skills")
@@ -94,6 +133,13 @@ class Codex(HarnessAdapter):
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         return read_codex_json(lines)
 
+    def offered_tools(self, request: HarnessRequest) -> frozenset[str] | None:
+        """The case's allowed tools in Codex's names (a mocked tool keeps its ``mcp__`` name, which
+        is its namespace's and its own); Codex has no flag that limits its built-in tools."""
+        if request.allowed_tools is None:
+            return None
+        return frozenset(n for a in request.allowed_tools for n in (a, *EQUIVALENTS.get(a, ())))
+
     def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
         # No Skill tool: a $name mention injects the body into the request, or a command reads it.
         return body_sent or any(isinstance(e, ToolCallEvent) and names_skill_md(e, skill) for e in events)
@@ -101,6 +147,16 @@ class Codex(HarnessAdapter):
     def skills_in(self, event: ToolCallEvent, installed: frozenset[str]) -> list[str]:
         """No Skill tool: a command whose arguments name a skill's SKILL.md."""
         return skill_md_reads(event.arguments, installed)
+
+
+def _mock_server_args(request: HarnessRequest) -> list[str]:
+    """One ``-c mcp_servers.<name>=...`` per mocked server (names are letters, digits, ``_`` and
+    ``-``: schemas/mocks.py), each the mock server run by the sandbox's ``python3``."""
+    args: list[str] = []
+    for name in sorted(request.mock_servers):
+        server = f'{{command="python3", args=["{MOCK_SERVER}", "{MOCK_FILE}", "{name}"]}}'
+        args += ["-c", f"mcp_servers.{name}={server}"]
+    return args
 
 
 def _command_text(command: Any) -> str:
@@ -117,6 +173,28 @@ def _command_started(out: ParsedStream, started: set[str], item: dict[str, Any])
         out.events.append(ToolCallEvent(call_id=item_id, name="shell", arguments={"command": command}))
 
 
+def _mcp_call(out: ParsedStream, started: set[str], item: dict[str, Any], *, done: bool) -> None:
+    """An MCP tool call the harness made: claimed once by ``mcp__<server>__<tool>`` and its input;
+    its result (the content's text, or the error) when it completed."""
+    item_id = str(item.get("id", ""))
+    if item_id not in started:
+        started.add(item_id)
+        raw, server, tool = item.get("arguments"), item.get("server", ""), item.get("tool", "")
+        # Its own MCP resource tools are reported as calls of its own server: plain functions.
+        name = str(tool) if server == CODEX_SERVER else f"mcp__{server}__{tool}"
+        out.events.append(ToolCallEvent(call_id=item_id, name=name, arguments=raw if isinstance(raw, dict) else {}))
+    if not done:
+        return
+    result, error = item.get("result"), item.get("error")
+    content = result.get("content") if isinstance(result, dict) else None
+    text = "\n".join(str(c.get("text", "")) for c in content or [] if isinstance(c, dict) and c.get("type") == "text")
+    if isinstance(error, dict | str) and not text:
+        text = str(error.get("message", "")) if isinstance(error, dict) else error
+    flagged = isinstance(result, dict) and bool(result.get("is_error"))
+    failed = error is not None or item.get("status") == "failed" or flagged
+    out.events.append(ToolResultEvent(call_id=item_id, output=text, exit_code=1 if failed else 0))
+
+
 def read_codex_json(lines: Iterable[str]) -> ParsedStream:
     """Parse ``codex exec --json`` lines (junk skipped); call ids are the stream's item ids."""
     out = ParsedStream()
@@ -126,6 +204,8 @@ def read_codex_json(lines: Iterable[str]) -> ParsedStream:
         kind, item = data.get("type"), data.get("item") or {}
         if kind == "item.started" and isinstance(item, dict) and item.get("type") == "command_execution":
             _command_started(out, started, item)
+        elif kind == "item.started" and isinstance(item, dict) and item.get("type") == "mcp_tool_call":
+            _mcp_call(out, started, item, done=False)
         elif kind == "item.completed" and isinstance(item, dict):
             item_id, item_type = str(item.get("id", "")), item.get("type")
             if item_type == "agent_message" and str(item.get("text", "")).strip():
@@ -140,6 +220,8 @@ def read_codex_json(lines: Iterable[str]) -> ParsedStream:
                         exit_code=code if isinstance(code, int) else None,
                     )
                 )
+            elif item_type == "mcp_tool_call":
+                _mcp_call(out, started, item, done=True)
             elif item_type == "file_change":  # a patch applied: claims the model's patch call by its paths
                 changes = item.get("changes")
                 paths = [str(c.get("path", "")) for c in changes or [] if isinstance(c, dict)]

@@ -108,6 +108,13 @@ class OrderRules:
     """The model's tools that apply a patch (a shell call whose command names one counts too)."""
     patch_claims: frozenset[str] = frozenset()
     """The stream's items that claim a patch call by the paths it changed (``paths`` argument)."""
+    namespaced_claims: str = ""
+    """Name prefix of the stream's claims of a namespaced call (Codex's MCP tool calls, ``mcp__``):
+    each claims the next call of the conversation made in a namespace, of the same full name and
+    input. Empty: none."""
+    named_claims: frozenset[str] = frozenset()
+    """The stream's claims of a plain function call by its name and input (Codex reports its own
+    MCP resource tools as MCP calls of its own server)."""
 
 
 def _command_of(arguments: dict[str, object]) -> str:
@@ -147,9 +154,12 @@ def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord, ru
     ran: dict[str, ToolResultEvent | None] = {}
     rejected = []
     claims = [e for e in stream if isinstance(e, ToolCallEvent)]
+    prefix = rules.namespaced_claims
+    named = [c for c in claims if (prefix and c.name.startswith(prefix)) or c.name in rules.named_claims]
+    commands = [c for c in claims if c.name not in rules.patch_claims and not any(c is n for n in named)]
     shell = _shell_calls(record.turns, rules)
     at = 0
-    for claimed in (c for c in claims if c.name not in rules.patch_claims):
+    for claimed in commands:
         claimed_text = _command_of(claimed.arguments)
         match = next(
             (i for i in range(at, len(shell)) if _same_command(_command_of(shell[i].arguments), claimed_text)), None
@@ -164,8 +174,50 @@ def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord, ru
         result = results_by_stream_id.get(claimed.call_id)
         ran[real.call_id] = result.model_copy(update={"call_id": real.call_id}) if result is not None else None
     rejected += _claim_patches(claims, record, ran, rules)
+    rejected += _claim_named(named, record, ran, results_by_stream_id, rules)
     events, proposed = _events(record, ran)
     return CheckedEvents(events=events, rejected=rejected, proposed=proposed)
+
+
+def _claim_named(
+    claims: list[ToolCallEvent],
+    record: ProxyRecord,
+    ran: dict[str, ToolResultEvent | None],
+    results: Mapping[str, ToolResultEvent],
+    rules: OrderRules,
+) -> list[str]:
+    """Pair the stream's claims by name, in order, with the conversation's calls of the same name
+    and input: namespaced calls for the namespaced prefix, plain calls for ``named_claims``. A call
+    named like a namespaced one but made outside a namespace never matches: its harness would not
+    have run it."""
+    calls = [
+        c
+        for t in record.turns
+        if not t.side
+        for c in t.tool_calls
+        if c.call_id not in ran and (c.namespace is not None or c.name in rules.named_claims)
+    ]
+    rejected: list[str] = []
+    at = 0
+    for claimed in claims:
+        match = next(
+            (
+                i
+                for i in range(at, len(calls))
+                if calls[i].name == claimed.name and calls[i].arguments == claimed.arguments
+            ),
+            None,
+        )
+        if match is None:
+            rejected.append(
+                f"tool call {claimed.name[:120]!r} is in the harness's stream but matches no call of that tool "
+                "and input in the model responses the proxy forwarded: rejected"
+            )
+            continue
+        real, at = calls[match], match + 1
+        result = results.get(claimed.call_id)
+        ran[real.call_id] = result.model_copy(update={"call_id": real.call_id}) if result is not None else None
+    return rejected
 
 
 def _claim_patches(

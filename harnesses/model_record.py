@@ -27,6 +27,10 @@ class ModelToolCall:
     name: str
     arguments: dict[str, Any]
     """Parsed arguments; ``{"_raw": text}`` when the model sent unparseable JSON."""
+    namespace: str | None = None
+    """The Responses API namespace the call names (Codex lists a server's MCP tools as one,
+    ``mcp__<server>``); ``name`` is then ``<namespace>__<tool>``, the name every executor gives
+    a mocked tool. A call named so without a namespace is another call: its harness runs none."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +177,7 @@ def _responses_object(response: dict[str, Any]) -> ModelTurn:
                 arguments = {"_raw": raw}
             if not isinstance(arguments, dict):
                 arguments = {"input": arguments}
-            calls.append(ModelToolCall(str(item.get("call_id", "")), str(item.get("name", "")), arguments))
+            calls.append(_responses_call(item, arguments))
     usage = response.get("usage") or {}
     model = response.get("model")
     return ModelTurn(
@@ -184,6 +188,13 @@ def _responses_object(response: dict[str, Any]) -> ModelTurn:
         int(usage.get("output_tokens") or 0),
         model=str(model) if isinstance(model, str) and model else None,
     )
+
+
+def _responses_call(item: dict[str, Any], arguments: dict[str, Any]) -> ModelToolCall:
+    name, namespace = str(item.get("name", "")), item.get("namespace")
+    if isinstance(namespace, str) and namespace:
+        return ModelToolCall(str(item.get("call_id", "")), f"{namespace}__{name}", arguments, namespace=namespace)
+    return ModelToolCall(str(item.get("call_id", "")), name, arguments)
 
 
 def parse_model_response(protocol: str, body: bytes) -> ModelTurn | None:

@@ -14,6 +14,9 @@ the shard allows it (``docs/design/harnesses.md``):
   included: every tool whose type is not a plain function is refused
   (``SERVER_TOOL_REFUSED``), and so are the body fields that attach such services
   (``mcp_servers``, ``container``, ``web_search_options``: ``BODY_FIELD_REFUSED``);
+- **the case's tools**: when a case names its allowed tools and the harness has no flag of its
+  own for them, the request's ``tools`` keep only those (:attr:`RequestRules.tools`; a namespace
+  keeps the members allowed, by ``<namespace>__<member>``), so the model is never offered another;
 - **known headers**: only the names and ``anthropic-beta`` values the harness really sends
   pass (:func:`forwarded_headers`); the rest is dropped and noted.
 
@@ -75,6 +78,9 @@ class RequestRules:
     """Header names forwarded (lower case); empty: :data:`PROTOCOL_HEADERS` of the protocol."""
     betas: frozenset[str] | None = None
     """``anthropic-beta`` values forwarded; None: every value (no harness named its own)."""
+    tools: frozenset[str] | None = None
+    """The tool names the request may offer (a namespace's members as ``<namespace>__<member>``);
+    None: every tool the harness offers."""
 
 
 def _tool_refusal(protocol: str, tool: Any) -> str | None:
@@ -122,7 +128,23 @@ def _clamp(rules: RequestRules, body: dict[str, Any]) -> dict[str, Any]:
             out["thinking"] = {**thinking, "budget_tokens": max(ceiling, 0)}
     if isinstance(out.get("n"), int) and out["n"] > 1:
         out["n"] = 1
+    if rules.tools is not None and isinstance(out.get("tools"), list):
+        out["tools"] = _allowed_tools(out["tools"], rules.tools)
     return out
+
+
+def _allowed_tools(tools: list[Any], allowed: frozenset[str]) -> list[Any]:
+    """The offered tools the case allows: a namespace with its allowed members, when it has any."""
+    kept: list[Any] = []
+    for tool in tools:
+        name = str(tool.get("name", ""))
+        if tool.get("type") == _NAMESPACE:
+            members = [m for m in tool.get("tools") or [] if f"{name}__{m.get('name', '')}" in allowed]
+            if members:
+                kept.append({**tool, "tools": members})
+        elif name in allowed:
+            kept.append(tool)
+    return kept
 
 
 def pin_request(rules: RequestRules, path: str, body: bytes) -> tuple[bytes, dict[str, Any] | None]:

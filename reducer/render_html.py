@@ -221,6 +221,10 @@ def _run(r: CaseRun, transcripts: Mapping[str, str]) -> str:
         out.append("<p class='muted'>every assertion passed: transcript not kept beside the report</p>")
     if r.state is not ShardState.GRADED:
         out.append(f"<p class='detail'>{escape(r.detail)}</p>")
+    for label, lines in (("Mock calls", r.mock_calls), ("HTTP calls", r.http_calls)):
+        if lines:
+            items = "".join(f"<li class='wrap'><code>{escape(line)}</code></li>" for line in lines)
+            out.append(f"<p>{label}:</p><ul class='calls'>{items}</ul>")
     out.append("<ul>")
     for v in r.verdicts:
         verdict = '<span class="pass">PASS</span>' if v.passed else '<span class="fail">FAIL</span>'

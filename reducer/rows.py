@@ -38,6 +38,8 @@ def case_row(o: ShardOutcome, line: OutcomeLine | None) -> CaseRun:
         mock_findings=list(o.mock_findings),
         proposed_calls=list(o.proposed_calls),
         refused_requests=list(o.refused_requests),
+        mock_calls=list(o.mock_calls),
+        http_calls=list(o.http_calls),
     )
 
 

@@ -33,6 +33,14 @@ BUILTIN_EQUIVALENTS = {
     "Grep": "grep",
 }
 """Claude Code tool name -> the built-in agent's tool that does the same."""
+HARNESS_EQUIVALENTS: dict[str, tuple[str, ...]] = {
+    "Bash": ("exec_command", "shell_command", "local_shell"),
+    "Write": ("apply_patch",),
+    "Edit": ("apply_patch",),
+    "MultiEdit": ("apply_patch",),
+}
+"""Claude Code tool name -> the tools other harnesses' models call for it (Codex's shell and patch
+tools), so a plugin eval suite's tool graders read their runs alike."""
 
 
 class ToolMatcher(BaseModel):
@@ -54,9 +62,10 @@ class TextMatchCheck(Check):
     """Python regular expression (JavaScript syntax translated on import)."""
     flags: str = ""
     """Any of ``i`` (ignore case), ``m`` (multiline), ``s`` (dot matches newline)."""
-    source: Literal["reply", "transcript", "file", "mock_calls"] = "reply"
-    """The final assistant message, the rendered trace, the final content of ``path``, or the mocked
-    MCP calls (one JSON line each: ``tool``, ``input``, ``output``, ``isError`` when it was one)."""
+    source: Literal["reply", "transcript", "file", "files", "mock_calls"] = "reply"
+    """The final assistant message, the rendered trace, the final content of ``path``, the files the
+    run created or changed (each its path on a line, then its final content), or the mocked MCP
+    calls (one JSON line each: ``tool``, ``input``, ``output``, ``isError`` when it was one)."""
     path: str | None = None
     """Repo-relative file for ``source: file``."""
     absent: bool = False

@@ -59,6 +59,10 @@ class CaseRun(BaseModel):
     """Tool calls a model response held that the harness never ran: model proposed, never run."""
     refused_requests: list[str] = Field(default_factory=list)
     """Model requests the harness's proxy refused for what they asked (another model, a provider-side tool)."""
+    mock_calls: list[str] = Field(default_factory=list)
+    """The mocked MCP calls of the run, one line each: tool, input, ``ok`` or the error."""
+    http_calls: list[str] = Field(default_factory=list)
+    """The run's HTTP requests through the sandbox's proxy, one line each: method, URL, status, mocked or refused."""
 
 
 class ClusteredRate(BaseModel):

@@ -45,6 +45,10 @@ class ShardOutcome:
     """Tool calls the model proposed that the harness never ran (listed, never counted)."""
     refused_requests: tuple[str, ...] = ()
     """Model requests the harness's proxy refused for what they asked (the agent's doing)."""
+    mock_calls: tuple[str, ...] = ()
+    """The mocked MCP calls, one line each with its status (:func:`schemas.call_lines.mock_call_lines`)."""
+    http_calls: tuple[str, ...] = ()
+    """The sandbox's HTTP requests, one line each with its status (:func:`schemas.call_lines.http_call_lines`)."""
 
 
 def usage_tuple(u: Usage) -> tuple[int, int, int, float | None]:

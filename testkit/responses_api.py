@@ -10,7 +10,11 @@ scripted tool call; streamed, it is ``response.created``, per item
 
 Tool names vary by model and client version (``shell``, ``exec_command``, ``shell_command``),
 so a scripted call named ``shell`` takes the name of whichever shell tool the request offers,
-and its ``command`` string is given the argument shape that tool declares.
+and its ``command`` string is given the argument shape that tool declares. A request may offer
+tools grouped in a ``namespace`` (Codex lists an MCP server's tools as ``mcp__<server>``): a
+scripted call named ``<namespace>__<tool>`` for an offered member is sent as ``<tool>`` in that
+namespace, as the API does; any other name is sent as it is (``"namespace": false`` in the
+script keeps even an offered member's call flat).
 
 Pure: values in, values out; the HTTP side is :mod:`testkit.offline_server`.
 """
@@ -34,7 +38,8 @@ def _item_text(item: dict[str, Any]) -> str:
             return content
         return "\n".join(str(p.get("text", "")) for p in content or [] if isinstance(p, dict))
     if kind in ("function_call", "custom_tool_call"):
-        return json.dumps({"name": item.get("name"), "arguments": item.get("arguments") or item.get("input")})
+        name = f"{item['namespace']}__{item.get('name')}" if item.get("namespace") else item.get("name")
+        return json.dumps({"name": name, "arguments": item.get("arguments") or item.get("input")})
     if kind in ("function_call_output", "custom_tool_call_output"):
         output = item.get("output")
         return output if isinstance(output, str) else json.dumps(output)
@@ -74,6 +79,18 @@ def _tool_names(body: dict[str, Any]) -> list[str]:
     return names
 
 
+def _namespaced(body: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """``<namespace>__<member>`` -> (namespace, member) for every member of an offered namespace."""
+    out: dict[str, tuple[str, str]] = {}
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict) and tool.get("type") == "namespace":
+            space = str(tool.get("name", ""))
+            for member in tool.get("tools") or []:
+                if isinstance(member, dict):
+                    out[f"{space}__{member.get('name', '')}"] = (space, str(member.get("name", "")))
+    return out
+
+
 def _tool_call(call: dict[str, Any], offered: list[str]) -> tuple[str, str]:
     """(name, arguments JSON) of a scripted call, adapted to the shell tool the request offers."""
     name = str(call["name"])
@@ -105,19 +122,13 @@ def response_body(reply: dict[str, Any], model: str, body: dict[str, Any], seq: 
                 "content": [{"type": "output_text", "text": str(text), "annotations": []}],
             }
         )
-    offered = _tool_names(body)
+    offered, spaces = _tool_names(body), _namespaced(body)
     for i, call in enumerate(reply.get("tool_calls") or []):
         name, arguments = _tool_call(call, offered)
-        output.append(
-            {
-                "type": "function_call",
-                "id": f"fc_{seq:06d}_{i}",
-                "call_id": f"call_{seq:06d}_{i}",
-                "name": name,
-                "arguments": arguments,
-                "status": "completed",
-            }
-        )
+        item = {"type": "function_call", "id": f"fc_{seq:06d}_{i}", "call_id": f"call_{seq:06d}_{i}"}
+        if name in spaces and call.get("namespace") is not False:
+            item["namespace"], name = spaces[name]
+        output.append({**item, "name": name, "arguments": arguments, "status": "completed"})
     prompt = str(body.get("instructions") or "") + input_text(body) + json.dumps(body.get("tools") or [])
     out_text = "".join(
         o.get("arguments", "") if o["type"] == "function_call" else o["content"][0]["text"] for o in output

@@ -37,7 +37,7 @@ def test_the_cli_and_the_checks_read_every_harness_from_the_registry() -> None:
     assert help_text.startswith("agent, ") and all(name in help_text for name in HARNESSES)
     assert set(honoured_terms()) == {"agent", *HARNESSES} and honoured_terms() == HONOURS
     assert honoured_terms()["claude-code"] >= {"mocks", "allowed_tools"}
-    assert honoured_terms()["codex"] == frozenset({"max_turns", "timeout_s"})
+    assert honoured_terms()["codex"] == frozenset({"max_turns", "timeout_s", "mocks", "allowed_tools"})
     assert trigger_executors() == ("agent", "claude-code", "codex", "gemini-cli", "qwen-code", "copilot-cli")
 
 

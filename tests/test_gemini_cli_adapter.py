@@ -28,7 +28,7 @@ from testkit.gemini_api import error_body as gemini_error
 from testkit.gemini_api import response_body, sse_events
 from testkit.offline_server import OfflineModelServer
 from worker.proxy import ModelProxy, ProxyConfig
-from worker.proxy.server import _retry_after
+from worker.proxy.replies import retry_after
 
 MODEL = "gemini-2.5-pro"
 PATH = f"/v1beta/models/{MODEL}:streamGenerateContent"
@@ -266,8 +266,8 @@ def test_a_gemini_error_tells_its_wait_in_the_body_and_the_proxy_reads_it_as_ret
     assert retry_delay(told) == 3.0
     assert retry_delay(json.dumps(gemini_error(429, "slow down")).encode()) is None
     assert retry_delay(b"not json") is None and retry_delay(b'{"error": {"details": [7]}}') is None
-    assert _retry_after(httpx.Response(429, content=told)) == 3.0
-    assert _retry_after(httpx.Response(429, content=told, headers={"retry-after": "5"})) == 5.0
+    assert retry_after(httpx.Response(429, content=told)) == 3.0
+    assert retry_after(httpx.Response(429, content=told, headers={"retry-after": "5"})) == 5.0
 
 
 def test_a_result_the_stream_shows_empty_takes_what_the_harness_sent_the_model_for_that_call() -> None:

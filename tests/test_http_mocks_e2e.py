@@ -59,10 +59,19 @@ def test_a_run_serves_records_judges_and_checks_http_mocks(env: Env, tmp_path: P
 
     res = env.run(repo, "shop")
 
-    doc, _markdown = reports(env.out, "shop", res.run_id)
+    doc, markdown = reports(env.out, "shop", res.run_id)
     runs = {r["case_id"]: r for r in current(doc)["runs"]}
     assert runs[1]["state"] == "graded", runs[1]["detail"]
     # Judged pass, the two checks of the mocked calls pass, the tracker was asked: the last fails.
     assert [v["passed"] for v in runs[1]["verdicts"]] == [True, True, True, False]
     assert "1 request(s)" in runs[1]["verdicts"][3]["evidence"] and "(refused)" in runs[1]["verdicts"][3]["evidence"]
     assert [v["passed"] for v in runs[2]["verdicts"]] == [True]
+    # The reports list each request with its status, the refused one too.
+    assert runs[1]["http_calls"][:2] == [
+        'GET "https://api.example.com/v1/items" -> 200 mocked',
+        'POST "https://api.example.com/v1/orders" -> 201 mocked',
+    ]
+    assert '- HTTP call: `GET "https://api.example.com/v1/items" -> 200 mocked`' in markdown
+    assert any(
+        line.startswith('GET "https://tracker.example.net/ping" -> 403 refused') for line in runs[1]["http_calls"]
+    )

@@ -22,7 +22,8 @@ from schemas.model_config import ModelLimits
 from testkit.offline_server import OfflineModelServer
 from worker.models.limiter import Limiter
 from worker.proxy import ModelProxy, ProxyConfig
-from worker.proxy import server as proxy_server
+from worker.proxy import replies as proxy_replies
+from worker.proxy import waits as proxy_waits
 from worker.proxy.server import RESERVED_COMPLETION
 
 REAL_KEY = "sk-real-0123456789abcdefghij"
@@ -191,7 +192,7 @@ def test_requests_waiting_side_by_side_count_once_and_the_allowance_is_capped(
     # A harness is adversarial: it may send its proxy many requests at once to stretch its clock.
     # Parallel waits are one stretch of time, and no more than the allowance is ever excused,
     # so its clock runs out before the task's deadline and its own timeout stays behaviour.
-    monkeypatch.setattr(proxy_server, "FLEET_WAIT_ALLOWANCE_S", 0.5)
+    monkeypatch.setattr(proxy_waits, "FLEET_WAIT_ALLOWANCE_S", 0.5)
     limiter = Limiter(redis_client, ModelLimits(name=f"{MODEL}-parallel", api_base=server.base_url))
     with proxy_for(server, tmp_path, limiter=limiter, wall_clock_s=0.9) as proxy, client(proxy) as c:
         # The cool-down starts after the proxy's clock does, so "late" below comes at least 1.5 s
@@ -242,12 +243,13 @@ def test_a_harness_that_never_retries_is_excused_no_more_than_it_was_told_to_wai
     server: OfflineModelServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Adversarial: an agent that gets a 429 and then idles must not make its idling the fleet's.
-    monkeypatch.setattr(proxy_server, "_UNHINTED_BACKOFF_S", 0.3)
+    monkeypatch.setattr(proxy_replies, "UNHINTED_BACKOFF_S", 0.3)
     with proxy_for(server, tmp_path) as proxy, client(proxy) as c:
         assert ask(c, "overloaded").status_code == 529  # no hint: at most 0.3 s
         time.sleep(0.8)
         assert 0.25 <= proxy.waited_s < 0.45
-    monkeypatch.setattr(proxy_server, "FLEET_WAIT_ALLOWANCE_S", 0.5)
+    for module in (proxy_waits, proxy_replies):  # the allowance caps both the hint and the excuse
+        monkeypatch.setattr(module, "FLEET_WAIT_ALLOWANCE_S", 0.5)
     with proxy_for(server, tmp_path, name="q") as proxy, client(proxy) as c:
         assert ask(c, "forever").status_code == 429  # told to wait an hour: the allowance is the most
         time.sleep(1.0)
@@ -256,12 +258,12 @@ def test_a_harness_that_never_retries_is_excused_no_more_than_it_was_told_to_wai
 
 def test_a_retry_after_that_is_not_a_finite_number_of_seconds_is_no_hint() -> None:
     def hint(value: str) -> float:
-        return proxy_server._backoff_hint(httpx.Response(429, headers={"retry-after": value}))
+        return proxy_replies.backoff_hint(httpx.Response(429, headers={"retry-after": value}))
 
     assert hint("2") == 2.0 and hint("0.5") == 0.5
-    assert hint("3600") == proxy_server.FLEET_WAIT_ALLOWANCE_S
+    assert hint("3600") == proxy_replies.FLEET_WAIT_ALLOWANCE_S
     for odd in ("nan", "inf", "-inf", "-3", "Wed, 21 Oct 2026 07:28:00 GMT", ""):
-        assert hint(odd) == proxy_server._UNHINTED_BACKOFF_S, odd
+        assert hint(odd) == proxy_replies.UNHINTED_BACKOFF_S, odd
 
 
 def test_an_agent_hanging_up_mid_exchange_writes_nothing_to_the_workers_log(

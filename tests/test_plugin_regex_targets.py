@@ -1,9 +1,12 @@
 """``regex`` graders of a plugin eval suite with every target and match ``plugin eval`` reads:
-``trace``, ``mock_calls`` (a JSON object per mocked call) and ``match: count:N``; ``files`` is
-refused by name."""
+``trace``, ``files`` (the files the run changed), ``mock_calls`` (a JSON object per mocked call)
+and ``match: count:N``. Beside them the attack: a ``files`` target over a workspace the agent left
+a link out of and a huge file in reads neither the host nor more than the cap."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +16,12 @@ from producer.corpus.validation import validate_corpus
 from schemas.checks_plugin import TextMatchCheck
 from schemas.errors import BadCorpus
 from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent, Trajectory
+from tests.executor_support import open_test_sandbox
+from worker.executor.final_files import MAX_FILE_CHARS, MAX_FINAL_FILES, collect_final_files
+from worker.executor.tools import execute_tool
 from worker.grading.deterministic import check_assertion
-from worker.grading.plugin_checks import mock_calls_text
+from worker.grading.plugin_checks import changed_files_text, mock_calls_text
+from worker.sandbox import SandboxLimits
 
 TRAJECTORY = Trajectory(
     skill="forecast",
@@ -29,6 +36,7 @@ TRAJECTORY = Trajectory(
         ToolResultEvent(call_id="3", output="sunny", exit_code=0),
         AssistantEvent(text="It is sunny in Paris, sunny all week."),
     ],
+    final_files={"forecast.txt": "Paris: sunny\n", "notes/week.md": "# Week\nrain on Friday\n"},
 )
 
 
@@ -56,6 +64,11 @@ def test_mock_calls_are_one_json_object_per_mocked_call() -> None:
         ({"pattern": "sunny", "match": "count:3"}, False),
         ({"pattern": "echo sunny", "target": "trace"}, True),
         ({"pattern": "rain", "target": "trace", "match": "count:0"}, True),
+        ({"pattern": "^Paris: sunny$", "target": "files", "flags": "m"}, True),
+        ({"pattern": "rain on", "target": {"source": "files"}}, True),
+        ({"pattern": "notes/week\\.md", "target": "files"}, True),  # a changed file's path is read too
+        ({"pattern": "Berlin", "target": "files"}, False),  # the mock calls are not files
+        ({"pattern": "sunny", "target": "files", "match": "count:1"}, True),
     ],
 )
 def test_each_target_and_match_reads_what_plugin_eval_reads(meta: dict[str, Any], expected: bool) -> None:
@@ -66,9 +79,8 @@ def test_each_target_and_match_reads_what_plugin_eval_reads(meta: dict[str, Any]
 @pytest.mark.parametrize(
     ("meta", "needle"),
     [
-        ({"pattern": "x", "target": "files"}, "files: a regex over the working tree's diff is not supported"),
         ({"pattern": "x", "match": "count:many"}, "is not contains, not_contains or count:N"),
-        ({"pattern": "x", "target": "stdout"}, "is not last_message, trace, mock_calls"),
+        ({"pattern": "x", "target": "stdout"}, "is not last_message, trace, files, mock_calls"),
     ],
 )
 def test_what_is_not_read_is_refused_by_name(meta: dict[str, Any], needle: str) -> None:
@@ -88,3 +100,27 @@ def test_a_schema_v1_count_with_absent_is_refused() -> None:
     with pytest.raises(BadCorpus) as info:
         validate_corpus(data, "evals/demo.evals.json", lambda _p: True)
     assert info.value.path == "$.evals[0].assertions[0].count"
+
+
+def test_a_files_target_never_reads_through_a_link_out_of_the_workspace_nor_past_the_cap(
+    tmp_path: Path, example_repo: Path
+) -> None:
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "secret.txt").write_text("HOST-SECRET-9a1c\n")
+    sandbox = open_test_sandbox(example_repo, SandboxLimits(timeout_s=20))
+    since = time.time()
+    time.sleep(0.02)
+    script = (
+        f"ln -s {host}/secret.txt leak.txt && ln -s {host} hostdir && "
+        "python3 -c \"open('huge.txt','w').write('x' * 5_000_000 + 'TAIL-MARK')\" && echo ok > kept.txt"
+    )
+    outcome = execute_tool(sandbox, "shell", {"command": script})
+    assert outcome.exit_code == 0, outcome.output
+    files = collect_final_files(sandbox, since_epoch=since, wrote=["leak.txt", "hostdir/secret.txt"])
+    trajectory = TRAJECTORY.model_copy(update={"final_files": files})
+    for pattern, expected in (("HOST-SECRET", False), ("^ok$", True), ("TAIL-MARK", False)):
+        meta = {"pattern": pattern, "target": "files", "flags": "m"}
+        check = TextMatchCheck.model_validate({k: v for k, v in grader(**meta).items() if k != "kind"} | {"text": "t"})
+        assert check_assertion(check, trajectory).passed is expected, pattern
+    assert len(changed_files_text(trajectory)) <= MAX_FINAL_FILES * (MAX_FILE_CHARS + 300)

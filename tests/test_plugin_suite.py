@@ -287,10 +287,8 @@ def test_the_mock_server_speaks_mcp_over_stdio_with_the_products_answers(plugin_
 def test_an_executor_that_cannot_honour_a_cases_terms_is_refused_by_name(plugin_repo: Path) -> None:
     bundle = Repo(plugin_repo).load(SUITE)
     plan = RunPlan.model_construct(bundles=[bundle])
-    for executor in ("agent", "claude-code"):
+    for executor in ("agent", "claude-code", "codex"):
         check_case_terms(plan, executor)
-    with pytest.raises(BadCorpus, match=r"evals\[0\]\.mocks: the codex executor does not apply"):
-        check_case_terms(plan, "codex")
     with pytest.raises(BadCorpus, match=r"evals\[0\]\.mocks: the cmd:my-agent executor"):
         check_case_terms(plan, "cmd:my-agent")
     with pytest.raises(BadCorpus, match=r"evals\[0\]\.mocks: the opencode executor does not apply"):
@@ -309,11 +307,14 @@ def test_a_dry_run_refuses_an_executor_that_cannot_apply_the_mocks(plugin_repo: 
     args = ["run", "--repo", str(plugin_repo), "--all-evals", "--dry-run", "--judge", "openai/y"]
     skill_eval = str(Path(sys.executable).parent / "skill-eval")
     refused = subprocess.run(
-        [skill_eval, *args, "--executor", "codex", "--model", "openai/x"], capture_output=True, text=True, timeout=120
+        [skill_eval, *args, "--executor", "opencode", "--model", "openai/x"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "BLOCKED_BAD_CORPUS" in refused.stderr + refused.stdout
-    assert "$.evals[0].mocks: the codex executor does not apply" in refused.stderr + refused.stdout
+    assert "$.evals[0].mocks: the opencode executor does not apply" in refused.stderr + refused.stdout
     assert "Traceback" not in refused.stderr
     planned = subprocess.run(  # a model Claude Code can run: an Anthropic one
         [skill_eval, *args, "--executor", "claude-code", "--model", "anthropic/x"],

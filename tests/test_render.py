@@ -15,11 +15,11 @@ from producer.plan.planning import plan_run
 from reducer.render import (
     needs_transcript,
     render_json,
-    render_junit,
     render_markdown,
     run_log_line,
     transcript_name,
 )
+from reducer.render_junit import render_junit
 from reducer.stream import reduce_run
 from reducer.summary import render_complete_block
 from schemas.corpus import Corpus, EvalCase

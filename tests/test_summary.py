@@ -16,8 +16,9 @@ from markdown_it import MarkdownIt
 
 from producer.plan.planning import plan_run
 from producer.results.reports import page_facts
-from reducer.render import code, render_json, render_junit, render_markdown, run_log_line
+from reducer.render import code, render_json, render_markdown, run_log_line
 from reducer.render_html import render_html
+from reducer.render_junit import render_junit
 from reducer.stream import reduce_run
 from reducer.summary import FAILURES_SHOWN, render_complete_block
 from schemas.manifest import RunManifest

@@ -21,8 +21,9 @@ from typing import Any
 
 from engine.repo_files import resolve_inside
 from producer.corpus.files import read_corpus_text
+from producer.corpus.interop_add_dirs import add_dir_fixtures
 from producer.corpus.interop_mocks import MOCKS_DIR, read_mocks
-from producer.corpus.interop_plugin import PLUGIN_MANIFESTS, PluginCase, translate_plugin_suite
+from producer.corpus.interop_plugin import ADD_DIRS, PLUGIN_MANIFESTS, PluginCase, translate_plugin_suite
 from producer.corpus.interop_skill_creator import SKILL_CREATOR_FILE, skill_creator_path, translate_skill_creator
 from producer.corpus.parse import parse_json
 from producer.corpus.rules import MAX_CORPUS_BYTES
@@ -177,6 +178,15 @@ def _plugin_cases(root: Path, read: SuiteReader) -> list[PluginCase]:
     return cases
 
 
+def _add_dirs(root: Path, case: dict[str, Any], folder: str, read: SuiteReader, file: str) -> None:
+    """A case's ``add_dirs`` become its fixtures, and its ``files`` name them (the agent is told)."""
+    dirs = case.pop(ADD_DIRS, None)
+    if dirs:
+        fixtures = add_dir_fixtures(root, folder, dirs, read, file)
+        case["fixtures"] = fixtures
+        case["files"] = [f["path"] for f in fixtures]
+
+
 def read_foreign(root: Path, corpus_file: str) -> ForeignCorpus:
     """Read a skill-creator file or a plugin suite as a schema-v1 dict (validate it next)."""
     match = _PLUGIN_FILE.match(corpus_file)
@@ -197,6 +207,7 @@ def read_foreign(root: Path, corpus_file: str) -> ForeignCorpus:
             case = next(c for c in cases if f"{EVALS_DIR}/{c.name}" == folder)
             main = f"{folder}/prompt.md" if case.prompt_md is not None else f"{folder}/case.yaml"
             origins[f"$.evals[{i}]"] = (main, "$")
+            _add_dirs(root, data["evals"][i], folder, read, f"{folder}/case.yaml" if case.case_yaml else main)
             grader_files = [f"{folder}/graders/{g}" for g in sorted(case.graders)]
             in_yaml = len(data["evals"][i]["assertions"]) - len(grader_files)
             for j in range(len(data["evals"][i]["assertions"])):

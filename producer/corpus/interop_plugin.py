@@ -8,10 +8,12 @@ Every grader becomes one assertion with plugin eval's semantics and weight
 (:mod:`producer.corpus.interop_plugin_graders`); ``max_turns`` and ``allowed_tools`` become the case's
 own limits, applied by the executor; ``context.scaffold_script`` (a ``*.sh`` file of the case
 folder) runs inside the sandbox before the agent; ``context.history_file`` (a ``*.jsonl`` Claude
-Code session of the case folder) becomes the case's ``history`` (:mod:`producer.corpus.interop_history`).
+Code session of the case folder) becomes the case's ``history`` (:mod:`producer.corpus.interop_history`);
+``context.add_dirs`` (folders of the case folder) become files of the case's workspace
+(:mod:`producer.corpus.interop_add_dirs`).
 A ``baseline`` grader's ``baseline_file`` (a ``*.jsonl`` file of the case folder, read with the
 suite's other files) travels in the case as text (schemas/checks_focus.py). What cannot be run
-faithfully (``context.add_dirs``, ``append_system_prompt``) stops the suite with a named error
+faithfully (``append_system_prompt``) stops the suite with a named error
 rather than being dropped. Front matter and ``case.yaml`` are parsed under the corpus limits
 (:func:`producer.corpus.parse.parse_yaml`: safe loader, no aliases).
 
@@ -52,8 +54,12 @@ UNSUPPORTED_KEYS = {
     "append_system_prompt": "an appended system prompt is not supported (the executor's prompt is fixed)",
     "scaffold_script": "is read under context: only (context.scaffold_script)",
     "history_file": "is read under context: only (context.history_file)",
-    "add_dirs": "extra context folders are not supported",
+    "add_dirs": "is read under context: only (context.add_dirs)",
 }
+ADD_DIRS = "add_dirs"
+"""The key under which a translated case carries its ``context.add_dirs`` until the suite's
+reader turns them into files (:mod:`producer.corpus.interop_add_dirs`)."""
+MAX_ADD_DIRS = 16
 
 
 @dataclass(frozen=True)
@@ -99,7 +105,7 @@ def _check_meta(meta: dict[str, Any], allowed: frozenset[str], file: str, where:
         if not isinstance(context, dict):
             raise BadCorpus(file, f"{where}.context", "must be a mapping")
         for key, value in context.items():
-            if key in ("scaffold_script", "history_file"):
+            if key in ("scaffold_script", "history_file", "add_dirs"):
                 continue
             why = UNSUPPORTED_KEYS.get(str(key), f"unexpected key {key!r}")
             if value not in (None, [], ""):
@@ -129,6 +135,32 @@ def _scaffold(case: PluginCase, meta: dict[str, Any]) -> str | None:
         file = f"{EVALS_DIR}/{case.name}/case.yaml"
         raise BadCorpus(file, "$.context.scaffold_script", f"{name!r} is not a .sh file in the case folder")
     return case.scripts[name]
+
+
+def _add_dirs(meta: dict[str, Any], file: str) -> list[str]:
+    """``context.add_dirs``: folders of the case folder, named relative to it (plugin eval's meaning:
+    the agent may read them). A name that is absolute, climbs out with ``..``, names the case folder
+    itself (its graders would be shown to the agent) or version-control metadata is refused here;
+    where a name leads through links is checked when its files are read."""
+    raw = (meta.get("context") or {}).get("add_dirs")
+    if raw in (None, []):
+        return []
+    where = "$.context.add_dirs"
+    if not isinstance(raw, list) or len(raw) > MAX_ADD_DIRS:
+        raise BadCorpus(file, where, f"must be a list of at most {MAX_ADD_DIRS} folder names")
+    dirs: list[str] = []
+    for i, name in enumerate(raw):
+        if not isinstance(name, str) or not name.strip():
+            raise BadCorpus(file, f"{where}[{i}]", f"{name!r} is not a folder name")
+        parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".")]
+        if name.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", name) or ".." in parts:
+            raise BadCorpus(file, f"{where}[{i}]", f"{name!r} escapes the case folder (`..` or an absolute path)")
+        if not parts:
+            raise BadCorpus(file, f"{where}[{i}]", f"{name!r} is the case folder itself (its graders)")
+        if any(p in (".git", ".hg", ".svn") for p in parts) or parts[0] == "graders":
+            raise BadCorpus(file, f"{where}[{i}]", f"{name!r} points into version-control data or the graders")
+        dirs.append("/".join(parts))
+    return dirs
 
 
 def _history(case: PluginCase, meta: dict[str, Any]) -> list[dict[str, str]] | None:
@@ -207,6 +239,9 @@ def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | No
     history = _history(case, meta)
     if history is not None:
         data["history"] = history
+    dirs = _add_dirs(meta, f"{folder}/case.yaml" if case.case_yaml is not None else f"{folder}/prompt.md")
+    if dirs:
+        data[ADD_DIRS] = dirs
     tools = meta.get("allowed_tools")
     if tools is not None:
         data["allowed_tools"] = [t for t in re.split(r"[,\s]+", tools) if t] if isinstance(tools, str) else tools

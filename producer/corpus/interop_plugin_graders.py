@@ -5,7 +5,8 @@ The kinds and their fields, as plugin eval reads them:
 * ``llm``: the body (or ``rubric``/``prompt``/``criteria``/``text``) is judged -> a ``judged`` object
   carrying the grader's weight;
 * ``regex``: the pattern is the body or ``pattern``; ``target`` is ``last_message`` (the default),
-  ``transcript``, or ``{source: file, path}``; ``match: not_contains`` inverts it; ``flags`` are
+  ``transcript``, ``files`` (the files the run changed, as plugin eval reads the working tree's
+  changes), ``mock_calls`` or ``{source: file, path}``; ``match: not_contains`` inverts it; ``flags`` are
   JavaScript's (``i``, ``m``, ``s``; ``g`` and ``u`` change nothing for a search) -> ``text_match``;
 * ``tool_used``: ``tool``, ``input_match`` (a regex on the call's JSON input), ``min`` (default 1),
   ``max`` (default none) -> ``tool_count``;
@@ -94,11 +95,13 @@ def _regex(meta: dict[str, Any], body: str, file: str, where: str) -> dict[str, 
         out["source"] = "transcript"
     elif target == "mock_calls":
         out["source"] = "mock_calls"
-    elif target == "files":
-        raise BadCorpus(file, f"{where}.target", "files: a regex over the working tree's diff is not supported")
+    elif target in ("files", {"source": "files"}):
+        out["source"] = "files"
     else:
         raise BadCorpus(
-            file, f"{where}.target", f"{target!r} is not last_message, trace, mock_calls or {{source: file, path}}"
+            file,
+            f"{where}.target",
+            f"{target!r} is not last_message, trace, files, mock_calls or {{source: file, path}}",
         )
     return out
 

@@ -111,8 +111,8 @@ def _text_match(raw: dict[str, Any], at: str, fail: Fail, weight: float) -> Text
         raise fail(f"{at}.flags", f"{flags!r}: only the flags i, m and s are known")
     pattern = _pattern(raw["pattern"], f"{at}.pattern", fail, flags)
     source = raw.get("source", "reply")
-    if source not in ("reply", "transcript", "file", "mock_calls"):
-        raise fail(f"{at}.source", f"{source!r} is not one of: file, mock_calls, reply, transcript")
+    if source not in ("reply", "transcript", "file", "files", "mock_calls"):
+        raise fail(f"{at}.source", f"{source!r} is not one of: file, files, mock_calls, reply, transcript")
     path = file_path(raw, at, fail, "source", path_problem)
     absent = _bool(raw, "absent", False, at, fail)
     count = _count(raw["count"], f"{at}.count", fail) if raw.get("count") is not None else None
@@ -122,6 +122,7 @@ def _text_match(raw: dict[str, Any], at: str, fail: Fail, weight: float) -> Text
         "reply": "the final reply",
         "transcript": "the trace",
         "file": f"the final {path}",
+        "files": "the files the run changed",
         "mock_calls": "the mocked tool calls",
     }[source]
     said = f"matches /{pattern}/ exactly {count} time(s)" if count is not None else "matches /" + pattern + "/"

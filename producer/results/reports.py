@@ -12,13 +12,13 @@ from engine.store import ArtifactStore
 from reducer.render import (
     needs_transcript,
     render_json,
-    render_junit,
     render_markdown,
     report_stem,
     run_log_line,
     transcript_name,
 )
 from reducer.render_html import render_html
+from reducer.render_junit import render_junit
 from reducer.summary import render_complete_block
 from schemas.manifest import RunManifest
 from schemas.report import RunResult

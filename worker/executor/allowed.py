@@ -12,6 +12,7 @@ tool call, and an input failing a mock's ``expect`` guard is a finding on the tr
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from schemas.checks_plugin import BUILTIN_EQUIVALENTS
 from schemas.corpus import EvalCase
 from schemas.manifest import AgentBudget
 from schemas.mocks import MockAnswer, MockTool, answer, function_specs
+from schemas.trajectory import Event, ToolCallEvent
 from worker.executor.tools import TOOL_NAMES, TOOL_SPECS
 from worker.output import OutputBuffer
 
@@ -72,3 +74,15 @@ def case_budget(budget: AgentBudget, case: EvalCase) -> AgentBudget:
     if case.timeout_s is not None and case.timeout_s < budget.wall_clock_s:
         update["wall_clock_s"] = case.timeout_s
     return budget.model_copy(update=update) if update else budget
+
+
+def not_offered(events: Iterable[Event], offered: frozenset[str] | None) -> list[str]:
+    """A finding per call the harness ran of a tool its proxy never offered the model (the case's
+    allowed tools only): the model named it anyway, and the harness had it."""
+    if offered is None:
+        return []
+    return [
+        f"{e.name}: called, but the case does not allow it (never offered to the model)"
+        for e in events
+        if isinstance(e, ToolCallEvent) and e.name not in offered
+    ]

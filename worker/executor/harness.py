@@ -50,6 +50,7 @@ from schemas.manifest import AgentBudget
 from schemas.model_config import ModelLimits
 from schemas.status import SandboxMode
 from schemas.trajectory import EndReason, Trajectory, Usage
+from worker.executor.allowed import not_offered
 from worker.executor.external import EXTERNAL_OUTPUT_CHARS
 from worker.executor.final_files import collect_final_files
 from worker.executor.harness_binary import find_binary, sealed_copy
@@ -329,8 +330,10 @@ def run_harness(
     found = find_binary(harness)
     started_at, since_epoch = datetime.now(UTC), time.time()
     upstream = normalise_upstream(harness.protocol, limits.api_base)
-    plan = harness.plan(_request(shard, sandbox.workspace))
+    request = _request(shard, sandbox.workspace)
+    plan = harness.plan(request)
     config = _proxy_config(shard, plan, limits, upstream, sandbox.workspace)
+    config = replace(config, tools=harness.offered_tools(request))
     ran = _run_behind_proxy(shard, sandbox, plan, config, found, _Host(limiter, usage, run_budget, tmp_parent))
     parsed = harness.read_stream(ran.result.output.splitlines())
     _refuse_infra(f"{harness.name} ({shard.model})", ran, parsed.saw_result)
@@ -341,7 +344,9 @@ def run_harness(
         end_reason = EndReason.WALL_CLOCK
     checked = harness.cross_check(parsed.events, ran.record)
     trajectory = _trajectory(shard, sandbox, plan, ran, checked, end_reason, since_epoch)
-    return settle_mock_calls(trajectory.model_copy(update={"started_at": started_at}), shard.case)
+    findings = [*trajectory.mock_findings, *not_offered(checked.events, config.tools)]
+    trajectory = trajectory.model_copy(update={"started_at": started_at, "mock_findings": findings})
+    return settle_mock_calls(trajectory, shard.case)
 
 
 def _trajectory(

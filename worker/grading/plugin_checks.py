@@ -4,8 +4,8 @@ Each reads the structured trajectory: tool calls are the recorded ``ToolCallEven
 harness's calls are only those its proxied model responses contained), the reply is the last
 assistant message, files are ``Trajectory.final_files`` (the files the run created or changed).
 A tool's input is matched as compact JSON in the order the agent gave it, as Claude Code
-serialises it. Claude Code's tool names also match the built-in agent's equivalents, so one
-suite grades both executors alike.
+serialises it. Claude Code's tool names also match the built-in agent's equivalents and other
+harnesses' (Codex's ``exec_command`` for ``Bash``), so one suite grades every executor alike.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from functools import cache
 
 from schemas.checks_plugin import (
     BUILTIN_EQUIVALENTS,
+    HARNESS_EQUIVALENTS,
     FileGlobCheck,
     TextMatchCheck,
     ToolCountCheck,
@@ -44,7 +45,8 @@ def tool_input(call: ToolCallEvent) -> str:
 
 
 def matches(call: ToolCallEvent, matcher: ToolMatcher) -> bool:
-    if call.name != matcher.tool and call.name != BUILTIN_EQUIVALENTS.get(matcher.tool):
+    same = (matcher.tool, BUILTIN_EQUIVALENTS.get(matcher.tool), *HARNESS_EQUIVALENTS.get(matcher.tool, ()))
+    if call.name not in same:
         return False
     return matcher.input_match is None or compiled(matcher.input_match).search(tool_input(call)) is not None
 
@@ -64,10 +66,20 @@ def _subject(check: TextMatchCheck, trajectory: Trajectory) -> tuple[str | None,
         return trajectory.final_files.get(path), f"the final {path}"
     if check.source == "transcript":
         return trajectory.render(), "the trace"
+    if check.source == "files":
+        return changed_files_text(trajectory), "the files the run changed"
     if check.source == "mock_calls":
         return mock_calls_text(trajectory), "the mocked tool calls"
     replies = [e.text for e in trajectory.events if isinstance(e, AssistantEvent)]
     return (replies[-1] if replies else ""), "the final reply"
+
+
+def changed_files_text(trajectory: Trajectory) -> str:
+    """The files the run created or changed, as plugin eval's ``files`` target reads the working
+    tree's changes: each file's path on a line of its own, then its final content, in path order.
+    Bounded where they are collected (worker/executor/final_files.py: at most 50 files of 20,000
+    characters, read without following a link, regular files only)."""
+    return "\n".join(f"{path}\n{trajectory.final_files[path]}" for path in sorted(trajectory.final_files))
 
 
 def mock_calls_text(trajectory: Trajectory) -> str:

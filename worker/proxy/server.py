@@ -24,15 +24,13 @@ Per request, in order (docs/design/harnesses.md has the reasons):
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import os
 import socketserver
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -43,16 +41,16 @@ import structlog
 
 from engine.budget import OverShare, RunBudget
 from harnesses import chat_completions, gemini_api
-from harnesses.base import PLACEHOLDER_KEY, bare_model
-from harnesses.conversation import continues, strings
-from harnesses.endpoints import Protocol, is_model_path, scrub, upstream_url
+from harnesses.conversation import continues
+from harnesses.endpoints import is_model_path, scrub, upstream_url
 from harnesses.model_record import ModelTurn, ProxyRecord, parse_model_response
-from harnesses.request_rules import RequestRefused, RequestRules, forwarded_headers, pin_request
+from harnesses.request_rules import RequestRefused, forwarded_headers, pin_request
 from schemas.errors import ModelCallFailed
-from schemas.manifest import FLEET_WAIT_ALLOWANCE_S
-from schemas.model_config import DEFAULT_MAX_OUTPUT_TOKENS
 from schemas.trajectory import EndReason, Usage
 from worker.models.limiter import Limiter
+from worker.proxy.config import ProxyConfig
+from worker.proxy.replies import RETRYABLE, backoff_hint, error_body, holds, retry_after
+from worker.proxy.waits import FleetWaits
 
 log = structlog.get_logger("skill_eval.worker")
 
@@ -65,53 +63,7 @@ SENT_OUTPUTS: dict[str, Callable[[dict[str, Any]], dict[str, str]]] = {
 }
 """Per protocol, how the tool results a harness sends its model are read from a request of its
 own conversation (a harness whose stream shows a shortened display text is judged on these)."""
-_RETRYABLE = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-_UNHINTED_BACKOFF_S = 8.0
-"""How long a harness's own retry sleep after a failed call without Retry-After is excused at
-most: the longest the Anthropic and OpenAI client libraries sleep between attempts by default.
-A longer sleep is the harness's own time."""
-
-
-@dataclass(frozen=True)
-class ProxyConfig:
-    """One shard's proxy: where to, with which key, within which budgets."""
-
-    protocol: Protocol
-    upstream: str
-    """Normalised upstream base (:func:`harnesses.endpoints.normalise_upstream`)."""
-    real_key: str
-    model: str
-    """The litellm model name (limiter and usage counters are keyed by it)."""
-    wall_clock_s: float = 900.0
-    max_tokens: int = 2_000_000
-    max_turns: int = 200
-    timeout_s: float = 600.0
-    placeholder: str = PLACEHOLDER_KEY
-    watch: str = ""
-    """Text whose presence in a request body sets ``ProxyRecord.body_sent`` (the skill's body)."""
-    stop_when: Callable[[ModelTurn], bool] | None = None
-    """A trigger shard: once a model response satisfies this (it activated a skill), further calls are
-    refused and the shard ends ``skill-activated``."""
-    max_output: int = DEFAULT_MAX_OUTPUT_TOKENS
-    """Output tokens one request may ask for (``max_tokens`` and its kin are clamped to it)."""
-    headers: frozenset[str] = frozenset()
-    """Request header names forwarded; empty: the protocol's (:data:`harnesses.request_rules.PROTOCOL_HEADERS`)."""
-    betas: frozenset[str] | None = None
-    """``anthropic-beta`` values forwarded; None: any (no harness named its own)."""
-    answered_empty: frozenset[str] = frozenset()
-    """Paths of the harness's own calls that are no model call, answered ``{}`` locally (its adapter's)."""
-    opening: str = ""
-    """The prompt the harness was given: a request none of whose user messages holds it (or a
-    call of the conversation) is a side request (:func:`harnesses.conversation.continues`)."""
-
-    def rules(self) -> RequestRules:
-        return RequestRules(
-            protocol=self.protocol,
-            model=bare_model(self.model),
-            max_output=self.max_output,
-            headers=self.headers,
-            betas=self.betas,
-        )
+__all__ = ["RESERVED_COMPLETION", "ModelProxy", "ProxyConfig"]
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -157,16 +109,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-def _error_body(protocol: Protocol, status: int, message: str) -> bytes:
-    if protocol == "gemini":
-        return gemini_api.error_body(status, message)
-    if protocol == "anthropic":
-        kind = "rate_limit_error" if status == 429 else "invalid_request_error" if status < 500 else "api_error"
-        return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
-    return json.dumps({"error": {"message": message, "type": "invalid_request_error", "code": status}}).encode()
-
-
-class ModelProxy:
+class ModelProxy(FleetWaits):
     """Serve one shard's model traffic on ``socket_path`` until :meth:`stop` (or the ``with`` block ends)."""
 
     def __init__(
@@ -191,13 +134,8 @@ class ModelProxy:
         """Dollars this shard's answers cost so far (None while no answer could be priced)."""
         self.latencies: list[float] = []
         """Seconds each forwarded request spent in the proxy itself (upstream time excluded)."""
-        self._waited_s = 0.0
-        self._waiting = 0
-        self._answering = 0
-        self._blocked_since: float | None = None
-        self._backoff_until: float | None = None
-        """While set, the harness is sleeping before its retry of a call the upstream failed."""
         self._lock = threading.RLock()  # re-entered: the budget check reads the waits under it
+        FleetWaits.__init__(self, self._lock)
         self._client = httpx.Client(timeout=config.timeout_s, trust_env=False)
         self._deadline = time.monotonic() + config.wall_clock_s
         self._server: _Server | None = None
@@ -252,57 +190,7 @@ class ModelProxy:
     def _refuse(self, handler: _Handler, status: int, why: str) -> None:
         with self._lock:
             self.record.refused.append(why)
-        handler.reply(status, _error_body(self.config.protocol, status, f"skill-eval proxy: {why}"))
-
-    @property
-    def waited_s(self) -> float:
-        """Seconds the harness was held up by the fleet: some request of it waiting in the limiter
-        (a slot, the pace, a 429's cool-down), or sleeping before it retries a call the upstream
-        rate-limited or failed (until its next request, at most the Retry-After it was given, else
-        ``_UNHINTED_BACKOFF_S``), and none being answered. Intervals, not a sum per request, so
-        parallel requests count once, and not while any answer is on its way. Not the agent's
-        time: the shard's wall clock, here and in the sandbox, moves out by it (``allowance_s``)."""
-        with self._lock:
-            now = time.monotonic()
-            self._end_backoff_by(now)
-            ongoing = now - self._blocked_since if self._blocked_since is not None else 0.0
-            return self._waited_s + ongoing
-
-    def allowance_s(self) -> float:
-        """What the wall clock moves out by: the fleet's waits, up to ``FLEET_WAIT_ALLOWANCE_S``."""
-        return min(self.waited_s, FLEET_WAIT_ALLOWANCE_S)
-
-    def _note(
-        self, *, waiting: int = 0, answering: int = 0, came_back: bool = False, backoff_s: float | None = None
-    ) -> None:
-        """Count requests waiting in the limiter and being answered, and the harness's sleeps before
-        a retry (``backoff_s``: a failed reply sent; ``came_back``: its next request is here); time
-        the stretches the harness was held up."""
-        with self._lock:
-            now = time.monotonic()
-            self._end_backoff_by(now)
-            if came_back:
-                self._backoff_until = None
-            if backoff_s is not None:
-                self._backoff_until = max(self._backoff_until or now, now + backoff_s)
-            self._waiting += waiting
-            self._answering += answering
-            self._blocked_at(now)
-
-    def _blocked_at(self, at: float) -> None:
-        blocked = (self._waiting > 0 or self._backoff_until is not None) and self._answering == 0
-        if blocked and self._blocked_since is None:
-            self._blocked_since = at
-        elif not blocked and self._blocked_since is not None:
-            self._waited_s += max(0.0, at - self._blocked_since)
-            self._blocked_since = None
-
-    def _end_backoff_by(self, now: float) -> None:
-        """A retry sleep that ran out before ``now`` ended when it ran out: the harness's time since is its own."""
-        if self._backoff_until is not None and self._backoff_until <= now:
-            at = self._backoff_until
-            self._backoff_until = None
-            self._blocked_at(at)
+        handler.reply(status, error_body(self.config.protocol, status, f"skill-eval proxy: {why}"))
 
     def _budget_spent(self) -> str | None:
         record = self.record
@@ -350,7 +238,7 @@ class ModelProxy:
                 self.record.agent_refusals.append(str(exc))
             self._refuse(handler, 400, str(exc))
             return
-        if self.config.watch and not self.record.body_sent and _holds(parsed, self.config.watch):
+        if self.config.watch and not self.record.body_sent and holds(parsed, self.config.watch):
             self.record.body_sent = True
         headers, dropped = forwarded_headers(self.rules, handler.headers.items())
         side = parsed is not None and not self._continues(parsed)
@@ -421,7 +309,7 @@ class ModelProxy:
                 except httpx.HTTPError as exc:
                     status, content = (
                         502,
-                        _error_body(self.config.protocol, 502, f"upstream unreachable: {type(exc).__name__}"),
+                        error_body(self.config.protocol, 502, f"upstream unreachable: {type(exc).__name__}"),
                     )
                     response = None
                 finally:
@@ -439,7 +327,7 @@ class ModelProxy:
                 if lease is not None:
                     if status == 429:
                         lease.settle(0, success=False)
-                        self.limiter.report_rate_limited(_retry_after(response), lease)  # type: ignore[union-attr]
+                        self.limiter.report_rate_limited(retry_after(response), lease)  # type: ignore[union-attr]
                     else:
                         lease.settle(tokens if status == 200 else None, success=status == 200)
         except ModelCallFailed as exc:  # the limiter's Redis stayed away: an infra failure of this call
@@ -447,14 +335,14 @@ class ModelProxy:
                 self.record.upstream_failures += 1
                 self.record.last_upstream_ok = False
                 self.record.last_error = exc.detail
-            handler.reply(503, _error_body(self.config.protocol, 503, "skill-eval proxy: limiter unavailable"))
+            handler.reply(503, error_body(self.config.protocol, 503, "skill-eval proxy: limiter unavailable"))
             return
         finally:
             if not granted:  # the limiter gave up (or raised): this request no longer waits
                 self._note(waiting=-1)
         with self._lock:
             self.record.forwarded += 1
-            ok = status < 400 or status not in _RETRYABLE
+            ok = status < 400 or status not in RETRYABLE
             self.record.last_upstream_ok = ok
             if not ok:
                 self.record.upstream_failures += 1
@@ -476,31 +364,6 @@ class ModelProxy:
         if status != 200 or self.config.real_key.encode() in content:
             content = scrub(content.decode("utf-8", errors="replace"), self.config.real_key).encode()
         self.latencies[-1] += time.perf_counter() - after
-        if status in _RETRYABLE:  # the harness sleeps before its retry: the fleet's time or the provider's
-            self._note(backoff_s=_backoff_hint(response))
+        if status in RETRYABLE:  # the harness sleeps before its retry: the fleet's time or the provider's
+            self._note(backoff_s=backoff_hint(response))
         handler.reply(status, content, content_type, extra)
-
-
-def _holds(parsed: Any, watch: str) -> bool:
-    """True when ``watch`` (whitespace-normalised) occurs in the parsed JSON request's strings."""
-    return any(watch in " ".join(text.split()) for text in strings(parsed))
-
-
-def _backoff_hint(response: httpx.Response | None) -> float:
-    """How long a harness's sleep after this failed reply is excused at most: its Retry-After
-    (which the SDKs honour) up to the allowance, else ``_UNHINTED_BACKOFF_S``."""
-    hint = _retry_after(response)
-    return _UNHINTED_BACKOFF_S if hint is None else min(hint, FLEET_WAIT_ALLOWANCE_S)
-
-
-def _retry_after(response: httpx.Response | None) -> float | None:
-    """The reply's Retry-After in seconds; None when absent, a date, or not a finite, non-negative number."""
-    if response is None:
-        return None
-    if "retry-after" not in response.headers:  # the Gemini API tells its wait in the body
-        return gemini_api.retry_delay(response.content)
-    try:
-        value = float(response.headers.get("retry-after", ""))
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and value >= 0 else None

@@ -1,0 +1,83 @@
+"""JUnit XML of a run: one testsuite per corpus and variant, one testcase per shard and assertion. Pure."""
+
+from __future__ import annotations
+
+import re
+from xml.sax.saxutils import escape, quoteattr
+
+from reducer.render_triggers import junit_suites
+from schemas.report import RunResult, SkillResult
+from schemas.shard import CURRENT
+from schemas.status import ShardState
+
+# Characters XML 1.0 cannot carry at all (a transcript may quote a terminal's control codes).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", text)
+
+
+def render_junit(result: RunResult) -> str:
+    """JUnit XML: one testsuite per corpus and variant, one testcase per shard and assertion.
+
+    Infra failures (and blocked cases) are ``<error>``: the evaluator could not judge them.
+    An INCONCLUSIVE corpus reports its graded assertions as ``<skipped>``: its numbers
+    measured the infra, not the skill, so they neither pass nor fail a CI job. The current
+    arm's suite carries the paired comparisons as ``<properties>`` (difference, interval, p).
+    """
+    suites = "".join(_junit_suite(s, _junit_properties(result, s)) for s in result.skills)
+    suites += junit_suites(result.triggers) if result.triggers is not None else ""
+    return '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>' + suites + "</testsuites>\n"
+
+
+def _junit_properties(result: RunResult, s: SkillResult) -> str:
+    if s.variant != CURRENT or result.triggers is not None:  # a trigger run's gates are its own suites
+        return ""
+    props = [
+        f"<property name={quoteattr(key)} value={quoteattr(value)}/>"
+        for key, value in (("verdict", s.verdict), ("threshold", result.threshold_label.removeprefix("threshold ")))
+    ]
+    for c in result.comparisons:
+        if c.skill != s.skill or c.model is not None:
+            continue
+        for key in ("difference", "low", "high", "p_two_sided", "p_drop", "p_uplift", "test", "dropped"):
+            value = getattr(c, key)
+            if value is not None:
+                name = quoteattr(f"compare.{c.baseline}.{key}")
+                props.append(f"<property name={name} value={quoteattr(str(value))}/>")
+    return f"<properties>{''.join(props)}</properties>" if props else ""
+
+
+def _junit_suite(s: SkillResult, properties: str = "") -> str:
+    cases: list[str] = []
+    counts = {"failure": 0, "error": 0, "skipped": 0}
+    for r in s.runs:
+        name = f"case{r.case_id}.{r.model}.e{r.epoch}"
+        if r.state is not ShardState.GRADED:
+            # A shard that never finished is <skipped>, not an <error>.
+            cases.append(_testcase(s.skill, name, "error" if r.state.terminal else "skipped", r.state.value, r.detail))
+            continue
+        for i, v in enumerate(r.verdicts):
+            test = f"{name}.a{i} {v.text}"
+            if s.inconclusive:
+                cases.append(_testcase(s.skill, test, "skipped", f"INCONCLUSIVE: {s.headline}"))
+            elif not v.passed:
+                cases.append(_testcase(s.skill, test, "failure", v.evidence[:200]))
+            else:
+                cases.append(_testcase(s.skill, test))
+    for case in cases:
+        for tag in counts:
+            counts[tag] += f"<{tag} " in case
+    return (
+        f'<testsuite name={quoteattr(f"{s.skill}[{s.variant}]")} tests="{len(cases)}" '
+        f'failures="{counts["failure"]}" errors="{counts["error"]}" skipped="{counts["skipped"]}">'
+        + properties
+        + "".join(cases)
+        + "</testsuite>"
+    )
+
+
+def _testcase(classname: str, name: str, tag: str = "", message: str = "", body: str = "") -> str:
+    inner = f"<{tag} message={quoteattr(_xml_text(message))}>{escape(_xml_text(body))}</{tag}>" if tag else ""
+    return f"<testcase classname={quoteattr(classname)} name={quoteattr(_xml_text(name))}>{inner}</testcase>"
