@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from reducer.render import render_junit
+from reducer.render_junit import render_junit
 from schemas.status import ShardState
 from tests.test_reducer import bundle, outcomes_for, plan_for, reduce
 
