@@ -21,7 +21,7 @@
   launcher, which would look for a self-updated copy in HOME). ``--yolo`` approves every
   tool: the sandbox is ours.
 - Shell: a plain child process (its pseudo-terminal loses long output); ``BASH_ENV`` makes the
-  shell of each call linger 0.2 s after the command, since the pinned version returns on the
+  shell of each call linger 1 s after the command, since the pinned version returns on the
   shell's exit without draining its pipes and could lose the output of a quick command.
 - Runtime: the package is a node script with its chunks beside it; its folder is bound
   read-only and the sandbox's node (sealed execute-only) runs it
@@ -66,7 +66,7 @@ BASH_ENV_FILE = ".qwen/skill-eval-bash-env"
 BASH_ENV = b"""# Qwen Code 0.24.4 returns from a shell call on the shell's exit without draining its pipes, so
 # a command that exits at once can lose its output: its shell lingers a moment after the command
 # (its exit status kept). Only that shell: the commands it starts do not read this file.
-trap 'sleep 0.2' EXIT
+trap 'sleep 1' EXIT
 unset BASH_ENV
 """
 """Read by the ``bash -c`` each shell call runs (``BASH_ENV``); a workaround of the pinned version's race."""
