@@ -45,9 +45,9 @@ RUN python3 -m venv /opt/skill-eval \
  && echo "flower>=2" >> /tmp/deps/requirements.txt \
  && /opt/skill-eval/bin/pip install -q -r /tmp/deps/requirements.txt \
  && rm -rf /tmp/deps
-# ---- OPTIONAL: pinned agent harnesses (Claude Code, Codex, OpenCode, Gemini CLI, Qwen Code, Copilot)
+# ---- OPTIONAL: pinned agent harnesses (Claude Code, Codex, OpenCode, Gemini CLI, Copilot)
 # Off by default (+1.6 GB, 1.5 min to build here): `--build-arg AGENT_HARNESSES=1` installs npm from
-# Debian, Node.js 22 from the npm registry (Claude Code and Qwen Code need >= 22; bookworm has 18), ripgrep
+# Debian, Node.js 22 from the npm registry (Claude Code needs >= 22; bookworm has 18), ripgrep
 # (OpenCode searches with it) and the pinned CLIs, the Makefile's versions (a test holds them
 # equal). They run only inside the sandbox, as a throwaway uid.
 ARG AGENT_HARNESSES=0
@@ -56,7 +56,7 @@ RUN if [ "$AGENT_HARNESSES" = 1 ]; then \
       && apt-get install -y --no-install-recommends nodejs npm ripgrep \
       && npm install -g --no-fund --no-audit node@22 \
       && npm install -g --no-fund --no-audit @anthropic-ai/claude-code@2.1.328 @openai/codex@0.169.0 \
-         opencode-ai@1.18.33 @google/gemini-cli@0.61.0 @qwen-code/qwen-code@0.24.4 \
+         opencode-ai@1.18.33 @google/gemini-cli@0.61.0 \
          @github/copilot@1.0.102 \
       && npm cache clean --force \
       && rm -rf /var/lib/apt/lists/* /root/.npm; \

@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps install demo demo-claude-code demo-opencode demo-gemini-cli demo-sweep demo-qwen-code demo-copilot-cli test test-fast test-image check bench clean
+.PHONY: setup system-deps install demo demo-claude-code demo-opencode demo-gemini-cli demo-sweep demo-copilot-cli test test-fast test-image check bench clean
 
 # Debian packages the product and its tests run against: a real redis-server, bubblewrap, git,
 # chromium for the HTML report's browser test, and ripgrep (OpenCode's file and skill tools run it).
@@ -38,20 +38,18 @@ CLAUDE_CODE    := @anthropic-ai/claude-code@2.1.328
 CODEX          := @openai/codex@0.169.0
 OPENCODE       := opencode-ai@1.18.33
 GEMINI_CLI     := @google/gemini-cli@0.61.0
-QWEN_CODE      := @qwen-code/qwen-code@0.24.4
 COPILOT_CLI    := @github/copilot@1.0.102
-HARNESS_STAMP  := $(HARNESS_CACHE)/.installed-2.1.328-0.169.0-oc1.18.33-gc0.61.0-qc0.24.4-cp1.0.102
+HARNESS_STAMP  := $(HARNESS_CACHE)/.installed-2.1.328-0.169.0-oc1.18.33-gc0.61.0-cp1.0.102
 
 $(HARNESS_STAMP):
 	mkdir -p $(HARNESS_CACHE)
-	npm install --prefix $(HARNESS_CACHE) --no-audit --no-fund --foreground-scripts $(CLAUDE_CODE) $(CODEX) $(OPENCODE) $(GEMINI_CLI) $(QWEN_CODE) $(COPILOT_CLI)
+	npm install --prefix $(HARNESS_CACHE) --no-audit --no-fund --foreground-scripts $(CLAUDE_CODE) $(CODEX) $(OPENCODE) $(GEMINI_CLI) $(COPILOT_CLI)
 	$(HARNESS_CACHE)/node_modules/.bin/claude --version >/dev/null 2>&1 || \
 	  (cd $(HARNESS_CACHE)/node_modules/@anthropic-ai/claude-code && node install.cjs)
 	$(HARNESS_CACHE)/node_modules/.bin/claude --version
 	$(HARNESS_CACHE)/node_modules/.bin/codex --version
 	$(HARNESS_CACHE)/node_modules/.bin/opencode --version
 	$(HARNESS_CACHE)/node_modules/.bin/gemini --version
-	$(HARNESS_CACHE)/node_modules/.bin/qwen --version
 	COPILOT_OFFLINE=true COPILOT_PKG_CACHE_HOME=$(HARNESS_CACHE)/copilot-pkg $(HARNESS_CACHE)/node_modules/.bin/copilot --version
 	touch $@
 
@@ -92,9 +90,6 @@ demo-gemini-cli: setup
 
 demo-sweep: setup
 	$(BIN)/python -m producer.commands.demo --executor claude-code --executor opencode --executor gemini-cli --executor agent
-
-demo-qwen-code: setup
-	$(BIN)/python -m producer.commands.demo --executor qwen-code
 
 demo-copilot-cli: setup
 	$(BIN)/python -m producer.commands.demo --executor copilot-cli

@@ -59,8 +59,6 @@ BENCHES = (
             "--harness",
             "gemini-cli",
             "--harness",
-            "qwen-code",
-            "--harness",
             "copilot-cli",
         ),
     ),

@@ -1,4 +1,4 @@
-"""The sandbox set-up of a harness shipped as a node script (Gemini CLI, Qwen Code), and the
+"""The sandbox set-up of a harness shipped as a node script (Gemini CLI), and the
 hiding of a repo's own configuration folders, which native harnesses use too.
 
 Such a package is a script with its chunks beside it, not one native binary: its folder is

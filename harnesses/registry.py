@@ -21,11 +21,10 @@ from harnesses.copilot_cli import CopilotCli
 from harnesses.gemini_cli import GeminiCli
 from harnesses.opencode import OpenCode
 from harnesses.providers import provider_of
-from harnesses.qwen_code import QwenCode
 from schemas.constants import BUILTIN_EXECUTOR, CMD_EXECUTOR_PREFIX
 from schemas.errors import ConfigError
 
-ADAPTERS: tuple[Callable[[], Harness], ...] = (ClaudeCode, Codex, OpenCode, GeminiCli, QwenCode, CopilotCli)
+ADAPTERS: tuple[Callable[[], Harness], ...] = (ClaudeCode, Codex, OpenCode, GeminiCli, CopilotCli)
 """Every harness executor, in the order the CLI lists them."""
 HARNESSES: Mapping[str, Callable[[], Harness]] = {factory().name: factory for factory in ADAPTERS}
 BUILTIN = BUILTIN_EXECUTOR

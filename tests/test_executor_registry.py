@@ -38,7 +38,7 @@ def test_the_cli_and_the_checks_read_every_harness_from_the_registry() -> None:
     assert set(honoured_terms()) == {"agent", *HARNESSES} and honoured_terms() == HONOURS
     assert honoured_terms()["claude-code"] >= {"mocks", "allowed_tools"}
     assert honoured_terms()["codex"] == frozenset({"max_turns", "timeout_s", "mocks", "allowed_tools"})
-    assert trigger_executors() == ("agent", "claude-code", "codex", "gemini-cli", "qwen-code", "copilot-cli")
+    assert trigger_executors() == ("agent", "claude-code", "codex", "gemini-cli", "copilot-cli")
 
 
 def test_an_adapter_derives_its_binary_variable_and_install_hint_from_its_name_and_package() -> None:

@@ -1,6 +1,6 @@
 """Escape tests with the real harness binaries: the agent's shell tries every way out of its shard.
 
-For Claude Code, Codex, OpenCode, Gemini CLI, Qwen Code and Copilot CLI, the scripted model has the real binary run
+For Claude Code, Codex, OpenCode, Gemini CLI and Copilot CLI, the scripted model has the real binary run
 ``tests/probes/escape_probe.py`` with its shell tool, as the sandbox's throwaway uid. From
 the host we then check what it achieved: no host port, address or socket but its own
 proxy; the real key reached the offline server while nothing the agent could read or the
@@ -32,7 +32,6 @@ from harnesses.crosscheck import cross_check
 from harnesses.gemini_cli import GeminiCli
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord
 from harnesses.opencode import OpenCode
-from harnesses.qwen_code import QwenCode
 from harnesses.stream_json import read_stream_json
 from schemas.corpus import EvalCase
 from schemas.model_config import ModelLimits
@@ -89,18 +88,12 @@ HARNESSES = {
         "{} > /tmp/probe.out 2>&1 < /dev/null; cat /tmp/probe.out",
     ),
     "copilot-cli": (CopilotCli, "openai/gpt-5", "bash", "{} > /tmp/probe.out 2>&1 < /dev/null; cat /tmp/probe.out"),
-    "qwen-code": (
-        QwenCode,
-        "openai/gpt-5",
-        "run_shell_command",
-        "{} > /tmp/probe.out 2>&1 < /dev/null; cat /tmp/probe.out",
-    ),
 }
 WAIT_FOR_IT = {"codex": {"yield_time_ms": 110_000}}
 """Arguments that make a harness's shell tool wait for the probe: Codex hands a command still
 running after ten seconds back to the model (a loaded machine makes the probe that slow), and the
 command's output then never reaches the record."""
-ENCODED = frozenset({"gemini-cli", "qwen-code"})
+ENCODED = frozenset({"gemini-cli"})
 """Harnesses whose shell tool refuses a command holding a backtick or ``$(`` (or may: Qwen Code is
 Gemini CLI's fork): the probe goes in base64."""
 
@@ -138,7 +131,7 @@ def escape_run(
         results = [e for e in trajectory.events if isinstance(e, ToolResultEvent)]
         assert results, f"no tool ran: {trajectory.end_reason.value}: {trajectory.events}"
         result = results[0]
-        # The probe's JSON line; Qwen Code's result to its model puts "Output: " before it.
+        # The probe's JSON line (a harness may put a label before it).
         line = next(line for line in result.output.splitlines() if '{"' in line)
         probe = json.loads(line[line.index('{"') :])
         yield trajectory, probe, server, real_key, tmp_path

@@ -12,8 +12,7 @@ it) on the commit-message skill, against the scripted Anthropic-API demo model
 (``testkit/scenarios/demo-claude-code.json``), through the model proxy in the sandbox;
 ``--executor opencode`` the real OpenCode binary the same way, over chat completions
 (``testkit/scenarios/demo-opencode.json``); ``--executor gemini-cli`` the real Gemini CLI over
-the Gemini API (``testkit/scenarios/demo-gemini-cli.json``); ``--executor qwen-code`` the real Qwen
-Code over chat completions (``testkit/scenarios/demo-qwen-code.json``); ``--executor copilot-cli``
+the Gemini API (``testkit/scenarios/demo-gemini-cli.json``); ``--executor copilot-cli``
 the real GitHub Copilot CLI over chat completions (``testkit/scenarios/demo-copilot-cli.json``).
 
 ``--executor`` given several times is a sweep (``make demo-sweep``): the commit-message skill
@@ -57,7 +56,6 @@ HARNESS_DEMOS = {
     "claude-code": CLAUDE_CODE_MODEL,
     "opencode": "openai/gpt-5",
     "gemini-cli": "gemini/gemini-2.5-pro",
-    "qwen-code": "openai/gpt-5",
     "copilot-cli": "openai/gpt-5",
 }
 """The real harnesses the demo runs, each with the model its scripted scenario speaks."""

@@ -232,7 +232,6 @@ def test_the_image_pins_every_harness_the_makefile_pins_at_the_same_version() ->
         "@openai/codex",
         "opencode-ai",
         "@google/gemini-cli",
-        "@qwen-code/qwen-code",
         "@github/copilot",
     } <= set(pinned)
     assert {name: in_image.get(name) for name in pinned} == pinned
