@@ -386,8 +386,14 @@ def test_a_spare_left_by_a_run_whose_models_went_direct_waits_without_litellm(ru
     lean = warm.leave(environ, lean=True)
     assert lean is not None
     try:
-        spare_env = (Path("/proc") / str(lean.pid) / "environ").read_bytes().split(b"\0")
-        assert b"SKILL_EVAL_PRELOAD_LITELLM=0" in spare_env
+        # Right after the spawn the child may not have exec'd yet (its environ reads empty then).
+        deadline = time.monotonic() + 10
+        while (
+            not (environ_now := (Path("/proc") / str(lean.pid) / "environ").read_bytes())
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        assert b"SKILL_EVAL_PRELOAD_LITELLM=0" in environ_now.split(b"\0")
     finally:
         lean.kill()
         lean.wait(10)
