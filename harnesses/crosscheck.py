@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord
@@ -158,21 +158,17 @@ def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord, ru
     named = [c for c in claims if (prefix and c.name.startswith(prefix)) or c.name in rules.named_claims]
     commands = [c for c in claims if c.name not in rules.patch_claims and not any(c is n for n in named)]
     shell = _shell_calls(record.turns, rules)
-    at = 0
-    for claimed in commands:
-        claimed_text = _command_of(claimed.arguments)
-        match = next(
-            (i for i in range(at, len(shell)) if _same_command(_command_of(shell[i].arguments), claimed_text)), None
-        )
-        if match is None:
-            rejected.append(
-                f"command {claimed_text[:120]!r} is in the harness's stream but matches no shell call in the "
-                "model responses the proxy forwarded: rejected"
-            )
-            continue
-        real, at = shell[match], match + 1
-        result = results_by_stream_id.get(claimed.call_id)
-        ran[real.call_id] = result.model_copy(update={"call_id": real.call_id}) if result is not None else None
+    rejected += _claim_in_order(
+        commands,
+        shell,
+        lambda claimed, call: _same_command(_command_of(call.arguments), _command_of(claimed.arguments)),
+        results_by_stream_id,
+        ran,
+        lambda claimed: (
+            f"command {_command_of(claimed.arguments)[:120]!r} is in the harness's stream but matches "
+            "no shell call in the model responses the proxy forwarded: rejected"
+        ),
+    )
     rejected += _claim_patches(claims, record, ran, rules)
     rejected += _claim_named(named, record, ran, results_by_stream_id, rules)
     events, proposed = _events(record, ran)
@@ -197,22 +193,36 @@ def _claim_named(
         for c in t.tool_calls
         if c.call_id not in ran and (c.namespace is not None or c.name in rules.named_claims)
     ]
+    return _claim_in_order(
+        claims,
+        calls,
+        lambda claimed, call: call.name == claimed.name and call.arguments == claimed.arguments,
+        results,
+        ran,
+        lambda claimed: (
+            f"tool call {claimed.name[:120]!r} is in the harness's stream but matches no call of that "
+            "tool and input in the model responses the proxy forwarded: rejected"
+        ),
+    )
+
+
+def _claim_in_order(
+    claims: list[ToolCallEvent],
+    calls: list[ModelToolCall],
+    same: Callable[[ToolCallEvent, ModelToolCall], bool],
+    results: Mapping[str, ToolResultEvent],
+    ran: dict[str, ToolResultEvent | None],
+    why: Callable[[ToolCallEvent], str],
+) -> list[str]:
+    """Each claim, in order, takes the next call after the last one taken that is ``same``; its
+    stream result becomes that call's (in ``ran``). Calls passed over stay unclaimed; a claim with
+    no such call is rejected (``why``)."""
     rejected: list[str] = []
     at = 0
     for claimed in claims:
-        match = next(
-            (
-                i
-                for i in range(at, len(calls))
-                if calls[i].name == claimed.name and calls[i].arguments == claimed.arguments
-            ),
-            None,
-        )
+        match = next((i for i in range(at, len(calls)) if same(claimed, calls[i])), None)
         if match is None:
-            rejected.append(
-                f"tool call {claimed.name[:120]!r} is in the harness's stream but matches no call of that tool "
-                "and input in the model responses the proxy forwarded: rejected"
-            )
+            rejected.append(why(claimed))
             continue
         real, at = calls[match], match + 1
         result = results.get(claimed.call_id)
