@@ -53,12 +53,12 @@ class ServerState:
         with self.lock:
             self.requests: deque[dict[str, Any]] = deque(maxlen=MAX_RECORDED)
             self.keys: deque[str] = deque(maxlen=MAX_RECORDED)
+            """The credential header of each model request, in order (x-api-key or Authorization)."""
             self.headers: deque[dict[str, str]] = deque(maxlen=MAX_RECORDED)
             """Every header of each model request, names lower-cased (what a proxy let through)."""
             self.timeline: deque[tuple[float, float, str]] = deque(maxlen=MAX_RECORDED)
             """(arrived, replied, model) of each successful model call, wall-clock seconds: benchmarks
-            read it to see how many calls were in flight when."""
-            """The credential header of each model request, in order (x-api-key or Authorization)."""
+            and tests read it to see how many calls were in flight when."""
             self.fault_counts: dict[tuple[int, int, str], int] = {}
             self.pick_counts: dict[tuple[int, int, str], int] = {}
             self.stats: dict[str, Any] = {

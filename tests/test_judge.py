@@ -135,6 +135,17 @@ def test_an_ensemble_takes_the_majority_and_reports_agreement(
     assert result.unanimous_share == pytest.approx(2 / 3)
 
 
+def test_an_ensembles_judges_are_asked_at_the_same_time(client: GatedModelClient, scripted: OfflineModelServer) -> None:
+    # Every answer takes 1 s: one after the other, each judge would arrive after the previous replied.
+    scripted.set_scenario(judge_scenario([{"judge": True, "replies": [{"delay_s": 1.0}]}]))
+    result = grade(client, judges=("openai/honest-a", "openai/honest-b", "openai/honest-c"))
+    assert result.state is ShardState.GRADED
+    spans = scripted.timeline()
+    assert len(spans) == 3
+    assert max(arrived for arrived, _, _ in spans) < min(replied for _, replied, _ in spans)
+    assert [a.judge for a in result.judges] == ["openai/honest-a", "openai/honest-b", "openai/honest-c"]
+
+
 def test_one_failing_judge_does_not_sink_an_ensemble_but_is_recorded(
     client: GatedModelClient, scripted: OfflineModelServer
 ) -> None:

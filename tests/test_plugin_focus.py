@@ -274,3 +274,17 @@ def test_the_kinds_cross_the_queue_as_json_and_come_back_equal() -> None:
     data["evals"][1]["assertions"] = [{"kind": "focused", "text": CRITERION, "focus": "mock_calls"}]
     corpus = validate_corpus(data, "evals/demo.evals.json", lambda _p: False)
     assert type(corpus).model_validate_json(corpus.model_dump_json()) == corpus
+
+
+def test_a_shards_votes_go_out_together(client: GatedModelClient, scripted: OfflineModelServer) -> None:
+    # Every vote takes 1 s: one after the other, each would arrive after the previous replied.
+    slow = {"name": "slow", "contains": "Criterion", "judge": True, "replies": [{"delay_s": 1.0}]}
+    scripted.set_scenario(scenario([slow]))
+    checks: list[Assertion] = [FocusedCheck(text=CRITERION), FocusedCheck(text="The agent runs weather paris")]
+    result = grade(client, checks, weather_run())
+    assert result.state is ShardState.GRADED
+    spans = scripted.timeline()
+    assert len(spans) == 6  # two assertions, three votes each
+    assert max(arrived for arrived, _, _ in spans) < min(replied for _, replied, _ in spans)
+    # read back in a fixed order whatever order they ended in
+    assert [v.text for v in result.verdicts] == [CRITERION, "The agent runs weather paris"]

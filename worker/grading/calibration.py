@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -27,6 +26,7 @@ import structlog
 from engine.store import ArtifactStore
 from schemas.status import ShardState
 from schemas.trajectory import Trajectory
+from worker.grading.fanout import fan_out
 from worker.grading.judge import grade_trajectory
 from worker.models.base import ModelClient
 
@@ -118,14 +118,11 @@ def calibrate(
     Never raises for the judge's failures: an ungraded case (malformed, no answer) is a miss.
     """
     loaded = [load_case(name) for name in cases] + list(labelled)
-    pool = ThreadPoolExecutor(max_workers=max(1, min(len(loaded), 8)), thread_name_prefix="calibrate-case")
-    try:
-        grades = list(
-            pool.map(lambda c: grade_trajectory(client, [judge], c.assertions, c.trajectory, skill=c.skill), loaded)
-        )
-    finally:
-        # A shard's deadline raised into this thread must not wait here for the calls still out.
-        pool.shutdown(wait=False, cancel_futures=True)
+    grades = fan_out(
+        lambda c: grade_trajectory(client, [judge], c.assertions, c.trajectory, skill=c.skill),
+        loaded,
+        name="calibrate-case",
+    )
     details: list[str] = []
     for case, grade in zip(loaded, grades, strict=True):
         name = case.name

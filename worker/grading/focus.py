@@ -2,8 +2,9 @@
 ``plugin eval`` does: one criterion per prompt, PASS or FAIL, a majority of three votes.
 
 Each vote is its own call through the run's model client (so its limiter, retries and budget
-apply), with a fresh nonce per call; the judge reads the criterion and the chosen part of the
-run (:mod:`worker.grading.focus_view`), fenced once, and never any other assertion. An answer
+apply), with a fresh nonce per call, and a shard's votes go out together; the judge reads the
+criterion and the chosen part of the run (:mod:`worker.grading.focus_view`), fenced once, and
+never any other assertion. An answer
 is read only when it is exactly one word, PASS or FAIL (markdown emphasis, quotes and a final
 full stop aside); anything else is re-asked once with a fresh nonce, and an answer that is
 still unreadable, or no answer, is a vote that did not pass. With several judges each casts
@@ -26,6 +27,7 @@ from schemas.corpus import Assertion
 from schemas.errors import ModelCallFailed
 from schemas.trajectory import Trajectory, Usage
 from schemas.verdict import AssertionVerdict
+from worker.grading.fanout import fan_out
 from worker.grading.focus_view import focus_name, focus_subject, reference_view
 from worker.grading.transcript import new_nonce
 from worker.grading.view import JudgeView
@@ -84,34 +86,41 @@ class Ballots:
     usage: Usage = field(default_factory=Usage)
     errors: list[str] = field(default_factory=list)
 
+    def add(self, other: Ballots) -> None:
+        """Fold ``other``'s votes, answers, usage and errors in after this one's."""
+        self.votes += other.votes
+        self.raw += other.raw
+        self.usage = self.usage.add(other.usage)
+        self.errors += other.errors
 
-def cast_votes(
+
+def cast_vote(
     client: ModelClient, judge: str, prompt_for: Callable[[], str], *, timeout_s: float | None, max_tokens: int | None
 ) -> Ballots:
-    """``VOTES`` independent votes of ``judge``; ``prompt_for`` builds a prompt with fresh nonces."""
+    """One vote of ``judge`` (re-asked once when unreadable); ``prompt_for`` builds a prompt with
+    fresh nonces."""
     ballots = Ballots()
-    for _vote in range(VOTES):
-        vote: bool | None = None
-        reask: str | None = None
-        for _attempt in range(ATTEMPTS):
-            messages = [{"role": "user", "content": prompt_for()}]
-            if reask:
-                messages.append({"role": "user", "content": reask})
-            try:
-                reply = client.complete(judge, messages, tools=None, max_tokens=max_tokens, timeout_s=timeout_s)
-            except (ModelCallFailed, TimeoutError) as exc:
-                ballots.errors.append(f"no answer: {exc}")
-                reask = REASK.format(reason="no answer arrived")
-                continue
-            ballots.usage = ballots.usage.add(reply.usage)
-            text = reply.content or ""
-            ballots.raw.append(text)
-            vote = parse_vote(text)
-            if vote is not None:
-                break
-            ballots.errors.append(f"malformed vote: {text[:80]!r}")
-            reask = REASK.format(reason="it was not exactly one word, PASS or FAIL")
-        ballots.votes.append(vote)
+    vote: bool | None = None
+    reask: str | None = None
+    for _attempt in range(ATTEMPTS):
+        messages = [{"role": "user", "content": prompt_for()}]
+        if reask:
+            messages.append({"role": "user", "content": reask})
+        try:
+            reply = client.complete(judge, messages, tools=None, max_tokens=max_tokens, timeout_s=timeout_s)
+        except (ModelCallFailed, TimeoutError) as exc:
+            ballots.errors.append(f"no answer: {exc}")
+            reask = REASK.format(reason="no answer arrived")
+            continue
+        ballots.usage = ballots.usage.add(reply.usage)
+        text = reply.content or ""
+        ballots.raw.append(text)
+        vote = parse_vote(text)
+        if vote is not None:
+            break
+        ballots.errors.append(f"malformed vote: {text[:80]!r}")
+        reask = REASK.format(reason="it was not exactly one word, PASS or FAIL")
+    ballots.votes.append(vote)
     return ballots
 
 
@@ -166,8 +175,10 @@ def grade_focused(
     timeout_s: float | None = None,
     max_tokens: int | None = None,
 ) -> FocusGrades:
-    """Vote on every ``focused`` and ``baseline`` assertion, each alone."""
+    """Vote on every ``focused`` and ``baseline`` assertion, each alone; every vote of every
+    judge is sent at once (:func:`worker.grading.fanout.fan_out`), read in a fixed order."""
     out = FocusGrades(ballots={j: Ballots() for j in judges})
+    asked: list[tuple[int, FocusCheck]] = []
     for i, check in enumerate(assertions):
         if not isinstance(check, FocusedCheck | BaselineCheck):
             continue
@@ -176,13 +187,20 @@ def grade_focused(
                 text=check.text, passed=False, evidence=OVER_CAP_EVIDENCE, weight=check.weight
             )
             continue
-        prompt_for = _prompt_for(check, trajectory, view)
-        ballots = {j: cast_votes(client, j, prompt_for, timeout_s=timeout_s, max_tokens=max_tokens) for j in judges}
-        for j, b in ballots.items():
-            total = out.ballots[j]
-            total.raw += b.raw
-            total.usage = total.usage.add(b.usage)
-            total.errors += b.errors
+        asked.append((i, check))
+    prompts = {i: _prompt_for(check, trajectory, view) for i, check in asked}
+    slots = [(i, j) for i, _check in asked for j in judges for _vote in range(VOTES)]
+    cast = fan_out(
+        lambda slot: cast_vote(client, slot[1], prompts[slot[0]], timeout_s=timeout_s, max_tokens=max_tokens),
+        slots,
+        name="focus-vote",
+    )
+    by_check: dict[int, dict[str, Ballots]] = {i: {j: Ballots() for j in judges} for i, _check in asked}
+    for (i, j), one in zip(slots, cast, strict=True):
+        by_check[i][j].add(one)
+        out.ballots[j].add(one)
+    for i, check in asked:
+        ballots = by_check[i]
         verdict = tally(check, ballots)
         if verdict is None:
             errors = "; ".join(e for b in ballots.values() for e in b.errors[-1:])

@@ -30,6 +30,7 @@ from schemas.verdict import AssertionVerdict, JudgeAnswer, PairAgreement, ShardG
 from worker.grading.deterministic import merge_by_position, split_assertions
 from worker.grading.ensemble import agreement, combine
 from worker.grading.evidence import check_evidence, verified_share
+from worker.grading.fanout import fan_out
 from worker.grading.focus import FocusGrades, focus_template_hashes, grade_focused
 from worker.grading.parse import Malformed, parse_verdicts
 from worker.grading.transcript import GRADER_TEMPLATE, build_grader_prompt, new_nonce
@@ -134,11 +135,12 @@ def _with_ballots(answers: list[JudgeAnswer], focus: FocusGrades) -> list[JudgeA
 def _batch(
     client: ModelClient, judges: Sequence[str], texts: list[str], view: JudgeView, template: str, **kw: Any
 ) -> list[JudgeAnswer]:
-    """Every judge's grading of the judged texts in one prompt (none when there is no text)."""
+    """Every judge's grading of the judged texts in one prompt (none when there is no text), the
+    judges asked at once."""
     if not texts:
         return []
-    return [
-        ask_judge(
+    return fan_out(
+        lambda judge: ask_judge(
             client,
             judge,
             assertions=texts,
@@ -146,9 +148,10 @@ def _batch(
             template=template,
             evidence_blocks=view.evidence_blocks,
             **kw,
-        )
-        for judge in judges
-    ]
+        ),
+        judges,
+        name="judge",
+    )
 
 
 def grade_trajectory(
