@@ -69,7 +69,7 @@ def dry_run_plan(
         harnesses=plan_in.harnesses,
     )
     # A compared plan's power uses the discordance its corpus's last noise floor observed, if any.
-    compared = len(plan.variants) > 1 and plan_in.store is not None
+    compared = len(plan.variants) > 1
     observed = latest_noise(open_store(plan_in.store), bundles) if compared and plan_in.store else {}
     skipped = [SkippedCorpus(corpus=o.corpus_file, error=str(o.error)) for o in outcomes if o.error]
     for executor in plan_in.harnesses or [plan_in.executor]:
