@@ -184,9 +184,8 @@ def plan_runs(plan: RunPlan, fired: Mapping[str, tuple[str, ...] | None], varian
             continue
         case = trigger_set.case(shard.case_id)
         got = fired.get(shard.shard_id)
-        runs.append(
-            TriggerRun(shard.skill, shard.row, case.id, case.query, case.should_trigger, got, shard.epoch, shard.harness)
-        )
+        row, harness = shard.row, shard.harness
+        runs.append(TriggerRun(shard.skill, row, case.id, case.query, case.should_trigger, got, shard.epoch, harness))
     return runs
 
 
