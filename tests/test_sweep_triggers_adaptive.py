@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from producer.corpus.triggers import estimate, plan_json, plan_lines
 from producer.launch.adaptive import grown
 from producer.plan.harnesses import pair_harnesses
-from producer.plan.planning import plan_run
+from producer.plan.planning import harness_pairs, plan_run
 from reducer.adaptive import Gate, ShardKey, next_round
 from reducer.render_adaptive import markdown_section, summary_lines
 from reducer.render_triggers import complete_lines, junit_suites, trigger_html, trigger_section
@@ -64,11 +64,11 @@ def test_a_trigger_plan_over_two_harnesses_asks_every_query_in_each_pair() -> No
     plan = sweep_plan()
     assert len(plan.shards) == 3 * 2 * 2 and {s.harness for s in plan.shards} == {"codex", "agent"}
     found = estimate(plan, 3, 400)
-    lines = plan_lines(plan, 3, found, 2)
+    lines = plan_lines(plan, 3, found, 2, harness_pairs(plan))
     assert "  pdf: evals/pdf.triggers.json: 2 positive, 1 negative; 12 shards" in lines
     assert any("shards = queries x harness x model pairs x epochs = 12" in line for line in lines)
     assert f"harness x model: codex x {GPT}: 6 shards" in lines and f"harness x model: agent x {GPT}: 6 shards" in lines
-    doc = plan_json(plan, 3, found, 2)
+    doc = plan_json(plan, 3, found, 2, harness_pairs(plan))
     assert doc["shards"] == 12 and doc["triggers"][0]["shards"] == 12  # type: ignore[index]
     assert doc["pairs"] == [
         {"harness": "codex", "model": GPT, "shards": 6},
@@ -76,8 +76,7 @@ def test_a_trigger_plan_over_two_harnesses_asks_every_query_in_each_pair() -> No
     ]
     # One executor: the plan is what it was (no pairs).
     single = plan_run(RUN, [trigger_bundle()], [GPT], epochs=2)
-    assert "pairs" not in plan_json(single, 3, estimate(single, 3, 400), 2)
-    assert not any(line.startswith("harness x model") for line in plan_lines(single, 3, estimate(single, 3, 400), 2))
+    assert harness_pairs(single) == [] and len(plan_lines(single, 3, estimate(single, 3, 400), 2)) == 4
 
 
 def test_trigger_figures_and_gates_are_per_harness_model_pair() -> None:

@@ -24,7 +24,7 @@ from producer.corpus.triggers import (
     trigger_file,
     trigger_targets,
 )
-from producer.plan.planning import new_run_id, plan_run
+from producer.plan.planning import harness_pairs, new_run_id, plan_run
 from schemas.constants import SKILL_NAME_RE
 from schemas.errors import ConfigError
 from schemas.status import ExitCode
@@ -123,11 +123,12 @@ def trigger_dry_run(
     plan = plan_run(new_run_id(), bundles, models, epochs=epochs, harnesses=harnesses)
     found = estimate(plan, turns, catalogue_chars(repo))
     installed = len(installed_skills(repo))
+    pairs = harness_pairs(plan)
     if as_json:
-        doc = plan_json(plan, turns, found, installed) | {"skipped": [str(e) for e in errors]}
+        doc = plan_json(plan, turns, found, installed, pairs) | {"skipped": [str(e) for e in errors]}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        for line in plan_lines(plan, turns, found, installed):
+        for line in plan_lines(plan, turns, found, installed, pairs):
             out.print(line, markup=False, highlight=False)
         for e in errors:
             out.print(f"skipped: {e}", markup=False, highlight=False)

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from producer.corpus.repo import CorpusOutcome, Repo, bundle_key
 from producer.corpus.rules import MAX_CORPUS_BYTES, check_skill_name
 from producer.corpus.trigger_validation import trigger_stem, validate_triggers
-from producer.plan.planning import harness_pairs
 from schemas.constants import EVALS_DIR, SKILL_FILE, SKILLS_DIR
 from schemas.corpus import Corpus, EvalCase
 from schemas.errors import BadCorpus, BlockedError, NoCorpus
 from schemas.shard import RunPlan, SkillBundle
+from schemas.summary import HarnessPair
 from schemas.triggers import TRIGGERS_SUFFIX, TriggerSet
 
 AUTHOR_SETUP = (".claude", ".agents", ".codex", "CLAUDE.md", "AGENTS.md")
@@ -151,8 +151,11 @@ def catalogue_chars(repo: Repo) -> int:
     return total
 
 
-def plan_lines(plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed: int) -> list[str]:
-    """The dry run's trigger plan: per skill its positives and negatives, then the totals and the estimate."""
+def plan_lines(
+    plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed: int, pairs: Sequence[HarnessPair] = ()
+) -> list[str]:
+    """The dry run's trigger plan: per skill its positives and negatives, then the totals, a sweep's
+    harness × model ``pairs`` and the estimate."""
     lines = [f"Trigger plan {plan.run_id} (dry run: nothing enqueued)"]
     per = len(plan.rows) * plan.epochs
     for b in plan.bundles:
@@ -169,7 +172,7 @@ def plan_lines(plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed:
         f"models: {', '.join(plan.models)}  epochs: {plan.epochs}  installed skills (distractors included): "
         f"{installed}  shards = queries x {rows} x epochs = {estimate_.shards}"
     )
-    lines += [f"harness x model: {p.harness} x {p.model}: {p.shards} shards" for p in harness_pairs(plan)]
+    lines += [f"harness x model: {p.harness} x {p.model}: {p.shards} shards" for p in pairs]
     lines.append(
         f"estimate: at most {estimate_.max_calls} model calls ({turns} turns per shard, fewer when a skill fires), "
         f"about {estimate_.tokens_per_call} prompt tokens per call, at most about "
@@ -178,8 +181,10 @@ def plan_lines(plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed:
     return lines
 
 
-def plan_json(plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed: int) -> dict[str, object]:
-    """The dry run's trigger plan as one JSON object (``--json``)."""
+def plan_json(
+    plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed: int, pairs: Sequence[HarnessPair] = ()
+) -> dict[str, object]:
+    """The dry run's trigger plan as one JSON object (``--json``), with a sweep's ``pairs``."""
     corpora = [
         {
             "skill": b.skill,
@@ -206,6 +211,6 @@ def plan_json(plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed: 
             "judge_calls": 0,
         },
     }
-    if plan.harnesses:  # a sweep's pairs, as the behavioural dry run lists them
-        doc["pairs"] = [p.model_dump(mode="json") for p in harness_pairs(plan)]
+    if pairs:  # a sweep's, as the behavioural dry run lists them
+        doc["pairs"] = [p.model_dump(mode="json") for p in pairs]
     return doc
