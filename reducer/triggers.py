@@ -124,7 +124,7 @@ def routing_matrix(runs: Iterable[TriggerRun]) -> dict[str, dict[str, int]]:
 def gate_failures(
     figures: Sequence[TriggerFigures], settings: TriggerSettings, inconclusive: Collection[str] = ()
 ) -> list[str]:
-    """One line per skill and model that misses ``--min-recall`` or exceeds ``--max-false-trigger``.
+    """One line per skill and model (a sweep's row) that misses ``--min-recall`` or exceeds ``--max-false-trigger``.
 
     A skill whose shards mostly did not end (INCONCLUSIVE, which WARNs) is not gated: its figures
     measured the infra, as an inconclusive corpus's pass rate is not held to ``--fail-under``.
