@@ -38,7 +38,7 @@ def trigger_bundle() -> SkillBundle:
     queries = (
         TriggerCase(id=1, query="pdf text", should_trigger=True),
         TriggerCase(id=2, query="pdf tables", should_trigger=True),
-        TriggerCase(id=3, query="the weather", should_trigger=False),
+        TriggerCase(id=3, query="the weather <script>x</script> | `rm -rf`", should_trigger=False),
     )
     cases = tuple(EvalCase(id=q.id, prompt=q.query, expected_output="", files=(), assertions=()) for q in queries)
     return SkillBundle(
@@ -104,6 +104,9 @@ def test_trigger_figures_and_gates_are_per_harness_model_pair() -> None:
     assert f'name="pdf[triggers:{CODEX}]"' in suites and suites.count("<failure ") == 1
     html = trigger_html(report)
     assert f">{CODEX}</td>" in html and f">{AGENT}</td>" in html and "(codex)" not in html
+    # The repo's queries stay inert in each pair's table.
+    assert "<script>" not in section and "\\<script\\>" in section and "| `rm" not in section
+    assert "<script>" not in html
 
 
 def test_a_one_executor_trigger_report_keeps_the_model_and_its_executor_apart() -> None:
