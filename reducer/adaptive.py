@@ -167,9 +167,9 @@ def varies(observed: Mapping[ShardKey, Verdicts], skill: str, case_id: int, row:
     """Whether the case's verdicts differ between two epochs of one arm and model (of ``row`` when
     given); None when no shard of it was graded."""
     seen: dict[tuple[str, str], set[Verdicts]] = {}
-    for (s, variant, c, model, _), verdicts in observed.items():
-        if s == skill and c == case_id and row in (None, model):
-            seen.setdefault((variant, model), set()).add(verdicts)
+    for (s, variant, c, r, _), verdicts in observed.items():
+        if s == skill and c == case_id and row in (None, r):
+            seen.setdefault((variant, r), set()).add(verdicts)
     if not seen:
         return None
     return any(len(kinds) > 1 for kinds in seen.values())
