@@ -18,12 +18,17 @@ The gate is decided when the interval lies wholly on one side of its target. A c
 arm (a case whose every epoch gave the same verdicts in every arm has nothing another epoch
 could change: ``stable``; the stable cases' terms are bounded together, see :func:`variances`),
 until ``max_epochs``.
+
+In a sweep over several harnesses each harness × model pair (its row, :func:`schemas.shard.row_name`)
+is looked at on its own: its gated figure from its own shards, and whether a case varies in it.
+A case goes on while it is uncertain in some pair (varying there, that pair's gate undecided),
+and its new epochs go to every pair, so the harnesses stay paired on the same epochs.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal
@@ -32,7 +37,7 @@ from schemas.adaptive import AdaptivePlan, CaseEpochs, GateLook, StopReason
 
 Verdicts = tuple[bool, ...]
 ShardKey = tuple[str, str, int, str, int]
-"""(skill, variant, case id, model, epoch): one graded shard."""
+"""(skill, variant, case id, row, epoch): one graded shard (its row is its model outside a sweep)."""
 
 
 @dataclass(frozen=True)
@@ -98,12 +103,14 @@ def variances(cases: Mapping[int, CaseDraws]) -> dict[int, float]:
     return out
 
 
-def case_draws(observed: Mapping[ShardKey, Verdicts], skill: str, variant: str) -> dict[int, CaseDraws]:
-    """Case -> its graded shards' pass rates in one corpus arm (every model's and epoch's)."""
+def case_draws(
+    observed: Mapping[ShardKey, Verdicts], skill: str, variant: str, row: str | None = None
+) -> dict[int, CaseDraws]:
+    """Case -> its graded shards' pass rates in one corpus arm (every model's and epoch's, or one row's)."""
     rates: dict[int, list[float]] = {}
     sizes: dict[int, int] = {}
-    for (s, v, case_id, _, _), verdicts in sorted(observed.items()):
-        if s == skill and v == variant and verdicts:
+    for (s, v, case_id, r, _), verdicts in sorted(observed.items()):
+        if s == skill and v == variant and verdicts and row in (None, r):
             rates.setdefault(case_id, []).append(sum(verdicts) / len(verdicts))
             sizes[case_id] = max(sizes.get(case_id, 0), len(verdicts))
     return {c: CaseDraws(tuple(r), sizes[c]) for c, r in rates.items()}
@@ -156,30 +163,37 @@ def _side(low: float, high: float, target: float, *, strict_above: bool) -> Lite
     return "above" if above else "below" if high < target else ""
 
 
-def varies(observed: Mapping[ShardKey, Verdicts], skill: str, case_id: int) -> bool | None:
-    """Whether the case's verdicts differ between two epochs of one arm and model; None when no
-    shard of it was graded."""
+def varies(observed: Mapping[ShardKey, Verdicts], skill: str, case_id: int, row: str | None = None) -> bool | None:
+    """Whether the case's verdicts differ between two epochs of one arm and model (of ``row`` when
+    given); None when no shard of it was graded."""
     seen: dict[tuple[str, str], set[Verdicts]] = {}
-    for (s, variant, c, model, _), verdicts in observed.items():
-        if s == skill and c == case_id:
-            seen.setdefault((variant, model), set()).add(verdicts)
+    for (s, variant, c, r, _), verdicts in observed.items():
+        if s == skill and c == case_id and row in (None, r):
+            seen.setdefault((variant, r), set()).add(verdicts)
     if not seen:
         return None
     return any(len(kinds) > 1 for kinds in seen.values())
 
 
 def look_at(
-    plan: AdaptivePlan, gates: Mapping[str, Gate], observed: Mapping[ShardKey, Verdicts], variants: Sequence[str]
+    plan: AdaptivePlan,
+    gates: Mapping[str, Gate],
+    observed: Mapping[ShardKey, Verdicts],
+    variants: Sequence[str],
+    rows: Sequence[str] = (),
 ) -> list[GateLook]:
-    """Every corpus's gated figure at this look's level."""
+    """Every corpus's gated figure at this look's level; with ``rows`` (a sweep), one per corpus and row."""
     looks = []
+    looked: Sequence[str | None] = rows or [None]
     for skill, gate in gates.items():
-        current = case_draws(observed, skill, variants[0])
-        if gate.baseline is None:
-            looks.append(pass_rate_look(current, gate, plan.level, skill))
-        else:
-            base = case_draws(observed, skill, gate.baseline)
-            looks.append(paired_look(current, base, gate, plan.level, skill))
+        for row in looked:
+            current = case_draws(observed, skill, variants[0], row)
+            if gate.baseline is None:
+                look = pass_rate_look(current, gate, plan.level, skill)
+            else:
+                base = case_draws(observed, skill, gate.baseline, row)
+                look = paired_look(current, base, gate, plan.level, skill)
+            looks.append(look if row is None else look.model_copy(update={"row": row}))
     return looks
 
 
@@ -191,14 +205,17 @@ def next_round(
     variants: Sequence[str],
     *,
     out_of_budget: bool = False,
+    rows: Sequence[str] = (),
 ) -> AdaptivePlan:
     """The plan after one more look: each case's epochs for the next round, or why it stopped.
 
     ``cases``: every (corpus, case id) of the run; ``variants``: the arms, current first;
-    ``out_of_budget``: the cost or token cap refused a call, so no case gets more.
+    ``out_of_budget``: the cost or token cap refused a call, so no case gets more; ``rows``: a
+    sweep's harness × model rows, each looked at on its own (empty: the models pooled).
     """
-    looks = look_at(plan, gates, observed, variants)
-    decided = {g.skill for g in looks if g.decided}
+    looks = look_at(plan, gates, observed, variants, rows)
+    looked: Sequence[str | None] = rows or [None]
+    decided = {(g.skill, g.row) for g in looks if g.decided}
     out = []
     for skill, case_id in cases:
         epochs = plan.epochs_of(skill, case_id)
@@ -206,7 +223,10 @@ def next_round(
         if before is not None and before.stopped:
             out.append(before)
             continue
-        stop = _stop(skill in decided, varies(observed, skill, case_id), epochs, plan.max_epochs, out_of_budget)
+        vary = {row: varies(observed, skill, case_id, row) for row in looked}
+        stop = _first_stop(
+            _stop((skill, row) in decided, vary[row], epochs, plan.max_epochs, out_of_budget) for row in looked
+        )
         more = 0 if stop else min(plan.step, plan.max_epochs - epochs)
         out.append(CaseEpochs(skill=skill, case_id=case_id, epochs=epochs + more, stopped=stop))
     return plan.model_copy(update={"looks_done": plan.looks_done + 1, "cases": tuple(out), "gates": tuple(looks)})
@@ -223,6 +243,19 @@ def _stop(decided: bool, vary: bool | None, epochs: int, max_epochs: int, out_of
     if epochs >= max_epochs:
         return "max-epochs"
     return "max-cost" if out_of_budget else ""
+
+
+STOP_ORDER: tuple[StopReason, ...] = ("max-cost", "max-epochs", "decided", "stable", "not-graded")
+"""Which row's reason a case of a sweep is said to have stopped for: a row where it varied says
+more than one where it was stable, and one where it was graded more than one where it was not."""
+
+
+def _first_stop(reasons: Iterable[StopReason]) -> StopReason:
+    """A case's stop over its rows: none while some row may still use an epoch."""
+    found = set(reasons)
+    if "" in found:
+        return ""
+    return next(r for r in STOP_ORDER if r in found)
 
 
 def finished(plan: AdaptivePlan) -> bool:

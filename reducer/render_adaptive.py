@@ -18,9 +18,11 @@ REASONS = {
 
 
 def _look(g: GateLook) -> str:
+    """The look's figure and interval, led by its harness × model pair in a sweep."""
     estimate = "-" if g.estimate is None else f"{g.estimate:.3f}"
     side = f"decided: {g.decided} {g.target:g}" if g.decided else f"not decided against {g.target:g}"
-    return f"{g.figure} {estimate}, {100 * g.level:.2f}% interval [{g.low:.3f}, {g.high:.3f}]: {side}"
+    row = f"{g.row}: " if g.row is not None else ""
+    return f"{row}{g.figure} {estimate}, {100 * g.level:.2f}% interval [{g.low:.3f}, {g.high:.3f}]: {side}"
 
 
 def _cases(plan: AdaptivePlan, skill: str | None) -> list[CaseEpochs]:
@@ -38,8 +40,7 @@ def summary_lines(plan: AdaptivePlan, skill: str | None = None) -> list[str]:
             counts[c.stopped or "running"] = counts.get(c.stopped or "running", 0) + 1
         stops = ", ".join(f"{n} {reason}" for reason, n in counts.items())
         epochs = sum(c.epochs for c in cases)
-        look = next((g for g in plan.gates if g.skill == name), None)
-        tail = f"; {_look(look)}" if look is not None else ""
+        tail = "".join(f"; {_look(g)}" for g in plan.gates if g.skill == name)
         out.append(
             f"adaptive epochs {name}: {epochs} case epochs over {len(cases)} cases "
             f"(first round {plan.first_round}, max {plan.max_epochs}, {plan.looks_done}/{plan.looks} looks); "

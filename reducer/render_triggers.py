@@ -7,6 +7,7 @@ import re
 from xml.sax.saxutils import quoteattr
 
 from reducer.html_parts import table
+from schemas.shard import ROW_SEPARATOR
 from schemas.triggers import NO_ACTIVATION, PairedChange, Proportion, QueryRate, TriggerFigures, TriggerReport
 
 _NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -23,6 +24,11 @@ def _md(text: object) -> str:
     for ch in "|`*_[]<>#!":
         out = out.replace(ch, "\\" + ch)
     return out
+
+
+def figure_label(f: TriggerFigures) -> str:
+    """``model (executor)``; a sweep's row already names its harness (``codex × openai/gpt-5``)."""
+    return f.model if f.model.startswith(f.executor + ROW_SEPARATOR) else f"{f.model} ({f.executor})"
 
 
 def proportion_text(p: Proportion) -> str:
@@ -64,7 +70,7 @@ def trigger_section(report: TriggerReport, skill: str) -> list[str]:
     """The markdown of one skill's trigger figures, per model, with its queries and confusion table."""
     lines = [f"## Trigger evaluation (first activation ends a query; at most {report.turns} turns)"]
     for f in (f for f in report.figures if f.skill == skill):
-        lines += ["", f"### {_md(f.model)} ({_md(f.executor)})", ""]
+        lines += ["", f"### {_md(figure_label(f))}", ""]
         lines.append(f"- recall (positives where the skill fired): {proportion_text(f.recall)}")
         lines.append(f"- false-trigger rate (negatives where it fired): {proportion_text(f.false_trigger)}")
         lines.append(f"- precision (of its activations, those on positives): {proportion_text(f.precision)}")
@@ -186,7 +192,7 @@ def trigger_html(report: TriggerReport | None) -> str:
     rows = [
         [
             f.skill,
-            f"{f.model} ({f.executor})",
+            figure_label(f),
             proportion_text(f.recall),
             proportion_text(f.false_trigger),
             proportion_text(f.precision),

@@ -303,8 +303,10 @@ class StreamReducer:
         aggregate, aggregate_headline = aggregate_gate(current)
         calibration = dict(calibration or {})
         comparisons, trigger, fails = self._compared(skills, triggers, executor, regression_alpha, require_uplift)
-        # A sweep's harnesses paired on the same cases: described, never gated.
-        harnesses = harness_comparisons(plan, skills, with_unended(self.pairs, plan)) if self.pairs is not None else []
+        # A sweep's harnesses paired on the same cases: described, never gated (a trigger run's
+        # cases hold no assertions to pair; its figures are per harness × model pair).
+        paired = self.pairs is not None and triggers is None
+        harnesses = harness_comparisons(plan, skills, with_unended(self.pairs, plan)) if paired else []
         verdict, reasons = decide_verdict(
             current,
             skills,

@@ -1,10 +1,10 @@
 """``run --triggers --compare REF``: the paired change of recall and false-trigger rate between a skill's
 description now and at REF. Pure; the same paired machinery as behaviour (:mod:`reducer.paired`).
 
-A pair is one query under one model and epoch that ended in both arms. The unit is the query:
-each query's difference is the mean over its pairs of (fired now - fired at REF), so repeated
-epochs of one query never count as independent evidence. Recall's change is the mean over the
-positive queries, the false-trigger rate's over the negative ones.
+A pair is one query under one model (a sweep's harness × model row) and epoch that ended in both
+arms. The unit is the query: each query's difference is the mean over its pairs of (fired now -
+fired at REF), so repeated epochs of one query never count as independent evidence. Recall's
+change is the mean over the positive queries, the false-trigger rate's over the negative ones.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Trigger figures: recall, false triggers, precision, F1, flaky queries, the confusion table and the
 routing matrix, from which skills fired in each trigger shard. Pure. Decisions: docs/design/triggers.md.
 
-A run counts once per (query, model, epoch) shard that ended with a record of what fired. A skill
+A run counts once per (query, model, epoch) shard that ended with a record of what fired; in a sweep
+over several harnesses the model is the shard's row, ``<harness> × <model>`` (:func:`schemas.shard.row_name`),
+so each harness × model pair has its own figures, as every other figure of a sweep. A skill
 *fired* in a run when the executor activated it at any point; the skill that fired *first* names
 what won the routing, which is what the confusion table and the routing matrix show.
 """
@@ -35,6 +37,8 @@ class TriggerRun:
     should_trigger: bool
     fired: tuple[str, ...] | None
     epoch: int = 0
+    harness: str | None = None
+    """The executor the shard ran under in a sweep (``model`` is then its row); None: the run's one."""
 
     @property
     def hit(self) -> bool:
@@ -120,7 +124,7 @@ def routing_matrix(runs: Iterable[TriggerRun]) -> dict[str, dict[str, int]]:
 def gate_failures(
     figures: Sequence[TriggerFigures], settings: TriggerSettings, inconclusive: Collection[str] = ()
 ) -> list[str]:
-    """One line per skill and model that misses ``--min-recall`` or exceeds ``--max-false-trigger``.
+    """One line per skill and model (a sweep's row) that misses ``--min-recall`` or exceeds ``--max-false-trigger``.
 
     A skill whose shards mostly did not end (INCONCLUSIVE, which WARNs) is not gated: its figures
     measured the infra, as an inconclusive corpus's pass rate is not held to ``--fail-under``.
@@ -151,11 +155,14 @@ def _headline(p: Proportion) -> str:
 def trigger_report(
     runs: Sequence[TriggerRun], settings: TriggerSettings, executor: str = "agent", inconclusive: Collection[str] = ()
 ) -> TriggerReport:
-    """Figures per (skill, model) in first-seen order, the routing matrix and the gates' failures."""
+    """Figures per (skill, model) in first-seen order (a run's model is its row: one figure per
+    harness × model pair in a sweep), the routing matrix and the gates' failures."""
     groups: dict[tuple[str, str], list[TriggerRun]] = defaultdict(list)
     for r in runs:
         groups[(r.skill, r.model)].append(r)
-    figures = [skill_figures(skill, model, group, executor) for (skill, model), group in groups.items()]
+    figures = [
+        skill_figures(skill, model, group, group[0].harness or executor) for (skill, model), group in groups.items()
+    ]
     return TriggerReport(
         turns=settings.turns,
         figures=figures,
@@ -167,8 +174,8 @@ def trigger_report(
 
 
 def plan_runs(plan: RunPlan, fired: Mapping[str, tuple[str, ...] | None], variant: str = CURRENT) -> list[TriggerRun]:
-    """One arm's shards of trigger bundles as runs; ``fired``: shard id -> what fired, for shards
-    that ended graded (absent or None otherwise)."""
+    """One arm's shards of trigger bundles as runs, each under its row; ``fired``: shard id -> what
+    fired, for shards that ended graded (absent or None otherwise)."""
     sets = {b.skill: b.triggers for b in plan.bundles if b.triggers is not None}
     runs = []
     for shard in plan.shards:
@@ -177,7 +184,8 @@ def plan_runs(plan: RunPlan, fired: Mapping[str, tuple[str, ...] | None], varian
             continue
         case = trigger_set.case(shard.case_id)
         got = fired.get(shard.shard_id)
-        runs.append(TriggerRun(shard.skill, shard.model, case.id, case.query, case.should_trigger, got, shard.epoch))
+        row, harness = shard.row, shard.harness
+        runs.append(TriggerRun(shard.skill, row, case.id, case.query, case.should_trigger, got, shard.epoch, harness))
     return runs
 
 

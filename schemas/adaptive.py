@@ -42,11 +42,15 @@ class CaseEpochs(BaseModel):
 
 
 class GateLook(BaseModel):
-    """One corpus's gated figure at the last look: its interval at the corrected level."""
+    """One corpus's (or, in a sweep, one harness × model pair's) gated figure at the last look: its
+    interval at the corrected level."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     skill: str
+    row: str | None = Field(default=None, exclude_if=lambda row: row is None)
+    """In a sweep over several harnesses, the harness × model pair this look is of (each pair is
+    decided on its own); None (and left out of the record): the corpus's models pooled."""
     figure: Literal["pass-rate", "paired-difference"]
     target: float
     """The threshold (pass rate) or the margin (paired difference) the gate compares with."""

@@ -94,13 +94,15 @@ class QueryRate(BaseModel):
 
 
 class TriggerFigures(BaseModel):
-    """One skill under one executor model: recall, false triggers, precision, F1."""
+    """One skill under one executor model (or harness × model pair): recall, false triggers, precision, F1."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     skill: str
     model: str
+    """The executor model; in a sweep over several harnesses its row, ``<harness> × <model>``."""
     executor: str = "agent"
+    """The executor the figures were measured under (in a sweep, the row's harness)."""
     recall: Proportion
     """Positive runs where the skill fired / positive runs."""
     false_trigger: Proportion

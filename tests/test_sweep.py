@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from harnesses.providers import provider_of
 from harnesses.registry import ADAPTERS, speaks
-from producer.plan.harnesses import pair_harnesses, sweep_limits
+from producer.plan.harnesses import pair_harnesses
 from producer.plan.planning import plan_run, plan_summary
 from reducer.render import render_json, render_markdown
 from reducer.render_html import render_html
@@ -87,14 +87,6 @@ def test_a_sweep_refuses_an_executor_given_twice_and_an_unknown_one() -> None:
         pair_harnesses(["codex", "agent", "codex"], [GPT])
     with pytest.raises(ConfigError, match="unknown executor"):
         pair_harnesses(["codex", "kodex"], [GPT])
-
-
-def test_a_sweep_refuses_what_it_does_not_carry() -> None:
-    sweep_limits(["codex"], triggers=True, adaptive=True)  # one executor: nothing refused here
-    with pytest.raises(ConfigError, match="--triggers"):
-        sweep_limits(["codex", "agent"], triggers=True, adaptive=False)
-    with pytest.raises(ConfigError, match="--epochs auto"):
-        sweep_limits(["codex", "agent"], triggers=False, adaptive=True)
 
 
 def test_one_executor_keeps_its_shard_ids_and_a_sweep_gets_unique_stable_ones() -> None:

@@ -239,12 +239,14 @@ def test_the_html_section_escapes_and_shows_figures_and_the_matrix() -> None:
 
 def test_trigger_run_flags_that_would_act_on_nothing_are_refused_by_name() -> None:
     with pytest.raises(ConfigError, match="--baseline, --fail-under act on a behavioural run"):
-        trigger_settings(True, 3, None, None, "agent", {"--baseline": "no-skill", "--fail-under": 0.5, "--x": None})
+        trigger_settings(True, 3, None, None, ["agent"], {"--baseline": "no-skill", "--fail-under": 0.5, "--x": None})
     with pytest.raises(ConfigError, match="gate a trigger run: add --triggers"):
-        trigger_settings(False, 3, 0.5, None, "agent")
+        trigger_settings(False, 3, 0.5, None, ["agent"])
     with pytest.raises(ConfigError, match="not 'cmd:x'"):
-        trigger_settings(True, 3, None, None, "cmd:x")
-    assert trigger_settings(True, 2, 0.8, 0.1, "codex") == TriggerSettings(
+        trigger_settings(True, 3, None, None, ["cmd:x"])
+    with pytest.raises(ConfigError, match="not 'cmd:x'"):  # in a sweep, each executor must record what fired
+        trigger_settings(True, 3, None, None, ["agent", "cmd:x"])
+    assert trigger_settings(True, 2, 0.8, 0.1, ["codex"]) == TriggerSettings(
         turns=2, min_recall=0.8, max_false_trigger=0.1
     )
 

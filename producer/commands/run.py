@@ -61,7 +61,7 @@ from producer.launch.fleet_checks import check_shard_timeout
 from producer.launch.grade_only import grade_recorded
 from producer.plan.dry_run import PlanInput, dry_run_plan
 from producer.plan.epochs import parse_epochs
-from producer.plan.harnesses import pair_harnesses, plan_sweep, planned_harnesses
+from producer.plan.harnesses import UNSPECIFIED, pair_harnesses, planned_harnesses
 from producer.plan.planning import arm_variants
 from producer.plan.prechecks import check_api_base, check_detach, check_invoke, check_repo_path, fixture_guards
 from producer.plan.request import RunRequest
@@ -159,12 +159,12 @@ def run(
     check_arms(baseline, require_uplift, regression_alpha, compare)
     settings, executors = _checked_settings(shared, executor, invoke, sandbox, shard_timeout)
     behavioural = _behavioural(shared, baseline, threshold, require_uplift, regression_alpha, calibrate_with)
-    trigger_run = trigger_settings(triggers, trigger_turns, min_recall, max_false_trigger, executors[0], behavioural)
+    trigger_run = trigger_settings(triggers, trigger_turns, min_recall, max_false_trigger, executors, behavioural)
     calibration_runs = _calibration_runs(calibrate_with, shared, settings)
     folder = repo_folder(shared.repo)
     as_triggers = trigger_run is not None
     count, adaptive = parse_epochs(epochs, max_epochs, detach=shared.detach, triggers=as_triggers, baseline=baseline)
-    harnesses = plan_sweep(executors, model or [], triggers=as_triggers, adaptive=adaptive is not None)
+    harnesses = pair_harnesses(executors, model or [])
     models = shared.model_config(folder, settings)  # no key is looked at
     if dry_run:
         plan_in = _plan_input(model or [], judge or [], count, compare, baseline, settings, executors, adaptive)
@@ -217,8 +217,9 @@ def _dry_run(
 ) -> NoReturn:
     """Print what the run would do (a trigger run's plan when ``trigger_turns`` is given) and exit as it would start."""
     if trigger_turns is not None:
-        models = plan_in.models or ["(unspecified)"]
-        trigger_dry_run(skills, all_evals, folder, models, plan_in.epochs, trigger_turns, out, as_json)
+        models = plan_in.models or [UNSPECIFIED]
+        args = (plan_in.epochs, trigger_turns, out, as_json)
+        trigger_dry_run(skills, all_evals, folder, models, *args, harnesses=plan_in.harnesses)
     raise typer.Exit(dry_run_plan(skills, all_evals, folder, plan_in, as_json, out))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -23,7 +24,7 @@ from producer.corpus.triggers import (
     trigger_file,
     trigger_targets,
 )
-from producer.plan.planning import new_run_id, plan_run
+from producer.plan.planning import harness_pairs, new_run_id, plan_run
 from schemas.constants import SKILL_NAME_RE
 from schemas.errors import ConfigError
 from schemas.status import ExitCode
@@ -72,13 +73,14 @@ def trigger_settings(
     turns: int,
     min_recall: float | None,
     max_false_trigger: float | None,
-    executor: str,
+    executors: Sequence[str],
     behavioural_flags: dict[str, object] | None = None,
 ) -> TriggerSettings | None:
     """The run's trigger settings, or None for a behavioural run (whose trigger gates are refused).
 
     ``behavioural_flags`` (option -> value) are the behavioural run's arms and gates: a trigger run
     has no assertions for them to act on, so any that is set is refused rather than ignored.
+    ``executors``: every ``--executor`` given; each must record what fired.
     """
     given = [flag for flag, value in (behavioural_flags or {}).items() if value not in (None, False)]
     if triggers and given:
@@ -91,9 +93,10 @@ def trigger_settings(
             raise ConfigError("--min-recall and --max-false-trigger gate a trigger run: add --triggers")
         return None
     able = trigger_executors()
-    if executor not in able:
+    unable = [e for e in executors if e not in able]
+    if unable:
         raise ConfigError(
-            f"--triggers: activation is recorded for {', '.join(able[:-1])} and {able[-1]}, not {executor!r}"
+            f"--triggers: activation is recorded for {', '.join(able[:-1])} and {able[-1]}, not {unable[0]!r}"
         )
     return TriggerSettings(turns=turns, min_recall=min_recall, max_false_trigger=max_false_trigger)
 
@@ -107,22 +110,25 @@ def trigger_dry_run(
     turns: int,
     out: Console,
     as_json: bool = False,
+    harnesses: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
-    """Validate the trigger corpora, print the plan and its cost estimate; exit like the run would start."""
+    """Validate the trigger corpora, print the plan and its cost estimate; exit like the run would start.
+    ``harnesses``: a sweep's harness × model pairs (each pair asks every query)."""
     repo = Repo(repo_dir)
     outcomes = load_trigger_bundles(repo, trigger_targets(repo, skills, all_evals))
     errors = [o.error for o in outcomes if o.error]
     if errors and not all_evals:
         raise errors[0]
     bundles = [o.bundle for o in outcomes if o.bundle]
-    plan = plan_run(new_run_id(), bundles, models, epochs=epochs)
+    plan = plan_run(new_run_id(), bundles, models, epochs=epochs, harnesses=harnesses)
     found = estimate(plan, turns, catalogue_chars(repo))
     installed = len(installed_skills(repo))
+    pairs = harness_pairs(plan)
     if as_json:
-        doc = plan_json(plan, turns, found, installed) | {"skipped": [str(e) for e in errors]}
+        doc = plan_json(plan, turns, found, installed, pairs) | {"skipped": [str(e) for e in errors]}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        for line in plan_lines(plan, turns, found, installed):
+        for line in plan_lines(plan, turns, found, installed, pairs):
             out.print(line, markup=False, highlight=False)
         for e in errors:
             out.print(f"skipped: {e}", markup=False, highlight=False)

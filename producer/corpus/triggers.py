@@ -21,6 +21,7 @@ from schemas.constants import EVALS_DIR, SKILL_FILE, SKILLS_DIR
 from schemas.corpus import Corpus, EvalCase
 from schemas.errors import BadCorpus, BlockedError, NoCorpus
 from schemas.shard import RunPlan, SkillBundle
+from schemas.summary import HarnessPair
 from schemas.triggers import TRIGGERS_SUFFIX, TriggerSet
 
 AUTHOR_SETUP = (".claude", ".agents", ".codex", "CLAUDE.md", "AGENTS.md")
@@ -150,10 +151,13 @@ def catalogue_chars(repo: Repo) -> int:
     return total
 
 
-def plan_lines(plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed: int) -> list[str]:
-    """The dry run's trigger plan: per skill its positives and negatives, then the totals and the estimate."""
+def plan_lines(
+    plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed: int, pairs: Sequence[HarnessPair] = ()
+) -> list[str]:
+    """The dry run's trigger plan: per skill its positives and negatives, then the totals, a sweep's
+    harness × model ``pairs`` and the estimate."""
     lines = [f"Trigger plan {plan.run_id} (dry run: nothing enqueued)"]
-    per = len(plan.models) * plan.epochs
+    per = len(plan.rows) * plan.epochs
     for b in plan.bundles:
         t = b.triggers
         if t is None:
@@ -163,10 +167,12 @@ def plan_lines(plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed:
             f"  {b.skill}: {b.corpus_file}: {pos} positive, {len(t.triggers) - pos} negative; "
             f"{len(t.triggers) * per} shards"
         )
+    rows = "harness x model pairs" if plan.harnesses else "models"
     lines.append(
         f"models: {', '.join(plan.models)}  epochs: {plan.epochs}  installed skills (distractors included): "
-        f"{installed}  shards = queries x models x epochs = {estimate_.shards}"
+        f"{installed}  shards = queries x {rows} x epochs = {estimate_.shards}"
     )
+    lines += [f"harness x model: {p.harness} x {p.model}: {p.shards} shards" for p in pairs]
     lines.append(
         f"estimate: at most {estimate_.max_calls} model calls ({turns} turns per shard, fewer when a skill fires), "
         f"about {estimate_.tokens_per_call} prompt tokens per call, at most about "
@@ -175,20 +181,22 @@ def plan_lines(plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed:
     return lines
 
 
-def plan_json(plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed: int) -> dict[str, object]:
-    """The dry run's trigger plan as one JSON object (``--json``)."""
+def plan_json(
+    plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed: int, pairs: Sequence[HarnessPair] = ()
+) -> dict[str, object]:
+    """The dry run's trigger plan as one JSON object (``--json``), with a sweep's ``pairs``."""
     corpora = [
         {
             "skill": b.skill,
             "corpus": b.corpus_file,
             "positives": sum(c.should_trigger for c in b.triggers.triggers),
             "negatives": sum(not c.should_trigger for c in b.triggers.triggers),
-            "shards": len(b.triggers.triggers) * len(plan.models) * plan.epochs,
+            "shards": len(b.triggers.triggers) * len(plan.rows) * plan.epochs,
         }
         for b in plan.bundles
         if b.triggers is not None
     ]
-    return {
+    doc: dict[str, object] = {
         "run_id": plan.run_id,
         "triggers": corpora,
         "models": list(plan.models),
@@ -203,3 +211,6 @@ def plan_json(plan: RunPlan, turns: int, estimate_: TriggerEstimate, installed: 
             "judge_calls": 0,
         },
     }
+    if pairs:  # a sweep's, as the behavioural dry run lists them
+        doc["pairs"] = [p.model_dump(mode="json") for p in pairs]
+    return doc

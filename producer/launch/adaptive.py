@@ -46,31 +46,36 @@ def gates_of(manifest: RunManifest) -> dict[str, Gate]:
 
 
 def observed_verdicts(store: ArtifactStore, manifest: RunManifest) -> dict[ShardKey, Verdicts]:
-    """Every graded shard's verdicts so far, by (corpus, arm, case, model, epoch)."""
+    """Every graded shard's verdicts so far, by (corpus, arm, case, row, epoch): a sweep's
+    harness × model pairs apart, a run of one executor's models as they are."""
     out: dict[ShardKey, Verdicts] = {}
     for outcome in collect_outcomes(store, manifest).values():
         if outcome.state is ShardState.GRADED and outcome.grade is not None:
             s = outcome.shard
-            out[(s.skill, s.variant, s.case_id, s.model, s.epoch)] = tuple(v.passed for v in outcome.grade.verdicts)
+            out[(s.skill, s.variant, s.case_id, s.row, s.epoch)] = tuple(v.passed for v in outcome.grade.verdicts)
     return out
 
 
 def grown(plan: RunPlan, adaptive: AdaptivePlan) -> RunPlan:
-    """The plan with every epoch ``adaptive`` gives a case beyond what ``plan`` has, in every arm and model."""
+    """The plan with every epoch ``adaptive`` gives a case beyond what ``plan`` has, in every arm and
+    model (in a sweep, every harness × model pair: the harnesses stay paired on the same epochs)."""
     assert plan.adaptive is not None
+    pairs: list[tuple[str | None, str]] = [(h, m) for h, models in plan.harnesses.items() for m in models]
+    pairs = pairs or [(None, m) for m in plan.models]
     shards = [
         Shard(
-            shard_id=shard_id_for(plan.run_id, variant, c.skill, c.case_id, model, epoch),
+            shard_id=shard_id_for(plan.run_id, variant, c.skill, c.case_id, model, epoch, harness),
             run_id=plan.run_id,
             variant=variant,
             skill=c.skill,
             case_id=c.case_id,
             model=model,
             epoch=epoch,
+            harness=harness,
         )
         for c in adaptive.cases
         for variant in plan.variants
-        for model in plan.models
+        for harness, model in pairs
         for epoch in range(plan.adaptive.epochs_of(c.skill, c.case_id), c.epochs)
     ]
     return plan.model_copy(update={"shards": plan.shards + tuple(shards), "adaptive": adaptive})
@@ -130,6 +135,7 @@ def run_rounds(
             observed_verdicts(store, manifest),
             manifest.plan.variants,
             out_of_budget=out_of_budget(state, plan.run_id),
+            rows=plan.rows if plan.harnesses else (),
         )
         manifest = manifest.model_copy(update={"plan": grown(manifest.plan, adaptive)})
         note(round_line(adaptive))
@@ -166,7 +172,7 @@ def round_line(adaptive: AdaptivePlan) -> str:
     """One line per look for the terminal: the gated figures and how many cases go on."""
     going = sum(1 for c in adaptive.cases if not c.stopped)
     figures = "; ".join(
-        f"{g.skill} {g.figure} {'-' if g.estimate is None else f'{g.estimate:.3f}'} "
+        f"{g.skill}{f' ({g.row})' if g.row else ''} {g.figure} {'-' if g.estimate is None else f'{g.estimate:.3f}'} "
         f"[{g.low:.3f}, {g.high:.3f}] at {100 * g.level:.2f}% vs {g.target:g}"
         f"{' decided ' + g.decided if g.decided else ''}"
         for g in adaptive.gates

@@ -50,25 +50,6 @@ def pair_harnesses(executors: Sequence[str], models: Sequence[str]) -> dict[str,
     return paired
 
 
-def plan_sweep(
-    executors: Sequence[str], models: Sequence[str], *, triggers: bool, adaptive: bool
-) -> dict[str, tuple[str, ...]]:
-    """:func:`sweep_limits`, then :func:`pair_harnesses`: what ``run`` checks of its executors."""
-    sweep_limits(executors, triggers=triggers, adaptive=adaptive)
-    return pair_harnesses(executors, models)
-
-
-def sweep_limits(executors: Sequence[str], *, triggers: bool, adaptive: bool) -> None:
-    """Refuse what a sweep over several executors does not yet carry: a trigger run's figures and
-    ``--epochs auto``'s later rounds follow one executor's models."""
-    if len(executors) < 2:
-        return
-    if triggers:
-        raise ConfigError("--triggers takes one --executor (a trigger run measures one harness's routing)")
-    if adaptive:
-        raise ConfigError("--epochs auto takes one --executor; give a fixed --epochs N for a sweep over harnesses")
-
-
 def planned_harnesses(
     executors: Sequence[str], models: Sequence[str], paired: dict[str, tuple[str, ...]]
 ) -> dict[str, tuple[str, ...]]:
