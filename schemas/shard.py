@@ -79,6 +79,22 @@ class Shard(FrozenModel):
     """The executor this shard runs under in a sweep over several (an ``--executor`` value); None:
     the run's one executor (``RunSettings.executor``)."""
 
+    @classmethod
+    def planned(
+        cls, run_id: str, variant: str, skill: str, case_id: int, model: str, epoch: int, harness: str | None = None
+    ) -> Shard:
+        """The shard of these fields, its id derived from them (:func:`shard_id_for`)."""
+        return cls(
+            shard_id=shard_id_for(run_id, variant, skill, case_id, model, epoch, harness),
+            run_id=run_id,
+            variant=variant,
+            skill=skill,
+            case_id=case_id,
+            model=model,
+            epoch=epoch,
+            harness=harness,
+        )
+
     @property
     def row(self) -> str:
         """The row its figures count in (:func:`row_name`)."""

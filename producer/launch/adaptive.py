@@ -27,7 +27,7 @@ from schemas.adaptive import AdaptivePlan
 from schemas.constants import QUEUE_EXECUTE
 from schemas.manifest import RunManifest, result_key
 from schemas.report import RunResult
-from schemas.shard import BASELINE_PREFIX, NO_SKILL, RunPlan, Shard, shard_id_for
+from schemas.shard import BASELINE_PREFIX, NO_SKILL, RunPlan, Shard
 from schemas.status import ShardState
 
 
@@ -59,15 +59,7 @@ def grown(plan: RunPlan, adaptive: AdaptivePlan) -> RunPlan:
     """The plan with every epoch ``adaptive`` gives a case beyond what ``plan`` has, in every arm and model."""
     assert plan.adaptive is not None
     shards = [
-        Shard(
-            shard_id=shard_id_for(plan.run_id, variant, c.skill, c.case_id, model, epoch),
-            run_id=plan.run_id,
-            variant=variant,
-            skill=c.skill,
-            case_id=c.case_id,
-            model=model,
-            epoch=epoch,
-        )
+        Shard.planned(plan.run_id, variant, c.skill, c.case_id, model, epoch)
         for c in adaptive.cases
         for variant in plan.variants
         for model in plan.models
