@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import redis
 
-from engine.keys import budget_key, budget_models_key
+from engine.keys import run_keys
 from engine.scripts import register
 from schemas.trajectory import Usage
 
@@ -122,8 +122,8 @@ class RunBudget:
         """Without caps only the models' out-of-credit marks are checked (see ``CREDIT_RECHECK_S``)."""
         self.shards = shards
         """The run's shards, which a cap's fair share divides by; 0 leaves the share rule out."""
-        self.key = budget_key(run_id)
-        self.models_key = budget_models_key(run_id)
+        keys = run_keys(run_id)
+        self.key, self.models_key = keys.budget, keys.budget_models
         self._reserve = register(client, "budget_reserve")
         self._settle = register(client, "budget_settle")
         self._unmarked: dict[str, float] = {}

@@ -4,7 +4,7 @@ The broker's own redelivery (kombu's ``unacked`` set, restored after the visibil
 covers a message a worker took and recorded, hours later; it cannot cover a message popped
 and never recorded (the pop and the record are two steps: a worker killed between them, or
 stopped with its blocking pop pending, takes the message with it). So the product keeps its
-own ledger, ``…:waiting`` (:func:`engine.keys.waiting_key`): every shard waiting for a message
+own ledger, ``…:waiting`` (:attr:`engine.keys.RunKeys.waiting`): every shard waiting for a message
 (``queued``, ``executed``) that no lease holds, scored with the time its latest message was
 sent (Redis's clock). The scripts of :mod:`engine.state` keep it in the same step as the state:
 a shard enters it when registered, moved on to ``executed``, reaped, handed back or resubmitted,
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import redis
 
 from engine.broker import DRAINED, WAITING_QUEUE
-from engine.keys import run_keys, server_key, waiting_key, watermark_key
+from engine.keys import run_keys, server_key, watermark_key
 from engine.scripts import register
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.status import ShardState
@@ -102,7 +102,7 @@ class Delivery:
             if ids is None:
                 continue
             pipe = self.r.pipeline(transaction=False)
-            pipe.zscore(waiting_key(ids[0]), ids[1])
+            pipe.zscore(run_keys(ids[0]).waiting, ids[1])
             pipe.hget(run_keys(ids[0]).states, ids[1])
             sent, state = pipe.execute()
             if sent is not None and state is not None and _text(state) == waits_for:
@@ -127,7 +127,7 @@ class Delivery:
         message had left the queue, unclaimed. (shard, state) to send again; each is re-dated
         now, so no later pass sends it again before its new message has had its time."""
         k = run_keys(run_id)
-        flat = self._overdue(keys=[k.states, waiting_key(run_id), k.leases], args=[marks[0], marks[1]])
+        flat = self._overdue(keys=[k.states, k.waiting, k.leases], args=[marks[0], marks[1]])
         return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
 
     def reduce_due(self, run_id: str, after_s: float) -> bool:
@@ -156,8 +156,8 @@ class Delivery:
         k = run_keys(run_id)
         pipe = self.r.pipeline(transaction=False)
         pipe.time()
-        pipe.zcard(waiting_key(run_id))
-        pipe.zrange(waiting_key(run_id), 0, 0, withscores=True)
+        pipe.zcard(k.waiting)
+        pipe.zrange(k.waiting, 0, 0, withscores=True)
         pipe.zcard(k.leases)
         pipe.hget(k.run, "progress")
         (sec, usec), shards, oldest, leased, progress = pipe.execute()

@@ -118,20 +118,26 @@ def run_git_bytes(cwd: Path, args: Sequence[str], *, timeout_s: float = 120.0) -
     args = list(args)
     if args and args[0] in _DIFFING:  # never an external diff or a textconv command
         args[1:1] = ["--no-ext-diff", "--no-textconv"]
-    try:
-        done = subprocess.run(
-            ["git", *config, *args],
-            cwd=cwd,
-            env=git_env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout_s,
-            check=True,
-        )
-    except subprocess.CalledProcessError as exc:
-        exc.stderr = (exc.stderr or b"").decode("utf-8", errors="replace")
-        raise
+    argv = ["git", *config, *args]
+    done = run_in_git_env(argv, cwd, timeout_s=timeout_s)
+    if done.returncode != 0:
+        stderr = done.stderr.decode("utf-8", errors="replace")
+        raise subprocess.CalledProcessError(done.returncode, argv, done.stdout, stderr)
     return done.stdout
+
+
+def run_in_git_env(argv: Sequence[str], cwd: Path, *, timeout_s: float) -> subprocess.CompletedProcess[bytes]:
+    """Run ``argv`` (git, or a tool that runs git) in ``cwd`` as every git of the product runs:
+    with :func:`git_env`, no stdin, its output captured. Its exit status is the caller's to judge."""
+    return subprocess.run(
+        argv,
+        cwd=cwd,
+        env=git_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=timeout_s,
+        check=False,
+    )
 
 
 def kept_config(text: str) -> tuple[int, dict[str, str]]:

@@ -39,13 +39,23 @@ from schemas.constants import KEY_PREFIX
 
 
 class RunKeys(NamedTuple):
-    """The Redis keys of one run's shard state."""
+    """The Redis keys of one run (``skill-eval:run:<run_id>`` and below it), each in one place."""
 
     run: str
     states: str
     leases: str
     owners: str
     claims: str
+    unsent: str
+    waiting: str
+    """The delivery ledger: waiting shards without a lease -> when their latest message was sent (ms)."""
+    resubmits: str
+    reduced_signal: str
+    """A list holding one token once the run is reduced: a waiting client blocks on it (BLPOP)."""
+    preflight_signal: str
+    """A one-token list raised with each preflight report stored: the producer blocks on it (BLPOP)."""
+    budget: str
+    budget_models: str
 
     @property
     def lease(self) -> tuple[str, str, str]:
@@ -55,17 +65,25 @@ class RunKeys(NamedTuple):
 
 def run_keys(run_id: str) -> RunKeys:
     base = f"{KEY_PREFIX}:run:{run_id}"
-    return RunKeys(base, base + ":states", base + ":leases", base + ":owners", base + ":attempts")
+    return RunKeys(
+        run=base,
+        states=f"{base}:states",
+        leases=f"{base}:leases",
+        owners=f"{base}:owners",
+        claims=f"{base}:attempts",
+        unsent=f"{base}:unsent",
+        waiting=f"{base}:waiting",
+        resubmits=f"{base}:resubmits",
+        reduced_signal=f"{base}:reduced-signal",
+        preflight_signal=f"{base}:preflight-signal",
+        budget=f"{base}:budget",
+        budget_models=f"{base}:budget:models",
+    )
 
 
 def claims_field(shard_id: str, leased: str) -> str:
     """The field of ``RunKeys.claims`` counting claims of ``shard_id`` into ``leased``."""
     return f"{shard_id}:{leased}"
-
-
-def reduced_signal_key(run_id: str) -> str:
-    """A list holding one token once the run is reduced: a waiting client blocks on it (BLPOP)."""
-    return f"{KEY_PREFIX}:run:{run_id}:reduced-signal"
 
 
 def active_runs_key() -> str:
@@ -97,39 +115,13 @@ def usage_models_key(run_id: str | None = None) -> str:
     return f"{KEY_PREFIX}:run:{run_id}:usage-models" if run_id else f"{KEY_PREFIX}:usage-models"
 
 
-def unsent_key(run_id: str) -> str:
-    return f"{KEY_PREFIX}:run:{run_id}:unsent"
-
-
 def watermark_key(queue: str) -> str:
     """Samples of ``queue``'s watermark (when seen -> the send time before which every message had left)."""
     return f"{KEY_PREFIX}:watermark:{queue}"
 
 
-def waiting_key(run_id: str) -> str:
-    """The delivery ledger: waiting shards without a lease -> when their latest message was sent (ms)."""
-    return f"{KEY_PREFIX}:run:{run_id}:waiting"
-
-
 def preflight_key(run_id: str, queue: str) -> str:
     return f"{KEY_PREFIX}:run:{run_id}:preflight:{queue}"
-
-
-def preflight_signal_key(run_id: str) -> str:
-    """A one-token list raised with each preflight report stored: the producer blocks on it (BLPOP)."""
-    return f"{KEY_PREFIX}:run:{run_id}:preflight-signal"
-
-
-def resubmits_key(run_id: str) -> str:
-    return f"{KEY_PREFIX}:run:{run_id}:resubmits"
-
-
-def budget_key(run_id: str) -> str:
-    return f"{KEY_PREFIX}:run:{run_id}:budget"
-
-
-def budget_models_key(run_id: str) -> str:
-    return f"{KEY_PREFIX}:run:{run_id}:budget:models"
 
 
 def reaper_lock_key() -> str:

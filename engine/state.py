@@ -34,13 +34,8 @@ from engine.keys import (
     claims_field,
     inflight_key,
     preflight_key,
-    preflight_signal_key,
-    reduced_signal_key,
-    resubmits_key,
     run_keys,
     server_key,
-    unsent_key,
-    waiting_key,
 )
 from engine.scripts import register
 from engine.signals import SIGNAL_TTL_S, raise_signal, wait_signal
@@ -137,7 +132,7 @@ class RunState:
         added = 0
         for start in range(0, len(shard_ids), _REGISTER_CHUNK):
             chunk = shard_ids[start : start + _REGISTER_CHUNK]
-            keys = [k.states, unsent_key(run_id), waiting_key(run_id)]
+            keys = [k.states, k.unsent, k.waiting]
             added += int(self._register(keys=keys, args=[initial.value, *chunk]))
         run = k.run
         self.r.hset(run, mapping={"total": len(shard_ids), "manifest": manifest_key, "created": created})
@@ -185,14 +180,7 @@ class RunState:
         """
         k = self._keys(run_id)
         got = self._claim(
-            keys=[
-                *k.lease,
-                k.claims,
-                _inflight_list(dst),
-                resubmits_key(run_id),
-                k.run,
-                waiting_key(run_id),
-            ],
+            keys=[*k.lease, k.claims, _inflight_list(dst), k.resubmits, k.run, k.waiting],
             args=[shard_id, src.value, dst.value, token, int(ttl_s * 1000), inflight_entry(run_id, shard_id)],
         )
         if not int(got[0]):
@@ -205,13 +193,7 @@ class RunState:
         k = self._keys(run_id)
         for leased, back in ((ShardState.EXECUTING, ShardState.QUEUED), (ShardState.GRADING, ShardState.EXECUTED)):
             done = self._release(
-                keys=[
-                    *k.lease,
-                    k.claims,
-                    _inflight_list(leased),
-                    unsent_key(run_id),
-                    waiting_key(run_id),
-                ],
+                keys=[*k.lease, k.claims, _inflight_list(leased), k.unsent, k.waiting],
                 args=[shard_id, token, leased.value, back.value, inflight_entry(run_id, shard_id)],
             )
             if done:
@@ -237,13 +219,9 @@ class RunState:
     def transition(self, run_id: str, shard_id: str, new: ShardState, token: str = "") -> Transition:
         """Move the shard forward to ``new`` when allowed (and, with ``token``, when we hold its lease)."""
         allowed = [s.value for s in ShardState if may_transition(s, new)]
+        k = self._keys(run_id)
         moved, prev, done, total = self._transition(
-            keys=[
-                *self._keys(run_id)[:4],
-                inflight_key(QUEUE_EXECUTE),
-                inflight_key(QUEUE_GRADE),
-                waiting_key(run_id),
-            ],
+            keys=[*k[:4], inflight_key(QUEUE_EXECUTE), inflight_key(QUEUE_GRADE), k.waiting],
             args=[shard_id, new.value, token, len(allowed), *allowed, inflight_entry(run_id, shard_id)],
         )
         previous = ShardState(_text(prev)) if prev else None
@@ -254,13 +232,7 @@ class RunState:
         """Return shards whose lease expired to the previous state; give back (shard, state) to re-enqueue."""
         k = self._keys(run_id)
         flat = self._reap(
-            keys=[
-                *k.lease,
-                unsent_key(run_id),
-                inflight_key(QUEUE_EXECUTE),
-                inflight_key(QUEUE_GRADE),
-                waiting_key(run_id),
-            ],
+            keys=[*k.lease, k.unsent, inflight_key(QUEUE_EXECUTE), inflight_key(QUEUE_GRADE), k.waiting],
             args=[
                 ShardState.EXECUTING.value,
                 ShardState.QUEUED.value,
@@ -275,7 +247,7 @@ class RunState:
         """Keep a worker's preflight report (JSON) for the producer waiting on it, for a day, and wake it."""
         pipe = self.r.pipeline(transaction=True)
         pipe.set(preflight_key(run_id, queue), report, ex=SIGNAL_TTL_S)
-        raise_signal(pipe, preflight_signal_key(run_id))
+        raise_signal(pipe, self._keys(run_id).preflight_signal)
         pipe.execute()
 
     def wait_preflight(self, run_id: str, timeout_s: float) -> None:
@@ -284,7 +256,7 @@ class RunState:
         Returns at once when a report came since the last wait; the reports themselves
         (:meth:`preflight`) are the answer, the signal only the wake-up.
         """
-        wait_signal(self.r, preflight_signal_key(run_id), timeout_s)
+        wait_signal(self.r, self._keys(run_id).preflight_signal, timeout_s)
 
     def preflight(self, run_id: str, queue: str) -> str | None:
         """The preflight report a worker of ``queue`` left for this run, or None yet."""
@@ -294,7 +266,8 @@ class RunState:
     def mark_sent(self, run_id: str, shard_ids: list[str]) -> None:
         """Confirm that the messages of ``shard_ids`` were published: the unsent pass leaves them alone,
         and the delivery ledger dates their wait from now (:mod:`engine.delivery`)."""
-        keys = [unsent_key(run_id), waiting_key(run_id)]
+        k = self._keys(run_id)
+        keys = [k.unsent, k.waiting]
         for start in range(0, len(shard_ids), _REGISTER_CHUNK):
             self._sent(keys=keys, args=shard_ids[start : start + _REGISTER_CHUNK])
 
@@ -309,7 +282,7 @@ class RunState:
         """
         k = self._keys(run_id)
         flat = self._unsent(
-            keys=[k.states, unsent_key(run_id), k.leases, waiting_key(run_id)],
+            keys=[k.states, k.unsent, k.leases, k.waiting],
             args=[int(grace_s * 1000), *(s.value for s in WAITING_STATES)],
         )
         return _shard_states(flat)
@@ -334,7 +307,7 @@ class RunState:
         pipe = self.r.pipeline(transaction=True)
         pipe.srem(active_runs_key(), run_id)
         pipe.hset(self._keys(run_id).run, "reduced", 1)
-        raise_signal(pipe, reduced_signal_key(run_id))
+        raise_signal(pipe, self._keys(run_id).reduced_signal)
         pipe.execute()
 
     def reopen(self, run_id: str) -> None:
@@ -352,7 +325,7 @@ class RunState:
         A token left by an earlier reduction (before a resubmit) wakes the waiter once early;
         the flag, not the token, is the answer.
         """
-        wait_signal(self.r, reduced_signal_key(run_id), timeout_s)
+        wait_signal(self.r, self._keys(run_id).reduced_signal, timeout_s)
         return self.reduced(run_id)
 
     def requeue(self, run_id: str, moves: list[tuple[str, ShardState, ShardState]]) -> list[str]:
@@ -369,14 +342,14 @@ class RunState:
             args = [
                 x for shard, exp, back in moves[start : start + _REGISTER_CHUNK] for x in (shard, exp.value, back.value)
             ]
-            keys = [k.run, k.states, active_runs_key(), k.claims, waiting_key(run_id)]
+            keys = [k.run, k.states, active_runs_key(), k.claims, k.waiting]
             flat = self._requeue_shards(keys=keys, args=[run_id, *args])
             moved += [_text(x) for x in flat]
         return moved
 
     def next_attempt(self, run_id: str, shard_id: str) -> int:
         """Number the shard's next resubmitted attempt (1, 2, ...; the first attempt is 0)."""
-        return int(self.r.hincrby(resubmits_key(run_id), shard_id, 1))
+        return int(self.r.hincrby(self._keys(run_id).resubmits, shard_id, 1))
 
     def next_manifest_revision(self, run_id: str) -> int:
         """Number the run's next manifest revision (2, 3, ...; the first manifest is revision 1)."""

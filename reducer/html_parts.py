@@ -12,7 +12,10 @@ than its line.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from html import escape, unescape
+
+from schemas.report import AssertionStat, Rate
 
 _NUMBER = re.compile(r"^[-+$]?[\d.,]+(%| pts)?(/[\d.,]+)?$")
 """A short figure (``12``, ``45.0%``, ``+3.1 pts``, ``2/5``): right-aligned and kept on one line."""
@@ -181,3 +184,13 @@ def heat(x: float | None) -> str:
     red, green = int(250 - 110 * x), int(170 + 70 * x)
     blue = int(170 - 40 * x)
     return f"rgb({red},{green},{blue})"
+
+
+def heat_row(a: AssertionStat, rates: Mapping[str, Rate], columns: Iterable[str]) -> list[str]:
+    """A heat map's row of an assertion: its case, its text, then each column's pass rate on the
+    colour of :func:`heat` (``-`` on grey where the column has no trial of it). Raw cells."""
+    cells = [escape(str(a.case_id)), escape(a.text)]
+    for column in columns:
+        x = rates[column].rate if column in rates else None
+        cells.append(f'<span style="background:{heat(x)};padding:0 .3rem;border-radius:3px">{pct(x)}</span>')
+    return cells

@@ -26,7 +26,7 @@ from reducer.html_parts import (
     axis,
     bar,
     difference_bar,
-    heat,
+    heat_row,
     name,
     pct,
     pts,
@@ -130,13 +130,7 @@ def _heatmap(result: RunResult) -> str:
     for s in result.skills:
         models = [m.model for m in s.models]
         head = ["case", "assertion", *[name(m) for m in models], "pass@k", "pass^k"]
-        rows = []
-        for a in s.assertions:
-            cells = [escape(str(a.case_id)), escape(a.text)]
-            for m in models:
-                x = a.by_model[m].rate if m in a.by_model else None
-                cells.append(f'<span style="background:{heat(x)};padding:0 .3rem;border-radius:3px">{pct(x)}</span>')
-            rows.append([*cells, pct(a.pass_at_k), pct(a.pass_hat_k)])
+        rows = [[*heat_row(a, a.by_model, models), pct(a.pass_at_k), pct(a.pass_hat_k)] for a in s.assertions]
         out.append(_part(result, f"{name(s.skill)} [{name(s.variant)}]", table(head, rows, raw=True)))
     return "".join(out) + "</section>"
 

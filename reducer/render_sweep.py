@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from html import escape
 
-from reducer.html_parts import heat, name, pct, pts, pval, table
+from reducer.html_parts import heat_row, name, pct, pts, pval, table
 from schemas.report import RunResult, SkillResult
 from schemas.shard import CURRENT
 
@@ -84,13 +84,7 @@ def sweep_html(result: RunResult) -> str:
     )
     for s in (s for s in result.skills if s.variant == CURRENT):
         harnesses = list(dict.fromkeys(h for a in s.assertions for h in a.by_harness))
-        rows = []
-        for a in s.assertions:
-            cells = [escape(str(a.case_id)), escape(a.text)]
-            for h in harnesses:
-                x = a.by_harness[h].rate if h in a.by_harness else None
-                cells.append(f'<span style="background:{heat(x)};padding:0 .3rem;border-radius:3px">{pct(x)}</span>')
-            rows.append(cells)
+        rows = [heat_row(a, a.by_harness, harnesses) for a in s.assertions]
         out.append(
             f"<h3>{name(s.skill)}</h3>" + table(["case", "assertion", *[name(h) for h in harnesses]], rows, raw=True)
         )

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from schemas.base import FrozenModel
 
 StopReason = Literal["", "decided", "stable", "max-epochs", "max-cost", "not-graded"]
 """Why a case got no more epochs: its corpus's gate was decided; its verdicts never varied
@@ -30,10 +32,8 @@ ALPHA = 0.05
 """The error rate of the adaptive decision over all its looks together."""
 
 
-class CaseEpochs(BaseModel):
+class CaseEpochs(FrozenModel):
     """How many epochs one case of one corpus was given, and why it stopped."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     skill: str
     case_id: int
@@ -41,11 +41,9 @@ class CaseEpochs(BaseModel):
     stopped: StopReason = ""
 
 
-class GateLook(BaseModel):
+class GateLook(FrozenModel):
     """One corpus's (or, in a sweep, one harness × model pair's) gated figure at the last look: its
     interval at the corrected level."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     skill: str
     row: str | None = Field(default=None, exclude_if=lambda row: row is None)
@@ -63,10 +61,8 @@ class GateLook(BaseModel):
     """Which side of the target the whole interval lies on; empty: not decided."""
 
 
-class AdaptivePlan(BaseModel):
+class AdaptivePlan(FrozenModel):
     """``--epochs auto``: the rule a run follows and, as it goes, each case's epochs."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     first_round: int = Field(default=FIRST_ROUND, ge=1)
     max_epochs: int = Field(ge=1)

@@ -7,13 +7,11 @@ check's fields read ``kind``, ``text``, ``weight``, then its own.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from schemas.base import FrozenModel
 
 
-class Check(BaseModel):
+class Check(FrozenModel):
     """An assertion written as an object (extension ``deterministic-assertions``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: str
     """Which check this is; every subclass narrows it to one literal."""

@@ -14,15 +14,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from schemas.base import FrozenModel
 from schemas.checks_base import Check
 
 
-class HttpMatcher(BaseModel):
+class HttpMatcher(FrozenModel):
     """Recorded requests of one method (``*``: any) whose URL (and request body) match."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     url: str
     """Python regular expression searched in the full URL."""

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from schemas.base import FrozenModel
 from schemas.checks_base import Check
 
 BUILTIN_EQUIVALENTS = {
@@ -43,10 +42,8 @@ HARNESS_EQUIVALENTS: dict[str, tuple[str, ...]] = {
 tools), so a plugin eval suite's tool graders read their runs alike."""
 
 
-class ToolMatcher(BaseModel):
+class ToolMatcher(FrozenModel):
     """Calls of one tool, optionally only those whose JSON input matches ``input_match``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     tool: str
     """Tool name as the harness names it (Claude Code's ``Bash`` also matches the built-in agent's ``shell``)."""

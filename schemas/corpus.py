@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from schemas.base import FrozenModel
 from schemas.checks_base import Check
 from schemas.checks_focus import BaselineCheck, FocusedCheck
 from schemas.checks_http import HttpCallCheck, HttpOrderCheck
@@ -25,10 +26,8 @@ DETERMINISTIC_ASSERTIONS = "deterministic-assertions"
 KNOWN_EXTENSIONS = frozenset({DETERMINISTIC_ASSERTIONS})
 
 
-class Fixture(BaseModel):
+class Fixture(FrozenModel):
     """A file written into the case's workspace before the executor starts."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     path: str
     """Repo-relative literal path (no glob characters, no escape from the root)."""
@@ -38,10 +37,8 @@ class Fixture(BaseModel):
     """``base`` is committed before the case starts; ``head`` is written last and left uncommitted."""
 
 
-class ToolCallMatcher(BaseModel):
+class ToolCallMatcher(FrozenModel):
     """Which recorded tool calls match: by tool name and a regular expression on arguments."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     pattern: str
     """Python regular expression, searched (not anchored) in the matched text."""
@@ -128,10 +125,8 @@ def is_judged(assertion: Assertion) -> bool:
     return isinstance(assertion, str | JudgedCheck)
 
 
-class EvalCase(BaseModel):
+class EvalCase(FrozenModel):
     """One eval case: a prompt for the executor and assertions for the judge."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: int
     """Case id, unique within its corpus."""
@@ -166,10 +161,8 @@ class EvalCase(BaseModel):
         return any(f.stage is FixtureStage.BASE for f in self.fixtures)
 
 
-class Corpus(BaseModel):
+class Corpus(FrozenModel):
     """A skill's eval corpus."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     skill_name: str
     """Kebab-case skill name; equals the corpus file stem."""

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from schemas.base import FrozenModel
 
 
-class HistoryTurn(BaseModel):
+class HistoryTurn(FrozenModel):
     """One earlier message of the conversation."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     role: Literal["user", "assistant"]
     content: str

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from schemas.base import FrozenModel
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "*"})
 EXCERPT_CHARS = 500
@@ -19,10 +21,8 @@ EXCERPT_CHARS = 500
 REFUSED_STATUS = 403
 
 
-class HttpMock(BaseModel):
+class HttpMock(FrozenModel):
     """One declared answer: requests with ``method`` whose full URL matches ``url`` get it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     url: str
     """Python regular expression searched in the request's full URL (``https://host/path?query``)."""
@@ -40,10 +40,8 @@ class HttpMock(BaseModel):
         return self.method in ("*", method.upper()) and re.search(self.url, url) is not None
 
 
-class HttpCall(BaseModel):
+class HttpCall(FrozenModel):
     """One request that reached the sandbox's HTTP proxy, as the product saw and answered it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     method: str
     url: str

@@ -9,7 +9,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from schemas.base import FrozenModel
 
 COMBINED = "combined"
 """The ``judge`` of a label given on the combined verdict (the ensemble's majority) rather than one judge's answer."""
@@ -18,10 +20,8 @@ NOTE_CHARS = 2000
 """Longest note a label keeps."""
 
 
-class HumanLabel(BaseModel):
+class HumanLabel(FrozenModel):
     """One reviewer's agree or disagree on one verdict of one shard."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Literal[1] = 1
     """Format version of this record."""
@@ -52,10 +52,8 @@ class HumanLabel(BaseModel):
         return self.judge_passed if self.agree else not self.judge_passed
 
 
-class Agreement(BaseModel):
+class Agreement(FrozenModel):
     """How one judge's verdicts agree with the people's, over the labelled assertions of a scope."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     judge: str
     """Judge model."""

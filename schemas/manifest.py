@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from schemas.base import FrozenModel
 from schemas.model_config import ModelConfig
 from schemas.shard import RunPlan, Shard
 from schemas.triggers import TriggerSettings
@@ -25,10 +26,8 @@ task's deadline: an agent that provokes waits (a harness can send its proxy what
 a minute at most and can never turn its own timeout into an infra failure."""
 
 
-class AgentBudget(BaseModel):
+class AgentBudget(FrozenModel):
     """Per-shard limits of the executor; hitting one ends the trajectory (behaviour, not infra)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_turns: int = Field(default=40, ge=1)
     """Model calls the loop may make."""
@@ -45,10 +44,8 @@ class AgentBudget(BaseModel):
     """Per-command timeout the sandbox applies; a command is cut shorter only when less wall clock remains."""
 
 
-class RunSettings(BaseModel):
+class RunSettings(FrozenModel):
     """How the run executes and grades; fixed at submit time."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     budget: AgentBudget = Field(default_factory=AgentBudget)
     """Executor budget per shard."""
@@ -81,10 +78,8 @@ class RunSettings(BaseModel):
     """``run --triggers``: shards run the trigger queries and record which skills fired; None: a behavioural run."""
 
 
-class RunManifest(BaseModel):
+class RunManifest(FrozenModel):
     """The plan plus where its inputs live in the artifact store."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Literal[1] = 1
     """Format version of this record."""
@@ -129,14 +124,12 @@ class RunManifest(BaseModel):
         return shard.harness or self.settings.executor
 
 
-class RunOutline(BaseModel):
+class RunOutline(FrozenModel):
     """The manifest without its shard list: all a streamed reduce needs, a few KB at any size.
 
     Every (variant, corpus, case, model, epoch) of the plan is one shard, so the counts the
     reducer needs follow from the corpora, models, epochs and variants alone.
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Literal[1] = 1
     """Format version of this record."""

@@ -13,16 +13,16 @@ import json
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from schemas.base import FrozenModel
 
 MCP_PREFIX = "mcp__"
 _FIELD = re.compile(r"\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}")
 
 
-class MockTool(BaseModel):
+class MockTool(FrozenModel):
     """One tool of a mocked server and its scripted answer."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     """The tool's name as the server lists it."""
@@ -40,10 +40,8 @@ class MockTool(BaseModel):
     """``type: agent``: a model answers each call following these instructions (no fixed ``answer``)."""
 
 
-class MockServer(BaseModel):
+class MockServer(FrozenModel):
     """A declared MCP server, replaced by its mock."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     """The server's name in the repo's MCP configuration."""
@@ -51,10 +49,8 @@ class MockServer(BaseModel):
     """The tools it lists."""
 
 
-class MockAnswer(BaseModel):
+class MockAnswer(FrozenModel):
     """What one mock call returned."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     text: str
     is_error: bool = False

@@ -27,8 +27,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
+from schemas.base import FrozenModel
 from schemas.constants import CONFIG_FILE
 from schemas.errors import ConfigError
 
@@ -40,10 +41,8 @@ Transport = Literal["auto", "direct", "litellm"]
 ``api_base`` (a self-hosted or gateway endpoint), ``litellm`` for everything else."""
 
 
-class ModelSettings(BaseModel):
+class ModelSettings(FrozenModel):
     """Limits and endpoint of one model; fields left unset fall back to ``[defaults]``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     api_base: str | None = None
     """Endpoint URL (litellm ``api_base``); None: the provider's default."""
@@ -69,10 +68,8 @@ DEFAULT_MAX_CONCURRENCY = 16
 """Calls in flight per model, fleet-wide, where no table sets ``max_concurrency``."""
 
 
-class ModelLimits(BaseModel):
+class ModelLimits(FrozenModel):
     """The resolved settings of one model, every limit decided (what the limiter and client use)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     """The litellm model name."""
@@ -94,10 +91,8 @@ class ModelLimits(BaseModel):
     """Output tokens one harness request may ask for (the proxy clamps ``max_tokens`` to it)."""
 
 
-class RetrySettings(BaseModel):
+class RetrySettings(FrozenModel):
     """The retry budget of one model call (429, 5xx, connection errors, timeouts)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_attempts: int = Field(default=6, ge=1)
     """HTTP attempts per call, the first included; past them: ModelCallFailed."""
@@ -107,10 +102,8 @@ class RetrySettings(BaseModel):
     """Ceiling of one backoff sleep (a longer Retry-After still wins)."""
 
 
-class LimiterSettings(BaseModel):
+class LimiterSettings(FrozenModel):
     """How the fleet-wide limiter holds leases and adapts its pace."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     lease_ttl_s: float = Field(default=30.0, gt=0)
     """A concurrency lease expires this long after its last refresh (a dead worker's slot returns)."""
@@ -126,10 +119,8 @@ class LimiterSettings(BaseModel):
     """How long a limiter operation retries an unreachable Redis before the call fails."""
 
 
-class ModelConfig(BaseModel):
+class ModelConfig(FrozenModel):
     """The whole model configuration of a run."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     models: dict[str, ModelSettings] = Field(default_factory=dict)
     """Per-model tables, keyed by litellm model name."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from schemas.base import FrozenModel
 from schemas.status import ShardState
 
 
-class ShardOutcomeRecord(BaseModel):
+class ShardOutcomeRecord(FrozenModel):
     """How a shard ended; committed under its attempt (``attempt_key``, first writer wins) and
     copied to ``outcome_key`` before its terminal transition.
 
@@ -18,8 +19,6 @@ class ShardOutcomeRecord(BaseModel):
     stored grade is only used when its state matches this one (it may be left over from an
     earlier attempt).
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Literal[1] = 1
     """Format version of this record."""
@@ -44,10 +43,8 @@ class CalibrationStatus(str, Enum):
     """Asked for, but no result was recorded (the run WARNs)."""
 
 
-class CalibrationRecord(BaseModel):
+class CalibrationRecord(FrozenModel):
     """One judge's calibration result for a run; stored at ``calibration_key``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Literal[1] = 1
     """Format version of this record."""
@@ -69,7 +66,7 @@ class CalibrationRecord(BaseModel):
         return "ok"
 
 
-class OutcomeLine(BaseModel):
+class OutcomeLine(FrozenModel):
     """One shard's end in the few hundred bytes a reduce needs: a line of an outcome segment.
 
     Written by the worker that ends the shard, beside the full records (outcome, grade,
@@ -77,8 +74,6 @@ class OutcomeLine(BaseModel):
     objects instead of reading three records per shard. Everything here is derived from those
     records; they stay the authority a segment can be rebuilt from.
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Literal[1] = 1
     """Format version of this line."""

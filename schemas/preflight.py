@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from schemas.base import FrozenModel
 from schemas.constants import (
     BUILTIN_EXECUTOR,
     CMD_EXECUTOR_PREFIX,
@@ -19,10 +18,8 @@ from schemas.manifest import RunManifest
 from schemas.status import SandboxMode
 
 
-class ModelCheck(BaseModel):
+class ModelCheck(FrozenModel):
     """One model as one worker sees it: its key present, its endpoint answering one minimal call."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str
     """The litellm model name checked."""
@@ -32,10 +29,8 @@ class ModelCheck(BaseModel):
     """When not ok: what is missing or what the endpoint answered (never a key)."""
 
 
-class PreflightReport(BaseModel):
+class PreflightReport(FrozenModel):
     """A worker's answer to a preflight request, kept in Redis for the waiting producer."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Literal[1] = 1
     """Record version."""
@@ -80,11 +75,9 @@ HOST_CHECK = "host"
 """The name a host check's report is kept under, beside the queues' preflight reports."""
 
 
-class HostCheckReport(BaseModel):
+class HostCheckReport(FrozenModel):
     """An execute worker's answer to a host check: the run's cases can run on this host, or the named
     error that says why not (``BLOCKED_NO_SANDBOX``, ``BLOCKED_NO_HARNESS``, ``BLOCKED_NO_TRANSCRIPT_CAPTURE``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Literal[1] = 1
     """Record version."""

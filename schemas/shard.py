@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from schemas.adaptive import AdaptivePlan
+from schemas.base import FrozenModel
 from schemas.corpus import Corpus
 from schemas.status import SandboxMode
 from schemas.triggers import TriggerSet
@@ -57,10 +58,8 @@ def shard_id_for(
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
-class Shard(BaseModel):
+class Shard(FrozenModel):
     """One (variant, skill, case, model, epoch) of a run."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     shard_id: str
     """Deterministic id, see :func:`shard_id_for`."""
@@ -80,16 +79,30 @@ class Shard(BaseModel):
     """The executor this shard runs under in a sweep over several (an ``--executor`` value); None:
     the run's one executor (``RunSettings.executor``)."""
 
+    @classmethod
+    def planned(
+        cls, run_id: str, variant: str, skill: str, case_id: int, model: str, epoch: int, harness: str | None = None
+    ) -> Shard:
+        """The shard of these fields, its id derived from them (:func:`shard_id_for`)."""
+        return cls(
+            shard_id=shard_id_for(run_id, variant, skill, case_id, model, epoch, harness),
+            run_id=run_id,
+            variant=variant,
+            skill=skill,
+            case_id=case_id,
+            model=model,
+            epoch=epoch,
+            harness=harness,
+        )
+
     @property
     def row(self) -> str:
         """The row its figures count in (:func:`row_name`)."""
         return row_name(self.model, self.harness)
 
 
-class SkillBundle(BaseModel):
+class SkillBundle(FrozenModel):
     """A skill as planned: its corpus and the key that identifies its graded inputs."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     skill: str
     """Skill name (kebab-case, has a ``skills/<name>/`` folder)."""
@@ -106,10 +119,8 @@ class SkillBundle(BaseModel):
     """A trigger run's queries (``corpus`` then holds one bare case per query, same ids); None otherwise."""
 
 
-class RunPlan(BaseModel):
+class RunPlan(FrozenModel):
     """What a run will do, computed before anything is enqueued."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     run_id: str
     """``YYYYMMDD-HHMMSS-<8 hex>``, made once per run."""

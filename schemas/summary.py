@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from schemas.adaptive import AdaptivePlan
+from schemas.base import FrozenModel
 
 
-class CorpusPlan(BaseModel):
+class CorpusPlan(FrozenModel):
     """One corpus of a planned run."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     skill: str
     """The skill the corpus evaluates."""
@@ -28,10 +27,8 @@ class CorpusPlan(BaseModel):
     """cases x models x epochs x variants."""
 
 
-class PlanTotals(BaseModel):
+class PlanTotals(FrozenModel):
     """Sums over every corpus of the plan."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     corpora: int
     cases: int
@@ -39,10 +36,8 @@ class PlanTotals(BaseModel):
     shards: int
 
 
-class HarnessPair(BaseModel):
+class HarnessPair(FrozenModel):
     """One harness × model pair of a sweep over several executors, and its shards."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     harness: str
     """The ``--executor`` value."""
@@ -52,10 +47,8 @@ class HarnessPair(BaseModel):
     """Its shards over every corpus, epoch and arm."""
 
 
-class SkippedCorpus(BaseModel):
+class SkippedCorpus(FrozenModel):
     """A corpus left out of the plan, with its named error."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     corpus: str
     """The corpus file."""
@@ -63,10 +56,8 @@ class SkippedCorpus(BaseModel):
     """``<STATUS>: <detail>``."""
 
 
-class PlanSummary(BaseModel):
+class PlanSummary(FrozenModel):
     """The plan as one JSON object: per corpus cases and assertions, totals, shard count."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Literal[1] = 1
     """Format version of this record."""
@@ -94,10 +85,8 @@ class PlanSummary(BaseModel):
     """A sweep over several executors: each harness × model pair and its shards (empty: one executor)."""
 
 
-class RunStatus(BaseModel):
+class RunStatus(FrozenModel):
     """A run's progress: shard counts by state, whether it is reduced, model usage."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Literal[1] = 1
     """Format version of this record."""

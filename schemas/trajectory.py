@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.base import FrozenModel
 from schemas.http_mocks import HttpCall
 from schemas.status import SandboxMode
 
@@ -18,10 +19,8 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class AssistantEvent(BaseModel):
+class AssistantEvent(FrozenModel):
     """Text the agent said; never evidence for the judge, but part of the record."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["assistant"] = "assistant"
     text: str
@@ -30,10 +29,8 @@ class AssistantEvent(BaseModel):
     """When the event was recorded (UTC)."""
 
 
-class ToolCallEvent(BaseModel):
+class ToolCallEvent(FrozenModel):
     """A tool call the agent made."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["tool_call"] = "tool_call"
     call_id: str
@@ -46,10 +43,8 @@ class ToolCallEvent(BaseModel):
     """When the call was made (UTC)."""
 
 
-class ToolResultEvent(BaseModel):
+class ToolResultEvent(FrozenModel):
     """What a tool call returned."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["tool_result"] = "tool_result"
     call_id: str

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from schemas.base import FrozenModel
 
 TRIGGERS_SUFFIX = ".triggers.json"
 """The trigger corpus beside the behavioural one: ``evals/<skill>.triggers.json``."""
@@ -20,10 +22,8 @@ NO_ACTIVATION = "(none)"
 """The confusion table's and the routing matrix's column for a query where no skill fired."""
 
 
-class TriggerCase(BaseModel):
+class TriggerCase(FrozenModel):
     """One query and whether the skill under test should fire for it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: int
     """Unique within its trigger set."""
@@ -33,10 +33,8 @@ class TriggerCase(BaseModel):
     """True: a positive (the skill should fire); False: a negative (it should not)."""
 
 
-class TriggerSet(BaseModel):
+class TriggerSet(FrozenModel):
     """A skill's trigger corpus: at least one positive and one negative."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     skill_name: str
     """The skill under test (equals the file stem)."""
@@ -50,10 +48,8 @@ class TriggerSet(BaseModel):
         raise KeyError(case_id)
 
 
-class TriggerSettings(BaseModel):
+class TriggerSettings(FrozenModel):
     """``run --triggers``: how a trigger shard runs and what gates the verdict."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     turns: int = Field(default=DEFAULT_TRIGGER_TURNS, ge=1, le=50)
     """Model turns before a shard without an activation ends (``--trigger-turns``)."""
@@ -63,10 +59,8 @@ class TriggerSettings(BaseModel):
     """FAIL when a skill's false-trigger rate is above this (``--max-false-trigger``); None: not gated."""
 
 
-class Proportion(BaseModel):
+class Proportion(FrozenModel):
     """``hits/total`` with its 95% Wilson interval (rate None when total is 0)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     hits: int
     total: int
@@ -75,10 +69,8 @@ class Proportion(BaseModel):
     high: float
 
 
-class QueryRate(BaseModel):
+class QueryRate(FrozenModel):
     """One query over its epochs: how often the skill under test fired."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     case_id: int
     query: str
@@ -93,10 +85,8 @@ class QueryRate(BaseModel):
     """Skill that fired first instead of the one under test (or ``(none)``) -> epochs."""
 
 
-class TriggerFigures(BaseModel):
+class TriggerFigures(FrozenModel):
     """One skill under one executor model (or harness × model pair): recall, false triggers, precision, F1."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     skill: str
     model: str
@@ -121,10 +111,8 @@ class TriggerFigures(BaseModel):
     """Shards that did not end with a record of what fired (infra failures, blocked)."""
 
 
-class PairedChange(BaseModel):
+class PairedChange(FrozenModel):
     """``current - baseline`` of a rate, paired per query (the query is the unit)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     difference: float | None
     """Mean over queries of each query's paired rate difference (None: no query paired)."""
@@ -137,10 +125,8 @@ class PairedChange(BaseModel):
     """Queries with at least one pair (same model and epoch ended in both arms)."""
 
 
-class TriggerChange(BaseModel):
+class TriggerChange(FrozenModel):
     """``--compare REF``: one skill's recall and false-trigger rate against its description at REF."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     skill: str
     baseline: str
@@ -151,10 +137,8 @@ class TriggerChange(BaseModel):
     """Over negative queries: positive means the current description fires more often where it should not."""
 
 
-class TriggerReport(BaseModel):
+class TriggerReport(FrozenModel):
     """Every skill's trigger figures, the routing matrix and the gates that applied."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Literal[1] = 1
     turns: int = DEFAULT_TRIGGER_TURNS

@@ -10,7 +10,7 @@ import redis
 
 from engine.broker import DRAINED
 from engine.delivery import NEVER, Delivery, message_ids
-from engine.keys import server_key, waiting_key
+from engine.keys import run_keys, server_key
 from engine.settings import Settings
 from engine.state import RunState
 from producer.results.status_view import waiting_lines
@@ -45,7 +45,7 @@ def test_the_queue_messages_name_their_run_and_shard(settings: Settings) -> None
 def test_a_shard_still_in_its_queue_is_never_overdue_however_long_it_waits(settings: Settings) -> None:
     client, _, delivery = _submitted(settings, ["a", "b", "c"])
     marks = delivery.watermarks()
-    assert marks[0] == client.zscore(waiting_key(RUN), "a")  # the oldest message's send time
+    assert marks[0] == client.zscore(run_keys(RUN).waiting, "a")  # the oldest message's send time
     assert marks[1] == DRAINED  # nothing waits on the grade queue
     assert delivery.overdue(RUN, marks) == []
 
@@ -59,7 +59,7 @@ def test_a_message_popped_and_never_claimed_makes_its_shard_overdue_once_the_bou
     assert delivery.overdue(RUN, (NEVER, NEVER)) == []
     time.sleep(0.6)
     marks = delivery.watermarks_seen(0.5)  # "a" had left the queue half a second ago: its taker had its time
-    assert marks[0] == client.zscore(waiting_key(RUN), "b")
+    assert marks[0] == client.zscore(run_keys(RUN).waiting, "b")
     assert delivery.overdue(RUN, marks) == [("a", S.QUEUED)]
     assert delivery.overdue(RUN, marks) == []  # re-dated: not sent twice
     assert delivery.overdue(RUN, delivery.watermarks()) == []  # its new message has not left the queue
@@ -70,15 +70,15 @@ def test_a_watermark_past_now_is_kept_as_it_is(settings: Settings) -> None:
     sample taken within the batch's millisecond, or a batch over a thousand): the queue's
     watermark is still the oldest waiting message's send time, and what left before it is due."""
     client, _, delivery = _submitted(settings, ["a", "b", "c"])
-    sent_a = client.zscore(waiting_key(RUN), "a")
+    sent_a = client.zscore(run_keys(RUN).waiting, "a")
     assert sent_a is not None
     for offset, shard in ((60_000.0, "b"), (60_000.001, "c")):  # as if sent a minute past now
-        client.zadd(waiting_key(RUN), {shard: sent_a + offset})
+        client.zadd(run_keys(RUN).waiting, {shard: sent_a + offset})
     client.rpop(QUEUE_EXECUTE)  # a worker took "a" and died before claiming it
     delivery.watermarks_seen(0.5)
     time.sleep(0.6)
     marks = delivery.watermarks_seen(0.5)
-    assert marks[0] == client.zscore(waiting_key(RUN), "b")
+    assert marks[0] == client.zscore(run_keys(RUN).waiting, "b")
     assert delivery.overdue(RUN, marks) == [("a", S.QUEUED)]
 
 
@@ -93,16 +93,16 @@ def test_a_drained_queue_makes_every_old_enough_waiting_shard_overdue(settings: 
 def test_claimed_and_ended_shards_leave_the_ledger_and_stale_messages_are_skipped(settings: Settings) -> None:
     client, state, delivery = _submitted(settings, ["a", "b", "c"])
     assert state.claim(RUN, "a", S.QUEUED, S.EXECUTING, "tok", ttl_s=60)  # "a" is at the queue's tail still
-    assert client.zscore(waiting_key(RUN), "a") is None
-    assert delivery.watermark(QUEUE_EXECUTE) == client.zscore(waiting_key(RUN), "b")
+    assert client.zscore(run_keys(RUN).waiting, "a") is None
+    assert delivery.watermark(QUEUE_EXECUTE) == client.zscore(run_keys(RUN).waiting, "b")
     assert state.transition(RUN, "a", S.EXECUTED, "tok").moved  # waits for its grade message now
-    assert client.zscore(waiting_key(RUN), "a") is not None
+    assert client.zscore(run_keys(RUN).waiting, "a") is not None
     assert delivery.watermark(QUEUE_GRADE) == DRAINED
     time.sleep(0.01)  # a drained queue's watermark is now: messages sent before it have left
     assert delivery.overdue(RUN, delivery.watermarks()) == [("a", S.EXECUTED)]
     assert state.claim(RUN, "a", S.EXECUTED, S.GRADING, "t2", ttl_s=60)
     assert state.transition(RUN, "a", S.GRADED, "t2").moved
-    assert client.zscore(waiting_key(RUN), "a") is None
+    assert client.zscore(run_keys(RUN).waiting, "a") is None
     for shard in ("b", "c"):  # claimed by some worker: the queue holds only stale messages
         assert state.claim(RUN, shard, S.QUEUED, S.EXECUTING, "x" + shard, ttl_s=60)
     assert delivery.watermark(QUEUE_EXECUTE) == NEVER
@@ -112,10 +112,10 @@ def test_a_reaped_or_handed_back_shard_waits_again_from_its_return(settings: Set
     client, state, _ = _submitted(settings, ["a", "b"])
     assert state.claim(RUN, "a", S.QUEUED, S.EXECUTING, "tok", ttl_s=0.001)
     wait_until(lambda: state.reap(RUN) == [("a", S.QUEUED)], 5, what="lease expired and reaped")
-    assert client.zscore(waiting_key(RUN), "a") is not None
+    assert client.zscore(run_keys(RUN).waiting, "a") is not None
     assert state.claim(RUN, "b", S.QUEUED, S.EXECUTING, "t", ttl_s=60)
     assert state.release(RUN, "b", "t") is S.QUEUED
-    assert client.zscore(waiting_key(RUN), "b") is not None
+    assert client.zscore(run_keys(RUN).waiting, "b") is not None
 
 
 def test_a_shard_taken_from_the_queue_just_now_is_not_overdue_however_old_its_send(settings: Settings) -> None:
@@ -175,4 +175,4 @@ def test_foreign_or_malformed_messages_at_a_queues_end_are_skipped_not_trusted(s
         b'{"body": "[[\\"other-run\\", \\"a\\"], {}, {}]"}',  # another run's name for the same id
     ):
         client.rpush(QUEUE_EXECUTE, junk)  # at the queue's end, where the oldest message sits
-    assert delivery.watermark(QUEUE_EXECUTE) == client.zscore(waiting_key(RUN), "a")
+    assert delivery.watermark(QUEUE_EXECUTE) == client.zscore(run_keys(RUN).waiting, "a")

@@ -12,7 +12,7 @@ import redis
 
 import engine
 from engine.broker import InProcessBroker, Message
-from engine.keys import claims_field, reduced_signal_key, run_keys
+from engine.keys import claims_field, run_keys
 from engine.records import load_outcome
 from engine.redis_server import RedisServer
 from engine.scripts import ScriptNotFound, source
@@ -277,7 +277,7 @@ def test_a_waiting_client_wakes_when_the_run_is_reduced_not_a_poll_later(redis_c
     # A run reduced again (after a resubmit) holds one token, not one per reduction.
     state.mark_reduced(RUN)
     state.mark_reduced(RUN)
-    assert redis_client.llen(reduced_signal_key(RUN)) == 1
+    assert redis_client.llen(run_keys(RUN).reduced_signal) == 1
 
 
 def test_a_claim_brings_back_its_claim_count_and_the_shard_s_resubmit_number(redis_client: redis.Redis) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.gitcmd import git_env, run_git, write_config
+from engine.gitcmd import run_git, run_in_git_env, write_config
 from engine.repo_files import resolve_inside
 from engine.snapshot import UNPACK_TEMP_PREFIX, copy_tree
 from schemas.constants import CORPUS_SUFFIX, EVALS_DIR
@@ -112,18 +112,11 @@ def _filter_repo(git_dir: Path, paths: list[str]) -> dict[str, str]:
     for rel in paths:
         args += ["--path", rel]
     code = "import sys, git_filter_repo; sys.argv[0] = 'git-filter-repo'; git_filter_repo.main()"
-    done = subprocess.run(
-        [sys.executable, "-P", "-c", code, *args],  # -P: the repo's git folder is not on sys.path
-        cwd=git_dir,
-        env=git_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=FILTER_REPO_TIMEOUT_S,
-        check=False,
-    )
+    # -P: the repo's git folder is not on sys.path
+    done = run_in_git_env([sys.executable, "-P", "-c", code, *args], git_dir, timeout_s=FILTER_REPO_TIMEOUT_S)
     if done.returncode != 0:
-        raise NoIsolation(f"git filter-repo failed: {done.stderr.strip()[-2000:]}")
+        stderr = done.stderr.decode("utf-8", errors="replace")
+        raise NoIsolation(f"git filter-repo failed: {stderr.strip()[-2000:]}")
     mapping: dict[str, str] = {}
     with contextlib.suppress(FileNotFoundError):
         for line in (git_dir / "filter-repo" / "commit-map").read_text().splitlines()[1:]:

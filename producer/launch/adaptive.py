@@ -27,7 +27,7 @@ from schemas.adaptive import AdaptivePlan
 from schemas.constants import QUEUE_EXECUTE
 from schemas.manifest import RunManifest, result_key
 from schemas.report import RunResult
-from schemas.shard import BASELINE_PREFIX, NO_SKILL, RunPlan, Shard, shard_id_for
+from schemas.shard import BASELINE_PREFIX, NO_SKILL, RunPlan, Shard
 from schemas.status import ShardState
 
 
@@ -63,16 +63,7 @@ def grown(plan: RunPlan, adaptive: AdaptivePlan) -> RunPlan:
     pairs: list[tuple[str | None, str]] = [(h, m) for h, models in plan.harnesses.items() for m in models]
     pairs = pairs or [(None, m) for m in plan.models]
     shards = [
-        Shard(
-            shard_id=shard_id_for(plan.run_id, variant, c.skill, c.case_id, model, epoch, harness),
-            run_id=plan.run_id,
-            variant=variant,
-            skill=c.skill,
-            case_id=c.case_id,
-            model=model,
-            epoch=epoch,
-            harness=harness,
-        )
+        Shard.planned(plan.run_id, variant, c.skill, c.case_id, model, epoch, harness)
         for c in adaptive.cases
         for variant in plan.variants
         for harness, model in pairs

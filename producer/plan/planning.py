@@ -19,7 +19,6 @@ from schemas.shard import (
     Shard,
     SkillBundle,
     baseline_variant,
-    shard_id_for,
 )
 from schemas.status import SandboxMode
 from schemas.summary import CorpusPlan, HarnessPair, PlanSummary, PlanTotals, SkippedCorpus
@@ -60,16 +59,7 @@ def plan_run(
         [(h, m) for h, ms in harnesses.items() for m in ms] if harnesses else [(None, m) for m in models]
     )
     shards = [
-        Shard(
-            shard_id=shard_id_for(run_id, variant, b.skill, case.id, model, epoch, harness),
-            run_id=run_id,
-            variant=variant,
-            skill=b.skill,
-            case_id=case.id,
-            model=model,
-            epoch=epoch,
-            harness=harness,
-        )
+        Shard.planned(run_id, variant, b.skill, case.id, model, epoch, harness)
         for variant in variants
         for b in bundles
         for case in b.corpus.evals
