@@ -54,6 +54,7 @@ def git_copy(dest: Path) -> Path:
 CLAUDE_CODE_MODEL = "anthropic/claude-sonnet-4-5"
 HARNESS_DEMOS = {
     "claude-code": CLAUDE_CODE_MODEL,
+    "codex": "openai/gpt-5",
     "opencode": "openai/gpt-5",
     "gemini-cli": "gemini/gemini-2.5-pro",
     "copilot-cli": "openai/gpt-5",
@@ -71,12 +72,12 @@ def demo_scenario(name: str = "demo") -> dict[str, Any]:
     scenario: dict[str, Any] = json.loads((SCENARIO_DIR / f"{name}.json").read_text(encoding="utf-8"))
     # Calibration's rules first: its assertions are worded like the demo corpus's, and one rule must judge both.
     calibration = judge_rules()
-    if name != "demo":  # a harness's shell tool is Bash, bash or run_shell_command: the same rules judge it too
+    if name != "demo":  # a harness's shell tool is Bash, bash, run_shell_command or exec_command: the same rules judge it too
         calibration = [
             {
                 **r,
                 "transcript_regex": r["transcript_regex"].replace(
-                    "shell\\(", "(?:shell|Bash|bash|run_shell_command)\\("
+                    "shell\\(", "(?:shell|Bash|bash|run_shell_command|exec_command)\\("
                 ),
             }
             for r in calibration
