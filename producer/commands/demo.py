@@ -25,6 +25,7 @@ carrying the agent's own prompt (:func:`sweep_scenario`).
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -72,7 +73,8 @@ def demo_scenario(name: str = "demo") -> dict[str, Any]:
     scenario: dict[str, Any] = json.loads((SCENARIO_DIR / f"{name}.json").read_text(encoding="utf-8"))
     # Calibration's rules first: its assertions are worded like the demo corpus's, and one rule must judge both.
     calibration = judge_rules()
-    if name != "demo":  # a harness's shell tool is Bash, bash, run_shell_command or exec_command: the same rules judge it too
+    # A harness's shell tool is Bash, bash, run_shell_command or exec_command: the same rules judge it too.
+    if name != "demo":
         calibration = [
             {
                 **r,
@@ -86,22 +88,40 @@ def demo_scenario(name: str = "demo") -> dict[str, Any]:
     return scenario
 
 
-AGENT_MARKER = r"(?s)(?=.*`shell` \(runs a bash command)"
-"""A lookahead only the built-in agent's requests satisfy (its prompt lists its tools so): in a sweep,
-the agent's scripted rules answer it alone, whatever model it asks for."""
+AGENT_PROMPT = "`shell` (runs a bash command"
+"""What only the built-in agent's requests say (its prompt lists its tools so): in a sweep, the
+agent's scripted rules answer it alone, whatever model it asks for."""
+
+OWN_PROMPTS = {
+    "codex": "running in the Codex CLI",
+    "opencode": "You are OpenCode",
+    "copilot-cli": "You are the GitHub Copilot CLI",
+}
+"""What each harness sharing its demo model with another says of itself in its system prompt: in a
+sweep, its scripted rules answer its own requests only, not another harness's on the same model."""
+
+
+def scoped(rule: dict[str, Any], marker: str) -> dict[str, Any]:
+    """``rule`` answering only a request whose text holds ``marker``. Both lookaheads are anchored
+    at the start: an unanchored one is tried at every offset of a long system prompt."""
+    regex = r"\A(?=[\s\S]*?" + re.escape(marker) + ")"
+    if rule.get("regex"):
+        regex += r"(?=[\s\S]*?(?:" + rule["regex"] + "))"
+    return {**rule, "regex": regex}
 
 
 def sweep_scenario(executors: list[str]) -> dict[str, Any]:
-    """One scenario for a sweep: each harness's demo rules scoped to its demo model, the agent's
-    demo rules scoped to the agent's prompt, and every judge rule."""
+    """One scenario for a sweep: each harness's demo rules scoped to its demo model (and to its own
+    prompt when another harness speaks that model too), the agent's demo rules scoped to the
+    agent's prompt, and every judge rule."""
     rules: list[dict[str, Any]] = []
     judge: list[dict[str, Any]] = []
     if "agent" in executors:
-        agent = demo_scenario("demo")
-        rules += [{**r, "regex": AGENT_MARKER + "(?:" + r.get("regex", "") + ")"} for r in agent["rules"]]
+        rules += [scoped(r, AGENT_PROMPT) for r in demo_scenario("demo")["rules"]]
     for harness in (e for e in executors if e in HARNESS_DEMOS):
         scenario = demo_scenario(f"demo-{harness}")
-        rules += [{**r, "model": HARNESS_DEMOS[harness].partition("/")[2]} for r in scenario["rules"]]
+        for rule in ({**r, "model": HARNESS_DEMOS[harness].partition("/")[2]} for r in scenario["rules"]):
+            rules.append(scoped(rule, OWN_PROMPTS[harness]) if harness in OWN_PROMPTS else rule)
         judge += scenario["judge"]
     judge += demo_scenario("demo")["judge"] if "agent" in executors else []
     default = {"text": "(scripted demo model) no script for this request."}
