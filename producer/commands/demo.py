@@ -10,16 +10,18 @@ assertions on purpose, so the demo passes ``--fail-under 0.6`` (unless given its
 ``--executor claude-code`` runs the real Claude Code binary instead (``make setup`` installs
 it) on the commit-message skill, against the scripted Anthropic-API demo model
 (``testkit/scenarios/demo-claude-code.json``), through the model proxy in the sandbox;
+``--executor codex`` the real Codex over the Responses API (``testkit/scenarios/demo-codex.json``);
 ``--executor opencode`` the real OpenCode binary the same way, over chat completions
 (``testkit/scenarios/demo-opencode.json``); ``--executor gemini-cli`` the real Gemini CLI over
 the Gemini API (``testkit/scenarios/demo-gemini-cli.json``); ``--executor copilot-cli``
 the real GitHub Copilot CLI over chat completions (``testkit/scenarios/demo-copilot-cli.json``).
 
-``--executor`` given several times is a sweep (``make demo-sweep``): the commit-message skill
-over each harness named (and the built-in agent, when ``agent`` is one of them) and each
-harness's scripted model, in one run, its report a harness × model table. One server serves
-them all: each harness's rules answer its own model only, and the agent's answer only a request
-carrying the agent's own prompt (:func:`sweep_scenario`).
+``--executor`` given several times is a sweep (``make demo-sweep``: every harness and the
+agent): the commit-message skill over each harness named (and the built-in agent, when ``agent``
+is one of them) and each harness's scripted model, in one run, its report a harness × model
+table. One server serves them all: each harness's rules answer its own model only (and, where
+harnesses share a model, only requests carrying that harness's own system prompt), and the
+agent's answer only a request carrying the agent's own prompt (:func:`sweep_scenario`).
 """
 
 from __future__ import annotations
