@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps install demo demo-claude-code demo-opencode demo-gemini-cli demo-sweep demo-copilot-cli test test-fast test-image check bench clean
+.PHONY: setup system-deps install demo demo-claude-code demo-codex demo-opencode demo-gemini-cli demo-sweep demo-copilot-cli test test-fast test-image check bench clean
 
 # Debian packages the product and its tests run against: a real redis-server, bubblewrap, git,
 # chromium for the HTML report's browser test, and ripgrep (OpenCode's file and skill tools run it).
@@ -82,6 +82,9 @@ demo: setup
 demo-claude-code: setup
 	$(BIN)/python -m producer.commands.demo --executor claude-code
 
+demo-codex: setup
+	$(BIN)/python -m producer.commands.demo --executor codex
+
 demo-opencode: setup
 	$(BIN)/python -m producer.commands.demo --executor opencode
 
@@ -89,7 +92,8 @@ demo-gemini-cli: setup
 	$(BIN)/python -m producer.commands.demo --executor gemini-cli
 
 demo-sweep: setup
-	$(BIN)/python -m producer.commands.demo --executor claude-code --executor opencode --executor gemini-cli --executor agent
+	$(BIN)/python -m producer.commands.demo --executor claude-code --executor codex --executor gemini-cli \
+	  --executor opencode --executor copilot-cli --executor agent
 
 demo-copilot-cli: setup
 	$(BIN)/python -m producer.commands.demo --executor copilot-cli

@@ -55,6 +55,8 @@ BENCHES = (
             "--harness",
             "claude-code",
             "--harness",
+            "codex",
+            "--harness",
             "opencode",
             "--harness",
             "gemini-cli",

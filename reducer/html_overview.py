@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from html import escape
 
 from reducer.html_parts import Raw, heat, name, pct, table
+from reducer.render_sweep import row_label
 from reducer.render_triggers import gates_text
 from reducer.threshold import case_bar
 from schemas.report import RunResult, SkillResult
@@ -133,6 +134,6 @@ def overview(result: RunResult) -> str:
         "(red 0% to green 100%), then the models ranked by composite score over every corpus.</p>"
         + table(["corpus", "verdict", *[name(m) for m in models]], rows, stack=False)
         + "<h3>Leaderboard</h3>"
-        + table(["model", "composite", "95% CI", "pass rate"], board, stack=False)
+        + table([row_label(result), "composite", "95% CI", "pass rate"], board, stack=False)
         + "</section>"
     )

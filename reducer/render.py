@@ -11,7 +11,7 @@ from reducer.agreement import agreement_lines
 from reducer.plugin_score import plugin_score_lines
 from reducer.render_adaptive import markdown_section
 from reducer.render_compare import comparison_section, quality_section
-from reducer.render_sweep import is_sweep, sweep_section
+from reducer.render_sweep import is_sweep, row_label, sweep_section
 from reducer.render_triggers import gates_text, routing_section, trigger_section
 from reducer.stream import ROWS_NOT_KEPT
 from reducer.threshold import case_bar
@@ -172,7 +172,7 @@ def _variant_section(s: SkillResult, result: RunResult) -> list[str]:
         "",
         "### Models",
         "",
-        "| model | behavioural | 95% CI (Wilson) | 95% CI (by case) | composite | graded/shards |",
+        f"| {row_label(result)} | behavioural | 95% CI (Wilson) | 95% CI (by case) | composite | graded/shards |",
         "|---|---|---|---|---|---|",
     ]
     for m in s.models:

@@ -36,7 +36,7 @@ from reducer.html_parts import (
 from reducer.plugin_score import plugin_score_html
 from reducer.render_adaptive import html_section
 from reducer.render_compare import NO_SKILL_NOTE, TEST_LABELS
-from reducer.render_sweep import sweep_html
+from reducer.render_sweep import row_label, sweep_html
 from reducer.render_triggers import trigger_html
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.comparison import PairedComparison
@@ -60,7 +60,7 @@ def _models(result: RunResult) -> str:
             [m.model, pct(m.composite_mean), f"{pct(m.composite_low)} to {pct(m.composite_high)}"]
             for m in result.leaderboard
         ]
-        out.append("<h3>Leaderboard (composite score)</h3>" + table(["model", "composite", "95% CI"], rows))
+        out.append("<h3>Leaderboard (composite score)</h3>" + table([row_label(result), "composite", "95% CI"], rows))
     return "".join(out) + "</section>"
 
 

@@ -19,6 +19,12 @@ PAIRED_NOTE = (
 )
 
 
+def row_label(result: RunResult) -> str:
+    """What a row of a per-model table is: a harness × model pair in a sweep over harnesses (its rows
+    are named so), else a model."""
+    return "harness × model" if is_sweep(result) else "model"
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 

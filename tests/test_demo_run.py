@@ -1,5 +1,6 @@
 """`make demo` end to end: the bundled example evaluated offline ends with its verdict, and that
-verdict holds against the threshold the demo says it sets."""
+verdict holds against the threshold the demo says it sets; `make demo-codex` the same with the
+real Codex binary."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from producer.commands.demo import DEMO_THRESHOLD
+from producer.commands.demo import AGENT_PROMPT, DEMO_THRESHOLD, OWN_PROMPTS, sweep_scenario
+from testkit.model_handler import select_rule_text
+from testkit.scenario import parse_scenario
+from tests.e2e_support import current, reports
+from tests.harness_e2e import run_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,3 +41,47 @@ def test_the_demo_passes_its_own_threshold_and_ends_with_the_verdict(tmp_path: P
     corpora = [line for line in lines if line.startswith("skill: ")]
     assert len(corpora) == 2 and all(line.endswith("  PASS") for line in corpora), corpora
     assert any(line.startswith("failing assertions: ") for line in lines)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(450)
+def test_make_demo_codex_runs_the_real_codex_over_the_responses_api_and_ends_with_its_verdict(
+    tmp_path: Path,
+) -> None:
+    out = run_demo(tmp_path, "codex")
+
+    assert "--model openai/gpt-5" in out and "--executor codex" in out
+    run_id = next(line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("run: "))
+    doc, _markdown = reports(tmp_path / "reports", "commit-message", run_id)
+    runs = {r["case_id"]: r for r in current(doc)["runs"]}
+    # The demo names the skill ($commit-message): Codex puts its body into the request, activated in both cases.
+    assert {i: (r["state"], r["skill_activated"]) for i, r in runs.items()} == {
+        1: ("graded", True),
+        2: ("graded", True),
+    }
+    # Codex offers this model its shell and no patch tool: the file of case 2 is written by a command it ran.
+    wrote = runs[2]["verdicts"][0]
+    assert (
+        wrote["passed"]
+        and wrote["evidence"].startswith("[tool_call] exec_command(")
+        and "> docs/USAGE.md" in wrote["evidence"]
+    )
+    assert all(not r["rejected_calls"] for r in runs.values())
+    assert doc["usage"]["openai/gpt-5"]["prompt_tokens"] > 0
+
+
+def test_a_sweeps_scenario_answers_each_harness_on_a_shared_model_with_its_own_script_only() -> None:
+    rules = parse_scenario(sweep_scenario(["codex", "opencode", "copilot-cli", "agent"]))
+    ask = "I fixed the greeting punctuation in src/greeting.py. Please commit it."
+
+    def answering(text: str, model: str = "gpt-5") -> str | None:
+        rule = select_rule_text(rules, model, text, True)
+        return None if rule is None else rule.name
+
+    for harness, prompt in OWN_PROMPTS.items():
+        assert answering(f"{prompt}, a system prompt.\n{ask}") == f"commit-message/1 ({harness})"
+    # A request in no harness's prompt gets none's script: the scenario's default answers it.
+    assert answering(ask) is None
+    assert answering(ask, "claude-sonnet-4-5") is None
+    # The agent's script answers the agent's prompt whatever model it names.
+    assert answering(f"tools: {AGENT_PROMPT}) ...\n{ask}", "claude-sonnet-4-5") is not None

@@ -1,13 +1,12 @@
-"""A sweep of the demo repo over several harnesses and models in one run (``make demo-sweep``).
+"""A sweep of the demo repo over every harness and its models in one run (``make demo-sweep``).
 
-The real Claude Code, OpenCode and Gemini CLI binaries and the built-in agent, on the embedded
-cluster, each in the bubblewrap sandbox behind its proxy, against the offline test kit's
-scripted models (one server for all: each harness's rules answer its own model, the agent's its
-own prompt). Each harness runs the given models it can speak: Claude Code the Anthropic one,
-OpenCode the OpenAI one, Gemini CLI the Gemini one, the agent all three. The report has one row
-per harness × model pair, the harness × assertion matrix and the harnesses paired on the same
-cases. (Codex has no scripted demo scenario, and a second OpenAI model would be OpenCode's too:
-it has its own end-to-end test, and the sweep's logic is the same for any harness.)
+The real Claude Code, Codex, Gemini CLI, OpenCode and Copilot CLI binaries and the built-in
+agent, on the embedded cluster, each in the bubblewrap sandbox behind its proxy, against the
+offline test kit's scripted models (one server for all: each harness's rules answer its own model
+and, where harnesses share one, its own system prompt; the agent's its own prompt). Each harness
+runs the given models it can speak: Claude Code the Anthropic one, Codex, OpenCode and Copilot
+CLI the OpenAI one, Gemini CLI the Gemini one, the agent all three. The report has one row per
+harness × model pair, the harness × assertion matrix and the harnesses paired on the same cases.
 """
 
 from __future__ import annotations
@@ -32,18 +31,29 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAUDE, GPT, GEMINI = "anthropic/claude-sonnet-4-5", "openai/gpt-5", "gemini/gemini-2.5-pro"
-HARNESSES = ("claude-code", "opencode", "gemini-cli", "agent")
+HARNESSES = ("claude-code", "codex", "gemini-cli", "opencode", "copilot-cli", "agent")
 ROWS = [
     f"claude-code × {CLAUDE}",
-    f"opencode × {GPT}",
+    f"codex × {GPT}",
     f"gemini-cli × {GEMINI}",
+    f"opencode × {GPT}",
+    f"copilot-cli × {GPT}",
     f"agent × {CLAUDE}",
     f"agent × {GPT}",
     f"agent × {GEMINI}",
 ]
+FILE_TOOLS = {
+    "claude-code": "Write",
+    "codex": "exec_command",
+    "gemini-cli": "write_file",
+    "opencode": "apply_patch",
+    "copilot-cli": "create",
+    "agent": "write_file",
+}
+"""The tool each harness's scripted model writes docs/USAGE.md with (Codex's only one is its shell)."""
 
 
-def test_a_sweep_of_the_demo_over_three_harnesses_and_the_agent_reports_a_harness_model_table(
+def test_a_sweep_of_the_demo_over_every_harness_and_the_agent_reports_a_harness_model_table(
     tmp_path: Path,
 ) -> None:
     env = {**os.environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log"), "SKILL_EVAL_STORE": str(tmp_path / "store")}
@@ -57,7 +67,7 @@ def test_a_sweep_of_the_demo_over_three_harnesses_and_the_agent_reports_a_harnes
         cwd=ROOT,
     )
     lines = done.stdout.splitlines()
-    assert lines and lines[-1].startswith("verdict: "), done.stdout[-3000:] + done.stderr[-3000:]
+    assert lines and lines[-1] == "verdict: PASS", done.stdout[-3000:] + done.stderr[-3000:]
     run_id = next(line.split(": ", 1)[1] for line in lines if line.startswith("run: "))
     doc, markdown = reports(tmp_path / "reports", "commit-message", run_id)
     assert doc["meta"]["executor"] == ", ".join(HARNESSES)
@@ -65,33 +75,45 @@ def test_a_sweep_of_the_demo_over_three_harnesses_and_the_agent_reports_a_harnes
     # The harness × model table: one row per pair, every shard of each graded.
     assert [m["model"] for m in current["models"]] == ROWS
     assert all((m["graded"], m["shards"]) == (2, 2) for m in current["models"]), current["models"]
-    assert "| model | behavioural |" in markdown
+    assert "| harness × model | behavioural |" in markdown
     for row in ROWS:
         assert f"| {row} | " in markdown
-    # Each harness ran its own binary: activation is recorded for the harnesses, not the agent.
+    # Each harness ran its own binary against its own script, even the three on one OpenAI model:
+    # the file of case 2 was written with that harness's own tool. Activation is recorded for the
+    # harnesses, not the agent.
+    for run in (r for r in current["runs"] if r["case_id"] == 2):
+        harness = run["model"].split(" × ")[0]
+        assert run["verdicts"][0]["evidence"].startswith(f"[tool_call] {FILE_TOOLS[harness]}("), run
     activated = {m["model"]: m["skill_activated"] for m in current["models"]}
-    assert all(activated[row] is not None for row in ROWS[:3]) and activated[ROWS[3]] is None
+    assert all(activated[row] is not None for row in ROWS[:5]) and activated[ROWS[5]] is None
     # The scripted harnesses load the skill in case 1 and skip it in case 2; the agent follows it in both.
     by_harness = {(a["case_id"], a["index"]): a["by_harness"] for a in current["assertions"]}
     assert set(by_harness[(1, 0)]) == set(HARNESSES)
     assert by_harness[(2, 0)]["agent"]["total"] == 3 and by_harness[(2, 0)]["gemini-cli"]["total"] == 1
     assert "## Harness × assertion" in markdown and "## Harnesses paired" in markdown
-    # Paired on the same cases: the agent shares a model with each harness; the two harnesses none.
+    # Paired on the same cases: the harnesses on the OpenAI model share it, and the agent shares a
+    # model with each; Claude Code and Gemini CLI share none with any other harness.
     pairs = {(c["baseline"], c["harness"]): c for c in doc["harness_comparisons"]}
     assert set(pairs) == {(a, b) for i, a in enumerate(HARNESSES) for b in HARNESSES[i + 1 :]}
     assert all(c["kind"] == "harness" and c["cases"] == 2 for c in pairs.values())
-    assert "no model in common" in pairs[("opencode", "gemini-cli")]["note"]
-    assert "no model in common" in pairs[("claude-code", "opencode")]["note"]
-    assert (
-        pairs[("claude-code", "agent")]["pairs"] == 2
-        and "no model in common" not in pairs[("claude-code", "agent")]["note"]
-    )
+    apart = {k for k, c in pairs.items() if "no model in common" in c["note"]}
+    assert apart == {
+        ("claude-code", "codex"),
+        ("claude-code", "gemini-cli"),
+        ("claude-code", "opencode"),
+        ("claude-code", "copilot-cli"),
+        ("codex", "gemini-cli"),
+        ("gemini-cli", "opencode"),
+        ("gemini-cli", "copilot-cli"),
+    }
+    assert pairs[("codex", "opencode")]["pairs"] == 2 and pairs[("claude-code", "agent")]["pairs"] == 2
     # The leaderboard and the usage are per pair too; the HTML page has the harnesses' section.
     board = next(line for line in lines if line.startswith("leaderboard (composite): "))
     assert all(row in board for row in ROWS)
     assert set(ROWS) <= set(doc["usage"])
     html = (tmp_path / "reports" / f"skill-eval-{run_id}.html").read_text(encoding="utf-8")
     assert 'id="harnesses"' in html and f"claude-code × {CLAUDE}" in html
+    assert "<th>harness × model</th><th>composite</th>" in html
     # The viewer's run page: the leaderboard by harness × model, the matrix and the pairs.
     page = TestClient(create_app(open_store(str(tmp_path / "store")))).get(f"/runs/{run_id}").text
     assert "<th>harness × model</th>" in page and "Harness × assertion: commit-message" in page

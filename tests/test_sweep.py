@@ -208,6 +208,21 @@ def test_reports_of_a_sweep_show_harness_model_rows_and_of_one_executor_stay_as_
     assert "Harness" not in text and "by_harness" not in text and '"harness"' not in text
 
 
+def test_the_leaderboard_and_per_model_tables_of_a_sweep_head_their_rows_harness_by_model() -> None:
+    passes = {(h, c): [True, h != "codex"] for h in ("claude-code", "codex", "agent") for c in (1, 2)}
+    plan, outcomes = _sweep_outcomes(passes)
+    result = reduce_run(plan, outcomes)  # type: ignore[arg-type]
+    page, markdown = render_html(result), render_markdown(result, "s", {})
+    assert "<h3>Leaderboard (composite score)</h3><table class=stack><tr><th>harness × model</th>" in page
+    assert "| harness × model | behavioural |" in markdown and "| model | behavioural |" not in markdown
+    # One executor over two models: its rows are models, and its headers say so.
+    single = plan_run(RUN, [bundle("s", (2, 2))], [GPT, CLAUDE])
+    alone = reduce_run(single, {s.shard_id: graded(s, [True, False]) for s in single.shards})
+    page, markdown = render_html(alone), render_markdown(alone, "s", {})
+    assert "<h3>Leaderboard (composite score)</h3><table class=stack><tr><th>model</th>" in page
+    assert "harness × model" not in page and "| model | behavioural |" in markdown
+
+
 def test_dry_run_lists_each_harness_model_pair_with_its_shards() -> None:
     code, output = invoke(
         "run", "commit-message", "--repo", str(EXAMPLE_REPO), "--dry-run",

@@ -10,21 +10,24 @@ assertions on purpose, so the demo passes ``--fail-under 0.6`` (unless given its
 ``--executor claude-code`` runs the real Claude Code binary instead (``make setup`` installs
 it) on the commit-message skill, against the scripted Anthropic-API demo model
 (``testkit/scenarios/demo-claude-code.json``), through the model proxy in the sandbox;
+``--executor codex`` the real Codex over the Responses API (``testkit/scenarios/demo-codex.json``);
 ``--executor opencode`` the real OpenCode binary the same way, over chat completions
 (``testkit/scenarios/demo-opencode.json``); ``--executor gemini-cli`` the real Gemini CLI over
 the Gemini API (``testkit/scenarios/demo-gemini-cli.json``); ``--executor copilot-cli``
 the real GitHub Copilot CLI over chat completions (``testkit/scenarios/demo-copilot-cli.json``).
 
-``--executor`` given several times is a sweep (``make demo-sweep``): the commit-message skill
-over each harness named (and the built-in agent, when ``agent`` is one of them) and each
-harness's scripted model, in one run, its report a harness × model table. One server serves
-them all: each harness's rules answer its own model only, and the agent's answer only a request
-carrying the agent's own prompt (:func:`sweep_scenario`).
+``--executor`` given several times is a sweep (``make demo-sweep``: every harness and the
+agent): the commit-message skill over each harness named (and the built-in agent, when ``agent``
+is one of them) and each harness's scripted model, in one run, its report a harness × model
+table. One server serves them all: each harness's rules answer its own model only (and, where
+harnesses share a model, only requests carrying that harness's own system prompt), and the
+agent's answer only a request carrying the agent's own prompt (:func:`sweep_scenario`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -54,6 +57,7 @@ def git_copy(dest: Path) -> Path:
 CLAUDE_CODE_MODEL = "anthropic/claude-sonnet-4-5"
 HARNESS_DEMOS = {
     "claude-code": CLAUDE_CODE_MODEL,
+    "codex": "openai/gpt-5",
     "opencode": "openai/gpt-5",
     "gemini-cli": "gemini/gemini-2.5-pro",
     "copilot-cli": "openai/gpt-5",
@@ -71,12 +75,13 @@ def demo_scenario(name: str = "demo") -> dict[str, Any]:
     scenario: dict[str, Any] = json.loads((SCENARIO_DIR / f"{name}.json").read_text(encoding="utf-8"))
     # Calibration's rules first: its assertions are worded like the demo corpus's, and one rule must judge both.
     calibration = judge_rules()
-    if name != "demo":  # a harness's shell tool is Bash, bash or run_shell_command: the same rules judge it too
+    # A harness's shell tool is Bash, bash, run_shell_command or exec_command: the same rules judge it too.
+    if name != "demo":
         calibration = [
             {
                 **r,
                 "transcript_regex": r["transcript_regex"].replace(
-                    "shell\\(", "(?:shell|Bash|bash|run_shell_command)\\("
+                    "shell\\(", "(?:shell|Bash|bash|run_shell_command|exec_command)\\("
                 ),
             }
             for r in calibration
@@ -85,22 +90,40 @@ def demo_scenario(name: str = "demo") -> dict[str, Any]:
     return scenario
 
 
-AGENT_MARKER = r"(?s)(?=.*`shell` \(runs a bash command)"
-"""A lookahead only the built-in agent's requests satisfy (its prompt lists its tools so): in a sweep,
-the agent's scripted rules answer it alone, whatever model it asks for."""
+AGENT_PROMPT = "`shell` (runs a bash command"
+"""What only the built-in agent's requests say (its prompt lists its tools so): in a sweep, the
+agent's scripted rules answer it alone, whatever model it asks for."""
+
+OWN_PROMPTS = {
+    "codex": "running in the Codex CLI",
+    "opencode": "You are OpenCode",
+    "copilot-cli": "You are the GitHub Copilot CLI",
+}
+"""What each harness sharing its demo model with another says of itself in its system prompt: in a
+sweep, its scripted rules answer its own requests only, not another harness's on the same model."""
+
+
+def scoped(rule: dict[str, Any], marker: str) -> dict[str, Any]:
+    """``rule`` answering only a request whose text holds ``marker``. Both lookaheads are anchored
+    at the start: an unanchored one is tried at every offset of a long system prompt."""
+    regex = r"\A(?=[\s\S]*?" + re.escape(marker) + ")"
+    if rule.get("regex"):
+        regex += r"(?=[\s\S]*?(?:" + rule["regex"] + "))"
+    return {**rule, "regex": regex}
 
 
 def sweep_scenario(executors: list[str]) -> dict[str, Any]:
-    """One scenario for a sweep: each harness's demo rules scoped to its demo model, the agent's
-    demo rules scoped to the agent's prompt, and every judge rule."""
+    """One scenario for a sweep: each harness's demo rules scoped to its demo model (and to its own
+    prompt when another harness speaks that model too), the agent's demo rules scoped to the
+    agent's prompt, and every judge rule."""
     rules: list[dict[str, Any]] = []
     judge: list[dict[str, Any]] = []
     if "agent" in executors:
-        agent = demo_scenario("demo")
-        rules += [{**r, "regex": AGENT_MARKER + "(?:" + r.get("regex", "") + ")"} for r in agent["rules"]]
+        rules += [scoped(r, AGENT_PROMPT) for r in demo_scenario("demo")["rules"]]
     for harness in (e for e in executors if e in HARNESS_DEMOS):
         scenario = demo_scenario(f"demo-{harness}")
-        rules += [{**r, "model": HARNESS_DEMOS[harness].partition("/")[2]} for r in scenario["rules"]]
+        for rule in ({**r, "model": HARNESS_DEMOS[harness].partition("/")[2]} for r in scenario["rules"]):
+            rules.append(scoped(rule, OWN_PROMPTS[harness]) if harness in OWN_PROMPTS else rule)
         judge += scenario["judge"]
     judge += demo_scenario("demo")["judge"] if "agent" in executors else []
     default = {"text": "(scripted demo model) no script for this request."}
