@@ -132,3 +132,23 @@ def adaptive_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] 
         for c in plan.cases
     ]
     return {"rule": summary_rule(plan), "looks": [look_row(g, plan) for g in plan.gates], "cases": cases}
+
+
+HEADLINE_ROWS = 3
+"""Trigger rows the runs list names one by one; more are counted."""
+
+
+def trigger_headline(raw: dict[str, Any]) -> str:
+    """The runs list's line for a trigger run (its pass rates are 0/0: it holds no assertions)."""
+    try:
+        report = TriggerReport.model_validate(raw)
+    except ValidationError:
+        return "trigger run (its figures do not read; the run page names the fault)"
+    failed = f"; {len(report.failures)} gate failure(s)" if report.failures else ""
+    if len(report.figures) > HEADLINE_ROWS:
+        return f"triggers: {len(report.figures)} skill and row figures{failed}"
+    return "; ".join(
+        f"triggers {f.skill} ({f.model}): recall {f.recall.hits} of {f.recall.total}, "
+        f"false triggers {f.false_trigger.hits} of {f.false_trigger.total}"
+        for f in report.figures
+    )

@@ -2,7 +2,8 @@
 
 The run holds what a viewer must show and must not let run: a passing and a failing case, a
 ``<script>`` in a tool result and in an assertion. Made once per session (a cluster start
-costs seconds); tests that write labels use their own copy of its store.
+costs seconds); tests that write labels use their own copy of its store. A trigger run and an
+adaptive run (``feature_runs``) live in a store and a model server of their own.
 """
 
 from __future__ import annotations
@@ -136,9 +137,10 @@ class FeatureRuns:
 
 
 @pytest.fixture(scope="session")
-def feature_runs(tmp_path_factory: pytest.TempPathFactory, model_server: OfflineModelServer) -> Iterator[FeatureRuns]:
+def feature_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FeatureRuns]:
     base = tmp_path_factory.mktemp("viewer-features")
-    with checked_env(base / "e2e", model_server.base_url) as env:
+    # A server of its own: tests of the run above rerun it against the scenario it left set.
+    with OfflineModelServer({"rules": []}) as model_server, checked_env(base / "e2e", model_server.base_url) as env:
         rules = [
             _loads("notes.pdf", "pdf-tools", "openai/exec-b"),  # exec-b finds the skill for query 2, exec-a does not
             *(_loads(m, "pdf-tools") for m in ("report.pdf", "since v1.2")),
