@@ -19,7 +19,12 @@ import pytest
 
 from testkit.offline_server import OfflineModelServer
 from tests.e2e_support import Env, case, checked_env, git_init, new_repo, ran, scenario, shell_rule, write_skill
+from tests.harness_e2e import call
 from tests.test_baseline_no_skill import make_repo
+from tests.test_harness_e2e import CODEX_MODEL
+from tests.test_sweep_rounds_e2e import AGENT_RULES, SWEEP
+from tests.test_triggers_e2e import trigger_repo
+from tests.test_triggers_harness_e2e import _codex_rules
 
 SCRIPT_RESULT = "<script>window.pwnedResult=1</script>"
 SCRIPT_ASSERTION = "<script>window.pwnedAssertion=1</script>"
@@ -126,11 +131,15 @@ def _adaptive_scenario() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class FeatureRuns:
-    """A trigger run over two models (one passes ``--min-recall``, one fails it) and an adaptive run."""
+    """A trigger run over two models (one passes ``--min-recall``, one fails it) and an adaptive run,
+    then both again as a sweep over two harnesses."""
 
     env: Env
     trigger_run: str
     adaptive_run: str
+    sweep_trigger_run: str
+    """Codex and the agent swept: rows ``codex × <model>`` and ``agent × <model>``."""
+    sweep_adaptive_run: str
 
     def viewed(self) -> ViewedRun:
         return ViewedRun(self.env, self.trigger_run, self.env.base)
@@ -156,4 +165,32 @@ def feature_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FeatureRu
         repo = make_repo(base / "adaptive-repo", cases=ADAPTIVE_CASES)
         adaptive = env.run(repo, "greeter", "--epochs", "auto", "--max-epochs", "5", "--fail-under", "0.75")
         assert adaptive.code in (0, 1), adaptive.stdout + adaptive.stderr
-        yield FeatureRuns(env, triggers.run_id, adaptive.run_id)
+        sweep_triggers, sweep_adaptive = _sweep_runs(env, model_server, base)
+        yield FeatureRuns(env, triggers.run_id, adaptive.run_id, sweep_triggers, sweep_adaptive)
+
+
+def _sweep_runs(env: Env, model_server: OfflineModelServer, base: Path) -> tuple[str, str]:
+    """The real Codex binary and the built-in agent swept as in ``tests/test_sweep_rounds_e2e.py``:
+    a trigger run whose Codex row fails ``--min-recall`` and whose agent row passes, and an
+    adaptive run looked at per harness × model row."""
+    model_server.set_scenario(scenario([*AGENT_RULES, *_codex_rules()], []))
+    repo = trigger_repo(base / "sweep-trigger-repo")
+    args = ("--triggers", "--trigger-turns", "2", *SWEEP, "--min-recall", "0.5")
+    triggers = env.run(repo, "pdf-tools", *args, models=(CODEX_MODEL,))
+    assert triggers.code == 1, triggers.stdout + triggers.stderr  # Codex's recall 1/3, the agent's 3/3
+    echo = call("shell", command="echo hello")
+    coin = [{"weight": 1, "reply": echo}, {"weight": 1, "reply": {"text": "Hello there!"}}]
+    rules = [
+        _codex_rules()[0],  # Codex's canary
+        {"tools": True, "contains": "Say hello (1)", "replies": [echo, {"text": "done"}]},
+        {"tools": True, "contains": "Say hello (2)", "replies": [{"pick": coin}, {"text": "done"}]},
+    ]
+    judge = [
+        {"assertion_contains": "echo hello", "transcript_regex": r"\[tool_call\] (?:shell|exec_command)\(.*echo hello"}
+    ]
+    model_server.set_scenario({**scenario(rules, judge), "seed": 3})
+    repo = make_repo(base / "sweep-adaptive-repo", cases=2)
+    auto = ("--epochs", "auto", "--max-epochs", "5", "--fail-under", "0.75", "--no-calibration")
+    adaptive = env.run(repo, "greeter", *SWEEP, *auto, models=(CODEX_MODEL,))
+    assert adaptive.code in (0, 1), adaptive.stdout + adaptive.stderr
+    return triggers.run_id, adaptive.run_id

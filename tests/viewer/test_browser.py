@@ -21,6 +21,7 @@ from engine.keys import limiter_keys
 from engine.redis_server import RedisServer, free_port
 from engine.state import RunState
 from schemas.status import ShardState
+from tests.test_harness_e2e import CODEX_MODEL
 from tests.test_html_browser import ARTIFACTS, WIDTHS, chromium_path
 from tests.viewer.conftest import SCRIPT_MODEL, FeatureRuns, ViewedRun
 
@@ -199,5 +200,21 @@ def test_a_trigger_runs_rows_and_an_adaptive_runs_look_read_at_any_width(
         page.locator("#adaptive details.cases summary").click()
         expect(page.locator("#adaptive tr.case")).to_have_count(4)
         page.screenshot(path=str(SHOTS / f"run-adaptive-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+        # A sweep over Codex and the agent: each harness × model row with its own figures and verdict.
+        page.goto(f"{url}/runs/{feature_runs.sweep_trigger_run}")
+        names = page.locator("#triggers article.trigger-row .row-name")
+        expect(names).to_have_text([f"codex × {CODEX_MODEL}", f"agent × {CODEX_MODEL}"])
+        codex = page.locator("#triggers article.trigger-row").first.locator("p.gate .verdict")
+        codex.scroll_into_view_if_needed()
+        expect(codex).to_have_text("FAIL")
+        expect(codex).to_be_in_viewport(ratio=1)
+        page.screenshot(path=str(SHOTS / f"run-sweep-triggers-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+        page.goto(f"{url}/runs/{feature_runs.sweep_adaptive_run}")
+        expect(page.locator("#adaptive article.look .row-name")).to_have_text(
+            [f"codex × {CODEX_MODEL}", f"agent × {CODEX_MODEL}"]
+        )
+        page.screenshot(path=str(SHOTS / f"run-sweep-adaptive-{layout}.png"), full_page=True)
         no_sideways_scroll(page)
     page.close()

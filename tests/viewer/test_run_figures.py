@@ -21,6 +21,7 @@ from schemas.adaptive import adaptive_plan
 from schemas.errors import StoreError
 from schemas.shard import CURRENT
 from schemas.triggers import TriggerSettings
+from tests.test_harness_e2e import CODEX_MODEL
 from tests.test_reducer import bundle
 from tests.test_sweep_triggers_adaptive import AGENT, CODEX, GPT, RUN, fired_by, observed, sweep_plan
 from tests.viewer.conftest import HOSTILE_QUERY, FeatureRuns
@@ -169,3 +170,28 @@ def test_hostile_queries_rows_and_reasons_are_text_on_the_page(feature_runs: Fea
     assert re.findall(r'id="verdict-value">(\w+)<', page) == ["FAIL"]
     cells = re.findall(r'<td class="wrap query-text">(.*?)</td>', page, re.S)
     assert sum("verdict: PASS" in cell for cell in cells) == 2 and page.count("verdict: PASS") == 2
+
+
+def test_a_real_sweep_gives_each_harness_model_row_its_figures_gate_and_look(feature_runs: FeatureRuns) -> None:
+    c = client(feature_runs.env.store)
+    run = feature_runs.sweep_trigger_run
+    codex_row, agent_row = (f"{h} × {CODEX_MODEL}" for h in ("codex", "agent"))
+    codex, agent = c.get(f"/api/runs/{run}/triggers").json()["rows"]
+    assert (codex["row"], agent["row"]) == (codex_row, agent_row)  # the row names its harness once
+    assert codex["recall"]["count"] == "1 of 3 positive runs" and agent["recall"]["count"] == "3 of 3 positive runs"
+    assert codex["gate"]["verdict"] == "FAIL" and codex["gate"]["reasons"] == [
+        f"pdf-tools ({codex_row}): recall 1/3 (33.3%) is below 50%"
+    ]
+    assert agent["gate"]["verdict"] == "PASS"
+    assert {q["instead"] for q in codex["queries"] if q["should"] == "yes" and not q["right"]} == {
+        "(none) ×1",
+        "csv-clean ×1",
+    }
+    adaptive = feature_runs.sweep_adaptive_run
+    looks = c.get(f"/api/runs/{adaptive}/adaptive").json()["looks"]
+    gates = stored(feature_runs, adaptive)["adaptive"]["gates"]
+    assert [g["row"] for g in looks] == [codex_row, agent_row] == [g["row"] for g in gates]
+    assert [g["estimate"] for g in looks] == [f"{g['estimate']:.3f}" for g in gates]
+    assert {g["stops"] for g in looks} == {"1 stable, 1 max-epochs"}  # cases are shared by the rows
+    page = c.get(f"/runs/{adaptive}").text
+    assert page.count('<article class="look"') == 2 and f'<span class="row-name">{codex_row}</span>' in page
