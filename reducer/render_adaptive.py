@@ -29,16 +29,21 @@ def _cases(plan: AdaptivePlan, skill: str | None) -> list[CaseEpochs]:
     return [c for c in plan.cases if skill is None or c.skill == skill]
 
 
+def stop_counts(plan: AdaptivePlan, skill: str) -> dict[str, int]:
+    """A corpus's cases per stop reason (``running`` for those that may get more), in first-seen order."""
+    counts: dict[str, int] = {}
+    for c in _cases(plan, skill):
+        counts[c.stopped or "running"] = counts.get(c.stopped or "running", 0) + 1
+    return counts
+
+
 def summary_lines(plan: AdaptivePlan, skill: str | None = None) -> list[str]:
     """One line per corpus for the terminal: epochs spent, cases per stop reason, and the gate's last look."""
     skills = sorted({c.skill for c in _cases(plan, skill)})
     out = []
     for name in skills:
         cases = _cases(plan, name)
-        counts: dict[str, int] = {}
-        for c in cases:
-            counts[c.stopped or "running"] = counts.get(c.stopped or "running", 0) + 1
-        stops = ", ".join(f"{n} {reason}" for reason, n in counts.items())
+        stops = ", ".join(f"{n} {reason}" for reason, n in stop_counts(plan, name).items())
         epochs = sum(c.epochs for c in cases)
         tail = "".join(f"; {_look(g)}" for g in plan.gates if g.skill == name)
         out.append(

@@ -37,9 +37,12 @@ from schemas.shard import CURRENT
 from schemas.status import ShardState
 from viewer.data import RunNotFound, RunUnreadable, ViewerData
 from viewer.rows import PAGE, Query, case_assertions
+from viewer.run_figures import adaptive_view, trigger_view
 
 HERE = Path(__file__).resolve().parent
 FACET_ASSERTIONS = 300
+SECTIONS = {"triggers": trigger_view, "adaptive": adaptive_view}
+"""The run page's sections read from the result's own records, by the name of their API route."""
 CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'"
 
 
@@ -157,6 +160,18 @@ class Viewer:
         doc["labels"] = [x.model_dump(mode="json") for x in self.labels_of(run_id, shard_id)]
         return JSONResponse(doc)
 
+    def api_section(self, request: Request) -> Response:
+        """A trigger run's figures or an adaptive run's looks as the page shows them; 404 for a run
+        without them (or not reduced yet)."""
+        run_id, name = request.path_params["run_id"], request.url.path.rsplit("/", 1)[-1]
+        try:
+            view = SECTIONS[name](self.data.run(run_id).result, run_id)
+        except SkillEvalError as exc:
+            return _error(exc)
+        if view is None:
+            return JSONResponse({"error": f"run {run_id} has no {name} figures"}, status_code=404)
+        return JSONResponse(view)
+
     def api_agreement(self, request: Request) -> Response:
         try:
             return JSONResponse(self.agreement(request.path_params["run_id"]))
@@ -207,6 +222,8 @@ class Viewer:
         return self.page(
             request,
             "run.html",
+            triggers=trigger_view(overview["result"], run_id),
+            adaptive=adaptive_view(overview["result"], run_id),
             heat=heat_map(overview["result"]),
             sweep=harness_matrix(overview["result"]),
             run=overview,
@@ -236,6 +253,8 @@ class Viewer:
             Route("/api/runs/{run_id}/shards", self.api_shards),
             Route("/api/runs/{run_id}/shards/{shard_id}", self.api_shard),
             Route("/api/runs/{run_id}/agreement", self.api_agreement),
+            Route("/api/runs/{run_id}/triggers", self.api_section),
+            Route("/api/runs/{run_id}/adaptive", self.api_section),
             Route("/api/runs/{run_id}/labels", self.api_labels, methods=["GET"]),
             Route("/api/runs/{run_id}/labels", self.api_label, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

@@ -21,8 +21,9 @@ from engine.keys import limiter_keys
 from engine.redis_server import RedisServer, free_port
 from engine.state import RunState
 from schemas.status import ShardState
+from tests.test_harness_e2e import CODEX_MODEL
 from tests.test_html_browser import ARTIFACTS, WIDTHS, chromium_path
-from tests.viewer.conftest import SCRIPT_MODEL, ViewedRun
+from tests.viewer.conftest import SCRIPT_MODEL, FeatureRuns, ViewedRun
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 SHOTS = ARTIFACTS / "viewer"
@@ -158,3 +159,62 @@ def test_live_counts_follow_the_broker_without_a_reload(
             print(f"live counts followed the broker after {lag:.2f} s")
             assert lag < 15
         client.close()
+
+
+@pytest.mark.parametrize("layout", sorted(WIDTHS))
+def test_a_trigger_runs_rows_and_an_adaptive_runs_look_read_at_any_width(
+    browser: Browser, feature_runs: FeatureRuns, layout: str
+) -> None:
+    width, height = WIDTHS[layout]
+    page = browser.new_page(viewport={"width": width, "height": height})
+    with serving(feature_runs.viewed(), feature_runs.env.store) as url:
+        page.goto(f"{url}/runs/{feature_runs.trigger_run}")
+        rows = page.locator("#triggers article.trigger-row")
+        expect(rows).to_have_count(2)
+        first = rows.first
+        expect(first.locator("tr.recall td").nth(1)).to_have_text("1 of 2 positive runs")
+        expect(first.locator("tr.precision td").nth(1)).to_have_text("1 of 2 activations")
+        # The gate's verdict closes the row's figures and is on screen whole, at phone width too.
+        verdict = first.locator("p.gate .verdict")
+        verdict.scroll_into_view_if_needed()
+        expect(verdict).to_have_text("FAIL")
+        expect(verdict).to_be_in_viewport(ratio=1)
+        box = verdict.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width
+        expect(rows.nth(1).locator("p.gate .verdict")).to_have_text("PASS")
+        hostile = first.locator("tr.query td.query-text").nth(1)
+        expect(hostile).to_contain_text("<script>window.pwnedQuery=1</script>")
+        expect(hostile).to_contain_text("verdict: PASS")
+        expect(page.locator("#verdict-value")).to_have_text("FAIL")
+        page.screenshot(path=str(SHOTS / f"run-triggers-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+        assert page.evaluate("window.pwnedQuery") is None
+        page.goto(f"{url}/runs/{feature_runs.adaptive_run}")
+        look = page.locator("#adaptive article.look")
+        expect(look).to_have_count(1)
+        decision = look.locator("td.decision")
+        expect(decision).to_have_text("not decided against 0.75")
+        expect(look.locator("td.stops")).to_have_text("2 stable, 2 max-epochs")
+        decision.scroll_into_view_if_needed()
+        expect(decision).to_be_in_viewport(ratio=1)
+        page.locator("#adaptive details.cases summary").click()
+        expect(page.locator("#adaptive tr.case")).to_have_count(4)
+        page.screenshot(path=str(SHOTS / f"run-adaptive-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+        # A sweep over Codex and the agent: each harness × model row with its own figures and verdict.
+        page.goto(f"{url}/runs/{feature_runs.sweep_trigger_run}")
+        names = page.locator("#triggers article.trigger-row .row-name")
+        expect(names).to_have_text([f"codex × {CODEX_MODEL}", f"agent × {CODEX_MODEL}"])
+        codex = page.locator("#triggers article.trigger-row").first.locator("p.gate .verdict")
+        codex.scroll_into_view_if_needed()
+        expect(codex).to_have_text("FAIL")
+        expect(codex).to_be_in_viewport(ratio=1)
+        page.screenshot(path=str(SHOTS / f"run-sweep-triggers-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+        page.goto(f"{url}/runs/{feature_runs.sweep_adaptive_run}")
+        expect(page.locator("#adaptive article.look .row-name")).to_have_text(
+            [f"codex × {CODEX_MODEL}", f"agent × {CODEX_MODEL}"]
+        )
+        page.screenshot(path=str(SHOTS / f"run-sweep-adaptive-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+    page.close()

@@ -1,0 +1,154 @@
+"""A trigger run's figures and an adaptive run's looks, as the run page lays them out. Pure.
+
+Every number is the reducer's: the stored result's ``triggers`` (a :class:`TriggerReport`) and
+``adaptive`` (an :class:`AdaptivePlan`) are read back as the reducer's own models and only put in
+words here; nothing is counted, estimated or gated again. Both records grow with the queries, the
+cases and the harness × model rows, never with the shards, so they are read whole. A record this
+version cannot read is a named :class:`StoreError` (the result and its field), not a blank section.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from reducer.render_adaptive import REASONS, stop_counts, summary_rule
+from reducer.render_triggers import change_lines, figure_label, gates_text, routing_columns
+from schemas.adaptive import AdaptivePlan, GateLook
+from schemas.errors import StoreError
+from schemas.shard import CURRENT
+from schemas.triggers import Proportion, QueryRate, TriggerFigures, TriggerReport
+
+M = TypeVar("M", bound=BaseModel)
+
+POOLED = "all models pooled"
+"""The row of a look that pools a corpus's models (one executor, or no sweep)."""
+
+
+def _parsed(model: type[M], result: dict[str, Any], key: str, run_id: str) -> M | None:
+    raw = result.get(key)
+    if raw is None:
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise StoreError(f"run {run_id}: result.json field {key!r} cannot be read as {model.__name__}: {exc}") from exc
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def proportion_cells(p: Proportion, unit: str) -> dict[str, str]:
+    """``2 of 3 positive runs``, its rate and its 95% Wilson interval (``-`` when nothing counted)."""
+    interval = "-" if p.rate is None else f"{_pct(p.low)} – {_pct(p.high)}"
+    return {"count": f"{p.hits} of {p.total} {unit}", "rate": _pct(p.rate), "interval": interval}
+
+
+def gate_of(report: TriggerReport, f: TriggerFigures, inconclusive: set[str]) -> dict[str, Any]:
+    """The trigger gates' verdict on one row, read from the reducer's failures (never re-gated)."""
+    if report.min_recall is None and report.max_false_trigger is None:
+        return {"verdict": "not gated", "reasons": [], "gates": gates_text(report)}
+    if f.skill in inconclusive:
+        return {"verdict": "not gated", "reasons": ["INCONCLUSIVE: most shards did not end"], "gates": ""}
+    reasons = [r for r in report.failures if r.startswith(f"{f.skill} ({f.model}): ")]
+    return {"verdict": "FAIL" if reasons else "PASS", "reasons": reasons, "gates": gates_text(report)}
+
+
+def query_row(q: QueryRate) -> dict[str, Any]:
+    instead = ", ".join(f"{name} ×{n}" for name, n in q.instead.items())
+    return {
+        "case_id": q.case_id,
+        "query": q.query,
+        "should": "yes" if q.should_trigger else "no",
+        "fired": f"{q.fired} of {q.runs} epochs",
+        "right": (q.fired == q.runs) if q.should_trigger else q.fired == 0,
+        "flaky": q.flaky,
+        "instead": instead or "-",
+    }
+
+
+def trigger_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] | None:
+    """A trigger run's page section: per skill and row the four figures with their counts and the
+    gates' verdict last, then each row's queries; the routing matrix and paired changes; None for a
+    run that is not a trigger run."""
+    report = _parsed(TriggerReport, result or {}, "triggers", run_id)
+    if report is None:
+        return None
+    skills = (result or {}).get("skills", [])
+    inconclusive = {s["skill"] for s in skills if s.get("variant") == CURRENT and s.get("inconclusive")}
+    rows = [
+        {
+            "skill": f.skill,
+            "row": figure_label(f),
+            "recall": proportion_cells(f.recall, "positive runs"),
+            "false_trigger": proportion_cells(f.false_trigger, "negative runs"),
+            "precision": proportion_cells(f.precision, "activations"),
+            "f1": _pct(f.f1),
+            "f1_range": "-" if f.f1_low is None or f.f1_high is None else f"{_pct(f.f1_low)} – {_pct(f.f1_high)}",
+            "not_ended": f.not_ended,
+            "gate": gate_of(report, f, inconclusive),
+            "queries": [query_row(q) for q in f.queries],
+        }
+        for f in report.figures
+    ]
+    columns = routing_columns(report) if report.routing else []
+    routing = [{"skill": s, "cells": [row.get(c, 0) for c in columns]} for s, row in report.routing.items()]
+    return {
+        "turns": report.turns,
+        "gates": gates_text(report),
+        "rows": rows,
+        "routing_columns": columns,
+        "routing": routing,
+        "changes": change_lines(report),
+    }
+
+
+def look_row(g: GateLook, plan: AdaptivePlan) -> dict[str, Any]:
+    """One gate's last look: the figure, its interval at the corrected level, the decision, and
+    why its corpus's cases stopped (cases are shared by every row of a corpus)."""
+    return {
+        "skill": g.skill,
+        "row": g.row or POOLED,
+        "figure": g.figure,
+        "estimate": "-" if g.estimate is None else f"{g.estimate:.3f}",
+        "interval": f"[{g.low:.3f}, {g.high:.3f}]",
+        "level": f"{100 * g.level:.2f}%",
+        "decision": f"decided: {g.decided} {g.target:g}" if g.decided else f"not decided against {g.target:g}",
+        "stops": ", ".join(f"{n} {reason}" for reason, n in stop_counts(plan, g.skill).items()),
+    }
+
+
+def adaptive_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] | None:
+    """An adaptive run's page section: its rule, each row's last look, and each case's epochs and
+    stop reason; None for fixed epochs."""
+    plan = _parsed(AdaptivePlan, result or {}, "adaptive", run_id)
+    if plan is None:
+        return None
+    cases = [
+        {"skill": c.skill, "case_id": c.case_id, "epochs": c.epochs, "stopped": c.stopped or "running"}
+        | {"why": REASONS[c.stopped]}
+        for c in plan.cases
+    ]
+    return {"rule": summary_rule(plan), "looks": [look_row(g, plan) for g in plan.gates], "cases": cases}
+
+
+HEADLINE_ROWS = 3
+"""Trigger rows the runs list names one by one; more are counted."""
+
+
+def trigger_headline(raw: dict[str, Any]) -> str:
+    """The runs list's line for a trigger run (its pass rates are 0/0: it holds no assertions)."""
+    try:
+        report = TriggerReport.model_validate(raw)
+    except ValidationError:
+        return "trigger run (its figures do not read; the run page names the fault)"
+    failed = f"; {len(report.failures)} gate failure(s)" if report.failures else ""
+    if len(report.figures) > HEADLINE_ROWS:
+        return f"triggers: {len(report.figures)} skill and row figures{failed}"
+    return "; ".join(
+        f"triggers {f.skill} ({f.model}): recall {f.recall.hits} of {f.recall.total}, "
+        f"false triggers {f.false_trigger.hits} of {f.false_trigger.total}"
+        for f in report.figures
+    )
