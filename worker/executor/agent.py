@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from harnesses.model_record import ModelToolCall
-from schemas.corpus import EvalCase
 from schemas.errors import ContextOverflow, ExecutorFailed, ModelCallFailed, ShareSpent
 from schemas.history import HistoryTurn
 from schemas.manifest import FLEET_WAIT_ALLOWANCE_S, AgentBudget
@@ -33,7 +31,7 @@ from schemas.mocks import MockAnswer, agent_messages
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory, Usage
 from worker.executor.allowed import CaseTools, capped, case_budget, case_tools, refusal
 from worker.executor.final_files import collect_final_files
-from worker.executor.prompt import render_executor_prompt
+from worker.executor.prompt import ExecutorInputs, render_executor_prompt
 from worker.executor.scaffold import run_scaffold
 from worker.executor.tools import TOOL_NAMES, ToolOutcome, execute_tool
 from worker.http_mock_sandbox import http_mocked
@@ -241,34 +239,28 @@ class _Loop:
 def run_agent(
     client: ModelClient,
     model: str,
+    inputs: ExecutorInputs,
     *,
-    skill: str,
-    skill_text: str | None,
-    agent_texts: Mapping[str, str],
-    case: EvalCase,
     sandbox: Sandbox,
     budget: AgentBudget | None = None,
-    shard_id: str = "",
 ) -> Trajectory:
     """Run the executor for one case in ``sandbox`` and return its trajectory.
 
-    ``agent_texts`` maps each ``agents/*.md`` file name of the skill to its text. Raises
-    :class:`ExecutorFailed` when the model client gives up (retries spent); budgets end
+    Raises :class:`ExecutorFailed` when the model client gives up (retries spent); budgets end
     the trajectory normally with the matching ``end_reason``.
     """
+    case = inputs.case
     started_at = datetime.now(UTC)
     run_scaffold(sandbox, case.scaffold_script, case_id=case.id)  # its files are the case's, not the agent's
     since_epoch = time.time()
-    prompt = render_executor_prompt(
-        skill=skill, skill_text=skill_text, agent_texts=agent_texts, case=case, workspace=sandbox.inner_root
-    )
+    prompt = render_executor_prompt(inputs, workspace=sandbox.inner_root)
     with http_mocked(sandbox, case.http_mocks, case_id=case.id) as (box, http):
         loop = _Loop(client, model, box, case_budget(budget or AgentBudget(), case), case_tools(case))
         loop.history = case.history
         end_reason = loop.run(prompt.text)
     return Trajectory(
-        shard_id=shard_id,
-        skill=skill,
+        shard_id=inputs.shard_id,
+        skill=inputs.skill,
         case_id=case.id,
         model=model,
         events=loop.events,

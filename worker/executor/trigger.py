@@ -27,6 +27,7 @@ from schemas.errors import BadRepo
 from schemas.manifest import AgentBudget
 from schemas.trajectory import EndReason, ToolCallEvent, ToolResultEvent, Trajectory
 from worker.executor.agent import _Loop
+from worker.executor.prompt import ExecutorInputs
 from worker.executor.tools import ToolOutcome
 from worker.models.base import ModelClient
 from worker.sandbox import Sandbox
@@ -156,26 +157,26 @@ class _TriggerLoop(_Loop):
 def run_trigger_agent(
     client: ModelClient,
     model: str,
+    inputs: ExecutorInputs,
     *,
-    skill: str,
-    case_id: int,
-    query: str,
     sandbox: Sandbox,
     root: Path,
     budget: AgentBudget,
-    shard_id: str = "",
 ) -> Trajectory:
-    """Ask ``query`` bare with the workspace's skills in the catalogue; record which skills fired."""
+    """Ask the case prompt bare with the workspace's skills in the catalogue; record which skills fired.
+
+    The skill's own text is not shown: the agent finds it only by loading it from the catalogue.
+    """
     started_at = datetime.now(UTC)
     catalogue = skill_catalogue(root)
     loop = _TriggerLoop(client, model, sandbox, budget, root, catalogue)
     loop.system = catalogue_message(catalogue, sandbox.inner_root)
     begun = time.monotonic()
-    end_reason = loop.run(query)
+    end_reason = loop.run(inputs.case.prompt)
     return Trajectory(
-        shard_id=shard_id,
-        skill=skill,
-        case_id=case_id,
+        shard_id=inputs.shard_id,
+        skill=inputs.skill,
+        case_id=inputs.case.id,
         model=model,
         events=loop.events,
         end_reason=end_reason,
