@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,31 +71,27 @@ def _result_for_model(outcome: ToolOutcome) -> str:
     return outcome.output + (f"\n[{'; '.join(notes)}]" if notes else "")
 
 
+@dataclass(eq=False)  # a running loop, compared by identity
 class _Loop:
     """State of one run: events, usage, the clock. Kept private; ``run_agent`` is the API."""
 
-    def __init__(
-        self,
-        client: ModelClient,
-        model: str,
-        sandbox: Sandbox,
-        budget: AgentBudget,
-        tools: CaseTools | None = None,
-    ) -> None:
-        self.client, self.model, self.sandbox, self.budget = client, model, sandbox, budget
-        self.tools = tools or CaseTools()
-        """The tools offered to the model (a trigger shard adds ``load_skill``)."""
-        self.mock_findings: list[str] = []
-        self.events: list[AssistantEvent | ToolCallEvent | ToolResultEvent] = []
-        self.usage = Usage()
-        self.wrote: list[str] = []
-        self.started = time.monotonic()
-        self.waited_s = 0.0
-        """What the model calls spent waiting on the fleet (limiter, cool-downs, retries): not the agent's time."""
-        self.history: tuple[HistoryTurn, ...] = ()
-        """Earlier turns the run continues (a case's ``history``), sent before the prompt, never events."""
-        self.system: str | None = None
-        """A system message sent before the prompt (a trigger shard's skill catalogue); None: none."""
+    client: ModelClient
+    model: str
+    sandbox: Sandbox
+    budget: AgentBudget
+    tools: CaseTools = field(default_factory=CaseTools)
+    """The tools offered to the model (a trigger shard adds ``load_skill``)."""
+    history: tuple[HistoryTurn, ...] = ()
+    """Earlier turns the run continues (a case's ``history``), sent before the prompt, never events."""
+    system: str | None = None
+    """A system message sent before the prompt (a trigger shard's skill catalogue); None: none."""
+    mock_findings: list[str] = field(default_factory=list, init=False)
+    events: list[AssistantEvent | ToolCallEvent | ToolResultEvent] = field(default_factory=list, init=False)
+    usage: Usage = field(default_factory=Usage, init=False)
+    wrote: list[str] = field(default_factory=list, init=False)
+    started: float = field(default_factory=time.monotonic, init=False)
+    waited_s: float = field(default=0.0, init=False)
+    """What the model calls spent waiting on the fleet (limiter, cool-downs, retries): not the agent's time."""
 
     def remaining_s(self) -> float:
         """The wall clock left: time since the start, less what the model calls waited on the fleet
@@ -255,8 +252,7 @@ def run_agent(
     since_epoch = time.time()
     prompt = render_executor_prompt(inputs, workspace=sandbox.inner_root)
     with http_mocked(sandbox, case.http_mocks, case_id=case.id) as (box, http):
-        loop = _Loop(client, model, box, case_budget(budget or AgentBudget(), case), case_tools(case))
-        loop.history = case.history
+        loop = _Loop(client, model, box, case_budget(budget or AgentBudget(), case), case_tools(case), case.history)
         end_reason = loop.run(prompt.text)
     return Trajectory(
         shard_id=inputs.shard_id,
