@@ -22,7 +22,7 @@ from tests.executor_support import open_test_sandbox
 from tests.model_support import server_fixtures
 from worker.executor import agent as agent_module
 from worker.executor.agent import AgentBudget, run_agent
-from worker.executor.prompt import render_executor_prompt
+from worker.executor.prompt import ExecutorInputs, render_executor_prompt
 from worker.models.client import GatedModelClient
 from worker.sandbox import Sandbox, SandboxLimits
 from worker.workspace import Workspace, materialize_workspace
@@ -86,10 +86,12 @@ def run(
     return run_agent(
         client,
         MODEL,
-        skill=SKILL,
-        skill_text=(skill_dir / "SKILL.md").read_text(),
-        agent_texts={p.name: p.read_text() for p in (skill_dir / "agents").glob("*.md")},
-        case=case,
+        ExecutorInputs(
+            SKILL,
+            skill_text=(skill_dir / "SKILL.md").read_text(),
+            agent_texts={p.name: p.read_text() for p in (skill_dir / "agents").glob("*.md")},
+            case=case,
+        ),
         sandbox=sandbox,
         budget=budget,
     )
@@ -283,7 +285,7 @@ def test_braces_and_placeholder_tokens_in_a_skill_are_inserted_literally(corpus:
     case = corpus.case(1)
     tricky = "Use {{case_prompt}} and ${HOME} and {x} verbatim."
 
-    rendered = render_executor_prompt(skill=SKILL, skill_text=tricky, agent_texts={}, case=case, workspace="/workspace")
+    rendered = render_executor_prompt(ExecutorInputs(SKILL, tricky, {}, case), workspace="/workspace")
 
     assert tricky in rendered.text
     assert rendered.text.count(case.prompt) == 1

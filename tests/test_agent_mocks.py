@@ -21,6 +21,7 @@ from testkit.offline_server import OfflineModelServer
 from tests.executor_support import open_test_sandbox
 from tests.model_support import server_fixtures
 from worker.executor.agent import run_agent
+from worker.executor.prompt import ExecutorInputs
 from worker.models.client import GatedModelClient
 from worker.sandbox import SandboxLimits
 
@@ -56,10 +57,7 @@ def run(client: GatedModelClient, tmp_path: Path, case: EvalCase) -> Trajectory:
     return run_agent(
         client,
         "openai/scripted-exec",
-        skill="forecast",
-        skill_text=None,
-        agent_texts={},
-        case=case,
+        ExecutorInputs("forecast", None, {}, case),
         sandbox=open_test_sandbox(tmp_path / "ws", SandboxLimits(timeout_s=20)),
     )
 

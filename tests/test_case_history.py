@@ -17,6 +17,7 @@ from testkit.offline_server import OfflineModelServer
 from tests.executor_support import open_test_sandbox
 from tests.model_support import server_fixtures
 from worker.executor.agent import run_agent
+from worker.executor.prompt import ExecutorInputs
 from worker.models.client import GatedModelClient
 from worker.sandbox import SandboxLimits
 
@@ -59,10 +60,7 @@ def test_the_built_in_agent_starts_with_the_earlier_turns(
     trajectory = run_agent(
         client,
         "openai/scripted-exec",
-        skill="demo",
-        skill_text=None,
-        agent_texts={},
-        case=case,
+        ExecutorInputs("demo", None, {}, case),
         sandbox=open_test_sandbox(tmp_path / "ws", SandboxLimits(timeout_s=20)),
     )
     messages = scripted.requests()[0]["messages"]

@@ -20,6 +20,7 @@ from schemas.model_config import parse_model_config
 from testkit.offline_server import OfflineModelServer
 from tests.executor_support import open_test_sandbox
 from worker.executor.agent import run_agent
+from worker.executor.prompt import ExecutorInputs
 from worker.grading.transcript import build_grader_prompt, new_nonce, prepare_transcript
 from worker.models.client import GatedModelClient
 from worker.sandbox import SandboxLimits
@@ -59,10 +60,12 @@ def test_the_demo_executor_does_real_work_and_the_demo_judge_grades_it(
         trajectory = run_agent(
             client,
             EXECUTOR,
-            skill=skill,
-            skill_text=(skill_dir / "SKILL.md").read_text(),
-            agent_texts={p.name: p.read_text() for p in (skill_dir / "agents").glob("*.md")},
-            case=case,
+            ExecutorInputs(
+                skill,
+                skill_text=(skill_dir / "SKILL.md").read_text(),
+                agent_texts={p.name: p.read_text() for p in (skill_dir / "agents").glob("*.md")},
+                case=case,
+            ),
             sandbox=open_test_sandbox(ws.path, SandboxLimits(timeout_s=20)),
         )
     rendered = trajectory.render()

@@ -14,6 +14,7 @@ from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolRes
 from tests.executor_support import fake_cli_command, open_test_sandbox
 from worker.executor.canary import CANARY_PAYLOAD_CHARS, Canary, probe_transcript_capture, run_canary
 from worker.executor.external import ExternalExecutor, external_limits, run_external
+from worker.executor.prompt import ExecutorInputs
 from worker.sandbox import Sandbox, SandboxLimits
 
 SKILL = "changelog-entry"
@@ -33,10 +34,12 @@ def case(example_repo: Path) -> EvalCase:
 def run_cli(sandbox: Sandbox, case: EvalCase, *args: str, wall_clock_s: float | None = None) -> Trajectory:
     return run_external(
         ExternalExecutor(fake_cli_command(*args)),
-        skill=SKILL,
-        skill_text="# changelog-entry\n\nRead `CHANGELOG.md` first.",
-        agent_texts={"reviewer.md": "Run grep -n Unreleased CHANGELOG.md."},
-        case=case,
+        ExecutorInputs(
+            SKILL,
+            skill_text="# changelog-entry\n\nRead `CHANGELOG.md` first.",
+            agent_texts={"reviewer.md": "Run grep -n Unreleased CHANGELOG.md."},
+            case=case,
+        ),
         sandbox=sandbox,
         wall_clock_s=wall_clock_s,
     )
@@ -114,7 +117,7 @@ def test_a_command_that_is_not_an_agent_at_all_is_executor_failed(sandbox: Sandb
     executor = ExternalExecutor("echo 'no such agent' >&2; exit 127")
 
     with pytest.raises(ExecutorFailed, match="no such agent"):
-        run_external(executor, skill=SKILL, skill_text="", agent_texts={}, case=case, sandbox=sandbox)
+        run_external(executor, ExecutorInputs(SKILL, "", {}, case), sandbox=sandbox)
 
 
 def test_an_agent_out_of_turns_or_out_of_time_is_behaviour_not_failure(sandbox: Sandbox, case: EvalCase) -> None:

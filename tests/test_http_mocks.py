@@ -22,6 +22,7 @@ from testkit.offline_server import OfflineModelServer
 from tests.executor_support import open_test_sandbox
 from tests.model_support import server_fixtures
 from worker.executor.agent import run_agent
+from worker.executor.prompt import ExecutorInputs
 from worker.grading.deterministic import check_assertion
 from worker.grading.view import judge_view
 from worker.http_mock_sandbox import http_mocked
@@ -177,10 +178,7 @@ def run_case(client: GatedModelClient, tmp_path: Path, case: EvalCase) -> Trajec
     return run_agent(
         client,
         "openai/scripted-exec",
-        skill="demo",
-        skill_text=None,
-        agent_texts={},
-        case=case,
+        ExecutorInputs("demo", None, {}, case),
         sandbox=open_test_sandbox(tmp_path / "ws", SandboxLimits(timeout_s=20)),
     )
 

@@ -10,7 +10,7 @@ from engine.store import LocalStore
 from schemas.corpus import EvalCase, Fixture
 from schemas.status import FixtureStage
 from tests.conftest import git
-from worker.executor.prompt import render_executor_prompt
+from worker.executor.prompt import ExecutorInputs, render_executor_prompt
 from worker.workspace import materialize_workspace
 
 SKILL = "commit-message"
@@ -112,12 +112,8 @@ def test_the_no_skill_prompt_is_the_bare_case_prompt() -> None:
     case = EvalCase(
         id=1, prompt="Write the release notes", expected_output="e", files=("CHANGELOG.md",), assertions=("a" * 20,)
     )
-    bare = render_executor_prompt(
-        skill="commit-message", skill_text=None, agent_texts={"x.md": "agent"}, case=case, workspace="/w"
-    )
-    full = render_executor_prompt(
-        skill="commit-message", skill_text="SKILL BODY", agent_texts={}, case=case, workspace="/w"
-    )
+    bare = render_executor_prompt(ExecutorInputs("commit-message", None, {"x.md": "agent"}, case), workspace="/w")
+    full = render_executor_prompt(ExecutorInputs("commit-message", "SKILL BODY", {}, case), workspace="/w")
     assert "Write the release notes" in bare.text and "CHANGELOG.md" in bare.text
     assert "commit-message" not in bare.text and "skill" not in bare.text.lower().replace("skill-eval", "")
     assert "agent\n" not in bare.text and "SKILL BODY" in full.text

@@ -36,6 +36,7 @@ from tests.grading_support import JUDGE
 from tests.model_support import server_fixtures
 from worker.executor.agent import run_agent
 from worker.executor.mock_calls import stage_mocks
+from worker.executor.prompt import ExecutorInputs
 from worker.grading.judge import grade_trajectory
 from worker.models.client import GatedModelClient
 from worker.sandbox import SandboxLimits
@@ -109,7 +110,7 @@ def execute(client: GatedModelClient, repo: Path, bundle: SkillBundle, case_id: 
         graded_paths=bundle.graded_paths,
     ) as ws:
         sandbox = open_test_sandbox(ws.path, SandboxLimits(timeout_s=20))
-        return run_agent(client, MODEL, skill="forecast", skill_text=None, agent_texts={}, case=case, sandbox=sandbox)
+        return run_agent(client, MODEL, ExecutorInputs("forecast", None, {}, case), sandbox=sandbox)
 
 
 def test_the_suite_is_read_with_every_grader_kind_and_its_limits(plugin_repo: Path) -> None:

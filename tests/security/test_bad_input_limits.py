@@ -29,6 +29,7 @@ from schemas.status import SandboxMode
 from testkit.offline_server import OfflineModelServer
 from tests.security.harness import case, make_repo, shell_agent
 from worker.executor.agent import run_agent
+from worker.executor.prompt import ExecutorInputs
 from worker.models.client import GatedModelClient
 from worker.sandbox import SandboxLimits, open_sandbox
 from worker.workspace import materialize_workspace, remove_tree
@@ -100,10 +101,7 @@ def test_an_agent_filling_the_workspace_ends_its_shard_as_behaviour(
         trajectory = run_agent(
             client,
             "openai/exec-a",
-            skill=SKILL,
-            skill_text="",
-            agent_texts={},
-            case=bundle.corpus.case(1),
+            ExecutorInputs(SKILL, "", {}, bundle.corpus.case(1)),
             sandbox=open_sandbox(ws.path, SandboxMode.BWRAP, limits),
         )
     assert trajectory.end_reason.value == "workspace-quota"

@@ -21,6 +21,7 @@ from testkit.offline_server import OfflineModelServer
 from tests.executor_support import open_test_sandbox
 from tests.model_support import server_fixtures
 from worker.executor.agent import run_agent
+from worker.executor.prompt import ExecutorInputs
 from worker.grading.transcript import build_grader_prompt, new_nonce
 from worker.grading.view import judge_view
 from worker.http_mock_sandbox import http_mocked
@@ -61,10 +62,7 @@ def test_a_forged_marker_or_fence_in_a_mock_body_stays_the_calls_text(
     trajectory = run_agent(
         client,
         "openai/scripted-exec",
-        skill="pay",
-        skill_text=None,
-        agent_texts={},
-        case=case,
+        ExecutorInputs("pay", None, {}, case),
         sandbox=open_test_sandbox(tmp_path / "ws", SandboxLimits(timeout_s=20)),
     )
     [call] = trajectory.http_calls

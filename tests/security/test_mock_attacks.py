@@ -26,6 +26,7 @@ from testkit.offline_server import OfflineModelServer
 from tests.executor_support import open_test_sandbox
 from tests.model_support import server_fixtures
 from worker.executor.agent import run_agent
+from worker.executor.prompt import ExecutorInputs
 from worker.grading.transcript import build_grader_prompt, new_nonce
 from worker.grading.view import judge_view
 from worker.models.client import GatedModelClient
@@ -67,10 +68,7 @@ def test_a_forged_marker_or_fence_in_a_mock_answer_stays_the_tools_text(
     trajectory = run_agent(
         client,
         "openai/scripted-exec",
-        skill="forecast",
-        skill_text=None,
-        agent_texts={},
-        case=case,
+        ExecutorInputs("forecast", None, {}, case),
         sandbox=open_test_sandbox(tmp_path / "ws", SandboxLimits(timeout_s=20)),
     )
     assert any(isinstance(e, ToolResultEvent) and e.output == forged for e in trajectory.events)
@@ -112,10 +110,7 @@ def test_an_mcp_config_naming_a_host_program_never_runs_it(
     trajectory = run_agent(
         client,
         "openai/scripted-exec",
-        skill="forecast",
-        skill_text=None,
-        agent_texts={},
-        case=case,
+        ExecutorInputs("forecast", None, {}, case),
         sandbox=open_test_sandbox(repo, SandboxLimits(timeout_s=20)),
     )
     # The agent's call was answered by the mock, and the host program never started.
@@ -137,10 +132,7 @@ def test_a_flooding_mock_answer_is_capped_like_a_commands_output(
     trajectory = run_agent(
         client,
         "openai/scripted-exec",
-        skill="forecast",
-        skill_text=None,
-        agent_texts={},
-        case=case,
+        ExecutorInputs("forecast", None, {}, case),
         sandbox=open_test_sandbox(tmp_path / "ws", SandboxLimits(timeout_s=20)),
     )
     [result] = [e for e in trajectory.events if isinstance(e, ToolResultEvent)]

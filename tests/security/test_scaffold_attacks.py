@@ -19,6 +19,7 @@ from testkit.offline_server import OfflineModelServer
 from tests.executor_support import open_test_sandbox
 from tests.model_support import server_fixtures
 from worker.executor.agent import run_agent
+from worker.executor.prompt import ExecutorInputs
 from worker.grading.deterministic import check_assertion
 from worker.models.client import GatedModelClient
 from worker.sandbox import SandboxLimits
@@ -58,13 +59,7 @@ def run_oslo(client: GatedModelClient, repo: Path, tmp_path: Path):  # type: ign
     ) as ws:
         sandbox = open_test_sandbox(ws.path, SandboxLimits(timeout_s=30))
         trajectory = run_agent(
-            client,
-            "openai/scripted-exec",
-            skill="forecast",
-            skill_text=None,
-            agent_texts={},
-            case=case,
-            sandbox=sandbox,
+            client, "openai/scripted-exec", ExecutorInputs("forecast", None, {}, case), sandbox=sandbox
         )
         return case, trajectory
 

@@ -34,7 +34,8 @@ def _workspace(tmp_path: Path) -> Path:
 
 def _loop(root: Path) -> _TriggerLoop:
     # The loop's model client and sandbox are not reached by load_skill: it reads the workspace only.
-    return _TriggerLoop(None, "m", None, AgentBudget(), root, skill_catalogue(root))  # type: ignore[arg-type]
+    installed = frozenset(e.name for e in skill_catalogue(root))
+    return _TriggerLoop(None, "m", None, AgentBudget(), root=root, installed=installed)  # type: ignore[arg-type]
 
 
 def _load(loop: _TriggerLoop, name: Any) -> str:

@@ -11,6 +11,9 @@ Trajectory``) and is found by the run's ``--executor`` value in ``registry.py``:
 - :func:`run_harness` - a real agent harness run natively, its model behind the per-shard
   proxy (``harness.py``, one runner for every adapter of ``harnesses/``; decisions in
   docs/design/harnesses.md).
+
+The built-in loop and an external CLI are told of the shard by one :class:`ExecutorInputs`
+(the skill, as its arm shows it, and the case), which ``ShardJob.inputs()`` builds.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from worker.executor.agent import run_agent
 from worker.executor.canary import Canary, probe_transcript_capture, run_canary
 from worker.executor.external import ExternalExecutor, external_limits, run_external
 from worker.executor.harness import HarnessShard, harness_limits, run_harness
-from worker.executor.prompt import RenderedPrompt, render_executor_prompt
+from worker.executor.prompt import ExecutorInputs, RenderedPrompt, render_executor_prompt
 
 __all__ = [
     "AgentBudget",
     "Canary",
+    "ExecutorInputs",
     "ExternalExecutor",
     "HarnessShard",
     "RenderedPrompt",

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from harnesses.model_record import ModelToolCall
-from schemas.corpus import EvalCase
 from schemas.errors import ContextOverflow, ExecutorFailed, ModelCallFailed, ShareSpent
 from schemas.history import HistoryTurn
 from schemas.manifest import FLEET_WAIT_ALLOWANCE_S, AgentBudget
@@ -33,7 +32,7 @@ from schemas.mocks import MockAnswer, agent_messages
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Trajectory, Usage
 from worker.executor.allowed import CaseTools, capped, case_budget, case_tools, refusal
 from worker.executor.final_files import collect_final_files
-from worker.executor.prompt import render_executor_prompt
+from worker.executor.prompt import ExecutorInputs, render_executor_prompt
 from worker.executor.scaffold import run_scaffold
 from worker.executor.tools import TOOL_NAMES, ToolOutcome, execute_tool
 from worker.http_mock_sandbox import http_mocked
@@ -72,31 +71,27 @@ def _result_for_model(outcome: ToolOutcome) -> str:
     return outcome.output + (f"\n[{'; '.join(notes)}]" if notes else "")
 
 
+@dataclass(eq=False)  # a running loop, compared by identity
 class _Loop:
     """State of one run: events, usage, the clock. Kept private; ``run_agent`` is the API."""
 
-    def __init__(
-        self,
-        client: ModelClient,
-        model: str,
-        sandbox: Sandbox,
-        budget: AgentBudget,
-        tools: CaseTools | None = None,
-    ) -> None:
-        self.client, self.model, self.sandbox, self.budget = client, model, sandbox, budget
-        self.tools = tools or CaseTools()
-        """The tools offered to the model (a trigger shard adds ``load_skill``)."""
-        self.mock_findings: list[str] = []
-        self.events: list[AssistantEvent | ToolCallEvent | ToolResultEvent] = []
-        self.usage = Usage()
-        self.wrote: list[str] = []
-        self.started = time.monotonic()
-        self.waited_s = 0.0
-        """What the model calls spent waiting on the fleet (limiter, cool-downs, retries): not the agent's time."""
-        self.history: tuple[HistoryTurn, ...] = ()
-        """Earlier turns the run continues (a case's ``history``), sent before the prompt, never events."""
-        self.system: str | None = None
-        """A system message sent before the prompt (a trigger shard's skill catalogue); None: none."""
+    client: ModelClient
+    model: str
+    sandbox: Sandbox
+    budget: AgentBudget
+    tools: CaseTools = field(default_factory=CaseTools)
+    """The tools offered to the model (a trigger shard adds ``load_skill``)."""
+    history: tuple[HistoryTurn, ...] = ()
+    """Earlier turns the run continues (a case's ``history``), sent before the prompt, never events."""
+    system: str | None = None
+    """A system message sent before the prompt (a trigger shard's skill catalogue); None: none."""
+    mock_findings: list[str] = field(default_factory=list, init=False)
+    events: list[AssistantEvent | ToolCallEvent | ToolResultEvent] = field(default_factory=list, init=False)
+    usage: Usage = field(default_factory=Usage, init=False)
+    wrote: list[str] = field(default_factory=list, init=False)
+    started: float = field(default_factory=time.monotonic, init=False)
+    waited_s: float = field(default=0.0, init=False)
+    """What the model calls spent waiting on the fleet (limiter, cool-downs, retries): not the agent's time."""
 
     def remaining_s(self) -> float:
         """The wall clock left: time since the start, less what the model calls waited on the fleet
@@ -241,34 +236,27 @@ class _Loop:
 def run_agent(
     client: ModelClient,
     model: str,
+    inputs: ExecutorInputs,
     *,
-    skill: str,
-    skill_text: str | None,
-    agent_texts: Mapping[str, str],
-    case: EvalCase,
     sandbox: Sandbox,
     budget: AgentBudget | None = None,
-    shard_id: str = "",
 ) -> Trajectory:
     """Run the executor for one case in ``sandbox`` and return its trajectory.
 
-    ``agent_texts`` maps each ``agents/*.md`` file name of the skill to its text. Raises
-    :class:`ExecutorFailed` when the model client gives up (retries spent); budgets end
+    Raises :class:`ExecutorFailed` when the model client gives up (retries spent); budgets end
     the trajectory normally with the matching ``end_reason``.
     """
+    case = inputs.case
     started_at = datetime.now(UTC)
     run_scaffold(sandbox, case.scaffold_script, case_id=case.id)  # its files are the case's, not the agent's
     since_epoch = time.time()
-    prompt = render_executor_prompt(
-        skill=skill, skill_text=skill_text, agent_texts=agent_texts, case=case, workspace=sandbox.inner_root
-    )
+    prompt = render_executor_prompt(inputs, workspace=sandbox.inner_root)
     with http_mocked(sandbox, case.http_mocks, case_id=case.id) as (box, http):
-        loop = _Loop(client, model, box, case_budget(budget or AgentBudget(), case), case_tools(case))
-        loop.history = case.history
+        loop = _Loop(client, model, box, case_budget(budget or AgentBudget(), case), case_tools(case), case.history)
         end_reason = loop.run(prompt.text)
     return Trajectory(
-        shard_id=shard_id,
-        skill=skill,
+        shard_id=inputs.shard_id,
+        skill=inputs.skill,
         case_id=case.id,
         model=model,
         events=loop.events,

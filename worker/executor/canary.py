@@ -32,6 +32,7 @@ from schemas.model_config import ModelLimits
 from schemas.status import SandboxMode
 from schemas.trajectory import ToolResultEvent, Trajectory
 from worker.executor.external import ExternalExecutor, external_limits, run_external
+from worker.executor.prompt import ExecutorInputs
 from worker.models.limiter import Limiter
 from worker.sandbox import Sandbox, SandboxLimits, open_sandbox
 from worker.workspace import owned_name, remove_tree
@@ -99,15 +100,8 @@ def run_canary(
     """
     canary = canary or Canary.new()
     try:
-        trajectory = run_external(
-            executor,
-            skill=CANARY_SKILL,
-            skill_text=CANARY_SKILL_TEXT,
-            agent_texts={},
-            case=canary.case(),
-            sandbox=sandbox,
-            wall_clock_s=wall_clock_s,
-        )
+        inputs = ExecutorInputs(CANARY_SKILL, CANARY_SKILL_TEXT, {}, canary.case())
+        trajectory = run_external(executor, inputs, sandbox=sandbox, wall_clock_s=wall_clock_s)
     except ExecutorFailed as exc:
         raise NoTranscriptCapture(
             f"the canary of {executor.label} produced no transcript ({exc.detail}); grading would be vacuous"

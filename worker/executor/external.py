@@ -20,17 +20,15 @@ Failure semantics: the CLI exiting non-zero, crashing before its
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from harnesses.stream_json import read_stream_json
 from schemas.constants import CMD_EXECUTOR_PREFIX
-from schemas.corpus import EvalCase
 from schemas.errors import ConfigError, ExecutorFailed
 from schemas.trajectory import EndReason, ToolCallEvent, Trajectory
 from worker.executor.final_files import collect_final_files
-from worker.executor.prompt import render_executor_prompt
+from worker.executor.prompt import ExecutorInputs, render_executor_prompt
 from worker.sandbox import Sandbox, SandboxLimits
 
 OPTION_PREFIX = CMD_EXECUTOR_PREFIX
@@ -71,14 +69,10 @@ def _tail(text: str, chars: int = 600) -> str:
 
 def run_external(
     executor: ExternalExecutor,
+    inputs: ExecutorInputs,
     *,
-    skill: str,
-    skill_text: str | None,
-    agent_texts: Mapping[str, str],
-    case: EvalCase,
     sandbox: Sandbox,
     wall_clock_s: float | None = None,
-    shard_id: str = "",
 ) -> Trajectory:
     """Run the external agent CLI for one case and return its trajectory.
 
@@ -86,9 +80,7 @@ def run_external(
     """
     started_at = datetime.now(UTC)
     since_epoch = time.time()
-    prompt = render_executor_prompt(
-        skill=skill, skill_text=skill_text, agent_texts=agent_texts, case=case, workspace=sandbox.inner_root
-    )
+    prompt = render_executor_prompt(inputs, workspace=sandbox.inner_root)
     result = sandbox.run(executor.command, timeout_s=wall_clock_s, stdin=prompt.text)
     where = f"external executor {executor.command!r}"
     if result.truncated:
@@ -110,9 +102,9 @@ def run_external(
         if isinstance(event.arguments.get(key), str)
     ]
     return Trajectory(
-        shard_id=shard_id,
-        skill=skill,
-        case_id=case.id,
+        shard_id=inputs.shard_id,
+        skill=inputs.skill,
+        case_id=inputs.case.id,
         model=executor.label,
         events=parsed.events,
         end_reason=end_reason,

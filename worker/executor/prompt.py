@@ -22,6 +22,25 @@ _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
 
 @dataclass(frozen=True)
+class ExecutorInputs:
+    """What every executor is told of one shard: the skill, as its arm shows it, and the case.
+
+    The built-in agent and an external CLI both render their prompt from it and name their
+    trajectory by it; the trigger loop asks the case prompt bare and names its trajectory by it.
+    """
+
+    skill: str
+    """The skill's name (the trajectory's ``skill``)."""
+    skill_text: str | None
+    """The skill as the workspace holds it; None for the no-skill arm (the bare case prompt)."""
+    agent_texts: Mapping[str, str]
+    """The skill's ``agents/*.md``, file name -> text."""
+    case: EvalCase
+    shard_id: str = ""
+    """The shard the trajectory is recorded for ("" outside a run: a canary, a test)."""
+
+
+@dataclass(frozen=True)
 class RenderedPrompt:
     """The executor prompt for one case, and the hash of the template it came from."""
 
@@ -38,34 +57,29 @@ def fill(template: str, values: Mapping[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
 
 
-def render_executor_prompt(
-    *,
-    skill: str,
-    skill_text: str | None,
-    agent_texts: Mapping[str, str],
-    case: EvalCase,
-    workspace: str,
-) -> RenderedPrompt:
-    """Render the executor prompt; ``agent_texts`` maps an agent file name to its text.
+def render_executor_prompt(inputs: ExecutorInputs, *, workspace: str) -> RenderedPrompt:
+    """Render the executor prompt for ``inputs`` with the sandbox's view of the workspace.
 
     ``skill_text`` None renders the no-skill arm's prompt (skill name and agents unused).
     """
+    case, skill_text = inputs.case, inputs.skill_text
     files = "\n".join(f"- `{path}`" for path in case.files) or "(none named)"
     if skill_text is None:
         bare = load_template("executor-no-skill")
         values = {"case_files": files, "case_prompt": case.prompt.strip(), "workspace": workspace}
         return RenderedPrompt(text=fill(bare.text, values), template_sha256=bare.sha256)
     template = load_template("executor")
-    if agent_texts:
+    if inputs.agent_texts:
         agents = "\n\n".join(
-            f"### agents/{name}\n\n<agent>\n{text.strip()}\n</agent>" for name, text in sorted(agent_texts.items())
+            f"### agents/{name}\n\n<agent>\n{text.strip()}\n</agent>"
+            for name, text in sorted(inputs.agent_texts.items())
         )
     else:
         agents = "(this skill has no agents)"
     text = fill(
         template.text,
         {
-            "skill_name": skill,
+            "skill_name": inputs.skill,
             "skill_text": skill_text.strip(),
             "agent_texts": agents,
             "case_files": files,

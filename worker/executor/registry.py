@@ -31,32 +31,13 @@ class BuiltinAgent:
         from worker.executor.trigger import run_trigger_agent
 
         manifest, settings = job.manifest, job.manifest.settings
-        shard = manifest.shard(job.shard_id)
+        model = manifest.shard(job.shard_id).model
         client = job.ctx.model_client(manifest.plan.run_id)
         sandbox = open_sandbox(job.workspace, manifest.plan.sandbox, job.limits)
         if settings.triggers is not None:
-            return run_trigger_agent(
-                client,
-                shard.model,
-                skill=shard.skill,
-                case_id=job.case.id,
-                query=job.case.prompt,
-                sandbox=sandbox,
-                root=job.workspace,
-                budget=settings.budget.model_copy(update={"max_turns": settings.triggers.turns}),
-                shard_id=job.shard_id,
-            )
-        return run_agent(
-            client,
-            shard.model,
-            skill=shard.skill,
-            skill_text=job.skill_text,
-            agent_texts=job.agents,
-            case=job.case,
-            sandbox=sandbox,
-            budget=settings.budget,
-            shard_id=job.shard_id,
-        )
+            budget = settings.budget.model_copy(update={"max_turns": settings.triggers.turns})
+            return run_trigger_agent(client, model, job.inputs(), sandbox=sandbox, root=job.workspace, budget=budget)
+        return run_agent(client, model, job.inputs(), sandbox=sandbox, budget=settings.budget)
 
 
 @dataclass(frozen=True)
@@ -72,13 +53,9 @@ class Command:
         limits = external_limits(job.limits, wall_clock_s=budget.wall_clock_s)
         return run_external(
             ExternalExecutor.from_option(self.option),
-            skill=manifest.shard(job.shard_id).skill,
-            skill_text=job.skill_text,
-            agent_texts=job.agents,
-            case=job.case,
+            job.inputs(),
             sandbox=open_sandbox(job.workspace, manifest.plan.sandbox, limits),
             wall_clock_s=budget.wall_clock_s,
-            shard_id=job.shard_id,
         )
 
 

@@ -10,6 +10,7 @@ from schemas.corpus import EvalCase
 from schemas.manifest import RunManifest
 from schemas.trajectory import Trajectory
 from worker.context import Context
+from worker.executor.prompt import ExecutorInputs
 from worker.sandbox import SandboxLimits
 
 
@@ -29,6 +30,11 @@ class ShardJob:
     """The skill's agents/*.md, name -> text."""
     limits: SandboxLimits
     """The per-command limits of the run's budget; an executor widens them for itself."""
+
+    def inputs(self) -> ExecutorInputs:
+        """What the executor is told of this shard: its skill, as its arm shows it, and its case."""
+        skill = self.manifest.shard(self.shard_id).skill
+        return ExecutorInputs(skill, self.skill_text, self.agents, self.case, shard_id=self.shard_id)
 
 
 class Executor(Protocol):

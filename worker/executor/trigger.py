@@ -14,7 +14,7 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from schemas.errors import BadRepo
 from schemas.manifest import AgentBudget
 from schemas.trajectory import EndReason, ToolCallEvent, ToolResultEvent, Trajectory
 from worker.executor.agent import _Loop
+from worker.executor.prompt import ExecutorInputs
 from worker.executor.tools import ToolOutcome
 from worker.models.base import ModelClient
 from worker.sandbox import Sandbox
@@ -107,22 +108,18 @@ def catalogue_message(entries: list[CatalogueEntry], workspace: str) -> str:
     return CATALOGUE_TEMPLATE.format(workspace=workspace, tool=LOAD_SKILL, catalogue="\n".join(lines or ["(none)"]))
 
 
+@dataclass(eq=False, kw_only=True)
 class _TriggerLoop(_Loop):
     """The agent loop with the catalogue, ``load_skill``, and the stop at the first activation."""
 
-    def __init__(
-        self,
-        client: ModelClient,
-        model: str,
-        sandbox: Sandbox,
-        budget: AgentBudget,
-        root: Path,
-        catalogue: list[CatalogueEntry],
-    ) -> None:
-        super().__init__(client, model, sandbox, budget)
-        self.root = root
-        self.installed = {e.name for e in catalogue}
-        self.fired: list[str] = []
+    root: Path
+    """The workspace, whose installed skills ``load_skill`` reads."""
+    installed: frozenset[str]
+    """The catalogue's skill names: the only ones ``load_skill`` loads."""
+    fired: list[str] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        """Offer ``load_skill`` beside the tools the loop was given."""
         self.tools = replace(self.tools, specs=[*self.tools.specs, LOAD_SKILL_SPEC])
 
     def resolve(self, raw: object) -> str | None:
@@ -156,26 +153,33 @@ class _TriggerLoop(_Loop):
 def run_trigger_agent(
     client: ModelClient,
     model: str,
+    inputs: ExecutorInputs,
     *,
-    skill: str,
-    case_id: int,
-    query: str,
     sandbox: Sandbox,
     root: Path,
     budget: AgentBudget,
-    shard_id: str = "",
 ) -> Trajectory:
-    """Ask ``query`` bare with the workspace's skills in the catalogue; record which skills fired."""
+    """Ask the case prompt bare with the workspace's skills in the catalogue; record which skills fired.
+
+    The skill's own text is not shown: the agent finds it only by loading it from the catalogue.
+    """
     started_at = datetime.now(UTC)
     catalogue = skill_catalogue(root)
-    loop = _TriggerLoop(client, model, sandbox, budget, root, catalogue)
-    loop.system = catalogue_message(catalogue, sandbox.inner_root)
+    loop = _TriggerLoop(
+        client,
+        model,
+        sandbox,
+        budget,
+        system=catalogue_message(catalogue, sandbox.inner_root),
+        root=root,
+        installed=frozenset(e.name for e in catalogue),
+    )
     begun = time.monotonic()
-    end_reason = loop.run(query)
+    end_reason = loop.run(inputs.case.prompt)
     return Trajectory(
-        shard_id=shard_id,
-        skill=skill,
-        case_id=case_id,
+        shard_id=inputs.shard_id,
+        skill=inputs.skill,
+        case_id=inputs.case.id,
         model=model,
         events=loop.events,
         end_reason=end_reason,
