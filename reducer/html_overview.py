@@ -97,7 +97,7 @@ def corpora(result: RunResult) -> str:
     return (
         '<section id="corpora"><h2>Corpora</h2>'
         "<p class='legend'>Assertions: one verdict per assertion of each graded shard. Shards: one per case, "
-        "model, epoch and arm; a shard not graded is counted apart and never as a failure.</p>"
+        f"{row_label(result)}, epoch and arm; a shard not graded is counted apart and never as a failure.</p>"
         + table(head, rows)
         + "</section>"
     )

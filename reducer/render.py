@@ -186,7 +186,7 @@ def _variant_section(s: SkillResult, result: RunResult) -> list[str]:
     out += _per_model_tables(s)
     out += plugin_score_lines(s)
     models = [m.model for m in s.models]
-    out += ["", "### Assertions by model", ""]
+    out += ["", f"### Assertions by {row_label(result)}", ""]
     out.append("| case | assertion | " + " | ".join(md(m) for m in models) + " | pass@k | pass^k |")
     out.append("|---|---|" + "---|" * len(models) + "---|---|")
     for a in s.assertions:

@@ -47,7 +47,7 @@ from schemas.status import ShardState
 
 
 def _models(result: RunResult) -> str:
-    out = ['<section id="models"><h2>Pass rate by model</h2>']
+    out = [f'<section id="models"><h2>Pass rate by {row_label(result)}</h2>']
     out.append(
         '<p class="legend">Behavioural pass rate over graded shards; the whisker is the 95% Wilson interval.</p>'
     )

@@ -215,12 +215,15 @@ def test_the_leaderboard_and_per_model_tables_of_a_sweep_head_their_rows_harness
     page, markdown = render_html(result), render_markdown(result, "s", {})
     assert "<h3>Leaderboard (composite score)</h3><table class=stack><tr><th>harness × model</th>" in page
     assert "| harness × model | behavioural |" in markdown and "| model | behavioural |" not in markdown
+    assert "<h2>Pass rate by harness × model</h2>" in page and "### Assertions by harness × model" in markdown
+    assert "one per case, harness × model, epoch and arm" in page
     # One executor over two models: its rows are models, and its headers say so.
     single = plan_run(RUN, [bundle("s", (2, 2))], [GPT, CLAUDE])
     alone = reduce_run(single, {s.shard_id: graded(s, [True, False]) for s in single.shards})
     page, markdown = render_html(alone), render_markdown(alone, "s", {})
     assert "<h3>Leaderboard (composite score)</h3><table class=stack><tr><th>model</th>" in page
     assert "harness × model" not in page and "| model | behavioural |" in markdown
+    assert "<h2>Pass rate by model</h2>" in page and "### Assertions by model" in markdown
 
 
 def test_dry_run_lists_each_harness_model_pair_with_its_shards() -> None:
