@@ -14,8 +14,9 @@ from schemas.shard import CURRENT
 
 PAIRED_NOTE = (
     "Each two harnesses on the same cases: the unit is a model both run (case, model, epoch), so the "
-    "difference is the harness's; a pair graded on one side only is dropped. These describe the sweep; "
-    "no gate reads them."
+    "difference is the harness's (two harnesses with no model in common are paired across their models, "
+    "and a note says the difference is then the harness's and its model's together); a pair graded on one "
+    "side only is dropped. These describe the sweep; no gate reads them."
 )
 
 
@@ -124,4 +125,11 @@ def sweep_html(result: RunResult) -> str:
                 "p",
             ]
             out.append(table(head, pairs))
+        notes = [
+            f"<li>{escape(c.harness or '')} vs {escape(c.baseline)}: {escape(c.note)}</li>"
+            for c in result.harness_comparisons
+            if c.skill == s.skill and c.note
+        ]
+        if notes:
+            out.append('<ul class="notes">' + "".join(notes) + "</ul>")
     return "".join(out) + "</section>"

@@ -160,6 +160,10 @@ def test_a_sweep_reduces_to_harness_model_rows_a_harness_assertion_matrix_and_pa
     assert shared.pairs == 8 and "no model in common" not in shared.note  # gpt-5 is both's
     # No gate reads them: the verdict is the current arm's against its threshold alone.
     assert result.comparisons == []
+    # The page says which pairs mix harness and model, as the markdown does.
+    page = render_html(result)
+    assert "<li>codex vs claude-code: claude-code and codex run no model in common" in page
+    assert "<li>agent vs codex" not in page
 
 
 def test_the_streamed_reduce_of_a_sweep_is_the_rows_kept_one() -> None:
