@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -16,6 +17,23 @@ from engine.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_REPO = ROOT / "examples" / "demo-repo"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_user_data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The session's runs land in its own store and run log, never in the developer's
+    (``~/.local/share/skill-eval``), where they would crowd the viewer's list of real runs; a test
+    that names its own (SKILL_EVAL_STORE, SKILL_EVAL_RUN_LOG in a child's environment) still wins."""
+    data = tmp_path_factory.mktemp("user-data")
+    saved = {k: os.environ.get(k) for k in ("SKILL_EVAL_STORE", "SKILL_EVAL_RUN_LOG")}
+    os.environ["SKILL_EVAL_STORE"] = str(data / "store")
+    os.environ["SKILL_EVAL_RUN_LOG"] = str(data / "runs.log")
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture(scope="session")
