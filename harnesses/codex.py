@@ -7,6 +7,10 @@
 - Skills: staged in the private HOME at ``.agents/skills/<name>/`` (user skills); explicit
   invocation is a ``$name`` mention. Codex has no Skill tool: activation is its SKILL.md
   being read by a command.
+- The repo's instruction files never enter the prompt (docs/design/harnesses.md, "The repo's
+  own agent configuration"): ``project_doc_max_bytes=0`` turns off its project docs
+  (``AGENTS.md``, ``AGENTS.override.md`` and any fallback name, from the git root down to the
+  workspace). The agent may still read them as files.
 - Codex runs with its own sandbox and approvals off (ours is the sandbox), ephemeral, and
   outside a git check.
 - Events (``--json``): ``item.completed`` items of type ``command_execution`` (command,
@@ -113,6 +117,8 @@ class Codex(HarnessAdapter):
             "analytics.enabled=false",
             "-c",
             'web_search="disabled"',  # a provider-side tool: the proxy refuses a request offering it
+            "-c",
+            "project_doc_max_bytes=0",  # the repo's AGENTS.md (and AGENTS.override.md) never enter the prompt
             *_mock_server_args(request),
             "-",
         ]

@@ -13,17 +13,22 @@
   ``urlContext``) are excluded: the proxy would refuse them anyway.
 - Skills: the skill folder staged in the private HOME at ``.gemini/skills/<name>/`` (a user
   skill); Gemini CLI offers it through its ``activate_skill`` tool, whose result is the body.
-- The repo's own configuration never applies: its ``.gemini/`` (settings, skills, commands,
-  agents, extensions) and ``.agents/`` (skills) are hidden under empty read-only folders inside
-  the sandbox (:meth:`GeminiCli.prepare`). Its ``GEMINI.md`` files are project context that
-  Gemini CLI reads in every trusted folder (no setting turns them off; a repo's ``CLAUDE.md``
-  reaches Claude Code the same way).
+- The repo's own configuration never applies (docs/design/harnesses.md, "The repo's own agent
+  configuration"): the workspace is an untrusted folder (``GEMINI_CLI_TRUST_WORKSPACE=false``),
+  so its ``GEMINI.md`` files (the workspace's, and those of the subfolders a tool reaches) never
+  enter the prompt, and its settings, skills, ``.agents/skills``, policies and ``.env`` are not
+  read. (Folder trust is the pinned version's only switch: ``context.fileName`` only adds names
+  to ``GEMINI.md``.) An untrusted folder downgrades ``--yolo`` to the default approval mode, so
+  ``tools.allowed: ["*"]`` in the private HOME's settings approves every tool instead (the
+  excluded ones stay excluded: an exclusion outranks it). Its ``.gemini/`` and ``.agents/`` are
+  also hidden under empty read-only folders inside the sandbox (:meth:`GeminiCli.prepare`): they
+  are configuration, not files a task reads. The agent may still read ``GEMINI.md`` as a file.
 - The host's machine-wide settings (``/etc/gemini-cli/``) do not apply either: the system
   settings and defaults paths name files that do not exist.
 - Traffic: telemetry, usage statistics, auto-update and the IDE companion off;
-  ``GEMINI_CLI_NO_RELAUNCH`` keeps it one process. ``-y`` approves every tool (the sandbox is
-  ours); ``GEMINI_CLI_TRUST_WORKSPACE`` trusts the workspace (headless mode refuses an
-  untrusted one).
+  ``GEMINI_CLI_NO_RELAUNCH`` keeps it one process. Every tool is approved (the sandbox is
+  ours); folder trust itself is off (``security.folderTrust.enabled``), so headless mode does
+  not refuse the untrusted workspace.
 - Runtime: the package is a node script with its chunks beside it; the folder is bound
   read-only and the sandbox's node (sealed execute-only, so the process is non-dumpable like
   the other harnesses) runs it.
@@ -75,7 +80,8 @@ MODEL_NAMES = (
 its model constants): each is overridden to the shard's model."""
 EXCLUDED_TOOLS = ("google_web_search", "web_fetch")
 ENVIRONMENT = {
-    "GEMINI_CLI_TRUST_WORKSPACE": "true",
+    # Untrusted: the repo's GEMINI.md, settings, skills and .env never apply.
+    "GEMINI_CLI_TRUST_WORKSPACE": "false",
     "GEMINI_CLI_NO_RELAUNCH": "true",
     "GEMINI_TELEMETRY_ENABLED": "false",
     "NO_BROWSER": "true",
@@ -109,7 +115,8 @@ class GeminiCli(HarnessAdapter):
             "modelConfigs": {
                 "customOverrides": [{"match": {"model": name}, "modelConfig": {"model": model}} for name in MODEL_NAMES]
             },
-            "tools": {"exclude": list(EXCLUDED_TOOLS)},
+            # In an untrusted folder, the approval of every tool that ``--yolo`` would give.
+            "tools": {"allowed": ["*"], "exclude": list(EXCLUDED_TOOLS)},
             "skills": {"enabled": True},
         }
 
@@ -124,7 +131,6 @@ class GeminiCli(HarnessAdapter):
             model,
             "--output-format",
             "stream-json",
-            "--yolo",
             "--prompt",
             "",
         )
