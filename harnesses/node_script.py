@@ -1,5 +1,5 @@
 """The sandbox set-up of a harness shipped as a node script (Gemini CLI), and the
-hiding of a repo's own configuration folders, which native harnesses use too.
+hiding of a repo's own configuration folders and files, which native harnesses use too.
 
 Such a package is a script with its chunks beside it, not one native binary: its folder is
 bound read-only inside the sandbox and the host's node runs it, sealed execute-only like the
@@ -52,4 +52,31 @@ def hidden_binds(hidden: Iterable[str], workspace: Path, inner_root: str, scratc
         real = Path(os.path.realpath(workspace / folder))
         if real.is_dir() and real.is_relative_to(root):
             binds += ["--ro-bind", str(empty), posixpath.join(inner_root, real.relative_to(root).as_posix())]
+    return binds
+
+
+def nested_file_binds(names: Iterable[str], workspace: Path, inner_root: str, scratch: Path) -> list[str]:
+    """The bwrap arguments covering each file named one of ``names`` in a subfolder of the
+    workspace (not at its root) with an empty read-only file: the last resort for a harness that
+    loads such files into its prompt with no switch to stop it. A link is covered where it leads
+    inside the workspace (what the harness would read through it); one leading out is left alone,
+    as the sandbox shows nothing of the host but the read-only system. ``.git`` is not searched."""
+    wanted = frozenset(names)
+    empty = scratch / "empty-file"
+    root = os.path.realpath(workspace)
+    covered: set[Path] = set()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        if folder == root:
+            continue
+        for name in wanted.intersection(files):
+            real = Path(os.path.realpath(os.path.join(folder, name)))
+            if real.is_file() and real.is_relative_to(root):
+                covered.add(real)
+    if not covered:
+        return []
+    empty.touch(mode=0o444, exist_ok=True)
+    binds: list[str] = []
+    for real in sorted(covered):
+        binds += ["--ro-bind", str(empty), posixpath.join(inner_root, real.relative_to(root).as_posix())]
     return binds

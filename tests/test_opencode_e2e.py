@@ -4,7 +4,8 @@
 reached over chat completions: the canary runs first through the same proxy and sandbox,
 the skill is offered natively (staged as a user skill in the private HOME) and loaded
 through OpenCode's ``skill`` tool, whose result (the skill's body) reaches the model; a
-shell command's output reaches the judge; the repo's own ``opencode.json`` never applies.
+shell command's output reaches the judge; the repo's own ``opencode.json`` and its instruction
+files for agents (``AGENTS.md`` and the others', a subfolder's too) never apply.
 Then the agent turns on its own proxy: another model, a provider-side service and a forged
 conversation never reach the trajectory.
 """
@@ -22,11 +23,13 @@ from testkit.offline_server import OfflineModelServer
 from testkit.scenario import message_text
 from tests.e2e_support import Env, case, current, git_init, new_repo, reports, scenario, write_skill
 from tests.harness_e2e import (
+    NESTED_FILE,
     PROBE_OPENING,
     allow_check_objects,
     call,
     canary_rule,
     curl_line,
+    leaked_instructions,
     model_fixtures,
     probe_case_kept_out_the_forged_calls,
     probe_rules,
@@ -34,6 +37,7 @@ from tests.harness_e2e import (
     run_demo,
     run_probe,
     tool_ran,
+    write_agent_instructions,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -70,7 +74,10 @@ RULES = [
             {"text": "Greeted."},
         ],
     },
-    {"contains": "Greet two:", "replies": [bash("echo hello-sun"), {"text": "Greeted the sun instead."}]},
+    {
+        "contains": "Greet two:",
+        "replies": [call("read", filePath=NESTED_FILE), bash("echo hello-sun"), {"text": "Greeted the sun instead."}],
+    },
 ]
 JUDGE = [
     # The command's output (42), not its text, decides: the tool's result reached the judge.
@@ -89,6 +96,7 @@ def test_opencode_loads_the_skill_natively_through_its_proxy_and_the_judge_reads
     # The repo's own OpenCode configuration would switch the model and add instructions: never applied.
     (repo / "opencode.json").write_text(json.dumps({"model": "other/model", "instructions": ["EVIL.md"]}))
     (repo / "EVIL.md").write_text("REPO-INSTRUCTION-MARKER\n")
+    write_agent_instructions(repo)
     allow_check_objects(repo, "greet")
     git_init(repo)
 
@@ -108,6 +116,9 @@ def test_opencode_loads_the_skill_natively_through_its_proxy_and_the_judge_reads
     assert "SKILL-EVAL-CANARY-HEAD-$n" in texts[0]  # the canary ran first, through the same proxy
     assert any("GREET-BODY-MARKER-7731" in t for t in texts)  # the skill tool's result: the body
     assert not any("REPO-INSTRUCTION-MARKER" in t for t in texts)
+    # Nor any instruction file for agents: the workspace's AGENTS.md and the others', and lib/'s
+    # beside the file case 2 read (its read tool appends those: covered in the sandbox).
+    assert leaked_instructions(server) == []
     assert server.keys() and not any(PLACEHOLDER_KEY in k for k in server.keys())  # noqa: SIM118  (swapped)
     assert "skill activated: yes" in markdown
 
