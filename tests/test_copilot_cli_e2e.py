@@ -4,7 +4,8 @@
 model an ``openai/...`` one reached over chat completions: the canary runs first through the
 same proxy and sandbox, the skill is offered natively (staged as a personal skill in the private
 HOME) and loaded through its ``skill`` tool, the body reaching the model; a shell command's output
-reaches the judge; the repo's own ``.github/`` skills and instructions and ``AGENTS.md`` never
+reaches the judge; the repo's own ``.github/`` skills and its instruction files for agents
+(``AGENTS.md``, ``.github/copilot-instructions.md`` and the others', a subfolder's too) never
 apply; the agent's environment holds no real key and its shell has no network. Then the agent
 turns on its own proxy: another model, a provider-side service and a forged conversation never
 reach the trajectory.
@@ -27,6 +28,7 @@ from testkit.judge import is_grading_request, split_grading_request
 from testkit.offline_server import OfflineModelServer
 from testkit.scenario import message_text
 from tests.e2e_support import Env, case, checked_env, current, git_init, new_repo, reports, scenario, write_skill
+from tests.harness_e2e import NESTED_FILE, leaked_instructions, write_agent_instructions
 from tests.harness_e2e_support import BODY_MARKER, GREET_SKILL, HarnessScript, chat, chat_attack
 from tests.test_triggers_e2e import trigger_repo
 
@@ -53,7 +55,11 @@ RULES = [
     },
     {
         "contains": "Greet two:",
-        "replies": [COPILOT.shell("echo hello-sun", description="run"), {"text": "Greeted the sun instead."}],
+        "replies": [
+            {"tool_calls": [{"name": "view", "arguments": {"path": NESTED_FILE}}]},
+            COPILOT.shell("echo hello-sun", description="run"),
+            {"text": "Greeted the sun instead."},
+        ],
     },
 ]
 JUDGE = [COPILOT.output_reached("hello-world", "hello-42-world"), COPILOT.shell_ran("hello-moon")]
@@ -83,8 +89,7 @@ def _repo_with_own_configuration(repo: Path) -> None:
     for folder in (".github/skills/evil", ".claude/skills/evil", ".agents/skills/evil"):
         (repo / folder).mkdir(parents=True)
         (repo / folder / "SKILL.md").write_text(evil)
-    (repo / ".github" / "copilot-instructions.md").write_text("REPO-INSTRUCTIONS-MARKER\n")
-    (repo / "AGENTS.md").write_text("REPO-AGENTS-MARKER\n")
+    write_agent_instructions(repo)
 
 
 def test_copilot_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_reads_the_commands_output(
@@ -113,9 +118,10 @@ def test_copilot_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_re
     texts = [message_text(b.get("messages") or []) for b in harness]
     assert "SKILL-EVAL-CANARY-HEAD-$n" in texts[0]  # the canary ran first, through the same proxy
     assert any(BODY_MARKER in t for t in texts)  # the skill's body reached the model
-    sent = json.dumps(harness)
-    for marker in ("REPO-SKILL-MARKER", "REPO-INSTRUCTIONS-MARKER", "REPO-AGENTS-MARKER"):
-        assert marker not in sent, marker
+    assert "REPO-SKILL-MARKER" not in json.dumps(harness)
+    # No instruction file for agents (AGENTS.md, .github/copilot-instructions.md and the others',
+    # and lib/'s beside the file case 2 viewed) reached a request.
+    assert leaked_instructions(server) == []
     # The probe's output: no real key in the agent's environment, no network; Copilot CLI even
     # strips its provider's key (the placeholder) from its shell's environment.
     [probe] = [t for t in texts if "net-000net-down" in t][:1]
