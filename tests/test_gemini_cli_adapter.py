@@ -64,6 +64,9 @@ def test_gemini_cli_is_an_executor_whose_plan_stages_a_user_skill_and_pins_every
     assert {o["match"]["model"] for o in overrides} == set(MODEL_NAMES) >= {"classifier", "next-speaker-checker"}
     assert {o["modelConfig"]["model"] for o in overrides} == {MODEL}
     assert set(settings["tools"]["exclude"]) == {"google_web_search", "web_fetch"}  # googleSearch, urlContext
+    # An untrusted workspace (its GEMINI.md files never load), every tool approved in its place.
+    assert plan.env["GEMINI_CLI_TRUST_WORKSPACE"] == "false" and settings["tools"]["allowed"] == ["*"]
+    assert settings["security"]["folderTrust"] == {"enabled": False} and "--yolo" not in plan.argv
     argv = list(plan.argv)
     assert argv[argv.index("--model") + 1] == MODEL and argv[argv.index("--output-format") + 1] == "stream-json"
     assert plan.env["GOOGLE_GEMINI_BASE_URL"] == f"http://127.0.0.1:{FORWARDER_PORT}"
