@@ -43,7 +43,7 @@ from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, Harness
 from harnesses.crosscheck import CheckedEvents, with_sent_outputs
 from harnesses.endpoints import Protocol
 from harnesses.model_record import ProxyRecord
-from harnesses.node_script import hidden_binds
+from harnesses.repo_hiding import hidden_binds
 from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects
 from schemas.errors import NoHarness
 from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, ToolResultEvent, Usage

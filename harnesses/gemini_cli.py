@@ -14,21 +14,20 @@
 - Skills: the skill folder staged in the private HOME at ``.gemini/skills/<name>/`` (a user
   skill); Gemini CLI offers it through its ``activate_skill`` tool, whose result is the body.
 - The repo's own configuration never applies (docs/design/harnesses.md, "The repo's own agent
-  configuration"): the workspace is an untrusted folder (``GEMINI_CLI_TRUST_WORKSPACE=false``),
-  so its ``GEMINI.md`` files (the workspace's, and those of the subfolders a tool reaches) never
-  enter the prompt, and its settings, skills, ``.agents/skills``, policies and ``.env`` are not
-  read. (Folder trust is the pinned version's only switch: ``context.fileName`` only adds names
-  to ``GEMINI.md``.) An untrusted folder downgrades ``--yolo`` to the default approval mode, so
-  ``tools.allowed: ["*"]`` in the private HOME's settings approves every tool instead (the
-  excluded ones stay excluded: an exclusion outranks it). Its ``.gemini/`` and ``.agents/`` are
-  also hidden under empty read-only folders inside the sandbox (:meth:`GeminiCli.prepare`): they
-  are configuration, not files a task reads. The agent may still read ``GEMINI.md`` as a file.
+  configuration"): its ``.gemini/`` (settings, skills, commands, agents, extensions) and
+  ``.agents/`` (skills) are hidden under empty read-only folders inside the sandbox, and every
+  ``GEMINI.md`` of the workspace under an empty read-only file (:meth:`GeminiCli.prepare`). The
+  pinned version has no switch for those: it loads them in every trusted folder (the
+  workspace's at start, a subfolder's when a tool reaches it), ``context.fileName`` only adds
+  names to ``GEMINI.md``, and an untrusted folder, which loads none of them, turns ``--yolo``
+  into the default approval mode, where a command with a redirection or one its parser cannot
+  read is refused in headless mode. So the agent sees its repo's ``GEMINI.md`` files empty.
 - The host's machine-wide settings (``/etc/gemini-cli/``) do not apply either: the system
   settings and defaults paths name files that do not exist.
 - Traffic: telemetry, usage statistics, auto-update and the IDE companion off;
-  ``GEMINI_CLI_NO_RELAUNCH`` keeps it one process. Every tool is approved (the sandbox is
-  ours); folder trust itself is off (``security.folderTrust.enabled``), so headless mode does
-  not refuse the untrusted workspace.
+  ``GEMINI_CLI_NO_RELAUNCH`` keeps it one process. ``-y`` approves every tool (the sandbox is
+  ours); ``GEMINI_CLI_TRUST_WORKSPACE`` trusts the workspace (headless mode refuses an
+  untrusted one).
 - Runtime: the package is a node script with its chunks beside it; the folder is bound
   read-only and the sandbox's node (sealed execute-only, so the process is non-dumpable like
   the other harnesses) runs it.
@@ -56,6 +55,7 @@ from harnesses.endpoints import Protocol
 from harnesses.gemini_stream import cross_check_by_content, read_gemini_stream
 from harnesses.model_record import ProxyRecord
 from harnesses.node_script import node_script_runtime
+from harnesses.repo_hiding import hidden_file_binds
 from harnesses.stream_json import ParsedStream
 from schemas.trajectory import Event, ToolCallEvent
 
@@ -63,6 +63,8 @@ INNER_PACKAGE = "/run/skill-eval-gemini"
 """Where the package's ``bundle`` folder is bound read-only inside the sandbox."""
 SCRIPT = "gemini.js"
 REPO_CONFIG_DIRS = (".gemini", ".agents")
+INSTRUCTION_FILES = ("GEMINI.md",)
+"""The instruction file names the pinned version loads (``context.fileName`` unset adds none)."""
 MODEL_NAMES = (
     *("base", "chat-base", "chat-base-2.5", "chat-base-3", "auto", "pro", "flash", "flash-lite"),
     *("auto-gemini-2.5", "auto-gemini-3", "gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite"),
@@ -80,8 +82,7 @@ MODEL_NAMES = (
 its model constants): each is overridden to the shard's model."""
 EXCLUDED_TOOLS = ("google_web_search", "web_fetch")
 ENVIRONMENT = {
-    # Untrusted: the repo's GEMINI.md, settings, skills and .env never apply.
-    "GEMINI_CLI_TRUST_WORKSPACE": "false",
+    "GEMINI_CLI_TRUST_WORKSPACE": "true",
     "GEMINI_CLI_NO_RELAUNCH": "true",
     "GEMINI_TELEMETRY_ENABLED": "false",
     "NO_BROWSER": "true",
@@ -115,8 +116,7 @@ class GeminiCli(HarnessAdapter):
             "modelConfigs": {
                 "customOverrides": [{"match": {"model": name}, "modelConfig": {"model": model}} for name in MODEL_NAMES]
             },
-            # In an untrusted folder, the approval of every tool that ``--yolo`` would give.
-            "tools": {"allowed": ["*"], "exclude": list(EXCLUDED_TOOLS)},
+            "tools": {"exclude": list(EXCLUDED_TOOLS)},
             "skills": {"enabled": True},
         }
 
@@ -131,6 +131,7 @@ class GeminiCli(HarnessAdapter):
             model,
             "--output-format",
             "stream-json",
+            "--yolo",
             "--prompt",
             "",
         )
@@ -155,10 +156,12 @@ class GeminiCli(HarnessAdapter):
 
     def prepare(self, found: Path, workspace: Path, inner_root: str, scratch: Path) -> tuple[Path, list[str]]:
         """The executable to seal (the host's node), and the bwrap arguments that bind the package
-        read-only and hide the repo's own Gemini CLI configuration under empty folders."""
-        return node_script_runtime(
+        read-only and hide the repo's own Gemini CLI configuration under empty folders and its
+        ``GEMINI.md`` files under empty files."""
+        runtime, binds = node_script_runtime(
             self.name, found.parent, INNER_PACKAGE, REPO_CONFIG_DIRS, workspace, inner_root, scratch
         )
+        return runtime, binds + hidden_file_binds(INSTRUCTION_FILES, workspace, inner_root, scratch)
 
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         return read_gemini_stream(lines)

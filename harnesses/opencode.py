@@ -40,7 +40,7 @@ from typing import Any
 from harnesses.adapter import HarnessAdapter, stage_skills
 from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
 from harnesses.endpoints import Protocol
-from harnesses.node_script import nested_file_binds
+from harnesses.repo_hiding import hidden_file_binds
 from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Usage
 
@@ -139,7 +139,7 @@ class OpenCode(HarnessAdapter):
     def prepare(self, found: Path, workspace: Path, inner_root: str, scratch: Path) -> tuple[Path, list[str]]:
         """The binary as it is, and the subfolders' instruction files its ``read`` tool would
         append covered by empty read-only files."""
-        return found, nested_file_binds(NESTED_INSTRUCTIONS, workspace, inner_root, scratch)
+        return found, hidden_file_binds(NESTED_INSTRUCTIONS, workspace, inner_root, scratch, nested_only=True)
 
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         return read_opencode_json(lines)

@@ -68,7 +68,7 @@ def test_prepare_covers_the_instruction_files_its_read_tool_would_append_from_a_
         (workspace / name).write_text("rules\n")
     (tmp_path / "outside.md").write_text("host\n")
     (workspace / "docs").mkdir()
-    (workspace / "docs" / "AGENTS.md").symlink_to(workspace / "lib" / "notes.md")  # covered where it leads
+    (workspace / "docs" / "AGENTS.md").symlink_to("../lib/notes.md")  # covered where it leads
     (workspace / "docs" / "CONTEXT.md").symlink_to(tmp_path / "outside.md")  # out of the sandbox's view
     scratch = tmp_path / "scratch"
     scratch.mkdir()
