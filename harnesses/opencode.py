@@ -45,9 +45,9 @@ from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Usage
 
 PROVIDER = "skill-eval"
-NESTED_INSTRUCTIONS = ("AGENTS.md", "CONTEXT.md", "CLAUDE.md")
+NESTED_INSTRUCTIONS = ("AGENTS.md", "CONTEXT.md")
 """The instruction files the pinned version's ``read`` tool appends from a subfolder of the file it
-read (``CLAUDE.md`` only without ``OPENCODE_DISABLE_CLAUDE_CODE``; covered all the same)."""
+read, whatever its switches (``CLAUDE.md`` too, but ``OPENCODE_DISABLE_CLAUDE_CODE`` stops that)."""
 PLUGIN_LOCK = json.dumps({"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}).encode()
 SESSION_TITLE = "skill-eval"
 _PINNED_AGENTS = ("title", "summary", "compaction", "general", "explore")

@@ -78,11 +78,11 @@ def test_prepare_covers_the_instruction_files_its_read_tool_would_append_from_a_
     pairs = list(zip(binds[1::3], binds[2::3], strict=True))
     assert {source for source, _ in pairs} == {str(scratch / "empty-file")}
     assert (scratch / "empty-file").read_bytes() == b""
-    # The workspace's own AGENTS.md is OPENCODE_DISABLE_PROJECT_CONFIG's, and stays readable.
+    # The workspace's own AGENTS.md is OPENCODE_DISABLE_PROJECT_CONFIG's, a subfolder's CLAUDE.md
+    # OPENCODE_DISABLE_CLAUDE_CODE's: both stay readable.
     assert {target for _, target in pairs} == {
         "/workspace/lib/AGENTS.md",
         "/workspace/lib/deep/CONTEXT.md",
-        "/workspace/lib/CLAUDE.md",
         "/workspace/lib/notes.md",
     }
     assert OpenCode().prepare(binary, tmp_path / "scratch", "/workspace", scratch) == (binary, [])
