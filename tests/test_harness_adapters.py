@@ -73,6 +73,18 @@ def test_implicit_invocation_gives_the_bare_prompt_and_a_plugin_repo_loads_with_
     assert codex.argv[codex.argv.index("project_doc_max_bytes=0") - 1] == "-c"  # no AGENTS.md in the prompt
 
 
+def test_codex_runs_its_binary_with_the_repos_skill_folder_hidden(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / ".agents" / "skills").mkdir(parents=True)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    binary = tmp_path / "codex"
+    assert Codex().prepare(binary, workspace, "/workspace", scratch) == (
+        binary,
+        ["--ro-bind", str(scratch / "empty"), "/workspace/.agents"],
+    )
+
+
 def test_activation_is_a_skill_call_naming_the_skill_or_a_read_of_its_skill_md() -> None:
     cc = ClaudeCode()
 

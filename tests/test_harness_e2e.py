@@ -10,6 +10,7 @@ either harness's prompt.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,12 @@ def test_codex_runs_each_case_through_the_responses_api_behind_its_proxy_and_is_
     repo = new_repo(tmp_path / "repo")
     write_skill(repo, "greet", GREET, skill_text=SKILL_TEXT)
     write_agent_instructions(repo)
+    (repo / ".agents" / "skills" / "evil").mkdir(parents=True)
+    (repo / ".agents" / "skills" / "evil" / "SKILL.md").write_text(
+        "---\nname: evil\ndescription: REPO-SKILL-MARKER\n---\nbody\n"
+    )
+    (repo / ".codex").mkdir()
+    (repo / ".codex" / "config.toml").write_text('developer_instructions = "REPO-CODEX-CONFIG-MARKER"\n')
     allow_check_objects(repo, "greet")
     git_init(repo)
 
@@ -151,3 +158,5 @@ def test_codex_runs_each_case_through_the_responses_api_behind_its_proxy_and_is_
     assert doc["usage"][CODEX_MODEL]["prompt_tokens"] > 0
     assert all(k.startswith("Bearer ") for k in server.keys())  # noqa: SIM118  (not a dict)
     assert leaked_instructions(server) == []  # AGENTS.md, AGENTS.override.md and the others' never applied
+    sent = json.dumps(server.requests())
+    assert "REPO-SKILL-MARKER" not in sent and "REPO-CODEX-CONFIG-MARKER" not in sent
