@@ -8,6 +8,10 @@
   ``.claude/settings.json`` and its hooks never run; ``--settings`` pins the model and the
   environment; ``--strict-mcp-config`` keeps every MCP server out. A plugin's own hooks do
   run (inside the sandbox): they are part of what the plugin's users get.
+- The repo's instruction files never enter the prompt (docs/design/harnesses.md, "The repo's
+  own agent configuration"): ``CLAUDE_CODE_DISABLE_CLAUDE_MDS`` turns off every ``CLAUDE.md``,
+  ``.claude/CLAUDE.md``, ``.claude/rules/`` and ``CLAUDE.local.md``, the workspace's and those
+  of the subfolders it reads in. The agent may still read them as files.
 - Traffic: one model, everywhere (background, sub-agent and fallback models pinned to the
   shard's), telemetry, auto-update, error reporting and non-essential traffic off.
 - Activation: a ``Skill`` tool call naming the skill, or a read of its SKILL.md.
@@ -85,6 +89,9 @@ class ClaudeCode(HarnessAdapter):
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_ERROR_REPORTING": "1",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            # The repo's instruction files (CLAUDE.md, .claude/CLAUDE.md, .claude/rules/,
+            # CLAUDE.local.md, and those of subfolders it reads in) never enter the prompt.
+            "CLAUDE_CODE_DISABLE_CLAUDE_MDS": "1",
         }
 
     def plan(self, request: HarnessRequest) -> HarnessPlan:

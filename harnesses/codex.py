@@ -7,6 +7,12 @@
 - Skills: staged in the private HOME at ``.agents/skills/<name>/`` (user skills); explicit
   invocation is a ``$name`` mention. Codex has no Skill tool: activation is its SKILL.md
   being read by a command.
+- The repo's instruction files never enter the prompt (docs/design/harnesses.md, "The repo's
+  own agent configuration"): ``project_doc_max_bytes=0`` turns off its project docs
+  (``AGENTS.md``, ``AGENTS.override.md`` and any fallback name, from the git root down to the
+  workspace). The agent may still read them as files. Its repo skills (``.agents/skills``, which
+  it loads with no switch to stop it) are hidden under an empty read-only folder inside the
+  sandbox (:meth:`Codex.prepare`).
 - Codex runs with its own sandbox and approvals off (ours is the sandbox), ephemeral, and
   outside a git check.
 - Events (``--json``): ``item.completed`` items of type ``command_execution`` (command,
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from harnesses.activations import skill_md_reads
@@ -44,10 +51,14 @@ from harnesses.base import (
 )
 from harnesses.crosscheck import OrderRules
 from harnesses.endpoints import Protocol
+from harnesses.repo_hiding import hidden_binds
 from harnesses.stream_json import ParsedStream, json_objects
 from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, ToolResultEvent, Usage
 
 KEY_VARIABLE = "SKILL_EVAL_PROXY_KEY"
+REPO_CONFIG_DIRS = (".agents",)
+"""The repo's folders Codex loads skills from (``.agents/skills``), with no switch to stop it:
+hidden under an empty read-only folder inside the sandbox."""
 CODEX_SERVER = "codex"
 """The server Codex's stream names for its own MCP resource tools. A mocked server of that name
 would have its calls claimed as plain functions: they match none of its namespaced calls and are
@@ -113,6 +124,8 @@ class Codex(HarnessAdapter):
             "analytics.enabled=false",
             "-c",
             'web_search="disabled"',  # a provider-side tool: the proxy refuses a request offering it
+            "-c",
+            "project_doc_max_bytes=0",  # the repo's AGENTS.md (and AGENTS.override.md) never enter the prompt
             *_mock_server_args(request),
             "-",
         ]
@@ -129,6 +142,10 @@ class Codex(HarnessAdapter):
             "NO_UPDATE_NOTIFIER": "1",
         }
         return HarnessPlan(argv=tuple(argv), env=env, stdin=text + "\n", home_files=home_files, skill_ref=request.skill)
+
+    def prepare(self, found: Path, workspace: Path, inner_root: str, scratch: Path) -> tuple[Path, list[str]]:
+        """The binary as it is, and the repo's skill folders hidden under an empty one."""
+        return found, hidden_binds(REPO_CONFIG_DIRS, workspace, inner_root, scratch)
 
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         return read_codex_json(lines)

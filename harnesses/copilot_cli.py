@@ -9,11 +9,13 @@
 - Skills: the skill folder staged in the private HOME at ``.copilot/skills/<name>/`` (a
   personal skill); Copilot CLI offers it through its ``skill`` tool, whose result is a short
   confirmation, the body following as a user message.
-- The repo's own configuration never applies: it loads a project's skills (``.github/skills``,
-  ``.agents/skills``, ``.claude/skills``) even in a folder it does not trust, so those folders,
-  and its agents, hooks and extensions folders, are hidden under empty read-only ones
-  (:data:`REPO_CONFIG_DIRS`); ``--no-custom-instructions`` keeps its ``AGENTS.md``,
-  ``.github/copilot-instructions.md`` and the like out. The built-in GitHub MCP servers are
+- The repo's own configuration never applies (docs/design/harnesses.md, "The repo's own agent
+  configuration"): ``--no-custom-instructions`` keeps its instruction files out of the prompt
+  (``AGENTS.md``, ``CLAUDE.md``, ``GEMINI.md``, ``.github/copilot-instructions.md``,
+  ``.github/instructions/``; the agent may still read them as files); it loads a project's
+  skills (``.github/skills``, ``.agents/skills``, ``.claude/skills``) even in a folder it does
+  not trust, with no switch, so those folders, and its agents, hooks and extensions folders,
+  are hidden under empty read-only ones (:data:`REPO_CONFIG_DIRS`). The built-in GitHub MCP servers are
   off (``--disable-builtin-mcps``).
 - Traffic: telemetry off, no auto-update (``--no-auto-update``), no ``ask_user`` tool.
   ``--allow-all`` approves every tool and path: the sandbox is ours.
@@ -43,7 +45,7 @@ from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, Harness
 from harnesses.crosscheck import CheckedEvents, with_sent_outputs
 from harnesses.endpoints import Protocol
 from harnesses.model_record import ProxyRecord
-from harnesses.node_script import hidden_binds
+from harnesses.repo_hiding import hidden_binds
 from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects
 from schemas.errors import NoHarness
 from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, ToolResultEvent, Usage

@@ -13,11 +13,15 @@
   ``urlContext``) are excluded: the proxy would refuse them anyway.
 - Skills: the skill folder staged in the private HOME at ``.gemini/skills/<name>/`` (a user
   skill); Gemini CLI offers it through its ``activate_skill`` tool, whose result is the body.
-- The repo's own configuration never applies: its ``.gemini/`` (settings, skills, commands,
-  agents, extensions) and ``.agents/`` (skills) are hidden under empty read-only folders inside
-  the sandbox (:meth:`GeminiCli.prepare`). Its ``GEMINI.md`` files are project context that
-  Gemini CLI reads in every trusted folder (no setting turns them off; a repo's ``CLAUDE.md``
-  reaches Claude Code the same way).
+- The repo's own configuration never applies (docs/design/harnesses.md, "The repo's own agent
+  configuration"): its ``.gemini/`` (settings, skills, commands, agents, extensions) and
+  ``.agents/`` (skills) are hidden under empty read-only folders inside the sandbox, and every
+  ``GEMINI.md`` of the workspace under an empty read-only file (:meth:`GeminiCli.prepare`). The
+  pinned version has no switch for those: it loads them in every trusted folder (the
+  workspace's at start, a subfolder's when a tool reaches it), ``context.fileName`` only adds
+  names to ``GEMINI.md``, and an untrusted folder, which loads none of them, turns ``--yolo``
+  into the default approval mode, where a command with a redirection or one its parser cannot
+  read is refused in headless mode. So the agent sees its repo's ``GEMINI.md`` files empty.
 - The host's machine-wide settings (``/etc/gemini-cli/``) do not apply either: the system
   settings and defaults paths name files that do not exist.
 - Traffic: telemetry, usage statistics, auto-update and the IDE companion off;
@@ -51,6 +55,7 @@ from harnesses.endpoints import Protocol
 from harnesses.gemini_stream import cross_check_by_content, read_gemini_stream
 from harnesses.model_record import ProxyRecord
 from harnesses.node_script import node_script_runtime
+from harnesses.repo_hiding import hidden_file_binds
 from harnesses.stream_json import ParsedStream
 from schemas.trajectory import Event, ToolCallEvent
 
@@ -58,6 +63,8 @@ INNER_PACKAGE = "/run/skill-eval-gemini"
 """Where the package's ``bundle`` folder is bound read-only inside the sandbox."""
 SCRIPT = "gemini.js"
 REPO_CONFIG_DIRS = (".gemini", ".agents")
+INSTRUCTION_FILES = ("GEMINI.md",)
+"""The instruction file names the pinned version loads (``context.fileName`` unset adds none)."""
 MODEL_NAMES = (
     *("base", "chat-base", "chat-base-2.5", "chat-base-3", "auto", "pro", "flash", "flash-lite"),
     *("auto-gemini-2.5", "auto-gemini-3", "gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite"),
@@ -149,10 +156,12 @@ class GeminiCli(HarnessAdapter):
 
     def prepare(self, found: Path, workspace: Path, inner_root: str, scratch: Path) -> tuple[Path, list[str]]:
         """The executable to seal (the host's node), and the bwrap arguments that bind the package
-        read-only and hide the repo's own Gemini CLI configuration under empty folders."""
-        return node_script_runtime(
+        read-only and hide the repo's own Gemini CLI configuration under empty folders and its
+        ``GEMINI.md`` files under empty files."""
+        runtime, binds = node_script_runtime(
             self.name, found.parent, INNER_PACKAGE, REPO_CONFIG_DIRS, workspace, inner_root, scratch
         )
+        return runtime, binds + hidden_file_binds(INSTRUCTION_FILES, workspace, inner_root, scratch)
 
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         return read_gemini_stream(lines)

@@ -1,20 +1,20 @@
-"""The sandbox set-up of a harness shipped as a node script (Gemini CLI), and the
-hiding of a repo's own configuration folders, which native harnesses use too.
+"""The sandbox set-up of a harness shipped as a node script (Gemini CLI).
 
 Such a package is a script with its chunks beside it, not one native binary: its folder is
 bound read-only inside the sandbox and the host's node runs it, sealed execute-only like the
 native harnesses (so the process is non-dumpable). The repo's own configuration folders of the
-harness are hidden under an empty read-only folder, so nothing the repo ships there applies.
+harness are hidden under an empty read-only folder (:mod:`harnesses.repo_hiding`), so nothing
+the repo ships there applies.
 """
 
 from __future__ import annotations
 
 import os
-import posixpath
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+from harnesses.repo_hiding import hidden_binds
 from schemas.errors import NoHarness
 
 
@@ -38,18 +38,3 @@ def node_script_runtime(
         inner_package,
         *hidden_binds(hidden, workspace, inner_root, scratch),
     ]
-
-
-def hidden_binds(hidden: Iterable[str], workspace: Path, inner_root: str, scratch: Path) -> list[str]:
-    """The bwrap arguments covering each of the repo's ``hidden`` folders (workspace-relative)
-    with an empty read-only one. A hidden name that is a symlink leading out of the workspace is
-    left alone: the sandbox does not show what lies outside the workspace anyway."""
-    empty = scratch / "empty"
-    empty.mkdir(mode=0o555, exist_ok=True)
-    binds: list[str] = []
-    root = os.path.realpath(workspace)
-    for folder in hidden:
-        real = Path(os.path.realpath(workspace / folder))
-        if real.is_dir() and real.is_relative_to(root):
-            binds += ["--ro-bind", str(empty), posixpath.join(inner_root, real.relative_to(root).as_posix())]
-    return binds

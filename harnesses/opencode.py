@@ -11,10 +11,15 @@
 - Skills: the skill folder staged in the private HOME at ``.config/opencode/skills/<name>/``
   (a user skill); OpenCode offers it through its ``skill`` tool. Explicit invocation is the
   instruction to use it, as for Claude Code.
-- The repo's own configuration never applies: ``OPENCODE_DISABLE_PROJECT_CONFIG`` (its
-  ``opencode.json``, ``.opencode/`` agents, commands and plugins, ``AGENTS.md``),
-  ``OPENCODE_DISABLE_CLAUDE_CODE`` (its ``.claude/`` skills and ``CLAUDE.md``),
-  ``OPENCODE_DISABLE_EXTERNAL_SKILLS`` (``.agents/skills``), ``--pure`` (no plugins).
+- The repo's own configuration never applies (docs/design/harnesses.md, "The repo's own agent
+  configuration"): ``OPENCODE_DISABLE_PROJECT_CONFIG`` (its ``opencode.json``, ``.opencode/``
+  agents, commands and plugins, and the workspace's ``AGENTS.md`` and ``CONTEXT.md``),
+  ``OPENCODE_DISABLE_CLAUDE_CODE`` (its ``.claude/`` skills and every ``CLAUDE.md``),
+  ``OPENCODE_DISABLE_EXTERNAL_SKILLS`` (``.agents/skills``), ``--pure`` (no plugins). Its
+  ``read`` tool also appends the ``AGENTS.md`` or ``CONTEXT.md`` of the subfolders between the
+  file read and the workspace, with no switch to stop it: those (:data:`NESTED_INSTRUCTIONS`)
+  are covered by empty read-only files inside the sandbox (:meth:`OpenCode.prepare`), the last
+  resort, as it also hides them from the agent's reads. The workspace's own stay readable.
 - Traffic: the models.dev fetch, auto-update, sharing, LSP downloads and default plugins
   off; LSP, formatters and workspace snapshots off (they cost start-up time and do nothing
   the judge reads). Permissions are ``allow``: the sandbox is ours.
@@ -29,15 +34,20 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from harnesses.adapter import HarnessAdapter, stage_skills
 from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
 from harnesses.endpoints import Protocol
+from harnesses.repo_hiding import hidden_file_binds
 from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Usage
 
 PROVIDER = "skill-eval"
+NESTED_INSTRUCTIONS = ("AGENTS.md", "CONTEXT.md")
+"""The instruction files the pinned version's ``read`` tool appends from a subfolder of the file it
+read, whatever its switches (``CLAUDE.md`` too, but ``OPENCODE_DISABLE_CLAUDE_CODE`` stops that)."""
 PLUGIN_LOCK = json.dumps({"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}).encode()
 SESSION_TITLE = "skill-eval"
 _PINNED_AGENTS = ("title", "summary", "compaction", "general", "explore")
@@ -125,6 +135,11 @@ class OpenCode(HarnessAdapter):
             home_files=home_files,
             skill_ref=request.skill,
         )
+
+    def prepare(self, found: Path, workspace: Path, inner_root: str, scratch: Path) -> tuple[Path, list[str]]:
+        """The binary as it is, and the subfolders' instruction files its ``read`` tool would
+        append covered by empty read-only files."""
+        return found, hidden_file_binds(NESTED_INSTRUCTIONS, workspace, inner_root, scratch, nested_only=True)
 
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         return read_opencode_json(lines)

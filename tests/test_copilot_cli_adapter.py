@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harnesses.base import PLACEHOLDER_KEY, HarnessRequest, Invoke
 from harnesses.copilot_cli import REPO_CONFIG_DIRS, CopilotCli, read_copilot_json
-from harnesses.node_script import hidden_binds
+from harnesses.repo_hiding import hidden_binds
 from harnesses.stream_json import ERROR_PREFIX
 from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent
 

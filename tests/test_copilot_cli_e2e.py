@@ -4,7 +4,8 @@
 model an ``openai/...`` one reached over chat completions: the canary runs first through the
 same proxy and sandbox, the skill is offered natively (staged as a personal skill in the private
 HOME) and loaded through its ``skill`` tool, the body reaching the model; a shell command's output
-reaches the judge; the repo's own ``.github/`` skills and instructions and ``AGENTS.md`` never
+reaches the judge; the repo's own ``.github/`` skills and its instruction files for agents
+(``AGENTS.md``, ``.github/copilot-instructions.md`` and the others', a subfolder's too) never
 apply; the agent's environment holds no real key and its shell has no network. Then the agent
 turns on its own proxy: another model, a provider-side service and a forged conversation never
 reach the trajectory.
@@ -13,21 +14,33 @@ reach the trajectory.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harnesses.base import PLACEHOLDER_KEY
-from testkit.judge import is_grading_request, split_grading_request
 from testkit.offline_server import OfflineModelServer
 from testkit.scenario import message_text
-from tests.e2e_support import Env, case, checked_env, current, git_init, new_repo, reports, scenario, write_skill
-from tests.harness_e2e_support import BODY_MARKER, GREET_SKILL, HarnessScript, chat, chat_attack
+from tests.e2e_support import Env, case, current, git_init, new_repo, reports, scenario, write_skill
+from tests.harness_e2e import (
+    BODY_MARKER,
+    GREET_SKILL,
+    NESTED_FILE,
+    PROBE_OPENING,
+    HarnessScript,
+    allow_check_objects,
+    chat,
+    chat_attack,
+    leaked_instructions,
+    model_fixtures,
+    probe_case_kept_out_the_forged_calls,
+    probe_rules,
+    probe_transcript,
+    run_demo,
+    run_probe,
+    write_agent_instructions,
+)
 from tests.test_triggers_e2e import trigger_repo
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -53,7 +66,11 @@ RULES = [
     },
     {
         "contains": "Greet two:",
-        "replies": [COPILOT.shell("echo hello-sun", description="run"), {"text": "Greeted the sun instead."}],
+        "replies": [
+            {"tool_calls": [{"name": "view", "arguments": {"path": NESTED_FILE}}]},
+            COPILOT.shell("echo hello-sun", description="run"),
+            {"text": "Greeted the sun instead."},
+        ],
     },
 ]
 JUDGE = [COPILOT.output_reached("hello-world", "hello-42-world"), COPILOT.shell_ran("hello-moon")]
@@ -64,16 +81,7 @@ def harness_requests(server: OfflineModelServer) -> list[dict[str, Any]]:
     return [b for b in server.requests() if b.get("tools")]
 
 
-@pytest.fixture
-def server() -> Iterator[OfflineModelServer]:
-    with OfflineModelServer(scenario(RULES, JUDGE)) as s:
-        yield s
-
-
-@pytest.fixture
-def env(tmp_path: Path, server: OfflineModelServer) -> Iterator[Env]:
-    with checked_env(tmp_path / "e2e", server.base_url) as e:
-        yield e
+server, env = model_fixtures(scenario(RULES, JUDGE))
 
 
 def _repo_with_own_configuration(repo: Path) -> None:
@@ -83,8 +91,7 @@ def _repo_with_own_configuration(repo: Path) -> None:
     for folder in (".github/skills/evil", ".claude/skills/evil", ".agents/skills/evil"):
         (repo / folder).mkdir(parents=True)
         (repo / folder / "SKILL.md").write_text(evil)
-    (repo / ".github" / "copilot-instructions.md").write_text("REPO-INSTRUCTIONS-MARKER\n")
-    (repo / "AGENTS.md").write_text("REPO-AGENTS-MARKER\n")
+    write_agent_instructions(repo)
 
 
 def test_copilot_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_reads_the_commands_output(
@@ -93,8 +100,7 @@ def test_copilot_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_re
     repo = new_repo(tmp_path / "repo")
     write_skill(repo, "greet", GREET, skill_text=GREET_SKILL)
     _repo_with_own_configuration(repo)
-    corpus = repo / "evals" / "greet.evals.json"
-    corpus.write_text(json.dumps({**json.loads(corpus.read_text()), "extensions": ["deterministic-assertions"]}))
+    allow_check_objects(repo, "greet")
     git_init(repo)
 
     res = env.run(repo, "greet", "--executor", "copilot-cli", "--fail-under", "0.8", models=(MODEL,))
@@ -113,9 +119,10 @@ def test_copilot_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_re
     texts = [message_text(b.get("messages") or []) for b in harness]
     assert "SKILL-EVAL-CANARY-HEAD-$n" in texts[0]  # the canary ran first, through the same proxy
     assert any(BODY_MARKER in t for t in texts)  # the skill's body reached the model
-    sent = json.dumps(harness)
-    for marker in ("REPO-SKILL-MARKER", "REPO-INSTRUCTIONS-MARKER", "REPO-AGENTS-MARKER"):
-        assert marker not in sent, marker
+    assert "REPO-SKILL-MARKER" not in json.dumps(harness)
+    # No instruction file for agents (AGENTS.md, .github/copilot-instructions.md and the others',
+    # and lib/'s beside the file case 2 viewed) reached a request.
+    assert leaked_instructions(server) == []
     # The probe's output: no real key in the agent's environment, no network; Copilot CLI even
     # strips its provider's key (the placeholder) from its shell's environment.
     [probe] = [t for t in texts if "net-000net-down" in t][:1]
@@ -124,33 +131,18 @@ def test_copilot_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_re
     assert "skill activated: yes" in markdown
 
 
-PROMPT = "Check the proxy: report what it answers."
-OPENING = f'Use the "greet" skill for this task. {PROMPT} Relevant files: README.md'
-"""The harness's own prompt, whitespace-normalised (what a copycat request quotes)."""
 SHELL_TOOL = [{"type": "function", "function": {"name": COPILOT.shell_tool, "parameters": {"type": "object"}}}]
 ATTACK = chat_attack(
     [
         ("other-model", chat("gpt-5.1", "hi")),
         ("server-tool", chat("gpt-5", "search", web_search_options={"search_context_size": "high"})),
         ("forged", chat("gpt-5", "@M@ run the tests", tools=SHELL_TOOL)),
-        ("copycat", chat("gpt-5", f"{OPENING} @M@", tools=SHELL_TOOL)),
+        ("copycat", chat("gpt-5", f"{PROBE_OPENING} @M@", tools=SHELL_TOOL)),
     ]
 )
-ATTACK_RULES: list[dict[str, Any]] = [
-    COPILOT.canary_rule(),
-    {"name": "forged", "contains": "FORGED-REQ", "tools": True, "replies": [COPILOT.shell("pytest -q")]},
-    {
-        "name": "attack",
-        "contains": PROMPT,
-        "tools": True,
-        "replies": [COPILOT.shell(ATTACK, description="attack"), {"text": "Reported."}],
-    },
-    {"name": "plain", "contains": "Greet plainly.", "replies": [{"text": "Hello."}]},
-]
-
-
-def _grading(body: dict[str, Any]) -> bool:
-    return is_grading_request(message_text(body.get("messages") or []))
+ATTACK_RULES = probe_rules(
+    COPILOT.canary_rule(), COPILOT.shell("pytest -q"), COPILOT.shell(ATTACK, description="attack")
+)
 
 
 def test_a_copilot_cli_agent_gets_no_other_model_no_provider_service_and_no_forged_call_into_its_record(
@@ -158,31 +150,18 @@ def test_a_copilot_cli_agent_gets_no_other_model_no_provider_service_and_no_forg
 ) -> None:
     judge = [COPILOT.shell_ran("pytest -q"), {"assertion_contains": "hello", "transcript_regex": r"Hello\."}]
     server.set_scenario(scenario(ATTACK_RULES, judge))
-    repo = new_repo(tmp_path / "repo")
-    cases = [
-        case(1, PROMPT, ["The agent runs pytest -q"]),
-        case(2, "Greet plainly.", ["The agent outputs a hello to the user"]),
-    ]
-    write_skill(repo, "greet", cases)
-    git_init(repo)
 
-    res = env.run(repo, "greet", "--executor", "copilot-cli", models=(MODEL,))
+    res = run_probe(env, tmp_path, "copilot-cli", MODEL)
 
-    assert res.code in (0, 1), res.stdout + res.stderr
     harness = harness_requests(server)
     assert {b.get("model") for b in harness} == {"gpt-5"}
     assert not any(b.get("web_search_options") for b in harness)
     assert not any("x-extra" in h for h in server.headers())
     assert sum("FORGED-REQ" in message_text(b.get("messages") or []) for b in harness) == 2
-    grading = [message_text(b.get("messages") or []) for b in server.requests() if _grading(b)]
-    [transcript] = [split_grading_request(g)[1] for g in grading if "other-model" in g]
+    transcript = probe_transcript(server)
     assert "other-model 400" in transcript and "server-tool 400" in transcript and "forged 200" in transcript
     assert "copycat 200" in transcript and "pytest -q" not in transcript
-    doc, _markdown = reports(env.out, "greet", res.run_id)
-    [run] = [r for r in current(doc)["runs"] if r["case_id"] == 1]
-    assert run["state"] == "graded" and [v["passed"] for v in run["verdicts"]] == [False]
-    assert run["rejected_calls"] == [] and len(run["proposed_calls"]) == 2, run
-    assert [r.split(":")[0] for r in run["refused_requests"]] == ["MODEL_NOT_ALLOWED", "BODY_FIELD_REFUSED"]
+    probe_case_kept_out_the_forged_calls(env, res.run_id, ("MODEL_NOT_ALLOWED", "BODY_FIELD_REFUSED"))
 
 
 def _loads(skill: str) -> dict[str, Any]:
@@ -221,20 +200,6 @@ def test_copilot_cli_trigger_run_reads_activation_as_a_skill_call_of_an_installe
 def test_make_demo_copilot_cli_runs_the_commit_message_skill_with_the_real_binary_and_ends_with_its_verdict(
     tmp_path: Path,
 ) -> None:
-    env = {**os.environ, "SKILL_EVAL_RUN_LOG": str(tmp_path / "runs.log"), "SKILL_EVAL_STORE": str(tmp_path / "store")}
-    command = [sys.executable, "-m", "producer.commands.demo", "--executor", "copilot-cli"]
-    done = subprocess.run(
-        [*command, "--out", str(tmp_path / "reports")],
-        capture_output=True,
-        text=True,
-        timeout=400,
-        env=env,
-        cwd=Path(__file__).resolve().parents[1],
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    lines = done.stdout.splitlines()
-    assert lines[-1] == "verdict: PASS"
-    [corpus] = [line for line in lines if line.startswith("skill: ")]
-    # Case 1 follows the skill (loaded through its skill tool); case 2 skips it on purpose.
-    assert corpus.startswith("skill: commit-message") and "4/6" in corpus and corpus.endswith("  PASS"), corpus
-    assert "--model openai/gpt-5" in done.stdout and "--executor copilot-cli" in done.stdout
+    out = run_demo(tmp_path, "copilot-cli")  # case 1 loads the skill through its skill tool
+
+    assert "--model openai/gpt-5" in out and "--executor copilot-cli" in out

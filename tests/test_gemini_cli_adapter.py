@@ -73,14 +73,20 @@ def test_gemini_cli_is_an_executor_whose_plan_stages_a_user_skill_and_pins_every
     assert GeminiCli().plan(request(invoke=Invoke.IMPLICIT)).stdin == "Greet the world.\n"
 
 
-def test_prepare_runs_node_on_the_package_folder_and_hides_the_repos_own_gemini_configuration(tmp_path: Path) -> None:
+def test_prepare_runs_node_on_the_package_folder_and_hides_the_repos_own_configuration_and_context(
+    tmp_path: Path,
+) -> None:
     package = tmp_path / "bundle"
     package.mkdir()
     (package / "gemini.js").write_text("// script\n")
     workspace = tmp_path / "ws"
     (workspace / ".gemini").mkdir(parents=True)
     (workspace / "elsewhere").mkdir()
-    (workspace / ".agents").symlink_to(workspace / "elsewhere")
+    (workspace / ".agents").symlink_to("elsewhere")
+    (workspace / "GEMINI.md").write_text("rules\n")
+    (workspace / "lib").mkdir()
+    (workspace / "lib" / "GEMINI.md").symlink_to("/workspace/elsewhere/notes.md")  # as the sandbox resolves it
+    (workspace / "elsewhere" / "notes.md").write_text("notes\n")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     runtime, binds = GeminiCli().prepare(package / "gemini.js", workspace, "/workspace", scratch)
@@ -91,6 +97,11 @@ def test_prepare_runs_node_on_the_package_folder_and_hides_the_repos_own_gemini_
     assert {target for source, target in pairs if source == str(scratch / "empty")} == {
         "/workspace/.gemini",
         "/workspace/elsewhere",
+    }
+    # Every GEMINI.md the harness would load, under an empty file: a link where it leads.
+    assert {target for source, target in pairs if source == str(scratch / "empty-file")} == {
+        "/workspace/GEMINI.md",
+        "/workspace/elsewhere/notes.md",
     }
 
 

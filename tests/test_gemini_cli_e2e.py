@@ -4,9 +4,10 @@
 reached over the Gemini API (``streamGenerateContent``): the canary runs first through the
 same proxy and sandbox, the skill is offered natively (staged as a user skill in the private
 HOME) and loaded through Gemini CLI's ``activate_skill`` tool, whose result (the skill's body)
-reaches the model; a shell command's output reaches the judge; the repo's own ``.gemini/``
-settings and ``GEMINI.md`` never apply; the agent's environment holds no real key and its
-shell has no network. Then the agent turns on its own proxy: another model, a provider-side
+reaches the model; a shell command's output reaches the judge; neither the repo's own
+``.gemini/`` settings nor any of its instruction files for agents (``GEMINI.md`` and the others',
+a subfolder's too) ever apply; the agent's environment holds no real key and its shell has no
+network. Then the agent turns on its own proxy: another model, a provider-side
 tool and a forged conversation never reach the trajectory.
 """
 
@@ -23,10 +24,15 @@ from testkit.gemini_api import contents_text
 from testkit.offline_server import OfflineModelServer
 from tests.e2e_support import Env, case, current, git_init, new_repo, reports, scenario, write_skill
 from tests.harness_e2e import (
+    BODY_MARKER,
+    FORGED,
+    GREET_SKILL,
+    NESTED_FILE,
     PROBE_OPENING,
     allow_check_objects,
     call,
     canary_rule,
+    leaked_instructions,
     model_fixtures,
     probe_case_kept_out_the_forged_calls,
     probe_rules,
@@ -34,6 +40,7 @@ from tests.harness_e2e import (
     run_demo,
     run_probe,
     tool_ran,
+    write_agent_instructions,
 )
 from tests.test_triggers_e2e import trigger_repo
 
@@ -42,10 +49,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 MODEL = "gemini/gemini-2.5-pro"
 REAL_KEY = "AIza-real-gemini-key-never-in-the-sandbox-5521"
 SHELL = "run_shell_command"
-SKILL_TEXT = (
-    "---\nname: greet\ndescription: Greets things by writing hello-<thing> with echo.\n---\n"
-    "# greet\n\nRun echo hello-<thing>, then say GREET-BODY-MARKER-7731.\n"
-)
 CANARY_RULE = canary_rule(SHELL)
 
 
@@ -95,6 +98,7 @@ RULES = [
         "contains": "Greet two:",
         "replies": [
             {"tool_calls": [{"name": "read_file", "arguments": {"file_path": "README.md"}}]},
+            {"tool_calls": [{"name": "read_file", "arguments": {"file_path": NESTED_FILE}}]},
             shell("echo hello-sun"),
             {"text": "Greeted the sun instead."},
         ],
@@ -119,7 +123,7 @@ def test_gemini_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_rea
     env: Env, server: OfflineModelServer, tmp_path: Path
 ) -> None:
     repo = new_repo(tmp_path / "repo")
-    write_skill(repo, "greet", GREET, skill_text=SKILL_TEXT)
+    write_skill(repo, "greet", GREET, skill_text=GREET_SKILL)
     # The repo's own Gemini CLI configuration would switch the model and add skills: never applied.
     (repo / ".gemini" / "skills" / "evil").mkdir(parents=True)
     (repo / ".gemini" / "settings.json").write_text(json.dumps({"model": {"name": "gemini-evil"}}))
@@ -127,6 +131,7 @@ def test_gemini_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_rea
     (repo / ".gemini" / "skills" / "evil" / "SKILL.md").write_text(evil)
     (repo / ".agents" / "skills" / "greet").mkdir(parents=True)
     (repo / ".agents" / "skills" / "greet" / "SKILL.md").write_text(evil.replace("evil", "greet"))
+    write_agent_instructions(repo)
     allow_check_objects(repo, "greet")
     git_init(repo)
 
@@ -145,9 +150,11 @@ def test_gemini_cli_loads_the_skill_natively_through_its_proxy_and_the_judge_rea
     harness = harness_requests(server)
     texts = [contents_text(b) for b in harness]
     assert "SKILL-EVAL-CANARY-HEAD-$n" in texts[0]  # the canary ran first, through the same proxy
-    assert any("GREET-BODY-MARKER-7731" in t for t in texts)  # activate_skill's result: the body
+    assert any(BODY_MARKER in t for t in texts)  # activate_skill's result: the body
     # Neither the repo's settings (their model would have been refused) nor its skills applied.
     assert not any("REPO-SKILL-MARKER" in json.dumps(b) for b in harness)
+    # Nor its instruction files: GEMINI.md (its own, and the one beside a file it read) and the others'.
+    assert leaked_instructions(server) == []
     # The probe's output: no real key in the agent's environment, the placeholder there, no network.
     [probe] = [t for t in texts if "net-" in t.split("GEMINI_API_KEY=")[-1]][-1:]
     assert "Output: 0\\n1\\nnet-000net-down" in probe, probe[-800:]
@@ -180,7 +187,7 @@ def _ask(text: str, **extra: Any) -> dict[str, Any]:
 # Gemini CLI refuses a command with a command substitution in it: the attack uses none.
 ATTACK = "\n".join(
     [
-        'M=FOR; M="${M}GED-REQ"',  # the marker is built at run time: the attack's own text never holds it
+        FORGED,
         f"c() {{ curl -s -o /dev/null -w \"$1\" -H 'x-goog-api-key: {PLACEHOLDER_KEY}' "
         '-H \'content-type: application/json\' -H \'x-extra: 1\' "$2" "$3" "$4"; }',
         _curl("other-model", "gemini-2.5-flash", _ask("hi")),

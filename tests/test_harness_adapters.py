@@ -57,6 +57,7 @@ def test_claude_code_stages_the_skill_in_the_private_home_and_pins_one_model_and
     for pinned in ("ANTHROPIC_DEFAULT_HAIKU_MODEL", "CLAUDE_CODE_SUBAGENT_MODEL"):
         assert plan.env[pinned] == "claude-sonnet-4-5"
     assert plan.env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1" and plan.env["DISABLE_TELEMETRY"] == "1"
+    assert plan.env["CLAUDE_CODE_DISABLE_CLAUDE_MDS"] == "1"  # the repo's CLAUDE.md files never enter the prompt
     assert plan.stdin.startswith('Use the "greet" skill')
 
 
@@ -69,6 +70,19 @@ def test_implicit_invocation_gives_the_bare_prompt_and_a_plugin_repo_loads_with_
     codex = Codex().plan(request(invoke=Invoke.EXPLICIT, model="openai/gpt-5-codex"))
     assert codex.stdin.startswith("$greet ") and ".agents/skills/greet/SKILL.md" in codex.home_files
     assert 'wire_api="responses"' in " ".join(codex.argv) and codex.env["SKILL_EVAL_PROXY_KEY"] == PLACEHOLDER_KEY
+    assert codex.argv[codex.argv.index("project_doc_max_bytes=0") - 1] == "-c"  # no AGENTS.md in the prompt
+
+
+def test_codex_runs_its_binary_with_the_repos_skill_folder_hidden(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / ".agents" / "skills").mkdir(parents=True)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    binary = tmp_path / "codex"
+    assert Codex().prepare(binary, workspace, "/workspace", scratch) == (
+        binary,
+        ["--ro-bind", str(scratch / "empty"), "/workspace/.agents"],
+    )
 
 
 def test_activation_is_a_skill_call_naming_the_skill_or_a_read_of_its_skill_md() -> None:

@@ -3,11 +3,14 @@
 ``skill-eval run --executor claude-code`` on a small repo: the canary runs first through the
 same proxy and sandbox, every case runs the real ``claude`` as a throwaway uid whose only
 way out is its proxy, the judge grades the trajectories the proxy's record vouches for, and
-the report carries tokens, cost and whether the skill was activated.
+the report carries tokens, cost and whether the skill was activated. The repo's instruction
+files for agents (``CLAUDE.md``, ``AGENTS.md`` and the others', a subfolder's too) never enter
+either harness's prompt.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,16 @@ import pytest
 
 from testkit.offline_server import OfflineModelServer
 from tests.e2e_support import Env, case, current, git_init, new_repo, reports, scenario, write_skill
-from tests.harness_e2e import allow_check_objects, call, canary_rule, model_fixtures, tool_ran
+from tests.harness_e2e import (
+    NESTED_FILE,
+    allow_check_objects,
+    call,
+    canary_rule,
+    leaked_instructions,
+    model_fixtures,
+    tool_ran,
+    write_agent_instructions,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -52,7 +64,10 @@ RULES = [
         "contains": "Greet one:",
         "replies": [skill_call("greet"), bash("echo hello-world > greeting.txt"), {"text": "Greeted."}],
     },
-    {"contains": "Greet two:", "replies": [bash("echo hello-sun"), {"text": "Greeted the sun instead."}]},
+    {
+        "contains": "Greet two:",
+        "replies": [call("Read", file_path=NESTED_FILE), bash("echo hello-sun"), {"text": "Greeted the sun instead."}],
+    },
     {"contains": "Greet three:", "replies": [bash("echo hello-sea"), {"text": "Greeted."}]},
 ]
 JUDGE = [bash_ran(m) for m in ("hello-world", "hello-moon", "hello-sea")]
@@ -66,6 +81,7 @@ def test_claude_code_runs_each_case_through_its_proxy_and_the_report_grades_it_w
 ) -> None:
     repo = new_repo(tmp_path / "repo")
     write_skill(repo, "greet", GREET, skill_text=SKILL_TEXT)
+    write_agent_instructions(repo)
     allow_check_objects(repo, "greet")
     git_init(repo)
 
@@ -87,6 +103,9 @@ def test_claude_code_runs_each_case_through_its_proxy_and_the_report_grades_it_w
     messages = [str(b.get("messages")) for b in server.requests() if b.get("model") == "claude-sonnet-4-5"]
     assert "SKILL-EVAL-CANARY-HEAD-$n" in messages[0]
     assert all(not r["rejected_calls"] for r in runs.values())
+    # The repo's instruction files (CLAUDE.md and the others', and lib/'s beside the file case 2
+    # read) reached no request: the harness never put them into its prompt.
+    assert leaked_instructions(server) == []
 
 
 CODEX_MODEL = "openai/gpt-5-codex"
@@ -103,7 +122,10 @@ def shell_ran(marker: str) -> dict[str, str]:
 CODEX_RULES = [
     canary_rule("shell", described=False),
     {"contains": "Greet one:", "replies": [shell("echo hello-world > greeting.txt"), {"text": "Greeted."}]},
-    {"contains": "Greet two:", "replies": [shell("echo hello-sun"), {"text": "Greeted the sun instead."}]},
+    {
+        "contains": "Greet two:",
+        "replies": [shell(f"cat {NESTED_FILE}"), shell("echo hello-sun"), {"text": "Greeted the sun instead."}],
+    },
     {"contains": "Greet three:", "replies": [shell("echo hello-sea"), {"text": "Greeted."}]},
 ]
 
@@ -114,6 +136,13 @@ def test_codex_runs_each_case_through_the_responses_api_behind_its_proxy_and_is_
     server.set_scenario(scenario(CODEX_RULES, [shell_ran(m) for m in ("hello-world", "hello-moon", "hello-sea")]))
     repo = new_repo(tmp_path / "repo")
     write_skill(repo, "greet", GREET, skill_text=SKILL_TEXT)
+    write_agent_instructions(repo)
+    (repo / ".agents" / "skills" / "evil").mkdir(parents=True)
+    (repo / ".agents" / "skills" / "evil" / "SKILL.md").write_text(
+        "---\nname: evil\ndescription: REPO-SKILL-MARKER\n---\nbody\n"
+    )
+    (repo / ".codex").mkdir()
+    (repo / ".codex" / "config.toml").write_text('developer_instructions = "REPO-CODEX-CONFIG-MARKER"\n')
     allow_check_objects(repo, "greet")
     git_init(repo)
 
@@ -128,3 +157,6 @@ def test_codex_runs_each_case_through_the_responses_api_behind_its_proxy_and_is_
     assert all(r["skill_activated"] is True for r in runs.values())
     assert doc["usage"][CODEX_MODEL]["prompt_tokens"] > 0
     assert all(k.startswith("Bearer ") for k in server.keys())  # noqa: SIM118  (not a dict)
+    assert leaked_instructions(server) == []  # AGENTS.md, AGENTS.override.md and the others' never applied
+    sent = json.dumps(server.requests())
+    assert "REPO-SKILL-MARKER" not in sent and "REPO-CODEX-CONFIG-MARKER" not in sent

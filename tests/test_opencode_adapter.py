@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessRequest, Invoke
 from harnesses.conversation import continues
@@ -51,6 +52,40 @@ def test_opencode_is_an_executor_whose_plan_stages_a_user_skill_and_pins_one_mod
     assert not any(PLACEHOLDER_KEY in v for v in plan.env.values())  # the key is in the private HOME only
     assert plan.stdin.startswith('Use the "greet" skill') and plan.skill_ref == "greet"
     assert OpenCode().plan(request(invoke=Invoke.IMPLICIT)).stdin == "Greet the world.\n"
+
+
+def test_prepare_covers_the_instruction_files_its_read_tool_would_append_from_a_subfolder(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    for name in (
+        "AGENTS.md",
+        "lib/AGENTS.md",
+        "lib/deep/CONTEXT.md",
+        "lib/CLAUDE.md",
+        "lib/notes.md",
+        ".git/AGENTS.md",
+    ):
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text("rules\n")
+    (tmp_path / "outside.md").write_text("host\n")
+    (workspace / "docs").mkdir()
+    (workspace / "docs" / "AGENTS.md").symlink_to("../lib/notes.md")  # covered where it leads
+    (workspace / "docs" / "CONTEXT.md").symlink_to(tmp_path / "outside.md")  # out of the sandbox's view
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    binary = tmp_path / "opencode"
+    runtime, binds = OpenCode().prepare(binary, workspace, "/workspace", scratch)
+    assert runtime == binary
+    pairs = list(zip(binds[1::3], binds[2::3], strict=True))
+    assert {source for source, _ in pairs} == {str(scratch / "empty-file")}
+    assert (scratch / "empty-file").read_bytes() == b""
+    # The workspace's own AGENTS.md is OPENCODE_DISABLE_PROJECT_CONFIG's, a subfolder's CLAUDE.md
+    # OPENCODE_DISABLE_CLAUDE_CODE's: both stay readable.
+    assert {target for _, target in pairs} == {
+        "/workspace/lib/AGENTS.md",
+        "/workspace/lib/deep/CONTEXT.md",
+        "/workspace/lib/notes.md",
+    }
+    assert OpenCode().prepare(binary, tmp_path / "scratch", "/workspace", scratch) == (binary, [])
 
 
 STREAM = [

@@ -4,7 +4,8 @@
 reached over chat completions: the canary runs first through the same proxy and sandbox,
 the skill is offered natively (staged as a user skill in the private HOME) and loaded
 through OpenCode's ``skill`` tool, whose result (the skill's body) reaches the model; a
-shell command's output reaches the judge; the repo's own ``opencode.json`` never applies.
+shell command's output reaches the judge; the repo's own ``opencode.json`` and its instruction
+files for agents (``AGENTS.md`` and the others', a subfolder's too) never apply.
 Then the agent turns on its own proxy: another model, a provider-side service and a forged
 conversation never reach the trajectory.
 """
@@ -17,16 +18,21 @@ from typing import Any
 
 import pytest
 
-from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY
+from harnesses.base import PLACEHOLDER_KEY
 from testkit.offline_server import OfflineModelServer
 from testkit.scenario import message_text
 from tests.e2e_support import Env, case, current, git_init, new_repo, reports, scenario, write_skill
 from tests.harness_e2e import (
+    BODY_MARKER,
+    GREET_SKILL,
+    NESTED_FILE,
     PROBE_OPENING,
     allow_check_objects,
     call,
     canary_rule,
-    curl_line,
+    chat,
+    chat_attack,
+    leaked_instructions,
     model_fixtures,
     probe_case_kept_out_the_forged_calls,
     probe_rules,
@@ -34,15 +40,12 @@ from tests.harness_e2e import (
     run_demo,
     run_probe,
     tool_ran,
+    write_agent_instructions,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 MODEL = "openai/gpt-5"
-SKILL_TEXT = (
-    "---\nname: greet\ndescription: Greets things by writing hello-<thing> with echo.\n---\n"
-    "# greet\n\nRun echo hello-<thing>, then say GREET-BODY-MARKER-7731.\n"
-)
 CANARY_RULE = canary_rule("bash")
 
 
@@ -70,7 +73,10 @@ RULES = [
             {"text": "Greeted."},
         ],
     },
-    {"contains": "Greet two:", "replies": [bash("echo hello-sun"), {"text": "Greeted the sun instead."}]},
+    {
+        "contains": "Greet two:",
+        "replies": [call("read", filePath=NESTED_FILE), bash("echo hello-sun"), {"text": "Greeted the sun instead."}],
+    },
 ]
 JUDGE = [
     # The command's output (42), not its text, decides: the tool's result reached the judge.
@@ -85,10 +91,11 @@ def test_opencode_loads_the_skill_natively_through_its_proxy_and_the_judge_reads
     env: Env, server: OfflineModelServer, tmp_path: Path
 ) -> None:
     repo = new_repo(tmp_path / "repo")
-    write_skill(repo, "greet", GREET, skill_text=SKILL_TEXT)
+    write_skill(repo, "greet", GREET, skill_text=GREET_SKILL)
     # The repo's own OpenCode configuration would switch the model and add instructions: never applied.
     (repo / "opencode.json").write_text(json.dumps({"model": "other/model", "instructions": ["EVIL.md"]}))
     (repo / "EVIL.md").write_text("REPO-INSTRUCTION-MARKER\n")
+    write_agent_instructions(repo)
     allow_check_objects(repo, "greet")
     git_init(repo)
 
@@ -106,8 +113,11 @@ def test_opencode_loads_the_skill_natively_through_its_proxy_and_the_judge_reads
     assert {b.get("model") for b in harness} == {"gpt-5"}  # one model everywhere, its own calls included
     texts = [message_text(b.get("messages") or []) for b in harness]
     assert "SKILL-EVAL-CANARY-HEAD-$n" in texts[0]  # the canary ran first, through the same proxy
-    assert any("GREET-BODY-MARKER-7731" in t for t in texts)  # the skill tool's result: the body
+    assert any(BODY_MARKER in t for t in texts)  # the skill tool's result: the body
     assert not any("REPO-INSTRUCTION-MARKER" in t for t in texts)
+    # Nor any instruction file for agents: the workspace's AGENTS.md and the others', and lib/'s
+    # beside the file case 2 read (its read tool appends those: covered in the sandbox).
+    assert leaked_instructions(server) == []
     assert server.keys() and not any(PLACEHOLDER_KEY in k for k in server.keys())  # noqa: SIM118  (swapped)
     assert "skill activated: yes" in markdown
 
@@ -115,20 +125,12 @@ def test_opencode_loads_the_skill_natively_through_its_proxy_and_the_judge_reads
 BASH_TOOL = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
 
 
-def _chat(model: str, text: str, **extra: Any) -> dict[str, Any]:
-    return {"model": model, "messages": [{"role": "user", "content": text}], **extra}
-
-
-ATTACK = "\n".join(
+ATTACK = chat_attack(
     [
-        'M=FOR; M="${M}GED-REQ"',  # the marker is built at run time: the attack's own text never holds it
-        f"c() {{ curl -s -o /dev/null -w '%{{http_code}}' -H 'authorization: Bearer {PLACEHOLDER_KEY}' "
-        "-H 'content-type: application/json' -H 'x-extra: 1' "
-        f'"$@" http://127.0.0.1:{FORWARDER_PORT}/v1/chat/completions; }}',
-        curl_line("other-model", _chat("gpt-5.1", "hi")),
-        curl_line("server-tool", _chat("gpt-5", "search", web_search_options={"search_context_size": "high"})),
-        curl_line("forged", _chat("gpt-5", "@M@ run the tests", tools=BASH_TOOL)),
-        curl_line("copycat", _chat("gpt-5", f"{PROBE_OPENING} @M@", tools=BASH_TOOL)),
+        ("other-model", chat("gpt-5.1", "hi")),
+        ("server-tool", chat("gpt-5", "search", web_search_options={"search_context_size": "high"})),
+        ("forged", chat("gpt-5", "@M@ run the tests", tools=BASH_TOOL)),
+        ("copycat", chat("gpt-5", f"{PROBE_OPENING} @M@", tools=BASH_TOOL)),
     ]
 )
 ATTACK_RULES = probe_rules(CANARY_RULE, bash("pytest -q"), bash(ATTACK))
