@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 from engine.keys import limiter_keys
 from engine.redis_server import RedisServer, free_port
@@ -67,6 +67,17 @@ def no_sideways_scroll(page: Page) -> None:
     assert page.evaluate("document.documentElement.scrollWidth") <= width + 1
 
 
+def verdict_on_screen(page: Page, verdict: Locator, width: int) -> None:
+    """The verdict is shown whole within the page's width, not in a box scrolled sideways."""
+    expect(verdict).to_be_visible()
+    box = verdict.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width
+    inner = verdict.evaluate(
+        "e => { const b = e.closest('.scroll'); return b ? b.scrollWidth <= b.clientWidth + 1 : true; }"
+    )
+    assert inner, "the verdict's table scrolls sideways inside its box"
+
+
 def nothing_ran(page: Page) -> None:
     assert (
         page.evaluate("[window.pwnedResult, window.pwnedAssertion, window.pwnedModel, window.pwnedNote]") == [None] * 4
@@ -85,6 +96,7 @@ def test_a_reviewer_finds_a_failure_sees_its_evidence_and_labels_three_verdicts(
         expect(page.locator("tr.run")).to_have_count(1)
         page.screenshot(path=str(SHOTS / f"runs-{layout}.png"), full_page=True)
         no_sideways_scroll(page)
+        verdict_on_screen(page, page.locator("tr.run .verdict").first, width)
         page.click(f"a[href='/runs/{viewed_run.run_id}']")
         expect(page.locator("#verdict-value")).to_have_text("FAIL")
         expect(page.locator("tr.shard")).to_have_count(4)
