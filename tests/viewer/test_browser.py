@@ -67,8 +67,9 @@ def no_sideways_scroll(page: Page) -> None:
     assert page.evaluate("document.documentElement.scrollWidth") <= width + 1
 
 
-def verdict_on_screen(page: Page, verdict: Locator, width: int) -> None:
-    """The verdict is shown whole within the page's width, not in a box scrolled sideways."""
+def shown_whole(page: Page, verdict: Locator, width: int) -> None:
+    """A verdict (or a shard's state and assertions) is shown whole within the page's width, not in
+    a table box scrolled sideways."""
     expect(verdict).to_be_visible()
     box = verdict.bounding_box()
     assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width
@@ -96,7 +97,7 @@ def test_a_reviewer_finds_a_failure_sees_its_evidence_and_labels_three_verdicts(
         expect(page.locator("tr.run")).to_have_count(1)
         page.screenshot(path=str(SHOTS / f"runs-{layout}.png"), full_page=True)
         no_sideways_scroll(page)
-        verdict_on_screen(page, page.locator("tr.run .verdict").first, width)
+        shown_whole(page, page.locator("tr.run .verdict").first, width)
         page.click(f"a[href='/runs/{viewed_run.run_id}']")
         expect(page.locator("#verdict-value")).to_have_text("FAIL")
         expect(page.locator("tr.shard")).to_have_count(4)
@@ -106,6 +107,7 @@ def test_a_reviewer_finds_a_failure_sees_its_evidence_and_labels_three_verdicts(
         page.click("#apply")
         expect(page.locator("tr.shard")).to_have_count(1)
         expect(page.locator("tr.shard.failing")).to_have_count(1)
+        shown_whole(page, page.locator("tr.shard td[data-label='assertions']").first, width)
         page.screenshot(path=str(SHOTS / f"run-filtered-{layout}.png"), full_page=True)
         no_sideways_scroll(page)
         page.click("tr.shard a")
