@@ -14,7 +14,9 @@ and its ``command`` string is given the argument shape that tool declares. A req
 tools grouped in a ``namespace`` (Codex lists an MCP server's tools as ``mcp__<server>``): a
 scripted call named ``<namespace>__<tool>`` for an offered member is sent as ``<tool>`` in that
 namespace, as the API does; any other name is sent as it is (``"namespace": false`` in the
-script keeps even an offered member's call flat).
+script keeps even an offered member's call flat). A scripted call with an ``input`` string calls a
+freeform (``custom``) tool, as Codex's ``apply_patch`` is with a model of its built-in list: a
+``custom_tool_call`` item whose ``input`` is that text.
 
 Pure: values in, values out; the HTTP side is :mod:`testkit.offline_server`.
 """
@@ -124,6 +126,10 @@ def response_body(reply: dict[str, Any], model: str, body: dict[str, Any], seq: 
         )
     offered, spaces = _tool_names(body), _namespaced(body)
     for i, call in enumerate(reply.get("tool_calls") or []):
+        if isinstance(call.get("input"), str):
+            ids = {"id": f"ctc_{seq:06d}_{i}", "call_id": f"call_{seq:06d}_{i}", "status": "completed"}
+            output.append({"type": "custom_tool_call", **ids, "name": str(call["name"]), "input": call["input"]})
+            continue
         name, arguments = _tool_call(call, offered)
         item = {"type": "function_call", "id": f"fc_{seq:06d}_{i}", "call_id": f"call_{seq:06d}_{i}"}
         if name in spaces and call.get("namespace") is not False:
@@ -131,7 +137,7 @@ def response_body(reply: dict[str, Any], model: str, body: dict[str, Any], seq: 
         output.append({**item, "name": name, "arguments": arguments, "status": "completed"})
     prompt = str(body.get("instructions") or "") + input_text(body) + json.dumps(body.get("tools") or [])
     out_text = "".join(
-        o.get("arguments", "") if o["type"] == "function_call" else o["content"][0]["text"] for o in output
+        o["content"][0]["text"] if o["type"] == "message" else o.get("arguments", o.get("input", "")) for o in output
     )
     input_tokens, output_tokens = estimate_tokens(prompt), max(1, estimate_tokens(out_text))
     return {
