@@ -13,7 +13,10 @@
   aggregated output, exit code), ``agent_message`` and ``file_change`` (paths only: edit
   contents are rebuilt from the tool-call arguments the proxy saw); ``turn.completed``
   carries the usage. Stream items do not carry the model's call ids, so calls and results are
-  paired with the proxy's record by order.
+  paired with the proxy's record by order. A command still running at its yield time is handed back
+  to the model with a session id, which the model polls with ``write_stdin``: the stream reports
+  the command once, its whole output in its ``command_execution`` item, and no poll; a poll is
+  claimed by its output in Codex's next request (the output the model was given is its result).
 - Mocked MCP servers: one ``-c mcp_servers.<name>={command="python3", args=[...]}`` each.
   Codex lists a server's tools to the model as one Responses API ``namespace`` tool,
   ``mcp__<server>``, and the model calls ``<tool>`` in it; the proxy's record names that call
@@ -82,6 +85,7 @@ class Codex(HarnessAdapter):
         patch_claims=frozenset({"file_change"}),  # a patch applied: the stream lists only its paths
         namespaced_claims="mcp__",  # an MCP tool call: the stream names its server, tool and input
         named_claims=frozenset({"list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource"}),
+        answered_tools=frozenset({"write_stdin"}),  # a poll: no stream item; Codex's next request holds its output
     )
     # The npm launcher is a node script; the native binary it would start runs without node.
     native_binaries: tuple[str, ...] = ("codex-linux-*/vendor/*/bin/codex", "codex-linux-*/vendor/*/codex/codex")
