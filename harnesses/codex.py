@@ -24,6 +24,9 @@
   (server, tool, arguments, result) claims it by that name and its input.
 - Allowed tools: its proxy offers the model only the tools the case allows
   (:meth:`Codex.offered_tools`: Claude Code's names mapped to Codex's).
+- A model of its built-in list (``gpt-5.5``...) is offered a freeform ``apply_patch`` (a ``custom``
+  tool: its input is the patch text) and ``tool_search``, which Codex runs itself over the MCP
+  tools it defers (its mocked tools among them); the proxy passes both (harnesses/request_rules.py).
 """
 
 from __future__ import annotations
@@ -142,7 +145,9 @@ class Codex(HarnessAdapter):
         is its namespace's and its own); Codex has no flag that limits its built-in tools."""
         if request.allowed_tools is None:
             return None
-        return frozenset(n for a in request.allowed_tools for n in (a, *EQUIVALENTS.get(a, ())))
+        names = frozenset(n for a in request.allowed_tools for n in (a, *EQUIVALENTS.get(a, ())))
+        # With a model of its built-in list, Codex defers MCP tools: the model finds them by its search.
+        return names | {"tool_search"} if any(n.startswith("mcp__") for n in names) else names
 
     def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
         # No Skill tool: a $name mention injects the body into the request, or a command reads it.

@@ -20,7 +20,8 @@ the shard allows it (``docs/design/harnesses.md``):
   must be client-side too, or the request is refused like any provider-side tool;
 - **the case's tools**: when a case names its allowed tools and the harness has no flag of its
   own for them, the request's ``tools`` keep only those (:attr:`RequestRules.tools`; a namespace
-  keeps the members allowed, by ``<namespace>__<member>``), so the model is never offered another;
+  keeps the members allowed, by ``<namespace>__<member>``; a tool search, by ``tool_search``), and
+  so do the tools a ``tool_search_output`` hands it, so the model is never offered another;
 - **known headers**: only the names and ``anthropic-beta`` values the harness really sends
   pass (:func:`forwarded_headers`); the rest is dropped and noted.
 
@@ -151,14 +152,24 @@ def _clamp(rules: RequestRules, body: dict[str, Any]) -> dict[str, Any]:
         out["n"] = 1
     if rules.tools is not None and isinstance(out.get("tools"), list):
         out["tools"] = _allowed_tools(out["tools"], rules.tools)
+    if rules.tools is not None and _searched_tools(out.get("input")):
+        allowed = rules.tools
+        out["input"] = [_searched_allowed(item, allowed) for item in out["input"]]
     return out
+
+
+def _searched_allowed(item: Any, allowed: frozenset[str]) -> Any:
+    """A ``tool_search_output`` item handing the model only the case's allowed tools."""
+    if isinstance(item, dict) and item.get("type") == "tool_search_output" and isinstance(item.get("tools"), list):
+        return {**item, "tools": _allowed_tools(item["tools"], allowed)}
+    return item
 
 
 def _allowed_tools(tools: list[Any], allowed: frozenset[str]) -> list[Any]:
     """The offered tools the case allows: a namespace with its allowed members, when it has any."""
     kept: list[Any] = []
     for tool in tools:
-        name = str(tool.get("name", ""))
+        name = str(tool.get("name") or tool.get("type") or "")  # a tool search is named by its type
         if tool.get("type") == _NAMESPACE:
             members = [m for m in tool.get("tools") or [] if f"{name}__{m.get('name', '')}" in allowed]
             if members:

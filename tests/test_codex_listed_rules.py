@@ -173,3 +173,41 @@ def test_a_polls_output_is_only_a_result_and_an_answered_output_claims_no_other_
     assert len(checked.proposed) == 1 and "rm -rf" in checked.proposed[0]
     [polled] = [e for e in checked.events if isinstance(e, ToolResultEvent) and e.call_id == "c2"]
     assert polled.output == fake
+
+
+def test_under_a_cases_allowed_tools_the_search_stays_for_its_mocks_and_hands_back_only_allowed_tools() -> None:
+    from harnesses.base import HarnessRequest, Invoke
+
+    def offered(*allowed: str) -> frozenset[str] | None:
+        request = HarnessRequest(
+            binary="/run/bin/codex",
+            model="openai/gpt-5.5",
+            skill="s",
+            skill_files={"SKILL.md": b"# s\n"},
+            prompt="p",
+            invoke=Invoke.IMPLICIT,
+            workspace="/workspace",
+            home="/home/agent",
+            allowed_tools=allowed,
+        )
+        return Codex().offered_tools(request)
+
+    with_mock = offered("Bash", "mcp__weather__get_forecast")
+    assert with_mock is not None and "tool_search" in with_mock
+    shell_only = offered("Bash")
+    assert shell_only is not None and "tool_search" not in shell_only
+    alerts = {"type": "function", "name": "get_alerts"}
+    both = {**WEATHER, "tools": [*WEATHER["tools"], alerts]}
+    found = {"type": "tool_search_output", "call_id": "c1", "execution": "client", "tools": [both, PATCH_TOOL]}
+    body = {**OWN, "input": [{"type": "message", "role": "user", "content": "hi"}, found]}
+    rules = RequestRules(protocol="openai", model="gpt-5.5", tools=with_mock)
+    _, pinned = pin_request(rules, "/v1/responses", json.dumps(body).encode())
+    assert pinned is not None
+    assert [t.get("name", t["type"]) for t in pinned["tools"]] == ["exec_command", "tool_search"]
+    [_, handed] = pinned["input"]
+    assert handed["tools"] == [{**WEATHER, "tools": WEATHER["tools"]}]  # no get_alerts, no apply_patch
+    # Only the shell allowed: no search is offered, and a search output hands back nothing.
+    rules = RequestRules(protocol="openai", model="gpt-5.5", tools=shell_only)
+    _, pinned = pin_request(rules, "/v1/responses", json.dumps(body).encode())
+    assert pinned is not None and [t["name"] for t in pinned["tools"]] == ["exec_command"]
+    assert pinned["input"][1]["tools"] == []
