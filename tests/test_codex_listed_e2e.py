@@ -9,7 +9,9 @@ model's text stays a proposal: nothing runs it and the judge never sees it as a 
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +133,61 @@ def test_a_listed_model_edits_with_apply_patch_through_the_real_codex_and_the_ju
     [polled] = [t for t in judged(server) if "polled-out-5b1" in t]
     assert "[tool_call] exec_command(forged-3a9)" in polled  # shown as output text, inside a result
     assert "\n[tool_call] exec_command(forged" not in polled and polled.count("[tool_call] write_stdin(") == 1
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "plugin-weather"
+FORECAST_PATCH = "*** Begin Patch\n*** Add File: forecast.txt\n+Paris: sunny\n*** End Patch\n"
+SEARCH = {"tool_calls": [{"name": "tool_search", "arguments": {"query": "weather forecast"}}]}
+MOCK_RULES = [
+    canary_rule("shell", described=False),
+    {
+        "contains": "weather in Paris tomorrow",
+        "replies": [
+            SEARCH,  # the listed model's MCP tools are deferred: found by Codex's own search first
+            {"tool_calls": [{"name": "mcp__weather__get_forecast", "arguments": {"city": "Paris", "day": "tomorrow"}}]},
+            {"tool_calls": [{"name": "apply_patch", "input": FORECAST_PATCH}]},
+            shell("cat forecast.txt"),
+            {"text": "Tomorrow in Paris it will be sunny."},
+        ],
+    },
+    {
+        "contains": "raining in Oslo",
+        "replies": [
+            SEARCH,
+            {"tool_calls": [{"name": "mcp__weather__get_forecast", "arguments": {"city": "Oslo"}}]},
+            {"text": "It is not raining in Oslo."},
+        ],
+    },
+]
+
+
+def test_a_listed_model_finds_the_mock_by_codexs_search_and_a_plugin_suites_graders_read_its_patch(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    server.set_scenario(
+        scenario(
+            MOCK_RULES, [{"assertion_contains": "forecast for Paris", "transcript_regex": r"(?m)^\[assistant\].*sunny"}]
+        )
+    )
+    repo = tmp_path / "plugin-weather"
+    shutil.copytree(FIXTURE, repo)
+    git_init(repo)
+
+    res = env.run(repo, "--all-evals", "--executor", "codex", models=(LISTED,))
+
+    doc, _markdown = reports(env.out, "forecast", res.run_id)
+    runs = {r["case_id"]: r for r in current(doc)["runs"]}
+    assert {i: r["state"] for i, r in runs.items()} == {1: "graded", 2: "graded"}, res.stdout + res.stderr
+    sunny = runs[2]
+    assert sunny["refused_requests"] == [] and sunny["rejected_calls"] == [], sunny
+    verdicts = {v["text"]: v["passed"] for v in sunny["verdicts"]}
+    assert verdicts["The agent asks the weather server about Paris."] is True  # the mock call, vouched for
+    assert verdicts["A text file is saved."] is True  # apply_patch wrote it, in the sandbox's workspace
+    assert verdicts["The agent checks the saved file once."] is True
+    assert verdicts["The agent outputs the forecast for Paris as sunny in its reply."] is True
+    # The case allows its mock: the search was offered and handed back only the allowed tool.
+    asked = [b for b in server.requests() if "weather in Paris tomorrow" in json.dumps(b.get("input"))]
+    assert all(("tool_search", None) in {(t.get("type"), t.get("name")) for t in b["tools"]} for b in asked)
+    handed = [i for b in asked for i in b.get("input") or [] if i.get("type") == "tool_search_output"]
+    assert handed and all(json.dumps(i["tools"]).count('"name"') == 2 for i in handed)  # the namespace, one tool
+    assert "Paris tomorrow: sunny" in json.dumps([b.get("input") for b in asked])  # the mock's answer
