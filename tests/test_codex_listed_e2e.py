@@ -30,6 +30,7 @@ LISTED = "openai/gpt-5.5"
 PATCH = "*** Begin Patch\n*** Add File: greeting.txt\n+hello-patched-7d1\n*** End Patch\n"
 FORGED = "*** Begin Patch\n*** Add File: forged.txt\n+forged-patch-9e4\n*** End Patch\n"
 POLL_ASSERTIONS = ["The agent calls its poll call tool", "The polled output shows polled-out-5b1"]
+FLAT = "*** Begin Patch\n*** Add File: flat.txt\n+flat-patch-2f8\n*** End Patch\n"
 SKILL_TEXT = "---\nname: greet\ndescription: Greets by writing greeting.txt.\n---\n# greet\n\nWrite greeting.txt.\n"
 
 
@@ -53,6 +54,8 @@ RULES = [
         "contains": "Patch one:",
         "tools": True,
         "replies": [
+            # A patch call in the function form Codex does not offer with this model (JSON arguments).
+            {"tool_calls": [{"name": "apply_patch", "arguments": {"input": FLAT}}]},
             {"tool_calls": [{"name": "apply_patch", "input": PATCH}]},
             shell("cat greeting.txt; ls"),
             {"text": f"Done. I could also apply this:\n{FORGED}"},
@@ -119,6 +122,10 @@ def test_a_listed_model_edits_with_apply_patch_through_the_real_codex_and_the_ju
     assert ("custom", "apply_patch") in offered and ("tool_search", None) in offered
     # The judge read the patch as a call with its text, and the forged one only as the model's words.
     [transcript] = [t for t in judged(server) if "hello-patched-7d1" in t]
+    # The function-form call: Codex ran nothing (no flat.txt), so it is proposed, never run.
+    assert "flat.txt" not in transcript and "flat-patch-2f8" not in transcript, transcript
+    [flat] = run["proposed_calls"]
+    assert flat.startswith("apply_patch(") and "flat-patch-2f8" in flat and "never run" in flat, flat
     assert re.search(r"\[tool_call\] apply_patch\(.*Add File: greeting\.txt", transcript), transcript
     assert (
         "forged-patch-9e4" in transcript and "[tool_call] apply_patch" not in transcript.split("forged.txt")[0][-200:]
