@@ -211,3 +211,24 @@ def test_under_a_cases_allowed_tools_the_search_stays_for_its_mocks_and_hands_ba
     _, pinned = pin_request(rules, "/v1/responses", json.dumps(body).encode())
     assert pinned is not None and [t["name"] for t in pinned["tools"]] == ["exec_command"]
     assert pinned["input"][1]["tools"] == []
+
+
+def test_the_offline_server_scripts_codexs_search_and_a_poll_of_the_session_it_was_handed() -> None:
+    from testkit.scenario import fill_arguments
+
+    search = {"tool_calls": [{"name": "tool_search", "arguments": {"query": "weather"}}]}
+    [item] = response_body(search, "gpt-5.5", OWN, 4)["output"]
+    assert (item["type"], item["execution"], item["arguments"]) == ("tool_search_call", "client", {"query": "weather"})
+    # Offered no search, the same script is a plain function call (as any unknown name is).
+    plain = {**OWN, "tools": OWN["tools"][:1]}
+    assert response_body(search, "gpt-5.5", plain, 5)["output"][0]["type"] == "function_call"
+    # A tool a search output handed the model is called in its namespace.
+    found = {"type": "tool_search_output", "call_id": "c1", "tools": [WEATHER]}
+    call = {"tool_calls": [{"name": "mcp__weather__get_forecast", "arguments": {"city": "Paris"}}]}
+    [sent] = response_body(call, "gpt-5.5", {**OWN, "input": [found]}, 6)["output"]
+    assert (sent["namespace"], sent["name"]) == ("mcp__weather", "get_forecast")
+    poll = {"name": "write_stdin", "arguments_from": {"session_id": {"regex": r"session ID (\d+)", "int": True}}}
+    filled = fill_arguments({"tool_calls": [poll]}, "Process running with session ID 4821\n")
+    assert filled["tool_calls"][0]["arguments"] == {"session_id": 4821}
+    missing = fill_arguments({"tool_calls": [poll]}, "Process exited with code 0")
+    assert missing["tool_calls"][0]["arguments"] == {"session_id": ""}
