@@ -19,7 +19,10 @@
   aggregated output, exit code), ``agent_message`` and ``file_change`` (paths only: edit
   contents are rebuilt from the tool-call arguments the proxy saw); ``turn.completed``
   carries the usage. Stream items do not carry the model's call ids, so calls and results are
-  paired with the proxy's record by order.
+  paired with the proxy's record by order. A command still running at its yield time is handed back
+  to the model with a session id, which the model polls with ``write_stdin``: the stream reports
+  the command once, its whole output in its ``command_execution`` item, and no poll; a poll is
+  claimed by its output in Codex's next request (the output the model was given is its result).
 - Mocked MCP servers: one ``-c mcp_servers.<name>={command="python3", args=[...]}`` each.
   Codex lists a server's tools to the model as one Responses API ``namespace`` tool,
   ``mcp__<server>``, and the model calls ``<tool>`` in it; the proxy's record names that call
@@ -27,6 +30,9 @@
   (server, tool, arguments, result) claims it by that name and its input.
 - Allowed tools: its proxy offers the model only the tools the case allows
   (:meth:`Codex.offered_tools`: Claude Code's names mapped to Codex's).
+- A model of its built-in list (``gpt-5.5``...) is offered a freeform ``apply_patch`` (a ``custom``
+  tool: its input is the patch text) and ``tool_search``, which Codex runs itself over the MCP
+  tools it defers (its mocked tools among them); the proxy passes both (harnesses/request_rules.py).
 """
 
 from __future__ import annotations
@@ -93,6 +99,7 @@ class Codex(HarnessAdapter):
         patch_claims=frozenset({"file_change"}),  # a patch applied: the stream lists only its paths
         namespaced_claims="mcp__",  # an MCP tool call: the stream names its server, tool and input
         named_claims=frozenset({"list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource"}),
+        answered_tools=frozenset({"write_stdin"}),  # a poll: no stream item; Codex's next request holds its output
     )
     # The npm launcher is a node script; the native binary it would start runs without node.
     native_binaries: tuple[str, ...] = ("codex-linux-*/vendor/*/bin/codex", "codex-linux-*/vendor/*/codex/codex")
@@ -155,7 +162,9 @@ class Codex(HarnessAdapter):
         is its namespace's and its own); Codex has no flag that limits its built-in tools."""
         if request.allowed_tools is None:
             return None
-        return frozenset(n for a in request.allowed_tools for n in (a, *EQUIVALENTS.get(a, ())))
+        names = frozenset(n for a in request.allowed_tools for n in (a, *EQUIVALENTS.get(a, ())))
+        # With a model of its built-in list, Codex defers MCP tools: the model finds them by its search.
+        return names | {"tool_search"} if any(n.startswith("mcp__") for n in names) else names
 
     def activated(self, events: Iterable[Event], skill: str, skill_ref: str, body_sent: bool) -> bool:
         # No Skill tool: a $name mention injects the body into the request, or a command reads it.

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from harnesses import gemini_api
+from harnesses import chat_completions, gemini_api
 from harnesses.model_record import ModelToolCall
 
 _ANCHOR_MIN = 16
@@ -133,3 +133,23 @@ def _anchors(calls: Iterable[ModelToolCall]) -> Iterator[str]:
             norm = _norm(text)
             if len(norm) >= _ANCHOR_MIN:
                 yield norm
+
+
+_OUTPUT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output"})
+
+
+def sent_outputs(body: Mapping[str, Any]) -> dict[str, str]:
+    """Call id -> what an OpenAI request gives the model as that call's result: the ``tool``
+    messages of chat completions, or the Responses input's ``function_call_output`` and
+    ``custom_tool_call_output`` items (their text; a list of parts joined)."""
+    if "input" not in body and "messages" in body:
+        return chat_completions.tool_messages(dict(body))
+    out: dict[str, str] = {}
+    for item in _objects(body.get("input")):
+        call_id, output = item.get("call_id"), item.get("output")
+        if item.get("type") not in _OUTPUT_ITEMS or not isinstance(call_id, str) or not call_id:
+            continue
+        if isinstance(output, list):
+            output = "\n".join(str(p.get("text", "")) for p in _objects(output) if isinstance(p.get("text"), str))
+        out[call_id] = output if isinstance(output, str) else ""
+    return out

@@ -115,6 +115,20 @@ class OrderRules:
     named_claims: frozenset[str] = frozenset()
     """The stream's claims of a plain function call by its name and input (Codex reports its own
     MCP resource tools as MCP calls of its own server)."""
+    answered_tools: frozenset[str] = frozenset()
+    """The model's tools no stream item reports (Codex's ``write_stdin``, the poll of a command
+    still running): such a call ran when the harness's own conversation later gave the model its
+    output, and that output is its result."""
+
+
+def _claim_answered(record: ProxyRecord, ran: dict[str, ToolResultEvent | None], rules: OrderRules) -> None:
+    """Claim each call of :attr:`OrderRules.answered_tools` whose output the harness sent its model
+    in a request continuing its conversation (the record keeps no side request's outputs)."""
+    for turn in record.turns:
+        for call in turn.tool_calls:
+            answered = record.tool_outputs.get(call.call_id)
+            if not turn.side and call.name in rules.answered_tools and call.call_id not in ran and answered is not None:
+                ran[call.call_id] = ToolResultEvent(call_id=call.call_id, output=answered)
 
 
 def _command_of(arguments: dict[str, object]) -> str:
@@ -171,6 +185,7 @@ def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord, ru
     )
     rejected += _claim_patches(claims, record, ran, rules)
     rejected += _claim_named(named, record, ran, results_by_stream_id, rules)
+    _claim_answered(record, ran, rules)
     events, proposed = _events(record, ran)
     return CheckedEvents(events=events, rejected=rejected, proposed=proposed)
 

@@ -169,8 +169,10 @@ def _responses_object(response: dict[str, Any]) -> ModelTurn:
             texts += [
                 str(p.get("text", "")) for p in item.get("content") or [] if isinstance(p, dict) and p.get("text")
             ]
-        elif item.get("type") in ("function_call", "custom_tool_call"):
-            raw = item.get("arguments") if item.get("type") == "function_call" else item.get("input")
+        elif item.get("type") == "custom_tool_call":  # a freeform tool (Codex's apply_patch): its input is text
+            calls.append(_responses_call(item, {"input": str(item.get("input") or "")}))
+        elif item.get("type") == "function_call":
+            raw = item.get("arguments")
             try:
                 arguments = json.loads(raw) if isinstance(raw, str) else {}
             except json.JSONDecodeError:

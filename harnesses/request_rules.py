@@ -13,10 +13,15 @@ the shard allows it (``docs/design/harnesses.md``):
   bash/text-editor schemas, ...) gives the agent what its sandbox denies it, the network
   included: every tool whose type is not a plain function is refused
   (``SERVER_TOOL_REFUSED``), and so are the body fields that attach such services
-  (``mcp_servers``, ``container``, ``web_search_options``: ``BODY_FIELD_REFUSED``);
+  (``mcp_servers``, ``container``, ``web_search_options``: ``BODY_FIELD_REFUSED``). A Responses
+  ``tool_search`` with ``"execution": "client"`` is the client's: Codex offers it with a model of
+  its built-in list and runs the search itself, in the sandbox, over the tools it already holds
+  (its deferred MCP tools); the tools a ``tool_search_output`` item of the input hands the model
+  must be client-side too, or the request is refused like any provider-side tool;
 - **the case's tools**: when a case names its allowed tools and the harness has no flag of its
   own for them, the request's ``tools`` keep only those (:attr:`RequestRules.tools`; a namespace
-  keeps the members allowed, by ``<namespace>__<member>``), so the model is never offered another;
+  keeps the members allowed, by ``<namespace>__<member>``; a tool search, by ``tool_search``), and
+  so do the tools a ``tool_search_output`` hands it, so the model is never offered another;
 - **known headers**: only the names and ``anthropic-beta`` values the harness really sends
   pass (:func:`forwarded_headers`); the rest is dropped and noted.
 
@@ -50,6 +55,8 @@ PROTOCOL_HEADERS: dict[str, frozenset[str]] = {
 _CLIENT_TOOL_TYPES = {"anthropic": frozenset({"custom"}), "openai": frozenset({"function", "custom"})}
 """Tool types the client runs itself (an Anthropic tool without a type is one too)."""
 _NAMESPACE = "namespace"
+_CLIENT_SEARCH = "tool_search"
+"""An OpenAI Responses tool search: the client's when its ``execution`` is ``"client"``."""
 """An OpenAI Responses group of tools (Codex's sub-agent tools): allowed when every member is."""
 _REFUSED_FIELDS = {
     "anthropic": ("mcp_servers", "container"),
@@ -96,6 +103,8 @@ def _tool_refusal(protocol: str, tool: Any) -> str | None:
         return next((why for why in (_tool_refusal(protocol, m) for m in members) if why), None)
     if kind in _CLIENT_TOOL_TYPES[protocol]:
         return None
+    if kind == _CLIENT_SEARCH and protocol == "openai" and tool.get("execution") == "client":
+        return None
     return f"tool type {str(kind)[:80]!r} ({str(tool.get('name', ''))[:80]!r}) runs on the provider's side"
 
 
@@ -109,10 +118,23 @@ def _check(rules: RequestRules, body: dict[str, Any]) -> None:
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise RequestRefused(BAD_REQUEST_BODY, "'tools' is not a list")
-    for tool in tools or []:
+    for tool in [*(tools or []), *_searched_tools(body.get("input"))]:
         why = _tool_refusal(rules.protocol, tool)
         if why is not None:
             raise RequestRefused(SERVER_TOOL_REFUSED, why)
+
+
+def _searched_tools(items: Any) -> list[Any]:
+    """The tools the input's ``tool_search_output`` items hand the model (the API offers them as
+    it offers ``tools``): a forged output cannot bring a provider-side tool in that way."""
+    if not isinstance(items, list):
+        return []
+    found: list[Any] = []
+    for item in items:
+        if isinstance(item, dict) and item.get("type") == "tool_search_output":
+            tools = item.get("tools")
+            found += tools if isinstance(tools, list) else ["a tool_search_output without a list of tools"]
+    return found
 
 
 def _clamp(rules: RequestRules, body: dict[str, Any]) -> dict[str, Any]:
@@ -130,14 +152,24 @@ def _clamp(rules: RequestRules, body: dict[str, Any]) -> dict[str, Any]:
         out["n"] = 1
     if rules.tools is not None and isinstance(out.get("tools"), list):
         out["tools"] = _allowed_tools(out["tools"], rules.tools)
+    if rules.tools is not None and _searched_tools(out.get("input")):
+        allowed = rules.tools
+        out["input"] = [_searched_allowed(item, allowed) for item in out["input"]]
     return out
+
+
+def _searched_allowed(item: Any, allowed: frozenset[str]) -> Any:
+    """A ``tool_search_output`` item handing the model only the case's allowed tools."""
+    if isinstance(item, dict) and item.get("type") == "tool_search_output" and isinstance(item.get("tools"), list):
+        return {**item, "tools": _allowed_tools(item["tools"], allowed)}
+    return item
 
 
 def _allowed_tools(tools: list[Any], allowed: frozenset[str]) -> list[Any]:
     """The offered tools the case allows: a namespace with its allowed members, when it has any."""
     kept: list[Any] = []
     for tool in tools:
-        name = str(tool.get("name", ""))
+        name = str(tool.get("name") or tool.get("type") or "")  # a tool search is named by its type
         if tool.get("type") == _NAMESPACE:
             members = [m for m in tool.get("tools") or [] if f"{name}__{m.get('name', '')}" in allowed]
             if members:

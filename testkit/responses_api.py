@@ -14,7 +14,10 @@ and its ``command`` string is given the argument shape that tool declares. A req
 tools grouped in a ``namespace`` (Codex lists an MCP server's tools as ``mcp__<server>``): a
 scripted call named ``<namespace>__<tool>`` for an offered member is sent as ``<tool>`` in that
 namespace, as the API does; any other name is sent as it is (``"namespace": false`` in the
-script keeps even an offered member's call flat).
+script keeps even an offered member's call flat). A scripted call with an ``input`` string calls a
+freeform (``custom``) tool, as Codex's ``apply_patch`` is with a model of its built-in list: a
+``custom_tool_call`` item whose ``input`` is that text. A call named ``tool_search``, when the request
+offers Codex's client-run search, is a ``tool_search_call`` with its arguments (``query``).
 
 Pure: values in, values out; the HTTP side is :mod:`testkit.offline_server`.
 """
@@ -27,7 +30,9 @@ from typing import Any
 from testkit.replies import estimate_tokens
 
 _SHELL_TOOLS = ("shell", "exec_command", "shell_command", "local_shell")
-_ASSISTANT_ITEMS = frozenset({"function_call", "reasoning", "custom_tool_call", "local_shell_call", "web_search_call"})
+_ASSISTANT_ITEMS = frozenset(
+    {"function_call", "reasoning", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
+)
 
 
 def _item_text(item: dict[str, Any]) -> str:
@@ -80,9 +85,11 @@ def _tool_names(body: dict[str, Any]) -> list[str]:
 
 
 def _namespaced(body: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    """``<namespace>__<member>`` -> (namespace, member) for every member of an offered namespace."""
+    """``<namespace>__<member>`` -> (namespace, member) for every member of an offered namespace,
+    or of one a ``tool_search_output`` of the input handed the model."""
     out: dict[str, tuple[str, str]] = {}
-    for tool in body.get("tools") or []:
+    found = [t for i in _items(body) if i.get("type") == "tool_search_output" for t in i.get("tools") or []]
+    for tool in [*(body.get("tools") or []), *found]:
         if isinstance(tool, dict) and tool.get("type") == "namespace":
             space = str(tool.get("name", ""))
             for member in tool.get("tools") or []:
@@ -124,6 +131,22 @@ def response_body(reply: dict[str, Any], model: str, body: dict[str, Any], seq: 
         )
     offered, spaces = _tool_names(body), _namespaced(body)
     for i, call in enumerate(reply.get("tool_calls") or []):
+        if call["name"] == "tool_search" and any(
+            isinstance(t, dict) and t.get("type") == "tool_search" for t in body.get("tools") or []
+        ):
+            ids = {"id": f"ts_{seq:06d}_{i}", "call_id": f"call_{seq:06d}_{i}", "status": "completed"}
+            search = {
+                "type": "tool_search_call",
+                **ids,
+                "execution": "client",
+                "arguments": call.get("arguments") or {},
+            }
+            output.append(search)
+            continue
+        if isinstance(call.get("input"), str):
+            ids = {"id": f"ctc_{seq:06d}_{i}", "call_id": f"call_{seq:06d}_{i}", "status": "completed"}
+            output.append({"type": "custom_tool_call", **ids, "name": str(call["name"]), "input": call["input"]})
+            continue
         name, arguments = _tool_call(call, offered)
         item = {"type": "function_call", "id": f"fc_{seq:06d}_{i}", "call_id": f"call_{seq:06d}_{i}"}
         if name in spaces and call.get("namespace") is not False:
@@ -131,7 +154,8 @@ def response_body(reply: dict[str, Any], model: str, body: dict[str, Any], seq: 
         output.append({**item, "name": name, "arguments": arguments, "status": "completed"})
     prompt = str(body.get("instructions") or "") + input_text(body) + json.dumps(body.get("tools") or [])
     out_text = "".join(
-        o.get("arguments", "") if o["type"] == "function_call" else o["content"][0]["text"] for o in output
+        o["content"][0]["text"] if o["type"] == "message" else str(o.get("arguments", o.get("input", "")))
+        for o in output
     )
     input_tokens, output_tokens = estimate_tokens(prompt), max(1, estimate_tokens(out_text))
     return {

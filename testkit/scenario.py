@@ -23,7 +23,8 @@ REPLY is one object; any of these keys, combined:
 
 - ``text``: assistant text. ``tool_calls``: ``[{"name", "arguments"}]`` (or ``"arguments_raw"``
   to send an unparseable argument string; ``"arguments_from": {"command": REGEX}`` takes an
-  argument from the request's text, the regex's first group, e.g. a command the prompt quotes).
+  argument from the request's text, the regex's first group, e.g. a command the prompt quotes;
+  ``{"regex": REGEX, "int": true}`` sends a group of digits as a number, e.g. a session id).
   ``verdicts``: a list, sent as JSON text.
 - ``delay_s``: latency before answering. ``hang``: true, never answers (until the server stops).
 - ``status``: an HTTP error status (429, 500, 503, ...) with an OpenAI-style error body;
@@ -226,8 +227,10 @@ def fill_arguments(reply: dict[str, Any], text: str) -> dict[str, Any]:
         wanted = call.get("arguments_from") or {}
         arguments = dict(call.get("arguments") or {})
         for key, pattern in wanted.items():
-            found = re.search(pattern, text, re.DOTALL)
-            arguments[key] = found.group(1) if found else ""
+            as_int = isinstance(pattern, dict) and bool(pattern.get("int"))
+            found = re.search(str(pattern["regex"] if isinstance(pattern, dict) else pattern), text, re.DOTALL)
+            value = found.group(1) if found else ""
+            arguments[key] = int(value) if as_int and value.isdigit() else value
         filled.append({k: v for k, v in {**call, "arguments": arguments}.items() if k != "arguments_from"})
     return {**reply, "tool_calls": filled}
 

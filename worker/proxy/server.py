@@ -40,8 +40,8 @@ import httpx
 import structlog
 
 from engine.budget import OverShare, RunBudget
-from harnesses import chat_completions, gemini_api
-from harnesses.conversation import continues
+from harnesses import gemini_api
+from harnesses.conversation import continues, sent_outputs
 from harnesses.endpoints import is_model_path, scrub, upstream_url
 from harnesses.model_record import ModelTurn, ProxyRecord, parse_model_response
 from harnesses.request_rules import RequestRefused, forwarded_headers, pin_request
@@ -59,7 +59,7 @@ RESERVED_COMPLETION = 4096
 
 SENT_OUTPUTS: dict[str, Callable[[dict[str, Any]], dict[str, str]]] = {
     "gemini": gemini_api.function_responses,
-    "openai": chat_completions.tool_messages,
+    "openai": sent_outputs,  # chat completions' tool messages, or the Responses API's call outputs
 }
 """Per protocol, how the tool results a harness sends its model are read from a request of its
 own conversation (a harness whose stream shows a shortened display text is judged on these)."""
