@@ -21,6 +21,7 @@ from harnesses.crosscheck import CheckedEvents, OrderRules, cross_check, cross_c
 from harnesses.endpoints import Protocol
 from harnesses.model_record import ProxyRecord
 from harnesses.providers import providers_for
+from harnesses.repo_hiding import HiddenFiles
 from schemas.trajectory import Event, ToolCallEvent
 
 HARNESS_CASE_TERMS = frozenset({"max_turns", "timeout_s"})
@@ -61,6 +62,8 @@ class HarnessAdapter:
     """The case terms it applies (a case using another is refused before the run)."""
     records_triggers: bool = False
     """True when :meth:`skills_in` says which installed skills a tool call activates (``--triggers``)."""
+    hidden_files: HiddenFiles | None = None
+    """The repo's instruction files it would load with no switch to stop it (covered in the sandbox)."""
     read_tools: frozenset[str] = frozenset()
     """Its tools that can read a file: one naming the skill's SKILL.md loads the skill by hand."""
     binary_env: str

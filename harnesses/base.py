@@ -18,6 +18,7 @@ from typing import Protocol
 from harnesses.crosscheck import CheckedEvents
 from harnesses.endpoints import Protocol as WireProtocol
 from harnesses.model_record import ProxyRecord
+from harnesses.repo_hiding import HiddenFiles
 from harnesses.stream_json import ParsedStream
 from schemas.trajectory import Event, ToolCallEvent
 
@@ -116,6 +117,9 @@ class Harness(Protocol):
     """The case terms it applies (``mocks``, ``allowed_tools``, ``max_turns``, ``timeout_s``)."""
     records_triggers: bool
     """True when :meth:`skills_in` reads activations (it can run ``--triggers``)."""
+    hidden_files: HiddenFiles | None
+    """The repo's files it would read as instructions with no switch to stop it, covered in the
+    sandbox (:mod:`harnesses.repo_hiding`); None: it has a switch, or reads none."""
 
     def plan(self, request: HarnessRequest) -> HarnessPlan:
         """The staging, command line, environment and stdin of one shard."""

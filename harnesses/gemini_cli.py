@@ -55,7 +55,7 @@ from harnesses.endpoints import Protocol
 from harnesses.gemini_stream import cross_check_by_content, read_gemini_stream
 from harnesses.model_record import ProxyRecord
 from harnesses.node_script import node_script_runtime
-from harnesses.repo_hiding import hidden_file_binds
+from harnesses.repo_hiding import HiddenFiles, hidden_file_binds
 from harnesses.stream_json import ParsedStream
 from schemas.trajectory import Event, ToolCallEvent
 
@@ -63,7 +63,7 @@ INNER_PACKAGE = "/run/skill-eval-gemini"
 """Where the package's ``bundle`` folder is bound read-only inside the sandbox."""
 SCRIPT = "gemini.js"
 REPO_CONFIG_DIRS = (".gemini", ".agents")
-INSTRUCTION_FILES = ("GEMINI.md",)
+INSTRUCTION_FILES = HiddenFiles(("GEMINI.md",))
 """The instruction file names the pinned version loads (``context.fileName`` unset adds none)."""
 MODEL_NAMES = (
     *("base", "chat-base", "chat-base-2.5", "chat-base-3", "auto", "pro", "flash", "flash-lite"),
@@ -100,6 +100,7 @@ class GeminiCli(HarnessAdapter):
     stream_call_ids = False
     """Its ``tool_id`` values are its own: :meth:`cross_check` claims the record's calls by content."""
     records_triggers = True
+    hidden_files: HiddenFiles | None = INSTRUCTION_FILES
     read_tools = frozenset({"read_file", "read_many_files", "run_shell_command", "grep_search", "glob"})
     write_tools = MappingProxyType({"write_file": ("file_path",), "replace": ("file_path",)})
     # forward_headers: the JSON ones; its ``user-agent`` and ``x-goog-api-client`` are not forwarded.

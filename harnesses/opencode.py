@@ -40,12 +40,12 @@ from typing import Any
 from harnesses.adapter import HarnessAdapter, stage_skills
 from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
 from harnesses.endpoints import Protocol
-from harnesses.repo_hiding import hidden_file_binds
+from harnesses.repo_hiding import HiddenFiles, hidden_file_binds
 from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Usage
 
 PROVIDER = "skill-eval"
-NESTED_INSTRUCTIONS = ("AGENTS.md", "CONTEXT.md")
+NESTED_INSTRUCTIONS = HiddenFiles(("AGENTS.md", "CONTEXT.md"), nested_only=True)
 """The instruction files the pinned version's ``read`` tool appends from a subfolder of the file it
 read, whatever its switches (``CLAUDE.md`` too, but ``OPENCODE_DISABLE_CLAUDE_CODE`` stops that)."""
 PLUGIN_LOCK = json.dumps({"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}).encode()
@@ -72,6 +72,7 @@ class OpenCode(HarnessAdapter):
     binary_name = "opencode"
     protocol: Protocol = "openai"
     read_tools = frozenset({"read", "bash", "grep", "glob"})
+    hidden_files: HiddenFiles | None = NESTED_INSTRUCTIONS
     # forward_headers: what the upstream needs; its user-agent and session-id headers are not forwarded.
 
     def config(self, model: str) -> dict[str, Any]:
@@ -139,7 +140,7 @@ class OpenCode(HarnessAdapter):
     def prepare(self, found: Path, workspace: Path, inner_root: str, scratch: Path) -> tuple[Path, list[str]]:
         """The binary as it is, and the subfolders' instruction files its ``read`` tool would
         append covered by empty read-only files."""
-        return found, hidden_file_binds(NESTED_INSTRUCTIONS, workspace, inner_root, scratch, nested_only=True)
+        return found, hidden_file_binds(NESTED_INSTRUCTIONS, workspace, inner_root, scratch)
 
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         return read_opencode_json(lines)

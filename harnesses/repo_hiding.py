@@ -10,13 +10,20 @@ since the sandbox shows nothing of the host there but the read-only system.
 
 from __future__ import annotations
 
+import itertools
 import os
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+from schemas.errors import ExecutorFailed
 
 MAX_LINKS = 40
 """Links followed in one path before it counts as a loop (the kernel's own limit)."""
+MAX_HIDDEN_FILES = 1000
+"""Files one shard may cover: each is a bind mount and three sandbox arguments, so a repo holding
+tens of thousands of instruction files would otherwise fail the sandbox's start obscurely."""
 
 
 def inner_target(workspace: Path, inner_root: str, relative: str) -> Path | None:
@@ -71,27 +78,50 @@ def hidden_binds(hidden: Iterable[str], workspace: Path, inner_root: str, scratc
     return binds
 
 
-def hidden_file_binds(
-    names: Iterable[str], workspace: Path, inner_root: str, scratch: Path, *, nested_only: bool = False
-) -> list[str]:
-    """The bwrap arguments covering every file of the workspace named one of ``names`` (in a
-    subfolder only, with ``nested_only``) with an empty read-only file, where the sandbox
-    resolves it. ``.git`` is not searched; a linked folder is searched where it leads, as the
-    folder it leads to."""
-    wanted = frozenset(names)
-    root = os.path.realpath(workspace)
+@dataclass(frozen=True)
+class HiddenFiles:
+    """The files of a repo a harness would read as instructions with no switch to stop it."""
+
+    names: tuple[str, ...]
+    nested_only: bool = False
+    """Only a subfolder's (the workspace's own are kept out by a switch)."""
+
+    def found(self, root: Path) -> Iterator[Path]:
+        """Each file (or link) so named below ``root``, ``.git`` not searched, links to folders
+        not followed (a linked folder is searched where it leads, as the folder it leads to)."""
+        wanted = frozenset(self.names)
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d != ".git"]
+            if self.nested_only and Path(folder) == root:
+                continue
+            # A link named like an instruction file is listed among the files, or among the
+            # folders when it leads to one (then there is nothing to read through it).
+            for name in sorted(wanted.intersection(files)):
+                yield Path(folder, name)
+
+    def too_many(self, root: Path) -> str | None:
+        """Why this repo's files cannot all be hidden (more than :data:`MAX_HIDDEN_FILES`); None when they can."""
+        count = sum(1 for _ in itertools.islice(self.found(root), MAX_HIDDEN_FILES + 1))
+        if count <= MAX_HIDDEN_FILES:
+            return None
+        return (
+            f"more than {MAX_HIDDEN_FILES} files named {', '.join(self.names)}: they cannot all be hidden "
+            "from a harness that would read them as instructions"
+        )
+
+
+def hidden_file_binds(hidden: HiddenFiles, workspace: Path, inner_root: str, scratch: Path) -> list[str]:
+    """The bwrap arguments covering every one of ``hidden``'s files in the workspace with an empty
+    read-only file, where the sandbox resolves it; ExecutorFailed when there are too many."""
+    root = Path(os.path.realpath(workspace))
+    why = hidden.too_many(root)
+    if why is not None:
+        raise ExecutorFailed(f"the repo holds {why}")
     covered: set[Path] = set()
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d != ".git"]
-        if nested_only and folder == root:
-            continue
-        # A link named like an instruction file is listed among the files, or among the folders
-        # when it leads to one (then there is nothing to read through it).
-        for name in wanted.intersection(files):
-            relative = Path(folder, name).relative_to(root).as_posix()
-            real = inner_target(workspace, inner_root, relative)
-            if real is not None and real.is_file():
-                covered.add(real)
+    for path in hidden.found(root):
+        real = inner_target(workspace, inner_root, path.relative_to(root).as_posix())
+        if real is not None and real.is_file():
+            covered.add(real)
     if not covered:
         return []
     empty = scratch / "empty-file"

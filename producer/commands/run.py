@@ -64,6 +64,7 @@ from producer.plan.epochs import parse_epochs
 from producer.plan.harnesses import UNSPECIFIED, pair_harnesses, planned_harnesses
 from producer.plan.planning import arm_variants
 from producer.plan.prechecks import check_api_base, check_detach, check_invoke, check_repo_path, fixture_guards
+from producer.plan.repo_terms import check_repo_terms
 from producer.plan.request import RunRequest
 from schemas.adaptive import AdaptivePlan
 from schemas.constants import BUILTIN_EXECUTOR
@@ -104,6 +105,7 @@ def validate(
     check_repo_path(repo)
     pair_harnesses(executor or [BUILTIN_EXECUTOR], model or [])
     r = Repo(repo_folder(repo))
+    check_repo_terms(r.root, executor or [])
     files = behavioural_targets(r, skills, all_evals)
     bad = 0
     outcomes = r.load_many(files)

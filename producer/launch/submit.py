@@ -15,6 +15,7 @@ from engine.snapshot import snapshot_repo
 from engine.state import RunState
 from engine.store import ArtifactStore
 from producer.plan.case_terms import check_case_terms
+from producer.plan.repo_terms import check_repo_terms
 from schemas.manifest import RunManifest, RunSettings
 from schemas.shard import BASELINE_PREFIX, CURRENT, GUTTED, NO_SKILL, SAME, RunPlan
 
@@ -54,8 +55,10 @@ def build_manifest(
 
     ``store`` None skips the snapshot (grade-only runs execute nothing).
     """
-    for executor in plan.harnesses or [settings.executor]:
+    executors = list(plan.harnesses or [settings.executor])
+    for executor in executors:
         check_case_terms(plan, executor)
+    check_repo_terms(repo_root, executors)
     snapshots: dict[str, str] = {}
     if store is not None:
         key = snapshot_repo(repo_root, store)

@@ -23,6 +23,7 @@ from producer.plan.epochs import adaptive_plan_line
 from producer.plan.harnesses import UNSPECIFIED
 from producer.plan.planning import new_run_id, plan_run, plan_summary
 from producer.plan.prechecks import compare_guards, fixture_guards
+from producer.plan.repo_terms import check_repo_terms
 from schemas.adaptive import AdaptivePlan
 from schemas.status import ExitCode
 from schemas.summary import PlanSummary, SkippedCorpus
@@ -72,8 +73,10 @@ def dry_run_plan(
     compared = len(plan.variants) > 1
     observed = latest_noise(open_store(plan_in.store), bundles) if compared and plan_in.store else {}
     skipped = [SkippedCorpus(corpus=o.corpus_file, error=str(o.error)) for o in outcomes if o.error]
-    for executor in plan_in.harnesses or [plan_in.executor]:
+    executors = list(plan_in.harnesses or [plan_in.executor])
+    for executor in executors:
         check_case_terms(plan, executor)
+    check_repo_terms(r.root, executors)
     summary = plan_summary(plan, skipped, observed)
     guards = fixture_guards(r.root, bundles) + compare_guards(r.root, plan_in.compare, bundles)
     summary = summary.model_copy(update={"guards": guards})
