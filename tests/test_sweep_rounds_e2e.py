@@ -63,9 +63,11 @@ def test_a_trigger_sweep_gives_each_harness_model_pair_its_own_figures_and_gate(
     assert doc.get("harness_comparisons", []) == [] and "## Harnesses paired" not in markdown
 
 
-def test_adaptive_epochs_in_a_sweep_look_at_each_pair_and_grow_both(
-    env: Env, server: OfflineModelServer, tmp_path: Path
-) -> None:
+AUTO = ("--epochs", "auto", "--max-epochs", "5", "--fail-under", "0.75", "--no-calibration")
+
+
+def adaptive_scenario() -> dict[str, Any]:
+    """Case 1 echoes every time; case 2 tosses a seeded coin between echoing and not."""
     echo = call("shell", command="echo hello")
     coin = [{"weight": 1, "reply": echo}, {"weight": 1, "reply": {"text": "Hello there!"}}]
     rules = [
@@ -76,10 +78,15 @@ def test_adaptive_epochs_in_a_sweep_look_at_each_pair_and_grow_both(
     judge = [
         {"assertion_contains": "echo hello", "transcript_regex": r"\[tool_call\] (?:shell|exec_command)\(.*echo hello"}
     ]
-    server.set_scenario({**scenario(rules, judge), "seed": 3})
+    return {**scenario(rules, judge), "seed": 3}
+
+
+def test_adaptive_epochs_in_a_sweep_look_at_each_pair_and_grow_both(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    server.set_scenario(adaptive_scenario())
     repo = make_repo(tmp_path / "repo", cases=2)
-    auto = ("--epochs", "auto", "--max-epochs", "5", "--fail-under", "0.75", "--no-calibration")
-    res = env.run(repo, "greeter", *SWEEP, *auto, models=(CODEX_MODEL,))
+    res = env.run(repo, "greeter", *SWEEP, *AUTO, models=(CODEX_MODEL,))
 
     assert res.code in (0, 1), res.stdout + res.stderr
     assert f"adaptive epochs, look 1/2: greeter ({CODEX}) pass-rate" in res.stderr

@@ -19,10 +19,9 @@ import pytest
 
 from testkit.offline_server import OfflineModelServer
 from tests.e2e_support import Env, case, checked_env, git_init, new_repo, ran, scenario, shell_rule, write_skill
-from tests.harness_e2e import call
 from tests.test_baseline_no_skill import make_repo
 from tests.test_harness_e2e import CODEX_MODEL
-from tests.test_sweep_rounds_e2e import AGENT_RULES, SWEEP
+from tests.test_sweep_rounds_e2e import AGENT_RULES, AUTO, SWEEP, adaptive_scenario
 from tests.test_triggers_e2e import trigger_repo
 from tests.test_triggers_harness_e2e import _codex_rules
 
@@ -178,19 +177,8 @@ def _sweep_runs(env: Env, model_server: OfflineModelServer, base: Path) -> tuple
     args = ("--triggers", "--trigger-turns", "2", *SWEEP, "--min-recall", "0.5")
     triggers = env.run(repo, "pdf-tools", *args, models=(CODEX_MODEL,))
     assert triggers.code == 1, triggers.stdout + triggers.stderr  # Codex's recall 1/3, the agent's 3/3
-    echo = call("shell", command="echo hello")
-    coin = [{"weight": 1, "reply": echo}, {"weight": 1, "reply": {"text": "Hello there!"}}]
-    rules = [
-        _codex_rules()[0],  # Codex's canary
-        {"tools": True, "contains": "Say hello (1)", "replies": [echo, {"text": "done"}]},
-        {"tools": True, "contains": "Say hello (2)", "replies": [{"pick": coin}, {"text": "done"}]},
-    ]
-    judge = [
-        {"assertion_contains": "echo hello", "transcript_regex": r"\[tool_call\] (?:shell|exec_command)\(.*echo hello"}
-    ]
-    model_server.set_scenario({**scenario(rules, judge), "seed": 3})
+    model_server.set_scenario(adaptive_scenario())
     repo = make_repo(base / "sweep-adaptive-repo", cases=2)
-    auto = ("--epochs", "auto", "--max-epochs", "5", "--fail-under", "0.75", "--no-calibration")
-    adaptive = env.run(repo, "greeter", *SWEEP, *auto, models=(CODEX_MODEL,))
+    adaptive = env.run(repo, "greeter", *SWEEP, *AUTO, models=(CODEX_MODEL,))
     assert adaptive.code in (0, 1), adaptive.stdout + adaptive.stderr
     return triggers.run_id, adaptive.run_id
