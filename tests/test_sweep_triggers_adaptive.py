@@ -19,10 +19,12 @@ from producer.plan.harnesses import pair_harnesses
 from producer.plan.planning import harness_pairs, plan_run
 from reducer.adaptive import Gate, ShardKey, next_round
 from reducer.render_adaptive import markdown_section, summary_lines
+from reducer.render_sweep import is_sweep, row_label
 from reducer.render_triggers import complete_lines, junit_suites, trigger_html, trigger_section
 from reducer.trigger_compare import run_report
 from schemas.adaptive import adaptive_plan
 from schemas.corpus import Corpus, EvalCase
+from schemas.report import RunResult
 from schemas.shard import CURRENT, RunPlan, SkillBundle, baseline_variant, row_name
 from schemas.triggers import TriggerCase, TriggerSet, TriggerSettings
 from tests.test_baseline_no_skill import make_repo
@@ -115,6 +117,15 @@ def test_a_one_executor_trigger_report_keeps_the_model_and_its_executor_apart() 
     [figures] = report.figures
     assert (figures.model, figures.executor) == (GPT, "codex")
     assert f"### {GPT} (codex)" in trigger_section(report, "pdf")
+    alone = RunResult(run_id=RUN, verdict="PASS", reasons=[], skills=[], triggers=report)
+    assert not is_sweep(alone) and row_label(alone) == "model"
+
+
+def test_a_trigger_sweeps_tables_head_their_rows_harness_by_model() -> None:
+    plan = sweep_plan(epochs=1)
+    report = run_report(plan, {s.shard_id: ("pdf",) for s in plan.shards}, TriggerSettings(), "codex")
+    swept = RunResult(run_id=RUN, verdict="PASS", reasons=[], skills=[], triggers=report)
+    assert is_sweep(swept) and row_label(swept) == "harness × model"  # no assertion to pair, yet pairs
 
 
 def test_the_change_against_an_earlier_description_pairs_within_each_harness() -> None:

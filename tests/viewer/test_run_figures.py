@@ -187,6 +187,10 @@ def test_a_real_sweep_gives_each_harness_model_row_its_figures_gate_and_look(fea
         "(none) ×1",
         "csv-clean ×1",
     }
+    # A trigger sweep has no assertion to pair harnesses on; its rows are still harness × model.
+    assert "<th>harness × model</th><th>epoch</th>" in c.get(f"/runs/{run}").text
+    single = c.get(f"/runs/{feature_runs.trigger_run}").text
+    assert "<th>model</th><th>epoch</th>" in single and "harness × model" not in single
     adaptive = feature_runs.sweep_adaptive_run
     looks = c.get(f"/api/runs/{adaptive}/adaptive").json()["looks"]
     gates = stored(feature_runs, adaptive)["adaptive"]["gates"]
