@@ -55,9 +55,9 @@ PROTOCOL_HEADERS: dict[str, frozenset[str]] = {
 _CLIENT_TOOL_TYPES = {"anthropic": frozenset({"custom"}), "openai": frozenset({"function", "custom"})}
 """Tool types the client runs itself (an Anthropic tool without a type is one too)."""
 _NAMESPACE = "namespace"
+"""An OpenAI Responses group of tools (Codex's sub-agent tools): allowed when every member is."""
 _CLIENT_SEARCH = "tool_search"
 """An OpenAI Responses tool search: the client's when its ``execution`` is ``"client"``."""
-"""An OpenAI Responses group of tools (Codex's sub-agent tools): allowed when every member is."""
 _REFUSED_FIELDS = {
     "anthropic": ("mcp_servers", "container"),
     "openai": ("web_search_options", "background", "prompt", "conversation", "previous_response_id"),
