@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Literal
 
 from schemas.base import FrozenModel
-from schemas.checks_base import Check
+from schemas.checks_base import Check, CountedCheck
 
 
 class HttpMatcher(FrozenModel):
@@ -29,13 +29,12 @@ class HttpMatcher(FrozenModel):
     """Python regular expression searched in the recorded request body (its first 500 characters)."""
 
 
-class HttpCallCheck(Check):
+class HttpCallCheck(CountedCheck):
     """Passes when the number of matching requests is within ``[min, max]``."""
 
     kind: Literal["http_call"] = "http_call"
     request: HttpMatcher
-    min: int = 1
-    max: int | None = None
+    """Which requests are counted."""
 
 
 class HttpOrderCheck(Check):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Literal
 
 from schemas.base import FrozenModel
-from schemas.checks_base import Check
+from schemas.checks_base import Check, CountedCheck
 
 BUILTIN_EQUIVALENTS = {
     "Bash": "shell",
@@ -71,16 +71,12 @@ class TextMatchCheck(Check):
     """Pass only when the pattern matches exactly this many times (plugin eval's ``match: count:N``)."""
 
 
-class ToolCountCheck(Check):
+class ToolCountCheck(CountedCheck):
     """Passes when the number of matching calls is in ``[min, max]``."""
 
     kind: Literal["tool_count"] = "tool_count"
     calls: ToolMatcher
     """Which calls are counted."""
-    min: int = 1
-    """Fewest matching calls allowed."""
-    max: int | None = None
-    """Most matching calls allowed; None: no upper bound."""
 
 
 class ToolOrderCheck(Check):

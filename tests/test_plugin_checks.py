@@ -160,3 +160,30 @@ def test_bad_objects_and_case_terms_are_named_errors(assertion: Any, case: Any, 
     with pytest.raises(BadCorpus) as info:
         validate_corpus(corpus(assertion, **case), FILE, lambda _p: False)
     assert f"$.evals[0].{where}" in str(info.value) and needle in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "inside", "outside", "words"),
+    [
+        (0, 0, [0], [1], "exactly 0"),
+        (2, 2, [2], [1, 3], "exactly 2"),
+        (1, 3, [1, 2, 3], [0, 4], "1 to 3"),
+        (1, None, [1, 2, 50], [0], "at least 1"),
+    ],
+)
+def test_tool_and_http_counts_share_one_range_and_say_it_alike(
+    low: int, high: int | None, inside: list[int], outside: list[int], words: str
+) -> None:
+    from schemas.checks_http import HttpCallCheck, HttpMatcher
+    from worker.grading.http_checks import check_http_call
+
+    tools = ToolCountCheck(text="t", calls=ToolMatcher(tool="Bash"), min=low, max=high)
+    requests = HttpCallCheck(text="t", request=HttpMatcher(url="x"), min=low, max=high)
+    for check in (tools, requests):
+        assert all(check.admits(n) for n in inside) and not any(check.admits(n) for n in outside)
+    counted = check_assertion(tools, RUN)  # RUN has two shell calls and no request
+    assert counted.passed is tools.admits(2)
+    assert f"2 matching call(s) of Bash, allowed {words}" in counted.evidence
+    asked = check_http_call(requests, RUN)
+    assert asked.passed is requests.admits(0)
+    assert f"0 request(s) * /x/, allowed {words}" in asked.evidence

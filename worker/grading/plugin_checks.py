@@ -127,11 +127,9 @@ def check_text_match(check: TextMatchCheck, trajectory: Trajectory) -> Assertion
 
 def check_tool_count(check: ToolCountCheck, trajectory: Trajectory) -> AssertionVerdict:
     matching = [c for c in _calls(trajectory) if matches(c, check.calls)]
-    count = len(matching)
-    bound = f"[{check.min}, {'∞' if check.max is None else check.max}]"
-    passed = count >= check.min and (check.max is None or count <= check.max)
     first = f"; first {_quote(matching[0])}" if matching else ""
-    return check_verdict(check, passed, f"{count} matching call(s) of {check.calls.tool}, allowed {bound}{first}")
+    said = f"{len(matching)} matching call(s) of {check.calls.tool}, allowed {check.allowed()}{first}"
+    return check_verdict(check, check.admits(len(matching)), said)
 
 
 def _first(calls: Sequence[ToolCallEvent], matcher: ToolMatcher) -> int | None:
