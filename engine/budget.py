@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import redis
 
 from engine.keys import run_keys
-from engine.scripts import register
+from engine.scripts import register, reply_text
 from schemas.trajectory import Usage
 
 _MICRO = 1_000_000
@@ -188,14 +188,14 @@ class RunBudget:
             self._unmarked[model] = time.monotonic()
             return None
         self._unmarked.pop(model, None)
-        return _text(why)
+        return reply_text(why)
 
     def mark_out_of_credit(self, model: str, why: str) -> None:
         self.r.hset(self.models_key, model, why[:300])
         self._unmarked.pop(model, None)
 
     def spend(self) -> Spend:
-        raw = {_text(k): _text(v) for k, v in self.r.hgetall(self.key).items()}
+        raw = {reply_text(k): reply_text(v) for k, v in self.r.hgetall(self.key).items()}
         return Spend(
             tokens=int(raw.get("spent_tokens", 0)),
             cost_usd=int(raw.get("spent_cost", 0)) / _MICRO,
@@ -203,10 +203,6 @@ class RunBudget:
             max_cost_usd=int(raw["max_cost"]) / _MICRO if "max_cost" in raw else None,
             exhausted=raw.get("exhausted"),
         )
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _micro(usd: float | None) -> int | None:

@@ -38,7 +38,7 @@ import redis
 
 from engine.broker import DRAINED, WAITING_QUEUE
 from engine.keys import run_keys, server_key, watermark_key
-from engine.scripts import register
+from engine.scripts import register, reply_text, shard_states
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.status import ShardState
 
@@ -105,7 +105,7 @@ class Delivery:
             pipe.zscore(run_keys(ids[0]).waiting, ids[1])
             pipe.hget(run_keys(ids[0]).states, ids[1])
             sent, state = pipe.execute()
-            if sent is not None and state is not None and _text(state) == waits_for:
+            if sent is not None and state is not None and reply_text(state) == waits_for:
                 return float(sent)  # a stale message (its shard claimed, or moved on) tells nothing
         return NEVER
 
@@ -119,7 +119,7 @@ class Delivery:
         marks = []
         for queue, now in zip((QUEUE_EXECUTE, QUEUE_GRADE), self.watermarks(), strict=True):
             seen = self._sample(keys=[watermark_key(queue)], args=[now, int(age_s * 1000)])
-            marks.append(float(_text(seen)))
+            marks.append(float(reply_text(seen)))
         return marks[0], marks[1]
 
     def overdue(self, run_id: str, marks: tuple[float, float]) -> list[tuple[str, ShardState]]:
@@ -128,7 +128,7 @@ class Delivery:
         now, so no later pass sends it again before its new message has had its time."""
         k = run_keys(run_id)
         flat = self._overdue(keys=[k.states, k.waiting, k.leases], args=[marks[0], marks[1]])
-        return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
+        return shard_states(flat)
 
     def reduce_due(self, run_id: str, after_s: float) -> bool:
         """Whether the run's reduce should be sent again: every shard ended ``after_s`` ago and the
@@ -149,7 +149,7 @@ class Delivery:
         """
         server = str(self.r.info("server")["run_id"])
         previous = self._swap(keys=[server_key()], args=[server])
-        return previous is not None and _text(previous) != server
+        return previous is not None and reply_text(previous) != server
 
     def waiting(self, run_id: str) -> Waiting:
         """The run's shards waiting without a lease, how long the oldest has, and how long the run idled."""
@@ -168,7 +168,3 @@ class Delivery:
             leased=int(leased),
             idle_s=(now_ms - int(progress)) / 1000 if progress else None,
         )
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import redis
 
 from engine.keys import node_key
-from engine.scripts import register
+from engine.scripts import register, reply_text
 
 RECORD_TTL_S = 24 * 3600
 """A node record outlives its node by a day at most (a SIGKILLed node cannot remove it)."""
@@ -54,7 +54,7 @@ class NodeRecord:
             value = raw.get(field.encode(), raw.get(field))
             if value is None:
                 return default
-            return value.decode() if isinstance(value, bytes) else value
+            return reply_text(value)
 
         ceiling = get("max_shard_timeout_s")
         return cls(

@@ -10,6 +10,7 @@ takes them from ``${name}`` placeholders filled here at load, so the names have 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from importlib import resources
 from string import Template
 
@@ -53,3 +54,14 @@ def source(name: str) -> str:
 def register(client: redis.Redis, name: str) -> Script:
     """The script ``name`` bound to ``client`` (run by EVALSHA, loaded into Redis on first use)."""
     return client.register_script(source(name))
+
+
+def reply_text(value: object) -> str:
+    """A Redis reply as text. Replies are bytes: the engine's clients keep ``decode_responses`` off,
+    since the same client serves the Lua scripts."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def shard_states(flat: Sequence[object]) -> list[tuple[str, ShardState]]:
+    """A script's flat ``shard, state, shard, state, ...`` reply as pairs."""
+    return [(reply_text(flat[i]), ShardState(reply_text(flat[i + 1]))) for i in range(0, len(flat), 2)]

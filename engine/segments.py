@@ -29,7 +29,7 @@ import redis
 from pydantic import ValidationError
 
 from engine.keys import segment_keys
-from engine.scripts import register
+from engine.scripts import register, reply_text
 from engine.store import ArtifactStore
 from schemas.outcome import OutcomeLine
 
@@ -68,7 +68,7 @@ class SegmentWriter:
         cut = self._cut(keys=[k.lines, k.seq, k.pending], args=[line.model_dump_json(), self.size, k.pending_prefix])
         if not cut:
             return None
-        segment_id = _text(cut)
+        segment_id = reply_text(cut)
         self.seal(run_id, segment_id)
         return segment_id
 
@@ -88,14 +88,10 @@ class SegmentWriter:
         """Seal every pending segment and the partial tail; the number of segments written."""
         k = segment_keys(run_id)
         self._cut(keys=[k.lines, k.seq, k.pending], args=["", self.size, k.pending_prefix])
-        pending = sorted(_text(s) for s in self.r.smembers(k.pending))
+        pending = sorted(reply_text(s) for s in self.r.smembers(k.pending))
         for segment_id in pending:
             self.seal(run_id, segment_id)
         return len(pending)
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def segment_keys_in_store(store: ArtifactStore, run_id: str) -> list[str]:

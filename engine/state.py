@@ -37,7 +37,7 @@ from engine.keys import (
     run_keys,
     server_key,
 )
-from engine.scripts import register
+from engine.scripts import register, reply_text, shard_states
 from engine.signals import SIGNAL_TTL_S, raise_signal, wait_signal
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.status import ShardState, may_transition
@@ -72,11 +72,6 @@ def _inflight_list(leased: ShardState) -> str:
     return inflight_key(queue_of(leased))
 
 
-def _text(value: object) -> str:
-    """Redis replies are bytes (no decode_responses: the same client serves Lua scripts)."""
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 @dataclass(frozen=True)
 class Transition:
     """Outcome of a transition attempt."""
@@ -85,11 +80,6 @@ class Transition:
     previous: ShardState | None
     finished_run: bool
     """True for exactly one caller: the one that moved the last shard to a terminal state."""
-
-
-def _shard_states(flat: list[object]) -> list[tuple[str, ShardState]]:
-    """A script's flat ``shard, state, shard, state, ...`` reply as pairs."""
-    return [(_text(flat[i]), ShardState(_text(flat[i + 1]))) for i in range(0, len(flat), 2)]
 
 
 class RunState:
@@ -147,15 +137,15 @@ class RunState:
 
     def manifest_key(self, run_id: str) -> str | None:
         value = self.r.hget(self._keys(run_id).run, "manifest")
-        return _text(value) if value else None
+        return reply_text(value) if value else None
 
     def get(self, run_id: str, shard_id: str) -> ShardState | None:
         value = self.r.hget(self._keys(run_id).states, shard_id)
-        return ShardState(_text(value)) if value else None
+        return ShardState(reply_text(value)) if value else None
 
     def states(self, run_id: str) -> dict[str, ShardState]:
         raw = self.r.hgetall(self._keys(run_id).states)
-        return {_text(k): ShardState(_text(v)) for k, v in raw.items()}
+        return {reply_text(k): ShardState(reply_text(v)) for k, v in raw.items()}
 
     def counts(self, run_id: str) -> dict[str, int]:
         counts = {s.value: 0 for s in ShardState}
@@ -185,7 +175,7 @@ class RunState:
         )
         if not int(got[0]):
             return None
-        return Claim(claims=int(got[2]), attempt=int(got[3]), manifest_key=_text(got[4]) or None)
+        return Claim(claims=int(got[2]), attempt=int(got[3]), manifest_key=reply_text(got[4]) or None)
 
     def release(self, run_id: str, shard_id: str, token: str) -> ShardState | None:
         """Hand a shard we hold back (``executing -> queued``, ``grading -> executed``); the state to
@@ -224,7 +214,7 @@ class RunState:
             keys=[*k[:4], inflight_key(QUEUE_EXECUTE), inflight_key(QUEUE_GRADE), k.waiting],
             args=[shard_id, new.value, token, len(allowed), *allowed, inflight_entry(run_id, shard_id)],
         )
-        previous = ShardState(_text(prev)) if prev else None
+        previous = ShardState(reply_text(prev)) if prev else None
         finished = bool(moved) and new.terminal and int(done) == int(total) and int(total) > 0
         return Transition(bool(moved), previous, finished)
 
@@ -241,7 +231,7 @@ class RunState:
                 run_id,
             ],
         )
-        return _shard_states(flat)
+        return shard_states(flat)
 
     def put_preflight(self, run_id: str, queue: str, report: str) -> None:
         """Keep a worker's preflight report (JSON) for the producer waiting on it, for a day, and wake it."""
@@ -261,7 +251,7 @@ class RunState:
     def preflight(self, run_id: str, queue: str) -> str | None:
         """The preflight report a worker of ``queue`` left for this run, or None yet."""
         value = self.r.get(preflight_key(run_id, queue))
-        return _text(value) if value is not None else None
+        return reply_text(value) if value is not None else None
 
     def mark_sent(self, run_id: str, shard_ids: list[str]) -> None:
         """Confirm that the messages of ``shard_ids`` were published: the unsent pass leaves them alone,
@@ -285,7 +275,7 @@ class RunState:
             keys=[k.states, k.unsent, k.leases, k.waiting],
             args=[int(grace_s * 1000), *(s.value for s in WAITING_STATES)],
         )
-        return _shard_states(flat)
+        return shard_states(flat)
 
     def unleased(self, run_id: str) -> list[tuple[str, ShardState]]:
         """Shards waiting for a message (queued or executed) that no worker holds a lease on.
@@ -293,11 +283,11 @@ class RunState:
         After a broker restart their messages may be gone; sending them again is safe because
         a claim lets only one delivery work and the others do nothing.
         """
-        leased = {_text(x) for x in self.r.zrange(self._keys(run_id).leases, 0, -1)}
+        leased = {reply_text(x) for x in self.r.zrange(self._keys(run_id).leases, 0, -1)}
         return [(k, s) for k, s in sorted(self.states(run_id).items()) if s in WAITING_STATES and k not in leased]
 
     def active_runs(self) -> list[str]:
-        return sorted(_text(x) for x in self.r.smembers(active_runs_key()))
+        return sorted(reply_text(x) for x in self.r.smembers(active_runs_key()))
 
     def reduced(self, run_id: str) -> bool:
         return bool(self.r.hget(self._keys(run_id).run, "reduced"))
@@ -344,7 +334,7 @@ class RunState:
             ]
             keys = [k.run, k.states, active_runs_key(), k.claims, k.waiting]
             flat = self._requeue_shards(keys=keys, args=[run_id, *args])
-            moved += [_text(x) for x in flat]
+            moved += [reply_text(x) for x in flat]
         return moved
 
     def next_attempt(self, run_id: str, shard_id: str) -> int:

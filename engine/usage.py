@@ -13,6 +13,7 @@ from typing import Any
 import redis
 
 from engine.keys import usage_key, usage_models_key
+from engine.scripts import reply_text
 
 INT_FIELDS = ("calls", "attempts", "prompt_tokens", "completion_tokens", "rate_limited", "errors", "failed")
 """calls: completions returned; attempts: HTTP attempts; failed: calls that spent their budget."""
@@ -73,12 +74,9 @@ def usage_totals(redis_client: redis.Redis, run_id: str | None = None) -> dict[s
     models_key = usage_models_key(run_id)
     totals: dict[str, dict[str, Any]] = {}
     for raw in sorted(redis_client.smembers(models_key)):
-        model = raw.decode() if isinstance(raw, bytes) else str(raw)
+        model = reply_text(raw)
         key = usage_key(model, run_id)
-        fields = {
-            (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-            for k, v in redis_client.hgetall(key).items()
-        }
+        fields = {reply_text(k): reply_text(v) for k, v in redis_client.hgetall(key).items()}
         entry: dict[str, Any] = {name: int(fields.get(name, 0)) for name in INT_FIELDS}
         entry["cost_usd"] = float(fields["cost_usd"]) if "cost_usd" in fields else None
         totals[model] = entry

@@ -25,12 +25,14 @@ from schemas.trajectory import Event, ToolCallEvent
 PLACEHOLDER_KEY = "sk-skill-eval-placeholder-not-a-key"
 """The only key a harness is ever given; the proxy swaps it for the real one."""
 FORWARDER_PORT = 8377
+"""The loopback port of the in-sandbox forwarder (the sandbox has its own network namespace)."""
+FORWARDER_URL = f"http://127.0.0.1:{FORWARDER_PORT}"
+"""The forwarder's root, where every harness's model base URL points (plus its protocol's path)."""
 INNER_MOCKS_DIR = "/run/skill-eval-mocks"
 MOCK_SERVER = f"{INNER_MOCKS_DIR}/mcp_mock_server.py"
 """harnesses/mcp_mock_server.py, read-only in the sandbox."""
 MOCK_FILE = f"{INNER_MOCKS_DIR}/mocks.json"
 """The case's mocks (schemas/mocks.py, as JSON), read-only in the sandbox."""
-"""The loopback port of the in-sandbox forwarder (the sandbox has its own network namespace)."""
 
 
 class Invoke(str, Enum):
@@ -66,7 +68,7 @@ class HarnessRequest:
     allowed_tools: tuple[str, ...] | None = None
     """The case's only tools (harness names); None: the harness's own set."""
     mock_servers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    """Mocked MCP server name -> its tools; each runs as ``python3 <MOCK_SERVER> <MOCK_FILE> <name>``."""
+    """Mocked MCP server name -> its tools; each runs as :func:`mock_server` says."""
     other_skills: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)
     """A trigger run's distractors: every other skill of the repo, name -> its files, staged beside it."""
 
@@ -177,6 +179,12 @@ def case_prompt(request: HarnessRequest, skill_ref: str) -> str:
     """The prompt a harness receives for ``request``, per its invoke mode, with the case's files."""
     text = case_text(request)
     return explicit_prompt(skill_ref, text) if request.invoke is Invoke.EXPLICIT else text + "\n"
+
+
+def mock_server(name: str) -> dict[str, str | list[str]]:
+    """The mocked MCP server ``name`` as an MCP client configures a stdio server: its ``command``
+    (the sandbox's ``python3``) and ``args`` (:data:`MOCK_SERVER` reading :data:`MOCK_FILE`)."""
+    return {"command": "python3", "args": [MOCK_SERVER, MOCK_FILE, name]}
 
 
 def bare_model(model: str) -> str:

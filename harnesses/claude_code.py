@@ -26,14 +26,13 @@ from types import MappingProxyType
 from harnesses.activations import named_skill, skill_md_reads
 from harnesses.adapter import JSON_HEADERS, HarnessAdapter, stage_skills
 from harnesses.base import (
-    FORWARDER_PORT,
-    MOCK_FILE,
-    MOCK_SERVER,
+    FORWARDER_URL,
     PLACEHOLDER_KEY,
     HarnessPlan,
     HarnessRequest,
     bare_model,
     case_prompt,
+    mock_server,
 )
 from harnesses.endpoints import Protocol
 from harnesses.stream_json import ParsedStream, read_stream_json
@@ -77,7 +76,7 @@ class ClaudeCode(HarnessAdapter):
         """The variables Claude Code reads: the proxy's loopback URL, the placeholder key, one model."""
         return {
             "HOME": home,
-            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{FORWARDER_PORT}",
+            "ANTHROPIC_BASE_URL": FORWARDER_URL,
             "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
             "ANTHROPIC_MODEL": model,
             "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
@@ -156,10 +155,7 @@ def _case_tool_args(request: HarnessRequest) -> list[str]:
     ``--tools`` for the allowed built-in tools, ``--disallowedTools`` for mocked tools not allowed."""
     args: list[str] = []
     if request.mock_servers:
-        servers = {
-            name: {"type": "stdio", "command": "python3", "args": [MOCK_SERVER, MOCK_FILE, name]}
-            for name in sorted(request.mock_servers)
-        }
+        servers = {name: {"type": "stdio", **mock_server(name)} for name in sorted(request.mock_servers)}
         args += ["--mcp-config", json.dumps({"mcpServers": servers}, sort_keys=True)]
     if request.allowed_tools is None:
         return args

@@ -37,6 +37,7 @@
 
 from __future__ import annotations
 
+import json
 import posixpath
 from collections.abc import Iterable
 from pathlib import Path
@@ -45,15 +46,14 @@ from typing import Any
 from harnesses.activations import skill_md_reads
 from harnesses.adapter import HARNESS_CASE_TERMS, HarnessAdapter, names_skill_md, stage_skills
 from harnesses.base import (
-    FORWARDER_PORT,
-    MOCK_FILE,
-    MOCK_SERVER,
+    FORWARDER_URL,
     PLACEHOLDER_KEY,
     HarnessPlan,
     HarnessRequest,
     Invoke,
     bare_model,
     case_text,
+    mock_server,
 )
 from harnesses.crosscheck import OrderRules
 from harnesses.endpoints import Protocol
@@ -109,8 +109,7 @@ class Codex(HarnessAdapter):
     def plan(self, request: HarnessRequest) -> HarnessPlan:
         model = bare_model(request.model)
         provider = (
-            '{name="skill-eval", '
-            f'base_url="http://127.0.0.1:{FORWARDER_PORT}/v1", env_key="{KEY_VARIABLE}", wire_api="responses"}}'
+            f'{{name="skill-eval", base_url="{FORWARDER_URL}/v1", env_key="{KEY_VARIABLE}", wire_api="responses"}}'
         )
         argv = [
             request.binary,
@@ -176,12 +175,13 @@ class Codex(HarnessAdapter):
 
 
 def _mock_server_args(request: HarnessRequest) -> list[str]:
-    """One ``-c mcp_servers.<name>=...`` per mocked server (names are letters, digits, ``_`` and
-    ``-``: schemas/mocks.py), each the mock server run by the sandbox's ``python3``."""
+    """One ``-c mcp_servers.<name>={command=..., args=[...]}`` per mocked server (names are letters,
+    digits, ``_`` and ``-``: schemas/mocks.py). The values are written as JSON, which TOML reads
+    the same for strings and arrays of strings."""
     args: list[str] = []
     for name in sorted(request.mock_servers):
-        server = f'{{command="python3", args=["{MOCK_SERVER}", "{MOCK_FILE}", "{name}"]}}'
-        args += ["-c", f"mcp_servers.{name}={server}"]
+        server = ", ".join(f"{key}={json.dumps(value)}" for key, value in mock_server(name).items())
+        args += ["-c", f"mcp_servers.{name}={{{server}}}"]
     return args
 
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from harnesses.activations import named_skill, skill_md_reads
 from harnesses.adapter import HarnessAdapter, stage_skills
-from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
+from harnesses.base import FORWARDER_URL, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
 from harnesses.crosscheck import CheckedEvents, with_sent_outputs
 from harnesses.endpoints import Protocol
 from harnesses.model_record import ProxyRecord
@@ -91,7 +91,7 @@ class CopilotCli(HarnessAdapter):
         env = {
             "HOME": request.home,
             "COPILOT_PKG_CACHE_HOME": INNER_PACKAGES,
-            "COPILOT_PROVIDER_BASE_URL": f"http://127.0.0.1:{FORWARDER_PORT}/v1",
+            "COPILOT_PROVIDER_BASE_URL": f"{FORWARDER_URL}/v1",
             "COPILOT_PROVIDER_API_KEY": PLACEHOLDER_KEY,
             "COPILOT_MODEL": model,
             "COPILOT_AGENT_MODEL": model,

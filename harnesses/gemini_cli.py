@@ -49,7 +49,7 @@ from typing import Any
 
 from harnesses.activations import named_skill, skill_md_reads
 from harnesses.adapter import HarnessAdapter, stage_skills
-from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
+from harnesses.base import FORWARDER_URL, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
 from harnesses.crosscheck import CheckedEvents
 from harnesses.endpoints import Protocol
 from harnesses.gemini_stream import cross_check_by_content, read_gemini_stream
@@ -143,7 +143,7 @@ class GeminiCli(HarnessAdapter):
             "HOME": request.home,
             "GEMINI_CLI_SYSTEM_SETTINGS_PATH": posixpath.join(absent, "settings.json"),
             "GEMINI_CLI_SYSTEM_DEFAULTS_PATH": posixpath.join(absent, "system-defaults.json"),
-            "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{FORWARDER_PORT}",
+            "GOOGLE_GEMINI_BASE_URL": FORWARDER_URL,
             "GEMINI_API_KEY": PLACEHOLDER_KEY,
             **ENVIRONMENT,
         }

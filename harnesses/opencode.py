@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesses.adapter import HarnessAdapter, stage_skills
-from harnesses.base import FORWARDER_PORT, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
+from harnesses.base import FORWARDER_URL, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
 from harnesses.endpoints import Protocol
 from harnesses.repo_hiding import HiddenFiles, hidden_file_binds
 from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects
@@ -83,7 +83,7 @@ class OpenCode(HarnessAdapter):
                 PROVIDER: {
                     "npm": "@ai-sdk/openai-compatible",
                     "name": PROVIDER,
-                    "options": {"baseURL": f"http://127.0.0.1:{FORWARDER_PORT}/v1", "apiKey": PLACEHOLDER_KEY},
+                    "options": {"baseURL": f"{FORWARDER_URL}/v1", "apiKey": PLACEHOLDER_KEY},
                     "models": {model: {"name": model, "tool_call": True}},
                 }
             },

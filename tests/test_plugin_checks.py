@@ -88,6 +88,29 @@ def test_each_check_reads_the_structured_trajectory(check: Any, expected: bool) 
     assert passed(check) is expected
 
 
+@pytest.mark.parametrize(
+    ("check", "evidence"),
+    [
+        (TextMatchCheck(text="t", pattern="GREEN"), "the final reply: GREEN"),
+        (TextMatchCheck(text="t", pattern="red"), "absent: a match for /red/ in the final reply"),
+        (TextMatchCheck(text="t", pattern="red", absent=True), "no match for /red/ in the final reply"),
+        (
+            TextMatchCheck(text="t", pattern="GREEN", absent=True),
+            "absent: no match for /GREEN/ in the final reply, but found the final reply: GREEN",
+        ),
+        (FileGlobCheck(text="t", glob="**/*.md"), "notes/a.md"),
+        (FileGlobCheck(text="t", glob="*.py"), "absent: a file matching *.py among the files the run changed"),
+        (FileGlobCheck(text="t", glob="*.py", exists=False), "no file matching *.py among the files the run changed"),
+        (
+            FileGlobCheck(text="t", glob="*.txt", exists=False),
+            "absent: no file matching *.txt among the files the run changed, but found out.txt",
+        ),
+    ],
+)
+def test_a_presence_check_quotes_what_it_found_and_names_what_is_absent(check: Any, evidence: str) -> None:
+    assert check_assertion(check, RUN).evidence == evidence
+
+
 def test_javascript_patterns_are_rewritten_where_python_spells_them_differently() -> None:
     pattern = js_pattern(r"(?<y>\d{4})-\k<y>[^]")
     assert re.search(pattern, "2026-2026\n") is not None

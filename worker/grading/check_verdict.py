@@ -25,3 +25,19 @@ def check_verdict(check: Check, passed: bool, evidence: str) -> AssertionVerdict
     return AssertionVerdict(
         text=check.text, passed=passed, evidence=evidence, check="deterministic", weight=check.weight
     )
+
+
+def presence_verdict(check: Check, wanted: bool, sought: str, found: str | None) -> AssertionVerdict:
+    """The verdict of a ``check`` that wants something ``sought`` present (``wanted``) or absent,
+    given a quote of the first one ``found`` (None: there is none).
+
+    ``sought`` is a noun phrase that reads after "a" and after "no" (``"match for /x/ in the final
+    reply"``). The evidence is the quote when it is present as wanted, ``no <sought>`` when it is
+    absent as wanted, and on a fail ``absent: `` and what is missing: ``a <sought>``, or
+    ``no <sought>, but found <quote>``.
+    """
+    if found is None:
+        return check_verdict(check, not wanted, f"absent: a {sought}" if wanted else f"no {sought}")
+    if wanted:
+        return check_verdict(check, True, found)
+    return check_verdict(check, False, f"absent: no {sought}, but found {found}")

@@ -34,7 +34,7 @@ from schemas.corpus import (
 )
 from schemas.trajectory import ToolCallEvent, Trajectory
 from schemas.verdict import AssertionVerdict
-from worker.grading.check_verdict import EVIDENCE_CHARS, Checker, check_verdict, cut
+from worker.grading.check_verdict import EVIDENCE_CHARS, Checker, check_verdict, cut, presence_verdict
 from worker.grading.http_checks import check_http_call, check_http_order
 from worker.grading.plugin_checks import PLUGIN_CHECKERS
 
@@ -71,14 +71,10 @@ def _quote(call: ToolCallEvent) -> str:
 
 
 def _check_tool_call(check: ToolCallCheck, trajectory: Trajectory) -> AssertionVerdict:
-    matching = [c for c in _calls(trajectory) if call_matches(c, check.matcher)]
-    if check.absent:
-        if matching:
-            return check_verdict(check, False, f"absent: no such call, but found {_quote(matching[0])}")
-        return check_verdict(check, True, f"none of {len(_calls(trajectory))} tool call(s) matches /{check.pattern}/")
-    if matching:
-        return check_verdict(check, True, _quote(matching[0]))
-    return check_verdict(check, False, f"absent: a tool call matching /{check.pattern}/")
+    calls = _calls(trajectory)
+    first = next((c for c in calls if call_matches(c, check.matcher)), None)
+    sought = f"tool call matching /{check.pattern}/ among the run's {len(calls)}"
+    return presence_verdict(check, not check.absent, sought, _quote(first) if first else None)
 
 
 def _check_call_order(check: CallOrderCheck, trajectory: Trajectory) -> AssertionVerdict:

@@ -27,7 +27,7 @@ from schemas.checks_plugin import (
 from schemas.mocks import MCP_PREFIX
 from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent, Trajectory
 from schemas.verdict import AssertionVerdict
-from worker.grading.check_verdict import EVIDENCE_CHARS, Checker, check_verdict, cut
+from worker.grading.check_verdict import EVIDENCE_CHARS, Checker, check_verdict, cut, presence_verdict
 
 _FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 
@@ -115,14 +115,9 @@ def check_text_match(check: TextMatchCheck, trajectory: Trajectory) -> Assertion
         if check.absent:
             return check_verdict(check, True, f"{where} does not exist among the files the run changed")
         return check_verdict(check, False, f"absent: {where} among the files the run changed")
-    found = compiled(check.pattern, check.flags).search(subject)
-    if check.absent:
-        if found:
-            return check_verdict(check, False, f"absent: no match, but {where} has {found.group(0)[:EVIDENCE_CHARS]!r}")
-        return check_verdict(check, True, f"no match for /{check.pattern}/ in {where}")
-    if found:
-        return check_verdict(check, True, f"{where}: {found.group(0)[:EVIDENCE_CHARS]}")
-    return check_verdict(check, False, f"absent: a match for /{check.pattern}/ in {where}")
+    match = compiled(check.pattern, check.flags).search(subject)
+    quote = f"{where}: {match.group(0)[:EVIDENCE_CHARS]}" if match else None
+    return presence_verdict(check, not check.absent, f"match for /{check.pattern}/ in {where}", quote)
 
 
 def check_tool_count(check: ToolCountCheck, trajectory: Trajectory) -> AssertionVerdict:
@@ -173,14 +168,8 @@ def glob_pattern(glob: str) -> re.Pattern[str]:
 
 def check_file_glob(check: FileGlobCheck, trajectory: Trajectory) -> AssertionVerdict:
     pattern = glob_pattern(check.glob.removeprefix("./"))
-    found = sorted(p for p in trajectory.final_files if pattern.match(p))
-    if check.exists:
-        if found:
-            return check_verdict(check, True, f"{found[0]} matches {check.glob}")
-        return check_verdict(check, False, f"absent: a file matching {check.glob} among the files the run changed")
-    if found:
-        return check_verdict(check, False, f"absent: no such file, but {found[0]} matches {check.glob}")
-    return check_verdict(check, True, f"no file the run changed matches {check.glob}")
+    found = min((p for p in trajectory.final_files if pattern.match(p)), default=None)
+    return presence_verdict(check, check.exists, f"file matching {check.glob} among the files the run changed", found)
 
 
 PLUGIN_CHECKERS: dict[str, Checker] = {
