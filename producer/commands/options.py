@@ -3,7 +3,7 @@
 A command names an option by its alias here (``repo: RepoOpt = "."``). The options both ``run``
 and ``grade`` take are one :class:`Shared` value: :func:`with_shared` adds them to a command's
 signature (where Typer reads its options) and hands them to it grouped, so a new shared option
-is one line here and one field there.
+is one alias here and one field of :class:`Shared`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_type_hints
 
 import typer
 from typer.models import ArgumentInfo, ParameterInfo
@@ -258,21 +258,21 @@ def check_arms(
 class Shared:
     """The options ``run`` and ``grade`` both take, as given on the command line."""
 
-    repo: str
-    config: Path | None
-    api_base: str | None
-    workers: int
-    worker_processes: int | None
-    broker: str | None
-    store: str | None
-    detach: bool
-    strict_evidence: bool
-    no_calibration: bool
-    no_preflight: bool
-    max_cost: float | None
-    max_tokens: int | None
-    fail_under: float | None
-    out_dir: Path
+    repo: RepoOpt = "."
+    config: ConfigOpt = None
+    api_base: ApiBaseOpt = None
+    workers: WorkersOpt = 8
+    worker_processes: WorkerProcessesOpt = None
+    broker: BrokerOpt = None
+    store: StoreOpt = None
+    detach: DetachOpt = False
+    strict_evidence: StrictEvidenceOpt = False
+    no_calibration: NoCalibrationOpt = False
+    no_preflight: NoPreflightOpt = False
+    max_cost: MaxCostOpt = None
+    max_tokens: MaxTokensOpt = None
+    fail_under: FailUnderOpt = None
+    out_dir: OutOpt = Path(DEFAULT_REPORT_DIR)
 
     def settings(self, **overrides: Any) -> Settings:
         """The command's settings: env (SKILL_EVAL_*) under the flags given."""
@@ -299,28 +299,14 @@ class Shared:
         return config.model_copy(update={"calls_in_flight": self.workers})
 
 
-def _shared(
-    repo: RepoOpt = ".",
-    config: ConfigOpt = None,
-    api_base: ApiBaseOpt = None,
-    workers: WorkersOpt = 8,
-    worker_processes: WorkerProcessesOpt = None,
-    broker: BrokerOpt = None,
-    store: StoreOpt = None,
-    detach: DetachOpt = False,
-    strict_evidence: StrictEvidenceOpt = False,
-    no_calibration: NoCalibrationOpt = False,
-    no_preflight: NoPreflightOpt = False,
-    max_cost: MaxCostOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    fail_under: FailUnderOpt = None,
-    out_dir: OutOpt = Path(DEFAULT_REPORT_DIR),
-) -> None:
-    """The declarations of :class:`Shared`'s options (Typer reads options from a signature)."""
+def _declared(cls: type) -> dict[str, inspect.Parameter]:
+    """A dataclass's fields as the parameters of a command's signature (Typer reads options from there)."""
+    hints = get_type_hints(cls, include_extras=True)
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return {f.name: inspect.Parameter(f.name, kind, default=f.default, annotation=hints[f.name]) for f in fields(cls)}
 
 
-_SHARED = inspect.signature(_shared, eval_str=True).parameters
-assert list(_SHARED) == [f.name for f in fields(Shared)], "Shared and its declarations list the same options"
+_SHARED = _declared(Shared)
 
 
 def with_shared(command: Callable[..., None]) -> Callable[..., None]:
