@@ -9,7 +9,7 @@ staging, running, cross-checking. Decisions per harness: ``docs/design/harnesses
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -84,6 +84,20 @@ class HarnessPlan:
     """HOME-relative path -> content, written before the run."""
     skill_ref: str = ""
     """The name the harness knows the skill by (``<plugin>:<skill>`` for a plugin)."""
+
+    @classmethod
+    def prompted(
+        cls,
+        request: HarnessRequest,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        home_files: Mapping[str, bytes],
+        skill_ref: str | None = None,
+    ) -> HarnessPlan:
+        """The plan of a harness told the case on stdin (:func:`case_prompt`), naming the skill by the
+        ref it knows it by (default: the skill's own name), so the prompt and the ref always agree."""
+        ref = skill_ref or request.skill
+        return cls(argv=tuple(argv), env=env, stdin=case_prompt(request, ref), home_files=home_files, skill_ref=ref)
 
 
 class Harness(Protocol):

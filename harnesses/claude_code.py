@@ -31,7 +31,6 @@ from harnesses.base import (
     HarnessPlan,
     HarnessRequest,
     bare_model,
-    case_prompt,
     mock_server,
 )
 from harnesses.endpoints import Protocol
@@ -122,13 +121,7 @@ class ClaudeCode(HarnessAdapter):
         else:
             skill_ref = request.skill
             home_files = stage_skills(request, ".claude/skills")
-        return HarnessPlan(
-            argv=tuple(argv),
-            env=env,
-            stdin=case_prompt(request, skill_ref),
-            home_files=home_files,
-            skill_ref=skill_ref,
-        )
+        return HarnessPlan.prompted(request, argv, env, home_files, skill_ref)
 
     def read_stream(self, lines: Iterable[str]) -> ParsedStream:
         return read_stream_json(lines)

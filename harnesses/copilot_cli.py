@@ -41,7 +41,7 @@ from typing import Any
 
 from harnesses.activations import named_skill, skill_md_reads
 from harnesses.adapter import HarnessAdapter, stage_skills
-from harnesses.base import FORWARDER_URL, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
+from harnesses.base import FORWARDER_URL, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model
 from harnesses.crosscheck import CheckedEvents, with_sent_outputs
 from harnesses.endpoints import Protocol
 from harnesses.model_record import ProxyRecord
@@ -97,12 +97,8 @@ class CopilotCli(HarnessAdapter):
             "COPILOT_AGENT_MODEL": model,
             **ENVIRONMENT,
         }
-        return HarnessPlan(
-            argv=(request.binary, "--model", model, *FLAGS),
-            env=env,
-            stdin=case_prompt(request, request.skill),
-            home_files=stage_skills(request, ".copilot/skills"),
-            skill_ref=request.skill,
+        return HarnessPlan.prompted(
+            request, (request.binary, "--model", model, *FLAGS), env, stage_skills(request, ".copilot/skills")
         )
 
     def prepare(self, found: Path, workspace: Path, inner_root: str, scratch: Path) -> tuple[Path, list[str]]:

@@ -49,7 +49,7 @@ from typing import Any
 
 from harnesses.activations import named_skill, skill_md_reads
 from harnesses.adapter import HarnessAdapter, stage_skills
-from harnesses.base import FORWARDER_URL, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
+from harnesses.base import FORWARDER_URL, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model
 from harnesses.crosscheck import CheckedEvents
 from harnesses.endpoints import Protocol
 from harnesses.gemini_stream import cross_check_by_content, read_gemini_stream
@@ -147,13 +147,7 @@ class GeminiCli(HarnessAdapter):
             "GEMINI_API_KEY": PLACEHOLDER_KEY,
             **ENVIRONMENT,
         }
-        return HarnessPlan(
-            argv=argv,
-            env=env,
-            stdin=case_prompt(request, request.skill),
-            home_files=home_files,
-            skill_ref=request.skill,
-        )
+        return HarnessPlan.prompted(request, argv, env, home_files)
 
     def prepare(self, found: Path, workspace: Path, inner_root: str, scratch: Path) -> tuple[Path, list[str]]:
         """The executable to seal (the host's node), and the bwrap arguments that bind the package

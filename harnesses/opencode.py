@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesses.adapter import HarnessAdapter, stage_skills
-from harnesses.base import FORWARDER_URL, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model, case_prompt
+from harnesses.base import FORWARDER_URL, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model
 from harnesses.endpoints import Protocol
 from harnesses.repo_hiding import HiddenFiles, hidden_file_binds
 from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects
@@ -129,13 +129,7 @@ class OpenCode(HarnessAdapter):
             "XDG_STATE_HOME": posixpath.join(request.home, ".local", "state"),
             **ENVIRONMENT,
         }
-        return HarnessPlan(
-            argv=argv,
-            env=env,
-            stdin=case_prompt(request, request.skill),
-            home_files=home_files,
-            skill_ref=request.skill,
-        )
+        return HarnessPlan.prompted(request, argv, env, home_files)
 
     def prepare(self, found: Path, workspace: Path, inner_root: str, scratch: Path) -> tuple[Path, list[str]]:
         """The binary as it is, and the subfolders' instruction files its ``read`` tool would
