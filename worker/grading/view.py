@@ -106,9 +106,10 @@ class _Block:
 
 @dataclass(frozen=True)
 class Elisions:
-    """What the caps cut from a view: characters in all, and how many blocks of each kind lost some."""
+    """What the caps cut from a view: characters, and how many blocks of each kind lost some."""
 
     chars: int = 0
+    """Characters removed in all (call arguments, results, messages)."""
     results: int = 0
     """Tool results and recorded HTTP calls cut."""
     messages: int = 0
