@@ -23,7 +23,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.status import SandboxMode
 from schemas.trajectory import (
     AssistantEvent,
     EndReason,
@@ -181,24 +180,14 @@ def read_stream_json(lines: Iterable[str]) -> ParsedStream:
     return parser.out
 
 
-def parse_stream_json(
-    lines: Iterable[str],
-    *,
-    skill: str,
-    case_id: int,
-    model: str,
-    sandbox: SandboxMode = SandboxMode.BWRAP,
-    shard_id: str = "",
-) -> Trajectory:
-    """Parse stream-json lines straight into a :class:`Trajectory` (junk lines skipped)."""
+def parse_stream_json(lines: Iterable[str], *, skill: str, case_id: int, model: str) -> Trajectory:
+    """Parse a recorded stream-json log into a :class:`Trajectory` of no shard yet (junk lines skipped)."""
     parsed = read_stream_json(lines)
     return Trajectory(
-        shard_id=shard_id,
         skill=skill,
         case_id=case_id,
         model=model,
         events=parsed.events,
         end_reason=parsed.end_reason,
-        sandbox=sandbox,
         usage=parsed.usage,
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from schemas.adaptive import AdaptivePlan
 from schemas.base import FrozenModel
@@ -61,8 +61,9 @@ def shard_id_for(
 class Shard(FrozenModel):
     """One (variant, skill, case, model, epoch) of a run."""
 
-    shard_id: str
-    """Deterministic id, see :func:`shard_id_for`."""
+    shard_id: str = ""
+    """Deterministic id, see :func:`shard_id_for`: derived from the fields below when not given, and a
+    given one that is not theirs is refused (a redelivery must land on the same id, whoever wrote it)."""
     run_id: str
     """The run this shard belongs to."""
     variant: str
@@ -79,20 +80,24 @@ class Shard(FrozenModel):
     """The executor this shard runs under in a sweep over several (an ``--executor`` value); None:
     the run's one executor (``RunSettings.executor``)."""
 
+    @model_validator(mode="after")
+    def _id_of_fields(self) -> Shard:
+        derived = shard_id_for(
+            self.run_id, self.variant, self.skill, self.case_id, self.model, self.epoch, self.harness
+        )
+        if not self.shard_id:
+            object.__setattr__(self, "shard_id", derived)  # the model is frozen; this is its construction
+        elif self.shard_id != derived:
+            raise ValueError(f"shard id {self.shard_id!r} is not the id of its fields ({derived!r})")
+        return self
+
     @classmethod
     def planned(
         cls, run_id: str, variant: str, skill: str, case_id: int, model: str, epoch: int, harness: str | None = None
     ) -> Shard:
-        """The shard of these fields, its id derived from them (:func:`shard_id_for`)."""
+        """The shard of these fields, its id derived from them."""
         return cls(
-            shard_id=shard_id_for(run_id, variant, skill, case_id, model, epoch, harness),
-            run_id=run_id,
-            variant=variant,
-            skill=skill,
-            case_id=case_id,
-            model=model,
-            epoch=epoch,
-            harness=harness,
+            run_id=run_id, variant=variant, skill=skill, case_id=case_id, model=model, epoch=epoch, harness=harness
         )
 
     @property

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -121,6 +121,16 @@ class Usage(BaseModel):
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+class TrajectoryName(TypedDict):
+    """The fields that say whose a trajectory is, as an executor fills them from what it knows of
+    the shard (unpacked into :class:`Trajectory`): every executor names its trajectory alike."""
+
+    shard_id: str
+    skill: str
+    case_id: int
+    model: str
 
 
 class Trajectory(BaseModel):

@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+import pytest
+from pydantic import ValidationError
+
 from producer.corpus.repo import Repo, bundle_key
 from producer.plan.planning import new_run_id, plan_run
-from schemas.shard import CURRENT, baseline_variant, shard_id_for
+from schemas.shard import CURRENT, Shard, baseline_variant, shard_id_for
 from tests.conftest import EXAMPLE_REPO
 
 
@@ -24,6 +27,16 @@ def test_shard_ids_are_deterministic_and_differ_in_every_field() -> None:
         shard_id_for("r", CURRENT, "s", 1, "m", 1),
     }
     assert len(variants) == 7
+
+
+def test_a_shard_is_named_by_its_fields_and_refuses_an_id_that_is_not_theirs() -> None:
+    shard = Shard.planned("r", CURRENT, "s", 1, "m", 0, "codex")
+    assert shard.shard_id == shard_id_for("r", CURRENT, "s", 1, "m", 0, "codex")
+    stored = shard.model_dump_json()
+    assert Shard.model_validate_json(stored) == shard
+    forged = stored.replace(shard.shard_id, shard_id_for("r", CURRENT, "s", 2, "m", 0, "codex"))
+    with pytest.raises(ValidationError, match="is not the id of its fields"):
+        Shard.model_validate_json(forged)
 
 
 def test_replanning_the_same_run_gives_the_same_shards() -> None:

@@ -255,10 +255,7 @@ def run_agent(
         loop = _Loop(client, model, box, case_budget(budget or AgentBudget(), case), case_tools(case), case.history)
         end_reason = loop.run(prompt.text)
     return Trajectory(
-        shard_id=inputs.shard_id,
-        skill=inputs.skill,
-        case_id=case.id,
-        model=model,
+        **inputs.named(model),
         events=loop.events,
         end_reason=end_reason,
         sandbox=sandbox.mode,

@@ -102,10 +102,7 @@ def run_external(
         if isinstance(event.arguments.get(key), str)
     ]
     return Trajectory(
-        shard_id=inputs.shard_id,
-        skill=inputs.skill,
-        case_id=inputs.case.id,
-        model=executor.label,
+        **inputs.named(executor.label),
         events=parsed.events,
         end_reason=end_reason,
         sandbox=sandbox.mode,

@@ -49,7 +49,7 @@ from schemas.http_mocks import HttpCall
 from schemas.manifest import AgentBudget
 from schemas.model_config import ModelLimits
 from schemas.status import SandboxMode
-from schemas.trajectory import EndReason, Trajectory, Usage
+from schemas.trajectory import EndReason, Trajectory, TrajectoryName, Usage
 from worker.executor.allowed import not_offered
 from worker.executor.external import EXTERNAL_OUTPUT_CHARS
 from worker.executor.final_files import collect_final_files
@@ -87,6 +87,10 @@ class HarnessShard:
     shard_id: str = ""
     triggers: bool = False
     """A trigger shard: every skill of the repo staged, and which of them fired recorded."""
+
+    def named(self) -> TrajectoryName:
+        """The name of this shard's trajectory, as the other executors' is :meth:`ExecutorInputs.named`."""
+        return TrajectoryName(shard_id=self.shard_id, skill=self.skill, case_id=self.case.id, model=self.model)
 
 
 def harness_limits(limits: SandboxLimits, *, wall_clock_s: float) -> SandboxLimits:
@@ -364,10 +368,7 @@ def _trajectory(
     harness, record = shard.harness, ran.record
     skills = installed(sandbox.workspace) if shard.triggers else None
     return Trajectory(
-        shard_id=shard.shard_id,
-        skill=shard.skill,
-        case_id=shard.case.id,
-        model=shard.model,
+        **shard.named(),
         executor=harness.name,
         events=checked.events,
         end_reason=end_reason,

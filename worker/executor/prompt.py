@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from prompts import load_template
 from schemas.corpus import EvalCase
+from schemas.trajectory import TrajectoryName
 
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
@@ -38,6 +39,10 @@ class ExecutorInputs:
     case: EvalCase
     shard_id: str = ""
     """The shard the trajectory is recorded for ("" outside a run: a canary, a test)."""
+
+    def named(self, model: str) -> TrajectoryName:
+        """The name of this shard's trajectory; ``model`` is what ran it (a model, a command's label)."""
+        return TrajectoryName(shard_id=self.shard_id, skill=self.skill, case_id=self.case.id, model=model)
 
 
 @dataclass(frozen=True)

@@ -177,10 +177,7 @@ def run_trigger_agent(
     begun = time.monotonic()
     end_reason = loop.run(inputs.case.prompt)
     return Trajectory(
-        shard_id=inputs.shard_id,
-        skill=inputs.skill,
-        case_id=inputs.case.id,
-        model=model,
+        **inputs.named(model),
         events=loop.events,
         end_reason=end_reason,
         sandbox=sandbox.mode,

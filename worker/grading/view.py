@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from schemas.constants import BLOCK_CAP_CHARS, TRANSCRIPT_CAP_CHARS
 from schemas.http_mocks import HttpCall
@@ -105,20 +105,38 @@ class _Block:
 
 
 @dataclass(frozen=True)
+class Elisions:
+    """What the caps cut from a view: characters, and how many blocks of each kind lost some."""
+
+    chars: int = 0
+    """Characters removed in all (call arguments, results, messages)."""
+    results: int = 0
+    """Tool results and recorded HTTP calls cut."""
+    messages: int = 0
+    """Assistant messages cut."""
+    arguments: int = 0
+    """Long non-command call arguments cut."""
+
+    def summary(self, calls: int) -> str:
+        """The view's first line, saying what was cut and that none of its ``calls`` tool calls was."""
+        return (
+            f"(transcript caps: {self.chars} characters elided from {self.results} tool result(s), "
+            f"{self.messages} assistant message(s) and {self.arguments} call argument(s); "
+            f"0 of {calls} tool call(s) removed, no command shortened)"
+        )
+
+
+@dataclass(frozen=True)
 class JudgeView:
     """A prepared trajectory: the text the judge reads and what the caps did."""
 
     text: str
     evidence_blocks: tuple[str, ...]
     """The tool call and tool result blocks of ``text``: the only places evidence may quote."""
-    elided_chars: int = 0
-    elided_results: int = 0
-    elided_messages: int = 0
-    elided_arguments: int = 0
+    elided: Elisions = Elisions()
     calls: int = 0
     over_cap: bool = False
     """The tool calls alone exceed the whole cap: nothing was sent; grade it as behaviour."""
-    notes: list[str] = field(default_factory=list)
 
 
 def _call_block(event: ToolCallEvent) -> tuple[_Block, int, int]:
@@ -194,26 +212,17 @@ def judge_view(trajectory: Trajectory, *, cap: int = TRANSCRIPT_CAP_CHARS) -> Ju
                 b.body, gone = cut(b.body, allowance, b.what)
                 b.body = safe_text(b.body)
                 b.cut_chars += gone
-    cut_results = sum(1 for b in free if b.cut_chars and b.kind in ("tool_result", "http_call"))
-    cut_messages = sum(1 for b in free if b.cut_chars and b.kind == "assistant")
-    total = arg_chars + sum(b.cut_chars for b in free)
+    elided = Elisions(
+        chars=arg_chars + sum(b.cut_chars for b in free),
+        results=sum(1 for b in free if b.cut_chars and b.kind in ("tool_result", "http_call")),
+        messages=sum(1 for b in free if b.cut_chars and b.kind == "assistant"),
+        arguments=cut_args,
+    )
     lines = [neutralise_fences(b.text()) for b in blocks]
     evidence = tuple(
         line for b, line in zip(blocks, lines, strict=True) if b.kind in ("tool_call", "tool_result", "http_call")
     )
-    if total:
-        lines.insert(
-            0,
-            f"(transcript caps: {total} characters elided from {cut_results} tool result(s), "
-            f"{cut_messages} assistant message(s) and {cut_args} call argument(s); "
-            f"0 of {calls} tool call(s) removed, no command shortened)",
-        )
-    return JudgeView(
-        text="\n".join(lines) + ("\n" if lines else ""),
-        evidence_blocks=evidence,
-        elided_chars=total,
-        elided_results=cut_results,
-        elided_messages=cut_messages,
-        elided_arguments=cut_args,
-        calls=calls,
-    )
+    if elided.chars:
+        lines.insert(0, elided.summary(calls))
+    text = "\n".join(lines) + ("\n" if lines else "")
+    return JudgeView(text=text, evidence_blocks=evidence, elided=elided, calls=calls)
