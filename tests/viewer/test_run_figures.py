@@ -17,6 +17,7 @@ from engine.store import open_store
 from producer.plan.planning import plan_run
 from reducer.adaptive import Gate, next_round
 from reducer.trigger_compare import run_report
+from reducer.triggers import TriggerRun, trigger_report
 from schemas.adaptive import adaptive_plan
 from schemas.errors import StoreError
 from schemas.shard import CURRENT
@@ -138,6 +139,23 @@ def test_a_sweeps_rows_each_carry_their_own_figures_gate_and_look() -> None:
     ]
 
 
+def test_a_rows_gate_verdict_is_its_own_whatever_another_rows_name_spells() -> None:
+    """A row named so that another row's failure line begins like its own (``m): recall``) leaves
+    row ``m`` passing, in a new record and in one stored before rows kept their failures."""
+    sly = "m): recall 0/2 (0.0%) is below 50%"
+    runs = [TriggerRun("pdf", model, 1, "q", True, ("pdf",) if model == "m" else ()) for model in ("m", sly)]
+    runs += [TriggerRun("pdf", model, 2, "n", False, ()) for model in ("m", sly)]
+    report = trigger_report(runs, TriggerSettings(min_recall=0.5))
+    assert report.failures == [f"pdf ({sly}): recall 0/1 (0.0%) is below 50%"]
+    assert report.failures[0].startswith("pdf (m): ")  # what the line's text alone would give to row m
+    new = report.model_dump(mode="json")
+    old = {**new, "figures": [{k: v for k, v in f.items() if k != "failed"} for f in new["figures"]]}
+    for triggers in (new, old):
+        honest, failing = trigger_view({"skills": [], "triggers": triggers}, RUN)["rows"]  # type: ignore[index]
+        assert honest["gate"]["verdict"] == "PASS" and honest["gate"]["reasons"] == []
+        assert failing["gate"] == {"verdict": "FAIL", "reasons": report.failures, "gates": "--min-recall 0.5"}
+
+
 def test_a_damaged_record_is_named_not_shown_blank() -> None:
     with pytest.raises(StoreError, match=r"result\.json field 'triggers' cannot be read as TriggerReport"):
         trigger_view({"triggers": {"figures": [{"skill": 1}]}}, RUN)
@@ -152,7 +170,9 @@ def test_hostile_queries_rows_and_reasons_are_text_on_the_page(feature_runs: Fea
     run = feature_runs.trigger_run
     result = stored(feature_runs, run, store)
     result["triggers"]["figures"][0]["model"] = HOSTILE_ROW
-    result["triggers"]["failures"] = [f"pdf-tools ({HOSTILE_ROW}): recall <script>window.pwnedReason=1</script>"]
+    forged = {"gate": "--min-recall", "reason": "recall <script>window.pwnedReason=1</script>"}
+    result["triggers"]["figures"][0]["failed"] = [forged]
+    result["triggers"]["failures"] = [f"pdf-tools ({HOSTILE_ROW}): {forged['reason']}"]
     (store / "runs" / run / "result.json").write_text(json.dumps(result))
     adaptive = feature_runs.adaptive_run
     doc = stored(feature_runs, adaptive, store)
