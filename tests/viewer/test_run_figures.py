@@ -16,10 +16,12 @@ from starlette.testclient import TestClient
 from engine.store import open_store
 from producer.plan.planning import plan_run
 from reducer.adaptive import Gate, next_round
+from reducer.render_sweep import is_sweep
 from reducer.trigger_compare import run_report
 from reducer.triggers import TriggerRun, trigger_report
 from schemas.adaptive import adaptive_plan
 from schemas.errors import StoreError
+from schemas.report import RunResult
 from schemas.shard import CURRENT
 from schemas.triggers import TriggerSettings
 from tests.test_harness_e2e import CODEX_MODEL
@@ -154,6 +156,26 @@ def test_a_rows_gate_verdict_is_its_own_whatever_another_rows_name_spells() -> N
         honest, failing = trigger_view({"skills": [], "triggers": triggers}, RUN)["rows"]  # type: ignore[index]
         assert honest["gate"]["verdict"] == "PASS" and honest["gate"]["reasons"] == []
         assert failing["gate"] == {"verdict": "FAIL", "reasons": report.failures, "gates": "--min-recall 0.5"}
+
+
+def test_a_sweep_stored_before_results_named_their_harnesses_still_shows_harness_model_rows(
+    feature_runs: FeatureRuns, tmp_path: Path
+) -> None:
+    store = Path(feature_runs.viewed().store_copy(tmp_path / "store"))
+    run = feature_runs.sweep_trigger_run
+    result = stored(feature_runs, run, store)
+    assert result.pop("harnesses") == ["codex", "agent"]
+    for f in result["triggers"]["figures"]:
+        del f["failed"]
+    (store / "runs" / run / "result.json").write_text(json.dumps(result))
+    c = client(store)
+    assert "<th>harness × model</th><th>epoch</th>" in c.get(f"/runs/{run}").text
+    codex, agent = c.get(f"/api/runs/{run}/triggers").json()["rows"]
+    assert (codex["gate"]["verdict"], agent["gate"]["verdict"]) == ("FAIL", "PASS")
+    # The reports read it back the same way: the harnesses named from the figures kept per harness.
+    old = RunResult.model_validate(result)
+    assert old.harnesses == ["codex", "agent"] and is_sweep(old)
+    assert [f.failure_lines for f in old.triggers.figures] == [result["triggers"]["failures"], []]  # type: ignore[union-attr]
 
 
 def test_a_damaged_record_is_named_not_shown_blank() -> None:
