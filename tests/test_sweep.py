@@ -297,6 +297,21 @@ def test_a_result_stored_before_it_named_its_harnesses_still_reports_harness_mod
     assert RunResult.model_validate(alone).harnesses == []
 
 
+def test_a_streamed_sweeps_shard_list_names_each_shard_by_its_harness_model_row(tmp_path: Path) -> None:
+    """The viewer's rows of a run reduced from its segments are the figures' rows, so the model
+    filter (the plan's rows) finds them and a shard's fellows are its own harness's."""
+    from engine.segments import encode_segment, segment_key
+    from engine.store import open_store
+    from viewer.rows import rows_from_segments
+
+    plan = plan_run(RUN, [bundle("s", (1, 1))], [GPT], harnesses=pair_harnesses(["codex", "agent"], [GPT]))
+    store = open_store(str(tmp_path / "store"))
+    lines = [outcome_line_of(graded(s, [True])).model_dump_json().encode() for s in plan.shards]
+    store.put(segment_key(RUN, "0001"), encode_segment(lines))
+    rows = {r.shard_id: r.model for r in rows_from_segments(store, RUN)}
+    assert rows == {s.shard_id: s.row for s in plan.shards} and set(rows.values()) == set(plan.rows)
+
+
 def test_the_viewer_keeps_a_sweeps_harness_matrix_and_the_page_escapes_what_the_repo_wrote() -> None:
     from viewer.app import harness_matrix
     from viewer.data import slim_result
