@@ -31,11 +31,8 @@ def _cell(text: str) -> str:
 
 
 def is_sweep(result: RunResult) -> bool:
-    """Whether the run swept several harnesses: its assertions carry a rate per harness, or, in a
-    trigger run (no assertion), its figures were measured under more than one harness."""
-    if result.triggers is not None and len({f.executor for f in result.triggers.figures}) > 1:
-        return True
-    return bool(result.harness_comparisons) or any(a.by_harness for s in result.skills for a in s.assertions)
+    """Whether the run swept several harnesses (its rows are harness × model pairs)."""
+    return bool(result.harnesses)
 
 
 def sweep_section(result: RunResult, current: SkillResult) -> list[str]:

@@ -90,7 +90,7 @@ def trigger_section(report: TriggerReport, skill: str) -> list[str]:
                 f"- {_md(k)}: {v} run(s)" + (" (no skill activated)" if k == NO_ACTIVATION else "")
                 for k, v in f.confusion.items()
             ]
-    lines += [f"- gate failed: {_md(reason)}" for reason in report.failures if reason.startswith(skill + " (")]
+    lines += [f"- gate failed: {_md(line)}" for f in report.figures if f.skill == skill for line in f.failure_lines]
     changes = change_lines(report, skill)
     if changes:
         lines += ["", "### Against the earlier description (paired per query)", "", *(f"- {_md(c)}" for c in changes)]
@@ -150,13 +150,10 @@ def _junit_query(skill: str, q: QueryRate) -> tuple[str, bool]:
 def _junit_gates(report: TriggerReport, f: TriggerFigures) -> list[str]:
     """One testcase per trigger gate set: a failure carrying the reason when the gate failed."""
     cases = []
-    for flag, value, key in (
-        ("--min-recall", report.min_recall, "recall"),
-        ("--max-false-trigger", report.max_false_trigger, "false-trigger rate"),
-    ):
+    for flag, value in (("--min-recall", report.min_recall), ("--max-false-trigger", report.max_false_trigger)):
         if value is None:
             continue
-        reasons = [r for r in report.failures if r.startswith(f"{f.skill} ({f.model}): {key}")]
+        reasons = [f.failure_line(g) for g in f.failed if g.gate == flag]
         name = quoteattr(_xml(f"gate {flag} {value:g}"))
         inner = f"<failure message={quoteattr(_xml(reasons[0]))}/>" if reasons else ""
         cases.append(f"<testcase classname={quoteattr(f.skill)} name={name}>{inner}</testcase>")

@@ -344,6 +344,7 @@ class StreamReducer:
             threshold_source=source,
             plugin_threshold=plugin_threshold,
             adaptive=plan.adaptive,
+            harnesses=list(plan.harnesses),
         )
 
     def _compared(

@@ -18,12 +18,16 @@ from reducer.stats import wilson
 from schemas.shard import CURRENT, RunPlan
 from schemas.triggers import (
     NO_ACTIVATION,
+    GateFailure,
     Proportion,
     QueryRate,
     TriggerFigures,
     TriggerReport,
     TriggerSettings,
 )
+
+NOT_MEASURED = "{} not measured (no {} query ran to an end)"
+"""Why a gated figure fails when nothing measured it."""
 
 
 @dataclass(frozen=True)
@@ -121,31 +125,37 @@ def routing_matrix(runs: Iterable[TriggerRun]) -> dict[str, dict[str, int]]:
     return {skill: dict(sorted(row.items())) for skill, row in sorted(matrix.items())}
 
 
-def gate_failures(
+def gate_failures(f: TriggerFigures, settings: TriggerSettings) -> list[GateFailure]:
+    """The gates one row misses: ``--min-recall`` (recall below it, or no positive measured) and
+    ``--max-false-trigger`` (the false-trigger rate above it, or no negative measured)."""
+    fails = []
+    if settings.min_recall is not None:
+        if f.recall.rate is None:
+            fails.append(GateFailure(gate="--min-recall", reason=NOT_MEASURED.format("recall", "positive")))
+        elif f.recall.rate < settings.min_recall:
+            reason = f"recall {_headline(f.recall)} is below {settings.min_recall:.0%}"
+            fails.append(GateFailure(gate="--min-recall", reason=reason))
+    if settings.max_false_trigger is not None:
+        if f.false_trigger.rate is None:
+            reason = NOT_MEASURED.format("false-trigger rate", "negative")
+            fails.append(GateFailure(gate="--max-false-trigger", reason=reason))
+        elif f.false_trigger.rate > settings.max_false_trigger:
+            reason = f"false-trigger rate {_headline(f.false_trigger)} is above {settings.max_false_trigger:.0%}"
+            fails.append(GateFailure(gate="--max-false-trigger", reason=reason))
+    return fails
+
+
+def gated(
     figures: Sequence[TriggerFigures], settings: TriggerSettings, inconclusive: Collection[str] = ()
-) -> list[str]:
-    """One line per skill and model (a sweep's row) that misses ``--min-recall`` or exceeds ``--max-false-trigger``.
+) -> list[TriggerFigures]:
+    """Each skill and model (a sweep's row) with the gates it missed.
 
     A skill whose shards mostly did not end (INCONCLUSIVE, which WARNs) is not gated: its figures
     measured the infra, as an inconclusive corpus's pass rate is not held to ``--fail-under``.
     """
-    fails = []
-    for f in (f for f in figures if f.skill not in inconclusive):
-        where = f"{f.skill} ({f.model})"
-        if settings.min_recall is not None:
-            if f.recall.rate is None:
-                fails.append(f"{where}: recall not measured (no positive query ran to an end)")
-            elif f.recall.rate < settings.min_recall:
-                fails.append(f"{where}: recall {_headline(f.recall)} is below {settings.min_recall:.0%}")
-        if settings.max_false_trigger is not None:
-            if f.false_trigger.rate is None:
-                fails.append(f"{where}: false-trigger rate not measured (no negative query ran to an end)")
-            elif f.false_trigger.rate > settings.max_false_trigger:
-                fails.append(
-                    f"{where}: false-trigger rate {_headline(f.false_trigger)} is above "
-                    f"{settings.max_false_trigger:.0%}"
-                )
-    return fails
+    return [
+        f if f.skill in inconclusive else f.model_copy(update={"failed": gate_failures(f, settings)}) for f in figures
+    ]
 
 
 def _headline(p: Proportion) -> str:
@@ -160,16 +170,18 @@ def trigger_report(
     groups: dict[tuple[str, str], list[TriggerRun]] = defaultdict(list)
     for r in runs:
         groups[(r.skill, r.model)].append(r)
-    figures = [
-        skill_figures(skill, model, group, group[0].harness or executor) for (skill, model), group in groups.items()
-    ]
+    figures = gated(
+        [skill_figures(skill, model, group, group[0].harness or executor) for (skill, model), group in groups.items()],
+        settings,
+        inconclusive,
+    )
     return TriggerReport(
         turns=settings.turns,
         figures=figures,
         routing=routing_matrix(runs),
         min_recall=settings.min_recall,
         max_false_trigger=settings.max_false_trigger,
-        failures=gate_failures(figures, settings, inconclusive),
+        failures=[line for f in figures for line in f.failure_lines],
     )
 
 

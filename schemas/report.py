@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas.adaptive import AdaptivePlan
 from schemas.comparison import AssertionQuality, PairedComparison
@@ -309,3 +309,24 @@ class RunResult(BaseModel):
     human_agreement: list[Agreement] = Field(default_factory=list)
     """Each judge against people's labels of its verdicts (``skill-eval label``, the viewer): overall, then
     per assertion; empty while nobody labelled."""
+    harnesses: list[str] = Field(default_factory=list)
+    """A sweep over several harnesses: its harnesses in the order given, every row of its figures a
+    harness × model pair; empty: one executor ran every model."""
+
+    @model_validator(mode="after")
+    def _harnesses_of_a_stored_result(self) -> RunResult:
+        """A result stored before it named its harnesses: named from the figures kept per harness."""
+        if "harnesses" not in self.model_fields_set:
+            self.harnesses = self._swept_harnesses()
+        return self
+
+    def _swept_harnesses(self) -> list[str]:
+        """The harnesses a sweep's figures were kept per, in the order given: the harnesses paired
+        (each two in that order), then those of the harness × assertion matrix, then a trigger
+        run's executors when its figures were measured under more than one."""
+        named = [h for c in self.harness_comparisons for h in (c.baseline, c.harness or "")]
+        named += [h for s in self.skills for a in s.assertions for h in a.by_harness]
+        executors = dict.fromkeys(f.executor for f in self.triggers.figures) if self.triggers else {}
+        if len(executors) > 1:
+            named += executors
+        return [h for h in dict.fromkeys(named) if h]

@@ -8,9 +8,9 @@ rules and their ``BLOCKED_BAD_CORPUS`` messages.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from schemas.base import FrozenModel
 
@@ -85,6 +85,18 @@ class QueryRate(FrozenModel):
     """Skill that fired first instead of the one under test (or ``(none)``) -> epochs."""
 
 
+TriggerGate = Literal["--min-recall", "--max-false-trigger"]
+"""A trigger gate, by its flag."""
+
+
+class GateFailure(FrozenModel):
+    """A trigger gate one skill's row missed."""
+
+    gate: TriggerGate
+    reason: str
+    """Why, in words: ``recall 1/4 (25.0%) is below 80%``, or that the figure was not measured."""
+
+
 class TriggerFigures(FrozenModel):
     """One skill under one executor model (or harness × model pair): recall, false triggers, precision, F1."""
 
@@ -109,6 +121,18 @@ class TriggerFigures(FrozenModel):
     """Missed positive runs by what fired first instead: a skill's name, or ``(none)``."""
     not_ended: int = 0
     """Shards that did not end with a record of what fired (infra failures, blocked)."""
+    failed: list[GateFailure] = Field(default_factory=list)
+    """The gates this row missed (empty: it met every gate set, none was set, or its skill was
+    INCONCLUSIVE and not gated)."""
+
+    def failure_line(self, failure: GateFailure) -> str:
+        """A gate missed as the reports list it: ``<skill> (<row>): <reason>``."""
+        return f"{self.skill} ({self.model}): {failure.reason}"
+
+    @property
+    def failure_lines(self) -> list[str]:
+        """Every gate missed, one line each."""
+        return [self.failure_line(g) for g in self.failed]
 
 
 class PairedChange(FrozenModel):
@@ -148,6 +172,34 @@ class TriggerReport(FrozenModel):
     min_recall: float | None = None
     max_false_trigger: float | None = None
     failures: list[str] = Field(default_factory=list)
-    """Gate failures, one line each (empty: nothing gated failed)."""
+    """Every row's gate failures, one line each (:attr:`TriggerFigures.failure_lines`; empty:
+    nothing gated failed)."""
     changes: list[TriggerChange] = Field(default_factory=list)
     """``--compare REF``: per skill, the paired change of recall and false-trigger rate."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rows_failed(cls, data: Any) -> Any:
+        """A report stored before each row kept its own failures: its lines given back to their rows."""
+        if not isinstance(data, dict) or not data.get("failures"):
+            return data
+        figures = data.get("figures") or []
+        if not all(isinstance(f, dict) and "failed" not in f for f in figures):
+            return data
+        return {**data, "figures": [{**f, "failed": _failed_of(f, data["failures"])} for f in figures]}
+
+
+def _failed_of(figure: dict[str, Any], lines: list[str]) -> list[dict[str, str]]:
+    """One row's gate failures among a stored report's lines (``<skill> (<row>): <reason>``).
+
+    A line is split at its last ``"): "``: no reason holds one, so what comes before names exactly
+    one row, however its model is spelled (a row named ``m): recall`` never takes row ``m``'s lines).
+    """
+    name = f"{figure.get('skill')} ({figure.get('model')}"
+    out = []
+    for line in lines:
+        head, sep, reason = str(line).rpartition("): ")
+        if sep and head == name:
+            gate = "--min-recall" if reason.startswith("recall") else "--max-false-trigger"
+            out.append({"gate": gate, "reason": reason})
+    return out

@@ -279,6 +279,39 @@ def test_one_harness_refuses_a_model_it_cannot_speak_by_name(tmp_path: Path) -> 
     assert "--executor gemini-cli cannot run --model openai/gpt-5" in " ".join(output.split())
 
 
+def test_a_result_stored_before_it_named_its_harnesses_still_reports_harness_model_rows() -> None:
+    from schemas.report import RunResult
+
+    passes = {(h, c): [True, h != "codex"] for h in ("claude-code", "codex", "agent") for c in (1, 2)}
+    plan, outcomes = _sweep_outcomes(passes)
+    result = reduce_run(plan, outcomes)  # type: ignore[arg-type]
+    assert result.harnesses == list(plan.harnesses) == ["claude-code", "codex", "agent"]
+    doc = result.model_dump(mode="json")
+    del doc["harnesses"]
+    old = RunResult.model_validate_json(json.dumps(doc))
+    assert old.harnesses == result.harnesses
+    assert "| harness × model | behavioural |" in render_markdown(old, "s", {})
+    single = plan_run(RUN, [bundle("s", (2, 2))], [GPT, CLAUDE])
+    alone = reduce_run(single, {s.shard_id: graded(s, [True, False]) for s in single.shards}).model_dump(mode="json")
+    del alone["harnesses"]
+    assert RunResult.model_validate(alone).harnesses == []
+
+
+def test_a_streamed_sweeps_shard_list_names_each_shard_by_its_harness_model_row(tmp_path: Path) -> None:
+    """The viewer's rows of a run reduced from its segments are the figures' rows, so the model
+    filter (the plan's rows) finds them and a shard's fellows are its own harness's."""
+    from engine.segments import encode_segment, segment_key
+    from engine.store import open_store
+    from viewer.rows import rows_from_segments
+
+    plan = plan_run(RUN, [bundle("s", (1, 1))], [GPT], harnesses=pair_harnesses(["codex", "agent"], [GPT]))
+    store = open_store(str(tmp_path / "store"))
+    lines = [outcome_line_of(graded(s, [True])).model_dump_json().encode() for s in plan.shards]
+    store.put(segment_key(RUN, "0001"), encode_segment(lines))
+    rows = {r.shard_id: r.model for r in rows_from_segments(store, RUN)}
+    assert rows == {s.shard_id: s.row for s in plan.shards} and set(rows.values()) == set(plan.rows)
+
+
 def test_the_viewer_keeps_a_sweeps_harness_matrix_and_the_page_escapes_what_the_repo_wrote() -> None:
     from viewer.app import harness_matrix
     from viewer.data import slim_result

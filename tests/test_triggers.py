@@ -15,7 +15,7 @@ from producer.commands.trigger_cli import trigger_settings
 from producer.corpus.trigger_validation import validate_triggers
 from reducer.render_triggers import change_text, junit_suites, routing_section, trigger_html, trigger_section
 from reducer.trigger_compare import trigger_change
-from reducer.triggers import TriggerRun, f1_score, gate_failures, proportion, trigger_report
+from reducer.triggers import TriggerRun, f1_score, gated, proportion, trigger_report
 from schemas.errors import BadCorpus, ConfigError
 from schemas.trajectory import ToolCallEvent
 from schemas.triggers import NO_ACTIVATION, TriggerSettings
@@ -128,9 +128,10 @@ def test_wilson_interval_and_f1_edges() -> None:
 
 def test_gates_fail_with_the_reason_and_only_past_their_thresholds() -> None:
     figures = trigger_report(RUNS, TriggerSettings()).figures
-    assert gate_failures(figures, TriggerSettings(min_recall=0.6, max_false_trigger=0.25)) == []
-    fails = gate_failures(figures, TriggerSettings(min_recall=0.7, max_false_trigger=0.2))
-    assert fails == [
+    assert [f.failed for f in gated(figures, TriggerSettings(min_recall=0.6, max_false_trigger=0.25))] == [[]]
+    [row] = gated(figures, TriggerSettings(min_recall=0.7, max_false_trigger=0.2))
+    assert [g.gate for g in row.failed] == ["--min-recall", "--max-false-trigger"]
+    assert row.failure_lines == [
         "a (m): recall 3/5 (60.0%) is below 70%",
         "a (m): false-trigger rate 1/4 (25.0%) is above 20%",
     ]

@@ -210,6 +210,7 @@ class Viewer:
         run_id = request.path_params["run_id"]
         try:
             overview = self.data.overview(run_id)
+            plan = self.data.run(run_id).outline.manifest.plan
             query = _query(request)
             shards = self.data.shards(run_id, query)
             agreement = self.agreement(run_id)
@@ -226,7 +227,9 @@ class Viewer:
             adaptive=adaptive_view(overview["result"], run_id),
             heat=heat_map(overview["result"]),
             sweep=harness_matrix(overview["result"]),
-            pairs=rows_are_pairs(overview["result"]),
+            # The plan names a sweep's harnesses (the result copies them): known while the run
+            # goes, and for a result stored before it named them.
+            pairs=bool(plan.harnesses),
             run=overview,
             shards=shards,
             query=query,
@@ -319,17 +322,6 @@ def heat_map(result: dict[str, Any] | None) -> dict[str, Any]:
             cells.append({"rate": rate, "bucket": bucket, "title": title})
         rows.append({"skill": s["skill"], "cells": cells})
     return {"models": models, "rows": rows}
-
-
-def rows_are_pairs(result: dict[str, Any] | None) -> bool:
-    """Whether the run's rows are harness × model pairs (a sweep over several harnesses), as the
-    reducer's reports decide it (:func:`reducer.render_sweep.is_sweep`), read from the stored record."""
-    if not result:
-        return False
-    figures = (result.get("triggers") or {}).get("figures", [])
-    if len({f.get("executor") for f in figures}) > 1 or result.get("harness_comparisons"):
-        return True
-    return any(a.get("by_harness") for s in result.get("skills", []) for a in s.get("assertions", []))
 
 
 def harness_matrix(result: dict[str, Any] | None) -> list[dict[str, Any]]:

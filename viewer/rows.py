@@ -18,7 +18,7 @@ from engine.segments import segment_keys_in_store
 from engine.store import ArtifactStore
 from schemas.corpus import assertion_text
 from schemas.manifest import RunManifest, grade_key
-from schemas.shard import RunPlan
+from schemas.shard import RunPlan, row_name
 from schemas.status import ShardState
 from schemas.verdict import ShardGrade
 
@@ -28,11 +28,18 @@ MAX_PAGE = 500
 
 @dataclass(frozen=True)
 class Row:
+    """One shard as the list shows it, from a result's row, an outcome line or the plan.
+
+    Not an :class:`OutcomeLine`, though it names the same shard: ``model`` here is the row the
+    figures count it in, and a big run's index is built from the lines' plain JSON, unvalidated.
+    """
+
     shard_id: str
     variant: str
     skill: str
     case_id: int
     model: str
+    """The shard's row: its model, or ``<harness> × <model>`` in a sweep (the run's figures are kept per row)."""
     epoch: int
     state: str
     passed: tuple[bool, ...] | None = None
@@ -107,12 +114,13 @@ def _row_of_line(text: bytes) -> Row | None:
     try:
         d = json.loads(text)
         graded = d["state"] == ShardState.GRADED.value
+        harness = d.get("harness")
         return Row(
             str(d["shard_id"]),
             str(d["variant"]),
             str(d["skill"]),
             int(d["case_id"]),
-            str(d["model"]),
+            row_name(str(d["model"]), None if harness is None else str(harness)),
             int(d["epoch"]),
             ShardState(d["state"]).value,
             tuple(bool(p) for p in d.get("passed", [])) if graded else None,

@@ -47,12 +47,12 @@ def proportion_cells(p: Proportion, unit: str) -> dict[str, str]:
 
 
 def gate_of(report: TriggerReport, f: TriggerFigures, inconclusive: set[str]) -> dict[str, Any]:
-    """The trigger gates' verdict on one row, read from the reducer's failures (never re-gated)."""
+    """The trigger gates' verdict on one row, read from the gates the reducer found it missed (never re-gated)."""
     if report.min_recall is None and report.max_false_trigger is None:
         return {"verdict": "not gated", "reasons": [], "gates": gates_text(report)}
     if f.skill in inconclusive:
         return {"verdict": "not gated", "reasons": ["INCONCLUSIVE: most shards did not end"], "gates": ""}
-    reasons = [r for r in report.failures if r.startswith(f"{f.skill} ({f.model}): ")]
+    reasons = f.failure_lines
     return {"verdict": "FAIL" if reasons else "PASS", "reasons": reasons, "gates": gates_text(report)}
 
 

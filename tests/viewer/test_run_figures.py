@@ -16,9 +16,12 @@ from starlette.testclient import TestClient
 from engine.store import open_store
 from producer.plan.planning import plan_run
 from reducer.adaptive import Gate, next_round
+from reducer.render_sweep import is_sweep
 from reducer.trigger_compare import run_report
+from reducer.triggers import TriggerRun, trigger_report
 from schemas.adaptive import adaptive_plan
 from schemas.errors import StoreError
+from schemas.report import RunResult
 from schemas.shard import CURRENT
 from schemas.triggers import TriggerSettings
 from tests.test_harness_e2e import CODEX_MODEL
@@ -138,6 +141,43 @@ def test_a_sweeps_rows_each_carry_their_own_figures_gate_and_look() -> None:
     ]
 
 
+def test_a_rows_gate_verdict_is_its_own_whatever_another_rows_name_spells() -> None:
+    """A row named so that another row's failure line begins like its own (``m): recall``) leaves
+    row ``m`` passing, in a new record and in one stored before rows kept their failures."""
+    sly = "m): recall 0/2 (0.0%) is below 50%"
+    runs = [TriggerRun("pdf", model, 1, "q", True, ("pdf",) if model == "m" else ()) for model in ("m", sly)]
+    runs += [TriggerRun("pdf", model, 2, "n", False, ()) for model in ("m", sly)]
+    report = trigger_report(runs, TriggerSettings(min_recall=0.5))
+    assert report.failures == [f"pdf ({sly}): recall 0/1 (0.0%) is below 50%"]
+    assert report.failures[0].startswith("pdf (m): ")  # what the line's text alone would give to row m
+    new = report.model_dump(mode="json")
+    old = {**new, "figures": [{k: v for k, v in f.items() if k != "failed"} for f in new["figures"]]}
+    for triggers in (new, old):
+        honest, failing = trigger_view({"skills": [], "triggers": triggers}, RUN)["rows"]  # type: ignore[index]
+        assert honest["gate"]["verdict"] == "PASS" and honest["gate"]["reasons"] == []
+        assert failing["gate"] == {"verdict": "FAIL", "reasons": report.failures, "gates": "--min-recall 0.5"}
+
+
+def test_a_sweep_stored_before_results_named_their_harnesses_still_shows_harness_model_rows(
+    feature_runs: FeatureRuns, tmp_path: Path
+) -> None:
+    store = Path(feature_runs.viewed().store_copy(tmp_path / "store"))
+    run = feature_runs.sweep_trigger_run
+    result = stored(feature_runs, run, store)
+    assert result.pop("harnesses") == ["codex", "agent"]
+    for f in result["triggers"]["figures"]:
+        del f["failed"]
+    (store / "runs" / run / "result.json").write_text(json.dumps(result))
+    c = client(store)
+    assert "<th>harness × model</th><th>epoch</th>" in c.get(f"/runs/{run}").text
+    codex, agent = c.get(f"/api/runs/{run}/triggers").json()["rows"]
+    assert (codex["gate"]["verdict"], agent["gate"]["verdict"]) == ("FAIL", "PASS")
+    # The reports read it back the same way: the harnesses named from the figures kept per harness.
+    old = RunResult.model_validate(result)
+    assert old.harnesses == ["codex", "agent"] and is_sweep(old)
+    assert [f.failure_lines for f in old.triggers.figures] == [result["triggers"]["failures"], []]  # type: ignore[union-attr]
+
+
 def test_a_damaged_record_is_named_not_shown_blank() -> None:
     with pytest.raises(StoreError, match=r"result\.json field 'triggers' cannot be read as TriggerReport"):
         trigger_view({"triggers": {"figures": [{"skill": 1}]}}, RUN)
@@ -152,7 +192,9 @@ def test_hostile_queries_rows_and_reasons_are_text_on_the_page(feature_runs: Fea
     run = feature_runs.trigger_run
     result = stored(feature_runs, run, store)
     result["triggers"]["figures"][0]["model"] = HOSTILE_ROW
-    result["triggers"]["failures"] = [f"pdf-tools ({HOSTILE_ROW}): recall <script>window.pwnedReason=1</script>"]
+    forged = {"gate": "--min-recall", "reason": "recall <script>window.pwnedReason=1</script>"}
+    result["triggers"]["figures"][0]["failed"] = [forged]
+    result["triggers"]["failures"] = [f"pdf-tools ({HOSTILE_ROW}): {forged['reason']}"]
     (store / "runs" / run / "result.json").write_text(json.dumps(result))
     adaptive = feature_runs.adaptive_run
     doc = stored(feature_runs, adaptive, store)
