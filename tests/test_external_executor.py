@@ -77,6 +77,7 @@ def test_the_cli_runs_in_the_sandbox_and_its_stream_becomes_the_trajectory(
     assert trajectory.final_files == {"out.txt": "hi\n"}
     assert trajectory.end_reason is EndReason.COMPLETED
     assert trajectory.model.startswith("cmd:python3 -c")
+    assert trajectory.executor == trajectory.model  # the shard view and evidence name the command, not "agent"
     assert (trajectory.usage.prompt_tokens, trajectory.usage.completion_tokens, trajectory.usage.calls) == (200, 40, 3)
 
 

@@ -103,6 +103,7 @@ def run_external(
     ]
     return Trajectory(
         **inputs.named(executor.label),
+        executor=executor.label,
         events=parsed.events,
         end_reason=end_reason,
         sandbox=sandbox.mode,
