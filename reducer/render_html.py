@@ -55,7 +55,7 @@ def _models(result: RunResult) -> str:
         bars = [bar(m.model, m.behavioural.rate, m.behavioural.low, m.behavioural.high) for m in s.models]
         title = f"{name(s.skill)} [{name(s.variant)}]: {escape(s.headline)}"
         out.append(_part(result, title, "<div class='bars'>" + "".join(bars) + axis(RATE_AXIS) + "</div>"))
-    if len(result.leaderboard) > 1 and not _sweep(result):  # a sweep's leaderboard leads the overview
+    if len(result.leaderboard) > 1 and not _several_corpora(result):  # several corpora: their leaderboard leads the overview
         rows = [
             [m.model, pct(m.composite_mean), f"{pct(m.composite_low)} to {pct(m.composite_high)}"]
             for m in result.leaderboard
@@ -239,18 +239,19 @@ def _verdicts(result: RunResult, transcripts: Mapping[str, str]) -> str:
         ]
         if not s.runs and s.shard_count:
             body.append(f"<p>{ROWS_NOT_KEPT.format(shards=s.shard_count)}</p>")
-        title = f"{name(s.skill)} [{name(s.variant)}]" + (f": {failing} failing" if _sweep(result) else "")
+        title = f"{name(s.skill)} [{name(s.variant)}]" + (f": {failing} failing" if _several_corpora(result) else "")
         out.append(_part(result, title, "".join(body)))
     return "".join(out) + "</section>"
 
 
-def _sweep(result: RunResult) -> bool:
+def _several_corpora(result: RunResult) -> bool:
+    """A page over several corpora (not a sweep over harnesses, :func:`reducer.render_sweep.is_sweep`)."""
     return sum(s.variant == CURRENT for s in result.skills) > 1
 
 
 def _part(result: RunResult, title: str, body: str) -> str:
-    """One corpus's chart or table: under its heading, or collapsed when the page shows a sweep."""
-    if _sweep(result):
+    """One corpus's chart or table: under its heading, or collapsed when the page shows several corpora."""
+    if _several_corpora(result):
         return f"<details><summary>{title}</summary>{body}</details>"
     return f"<h3>{title}</h3>{body}"
 
