@@ -55,7 +55,7 @@ def _models(result: RunResult) -> str:
         bars = [bar(m.model, m.behavioural.rate, m.behavioural.low, m.behavioural.high) for m in s.models]
         title = f"{name(s.skill)} [{name(s.variant)}]: {escape(s.headline)}"
         out.append(_part(result, title, "<div class='bars'>" + "".join(bars) + axis(RATE_AXIS) + "</div>"))
-    if len(result.leaderboard) > 1 and not _several_corpora(result):  # several corpora: their leaderboard leads the overview
+    if len(result.leaderboard) > 1 and not _several_corpora(result):  # several corpora: the leaderboard leads
         rows = [
             [m.model, pct(m.composite_mean), f"{pct(m.composite_low)} to {pct(m.composite_high)}"]
             for m in result.leaderboard

@@ -4,6 +4,7 @@ and the COMPLETE block's lines. Pure. Figures: :mod:`reducer.triggers`."""
 from __future__ import annotations
 
 import re
+from html import escape
 from xml.sax.saxutils import quoteattr
 
 from reducer.html_parts import table
@@ -103,12 +104,24 @@ def routing_columns(report: TriggerReport) -> list[str]:
     return [*sorted(named - {NO_ACTIVATION}), NO_ACTIVATION]
 
 
+def routing_caption(report: TriggerReport) -> str:
+    """What the routing matrix counts, in its units, and over what it is summed: one matrix for the
+    whole run, so with several rows (models, or harness × model pairs) it pools them; each row's own
+    misroutes are its figures' "missed to"."""
+    rows = len({f.model for f in report.figures})
+    pooled = f"summed over {rows} rows and every epoch" if rows > 1 else "summed over every epoch"
+    return (
+        "Routing matrix: positive runs of each skill under test (rows) by the skill that fired first "
+        f"(columns; the diagonal is right), {pooled}"
+    )
+
+
 def routing_section(report: TriggerReport) -> list[str]:
     """Skill x skill: for each skill's positive queries, which skill fired first (the diagonal is right)."""
     if not report.routing:
         return []
     columns = routing_columns(report)
-    lines = ["## Routing matrix (rows: skill under test, positives only; columns: skill that fired first)", ""]
+    lines = [f"## {routing_caption(report)}", ""]
     lines.append("| skill | " + " | ".join(_md(c) for c in columns) + " |")
     lines.append("|---|" + "---|" * len(columns))
     for skill, row in report.routing.items():
@@ -208,5 +221,5 @@ def trigger_html(report: TriggerReport | None) -> str:
     if report.routing:
         columns = routing_columns(report)
         matrix = [[skill, *(str(row.get(c, 0)) for c in columns)] for skill, row in report.routing.items()]
-        out.append("<h3>Routing matrix (positives: skill that fired first)</h3>" + table(["skill", *columns], matrix))
+        out.append(f"<h3>{escape(routing_caption(report))}</h3>" + table(["skill", *columns], matrix))
     return "".join(out) + "</section>"

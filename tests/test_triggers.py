@@ -151,6 +151,11 @@ def test_the_routing_matrix_over_several_skills_shows_which_descriptions_collide
     assert [(f.skill, f.recall.hits) for f in report.figures] == [("a", 1), ("b", 0)]
     table = "\n".join(routing_section(report))
     assert "| a | 1 | 1 | 0 |" in table and "| b | 1 | 0 | 0 |" in table
+    assert "positive runs" in table and "summed over every epoch" in table  # its unit, one row: nothing pooled
+    two_models = trigger_report([*runs, run(1, True, ("b",), skill="a", model="m2")], TriggerSettings())
+    caption = routing_section(two_models)[0]
+    assert "summed over 2 rows and every epoch" in caption  # says it pools the rows
+    assert "summed over 2 rows" in trigger_html(two_models)
 
 
 def test_reports_keep_hostile_queries_inert() -> None:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from reducer.render_adaptive import REASONS, stop_counts, summary_rule
-from reducer.render_triggers import change_lines, figure_label, gates_text, routing_columns
+from reducer.render_triggers import change_lines, figure_label, gates_text, routing_caption, routing_columns
 from schemas.adaptive import AdaptivePlan, GateLook
 from schemas.errors import StoreError
 from schemas.shard import CURRENT
@@ -99,6 +99,7 @@ def trigger_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] |
         "turns": report.turns,
         "gates": gates_text(report),
         "rows": rows,
+        "routing_caption": routing_caption(report),
         "routing_columns": columns,
         "routing": routing,
         "changes": change_lines(report),

@@ -69,6 +69,7 @@ def test_a_trigger_run_gives_each_rows_figures_with_counts_and_the_gates_verdict
     }
     assert queries[4]["should"] == "no" and queries[4]["fired"] == "1 of 1 epochs" and not queries[4]["right"]
     assert view["routing_columns"] == ["pdf-tools", "(none)"] and view["routing"][0]["cells"] == [3, 1]
+    assert view["routing_caption"].startswith("Routing matrix: positive runs")
     assert c.get(f"/api/runs/{run}/adaptive").status_code == 404
     # The runs list names its figures, not the 0/0 pass rate of a run without assertions.
     (listed,) = [r for r in c.get("/api/runs").json()["items"] if r["run_id"] == run]
