@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlparse
@@ -85,6 +85,16 @@ def _query(request: Request) -> Query:
         offset=offset,
         limit=limit,
     )
+
+
+def pager_links(params: Mapping[str, str], query: Query) -> dict[str, str]:
+    """The query strings of the previous and next pages: the same filters, the offset stepped by the
+    page actually served (:meth:`Query.served`), so no row is skipped whatever ``limit`` asked for."""
+    offset, limit = query.served()
+    return {
+        name: urlencode({**params, "offset": max(0, offset + step * limit)})
+        for name, step in (("prev", -1), ("next", 1))
+    }
 
 
 def _error(exc: Exception) -> JSONResponse:
@@ -216,10 +226,7 @@ class Viewer:
             agreement = self.agreement(run_id)
         except SkillEvalError as exc:
             return self.error_page(request, exc)
-        pager = {
-            name: urlencode({**request.query_params, "offset": max(0, query.offset + step * query.limit)})
-            for name, step in (("prev", -1), ("next", 1))
-        }
+        pager = pager_links(request.query_params, query)
         return self.page(
             request,
             "run.html",

@@ -191,7 +191,8 @@ class ViewerData:
         if query.text:
             matched = self._in_trajectories(run_id, matched, query.text)
         page, total = page_of(matched, query)
-        return {"items": [r.as_json() for r in page], "total": total, "offset": query.offset, "limit": query.limit}
+        offset, limit = query.served()
+        return {"items": [r.as_json() for r in page], "total": total, "offset": offset, "limit": limit}
 
     def _in_trajectories(self, run_id: str, rows: list[Row], needle: str) -> list[Row]:
         """The rows whose trajectory holds ``needle`` (case-insensitive) in any event's text."""

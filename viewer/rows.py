@@ -189,6 +189,11 @@ class Query:
     offset: int = 0
     limit: int = PAGE
 
+    def served(self) -> tuple[int, int]:
+        """The page actually served, as ``(offset, limit)``: from 0, and 1 to ``MAX_PAGE`` rows; what
+        the answer reports and the pager steps by, so an asked-for larger page skips no row."""
+        return max(0, self.offset), max(1, min(self.limit, MAX_PAGE))
+
 
 def select(rows: Iterable[Row], query: Query, texts: Mapping[tuple[str, int], list[str]]) -> tuple[list[Row], int]:
     """The page of rows that match, and how many match in all."""
@@ -196,8 +201,7 @@ def select(rows: Iterable[Row], query: Query, texts: Mapping[tuple[str, int], li
 
 
 def page_of(matched: list[Row], query: Query) -> tuple[list[Row], int]:
-    limit = max(1, min(query.limit, MAX_PAGE))
-    offset = max(0, query.offset)
+    offset, limit = query.served()
     return matched[offset : offset + limit], len(matched)
 
 

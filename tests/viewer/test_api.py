@@ -8,7 +8,8 @@ from starlette.testclient import TestClient
 
 from engine.store import open_store
 from tests.viewer.conftest import MODELS, ViewedRun
-from viewer.app import create_app
+from viewer.app import create_app, pager_links
+from viewer.rows import MAX_PAGE, Query
 
 
 def client(store: str | Path, review: bool = False) -> TestClient:
@@ -54,6 +55,15 @@ def test_shards_filter_and_page(viewed_run: ViewedRun) -> None:
     page = c.get(base, params={"limit": 1, "offset": 1}).json()
     assert len(page["items"]) == 1 and page["total"] == 4
     assert c.get(base, params={"limit": "x"}).status_code == 400
+    # An out-of-range page is served clamped, and the answer says what was served, not what was asked.
+    served = c.get(base, params={"limit": 10_000, "offset": -5}).json()
+    assert (served["offset"], served["limit"], len(served["items"])) == (0, MAX_PAGE, 4)
+
+
+def test_the_pager_steps_by_the_page_served_so_a_large_limit_skips_no_row() -> None:
+    links = pager_links({"limit": "10000", "q": "x"}, Query(limit=10_000))
+    assert links["next"] == f"limit=10000&q=x&offset={MAX_PAGE}"  # the served page held MAX_PAGE rows
+    assert pager_links({}, Query(offset=700, limit=10_000))["prev"] == f"offset={700 - MAX_PAGE}"
 
 
 def test_a_shard_gives_its_trajectory_verdicts_and_marked_evidence(viewed_run: ViewedRun) -> None:
