@@ -46,3 +46,11 @@ def test_export_of_an_unknown_run_takes_the_apps_error_path(tmp_path: Path) -> N
         assert result.output.count("BLOCKED") + result.output.count("ERROR") == 1, result.output
     result = runner.invoke(app, ["export", "r", "--format", "csv", "--store", str(tmp_path / "store")])
     assert result.exit_code == 2 and "ERROR: --format 'csv'" in result.output
+
+
+def test_help_shows_no_source_markup() -> None:
+    """Docstrings become ``--help`` text as written: reST's double backticks would be shown raw."""
+    group: Any = typer.main.get_command(app)
+    for name in ["", *group.commands]:
+        shown = runner.invoke(app, [name, "--help"] if name else ["--help"]).output
+        assert "``" not in shown, name

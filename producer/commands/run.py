@@ -100,7 +100,7 @@ def validate(
     executor: ExecutorOpt = None,
 ) -> None:
     """Validate corpora against schema v1: one line per corpus, exit 0 when all are valid, else 2.
-    With ``--model`` (and ``--executor``), a model no given executor can run is refused too."""
+    With --model (and --executor), a model no given executor can run is refused too."""
     skills = need_targets(skills, all_evals)
     check_repo_path(repo)
     pair_harnesses(executor or [BUILTIN_EXECUTOR], model or [])
