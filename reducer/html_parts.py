@@ -57,6 +57,7 @@ summary{cursor:pointer}
 @media (max-width:640px){
  body{padding:.6rem}td,th{padding:.2rem .25rem}
  .bar-row{grid-template-columns:1fr 11.5rem}.bar-row .label{grid-column:1 / -1}.bar-row .num{font-size:12px}
+ .tick.minor{display:none}
  table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}
  table.stack tr:first-child{display:none}
  table.stack tr{border:1px solid #d0d7de;margin:.4rem 0}
@@ -133,10 +134,11 @@ def difference_bar(label: str, difference: float | None, low: float | None, high
 
 
 def axis(ticks: list[tuple[float, str]]) -> str:
-    """A row of tick labels under a column of bars, each at its position in [0, 1] of the track."""
+    """A row of tick labels under a column of bars, each at its position in [0, 1] of the track; every
+    other inner one is minor, left out on a phone's narrow track, where the labels would run together."""
     marks = []
     for i, (at, label) in enumerate(ticks):
-        edge = " first" if i == 0 else (" last" if i == len(ticks) - 1 else "")
+        edge = " first" if i == 0 else (" last" if i == len(ticks) - 1 else " minor" if i % 2 else "")
         marks.append(f'<span class="tick{edge}" style="left:{100 * clamp(at):.1f}%">{escape(label)}</span>')
     return (
         f'<div class="bar-row axis"><div class="label"></div><div class="ticks">{"".join(marks)}</div><div></div></div>'

@@ -256,6 +256,17 @@ def test_a_sweep_opens_on_its_overview_with_every_shard_collapsed(
     context.close()
 
 
+TICKS_APART = """() => {
+  const overlapping = [];
+  for (const axis of document.querySelectorAll('.axis .ticks')) {
+    const shown = [...axis.querySelectorAll('.tick')].map(t => t.getBoundingClientRect()).filter(r => r.width > 0);
+    for (let i = 1; i < shown.length; i++)
+      if (shown[i].left < shown[i - 1].right) overlapping.push(axis.textContent);
+  }
+  return overlapping;
+}"""
+
+
 @pytest.mark.parametrize("layout", list(WIDTHS))
 def test_the_report_reads_whole_at_desktop_and_phone_width(browser: Browser, tmp_path: Path, layout: str) -> None:
     result, transcripts = rich_result()
@@ -291,6 +302,7 @@ def test_the_report_reads_whole_at_desktop_and_phone_width(browser: Browser, tmp
     if layout == "desktop":
         assert page.evaluate(WORDS_WHOLE) == []
     assert page.evaluate(ONE_LINE, ".bar-row .num") == []  # a rate and its interval stay on one line
+    assert page.evaluate(TICKS_APART) == []  # an axis's labels never run into each other
     ticks = page.locator("section#comparisons .axis .tick").all_inner_texts()
     assert ticks[0] == "−100 pts" and "0" in ticks and ticks[-1] == "+100 pts"  # the paired strip has an axis
     heads = page.locator("section#corpora th").all_text_contents()  # a card shows them as its labels on a phone
