@@ -59,7 +59,9 @@ def _reports(paths: Sequence[str]) -> list[str]:
         return []
     folders = sorted({p.rsplit("/", 1)[0] if "/" in p else "." for p in paths})
     pages = [p for p in paths if p.endswith(".html")]
-    out = [f"reports: {', '.join(folders)}/ ({len(paths)} files: md and json per corpus, JUnit, HTML)"]
+    transcripts = sum(p.endswith("-transcript.txt") for p in paths)
+    kinds = "md and json per corpus, " + (f"{transcripts} failing-case transcripts, " if transcripts else "")
+    out = [f"reports: {', '.join(folders)}/ ({len(paths)} files: {kinds}JUnit, HTML)"]
     return out + [f"page: {p}" for p in pages]
 
 

@@ -211,6 +211,9 @@ def test_the_complete_block_names_cases_rates_the_infra_tally_failures_and_paths
     assert f"  FAIL commit-message case 2 (exec e0): {ASSERTIONS[0]} -> absent: no call for '{ASSERTIONS[0]}'" in lines
     assert "AGGREGATE: INCONCLUSIVE (1/2 corpora not trustworthy)" in lines
     assert lines[-2:] == ["reports: zuvo/reports/ (2 files: md and json per corpus, JUnit, HTML)", "verdict: WARN"]
+    written = ["r/a.md", "r/a.json", "r/a-case2-transcript.txt", "r/a-case3-transcript.txt", "r/run.html", "r/run.xml"]
+    counted = render_complete_block(result, written).splitlines()[-3]
+    assert counted == "reports: r/ (6 files: md and json per corpus, 2 failing-case transcripts, JUnit, HTML)"
 
 
 def test_the_run_log_line_has_the_contracts_13_fields_in_order(result: RunResult) -> None:

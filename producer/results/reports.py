@@ -123,7 +123,6 @@ def reported_bundle_keys(out_dir: Path) -> dict[str, set[str]]:
 
 
 def complete_block(result: RunResult, paths: list[Path]) -> str:
-    """The SKILL-EVAL COMPLETE block naming the report files (transcripts are listed in the md reports),
-    without its final line break: printed, its verdict is the output's last line."""
-    reports = [str(p) for p in paths if p.suffix in {".md", ".json", ".xml", ".html"}]
-    return render_complete_block(result, reports).rstrip("\n")
+    """The SKILL-EVAL COMPLETE block counting every file written (transcripts are listed in the md
+    reports), without its final line break: printed, its verdict is the output's last line."""
+    return render_complete_block(result, [str(p) for p in paths]).rstrip("\n")
