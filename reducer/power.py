@@ -154,10 +154,10 @@ class PowerNote:
             if self.observed_in
             else f"assuming {100 * self.discordance:.0f}% of pairs discordant"
         )
+        at_one = "exact McNemar" if self.epochs == 1 else f"{self.needed_one_epoch} at one epoch, exact McNemar"
         out = [
             f"power: to detect {detect}, {basis}, "
-            f"you need about {self.needed} cases at {self.epochs} epoch(s) "
-            f"({self.needed_one_epoch} at one epoch, exact McNemar); this run has {self.cases}.",
+            f"you need about {self.needed} cases at {self.epochs} epoch(s) ({at_one}); this run has {self.cases}.",
         ]
         if self.power_now is not None:
             out.append(f"power: with {self.cases} cases at one epoch the chance to detect it is {self.power_now:.0%}.")
