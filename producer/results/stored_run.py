@@ -11,7 +11,7 @@ from rich.console import Console
 from engine.collect import StoredRun, collect_outcomes
 from engine.delivery import Delivery
 from engine.labels import labelled_answers
-from engine.records import load_manifest, load_result, put_result
+from engine.records import load_manifest, load_result, load_run_end, put_result
 from engine.segments import SegmentWriter
 from engine.settings import Settings
 from engine.state import RunState
@@ -21,14 +21,21 @@ from producer.results.reports import complete_block, write_reports
 from reducer.agreement import agreement
 from reducer.from_store import run_result
 from schemas.constants import DEFAULT_REPORT_DIR
+from schemas.errors import BlockedError
 from schemas.report import RunResult
 from schemas.status import ShardState
 from schemas.summary import RunStatus
 
 
 def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console) -> RunResult:
-    """``skill-eval report``: reduce again from stored verdicts and write the reports."""
+    """``skill-eval report``: reduce again from stored verdicts and write the reports.
+
+    A run its checks refused has nothing to reduce: its named error again (``BlockedError``, exit 2).
+    """
     store = open_store(settings.store)
+    end = load_run_end(store, run_id)
+    if end is not None and end.how == "blocked" and load_result(store, run_id) is None:
+        raise BlockedError(f"run {run_id} was refused before any shard was sent: {end.reason}")
 
     def seal() -> None:
         """Seal what a reduce that never ran left in Redis (a streamed reduce reads only sealed lines)."""
@@ -44,6 +51,8 @@ def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console
     put_result(store, result)
     paths = write_reports(result, manifest, store, out_dir or Path(manifest.out_dir or DEFAULT_REPORT_DIR))
     unfinished = sum(s.unfinished for s in result.skills)
+    if unfinished and end is not None:
+        out.print(f"{end.label}: {end.reason}", markup=False)
     if unfinished:  # said before the block, whose verdict stays last
         total = sum(s.shard_count for s in result.skills)
         out.print(
@@ -84,6 +93,7 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
         if state.exists(run_id):
             terminal, total = state.totals(run_id)
             done = state.reduced(run_id)
+            end = None if done else load_run_end(store, run_id)
             return RunStatus(
                 run_id=run_id,
                 source="broker",
@@ -92,7 +102,8 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
                 done=done,
                 terminal=terminal,
                 usage=usage_totals(client, run_id),
-                **({} if done else _delivery(client, run_id, settings)),
+                end=end,
+                **({} if done or end else _delivery(client, run_id, settings)),
             )
     manifest = load_manifest(store, run_id)
     outcomes = collect_outcomes(store, manifest)
@@ -109,4 +120,5 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
         done=result is not None,
         terminal=len(outcomes),
         usage={k: v.model_dump() for k, v in result.usage.items()} if result else {},
+        end=None if result else load_run_end(store, run_id),
     )
