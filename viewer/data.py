@@ -21,7 +21,9 @@ import redis
 from pydantic import ValidationError
 
 from engine.collect import load_trajectory
+from engine.delivery import Delivery, stall_bound
 from engine.records import load_manifest, load_outline
+from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore
 from engine.usage import usage_totals
@@ -78,6 +80,8 @@ class ViewerData:
     _cache: dict[str, _Cached] = field(default_factory=dict)
     _redis: redis.Redis | None = None
     _rows_lock: threading.Lock = field(default_factory=threading.Lock)
+    stall_after_s: float = field(default_factory=lambda: _stall_after_s(Settings()))
+    """How long a run's shards may wait with none in flight before it is called stalled."""
 
     def _state(self) -> RunState | None:
         if not self.broker_url:
@@ -131,7 +135,7 @@ class ViewerData:
         items = []
         for run_id in self.run_ids():
             try:
-                items.append(run_summary(self.run(run_id), self._running(run_id)))
+                items.append(run_summary(self.run(run_id), self._progress(run_id)))
             except RunNotFound:
                 continue  # a folder without a manifest (labels of a run deleted, a stray write)
             except RunUnreadable as exc:
@@ -146,17 +150,22 @@ class ViewerData:
             for run_id in reduced[:WARM_INDEXES]:
                 self.rows(run_id)
 
-    def _running(self, run_id: str) -> bool | None:
-        """True or False from the broker; None without one (then not known: the store alone cannot
-        tell a run going on a fleet from one whose command was killed)."""
+    def _progress(self, run_id: str) -> str | None:
+        """``running``, ``stalled`` (the test ``status`` applies: shards wait, none in flight, nothing
+        moved for longer than the fleet re-sends a lost message) or ``reduced``, from the broker;
+        None when no broker knows the run (then not known: the store alone cannot tell a run going
+        on a fleet from one whose command was killed)."""
         state = self._state()
         if state is None or not state.exists(run_id):
             return None
-        return not state.reduced(run_id)
+        if state.reduced(run_id):
+            return "reduced"
+        assert self._redis is not None
+        return "stalled" if Delivery(self._redis).waiting(run_id).stalled(self.stall_after_s) else "running"
 
     def overview(self, run_id: str) -> dict[str, Any]:
         entry = self.run(run_id)
-        doc = run_summary(entry, self._running(run_id))
+        doc = run_summary(entry, self._progress(run_id))
         doc["live"] = self.live(run_id, entry)
         doc["result"] = entry.result
         return doc
@@ -289,6 +298,11 @@ def slim_result(raw: bytes, run_id: str) -> tuple[dict[str, Any], list[tuple[str
     return doc, [c for c in case_runs if c[2]]
 
 
+def _stall_after_s(settings: Settings) -> float:
+    """The stall bound ``status`` holds a run to, from the same settings (the fleet's, when given)."""
+    return stall_bound(settings.redeliver_after_s, settings.reaper_period_s)
+
+
 def _run_end(raw: bytes, run_id: str) -> RunEnd:
     try:
         return RunEnd.model_validate_json(raw)
@@ -296,12 +310,13 @@ def _run_end(raw: bytes, run_id: str) -> RunEnd:
         raise RunUnreadable(f"run {run_id}: {run_end_key(run_id)} cannot be read here: {exc}") from exc
 
 
-def run_summary(entry: _Cached, running: bool | None) -> dict[str, Any]:
+def run_summary(entry: _Cached, progress: str | None) -> dict[str, Any]:
     """One line of the runs list.
 
-    ``running`` is the broker's word (None: no broker knows the run, so whether it goes on is not
-    known and it is not called running). A run its checks refused reads as BLOCKED with their
-    named error; one whose embedded run stopped, as ``interrupted`` and why (``ended``).
+    ``progress`` is the broker's word (``ViewerData._progress``; None: no broker knows the run,
+    so whether it goes on is not known and it is called neither running nor stalled). A run its
+    checks refused reads as BLOCKED with their named error; one whose embedded run stopped, as
+    ``interrupted`` and why (``ended``).
     """
     m = entry.outline.manifest
     r = entry.result
@@ -329,7 +344,8 @@ def run_summary(entry: _Cached, running: bool | None) -> dict[str, Any]:
         "reasons": list(r["reasons"]) if r else [end.reason] if end else [],
         "rate": _headline(r) if r else None,
         "cost_usd": round(cost, 6) if known_cost else None,
-        "running": bool(running) and end is None,
+        "running": progress == "running" and end is None,
+        "stalled": progress == "stalled" and end is None,
         "ended": end.how if end else None,
     }
 
@@ -353,6 +369,7 @@ def unreadable_summary(run_id: str, why: str) -> dict[str, Any]:
         "rate": None,
         "cost_usd": None,
         "running": False,
+        "stalled": False,
         "ended": None,
         "unreadable": why,
     }

@@ -9,7 +9,7 @@ import redis
 from rich.console import Console
 
 from engine.collect import StoredRun, collect_outcomes
-from engine.delivery import Delivery
+from engine.delivery import Delivery, stall_bound
 from engine.labels import labelled_answers
 from engine.records import load_manifest, load_result, load_run_end, put_result
 from engine.segments import SegmentWriter
@@ -72,14 +72,13 @@ def _delivery(client: redis.Redis, run_id: str, settings: Settings) -> dict[str,
     message again and started it by then (docs/design/cluster.md, "Delivery from the ledger").
     """
     waiting = Delivery(client).waiting(run_id)
-    bound = settings.redeliver_after_s + 3 * settings.reaper_period_s
-    idle = waiting.idle_s if waiting.idle_s is not None else waiting.oldest_s
+    bound = stall_bound(settings.redeliver_after_s, settings.reaper_period_s)
     return {
         "waiting": waiting.shards,
         "waiting_oldest_s": waiting.oldest_s,
         "in_flight": waiting.leased,
         "idle_s": waiting.idle_s,
-        "stalled": waiting.shards > 0 and waiting.leased == 0 and idle is not None and idle > bound,
+        "stalled": waiting.stalled(bound),
         "stall_after_s": bound,
     }
 

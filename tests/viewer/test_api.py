@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from starlette.testclient import TestClient
 
 from engine.records import put_run_end
@@ -13,6 +14,7 @@ from schemas.run_end import RunEnd
 from schemas.shard import RunPlan
 from tests.viewer.conftest import MODELS, ViewedRun
 from viewer.app import create_app, pager_links
+from viewer.data import ViewerData
 from viewer.live import counts_of_result, live_figures
 from viewer.rows import MAX_PAGE, Query
 
@@ -172,6 +174,22 @@ def test_an_embedded_run_stopped_before_it_finished_reads_as_interrupted(viewed_
     assert item["verdict"] is None and item["ended"] == "interrupted" and item["running"] is False
     page = c.get(f"/runs/{run}").text
     assert 'id="verdict-value">interrupted<' in page and "Ctrl-C before the run finished" in page
+
+
+def test_a_run_the_broker_holds_but_nothing_moves_reads_as_stalled_as_status_says(
+    viewed_run: ViewedRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = viewed_run.store_copy(tmp_path / "store")
+    run = viewed_run.run_id
+    (store / "runs" / run / "result.json").unlink()
+    # The broker's stall test itself, against a real ledger, is in tests/test_delivery.py.
+    monkeypatch.setattr(ViewerData, "_progress", lambda self, run_id: "stalled")
+    c = client(store)
+    (item,) = c.get("/api/runs").json()["items"]
+    assert item["stalled"] is True and item["running"] is False
+    assert ">STALLED<" in c.get("/").text
+    page = c.get(f"/runs/{run}").text
+    assert 'id="verdict-value">STALLED<' in page and "check that workers serve the run's queues" in page
 
 
 def test_a_blocked_shard_is_counted_as_blocked_not_done() -> None:

@@ -22,9 +22,9 @@ function pollRun(section) {
         showLimits(doc.live.limits || {});
         const verdict = document.getElementById("verdict-value");
         if (verdict) {
-          const word = doc.verdict || (doc.running ? "running" : doc.ended || "not done");
+          const word = doc.verdict || (doc.running ? "running" : doc.stalled ? "STALLED" : doc.ended || "not done");
           verdict.textContent = word;
-          verdict.className = `verdict ${doc.verdict || (doc.running ? "RUNNING" : "ENDED")}`;
+          verdict.className = `verdict ${doc.verdict || (doc.running ? "RUNNING" : doc.stalled ? "WARN" : "ENDED")}`;
         }
         section.dataset.updated = String(Date.now());
         // A reduced or ended run without a broker no longer changes.
