@@ -1,12 +1,15 @@
 """A run that ends without a result says so: refused by its checks, or its embedded run stopped.
 
-Nothing but the store: the record the producer leaves (``runs/<run>/end.json``) and what
-``status`` makes of it. The viewer's side is in tests/viewer/test_api.py, the whole refused run
-through the real command in tests/test_preflight.py.
+The record the producer leaves (``runs/<run>/end.json``) and what ``status`` makes of it, then
+Ctrl-C on the real command. The viewer's pages are in tests/viewer/test_api.py, the whole
+refused run through the real command in tests/test_preflight.py.
 """
 
 from __future__ import annotations
 
+import json
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,9 @@ from schemas.manifest import RunManifest
 from schemas.run_end import RunEnd
 from schemas.shard import RunPlan
 from schemas.summary import RunStatus
+from testkit.offline_server import OfflineModelServer
+from tests.e2e_support import Env, case, new_repo, scenario, write_skill
+from viewer.data import ViewerData
 
 RUN = "20260101-000000-0000cafe"
 
@@ -79,3 +85,32 @@ def test_status_calls_a_run_running_only_on_the_brokers_word() -> None:
     assert progress_words(_status(source="broker")) == "running (live, from the broker)"
     assert progress_words(_status(source="broker", stalled=True)) == "STALLED (live, from the broker)"
     assert progress_words(_status(done=True, terminal=2)) == "done (from the store)"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_ctrl_c_on_a_real_embedded_run_leaves_it_interrupted_in_status_and_the_viewer(tmp_path: Path) -> None:
+    """The real command on its embedded cluster, its agent's model never answering: Ctrl-C stops it,
+    and the stored run says interrupted, not running, wherever it is read."""
+    hang = {"contains": "Say hello", "tools": True, "replies": [{"hang": True}]}
+    with OfflineModelServer(scenario([hang], [])) as server:
+        env = Env(tmp_path / "e2e", server.base_url)
+        env.base.mkdir()
+        repo = new_repo(tmp_path / "repo")
+        write_skill(repo, "greet", [case(i, f"Say hello {i}.", ["The agent runs echo hello"]) for i in (1, 2)])
+        models = ("--model", "openai/exec", "--judge", "openai/judge", "--api-base", env.api_base)
+        proc = env.start("run", "greet", "--repo", str(repo), *env.place_args(), *models, "--no-calibration")
+        deadline = time.monotonic() + 120
+        while not any("Say hello" in json.dumps(r) for r in server.requests()):  # a shard is out
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        done = env.finish(proc, timeout_s=60)
+    assert done.code != 0
+    (run_dir,) = env.store.glob("runs/*")
+    end = load_run_end(LocalStore(env.store), run_dir.name)
+    assert end is not None and end.how == "interrupted" and end.reason == "Ctrl-C before the run finished"
+    status = env.cli("status", run_dir.name, "--store", str(env.store))
+    assert status.stdout.startswith(f"run {run_dir.name}: interrupted (from the store)"), status.stdout
+    (item,) = ViewerData(LocalStore(env.store)).runs()
+    assert item["ended"] == "interrupted" and item["running"] is False and item["verdict"] is None
