@@ -320,7 +320,7 @@ def run_summary(entry: _Cached, progress: str | None) -> dict[str, Any]:
     """
     m = entry.outline.manifest
     r = entry.result
-    end = entry.end if r is None else None
+    end = entry.end if r is None and progress not in ("running", "stalled") else None  # the broker's word first
     cost = 0.0
     known_cost = False
     if r is not None:
@@ -344,8 +344,8 @@ def run_summary(entry: _Cached, progress: str | None) -> dict[str, Any]:
         "reasons": list(r["reasons"]) if r else [end.reason] if end else [],
         "rate": _headline(r) if r else None,
         "cost_usd": round(cost, 6) if known_cost else None,
-        "running": progress == "running" and end is None,
-        "stalled": progress == "stalled" and end is None,
+        "running": progress == "running",
+        "stalled": progress == "stalled",
         "ended": end.how if end else None,
     }
 

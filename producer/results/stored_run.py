@@ -92,7 +92,6 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
         if state.exists(run_id):
             terminal, total = state.totals(run_id)
             done = state.reduced(run_id)
-            end = None if done else load_run_end(store, run_id)
             return RunStatus(
                 run_id=run_id,
                 source="broker",
@@ -101,9 +100,10 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
                 done=done,
                 terminal=terminal,
                 usage=usage_totals(client, run_id),
-                end=end,
-                **({} if done or end else _delivery(client, run_id, settings)),
+                **({} if done else _delivery(client, run_id, settings)),
             )
+    # A run its broker knows is going (the broker's word first); one it does not may have ended
+    # without a result: refused by its checks (never registered), or its embedded broker is gone.
     manifest = load_manifest(store, run_id)
     outcomes = collect_outcomes(store, manifest)
     counts = {s.value: 0 for s in ShardState}
