@@ -77,6 +77,19 @@ class Waiting:
     idle_s: float | None
     """Seconds since a shard of the run was last claimed or moved (None: never)."""
 
+    def stalled(self, bound_s: float) -> bool:
+        """Shards wait, none is in flight, and nothing moved for longer than ``bound_s`` (see
+        :func:`stall_bound`): the run cannot finish by itself."""
+        idle = self.idle_s if self.idle_s is not None else self.oldest_s
+        return self.shards > 0 and self.leased == 0 and idle is not None and idle > bound_s
+
+
+def stall_bound(redeliver_after_s: float, reaper_period_s: float) -> float:
+    """How long a run may sit with shards waiting and none in flight before it is called stalled:
+    a live fleet would have sent a lost message again and started it by then (the ledger's
+    re-send bound plus three reaper periods; docs/design/cluster.md, "Delivery from the ledger")."""
+    return redeliver_after_s + 3 * reaper_period_s
+
 
 class Delivery:
     """The delivery ledger's reads and the reaper's re-send decisions, on one Redis database."""

@@ -25,9 +25,11 @@ from schemas.manifest import (
     outcome_key,
     outline_key,
     result_key,
+    run_end_key,
 )
 from schemas.outcome import CalibrationRecord, ShardOutcomeRecord
 from schemas.report import RunResult
+from schemas.run_end import RunEnd
 from schemas.shard import CURRENT, SkillBundle
 from schemas.verdict import ShardGrade
 
@@ -147,6 +149,17 @@ def load_result(store: ArtifactStore, run_id: str) -> RunResult | None:
     """The reduced result, or None before the run is reduced."""
     key = result_key(run_id)
     return RunResult.model_validate_json(store.get(key)) if store.exists(key) else None
+
+
+def put_run_end(store: ArtifactStore, end: RunEnd) -> None:
+    """Record that the run ended without a result (schemas/run_end.py)."""
+    store.put(run_end_key(end.run_id), end.model_dump_json().encode())
+
+
+def load_run_end(store: ArtifactStore, run_id: str) -> RunEnd | None:
+    """How the run ended without a result, or None: it has a result, or it may still be going."""
+    key = run_end_key(run_id)
+    return RunEnd.model_validate_json(store.get(key)) if store.exists(key) else None
 
 
 def put_calibration(store: ArtifactStore, run_id: str, record: CalibrationRecord) -> None:

@@ -176,6 +176,11 @@ def result_key(run_id: str) -> str:
     return f"runs/{run_id}/result.json"
 
 
+def run_end_key(run_id: str) -> str:
+    """How a run ended without a result (a ``RunEnd``): refused by its checks, or stopped."""
+    return f"runs/{run_id}/end.json"
+
+
 def calibration_key(run_id: str, judge: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in judge)
     return f"runs/{run_id}/calibration/{safe}.json"

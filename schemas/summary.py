@@ -8,6 +8,7 @@ from pydantic import Field
 
 from schemas.adaptive import AdaptivePlan
 from schemas.base import FrozenModel
+from schemas.run_end import RunEnd
 
 
 class CorpusPlan(FrozenModel):
@@ -116,3 +117,6 @@ class RunStatus(FrozenModel):
     cannot finish by itself (no worker takes its messages, or the fleet's reaper is not running)."""
     stall_after_s: float | None = None
     """The bound the run is held to: the delivery ledger's re-send bound plus three reaper periods."""
+    end: RunEnd | None = None
+    """How the run ended without a result (refused by its checks, or its embedded run stopped);
+    None: it is reduced, or it may still be going."""

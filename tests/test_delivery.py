@@ -13,11 +13,13 @@ from engine.delivery import NEVER, Delivery, message_ids
 from engine.keys import run_keys, server_key
 from engine.settings import Settings
 from engine.state import RunState
+from engine.store import open_store
 from producer.results.status_view import waiting_lines
 from producer.results.stored_run import run_status
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.status import ShardState
 from tests.engine_support import wait_until
+from viewer.data import ViewerData
 from worker.app import TASK_EXECUTE, make_app
 
 S = ShardState
@@ -153,16 +155,21 @@ def test_status_shows_waiting_shards_and_calls_a_run_with_nothing_moving_past_it
 ) -> None:
     short = settings.model_copy(update={"redeliver_after_s": 3.0, "reaper_period_s": 0.25})
     _, state, _ = _submitted(short, ["a", "b"])
+    # The viewer, given the same bound, says what status says.
+    viewer = ViewerData(open_store(short.store), short.broker_url, stall_after_s=3.75)
     doc = run_status(RUN, short)
     assert (doc.waiting, doc.in_flight, doc.stalled, doc.stall_after_s) == (2, 0, False, 3.75)
     assert waiting_lines(doc)[0].startswith("waiting without a lease: 2 shards, the oldest sent")
+    assert viewer._progress(RUN) == "running"
     time.sleep(4.0)
     doc = run_status(RUN, short)
     assert doc.stalled and doc.waiting_oldest_s is not None and doc.waiting_oldest_s > 3.75
     assert waiting_lines(doc)[1].startswith("STALLED: nothing in flight and no shard started or ended for")
+    assert viewer._progress(RUN) == "stalled"
     assert state.claim(RUN, "a", S.QUEUED, S.EXECUTING, "tok", ttl_s=60)
     doc = run_status(RUN, short)
     assert (doc.waiting, doc.in_flight, doc.stalled) == (1, 1, False)
+    assert viewer._progress(RUN) == "running"
 
 
 def test_foreign_or_malformed_messages_at_a_queues_end_are_skipped_not_trusted(settings: Settings) -> None:

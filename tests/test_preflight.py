@@ -6,6 +6,7 @@ the offline model server over HTTP: the check runs on the workers, where the key
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,7 +72,17 @@ def test_a_provider_key_litellm_knows_of_is_looked_for_by_name(env: Env, tmp_pat
         env, repo, "--model", "anthropic/claude-sonnet-4-5", "--judge", "anthropic/claude-sonnet-4-5"
     )  # no --api-base: the real provider, whose key is not in the environment
     assert code == 2
-    assert "BLOCKED_MODEL_UNAVAILABLE: anthropic/claude-sonnet-4-5: ANTHROPIC_API_KEY not set" in stderr
+    why = "BLOCKED_MODEL_UNAVAILABLE: anthropic/claude-sonnet-4-5: ANTHROPIC_API_KEY not set"
+    assert why in stderr
+    # The manifest the checking workers read stays, and the run reads as refused, not as running.
+    (run_dir,) = env.store.glob("runs/*")
+    status = env.cli("status", run_dir.name, "--store", str(env.store), "--json")
+    assert status.code == 0 and json.loads(status.stdout)["end"]["how"] == "blocked"
+    human = env.cli("status", run_dir.name, "--store", str(env.store))
+    assert human.stdout.startswith(f"run {run_dir.name}: BLOCKED") and "running" not in human.stdout
+    assert why in human.stdout.replace("\n", "")  # the named error whole, folded at the terminal's width
+    report = env.cli("report", run_dir.name, "--store", str(env.store), "--out", str(tmp_path / "reports"))
+    assert report.code == 2 and "refused before any shard was sent" in report.stderr and why in report.stderr
 
 
 def test_an_endpoint_that_does_not_answer_blocks_the_run_naming_the_model(env: Env, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from engine.records import load_run_end
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
@@ -133,9 +134,13 @@ def with_shards(executor: str = "agent", run_id: str = "20260101-000000-0000cafe
 def test_a_canary_is_answered_before_any_model_is_checked(state: RunState, settings: Settings) -> None:
     cmd = with_shards("cmd:agent")
     fleet = CheckingFleet(state, after_s=0.2, host_status=NoTranscriptCapture.status)
+    store = open_store(settings.store)
     with pytest.raises(NoTranscriptCapture, match="found on the worker"):
-        check_before_dispatch(cmd, open_store(settings.store), state, fleet, models=True, embedded=True, timeout_s=30)
+        check_before_dispatch(cmd, store, state, fleet, models=True, embedded=True, timeout_s=30)
     assert fleet.sent == [HOST_CHECK]  # the failing canary stopped the run before any model call
+    # The manifest the checking worker read stays; beside it, the run's end says it was refused and why.
+    end = load_run_end(store, cmd.plan.run_id)
+    assert end is not None and end.how == "blocked" and end.reason.startswith(f"{NoTranscriptCapture.status}: ")
 
 
 def test_an_embedded_run_checks_its_sandbox_beside_the_models_and_says_its_failure_first(

@@ -11,9 +11,9 @@ from rich.console import Console
 
 from engine.labels import labelled_answers, new_label, put_label
 from engine.settings import Settings
-from engine.store import open_store
+from engine.store import LocalStore, open_store
 from reducer.agreement import agreement, agreement_lines
-from schemas.errors import ConfigError
+from schemas.errors import ConfigError, StoreError
 from schemas.label import COMBINED
 
 StoreOpt = Annotated[str | None, typer.Option("--store", help="Artifact store (env SKILL_EVAL_STORE).")]
@@ -56,6 +56,11 @@ def register_commands(app: typer.Typer, out: Console) -> None:
 
         uri = _store_uri(store)
         opened = open_store(uri)  # a bad URI is a named error before anything listens
+        named = store or os.environ.get("SKILL_EVAL_STORE")
+        if isinstance(opened, LocalStore) and not opened.root.is_dir():
+            if named:  # a typo in --store would otherwise serve an empty list, silently
+                raise StoreError(f"store {uri} does not exist (no folder there): name the store a run wrote")
+            out.print(f"note: no run stored yet: {uri} does not exist", markup=False)
         _check_port(host, port)
         if host not in LOOPBACK:
             out.print(f"note: listening on {host}: anyone who reaches it reads every run in {uri}", markup=False)

@@ -21,13 +21,16 @@ import redis
 from pydantic import ValidationError
 
 from engine.collect import load_trajectory
+from engine.delivery import Delivery, stall_bound
 from engine.records import load_manifest, load_outline
+from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore
 from engine.usage import usage_totals
 from schemas.errors import ConfigError, StoreError
-from schemas.manifest import RunOutline, grade_key, outcome_key, result_key, trajectory_key
+from schemas.manifest import RunOutline, grade_key, outcome_key, result_key, run_end_key, trajectory_key
 from schemas.outcome import ShardOutcomeRecord
+from schemas.run_end import RunEnd
 from schemas.status import ShardState
 from schemas.verdict import ShardGrade
 from viewer.live import counts_of_result, limiter_figures, live_figures
@@ -66,6 +69,8 @@ class _Cached:
     case_runs: list[tuple[str, str, list[dict[str, Any]]]] = field(default_factory=list)
     """(skill, variant, per-shard rows) of a result that keeps them."""
     rows: list[Row] | None = None
+    end: RunEnd | None = None
+    """How a run without a result ended (refused by its checks, or its embedded run stopped)."""
 
 
 @dataclass
@@ -75,6 +80,8 @@ class ViewerData:
     _cache: dict[str, _Cached] = field(default_factory=dict)
     _redis: redis.Redis | None = None
     _rows_lock: threading.Lock = field(default_factory=threading.Lock)
+    stall_after_s: float = field(default_factory=lambda: _stall_after_s(Settings()))
+    """How long a run's shards may wait with none in flight before it is called stalled."""
 
     def _state(self) -> RunState | None:
         if not self.broker_url:
@@ -91,7 +98,8 @@ class ViewerData:
         if hit is not None and hit.result is not None and time.monotonic() - hit.at < RESULT_TTL_S:
             return hit
         outline = self._outline(run_id)
-        raw = self.store.get_many([result_key(run_id)]).get(result_key(run_id))
+        found = self.store.get_many([result_key(run_id), run_end_key(run_id)])
+        raw = found.get(result_key(run_id))
         digest = hashlib.sha256(raw).hexdigest() if raw else ""
         if hit is not None and hit.digest and hit.digest == digest:
             hit.at = time.monotonic()  # the same result: keep what was built from it
@@ -99,6 +107,8 @@ class ViewerData:
         entry = _Cached(time.monotonic(), outline, None, digest)
         if raw is not None:
             entry.result, entry.case_runs = slim_result(raw, run_id)
+        elif run_end_key(run_id) in found:
+            entry.end = _run_end(found[run_end_key(run_id)], run_id)
         self._cache[run_id] = entry
         return entry
 
@@ -125,7 +135,7 @@ class ViewerData:
         items = []
         for run_id in self.run_ids():
             try:
-                items.append(run_summary(self.run(run_id), self._running(run_id)))
+                items.append(run_summary(self.run(run_id), self._progress(run_id)))
             except RunNotFound:
                 continue  # a folder without a manifest (labels of a run deleted, a stray write)
             except RunUnreadable as exc:
@@ -136,20 +146,26 @@ class ViewerData:
         """Read every run's outline and result into the cache, and build the shard index of the
         newest reduced runs (a failure here is met again, and shown, when a page asks for it)."""
         with contextlib.suppress(Exception):
-            reduced = [r["run_id"] for r in self.runs() if r["verdict"] is not None]
+            reduced = [r["run_id"] for r in self.runs() if r["verdict"] is not None and r["ended"] is None]
             for run_id in reduced[:WARM_INDEXES]:
                 self.rows(run_id)
 
-    def _running(self, run_id: str) -> bool | None:
-        """True or False from the broker; None without one (then: running when not reduced)."""
+    def _progress(self, run_id: str) -> str | None:
+        """``running``, ``stalled`` (the test ``status`` applies: shards wait, none in flight, nothing
+        moved for longer than the fleet re-sends a lost message) or ``reduced``, from the broker;
+        None when no broker knows the run (then not known: the store alone cannot tell a run going
+        on a fleet from one whose command was killed)."""
         state = self._state()
         if state is None or not state.exists(run_id):
             return None
-        return not state.reduced(run_id)
+        if state.reduced(run_id):
+            return "reduced"
+        assert self._redis is not None
+        return "stalled" if Delivery(self._redis).waiting(run_id).stalled(self.stall_after_s) else "running"
 
     def overview(self, run_id: str) -> dict[str, Any]:
         entry = self.run(run_id)
-        doc = run_summary(entry, self._running(run_id))
+        doc = run_summary(entry, self._progress(run_id))
         doc["live"] = self.live(run_id, entry)
         doc["result"] = entry.result
         return doc
@@ -282,10 +298,29 @@ def slim_result(raw: bytes, run_id: str) -> tuple[dict[str, Any], list[tuple[str
     return doc, [c for c in case_runs if c[2]]
 
 
-def run_summary(entry: _Cached, running: bool | None) -> dict[str, Any]:
-    """One line of the runs list."""
+def _stall_after_s(settings: Settings) -> float:
+    """The stall bound ``status`` holds a run to, from the same settings (the fleet's, when given)."""
+    return stall_bound(settings.redeliver_after_s, settings.reaper_period_s)
+
+
+def _run_end(raw: bytes, run_id: str) -> RunEnd:
+    try:
+        return RunEnd.model_validate_json(raw)
+    except ValidationError as exc:
+        raise RunUnreadable(f"run {run_id}: {run_end_key(run_id)} cannot be read here: {exc}") from exc
+
+
+def run_summary(entry: _Cached, progress: str | None) -> dict[str, Any]:
+    """One line of the runs list.
+
+    ``progress`` is the broker's word (``ViewerData._progress``; None: no broker knows the run,
+    so whether it goes on is not known and it is called neither running nor stalled). A run its
+    checks refused reads as BLOCKED with their named error; one whose embedded run stopped, as
+    ``interrupted`` and why (``ended``).
+    """
     m = entry.outline.manifest
     r = entry.result
+    end = entry.end if r is None and progress not in ("running", "stalled") else None  # the broker's word first
     cost = 0.0
     known_cost = False
     if r is not None:
@@ -305,11 +340,13 @@ def run_summary(entry: _Cached, running: bool | None) -> dict[str, Any]:
         "harness": m.executor_label,
         "arms": list(m.plan.variants),
         "shards": entry.outline.shard_count,
-        "verdict": r["verdict"] if r else None,
-        "reasons": list(r["reasons"]) if r else [],
+        "verdict": r["verdict"] if r else "BLOCKED" if end and end.how == "blocked" else None,
+        "reasons": list(r["reasons"]) if r else [end.reason] if end else [],
         "rate": _headline(r) if r else None,
         "cost_usd": round(cost, 6) if known_cost else None,
-        "running": bool(running) if running is not None else r is None,
+        "running": progress == "running",
+        "stalled": progress == "stalled",
+        "ended": end.how if end else None,
     }
 
 
@@ -332,6 +369,8 @@ def unreadable_summary(run_id: str, why: str) -> dict[str, Any]:
         "rate": None,
         "cost_usd": None,
         "running": False,
+        "stalled": False,
+        "ended": None,
         "unreadable": why,
     }
 

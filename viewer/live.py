@@ -17,10 +17,12 @@ GROUPS = {
     "queued": (ShardState.QUEUED,),
     "executing": (ShardState.EXECUTING, ShardState.EXECUTED),
     "grading": (ShardState.GRADING,),
-    "done": (ShardState.GRADED, ShardState.BLOCKED),
+    "graded": (ShardState.GRADED,),
+    "blocked": (ShardState.BLOCKED,),
     "failed": tuple(INFRA_FAILURES),
 }
-"""The five live states a page shows, from the contract's shard states."""
+"""The live states a page shows, from the contract's shard states. The ended ones are the reports'
+tally (graded, blocked, infra failures): a blocked shard was never graded and is not "done"."""
 
 
 def counts_of_result(result: dict[str, Any]) -> dict[str, int]:
@@ -61,10 +63,11 @@ def limiter_figures(
 def live_figures(
     manifest: RunManifest, total: int, counts: dict[str, int], source: str, usage: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
-    groups = {name: sum(counts.get(s.value, 0) for s in states) for name, states in GROUPS.items()}
-    if "ended" in counts:  # only how many ended is known (no broker, not reduced)
-        groups["done"] = counts["ended"]
-    finished = groups["done"] + groups["failed"]
+    if "ended" in counts:  # only how many ended is known (no broker, not reduced), not how
+        groups = {"queued": counts.get(ShardState.QUEUED.value, 0), "ended": counts["ended"]}
+    else:
+        groups = {name: sum(counts.get(s.value, 0) for s in states) for name, states in GROUPS.items()}
+    finished = sum(n for name, n in groups.items() if name in ("graded", "blocked", "failed", "ended"))
     spend = sum(u.get("cost_usd") or 0.0 for u in usage.values())
     started = manifest.plan.created_at
     elapsed = max(0.0, (datetime.now(UTC) - started).total_seconds())

@@ -75,7 +75,7 @@ def status(
     if as_json:
         sys.stdout.write(doc.model_dump_json(indent=2) + "\n")
         return
-    out.print(status_view(doc), highlight=False)
+    out.print(status_view(doc), highlight=False, soft_wrap=False)  # its long lines fold, never cropped
 
 
 def report(

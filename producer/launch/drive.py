@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import redis
@@ -13,6 +13,7 @@ from rich.console import Console
 from engine.broker import Broker
 from engine.budget import RunBudget
 from engine.collect import StoredRun
+from engine.records import put_run_end
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
@@ -26,9 +27,10 @@ from producer.plan.request import RunRequest
 from producer.results.reports import append_run_log, complete_block, write_reports
 from reducer.from_store import run_result
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
-from schemas.manifest import RunManifest
+from schemas.manifest import RunManifest, manifest_key
 from schemas.preflight import models_for
 from schemas.report import RunResult
+from schemas.run_end import RunEnd
 
 Submitter = Callable[[RunManifest, ArtifactStore, RunState, Broker, str | None], int]
 """Store the manifest (unless the last argument is the key it is already stored under), register
@@ -57,7 +59,7 @@ def drive(
     for line in concurrency_notes(manifest):
         err.print(line, markup=False, highlight=False)
     cluster = contextlib.nullcontext(opened) if opened is not None else open_cluster(settings, req.workers)
-    with cluster as (live, embedded):
+    with cluster as (live, embedded), ended_if_stopped(store, manifest.plan.run_id, embedded=embedded is not None):
         client = redis.Redis.from_url(live.broker_url or "")
         state = RunState(client)
         publisher = task_sender(live, manifest)
@@ -94,6 +96,23 @@ def drive(
             tail = f"\nlast worker log lines:\n{embedded.log_tail(2000)}" if embedded else ""
             raise RunStalled(f"{exc.detail}{tail}") from exc
     return conclude_run(manifest, store, settings, req.out, out)
+
+
+@contextlib.contextmanager
+def ended_if_stopped(store: ArtifactStore, run_id: str, *, embedded: bool) -> Iterator[None]:
+    """Record the run's end as ``interrupted`` when an embedded run stops before it is reduced
+    (Ctrl-C, its workers gone): its private broker and workers go with this command, so nothing
+    runs it any more, and the stored run must not read as still going. A run on a fleet goes on
+    without the command that submitted it: nothing is recorded for it. A refused run's end is
+    recorded by its checks (producer/launch/preflight.py)."""
+    try:
+        yield
+    except (KeyboardInterrupt, RunStalled) as exc:
+        if embedded and store.exists(manifest_key(run_id)):
+            # A stall's first line names it; the worker log's tail under it stays in the terminal.
+            why = str(exc).splitlines()[0] if isinstance(exc, RunStalled) else "Ctrl-C before the run finished"
+            put_run_end(store, RunEnd(run_id=run_id, how="interrupted", reason=why))
+        raise
 
 
 def concurrency_notes(manifest: RunManifest) -> list[str]:

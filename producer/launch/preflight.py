@@ -13,10 +13,10 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from engine.records import put_manifest
+from engine.records import put_manifest, put_run_end
 from engine.state import RunState
 from engine.store import ArtifactStore
-from schemas.errors import BlockedError, ModelUnavailable
+from schemas.errors import BlockedError, ModelUnavailable, SkillEvalError
 from schemas.manifest import RunManifest
 from schemas.preflight import (
     HOST_CHECK,
@@ -26,6 +26,7 @@ from schemas.preflight import (
     needs_host_check,
     preflight_queues,
 )
+from schemas.run_end import RunEnd
 
 DEFAULT_TIMEOUT_S = 300.0
 """How long to wait for a worker of each queue (autoscaled fleets may start from zero)."""
@@ -53,13 +54,25 @@ def check_before_dispatch(
     stored it (the checking workers read the run from it), else None.
 
     With a canary, the model checks are sent only once it has passed: a run whose executor cannot
-    be graded calls no model at all.
+    be graded calls no model at all. A check that refuses the run leaves its end (``blocked``, with
+    the named error) beside the manifest, so the stored run reads as refused, not as still going.
     """
     host = needs_host_check(manifest, embedded=embedded)
     queues = preflight_queues(manifest) if models else []
     if not host and not queues:
         return None
     stored = put_manifest(store, manifest)
+    try:
+        _run_checks(manifest, state, publisher, host=host, queues=queues, timeout_s=timeout_s)
+    except SkillEvalError as exc:
+        put_run_end(store, RunEnd(run_id=manifest.plan.run_id, how="blocked", reason=str(exc)))
+        raise
+    return stored
+
+
+def _run_checks(
+    manifest: RunManifest, state: RunState, publisher: SendsChecks, *, host: bool, queues: list[str], timeout_s: float
+) -> None:
     run_id = manifest.plan.run_id
     if host:
         publisher.host_check(run_id)
@@ -72,7 +85,6 @@ def check_before_dispatch(
         wait_host_check(run_id, state, timeout_s=timeout_s)
     if queues:
         wait_model_checks(manifest, state, timeout_s=timeout_s)
-    return stored
 
 
 def wait_host_check(run_id: str, state: RunState, *, timeout_s: float, recheck_s: float = 1.0) -> None:

@@ -26,13 +26,35 @@ def waiting_lines(doc: RunStatus) -> list[str]:
     return lines
 
 
+def end_lines(doc: RunStatus) -> list[str]:
+    """Why a run ended without a result, or that the store alone cannot say whether it goes on."""
+    if doc.done:
+        return []
+    if doc.end is not None:
+        after = f"; `skill-eval report {doc.run_id}` reduces what ended" if doc.end.how == "interrupted" else ""
+        return [f"{doc.end.reason}{after}"]
+    if doc.source == "store":
+        return ["whether it is still going only its broker knows (--broker, or SKILL_EVAL_BROKER_URL)"]
+    return []
+
+
+def progress_words(doc: RunStatus) -> str:
+    """Where the run stands and where that is known from. "running" only on the broker's word: the
+    store alone cannot tell a run going on a fleet from one whose command was killed."""
+    if doc.done:
+        where = "live, from the broker" if doc.source == "broker" else "from the store"
+        return f"done ({where})"
+    if doc.end is not None:
+        return f"{doc.end.label} (from the store)"
+    if doc.source == "broker":
+        return f"{'STALLED' if doc.stalled else 'running'} (live, from the broker)"
+    return "not done (from the store)"
+
+
 def status_view(doc: RunStatus) -> RenderableType:
     """The run's headline, its shards by state (states with none left out) and its usage per model."""
-    where = "live, from the broker" if doc.source == "broker" else "from the store"
-    progress = "done" if doc.done else "STALLED" if doc.stalled else "running"
     headline = Text(
-        f"run {doc.run_id}: {progress} ({where}); {doc.terminal} of {doc.total} shards finished",
-        overflow="fold",
+        f"run {doc.run_id}: {progress_words(doc)}; {doc.terminal} of {doc.total} shards finished", overflow="fold"
     )
     states = Table(box=None, pad_edge=False, show_edge=False)
     states.add_column("state")
@@ -42,9 +64,9 @@ def status_view(doc: RunStatus) -> RenderableType:
             states.add_row(state, f"{n:,}")
     states.add_row(Text("total", style="bold"), Text(f"{doc.total:,}", style="bold"))
     parts: list[RenderableType] = [headline, Text(""), states]
-    waiting = waiting_lines(doc)
-    if waiting:
-        parts += [Text(""), *(Text(line, overflow="fold") for line in waiting)]
+    notes = [*end_lines(doc), *waiting_lines(doc)]
+    if notes:
+        parts += [Text(""), *(Text(line, overflow="fold") for line in notes)]
     if doc.usage:
         parts += [Text(""), _usage_table(doc)]
     return Group(*parts)

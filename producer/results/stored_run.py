@@ -9,9 +9,9 @@ import redis
 from rich.console import Console
 
 from engine.collect import StoredRun, collect_outcomes
-from engine.delivery import Delivery
+from engine.delivery import Delivery, stall_bound
 from engine.labels import labelled_answers
-from engine.records import load_manifest, load_result, put_result
+from engine.records import load_manifest, load_result, load_run_end, put_result
 from engine.segments import SegmentWriter
 from engine.settings import Settings
 from engine.state import RunState
@@ -21,14 +21,21 @@ from producer.results.reports import complete_block, write_reports
 from reducer.agreement import agreement
 from reducer.from_store import run_result
 from schemas.constants import DEFAULT_REPORT_DIR
+from schemas.errors import BlockedError
 from schemas.report import RunResult
 from schemas.status import ShardState
 from schemas.summary import RunStatus
 
 
 def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console) -> RunResult:
-    """``skill-eval report``: reduce again from stored verdicts and write the reports."""
+    """``skill-eval report``: reduce again from stored verdicts and write the reports.
+
+    A run its checks refused has nothing to reduce: its named error again (``BlockedError``, exit 2).
+    """
     store = open_store(settings.store)
+    end = load_run_end(store, run_id)
+    if end is not None and end.how == "blocked" and load_result(store, run_id) is None:
+        raise BlockedError(f"run {run_id} was refused before any shard was sent: {end.reason}")
 
     def seal() -> None:
         """Seal what a reduce that never ran left in Redis (a streamed reduce reads only sealed lines)."""
@@ -44,6 +51,8 @@ def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console
     put_result(store, result)
     paths = write_reports(result, manifest, store, out_dir or Path(manifest.out_dir or DEFAULT_REPORT_DIR))
     unfinished = sum(s.unfinished for s in result.skills)
+    if unfinished and end is not None:
+        out.print(f"{end.label}: {end.reason}", markup=False)
     if unfinished:  # said before the block, whose verdict stays last
         total = sum(s.shard_count for s in result.skills)
         out.print(
@@ -63,14 +72,13 @@ def _delivery(client: redis.Redis, run_id: str, settings: Settings) -> dict[str,
     message again and started it by then (docs/design/cluster.md, "Delivery from the ledger").
     """
     waiting = Delivery(client).waiting(run_id)
-    bound = settings.redeliver_after_s + 3 * settings.reaper_period_s
-    idle = waiting.idle_s if waiting.idle_s is not None else waiting.oldest_s
+    bound = stall_bound(settings.redeliver_after_s, settings.reaper_period_s)
     return {
         "waiting": waiting.shards,
         "waiting_oldest_s": waiting.oldest_s,
         "in_flight": waiting.leased,
         "idle_s": waiting.idle_s,
-        "stalled": waiting.shards > 0 and waiting.leased == 0 and idle is not None and idle > bound,
+        "stalled": waiting.stalled(bound),
         "stall_after_s": bound,
     }
 
@@ -94,6 +102,8 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
                 usage=usage_totals(client, run_id),
                 **({} if done else _delivery(client, run_id, settings)),
             )
+    # A run its broker knows is going (the broker's word first); one it does not may have ended
+    # without a result: refused by its checks (never registered), or its embedded broker is gone.
     manifest = load_manifest(store, run_id)
     outcomes = collect_outcomes(store, manifest)
     counts = {s.value: 0 for s in ShardState}
@@ -109,4 +119,5 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
         done=result is not None,
         terminal=len(outcomes),
         usage={k: v.model_dump() for k, v in result.usage.items()} if result else {},
+        end=None if result else load_run_end(store, run_id),
     )

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from starlette.testclient import TestClient
 
+from engine.records import put_run_end
 from engine.store import open_store
+from schemas.manifest import RunManifest
+from schemas.run_end import RunEnd
+from schemas.shard import RunPlan
 from tests.viewer.conftest import MODELS, ViewedRun
 from viewer.app import create_app, pager_links
+from viewer.data import ViewerData
+from viewer.live import counts_of_result, live_figures
 from viewer.rows import MAX_PAGE, Query
 
 
@@ -28,7 +35,8 @@ def test_the_runs_list_names_the_run_with_its_verdict_and_plan(viewed_run: Viewe
 def test_a_run_gives_verdict_rates_and_shard_counts(viewed_run: ViewedRun) -> None:
     doc = client(viewed_run.env.store).get(f"/api/runs/{viewed_run.run_id}").json()
     assert doc["verdict"] == "FAIL"
-    assert doc["live"]["groups"]["done"] == 4 and doc["live"]["total"] == 4
+    assert doc["live"]["groups"]["graded"] == 4 and doc["live"]["total"] == 4
+    assert doc["live"]["groups"]["blocked"] == 0 and doc["live"]["groups"]["failed"] == 0
     (skill,) = doc["result"]["skills"]
     assert skill["behavioural"]["passed"] == 6 and skill["behavioural"]["total"] == 10
     assert [m["behavioural"]["passed"] for m in skill["models"]] == [3, 3]
@@ -125,14 +133,76 @@ def test_a_run_not_reduced_yet_shows_what_is_stored_so_far(viewed_run: ViewedRun
     ended[0].unlink()  # one shard has not ended
     c = client(store)
     (item,) = c.get("/api/runs").json()["items"]
-    assert item["running"] is True and item["verdict"] is None
+    # No broker knows the run: it may be going on a fleet, or its command was killed.
+    assert item["running"] is False and item["verdict"] is None and item["ended"] is None
     doc = c.get(f"/api/runs/{run}").json()
     assert doc["live"]["source"] == "store" and doc["result"] is None
-    assert doc["live"]["groups"]["done"] == 3 and doc["live"]["groups"]["queued"] == 1
+    # Only how many ended is known from a listing, not how: they are not called done or graded.
+    assert doc["live"]["groups"] == {"queued": 1, "ended": 3}
     rows = c.get(f"/api/runs/{run}/shards").json()["items"]
     assert sorted(r["state"] for r in rows) == ["graded", "graded", "graded", "queued"]
     assert c.get(f"/api/runs/{run}/result").status_code == 404
-    assert "running" in c.get(f"/runs/{run}").text
+    page = c.get(f"/runs/{run}").text
+    assert ">not done<" in page and "whether it is still going is not known here" in page
+
+
+def test_a_run_its_checks_refused_reads_as_blocked_with_the_named_error(viewed_run: ViewedRun, tmp_path: Path) -> None:
+    store = viewed_run.store_copy(tmp_path / "store")
+    run = viewed_run.run_id
+    (store / "runs" / run / "result.json").unlink()
+    for outcome in (store / "runs" / run / "outcomes").glob("*.json"):
+        outcome.unlink()  # refused before dispatch: nothing ended
+    why = "BLOCKED_MODEL_UNAVAILABLE: anthropic/m: ANTHROPIC_API_KEY not set"
+    put_run_end(open_store(str(store)), RunEnd(run_id=run, how="blocked", reason=why))
+    c = client(store)
+    (item,) = c.get("/api/runs").json()["items"]
+    assert item["verdict"] == "BLOCKED" and item["reasons"] == [why]
+    assert item["running"] is False and item["ended"] == "blocked"
+    listed = c.get("/").text
+    assert ">BLOCKED<" in listed and "ANTHROPIC_API_KEY not set" in listed and ">running<" not in listed
+    page = c.get(f"/runs/{run}").text
+    assert 'id="verdict-value">BLOCKED<' in page and "ANTHROPIC_API_KEY not set" in page
+
+
+def test_an_embedded_run_stopped_before_it_finished_reads_as_interrupted(viewed_run: ViewedRun, tmp_path: Path) -> None:
+    store = viewed_run.store_copy(tmp_path / "store")
+    run = viewed_run.run_id
+    (store / "runs" / run / "result.json").unlink()
+    put_run_end(open_store(str(store)), RunEnd(run_id=run, how="interrupted", reason="Ctrl-C before the run finished"))
+    c = client(store)
+    (item,) = c.get("/api/runs").json()["items"]
+    assert item["verdict"] is None and item["ended"] == "interrupted" and item["running"] is False
+    page = c.get(f"/runs/{run}").text
+    assert 'id="verdict-value">interrupted<' in page and "Ctrl-C before the run finished" in page
+
+
+def test_a_run_the_broker_holds_but_nothing_moves_reads_as_stalled_as_status_says(
+    viewed_run: ViewedRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = viewed_run.store_copy(tmp_path / "store")
+    run = viewed_run.run_id
+    (store / "runs" / run / "result.json").unlink()
+    # The broker's stall test itself, against a real ledger, is in tests/test_delivery.py.
+    monkeypatch.setattr(ViewerData, "_progress", lambda self, run_id: "stalled")
+    c = client(store)
+    (item,) = c.get("/api/runs").json()["items"]
+    assert item["stalled"] is True and item["running"] is False
+    assert ">STALLED<" in c.get("/").text
+    page = c.get(f"/runs/{run}").text
+    assert 'id="verdict-value">STALLED<' in page and "check that workers serve the run's queues" in page
+
+
+def test_a_blocked_shard_is_counted_as_blocked_not_done() -> None:
+    """The page's tally is the reports': graded, blocked and the infra failures apart."""
+    plan = RunPlan(run_id="r", bundles=(), models=("openai/m",), judges=("openai/j",), epochs=1, shards=())
+    manifest = RunManifest(plan=plan, snapshots={})
+    counts_from_result = counts_of_result(
+        {"skills": [{"models": [{"graded": 1}], "infra": {"executor-failed": 0}, "not_graded": 1}]}
+    )
+    for counts in (counts_from_result, {"graded": 1, "blocked": 1}):
+        groups = live_figures(manifest, 2, counts, "result", {})["groups"]
+        assert (groups["graded"], groups["blocked"], groups["failed"]) == (1, 1, 0)
+        assert "done" not in groups
 
 
 def test_a_search_over_trajectories_finds_the_shards_whose_agent_printed_it(viewed_run: ViewedRun) -> None:

@@ -100,6 +100,13 @@ def test_a_reviewer_finds_a_failure_sees_its_evidence_and_labels_three_verdicts(
         shown_whole(page, page.locator("tr.run .verdict").first, width)
         page.click(f"a[href='/runs/{viewed_run.run_id}']")
         expect(page.locator("#verdict-value")).to_have_text("FAIL")
+        # Every rate's interval and its graded shards on screen, at phone width too (one card a row).
+        for label in ("95% interval", "graded / shards"):
+            for row in ("corpus", "model"):
+                shown_whole(page, page.locator(f"table.rates tr.{row} td[data-label='{label}']").first, width)
+        shown_whole(page, page.locator("tr.leader td[data-label='graded / shards']").last, width)
+        expect(page.locator("#live .count.graded .n")).to_have_text("4")
+        expect(page.locator("#live .count.blocked .n")).to_have_text("0")
         expect(page.locator("tr.shard")).to_have_count(4)
         page.select_option("select[name=model]", SCRIPT_MODEL)
         page.check("input[name=failing]")
@@ -154,6 +161,7 @@ def test_live_counts_follow_the_broker_without_a_reload(
             state.transition(run, shards[0], ShardState.GRADED)
             state.transition(run, shards[1], ShardState.EXECUTOR_FAILED)
             expect(page.locator("[data-group=failed]")).to_have_text("1", timeout=15_000)
+            expect(page.locator("[data-group=graded]")).to_have_text("1")
             expect(page.locator("[data-group=executing]")).to_have_text("0", timeout=15_000)
             expect(page.locator("[data-group=queued]")).to_have_text("2")
             # Two calls of the executor model in flight and a 429 cool-down, as the fleet's limiter holds them.

@@ -60,4 +60,7 @@ def test_view_names_a_bad_store_or_a_busy_port_and_exits_2(viewed_run: ViewedRun
         taken.listen()
         port = taken.getsockname()[1]
         busy = viewed_run.env.cli("view", "--store", str(viewed_run.env.store), "--port", str(port))
+        # A store folder that does not exist (a typo) is named, not served as an empty list.
+        missing = viewed_run.env.cli("view", "--store", f"{viewed_run.env.store}-nonexistent", "--port", str(port))
+    assert missing.code == 2 and "STORE_ERROR" in missing.stderr and "-nonexistent does not exist" in missing.stderr
     assert busy.code == 2 and f"--port {port}: cannot listen there" in busy.stderr

@@ -22,15 +22,16 @@ function pollRun(section) {
         showLimits(doc.live.limits || {});
         const verdict = document.getElementById("verdict-value");
         if (verdict) {
-          const word = doc.verdict || (doc.running ? "running" : "not reduced");
+          const word = doc.verdict || (doc.running ? "running" : doc.stalled ? "STALLED" : doc.ended || "not done");
           verdict.textContent = word;
-          verdict.className = `verdict ${doc.verdict || "RUNNING"}`;
+          verdict.className = `verdict ${doc.verdict || (doc.running ? "RUNNING" : doc.stalled ? "WARN" : "ENDED")}`;
         }
         section.dataset.updated = String(Date.now());
-        finished = Boolean(doc.verdict) && !doc.running && doc.live.source !== "broker";
+        // A reduced or ended run without a broker no longer changes.
+        finished = Boolean(doc.verdict || doc.ended) && !doc.running && doc.live.source !== "broker";
       }
     } catch (e) { /* the next tick tries again */ }
-    if (!finished) setTimeout(tick, 1000);  // a reduced run without a broker no longer changes
+    if (!finished) setTimeout(tick, 1000);
   };
   setTimeout(tick, 1000);
 }

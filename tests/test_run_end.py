@@ -1,0 +1,116 @@
+"""A run that ends without a result says so: refused by its checks, or its embedded run stopped.
+
+The record the producer leaves (``runs/<run>/end.json``) and what ``status`` makes of it, then
+Ctrl-C on the real command. The viewer's pages are in tests/viewer/test_api.py, the whole
+refused run through the real command in tests/test_preflight.py.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.records import load_run_end, put_manifest
+from engine.store import LocalStore
+from producer.launch.drive import ended_if_stopped
+from producer.launch.progress import RunStalled
+from producer.results.status_view import end_lines, progress_words
+from schemas.manifest import RunManifest
+from schemas.run_end import RunEnd
+from schemas.shard import RunPlan
+from schemas.summary import RunStatus
+from testkit.offline_server import OfflineModelServer
+from tests.e2e_support import Env, case, new_repo, scenario, write_skill
+from viewer.data import ViewerData
+
+RUN = "20260101-000000-0000cafe"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalStore:
+    store = LocalStore(tmp_path / "store")
+    plan = RunPlan(run_id=RUN, bundles=(), models=("openai/m",), judges=("openai/j",), shards=())
+    put_manifest(store, RunManifest(plan=plan, snapshots={}))
+    return store
+
+
+def test_ctrl_c_on_an_embedded_run_records_it_interrupted(store: LocalStore) -> None:
+    with pytest.raises(KeyboardInterrupt), ended_if_stopped(store, RUN, embedded=True):
+        raise KeyboardInterrupt
+    end = load_run_end(store, RUN)
+    assert end is not None and end.how == "interrupted" and end.reason == "Ctrl-C before the run finished"
+
+
+def test_an_embedded_run_whose_workers_died_records_the_stall_without_the_log_tail(store: LocalStore) -> None:
+    with pytest.raises(RunStalled), ended_if_stopped(store, RUN, embedded=True):
+        raise RunStalled("the workers stopped before the run finished\nlast worker log lines:\nTraceback ...")
+    end = load_run_end(store, RUN)
+    assert end is not None and end.reason == "RUN_STALLED: the workers stopped before the run finished"
+
+
+def test_a_run_on_a_fleet_goes_on_without_its_command_so_nothing_is_recorded(store: LocalStore) -> None:
+    with pytest.raises(KeyboardInterrupt), ended_if_stopped(store, RUN, embedded=False):
+        raise KeyboardInterrupt
+    assert load_run_end(store, RUN) is None
+
+
+def test_nothing_is_recorded_for_a_run_never_stored(tmp_path: Path) -> None:
+    empty = LocalStore(tmp_path / "empty")
+    with pytest.raises(KeyboardInterrupt), ended_if_stopped(empty, RUN, embedded=True):
+        raise KeyboardInterrupt
+    assert not (tmp_path / "empty").exists()
+
+
+def _status(**fields: object) -> RunStatus:
+    base: dict[str, object] = dict(run_id=RUN, source="store", total=2, states={"queued": 2}, done=False, terminal=0)
+    return RunStatus.model_validate({**base, **fields})
+
+
+def test_status_says_blocked_and_why_for_a_refused_run_and_never_running() -> None:
+    why = "BLOCKED_MODEL_UNAVAILABLE: anthropic/m: ANTHROPIC_API_KEY not set"
+    doc = _status(end=RunEnd(run_id=RUN, how="blocked", reason=why))
+    assert progress_words(doc) == "BLOCKED (from the store)" and end_lines(doc) == [why]
+    stopped = _status(end=RunEnd(run_id=RUN, how="interrupted", reason="Ctrl-C before the run finished"))
+    assert progress_words(stopped) == "interrupted (from the store)"
+    assert end_lines(stopped) == [f"Ctrl-C before the run finished; `skill-eval report {RUN}` reduces what ended"]
+
+
+def test_status_calls_a_run_running_only_on_the_brokers_word() -> None:
+    assert progress_words(_status()) == "not done (from the store)"
+    assert "only its broker knows" in end_lines(_status())[0]
+    assert progress_words(_status(source="broker")) == "running (live, from the broker)"
+    assert progress_words(_status(source="broker", stalled=True)) == "STALLED (live, from the broker)"
+    assert progress_words(_status(done=True, terminal=2)) == "done (from the store)"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_ctrl_c_on_a_real_embedded_run_leaves_it_interrupted_in_status_and_the_viewer(tmp_path: Path) -> None:
+    """The real command on its embedded cluster, its agent's model never answering: Ctrl-C stops it,
+    and the stored run says interrupted, not running, wherever it is read."""
+    hang = {"contains": "Say hello", "tools": True, "replies": [{"hang": True}]}
+    with OfflineModelServer(scenario([hang], [])) as server:
+        env = Env(tmp_path / "e2e", server.base_url)
+        env.base.mkdir()
+        repo = new_repo(tmp_path / "repo")
+        write_skill(repo, "greet", [case(i, f"Say hello {i}.", ["The agent runs echo hello"]) for i in (1, 2)])
+        models = ("--model", "openai/exec", "--judge", "openai/judge", "--api-base", env.api_base)
+        proc = env.start("run", "greet", "--repo", str(repo), *env.place_args(), *models, "--no-calibration")
+        deadline = time.monotonic() + 120
+        while not any("Say hello" in json.dumps(r) for r in server.requests()):  # a shard is out
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        done = env.finish(proc, timeout_s=60)
+    assert done.code != 0
+    (run_dir,) = env.store.glob("runs/*")
+    end = load_run_end(LocalStore(env.store), run_dir.name)
+    assert end is not None and end.how == "interrupted" and end.reason == "Ctrl-C before the run finished"
+    status = env.cli("status", run_dir.name, "--store", str(env.store))
+    assert status.stdout.startswith(f"run {run_dir.name}: interrupted (from the store)"), status.stdout
+    (item,) = ViewerData(LocalStore(env.store)).runs()
+    assert item["ended"] == "interrupted" and item["running"] is False and item["verdict"] is None
