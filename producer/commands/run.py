@@ -63,7 +63,14 @@ from producer.plan.dry_run import PlanInput, dry_run_plan
 from producer.plan.epochs import parse_epochs
 from producer.plan.harnesses import UNSPECIFIED, pair_harnesses, planned_harnesses
 from producer.plan.planning import arm_variants
-from producer.plan.prechecks import check_api_base, check_detach, check_invoke, check_repo_path, fixture_guards
+from producer.plan.prechecks import (
+    check_api_base,
+    check_detach,
+    check_invoke,
+    check_repeats,
+    check_repo_path,
+    fixture_guards,
+)
 from producer.plan.repo_terms import check_repo_terms
 from producer.plan.request import RunRequest
 from schemas.adaptive import AdaptivePlan
@@ -86,9 +93,15 @@ BEHAVIOURAL_FLAGS = (
 
 
 def need_targets(skills: list[str] | None, all_evals: bool) -> list[str]:
-    """The named skills; a ``ConfigError`` when neither a skill nor ``--all-evals`` is given."""
+    """The named skills; a ``ConfigError`` when neither a skill nor ``--all-evals`` is given, when
+    both are (which one was meant cannot be guessed), or when a skill is named twice."""
     if not skills and not all_evals:
         raise ConfigError("name a skill to evaluate, or pass --all-evals (skill-eval never defaults to all)")
+    if skills and all_evals:
+        raise ConfigError(
+            f"skills named ({', '.join(skills)}) and --all-evals given: they conflict; name skills or pass --all-evals"
+        )
+    check_repeats("skill", skills or [])
     return skills or []
 
 
@@ -298,6 +311,7 @@ def grade(
     """
     if not trajectories or not judge:
         raise ConfigError("--trajectories and --judge are required")
+    check_repeats("skill", skills or [])
     check_repo_path(shared.repo)
     check_api_base(shared.api_base)
     settings = shared.settings()

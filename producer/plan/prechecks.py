@@ -5,7 +5,8 @@ would stop on or block, and the real run calls the flag checks first so that a m
 is refused before a cluster starts. Two kinds:
 
 - flag checks raise: a missing ``--repo``, an ``--api-base`` that is not a URL, an unknown
-  ``--invoke``, ``--detach`` without a broker (exit 2, the contract's bad input);
+  ``--invoke``, ``--detach`` without a broker, a skill or model named twice (exit 2, the
+  contract's bad input);
 - case guards are returned as lines: a case whose base-stage fixtures need git in a repo
   without it (``BLOCKED_FIXTURE_NEEDS_GIT``), a ``--compare`` ref the skill cannot be read at
   (``GUARD_BAD_REF``, ``GUARD_NO_GIT``). The run reports these per case or per skill and goes
@@ -59,6 +60,18 @@ def check_api_base(value: str | None) -> None:
     problem = url_problem(value)
     if problem:
         raise ConfigError(f"--api-base: {problem}")
+
+
+def check_repeats(flag: str, values: Sequence[str]) -> None:
+    """Refuse a value given more than once, naming the flag (or ``skill``) and the value.
+
+    A repeated skill, model or executor would plan the same shards twice under one id, and a run
+    would wait for results that never come; a user typing a name twice most likely erred."""
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            raise ConfigError(f"{flag} {value} given more than once")
+        seen.add(value)
 
 
 def check_invoke(value: str) -> None:
