@@ -19,10 +19,11 @@ from engine.records import latest_noise
 from engine.store import open_store
 from producer.corpus.repo import Repo
 from producer.plan.case_terms import check_case_terms
+from producer.plan.compare import guard_compare
 from producer.plan.epochs import adaptive_plan_line
 from producer.plan.harnesses import UNSPECIFIED
 from producer.plan.planning import new_run_id, plan_run, plan_summary
-from producer.plan.prechecks import compare_guards, fixture_guards
+from producer.plan.prechecks import fixture_guards
 from producer.plan.repo_terms import check_repo_terms
 from schemas.adaptive import AdaptivePlan
 from schemas.status import ExitCode
@@ -69,6 +70,8 @@ def dry_run_plan(
         adaptive=plan_in.adaptive,
         harnesses=plan_in.harnesses,
     )
+    # The baseline arm of a skill whose --compare guard fires is dropped, as the run drops it.
+    plan, compare_lines = guard_compare(plan, r.root, plan_in.compare) if plan_in.compare else (plan, [])
     # A compared plan's power uses the discordance its corpus's last noise floor observed, if any.
     compared = len(plan.variants) > 1
     observed = latest_noise(open_store(plan_in.store), bundles) if compared and plan_in.store else {}
@@ -78,7 +81,7 @@ def dry_run_plan(
         check_case_terms(plan, executor)
     check_repo_terms(r.root, executors)
     summary = plan_summary(plan, skipped, observed)
-    guards = fixture_guards(r.root, bundles) + compare_guards(r.root, plan_in.compare, bundles)
+    guards = fixture_guards(r.root, bundles) + compare_lines
     summary = summary.model_copy(update={"guards": guards})
     if as_json:
         sys.stdout.write(summary.model_dump_json(indent=2) + "\n")

@@ -133,7 +133,7 @@ def plan_summary(
     plan: RunPlan, skipped: Sequence[SkippedCorpus] = (), observed: Mapping[str, NoiseRecord] | None = None
 ) -> PlanSummary:
     """The plan at a glance: per corpus cases and assertions, totals, shard count, corpora left out."""
-    per_variant = len(plan.rows) * plan.epochs
+    per_skill = Counter(s.skill for s in plan.shards)  # an arm a guard dropped for one skill counts no shards
     return PlanSummary(
         run_id=plan.run_id,
         corpora=[
@@ -143,7 +143,7 @@ def plan_summary(
                 bundle_key=b.bundle_key,
                 cases=len(b.corpus.evals),
                 assertions=b.corpus.assertion_count,
-                shards=len(b.corpus.evals) * per_variant * len(plan.variants),
+                shards=per_skill[b.skill],
             )
             for b in plan.bundles
         ],

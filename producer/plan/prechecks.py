@@ -8,9 +8,9 @@ is refused before a cluster starts. Two kinds:
   ``--invoke``, ``--detach`` without a broker, a skill or model named twice (exit 2, the
   contract's bad input);
 - case guards are returned as lines: a case whose base-stage fixtures need git in a repo
-  without it (``BLOCKED_FIXTURE_NEEDS_GIT``), a ``--compare`` ref the skill cannot be read at
-  (``GUARD_BAD_REF``, ``GUARD_NO_GIT``). The run reports these per case or per skill and goes
-  on with the rest, so printing them does not change a dry run's exit code.
+  without it (``BLOCKED_FIXTURE_NEEDS_GIT``). The run reports these per case and goes on with
+  the rest, so printing them does not change a dry run's exit code. (A ``--compare`` ref a
+  skill cannot be read at is guarded where the plan is made: producer/plan/compare.py.)
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from engine.repo_source import is_remote
-from producer.plan.compare import check_compare
 from schemas.errors import BadRepo, ConfigError, FixtureNeedsGit
 from schemas.shard import SkillBundle
 from schemas.status import FixtureStage
@@ -110,16 +109,4 @@ def fixture_guards(root: Path, bundles: Sequence[SkillBundle]) -> list[str]:
                     f"({root} has no .git folder); the run blocks this case"
                 )
                 lines.append(str(guard))
-    return lines
-
-
-def compare_guards(root: Path, ref: str | None, bundles: Sequence[SkillBundle]) -> list[str]:
-    """The ``--compare`` guard each skill would hit (the run then grades only its current version)."""
-    if not ref:
-        return []
-    lines = []
-    for bundle in bundles:
-        guard = check_compare(root, ref, bundle.skill)
-        if guard is not None:
-            lines.append(f"{bundle.skill}: {guard}")
     return lines
