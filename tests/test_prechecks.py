@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from producer.commands.cli import app
-from tests.conftest import EXAMPLE_REPO
+from tests.conftest import EXAMPLE_REPO, ROOT
 
 runner = CliRunner()
 
@@ -171,8 +171,10 @@ def _real_run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         (["--repo", "/nonexistent/skills-repo"], "BLOCKED_BAD_REPO: /nonexistent/skills-repo: no such folder"),
         (["--invoke", "never", "--repo", str(EXAMPLE_REPO)], "CONFIG_ERROR: --invoke"),
         (["--detach", "--repo", str(EXAMPLE_REPO)], "CONFIG_ERROR: --detach needs a cluster"),
+        (["--threshold", "0.5", "--repo", str(EXAMPLE_REPO)], "CONFIG_ERROR: --threshold 0.5: this run has no"),
+        (["--all-evals", "--repo", str(EXAMPLE_REPO)], "CONFIG_ERROR: skills named (commit-message) and --all-evals"),
     ],
-    ids=["api-base", "repo", "invoke", "detach"],
+    ids=["api-base", "repo", "invoke", "detach", "threshold", "all-evals"],
 )
 def test_the_real_run_refuses_bad_flags_before_starting_anything(
     tmp_path: Path, extra: list[str], expected: str
@@ -185,6 +187,17 @@ def test_the_real_run_refuses_bad_flags_before_starting_anything(
     assert result.stdout == ""  # a detached run's id is never an empty line to capture
     assert not (tmp_path / "out").exists()
     assert time.monotonic() - start < 50  # no cluster was started and waited on
+
+
+def test_threshold_is_refused_where_no_plugin_eval_suite_would_use_it() -> None:
+    code, output = invoke("run", "--all-evals", "--dry-run", "--threshold", "0.5", "--repo", str(EXAMPLE_REPO))
+    assert code == 2, output
+    assert "CONFIG_ERROR: --threshold 0.5: this run has no Claude Code plugin eval suite" in output
+    assert "--fail-under" in output  # what a corpus's pass rate is gated by instead
+    assert "Plan " not in output
+    plugin = ROOT / "tests" / "fixtures" / "plugin-weather"
+    code, output = invoke("run", "--all-evals", "--dry-run", "--threshold", "0.5", "--repo", str(plugin))
+    assert code == 0, output
 
 
 def test_detach_with_a_broker_passes_the_check() -> None:

@@ -182,7 +182,7 @@ def run(
     harnesses = pair_harnesses(executors, model or [])
     models = shared.model_config(folder, settings)  # no key is looked at
     if dry_run:
-        plan_in = _plan_input(model or [], judge or [], count, compare, baseline, settings, executors, adaptive)
+        plan_in = _plan_input(model, judge, count, (compare, baseline, threshold), settings, executors, adaptive)
         _dry_run(skills, all_evals, folder, plan_in, trigger_turns if as_triggers else None, as_json)
     _require_models(model, judge, trigger_run)
     run_settings = shared.run_settings(
@@ -204,20 +204,23 @@ def run(
 
 
 def _plan_input(
-    models: list[str],
-    judges: list[str],
+    models: list[str] | None,
+    judges: list[str] | None,
     epochs: int,
-    compare: str | None,
-    baseline: str | None,
+    arms: tuple[str | None, str | None, float | None],
     settings: Settings,
     executors: list[str],
     adaptive: AdaptivePlan | None,
 ) -> PlanInput:
-    """What a dry run plans: the arms, and a sweep's harness × model pairs (counted for one unnamed
-    model each when no ``--model`` is given yet)."""
+    """What a dry run plans: the arms (``--compare``, ``--baseline``, and ``--threshold`` checked
+    against them), and a sweep's harness × model pairs (counted for one unnamed model each when no
+    ``--model`` is given yet)."""
+    compare, baseline, threshold = arms
+    models, judges = models or [], judges or []
     harnesses = planned_harnesses(executors, models, pair_harnesses(executors, models))
     variants = arm_variants(compare, baseline)
-    return PlanInput(models, judges, epochs, variants, compare, settings.store, executors[0], adaptive, harnesses)
+    store, executor = settings.store, executors[0]
+    return PlanInput(models, judges, epochs, variants, compare, store, executor, adaptive, harnesses, threshold)
 
 
 def _behavioural(shared: Shared, *gates: object) -> dict[str, object]:

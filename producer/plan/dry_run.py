@@ -23,7 +23,7 @@ from producer.plan.compare import guard_compare
 from producer.plan.epochs import adaptive_plan_line
 from producer.plan.harnesses import UNSPECIFIED
 from producer.plan.planning import new_run_id, plan_run, plan_summary
-from producer.plan.prechecks import fixture_guards
+from producer.plan.prechecks import check_plugin_threshold, fixture_guards
 from producer.plan.repo_terms import check_repo_terms
 from schemas.adaptive import AdaptivePlan
 from schemas.status import ExitCode
@@ -47,6 +47,8 @@ class PlanInput:
     """``--epochs auto``: the first round is planned, the rest shown as a maximum."""
     harnesses: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """A sweep over several executors: each -> the models it runs (``executor`` is then the first)."""
+    plugin_threshold: float | None = None
+    """``--threshold``: refused, as the run refuses it, when no corpus is a plugin eval suite."""
 
 
 def dry_run_plan(
@@ -59,6 +61,7 @@ def dry_run_plan(
     errors = [o.error for o in outcomes if o.error]
     if errors and not all_evals:
         raise errors[0]
+    check_plugin_threshold(plan_in.plugin_threshold, [o.corpus_file for o in outcomes])
     bundles = [o.bundle for o in outcomes if o.bundle]
     plan = plan_run(
         new_run_id(),

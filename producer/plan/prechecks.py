@@ -5,8 +5,8 @@ would stop on or block, and the real run calls the flag checks first so that a m
 is refused before a cluster starts. Two kinds:
 
 - flag checks raise: a missing ``--repo``, an ``--api-base`` that is not a URL, an unknown
-  ``--invoke``, ``--detach`` without a broker, a skill or model named twice (exit 2, the
-  contract's bad input);
+  ``--invoke``, ``--detach`` without a broker, a skill or model named twice, ``--threshold``
+  for a run without a plugin eval suite (exit 2, the contract's bad input);
 - case guards are returned as lines: a case whose base-stage fixtures need git in a repo
   without it (``BLOCKED_FIXTURE_NEEDS_GIT``). The run reports these per case and goes on with
   the rest, so printing them does not change a dry run's exit code. (A ``--compare`` ref a
@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from engine.repo_source import is_remote
+from reducer.plugin_score import is_plugin_suite
 from schemas.errors import BadRepo, ConfigError, FixtureNeedsGit
 from schemas.shard import SkillBundle
 from schemas.status import FixtureStage
@@ -71,6 +72,17 @@ def check_repeats(flag: str, values: Sequence[str]) -> None:
         if value in seen:
             raise ConfigError(f"{flag} {value} given more than once")
         seen.add(value)
+
+
+def check_plugin_threshold(threshold: float | None, corpus_files: Sequence[str]) -> None:
+    """``--threshold`` is what each case of a Claude Code plugin eval suite must score: refuse it
+    for a run whose corpora (``corpus_files``, bad ones included) hold no plugin suite, where it
+    would gate nothing while the report still named it."""
+    if threshold is not None and not any(is_plugin_suite(f) for f in corpus_files):
+        raise ConfigError(
+            f"--threshold {threshold:g}: this run has no Claude Code plugin eval suite (evals/<case>/ folders), "
+            "the only corpora it applies to; a corpus's pass rate is gated by --fail-under"
+        )
 
 
 def check_invoke(value: str) -> None:
