@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -9,6 +10,7 @@ from typing import Any, NoReturn
 import typer
 
 from engine.labels import check_calibration_runs
+from engine.litellm_table import bundled_model_table
 from engine.settings import Settings
 from engine.store import open_store
 from harnesses.registry import check_executor
@@ -62,6 +64,7 @@ from producer.launch.grade_only import grade_recorded
 from producer.plan.dry_run import PlanInput, dry_run_plan
 from producer.plan.epochs import parse_epochs
 from producer.plan.harnesses import UNSPECIFIED, pair_harnesses, planned_harnesses
+from producer.plan.model_names import check_model_names
 from producer.plan.planning import arm_variants
 from producer.plan.prechecks import (
     check_api_base,
@@ -77,6 +80,7 @@ from schemas.adaptive import AdaptivePlan
 from schemas.constants import BUILTIN_EXECUTOR
 from schemas.errors import ConfigError
 from schemas.manifest import AgentBudget, RunSettings
+from schemas.model_config import ModelConfig, load_model_config
 from schemas.report import RunResult
 from schemas.status import ExitCode, SandboxMode
 from schemas.triggers import TriggerSettings
@@ -118,6 +122,8 @@ def validate(
     check_repo_path(repo)
     pair_harnesses(executor or [BUILTIN_EXECUTOR], model or [])
     r = Repo(repo_folder(repo))
+    if model:  # refused as the run would refuse it, with the model config the run would read
+        check_names(executor or [BUILTIN_EXECUTOR], model, [], load_model_config(untrusted=r.root))
     check_repo_terms(r.root, executor or [])
     files = behavioural_targets(r, skills, all_evals)
     bad = 0
@@ -180,7 +186,7 @@ def run(
     as_triggers = trigger_run is not None
     count, adaptive = parse_epochs(epochs, max_epochs, detach=shared.detach, triggers=as_triggers, baseline=baseline)
     harnesses = pair_harnesses(executors, model or [])
-    models = shared.model_config(folder, settings)  # no key is looked at
+    models = _model_config(shared, folder, settings, executors, model, [] if as_triggers else judge)
     if dry_run:
         plan_in = _plan_input(model, judge, count, (compare, baseline, threshold), settings, executors, adaptive)
         _dry_run(skills, all_evals, folder, plan_in, trigger_turns if as_triggers else None, as_json)
@@ -221,6 +227,30 @@ def _plan_input(
     variants = arm_variants(compare, baseline)
     store, executor = settings.store, executors[0]
     return PlanInput(models, judges, epochs, variants, compare, store, executor, adaptive, harnesses, threshold)
+
+
+def _model_config(
+    shared: Shared,
+    folder: Path,
+    settings: Settings,
+    executors: list[str],
+    models: list[str] | None,
+    judges: list[str] | None,
+) -> ModelConfig:
+    """The run's model config (no key is looked at), once every model name litellm could not route is refused."""
+    config = shared.model_config(folder, settings)
+    check_names(executors, models or [], judges or [], config)
+    return config
+
+
+def check_names(executors: list[str], models: list[str], judges: list[str], config: ModelConfig) -> None:
+    """:func:`check_model_names` with litellm's table and what ``config`` sends straight over HTTP."""
+    direct = functools.partial(_goes_direct, config)
+    check_model_names(executors, models, judges, bundled_model_table(), direct)
+
+
+def _goes_direct(config: ModelConfig, model: str) -> bool:
+    return config.for_model(model).transport == "direct"
 
 
 def _behavioural(shared: Shared, *gates: object) -> dict[str, object]:
