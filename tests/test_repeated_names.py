@@ -34,6 +34,7 @@ MODELS = ["--model", "openai/m", "--judge", "openai/j"]
         (["run", "commit-message", "--dry-run", "--executor", "agent", "--executor", "agent"], "--executor agent"),
         (["run", "commit-message", "--all-evals", "--dry-run"], "skills named (commit-message) and --all-evals"),
         (["validate", "commit-message", "--all-evals"], "skills named (commit-message) and --all-evals"),
+        (["grade", "commit-message", "commit-message", "--trajectories", "t", "--judge", "openai/j"], "skill commit"),
     ],
     ids=[
         "validate-skill",
@@ -44,6 +45,7 @@ MODELS = ["--model", "openai/m", "--judge", "openai/j"]
         "dry-run-executor",
         "dry-run-all-evals",
         "validate-all-evals",
+        "grade-skill",
     ],
 )
 def test_validate_and_dry_run_refuse_a_name_given_twice(args: list[str], expected: str | None) -> None:
