@@ -108,9 +108,9 @@ def test_dry_run_json_plans_cases_times_models_times_epochs() -> None:
         "--repo",
         str(EXAMPLE_REPO),
         "--model",
-        "m1",
+        "openai/m1",
         "--model",
-        "m2",
+        "openai/m2",
         "--epochs",
         "3",
     )
@@ -202,7 +202,7 @@ def test_a_mistyped_command_or_option_is_a_usage_error_exit_2_not_an_infra_error
 
 
 def test_missing_models_is_a_config_error_printed_once() -> None:
-    code, output = invoke("run", "commit-message", "--repo", str(EXAMPLE_REPO), "--model", "m")
+    code, output = invoke("run", "commit-message", "--repo", str(EXAMPLE_REPO), "--model", "openai/m")
     assert code == 2
     assert output.count("CONFIG_ERROR: --model and --judge are required") == 1
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from producer.corpus.repo import Repo
-from producer.plan.compare import check_compare, restrict_baseline
+from producer.plan.compare import check_compare, guard_compare, restrict_baseline
 from producer.plan.planning import plan_run
 from schemas.errors import BadRef, NoGit
 from schemas.shard import CURRENT, baseline_variant
@@ -89,6 +90,19 @@ def test_a_guarded_skill_keeps_only_its_current_shards(repo: Path) -> None:
     only_current = restrict_baseline(plan, "v0", set())
     assert {s.variant for s in only_current.shards} == {CURRENT}
     assert only_current.variants == (CURRENT,)
+
+
+def test_the_compare_guard_drops_the_baseline_arm_it_names(repo: Path, tmp_path: Path) -> None:
+    bundle = Repo(repo).load("evals/greeter.evals.json")
+    variants = [CURRENT, baseline_variant("HEAD~1")]
+    guarded, lines = guard_compare(plan_run("r", [bundle], ["m"], variants=variants), repo, "HEAD~1")
+    assert lines == [] and len(guarded.shards) == 8
+    plain = tmp_path / "copy"
+    shutil.copytree(repo, plain, ignore=shutil.ignore_patterns(".git"))
+    bundle = Repo(plain).load("evals/greeter.evals.json")
+    guarded, lines = guard_compare(plan_run("r", [bundle], ["m"], variants=variants), plain, "HEAD~1")
+    assert [line.split(": ")[:2] for line in lines] == [["greeter", "GUARD_NO_GIT"]]
+    assert guarded.variants == (CURRENT,) and {s.variant for s in guarded.shards} == {CURRENT}
 
 
 @pytest.fixture

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from producer.corpus.repo import Repo, bundle_key
 from producer.plan.planning import new_run_id, plan_run
+from schemas.errors import ConfigError
 from schemas.shard import CURRENT, Shard, baseline_variant, shard_id_for
 from tests.conftest import EXAMPLE_REPO
 
@@ -46,6 +48,26 @@ def test_replanning_the_same_run_gives_the_same_shards() -> None:
     two = plan_run("run-1", b, ["m1", "m2"], epochs=2, variants=[CURRENT, baseline_variant("v1")])
     assert [s.shard_id for s in one.shards] == [s.shard_id for s in two.shards]
     assert len(one.shards) == len({s.shard_id for s in one.shards}) == 2 * 4 * 2 * 2
+
+
+@pytest.mark.parametrize(
+    ("repeat", "named"),
+    [
+        (dict(bundles=2), "skill commit-message"),
+        (dict(models=["m1", "m1"]), "model m1"),
+        (dict(variants=[CURRENT, CURRENT]), "arm current"),
+        (dict(harnesses={"agent": ("m1", "m1")}), "executor agent"),
+    ],
+    ids=["skill", "model", "arm", "harness-pair"],
+)
+def test_a_plan_that_would_hold_a_shard_twice_is_refused_before_anything_is_enqueued(
+    repeat: dict[str, Any], named: str
+) -> None:
+    # Results are counted per shard id: a shard planned twice is one result short forever.
+    [bundle] = [o.bundle for o in Repo(EXAMPLE_REPO).load_many(["evals/commit-message.evals.json"]) if o.bundle]
+    bundles = [bundle] * repeat.pop("bundles", 1)
+    with pytest.raises(ConfigError, match=f"the plan holds shard [0-9a-f]{{16}} \\(.*{named}.*\\) more than once"):
+        plan_run("run-1", bundles, repeat.pop("models", ["m1"]), **repeat)
 
 
 def test_bundle_key_changes_with_skill_text_but_not_with_file_order() -> None:

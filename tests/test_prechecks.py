@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from producer.commands.cli import app
-from tests.conftest import EXAMPLE_REPO
+from tests.conftest import EXAMPLE_REPO, ROOT
 
 runner = CliRunner()
 
@@ -71,6 +71,40 @@ def test_dry_run_names_a_compare_ref_that_does_not_exist(example_repo: Path) -> 
     code, output = invoke(*args)
     assert code == 0, output
     assert json.loads(output)["guards"] == []  # the ref exists: nothing to say
+
+
+def test_a_dry_run_without_git_plans_no_baseline_arm_as_its_guard_says(plain_repo: Path) -> None:
+    code, output = invoke("run", "--all-evals", "--dry-run", "--compare", "HEAD~1", "--repo", str(plain_repo))
+    assert code == 0, output
+    assert "GUARD_NO_GIT: skill-eval --compare needs a git repository" in output
+    assert "grading the current version only" in output
+    assert "shards = cases x models x epochs = 4" in output  # the current arm alone, as the run plans it
+    assert "baseline@" not in output
+
+    args = ["run", "--all-evals", "--dry-run", "--json", "--compare", "HEAD~1", "--repo", str(plain_repo)]
+    plan = json.loads(invoke(*args)[1])
+    assert plan["variants"] == ["current"]
+    assert [c["shards"] for c in plan["corpora"]] == [2, 2] and plan["totals"]["shards"] == 4
+
+
+def test_a_dry_run_drops_the_baseline_arm_of_only_the_skill_whose_guard_fires(example_repo: Path) -> None:
+    # A skill added after the compared ref has no old version: only its own baseline shards go.
+    shutil.copytree(example_repo / "skills" / "changelog-entry", example_repo / "skills" / "release-note")
+    corpus = json.loads((example_repo / "evals" / "changelog-entry.evals.json").read_text())
+    corpus["skill_name"] = "release-note"
+    (example_repo / "evals" / "release-note.evals.json").write_text(json.dumps(corpus))
+    args = ["run", "--all-evals", "--dry-run", "--json", "--compare", "HEAD", "--repo", str(example_repo)]
+    code, output = invoke(*args)
+    assert code == 0, output
+    plan = json.loads(output)
+    assert plan["variants"] == ["current", "baseline@HEAD"]
+    assert {c["skill"]: c["shards"] for c in plan["corpora"]} == {
+        "changelog-entry": 4,
+        "commit-message": 4,
+        "release-note": 2,
+    }
+    assert plan["totals"]["shards"] == 10
+    assert [g.split(": ")[0:2] for g in plan["guards"]] == [["release-note", "GUARD_BAD_REF"]]
 
 
 def test_dry_run_json_carries_the_guards(example_repo: Path) -> None:
@@ -137,8 +171,10 @@ def _real_run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         (["--repo", "/nonexistent/skills-repo"], "BLOCKED_BAD_REPO: /nonexistent/skills-repo: no such folder"),
         (["--invoke", "never", "--repo", str(EXAMPLE_REPO)], "CONFIG_ERROR: --invoke"),
         (["--detach", "--repo", str(EXAMPLE_REPO)], "CONFIG_ERROR: --detach needs a cluster"),
+        (["--threshold", "0.5", "--repo", str(EXAMPLE_REPO)], "CONFIG_ERROR: --threshold 0.5: this run has no"),
+        (["--all-evals", "--repo", str(EXAMPLE_REPO)], "CONFIG_ERROR: skills named (commit-message) and --all-evals"),
     ],
-    ids=["api-base", "repo", "invoke", "detach"],
+    ids=["api-base", "repo", "invoke", "detach", "threshold", "all-evals"],
 )
 def test_the_real_run_refuses_bad_flags_before_starting_anything(
     tmp_path: Path, extra: list[str], expected: str
@@ -151,6 +187,17 @@ def test_the_real_run_refuses_bad_flags_before_starting_anything(
     assert result.stdout == ""  # a detached run's id is never an empty line to capture
     assert not (tmp_path / "out").exists()
     assert time.monotonic() - start < 50  # no cluster was started and waited on
+
+
+def test_threshold_is_refused_where_no_plugin_eval_suite_would_use_it() -> None:
+    code, output = invoke("run", "--all-evals", "--dry-run", "--threshold", "0.5", "--repo", str(EXAMPLE_REPO))
+    assert code == 2, output
+    assert "CONFIG_ERROR: --threshold 0.5: this run has no Claude Code plugin eval suite" in output
+    assert "--fail-under" in output  # what a corpus's pass rate is gated by instead
+    assert "Plan " not in output
+    plugin = ROOT / "tests" / "fixtures" / "plugin-weather"
+    code, output = invoke("run", "--all-evals", "--dry-run", "--threshold", "0.5", "--repo", str(plugin))
+    assert code == 0, output
 
 
 def test_detach_with_a_broker_passes_the_check() -> None:

@@ -288,7 +288,7 @@ def test_bad_trigger_corpora_are_named_by_validate_and_the_dry_run_and_json_plan
     named = env.cli("run", "csv-clean", "--triggers", "--dry-run", "--repo", str(repo))
     assert named.code == 2 and "BLOCKED_BAD_CORPUS: evals/csv-clean.triggers.json" in named.stderr
 
-    dry = env.cli("run", "--all-evals", "--triggers", "--dry-run", "--json", "--model", "m", "--repo", str(repo))
+    dry = env.cli("run", "--all-evals", "--triggers", "--dry-run", "--json", "--model", "openai/m", "--repo", str(repo))
     assert dry.code == 3, dry.stdout + dry.stderr  # WARN: two corpora skipped, one planned
     plan = json.loads(dry.stdout)
     assert [c["skill"] for c in plan["triggers"]] == ["pdf-tools"]

@@ -56,7 +56,8 @@ def check_model(client: GatedModelClient, model: str) -> ModelCheck:
             model, [{"role": "user", "content": "Reply with OK."}], max_tokens=1, attempts=PREFLIGHT_ATTEMPTS
         )
     except ModelCallFailed as exc:
-        return ModelCheck(model=model, ok=False, why=exc.detail)
+        # The report names the model before its reason; the client's error names it too.
+        return ModelCheck(model=model, ok=False, why=exc.detail.removeprefix(f"{model}: "))
     return ModelCheck(model=model, ok=True)
 
 

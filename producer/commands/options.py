@@ -175,7 +175,8 @@ ThresholdOpt = Annotated[
         "--threshold",
         min=0.0,
         max=1.0,
-        help="Claude Code plugin eval suites: FAIL when any case's score is below this (0 to 1).",
+        help="Claude Code plugin eval suites: FAIL when any case's score is below this (0 to 1);"
+        " refused for a run without one (a corpus's pass rate: --fail-under).",
         panel=REPORTED,
     ),
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -9,6 +10,7 @@ from typing import Any, NoReturn
 import typer
 
 from engine.labels import check_calibration_runs
+from engine.litellm_table import bundled_model_table
 from engine.settings import Settings
 from engine.store import open_store
 from harnesses.registry import check_executor
@@ -62,14 +64,23 @@ from producer.launch.grade_only import grade_recorded
 from producer.plan.dry_run import PlanInput, dry_run_plan
 from producer.plan.epochs import parse_epochs
 from producer.plan.harnesses import UNSPECIFIED, pair_harnesses, planned_harnesses
+from producer.plan.model_names import check_model_names
 from producer.plan.planning import arm_variants
-from producer.plan.prechecks import check_api_base, check_detach, check_invoke, check_repo_path, fixture_guards
+from producer.plan.prechecks import (
+    check_api_base,
+    check_detach,
+    check_invoke,
+    check_repeats,
+    check_repo_path,
+    fixture_guards,
+)
 from producer.plan.repo_terms import check_repo_terms
 from producer.plan.request import RunRequest
 from schemas.adaptive import AdaptivePlan
 from schemas.constants import BUILTIN_EXECUTOR
 from schemas.errors import ConfigError
 from schemas.manifest import AgentBudget, RunSettings
+from schemas.model_config import ModelConfig, load_model_config
 from schemas.report import RunResult
 from schemas.status import ExitCode, SandboxMode
 from schemas.triggers import TriggerSettings
@@ -86,9 +97,15 @@ BEHAVIOURAL_FLAGS = (
 
 
 def need_targets(skills: list[str] | None, all_evals: bool) -> list[str]:
-    """The named skills; a ``ConfigError`` when neither a skill nor ``--all-evals`` is given."""
+    """The named skills; a ``ConfigError`` when neither a skill nor ``--all-evals`` is given, when
+    both are (which one was meant cannot be guessed), or when a skill is named twice."""
     if not skills and not all_evals:
         raise ConfigError("name a skill to evaluate, or pass --all-evals (skill-eval never defaults to all)")
+    if skills and all_evals:
+        raise ConfigError(
+            f"skills named ({', '.join(skills)}) and --all-evals given: they conflict; name skills or pass --all-evals"
+        )
+    check_repeats("skill", skills or [])
     return skills or []
 
 
@@ -105,6 +122,8 @@ def validate(
     check_repo_path(repo)
     pair_harnesses(executor or [BUILTIN_EXECUTOR], model or [])
     r = Repo(repo_folder(repo))
+    if model:  # refused as the run would refuse it, with the model config the run would read
+        check_names(executor or [BUILTIN_EXECUTOR], model, [], load_model_config(untrusted=r.root))
     check_repo_terms(r.root, executor or [])
     files = behavioural_targets(r, skills, all_evals)
     bad = 0
@@ -167,9 +186,9 @@ def run(
     as_triggers = trigger_run is not None
     count, adaptive = parse_epochs(epochs, max_epochs, detach=shared.detach, triggers=as_triggers, baseline=baseline)
     harnesses = pair_harnesses(executors, model or [])
-    models = shared.model_config(folder, settings)  # no key is looked at
+    models = _model_config(shared, folder, settings, executors, model, [] if as_triggers else judge)
     if dry_run:
-        plan_in = _plan_input(model or [], judge or [], count, compare, baseline, settings, executors, adaptive)
+        plan_in = _plan_input(model, judge, count, (compare, baseline, threshold), settings, executors, adaptive)
         _dry_run(skills, all_evals, folder, plan_in, trigger_turns if as_triggers else None, as_json)
     _require_models(model, judge, trigger_run)
     run_settings = shared.run_settings(
@@ -191,20 +210,47 @@ def run(
 
 
 def _plan_input(
-    models: list[str],
-    judges: list[str],
+    models: list[str] | None,
+    judges: list[str] | None,
     epochs: int,
-    compare: str | None,
-    baseline: str | None,
+    arms: tuple[str | None, str | None, float | None],
     settings: Settings,
     executors: list[str],
     adaptive: AdaptivePlan | None,
 ) -> PlanInput:
-    """What a dry run plans: the arms, and a sweep's harness × model pairs (counted for one unnamed
-    model each when no ``--model`` is given yet)."""
+    """What a dry run plans: the arms (``--compare``, ``--baseline``, and ``--threshold`` checked
+    against them), and a sweep's harness × model pairs (counted for one unnamed model each when no
+    ``--model`` is given yet)."""
+    compare, baseline, threshold = arms
+    models, judges = models or [], judges or []
     harnesses = planned_harnesses(executors, models, pair_harnesses(executors, models))
     variants = arm_variants(compare, baseline)
-    return PlanInput(models, judges, epochs, variants, compare, settings.store, executors[0], adaptive, harnesses)
+    store, executor = settings.store, executors[0]
+    return PlanInput(models, judges, epochs, variants, compare, store, executor, adaptive, harnesses, threshold)
+
+
+def _model_config(
+    shared: Shared,
+    folder: Path,
+    settings: Settings,
+    executors: list[str],
+    models: list[str] | None,
+    judges: list[str] | None,
+) -> ModelConfig:
+    """The run's model config (no key is looked at), once every model name litellm could not route is refused."""
+    config = shared.model_config(folder, settings)
+    check_names(executors, models or [], judges or [], config)
+    return config
+
+
+def check_names(executors: list[str], models: list[str], judges: list[str], config: ModelConfig) -> None:
+    """:func:`check_model_names` with litellm's table and what ``config`` sends straight over HTTP."""
+    direct = functools.partial(_goes_direct, config)
+    check_model_names(executors, models, judges, bundled_model_table(), direct)
+
+
+def _goes_direct(config: ModelConfig, model: str) -> bool:
+    return config.for_model(model).transport == "direct"
 
 
 def _behavioural(shared: Shared, *gates: object) -> dict[str, object]:
@@ -298,6 +344,7 @@ def grade(
     """
     if not trajectories or not judge:
         raise ConfigError("--trajectories and --judge are required")
+    check_repeats("skill", skills or [])
     check_repo_path(shared.repo)
     check_api_base(shared.api_base)
     settings = shared.settings()

@@ -15,13 +15,13 @@ from engine.store import ArtifactStore, open_store
 from producer.launch.cluster import open_cluster
 from producer.launch.drive import drive
 from producer.launch.submit import build_manifest, submit
-from producer.plan.compare import baseline_record, check_compare, restrict_baseline
+from producer.plan.compare import baseline_record, guard_compare
 from producer.plan.planning import arm_variants, new_run_id, plan_run, power_lines
 from producer.plan.request import RunRequest, plan_request
 from schemas.constants import QUEUE_EXECUTE
 from schemas.manifest import RunManifest
 from schemas.report import RunResult
-from schemas.shard import RunPlan
+from schemas.shard import RunPlan, baseline_variant
 
 
 def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Console) -> RunResult | str:
@@ -71,16 +71,13 @@ def prepare(
 
 def plan_compare(plan: RunPlan, root: Path, ref: str, out_dir: Path, err: Console) -> tuple[RunPlan, list[str]]:
     """Apply the compare guards per skill; write each baseline's audit record; return the plan and guard lines."""
-    guards, allowed = [], set()
-    for bundle in plan.bundles:
-        guard = check_compare(root, ref, bundle.skill)
-        if guard is not None:
-            err.print(f"{bundle.skill}: {guard}", markup=False)
-            guards.append(f"{bundle.skill}: {guard}")
-            continue
-        allowed.add(bundle.skill)
+    plan, guards = guard_compare(plan, root, ref)
+    for line in guards:
+        err.print(line, markup=False)
+    compared = {s.skill for s in plan.shards if s.variant == baseline_variant(ref)}
+    for skill in [b.skill for b in plan.bundles if b.skill in compared]:
         context_dir = out_dir.parent / "context"
         context_dir.mkdir(parents=True, exist_ok=True)
-        record = context_dir / f"skill-eval-baseline-{bundle.skill}-{plan.run_id}.txt"
-        record.write_bytes(baseline_record(root, ref, bundle.skill))
-    return restrict_baseline(plan, ref, allowed), guards
+        record = context_dir / f"skill-eval-baseline-{skill}-{plan.run_id}.txt"
+        record.write_bytes(baseline_record(root, ref, skill))
+    return plan, guards

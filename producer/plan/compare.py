@@ -64,6 +64,19 @@ def baseline_record(root: Path, ref: str, skill: str) -> bytes:
     return b"\n".join(parts)
 
 
+def guard_compare(plan: RunPlan, root: Path, ref: str) -> tuple[RunPlan, list[str]]:
+    """The plan with the baseline arm kept only for the skills whose guards pass, and one
+    ``<skill>: <guard>`` line per skill that hit one: a dry run and the run plan alike."""
+    guards, allowed = [], set()
+    for bundle in plan.bundles:
+        guard = check_compare(root, ref, bundle.skill)
+        if guard is None:
+            allowed.add(bundle.skill)
+        else:
+            guards.append(f"{bundle.skill}: {guard}")
+    return restrict_baseline(plan, ref, allowed), guards
+
+
 def restrict_baseline(plan: RunPlan, ref: str, allowed: set[str]) -> RunPlan:
     """Keep baseline shards only for the skills whose guards passed."""
     variant = baseline_variant(ref)

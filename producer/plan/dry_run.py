@@ -19,10 +19,11 @@ from engine.records import latest_noise
 from engine.store import open_store
 from producer.corpus.repo import Repo
 from producer.plan.case_terms import check_case_terms
+from producer.plan.compare import guard_compare
 from producer.plan.epochs import adaptive_plan_line
 from producer.plan.harnesses import UNSPECIFIED
 from producer.plan.planning import new_run_id, plan_run, plan_summary
-from producer.plan.prechecks import compare_guards, fixture_guards
+from producer.plan.prechecks import check_plugin_threshold, fixture_guards
 from producer.plan.repo_terms import check_repo_terms
 from schemas.adaptive import AdaptivePlan
 from schemas.status import ExitCode
@@ -46,6 +47,8 @@ class PlanInput:
     """``--epochs auto``: the first round is planned, the rest shown as a maximum."""
     harnesses: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """A sweep over several executors: each -> the models it runs (``executor`` is then the first)."""
+    plugin_threshold: float | None = None
+    """``--threshold``: refused, as the run refuses it, when no corpus is a plugin eval suite."""
 
 
 def dry_run_plan(
@@ -58,6 +61,7 @@ def dry_run_plan(
     errors = [o.error for o in outcomes if o.error]
     if errors and not all_evals:
         raise errors[0]
+    check_plugin_threshold(plan_in.plugin_threshold, [o.corpus_file for o in outcomes])
     bundles = [o.bundle for o in outcomes if o.bundle]
     plan = plan_run(
         new_run_id(),
@@ -69,6 +73,8 @@ def dry_run_plan(
         adaptive=plan_in.adaptive,
         harnesses=plan_in.harnesses,
     )
+    # The baseline arm of a skill whose --compare guard fires is dropped, as the run drops it.
+    plan, compare_lines = guard_compare(plan, r.root, plan_in.compare) if plan_in.compare else (plan, [])
     # A compared plan's power uses the discordance its corpus's last noise floor observed, if any.
     compared = len(plan.variants) > 1
     observed = latest_noise(open_store(plan_in.store), bundles) if compared and plan_in.store else {}
@@ -78,7 +84,7 @@ def dry_run_plan(
         check_case_terms(plan, executor)
     check_repo_terms(r.root, executors)
     summary = plan_summary(plan, skipped, observed)
-    guards = fixture_guards(r.root, bundles) + compare_guards(r.root, plan_in.compare, bundles)
+    guards = fixture_guards(r.root, bundles) + compare_lines
     summary = summary.model_copy(update={"guards": guards})
     if as_json:
         sys.stdout.write(summary.model_dump_json(indent=2) + "\n")

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harnesses.registry import check_executor, speaks, spoken
-from schemas.errors import ConfigError, UnspokenModel
+from producer.plan.prechecks import check_repeats
+from schemas.errors import UnspokenModel
 
 UNSPECIFIED = "(unspecified)"
 """The model name a plan without ``--model`` counts its shards for."""
@@ -23,13 +24,12 @@ def pair_harnesses(executors: Sequence[str], models: Sequence[str]) -> dict[str,
     shards keep the ids and rows they had before the harness was a dimension).
 
     Raises :class:`UnspokenModel` naming the executor and the model, ``ConfigError`` for an executor
-    given twice or unknown.
+    unknown, or an executor or a model given twice.
     """
     for executor in executors:
         check_executor(executor)
-    repeated = sorted({e for e in executors if list(executors).count(e) > 1})
-    if repeated:
-        raise ConfigError(f"--executor: {', '.join(repeated)} given more than once")
+    check_repeats("--executor", executors)
+    check_repeats("--model", models)
     if len(executors) == 1:
         [executor] = executors
         for model in models:

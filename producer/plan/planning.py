@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from reducer.power import DEFAULT_DIFFERENCE, power_note
 from schemas.adaptive import AdaptivePlan
 from schemas.comparison import NoiseRecord
+from schemas.errors import ConfigError
 from schemas.shard import (
     CURRENT,
     GUTTED,
@@ -66,6 +67,7 @@ def plan_run(
         for harness, model in pairs
         for epoch in range(epochs)
     ]
+    refuse_repeated_shards(shards)
     return RunPlan(
         run_id=run_id,
         bundles=tuple(bundles),
@@ -78,6 +80,21 @@ def plan_run(
         adaptive=adaptive,
         harnesses={h: tuple(ms) for h, ms in (harnesses or {}).items()},
     )
+
+
+def refuse_repeated_shards(shards: Sequence[Shard]) -> None:
+    """Raise ``ConfigError`` naming the first shard planned twice (a skill, arm, model or executor
+    repeated): results are counted per shard id, so a run would wait forever for the second one."""
+    seen: set[str] = set()
+    for s in shards:
+        if s.shard_id in seen:
+            where = f"arm {s.variant}, skill {s.skill}, case {s.case_id}, model {s.model}, epoch {s.epoch}"
+            under = f", executor {s.harness}" if s.harness is not None else ""
+            raise ConfigError(
+                f"the plan holds shard {s.shard_id} ({where}{under}) more than once: "
+                "a skill, model or executor was given twice; nothing was enqueued"
+            )
+        seen.add(s.shard_id)
 
 
 def arm_variants(compare: str | None = None, baseline: str | None = None) -> list[str]:
@@ -116,7 +133,7 @@ def plan_summary(
     plan: RunPlan, skipped: Sequence[SkippedCorpus] = (), observed: Mapping[str, NoiseRecord] | None = None
 ) -> PlanSummary:
     """The plan at a glance: per corpus cases and assertions, totals, shard count, corpora left out."""
-    per_variant = len(plan.rows) * plan.epochs
+    per_skill = Counter(s.skill for s in plan.shards)  # an arm a guard dropped for one skill counts no shards
     return PlanSummary(
         run_id=plan.run_id,
         corpora=[
@@ -126,7 +143,7 @@ def plan_summary(
                 bundle_key=b.bundle_key,
                 cases=len(b.corpus.evals),
                 assertions=b.corpus.assertion_count,
-                shards=len(b.corpus.evals) * per_variant * len(plan.variants),
+                shards=per_skill[b.skill],
             )
             for b in plan.bundles
         ],

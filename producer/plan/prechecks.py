@@ -5,11 +5,12 @@ would stop on or block, and the real run calls the flag checks first so that a m
 is refused before a cluster starts. Two kinds:
 
 - flag checks raise: a missing ``--repo``, an ``--api-base`` that is not a URL, an unknown
-  ``--invoke``, ``--detach`` without a broker (exit 2, the contract's bad input);
+  ``--invoke``, ``--detach`` without a broker, a skill or model named twice, ``--threshold``
+  for a run without a plugin eval suite (exit 2, the contract's bad input);
 - case guards are returned as lines: a case whose base-stage fixtures need git in a repo
-  without it (``BLOCKED_FIXTURE_NEEDS_GIT``), a ``--compare`` ref the skill cannot be read at
-  (``GUARD_BAD_REF``, ``GUARD_NO_GIT``). The run reports these per case or per skill and goes
-  on with the rest, so printing them does not change a dry run's exit code.
+  without it (``BLOCKED_FIXTURE_NEEDS_GIT``). The run reports these per case and goes on with
+  the rest, so printing them does not change a dry run's exit code. (A ``--compare`` ref a
+  skill cannot be read at is guarded where the plan is made: producer/plan/compare.py.)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from engine.repo_source import is_remote
-from producer.plan.compare import check_compare
+from reducer.plugin_score import is_plugin_suite
 from schemas.errors import BadRepo, ConfigError, FixtureNeedsGit
 from schemas.shard import SkillBundle
 from schemas.status import FixtureStage
@@ -61,6 +62,29 @@ def check_api_base(value: str | None) -> None:
         raise ConfigError(f"--api-base: {problem}")
 
 
+def check_repeats(flag: str, values: Sequence[str]) -> None:
+    """Refuse a value given more than once, naming the flag (or ``skill``) and the value.
+
+    A repeated skill, model or executor would plan the same shards twice under one id, and a run
+    would wait for results that never come; a user typing a name twice most likely erred."""
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            raise ConfigError(f"{flag} {value} given more than once")
+        seen.add(value)
+
+
+def check_plugin_threshold(threshold: float | None, corpus_files: Sequence[str]) -> None:
+    """``--threshold`` is what each case of a Claude Code plugin eval suite must score: refuse it
+    for a run whose corpora (``corpus_files``, bad ones included) hold no plugin suite, where it
+    would gate nothing while the report still named it."""
+    if threshold is not None and not any(is_plugin_suite(f) for f in corpus_files):
+        raise ConfigError(
+            f"--threshold {threshold:g}: this run has no Claude Code plugin eval suite (evals/<case>/ folders), "
+            "the only corpora it applies to; a corpus's pass rate is gated by --fail-under"
+        )
+
+
 def check_invoke(value: str) -> None:
     if value not in INVOKE_MODES:
         raise ConfigError(f"--invoke: unknown mode {value!r}; known: {', '.join(INVOKE_MODES)}")
@@ -97,16 +121,4 @@ def fixture_guards(root: Path, bundles: Sequence[SkillBundle]) -> list[str]:
                     f"({root} has no .git folder); the run blocks this case"
                 )
                 lines.append(str(guard))
-    return lines
-
-
-def compare_guards(root: Path, ref: str | None, bundles: Sequence[SkillBundle]) -> list[str]:
-    """The ``--compare`` guard each skill would hit (the run then grades only its current version)."""
-    if not ref:
-        return []
-    lines = []
-    for bundle in bundles:
-        guard = check_compare(root, ref, bundle.skill)
-        if guard is not None:
-            lines.append(f"{bundle.skill}: {guard}")
     return lines

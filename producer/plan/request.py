@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from producer.corpus.repo import Repo
+from producer.plan.prechecks import check_plugin_threshold
 from producer.results.reports import reported_bundle_keys
 from schemas.adaptive import AdaptivePlan
 from schemas.constants import DEFAULT_REPORT_DIR
@@ -66,6 +67,7 @@ def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list[SkillBundle]
     errors = [o.error for o in outcomes if o.error]
     if errors and not req.all_evals:
         raise errors[0]
+    check_plugin_threshold(req.settings.plugin_threshold, [o.corpus_file for o in outcomes])
     bundles = [o.bundle for o in outcomes if o.bundle]
     if req.all_evals and not req.force and not req.triggers:
         done = reported_bundle_keys(req.out)

@@ -1,9 +1,8 @@
 """Model prices per token, from litellm's price table, with or without litellm imported.
 
-litellm ships its price table as a JSON file inside its package and loads it when imported.
 A run whose models all go straight over HTTP (worker/models/direct.py) never imports litellm
-(seconds of CPU and over 100 MB a process), so the table is read from that file directly
-(about 50 ms, once per process). Once litellm is imported, its live table is used instead:
+(seconds of CPU and over 100 MB a process), so the table is read from litellm's package
+directly (engine/litellm_table.py). Once litellm is imported, its live table is used instead:
 the same file's contents plus any model registered with it since.
 
 A model missing from the table, or listed without a price, has an unknown cost (None),
@@ -12,33 +11,16 @@ never a zero one.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
-TABLE_FILE = "model_prices_and_context_window_backup.json"
-"""litellm's bundled price table (what it loads itself under LITELLM_LOCAL_MODEL_COST_MAP)."""
-
-
-@functools.cache
-def _bundled_table() -> dict[str, dict[str, Any]]:
-    spec = importlib.util.find_spec("litellm")  # a top-level package: located, not imported
-    folders = list(spec.submodule_search_locations or []) if spec is not None else []
-    for folder in folders:
-        path = Path(folder) / TABLE_FILE
-        if path.is_file():
-            table = json.loads(path.read_text(encoding="utf-8"))
-            return table if isinstance(table, dict) else {}
-    return {}
+from engine.litellm_table import bundled_model_table
 
 
 def _table() -> dict[str, dict[str, Any]]:
     litellm = sys.modules.get("litellm")
     live = getattr(litellm, "model_cost", None)  # absent while another thread is still importing it
-    return live if isinstance(live, dict) else _bundled_table()
+    return live if isinstance(live, dict) else bundled_model_table()
 
 
 def price_entry(model: str) -> dict[str, Any] | None:
