@@ -121,6 +121,7 @@ def test_dry_run_json_plans_cases_times_models_times_epochs() -> None:
     assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{8}", plan["run_id"])
     assert all(re.fullmatch(r"[a-z-]+-[0-9a-f]{12}", c["bundle_key"]) for c in plan["corpora"])
     assert plan["skipped"] == []
+    assert plan["power"] == []  # one arm: nothing to compare, no power to state (as the run prints none)
 
 
 def test_dry_run_with_all_evals_lists_a_bad_corpus_as_skipped_and_plans_the_rest(example_repo: Path) -> None:

@@ -158,7 +158,7 @@ def plan_summary(
             shards=len(plan.shards),
         ),
         skipped=list(skipped),
-        power=_power(plan, observed or {}) if plan.bundles else [],
+        power=power_lines(plan, observed),
         adaptive=plan.adaptive,
         max_shards=len(plan.shards) * plan.adaptive.max_epochs // plan.epochs if plan.adaptive else None,
         pairs=harness_pairs(plan),
