@@ -79,7 +79,10 @@ class Repo:
         raise BadRepo(rel, f"does not exist; the skill under test needs its {SKILL_FILE}{hint}")
 
     def has_file(self, relpath: str) -> bool:
-        return (self.root / relpath).exists()
+        """Whether ``relpath`` names a file or folder of the repo (a link loop names nothing);
+        ``BLOCKED_BAD_REPO`` when a link on the way leads out of the repo or into ``.git``."""
+        real = self.inside(relpath)
+        return real is not None and real.exists()
 
     def corpus_path(self, skill: str) -> str:
         """Our ``evals/<skill>.evals.json``, else a skill-creator file or a plugin suite (interop.py)."""

@@ -43,7 +43,7 @@ from schemas.corpus import (
     EvalCase,
     Fixture,
 )
-from schemas.errors import BadCorpus
+from schemas.errors import BadCorpus, BadRepo
 from schemas.mocks import MockServer
 from schemas.status import FixtureStage
 
@@ -58,7 +58,8 @@ def validate_corpus(
     ``file`` is the corpus path used in messages and for the stem check; ``repo_has_file``
     answers whether a normalised repo-relative path exists in the repo; ``skill_name``
     replaces the file stem in that check for corpora read from another format. Raises
-    :class:`BadCorpus` naming every violation found (the first leads).
+    :class:`BadCorpus` naming every violation found (the first leads); ``BadRepo`` naming the
+    ``files`` entry when ``repo_has_file`` raises it (a link out of the repo stops the corpus).
     """
 
     def fail(path: str, problem: str) -> BadCorpus:
@@ -235,13 +236,28 @@ def _validate_files(
     for i, path in enumerate(files):
         where = f"{at}[{i}]"
         problem = path_problem(path) if isinstance(path, str) else f"{path!r} is not a string"
-        if problem is None and normalise_path(path) not in fixture_paths and not repo_has_file(normalise_path(path)):
+        if (
+            problem is None
+            and normalise_path(path) not in fixture_paths
+            and not _in_repo(path, where, fail, repo_has_file)
+        ):
             problem = f"{path!r} does not exist in the repo and no fixture of this eval provides it"
         if problem:
             found.append(fail(where, problem))
         else:
             clean_files.append(path)
     return clean_files
+
+
+def _in_repo(
+    path: str, where: str, fail: Callable[[str, str], BadCorpus], repo_has_file: Callable[[str], bool]
+) -> bool:
+    """Whether the repo has ``path``; its ``BLOCKED_BAD_REPO`` (a link out of the repo) names the field."""
+    try:
+        return repo_has_file(normalise_path(path))
+    except BadRepo as exc:
+        at = fail(where, exc.why)
+        raise BadRepo(f"{at.file}: {at.path}: {path!r}", exc.why) from None
 
 
 def _validate_assertion(text: Any, where: str, fail: Callable[[str, str], BadCorpus], allow_objects: bool) -> Assertion:
