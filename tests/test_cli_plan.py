@@ -28,8 +28,8 @@ def tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_validate_all_example_corpora_prints_ok_with_counts() -> None:
-    code, output = invoke("validate", "--all-evals", "--repo", str(EXAMPLE_REPO))
+def test_validate_all_example_corpora_prints_ok_with_counts(example_repo: Path) -> None:
+    code, output = invoke("validate", "--all-evals", "--repo", str(example_repo))  # a checkout: base fixtures run
     assert code == 0, output
     assert "OK evals/commit-message.evals.json: 2 cases, 6 assertions" in output
     assert "OK evals/changelog-entry.evals.json: 2 cases, 5 assertions" in output
