@@ -175,12 +175,12 @@ def test_every_violation_of_a_corpus_file_is_reported_at_once(example_repo: Path
     assert code == 2
     lines = [line for line in output.splitlines() if line.startswith("BLOCKED_BAD_CORPUS")]
     where = [line.split(": ")[2] for line in lines]
-    assert where == ["$.evals[0].files[0]", "$.evals[0].assertions[0]", "$.evals[1].prompt"], output
-    # a case with an error of its own is not also compared for a repeated id
+    # a case with an error of its own is still compared for a repeated id
+    assert where == ["$.evals[0].files[0]", "$.evals[0].assertions[0]", "$.evals[1].id", "$.evals[1].prompt"], output
 
     code, output = invoke("run", "changelog-entry", "--dry-run", "--repo", str(example_repo))
     assert code == 2
-    assert output.count("BLOCKED_BAD_CORPUS") == 3
+    assert output.count("BLOCKED_BAD_CORPUS") == 4
 
 
 def test_a_repeated_id_is_reported_beside_other_cases_errors(example_repo: Path) -> None:
