@@ -28,7 +28,7 @@ def resolve_inside(root: Path, rel: str) -> Path | None:
     if real != root and root not in real.parents:
         raise BadRepo(rel, f"is a link out of the repo (to {real})")
     if real != root and real.relative_to(root).parts[0] == ".git":
-        raise BadRepo(rel, "is a link into .git")
+        raise BadRepo(rel, "is inside .git" if Path(rel).parts[:1] == (".git",) else "is a link into .git")
     if not os.path.lexists(real):
         return None
     return real

@@ -11,6 +11,7 @@ files are unchanged.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,17 @@ def test_a_files_entry_that_is_a_link_loop_names_nothing_in_the_repo(tmp_path: P
     corpus.write_text(corpus.read_text().replace('"README.md"', '"a.md"', 1))
     with pytest.raises(BadCorpus, match=r"\$.evals\[0\].files\[0\]: 'a.md' does not exist in the repo"):
         Repo(repo).load(f"evals/{SKILL}.evals.json")
+
+
+def test_a_files_entry_in_or_linking_into_git_is_refused_as_such(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", SKILL, _cases())
+    (repo / "HEAD.md").symlink_to(".git/HEAD")
+    corpus = repo / "evals" / f"{SKILL}.evals.json"
+    original = corpus.read_text()
+    for entry, why in ((".git/HEAD", "is inside .git"), ("HEAD.md", "is a link into .git")):
+        corpus.write_text(original.replace('"README.md"', f'"{entry}"', 1))
+        with pytest.raises(BadRepo, match=rf"\$.evals\[0\].files\[0\]: '{re.escape(entry)}': {why}"):
+            Repo(repo).load(f"evals/{SKILL}.evals.json")
 
 
 def test_a_files_entry_linking_inside_the_repo_is_kept(tmp_path: Path) -> None:
