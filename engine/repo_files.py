@@ -28,7 +28,7 @@ def resolve_inside(root: Path, rel: str) -> Path | None:
     if real != root and root not in real.parents:
         raise BadRepo(rel, f"is a link out of the repo (to {real})")
     if real != root and real.relative_to(root).parts[0] == ".git":
-        raise BadRepo(rel, "is a link into .git")
+        raise BadRepo(rel, "is inside .git" if Path(rel).parts[:1] == (".git",) else "is a link into .git")
     if not os.path.lexists(real):
         return None
     return real
@@ -45,9 +45,10 @@ def read_regular(real: Path, max_bytes: int) -> bytes:
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise UnreadableFile(f"cannot be read: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # before fdopen, which refuses a folder with its own error
+        os.close(fd)
+        raise UnreadableFile("is not a regular file")
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise UnreadableFile("is not a regular file")
         data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise UnreadableFile(f"is larger than {max_bytes} bytes")
@@ -71,10 +72,17 @@ def read_inside(root: Path, rel: str, *, max_bytes: int = MAX_SKILL_FILE_BYTES) 
 
 
 def read_skill(root: Path, skill: str) -> tuple[str, dict[str, str]]:
-    """``(SKILL.md text, {agent file name: text})`` of ``skill`` in the workspace at ``root``."""
+    """``(SKILL.md text, {agent file name: text})`` of ``skill`` in the workspace at ``root``.
+
+    Raise ``BadRepo`` naming ``skills/<skill>/SKILL.md`` when it does not exist: an arm that
+    gives the agent the skill must have one (the no-skill arm does not call this), or the bare
+    model would be graded as the skill.
+    """
     root = Path(os.path.realpath(root))
     skill_rel = f"{SKILLS_DIR}/{skill}"
-    skill_text = read_inside(root, f"{skill_rel}/{SKILL_FILE}") or ""
+    skill_text = read_inside(root, f"{skill_rel}/{SKILL_FILE}")
+    if skill_text is None:
+        raise BadRepo(f"{skill_rel}/{SKILL_FILE}", "does not exist; an arm given the skill needs its SKILL.md")
     agents: dict[str, str] = {}
     agents_dir = resolve_inside(root, f"{skill_rel}/{AGENTS_DIR}")
     if agents_dir is not None and agents_dir.is_dir():

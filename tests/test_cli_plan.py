@@ -28,8 +28,8 @@ def tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_validate_all_example_corpora_prints_ok_with_counts() -> None:
-    code, output = invoke("validate", "--all-evals", "--repo", str(EXAMPLE_REPO))
+def test_validate_all_example_corpora_prints_ok_with_counts(example_repo: Path) -> None:
+    code, output = invoke("validate", "--all-evals", "--repo", str(example_repo))  # a checkout: base fixtures run
     assert code == 0, output
     assert "OK evals/commit-message.evals.json: 2 cases, 6 assertions" in output
     assert "OK evals/changelog-entry.evals.json: 2 cases, 5 assertions" in output
@@ -224,3 +224,19 @@ def test_a_repo_with_more_instruction_files_than_a_harness_can_hide_is_refused_b
     # A harness that keeps them out with its own switch runs on the same repo.
     code, output = invoke("validate", "commit-message", "--repo", str(example_repo), "--executor", "claude-code")
     assert code == 0, output
+
+
+def test_a_files_entry_linking_out_of_the_repo_is_refused_by_validate_and_dry_run(
+    example_repo: Path, tmp_path: Path
+) -> None:
+    host = tmp_path / "hostname"
+    host.write_text("host file\n")
+    (example_repo / "CHANGELOG.md").unlink()
+    (example_repo / "CHANGELOG.md").symlink_to(host)
+    refused = "BLOCKED_BAD_REPO: evals/changelog-entry.evals.json: $.evals[0].files[0]: 'CHANGELOG.md': is a link out"
+    for command in (["validate"], ["run", "--dry-run"]):
+        code, output = invoke(*command, "changelog-entry", "--repo", str(example_repo))
+        assert code == 2 and refused in output.replace("\n", " "), output
+    code, output = invoke("run", "--all-evals", "--dry-run", "--json", "--repo", str(example_repo))
+    assert code == 3  # WARN: the other corpus is planned
+    assert [c["skill"] for c in json.loads(output)["corpora"]] == ["commit-message"]

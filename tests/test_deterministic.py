@@ -60,10 +60,11 @@ TOOL_CALL = {"kind": "tool_call", "tool": "shell", "argument": "cmd", "pattern":
 # --- validation ------------------------------------------------------------------------------
 
 
-def test_an_object_assertion_without_the_opt_in_fails_exactly_as_in_v1() -> None:
+def test_an_object_assertion_without_the_opt_in_fails_as_in_v1_and_names_the_opt_in() -> None:
     error = error_of(corpus(TOOL_CALL))
     assert error.path == "$.evals[0].assertions[1]"
-    assert error.problem == "is dict; assertions are strings"
+    assert error.problem.startswith("is dict; assertions are strings (")
+    assert '"extensions": ["deterministic-assertions"]' in error.problem  # the key that would allow it
 
 
 def test_a_plain_v1_corpus_validates_the_same_with_or_without_the_opt_in() -> None:

@@ -2,7 +2,8 @@
 
 Flag errors (a missing --repo, an unknown --executor or --invoke, an --api-base that is not a
 URL, --detach without a broker) exit 2 and start nothing; case guards (base fixtures without
-git, a --compare ref the skill is not at) are printed and change no exit code.
+git, a --compare ref the skill is not at) are printed. A base fixture without git ends the run
+BLOCKED, so ``validate`` exits 2 for it; a dry run's exit code is the run's start, unchanged.
 """
 
 from __future__ import annotations
@@ -36,12 +37,15 @@ def plain_repo(tmp_path: Path) -> Path:
     return repo
 
 
-@pytest.mark.parametrize("command", [["validate", "--all-evals"], ["run", "--all-evals", "--dry-run"]])
-def test_base_fixtures_in_a_repo_without_git_are_named_and_change_no_exit_code(
-    plain_repo: Path, command: list[str]
-) -> None:
+@pytest.mark.parametrize(
+    ("command", "exit_code"),
+    [(["validate", "--all-evals"], 2), (["run", "--all-evals", "--dry-run"], 0)],
+    ids=["validate-exits-as-the-run-ends", "dry-run"],
+)
+def test_base_fixtures_in_a_repo_without_git_are_named(plain_repo: Path, command: list[str], exit_code: int) -> None:
     code, output = invoke(*command, "--repo", str(plain_repo))
-    assert code == 0, output
+    assert code == exit_code, output
+    assert "BLOCKED_BAD_CORPUS" not in output  # the corpus is valid: the repo without git blocks it
     assert "BLOCKED_FIXTURE_NEEDS_GIT: evals/commit-message.evals.json: case 1:" in output
     assert "'src/greeting.py'" in output
     assert output.count("BLOCKED_FIXTURE_NEEDS_GIT") == 1  # the one case with base fixtures only
@@ -218,12 +222,12 @@ def test_every_violation_of_a_corpus_file_is_reported_at_once(example_repo: Path
     assert code == 2
     lines = [line for line in output.splitlines() if line.startswith("BLOCKED_BAD_CORPUS")]
     where = [line.split(": ")[2] for line in lines]
-    assert where == ["$.evals[0].files[0]", "$.evals[0].assertions[0]", "$.evals[1].prompt"], output
-    # a case with an error of its own is not also compared for a repeated id
+    # a case with an error of its own is still compared for a repeated id
+    assert where == ["$.evals[0].files[0]", "$.evals[0].assertions[0]", "$.evals[1].id", "$.evals[1].prompt"], output
 
     code, output = invoke("run", "changelog-entry", "--dry-run", "--repo", str(example_repo))
     assert code == 2
-    assert output.count("BLOCKED_BAD_CORPUS") == 3
+    assert output.count("BLOCKED_BAD_CORPUS") == 4
 
 
 def test_a_repeated_id_is_reported_beside_other_cases_errors(example_repo: Path) -> None:

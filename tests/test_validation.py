@@ -160,6 +160,41 @@ def test_each_rule_rejects_its_violation_at_the_right_path(what: str, mutate: An
     assert exc.file == FILE
 
 
+def test_a_files_violations_are_reported_together_past_keys_that_are_wrong() -> None:
+    """An extra key neither hides a wrong skill_name nor a case's violations, and a case's own
+    extra key, bad fixtures and bad limits hide none of its other fields."""
+    data = good() | {"version": 1, "skill_name": "other", "extensions": ["nope"]}
+    first, second = data["evals"]
+    first.update(id="1", notes="x", prompt=" ", max_turns=0, scaffold_script=3)
+    first["assertions"].append({"kind": "tool_call", "pattern": "git"})
+    second["fixtures"][0].update(stage="tail")
+    second["fixtures"][1].update(content="")
+    second.pop("expected_output")
+    exc = error_of(data)
+    paths = [e.path for e in (exc, *exc.also)]
+    assert paths == [
+        "$",  # unexpected key version
+        "$.extensions[0]",
+        "$.skill_name",
+        "$.evals[0]",  # unexpected key notes
+        "$.evals[0].id",
+        "$.evals[0].prompt",
+        "$.evals[0].max_turns",
+        "$.evals[0].scaffold_script",
+        "$.evals[0].assertions[1]",
+        "$.evals[1]",  # missing key expected_output
+        "$.evals[1].fixtures[0].stage",
+        "$.evals[1].fixtures[1].content",
+    ], str(exc)
+
+
+def test_a_repeated_id_is_named_even_when_either_case_has_other_violations() -> None:
+    data = good()
+    data["evals"][1].update(id=1, prompt="")
+    exc = error_of(data)
+    assert [e.path for e in (exc, *exc.also)] == ["$.evals[1].id", "$.evals[1].prompt"]
+
+
 def test_the_validator_is_neither_always_accept_nor_always_reject() -> None:
     outcomes = set()
     for mutate in (lambda d: None, lambda d: d["evals"][0].update(id=False)):

@@ -116,8 +116,9 @@ def validate(
     model: CheckModelOpt = None,
     executor: ExecutorOpt = None,
 ) -> None:
-    """Validate corpora against schema v1: one line per corpus, exit 0 when all are valid, else 2.
-    With --model (and --executor), a model no given executor can run is refused too."""
+    """Validate corpora against schema v1: one line per corpus, exit 0 when all are valid and the
+    run would not block, else 2. With --model (and --executor), a model no given executor can run is
+    refused too."""
     skills = need_targets(skills, all_evals)
     check_repo_path(repo)
     pair_harnesses(executor or [BUILTIN_EXECUTOR], model or [])
@@ -140,10 +141,12 @@ def validate(
     bad += checked.bad
     if not files and not checked.files:
         out.print(f"no corpora found under {r.root}/evals/")
-    # What a run would block per case: said now, without changing whether the corpora are valid.
-    for line in fixture_guards(r.root, [o.bundle for o in outcomes if o.bundle]):
+    # A base fixture without git blocks its case and so the run (FixtureNeedsGit.stops_run): a CI
+    # job gating on validate must not go green for a run that ends BLOCKED.
+    guards = fixture_guards(r.root, [o.bundle for o in outcomes if o.bundle])
+    for line in guards:
         out.print(line, markup=False, highlight=False)
-    raise typer.Exit(ExitCode.BLOCKED if bad else ExitCode.PASS)
+    raise typer.Exit(ExitCode.BLOCKED if bad or guards else ExitCode.PASS)
 
 
 @with_shared

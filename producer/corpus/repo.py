@@ -8,14 +8,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.repo_files import resolve_inside
+from engine.repo_files import read_inside, resolve_inside
 from producer.corpus import interop
 from producer.corpus.files import read_corpus_text
 from producer.corpus.parse import parse_json
 from producer.corpus.rules import check_skill_name, corpus_stem
 from producer.corpus.validation import validate_corpus
 from schemas.constants import AGENTS_DIR, CORPUS_SUFFIX, EVALS_DIR, SKILL_FILE, SKILLS_DIR
-from schemas.errors import BadCorpus, BlockedError, DevOnly, NoCorpus
+from schemas.errors import BadCorpus, BadRepo, BlockedError, DevOnly, NoCorpus
 from schemas.shard import SkillBundle
 
 
@@ -63,8 +63,26 @@ class Repo:
     def skill_dir_exists(self, name: str) -> bool:
         return (self.root / SKILLS_DIR / name).is_dir()
 
+    def require_skill_file(self, skill: str) -> None:
+        """Raise ``BLOCKED_BAD_REPO`` naming ``skills/<skill>/SKILL.md`` when it is not a readable file.
+
+        The skill under test is its SKILL.md: without one the agent would be given no skill and
+        the run would grade the bare model as the skill.
+        """
+        rel = f"{SKILLS_DIR}/{skill}/{SKILL_FILE}"
+        if read_inside(self.root, rel) is not None:  # a link out of the repo is BLOCKED_BAD_REPO here
+            return
+        folder = self.inside(f"{SKILLS_DIR}/{skill}")
+        names = [p.name for p in folder.iterdir()] if folder is not None and folder.is_dir() else []
+        near = sorted(n for n in names if n.lower() == SKILL_FILE.lower())
+        hint = f" ({near[0]!r} is there: the name is {SKILL_FILE}, in capitals)" if near else ""
+        raise BadRepo(rel, f"does not exist; the skill under test needs its {SKILL_FILE}{hint}")
+
     def has_file(self, relpath: str) -> bool:
-        return (self.root / relpath).exists()
+        """Whether ``relpath`` names a file or folder of the repo (a link loop names nothing);
+        ``BLOCKED_BAD_REPO`` when a link on the way leads out of the repo or into ``.git``."""
+        real = self.inside(relpath)
+        return real is not None and real.exists()
 
     def corpus_path(self, skill: str) -> str:
         """Our ``evals/<skill>.evals.json``, else a skill-creator file or a plugin suite (interop.py)."""
@@ -121,6 +139,7 @@ class Repo:
         if interop.is_foreign(corpus_file):
             return self._load_foreign(corpus_file)
         skill = check_skill_name(corpus_stem(corpus_file), self.skill_dir_exists)
+        self.require_skill_file(skill)
         path = self.inside(corpus_file)
         text = read_corpus_text(self.root, corpus_file) if path is not None and path.is_file() else None
         if text is None:
@@ -137,6 +156,7 @@ class Repo:
     def _load_foreign(self, corpus_file: str) -> SkillBundle:
         foreign = interop.read_foreign(self.root, corpus_file)
         skill = check_skill_name(foreign.skill, self.skill_dir_exists)
+        self.require_skill_file(skill)
         try:
             corpus = validate_corpus(foreign.data, corpus_file, self.has_file, skill_name=skill)
         except BadCorpus as exc:

@@ -88,6 +88,7 @@ def trigger_bundle(repo: Repo, file: str) -> SkillBundle:
     """The bundle of one trigger corpus. Its key covers every installed SKILL.md (the distractors'
     descriptions decide routing too) and the trigger file."""
     skill = check_skill_name(trigger_stem(file), repo.skill_dir_exists)
+    repo.require_skill_file(skill)  # without it the skill is not in the catalogue: nothing could route to it
     triggers = read_triggers(repo, file)
     files = [(file, repo.inside(file).read_bytes())]  # type: ignore[union-attr]  # read just above
     for name in installed_skills(repo):

@@ -2,9 +2,11 @@
 
 Violations are raised as one ``BadCorpus(file, json_path, problem)``, the first in document
 order leading and the others in its ``also``, printed one
-``BLOCKED_BAD_CORPUS: <file>: <JSON path>: <what is wrong>`` line each. Every case, and every
-file and assertion of a case, is checked past a bad one; a structural problem (a top-level
-key, a case that is not an object, its keys) stops what depends on it.
+``BLOCKED_BAD_CORPUS: <file>: <JSON path>: <what is wrong>`` line each. Every top-level key,
+every case, and every key, file, fixture, limit and assertion of a case is checked past a bad
+one; a missing or unexpected key stops only the checks of what it holds. Inside one fixture,
+assertion object, mock list or history the first violation is named, and a document that is
+not an object, or a case that is not one, stops there.
 Never grade against a corpus that could not be validated.
 """
 
@@ -43,7 +45,7 @@ from schemas.corpus import (
     EvalCase,
     Fixture,
 )
-from schemas.errors import BadCorpus
+from schemas.errors import BadCorpus, BadRepo
 from schemas.mocks import MockServer
 from schemas.status import FixtureStage
 
@@ -58,7 +60,8 @@ def validate_corpus(
     ``file`` is the corpus path used in messages and for the stem check; ``repo_has_file``
     answers whether a normalised repo-relative path exists in the repo; ``skill_name``
     replaces the file stem in that check for corpora read from another format. Raises
-    :class:`BadCorpus` naming every violation found (the first leads).
+    :class:`BadCorpus` naming every violation found (the first leads); ``BadRepo`` naming the
+    ``files`` entry when ``repo_has_file`` raises it (a link out of the repo stops the corpus).
     """
 
     def fail(path: str, problem: str) -> BadCorpus:
@@ -66,36 +69,50 @@ def validate_corpus(
 
     if not isinstance(data, dict):
         raise fail("$", f"top level is {type(data).__name__}; an object is required")
+    found: list[BadCorpus] = []  # every key and case is checked: one pass shows all of a file's violations
     problem = key_problem(data, TOP_KEYS, TOP_OPTIONAL_KEYS)
     if problem:
-        raise fail("$", problem + " (exactly skill_name, evals)")
-    extensions = _validate_extensions(data["extensions"], fail) if "extensions" in data else ()
+        found.append(fail("$", problem + " (exactly skill_name, evals)"))
+    extensions = _validate_extensions(data["extensions"], fail, found) if "extensions" in data else ()
     stem = skill_name or corpus_stem(file)
-    if data["skill_name"] != stem:
-        raise fail("$.skill_name", f"{data['skill_name']!r} does not equal the file stem {stem!r}")
-    evals = data["evals"]
+    if "skill_name" in data and data["skill_name"] != stem:
+        found.append(fail("$.skill_name", f"{data['skill_name']!r} does not equal the file stem {stem!r}"))
+    evals = data.get("evals", [])
     if not isinstance(evals, list):
-        raise fail("$.evals", f"is {type(evals).__name__}; an array is required")
-    if len(evals) < MIN_EVALS:
-        raise fail("$.evals", f"has {len(evals)} case(s); at least {MIN_EVALS} are required")
-
-    seen_ids: dict[int, int] = {}
-    cases = []
-    found: list[BadCorpus] = []  # every case is checked: one pass shows all of a file's violations
-    for index, raw in enumerate(evals):
-        at = f"$.evals[{index}]"
-        try:
-            case = _validate_case(raw, at, fail, repo_has_file, DETERMINISTIC_ASSERTIONS in extensions)
-        except BadCorpus as exc:
-            found += [exc, *exc.also]
-            continue
-        if case.id in seen_ids:
-            found.append(fail(f"{at}.id", f"id {case.id} repeats $.evals[{seen_ids[case.id]}].id; ids are unique"))
-        seen_ids.setdefault(case.id, index)
-        cases.append(case)
+        found.append(fail("$.evals", f"is {type(evals).__name__}; an array is required"))
+        evals = []
+    elif "evals" in data and len(evals) < MIN_EVALS:
+        found.append(fail("$.evals", f"has {len(evals)} case(s); at least {MIN_EVALS} are required"))
+    allow_objects = DETERMINISTIC_ASSERTIONS in extensions
+    cases = _validate_cases(evals, fail, repo_has_file, allow_objects, found)
     if found:
         raise _all_of(found)
     return Corpus(skill_name=stem, evals=tuple(cases), extensions=extensions)
+
+
+def _validate_cases(
+    evals: list[Any],
+    fail: Callable[[str, str], BadCorpus],
+    repo_has_file: Callable[[str], bool],
+    allow_objects: bool,
+    found: list[BadCorpus],
+) -> list[EvalCase]:
+    """Every case of ``evals``, each checked past a bad one (its violations added to ``found``);
+    a repeated id is named whether or not either case has other violations."""
+    seen_ids: dict[int, int] = {}
+    cases = []
+    for index, raw in enumerate(evals):
+        at = f"$.evals[{index}]"
+        case_id = raw.get("id") if isinstance(raw, dict) else None
+        if isinstance(case_id, int) and not isinstance(case_id, bool):
+            if case_id in seen_ids:
+                found.append(fail(f"{at}.id", f"id {case_id} repeats $.evals[{seen_ids[case_id]}].id; ids are unique"))
+            seen_ids.setdefault(case_id, index)
+        try:
+            cases.append(_validate_case(raw, at, fail, repo_has_file, allow_objects))
+        except BadCorpus as exc:
+            found += [exc, *exc.also]
+    return cases
 
 
 def _all_of(found: list[BadCorpus]) -> BadCorpus:
@@ -108,16 +125,22 @@ def _all_of(found: list[BadCorpus]) -> BadCorpus:
     return BadCorpus(first.file, first.path, first.problem, also=tuple(listed))
 
 
-def _validate_extensions(raw: Any, fail: Callable[[str, str], BadCorpus]) -> tuple[str, ...]:
+def _validate_extensions(raw: Any, fail: Callable[[str, str], BadCorpus], found: list[BadCorpus]) -> tuple[str, ...]:
+    """The known extensions ``raw`` names, each once; every violation is added to ``found`` (the
+    known names are still returned, so the cases are checked as their author meant them)."""
     known = ", ".join(sorted(KNOWN_EXTENSIONS))
     if not isinstance(raw, list) or not raw:
-        raise fail("$.extensions", f"must be a non-empty array of extension names (known: {known})")
+        found.append(fail("$.extensions", f"must be a non-empty array of extension names (known: {known})"))
+        return ()
+    names: list[str] = []
     for i, name in enumerate(raw):
         if not isinstance(name, str) or name not in KNOWN_EXTENSIONS:
-            raise fail(f"$.extensions[{i}]", f"{name!r} is not a known extension (known: {known})")
-        if name in raw[:i]:
-            raise fail(f"$.extensions[{i}]", f"{name!r} is listed twice")
-    return tuple(raw)
+            found.append(fail(f"$.extensions[{i}]", f"{name!r} is not a known extension (known: {known})"))
+        elif name in names:
+            found.append(fail(f"$.extensions[{i}]", f"{name!r} is listed twice"))
+        else:
+            names.append(name)
+    return tuple(names)
 
 
 def _validate_case(
@@ -129,36 +152,31 @@ def _validate_case(
 ) -> EvalCase:
     if not isinstance(raw, dict):
         raise fail(at, f"is {type(raw).__name__}; each eval is an object")
+    found: list[BadCorpus] = []  # a missing or unexpected key stops no check of the keys that are there
     problem = key_problem(raw, CASE_KEYS, CASE_OPTIONAL_KEYS)
     if problem:
-        raise fail(at, problem)
-    found: list[BadCorpus] = []
-    case_id = raw["id"]
+        found.append(fail(at, problem))
+    case_id = raw.get("id", 0)
     if isinstance(case_id, bool) or not isinstance(case_id, int):
         found.append(fail(f"{at}.id", f"{case_id!r} is not an integer"))
     for key in ("prompt", "expected_output"):
-        if blank(raw[key]):
+        if key in raw and blank(raw[key]):
             found.append(fail(f"{at}.{key}", "must be a non-blank string"))
     try:
         fixtures = _validate_fixtures(raw["fixtures"], f"{at}.fixtures", fail) if "fixtures" in raw else ()
         fixture_paths = {f.path for f in fixtures}
     except BadCorpus as exc:
-        found.append(exc)
+        found += [exc, *exc.also]
         fixtures, fixture_paths = (), _claimed_paths(raw["fixtures"])
-    clean_files = _validate_files(raw["files"], f"{at}.files", fail, repo_has_file, fixture_paths, found)
+    clean_files = _validate_files(raw.get("files", []), f"{at}.files", fail, repo_has_file, fixture_paths, found)
     limits = _case_limits(raw, at, fail, found)
     http_mocks = _case_list(raw, "http_mocks", case_http_mocks, at, fail, found)
     history = _case_list(raw, "history", case_history, at, fail, found)
-    assertions = raw["assertions"]
-    if not isinstance(assertions, list) or not assertions:
-        found.append(fail(f"{at}.assertions", "must be a non-empty array of strings"))
-        assertions = []
-    checked: list[Assertion] = []
-    for i, text in enumerate(assertions):
-        try:
-            checked.append(_validate_assertion(text, f"{at}.assertions[{i}]", fail, allow_objects))
-        except BadCorpus as exc:
-            found.append(exc)
+    checked = (  # a missing key is named above
+        _validate_assertions(raw["assertions"], f"{at}.assertions", fail, allow_objects, found)
+        if "assertions" in raw
+        else []
+    )
     if found:
         raise _all_of(found)
 
@@ -182,14 +200,26 @@ def _validate_case(
 def _case_limits(
     raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus], found: list[BadCorpus]
 ) -> tuple[int | None, tuple[str, ...] | None, tuple[MockServer, ...], str | None, float | None]:
+    """A case's optional limits, mocks and scaffold; each bad one is added to ``found`` (the others
+    are still checked)."""
 
-    try:
-        turns, tools = case_limits(raw, at, fail)
-        mocks = case_mocks(raw["mocks"], f"{at}.mocks", fail) if "mocks" in raw else ()
-        return turns, tools, mocks, case_scaffold(raw, at, fail), case_timeout(raw, at, fail)
-    except BadCorpus as exc:
-        found.append(exc)
-        return None, None, (), None, None
+    def checked(part: Callable[[], T], default: T) -> T:
+        try:
+            return part()
+        except BadCorpus as exc:
+            found.append(exc)
+            return default
+
+    no_limits: tuple[int | None, tuple[str, ...] | None] = (None, None)
+    turns, tools = checked(lambda: case_limits(raw, at, fail), no_limits)
+    mocks = _case_list(raw, "mocks", case_mocks, at, fail, found)
+    return (
+        turns,
+        tools,
+        mocks,
+        checked(lambda: case_scaffold(raw, at, fail), None),
+        checked(lambda: case_timeout(raw, at, fail), None),
+    )
 
 
 def _case_list(
@@ -235,7 +265,11 @@ def _validate_files(
     for i, path in enumerate(files):
         where = f"{at}[{i}]"
         problem = path_problem(path) if isinstance(path, str) else f"{path!r} is not a string"
-        if problem is None and normalise_path(path) not in fixture_paths and not repo_has_file(normalise_path(path)):
+        if (
+            problem is None
+            and normalise_path(path) not in fixture_paths
+            and not _in_repo(path, where, fail, repo_has_file)
+        ):
             problem = f"{path!r} does not exist in the repo and no fixture of this eval provides it"
         if problem:
             found.append(fail(where, problem))
@@ -244,9 +278,39 @@ def _validate_files(
     return clean_files
 
 
+def _in_repo(
+    path: str, where: str, fail: Callable[[str, str], BadCorpus], repo_has_file: Callable[[str], bool]
+) -> bool:
+    """Whether the repo has ``path``; its ``BLOCKED_BAD_REPO`` (a link out of the repo) names the field."""
+    try:
+        return repo_has_file(normalise_path(path))
+    except BadRepo as exc:
+        at = fail(where, exc.why)
+        raise BadRepo(f"{at.file}: {at.path}: {path!r}", exc.why) from None
+
+
+def _validate_assertions(
+    assertions: Any, at: str, fail: Callable[[str, str], BadCorpus], allow_objects: bool, found: list[BadCorpus]
+) -> list[Assertion]:
+    """A case's assertions; each bad one is added to ``found`` (the rest are still checked)."""
+    if not isinstance(assertions, list) or not assertions:
+        found.append(fail(at, "must be a non-empty array of strings"))
+        return []
+    checked: list[Assertion] = []
+    for i, text in enumerate(assertions):
+        try:
+            checked.append(_validate_assertion(text, f"{at}[{i}]", fail, allow_objects))
+        except BadCorpus as exc:
+            found.append(exc)
+    return checked
+
+
 def _validate_assertion(text: Any, where: str, fail: Callable[[str, str], BadCorpus], allow_objects: bool) -> Assertion:
     if allow_objects and isinstance(text, dict):
         return validate_check(text, where, fail)
+    if isinstance(text, dict):  # v1's own words, then what would make it an assertion object
+        hint = f'an object needs "extensions": ["{DETERMINISTIC_ASSERTIONS}"] at the top level of the corpus'
+        raise fail(where, f"is dict; assertions are strings ({hint})")
     if not isinstance(text, str):
         raise fail(where, f"is {type(text).__name__}; assertions are strings")
     problem = assertion_problem(text)
@@ -256,36 +320,46 @@ def _validate_assertion(text: Any, where: str, fail: Callable[[str, str], BadCor
 
 
 def _validate_fixtures(raw: Any, at: str, fail: Callable[[str, str], BadCorpus]) -> tuple[Fixture, ...]:
+    """A case's fixtures; every fixture is checked past a bad one (one ``BadCorpus`` names them all)."""
     if not isinstance(raw, list):
         raise fail(at, f"is {type(raw).__name__}; an array is required")
     seen: dict[tuple[str, FixtureStage], int] = {}
     fixtures = []
+    found: list[BadCorpus] = []
     for index, item in enumerate(raw):
         where = f"{at}[{index}]"
-        if not isinstance(item, dict):
-            raise fail(where, f"is {type(item).__name__}; each fixture is an object")
-        problem = key_problem(item, FIXTURE_KEYS, FIXTURE_OPTIONAL_KEYS)
-        if problem:
-            raise fail(where, problem)
-        path = item["path"]
-        if not isinstance(path, str):
-            raise fail(f"{where}.path", f"{path!r} is not a string")
-        problem = path_problem(path)
-        if problem:
-            raise fail(f"{where}.path", problem)
-        stage_raw = item.get("stage", FixtureStage.HEAD.value)
-        if stage_raw not in {s.value for s in FixtureStage}:
-            raise fail(f"{where}.stage", f"{stage_raw!r} is not 'base' or 'head'")
-        stage = FixtureStage(stage_raw)
-        content = item["content"]
-        if not isinstance(content, str) or content == "":
-            raise fail(f"{where}.content", "must be a non-empty string")
-        key = (normalise_path(path), stage)
+        try:
+            fixture = _validate_fixture(item, where, fail)
+        except BadCorpus as exc:
+            found.append(exc)
+            continue
+        key = (fixture.path, fixture.stage)
         if key in seen:
-            raise fail(
-                f"{where}.path",
-                f"{path!r} appears twice in stage {stage.value} (first at {at}[{seen[key]}])",
-            )
-        seen[key] = index
-        fixtures.append(Fixture(path=key[0], content=content, stage=stage))
+            problem = f"{item['path']!r} appears twice in stage {fixture.stage.value} (first at {at}[{seen[key]}])"
+            found.append(fail(f"{where}.path", problem))
+        seen.setdefault(key, index)
+        fixtures.append(fixture)
+    if found:
+        raise _all_of(found)
     return tuple(fixtures)
+
+
+def _validate_fixture(item: Any, where: str, fail: Callable[[str, str], BadCorpus]) -> Fixture:
+    if not isinstance(item, dict):
+        raise fail(where, f"is {type(item).__name__}; each fixture is an object")
+    problem = key_problem(item, FIXTURE_KEYS, FIXTURE_OPTIONAL_KEYS)
+    if problem:
+        raise fail(where, problem)
+    path = item["path"]
+    if not isinstance(path, str):
+        raise fail(f"{where}.path", f"{path!r} is not a string")
+    problem = path_problem(path)
+    if problem:
+        raise fail(f"{where}.path", problem)
+    stage_raw = item.get("stage", FixtureStage.HEAD.value)
+    if stage_raw not in {s.value for s in FixtureStage}:
+        raise fail(f"{where}.stage", f"{stage_raw!r} is not 'base' or 'head'")
+    content = item["content"]
+    if not isinstance(content, str) or content == "":
+        raise fail(f"{where}.content", "must be a non-empty string")
+    return Fixture(path=normalise_path(path), content=content, stage=FixtureStage(stage_raw))

@@ -2,7 +2,8 @@
 
 A ``.git/config`` and ``.git/index`` linking out of the repo must not be written through; a
 ``SKILL.md`` or ``agents/*.md`` linking to a host file must not be read and sent to a model;
-an ``evals/`` folder linking to a host folder must not make corpus stripping delete there.
+an ``evals/`` folder linking to a host folder must not make corpus stripping delete there; a
+case's ``files`` entry leading out of the repo is refused as the documented promise says.
 Each stops with ``BLOCKED_BAD_REPO: <path>: <why>`` (or the link is dropped) and the host
 files are unchanged.
 """
@@ -10,6 +11,7 @@ files are unchanged.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ import redis
 from engine.redis_server import RedisServer
 from engine.repo_files import read_skill
 from producer.corpus.repo import Repo
-from schemas.errors import BadRepo
+from schemas.errors import BadCorpus, BadRepo
 from testkit.offline_server import OfflineModelServer
 from tests.security.harness import case, git, make_repo, run_pipeline, shell_agent
 
@@ -61,6 +63,78 @@ def test_the_producer_refuses_skill_files_and_corpus_folders_linking_out(tmp_pat
     with pytest.raises(BadRepo, match=r"BLOCKED_BAD_REPO: evals: is a link out of the repo"):
         Repo(other).targets([SKILL], all_evals=False)
     assert (outside / "evals" / f"{SKILL}.evals.json").read_text() == "host file: must survive\n"
+
+
+def _link_absolute(repo: Path, outside: Path) -> None:
+    (repo / "CHANGELOG.md").symlink_to(outside / "secret.txt")
+
+
+def _link_relative(repo: Path, outside: Path) -> None:
+    (repo / "CHANGELOG.md").symlink_to(os.path.relpath(outside / "secret.txt", repo))  # ../host/secret.txt
+
+
+def _link_chain(repo: Path, outside: Path) -> None:
+    (repo / "hop.md").symlink_to(outside / "secret.txt")  # the corpus names only the first, in-repo link
+    (repo / "CHANGELOG.md").symlink_to("hop.md")
+
+
+def _link_folder(repo: Path, outside: Path) -> None:
+    (repo / "docs").symlink_to(outside)  # the entry docs/secret.txt: its folder leads out
+
+
+@pytest.mark.parametrize(
+    ("plant", "entry"),
+    [
+        (_link_absolute, "CHANGELOG.md"),
+        (_link_relative, "CHANGELOG.md"),
+        (_link_chain, "CHANGELOG.md"),
+        (_link_folder, "docs/secret.txt"),
+    ],
+    ids=["absolute", "relative", "chain", "folder"],
+)
+def test_a_files_entry_linking_out_of_the_repo_is_refused_naming_the_entry(
+    tmp_path: Path, plant: object, entry: str
+) -> None:
+    outside = _outside(tmp_path)
+    repo = make_repo(tmp_path / "repo", SKILL, _cases(), commit=False)
+    plant(repo, outside)  # type: ignore[operator]
+    corpus = repo / "evals" / f"{SKILL}.evals.json"
+    corpus.write_text(corpus.read_text().replace('"README.md"', f'"{entry}"', 1))
+    pattern = (
+        rf"BLOCKED_BAD_REPO: evals/{SKILL}.evals.json: \$.evals\[0\].files\[0\]: '{entry}': is a link out of the repo"
+    )
+    with pytest.raises(BadRepo, match=pattern) as raised:
+        Repo(repo).load(f"evals/{SKILL}.evals.json")
+    assert SECRET not in str(raised.value)  # the host file is never read
+
+
+def test_a_files_entry_that_is_a_link_loop_names_nothing_in_the_repo(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", SKILL, _cases(), commit=False)
+    (repo / "a.md").symlink_to("b.md")
+    (repo / "b.md").symlink_to("a.md")
+    corpus = repo / "evals" / f"{SKILL}.evals.json"
+    corpus.write_text(corpus.read_text().replace('"README.md"', '"a.md"', 1))
+    with pytest.raises(BadCorpus, match=r"\$.evals\[0\].files\[0\]: 'a.md' does not exist in the repo"):
+        Repo(repo).load(f"evals/{SKILL}.evals.json")
+
+
+def test_a_files_entry_in_or_linking_into_git_is_refused_as_such(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", SKILL, _cases())
+    (repo / "HEAD.md").symlink_to(".git/HEAD")
+    corpus = repo / "evals" / f"{SKILL}.evals.json"
+    original = corpus.read_text()
+    for entry, why in ((".git/HEAD", "is inside .git"), ("HEAD.md", "is a link into .git")):
+        corpus.write_text(original.replace('"README.md"', f'"{entry}"', 1))
+        with pytest.raises(BadRepo, match=rf"\$.evals\[0\].files\[0\]: '{re.escape(entry)}': {why}"):
+            Repo(repo).load(f"evals/{SKILL}.evals.json")
+
+
+def test_a_files_entry_linking_inside_the_repo_is_kept(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", SKILL, _cases(), commit=False)
+    (repo / "CHANGELOG.md").symlink_to("README.md")
+    corpus = repo / "evals" / f"{SKILL}.evals.json"
+    corpus.write_text(corpus.read_text().replace('"README.md"', '"CHANGELOG.md"', 1))
+    assert Repo(repo).load(f"evals/{SKILL}.evals.json").corpus.evals[0].files == ("CHANGELOG.md",)
 
 
 def test_the_worker_reads_skill_files_only_inside_the_workspace(tmp_path: Path) -> None:
