@@ -13,6 +13,7 @@ cross-check that would reject an injected tool call is tested on a forged stream
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import secrets
@@ -89,10 +90,40 @@ HARNESSES = {
     ),
     "copilot-cli": (CopilotCli, "openai/gpt-5", "bash", "{} > /tmp/probe.out 2>&1 < /dev/null; cat /tmp/probe.out"),
 }
-WAIT_FOR_IT = {"codex": {"yield_time_ms": 110_000}}
+WAIT_FOR_IT = {"codex": {"yield_time_ms": 30_000}}
 """Arguments that make a harness's shell tool wait for the probe: Codex hands a command still
-running after ten seconds back to the model (a loaded machine makes the probe that slow), and the
-command's output then never reaches the record."""
+running at its yield (at most 30 s) back to the model with a session id."""
+POLLS = {
+    "codex": [
+        {
+            "tool_calls": [
+                {
+                    "name": "write_stdin",
+                    "arguments": {"chars": "", "yield_time_ms": 30_000},
+                    "arguments_from": {"session_id": {"regex": r"session ID (\d+)", "int": True}},
+                }
+            ]
+        }
+    ]
+    * 2
+}
+"""Replies that poll a command still running when the harness handed it back, as a model would: a
+loaded machine makes the probe slower than Codex's yield, and its output then comes back only to a
+poll (a poll of a command already done is answered with an error, which changes nothing)."""
+
+
+def _probe_report(results: list[ToolResultEvent]) -> dict[str, str]:
+    """The probe's JSON line, from whichever result carried it (the call's own or a poll's; a
+    harness may put a label before it)."""
+    for result in results:
+        for line in result.output.splitlines():
+            with contextlib.suppress(ValueError):
+                found = json.loads(line[line.index('{"') :])
+                if isinstance(found, dict) and "harness_pids" in found:
+                    return found
+    raise AssertionError(f"no result holds the probe's report: {[r.output[:300] for r in results]}")
+
+
 ENCODED = frozenset({"gemini-cli"})
 """Harnesses whose shell tool refuses a command holding a backtick or ``$(`` (or may: Qwen Code is
 Gemini CLI's fork): the probe goes in base64."""
@@ -112,7 +143,8 @@ def escape_run(
             command = f"echo {base64.b64encode(PROBE.encode()).decode()} | base64 -d > /tmp/probe.py; {probe}"
         arguments = {"command": command, "description": "probe", **WAIT_FOR_IT.get(request.param, {})}
         call = {"tool_calls": [{"name": tool, "arguments": arguments}]}
-        server.set_scenario({"rules": [{"contains": "Probe the sandbox", "replies": [call, {"text": "done"}]}]})
+        replies = [call, *POLLS.get(request.param, []), {"text": "done"}]
+        server.set_scenario({"rules": [{"contains": "Probe the sandbox", "replies": replies}]})
         limits = ModelLimits(name=model, api_base=server.base_url, api_key_env="SKILL_EVAL_ESCAPE_KEY")
         workspace = tmp_path / "ws"
         (workspace / "skills" / "probe").mkdir(parents=True)
@@ -130,11 +162,7 @@ def escape_run(
         )
         results = [e for e in trajectory.events if isinstance(e, ToolResultEvent)]
         assert results, f"no tool ran: {trajectory.end_reason.value}: {trajectory.events}"
-        result = results[0]
-        # The probe's JSON line (a harness may put a label before it).
-        line = next(line for line in result.output.splitlines() if '{"' in line)
-        probe = json.loads(line[line.index('{"') :])
-        yield trajectory, probe, server, real_key, tmp_path
+        yield trajectory, _probe_report(results), server, real_key, tmp_path
 
 
 def test_the_agents_shell_reaches_no_host_port_address_or_socket_but_its_own_proxy(escape_run) -> None:  # type: ignore[no-untyped-def]
