@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from producer.plan.dry_run import print_plan
 from producer.results.status_view import status_view
-from schemas.summary import RunStatus
+from schemas.summary import CorpusPlan, PlanSummary, PlanTotals, RunStatus
 
 EXE = Path(sys.executable).parent / "skill-eval"
 
@@ -142,3 +143,16 @@ def test_the_status_command_prints_the_table_and_json_for_machines(example_repo:
     machine = cli("status", plan.run_id, "--json", "--store", str(tmp_path / "store"))
     doc = json.loads(machine.stdout)
     assert doc["total"] == 8 and doc["states"]["queued"] == 8 and doc["done"] is False
+
+
+def test_the_dry_run_table_shows_repo_names_as_text_never_as_console_markup() -> None:
+    """A corpus path is the repo's: ``[/]`` in one would crash the table, ``[bold]`` would style it."""
+    hostile = "evals/[bold]x[/].json"
+    corpus = CorpusPlan(skill="x", corpus=hostile, bundle_key="x-0", cases=2, assertions=2, shards=2)
+    totals = PlanTotals(corpora=1, cases=2, assertions=2, shards=2)
+    summary = PlanSummary(
+        run_id="r", corpora=[corpus], models=["m"], judges=["j"], epochs=1, variants=["current"], totals=totals
+    )
+    console = Console(record=True, width=200)
+    print_plan(summary, console)
+    assert hostile in console.export_text()

@@ -13,12 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+from typer.testing import CliRunner
 
-from engine.records import load_run_end, put_manifest
+from engine.records import load_run_end, put_manifest, put_run_end
 from engine.store import LocalStore
+from producer.commands.cli import app
 from producer.launch.drive import ended_if_stopped
 from producer.launch.progress import RunStalled
-from producer.results.status_view import end_lines, progress_words
+from producer.results.status_view import end_lines, progress_words, status_view
 from schemas.manifest import RunManifest
 from schemas.run_end import RunEnd
 from schemas.shard import RunPlan
@@ -63,6 +66,23 @@ def test_nothing_is_recorded_for_a_run_never_stored(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt), ended_if_stopped(empty, RUN, embedded=True):
         raise KeyboardInterrupt
     assert not (tmp_path / "empty").exists()
+
+
+def test_status_prints_a_reason_holding_console_markup_as_it_is(store: LocalStore, tmp_path: Path) -> None:
+    """A reason quotes model names and provider errors: printed as text, never read as console markup."""
+    why = "BLOCKED_MODEL_UNAVAILABLE: openai/[bold]m[/]: [Errno 111] refused"
+    put_run_end(store, RunEnd(run_id=RUN, how="blocked", reason=why))
+    shown = CliRunner().invoke(app, ["status", RUN, "--store", str(tmp_path / "store")])
+    assert shown.exit_code == 0, shown.output
+    assert why in shown.output
+
+
+def test_status_prints_model_names_holding_console_markup_as_they_are() -> None:
+    """``[/]`` in a model name made ``status`` crash (a closing tag with nothing to close)."""
+    usage = {"openai/[bold]m[/]": {"calls": 1, "prompt_tokens": 2, "completion_tokens": 3, "cost_usd": None}}
+    console = Console(record=True, width=200)
+    console.print(status_view(_status(usage=usage)))
+    assert "openai/[bold]m[/]" in console.export_text()
 
 
 def _status(**fields: object) -> RunStatus:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from engine.records import latest_noise
 from engine.store import open_store
@@ -99,7 +100,8 @@ def print_plan(summary: PlanSummary, out: Console) -> None:
     for col in ("skill", "corpus", "cases", "assertions", "shards"):
         table.add_column(col, justify="right" if col in {"cases", "assertions", "shards"} else "left")
     for c in summary.corpora:
-        table.add_row(c.skill, c.corpus, str(c.cases), str(c.assertions), str(c.shards))
+        # Repo names are text, never console markup (a ``[/]`` in a corpus path would crash the table).
+        table.add_row(Text(c.skill), Text(c.corpus), str(c.cases), str(c.assertions), str(c.shards))
     totals = summary.totals
     table.add_row("total", "", str(totals.cases), str(totals.assertions), str(totals.shards))
     out.print(table)

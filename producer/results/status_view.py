@@ -80,7 +80,7 @@ def _usage_table(doc: RunStatus) -> Table:
     for model, u in doc.usage.items():
         cost = u.get("cost_usd")
         usage.add_row(
-            model,
+            Text(model),  # a name, never console markup (``[/]`` in one made status crash)
             f"{int(u.get('calls') or 0):,}",
             f"{int(u.get('prompt_tokens') or 0):,}",
             f"{int(u.get('completion_tokens') or 0):,}",

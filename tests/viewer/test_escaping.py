@@ -6,7 +6,9 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
+from engine.records import put_run_end
 from engine.store import open_store
+from schemas.run_end import RunEnd
 from tests.viewer.conftest import SCRIPT_ASSERTION, SCRIPT_MODEL, SCRIPT_RESULT, ViewedRun
 from viewer.app import create_app
 
@@ -64,3 +66,16 @@ def test_ids_that_are_not_ids_name_no_key_and_answer_404(viewed_run: ViewedRun) 
     ):
         response = c.get(path)
         assert response.status_code == 404, (path, response.status_code)
+
+
+def test_a_refused_runs_reason_is_text_on_the_runs_list_and_its_page(viewed_run: ViewedRun, tmp_path: Path) -> None:
+    """A refusal's reason can quote a model name or a repo path: it stays text wherever the viewer shows it."""
+    store = viewed_run.store_copy(tmp_path / "store")
+    run = viewed_run.run_id
+    (store / "runs" / run / "result.json").unlink()
+    reason = f"BLOCKED_MODEL_UNAVAILABLE: {NOTE}: no key"
+    put_run_end(open_store(str(store)), RunEnd(run_id=run, how="blocked", reason=reason))
+    c = TestClient(create_app(open_store(str(store))))
+    for html in (c.get("/").text, c.get(f"/runs/{run}").text):
+        assert_inert(html)
+        assert escaped(NOTE) in html
