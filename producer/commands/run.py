@@ -247,7 +247,9 @@ def _model_config(
 
 
 def check_names(executors: list[str], models: list[str], judges: list[str], config: ModelConfig) -> None:
-    """:func:`check_model_names` with litellm's table and what ``config`` sends straight over HTTP."""
+    """:func:`check_model_names` with litellm's table and what ``config`` sends straight over HTTP; a
+    judge named twice is refused (it would sit on the panel twice and agree with itself)."""
+    check_repeats("--judge", judges)
     direct = functools.partial(_goes_direct, config)
     check_model_names(executors, models, judges, bundled_model_table(), direct)
 
@@ -353,7 +355,9 @@ def grade(
     settings = shared.settings()
     check_detach(shared.detach, settings.broker_url)
     folder = repo_folder(shared.repo)
-    run_settings = shared.run_settings(shared.model_config(folder, settings))
+    config = shared.model_config(folder, settings)
+    check_names([], [], judge, config)
+    run_settings = shared.run_settings(config)
     req = _request(shared, skills or [], False, folder, [], judge, run_settings)
     conclude(grade_recorded(req, trajectories, settings, out, err))
 
