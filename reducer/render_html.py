@@ -142,7 +142,7 @@ def _usage(result: RunResult) -> str:
             str(u.calls),
             f"{u.prompt_tokens:,}",
             f"{u.completion_tokens:,}",
-            "-" if u.cost_usd is None else f"${u.cost_usd:.4f}",
+            "unknown" if u.cost_usd is None else f"${u.cost_usd:.4f}",
         ]
         for model, u in sorted(result.usage.items())
     ]

@@ -11,6 +11,7 @@ from schemas.corpus import Corpus, EvalCase
 from schemas.shard import SkillBundle
 from schemas.shard_outcome import ShardOutcome
 from schemas.status import ShardState
+from schemas.trajectory import Usage
 from schemas.verdict import AssertionVerdict, ShardGrade
 
 HOSTILE = '<script>alert("x")</script>'
@@ -50,6 +51,15 @@ def test_the_page_has_a_bar_per_model_and_the_assertion_matrix() -> None:
     assert "m1" in page and "m2" in page
     assert "The agent runs the tests first" in page
     assert "Leaderboard" in page
+
+
+def test_a_cost_litellm_cannot_price_reads_unknown_and_a_known_one_in_dollars() -> None:
+    result = result_with("[tool_call] shell(pytest)").model_copy(
+        update={"usage": {"m1": Usage(calls=1, cost_usd=0.0123), "m2": Usage(calls=1)}}
+    )
+    usage = render_html(result).split('id="usage"')[1].split("</section>")[0]
+    assert '<td data-label="cost" class=num>$0.0123</td>' in usage and '<td data-label="cost">unknown</td>' in usage
+    assert '<td data-label="cost">-</td>' not in usage
 
 
 def test_evidence_from_the_transcript_is_escaped_never_markup() -> None:

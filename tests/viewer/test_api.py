@@ -125,6 +125,15 @@ def test_the_run_page_shows_gates_rates_and_the_corpus_by_model_map(viewed_run: 
     assert heat.count('class="heat-3"') == 2  # 3/5 for each model: 60%
 
 
+def test_a_cost_litellm_cannot_price_reads_unknown_as_status_and_the_report_say(viewed_run: ViewedRun) -> None:
+    # The scripted models have no price: "-" read as nothing spent; "unknown" is what status prints.
+    viewer = client(viewed_run.env.store)
+    usage = viewer.get(f"/runs/{viewed_run.run_id}").text.split("Tokens and cost")[1].split("</table>")[0]
+    runs = viewer.get("/").text
+    assert usage.count("<td>unknown</td>") == len(MODELS) + 1  # the executor models and the judge
+    assert '<td data-label="cost">unknown</td>' in runs
+
+
 def test_a_run_not_reduced_yet_shows_what_is_stored_so_far(viewed_run: ViewedRun, tmp_path: Path) -> None:
     store = viewed_run.store_copy(tmp_path / "store")
     run = viewed_run.run_id
