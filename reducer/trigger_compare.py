@@ -66,16 +66,19 @@ def run_report(
     executor: str,
     inconclusive: Collection[str] = (),
 ) -> TriggerReport:
-    """The current arm's report (``inconclusive`` skills not gated), with each baseline arm's paired
-    changes (``--compare``)."""
+    """The current arm's report (``inconclusive`` skills not gated), with each baseline arm's own
+    figures and paired changes (``--compare``)."""
     current = plan_runs(plan, fired)
     report = trigger_report(current, settings, executor, inconclusive)
     changes = []
+    baselines = {}
     for variant in (v for v in plan.variants if v != CURRENT):
         old = plan_runs(plan, fired, variant)
+        # The baseline arm's own figures, ungated: the stick the paired change is read against.
+        baselines[variant] = trigger_report(old, TriggerSettings(turns=settings.turns), executor).figures
         for skill in dict.fromkeys(r.skill for r in current):
             mine = [r for r in current if r.skill == skill]
             theirs = [r for r in old if r.skill == skill]
             if theirs:
                 changes.append(trigger_change(plan.run_id, skill, variant, mine, theirs))
-    return report.model_copy(update={"changes": changes})
+    return report.model_copy(update={"changes": changes, "baselines": baselines})

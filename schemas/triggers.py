@@ -176,6 +176,9 @@ class TriggerReport(FrozenModel):
     nothing gated failed)."""
     changes: list[TriggerChange] = Field(default_factory=list)
     """``--compare REF``: per skill, the paired change of recall and false-trigger rate."""
+    baselines: dict[str, list[TriggerFigures]] = Field(default_factory=dict)
+    """``--compare REF``: each baseline arm (``baseline@<ref>``) -> its own figures per skill and row,
+    shown beside the current ones; never gated (the paired changes gate nothing either)."""
 
     @model_validator(mode="before")
     @classmethod
