@@ -81,8 +81,23 @@ def not_graded(s: SkillResult) -> str:
     return f"{s.not_graded}/{s.shard_count}: " + ", ".join(f"{n} {k}" for n, k in kinds if n > 0)
 
 
+def trigger_corpora(result: RunResult) -> str:
+    """A trigger run's corpora: one row per trigger set and arm, its queries and the shards that did
+    not end with a record of what fired (its shards hold no assertions: the figures are below)."""
+    rows = [[Raw(f"{name(s.skill)} [{name(s.variant)}]"), str(s.cases), not_graded(s)] for s in result.skills]
+    return (
+        '<section id="corpora"><h2>Trigger sets</h2>'
+        f"<p class='legend'>Shards: one per query, {row_label(result)}, epoch and arm; a shard that did not "
+        "run to an end (infra) is counted apart and enters no figure.</p>"
+        + table(["trigger set", "queries", "shards not run to an end / run"], rows)
+        + "</section>"
+    )
+
+
 def corpora(result: RunResult) -> str:
     """One row per corpus and arm; the counts say whether they are assertions or shards."""
+    if result.triggers is not None:
+        return trigger_corpora(result)
     rows = [
         [
             Raw(f"{name(s.skill)} [{name(s.variant)}]"),
@@ -106,7 +121,7 @@ def corpora(result: RunResult) -> str:
 def overview(result: RunResult) -> str:
     """A sweep at a glance (several corpora): pass rate by corpus and model, and the leaderboard."""
     current = [s for s in result.skills if s.variant == CURRENT]
-    if len(current) < 2:
+    if len(current) < 2 or result.triggers is not None:  # a trigger run has no pass rate: its figures say it
         return ""
     models = [m.model for m in result.leaderboard]
     rows = []

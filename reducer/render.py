@@ -107,7 +107,8 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
     for judge, status in result.calibration.items():
         lines.append(f"- judge {md(judge)} calibration: {md(status)}")
     current = next((p for p in parts if p.variant == CURRENT), None)
-    if current is not None:
+    # A trigger run's arms hold no assertions: its paired changes are in its trigger section.
+    if current is not None and result.triggers is None:
         for base in (p for p in parts if p.variant != CURRENT):
             lines += ["", *comparison_section(result, current, base)]
         section = sweep_section(result, current)
@@ -310,6 +311,15 @@ def run_log_line(result: RunResult, when: datetime, project: str, branch: str, s
         )
         or "-"
     )
+    if result.triggers is not None:  # no assertions: its pass rates would read 0/0
+        notes = (
+            "; ".join(
+                f"{f.skill} ({f.model})=recall {f.recall.hits}/{f.recall.total}, "
+                f"false triggers {f.false_trigger.hits}/{f.false_trigger.total}"
+                for f in result.triggers.figures
+            )
+            or "-"
+        )
     fields = [
         f"Run: {when.strftime('%Y-%m-%dT%H:%M:%SZ')}",
         "skill-eval",

@@ -244,6 +244,21 @@ def _verdicts(result: RunResult, transcripts: Mapping[str, str]) -> str:
     return "".join(out) + "</section>"
 
 
+def _unended(result: RunResult, transcripts: Mapping[str, str]) -> str:
+    """A trigger run's shards that did not end with a record of what fired, each with its detail
+    and transcript (the ones that ended are in the figures)."""
+    out = ['<section id="verdicts"><h2>Shards not run to an end</h2>']
+    for s in result.skills:
+        runs = [r for r in s.runs if r.state is not ShardState.GRADED]
+        if runs:
+            out.append(
+                _part(result, f"{name(s.skill)} [{name(s.variant)}]", "".join(_run(r, transcripts) for r in runs))
+            )
+    if len(out) == 1:
+        out.append("<p>none: every shard ended with a record of what fired</p>")
+    return "".join(out) + "</section>"
+
+
 def _several_corpora(result: RunResult) -> bool:
     """A page over several corpora (not a sweep over harnesses, :func:`reducer.render_sweep.is_sweep`)."""
     return sum(s.variant == CURRENT for s in result.skills) > 1
@@ -262,6 +277,15 @@ def render_html(
     """The run as one page; ``transcripts`` maps a shard id to its transcript file beside the page,
     ``meta`` holds the run's facts shown under the verdict (repo, commit, models, judges, date)."""
     links = dict(transcripts or {})
+    if result.triggers is not None:  # no assertions: the trigger figures replace every behavioural section
+        body = [
+            headline(result, dict(meta or {})),
+            corpora(result),
+            trigger_html(result.triggers),
+            _usage(result),
+            _unended(result, links),
+        ]
+        return _page(result, body)
     body = [
         headline(result, dict(meta or {})),
         overview(result),
@@ -278,6 +302,10 @@ def render_html(
         _quality(result),
         _verdicts(result, links),
     ]
+    return _page(result, body)
+
+
+def _page(result: RunResult, body: list[str]) -> str:
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

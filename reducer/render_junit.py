@@ -26,7 +26,12 @@ def render_junit(result: RunResult) -> str:
     measured the infra, not the skill, so they neither pass nor fail a CI job. The current
     arm's suite carries the paired comparisons as ``<properties>`` (difference, interval, p).
     """
-    suites = "".join(_junit_suite(s, _junit_properties(result, s)) for s in result.skills)
+    # A trigger run's shards hold no assertions: an arm's suite lists only the shards that did not
+    # end (an empty one would read 0 tests), its figures and gates are the trigger suites.
+    arms = [
+        s for s in result.skills if result.triggers is None or any(r.state is not ShardState.GRADED for r in s.runs)
+    ]
+    suites = "".join(_junit_suite(s, _junit_properties(result, s)) for s in arms)
     suites += junit_suites(result.triggers) if result.triggers is not None else ""
     return '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>' + suites + "</testsuites>\n"
 

@@ -8,7 +8,7 @@ from html import escape
 from xml.sax.saxutils import quoteattr
 
 from reducer.html_parts import table
-from schemas.shard import ROW_SEPARATOR
+from schemas.shard import CURRENT, ROW_SEPARATOR
 from schemas.triggers import NO_ACTIVATION, PairedChange, Proportion, QueryRate, TriggerFigures, TriggerReport
 
 _NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -91,10 +91,38 @@ def trigger_section(report: TriggerReport, skill: str) -> list[str]:
                 f"- {_md(k)}: {v} run(s)" + (" (no skill activated)" if k == NO_ACTIVATION else "")
                 for k, v in f.confusion.items()
             ]
-    lines += [f"- gate failed: {_md(line)}" for f in report.figures if f.skill == skill for line in f.failure_lines]
+        # The row's verdict last, each a paragraph of its own (not one more item of the list above).
+        for line in f.failure_lines:
+            lines += ["", f"**gate failed:** {_md(line)}"]
     changes = change_lines(report, skill)
     if changes:
-        lines += ["", "### Against the earlier description (paired per query)", "", *(f"- {_md(c)}" for c in changes)]
+        lines += ["", "### Against the earlier description (paired per query)", "", *arms_table(report, skill)]
+        lines += ["", *(f"- {_md(c)}" for c in changes)]
+    return lines
+
+
+def arm_rows(report: TriggerReport, skill: str | None = None) -> list[tuple[str, TriggerFigures]]:
+    """``--compare``: each row's figures in every arm, the baseline arms' before the current one's,
+    so a row's figures then and now sit together; empty for a run of one arm."""
+    if not report.baselines:
+        return []
+    arms = [*report.baselines.items(), (CURRENT, report.figures)]
+    mine = [(arm, f) for arm, figures in arms for f in figures if skill is None or f.skill == skill]
+    rows = dict.fromkeys((f.skill, f.model) for _, f in mine)
+    return [(arm, f) for row in rows for arm, f in mine if (f.skill, f.model) == row]
+
+
+def arms_table(report: TriggerReport, skill: str) -> list[str]:
+    """Each arm's own figures per row, the baseline's beside the current's (the paired change follows)."""
+    rows = arm_rows(report, skill)
+    if not rows:
+        return []
+    lines = ["| arm | row | recall | false-trigger rate | precision | F1 |", "|---|---|---|---|---|---|"]
+    lines += [
+        f"| {_md(arm)} | {_md(figure_label(f))} | {proportion_text(f.recall)} | "
+        f"{proportion_text(f.false_trigger)} | {proportion_text(f.precision)} | {f1_text(f)} |"
+        for arm, f in rows
+    ]
     return lines
 
 
@@ -140,12 +168,14 @@ def gates_text(report: TriggerReport) -> str:
 
 
 def complete_lines(report: TriggerReport) -> list[str]:
-    """One line per skill and model for the COMPLETE block, then the paired changes."""
-    return change_lines(report) + [
-        f"triggers {f.skill} ({f.model}): recall {proportion_text(f.recall)}; "
-        f"false triggers {proportion_text(f.false_trigger)}; F1 {f1_text(f)}"
-        for f in report.figures
-    ]
+    """One line per skill and model for the COMPLETE block (with ``--compare``, one per arm, each
+    named), then the paired changes."""
+    rows = arm_rows(report) or [(CURRENT, f) for f in report.figures]
+    return [
+        f"triggers {f.skill} ({f.model}){f' [{arm}]' if report.baselines else ''}: "
+        f"recall {proportion_text(f.recall)}; false triggers {proportion_text(f.false_trigger)}; F1 {f1_text(f)}"
+        for arm, f in rows
+    ] + change_lines(report)
 
 
 def _junit_query(skill: str, q: QueryRate) -> tuple[str, bool]:
@@ -199,8 +229,10 @@ def trigger_html(report: TriggerReport | None) -> str:
     """The HTML report's ``triggers`` section: figures per skill and model, then the routing matrix."""
     if report is None:
         return ""
+    arms = arm_rows(report) or [(CURRENT, f) for f in report.figures]
     rows = [
         [
+            *([arm] if report.baselines else []),
             f.skill,
             figure_label(f),
             proportion_text(f.recall),
@@ -210,14 +242,24 @@ def trigger_html(report: TriggerReport | None) -> str:
             ", ".join(f"{k} x{v}" for k, v in f.confusion.items()) or "-",
             ", ".join(str(q.case_id) for q in f.queries if q.flaky) or "-",
         ]
-        for f in report.figures
+        for arm, f in arms
     ]
     heads = ["skill", "model", "recall", "false triggers", "precision", "F1", "missed to", "flaky queries"]
     out = [
         '<section id="triggers"><h2>Trigger evaluation</h2>',
         f"<p>Each query asked bare with every skill installed; at most {report.turns} turns each.</p>",
-        table(heads, rows),
+        table(["arm", *heads] if report.baselines else heads, rows),
     ]
+    failed = [line for f in report.figures for line in f.failure_lines]
+    if failed:
+        out.append("<p>Gates failed:</p><ul>" + "".join(f"<li>{escape(line)}</li>" for line in failed) + "</ul>")
+    changes = change_lines(report)
+    if changes:
+        out.append(
+            "<h3>Against the earlier description (paired per query)</h3><ul>"
+            + "".join(f"<li>{escape(line)}</li>" for line in changes)
+            + "</ul>"
+        )
     if report.routing:
         columns = routing_columns(report)
         matrix = [[skill, *(str(row.get(c, 0)) for c in columns)] for skill, row in report.routing.items()]

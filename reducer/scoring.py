@@ -107,14 +107,16 @@ def assertion_stat(
     )
 
 
-def aggregate_gate(current: Sequence[SkillResult]) -> tuple[bool, str]:
-    """Whether several corpora are INCONCLUSIVE together, and the AGGREGATE line (empty for one corpus)."""
+def aggregate_gate(current: Sequence[SkillResult], rated: bool = True) -> tuple[bool, str]:
+    """Whether several corpora are INCONCLUSIVE together, and the AGGREGATE line (empty for one
+    corpus, and when it would be a suite pass rate but the corpora hold no assertions: not ``rated``,
+    a trigger run)."""
     inconclusive = [s for s in current if s.inconclusive]
     aggregate = len(current) > 1 and len(inconclusive) / len(current) > AGGREGATE_INCONCLUSIVE_SHARE
-    if len(current) < 2:
-        return aggregate, ""
     if aggregate:
         return aggregate, f"AGGREGATE: INCONCLUSIVE ({len(inconclusive)}/{len(current)} corpora not trustworthy)"
+    if len(current) < 2 or not rated:
+        return aggregate, ""
     # The suite rate sums trustworthy corpora only: an INCONCLUSIVE corpus's few graded cases are noise.
     trusted = [s for s in current if not s.inconclusive]
     suite = rate(sum(s.behavioural.passed for s in trusted), sum(s.behavioural.total for s in trusted))

@@ -300,7 +300,7 @@ class StreamReducer:
             [self._skill(b, v) for v in plan.variants for b in plan.bundles], threshold, plugin_threshold
         )
         current = [s for s in skills if s.variant == CURRENT]
-        aggregate, aggregate_headline = aggregate_gate(current)
+        aggregate, aggregate_headline = aggregate_gate(current, rated=triggers is None)
         calibration = dict(calibration or {})
         comparisons, trigger, fails = self._compared(skills, triggers, executor, regression_alpha, require_uplift)
         # A sweep's harnesses paired on the same cases: described, never gated (a trigger run's

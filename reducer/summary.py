@@ -80,7 +80,8 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
     for s in result.skills:
         infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v) or "none"
         if result.triggers is not None:  # the figures follow below
-            lines += [f"skill: {s.skill} [triggers]  queries: {s.cases}", f"  not run to an end (infra): {infra}"]
+            arm = f"{s.variant}, triggers"  # with --compare, the arms are told apart by name
+            lines += [f"skill: {s.skill} [{arm}]  queries: {s.cases}", f"  not run to an end (infra): {infra}"]
             continue
         status = corpus_status(s, result)
         mark = f"  {status}" if status else ""
@@ -106,7 +107,7 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
     lines += [f"skipped: {s}" for s in result.skipped]
     if result.aggregate_headline:
         lines.append(result.aggregate_headline)
-    if len(result.leaderboard) > 1:
+    if len(result.leaderboard) > 1 and result.triggers is None:  # a trigger run has no composite to rank
         lines.append(
             "leaderboard (composite): " + ", ".join(f"{m.model} {_pct(m.composite_mean)}" for m in result.leaderboard)
         )

@@ -97,7 +97,7 @@ def test_trigger_figures_and_gates_are_per_harness_model_pair() -> None:
     # Every report names the pair once (the row already holds the harness).
     section = "\n".join(trigger_section(report, "pdf"))
     assert f"### codex × {GPT}\n" in section and f"### agent × {GPT}\n" in section and "(codex)" not in section
-    assert f"- gate failed: pdf ({CODEX}): recall" in section
+    assert f"**gate failed:** pdf ({CODEX}): recall" in section
     assert [line.split(":")[0] for line in complete_lines(report)] == [
         f"triggers pdf ({CODEX})",
         f"triggers pdf ({AGENT})",

@@ -264,6 +264,14 @@ def test_compare_reports_the_paired_change_of_recall_and_false_triggers_between_
     assert "triggers pdf-tools vs baseline@" in result.stdout and "recall +33.3 pts" in result.stdout
     assert "Against the earlier description" in text
     assert doc["comparisons"] == []  # no behavioural comparison of assertion-less arms
+    # Each arm named, the baseline's own figures beside the current ones; no behavioural 0/0 anywhere.
+    ref = f"baseline@{old.stdout.strip()}"
+    assert f"skill: pdf-tools [{ref}, triggers]  queries: 5" in result.stdout
+    assert f"triggers pdf-tools (openai/exec-a) [{ref}]: recall 1/3 (33.3%" in result.stdout
+    assert f"| {ref} | openai/exec-a (agent) | 1/3 (33.3%" in text
+    page = next(env.out.glob("*.html")).read_text()
+    for shown in (result.stdout, text, page, next(env.out.glob("*.junit.xml")).read_text()):
+        assert "0/0" not in shown and "Old vs new" not in shown
 
 
 def test_bad_trigger_corpora_are_named_by_validate_and_the_dry_run_and_json_plans_the_rest(
