@@ -10,6 +10,7 @@ from reducer.render import corpus_status
 from reducer.render_adaptive import summary_lines
 from reducer.render_compare import comparison_summary, noise_summary
 from reducer.render_triggers import complete_lines, gates_text
+from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import CaseRun, RunResult
 from schemas.shard import CURRENT
 
@@ -20,6 +21,9 @@ def _pct(x: float | None) -> str:
 
 FAILURES_SHOWN = 20
 """Failing assertions the COMPLETE block lists (most frequent first); the rest are counted and left to the page."""
+
+CALIBRATION_SKIPPED = CalibrationRecord(judge="-", status=CalibrationStatus.SKIPPED).describe()
+"""A judge's calibration as the result states it under --no-calibration: not asked for, not listed."""
 
 REASONS_SHOWN = 5
 """Reasons the COMPLETE block lists before the verdict; the rest are counted and left to the page."""
@@ -111,6 +115,12 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
         lines.append(
             "leaderboard (composite): " + ", ".join(f"{m.model} {_pct(m.composite_mean)}" for m in result.leaderboard)
         )
+    # Asked-for calibration is said whatever the verdict: a FAIL's reasons leave out the WARN that names it.
+    lines += [
+        _one_line(f"judge {judge} calibration: {status}")
+        for judge, status in result.calibration.items()
+        if status != CALIBRATION_SKIPPED
+    ]
     overall = [a for a in result.human_agreement if a.scope == "all"]
     lines += [f"judge vs people: {line}" for line in agreement_lines(overall)]
     lines += [f"reason: {r}" for r in result.reasons[:REASONS_SHOWN]]

@@ -22,6 +22,7 @@ from reducer.render_junit import render_junit
 from reducer.stream import reduce_run
 from reducer.summary import FAILURES_SHOWN, render_complete_block
 from schemas.manifest import RunManifest
+from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import RunResult
 from schemas.shard_outcome import ShardOutcome
 from schemas.status import ShardState, Verdict
@@ -93,6 +94,25 @@ def test_a_corpus_whose_shards_were_blocked_says_blocked_in_its_headline_and_its
     assert "result: INCONCLUSIVE (2/2 shards not graded — 2 blocked)" in block
     assert "  not graded (infra): none; blocked: 2" in block
     assert "— infra)" not in block  # no headline blames the infra for blocked cases
+
+
+def test_an_asked_for_calibration_is_in_the_block_whatever_the_verdict() -> None:
+    plan = plan_run(RUN, [bundle("review", 3)], ["exec"], judges=["judge-1"])
+    outcomes = {s.shard_id: graded(s, (True, False)) for s in plan.shards}
+    wrong = CalibrationRecord(judge="judge-1", status=CalibrationStatus.FAILED, details=["labelled run: 1 wrong"])
+    # A FAIL's reasons are the failures: the WARN naming the calibration is not among them.
+    failing = reduce_run(plan, outcomes, calibration={"judge-1": wrong})
+    assert failing.verdict is Verdict.FAIL and not any("calibration" in r for r in failing.reasons)
+    lines = render_complete_block(failing, []).splitlines()
+    assert "judge judge-1 calibration: failed: labelled run: 1 wrong" in lines
+    assert lines[-1] == "verdict: FAIL"
+    ok = CalibrationRecord(judge="judge-1", status=CalibrationStatus.OK)
+    assert "judge judge-1 calibration: ok" in render_complete_block(
+        reduce_run(plan, outcomes, calibration={"judge-1": ok}), []
+    )
+    # --no-calibration: not asked for, not listed.
+    skipped = CalibrationRecord(judge="judge-1", status=CalibrationStatus.SKIPPED)
+    assert "calibration" not in render_complete_block(reduce_run(plan, outcomes, calibration={"judge-1": skipped}), [])
 
 
 # --- the summary does not bury the verdict ----------------------------------------------------------
