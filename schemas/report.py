@@ -105,10 +105,10 @@ class Rate(BaseModel):
     clustered: ClusteredRate | None = None
     """The interval with the case as the unit; None when no case has more than one trial (then
     Wilson's is valid) or fewer than two cases were graded."""
-    weighted: tuple[float, float] | None = None
+    weighted: tuple[float, float] | None = Field(default=None, exclude_if=lambda w: w is None)
     """Cases given unequal epochs (``--epochs auto``): (passed, trials) with each case weighed as
     one shard's worth. ``rate``, ``low`` and ``high`` are then of these counts, while ``passed``
-    and ``total`` stay the raw verdicts. None: the verdicts are pooled."""
+    and ``total`` stay the raw verdicts. None (and left out of the json): the verdicts are pooled."""
 
 
 class AssertionStat(BaseModel):
