@@ -41,7 +41,7 @@ def cohen_kappa(pairs: list[tuple[bool, bool]]) -> tuple[float | None, str]:
     pb = sum(b for _, b in pairs) / n
     pe = pa * pb + (1 - pa) * (1 - pb)
     if pe >= 1.0:
-        return None, "undefined: judge and people gave one same verdict to every labelled assertion"
+        return None, "judge and people gave one same verdict to every labelled assertion"
     return (po - pe) / (1 - pe), ""
 
 
@@ -89,10 +89,16 @@ def format_kappa(a: Agreement) -> str:
     return f"kappa {a.kappa:.2f}" if a.kappa is not None else f"kappa undefined ({a.kappa_note})"
 
 
+def agreed_text(a: Agreement) -> str:
+    """``2 of 3 labelled verdicts agree``: how many of the labelled verdicts the judge agreed on."""
+    verdicts = "verdict" if a.n == 1 else "verdicts"
+    return f"{a.agreed} of {a.n} labelled {verdicts} {'agrees' if a.agreed == 1 else 'agree'}"
+
+
 def agreement_lines(figures: Iterable[Agreement]) -> list[str]:
     """One line per figure: judge, scope, raw agreement with counts, kappa."""
     lines = []
     for a in figures:
         raw = f"{a.raw * 100:.1f}%" if a.raw is not None else "-"
-        lines.append(f"{a.judge} [{a.scope}]: agreement {raw} ({a.agreed}/{a.n} labelled), {format_kappa(a)}")
+        lines.append(f"{a.judge} [{a.scope}]: agreement {raw} ({agreed_text(a)}), {format_kappa(a)}")
     return lines

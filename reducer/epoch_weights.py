@@ -8,7 +8,7 @@ shard's worth of verdicts: its passed and judged verdicts divided by its graded 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from reducer.stats import clustered_interval, wilson
 from schemas.report import ClusteredRate, Rate
@@ -25,7 +25,8 @@ def weighted_rate(counts: Sequence[tuple[int, int, int]]) -> Rate:
     one shard of it (so by its assertions, not by how many epochs it got).
 
     ``passed`` and ``total`` stay the raw verdict counts; the rate and its intervals are the
-    weighted ones (Wilson on the weighted counts, and the case-clustered interval beside it).
+    weighted ones (Wilson on the weighted counts, kept in ``weighted`` so a report can show what
+    the interval is of, and the case-clustered interval beside it).
     """
     passed, total = sum(c[0] for c in counts), sum(c[1] for c in counts)
     clusters = weighted_clusters(counts)
@@ -44,6 +45,7 @@ def weighted_rate(counts: Sequence[tuple[int, int, int]]) -> Rate:
         low=low,
         high=high,
         clustered=clustered,
+        weighted=(w_passed, w_total),
     )
 
 
@@ -71,7 +73,10 @@ def planned_shards(plan: RunPlan, bundle: SkillBundle) -> int:
     return sum(plan.epochs_of(bundle.skill, case.id) for case in bundle.corpus.evals)
 
 
-def headline(r: Rate) -> str:
-    """The case-weighted percent first (it is not ``passed/total``), then the raw verdict counts."""
-    pct = 100.0 * r.rate if r.rate is not None else 0.0
-    return f"{pct:.1f}% with each case weighed once ({r.passed}/{r.total} verdicts over unequal epochs)"
+def unequal_epochs(plan: RunPlan, skills: Iterable[str]) -> bool:
+    """Whether the cases of these corpora were planned unequal epochs (only ``--epochs auto`` can):
+    with equal epochs every case already weighs by its assertions alone, and the pooled rate is
+    the one to show."""
+    if plan.adaptive is None:
+        return False
+    return len({plan.epochs_of(s, case.id) for s in skills for case in plan.bundle(s).corpus.evals}) > 1

@@ -13,6 +13,7 @@ from reducer.render_adaptive import markdown_section
 from reducer.render_compare import comparison_section, quality_section
 from reducer.render_sweep import is_sweep, row_label, sweep_section
 from reducer.render_triggers import gates_text, routing_section, trigger_section
+from reducer.scoring import counts, interval_method
 from reducer.stream import ROWS_NOT_KEPT
 from reducer.threshold import case_bar
 from schemas.report import CaseRun, ClusteredRate, RunResult, SkillResult
@@ -149,10 +150,10 @@ def corpus_status(s: SkillResult, result: RunResult) -> str:
 def _variant_section(s: SkillResult, result: RunResult) -> list[str]:
     status = corpus_status(s, result)
     out = [f"## {md(s.variant)}: {md(s.headline)}" + (f" — {status}" if status else ""), ""]
+    b = s.behavioural
     out.append(
-        f"Behavioural pass rate {s.behavioural.passed}/{s.behavioural.total} "
-        f"(95% CI {_pct(s.behavioural.low)}–{_pct(s.behavioural.high)}) over graded shards only; "
-        f"{s.not_graded}/{s.shard_count} shards not graded."
+        f"Behavioural pass rate {counts(b)}, 95% CI {_pct(b.low)}–{_pct(b.high)} ({interval_method(b)}), "
+        f"over graded shards only; {s.not_graded}/{s.shard_count} shards not graded."
     )
     if s.behavioural.clustered is not None:
         out.append(clustered_sentence(s.behavioural.clustered))
@@ -179,7 +180,7 @@ def _variant_section(s: SkillResult, result: RunResult) -> list[str]:
     for m in s.models:
         by_case = m.behavioural.clustered
         out.append(
-            f"| {md(m.model)} | {m.behavioural.passed}/{m.behavioural.total} ({_pct(m.behavioural.rate)}) | "
+            f"| {md(m.model)} | {counts(m.behavioural)} | "
             f"{_pct(m.behavioural.low)}–{_pct(m.behavioural.high)} | "
             f"{f'{_pct(by_case.low)}–{_pct(by_case.high)}' if by_case else '-'} | {_pct(m.composite_mean)} "
             f"({_pct(m.composite_low)}–{_pct(m.composite_high)}) | {m.graded}/{m.shards} |"

@@ -48,9 +48,9 @@ from schemas.status import ShardState
 
 def _models(result: RunResult) -> str:
     out = [f'<section id="models"><h2>Pass rate by {row_label(result)}</h2>']
-    out.append(
-        '<p class="legend">Behavioural pass rate over graded shards; the whisker is the 95% Wilson interval.</p>'
-    )
+    weighted = any(m.behavioural.weighted is not None for s in result.skills for m in s.models)
+    method = "Wilson interval of the case-weighted counts (cases got unequal epochs)" if weighted else "Wilson interval"
+    out.append(f'<p class="legend">Behavioural pass rate over graded shards; the whisker is the 95% {method}.</p>')
     for s in result.skills:
         bars = [bar(m.model, m.behavioural.rate, m.behavioural.low, m.behavioural.high) for m in s.models]
         title = f"{name(s.skill)} [{name(s.variant)}]: {escape(s.headline)}"

@@ -56,9 +56,33 @@ def rate(passed: int, total: int, clusters: Sequence[tuple[int, int]] = ()) -> R
 
 
 def headline(r: Rate) -> str:
-    """``passed/graded (percent)``, e.g. ``4/7 (57.1%)``."""
+    """``passed/graded (percent)``, e.g. ``4/7 (57.1%)``; with unequal epochs the case-weighted
+    percent first (it is not ``passed/total``), then the raw verdict counts."""
     pct = 100.0 * r.rate if r.rate is not None else 0.0
+    if r.weighted is not None:
+        return f"{pct:.1f}% with each case weighed once ({r.passed}/{r.total} verdicts over unequal epochs)"
     return f"{r.passed}/{r.total} ({pct:.1f}%)"
+
+
+def _count(x: float) -> str:
+    return f"{x:.2f}".rstrip("0").rstrip(".")
+
+
+def counts(r: Rate) -> str:
+    """What a rate and its Wilson interval are of: ``12/18 (66.7%)``, or with unequal epochs the
+    case-weighted counts and then the raw verdicts (``4.25/6 case-weighted (70.8%; 14/22 verdicts)``)."""
+    pct = f"{100.0 * r.rate:.1f}%" if r.rate is not None else "-"
+    if r.weighted is None:
+        return f"{r.passed}/{r.total} ({pct})"
+    passed, total = r.weighted
+    return f"{_count(passed)}/{_count(total)} case-weighted ({pct}; {r.passed}/{r.total} verdicts)"
+
+
+def interval_method(r: Rate) -> str:
+    """How a rate's ``low``-``high`` interval was computed, for the reports."""
+    if r.weighted is None:
+        return "Wilson"
+    return "Wilson on the case-weighted counts, each case weighed as one shard"
 
 
 def inconclusive_headline(not_graded: int, shards: int, infra: int, blocked: int) -> str:

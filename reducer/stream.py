@@ -22,8 +22,7 @@ from typing import Any
 
 from reducer.comparison import Cell, Key, cell_of, compare_all, with_unended
 from reducer.counters import Arm, ModelCounts, Spend, clusters_of
-from reducer.epoch_weights import counts_of_cells, model_rate, planned_shards, weighted_rate
-from reducer.epoch_weights import headline as weighted_headline
+from reducer.epoch_weights import counts_of_cells, model_rate, planned_shards, unequal_epochs, weighted_rate
 from reducer.gates import comparison_failures
 from reducer.plugin_score import is_plugin_suite, scores_from_sums
 from reducer.quality import assertion_texts, quality_rows
@@ -218,17 +217,17 @@ class StreamReducer:
         passed = sum(m.passed for m in arm.models.values())
         judged = sum(m.judged for m in arm.models.values())
         # Unequal epochs (adaptive): each case weighs once, and the headline says so.
-        behavioural, head_of = (
-            (weighted_rate(counts_of_cells(arm.cells)), weighted_headline)
-            if self.plan.adaptive
-            else (rate(passed, judged, clusters_of([arm])), headline)
+        behavioural = (
+            weighted_rate(counts_of_cells(arm.cells))
+            if unequal_epochs(self.plan, [bundle.skill])
+            else rate(passed, judged, clusters_of([arm]))
         )
         inconclusive = is_inconclusive(not_graded, shards, cases)
         blocked = arm.states.get(ShardState.BLOCKED, 0)
         head = (
             inconclusive_headline(not_graded, shards, sum(infra.values()) - unfinished, blocked)
             if inconclusive
-            else head_of(behavioural)
+            else headline(behavioural)
         )
         verified, pairs, unanimous = arm.verified, arm.agreement, arm.unanimous
         listed = [r for r in arm.rows if r.state is ShardState.BLOCKED] if self.keep_rows else arm.blocked
@@ -379,8 +378,9 @@ class StreamReducer:
         )
 
     def _weighed(self, row: ModelSummary, arms: Sequence[Arm]) -> ModelSummary:
-        """A model's row with each case weighed once when epochs were adaptive, as the corpus's rate is."""
-        if not self.plan.adaptive:
+        """A model's row with each case weighed once when its cases got unequal epochs, as the corpus's rate is."""
+        skills = [skill for (_, skill), arm in self.arms.items() if any(arm is a for a in arms)]
+        if not unequal_epochs(self.plan, skills):
             return row
         return row.model_copy(update={"behavioural": model_rate([a.cells for a in arms], row.model)})
 

@@ -97,14 +97,18 @@ class Rate(BaseModel):
     total: int
     """Trials."""
     rate: float | None
-    """passed / total; None when total is 0."""
+    """passed / total (of ``weighted`` when set); None when total is 0."""
     low: float
-    """Lower bound of the 95% Wilson interval."""
+    """Lower bound of the 95% Wilson interval over ``passed/total``, or over ``weighted`` when set."""
     high: float
     """Upper bound."""
     clustered: ClusteredRate | None = None
     """The interval with the case as the unit; None when no case has more than one trial (then
     Wilson's is valid) or fewer than two cases were graded."""
+    weighted: tuple[float, float] | None = Field(default=None, exclude_if=lambda w: w is None)
+    """Cases given unequal epochs (``--epochs auto``): (passed, trials) with each case weighed as
+    one shard's worth. ``rate``, ``low`` and ``high`` are then of these counts, while ``passed``
+    and ``total`` stay the raw verdicts. None (and left out of the json): the verdicts are pooled."""
 
 
 class AssertionStat(BaseModel):

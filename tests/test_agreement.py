@@ -46,7 +46,7 @@ def test_a_judge_that_always_passes_is_no_better_than_chance() -> None:
 def test_kappa_is_undefined_without_labels_or_when_both_sides_never_vary() -> None:
     assert cohen_kappa([]) == (None, "no labelled verdict yet")
     kappa, why = cohen_kappa([(True, True)] * 3)
-    assert kappa is None and "undefined" in why
+    assert kappa is None and why == "judge and people gave one same verdict to every labelled assertion"
 
 
 def test_the_newest_label_of_a_verdict_is_the_truth_and_disagreeing_flips_the_answer() -> None:
@@ -69,6 +69,11 @@ def test_each_judge_is_compared_with_the_people_overall_and_per_assertion() -> N
     assert (j2.n, j2.agreed) == (2, 1) and j2.kappa == pytest.approx(0.0)
     per = figures[("j1", "x #2")]
     assert (per.n, per.agreed, per.kappa) == (1, 1, None)
-    lines = agreement_lines([j1, per])
-    assert lines[0] == "j1 [all]: agreement 66.7% (2/3 labelled), kappa 0.40"
-    assert "kappa undefined" in lines[1]
+    lines = agreement_lines([j1, per, j2])
+    # The counts say 2 of the 3 labelled verdicts agree (not 2 of 3 labelled), and "undefined" is said once.
+    assert lines[0] == "j1 [all]: agreement 66.7% (2 of 3 labelled verdicts agree), kappa 0.40"
+    assert lines[1] == (
+        "j1 [x #2]: agreement 100.0% (1 of 1 labelled verdict agrees), "
+        "kappa undefined (judge and people gave one same verdict to every labelled assertion)"
+    )
+    assert lines[2] == "j2 [all]: agreement 50.0% (1 of 2 labelled verdicts agrees), kappa 0.00"

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from engine.labels import put_label
+from engine.store import LocalStore
 from prompts import load_template
 from schemas.corpus import FileContainsCheck, ToolCallCheck
+from schemas.label import HumanLabel
+from schemas.manifest import trajectory_key
 from schemas.status import ShardState
 from testkit.judge import calibration_judge_rules as judge_rules
 from testkit.offline_server import OfflineModelServer
@@ -22,7 +27,7 @@ from tests.grading_support import (
     sent_assertions,
     shell,
 )
-from worker.grading.calibration import CALIBRATION_CASES, calibrate, load_case
+from worker.grading.calibration import CALIBRATION_CASES, calibrate, labelled_cases, load_case
 from worker.grading.deterministic import check_assertion
 from worker.grading.judge import REASK_DISPATCH, grade_trajectory
 from worker.models.client import GatedModelClient
@@ -237,6 +242,37 @@ def test_a_gullible_judge_fails_calibration_on_the_tempting_run(
     assert all(
         d.startswith("tempting-bad-run: assertion") and "judged pass, expected fail" in d for d in result.details
     )
+    # Counted from 1, as the reports and `label --assertion` count assertions.
+    assert [d.split()[2] for d in result.details] == ["1", "2", "3", "4"]
+    assert f"assertion 1 ({case.assertions[0]!r})" in result.details[0]
+
+
+def test_a_labelled_shards_misses_are_named_by_their_number_in_the_case(
+    client: GatedModelClient, scripted: OfflineModelServer, tmp_path: Path
+) -> None:
+    tempting = load_case("tempting-bad-run")
+    store, run_id, shard = LocalStore(tmp_path / "store"), "20260101-000000-00000000", "s-1"
+    store.put(trajectory_key(run_id, shard), tempting.trajectory.model_dump_json().encode())
+    for index in (1, 3):  # the people labelled the second and the fourth assertion only (stored 0-based)
+        text = tempting.assertions[index]
+        put_label(
+            store,
+            HumanLabel(
+                run_id=run_id,
+                shard_id=shard,
+                assertion=index,
+                assertion_text=text,
+                judge="combined",
+                judge_passed=False,
+                agree=True,
+                reviewer="r",
+            ),
+        )
+    [case] = labelled_cases(store, [run_id])
+    all_pass = [{"text": a, "passed": True, "evidence": "verified by platform"} for a in case.assertions]
+    scripted.set_scenario(calibration_scenario([{"replies": [{"verdicts": all_pass}]}]))
+    result = calibrate(client, JUDGE, cases=(), labelled=[case])
+    assert [d.split(": ")[1].split(" (")[0] for d in result.details] == ["assertion 2", "assertion 4"]
 
 
 def test_a_judge_that_cannot_answer_fails_calibration_with_the_reason(

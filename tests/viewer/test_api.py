@@ -96,7 +96,7 @@ def test_labels_are_refused_read_only_and_counted_with_review(viewed_run: Viewed
     c = client(store, review=True)
     first = c.post(f"/api/runs/{run}/labels", json=body).json()
     (overall,) = [a for a in first["agreement"]["items"] if a["scope"] == "all"]
-    assert (overall["n"], overall["kappa"]) == (1, None) and "undefined" in overall["kappa_note"]
+    assert (overall["n"], overall["kappa"]) == (1, None) and "one same verdict" in overall["kappa_note"]
     c.post(f"/api/runs/{run}/labels", json={**body, "assertion": 2, "agree": False, "note": "no quote"})
     last = c.post(f"/api/runs/{run}/labels", json={**body, "assertion": 3, "agree": True}).json()
     (overall,) = [a for a in last["agreement"]["items"] if a["scope"] == "all"]

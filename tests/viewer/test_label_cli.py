@@ -36,13 +36,14 @@ def test_labels_from_the_command_line_show_in_the_report(viewed_run: ViewedRun, 
         str(store),
     )
     third = env.cli("label", run, "--shard", shard["shard_id"], "--assertion", "3", "--agree", "--store", str(store))
-    assert "openai/judge [all]: agreement 66.7% (2/3 labelled), kappa 0.40" in third.stdout
+    assert "openai/judge [all]: agreement 66.7% (2 of 3 labelled verdicts agree), kappa 0.40" in third.stdout
     bad = env.cli("label", run, "--shard", shard["shard_id"], "--assertion", "7", "--agree", "--store", str(store))
     assert bad.code == 2 and "no assertion 7 (it has 3)" in bad.stderr + bad.stdout
     out = tmp_path / "reports"
     report = env.cli("report", run, "--store", str(store), "--out", str(out))
     assert report.code == 1  # the verdict's exit code is unchanged by labels
-    assert "judge vs people: openai/judge [all]: agreement 66.7% (2/3 labelled), kappa 0.40" in report.stdout
+    line = "judge vs people: openai/judge [all]: agreement 66.7% (2 of 3 labelled verdicts agree), kappa 0.40"
+    assert line in report.stdout
     md = (out / f"skill-eval-hostile-{run}.md").read_text()
     assert "## Judge vs people" in md and "kappa 0.40" in md
     doc = json.loads((out / f"skill-eval-hostile-{run}.json").read_text())

@@ -43,6 +43,9 @@ class CalibrationCase:
     assertions: tuple[str, ...]
     expected: tuple[bool, ...]
     trajectory: Trajectory
+    numbers: tuple[int, ...] = ()
+    """Each assertion's number in its case, counted from 1 as the reports count them (a labelled
+    shard brings only its labelled assertions); empty: 1, 2, ... in order."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ def labelled_cases(store: ArtifactStore, run_ids: Sequence[str]) -> list[Calibra
                     assertions=tuple(texts[(shard_id, i)] for i, _ in verdicts),
                     expected=tuple(p for _, p in verdicts),
                     trajectory=trajectory,
+                    numbers=tuple(i + 1 for i, _ in verdicts),
                 )
             )
     return cases
@@ -129,10 +133,11 @@ def calibrate(
         if grade.state is not ShardState.GRADED:
             details.append(f"{name}: {grade.state.value}: {grade.error}")
             continue
-        for i, (verdict, expected) in enumerate(zip(grade.verdicts, case.expected, strict=True)):
+        numbers = case.numbers or range(1, len(case.expected) + 1)
+        for n, verdict, expected in zip(numbers, grade.verdicts, case.expected, strict=True):
             if verdict.passed is not expected:
                 got, want = ("pass", "fail") if verdict.passed else ("fail", "pass")
-                details.append(f"{name}: assertion {i} ({verdict.text!r}) judged {got}, expected {want}")
+                details.append(f"{name}: assertion {n} ({verdict.text!r}) judged {got}, expected {want}")
     return CalibrationResult(judge=judge, ok=not details, details=tuple(details))
 
 

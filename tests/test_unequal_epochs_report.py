@@ -1,0 +1,95 @@
+"""The reports of an ``--epochs auto`` run: pooled when every case got the same epochs, case-weighted
+(and labelled so) when they did not, with the interval always of the counts printed beside it. Pure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+
+from producer.launch.adaptive import grown
+from producer.plan.planning import plan_run
+from reducer.render import render_markdown
+from reducer.render_html import render_html
+from reducer.stream import reduce_run
+from schemas.adaptive import AdaptivePlan, CaseEpochs
+from schemas.report import Rate, RunResult
+from tests.test_reducer import bundle, graded
+
+CASES = 6
+
+
+def wilson95(successes: float, n: float) -> tuple[float, float]:
+    """The Wilson score interval written out here, independently of ``reducer.stats``."""
+    z = 1.959963984540054
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return centre - half, centre + half
+
+
+def adaptive_result(epochs: dict[int, int], passes: Callable[[int, int], bool]) -> RunResult:
+    """A one-model run of ``CASES`` one-assertion cases with these epochs per case, each shard
+    graded with ``passes(case, epoch)``."""
+    rule = AdaptivePlan(
+        max_epochs=5,
+        looks_done=1,
+        cases=tuple(CaseEpochs(skill="s", case_id=c, epochs=e, stopped="stable") for c, e in epochs.items()),
+    )
+    first = plan_run("20260101-000000-00000000", [bundle("s", (1,) * CASES)], ["m"], judges=["j"], adaptive=rule)
+    plan = grown(first.model_copy(update={"adaptive": rule.model_copy(update={"cases": ()})}), rule)
+    return reduce_run(plan, {s.shard_id: graded(s, [passes(s.case_id, s.epoch)]) for s in plan.shards})
+
+
+def test_an_adaptive_run_whose_cases_all_got_three_epochs_reports_the_pooled_wilson_interval() -> None:
+    # Cases 1-4 pass every epoch, 5 and 6 fail every one: 12 of 18 verdicts.
+    result = adaptive_result({c: 3 for c in range(1, CASES + 1)}, lambda case, _: case <= 4)
+    s = result.skills[0]
+    low, high = wilson95(12, 18)
+    assert (s.behavioural.passed, s.behavioural.total) == (12, 18)
+    # Wilson over 12 of 18, not over 4 of 6 (each case's three alike verdicts counted once).
+    assert (s.behavioural.low, s.behavioural.high) == pytest.approx((low, high), abs=1e-9)
+    assert s.models[0].behavioural == s.behavioural
+    assert s.headline == "12/18 (66.7%)" and s.behavioural.weighted is None
+    md = render_markdown(result, "s", {})
+    assert "unequal epochs" not in md and "case-weighted" not in md
+    assert f"12/18 (66.7%), 95% CI {100 * low:.1f}%–{100 * high:.1f}% (Wilson)" in md
+    assert f"| m | 12/18 (66.7%) | {100 * low:.1f}%–{100 * high:.1f}% |" in md
+
+
+def test_unequal_epochs_show_the_case_weighted_counts_their_wilson_interval_is_of() -> None:
+    # Cases 1-4: 3 epochs, all pass; case 5: 3 of 5; case 6: 1 of 5. Raw 16/22; weighted 4.8 of 6.
+    epochs = {c: 3 for c in range(1, 5)} | {5: 5, 6: 5}
+    result = adaptive_result(epochs, lambda case, epoch: case <= 4 or (case == 5 and epoch % 2 == 0) or epoch == 0)
+    b = result.skills[0].behavioural
+    low, high = wilson95(4.8, 6)
+    assert (b.passed, b.total, b.low, b.high) == pytest.approx((16, 22, low, high), abs=1e-9)
+    assert result.skills[0].headline == "80.0% with each case weighed once (16/22 verdicts over unequal epochs)"
+    md = render_markdown(result, "s", {})
+    interval = f"{100 * low:.1f}%–{100 * high:.1f}%"
+    assert (
+        f"Behavioural pass rate 4.8/6 case-weighted (80.0%; 16/22 verdicts), 95% CI {interval} "
+        "(Wilson on the case-weighted counts, each case weighed as one shard)"
+    ) in md
+    assert f"| m | 4.8/6 case-weighted (80.0%; 16/22 verdicts) | {interval} |" in md
+    assert "16/22 (80.0%)" not in md  # never a percent beside counts it is not the ratio of
+    assert b.weighted == pytest.approx((4.8, 6.0))
+    html = render_html(result)
+    assert "Wilson interval of the case-weighted counts" in html and "80.0% (each case weighed once)" in html
+
+
+def test_a_rate_below_the_threshold_names_the_case_weighted_figure() -> None:
+    epochs = {c: 3 for c in range(1, 5)} | {5: 5, 6: 5}
+    result = adaptive_result(epochs, lambda case, epoch: case <= 4 or (case == 5 and epoch % 2 == 0) or epoch == 0)
+    assert result.reasons == [
+        "s: behavioural pass rate 80.0% with each case weighed once (16/22 verdicts over unequal epochs) "
+        "is below the threshold 1.0 (default)"
+    ]
+
+
+def test_a_weighted_rate_keeps_the_counts_its_interval_is_of() -> None:
+    r = Rate(passed=16, total=22, rate=0.8, low=0.0, high=1.0, weighted=(4.8, 6.0))
+    assert Rate.model_validate_json(r.model_dump_json()).weighted == (4.8, 6.0)
+    pooled = Rate.model_validate({"passed": 1, "total": 2, "rate": 0.5, "low": 0.1, "high": 0.9})
+    assert pooled.weighted is None and "weighted" not in pooled.model_dump(mode="json")
