@@ -9,10 +9,15 @@ Expected layout, under a local directory or an ``s3://bucket/prefix``::
 
 The path decides the skill, case and epoch (epoch 0 when absent); a Trajectory JSON whose
 own ``skill`` or ``case_id`` disagrees with its path is refused rather than guessed at.
-Files with other extensions (notes, READMEs) are ignored; a ``.json``/``.jsonl`` file that
-does not follow the layout, a skill folder that is not kebab-case, or two files for the
-same (skill, case, epoch) is a :class:`ConfigError` naming the file, so a misnamed
-recording never silently drops out of the grade.
+The epoch number is the file's own label, 0- or 1-based as the user wrote it (gaps allowed):
+only the recordings that exist are graded, each under its own number.
+
+Files with other extensions (notes, READMEs) are ignored and named in ``notes`` (a warning);
+a ``.json``/``.jsonl`` file (in any letter case) that does not follow the layout, a skill
+folder that is not kebab-case, or two files for the same (skill, case, epoch) is a
+:class:`ConfigError` naming the file, so a misnamed recording never silently drops out of
+the grade. A stream-json line that is not JSON is skipped (a log cut short still holds its
+evidence) and named, with its file and line, in ``notes``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from engine.store import LocalStore, open_store
-from harnesses.stream_json import parse_stream_json
+from harnesses.stream_json import read_stream_json
 from schemas.constants import SKILL_NAME_RE
 from schemas.errors import ConfigError
 from schemas.trajectory import Trajectory
@@ -42,33 +47,52 @@ Imported = tuple[str, int, int, Trajectory]
 def parse_key(key: str) -> tuple[str, int, int, str] | None:
     """``<skill>/case-<id>[.epoch-<n>].json|jsonl`` -> (skill, case, epoch, ext); None for files
     the layout ignores (other extensions). Raises ConfigError for a misnamed recording."""
-    if not key.endswith((".json", ".jsonl")):
+    if not key.lower().endswith((".json", ".jsonl")):
         return None
     parts = key.split("/")
     match = CASE_FILE_RE.fullmatch(parts[-1])
     if len(parts) != 2 or match is None:
-        raise ConfigError(f"{key}: a recorded trajectory must be <skill>/case-<id>[.epoch-<n>].json or .jsonl")
+        lower = " (file names are lower-case)" if CASE_FILE_RE.fullmatch(parts[-1].lower()) else ""
+        raise ConfigError(f"{key}: a recorded trajectory must be <skill>/case-<id>[.epoch-<n>].json or .jsonl{lower}")
     skill = parts[0]
     if not SKILL_NAME_RE.fullmatch(skill):
         raise ConfigError(f"{key}: {skill!r} is not a kebab-case skill name")
     return skill, int(match["case"]), int(match["epoch"] or 0), match["ext"]
 
 
-def parse_trajectory(data: bytes, key: str, skill: str, case_id: int) -> Trajectory:
-    """Decode one recorded file (``.json`` product format, ``.jsonl`` stream-json)."""
+def junk_note(key: str, lines: list[int]) -> str:
+    """The warning for a stream-json file's lines that were not JSON (the first ten numbered)."""
+    shown = ", ".join(str(n) for n in lines[:10]) + (f" and {len(lines) - 10} more" if len(lines) > 10 else "")
+    return f"{key}: line {shown} not JSON, skipped (the rest of the recording is graded)"
+
+
+def parse_stream_file(text: str, key: str, skill: str, case_id: int, notes: list[str]) -> Trajectory:
+    """Decode a stream-json recording; its non-JSON lines are named in ``notes``."""
+    try:
+        parsed = read_stream_json(text.splitlines())
+    except (RecursionError, ValueError) as exc:  # the JSON parser's own limits: named, never a crash
+        raise ConfigError(f"{key}: cannot be read: {type(exc).__name__} (nested too deep or a huge integer)") from None
+    if not parsed.events:  # a log with no readable event is a broken recording, not a lazy agent
+        raise ConfigError(f"{key}: no stream-json event could be read")
+    if parsed.junk_lines:
+        notes.append(junk_note(key, parsed.junk_lines))
+    return Trajectory(
+        skill=skill,
+        case_id=case_id,
+        model=IMPORTED_MODEL,
+        events=parsed.events,
+        end_reason=parsed.end_reason,
+        usage=parsed.usage,
+    )
+
+
+def parse_trajectory(data: bytes, key: str, skill: str, case_id: int, notes: list[str] | None = None) -> Trajectory:
+    """Decode one recorded file (``.json`` product format, ``.jsonl`` stream-json); warnings go to ``notes``."""
     if len(data) > MAX_RECORDING_BYTES:
         raise ConfigError(f"{key}: larger than {MAX_RECORDING_BYTES} bytes")
     text = data.decode("utf-8", errors="replace")
     if key.endswith(".jsonl"):
-        try:
-            trajectory = parse_stream_json(text.splitlines(), skill=skill, case_id=case_id, model=IMPORTED_MODEL)
-        except (RecursionError, ValueError) as exc:  # the JSON parser's own limits: named, never a crash
-            raise ConfigError(
-                f"{key}: cannot be read: {type(exc).__name__} (nested too deep or a huge integer)"
-            ) from None
-        if not trajectory.events:  # a log with no readable event is a broken recording, not a lazy agent
-            raise ConfigError(f"{key}: no stream-json event could be read")
-        return trajectory
+        return parse_stream_file(text, key, skill, case_id, [] if notes is None else notes)
     try:
         trajectory = Trajectory.model_validate_json(text)
     except ValidationError as exc:
@@ -90,11 +114,12 @@ def _refuse_links(root: Path, key: str) -> None:
         raise ConfigError(f"{key}: is read through a link; recorded trajectories are read only as regular files")
 
 
-def load_trajectories(path_or_uri: str | Path) -> list[Imported]:
+def load_trajectories(path_or_uri: str | Path, notes: list[str] | None = None) -> list[Imported]:
     """Every recorded trajectory under ``path_or_uri`` (a local directory, a single local file
     laid out as ``.../<skill>/case-<id>...``, ``file://`` or ``s3://``), sorted by (skill, case,
     epoch). Raises ConfigError for a missing root, a bad file or a duplicate; StoreError when
-    the store cannot be read."""
+    the store cannot be read. ``notes`` receives the warnings: files ignored, lines skipped."""
+    notes = [] if notes is None else notes
     target = str(path_or_uri)
     if "://" not in target:
         local = Path(target).resolve()
@@ -104,7 +129,7 @@ def load_trajectories(path_or_uri: str | Path) -> list[Imported]:
             if parsed is None:
                 raise ConfigError(f"{local}: not a .json or .jsonl trajectory")
             skill, case_id, epoch, _ext = parsed
-            return [(skill, case_id, epoch, parse_trajectory(local.read_bytes(), key, skill, case_id))]
+            return [(skill, case_id, epoch, parse_trajectory(local.read_bytes(), key, skill, case_id, notes))]
         if not local.is_dir():
             raise ConfigError(f"{local}: no such trajectory directory")
         target = str(local)
@@ -114,6 +139,7 @@ def load_trajectories(path_or_uri: str | Path) -> list[Imported]:
     for key in store.list(""):
         parsed = parse_key(key)
         if parsed is None:
+            notes.append(f"{key}: ignored, not a recording (<skill>/case-<id>[.epoch-<n>].json|.jsonl)")
             continue
         skill, case_id, epoch, _ext = parsed
         if (skill, case_id, epoch) in found:
@@ -124,7 +150,7 @@ def load_trajectories(path_or_uri: str | Path) -> list[Imported]:
         found[(skill, case_id, epoch)] = key
         if isinstance(store, LocalStore):
             _refuse_links(store.root, key)
-        loaded.append((skill, case_id, epoch, parse_trajectory(store.get(key), key, skill, case_id)))
+        loaded.append((skill, case_id, epoch, parse_trajectory(store.get(key), key, skill, case_id, notes)))
     if not loaded:
         raise ConfigError(f"{path_or_uri}: no recorded trajectories (<skill>/case-<id>[.epoch-<n>].json|.jsonl)")
     return sorted(loaded, key=lambda item: item[:3])

@@ -47,6 +47,8 @@ class ParsedStream:
     """True when the stream's closing ``result`` line arrived (a crash leaves it out)."""
     result_is_error: bool = False
     skipped_lines: int = 0
+    junk_lines: list[int] = field(default_factory=list)
+    """1-based numbers of the non-blank lines that were not JSON (an importer names them)."""
 
 
 def json_objects(lines: Iterable[str], out: ParsedStream) -> Iterator[dict[str, Any]]:
@@ -145,7 +147,7 @@ class _Parser:
                 }
             )
 
-    def feed(self, raw_line: str) -> None:
+    def feed(self, raw_line: str, number: int = 0) -> None:
         line = raw_line.strip()
         if not line:
             return
@@ -153,6 +155,7 @@ class _Parser:
             data = json.loads(line)
         except json.JSONDecodeError:
             self.out.skipped_lines += 1
+            self.out.junk_lines.append(number)
             return
         kind = data.get("type") if isinstance(data, dict) else None
         message = data.get("message") if isinstance(data, dict) else None
@@ -173,8 +176,8 @@ def read_stream_json(lines: Iterable[str]) -> ParsedStream:
     assistant messages' usage (a stream cut short still accounts for what it shows).
     """
     parser = _Parser()
-    for line in lines:
-        parser.feed(line)
+    for number, line in enumerate(lines, 1):
+        parser.feed(line, number)
     if not parser.out.usage.total_tokens:
         parser.out.usage = parser.assistant_usage
     return parser.out

@@ -6,12 +6,14 @@ Against a real redis-server, real ``celery worker`` processes and the offline mo
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 from pathlib import Path
 
 import pytest
 import redis
+from rich.console import Console
 
 from engine.budget import CREDIT_RECHECK_S, Reservation, RunBudget
 from engine.settings import Settings
@@ -20,6 +22,7 @@ from engine.store import open_store
 from producer.launch.cluster import task_sender
 from producer.launch.resubmit import parse_only, resubmit_run
 from producer.launch.submit import submit
+from producer.results.stored_run import rereport
 from schemas.constants import QUEUE_EXECUTE
 from schemas.errors import ConfigError
 from schemas.manifest import AgentBudget, RunManifest, manifest_key, trajectory_key
@@ -162,6 +165,7 @@ def test_regrade_with_another_judge_grades_again_without_executing_and_keeps_the
     store = open_store(settings.store)
     with OfflineModelServer(scenario()) as model:
         manifest = _manifest(repo, settings, model.base_url, 10_000_000)
+        manifest = manifest.model_copy(update={"settings": manifest.settings.model_copy(update={"calibrate": True})})
         run_id = manifest.plan.run_id
         publisher = task_sender(settings, manifest)
         submit(manifest, store, state, lambda r, s: publisher.send(QUEUE_EXECUTE, r, s), publisher.batch)
@@ -183,6 +187,15 @@ def test_regrade_with_another_judge_grades_again_without_executing_and_keeps_the
         now = ShardGrade.model_validate_json(store.get(f"runs/{run_id}/grades/{shard}.json"))
         assert [a.judge for a in first.judges] == [JUDGE]
         assert [a.judge for a in second.judges] == [a.judge for a in now.judges] == ["openai/scripted-second-judge"]
+    # The report names the judges that graded, and their calibration (the regrade calibrated the new one).
+    result = rereport(run_id, settings, tmp_path / "reports", Console(file=io.StringIO()))
+    assert result.judges == ["openai/scripted-second-judge"], result.judges
+    assert list(result.calibration) == ["openai/scripted-second-judge"]
+    assert result.calibration["openai/scripted-second-judge"].startswith(("ok", "failed")), result.calibration
+    (md,) = (tmp_path / "reports").glob("*.md")
+    assert JUDGE not in md.read_text() and "judge openai/scripted-second-judge calibration:" in md.read_text()
+    first_manifest = RunManifest.model_validate_json(store.get(f"runs/{run_id}/manifest.r1.json"))
+    assert first_manifest.plan.judges == (JUDGE,)  # the submitted manifest stays readable
 
 
 def test_resubmit_of_a_grade_only_run_never_executes_a_shard_that_had_no_recording(

@@ -7,6 +7,7 @@ messages go out, and the shards are graded from it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,3 +78,109 @@ def test_recorded_trajectories_are_graded_against_the_corpus_and_reported(tmp_pa
     fails = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("FAIL replayed")]
     assert len(fails) == 1 and fails[0].startswith("FAIL replayed case 2 (recorded-exec e0)"), fails
     assert any(p.name.endswith(f"{result.run_id}.json") for p in env.out.iterdir())
+
+
+def _stream_json(command: str) -> str:
+    """A Claude Code stream-json log running ``command``, with a line that is not JSON in it."""
+    lines = [
+        {"type": "system", "subtype": "init", "session_id": "s", "model": "m", "tools": ["Bash"]},
+        {
+            "type": "assistant",
+            "message": {
+                "id": "m1",
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": command}}],
+            },
+        },
+        {
+            "type": "user",
+            "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "done"}]},
+        },
+        {"type": "result", "subtype": "success", "num_turns": 1, "usage": {}},
+    ]
+    text = [json.dumps(line) for line in lines]
+    return "\n".join([*text[:3], "Warning: not json", text[3]]) + "\n"
+
+
+def test_only_the_recordings_that_exist_are_graded_whatever_their_epoch_numbers(tmp_path: Path) -> None:
+    """Epochs numbered from 1, one more epoch in one skill only, .json beside .jsonl, a case with no
+    recording: each recording is one shard under its own number; nothing absent counts as an
+    executor failure; the unrecorded case, the junk line and the stray file are named."""
+    judge = [
+        ran("MARK-ONE"),
+        ran("MARK-TWO"),
+        {"assertion_contains": "MARK-LOG", "transcript_regex": r"Bash\(.*MARK-LOG"},
+    ]
+    with (
+        OfflineModelServer(scenario([], judge)) as server,
+        checked_env(tmp_path / "e2e", server.base_url) as env,
+    ):
+        repo = new_repo(tmp_path / "repo")
+        write_skill(
+            repo,
+            SKILL,
+            [
+                case(1, "Run the first step.", ["runs the shell command echo MARK-ONE"]),
+                case(2, "Run the second step.", ["runs the shell command echo MARK-TWO"]),
+            ],
+        )
+        write_skill(
+            repo,
+            "mixed",
+            [
+                case(1, "Run the first step.", ["runs the shell command echo MARK-ONE"]),
+                case(2, "Run the log step.", ["runs the shell command echo MARK-LOG"]),
+                case(3, "Run the third step.", ["runs the shell command echo MARK-TWO"]),
+            ],
+        )
+        git_init(repo)
+        root = tmp_path / "recorded"
+        (root / SKILL).mkdir(parents=True)
+        for case_id, marker in ((1, "MARK-ONE"), (2, "MARK-TWO")):
+            for epoch in (1, 2):
+                (root / SKILL / f"case-{case_id}.epoch-{epoch}.json").write_text(_recording(case_id, f"echo {marker}"))
+        (root / SKILL / "case-1.epoch-3.json").write_text(_recording(1, "echo MARK-ONE"))
+        (root / "mixed").mkdir()
+        (root / "mixed" / "case-1.json").write_text(
+            _recording(1, "echo MARK-ONE").replace(f'"skill":"{SKILL}"', '"skill":"mixed"')
+        )
+        (root / "mixed" / "case-2.jsonl").write_text(_stream_json("echo MARK-LOG"))
+        (root / "mixed" / "notes.txt").write_text("how these were recorded")
+
+        result = env.cli(
+            "grade",
+            "--trajectories",
+            str(root),
+            "--repo",
+            str(repo),
+            "--judge",
+            "openai/judge",
+            "--api-base",
+            env.api_base,
+            *env.place_args(),
+            "--workers",
+            "2",
+        )
+
+    out = result.stdout + result.stderr
+    assert "executor-failed" not in out, out
+    assert "not graded (infra): none" in result.stdout, out
+    assert "warning: mixed/case-2.jsonl: line 4 not JSON, skipped" in result.stderr, out
+    assert "warning: mixed/notes.txt: ignored, not a recording" in result.stderr, out
+    assert "mixed case 3: no recording under" in result.stderr, out
+    assert result.code == 3 and "verdict: WARN" in result.stdout, out  # the unrecorded case warns
+    report = json.loads(next(env.out.glob(f"skill-eval-{SKILL}-*.json")).read_text())
+    runs = report["variants"][0]["runs"]
+    assert sorted((r["case_id"], r["model"], r["epoch"], r["state"]) for r in runs) == [
+        (1, "recorded-exec", 1, "graded"),
+        (1, "recorded-exec", 2, "graded"),
+        (1, "recorded-exec", 3, "graded"),
+        (2, "recorded-exec", 1, "graded"),
+        (2, "recorded-exec", 2, "graded"),
+    ]
+    mixed = json.loads(next(env.out.glob("skill-eval-mixed-*.json")).read_text())["variants"][0]
+    assert sorted((r["case_id"], r["model"], r["state"]) for r in mixed["runs"]) == [
+        (1, "recorded-exec", "graded"),
+        (2, "imported", "graded"),
+    ]
+    assert mixed["not_graded"] == 0 and mixed["shard_count"] == 2

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+import pytest
 from inspect_ai.log import read_eval_log
+from typer.testing import CliRunner
 
+from engine.records import put_manifest, put_run_end
+from engine.store import open_store
+from producer.plan.planning import plan_run
 from producer.results.export_inspect import write_logs
 from reducer.stream import reduce_run
 from schemas.manifest import RunManifest
+from schemas.run_end import RunEnd
 from schemas.shard import CURRENT, NO_SKILL
 from schemas.shard_outcome import ShardOutcome
 from schemas.status import ShardState
-from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent, Trajectory
+from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent, Trajectory
+from schemas.triggers import TriggerSettings
+from schemas.verdict import ShardGrade
 from tests.test_reducer import bundle, graded, plan_for
+from tests.test_sweep_triggers_adaptive import GPT, RUN, trigger_bundle
 
 
 def test_one_log_per_variant_and_model_with_a_sample_per_shard_and_epochs_from_one(tmp_path: Path) -> None:
@@ -63,3 +73,112 @@ def test_one_log_per_variant_and_model_with_a_sample_per_shard_and_epochs_from_o
     assert current.results is not None and current.results.completed_samples == 3
     without = logs[(NO_SKILL, "openai/b")]
     assert without.results is not None and without.results.scores[0].metrics["mean"].value == 0.0
+
+
+def _load_of(manifest: RunManifest, fired: Mapping[str, Sequence[str]] | None = None) -> Callable[[str], Trajectory]:
+    def load(shard_id: str) -> Trajectory:
+        shard = manifest.shard(shard_id)
+        events: list[Event] = [AssistantEvent(text="done")]
+        got = None if fired is None or shard_id not in fired else list(fired[shard_id])
+        return Trajectory(
+            shard_id=shard_id,
+            skill=shard.skill,
+            case_id=shard.case_id,
+            model=shard.model,
+            events=events,
+            skills_fired=got,
+        )
+
+    return load
+
+
+def test_the_headline_is_the_reports_pooled_rate_with_the_mean_of_shares_beside_it(tmp_path: Path) -> None:
+    plan = plan_for([bundle("s", [4, 2])], models=("openai/a",))
+    one, two = plan.shards
+    outcomes = {one.shard_id: graded(one, [True, True, True, False]), two.shard_id: graded(two, [True, False])}
+    result = reduce_run(plan, outcomes)
+    manifest = RunManifest(plan=plan, snapshots={})
+    (path,) = write_logs(result, manifest, _load_of(manifest), tmp_path)
+    lg = read_eval_log(str(path))
+    assert lg.status == "success" and lg.results is not None
+    (score,) = lg.results.scores
+    assert list(score.metrics) == ["pooled", "mean"]  # the first metric is Inspect's headline
+    assert score.metrics["pooled"].value == pytest.approx(4 / 6) == result.skills[0].models[0].behavioural.rate
+    assert score.metrics["mean"].value == pytest.approx(0.625)
+    assert lg.results.headline is not None and lg.results.headline.metric == "pooled"
+    assert lg.eval.headline_metric is not None and lg.eval.headline_metric.metric == "pooled"
+
+
+def test_a_trigger_run_exports_whether_each_query_fired_as_it_should(tmp_path: Path) -> None:
+    plan = plan_run(RUN, [trigger_bundle()], [GPT], epochs=2)
+    what = {1: ("pdf",), 2: ("other-skill",), 3: ("pdf",)}  # right, missed, false trigger
+    fired = {s.shard_id: what[s.case_id] for s in plan.shards}
+    outcomes = {
+        s.shard_id: ShardOutcome(
+            s,
+            ShardState.GRADED,
+            grade=ShardGrade(shard_id=s.shard_id, state=ShardState.GRADED),
+            skills_fired=fired[s.shard_id],
+        )
+        for s in plan.shards
+    }
+    result = reduce_run(plan, outcomes, triggers=TriggerSettings())
+    manifest = RunManifest(plan=plan, snapshots={})
+    (path,) = write_logs(result, manifest, _load_of(manifest, fired), tmp_path)
+    lg = read_eval_log(str(path))
+    assert lg.status == "success" and lg.results is not None
+    samples = {(s.id, s.epoch): s for s in lg.samples or []}
+    assert len(samples) == 6
+    right, missed, false = samples[("case-1", 1)], samples[("case-2", 2)], samples[("case-3", 1)]
+    assert right.scores is not None and right.scores["trigger"].value == 1.0 and right.target == "fires"
+    assert missed.scores is not None and missed.scores["trigger"].value == 0.0
+    assert missed.scores["trigger"].metadata == {"should_trigger": True, "fired": ["other-skill"]}
+    assert false.scores is not None and false.scores["trigger"].value == 0.0 and false.target == "does not fire"
+    assert "pass_rate" not in (right.scores or {})
+    (score,) = lg.results.scores
+    assert score.name == "trigger" and score.metrics["accuracy"].value == pytest.approx(2 / 6)
+    assert score.metrics["recall"].value == pytest.approx(0.5) and score.metrics["false_trigger"].value == 1.0
+    assert lg.results.headline is not None and lg.results.headline.metric == "accuracy"
+
+
+def test_a_run_with_no_result_is_never_a_successful_log_scoring_zero(tmp_path: Path) -> None:
+    plan = plan_for([bundle("s", [1, 1])], models=("openai/a",))
+    manifest = RunManifest(plan=plan, snapshots={})
+    one = plan.shards[0]
+    blocked = RunEnd(run_id=plan.run_id, how="blocked", reason="BLOCKED_NO_SANDBOX: bwrap cannot start")
+    stopped = RunEnd(run_id=plan.run_id, how="interrupted", reason="stopped by Ctrl-C")
+    half = {one.shard_id: graded(one, [True])}
+    failed = {
+        s.shard_id: ShardOutcome(s, ShardState.EXECUTOR_FAILED, detail="executor-failed: 503") for s in plan.shards
+    }
+    for name, outcomes, end, status, error in [
+        ("blocked", {}, blocked, "error", "BLOCKED: BLOCKED_NO_SANDBOX: bwrap cannot start"),
+        ("running", half, None, "started", None),
+        ("interrupted", half, stopped, "cancelled", "interrupted: stopped by Ctrl-C"),
+        ("infra", failed, None, "error", "nothing graded"),
+    ]:
+        (path,) = write_logs(reduce_run(plan, outcomes), manifest, _load_of(manifest), tmp_path / name, end)
+        lg = read_eval_log(str(path))
+        assert lg.status == status, name
+        if error is None:
+            assert lg.error is None, name
+        else:
+            assert lg.error is not None and error in lg.error.message, name
+        if not outcomes or outcomes is failed:
+            assert lg.results is not None and lg.results.scores == [], name  # no score, never a 0
+
+
+def test_export_of_a_run_its_checks_refused_reads_blocked_from_the_store(tmp_path: Path) -> None:
+    from producer.commands.cli import app
+
+    plan = plan_for([bundle("s", [1, 1])], models=("openai/a",))
+    store = open_store(f"file://{tmp_path / 'store'}")
+    put_manifest(store, RunManifest(plan=plan, snapshots={}))
+    put_run_end(store, RunEnd(run_id=plan.run_id, how="blocked", reason="BLOCKED_NO_SANDBOX: bwrap cannot start"))
+    ran = CliRunner().invoke(
+        app, ["export", plan.run_id, "--store", f"file://{tmp_path / 'store'}", "--out", str(tmp_path / "out")]
+    )
+    assert ran.exit_code == 0, ran.output
+    (path,) = (tmp_path / "out").iterdir()
+    lg = read_eval_log(str(path))
+    assert lg.status == "error" and lg.error is not None and "BLOCKED_NO_SANDBOX" in lg.error.message

@@ -95,6 +95,7 @@ def test_keys_follow_the_layout(key: str, expected: object) -> None:
         ("commit-message/case-5.json", product_json("commit-message", 9), "its path says"),
         ("commit-message/case-5.jsonl", "garbage\n", "no stream-json event"),
         ("commit-message/case-1.epoch-0.json", product_json(), "a second recording"),
+        ("commit-message/Case-4.JSON", product_json("commit-message", 4), "(file names are lower-case)"),
     ],
 )
 def test_a_bad_recording_is_a_named_error(recorded: Path, name: str, content: str, needle: str) -> None:
@@ -152,3 +153,12 @@ def test_a_recording_read_through_a_link_is_refused_and_never_parsed(tmp_path: P
     with pytest.raises(ConfigError, match=r"other/case-1\.json: is read through a link") as caught:
         load_trajectories(root)
     assert "HOST-SECRET" not in str(caught.value)
+
+
+def test_ignored_files_and_skipped_stream_lines_are_named(recorded: Path) -> None:
+    notes: list[str] = []
+    load_trajectories(recorded, notes)
+    assert notes == [
+        "commit-message/NOTES.md: ignored, not a recording (<skill>/case-<id>[.epoch-<n>].json|.jsonl)",
+        "commit-message/case-2.epoch-0.jsonl: line 5 not JSON, skipped (the rest of the recording is graded)",
+    ]

@@ -86,11 +86,13 @@ def export(
 ) -> None:
     """Export a run: one Inspect AI log per skill, variant and executor model (open with `inspect view`)."""
     from engine.collect import load_trajectory
+    from engine.records import load_run_end
     from producer.results.export_inspect import write_logs
 
     if fmt != "inspect":
         raise ConfigError(f"--format {fmt!r}: the only export format is 'inspect'")
     result, manifest, st = load_run(run_id, store)
-    paths = write_logs(result, manifest, lambda shard_id: load_trajectory(st, run_id, shard_id), out_dir)
+    end = load_run_end(st, run_id)
+    paths = write_logs(result, manifest, lambda shard_id: load_trajectory(st, run_id, shard_id), out_dir, end)
     for path in paths:
         out.print(f"wrote {path}", markup=False, highlight=False)

@@ -1,36 +1,36 @@
 """Grade-only runs: grade recorded trajectories against a corpus without executing anything.
 
-The recordings are sharded like a run (one shard per skill, case, model and epoch), stored
-as the shards' trajectories, registered as ``executed`` and put on the grade queue; the
-rest of the pipeline (grading, reduce, reports) is the same code as a full run. A planned
-shard with no recording ends ``executor-failed`` ("no recorded trajectory"): it is counted
-as not graded, never silently dropped.
+Only the recordings that exist are planned: one shard per recording, under its skill, case,
+epoch (the file's own number, 0- or 1-based as written) and model, stored as the shard's
+trajectory, registered as ``executed`` and put on the grade queue; the rest of the pipeline
+(grading, reduce, reports) is the same code as a full run. A recording absent is no shard:
+nothing is counted as an executor failure of the evaluator, and a corpus case with no
+recording at all is named as skipped (a warning in the verdict), never silently dropped.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from rich.console import Console
 
 from engine.broker import Broker
 from engine.importers import load_trajectories
-from engine.records import put_manifest, put_outcome
-from engine.segments import SegmentWriter
+from engine.records import put_manifest
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore
 from producer.launch.drive import drive
 from producer.launch.submit import build_manifest
-from producer.plan.planning import new_run_id, plan_run
+from producer.plan.planning import new_run_id
 from producer.plan.request import RunRequest, plan_request
-from schemas.constants import QUEUE_GRADE, QUEUE_REDUCE
+from schemas.constants import QUEUE_GRADE
+from schemas.errors import ConfigError
 from schemas.manifest import RunManifest, trajectory_key
-from schemas.outcome import ShardOutcomeRecord
 from schemas.report import RunResult
-from schemas.shard import SkillBundle, shard_id_for
-from schemas.shard_outcome import outcome_line
-from schemas.status import ShardState
+from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle, shard_id_for
+from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Trajectory
 
 Recorded = tuple[str, int, int, Trajectory]
@@ -58,6 +58,50 @@ def select(recorded: Sequence[Recorded], bundles: Sequence[SkillBundle]) -> tupl
     return kept, ignored
 
 
+def recorded_plan(
+    run_id: str,
+    bundles: Sequence[SkillBundle],
+    kept: Sequence[Recorded],
+    *,
+    judges: Sequence[str],
+    sandbox: SandboxMode,
+) -> RunPlan:
+    """The plan of exactly the recordings kept, in plan order (skill as given, case, model, epoch).
+
+    ``epochs`` is the most recordings any (skill, case, model) has; epoch numbers are labels.
+    """
+    order = {b.skill: i for i, b in enumerate(bundles)}
+    models = recorded_models(kept)
+    shards = sorted(
+        (
+            Shard.planned(run_id, CURRENT, skill, case_id, t.model or "recorded", epoch)
+            for skill, case_id, epoch, t in kept
+        ),
+        key=lambda s: (order[s.skill], s.case_id, models.index(s.model), s.epoch),
+    )
+    per_cell = Counter((s.skill, s.case_id, s.model) for s in shards)
+    return RunPlan(
+        run_id=run_id,
+        bundles=tuple(bundles),
+        models=tuple(models),
+        judges=tuple(judges),
+        epochs=max(per_cell.values(), default=1),
+        shards=tuple(shards),
+        sandbox=sandbox,
+    )
+
+
+def unrecorded(bundles: Sequence[SkillBundle], kept: Sequence[Recorded], root: str) -> list[str]:
+    """The corpus cases no recording holds: each named, so the verdict warns of what was not graded."""
+    have = {(skill, case_id) for skill, case_id, _, _ in kept}
+    return [
+        f"{b.skill} case {c.id}: no recording under {root}; not graded"
+        for b in bundles
+        for c in b.corpus.evals
+        if (b.skill, c.id) not in have
+    ]
+
+
 def submit_recorded(
     manifest: RunManifest,
     recorded: Sequence[Recorded],
@@ -70,13 +114,14 @@ def submit_recorded(
     """Store each recording under its shard, register the run, enqueue grading; return shards enqueued.
 
     ``stored_key``: the key the manifest is already stored under (it is not written again).
+    Every planned shard has its recording (:func:`recorded_plan`).
     """
     plan = manifest.plan
     run_id = plan.run_id
     key = stored_key or put_manifest(store, manifest)
     by_shard: dict[str, Trajectory] = {}
     for skill, case_id, epoch, trajectory in recorded:
-        shard_id = shard_id_for(run_id, "current", skill, case_id, trajectory.model or "recorded", epoch)
+        shard_id = shard_id_for(run_id, CURRENT, skill, case_id, trajectory.model or "recorded", epoch)
         by_shard[shard_id] = trajectory.model_copy(update={"shard_id": shard_id})
     state.register(
         run_id,
@@ -85,41 +130,34 @@ def submit_recorded(
         plan.created_at.isoformat(),
         ShardState.EXECUTED,
     )
-    count = 0
-    segments = SegmentWriter(state.r, store)
     for shard in plan.shards:
-        recording = by_shard.get(shard.shard_id)
-        if recording is None:
-            detail = f"no recorded trajectory for {shard.skill} case {shard.case_id} epoch {shard.epoch}"
-            failed = ShardState.EXECUTOR_FAILED
-            record = ShardOutcomeRecord(state=failed, detail=detail, status=failed.value)
-            put_outcome(store, run_id, shard.shard_id, record)
-            segments.push(run_id, outcome_line(shard, record, None, None))
-            if state.transition(run_id, shard.shard_id, ShardState.EXECUTOR_FAILED).finished_run:
-                broker.send(QUEUE_REDUCE, run_id)
-            continue
-        store.put(trajectory_key(run_id, shard.shard_id), recording.model_dump_json().encode())
+        store.put(trajectory_key(run_id, shard.shard_id), by_shard[shard.shard_id].model_dump_json().encode())
         broker.send(QUEUE_GRADE, run_id, shard.shard_id)
-        count += 1
-    return count
+    return len(plan.shards)
 
 
 def grade_recorded(
     req: RunRequest, trajectories: str, settings: Settings, out: Console, err: Console
 ) -> RunResult | str:
     """``skill-eval grade``: shard recorded trajectories and grade them like a run."""
-    recorded = load_trajectories(trajectories)
+    notes: list[str] = []
+    recorded = load_trajectories(trajectories, notes)
+    for line in notes:
+        err.print(f"warning: {line}", markup=False)
     if not req.skills and not req.all_evals:
         req.skills = sorted({skill for skill, _, _, _ in recorded})
     repo, bundles, skipped = plan_request(req, out)
     kept, ignored = select(recorded, bundles)
     for line in ignored:
         err.print(f"ignored recording {line}", markup=False)
-    epochs = max((epoch for _, _, epoch, _ in kept), default=0) + 1
-    models = recorded_models(kept)
-    plan = plan_run(new_run_id(), bundles, models, judges=req.judges, epochs=epochs, sandbox=settings.sandbox)
+    missing = unrecorded(bundles, kept, trajectories)
+    for line in missing:
+        err.print(f"warning: {line}", markup=False)
+    if not kept:
+        raise ConfigError(f"{trajectories}: no recording of a case in the corpora planned; nothing to grade")
+    plan = recorded_plan(new_run_id(), bundles, kept, judges=req.judges, sandbox=settings.sandbox)
     run_settings = req.settings.model_copy(update={"executor": f"recorded:{trajectories}"})
-    manifest = build_manifest(plan, repo.root, None, run_settings, out_dir=str(req.out), skipped=skipped)
+    manifest = build_manifest(plan, repo.root, None, run_settings, out_dir=str(req.out), skipped=skipped + missing)
 
     def submitter(m: RunManifest, st: ArtifactStore, state: RunState, broker: Broker, stored: str | None) -> int:
         return submit_recorded(m, kept, st, state, broker, stored_key=stored)

@@ -12,7 +12,7 @@ What may come back, and to where:
   message again; a duplicate of a message that is still queued is a no-op.
 - ``--regrade``: every graded shard goes back to ``executed`` and is graded again from its
   stored trajectory (with ``--judge``, by other judges; the manifest gets a new revision that
-  records which judges graded). Behavioural failures are never re-executed: re-rolling the
+  records which judges graded, and reports read it). Behavioural failures are never re-executed: re-rolling the
   agent until it passes would bias the result.
 
 Before a shard is sent again its attempt number goes up by one: the workers commit each
@@ -29,7 +29,7 @@ import redis
 
 from engine.broker import send_shard
 from engine.budget import RunBudget
-from engine.records import put_outline
+from engine.records import put_manifest
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
@@ -161,12 +161,16 @@ def _back_state(
 
 
 def _new_revision(manifest: RunManifest, judges: list[str], store: ArtifactStore, state: RunState) -> RunManifest:
-    """Store the manifest again with other judges, under a new key the workers will read."""
+    """Store the manifest again with other judges: under a new key the workers will read, and as
+    the run's manifest (what ``report`` and ``export`` read), so every report names the judges
+    that graded and their calibration. Each revision stays under ``manifest.r<n>.json`` (the submitted one ``r1``)."""
     run_id = manifest.plan.run_id
     revision = state.next_manifest_revision(run_id)
+    if revision == 2:  # the first revision after the submitted one: keep that one readable
+        store.put(f"runs/{run_id}/manifest.r1.json", manifest.model_dump_json().encode())
     updated = manifest.model_copy(update={"plan": manifest.plan.model_copy(update={"judges": tuple(judges)})})
     key = f"runs/{run_id}/manifest.r{revision}.json"
     store.put(key, updated.model_dump_json().encode())
-    put_outline(store, updated)
+    put_manifest(store, updated)
     state.set_manifest_key(run_id, key)
     return updated

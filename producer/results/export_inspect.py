@@ -8,6 +8,18 @@ assistant's text and tool calls, the tool results), its scores the verdicts: ``p
 ``assertions`` (``C``/``I`` per assertion). A shard that was not graded carries its infra or
 blocked status as the sample's error and no score, as in the reports.
 
+The headline metric (``pass_rate``/``pooled``, declared as the log's headline) is the reports'
+figure for that skill and model: passed assertions over judged ones (``case_weighted`` in an
+adaptive run, as the reports weigh it); ``mean``, the mean of the per-shard shares, is beside it.
+A trigger query's sample is scored ``trigger``: 1 when it fired as it should (fired on a
+positive, stayed quiet on a negative), with what fired in the metadata; its log's headline is
+``accuracy`` beside the reports' ``recall`` and ``false_trigger``.
+
+The log's status says whether there is a result: ``success`` only when the run ended and
+something was graded; ``error`` (with the named error) for a BLOCKED run or one where nothing
+was graded; ``started`` while shards are still running, ``cancelled`` when the run was
+interrupted before they ended. A log with nothing graded carries no score (never a 0).
+
 Needs the ``inspect-ai`` package (the ``inspect`` extra); without it, a named CONFIG_ERROR.
 """
 
@@ -20,9 +32,12 @@ from typing import Any
 
 from schemas.errors import ConfigError
 from schemas.manifest import RunManifest
-from schemas.report import CaseRun, RunResult
-from schemas.status import ShardState
+from schemas.report import CaseRun, RunResult, SkillResult
+from schemas.run_end import RunEnd
+from schemas.shard import CURRENT
+from schemas.status import ShardState, Verdict
 from schemas.trajectory import AssistantEvent, ToolCallEvent, Trajectory
+from schemas.triggers import TriggerCase
 
 LoadTrajectory = Callable[[str], Trajectory | None]
 
@@ -67,8 +82,15 @@ def _messages(case_prompt: str, trajectory: Trajectory | None) -> list[Any]:
 
 def _sample(run: CaseRun, prompt: str, target: str, trajectory: Trajectory | None, variant: str) -> Any:
     log, _, _, _ = _inspect()
+    sample = _sample_fields(run, prompt, target, trajectory, variant)
+    if run.state is not ShardState.GRADED:
+        return log.EvalSample(**sample, error=_error(f"{run.state.value}: {run.detail}"))
+    return log.EvalSample(**sample, scores=_scores(run))
+
+
+def _sample_fields(run: CaseRun, prompt: str, target: str, trajectory: Trajectory | None, variant: str) -> Any:
     metadata = {"shard_id": run.shard_id, "variant": variant, "state": run.state.value, "end_reason": run.end_reason}
-    sample: dict[str, Any] = {
+    return {
         "id": f"case-{run.case_id}",
         "epoch": run.epoch + 1,
         "input": prompt,
@@ -76,10 +98,30 @@ def _sample(run: CaseRun, prompt: str, target: str, trajectory: Trajectory | Non
         "messages": _messages(prompt, trajectory),
         "metadata": metadata,
     }
-    if run.state is not ShardState.GRADED:
-        error = log.EvalError(message=f"{run.state.value}: {run.detail}", traceback="", traceback_ansi="")
-        return log.EvalSample(**sample, error=error)
-    return log.EvalSample(**sample, scores=_scores(run))
+
+
+def _error(message: str) -> Any:
+    log, _, _, _ = _inspect()
+    return log.EvalError(message=message, traceback="", traceback_ansi="")
+
+
+def _trigger_sample(run: CaseRun, skill: str, case: TriggerCase, trajectory: Trajectory | None, variant: str) -> Any:
+    """A trigger query's sample: scored 1 when the skill under test fired exactly when it should."""
+    log, _, scorer, _ = _inspect()
+    target = "fires" if case.should_trigger else "does not fire"
+    sample = _sample_fields(run, case.query, target, trajectory, variant)
+    fired = trajectory.skills_fired if trajectory is not None else None
+    if run.state is not ShardState.GRADED or fired is None:
+        why = f"{run.state.value}: {run.detail}" if run.state is not ShardState.GRADED else "no record of what fired"
+        return log.EvalSample(**sample, error=_error(why))
+    hit = skill in fired
+    score = scorer.Score(
+        value=1.0 if hit == case.should_trigger else 0.0,
+        answer="fired" if hit else "did not fire",
+        explanation=f"should {'' if case.should_trigger else 'not '}fire; fired: {', '.join(fired) or '(none)'}",
+        metadata={"should_trigger": case.should_trigger, "fired": list(fired)},
+    )
+    return log.EvalSample(**sample, scores={"trigger": score})
 
 
 def _scores(run: CaseRun) -> dict[str, Any]:
@@ -98,47 +140,111 @@ def _scores(run: CaseRun) -> dict[str, Any]:
     }
 
 
-def build_logs(result: RunResult, manifest: RunManifest, load: LoadTrajectory) -> list[tuple[str, Any]]:
-    """(file name, EvalLog) per skill, variant and executor model."""
+def _metrics(result: RunResult, manifest: RunManifest, part: SkillResult, model: str, graded: list[Any]) -> Any:
+    """(score name, metrics in headline-first order) of one log's graded samples."""
     log, _, _, _ = _inspect()
+    if manifest.plan.bundle(part.skill).triggers is not None:
+        accuracy = sum(s.scores["trigger"].value for s in graded) / len(graded)
+        metrics = {"accuracy": accuracy}
+        row = next(
+            (
+                f
+                for f in (result.triggers.figures if result.triggers else [])
+                if (f.skill, f.model) == (part.skill, model)
+            ),
+            None,
+        )
+        if row is not None and part.variant == CURRENT:
+            metrics |= {
+                k: v
+                for k, v in (("recall", row.recall.rate), ("false_trigger", row.false_trigger.rate))
+                if v is not None
+            }
+        return "trigger", {k: log.EvalMetric(name=k, value=v) for k, v in metrics.items()}
+    summary = next((m for m in part.models if m.model == model), None)
+    shares = [s.scores["pass_rate"].value for s in graded]
+    head = "case_weighted" if manifest.plan.adaptive else "pooled"
+    figure = summary.behavioural.rate if summary is not None else None
+    metrics = {head: figure if figure is not None else 0.0, "mean": sum(shares) / len(shares)}
+    return "pass_rate", {k: log.EvalMetric(name=k, value=v) for k, v in metrics.items()}
+
+
+def _status(part: SkillResult, samples: list[Any], verdict: Verdict, end: RunEnd | None, reasons: list[str]) -> Any:
+    """(Inspect status, error) of one log: success only for an ended run with something graded."""
+    if (end is not None and end.how == "blocked") or verdict is Verdict.BLOCKED:
+        return "error", _error(f"BLOCKED: {end.reason if end is not None else '; '.join(reasons)}")
+    if any(not r.state.terminal for r in part.runs):
+        if end is not None:  # interrupted: nothing runs it any more
+            return "cancelled", _error(f"interrupted: {end.reason}")
+        return "started", None
+    if all(s.error is not None for s in samples):
+        return "error", _error(
+            f"nothing graded: {len(samples)} shard(s) ended without a grade (see the samples' errors)"
+        )
+    return "success", None
+
+
+def _samples(part: SkillResult, manifest: RunManifest, runs: list[CaseRun], load: LoadTrajectory) -> list[Any]:
+    bundle = manifest.plan.bundle(part.skill)
+    if bundle.triggers is not None:
+        triggers = bundle.triggers
+        return [_trigger_sample(r, part.skill, triggers.case(r.case_id), load(r.shard_id), part.variant) for r in runs]
     out = []
-    created = manifest.plan.created_at.isoformat()
+    for r in runs:
+        case = bundle.corpus.case(r.case_id)
+        out.append(_sample(r, case.prompt, case.expected_output, load(r.shard_id), part.variant))
+    return out
+
+
+def _log(
+    result: RunResult, manifest: RunManifest, part: SkillResult, model: str, load: LoadTrajectory, end: RunEnd | None
+) -> Any:
+    """One (skill, variant, model) log."""
+    log, _, _, _ = _inspect()
+    bundle = manifest.plan.bundle(part.skill)
+    samples = _samples(part, manifest, [r for r in part.runs if r.model == model], load)
+    graded = [s for s in samples if s.error is None]
+    status, error = _status(part, samples, result.verdict, end, result.reasons)
+    scores, headline = [], None
+    if graded:
+        name, metrics = _metrics(result, manifest, part, model, graded)
+        headline = log.HeadlineMetric(scorer="skill-eval", score=name, metric=next(iter(metrics)))
+        scores = [
+            log.EvalScore(
+                name=name,
+                scorer="skill-eval",
+                scored_samples=len(graded),
+                unscored_samples=len(samples) - len(graded),
+                metrics=metrics,
+            )
+        ]
+    spec = log.EvalSpec(
+        run_id=result.run_id,
+        created=manifest.plan.created_at.isoformat(),
+        task=f"{part.skill}[{part.variant}]",
+        task_id=f"{result.run_id}-{part.skill}-{_safe(part.variant)}",
+        dataset=log.EvalDataset(name=part.skill, location=bundle.corpus_file, samples=len(bundle.corpus.evals)),
+        model=model,
+        config=log.EvalConfig(epochs=manifest.plan.epochs),
+        metadata={"variant": part.variant, "bundle_key": part.bundle_key, "verdict": result.verdict.value},
+        headline_metric=headline,
+    )
+    results = log.EvalResults(
+        total_samples=len(samples), completed_samples=len(graded), scores=scores, headline=headline
+    )
+    return log.EvalLog(status=status, error=error, eval=spec, results=results, samples=samples)
+
+
+def build_logs(
+    result: RunResult, manifest: RunManifest, load: LoadTrajectory, end: RunEnd | None = None
+) -> list[tuple[str, Any]]:
+    """(file name, EvalLog) per skill, variant and executor model; ``end``: how the run ended
+    without a result, when it did (its status then says so)."""
+    out = []
     for part in result.skills:
-        bundle = manifest.plan.bundle(part.skill)
         for model in sorted({r.model for r in part.runs}):
-            runs = [r for r in part.runs if r.model == model]
-            samples = []
-            for r in runs:
-                case = bundle.corpus.case(r.case_id)
-                samples.append(_sample(r, case.prompt, case.expected_output, load(r.shard_id), part.variant))
-            graded = [s for s in samples if s.error is None]
-            mean = sum(s.scores["pass_rate"].value for s in graded) / len(graded) if graded else 0.0
-            spec = log.EvalSpec(
-                run_id=result.run_id,
-                created=created,
-                task=f"{part.skill}[{part.variant}]",
-                task_id=f"{result.run_id}-{part.skill}-{_safe(part.variant)}",
-                dataset=log.EvalDataset(name=part.skill, location=bundle.corpus_file, samples=len(bundle.corpus.evals)),
-                model=model,
-                config=log.EvalConfig(epochs=manifest.plan.epochs),
-                metadata={"variant": part.variant, "bundle_key": part.bundle_key, "verdict": result.verdict.value},
-            )
-            results = log.EvalResults(
-                total_samples=len(samples),
-                completed_samples=len(graded),
-                scores=[
-                    log.EvalScore(
-                        name="pass_rate",
-                        scorer="skill-eval",
-                        scored_samples=len(graded),
-                        unscored_samples=len(samples) - len(graded),
-                        metrics={"mean": log.EvalMetric(name="mean", value=mean)},
-                    )
-                ],
-            )
-            eval_log = log.EvalLog(status="success", eval=spec, results=results, samples=samples)
             name = f"{result.run_id}_{part.skill}_{_safe(part.variant)}_{_safe(model)}.eval"
-            out.append((name, eval_log))
+            out.append((name, _log(result, manifest, part, model, load, end)))
     return out
 
 
@@ -146,12 +252,14 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-")
 
 
-def write_logs(result: RunResult, manifest: RunManifest, load: LoadTrajectory, out_dir: Path) -> list[Path]:
+def write_logs(
+    result: RunResult, manifest: RunManifest, load: LoadTrajectory, out_dir: Path, end: RunEnd | None = None
+) -> list[Path]:
     """Write every log of the run under ``out_dir``; return the paths."""
     log, _, _, _ = _inspect()
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, eval_log in build_logs(result, manifest, load):
+    for name, eval_log in build_logs(result, manifest, load, end):
         path = out_dir / name
         log.write_eval_log(eval_log, str(path), format="eval")
         paths.append(path)
