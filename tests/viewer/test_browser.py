@@ -23,7 +23,7 @@ from engine.state import RunState
 from schemas.status import ShardState
 from tests.test_harness_e2e import CODEX_MODEL
 from tests.test_html_browser import ARTIFACTS, WIDTHS, chromium_path
-from tests.viewer.conftest import SCRIPT_MODEL, FeatureRuns, ViewedRun
+from tests.viewer.conftest import HOSTILE_EXPECTED, HOSTILE_PROMPT, SCRIPT_MODEL, FeatureRuns, ViewedRun
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 SHOTS = ARTIFACTS / "viewer"
@@ -238,5 +238,39 @@ def test_a_trigger_runs_rows_and_an_adaptive_runs_look_read_at_any_width(
             [f"codex × {CODEX_MODEL}", f"agent × {CODEX_MODEL}"]
         )
         page.screenshot(path=str(SHOTS / f"run-sweep-adaptive-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+    page.close()
+
+
+@pytest.mark.parametrize("layout", sorted(WIDTHS))
+def test_a_reviewer_reads_the_cases_prompt_and_expected_output_above_the_trajectory(
+    browser: Browser, viewed_run: ViewedRun, layout: str
+) -> None:
+    width, height = WIDTHS[layout]
+    page = browser.new_page(viewport={"width": width, "height": height})
+    run = viewed_run.run_id
+    with httpx.Client() as http, serving(viewed_run, viewed_run.env.store, "--review") as url:
+        shards = http.get(f"{url}/api/runs/{run}/shards", params={"model": "openai/exec-a"}).json()["items"]
+        one, two = sorted(shards, key=lambda r: r["case_id"])
+        page.goto(f"{url}/runs/{run}/shards/{one['shard_id']}")
+        prompt = page.locator("#task details.prompt pre.task")
+        expect(prompt).to_have_text(HOSTILE_PROMPT)
+        expect(page.locator("#task details.expected pre.task")).to_have_text(HOSTILE_EXPECTED)
+        shown_whole(page, prompt, width)
+        task_box, trajectory = page.locator("#task").bounding_box(), page.locator("#trajectory").bounding_box()
+        assert task_box is not None and trajectory is not None and task_box["y"] < trajectory["y"]
+        page.screenshot(path=str(SHOTS / f"shard-task-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+        assert page.evaluate("[window.pwnedPrompt, window.pwnedExpected]") == [None, None]
+        assert page.locator("#task img").count() == 0
+        # A long expected output is folded to its first line; opened, it wraps within the page.
+        page.goto(f"{url}/runs/{run}/shards/{two['shard_id']}")
+        expected = page.locator("#task details.expected")
+        expect(expected.locator("summary")).to_contain_text("Line 0 of what a good run prints.")
+        expect(expected.locator("pre.task")).to_be_hidden()
+        expected.locator("summary").click()
+        expect(expected.locator("pre.task")).to_be_visible()
+        shown_whole(page, expected.locator("pre.task"), width)
+        page.screenshot(path=str(SHOTS / f"shard-task-long-{layout}.png"), full_page=True)
         no_sideways_scroll(page)
     page.close()
