@@ -274,3 +274,26 @@ def test_a_reviewer_reads_the_cases_prompt_and_expected_output_above_the_traject
         page.screenshot(path=str(SHOTS / f"shard-task-long-{layout}.png"), full_page=True)
         no_sideways_scroll(page)
     page.close()
+
+
+@pytest.mark.parametrize("layout", sorted(WIDTHS))
+def test_a_trigger_shard_reads_its_query_and_what_fired_at_any_width(
+    browser: Browser, feature_runs: FeatureRuns, layout: str
+) -> None:
+    width, height = WIDTHS[layout]
+    page = browser.new_page(viewport={"width": width, "height": height})
+    run = feature_runs.trigger_run
+    with httpx.Client() as http, serving(feature_runs.viewed(), feature_runs.env.store, "--review") as url:
+        rows = http.get(f"{url}/api/runs/{run}/shards", params={"failing": "1", "model": "openai/exec-a"}).json()
+        missed = next(r for r in rows["items"] if r["case_id"] == 2)
+        page.goto(f"{url}/runs/{run}/shards/{missed['shard_id']}")
+        expect(page.locator("#trigger pre.task")).to_contain_text("<script>window.pwnedQuery=1</script>")
+        expect(page.locator("#trigger .should")).to_have_text("yes")
+        expect(page.locator("#trigger .fired")).to_have_text("nothing")
+        shown_whole(page, page.locator("#trigger-outcome"), width)
+        expect(page.locator("#assertions")).to_have_count(0)
+        expect(page.locator("button.label")).to_have_count(0)
+        page.screenshot(path=str(SHOTS / f"shard-trigger-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+        assert page.evaluate("window.pwnedQuery") is None
+    page.close()

@@ -99,6 +99,12 @@ def test_a_trigger_shard_says_what_fired_and_a_label_on_it_says_what_is_true(
     assert wrong == {("openai/exec-a", 2), ("openai/exec-a", 4), ("openai/exec-b", 4)}
     failing = c.get(f"/api/runs/{run}/shards", params={"failing": "1"}).json()
     assert failing["total"] == 3
+    listed = c.get(f"/runs/{run}", params={"failing": "1"}).text
+    assert listed.count('<tr class="shard failing"') == 3
+    assert (
+        listed.count("should fire: yes · fired: nothing") == 1
+        and listed.count("should fire: no · fired: pdf-tools") == 2
+    )
     (missed,) = [r for r in rows if (r["model"], r["case_id"]) == ("openai/exec-a", 2)]
     (fired,) = [r for r in rows if (r["model"], r["case_id"]) == ("openai/exec-a", 4)]
     doc = c.get(f"/api/runs/{run}/shards/{fired['shard_id']}").json()
