@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import secrets
 from collections.abc import Mapping
 
+from engine.records import load_manifest
 from engine.store import ArtifactStore
 from schemas.errors import ConfigError
 from schemas.label import COMBINED, HumanLabel
-from schemas.manifest import grade_key
-from schemas.verdict import ShardGrade
+from schemas.manifest import grade_key, outcome_key
+from schemas.outcome import ShardOutcomeRecord
+from schemas.status import ShardState
+from schemas.verdict import AssertionVerdict, ShardGrade
+
+SHARD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""What a shard id looks like; anything else never names a key in the store."""
 
 
 def labels_prefix(run_id: str) -> str:
@@ -82,7 +89,7 @@ def labelled_answers(
     return labels, answers, scopes
 
 
-def judge_answer(grade: ShardGrade, assertion: int, judge: str) -> bool:
+def judge_answer(grade: ShardGrade, assertion: int, judge: str) -> AssertionVerdict:
     """What ``judge`` (or the combined verdict) said of assertion ``assertion`` (0-based); a
     :class:`ConfigError` naming what is missing when it said nothing."""
     if judge == COMBINED:
@@ -94,7 +101,28 @@ def judge_answer(grade: ShardGrade, assertion: int, judge: str) -> bool:
         verdicts = answers[0].verdicts
     if not 0 <= assertion < len(verdicts):
         raise ConfigError(f"shard {grade.shard_id}: no assertion {assertion + 1} (it has {len(verdicts)})")
-    return verdicts[assertion].passed
+    return verdicts[assertion]
+
+
+def nothing_to_label(store: ArtifactStore, run_id: str, shard_id: str) -> str:
+    """Why a shard without a stored grade holds no judge's verdict to label, in words that are true
+    of it: a trigger run's shard (graded by what fired, never by a judge), one that never got
+    graded (blocked, an infra failure), one that has not ended, or no shard of the run at all."""
+    where = f"run {run_id}: shard {shard_id}"
+    plan = load_manifest(store, run_id).plan
+    spec = next((s for s in plan.shards if s.shard_id == shard_id), None)
+    if spec is None:
+        return f"{where}: no such shard in the run"
+    raw = store.get_many([outcome_key(run_id, shard_id)]).get(outcome_key(run_id, shard_id))
+    if raw is None:
+        return f"{where} has not ended yet: no verdict to label"
+    outcome = ShardOutcomeRecord.model_validate_json(raw)
+    if outcome.state is not ShardState.GRADED:
+        why = f" ({outcome.detail})" if outcome.detail else ""
+        return f"{where} ended {outcome.state.value}{why} and was never graded: no verdict to label"
+    if any(b.skill == spec.skill and b.triggers is not None for b in plan.bundles):
+        return f"{where}: a trigger run's shard has no judge verdicts to label (it is scored by what fired)"
+    return f"{where} has no grade in {store.uri}"
 
 
 def check_calibration_runs(store: ArtifactStore, run_ids: list[str]) -> tuple[str, ...]:
@@ -113,13 +141,23 @@ def new_label(
     store: ArtifactStore, run_id: str, shard_id: str, number: int, judge: str, agree: bool, note: str, reviewer: str
 ) -> HumanLabel:
     """The label of assertion ``number`` (counted from 1) of a shard, with the judge's answer read
-    from the stored grade (never taken from whoever labels); a ``ConfigError`` naming what is missing."""
+    from the stored grade (never taken from whoever labels); a ``ConfigError`` naming what is missing,
+    or why the verdict is not a judge's to label."""
+    if not SHARD_ID.fullmatch(shard_id):
+        raise ConfigError(f"run {run_id}: no shard {shard_id!r}: not a shard id")
     raw = store.get_many([grade_key(run_id, shard_id)]).get(grade_key(run_id, shard_id))
     if raw is None:
-        raise ConfigError(f"run {run_id}: shard {shard_id} has no grade in {store.uri}")
+        raise ConfigError(nothing_to_label(store, run_id, shard_id))
     grade = ShardGrade.model_validate_json(raw)
     index = number - 1
-    passed = judge_answer(grade, index, judge)
+    verdict = judge_answer(grade, index, judge)
+    if verdict.check != "judge":
+        # Agreement weighs judges against people; a check without a model has no judge to weigh.
+        raise ConfigError(
+            f"run {run_id}: shard {shard_id}: assertion {number} was decided by a {verdict.check} check, "
+            "not a judge: only a judge's verdicts are labelled"
+        )
+    passed = verdict.passed
     return HumanLabel(
         run_id=run_id,
         shard_id=shard_id,

@@ -104,8 +104,9 @@ def _error(exc: Exception) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=422)
     if isinstance(exc, ConfigError | ValidationError):
         return JSONResponse({"error": str(exc)}, status_code=400)
-    status = getattr(exc, "status", "STORE_ERROR")
-    return JSONResponse({"error": f"{status}: {exc}"}, status_code=500)
+    # A SkillEvalError prints its own status first; only another exception is given one here.
+    named = str(exc) if isinstance(exc, SkillEvalError) else f"STORE_ERROR: {exc}"
+    return JSONResponse({"error": named}, status_code=500)
 
 
 class Viewer:
@@ -132,8 +133,16 @@ class Viewer:
         figures = judge_agreement(*labelled_answers(self.store, run_id, cases))
         return {"items": [f.model_dump(mode="json") for f in figures], "labels": len(load_labels(self.store, run_id))}
 
-    def labels_of(self, run_id: str, shard_id: str) -> list[HumanLabel]:
-        return [x for x in load_labels(self.store, run_id) if x.shard_id == shard_id]
+    def labels_of(self, run_id: str, shard_id: str) -> list[dict[str, Any]]:
+        """The shard's labels, newest first; ``in_force`` marks the one agreement counts for each
+        assertion (the newest: a reviewer who changed their mind added a newer one)."""
+        newest = sorted((x for x in load_labels(self.store, run_id) if x.shard_id == shard_id), key=lambda x: x.at)
+        seen: set[int] = set()
+        out = []
+        for label in reversed(newest):
+            out.append({**label.model_dump(mode="json"), "in_force": label.assertion not in seen, "when": _when(label)})
+            seen.add(label.assertion)
+        return out
 
     def api_runs(self, request: Request) -> Response:
         return JSONResponse({"items": self.data.runs()})
@@ -167,7 +176,7 @@ class Viewer:
             doc = self.data.shard(run_id, shard_id)
         except SkillEvalError as exc:
             return _error(exc)
-        doc["labels"] = [x.model_dump(mode="json") for x in self.labels_of(run_id, shard_id)]
+        doc["labels"] = self.labels_of(run_id, shard_id)
         return JSONResponse(doc)
 
     def api_section(self, request: Request) -> Response:
@@ -304,10 +313,14 @@ def _cross_site(request: Request) -> str:
 
 
 def _label(store: ArtifactStore, data: ViewerData, run_id: str, body: LabelRequest) -> HumanLabel:
-    data.run(run_id)  # a run of this store, or a named 404
+    data.row(run_id, body.shard_id)  # a shard of a run of this store, or a named 404
     return new_label(
         store, run_id, body.shard_id, body.assertion, body.judge, body.agree, body.note, body.reviewer.strip()
     )
+
+
+def _when(label: HumanLabel) -> str:
+    return label.at.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def heat_map(result: dict[str, Any] | None) -> dict[str, Any]:

@@ -61,6 +61,8 @@ def register_commands(app: typer.Typer, out: Console) -> None:
             if named:  # a typo in --store would otherwise serve an empty list, silently
                 raise StoreError(f"store {uri} does not exist (no folder there): name the store a run wrote")
             out.print(f"note: no run stored yet: {uri} does not exist", markup=False)
+        if not 1 <= port <= 65535:  # a bad port is a bad flag, named before anything binds
+            raise ConfigError(f"--port {port}: a port is 1 to 65535")
         _check_port(host, port)
         if host not in LOOPBACK:
             out.print(f"note: listening on {host}: anyone who reaches it reads every run in {uri}", markup=False)
@@ -74,9 +76,8 @@ def register_commands(app: typer.Typer, out: Console) -> None:
         run_id: Annotated[str, typer.Argument(help="Run id.")],
         shard: Annotated[str, typer.Option("--shard", help="Shard id.")],
         assertion: Annotated[int, typer.Option("--assertion", help="Assertion number, counted from 1.", min=1)],
-        agree: Annotated[
-            bool | None, typer.Option("--agree/--disagree", help="Agree or disagree with the verdict.")
-        ] = None,
+        agree: Annotated[bool, typer.Option("--agree", help="Agree with the verdict.")] = False,
+        disagree: Annotated[bool, typer.Option("--disagree", help="Disagree with the verdict.")] = False,
         note: Annotated[str, typer.Option("--note", help="Why.")] = "",
         judge: Annotated[
             str, typer.Option("--judge", help="Judge whose answer is labelled (default: combined).")
@@ -84,8 +85,10 @@ def register_commands(app: typer.Typer, out: Console) -> None:
         store: StoreOpt = None,
     ) -> None:
         """Label one verdict of a run agree or disagree, as a versioned record in the store."""
-        if agree is None:
-            raise ConfigError("say --agree or --disagree")
+        if agree == disagree:  # both given would let the last flag win silently
+            raise ConfigError(
+                "say --agree or --disagree" if not agree else "--agree and --disagree contradict: say one"
+            )
         st = open_store(_store_uri(store))
         record = new_label(st, run_id, shard, assertion, judge, agree, note, "")
         passed = record.judge_passed

@@ -36,6 +36,7 @@ from schemas.verdict import ShardGrade
 from viewer.live import counts_of_result, limiter_figures, live_figures
 from viewer.rows import Query, Row, case_assertions, load_rows, matching, page_of
 from viewer.run_figures import trigger_headline
+from viewer.task_view import check_query, task_document, with_triggers
 
 TRAJECTORY_SEARCH_MAX = 2000
 """Trajectories one search reads at most (the other filters narrow a big run first)."""
@@ -198,10 +199,12 @@ class ViewerData:
                 return entry.rows
             state = self._state()
             live = state.states(run_id) if state is not None and entry.result is None else {}
-            entry.rows = load_rows(self.store, run_id, entry.result is not None, entry.case_runs, live)
+            rows = load_rows(self.store, run_id, entry.result is not None, entry.case_runs, live)
+            entry.rows = with_triggers(self.store, run_id, entry.outline.manifest.plan, rows)
             return entry.rows
 
     def shards(self, run_id: str, query: Query) -> dict[str, Any]:
+        check_query(query, self.run(run_id).outline.manifest.plan)
         texts = case_assertions(self.run(run_id).outline.manifest.plan)
         matched = matching(self.rows(run_id), query, texts)
         if query.text:
@@ -226,14 +229,19 @@ class ViewerData:
                     found.add(keys[key])
         return [r for r in rows if r.shard_id in found]
 
+    def row(self, run_id: str, shard_id: str) -> Row:
+        """The shard's row; a named 404 for an id the run does not hold (or that is no id)."""
+        row = next((r for r in self.rows(run_id) if r.shard_id == shard_id), None) if _ID.fullmatch(shard_id) else None
+        if row is None:
+            raise RunNotFound(f"no shard {shard_id!r} in run {run_id}")
+        return row
+
     def shard(self, run_id: str, shard_id: str) -> dict[str, Any]:
         from viewer.shard_view import shard_document  # the trajectory's layout lives beside its template
 
         entry = self.run(run_id)
         rows = self.rows(run_id)
-        row = next((r for r in rows if r.shard_id == shard_id), None) if _ID.fullmatch(shard_id) else None
-        if row is None:
-            raise RunNotFound(f"no shard {shard_id} in run {run_id}")
+        row = self.row(run_id, shard_id)
         same_case = [
             r.as_json()
             for r in rows
@@ -245,7 +253,9 @@ class ViewerData:
         outcome = ShardOutcomeRecord.model_validate_json(raw_outcome) if raw_outcome else None
         trajectory = load_trajectory(self.store, run_id, shard_id)
         texts = case_assertions(entry.outline.manifest.plan).get((row.skill, row.case_id), [])
-        doc = shard_document(row, texts, grade, outcome, trajectory)
+        doc = shard_document(row, texts, grade, outcome, trajectory) | task_document(
+            entry.outline.manifest.plan, row, trajectory
+        )
         doc["same_case"] = sorted(same_case, key=lambda r: (str(r["variant"]), str(r["epoch"])))
         return doc
 

@@ -68,7 +68,10 @@ def live_figures(
     else:
         groups = {name: sum(counts.get(s.value, 0) for s in states) for name, states in GROUPS.items()}
     finished = sum(n for name, n in groups.items() if name in ("graded", "blocked", "failed", "ended"))
-    spend = sum(u.get("cost_usd") or 0.0 for u in usage.values())
+    # An unpriced model's cost is unknown, never $0: the spend is the known costs' sum, None when
+    # no cost is known, and ``spend_unknown`` says some model's cost is left out of it.
+    costs = [u.get("cost_usd") for u in usage.values()]
+    known = [float(c) for c in costs if c is not None]
     started = manifest.plan.created_at
     elapsed = max(0.0, (datetime.now(UTC) - started).total_seconds())
     remaining = max(0, total - finished)
@@ -79,7 +82,8 @@ def live_figures(
         "states": counts,
         "groups": groups,
         "finished": finished,
-        "spend_usd": round(spend, 6) if usage else None,
+        "spend_usd": round(sum(known), 6) if known else None,
+        "spend_unknown": len(known) < len(costs),
         "budget_usd": manifest.settings.max_cost_usd,
         "eta_s": round(eta, 1) if eta is not None else None,
         "usage": usage,

@@ -45,17 +45,24 @@ class Row:
     passed: tuple[bool, ...] | None = None
     """Per assertion, for graded shards."""
     detail: str = ""
+    should_fire: bool | None = None
+    """A trigger shard: whether its query should fire the skill (None: not a trigger shard)."""
+    fired: tuple[str, ...] | None = None
+    """A trigger shard that ended with a record of it: the skills that fired, in order."""
 
     @property
     def failing(self) -> bool:
         if self.state != ShardState.GRADED.value:
             return self.state in _ENDED_BADLY
+        if self.should_fire is not None:  # a trigger shard holds no assertions: it fails by firing wrongly
+            return self.fired is not None and (self.skill in self.fired) != self.should_fire
         return self.passed is not None and not all(self.passed)
 
     def as_json(self) -> dict[str, object]:
         return {
             **asdict(self),
             "passed": list(self.passed) if self.passed is not None else None,
+            "fired": list(self.fired) if self.fired is not None else None,
             "failing": self.failing,
         }
 

@@ -118,7 +118,11 @@ def trajectory_document(trajectory: Trajectory, grade: ShardGrade | None) -> dic
         "sandbox": trajectory.sandbox.value,
         "usage": trajectory.usage.model_dump(mode="json"),
         "rejected_calls": list(trajectory.rejected_calls),
-        "skill_activated": trajectory.skill_activated,
+        # A trigger shard of the built-in agent records what fired, not a harness's own flag.
+        "skill_activated": trajectory.skill_activated
+        if trajectory.skill_activated is not None or trajectory.skills_fired is None
+        else trajectory.skill in trajectory.skills_fired,
+        "skills_fired": trajectory.skills_fired,
         "final_files": sorted(trajectory.final_files),
     }
 

@@ -29,24 +29,34 @@ SCRIPT_RESULT = "<script>window.pwnedResult=1</script>"
 SCRIPT_ASSERTION = "<script>window.pwnedAssertion=1</script>"
 SCRIPT_MODEL = "openai/exec-<script>window.pwnedModel=1</script>"
 MODELS = ("openai/exec-a", SCRIPT_MODEL)
+HOSTILE_PROMPT = "Viewer one: greet and print markup. <script>window.pwnedPrompt=1</script>"
+HOSTILE_EXPECTED = "Prints <img src=x onerror=window.pwnedExpected=1> and nothing else."
+LONG_EXPECTED = "".join(f"Line {n} of what a good run prints.\n" for n in range(40)) + "x" * 400
+"""Folded on the shard page (its first line stays in view); the unbroken run must wrap at phone width."""
 CASES = [
-    case(
-        1,
-        "Viewer one: greet and print markup.",
-        [
-            "The agent runs echo viewer-one-a in the shell",
-            f"The agent runs echo viewer-one-b {SCRIPT_ASSERTION} in the shell",
-        ],
-    ),
-    case(
-        2,
-        "Viewer two: say two of three things.",
-        [
-            "The agent runs echo viewer-two-a in the shell",
-            "The agent runs echo viewer-two-b in the shell",
-            "The agent runs echo viewer-two-c in the shell",
-        ],
-    ),
+    {
+        **case(
+            1,
+            HOSTILE_PROMPT,
+            [
+                "The agent runs echo viewer-one-a in the shell",
+                f"The agent runs echo viewer-one-b {SCRIPT_ASSERTION} in the shell",
+            ],
+        ),
+        "expected_output": HOSTILE_EXPECTED,
+    },
+    {
+        **case(
+            2,
+            "Viewer two: say two of three things.",
+            [
+                "The agent runs echo viewer-two-a in the shell",
+                "The agent runs echo viewer-two-b in the shell",
+                "The agent runs echo viewer-two-c in the shell",
+            ],
+        ),
+        "expected_output": LONG_EXPECTED,
+    },
 ]
 RULES = [
     shell_rule("Viewer one:", ["echo viewer-one-a", f"printf '%s\\n' '{SCRIPT_RESULT}'"]),
@@ -182,3 +192,36 @@ def _sweep_runs(env: Env, model_server: OfflineModelServer, base: Path) -> tuple
     adaptive = env.run(repo, "greeter", *SWEEP, *AUTO, models=(CODEX_MODEL,))
     assert adaptive.code in (0, 1), adaptive.stdout + adaptive.stderr
     return triggers.run_id, adaptive.run_id
+
+
+# A run whose case holds a deterministic check beside a judged assertion, in a store of its own.
+CHECKED_CASES = [
+    case(
+        1,
+        "Checked one: greet the user.",
+        [
+            "The agent runs echo checked-a in the shell",
+            {"kind": "tool_call", "text": "The agent runs echo checked-never", "pattern": "checked-never"},
+        ],
+    ),
+    case(2, "Checked two: greet again.", ["The agent runs echo checked-b in the shell"]),
+]
+
+
+@pytest.fixture(scope="session")
+def checked_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ViewedRun]:
+    base = tmp_path_factory.mktemp("viewer-checked")
+    rules = [shell_rule("Checked one:", ["echo checked-a"]), shell_rule("Checked two:", ["echo checked-b"])]
+    judge = [ran("checked-a"), ran("checked-b")]
+    with (
+        OfflineModelServer(scenario(rules, judge)) as server,
+        checked_env(base / "e2e", server.base_url) as env,
+    ):
+        repo = new_repo(base / "repo")
+        write_skill(repo, "checked", CHECKED_CASES)
+        corpus = repo / "evals" / "checked.evals.json"
+        corpus.write_text(json.dumps({**json.loads(corpus.read_text()), "extensions": ["deterministic-assertions"]}))
+        git_init(repo)
+        res = env.run(repo, "checked", "--fail-under", "0.1")
+        assert res.code == 0, res.stdout + res.stderr  # the judged assertions pass, the check fails: 2/3
+        yield ViewedRun(env, res.run_id, repo)

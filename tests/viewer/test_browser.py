@@ -23,7 +23,7 @@ from engine.state import RunState
 from schemas.status import ShardState
 from tests.test_harness_e2e import CODEX_MODEL
 from tests.test_html_browser import ARTIFACTS, WIDTHS, chromium_path
-from tests.viewer.conftest import SCRIPT_MODEL, FeatureRuns, ViewedRun
+from tests.viewer.conftest import HOSTILE_EXPECTED, HOSTILE_PROMPT, SCRIPT_MODEL, FeatureRuns, ViewedRun
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 SHOTS = ARTIFACTS / "viewer"
@@ -239,4 +239,61 @@ def test_a_trigger_runs_rows_and_an_adaptive_runs_look_read_at_any_width(
         )
         page.screenshot(path=str(SHOTS / f"run-sweep-adaptive-{layout}.png"), full_page=True)
         no_sideways_scroll(page)
+    page.close()
+
+
+@pytest.mark.parametrize("layout", sorted(WIDTHS))
+def test_a_reviewer_reads_the_cases_prompt_and_expected_output_above_the_trajectory(
+    browser: Browser, viewed_run: ViewedRun, layout: str
+) -> None:
+    width, height = WIDTHS[layout]
+    page = browser.new_page(viewport={"width": width, "height": height})
+    run = viewed_run.run_id
+    with httpx.Client() as http, serving(viewed_run, viewed_run.env.store, "--review") as url:
+        shards = http.get(f"{url}/api/runs/{run}/shards", params={"model": "openai/exec-a"}).json()["items"]
+        one, two = sorted(shards, key=lambda r: r["case_id"])
+        page.goto(f"{url}/runs/{run}/shards/{one['shard_id']}")
+        prompt = page.locator("#task details.prompt pre.task")
+        expect(prompt).to_have_text(HOSTILE_PROMPT)
+        expect(page.locator("#task details.expected pre.task")).to_have_text(HOSTILE_EXPECTED)
+        shown_whole(page, prompt, width)
+        task_box, trajectory = page.locator("#task").bounding_box(), page.locator("#trajectory").bounding_box()
+        assert task_box is not None and trajectory is not None and task_box["y"] < trajectory["y"]
+        page.screenshot(path=str(SHOTS / f"shard-task-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+        assert page.evaluate("[window.pwnedPrompt, window.pwnedExpected]") == [None, None]
+        assert page.locator("#task img").count() == 0
+        # A long expected output is folded to its first line; opened, it wraps within the page.
+        page.goto(f"{url}/runs/{run}/shards/{two['shard_id']}")
+        expected = page.locator("#task details.expected")
+        expect(expected.locator("summary")).to_contain_text("Line 0 of what a good run prints.")
+        expect(expected.locator("pre.task")).to_be_hidden()
+        expected.locator("summary").click()
+        expect(expected.locator("pre.task")).to_be_visible()
+        shown_whole(page, expected.locator("pre.task"), width)
+        page.screenshot(path=str(SHOTS / f"shard-task-long-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+    page.close()
+
+
+@pytest.mark.parametrize("layout", sorted(WIDTHS))
+def test_a_trigger_shard_reads_its_query_and_what_fired_at_any_width(
+    browser: Browser, feature_runs: FeatureRuns, layout: str
+) -> None:
+    width, height = WIDTHS[layout]
+    page = browser.new_page(viewport={"width": width, "height": height})
+    run = feature_runs.trigger_run
+    with httpx.Client() as http, serving(feature_runs.viewed(), feature_runs.env.store, "--review") as url:
+        rows = http.get(f"{url}/api/runs/{run}/shards", params={"failing": "1", "model": "openai/exec-a"}).json()
+        missed = next(r for r in rows["items"] if r["case_id"] == 2)
+        page.goto(f"{url}/runs/{run}/shards/{missed['shard_id']}")
+        expect(page.locator("#trigger pre.task")).to_contain_text("<script>window.pwnedQuery=1</script>")
+        expect(page.locator("#trigger .should")).to_have_text("yes")
+        expect(page.locator("#trigger .fired")).to_have_text("nothing")
+        shown_whole(page, page.locator("#trigger-outcome"), width)
+        expect(page.locator("#assertions")).to_have_count(0)
+        expect(page.locator("button.label")).to_have_count(0)
+        page.screenshot(path=str(SHOTS / f"shard-trigger-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+        assert page.evaluate("window.pwnedQuery") is None
     page.close()

@@ -17,7 +17,7 @@ function pollRun(section) {
         const set = (key, text) => { const el = section.querySelector(`[data-live="${key}"]`); if (el) el.textContent = text; };
         set("total", String(doc.live.total));
         set("source", doc.live.source);
-        set("spend", doc.live.spend_usd === null ? "-" : `$${doc.live.spend_usd.toFixed(4)}`);
+        set("spend", spendText(doc.live));
         set("eta", doc.live.eta_s === null ? "-" : `${Math.round(doc.live.eta_s)} s`);
         showLimits(doc.live.limits || {});
         const verdict = document.getElementById("verdict-value");
@@ -34,6 +34,12 @@ function pollRun(section) {
     if (!finished) setTimeout(tick, 1000);
   };
   setTimeout(tick, 1000);
+}
+
+// An unpriced model's cost is unknown, never $0 (as status says).
+function spendText(live) {
+  if (live.spend_usd === null) return live.spend_unknown ? "unknown" : "-";
+  return `$${live.spend_usd.toFixed(4)}${live.spend_unknown ? " + unknown" : ""}`;
 }
 
 function showLimits(limits) {
