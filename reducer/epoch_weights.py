@@ -21,7 +21,7 @@ def weighted_clusters(counts: Sequence[tuple[float, float, float]]) -> list[tupl
 
 
 def weighted_rate(counts: Sequence[tuple[int, int, int]]) -> Rate:
-    """The pass rate of cases with unequal epochs: each case's (passed, verdicts, shards), weighed as
+    """The pass rate of cases with unequal epochs: each case's (passed, verdicts, shards), weighted as
     one shard of it (so by its assertions, not by how many epochs it got).
 
     ``passed`` and ``total`` stay the raw verdict counts; the rate and its intervals are the
@@ -74,4 +74,4 @@ def planned_shards(plan: RunPlan, bundle: SkillBundle) -> int:
 def headline(r: Rate) -> str:
     """The case-weighted percent first (it is not ``passed/total``), then the raw verdict counts."""
     pct = 100.0 * r.rate if r.rate is not None else 0.0
-    return f"{pct:.1f}% with each case weighed once ({r.passed}/{r.total} verdicts over unequal epochs)"
+    return f"{pct:.1f}% with each case weighted equally ({r.passed}/{r.total} verdicts over unequal epochs)"

@@ -248,7 +248,7 @@ class StreamReducer:
             shard_count=shards,
             headline=head,
             models=[
-                self._weighed(arm.models.get(m, ModelCounts()).summary(m, per_model[m], clusters_of([arm], m)), [arm])
+                self._weighted(arm.models.get(m, ModelCounts()).summary(m, per_model[m], clusters_of([arm], m)), [arm])
                 for m in self.plan.rows
             ],
             assertions=self._assertions(bundle, arm),
@@ -371,15 +371,15 @@ class StreamReducer:
         arms = [self.arms[(s.variant, s.skill)] for s in current]
         return rank(
             [
-                self._weighed(
+                self._weighted(
                     self.board[m].summary(m, sum(self._shards_of(s, m) for s in current), clusters_of(arms, m)), arms
                 )
                 for m in self.plan.rows
             ]
         )
 
-    def _weighed(self, row: ModelSummary, arms: Sequence[Arm]) -> ModelSummary:
-        """A model's row with each case weighed once when epochs were adaptive, as the corpus's rate is."""
+    def _weighted(self, row: ModelSummary, arms: Sequence[Arm]) -> ModelSummary:
+        """A model's row with each case weighted equally when epochs were adaptive, as the corpus's rate is."""
         if not self.plan.adaptive:
             return row
         return row.model_copy(update={"behavioural": model_rate([a.cells for a in arms], row.model)})

@@ -68,7 +68,7 @@ def test_a_valid_declaration_and_its_checks_load() -> None:
         HttpMock(url="^https://api\\.example\\.com/", status=404, body="{}", headers={"X-Rate": "1"}),
     )
     assert case.assertions[0] == HttpCallCheck(
-        text="The agent requests GET /api\\.example/ 1 to 2 time(s)",
+        text="The agent requests GET /api\\.example/ 1 to 2 times",
         request=HttpMatcher(url="api\\.example", method="GET"),
         max=2,
     )

@@ -11,6 +11,7 @@ from producer.corpus.rules import key_problem
 from producer.corpus.validation_plugin import Fail, _pattern, checked_head, count_range
 from schemas.checks_http import HttpCallCheck, HttpMatcher, HttpOrderCheck
 from schemas.http_mocks import METHODS, HttpMock
+from schemas.words import count_bound
 
 MAX_HTTP_MOCKS = 100
 MAX_BODY_CHARS = 1_000_000
@@ -96,6 +97,6 @@ def validate_http_check(raw: dict[str, Any], at: str, fail: Fail) -> HttpCallChe
         return HttpOrderCheck(text=text, before=before, after=after, weight=weight)
     request = _matcher(raw["request"], f"{at}.request", fail)
     low, high = count_range(raw, at, fail)
-    bound = "never" if high == 0 else (f"{low} to {high} time(s)" if high is not None else f"at least {low} time(s)")
-    text = raw.get("text") or f"The agent requests {_said(request)} {bound}"
+    said = f"never requests {_said(request)}" if high == 0 else f"requests {_said(request)} {count_bound(low, high)}"
+    text = raw.get("text") or f"The agent {said}"
     return HttpCallCheck(text=text, request=request, min=low, max=high, weight=weight)
