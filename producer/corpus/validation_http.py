@@ -19,8 +19,8 @@ HTTP_CHECK_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "http_call": (frozenset({"kind", "request"}), frozenset({"text", "min", "max", "weight"})),
     "http_order": (frozenset({"kind", "before", "after"}), frozenset({"text", "weight"})),
 }
-_MOCK_KEYS = (frozenset({"url"}), frozenset({"method", "status", "body", "headers"}))
-_MATCHER_KEYS = (frozenset({"url"}), frozenset({"method", "body"}))
+MOCK_KEYS = (frozenset({"url"}), frozenset({"method", "status", "body", "headers"}))
+REQUEST_MATCHER_KEYS = (frozenset({"url"}), frozenset({"method", "body"}))
 
 
 def _method(raw: Any, at: str, fail: Fail) -> str:
@@ -40,7 +40,7 @@ def _object(raw: Any, at: str, fail: Fail, what: str, keys: tuple[frozenset[str]
 
 
 def _mock(raw: Any, at: str, fail: Fail) -> HttpMock:
-    raw = _object(raw, at, fail, "an HTTP mock", _MOCK_KEYS)
+    raw = _object(raw, at, fail, "an HTTP mock", MOCK_KEYS)
     url = _pattern(raw["url"], f"{at}.url", fail)
     method = _method(raw.get("method", "GET"), f"{at}.method", fail)
     status = raw.get("status", 200)
@@ -72,7 +72,7 @@ def case_http_mocks(raw: Any, at: str, fail: Fail) -> tuple[HttpMock, ...]:
 
 
 def _matcher(raw: Any, at: str, fail: Fail) -> HttpMatcher:
-    raw = _object(raw, at, fail, "a request matcher", _MATCHER_KEYS)
+    raw = _object(raw, at, fail, "a request matcher", REQUEST_MATCHER_KEYS)
     body = _pattern(raw["body"], f"{at}.body", fail) if "body" in raw else None
     return HttpMatcher(
         url=_pattern(raw["url"], f"{at}.url", fail),

@@ -33,6 +33,7 @@ from schemas.mocks import MockServer
 from schemas.words import count_bound
 
 Fail = Callable[[str, str], BadCorpus]
+TOOL_MATCHER_KEYS = (frozenset({"tool"}), frozenset({"input_match"}))
 PLUGIN_CHECK_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "text_match": (
         frozenset({"kind", "pattern"}),
@@ -91,7 +92,7 @@ def tool_matcher(raw: Any, at: str, fail: Fail) -> ToolMatcher:
     """``{"tool": name, "input_match": regex}`` (``input_match`` optional)."""
     if not isinstance(raw, dict):
         raise fail(at, f"is {type(raw).__name__}; a {{tool, input_match}} object is required")
-    problem = key_problem(raw, frozenset({"tool"}), frozenset({"input_match"}))
+    problem = key_problem(raw, *TOOL_MATCHER_KEYS)
     if problem:
         raise fail(at, problem)
     if blank(raw["tool"]):
