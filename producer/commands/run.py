@@ -229,7 +229,9 @@ def _plan_input(
     harnesses = planned_harnesses(executors, models, pair_harnesses(executors, models))
     variants = arm_variants(compare, baseline)
     store, executor = settings.store, executors[0]
-    return PlanInput(models, judges, epochs, variants, compare, store, executor, adaptive, harnesses, threshold)
+    return PlanInput(
+        models, judges, epochs, variants, compare, store, executor, adaptive, harnesses, threshold, settings.sandbox
+    )
 
 
 def _model_config(
