@@ -49,6 +49,7 @@ def test_our_shape_and_skill_creators_list_are_read() -> None:
         (ours({**POS, "should_trigger": False}, NEG), "$.triggers", "has no positive"),
         (ours(POS, {**NEG, "id": 1}), "$.triggers[1].id", "id 1 repeats $.triggers[0].id"),
         (ours(POS, {**NEG, "query": "   "}), "$.triggers[1].query", "is empty"),
+        (ours(POS, {**NEG, "query": 7}), "$.triggers[1].query", "is int; a query is the text a user types"),
         (ours(POS, {**NEG, "id": True}), "$.triggers[1].id", "not a non-negative integer"),
         (ours(POS, {**NEG, "should_trigger": "no"}), "$.triggers[1].should_trigger", "not true or false"),
         (ours(POS, {**NEG, "extra": 1}), "$.triggers[1]", "unknown ['extra']"),

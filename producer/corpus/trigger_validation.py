@@ -107,7 +107,9 @@ def _case(item: Any, file: str, at: str, case_id: Any, creator: bool, found: lis
     if not creator and "id" in item and (isinstance(case_id, bool) or not isinstance(case_id, int) or case_id < 0):
         found.append(BadCorpus(file, f"{at}.id", f"{case_id!r} is not a non-negative integer"))
     query = item.get("query", "")
-    if "query" in item and (not isinstance(query, str) or not query.strip()):
+    if "query" in item and not isinstance(query, str):
+        found.append(BadCorpus(file, f"{at}.query", f"is {type(query).__name__}; a query is the text a user types"))
+    elif "query" in item and not query.strip():
         found.append(BadCorpus(file, f"{at}.query", "is empty; a query is the text a user types"))
     elif isinstance(query, str) and len(query) > MAX_QUERY_CHARS:
         found.append(BadCorpus(file, f"{at}.query", f"is {len(query)} characters; at most {MAX_QUERY_CHARS}"))
