@@ -135,6 +135,23 @@ def test_the_trigger_set_schema_states_the_validators_limits() -> None:
     case = schema["$defs"]["TriggerCase"]["properties"]
     assert code == 0 and case["id"]["minimum"] == 0
     assert (case["query"]["minLength"], case["query"]["maxLength"]) == (1, MAX_QUERY_CHARS)
-    assert schema["properties"]["triggers"]["maxItems"] == MAX_TRIGGERS
+    assert schema["$defs"]["TriggerSet"]["properties"]["triggers"]["maxItems"] == MAX_TRIGGERS
+    assert schema["anyOf"][1]["maxItems"] == MAX_TRIGGERS  # skill-creator's list, too
     too_many = [{"id": i, "query": "q", "should_trigger": i % 2 == 0} for i in range(MAX_TRIGGERS + 1)]
     assert not accepts("trigger-set", {"skill_name": "pdf-tools", "triggers": too_many})
+
+
+def test_skill_creators_list_passes_both_and_an_id_in_it_neither() -> None:
+    creator = [{"query": "a.pdf to text", "should_trigger": True}, {"query": "hello", "should_trigger": False}]
+    validate_triggers(creator, "evals/pdf-tools.triggers.json")
+    assert accepts("trigger-set", creator)
+    numbered = [{**creator[0], "id": 3}, creator[1]]
+    with pytest.raises(BadCorpus, match="unknown"):
+        validate_triggers(numbered, "evals/pdf-tools.triggers.json")
+    assert not accepts("trigger-set", numbered)
+    assert not accepts("trigger-set", [{"query": " ", "should_trigger": True}, creator[1]])
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_every_published_schema_is_a_valid_draft_2020_12_schema(name: str) -> None:
+    jsonschema.Draft202012Validator.check_schema(SCHEMAS[name])

@@ -1,5 +1,5 @@
 """The JSON Schemas ``skill-eval schema`` publishes: the models' own (schemas/export.py), with the
-corpus's required keys taken from the validator's key tables.
+corpus's required keys taken from the validator's key tables, and the trigger set's two shapes.
 
 The corpus models describe a corpus after validation, when every default is filled in (an
 assertion object's ``text`` is then always there); a file may leave those keys out. So the
@@ -22,6 +22,7 @@ from producer.corpus.rules import (
     TOP_KEYS,
     TOP_OPTIONAL_KEYS,
 )
+from producer.corpus.trigger_validation import CREATOR_KEYS
 from producer.corpus.validation_http import HTTP_CHECK_KEYS, MOCK_KEYS, REQUEST_MATCHER_KEYS
 from producer.corpus.validation_plugin import PLUGIN_CHECK_KEYS, TOOL_MATCHER_KEYS
 from schemas.export import json_schemas
@@ -62,8 +63,32 @@ def corpus_schema(model_schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def trigger_set_schema(model_schema: dict[str, Any]) -> dict[str, Any]:
+    """The trigger set's model schema, or skill-creator's bare list of ``{query, should_trigger}``
+    (ids are then the positions): the two shapes the validator reads, with the same limits."""
+    ours = copy.deepcopy(model_schema)
+    defs = ours.pop("$defs")
+    case = defs["TriggerCase"]
+    creator = {
+        **case,
+        "title": "CreatorTrigger",
+        "description": "skill-creator's trigger: a query and whether the skill should fire (its id is its position).",
+        "properties": {k: v for k, v in case["properties"].items() if k in CREATOR_KEYS},
+        "required": sorted(CREATOR_KEYS),
+    }
+    bounds = {k: v for k, v in ours["properties"]["triggers"].items() if k in ("minItems", "maxItems")}
+    creators = {"type": "array", "items": {"$ref": "#/$defs/CreatorTrigger"}, **bounds}
+    return {
+        "$defs": {**defs, "TriggerSet": ours, "CreatorTrigger": creator},
+        "title": "TriggerSet",
+        "description": f"{ours.get('description', '')} Our object, or skill-creator's bare list.",
+        "anyOf": [{"$ref": "#/$defs/TriggerSet"}, creators],
+    }
+
+
 def published_schemas() -> dict[str, dict[str, Any]]:
     """Name -> the JSON Schema ``skill-eval schema`` prints (draft 2020-12)."""
     schemas = json_schemas()
     schemas["corpus"] = corpus_schema(schemas["corpus"])
+    schemas["trigger-set"] = trigger_set_schema(schemas["trigger-set"])
     return schemas
