@@ -5,7 +5,7 @@ figure at the level ``1 - alpha / looks`` (Bonferroni over the looks the rule ca
 so the chance that any look decides wrongly stays under ``alpha``; docs/design/statistics.md).
 
 The gated figure is the corpus's own: its behavioural pass rate against the threshold (each
-case weighed by its assertions, never by its epochs), or, with a gating baseline
+case weighted by its assertions, never by its epochs), or, with a gating baseline
 (``--compare``, or ``no-skill`` with ``--require-uplift``), the paired difference current minus
 baseline, averaged the same way. Its interval is the stratified one: the cases are the strata,
 fixed (the gate judges this corpus, not a population of cases), and the only chance is in the

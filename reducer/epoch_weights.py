@@ -21,7 +21,7 @@ def weighted_clusters(counts: Sequence[tuple[float, float, float]]) -> list[tupl
 
 
 def weighted_rate(counts: Sequence[tuple[int, int, int]]) -> Rate:
-    """The pass rate of cases with unequal epochs: each case's (passed, verdicts, shards), weighed as
+    """The pass rate of cases with unequal epochs: each case's (passed, verdicts, shards), weighted as
     one shard of it (so by its assertions, not by how many epochs it got).
 
     ``passed`` and ``total`` stay the raw verdict counts; the rate and its intervals are the

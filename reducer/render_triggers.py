@@ -10,6 +10,7 @@ from xml.sax.saxutils import quoteattr
 from reducer.html_parts import table
 from schemas.shard import CURRENT, ROW_SEPARATOR
 from schemas.triggers import NO_ACTIVATION, PairedChange, Proportion, QueryRate, TriggerFigures, TriggerReport
+from schemas.words import plural
 
 _NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -54,7 +55,7 @@ def change_text(c: PairedChange) -> str:
         f"95% CI {100 * c.low:+.1f} to {100 * c.high:+.1f} pts, " if c.low is not None and c.high is not None else ""
     )
     p = f"p={c.p_two_sided:.3g}, " if c.p_two_sided is not None else ""
-    return f"{100 * c.difference:+.1f} pts ({bounds}{p}{c.queries} queries)"
+    return f"{100 * c.difference:+.1f} pts ({bounds}{p}{plural(c.queries, 'query')})"
 
 
 def change_lines(report: TriggerReport, skill: str | None = None) -> list[str]:

@@ -60,7 +60,7 @@ def headline(r: Rate) -> str:
     percent first (it is not ``passed/total``), then the raw verdict counts."""
     pct = 100.0 * r.rate if r.rate is not None else 0.0
     if r.weighted is not None:
-        return f"{pct:.1f}% with each case weighed once ({r.passed}/{r.total} verdicts over unequal epochs)"
+        return f"{pct:.1f}% with each case weighted equally ({r.passed}/{r.total} verdicts over unequal epochs)"
     return f"{r.passed}/{r.total} ({pct:.1f}%)"
 
 
@@ -82,7 +82,7 @@ def interval_method(r: Rate) -> str:
     """How a rate's ``low``-``high`` interval was computed, for the reports."""
     if r.weighted is None:
         return "Wilson"
-    return "Wilson on the case-weighted counts, each case weighed as one shard"
+    return "Wilson on the case-weighted counts, each case weighted as one shard"
 
 
 def inconclusive_headline(not_graded: int, shards: int, infra: int, blocked: int) -> str:

@@ -247,7 +247,7 @@ class StreamReducer:
             shard_count=shards,
             headline=head,
             models=[
-                self._weighed(arm.models.get(m, ModelCounts()).summary(m, per_model[m], clusters_of([arm], m)), [arm])
+                self._weighted(arm.models.get(m, ModelCounts()).summary(m, per_model[m], clusters_of([arm], m)), [arm])
                 for m in self.plan.rows
             ],
             assertions=self._assertions(bundle, arm),
@@ -370,15 +370,15 @@ class StreamReducer:
         arms = [self.arms[(s.variant, s.skill)] for s in current]
         return rank(
             [
-                self._weighed(
+                self._weighted(
                     self.board[m].summary(m, sum(self._shards_of(s, m) for s in current), clusters_of(arms, m)), arms
                 )
                 for m in self.plan.rows
             ]
         )
 
-    def _weighed(self, row: ModelSummary, arms: Sequence[Arm]) -> ModelSummary:
-        """A model's row with each case weighed once when its cases got unequal epochs, as the corpus's rate is."""
+    def _weighted(self, row: ModelSummary, arms: Sequence[Arm]) -> ModelSummary:
+        """A model's row with each case weighted equally when its cases got unequal epochs, as the corpus's rate is."""
         skills = [skill for (_, skill), arm in self.arms.items() if any(arm is a for a in arms)]
         if not unequal_epochs(self.plan, skills):
             return row

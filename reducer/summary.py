@@ -13,6 +13,7 @@ from reducer.render_triggers import complete_lines, gates_text
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import CaseRun, RunResult
 from schemas.shard import CURRENT
+from schemas.words import plural
 
 
 def _pct(x: float | None) -> str:
@@ -64,7 +65,7 @@ def _reports(paths: Sequence[str]) -> list[str]:
     folders = sorted({p.rsplit("/", 1)[0] if "/" in p else "." for p in paths})
     pages = [p for p in paths if p.endswith(".html")]
     transcripts = sum(p.endswith("-transcript.txt") for p in paths)
-    kinds = "md and json per corpus, " + (f"{transcripts} failing-case transcripts, " if transcripts else "")
+    kinds = "md and json per corpus, " + (f"{plural(transcripts, 'failing-case transcript')}, " if transcripts else "")
     out = [f"reports: {', '.join(folders)}/ ({len(paths)} files: {kinds}JUnit, HTML)"]
     return out + [f"page: {p}" for p in pages]
 

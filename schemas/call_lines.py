@@ -40,7 +40,9 @@ def mock_call_lines(trajectory: Trajectory) -> list[str]:
         elif result.exit_code in (0, None):
             status = "ok"
         else:
-            status = "error: " + _cut(" ".join(result.output.split()), ANSWER_CHARS)
+            # a mock's error answer already reads ``error: ...``; it is named once
+            answer = " ".join(result.output.split()).removeprefix("error: ")
+            status = "error: " + _cut(answer, ANSWER_CHARS)
         lines.append(f"{call.name} {given} -> {status}")
     return _capped(lines)
 

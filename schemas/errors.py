@@ -14,6 +14,8 @@
     │   ├── NoHarness                  BLOCKED_NO_HARNESS (an agent harness binary is not installed)
     │   ├── NoIsolation                BLOCKED_NO_ISOLATION (case level: no workspace, never run elsewhere)
     │   ├── BadFixture                 BLOCKED_BAD_FIXTURE (case level)
+    │   │   └── SandboxOnly            BLOCKED_BAD_FIXTURE (case level; stops the run: a case's
+    │   │                              http_mocks or scaffold_script without the sandbox)
     │   ├── FixtureNeedsGit            BLOCKED_FIXTURE_NEEDS_GIT (case level)
     │   └── BadRepo                    BLOCKED_BAD_REPO (a link out of the repo, an unusable .git)
     ├── GuardError                     a feature degrades, the run goes on
@@ -132,6 +134,15 @@ class NoIsolation(BlockedError):
 class BadFixture(BlockedError):
     status = "BLOCKED_BAD_FIXTURE"
     case_level = True
+
+
+class SandboxOnly(BadFixture):
+    """A case whose terms run only inside the bwrap sandbox (``http_mocks``: the sandbox's lack of
+    network is what makes them the only answers; ``scaffold_script``: never run on the host), asked
+    to run without it. Refused before the run starts when the run itself chose ``--sandbox none``;
+    a worker without the sandbox that meets one anyway blocks the case and stops the run."""
+
+    stops_run = True  # the user asked for an unsafe combination: BLOCKED, never a WARN
 
 
 class FixtureNeedsGit(BlockedError):

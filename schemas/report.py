@@ -106,7 +106,7 @@ class Rate(BaseModel):
     """The interval with the case as the unit; None when no case has more than one trial (then
     Wilson's is valid) or fewer than two cases were graded."""
     weighted: tuple[float, float] | None = Field(default=None, exclude_if=lambda w: w is None)
-    """Cases given unequal epochs (``--epochs auto``): (passed, trials) with each case weighed as
+    """Cases given unequal epochs (``--epochs auto``): (passed, trials) with each case weighted as
     one shard's worth. ``rate``, ``low`` and ``high`` are then of these counts, while ``passed``
     and ``total`` stay the raw verdicts. None (and left out of the json): the verdicts are pooled."""
 

@@ -117,6 +117,9 @@ class RunStatus(FrozenModel):
     cannot finish by itself (no worker takes its messages, or the fleet's reaper is not running)."""
     stall_after_s: float | None = None
     """The bound the run is held to: the delivery ledger's re-send bound plus three reaper periods."""
+    not_sent: int = 0
+    """Shards never sent, because the run's checks refused it before dispatch (its end is
+    ``blocked``): not queued, for nothing will ever run them."""
     end: RunEnd | None = None
     """How the run ended without a result (refused by its checks, or its embedded run stopped);
     None: it is reduced, or it may still be going."""

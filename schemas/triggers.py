@@ -3,7 +3,8 @@ the figures a trigger run reports. Decisions: docs/design/triggers.md.
 
 A trigger case is a bare user query and whether the skill should fire for it. These models
 describe a trigger set that already passed :mod:`producer.corpus.trigger_validation`, which owns the
-rules and their ``BLOCKED_BAD_CORPUS`` messages.
+rules and their ``BLOCKED_BAD_CORPUS`` messages; the limits both hold are defined here once, so the
+published JSON Schema (``skill-eval schema trigger-set``) states what the validator enforces.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ TRIGGERS_SUFFIX = ".triggers.json"
 """The trigger corpus beside the behavioural one: ``evals/<skill>.triggers.json``."""
 DEFAULT_TRIGGER_TURNS = 3
 """Model turns a trigger shard gets before it ends without an activation."""
+MAX_QUERY_CHARS = 20_000
+"""A query is what a user types; more is not a query."""
+MAX_TRIGGERS = 5_000
+"""The most queries a trigger set holds."""
+NON_BLANK = r"\S"
+"""A query holds some text that is not white space."""
 NO_ACTIVATION = "(none)"
 """The confusion table's and the routing matrix's column for a query where no skill fired."""
 
@@ -25,9 +32,9 @@ NO_ACTIVATION = "(none)"
 class TriggerCase(FrozenModel):
     """One query and whether the skill under test should fire for it."""
 
-    id: int
+    id: int = Field(ge=0)
     """Unique within its trigger set."""
-    query: str
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=NON_BLANK)
     """What the user types, sent bare (implicit invocation)."""
     should_trigger: bool
     """True: a positive (the skill should fire); False: a negative (it should not)."""
@@ -38,7 +45,7 @@ class TriggerSet(FrozenModel):
 
     skill_name: str
     """The skill under test (equals the file stem)."""
-    triggers: tuple[TriggerCase, ...] = Field(min_length=2)
+    triggers: tuple[TriggerCase, ...] = Field(min_length=2, max_length=MAX_TRIGGERS)
     """The queries, in file order."""
 
     def case(self, case_id: int) -> TriggerCase:

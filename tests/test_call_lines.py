@@ -40,7 +40,7 @@ TRAJECTORY = Trajectory(
 def test_each_mock_call_and_http_request_is_one_line_with_its_status() -> None:
     assert mock_call_lines(TRAJECTORY) == [
         'mcp__weather__get_forecast {"city":"Paris"} -> ok',
-        f'mcp__weather__get_forecast {{"city":"{HOSTILE}"}} -> error: error: unexpected input: city is wrong',
+        f'mcp__weather__get_forecast {{"city":"{HOSTILE}"}} -> error: unexpected input: city is wrong',
         "mcp__weather__get_alerts {} -> no result",
     ]
     lines = http_call_lines(TRAJECTORY)

@@ -68,7 +68,7 @@ def test_a_valid_declaration_and_its_checks_load() -> None:
         HttpMock(url="^https://api\\.example\\.com/", status=404, body="{}", headers={"X-Rate": "1"}),
     )
     assert case.assertions[0] == HttpCallCheck(
-        text="The agent requests GET /api\\.example/ 1 to 2 time(s)",
+        text="The agent requests GET /api\\.example/ 1 to 2 times",
         request=HttpMatcher(url="api\\.example", method="GET"),
         max=2,
     )
@@ -159,10 +159,42 @@ def test_unconfined_a_case_with_http_mocks_is_blocked(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
     box = open_sandbox(tmp_path / "ws", SandboxMode.NONE, SandboxLimits(timeout_s=20))
     with (
-        pytest.raises(BadFixture, match="http_mocks run only inside the bwrap sandbox"),
+        pytest.raises(BadFixture, match="http_mocks run only inside the bwrap sandbox") as caught,
         http_mocked(box, MOCKS, case_id=4),
     ):
         pass
+    # a case that cannot run as written stops the run (BLOCKED, exit 2), as a base fixture without git does
+    assert caught.value.status == "BLOCKED_BAD_FIXTURE" and caught.value.stops_run and caught.value.case_level
+
+
+def test_the_dry_run_and_the_run_refuse_http_mocks_without_the_sandbox_up_front(example_repo: Path) -> None:
+    import subprocess
+    import sys
+
+    from typer.testing import CliRunner
+
+    from producer.commands.cli import app
+
+    corpus_file = example_repo / "evals" / "commit-message.evals.json"
+    data = json.loads(corpus_file.read_text())
+    data["evals"][1]["http_mocks"] = [{"url": "^https://api\\.test/"}]
+    corpus_file.write_text(json.dumps(data))
+    said = (
+        "BLOCKED_BAD_FIXTURE: evals/commit-message.evals.json: case 2 (http_mocks): run only inside the bwrap "
+        "sandbox, and --sandbox none would block each"
+    )
+    dry = ["run", "commit-message", "--dry-run", "--repo", str(example_repo)]
+    planned = CliRunner().invoke(app, dry)
+    assert planned.exit_code == 0, planned.output  # with the sandbox the plan is clean
+    refused = CliRunner().invoke(app, [*dry, "--sandbox", "none"])
+    assert refused.exit_code == 2 and said in refused.output, refused.output
+    exe = Path(sys.executable).parent / "skill-eval"
+    real = [str(exe), "run", "commit-message", "--repo", str(example_repo), "--sandbox", "none"]
+    real += ["--model", "openai/m", "--judge", "openai/j", "--out", str(example_repo / "out")]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(example_repo)}  # no broker: the refusal comes before a cluster
+    done = subprocess.run(real, capture_output=True, text=True, timeout=60, env=env, cwd=example_repo)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert "run: " not in done.stderr and not (example_repo / "out").exists()  # nothing started, nothing stored
 
 
 def agent(*replies: dict[str, Any]) -> dict[str, Any]:
@@ -296,3 +328,30 @@ def test_tunnels_to_more_hosts_than_the_cap_are_refused_and_recorded(
         ("CONNECT", "https://b.example.com:443", 0),
     ]
     assert "over 1 hosts" in proxy.calls[1].note
+
+
+def test_every_case_that_needs_the_sandbox_is_named_and_a_scaffold_without_it_stops_the_run(tmp_path: Path) -> None:
+    from producer.plan.case_terms import check_sandbox_terms
+    from producer.plan.planning import plan_run
+    from schemas.corpus import Corpus
+    from schemas.errors import SandboxOnly
+    from schemas.shard import SkillBundle
+    from worker.executor.scaffold import run_scaffold
+
+    plain = EvalCase(id=1, prompt="p", expected_output="e", files=(), assertions=("x",))
+    cases = (
+        plain,
+        plain.model_copy(update={"id": 2, "http_mocks": MOCKS}),
+        plain.model_copy(update={"id": 3, "scaffold_script": "touch a"}),
+    )
+    corpus = Corpus(skill_name="demo", evals=cases)
+    bundle = SkillBundle(skill="demo", bundle_key="demo-0", corpus_file=FILE, corpus=corpus)
+    check_sandbox_terms(plan_run("r", [bundle], ["m"]))  # the sandbox: nothing to refuse
+    with pytest.raises(SandboxOnly) as caught:
+        check_sandbox_terms(plan_run("r", [bundle], ["m"], sandbox=SandboxMode.NONE))
+    assert f"{FILE}: case 2 (http_mocks); {FILE}: case 3 (scaffold_script): run only inside" in str(caught.value)
+    (tmp_path / "ws").mkdir()
+    box = open_sandbox(tmp_path / "ws", SandboxMode.NONE, SandboxLimits(timeout_s=20))
+    with pytest.raises(SandboxOnly, match="scaffold_script runs only inside the bwrap sandbox") as unconfined:
+        run_scaffold(box, "touch a", case_id=3)
+    assert unconfined.value.stops_run and not (tmp_path / "ws" / "a").exists()

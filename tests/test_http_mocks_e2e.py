@@ -64,7 +64,7 @@ def test_a_run_serves_records_judges_and_checks_http_mocks(env: Env, tmp_path: P
     assert runs[1]["state"] == "graded", runs[1]["detail"]
     # Judged pass, the two checks of the mocked calls pass, the tracker was asked: the last fails.
     assert [v["passed"] for v in runs[1]["verdicts"]] == [True, True, True, False]
-    assert "1 request(s)" in runs[1]["verdicts"][3]["evidence"] and "(refused)" in runs[1]["verdicts"][3]["evidence"]
+    assert "1 request to " in runs[1]["verdicts"][3]["evidence"] and "(refused)" in runs[1]["verdicts"][3]["evidence"]
     assert [v["passed"] for v in runs[2]["verdicts"]] == [True]
     # The reports list each request with its status, the refused one too.
     assert runs[1]["http_calls"][:2] == [

@@ -96,14 +96,14 @@ def test_each_check_reads_the_structured_trajectory(check: Any, expected: bool) 
         (TextMatchCheck(text="t", pattern="red", absent=True), "no match for /red/ in the final reply"),
         (
             TextMatchCheck(text="t", pattern="GREEN", absent=True),
-            "absent: no match for /GREEN/ in the final reply, but found the final reply: GREEN",
+            "absent: no match for /GREEN/ in the final reply was wanted; one was found: the final reply: GREEN",
         ),
         (FileGlobCheck(text="t", glob="**/*.md"), "notes/a.md"),
         (FileGlobCheck(text="t", glob="*.py"), "absent: a file matching *.py among the files the run changed"),
         (FileGlobCheck(text="t", glob="*.py", exists=False), "no file matching *.py among the files the run changed"),
         (
             FileGlobCheck(text="t", glob="*.txt", exists=False),
-            "absent: no file matching *.txt among the files the run changed, but found out.txt",
+            "absent: no file matching *.txt among the files the run changed was wanted; one was found: out.txt",
         ),
     ],
 )
@@ -148,7 +148,7 @@ def test_a_schema_v1_corpus_checks_its_mocked_calls_like_any_call() -> None:
     assert (case.max_turns, case.allowed_tools) == (5, ("Bash", "mcp__weather__get_forecast"))
     [check] = case.assertions
     assert check_assertion(check, RUN).passed  # type: ignore[arg-type]
-    assert check.text == "The agent calls mcp__weather__get_forecast whose input matches /Paris/ 1 to 1 time(s)"  # type: ignore[union-attr]
+    assert check.text == "The agent calls mcp__weather__get_forecast whose input matches /Paris/ exactly once"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -206,7 +206,7 @@ def test_tool_and_http_counts_share_one_range_and_say_it_alike(
         assert all(check.admits(n) for n in inside) and not any(check.admits(n) for n in outside)
     counted = check_assertion(tools, RUN)  # RUN has two shell calls and no request
     assert counted.passed is tools.admits(2)
-    assert f"2 matching call(s) of Bash, allowed {words}" in counted.evidence
+    assert f"2 matching calls of Bash, allowed {words}" in counted.evidence
     asked = check_http_call(requests, RUN)
     assert asked.passed is requests.admits(0)
-    assert f"0 request(s) * /x/, allowed {words}" in asked.evidence
+    assert f"0 requests to /x/, allowed {words}" in asked.evidence

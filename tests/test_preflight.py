@@ -76,10 +76,15 @@ def test_a_provider_key_litellm_knows_of_is_looked_for_by_name(env: Env, tmp_pat
     assert why in stderr
     # The manifest the checking workers read stays, and the run reads as refused, not as running.
     (run_dir,) = env.store.glob("runs/*")
+    named = stderr.index(f"run: {run_dir.name}")  # found by the id the command said, before why
+    assert named < stderr.index(why)
     status = env.cli("status", run_dir.name, "--store", str(env.store), "--json")
-    assert status.code == 0 and json.loads(status.stdout)["end"]["how"] == "blocked"
+    doc = json.loads(status.stdout)
+    assert status.code == 0 and doc["end"]["how"] == "blocked"
+    assert (doc["states"]["queued"], doc["not_sent"]) == (0, 2)  # never sent: not waiting in a queue
     human = env.cli("status", run_dir.name, "--store", str(env.store))
     assert human.stdout.startswith(f"run {run_dir.name}: BLOCKED") and "running" not in human.stdout
+    assert "queued" not in human.stdout and "not sent (run blocked)" in human.stdout
     assert why in human.stdout.replace("\n", "")  # the named error whole, folded at the terminal's width
     report = env.cli("report", run_dir.name, "--store", str(env.store), "--out", str(tmp_path / "reports"))
     assert report.code == 2 and "refused before any shard was sent" in report.stderr and why in report.stderr

@@ -214,6 +214,8 @@ def test_the_complete_block_names_cases_rates_the_infra_tally_failures_and_paths
     written = ["r/a.md", "r/a.json", "r/a-case2-transcript.txt", "r/a-case3-transcript.txt", "r/run.html", "r/run.xml"]
     counted = render_complete_block(result, written).splitlines()[-3]
     assert counted == "reports: r/ (6 files: md and json per corpus, 2 failing-case transcripts, JUnit, HTML)"
+    one = render_complete_block(result, ["r/a.md", "r/a.json", "r/a-case2-transcript.txt"]).splitlines()[-2]
+    assert one == "reports: r/ (3 files: md and json per corpus, 1 failing-case transcript, JUnit, HTML)"
 
 
 def test_the_run_log_line_has_the_contracts_13_fields_in_order(result: RunResult) -> None:

@@ -49,6 +49,7 @@ def test_our_shape_and_skill_creators_list_are_read() -> None:
         (ours({**POS, "should_trigger": False}, NEG), "$.triggers", "has no positive"),
         (ours(POS, {**NEG, "id": 1}), "$.triggers[1].id", "id 1 repeats $.triggers[0].id"),
         (ours(POS, {**NEG, "query": "   "}), "$.triggers[1].query", "is empty"),
+        (ours(POS, {**NEG, "query": 7}), "$.triggers[1].query", "is int; a query is the text a user types"),
         (ours(POS, {**NEG, "id": True}), "$.triggers[1].id", "not a non-negative integer"),
         (ours(POS, {**NEG, "should_trigger": "no"}), "$.triggers[1].should_trigger", "not true or false"),
         (ours(POS, {**NEG, "extra": 1}), "$.triggers[1]", "unknown ['extra']"),
@@ -65,6 +66,35 @@ def test_a_bad_trigger_corpus_is_named_with_file_and_json_path(data: Any, path: 
     assert caught.value.file == FILE
     assert caught.value.path == path
     assert problem in caught.value.problem
+
+
+def test_every_violation_of_a_trigger_corpus_is_named_in_one_pass() -> None:
+    data = {
+        "skill_name": "other",
+        "triggers": [
+            {"id": -1, "query": "extract a.pdf", "should_trigger": True},
+            {"id": 2, "query": "  ", "should_trigger": False},
+            {"id": 3, "query": "merge pdfs", "should_trigger": "yes"},
+            {"id": 4, "query": "split b.pdf", "should_trigger": True, "note": "x"},
+            {"id": 2, "query": "what time is it", "should_trigger": False},
+            {"id": 6, "query": "x" * 20_001, "should_trigger": False},
+        ],
+    }
+    with pytest.raises(BadCorpus) as caught:
+        validate_triggers(data, FILE)
+    named = [(e.path, e.problem) for e in (caught.value, *caught.value.also)]
+    assert [path for path, _ in named] == [
+        "$.skill_name",
+        "$.triggers[0].id",
+        "$.triggers[1].query",
+        "$.triggers[2].should_trigger",
+        "$.triggers[3]",
+        "$.triggers[4].id",
+        "$.triggers[5].query",
+    ]
+    assert "repeats $.triggers[1].id" in named[5][1] and "unknown ['note']" in named[4][1]
+    lines = str(caught.value).splitlines()
+    assert len(lines) == 7 and all(line.startswith(f"BLOCKED_BAD_CORPUS: {FILE}: $") for line in lines)
 
 
 def test_a_too_deep_or_too_long_trigger_corpus_is_refused_by_name() -> None:

@@ -82,7 +82,7 @@ def test_trigger_run_counts_hits_misses_by_what_fired_false_triggers_and_stops_e
     repo = trigger_repo(tmp_path / "repo")
     server.set_scenario({"rules": [rule(i, a) for i, _, _, a in QUERIES], "default": {"text": "(no script)"}})
     checked = env.cli("validate", "pdf-tools", "--repo", str(repo))
-    assert "OK evals/pdf-tools.triggers.json: 3 positive, 2 negative queries" in checked.stdout, checked.stdout
+    assert "OK evals/pdf-tools.triggers.json: 5 queries (3 positive, 2 negative)" in checked.stdout, checked.stdout
 
     dry = env.cli("run", "pdf-tools", "--triggers", "--dry-run", "--trigger-turns", "2", "--repo", str(repo))
     assert dry.code == 0, dry.stdout + dry.stderr
@@ -289,7 +289,7 @@ def test_bad_trigger_corpora_are_named_by_validate_and_the_dry_run_and_json_plan
     assert checked.code == 2, checked.stdout + checked.stderr
     lines = checked.stdout.splitlines()
     assert "BLOCKED_BAD_CORPUS: evals/csv-clean.triggers.json: $.triggers: has no negative" in lines[0]
-    assert "OK evals/pdf-tools.triggers.json: 3 positive, 2 negative queries" in lines[1]
+    assert "OK evals/pdf-tools.triggers.json: 5 queries (3 positive, 2 negative)" in lines[1]
     assert lines[2].startswith("BLOCKED_BAD_CORPUS: evals/release-notes.triggers.json: $: not JSON")
     assert "Traceback" not in checked.stderr
 

@@ -65,25 +65,25 @@ def test_unequal_epochs_show_the_case_weighted_counts_their_wilson_interval_is_o
     b = result.skills[0].behavioural
     low, high = wilson95(4.8, 6)
     assert (b.passed, b.total, b.low, b.high) == pytest.approx((16, 22, low, high), abs=1e-9)
-    assert result.skills[0].headline == "80.0% with each case weighed once (16/22 verdicts over unequal epochs)"
+    assert result.skills[0].headline == "80.0% with each case weighted equally (16/22 verdicts over unequal epochs)"
     md = render_markdown(result, "s", {})
     interval = f"{100 * low:.1f}%–{100 * high:.1f}%"
     assert (
         f"Behavioural pass rate 4.8/6 case-weighted (80.0%; 16/22 verdicts), 95% CI {interval} "
-        "(Wilson on the case-weighted counts, each case weighed as one shard)"
+        "(Wilson on the case-weighted counts, each case weighted as one shard)"
     ) in md
     assert f"| m | 4.8/6 case-weighted (80.0%; 16/22 verdicts) | {interval} |" in md
     assert "16/22 (80.0%)" not in md  # never a percent beside counts it is not the ratio of
     assert b.weighted == pytest.approx((4.8, 6.0))
     html = render_html(result)
-    assert "Wilson interval of the case-weighted counts" in html and "80.0% (each case weighed once)" in html
+    assert "Wilson interval of the case-weighted counts" in html and "80.0% (each case weighted equally)" in html
 
 
 def test_a_rate_below_the_threshold_names_the_case_weighted_figure() -> None:
     epochs = {c: 3 for c in range(1, 5)} | {5: 5, 6: 5}
     result = adaptive_result(epochs, lambda case, epoch: case <= 4 or (case == 5 and epoch % 2 == 0) or epoch == 0)
     assert result.reasons == [
-        "s: behavioural pass rate 80.0% with each case weighed once (16/22 verdicts over unequal epochs) "
+        "s: behavioural pass rate 80.0% with each case weighted equally (16/22 verdicts over unequal epochs) "
         "is below the threshold 1.0 (default)"
     ]
 

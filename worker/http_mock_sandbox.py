@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from schemas.errors import BadFixture
+from schemas.errors import SandboxOnly
 from schemas.http_mocks import HttpMock
 from schemas.status import SandboxMode
 from worker.http_mock import HttpMockProxy
@@ -57,7 +57,7 @@ def http_mocked(
         yield sandbox, HttpMockProxy((), Path("/nonexistent"))
         return
     if not isinstance(sandbox, BwrapSandbox):
-        raise BadFixture(f"case {case_id}: http_mocks run only inside the bwrap sandbox (it has no network)")
+        raise SandboxOnly(f"case {case_id}: http_mocks run only inside the bwrap sandbox (it has no network)")
     parent = tempfile.gettempdir()
     short = parent if len(parent) + 50 < 108 else "/tmp"  # the socket's path must fit the kernel's 108 bytes
     folder = Path(tempfile.mkdtemp(prefix="skill-eval-http-", dir=short))

@@ -16,8 +16,8 @@ import typer
 from producer.commands import fleet, run, stats
 from producer.commands.app import app, err, out
 from producer.commands.options import fill_optional_values
+from producer.corpus.published import published_schemas
 from schemas.errors import ConfigError
-from schemas.export import json_schemas
 from schemas.status import ExitCode
 from viewer.cli import register_commands as register_viewer_commands
 
@@ -28,7 +28,7 @@ def schema(
     ] = None,
 ) -> None:
     """Print the JSON Schema of the data skill-eval reads and writes."""
-    schemas = json_schemas()
+    schemas = published_schemas()
     if name is not None and name not in schemas:
         raise ConfigError(f"unknown schema {name!r}; one of {', '.join(schemas)}")
     sys.stdout.write(json.dumps(schemas if name is None else schemas[name], indent=2) + "\n")

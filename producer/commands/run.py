@@ -209,7 +209,7 @@ def run(
     judges = judge if not as_triggers and judge else []
     arms = dict(epochs=count, adaptive=adaptive, force=force, compare=compare, baseline=baseline, triggers=as_triggers)
     req = _request(shared, skills, all_evals, folder, model or [], judges, run_settings, harnesses=harnesses, **arms)
-    conclude(run_evaluation(req, settings, out, err))
+    conclude(run_evaluation(req, settings, out, err), req.out)
 
 
 def _plan_input(
@@ -229,7 +229,9 @@ def _plan_input(
     harnesses = planned_harnesses(executors, models, pair_harnesses(executors, models))
     variants = arm_variants(compare, baseline)
     store, executor = settings.store, executors[0]
-    return PlanInput(models, judges, epochs, variants, compare, store, executor, adaptive, harnesses, threshold)
+    return PlanInput(
+        models, judges, epochs, variants, compare, store, executor, adaptive, harnesses, threshold, settings.sandbox
+    )
 
 
 def _model_config(
@@ -359,12 +361,19 @@ def grade(
     check_names([], [], judge, config)
     run_settings = shared.run_settings(config)
     req = _request(shared, skills or [], False, folder, [], judge, run_settings)
-    conclude(grade_recorded(req, trajectories, settings, out, err))
+    conclude(grade_recorded(req, trajectories, settings, out, err), req.out)
 
 
-def conclude(outcome: RunResult | str) -> None:
-    """Exit with the verdict's code, or print the run id alone when detached."""
+def conclude(outcome: RunResult | str, reports: Path) -> None:
+    """Exit with the verdict's code, or print the run id alone when detached (on stdout, for a
+    script to capture), and on stderr where its reports will go: a detached run has none yet, and
+    ``report RUN`` writes them to the folder its ``--out`` recorded."""
     if isinstance(outcome, str):
+        err.print(
+            f"reports: none yet; when the run is done, skill-eval report {outcome} writes them to {reports}/",
+            markup=False,
+            highlight=False,
+        )
         sys.stdout.write(outcome + "\n")
         raise typer.Exit(ExitCode.PASS)
     raise typer.Exit(outcome.verdict.exit_code)

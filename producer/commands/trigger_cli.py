@@ -29,6 +29,7 @@ from schemas.constants import SKILL_NAME_RE
 from schemas.errors import ConfigError
 from schemas.status import ExitCode
 from schemas.triggers import DEFAULT_TRIGGER_TURNS, TriggerSettings
+from schemas.words import plural
 
 PANEL = "Trigger evaluation"
 TriggersOpt = Annotated[
@@ -85,7 +86,8 @@ def trigger_settings(
     given = [flag for flag, value in (behavioural_flags or {}).items() if value not in (None, False)]
     if triggers and given:
         raise ConfigError(
-            f"--triggers: {', '.join(given)} act on a behavioural run; a trigger run gates with "
+            f"--triggers: {', '.join(given)} {'acts' if len(given) == 1 else 'act'} on a behavioural run; "
+            "a trigger run gates with "
             "--min-recall and --max-false-trigger"
         )
     if not triggers:
@@ -180,7 +182,8 @@ def validate_trigger_corpora(repo: Repo, skills: list[str], all_evals: bool, out
     for o in load_trigger_bundles(repo, files):
         if o.bundle and o.bundle.triggers:
             pos = sum(t.should_trigger for t in o.bundle.triggers.triggers)
-            line = f"OK {o.corpus_file}: {pos} positive, {len(o.bundle.triggers.triggers) - pos} negative queries"
+            total = len(o.bundle.triggers.triggers)
+            line = f"OK {o.corpus_file}: {plural(total, 'query')} ({pos} positive, {total - pos} negative)"
         else:
             bad += 1
             line = str(o.error)

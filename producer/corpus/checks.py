@@ -21,13 +21,13 @@ from schemas.corpus import (
 )
 from schemas.errors import BadCorpus
 
-_CHECK_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+CHECK_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "tool_call": (frozenset({"kind", "pattern"}), frozenset({"text", "tool", "argument", "absent", "weight"})),
     "call_order": (frozenset({"kind", "first", "then"}), frozenset({"text", "weight"})),
     "file_contains": (frozenset({"kind", "path", "pattern"}), frozenset({"text", "weight"})),
     "skill_activated": (frozenset({"kind"}), frozenset({"text", "weight"})),
 }
-_MATCHER_KEYS = (frozenset({"pattern"}), frozenset({"tool", "argument"}))
+MATCHER_KEYS = (frozenset({"pattern"}), frozenset({"tool", "argument"}))
 
 
 def validate_check(raw: dict[str, Any], at: str, fail: Callable[[str, str], BadCorpus]) -> AssertionObject:
@@ -38,10 +38,10 @@ def validate_check(raw: dict[str, Any], at: str, fail: Callable[[str, str], BadC
         return validate_plugin_check(raw, at, fail)
     if kind in HTTP_CHECK_KEYS:
         return validate_http_check(raw, at, fail)
-    if kind not in _CHECK_KEYS:
-        kinds = ", ".join(sorted({*_CHECK_KEYS, *PLUGIN_CHECK_KEYS, *HTTP_CHECK_KEYS}))
+    if kind not in CHECK_KEYS:
+        kinds = ", ".join(sorted({*CHECK_KEYS, *PLUGIN_CHECK_KEYS, *HTTP_CHECK_KEYS}))
         raise fail(f"{at}.kind", f"{kind!r} is not one of: {kinds}")
-    problem = key_problem(raw, *_CHECK_KEYS[kind])
+    problem = key_problem(raw, *CHECK_KEYS[kind])
     if problem:
         raise fail(at, problem)
     if "text" in raw and blank(raw["text"]):
@@ -79,7 +79,7 @@ def validate_check(raw: dict[str, Any], at: str, fail: Callable[[str, str], BadC
 def _validate_matcher(raw: Any, at: str, fail: Callable[[str, str], BadCorpus]) -> ToolCallMatcher:
     if not isinstance(raw, dict):
         raise fail(at, f"is {type(raw).__name__}; a tool-call matcher object is required")
-    problem = key_problem(raw, *_MATCHER_KEYS)
+    problem = key_problem(raw, *MATCHER_KEYS)
     if problem:
         raise fail(at, problem)
     for key in ("tool", "argument"):

@@ -19,7 +19,7 @@ from schemas.constants import (
     MIN_ASSERTION_CHARS,
     SKILL_NAME_RE,
 )
-from schemas.errors import BadSkillName
+from schemas.errors import BadCorpus, BadSkillName
 
 TOP_KEYS = frozenset({"skill_name", "evals"})
 TOP_OPTIONAL_KEYS = frozenset({"extensions"})  # the opt-in to extensions of schema v1
@@ -132,3 +132,13 @@ def depth_problem(data: Any, limit: int = MAX_CORPUS_DEPTH) -> str | None:
         elif isinstance(value, list):
             stack.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value))
     return None
+
+
+def all_of(found: list[BadCorpus]) -> BadCorpus:
+    """One error carrying every violation found, the first in document order leading; past
+    :data:`MAX_REPORTED_VIOLATIONS` the rest are counted, so a hostile corpus cannot flood the terminal."""
+    first, listed = found[0], found[1:MAX_REPORTED_VIOLATIONS]
+    rest = len(found) - len(listed) - 1
+    if rest:
+        listed.append(BadCorpus(first.file, "$", f"and {rest} more violation(s) not listed"))
+    return BadCorpus(first.file, first.path, first.problem, also=tuple(listed))

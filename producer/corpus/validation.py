@@ -21,9 +21,9 @@ from producer.corpus.rules import (
     CASE_OPTIONAL_KEYS,
     FIXTURE_KEYS,
     FIXTURE_OPTIONAL_KEYS,
-    MAX_REPORTED_VIOLATIONS,
     TOP_KEYS,
     TOP_OPTIONAL_KEYS,
+    all_of,
     assertion_problem,
     blank,
     corpus_stem,
@@ -86,7 +86,7 @@ def validate_corpus(
     allow_objects = DETERMINISTIC_ASSERTIONS in extensions
     cases = _validate_cases(evals, fail, repo_has_file, allow_objects, found)
     if found:
-        raise _all_of(found)
+        raise all_of(found)
     return Corpus(skill_name=stem, evals=tuple(cases), extensions=extensions)
 
 
@@ -113,16 +113,6 @@ def _validate_cases(
         except BadCorpus as exc:
             found += [exc, *exc.also]
     return cases
-
-
-def _all_of(found: list[BadCorpus]) -> BadCorpus:
-    """One error carrying every violation found, the first in document order leading; past
-    :data:`MAX_REPORTED_VIOLATIONS` the rest are counted, so a hostile corpus cannot flood the terminal."""
-    first, listed = found[0], found[1:MAX_REPORTED_VIOLATIONS]
-    rest = len(found) - len(listed) - 1
-    if rest:
-        listed.append(BadCorpus(first.file, "$", f"and {rest} more violation(s) not listed"))
-    return BadCorpus(first.file, first.path, first.problem, also=tuple(listed))
 
 
 def _validate_extensions(raw: Any, fail: Callable[[str, str], BadCorpus], found: list[BadCorpus]) -> tuple[str, ...]:
@@ -178,7 +168,7 @@ def _validate_case(
         else []
     )
     if found:
-        raise _all_of(found)
+        raise all_of(found)
 
     return EvalCase(
         id=case_id,
@@ -340,7 +330,7 @@ def _validate_fixtures(raw: Any, at: str, fail: Callable[[str, str], BadCorpus])
         seen.setdefault(key, index)
         fixtures.append(fixture)
     if found:
-        raise _all_of(found)
+        raise all_of(found)
     return tuple(fixtures)
 
 

@@ -11,6 +11,7 @@ from producer.corpus.rules import key_problem
 from producer.corpus.validation_plugin import Fail, _pattern, checked_head, count_range
 from schemas.checks_http import HttpCallCheck, HttpMatcher, HttpOrderCheck
 from schemas.http_mocks import METHODS, HttpMock
+from schemas.words import count_bound
 
 MAX_HTTP_MOCKS = 100
 MAX_BODY_CHARS = 1_000_000
@@ -18,8 +19,8 @@ HTTP_CHECK_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "http_call": (frozenset({"kind", "request"}), frozenset({"text", "min", "max", "weight"})),
     "http_order": (frozenset({"kind", "before", "after"}), frozenset({"text", "weight"})),
 }
-_MOCK_KEYS = (frozenset({"url"}), frozenset({"method", "status", "body", "headers"}))
-_MATCHER_KEYS = (frozenset({"url"}), frozenset({"method", "body"}))
+MOCK_KEYS = (frozenset({"url"}), frozenset({"method", "status", "body", "headers"}))
+REQUEST_MATCHER_KEYS = (frozenset({"url"}), frozenset({"method", "body"}))
 
 
 def _method(raw: Any, at: str, fail: Fail) -> str:
@@ -39,7 +40,7 @@ def _object(raw: Any, at: str, fail: Fail, what: str, keys: tuple[frozenset[str]
 
 
 def _mock(raw: Any, at: str, fail: Fail) -> HttpMock:
-    raw = _object(raw, at, fail, "an HTTP mock", _MOCK_KEYS)
+    raw = _object(raw, at, fail, "an HTTP mock", MOCK_KEYS)
     url = _pattern(raw["url"], f"{at}.url", fail)
     method = _method(raw.get("method", "GET"), f"{at}.method", fail)
     status = raw.get("status", 200)
@@ -71,7 +72,7 @@ def case_http_mocks(raw: Any, at: str, fail: Fail) -> tuple[HttpMock, ...]:
 
 
 def _matcher(raw: Any, at: str, fail: Fail) -> HttpMatcher:
-    raw = _object(raw, at, fail, "a request matcher", _MATCHER_KEYS)
+    raw = _object(raw, at, fail, "a request matcher", REQUEST_MATCHER_KEYS)
     body = _pattern(raw["body"], f"{at}.body", fail) if "body" in raw else None
     return HttpMatcher(
         url=_pattern(raw["url"], f"{at}.url", fail),
@@ -96,6 +97,6 @@ def validate_http_check(raw: dict[str, Any], at: str, fail: Fail) -> HttpCallChe
         return HttpOrderCheck(text=text, before=before, after=after, weight=weight)
     request = _matcher(raw["request"], f"{at}.request", fail)
     low, high = count_range(raw, at, fail)
-    bound = "never" if high == 0 else (f"{low} to {high} time(s)" if high is not None else f"at least {low} time(s)")
-    text = raw.get("text") or f"The agent requests {_said(request)} {bound}"
+    said = f"never requests {_said(request)}" if high == 0 else f"requests {_said(request)} {count_bound(low, high)}"
+    text = raw.get("text") or f"The agent {said}"
     return HttpCallCheck(text=text, request=request, min=low, max=high, weight=weight)

@@ -30,8 +30,10 @@ from schemas.checks_plugin import (
 )
 from schemas.errors import BadCorpus
 from schemas.mocks import MockServer
+from schemas.words import count_bound
 
 Fail = Callable[[str, str], BadCorpus]
+TOOL_MATCHER_KEYS = (frozenset({"tool"}), frozenset({"input_match"}))
 PLUGIN_CHECK_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "text_match": (
         frozenset({"kind", "pattern"}),
@@ -90,7 +92,7 @@ def tool_matcher(raw: Any, at: str, fail: Fail) -> ToolMatcher:
     """``{"tool": name, "input_match": regex}`` (``input_match`` optional)."""
     if not isinstance(raw, dict):
         raise fail(at, f"is {type(raw).__name__}; a {{tool, input_match}} object is required")
-    problem = key_problem(raw, frozenset({"tool"}), frozenset({"input_match"}))
+    problem = key_problem(raw, *TOOL_MATCHER_KEYS)
     if problem:
         raise fail(at, problem)
     if blank(raw["tool"]):
@@ -125,7 +127,7 @@ def _text_match(raw: dict[str, Any], at: str, fail: Fail, weight: float) -> Text
         "files": "the files the run changed",
         "mock_calls": "the mocked tool calls",
     }[source]
-    said = f"matches /{pattern}/ exactly {count} time(s)" if count is not None else "matches /" + pattern + "/"
+    said = f"matches /{pattern}/ {count_bound(count, count)}" if count is not None else "matches /" + pattern + "/"
     text = raw.get("text") or f"{where.capitalize()} {'never matches /' + pattern + '/' if absent else said}"
     return TextMatchCheck(
         text=text, pattern=pattern, flags=flags, source=source, path=path, absent=absent, count=count, weight=weight
@@ -146,8 +148,7 @@ def count_range(raw: dict[str, Any], at: str, fail: Fail) -> tuple[int, int | No
 def _tool_count(raw: dict[str, Any], at: str, fail: Fail, weight: float) -> ToolCountCheck:
     calls = tool_matcher(raw["calls"], f"{at}.calls", fail)
     low, high = count_range(raw, at, fail)
-    bound = f"{low} to {high}" if high is not None else f"at least {low}"
-    text = raw.get("text") or f"The agent calls {_describe(calls)} {bound} time(s)"
+    text = raw.get("text") or f"The agent calls {_describe(calls)} {count_bound(low, high)}"
     return ToolCountCheck(text=text, calls=calls, min=low, max=high, weight=weight)
 
 

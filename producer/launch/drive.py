@@ -27,6 +27,7 @@ from producer.plan.request import RunRequest
 from producer.results.reports import append_run_log, complete_block, write_reports
 from reducer.from_store import run_result
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
+from schemas.errors import SkillEvalError
 from schemas.manifest import RunManifest, manifest_key
 from schemas.preflight import models_for
 from schemas.report import RunResult
@@ -63,18 +64,17 @@ def drive(
         client = redis.Redis.from_url(live.broker_url or "")
         state = RunState(client)
         publisher = task_sender(live, manifest)
-        caps = manifest.settings
-        if caps.max_cost_usd is not None or caps.max_tokens is not None:
-            RunBudget(client, manifest.plan.run_id).set_caps(caps.max_tokens, caps.max_cost_usd)
-        stored = check_before_dispatch(
-            manifest,
-            store,
-            state,
-            publisher,
-            models=req.preflight,
-            embedded=embedded is not None,
-            timeout_s=req.preflight_timeout_s,
-        )
+        set_caps(client, manifest)
+        with named_if_refused(err, manifest.plan.run_id):
+            stored = check_before_dispatch(
+                manifest,
+                store,
+                state,
+                publisher,
+                models=req.preflight,
+                embedded=embedded is not None,
+                timeout_s=req.preflight_timeout_s,
+            )
         if embedded is not None:
             embedded.grow()  # its other worker processes, now that nothing waits on the first call
         submitter(manifest, store, state, publisher, stored)  # a large manifest is written once
@@ -96,6 +96,24 @@ def drive(
             tail = f"\nlast worker log lines:\n{embedded.log_tail(2000)}" if embedded else ""
             raise RunStalled(f"{exc.detail}{tail}") from exc
     return conclude_run(manifest, store, settings, req.out, out)
+
+
+def set_caps(client: redis.Redis, manifest: RunManifest) -> None:
+    """The run's cost and token caps, where every worker's calls are counted against them."""
+    caps = manifest.settings
+    if caps.max_cost_usd is not None or caps.max_tokens is not None:
+        RunBudget(client, manifest.plan.run_id).set_caps(caps.max_tokens, caps.max_cost_usd)
+
+
+@contextlib.contextmanager
+def named_if_refused(err: Console, run_id: str) -> Iterator[None]:
+    """Say the run's id before a refusal of its checks: the run is stored all the same (its manifest
+    and its ``blocked`` end), and ``status``/``report`` find it only by its id."""
+    try:
+        yield
+    except SkillEvalError:
+        err.print(f"run: {run_id}", markup=False, highlight=False)
+        raise
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from engine.store import ArtifactStore, open_store
 from producer.launch.cluster import open_cluster
 from producer.launch.drive import drive
 from producer.launch.submit import build_manifest, submit
+from producer.plan.case_terms import check_sandbox_terms
 from producer.plan.compare import baseline_record, guard_compare
 from producer.plan.planning import arm_variants, new_run_id, plan_run, power_lines
 from producer.plan.request import RunRequest, plan_request
@@ -39,6 +40,7 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
         adaptive=req.adaptive,
         harnesses=req.harnesses,
     )
+    check_sandbox_terms(plan)  # before a cluster starts: nothing is stored, nothing sent
     guards: list[str] = []
     if req.compare:
         plan, guards = plan_compare(plan, repo.root, req.compare, req.out, err)

@@ -4,8 +4,9 @@ a turn limit) rather than run it as if they had been applied. Pure."""
 from __future__ import annotations
 
 from harnesses.registry import honoured_terms
-from schemas.errors import BadCorpus
+from schemas.errors import BadCorpus, SandboxOnly
 from schemas.shard import RunPlan
+from schemas.status import SandboxMode
 
 HONOURS = honoured_terms()
 """Executor -> the case terms it applies (a ``cmd:`` executor applies none): each harness's are its
@@ -34,3 +35,24 @@ def check_case_terms(plan: RunPlan, executor: str) -> None:
                     f"$.evals[{i}].{term}",
                     f"the {executor} executor does not apply a case's {term}; run it with --executor {able}",
                 )
+
+
+def check_sandbox_terms(plan: RunPlan) -> None:
+    """Raise :class:`SandboxOnly` naming every case that runs only inside the bwrap sandbox
+    (``http_mocks``, ``scaffold_script``) when the plan runs without it (``--sandbox none``): each
+    would be blocked, so the run is refused before it starts, and its dry run says so."""
+    if plan.sandbox is SandboxMode.BWRAP:
+        return
+    cases = [
+        f"{bundle.corpus_file}: case {case.id} ({', '.join(terms)})"
+        for bundle in plan.bundles
+        for case in bundle.corpus.evals
+        if (
+            terms := [t for t, on in (("http_mocks", case.http_mocks), ("scaffold_script", case.scaffold_script)) if on]
+        )
+    ]
+    if cases:
+        raise SandboxOnly(
+            f"{'; '.join(cases)}: run only inside the bwrap sandbox, and --sandbox none would block "
+            "each; run with the sandbox (drop --sandbox none), or without these cases"
+        )

@@ -19,7 +19,7 @@ from rich.text import Text
 from engine.records import latest_noise
 from engine.store import open_store
 from producer.corpus.repo import Repo
-from producer.plan.case_terms import check_case_terms
+from producer.plan.case_terms import check_case_terms, check_sandbox_terms
 from producer.plan.compare import guard_compare
 from producer.plan.epochs import adaptive_plan_line
 from producer.plan.harnesses import UNSPECIFIED
@@ -27,7 +27,7 @@ from producer.plan.planning import new_run_id, plan_run, plan_summary
 from producer.plan.prechecks import check_plugin_threshold, fixture_guards
 from producer.plan.repo_terms import check_repo_terms
 from schemas.adaptive import AdaptivePlan
-from schemas.status import ExitCode
+from schemas.status import ExitCode, SandboxMode
 from schemas.summary import PlanSummary, SkippedCorpus
 
 
@@ -50,6 +50,8 @@ class PlanInput:
     """A sweep over several executors: each -> the models it runs (``executor`` is then the first)."""
     plugin_threshold: float | None = None
     """``--threshold``: refused, as the run refuses it, when no corpus is a plugin eval suite."""
+    sandbox: SandboxMode = SandboxMode.BWRAP
+    """``--sandbox``: a case that runs only inside the sandbox is refused without it, as the run refuses it."""
 
 
 def dry_run_plan(
@@ -73,7 +75,9 @@ def dry_run_plan(
         variants=plan_in.variants,
         adaptive=plan_in.adaptive,
         harnesses=plan_in.harnesses,
+        sandbox=plan_in.sandbox,
     )
+    check_sandbox_terms(plan)  # as the run refuses it, before anything starts
     # The baseline arm of a skill whose --compare guard fires is dropped, as the run drops it.
     plan, compare_lines = guard_compare(plan, r.root, plan_in.compare) if plan_in.compare else (plan, [])
     # A compared plan's power uses the discordance its corpus's last noise floor observed, if any.

@@ -62,6 +62,8 @@ def status_view(doc: RunStatus) -> RenderableType:
     for state, n in doc.states.items():
         if n:
             states.add_row(state, f"{n:,}")
+    if doc.not_sent:
+        states.add_row("not sent (run blocked)", f"{doc.not_sent:,}")
     states.add_row(Text("total", style="bold"), Text(f"{doc.total:,}", style="bold"))
     parts: list[RenderableType] = [headline, Text(""), states]
     notes = [*end_lines(doc), *waiting_lines(doc)]

@@ -109,8 +109,11 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
     counts = {s.value: 0 for s in ShardState}
     for o in outcomes.values():
         counts[o.state.value] += 1
-    counts[ShardState.QUEUED.value] += len(manifest.plan.shards) - len(outcomes)
     result = load_result(store, run_id)
+    end = None if result else load_run_end(store, run_id)
+    unsent = len(manifest.plan.shards) - len(outcomes)
+    refused = end is not None and end.how == "blocked"  # its checks refused it: nothing was sent
+    counts[ShardState.QUEUED.value] += 0 if refused else unsent
     return RunStatus(
         run_id=run_id,
         source="store",
@@ -119,5 +122,6 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
         done=result is not None,
         terminal=len(outcomes),
         usage={k: v.model_dump() for k, v in result.usage.items()} if result else {},
-        end=None if result else load_run_end(store, run_id),
+        end=end,
+        not_sent=unsent if refused else 0,
     )

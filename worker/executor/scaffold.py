@@ -8,7 +8,7 @@ case (``BLOCKED_BAD_FIXTURE``) with the tail of its output, since the case's set
 
 from __future__ import annotations
 
-from schemas.errors import BadFixture
+from schemas.errors import BadFixture, SandboxOnly
 from schemas.status import SandboxMode
 from worker.sandbox import Sandbox
 
@@ -21,7 +21,7 @@ def run_scaffold(sandbox: Sandbox, script: str | None, *, case_id: int) -> None:
         return
     where = f"case {case_id}: scaffold_script"
     if sandbox.mode is not SandboxMode.BWRAP:
-        raise BadFixture(f"{where} runs only inside the bwrap sandbox, never on the host")
+        raise SandboxOnly(f"{where} runs only inside the bwrap sandbox, never on the host")
     result = sandbox.run("bash -s", stdin=script)
     if result.exit_code != 0:
         tail = result.output[-TAIL_CHARS:].strip()

@@ -33,11 +33,11 @@ def presence_verdict(check: Check, wanted: bool, sought: str, found: str | None)
 
     ``sought`` is a noun phrase that reads after "a" and after "no" (``"match for /x/ in the final
     reply"``). The evidence is the quote when it is present as wanted, ``no <sought>`` when it is
-    absent as wanted, and on a fail ``absent: `` and what is missing: ``a <sought>``, or
-    ``no <sought>, but found <quote>``.
+    absent as wanted, and on a fail ``absent: `` and what is missing: ``a <sought>``, or, when
+    none was wanted, that one was found: ``no <sought> was wanted; one was found: <quote>``.
     """
     if found is None:
         return check_verdict(check, not wanted, f"absent: a {sought}" if wanted else f"no {sought}")
     if wanted:
         return check_verdict(check, True, found)
-    return check_verdict(check, False, f"absent: no {sought}, but found {found}")
+    return check_verdict(check, False, f"absent: no {sought} was wanted; one was found: {found}")

@@ -9,6 +9,7 @@ from schemas.checks_http import HttpCallCheck, HttpMatcher, HttpOrderCheck
 from schemas.http_mocks import HttpCall
 from schemas.trajectory import Trajectory
 from schemas.verdict import AssertionVerdict
+from schemas.words import noun
 from worker.grading.check_verdict import check_verdict, cut
 
 
@@ -27,14 +28,17 @@ def quote(call: HttpCall) -> str:
     return cut(text)
 
 
-def _described(matcher: HttpMatcher) -> str:
+def _described(matcher: HttpMatcher, count: int = 1) -> str:
+    """``count`` requests the matcher matches, in words: ``1 GET request to /x/``, ``0 requests to /x/
+    with a body matching /y/`` (any method is left unsaid)."""
+    method = "" if matcher.method == "*" else f"{matcher.method} "
     body = f" with a body matching /{matcher.body}/" if matcher.body is not None else ""
-    return f"{matcher.method} /{matcher.url}/{body}"
+    return f"{method}{noun(count, 'request')} to /{matcher.url}/{body}"
 
 
 def check_http_call(check: HttpCallCheck, trajectory: Trajectory) -> AssertionVerdict:
     found = [c for c in trajectory.http_calls if matches(c, check.request)]
-    said = f"{len(found)} request(s) {_described(check.request)}, allowed {check.allowed()}"
+    said = f"{len(found)} {_described(check.request, len(found))}, allowed {check.allowed()}"
     if found:
         said += f"; first: {quote(found[0])}"
     elif not trajectory.http_calls:
@@ -47,9 +51,9 @@ def check_http_order(check: HttpOrderCheck, trajectory: Trajectory) -> Assertion
     first = next((i for i, c in enumerate(calls) if matches(c, check.before)), None)
     then = next((i for i, c in enumerate(calls) if matches(c, check.after)), None)
     if first is None:
-        return check_verdict(check, False, f"absent: a request {_described(check.before)}")
+        return check_verdict(check, False, f"absent: a {_described(check.before)}")
     if then is None:
-        return check_verdict(check, False, f"absent: a request {_described(check.after)}")
+        return check_verdict(check, False, f"absent: a {_described(check.after)}")
     if first < then:
         return check_verdict(check, True, f"{quote(calls[first])} ... then {quote(calls[then])}")
     return check_verdict(check, False, f"{quote(calls[then])} came before {quote(calls[first])}")

@@ -27,6 +27,7 @@ from schemas.checks_plugin import (
 from schemas.mocks import MCP_PREFIX
 from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent, Trajectory
 from schemas.verdict import AssertionVerdict
+from schemas.words import noun, plural
 from worker.grading.check_verdict import EVIDENCE_CHARS, Checker, check_verdict, cut, presence_verdict
 
 _FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
@@ -102,7 +103,9 @@ def mock_calls_text(trajectory: Trajectory) -> str:
 def _check_count(check: TextMatchCheck, subject: str, where: str) -> AssertionVerdict:
     found = sum(1 for _ in compiled(check.pattern, check.flags).finditer(subject))
     return check_verdict(
-        check, found == check.count, f"found {found} match(es) of /{check.pattern}/ in {where} (expected {check.count})"
+        check,
+        found == check.count,
+        f"found {plural(found, 'match')} of /{check.pattern}/ in {where} (expected {check.count})",
     )
 
 
@@ -123,7 +126,8 @@ def check_text_match(check: TextMatchCheck, trajectory: Trajectory) -> Assertion
 def check_tool_count(check: ToolCountCheck, trajectory: Trajectory) -> AssertionVerdict:
     matching = [c for c in _calls(trajectory) if matches(c, check.calls)]
     first = f"; first {_quote(matching[0])}" if matching else ""
-    said = f"{len(matching)} matching call(s) of {check.calls.tool}, allowed {check.allowed()}{first}"
+    calls = f"{len(matching)} matching {noun(len(matching), 'call')}"
+    said = f"{calls} of {check.calls.tool}, allowed {check.allowed()}{first}"
     return check_verdict(check, check.admits(len(matching)), said)
 
 
