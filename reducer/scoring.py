@@ -78,6 +78,15 @@ def counts(r: Rate) -> str:
     return f"{_count(passed)}/{_count(total)} case-weighted ({pct}; {r.passed}/{r.total} verdicts)"
 
 
+def tally(r: Rate) -> str:
+    """What a rate is the ratio of, without its percent: ``12/18``, or with unequal epochs the
+    case-weighted counts and the raw verdicts (``4.25/6 case-weighted, 14/22 verdicts``)."""
+    if r.weighted is None:
+        return f"{r.passed}/{r.total}"
+    passed, total = r.weighted
+    return f"{_count(passed)}/{_count(total)} case-weighted, {r.passed}/{r.total} verdicts"
+
+
 def interval_method(r: Rate) -> str:
     """How a rate's ``low``-``high`` interval was computed, for the reports."""
     if r.weighted is None:

@@ -16,6 +16,7 @@ from reducer.stream import reduce_run
 from schemas.adaptive import AdaptivePlan, CaseEpochs
 from schemas.report import Rate, RunResult
 from tests.test_reducer import bundle, graded
+from viewer.app import _templates
 
 CASES = 6
 
@@ -77,6 +78,23 @@ def test_unequal_epochs_show_the_case_weighted_counts_their_wilson_interval_is_o
     assert b.weighted == pytest.approx((4.8, 6.0))
     html = render_html(result)
     assert "Wilson interval of the case-weighted counts" in html and "80.0% (each case weighted equally)" in html
+
+
+def test_the_viewer_run_page_shows_the_counts_the_rate_is_of() -> None:
+    epochs = {c: 3 for c in range(1, 5)} | {5: 5, 6: 5}
+    result = adaptive_result(epochs, lambda case, epoch: case <= 4 or (case == 5 and epoch % 2 == 0) or epoch == 0)
+    doc = result.model_dump(mode="json")
+    tally = _templates().env.filters["tally"]  # the run page's "passed / assertions" cells
+    assert tally(doc["skills"][0]["behavioural"]) == "4.8/6 case-weighted, 16/22 verdicts"
+    assert tally(doc["skills"][0]["models"][0]["behavioural"]) == "4.8/6 case-weighted, 16/22 verdicts"
+    assert (
+        tally(
+            adaptive_result(dict.fromkeys(range(1, 7), 3), lambda c, e: c > 2).model_dump(mode="json")["skills"][0][
+                "behavioural"
+            ]
+        )
+        == "12/18"
+    )
 
 
 def test_a_rate_below_the_threshold_names_the_case_weighted_figure() -> None:

@@ -30,9 +30,11 @@ from starlette.templating import Jinja2Templates
 from engine.labels import labelled_answers, load_labels, new_label, put_label
 from engine.store import ArtifactStore
 from reducer.agreement import agreement as judge_agreement
+from reducer.scoring import tally
 from schemas.errors import ConfigError, SkillEvalError
 from schemas.label import COMBINED, NOTE_CHARS, HumanLabel
 from schemas.manifest import result_key
+from schemas.report import Rate
 from schemas.shard import CURRENT
 from schemas.status import ShardState
 from viewer.data import RunNotFound, RunUnreadable, ViewerData
@@ -65,6 +67,8 @@ def _templates() -> Jinja2Templates:
         loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.StrictUndefined
     )
     env.filters["pct"] = lambda x: "-" if x is None else f"{x * 100:.1f}%"
+    # A rate and its interval are of the case-weighted counts when epochs were unequal: say those.
+    env.filters["tally"] = lambda rate: tally(Rate.model_validate(rate))
     return Jinja2Templates(env=env)
 
 

@@ -128,7 +128,8 @@ def test_a_reviewer_finds_a_failure_sees_its_evidence_and_labels_three_verdicts(
             page.locator(f"#a{n} button.label:text-is('{choice}')").click()
             expect(page.locator(f"#a{n} .label-state")).to_contain_text(f"saved: {choice}")
         # judge pass, pass, fail; people pass, fail, fail: agreement 2/3, kappa 0.40
-        expect(page.locator("#agreement-live")).to_contain_text("agreement 66.7% (2/3 labelled), kappa 0.40")
+        agreement = "agreement 66.7% (2 of 3 labelled verdicts agree), kappa 0.40"
+        expect(page.locator("#agreement-live")).to_contain_text(agreement)
         page.screenshot(path=str(SHOTS / f"shard-labelled-{layout}.png"), full_page=True)
         no_sideways_scroll(page)
         nothing_ran(page)

@@ -64,7 +64,9 @@ function agreementText(items) {
   return items.filter((a) => a.scope === "all").map((a) => {
     const raw = a.raw === null ? "-" : `${(a.raw * 100).toFixed(1)}%`;
     const kappa = a.kappa === null ? `kappa undefined (${a.kappa_note})` : `kappa ${a.kappa.toFixed(2)}`;
-    return `${a.judge}: agreement ${raw} (${a.agreed}/${a.n} labelled), ${kappa}`;
+    const verdicts = a.n === 1 ? "verdict" : "verdicts";
+    const agree = a.agreed === 1 ? "agrees" : "agree";
+    return `${a.judge}: agreement ${raw} (${a.agreed} of ${a.n} labelled ${verdicts} ${agree}), ${kappa}`;
   }).join("; ");
 }
 
