@@ -321,13 +321,18 @@ def _threshold_doc(result: RunResult) -> dict[str, object]:
     return doc
 
 
+def _log_status(s: SkillResult, result: RunResult) -> str:
+    return corpus_status(s, result) if is_plugin(s) else s.verdict
+
+
 def run_log_line(result: RunResult, when: datetime, project: str, branch: str, sha7: str, tier: str = "-") -> str:
     """The contract's 13-field tab-separated run-log line."""
     cases = sum(s.cases for s in result.skills if s.variant == CURRENT)
-    # A corpus below its threshold says FAIL here too (the contract's VERDICT named only a regression).
+    # A corpus below its threshold says FAIL here too (the contract's VERDICT named only a regression);
+    # a plugin eval suite's verdict, with what decided it.
     notes = (
         "; ".join(
-            f"{s.skill}={s.headline}" + (f" {s.verdict}" if s.verdict in ("PASS", "FAIL") else "")
+            f"{s.skill}={s.headline}" + (f" {_log_status(s, result)}" if s.verdict in ("PASS", "FAIL") else "")
             for s in result.skills
             if s.variant == CURRENT
         )

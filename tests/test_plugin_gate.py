@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from datetime import UTC, datetime
 
 import pytest
 
 from producer.plan.planning import plan_run
 from producer.plan.prechecks import check_plugin_threshold
-from reducer.render import evidence_sentence, render_json, render_markdown
+from reducer.render import evidence_sentence, render_json, render_markdown, run_log_line
 from reducer.render_html import render_html
 from reducer.render_junit import render_junit
 from reducer.stream import reduce_run
@@ -29,7 +30,7 @@ from schemas.shard_outcome import ShardOutcome
 from schemas.status import ShardState, Verdict
 from schemas.verdict import AssertionVerdict, ShardGrade
 from tests.test_render import ASSERTIONS, bundle
-from viewer.run_figures import plugin_view
+from viewer.run_figures import plugin_note, plugin_view
 
 RUN = "20260102-030405-0a1b2c3d"
 MODEL = "exec"
@@ -100,6 +101,8 @@ def test_a_plugin_suite_passed_by_its_case_scores_names_no_pass_rate_threshold_a
     assert "threshold: 0.5 (--threshold) on every plugin eval case's score" in block
     assert f"skill: forecast [current]  cases: 2  result: 3/4 (75.0%)  PASS ({basis})" in block
     assert f"## current: 3/4 (75.0%) — PASS ({basis})" in surfaces["md"]
+    notes = run_log_line(result, datetime(2026, 1, 2, tzinfo=UTC), "p", "main", "abc1234").split("\t")[8]
+    assert notes == f"forecast=3/4 (75.0%) PASS ({basis})"
     doc = json.loads(surfaces["json"])
     assert doc["variants"][0]["verdict_basis"] == basis
     assert doc["threshold"]["text"] == "threshold 0.5 (--threshold) on every plugin eval case's score"
@@ -228,6 +231,7 @@ def test_the_viewer_section_shows_every_score_against_the_case_threshold() -> No
         (1, "0.500", 1, "below"),
         (2, "1.000", 1, "met"),
     ]
-    assert (
-        plugin_view(json.loads(reduce_run(plan_run(RUN, [bundle("r", 2)], [MODEL]), {}).model_dump_json()), RUN) is None
-    )
+    assert plugin_note(result["skills"][0], result) == f" — FAIL: {suite['basis']}"
+    assert plugin_note(result["skills"][1], result) == ""  # the other corpus: its rate decided
+    ordinary = reduce_run(plan_run(RUN, [bundle("r", 2)], [MODEL]), {})
+    assert plugin_view(json.loads(ordinary.model_dump_json()), RUN) is None

@@ -167,6 +167,28 @@ def _suite_scores(skill: dict[str, Any], run_id: str) -> list[PluginSuiteScore]:
         raise StoreError(f"run {run_id}: result.json plugin_scores of {name} cannot be read: {exc}") from exc
 
 
+def _bar(result: dict[str, Any]) -> tuple[float, str, float | None, float, str]:
+    """The run's threshold and source, ``--threshold``, and what a plugin eval case must score (value, words)."""
+    threshold, source = result.get("threshold", DEFAULT_THRESHOLD), result.get("threshold_source", "default")
+    given = result.get("plugin_threshold")
+    return (
+        threshold,
+        source,
+        given,
+        threshold if given is None else given,
+        case_threshold_label(threshold, source, given),
+    )
+
+
+def plugin_note(skill: dict[str, Any], result: dict[str, Any]) -> str:
+    """After a plugin eval suite's headline: its verdict and what decided it ('' for any other corpus)."""
+    verdict = skill.get("verdict")
+    if not skill.get("plugin_scores") or verdict not in ("PASS", "FAIL"):
+        return ""
+    *_, bar, label = _bar(result)
+    return f" — {verdict}: {plugin_basis(_suite_scores(skill, str(result.get('run_id'))), bar, label)}"
+
+
 def plugin_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] | None:
     """The plugin eval suites' section: how a suite passes, then per suite its verdict, what decided
     it (its lowest case score against the case threshold) and every model's suite and case scores,
@@ -175,10 +197,7 @@ def plugin_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] | 
     suites = [(s, scores) for s in skills if (scores := _suite_scores(s, run_id))]
     if not suites or result is None:
         return None
-    threshold, source = result.get("threshold", DEFAULT_THRESHOLD), result.get("threshold_source", "default")
-    given = result.get("plugin_threshold")
-    bar = threshold if given is None else given
-    label = case_threshold_label(threshold, source, given)
+    threshold, source, given, bar, label = _bar(result)
     current = [s for s in skills if s.get("variant") == CURRENT] or skills
     ordinary = any(not s.get("plugin_scores") for s in current)
     rows = []
