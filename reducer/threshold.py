@@ -130,6 +130,16 @@ def gate_rule(result: RunResult) -> str:
     return rule_sentence(ordinary, plugin, result.threshold, result.threshold_source, result.plugin_threshold)
 
 
+def score_against(score: float, bar: float) -> str:
+    """``score`` to three places, or to as many as it takes not to read as on the other side of ``bar``
+    (0.2996 below 0.3 is not "0.300 below 0.3")."""
+    for places in (3, 6, 12):
+        text = f"{score:.{places}f}"
+        if (round(float(text), 12) >= bar) == (round(score, 12) >= bar):
+            return text
+    return repr(score)
+
+
 def lowest_case(scores: Sequence[PluginSuiteScore]) -> tuple[float, int, str] | None:
     """The lowest scored case over every executor model: (score rounded as compared, case, model)."""
     scored = [(round(c.score, 12), c.case_id, m.model) for m in scores for c in m.cases if c.score is not None]
@@ -142,7 +152,7 @@ def plugin_basis(scores: Sequence[PluginSuiteScore], bar: float, label: str) -> 
     if lowest is None:
         return f"no plugin eval case scored; each must reach {label}"
     score, case_id, model = lowest
-    where = f"lowest: case {case_id}, {score:.3f} with {model}"
+    where = f"lowest: case {case_id}, {score_against(score, bar)} with {model}"
     if score >= bar:
         return f"every plugin eval case at or above {label}; {where}"
     return f"a plugin eval case below {label}; {where}"

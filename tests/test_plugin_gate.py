@@ -22,7 +22,7 @@ from reducer.render_html import render_html
 from reducer.render_junit import render_junit
 from reducer.stream import reduce_run
 from reducer.summary import render_complete_block
-from reducer.threshold import plugin_basis, rule_sentence, threshold_text
+from reducer.threshold import plugin_basis, rule_sentence, score_against, threshold_text
 from schemas.errors import ConfigError
 from schemas.report import PluginCaseScore, PluginSuiteScore, RunResult
 from schemas.shard import Shard, SkillBundle
@@ -184,6 +184,9 @@ def test_the_basis_is_the_lowest_case_over_every_model_compared_as_the_verdict_i
     )
     assert plugin_basis(scores, 0.31, "--threshold 0.31").startswith("a plugin eval case below --threshold 0.31")
     assert plugin_basis([suite("a", None)], 1.0, "x") == "no plugin eval case scored; each must reach x"
+    # A score just below the threshold is never shown as the threshold itself.
+    assert plugin_basis([suite("a", 0.2996)], 0.3, "--threshold 0.3").endswith("lowest: case 1, 0.299600 with a")
+    assert score_against(0.2996, 0.3) == "0.299600" and score_against(0.3004, 0.3) == "0.300"
 
 
 # --- --fail-under beside --threshold ----------------------------------------------------------------

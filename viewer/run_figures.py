@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from reducer.render_adaptive import REASONS, stop_counts, summary_rule
 from reducer.render_triggers import change_lines, figure_label, gates_text, routing_caption, routing_columns
-from reducer.threshold import case_threshold_label, plugin_basis, rule_sentence
+from reducer.threshold import case_threshold_label, plugin_basis, rule_sentence, score_against
 from schemas.adaptive import AdaptivePlan, GateLook
 from schemas.constants import DEFAULT_THRESHOLD
 from schemas.errors import StoreError
@@ -210,7 +210,7 @@ def plugin_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] | 
                 "cases": [
                     {
                         "case_id": c.case_id,
-                        "score": "-" if c.score is None else f"{c.score:.3f}",
+                        "score": "-" if c.score is None else score_against(c.score, bar),
                         "runs": c.runs,
                         "mark": "-" if c.score is None else "met" if round(c.score, 12) >= bar else "below",
                     }
