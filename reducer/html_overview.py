@@ -12,18 +12,12 @@ from html import escape
 from reducer.html_parts import Raw, heat, name, pct, table
 from reducer.render_sweep import row_label
 from reducer.render_triggers import gates_text
-from reducer.threshold import case_bar
+from reducer.threshold import gate_rule, threshold_text, verdict_basis
 from schemas.report import RunResult, SkillResult
 from schemas.shard import CURRENT
 
 REASONS_SHOWN = 5
 """Reasons listed under the verdict; the rest are one click away."""
-
-
-def _plugin_rule(result: RunResult) -> str:
-    if not any(s.plugin_scores for s in result.skills):
-        return ""
-    return f" A plugin eval suite passes when every case's score reaches {escape(case_bar(result))}."
 
 
 def headline(result: RunResult, meta: Mapping[str, str]) -> str:
@@ -34,9 +28,9 @@ def headline(result: RunResult, meta: Mapping[str, str]) -> str:
         facts += f"<dt>trigger gates</dt><dd>{escape(gates_text(result.triggers))}</dd>"
         legend = "A trigger run is gated by --min-recall and --max-false-trigger only."
     else:
-        facts += f"<dt>threshold</dt><dd>{escape(result.threshold_label.removeprefix('threshold '))}</dd>"
-        legend = f"A corpus passes when its behavioural pass rate reaches the {escape(result.threshold_label)}."
-        legend += _plugin_rule(result)
+        label = threshold_text(result)
+        facts += f"<dt>threshold</dt><dd>{escape(label.removeprefix('threshold '))}</dd>"
+        legend = escape(gate_rule(result) or f"A corpus passes when its behavioural pass rate reaches the {label}.")
     reasons = [f"<li>{escape(r)}</li>" for r in result.reasons]
     listed = "<ul>" + "".join(reasons[:REASONS_SHOWN]) + "</ul>"
     if len(reasons) > REASONS_SHOWN:
@@ -64,11 +58,13 @@ def headline(result: RunResult, meta: Mapping[str, str]) -> str:
     return "".join(out) + "</section>"
 
 
-def badge(s: SkillResult) -> Raw:
-    """The corpus's verdict against the threshold; a baseline arm has none (no PASS is ever implied)."""
+def badge(s: SkillResult, basis: str = "") -> Raw:
+    """The corpus's verdict against the threshold, and what decided it when given; a baseline arm
+    has none (no PASS is ever implied)."""
     if not s.verdict:
         return Raw('<span class="baseline">baseline arm</span>')
-    return Raw(f'<span class="verdict small {s.verdict.replace(" ", "-")}">{escape(s.verdict)}</span>')
+    why = f' <span class="meta">{escape(basis)}</span>' if basis else ""
+    return Raw(f'<span class="verdict small {s.verdict.replace(" ", "-")}">{escape(s.verdict)}</span>{why}')
 
 
 def not_graded(s: SkillResult) -> str:
@@ -101,7 +97,7 @@ def corpora(result: RunResult) -> str:
     rows = [
         [
             Raw(f"{name(s.skill)} [{name(s.variant)}]"),
-            badge(s),
+            badge(s, verdict_basis(s, result)),
             f"{s.behavioural.passed}/{s.behavioural.total}",
             pct(s.behavioural.rate) + (" (each case weighted equally)" if s.behavioural.weighted is not None else ""),
             not_graded(s),

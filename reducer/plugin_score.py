@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 
 from reducer.html_parts import table
+from reducer.threshold import score_against, verdict_basis
 from schemas.report import PluginCaseScore, PluginSuiteScore, RunResult, SkillResult
 
 PLUGIN_SUITE_PREFIX = "evals/*/ [plugin suite:"
@@ -45,7 +46,8 @@ def scores_from_sums(
 def below_threshold(skill: SkillResult, threshold: float, label: str) -> list[str]:
     """One line per (model, case) whose score is below ``threshold`` (``label`` names it and its source)."""
     return [
-        f"{skill.skill}: plugin eval case {c.case_id} scores {c.score:.3f} with {s.model}, below {label}"
+        f"{skill.skill}: plugin eval case {c.case_id} scores {score_against(c.score, threshold)} with {s.model}, "
+        f"below {label}"
         for s in skill.plugin_scores
         for c in s.cases
         if c.score is not None and round(c.score, 12) < threshold
@@ -101,5 +103,9 @@ def plugin_score_html(result: RunResult) -> str:
             [s.model, _score(s.score), *(f"{_score(c.score)} ({c.runs} run(s))" for c in s.cases)]
             for s in skill.plugin_scores
         ]
-        out.append(f"<h3>{escape(skill.skill)} [{escape(skill.variant)}]</h3>" + table(head, rows))
+        out.append(f"<h3>{escape(skill.skill)} [{escape(skill.variant)}]</h3>")
+        basis = verdict_basis(skill, result)
+        if basis:  # what decided the suite: these scores against the case threshold, not its pass rate
+            out.append(f'<p class="plugin-gate"><b>{escape(skill.verdict)}</b>: {escape(basis)}</p>')
+        out.append(table(head, rows))
     return "".join(out) + "</section>"

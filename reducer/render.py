@@ -15,7 +15,7 @@ from reducer.render_sweep import is_sweep, row_label, sweep_section
 from reducer.render_triggers import gates_text, routing_section, trigger_section
 from reducer.scoring import counts, interval_method
 from reducer.stream import ROWS_NOT_KEPT
-from reducer.threshold import case_bar
+from reducer.threshold import gate_rule, gated_kinds, is_plugin, threshold_text, verdict_basis
 from schemas.report import CaseRun, ClusteredRate, RunResult, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import ShardState
@@ -98,10 +98,8 @@ def render_markdown(result: RunResult, skill: str, meta: dict[str, str]) -> str:
     if result.triggers is not None:
         lines.append(f"- trigger gates: {md(gates_text(result.triggers))}")
     else:
-        rule = "a corpus passes when its behavioural pass rate reaches it"
-        if any(p.plugin_scores for p in parts):
-            rule = "a plugin eval suite passes when every case's score reaches " + case_bar(result)
-        lines.append(f"- {result.threshold_label}: {rule}")
+        rule = gate_rule(result) or "a corpus passes when its behavioural pass rate reaches it"
+        lines.append(f"- {threshold_text(result)}: {rule}")
     lines += [f"- {md(k)}: {md(v)}" for k, v in meta.items()]
     for reason in result.reasons:
         lines.append(f"- reason: {md(reason)}")
@@ -137,11 +135,29 @@ def clustered_sentence(c: ClusteredRate) -> str:
     )
 
 
+def evidence_sentence(s: SkillResult) -> str:
+    """What the evidence check counted: only a judge's passes carry a quote to look up (in a tool
+    call or result); a deterministic check's evidence is read from the run itself, so it is not
+    among them. Results stored before the count was kept give the share alone."""
+    if s.evidence_verified_share is None:
+        return ""
+    share = _pct(s.evidence_verified_share)
+    if s.evidence_checked is None:
+        return f"Evidence a judge quoted was found in a tool call or result for {share} of the judged passes checked."
+    found = round(s.evidence_verified_share * s.evidence_checked)
+    others = s.behavioural.passed - s.evidence_checked
+    rest = f"; the other {others} passes were not looked up (a deterministic check reads the run itself)"
+    return (
+        f"Evidence a judge quoted was found in a tool call or result for {found}/{s.evidence_checked} judged passes "
+        f"({share}){rest if others > 0 else ''}."
+    )
+
+
 def corpus_status(s: SkillResult, result: RunResult) -> str:
     """The current arm's verdict beside its headline (``FAIL (below threshold 1.0)``); empty for a
     baseline arm or an INCONCLUSIVE corpus, whose headline already says so."""
-    if s.verdict == "FAIL" and s.plugin_scores:
-        return f"FAIL (a plugin eval case below {case_bar(result)})"
+    if s.verdict in ("PASS", "FAIL") and is_plugin(s):  # its case scores decided, never its pass rate
+        return f"{s.verdict} ({verdict_basis(s, result)})"
     if s.verdict == "FAIL":
         return f"FAIL (below threshold {result.threshold})"
     return s.verdict if s.verdict in ("PASS", "NOT GRADED") else ""
@@ -158,8 +174,9 @@ def _variant_section(s: SkillResult, result: RunResult) -> list[str]:
     if s.behavioural.clustered is not None:
         out.append(clustered_sentence(s.behavioural.clustered))
     out.append(f"Sandbox: {', '.join(s.sandbox_modes) or 'n/a'}. Bundle key: `{s.bundle_key}`.")
-    if s.evidence_verified_share is not None:
-        out.append(f"Evidence found in the transcript for {_pct(s.evidence_verified_share)} of passes.")
+    evidence = evidence_sentence(s)
+    if evidence:
+        out.append(evidence)
     if s.judge_agreement is not None:
         out.append(
             f"Judges agreed pairwise on {_pct(s.judge_agreement)} of verdicts; "
@@ -269,7 +286,11 @@ def render_json(result: RunResult, skill: str, meta: dict[str, object]) -> str:
         "template_hashes": result.template_hashes,
         "threshold": _threshold_doc(result),
         "usage": {k: v.model_dump() for k, v in usage.items()},
-        "variants": [s.model_dump(mode="json", exclude=hidden) for s in result.skills if s.skill == skill],
+        "variants": [
+            {**s.model_dump(mode="json", exclude=hidden), "verdict_basis": verdict_basis(s, result)}
+            for s in result.skills
+            if s.skill == skill
+        ],
         "comparisons": [
             c.model_dump(mode="json", exclude=None if sweep else {"harness"})
             for c in result.comparisons
@@ -297,16 +318,23 @@ def _threshold_doc(result: RunResult) -> dict[str, object]:
     doc: dict[str, object] = {"value": result.threshold, "source": result.threshold_source}
     if result.plugin_threshold is not None:  # ``--threshold``: what every plugin eval case must score
         doc["plugin_eval_cases"] = result.plugin_threshold
+    if gated_kinds(result.skills)[1]:  # a plugin eval suite's pass rate decides nothing: say what does
+        doc["text"] = threshold_text(result)
     return doc
+
+
+def _log_status(s: SkillResult, result: RunResult) -> str:
+    return corpus_status(s, result) if is_plugin(s) else s.verdict
 
 
 def run_log_line(result: RunResult, when: datetime, project: str, branch: str, sha7: str, tier: str = "-") -> str:
     """The contract's 13-field tab-separated run-log line."""
     cases = sum(s.cases for s in result.skills if s.variant == CURRENT)
-    # A corpus below its threshold says FAIL here too (the contract's VERDICT named only a regression).
+    # A corpus below its threshold says FAIL here too (the contract's VERDICT named only a regression);
+    # a plugin eval suite's verdict, with what decided it.
     notes = (
         "; ".join(
-            f"{s.skill}={s.headline}" + (f" {s.verdict}" if s.verdict in ("PASS", "FAIL") else "")
+            f"{s.skill}={s.headline}" + (f" {_log_status(s, result)}" if s.verdict in ("PASS", "FAIL") else "")
             for s in result.skills
             if s.variant == CURRENT
         )

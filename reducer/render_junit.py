@@ -6,6 +6,7 @@ import re
 from xml.sax.saxutils import escape, quoteattr
 
 from reducer.render_triggers import junit_suites
+from reducer.threshold import suite_threshold, verdict_basis
 from schemas.report import RunResult, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import ShardState
@@ -41,8 +42,15 @@ def _junit_properties(result: RunResult, s: SkillResult) -> str:
         return ""
     props = [
         f"<property name={quoteattr(key)} value={quoteattr(value)}/>"
-        for key, value in (("verdict", s.verdict), ("threshold", result.threshold_label.removeprefix("threshold ")))
+        for key, value in (("verdict", s.verdict), ("threshold", suite_threshold(s, result)))
     ]
+    if s.verdict in ("PASS", "FAIL"):
+        props.append(f'<property name="verdict_basis" value={quoteattr(_xml_text(verdict_basis(s, result)))}/>')
+    for m in s.plugin_scores:  # what decided a plugin eval suite: its scores, per executor model
+        for key, score in (("suite", m.score), *((f"case{c.case_id}", c.score) for c in m.cases)):
+            if score is not None:
+                name = quoteattr(_xml_text(f"plugin_eval.{m.model}.{key}"))
+                props.append(f"<property name={name} value={quoteattr(f'{score:.6g}')}/>")
     for c in result.comparisons:
         if c.skill != s.skill or c.model is not None:
             continue

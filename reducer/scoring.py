@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 from reducer.plugin_score import below_threshold
 from reducer.stats import clustered_interval, pass_at_k, pass_hat_k, wilson
-from reducer.threshold import case_threshold_label, corpus_verdict, threshold_of
+from reducer.threshold import case_threshold_label, corpus_verdict, gated_kinds, threshold_of
 from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import UNFINISHED, AssertionStat, ClusteredRate, ModelSummary, Rate, SkillResult
@@ -234,7 +234,15 @@ def decide_verdict(
         return Verdict.WARN, warns
     if not current and already_reported:
         return Verdict.PASS, [f"nothing to run: {len(already_reported)} corpora already reported (--force re-runs)"]
-    passed = f"the threshold {threshold} ({source})"
-    if plugin_threshold is not None and any(s.plugin_scores for s in current):
-        passed += f", plugin eval cases at or above --threshold {plugin_threshold:g}"
-    return Verdict.PASS, [f"all corpora graded and at or above {passed}; no regression"]
+    return Verdict.PASS, [_passed(current, threshold, source, plugin_threshold)]
+
+
+def _passed(current: Sequence[SkillResult], threshold: float, source: str, plugin_threshold: float | None) -> str:
+    """A PASS's reason, naming each threshold only for the corpora it decided: a plugin eval suite
+    by its case scores (its pass rate decides nothing), every other corpus by its pass rate."""
+    ordinary, plugin = gated_kinds(current)
+    if not plugin:
+        return f"all corpora graded and at or above the threshold {threshold} ({source}); no regression"
+    cases = f"every plugin eval case's score at or above {case_threshold_label(threshold, source, plugin_threshold)}"
+    rates = f" and every other corpus's pass rate at or above the threshold {threshold} ({source})" if ordinary else ""
+    return f"all corpora graded; {cases}{rates}; no regression"

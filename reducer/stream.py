@@ -253,6 +253,7 @@ class StreamReducer:
             assertions=self._assertions(bundle, arm),
             runs=arm.rows,
             evidence_verified_share=verified[0] / verified[1] if verified[1] else None,
+            evidence_checked=verified[1],
             sandbox_modes=sorted(arm.sandboxes),
             judge_agreement=pairs[0] / pairs[1] if pairs[1] else None,
             judge_unanimous=unanimous[0] / unanimous[1] if unanimous[1] else None,

@@ -10,6 +10,7 @@ from reducer.render import corpus_status
 from reducer.render_adaptive import summary_lines
 from reducer.render_compare import comparison_summary, noise_summary
 from reducer.render_triggers import complete_lines, gates_text
+from reducer.threshold import threshold_text
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import CaseRun, RunResult
 from schemas.shard import CURRENT
@@ -81,7 +82,7 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
     if result.triggers is not None:  # no assertions: the trigger gates apply, not the threshold
         lines.append(f"gates: {gates_text(result.triggers)}")
     else:
-        lines.append(result.threshold_label.replace("threshold ", "threshold: ", 1))
+        lines.append(threshold_text(result).replace("threshold ", "threshold: ", 1))
     for s in result.skills:
         infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v) or "none"
         if result.triggers is not None:  # the figures follow below

@@ -224,7 +224,10 @@ class SkillResult(BaseModel):
     runs: list[CaseRun]
     """Every shard."""
     evidence_verified_share: float | None = None
-    """Share of passes whose evidence was found in the transcript."""
+    """Of the judged passes whose quoted evidence was looked up, the share found in a tool call or
+    result (a deterministic check's pass has no quote: it is read from the run itself)."""
+    evidence_checked: int | None = None
+    """How many judged passes ``evidence_verified_share`` is over (None in results stored before it was kept)."""
     judge_agreement: float | None = None
     """Mean pairwise agreement between judges (ensembles only)."""
     judge_unanimous: float | None = None
@@ -237,7 +240,8 @@ class SkillResult(BaseModel):
     """Usage and cost per model (executor and judge) of this corpus in this variant alone."""
     verdict: Literal["PASS", "FAIL", "INCONCLUSIVE", "NOT GRADED", ""] = ""
     """The current arm's corpus against the run's threshold (empty for a baseline arm, which no
-    threshold applies to): PASS only when its behavioural pass rate reaches the threshold."""
+    threshold applies to): PASS only when its behavioural pass rate reaches the threshold; a plugin
+    eval suite's, only when every case's score reaches the case threshold (reducer/threshold.py)."""
 
     @property
     def blocked_count(self) -> int:
@@ -299,14 +303,6 @@ class RunResult(BaseModel):
     """Where the threshold came from."""
     plugin_threshold: float | None = None
     """``--threshold``: the score every case of a plugin eval suite must reach (None: the threshold above)."""
-
-    @property
-    def threshold_label(self) -> str:
-        """``threshold 1.0 (default)`` or ``threshold 0.8 (--fail-under)``, and ``--threshold`` when set."""
-        label = f"threshold {self.threshold} ({self.threshold_source})"
-        if self.plugin_threshold is not None:
-            label += f"; plugin eval cases: --threshold {self.plugin_threshold:g}"
-        return label
 
     adaptive: AdaptivePlan | None = None
     """``--epochs auto``: the epochs each case got and why it stopped (None: fixed epochs)."""

@@ -5,6 +5,7 @@ threshold fails the run."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from reducer.render import md
 from testkit.offline_server import OfflineModelServer
-from tests.e2e_support import Env, checked_env, git_init, reports, scenario
+from tests.e2e_support import Env, case, checked_env, git_init, ran, reports, scenario, shell_rule, write_skill
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -104,13 +105,82 @@ def test_threshold_is_what_every_case_must_score_whatever_the_runs_threshold(env
     assert res.code == 0, res.stdout + res.stderr
     doc, markdown = reports(env.out, "forecast", res.run_id)
     assert doc["verdict"] == "PASS"
-    assert doc["threshold"] == {"value": 1.0, "source": "default", "plugin_eval_cases": 0.3}
+    bar = "threshold 0.3 (--threshold) on every plugin eval case's score"
+    assert doc["threshold"] == {"value": 1.0, "source": "default", "plugin_eval_cases": 0.3, "text": bar}
     [current] = [s for s in doc["variants"] if s["variant"] == "current"]
-    assert current["verdict"] == "PASS"
-    assert "- threshold 1.0 (default); plugin eval cases: --threshold 0.3: a plugin eval suite passes" in markdown
+    basis = "every plugin eval case at or above --threshold 0.3; lowest: case 1, 0.333 with openai/exec-a"
+    assert (current["verdict"], current["verdict_basis"]) == ("PASS", basis)
+    assert doc["reasons"] == [
+        "all corpora graded; every plugin eval case's score at or above --threshold 0.3; no regression"
+    ]
+    assert (
+        f"- {bar}: A plugin eval suite passes when every case's score, per executor model, reaches --threshold 0.3"
+        in markdown
+    )
+    assert f"## current: 18/22 (81.8%) — PASS ({basis})" in markdown
     block = res.stdout[res.stdout.index("SKILL-EVAL COMPLETE") :].strip().splitlines()
-    assert "threshold: 1.0 (default); plugin eval cases: --threshold 0.3" in block
+    assert "threshold: 0.3 (--threshold) on every plugin eval case's score" in block
+    assert f"skill: forecast [current]  cases: 2  result: 18/22 (81.8%)  PASS ({basis})" in block
     [page] = [p for p in env.out.rglob("*.html") if res.run_id in p.read_text()]
-    assert "A plugin eval suite passes when every case's score reaches --threshold 0.3." in page.read_text()
+    html = page.read_text()
+    assert (
+        "A plugin eval suite passes when every case&#x27;s score, per executor model, reaches --threshold 0.3" in html
+    )
+    # No surface puts the run's unused pass-rate threshold (1.0, default) beside the suite's PASS.
+    [junit] = list(env.out.rglob("*.junit.xml"))
+    for text in (res.stdout, markdown, html, json.dumps(doc["reasons"]), junit.read_text()):
+        assert "1.0 (default)" not in text and "behavioural pass rate reaches" not in text
     score = block.index("  plugin eval score (openai/exec-a): suite 0.667; cases 1=0.333, 2=1.000")
     assert block[-1] == "verdict: PASS" and score < len(block) - 1
+    # The evidence figure says what it counted: the judged passes, not the deterministic checks'.
+    assert "Evidence a judge quoted was found in a tool call or result for 0/2 judged passes (0.0%); " in markdown
+    assert "the other 16 passes were not looked up (a deterministic check reads the run itself)." in markdown
+    assert "Evidence found in the transcript" not in markdown
+
+
+def test_fail_under_beside_threshold_is_refused_for_a_run_of_plugin_suites_only(env: Env, tmp_path: Path) -> None:
+    repo = tmp_path / "plugin-weather"
+    shutil.copytree(FIXTURE, repo)
+    git_init(repo)
+
+    # --fail-under would gate no corpus here: the suite's 81.8% pass rate decides nothing.
+    res = env.run(repo, "--all-evals", "--threshold", "0.3", "--fail-under", "0.9", models=(MODEL,))
+
+    assert res.code == 2, res.stdout + res.stderr
+    assert "CONFIG_ERROR: --fail-under 0.9: every corpus of this run is a Claude Code plugin eval suite" in res.stderr
+    assert "SKILL-EVAL COMPLETE" not in res.stdout and not list(env.out.rglob("*.json"))
+
+
+def test_a_run_mixing_a_plugin_suite_and_a_corpus_names_each_ones_threshold(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    repo = tmp_path / "plugin-weather"
+    shutil.copytree(FIXTURE, repo)
+    (repo / "README.md").write_text("# weather\n")
+    write_skill(repo, "greeter", [case(i, f"Greet {i}: say hello.", ["The agent runs echo hello"]) for i in (1, 2)])
+    # With a second skill in the plugin, each suite case names the skill it belongs to.
+    oslo, sunny = repo / "evals" / "oslo-rain" / "case.yaml", repo / "evals" / "sunny-day" / "prompt.md"
+    oslo.write_text("skill: forecast\n" + oslo.read_text())
+    sunny.write_text(sunny.read_text().replace("---\n", "---\nskill: forecast\n", 1))
+    git_init(repo)
+    server.set_scenario(scenario([*RULES, shell_rule("say hello", ["echo hello"])], [*JUDGE, ran("echo hello")]))
+
+    res = env.run(repo, "--all-evals", "--runs", "2", "--threshold", "0.3", "--fail-under", "0.9", models=(MODEL,))
+
+    assert res.code == 0, res.stdout + res.stderr
+    block = res.stdout[res.stdout.index("SKILL-EVAL COMPLETE") :].strip().splitlines()
+    assert "threshold: 0.9 (--fail-under) on pass rates; 0.3 (--threshold) on every plugin eval case's score" in block
+    assert "skill: greeter [current]  cases: 2  result: 4/4 (100.0%)  PASS" in block
+    basis = "every plugin eval case at or above --threshold 0.3; lowest: case 1, 0.333 with openai/exec-a"
+    assert f"skill: forecast [current]  cases: 2  result: 18/22 (81.8%)  PASS ({basis})" in block
+    assert (
+        "reason: all corpora graded; every plugin eval case's score at or above --threshold 0.3 and every other "
+        "corpus's pass rate at or above the threshold 0.9 (--fail-under); no regression"
+    ) in block
+    doc, _ = reports(env.out, "forecast", res.run_id)
+    assert doc["variants"][0]["verdict_basis"] == basis
+    greeter, _ = reports(env.out, "greeter", res.run_id)
+    assert (
+        greeter["variants"][0]["verdict_basis"]
+        == "behavioural pass rate 4/4 (100.0%) at or above the threshold 0.9 (--fail-under)"
+    )

@@ -204,6 +204,18 @@ def test_threshold_is_refused_where_no_plugin_eval_suite_would_use_it() -> None:
     assert code == 0, output
 
 
+def test_fail_under_beside_threshold_is_refused_where_every_corpus_is_a_plugin_suite() -> None:
+    # The suite is judged by its case scores against --threshold: --fail-under would gate nothing.
+    plugin = ROOT / "tests" / "fixtures" / "plugin-weather"
+    args = ["run", "--all-evals", "--dry-run", "--threshold", "0.3", "--fail-under", "0.9", "--repo", str(plugin)]
+    code, output = invoke(*args)
+    assert code == 2, output
+    assert "CONFIG_ERROR: --fail-under 0.9: every corpus of this run is a Claude Code plugin eval suite" in output
+    assert "Plan " not in output
+    code, output = invoke("run", "--all-evals", "--dry-run", "--fail-under", "0.9", "--repo", str(plugin))
+    assert code == 0, output  # alone, it is what every case must score
+
+
 def test_detach_with_a_broker_passes_the_check() -> None:
     args = ["run", "commit-message", "--dry-run", "--detach", "--broker", "redis://127.0.0.1:1/0"]
     code, output = invoke(*args, "--repo", str(EXAMPLE_REPO))

@@ -21,6 +21,7 @@ from reducer.render_html import render_html
 from reducer.render_junit import render_junit
 from reducer.stream import reduce_run
 from reducer.summary import FAILURES_SHOWN, render_complete_block
+from reducer.threshold import threshold_text
 from schemas.manifest import RunManifest
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import RunResult
@@ -48,9 +49,9 @@ def test_a_run_where_every_assertion_failed_fails_without_any_flag() -> None:
 
 def test_one_failed_assertion_fails_by_default_and_passes_under_a_lower_fail_under() -> None:
     strict = review_run((True, False))
-    assert strict.verdict is Verdict.FAIL and strict.threshold_label == "threshold 1.0 (default)"
+    assert strict.verdict is Verdict.FAIL and threshold_text(strict) == "threshold 1.0 (default)"
     lowered = review_run((True, False), fail_under=0.5)
-    assert lowered.verdict is Verdict.PASS and lowered.threshold_label == "threshold 0.5 (--fail-under)"
+    assert lowered.verdict is Verdict.PASS and threshold_text(lowered) == "threshold 0.5 (--fail-under)"
     assert lowered.reasons == ["all corpora graded and at or above the threshold 0.5 (--fail-under); no regression"]
     assert review_run((True, True)).verdict is Verdict.PASS  # every assertion passed: the default is met
 

@@ -39,7 +39,7 @@ from schemas.shard import CURRENT
 from schemas.status import ShardState
 from viewer.data import RunNotFound, RunUnreadable, ViewerData
 from viewer.rows import PAGE, Query, case_assertions
-from viewer.run_figures import adaptive_view, trigger_view
+from viewer.run_figures import adaptive_view, plugin_view, trigger_view
 
 HERE = Path(__file__).resolve().parent
 FACET_ASSERTIONS = 300
@@ -245,6 +245,7 @@ class Viewer:
             "run.html",
             triggers=trigger_view(overview["result"], run_id),
             adaptive=adaptive_view(overview["result"], run_id),
+            plugin=plugin_view(overview["result"], run_id),
             heat=heat_map(overview["result"]),
             sweep=harness_matrix(overview["result"]),
             # The plan names a sweep's harnesses (the result copies them): known while the run

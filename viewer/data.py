@@ -35,7 +35,7 @@ from schemas.status import ShardState
 from schemas.verdict import ShardGrade
 from viewer.live import counts_of_result, limiter_figures, live_figures
 from viewer.rows import Query, Row, case_assertions, load_rows, matching, page_of
-from viewer.run_figures import trigger_headline
+from viewer.run_figures import plugin_note, trigger_headline
 from viewer.task_view import check_query, task_document, with_triggers
 
 TRAJECTORY_SEARCH_MAX = 2000
@@ -386,10 +386,10 @@ def unreadable_summary(run_id: str, why: str) -> dict[str, Any]:
 
 
 def _headline(r: dict[str, Any]) -> str:
-    """The reducer's own headline: the suite's with several corpora, else the one corpus's; a
-    trigger run's figures."""
+    """The reducer's own headline: the suite's with several corpora, else the one corpus's (a
+    plugin eval suite's with what decided it: its assertions' rate does not); a trigger run's figures."""
     if r.get("triggers") is not None:
         return trigger_headline(r["triggers"])
     if r.get("aggregate_headline"):
         return str(r["aggregate_headline"])
-    return "; ".join(f"{s['skill']} [{s['variant']}]: {s['headline']}" for s in r["skills"])
+    return "; ".join(f"{s['skill']} [{s['variant']}]: {s['headline']}{plugin_note(s, r)}" for s in r["skills"])

@@ -1,8 +1,9 @@
-"""A trigger run's figures and an adaptive run's looks, as the run page lays them out. Pure.
+"""A trigger run's figures, an adaptive run's looks and plugin eval suites' scores, as the run page lays them out. Pure.
 
-Every number is the reducer's: the stored result's ``triggers`` (a :class:`TriggerReport`) and
-``adaptive`` (an :class:`AdaptivePlan`) are read back as the reducer's own models and only put in
-words here; nothing is counted, estimated or gated again. Both records grow with the queries, the
+Every number is the reducer's: the stored result's ``triggers`` (a :class:`TriggerReport`),
+``adaptive`` (an :class:`AdaptivePlan`) and each corpus's ``plugin_scores`` are read back as the
+reducer's own models and only put in words here; nothing is counted, estimated or gated again (a
+suite's verdict is the stored one, its basis the reducer's words for it). Both records grow with the queries, the
 cases and the harness × model rows, never with the shards, so they are read whole. A record this
 version cannot read is a named :class:`StoreError` (the result and its field), not a blank section.
 """
@@ -15,8 +16,11 @@ from pydantic import BaseModel, ValidationError
 
 from reducer.render_adaptive import REASONS, stop_counts, summary_rule
 from reducer.render_triggers import change_lines, figure_label, gates_text, routing_caption, routing_columns
+from reducer.threshold import case_threshold_label, plugin_basis, rule_sentence, score_against
 from schemas.adaptive import AdaptivePlan, GateLook
+from schemas.constants import DEFAULT_THRESHOLD
 from schemas.errors import StoreError
+from schemas.report import PluginSuiteScore
 from schemas.shard import CURRENT
 from schemas.triggers import Proportion, QueryRate, TriggerFigures, TriggerReport
 
@@ -153,3 +157,71 @@ def trigger_headline(raw: dict[str, Any]) -> str:
         f"false triggers {f.false_trigger.hits} of {f.false_trigger.total}"
         for f in report.figures
     )
+
+
+def _suite_scores(skill: dict[str, Any], run_id: str) -> list[PluginSuiteScore]:
+    try:
+        return [PluginSuiteScore.model_validate(m) for m in skill.get("plugin_scores") or []]
+    except ValidationError as exc:
+        name = f"{skill.get('skill')} [{skill.get('variant')}]"
+        raise StoreError(f"run {run_id}: result.json plugin_scores of {name} cannot be read: {exc}") from exc
+
+
+def _bar(result: dict[str, Any]) -> tuple[float, str, float | None, float, str]:
+    """The run's threshold and source, ``--threshold``, and what a plugin eval case must score (value, words)."""
+    threshold, source = result.get("threshold", DEFAULT_THRESHOLD), result.get("threshold_source", "default")
+    given = result.get("plugin_threshold")
+    return (
+        threshold,
+        source,
+        given,
+        threshold if given is None else given,
+        case_threshold_label(threshold, source, given),
+    )
+
+
+def plugin_note(skill: dict[str, Any], result: dict[str, Any]) -> str:
+    """After a plugin eval suite's headline: its verdict and what decided it ('' for any other corpus)."""
+    verdict = skill.get("verdict")
+    if not skill.get("plugin_scores") or verdict not in ("PASS", "FAIL"):
+        return ""
+    *_, bar, label = _bar(result)
+    return f" — {verdict}: {plugin_basis(_suite_scores(skill, str(result.get('run_id'))), bar, label)}"
+
+
+def plugin_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] | None:
+    """The plugin eval suites' section: how a suite passes, then per suite its verdict, what decided
+    it (its lowest case score against the case threshold) and every model's suite and case scores,
+    each case marked against that threshold; None when the run has no plugin eval suite."""
+    skills = (result or {}).get("skills") or []
+    suites = [(s, scores) for s in skills if (scores := _suite_scores(s, run_id))]
+    if not suites or result is None:
+        return None
+    threshold, source, given, bar, label = _bar(result)
+    current = [s for s in skills if s.get("variant") == CURRENT] or skills
+    ordinary = any(not s.get("plugin_scores") for s in current)
+    rows = []
+    for s, scores in suites:
+        verdict = s.get("verdict") or ""
+        models = [
+            {
+                "model": m.model,
+                "score": "-" if m.score is None else f"{m.score:.3f}",
+                "cases": [
+                    {
+                        "case_id": c.case_id,
+                        "score": "-" if c.score is None else score_against(c.score, bar),
+                        "runs": c.runs,
+                        "mark": "-" if c.score is None else "met" if round(c.score, 12) >= bar else "below",
+                    }
+                    for c in m.cases
+                ],
+            }
+            for m in scores
+        ]
+        basis = plugin_basis(scores, bar, label) if verdict in ("PASS", "FAIL") else ""
+        rows.append(
+            {"skill": s.get("skill"), "variant": s.get("variant"), "verdict": verdict, "basis": basis}
+            | {"models": models}
+        )
+    return {"rule": rule_sentence(ordinary, True, threshold, source, given), "bar": label, "suites": rows}

@@ -191,8 +191,8 @@ def run(
     harnesses = pair_harnesses(executors, model or [])
     models = _model_config(shared, folder, settings, executors, model, [] if as_triggers else judge)
     if dry_run:
-        plan_in = _plan_input(model, judge, count, (compare, baseline, threshold), settings, executors, adaptive)
-        _dry_run(skills, all_evals, folder, plan_in, trigger_turns if as_triggers else None, as_json)
+        plan = _plan_input(model, judge, count, (compare, baseline, threshold), shared, settings, executors, adaptive)
+        _dry_run(skills, all_evals, folder, plan, trigger_turns if as_triggers else None, as_json)
     _require_models(model, judge, trigger_run)
     run_settings = shared.run_settings(
         models,
@@ -217,20 +217,24 @@ def _plan_input(
     judges: list[str] | None,
     epochs: int,
     arms: tuple[str | None, str | None, float | None],
+    shared: Shared,
     settings: Settings,
     executors: list[str],
     adaptive: AdaptivePlan | None,
 ) -> PlanInput:
-    """What a dry run plans: the arms (``--compare``, ``--baseline``, and ``--threshold`` checked
-    against them), and a sweep's harness × model pairs (counted for one unnamed model each when no
-    ``--model`` is given yet)."""
+    """What a dry run plans: the arms (``--compare``, ``--baseline``; ``--threshold`` and the shared
+    ``--fail-under`` checked against them), and a sweep's harness × model pairs (counted for one
+    unnamed model each when no ``--model`` is given yet)."""
     compare, baseline, threshold = arms
     models, judges = models or [], judges or []
     harnesses = planned_harnesses(executors, models, pair_harnesses(executors, models))
     variants = arm_variants(compare, baseline)
     store, executor = settings.store, executors[0]
     return PlanInput(
-        models, judges, epochs, variants, compare, store, executor, adaptive, harnesses, threshold, settings.sandbox
+        *(models, judges, epochs, variants, compare, store, executor, adaptive, harnesses),
+        plugin_threshold=threshold,
+        fail_under=shared.fail_under,
+        sandbox=settings.sandbox,
     )
 
 

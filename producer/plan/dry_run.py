@@ -52,6 +52,9 @@ class PlanInput:
     """``--threshold``: refused, as the run refuses it, when no corpus is a plugin eval suite."""
     sandbox: SandboxMode = SandboxMode.BWRAP
     """``--sandbox``: a case that runs only inside the sandbox is refused without it, as the run refuses it."""
+    fail_under: float | None = None
+    """``--fail-under``: refused beside ``--threshold``, as the run refuses it, when every corpus is
+    a plugin eval suite."""
 
 
 def dry_run_plan(
@@ -64,7 +67,7 @@ def dry_run_plan(
     errors = [o.error for o in outcomes if o.error]
     if errors and not all_evals:
         raise errors[0]
-    check_plugin_threshold(plan_in.plugin_threshold, [o.corpus_file for o in outcomes])
+    check_plugin_threshold(plan_in.plugin_threshold, [o.corpus_file for o in outcomes], plan_in.fail_under)
     bundles = [o.bundle for o in outcomes if o.bundle]
     plan = plan_run(
         new_run_id(),

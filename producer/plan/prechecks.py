@@ -74,14 +74,23 @@ def check_repeats(flag: str, values: Sequence[str]) -> None:
         seen.add(value)
 
 
-def check_plugin_threshold(threshold: float | None, corpus_files: Sequence[str]) -> None:
+def check_plugin_threshold(
+    threshold: float | None, corpus_files: Sequence[str], fail_under: float | None = None
+) -> None:
     """``--threshold`` is what each case of a Claude Code plugin eval suite must score: refuse it
     for a run whose corpora (``corpus_files``, bad ones included) hold no plugin suite, where it
-    would gate nothing while the report still named it."""
+    would gate nothing while the report still named it. With it, ``--fail-under`` gates only the
+    corpora that are not plugin suites: refused when there is none (alone, it is the case threshold)."""
     if threshold is not None and not any(is_plugin_suite(f) for f in corpus_files):
         raise ConfigError(
             f"--threshold {threshold:g}: this run has no Claude Code plugin eval suite (evals/<case>/ folders), "
             "the only corpora it applies to; a corpus's pass rate is gated by --fail-under"
+        )
+    if threshold is not None and fail_under is not None and all(is_plugin_suite(f) for f in corpus_files):
+        raise ConfigError(
+            f"--fail-under {fail_under:g}: every corpus of this run is a Claude Code plugin eval suite, judged "
+            f"by its case scores against --threshold {threshold:g}; a suite's pass rate decides nothing, so "
+            "--fail-under would gate nothing (without --threshold it is what every case must score)"
         )
 
 

@@ -67,7 +67,7 @@ def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list[SkillBundle]
     errors = [o.error for o in outcomes if o.error]
     if errors and not req.all_evals:
         raise errors[0]
-    check_plugin_threshold(req.settings.plugin_threshold, [o.corpus_file for o in outcomes])
+    check_plugin_threshold(req.settings.plugin_threshold, [o.corpus_file for o in outcomes], req.settings.fail_under)
     bundles = [o.bundle for o in outcomes if o.bundle]
     if req.all_evals and not req.force and not req.triggers:
         done = reported_bundle_keys(req.out)

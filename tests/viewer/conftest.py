@@ -3,7 +3,8 @@
 The run holds what a viewer must show and must not let run: a passing and a failing case, a
 ``<script>`` in a tool result and in an assertion. Made once per session (a cluster start
 costs seconds); tests that write labels use their own copy of its store. A trigger run and an
-adaptive run (``feature_runs``) live in a store and a model server of their own.
+adaptive run (``feature_runs``) live in a store and a model server of their own, as does a
+Claude Code plugin eval suite's run (``plugin_run``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from testkit.offline_server import OfflineModelServer
 from tests.e2e_support import Env, case, checked_env, git_init, new_repo, ran, scenario, shell_rule, write_skill
 from tests.test_baseline_no_skill import make_repo
 from tests.test_harness_e2e import CODEX_MODEL
+from tests.test_plugin_e2e import FIXTURE as PLUGIN_FIXTURE
+from tests.test_plugin_e2e import JUDGE as PLUGIN_JUDGE
+from tests.test_plugin_e2e import RULES as PLUGIN_RULES
 from tests.test_sweep_rounds_e2e import AGENT_RULES, AUTO, SWEEP, adaptive_scenario
 from tests.test_triggers_e2e import trigger_repo
 from tests.test_triggers_harness_e2e import _codex_rules
@@ -224,4 +228,20 @@ def checked_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ViewedRun]
         git_init(repo)
         res = env.run(repo, "checked", "--fail-under", "0.1")
         assert res.code == 0, res.stdout + res.stderr  # the judged assertions pass, the check fails: 2/3
+        yield ViewedRun(env, res.run_id, repo)
+
+
+@pytest.fixture(scope="session")
+def plugin_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ViewedRun]:
+    """The fixture plugin's suite run by two models (one named with markup) under ``--threshold 0.5``:
+    its oslo-rain case scores 1/3 for each, below it, so the suite fails on its case scores while
+    18 of its 22 assertions passed."""
+    base = tmp_path_factory.mktemp("viewer-plugin")
+    scripted = scenario(PLUGIN_RULES, PLUGIN_JUDGE)
+    with OfflineModelServer(scripted) as model_server, checked_env(base / "e2e", model_server.base_url) as env:
+        repo = base / "plugin-weather"
+        shutil.copytree(PLUGIN_FIXTURE, repo)
+        git_init(repo)
+        res = env.run(repo, "--all-evals", "--threshold", "0.5", models=MODELS)
+        assert res.code == 1, res.stdout + res.stderr
         yield ViewedRun(env, res.run_id, repo)

@@ -298,3 +298,43 @@ def test_a_trigger_shard_reads_its_query_and_what_fired_at_any_width(
         no_sideways_scroll(page)
         assert page.evaluate("window.pwnedQuery") is None
     page.close()
+
+
+@pytest.mark.parametrize("layout", sorted(WIDTHS))
+def test_a_plugin_suites_run_page_shows_the_scores_that_decided_it_at_any_width(
+    browser: Browser, plugin_run: ViewedRun, layout: str
+) -> None:
+    width, height = WIDTHS[layout]
+    page = browser.new_page(viewport={"width": width, "height": height})
+    with serving(plugin_run, plugin_run.env.store) as url:
+        # The runs list and the run's headline say what decided the suite beside its assertions' rate.
+        decided = "forecast [current]: 18/22 (81.8%) — FAIL: a plugin eval case below --threshold 0.5; lowest: case 1"
+        page.goto(url + "/")
+        expect(page.locator("tr.run td[data-label='result']")).to_contain_text(decided)
+        no_sideways_scroll(page)
+        page.goto(f"{url}/runs/{plugin_run.run_id}")
+        expect(page.locator("#verdict-value")).to_have_text("FAIL")
+        expect(page.locator("#verdict")).to_contain_text(decided)
+        section = page.locator("#plugin-eval")
+        expect(section.locator("p.rule")).to_contain_text(
+            "A plugin eval suite passes when every case's score, per executor model, reaches --threshold 0.5"
+        )
+        # The suite's gate, decided by its case scores (18/22 of its assertions passed: not the point).
+        gate = section.locator("article.plugin-suite").first.locator("p.gate")
+        expect(gate.locator(".verdict")).to_have_text("FAIL")
+        expect(gate.locator(".basis")).to_contain_text(
+            "a plugin eval case below --threshold 0.5; lowest: case 1, 0.333"
+        )
+        shown_whole(page, gate.locator(".verdict"), width)
+        expect(section.locator("tr.suite-score")).to_have_count(2)
+        expect(section.locator("tr.case-score")).to_have_count(4)
+        below = section.locator("tr.case-score.below")
+        expect(below).to_have_count(2)  # oslo-rain, for each model
+        expect(below.first.locator("td[data-label='score']")).to_have_text("0.333")
+        shown_whole(page, below.first.locator("td[data-label='vs threshold']"), width)
+        model_cells = section.locator("tr.suite-score td[data-label='model']")
+        expect(model_cells).to_have_text(sorted(["openai/exec-a", SCRIPT_MODEL]))  # the markup is text
+        page.screenshot(path=str(SHOTS / f"run-plugin-{layout}.png"), full_page=True)
+        no_sideways_scroll(page)
+        nothing_ran(page)
+    page.close()
