@@ -9,21 +9,17 @@ from __future__ import annotations
 
 import getpass
 import os
-import re
 import secrets
 from collections.abc import Mapping
 
 from engine.records import load_manifest
-from engine.store import ArtifactStore
+from engine.store import RECORD_ID, ArtifactStore
 from schemas.errors import ConfigError
 from schemas.label import COMBINED, HumanLabel
 from schemas.manifest import grade_key, outcome_key
 from schemas.outcome import ShardOutcomeRecord
 from schemas.status import ShardState
 from schemas.verdict import AssertionVerdict, ShardGrade
-
-SHARD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-"""What a shard id looks like; anything else never names a key in the store."""
 
 
 def labels_prefix(run_id: str) -> str:
@@ -143,7 +139,7 @@ def new_label(
     """The label of assertion ``number`` (counted from 1) of a shard, with the judge's answer read
     from the stored grade (never taken from whoever labels); a ``ConfigError`` naming what is missing,
     or why the verdict is not a judge's to label."""
-    if not SHARD_ID.fullmatch(shard_id):
+    if not RECORD_ID.fullmatch(shard_id):
         raise ConfigError(f"run {run_id}: no shard {shard_id!r}: not a shard id")
     raw = store.get_many([grade_key(run_id, shard_id)]).get(grade_key(run_id, shard_id))
     if raw is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +57,11 @@ class ArtifactStore(Protocol):
     def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
         """The objects of ``keys`` that exist, read in batches; absent keys are left out."""
         ...
+
+
+RECORD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""What a run id or a shard id looks like (one key segment, never ``..``): a name given from
+outside (a URL, a label command) that does not match never names a key in the store."""
 
 
 def validate_key(key: str) -> str:

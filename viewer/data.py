@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from engine.delivery import Delivery, stall_bound
 from engine.records import load_manifest, load_outline
 from engine.settings import Settings
 from engine.state import RunState
-from engine.store import ArtifactStore
+from engine.store import RECORD_ID, ArtifactStore
 from engine.usage import usage_totals
 from schemas.errors import ConfigError, StoreError
 from schemas.manifest import RunOutline, grade_key, outcome_key, result_key, run_end_key, trajectory_key
@@ -45,10 +44,6 @@ RESULT_TTL_S = 30.0
 WARM_INDEXES = 3
 """Reduced runs, newest first, whose shard index the start-up warm-up builds (about 30 MB per
 100,000 shards)."""
-
-
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-"""What a run or shard id from a URL may look like before it names a key in the store."""
 
 
 class RunNotFound(StoreError):
@@ -93,7 +88,7 @@ class ViewerData:
 
     def run(self, run_id: str) -> _Cached:
         """The run's outline and result, cached for ``RESULT_TTL_S`` (a run without a result is read each time)."""
-        if not _ID.fullmatch(run_id):
+        if not RECORD_ID.fullmatch(run_id):
             raise RunNotFound(f"no run {run_id!r}: not a run id")
         hit = self._cache.get(run_id)
         if hit is not None and hit.result is not None and time.monotonic() - hit.at < RESULT_TTL_S:
@@ -231,7 +226,11 @@ class ViewerData:
 
     def row(self, run_id: str, shard_id: str) -> Row:
         """The shard's row; a named 404 for an id the run does not hold (or that is no id)."""
-        row = next((r for r in self.rows(run_id) if r.shard_id == shard_id), None) if _ID.fullmatch(shard_id) else None
+        row = (
+            next((r for r in self.rows(run_id) if r.shard_id == shard_id), None)
+            if RECORD_ID.fullmatch(shard_id)
+            else None
+        )
         if row is None:
             raise RunNotFound(f"no shard {shard_id!r} in run {run_id}")
         return row
