@@ -75,8 +75,8 @@ def query_row(q: QueryRate) -> dict[str, Any]:
 
 def trigger_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] | None:
     """A trigger run's page section: per skill and row the four figures with their counts and the
-    gates' verdict last, then each row's queries; the routing matrix and paired changes; None for a
-    run that is not a trigger run."""
+    gates' verdict last, then each row's queries; the routing matrix, the paired changes and each
+    baseline arm's own figures (never gated); None for a run that is not a trigger run."""
     report = _parsed(TriggerReport, result or {}, "triggers", run_id)
     if report is None:
         return None
@@ -97,6 +97,19 @@ def trigger_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] |
         }
         for f in report.figures
     ]
+    baselines = [
+        {
+            "arm": arm,
+            "skill": f.skill,
+            "row": figure_label(f),
+            "recall": proportion_cells(f.recall, "positive runs"),
+            "false_trigger": proportion_cells(f.false_trigger, "negative runs"),
+            "precision": proportion_cells(f.precision, "activations"),
+            "f1": _pct(f.f1),
+        }
+        for arm, figures in report.baselines.items()
+        for f in figures
+    ]
     columns = routing_columns(report) if report.routing else []
     routing = [{"skill": s, "cells": [row.get(c, 0) for c in columns]} for s, row in report.routing.items()]
     return {
@@ -107,6 +120,7 @@ def trigger_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] |
         "routing_columns": columns,
         "routing": routing,
         "changes": change_lines(report),
+        "baselines": baselines,
     }
 
 

@@ -28,7 +28,7 @@ from tests.test_harness_e2e import CODEX_MODEL
 from tests.test_reducer import bundle
 from tests.test_sweep_triggers_adaptive import AGENT, CODEX, GPT, RUN, fired_by, observed, sweep_plan
 from tests.viewer.conftest import HOSTILE_QUERY, FeatureRuns
-from viewer.app import create_app
+from viewer.app import _templates, create_app
 from viewer.run_figures import POOLED, adaptive_view, trigger_view
 
 HOSTILE_ROW = "openai/exec-<img src=x onerror=alert(1)>\n| forged | row |"
@@ -157,6 +157,28 @@ def test_a_rows_gate_verdict_is_its_own_whatever_another_rows_name_spells() -> N
         honest, failing = trigger_view({"skills": [], "triggers": triggers}, RUN)["rows"]  # type: ignore[index]
         assert honest["gate"]["verdict"] == "PASS" and honest["gate"]["reasons"] == []
         assert failing["gate"] == {"verdict": "FAIL", "reasons": report.failures, "gates": "--min-recall 0.5"}
+
+
+def test_a_compared_trigger_run_shows_the_baseline_arms_own_figures_ungated() -> None:
+    runs = [TriggerRun("pdf", "m", 1, "q", True, ("pdf",)), TriggerRun("pdf", "m", 2, "n", False, ("pdf",))]
+    old = [TriggerRun("pdf", "m", 1, "q", True, ()), TriggerRun("pdf", "m", 2, "n", False, ())]
+    report = trigger_report(runs, TriggerSettings()).model_copy(
+        update={"baselines": {"baseline@HEAD~1": trigger_report(old, TriggerSettings()).figures}}
+    )
+    (row,) = trigger_view({"skills": [], "triggers": report.model_dump(mode="json")}, RUN)["baselines"]  # type: ignore[index]
+    assert (row["arm"], row["skill"], row["row"]) == ("baseline@HEAD~1", "pdf", "m (agent)")
+    assert row["recall"]["count"] == "0 of 1 positive runs" and row["false_trigger"]["count"] == "0 of 1 negative runs"
+    assert "gate" not in row  # a baseline arm is shown, never gated
+    view = trigger_view({"skills": [], "triggers": report.model_dump(mode="json")}, RUN)
+    html = _templates().env.get_template("run_figures.html").render(triggers=view, adaptive=None)
+    table = html.split("The earlier description's own figures (not gated)")[1]
+    assert '<td data-label="arm" class="wrap">baseline@HEAD~1</td>' in table and "0 of 1 positive runs" in table
+    assert (
+        trigger_view({"skills": [], "triggers": trigger_report(runs, TriggerSettings()).model_dump(mode="json")}, RUN)[
+            "baselines"
+        ]
+        == []
+    )  # type: ignore[index]
 
 
 def test_a_sweep_stored_before_results_named_their_harnesses_still_shows_harness_model_rows(
