@@ -142,3 +142,12 @@ def test_a_failed_gate_is_the_rows_last_paragraph_not_an_item_of_the_missed_list
     assert "bullet_list_close" in between  # after the list it follows, not inside it
     row = md[md.index(f"### {MODEL}") : md.index("## Routing matrix")]
     assert row.rstrip().endswith("is below 90%")  # the verdict last
+
+
+def test_a_trigger_shard_of_the_built_in_agent_says_the_skill_was_activated_when_it_fired() -> None:
+    result = trigger_run(("pdf",), compare=False)
+    (skill,) = result.skills
+    activated = {r.case_id: r.skill_activated for r in skill.runs}
+    assert activated == {1: True, 2: False, 3: False, 4: False}
+    runs = json.loads(result.model_dump_json())["skills"][0]["runs"]
+    assert [r["skill_activated"] for r in runs if r["case_id"] == 1] == [True]
