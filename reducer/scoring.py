@@ -152,9 +152,29 @@ def aggregate_gate(current: Sequence[SkillResult], rated: bool = True) -> tuple[
         return aggregate, ""
     # The suite rate sums trustworthy corpora only: an INCONCLUSIVE corpus's few graded cases are noise.
     trusted = [s for s in current if not s.inconclusive]
-    suite = rate(sum(s.behavioural.passed for s in trusted), sum(s.behavioural.total for s in trusted))
+    suite = suite_rate([s.behavioural for s in trusted])
     left_out = f" ({len(inconclusive)} INCONCLUSIVE corpus left out)" if inconclusive else ""
     return aggregate, f"AGGREGATE: {headline(suite)}{left_out}"
+
+
+def suite_rate(rates: Sequence[Rate]) -> Rate:
+    """Several corpora's rates summed: their verdicts, or, when any corpus weighted its cases over
+    unequal epochs, their case-weighted counts (a corpus of equal epochs adds its verdicts as they
+    are), so the suite rate is the one its corpora's own rates are parts of."""
+    passed, total = sum(r.passed for r in rates), sum(r.total for r in rates)
+    if all(r.weighted is None for r in rates):
+        return rate(passed, total)
+    shares = [r.weighted or (float(r.passed), float(r.total)) for r in rates]
+    w_passed, w_total = sum(p for p, _ in shares), sum(t for _, t in shares)
+    low, high = wilson(w_passed, w_total)
+    return Rate(
+        passed=passed,
+        total=total,
+        rate=w_passed / w_total if w_total else None,
+        low=low,
+        high=high,
+        weighted=(w_passed, w_total),
+    )
 
 
 def rank(board: Sequence[ModelSummary]) -> list[ModelSummary]:

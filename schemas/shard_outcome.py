@@ -52,7 +52,9 @@ class ShardOutcome:
 
     def __post_init__(self) -> None:
         # Frozen: set once here so every row and line built from this outcome says the same.
-        object.__setattr__(self, "skill_activated", skill_loaded(self.shard.skill, self.skill_activated, self.skills_fired))
+        object.__setattr__(
+            self, "skill_activated", skill_loaded(self.shard.skill, self.skill_activated, self.skills_fired)
+        )
 
 
 def skill_loaded(skill: str, recorded: bool | None, fired: Sequence[str] | None) -> bool | None:

@@ -111,3 +111,28 @@ def test_a_weighted_rate_keeps_the_counts_its_interval_is_of() -> None:
     assert Rate.model_validate_json(r.model_dump_json()).weighted == (4.8, 6.0)
     pooled = Rate.model_validate({"passed": 1, "total": 2, "rate": 0.5, "low": 0.1, "high": 0.9})
     assert pooled.weighted is None and "weighted" not in pooled.model_dump(mode="json")
+
+
+def test_the_aggregate_line_sums_the_case_weighted_counts_its_corpora_are_rated_by() -> None:
+    # Corpus s as above (4.8 of 6 case-weighted, 16/22 verdicts); corpus t passes every shard (6 of 6, 22/22).
+    epochs = {c: 3 for c in range(1, 5)} | {5: 5, 6: 5}
+    rule = AdaptivePlan(
+        max_epochs=5,
+        looks_done=1,
+        cases=tuple(
+            CaseEpochs(skill=k, case_id=c, epochs=e, stopped="stable") for k in "st" for c, e in epochs.items()
+        ),
+    )
+    bundles = [bundle(k, (1,) * CASES) for k in "st"]
+    first = plan_run("20260101-000000-00000000", bundles, ["m"], judges=["j"], adaptive=rule)
+    plan = grown(first.model_copy(update={"adaptive": rule.model_copy(update={"cases": ()})}), rule)
+
+    def passes(skill: str, case: int, epoch: int) -> bool:
+        return skill == "t" or case <= 4 or (case == 5 and epoch % 2 == 0) or epoch == 0
+
+    result = reduce_run(plan, {s.shard_id: graded(s, [passes(s.skill, s.case_id, s.epoch)]) for s in plan.shards})
+    assert [s.behavioural.weighted for s in result.skills] == [pytest.approx((4.8, 6.0)), pytest.approx((6.0, 6.0))]
+    # 10.8 of 12 case-weighted is 90.0%; the pooled 38/44 verdicts (86.4%) is neither corpus's kind of figure.
+    assert result.aggregate_headline == (
+        "AGGREGATE: 90.0% with each case weighted equally (38/44 verdicts over unequal epochs)"
+    )
