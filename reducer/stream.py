@@ -105,9 +105,12 @@ class StreamReducer:
         # rows kept every planned shard is added, ended or not, so each model is listed where its
         # first shard comes; streamed, the models come first.
         if not keep_rows:
-            for spend in (self.spend, *(arm.spend for arm in self.arms.values())):
+            for m in plan.rows:
+                self.spend[m] = Spend()
+            for (variant, skill), arm in self.arms.items():
                 for m in plan.rows:
-                    spend[m] = Spend()
+                    if self._planned is None or self._planned[(variant, skill, m)]:
+                        arm.spend[m] = Spend()
         self.pairs: dict[tuple[str, str], dict[Key, Cell]] | None = (
             {key: {} for key in self.arms} if len(plan.variants) > 1 or len(plan.harnesses) > 1 else None
         )
@@ -206,7 +209,11 @@ class StreamReducer:
     def _skill(self, bundle: SkillBundle, variant: str) -> SkillResult:
         arm = self.arms[(variant, bundle.skill)]
         cases = len(bundle.corpus.evals)
-        per_model = {m: self.shards_per_model(bundle, variant, m) for m in self.plan.rows}
+        # A grade-only run plans only the recordings there are: a model recorded for another corpus
+        # has no shard in this one, and no row here (a full run plans every row in every corpus).
+        per_model = {
+            m: n for m in self.plan.rows if (n := self.shards_per_model(bundle, variant, m)) or m in arm.models
+        }
         shards = sum(per_model.values())
         graded = arm.states.get(ShardState.GRADED, 0)
         not_graded = shards - graded
@@ -248,7 +255,7 @@ class StreamReducer:
             headline=head,
             models=[
                 self._weighted(arm.models.get(m, ModelCounts()).summary(m, per_model[m], clusters_of([arm], m)), [arm])
-                for m in self.plan.rows
+                for m in per_model
             ],
             assertions=self._assertions(bundle, arm),
             runs=arm.rows,
@@ -257,7 +264,7 @@ class StreamReducer:
             sandbox_modes=sorted(arm.sandboxes),
             judge_agreement=pairs[0] / pairs[1] if pairs[1] else None,
             judge_unanimous=unanimous[0] / unanimous[1] if unanimous[1] else None,
-            plugin_scores=scores_from_sums([c.id for c in bundle.corpus.evals], sorted(self.plan.rows), arm.run_scores)
+            plugin_scores=scores_from_sums([c.id for c in bundle.corpus.evals], sorted(per_model), arm.run_scores)
             if is_plugin_suite(bundle.corpus_file)
             else [],
             usage={name: spend.usage() for name, spend in arm.spend.items()},
