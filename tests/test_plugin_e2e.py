@@ -106,7 +106,13 @@ def test_threshold_is_what_every_case_must_score_whatever_the_runs_threshold(env
     doc, markdown = reports(env.out, "forecast", res.run_id)
     assert doc["verdict"] == "PASS"
     bar = "threshold 0.3 (--threshold) on every plugin eval case's score"
-    assert doc["threshold"] == {"value": 1.0, "source": "default", "plugin_eval_cases": 0.3, "text": bar}
+    assert doc["threshold"] == {
+        "value": 1.0,
+        "source": "default",
+        "plugin_eval_cases": 0.3,
+        "applies_to": [],
+        "text": bar,
+    }
     [current] = [s for s in doc["variants"] if s["variant"] == "current"]
     basis = "every plugin eval case at or above --threshold 0.3; lowest: case 1, 0.333 with openai/exec-a"
     assert (current["verdict"], current["verdict_basis"]) == ("PASS", basis)
