@@ -101,16 +101,12 @@ class StreamReducer:
         """Planned shards per (variant, corpus, row) when the plan lists its shards."""
         self._models = {m: m for m in plan.rows}  # one string object per row for every pair key
         self._rows = {(h, m): row_name(m, h) for h, ms in plan.harnesses.items() for m in ms}
-        # Every executor model is listed in the usage, with zero when none of its shards ended. With
-        # rows kept every planned shard is added, ended or not, so each model is listed where its
-        # first shard comes; streamed, the models come first.
+        # Every executor model is in the usage (zero when none of its shards ended), a corpus's the models
+        # planned in it. With rows kept every planned shard is added, so each is listed where it first comes.
         if not keep_rows:
-            for m in plan.rows:
-                self.spend[m] = Spend()
-            for (variant, skill), arm in self.arms.items():
-                for m in plan.rows:
-                    if self._planned is None or self._planned[(variant, skill, m)]:
-                        arm.spend[m] = Spend()
+            self.spend.update({m: Spend() for m in plan.rows})
+            for (v, skill), arm in self.arms.items():
+                arm.spend.update({m: Spend() for m in plan.rows if not self._planned or self._planned[(v, skill, m)]})
         self.pairs: dict[tuple[str, str], dict[Key, Cell]] | None = (
             {key: {} for key in self.arms} if len(plan.variants) > 1 or len(plan.harnesses) > 1 else None
         )
@@ -209,11 +205,9 @@ class StreamReducer:
     def _skill(self, bundle: SkillBundle, variant: str) -> SkillResult:
         arm = self.arms[(variant, bundle.skill)]
         cases = len(bundle.corpus.evals)
-        # A grade-only run plans only the recordings there are: a model recorded for another corpus
-        # has no shard in this one, and no row here (a full run plans every row in every corpus).
-        per_model = {
-            m: n for m in self.plan.rows if (n := self.shards_per_model(bundle, variant, m)) or m in arm.models
-        }
+        planned = {m: self.shards_per_model(bundle, variant, m) for m in self.plan.rows}
+        # A model with no shard in this corpus (a grade-only run plans only what was recorded) has no row.
+        per_model = {m: n for m, n in planned.items() if n or m in arm.models}
         shards = sum(per_model.values())
         graded = arm.states.get(ShardState.GRADED, 0)
         not_graded = shards - graded
