@@ -6,7 +6,7 @@ reads ``1 queries`` nor hedges with ``query(s)``.
 
 from __future__ import annotations
 
-_IRREGULAR = {"match": "matches", "child": "children"}
+_IRREGULAR = {"match": "matches", "child": "children", "epoch": "epochs"}  # a hard "ch" takes -s
 
 
 def noun(count: int, word: str) -> str:

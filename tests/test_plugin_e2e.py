@@ -80,7 +80,7 @@ def test_a_plugin_suite_runs_as_written_and_is_scored_as_plugin_eval_scores_it(e
     assert any("plugin eval case 1 scores 0.333" in r and "--threshold 0.95" in r for r in doc["reasons"])
     assert "### Plugin eval scores" in markdown
     [page] = [p for p in env.out.rglob("*.html") if res.run_id in p.read_text()]
-    assert 'id="plugin-scores"' in page.read_text() and "0.333 (2 run(s))" in page.read_text()
+    assert 'id="plugin-scores"' in page.read_text() and "0.333 (2 runs)" in page.read_text()
     assert "plugin eval score (openai/exec-a): suite 0.667; cases 1=0.333, 2=1.000" in res.stdout
     if env.extra:
         assert current["runs"] == []  # the streamed reduce ran: it lists no runs

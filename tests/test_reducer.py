@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from producer.launch.grade_only import recorded_plan
 from producer.plan.planning import plan_run
+from reducer.render import render_markdown
 from reducer.scoring import headline, is_inconclusive, rate
 from reducer.stats import mean_interval, pass_at_k, pass_hat_k, two_proportion_p, wilson
-from reducer.render import render_markdown
 from reducer.stream import StreamReducer, reduce_run
 from schemas.corpus import Assertion, Corpus, EvalCase, ToolCallCheck
 from schemas.errors import BlockedError, FixtureNeedsGit, NoIsolation, NoSandbox
