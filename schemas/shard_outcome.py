@@ -34,7 +34,7 @@ class ShardOutcome:
     stops_run: bool = False
     """Blocked by a status that stops the run (the error's ``stops_run``)."""
     skill_activated: bool | None = None
-    """Harness executors: whether the harness loaded the skill (None: not recorded)."""
+    """Whether the skill was loaded: the harness's record, else whether it fired (:func:`skill_loaded`)."""
     rejected_calls: tuple[str, ...] = ()
     """Tool calls the harness's stream claimed that no proxied model response held."""
     mock_findings: tuple[str, ...] = ()
