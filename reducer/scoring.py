@@ -140,10 +140,13 @@ def assertion_stat(
     )
 
 
-def aggregate_gate(current: Sequence[SkillResult], rated: bool = True) -> tuple[bool, str]:
+def aggregate_gate(
+    current: Sequence[SkillResult], rated: bool = True, weighted: Rate | None = None
+) -> tuple[bool, str]:
     """Whether several corpora are INCONCLUSIVE together, and the AGGREGATE line (empty for one
     corpus, and when it would be a suite pass rate but the corpora hold no assertions: not ``rated``,
-    a trigger run)."""
+    a trigger run). ``weighted``: the trustworthy corpora's case-weighted rate, the suite's figure
+    when any of them weighted its cases over unequal epochs."""
     inconclusive = [s for s in current if s.inconclusive]
     aggregate = len(current) > 1 and len(inconclusive) / len(current) > AGGREGATE_INCONCLUSIVE_SHARE
     if aggregate:
@@ -152,29 +155,18 @@ def aggregate_gate(current: Sequence[SkillResult], rated: bool = True) -> tuple[
         return aggregate, ""
     # The suite rate sums trustworthy corpora only: an INCONCLUSIVE corpus's few graded cases are noise.
     trusted = [s for s in current if not s.inconclusive]
-    suite = suite_rate([s.behavioural for s in trusted])
+    suite = suite_rate([s.behavioural for s in trusted], weighted)
     left_out = f" ({len(inconclusive)} INCONCLUSIVE corpus left out)" if inconclusive else ""
     return aggregate, f"AGGREGATE: {headline(suite)}{left_out}"
 
 
-def suite_rate(rates: Sequence[Rate]) -> Rate:
-    """Several corpora's rates summed: their verdicts, or, when any corpus weighted its cases over
-    unequal epochs, their case-weighted counts (a corpus of equal epochs adds its verdicts as they
-    are), so the suite rate is the one its corpora's own rates are parts of."""
-    passed, total = sum(r.passed for r in rates), sum(r.total for r in rates)
-    if all(r.weighted is None for r in rates):
-        return rate(passed, total)
-    shares = [r.weighted or (float(r.passed), float(r.total)) for r in rates]
-    w_passed, w_total = sum(p for p, _ in shares), sum(t for _, t in shares)
-    low, high = wilson(w_passed, w_total)
-    return Rate(
-        passed=passed,
-        total=total,
-        rate=w_passed / w_total if w_total else None,
-        low=low,
-        high=high,
-        weighted=(w_passed, w_total),
-    )
+def suite_rate(rates: Sequence[Rate], weighted: Rate | None = None) -> Rate:
+    """Several corpora's rates summed: their verdicts pooled, or, when any corpus weighted its cases
+    over unequal epochs, ``weighted`` (every case of them weighted once, as that corpus's own rate is,
+    so a corpus of equal epochs does not count each case once per epoch beside it)."""
+    if weighted is not None and any(r.weighted is not None for r in rates):
+        return weighted
+    return rate(sum(r.passed for r in rates), sum(r.total for r in rates))
 
 
 def rank(board: Sequence[ModelSummary]) -> list[ModelSummary]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from reducer.comparison import Cell, Key, cell_of, compare_all, with_unended
 from reducer.counters import Arm, ModelCounts, Spend, clusters_of
-from reducer.epoch_weights import counts_of_cells, model_rate, planned_shards, unequal_epochs, weighted_rate
+from reducer.epoch_weights import cells_rate, counts_of_cells, model_rate, planned_shards, unequal_epochs, weighted_rate
 from reducer.gates import comparison_failures
 from reducer.plugin_score import is_plugin_suite, scores_from_sums
 from reducer.quality import assertion_texts, quality_rows
@@ -301,7 +301,8 @@ class StreamReducer:
             [self._skill(b, v) for v in plan.variants for b in plan.bundles], threshold, plugin_threshold
         )
         current = [s for s in skills if s.variant == CURRENT]
-        aggregate, aggregate_headline = aggregate_gate(current, rated=triggers is None)
+        trusted = [self.arms[(CURRENT, s.skill)].cells for s in current if not s.inconclusive]
+        aggregate, aggregate_headline = aggregate_gate(current, triggers is None, cells_rate(trusted))
         calibration = dict(calibration or {})
         comparisons, trigger, fails = self._compared(skills, triggers, executor, regression_alpha, require_uplift)
         # A sweep's harnesses paired on the same cases: described, never gated (a trigger run's
