@@ -48,7 +48,7 @@ from schemas.comparison import PairedComparison
 from schemas.outcome import CalibrationRecord, OutcomeLine
 from schemas.report import UNFINISHED, AssertionStat, CaseRun, ModelSummary, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, SkillBundle, row_name
-from schemas.shard_outcome import ShardOutcome, outcome_line_of
+from schemas.shard_outcome import ShardOutcome, outcome_line_of, skill_loaded
 from schemas.status import INFRA_FAILURES, ShardState, Verdict
 from schemas.triggers import TriggerReport, TriggerSettings
 
@@ -144,9 +144,9 @@ class StreamReducer:
             arm.blocked.append(blocked_row(line))
         # The current variant's shards count on the leaderboard too.
         models = (arm.model(model), self.board[model]) if line.variant == CURRENT else (arm.model(model),)
-        if line.skill_activated is not None:
+        if (activated := skill_loaded(line.skill, line.skill_activated, line.skills_fired)) is not None:
             for counts in models:
-                counts.activated[0] += line.skill_activated
+                counts.activated[0] += activated
                 counts.activated[1] += 1
         if line.sandbox:
             arm.sandboxes.add(line.sandbox)

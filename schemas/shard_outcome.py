@@ -59,7 +59,8 @@ class ShardOutcome:
 
 def skill_loaded(skill: str, recorded: bool | None, fired: Sequence[str] | None) -> bool | None:
     """Whether the skill under test was loaded: a harness executor's own flag, else whether it is among
-    the skills a trigger shard of the built-in agent fired (None: neither was recorded)."""
+    the skills a trigger shard of the built-in agent fired (None: neither was recorded). Outcome lines
+    and rows store it; the reduce derives it again for a line stored before lines did."""
     if recorded is not None or fired is None:
         return recorded
     return skill in fired
