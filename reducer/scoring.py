@@ -29,6 +29,7 @@ from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import UNFINISHED, AssertionStat, ClusteredRate, ModelSummary, Rate, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import Verdict
+from schemas.words import plural
 
 NO_RECORD = f"no terminal record in the store: {UNFINISHED}"
 """The detail of a shard the reduce found no outcome for."""
@@ -245,7 +246,9 @@ def decide_verdict(
     if warns:
         return Verdict.WARN, warns
     if not current and already_reported:
-        return Verdict.PASS, [f"nothing to run: {len(already_reported)} corpora already reported (--force re-runs)"]
+        return Verdict.PASS, [
+            f"nothing to run: {plural(len(already_reported), 'corpus')} already reported (--force re-runs)"
+        ]
     return Verdict.PASS, [_passed(current, threshold, source, plugin_threshold)]
 
 

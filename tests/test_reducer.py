@@ -330,7 +330,7 @@ def test_nothing_to_run_is_blocked_only_when_every_corpus_was_bad() -> None:
     assert reduce(empty, {}, skipped=bad).verdict is Verdict.BLOCKED
     assert reduce(empty, {}, skipped=bad, already_reported=["evals/y.evals.json"]).verdict is Verdict.WARN
     done = reduce(empty, {}, already_reported=["evals/y.evals.json"])
-    assert done.verdict is Verdict.PASS and done.reasons[0].startswith("nothing to run: 1 corpora already reported")
+    assert done.verdict is Verdict.PASS and done.reasons[0].startswith("nothing to run: 1 corpus already reported")
 
 
 # --- headline, composite, leaderboard, epochs ------------------------------------------------------

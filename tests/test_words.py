@@ -28,6 +28,7 @@ from worker.grading.plugin_checks import check_text_match
     [
         (1, "query", "1 query"),
         (3, "epoch", "3 epochs"),
+        (2, "corpus", "2 corpora"),
         (0, "query", "0 queries"),
         (2, "failing-case transcript", "2 failing-case transcripts"),
         (3, "match", "3 matches"),
