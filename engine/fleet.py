@@ -23,6 +23,7 @@ import redis
 
 from engine.keys import node_key
 from engine.scripts import register, reply_text
+from schemas.words import plural
 
 RECORD_TTL_S = 24 * 3600
 """A node record outlives its node by a day at most (a SIGKILLed node cannot remove it)."""
@@ -98,7 +99,8 @@ def assess(
     if record.busy < record.slots and waiting > 0 and idle > idle_after_s:
         return Health(
             False,
-            f"not consuming: {record.slots - record.busy} free slot(s), {waiting} message(s) waiting on "
+            f"not consuming: {plural(record.slots - record.busy, 'free slot')}, "
+            f"{plural(waiting, 'message')} waiting on "
             f"{','.join(record.queues)}, nothing taken for {idle:.0f}s (limit {idle_after_s:.0f}s)",
         )
     return Health(True, f"ok: beat {beat_age:.0f}s ago, {record.busy}/{record.slots} busy, {waiting} waiting")

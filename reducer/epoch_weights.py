@@ -68,6 +68,11 @@ def model_rate(arms: Sequence[Mapping[tuple[int, int, str], Sequence[int]]], mod
     return weighted_rate(counts)
 
 
+def cells_rate(arms: Sequence[Mapping[tuple[int, int, str], Sequence[int]]]) -> Rate:
+    """The case-weighted rate of several corpus arms' cells (every model's), each case once."""
+    return weighted_rate([c for cells in arms for c in counts_of_cells(cells)])
+
+
 def planned_shards(plan: RunPlan, bundle: SkillBundle) -> int:
     """Shards one corpus arm plans per executor model: every case's own epochs."""
     return sum(plan.epochs_of(bundle.skill, case.id) for case in bundle.corpus.evals)

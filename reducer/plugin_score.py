@@ -15,6 +15,7 @@ from html import escape
 from reducer.html_parts import table
 from reducer.threshold import score_against, verdict_basis
 from schemas.report import PluginCaseScore, PluginSuiteScore, RunResult, SkillResult
+from schemas.words import plural
 
 PLUGIN_SUITE_PREFIX = "evals/*/ [plugin suite:"
 
@@ -73,7 +74,7 @@ def plugin_score_lines(skill: SkillResult) -> list[str]:
         "|---|---|" + "---|" * len(skill.plugin_scores[0].cases),
     ]
     for s in skill.plugin_scores:
-        cells = " | ".join(f"{_score(c.score)} ({c.runs} run(s))" for c in s.cases)
+        cells = " | ".join(f"{_score(c.score)} ({plural(c.runs, 'run')})" for c in s.cases)
         out.append(f"| {s.model} | {_score(s.score)} | {cells} |")
     return out
 
@@ -100,7 +101,7 @@ def plugin_score_html(result: RunResult) -> str:
     for skill in suites:
         head = ["model", "suite score", *(f"case {c.case_id}" for c in skill.plugin_scores[0].cases)]
         rows = [
-            [s.model, _score(s.score), *(f"{_score(c.score)} ({c.runs} run(s))" for c in s.cases)]
+            [s.model, _score(s.score), *(f"{_score(c.score)} ({plural(c.runs, 'run')})" for c in s.cases)]
             for s in skill.plugin_scores
         ]
         out.append(f"<h3>{escape(skill.skill)} [{escape(skill.variant)}]</h3>")

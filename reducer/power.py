@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from reducer.paired import min_discordant_for
+from schemas.words import plural
 
 DEFAULT_DIFFERENCE = 0.10
 DEFAULT_DISCORDANCE = 0.20
@@ -157,7 +158,8 @@ class PowerNote:
         at_one = "exact McNemar" if self.epochs == 1 else f"{self.needed_one_epoch} at one epoch, exact McNemar"
         out = [
             f"power: to detect {detect}, {basis}, "
-            f"you need about {self.needed} cases at {self.epochs} epoch(s) ({at_one}); this run has {self.cases}.",
+            f"you need about {self.needed} cases at {plural(self.epochs, 'epoch')} ({at_one}); "
+            f"this run has {self.cases}.",
         ]
         if self.power_now is not None:
             out.append(f"power: with {self.cases} cases at one epoch the chance to detect it is {self.power_now:.0%}.")

@@ -15,7 +15,14 @@ from reducer.render_sweep import is_sweep, row_label, sweep_section
 from reducer.render_triggers import gates_text, routing_section, trigger_section
 from reducer.scoring import counts, interval_method
 from reducer.stream import ROWS_NOT_KEPT
-from reducer.threshold import gate_rule, gated_kinds, is_plugin, threshold_text, verdict_basis
+from reducer.threshold import (
+    gate_rule,
+    gated_kinds,
+    is_plugin,
+    threshold_applies_to,
+    threshold_text,
+    verdict_basis,
+)
 from schemas.report import CaseRun, ClusteredRate, RunResult, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import ShardState
@@ -319,6 +326,7 @@ def _threshold_doc(result: RunResult) -> dict[str, object]:
     if result.plugin_threshold is not None:  # ``--threshold``: what every plugin eval case must score
         doc["plugin_eval_cases"] = result.plugin_threshold
     if gated_kinds(result.skills)[1]:  # a plugin eval suite's pass rate decides nothing: say what does
+        doc["applies_to"] = threshold_applies_to(result)  # ``value``'s reach: [] when it gated nothing
         doc["text"] = threshold_text(result)
     return doc
 

@@ -9,6 +9,7 @@ from reducer.sensitivity import insensitive_assertions
 from schemas.comparison import AssertionQuality, NoiseFloor, PairedComparison
 from schemas.constants import WARN_INSENSITIVE_SUITE
 from schemas.report import RunResult, SkillResult
+from schemas.words import plural
 
 TEST_LABELS = {
     "mcnemar-exact": "McNemar's exact test over cases",
@@ -47,7 +48,7 @@ def noise_summary(noise: NoiseFloor) -> str:
     if noise.min_detectable is not None:
         mde = (
             f"smallest detectable difference {100 * noise.min_detectable:.1f} pts with {noise.cases} cases x "
-            f"{noise.epochs} epoch(s) (alpha {noise.alpha:g}, power {noise.power:g})"
+            f"{plural(noise.epochs, 'epoch')} (alpha {noise.alpha:g}, power {noise.power:g})"
         )
     else:
         mde = f"no difference is detectable with {noise.cases} cases (alpha {noise.alpha:g}, power {noise.power:g})"
@@ -89,7 +90,7 @@ def _dropped(c: PairedComparison) -> str:
     if not c.dropped:
         return "no pair dropped"
     by = ", ".join(f"{k} {v}" for k, v in sorted(c.dropped_by.items()))
-    return f"{c.dropped} pair(s) dropped because a side was not graded ({by})"
+    return f"{plural(c.dropped, 'pair')} dropped because a side was not graded ({by})"
 
 
 def comparison_section(result: RunResult, current: SkillResult, base: SkillResult) -> list[str]:

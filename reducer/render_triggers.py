@@ -78,7 +78,7 @@ def trigger_section(report: TriggerReport, skill: str) -> list[str]:
         lines.append(f"- precision (of its activations, those on positives): {proportion_text(f.precision)}")
         lines.append(f"- F1: {f1_text(f)}")
         if f.not_ended:
-            lines.append(f"- not counted: {f.not_ended} shard(s) ended without a record of what fired")
+            lines.append(f"- not counted: {plural(f.not_ended, 'shard')} ended without a record of what fired")
         lines += ["", "| query | should fire | fired (epochs) | flaky | fired first instead |", "|---|---|---|---|---|"]
         for q in f.queries:
             instead = ", ".join(f"{_md(k)} x{v}" for k, v in q.instead.items()) or "-"
@@ -89,7 +89,7 @@ def trigger_section(report: TriggerReport, skill: str) -> list[str]:
         if f.confusion:
             lines += ["", "Missed positives, by what fired first instead:", ""]
             lines += [
-                f"- {_md(k)}: {v} run(s)" + (" (no skill activated)" if k == NO_ACTIVATION else "")
+                f"- {_md(k)}: {plural(v, 'run')}" + (" (no skill activated)" if k == NO_ACTIVATION else "")
                 for k, v in f.confusion.items()
             ]
         # The row's verdict last, each a paragraph of its own (not one more item of the list above).
@@ -187,7 +187,7 @@ def _junit_query(skill: str, q: QueryRate) -> tuple[str, bool]:
     if not (q.runs and wrong * 2 > q.runs):
         return f"<testcase classname={quoteattr(skill)} name={name}/>", False
     what = "missed" if q.should_trigger else "false trigger"
-    message = quoteattr(f"{what} in {wrong}/{q.runs} epoch(s); the trigger gates decide the verdict")
+    message = quoteattr(f"{what} in {wrong}/{plural(q.runs, 'epoch')}; the trigger gates decide the verdict")
     return f"<testcase classname={quoteattr(skill)} name={name}><skipped message={message}/></testcase>", True
 
 

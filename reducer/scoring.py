@@ -29,6 +29,7 @@ from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import UNFINISHED, AssertionStat, ClusteredRate, ModelSummary, Rate, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import Verdict
+from schemas.words import plural
 
 NO_RECORD = f"no terminal record in the store: {UNFINISHED}"
 """The detail of a shard the reduce found no outcome for."""
@@ -140,10 +141,13 @@ def assertion_stat(
     )
 
 
-def aggregate_gate(current: Sequence[SkillResult], rated: bool = True) -> tuple[bool, str]:
+def aggregate_gate(
+    current: Sequence[SkillResult], rated: bool = True, weighted: Rate | None = None
+) -> tuple[bool, str]:
     """Whether several corpora are INCONCLUSIVE together, and the AGGREGATE line (empty for one
     corpus, and when it would be a suite pass rate but the corpora hold no assertions: not ``rated``,
-    a trigger run)."""
+    a trigger run). ``weighted``: the trustworthy corpora's case-weighted rate, the suite's figure
+    when any of them weighted its cases over unequal epochs."""
     inconclusive = [s for s in current if s.inconclusive]
     aggregate = len(current) > 1 and len(inconclusive) / len(current) > AGGREGATE_INCONCLUSIVE_SHARE
     if aggregate:
@@ -152,9 +156,18 @@ def aggregate_gate(current: Sequence[SkillResult], rated: bool = True) -> tuple[
         return aggregate, ""
     # The suite rate sums trustworthy corpora only: an INCONCLUSIVE corpus's few graded cases are noise.
     trusted = [s for s in current if not s.inconclusive]
-    suite = rate(sum(s.behavioural.passed for s in trusted), sum(s.behavioural.total for s in trusted))
+    suite = suite_rate([s.behavioural for s in trusted], weighted)
     left_out = f" ({len(inconclusive)} INCONCLUSIVE corpus left out)" if inconclusive else ""
     return aggregate, f"AGGREGATE: {headline(suite)}{left_out}"
+
+
+def suite_rate(rates: Sequence[Rate], weighted: Rate | None = None) -> Rate:
+    """Several corpora's rates summed: their verdicts pooled, or, when any corpus weighted its cases
+    over unequal epochs, ``weighted`` (every case of them weighted once, as that corpus's own rate is,
+    so a corpus of equal epochs does not count each case once per epoch beside it)."""
+    if weighted is not None and any(r.weighted is not None for r in rates):
+        return weighted
+    return rate(sum(r.passed for r in rates), sum(r.total for r in rates))
 
 
 def rank(board: Sequence[ModelSummary]) -> list[ModelSummary]:
@@ -233,7 +246,9 @@ def decide_verdict(
     if warns:
         return Verdict.WARN, warns
     if not current and already_reported:
-        return Verdict.PASS, [f"nothing to run: {len(already_reported)} corpora already reported (--force re-runs)"]
+        return Verdict.PASS, [
+            f"nothing to run: {plural(len(already_reported), 'corpus')} already reported (--force re-runs)"
+        ]
     return Verdict.PASS, [_passed(current, threshold, source, plugin_threshold)]
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from reducer.comparison import Cell, Key, cell_of, compare_all, with_unended
 from reducer.counters import Arm, ModelCounts, Spend, clusters_of
-from reducer.epoch_weights import counts_of_cells, model_rate, planned_shards, unequal_epochs, weighted_rate
+from reducer.epoch_weights import cells_rate, counts_of_cells, model_rate, planned_shards, unequal_epochs, weighted_rate
 from reducer.gates import comparison_failures
 from reducer.plugin_score import is_plugin_suite, scores_from_sums
 from reducer.quality import assertion_texts, quality_rows
@@ -48,7 +48,7 @@ from schemas.comparison import PairedComparison
 from schemas.outcome import CalibrationRecord, OutcomeLine
 from schemas.report import UNFINISHED, AssertionStat, CaseRun, ModelSummary, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, SkillBundle, row_name
-from schemas.shard_outcome import ShardOutcome, outcome_line_of
+from schemas.shard_outcome import ShardOutcome, outcome_line_of, skill_loaded
 from schemas.status import INFRA_FAILURES, ShardState, Verdict
 from schemas.triggers import TriggerReport, TriggerSettings
 
@@ -101,13 +101,12 @@ class StreamReducer:
         """Planned shards per (variant, corpus, row) when the plan lists its shards."""
         self._models = {m: m for m in plan.rows}  # one string object per row for every pair key
         self._rows = {(h, m): row_name(m, h) for h, ms in plan.harnesses.items() for m in ms}
-        # Every executor model is listed in the usage, with zero when none of its shards ended. With
-        # rows kept every planned shard is added, ended or not, so each model is listed where its
-        # first shard comes; streamed, the models come first.
+        # Every executor model is in the usage (zero when none of its shards ended), a corpus's the models
+        # planned in it. With rows kept every planned shard is added, so each is listed where it first comes.
         if not keep_rows:
-            for spend in (self.spend, *(arm.spend for arm in self.arms.values())):
-                for m in plan.rows:
-                    spend[m] = Spend()
+            self.spend.update({m: Spend() for m in plan.rows})
+            for (v, skill), arm in self.arms.items():
+                arm.spend.update({m: Spend() for m in plan.rows if not self._planned or self._planned[(v, skill, m)]})
         self.pairs: dict[tuple[str, str], dict[Key, Cell]] | None = (
             {key: {} for key in self.arms} if len(plan.variants) > 1 or len(plan.harnesses) > 1 else None
         )
@@ -145,9 +144,9 @@ class StreamReducer:
             arm.blocked.append(blocked_row(line))
         # The current variant's shards count on the leaderboard too.
         models = (arm.model(model), self.board[model]) if line.variant == CURRENT else (arm.model(model),)
-        if line.skill_activated is not None:
+        if (activated := skill_loaded(line.skill, line.skill_activated, line.skills_fired)) is not None:
             for counts in models:
-                counts.activated[0] += line.skill_activated
+                counts.activated[0] += activated
                 counts.activated[1] += 1
         if line.sandbox:
             arm.sandboxes.add(line.sandbox)
@@ -206,7 +205,9 @@ class StreamReducer:
     def _skill(self, bundle: SkillBundle, variant: str) -> SkillResult:
         arm = self.arms[(variant, bundle.skill)]
         cases = len(bundle.corpus.evals)
-        per_model = {m: self.shards_per_model(bundle, variant, m) for m in self.plan.rows}
+        planned = {m: self.shards_per_model(bundle, variant, m) for m in self.plan.rows}
+        # A model with no shard in this corpus (a grade-only run plans only what was recorded) has no row.
+        per_model = {m: n for m, n in planned.items() if n or m in arm.models}
         shards = sum(per_model.values())
         graded = arm.states.get(ShardState.GRADED, 0)
         not_graded = shards - graded
@@ -248,7 +249,7 @@ class StreamReducer:
             headline=head,
             models=[
                 self._weighted(arm.models.get(m, ModelCounts()).summary(m, per_model[m], clusters_of([arm], m)), [arm])
-                for m in self.plan.rows
+                for m in per_model
             ],
             assertions=self._assertions(bundle, arm),
             runs=arm.rows,
@@ -257,7 +258,7 @@ class StreamReducer:
             sandbox_modes=sorted(arm.sandboxes),
             judge_agreement=pairs[0] / pairs[1] if pairs[1] else None,
             judge_unanimous=unanimous[0] / unanimous[1] if unanimous[1] else None,
-            plugin_scores=scores_from_sums([c.id for c in bundle.corpus.evals], sorted(self.plan.rows), arm.run_scores)
+            plugin_scores=scores_from_sums([c.id for c in bundle.corpus.evals], sorted(per_model), arm.run_scores)
             if is_plugin_suite(bundle.corpus_file)
             else [],
             usage={name: spend.usage() for name, spend in arm.spend.items()},
@@ -300,7 +301,8 @@ class StreamReducer:
             [self._skill(b, v) for v in plan.variants for b in plan.bundles], threshold, plugin_threshold
         )
         current = [s for s in skills if s.variant == CURRENT]
-        aggregate, aggregate_headline = aggregate_gate(current, rated=triggers is None)
+        trusted = [self.arms[(CURRENT, s.skill)].cells for s in current if not s.inconclusive]
+        aggregate, aggregate_headline = aggregate_gate(current, triggers is None, cells_rate(trusted))
         calibration = dict(calibration or {})
         comparisons, trigger, fails = self._compared(skills, triggers, executor, regression_alpha, require_uplift)
         # A sweep's harnesses paired on the same cases: described, never gated (a trigger run's

@@ -79,6 +79,17 @@ def gated_kinds(skills: Sequence[SkillResult]) -> tuple[bool, bool]:
     return any(not is_plugin(s) for s in judged), any(is_plugin(s) for s in judged)
 
 
+UNGATED = "no corpus of this run is gated by its pass rate"
+
+
+def threshold_applies_to(result: RunResult) -> list[str]:
+    """What the run's threshold (``--fail-under`` or the default) gated: ``pass rates``, ``plugin eval
+    case scores`` (when no ``--threshold`` takes its place), both, or nothing (a plugin eval suite
+    with ``--threshold``, whose ordinary corpora were skipped or never there)."""
+    ordinary, plugin = gated_kinds(result.skills)
+    return ["pass rates"] * ordinary + ["plugin eval case scores"] * (plugin and result.plugin_threshold is None)
+
+
 def plugin_bar(result: RunResult) -> float:
     """The score every plugin eval case must reach: ``--threshold``, else the run's threshold."""
     return result.threshold if result.plugin_threshold is None else result.plugin_threshold
@@ -96,7 +107,10 @@ def threshold_text(result: RunResult) -> str:
         return rate
     bar = None if result.plugin_threshold is None else f"{result.plugin_threshold:g} (--threshold)"
     if not ordinary:
-        return f"threshold {bar or rate.removeprefix('threshold ')} on {CASES}"
+        text = f"threshold {bar or rate.removeprefix('threshold ')} on {CASES}"
+        if bar is not None and result.threshold_source != "default":  # given, yet gating no corpus here
+            text += f"; {result.threshold} ({result.threshold_source}) on nothing: {UNGATED}"
+        return text
     return f"{rate} on pass rates and on {CASES}" if bar is None else f"{rate} on pass rates; {bar} on {CASES}"
 
 

@@ -50,7 +50,8 @@ class CaseRun(BaseModel):
     judge_usage: Usage = Field(default_factory=Usage)
     """Judge usage."""
     skill_activated: bool | None = None
-    """Harness executors: whether the harness loaded the skill (None: the executor records no activation)."""
+    """Whether the skill under test was loaded: a harness executor's own record, else, for a trigger shard,
+    whether it is among the skills that fired (None: the executor records no activation)."""
     rejected_calls: list[str] = Field(default_factory=list)
     """Tool calls the harness's stream claimed that no proxied model response held (rejected, flagged)."""
     mock_findings: list[str] = Field(default_factory=list)

@@ -8,7 +8,7 @@ sides share, so that neither ``engine`` nor ``reducer`` imports the other.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from schemas.outcome import LINE_DETAIL_CHARS, OutcomeLine, ShardOutcomeRecord
@@ -34,7 +34,7 @@ class ShardOutcome:
     stops_run: bool = False
     """Blocked by a status that stops the run (the error's ``stops_run``)."""
     skill_activated: bool | None = None
-    """Harness executors: whether the harness loaded the skill (None: not recorded)."""
+    """Whether the skill was loaded: the harness's record, else whether it fired (:func:`skill_loaded`)."""
     rejected_calls: tuple[str, ...] = ()
     """Tool calls the harness's stream claimed that no proxied model response held."""
     mock_findings: tuple[str, ...] = ()
@@ -49,6 +49,21 @@ class ShardOutcome:
     """The mocked MCP calls, one line each with its status (:func:`schemas.call_lines.mock_call_lines`)."""
     http_calls: tuple[str, ...] = ()
     """The sandbox's HTTP requests, one line each with its status (:func:`schemas.call_lines.http_call_lines`)."""
+
+    def __post_init__(self) -> None:
+        # Frozen: set once here so every row and line built from this outcome says the same.
+        object.__setattr__(
+            self, "skill_activated", skill_loaded(self.shard.skill, self.skill_activated, self.skills_fired)
+        )
+
+
+def skill_loaded(skill: str, recorded: bool | None, fired: Sequence[str] | None) -> bool | None:
+    """Whether the skill under test was loaded: a harness executor's own flag, else whether it is among
+    the skills a trigger shard of the built-in agent fired (None: neither was recorded). Outcome lines
+    and rows store it; the reduce derives it again for a line stored before lines did."""
+    if recorded is not None or fired is None:
+        return recorded
+    return skill in fired
 
 
 def usage_tuple(u: Usage) -> tuple[int, int, int, float | None]:
@@ -108,7 +123,9 @@ def outcome_line(
         sandbox=trajectory.sandbox.value if trajectory else None,
         end_reason=trajectory.end_reason.value if trajectory else "",
         template_hashes=hashes,
-        skill_activated=trajectory.skill_activated if trajectory else None,
+        skill_activated=skill_loaded(shard.skill, trajectory.skill_activated, trajectory.skills_fired)
+        if trajectory
+        else None,
         rejected_calls=len(trajectory.rejected_calls) if trajectory else 0,
         skills_fired=list(trajectory.skills_fired) if trajectory and trajectory.skills_fired is not None else None,
     )

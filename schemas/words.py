@@ -6,7 +6,8 @@ reads ``1 queries`` nor hedges with ``query(s)``.
 
 from __future__ import annotations
 
-_IRREGULAR = {"match": "matches", "child": "children"}
+_IRREGULAR = {"match": "matches", "child": "children", "epoch": "epochs", "corpus": "corpora"}
+"""Plurals the rules below would get wrong (a hard "ch", a Latin plural)."""
 
 
 def noun(count: int, word: str) -> str:

@@ -245,7 +245,7 @@ def test_c_e_infra_failures_turn_a_corpus_inconclusive_and_all_evals_skips_what_
     assert "skill: steady [current]  cases: 2  result: 2/2 (100.0%)" in first.stdout
     assert "AGGREGATE: INCONCLUSIVE (1/2 corpora not trustworthy)" in first.stdout
     assert first.field("skipped:") == [
-        "BLOCKED_BAD_CORPUS: evals/gamma.evals.json: $.evals: has 1 case(s); at least 2 are required"
+        "BLOCKED_BAD_CORPUS: evals/gamma.evals.json: $.evals: has 1 case; at least 2 are required"
     ]
     beta, beta_md = reports(env.out, "beta", first.run_id)
     cur = current(beta)

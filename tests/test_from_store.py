@@ -96,7 +96,7 @@ def test_a_plan_with_nothing_to_run_reduces_to_what_was_left_out() -> None:
     records = Records(RunManifest(plan=plan, snapshots={}, skipped=[]), {})
     reduced = run_result(records, stream_from=1, reuse=True, already_reported=["s"])
     assert reduced.result.verdict is Verdict.PASS
-    assert reduced.result.reasons == ["nothing to run: 1 corpora already reported (--force re-runs)"]
+    assert reduced.result.reasons == ["nothing to run: 1 corpus already reported (--force re-runs)"]
 
 
 @pytest.mark.parametrize("state", [ShardState.EXECUTOR_FAILED, ShardState.BLOCKED])

@@ -79,7 +79,7 @@ def test_a_skill_creator_file_is_read_as_a_corpus_with_files_relative_to_the_ski
         (lambda d: d["evals"][1].update(assertions=["works well"]), "$.evals[1].assertions[0]: is 10 characters"),
         (lambda d: d["evals"][0]["expectations"].append("it works"), "$.evals[0].expectations[2]: is 8 characters"),
         (lambda d: d["evals"][0]["expectations"].append({"passed": True}), "$.evals[0].expectations[2].text"),
-        (lambda d: d["evals"].pop(), "$.evals: has 1 case(s); at least 2"),
+        (lambda d: d["evals"].pop(), "$.evals: has 1 case; at least 2"),
     ],
 )
 def test_a_bad_skill_creator_file_gets_a_named_error_at_the_field(tmp_path: Path, change, where: str) -> None:  # type: ignore[no-untyped-def]
@@ -176,7 +176,7 @@ def test_a_plugin_suite_is_read_as_the_corpus_of_the_plugins_skill(tmp_path: Pat
         (
             "greet-ada/graders/ran.md",
             "---\ntype: regex\nglob: hi\n---\nx\n",
-            "evals/greet-ada/graders/ran.md: front matter: unexpected key(s) glob for a regex grader",
+            "evals/greet-ada/graders/ran.md: front matter: unexpected key glob for a regex grader",
         ),
         (
             "greet-ada/graders/ran.md",
@@ -228,7 +228,7 @@ def test_a_plugin_suite_is_read_as_the_corpus_of_the_plugins_skill(tmp_path: Pat
         (
             "wave/case.yaml",
             "prompt: hi\nscaffold: rm -rf /\ngraders: []\n",
-            "evals/wave/case.yaml: $: unexpected key(s) scaffold",
+            "evals/wave/case.yaml: $: unexpected key scaffold",
         ),
     ],
 )

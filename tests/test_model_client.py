@@ -100,7 +100,7 @@ def test_5xx_then_success_is_retried_to_a_reply(server: OfflineModelServer, redi
 def test_retries_exhausted_raise_model_call_failed_with_the_last_error(
     server: OfflineModelServer, redis_client: redis.Redis
 ) -> None:
-    with pytest.raises(ModelCallFailed, match=r"after 4 attempt\(s\).*(InternalServerError|EndpointError: HTTP 500)"):
+    with pytest.raises(ModelCallFailed, match=r"after 4 attempts;.*(InternalServerError|EndpointError: HTTP 500)"):
         ask(make_client(redis_client, server.base_url), "always down")
     assert server.stats()["total"] == 4
     assert usage_totals(redis_client, "run-1")[MODEL]["failed"] == 1

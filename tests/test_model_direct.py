@@ -134,7 +134,7 @@ def test_a_success_that_is_not_a_chat_completion_is_retried_then_fails_by_name(
     redis_client: redis.Redis, canned: list[CannedServer], body: Any
 ) -> None:
     server = serve(canned, (200, body))
-    with pytest.raises(ModelCallFailed, match=r"after 2 attempt\(s\); last error: MalformedReply"):
+    with pytest.raises(ModelCallFailed, match=r"after 2 attempts; last error: MalformedReply"):
         client_for(redis_client, server.base_url).complete("openai/m", [{"role": "user", "content": "x"}])
     assert len(server.requests) == 2  # retried once (FAST_RETRY), like any garbled response
 

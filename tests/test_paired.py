@@ -154,7 +154,7 @@ def test_the_power_printout_states_its_assumption_and_the_six_pair_floor() -> No
     assert "at least 6 discordant pairs, all one way" in text
     assert "this run has 4" in text
     needed = text.splitlines()[0]
-    assert "cases at 1 epoch(s) (exact McNemar)" in needed and "at one epoch" not in needed  # one count, said once
+    assert "cases at 1 epoch (exact McNemar)" in needed and "at one epoch" not in needed  # one count, said once
     assert "at one epoch, exact McNemar" in power_note(4, 3).lines()[0]  # several epochs: the one-epoch count too
     assert math.isclose(power_note(4, 1).power_now or 0.0, 0.0)
 

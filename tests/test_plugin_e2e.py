@@ -80,7 +80,7 @@ def test_a_plugin_suite_runs_as_written_and_is_scored_as_plugin_eval_scores_it(e
     assert any("plugin eval case 1 scores 0.333" in r and "--threshold 0.95" in r for r in doc["reasons"])
     assert "### Plugin eval scores" in markdown
     [page] = [p for p in env.out.rglob("*.html") if res.run_id in p.read_text()]
-    assert 'id="plugin-scores"' in page.read_text() and "0.333 (2 run(s))" in page.read_text()
+    assert 'id="plugin-scores"' in page.read_text() and "0.333 (2 runs)" in page.read_text()
     assert "plugin eval score (openai/exec-a): suite 0.667; cases 1=0.333, 2=1.000" in res.stdout
     if env.extra:
         assert current["runs"] == []  # the streamed reduce ran: it lists no runs
@@ -106,7 +106,13 @@ def test_threshold_is_what_every_case_must_score_whatever_the_runs_threshold(env
     doc, markdown = reports(env.out, "forecast", res.run_id)
     assert doc["verdict"] == "PASS"
     bar = "threshold 0.3 (--threshold) on every plugin eval case's score"
-    assert doc["threshold"] == {"value": 1.0, "source": "default", "plugin_eval_cases": 0.3, "text": bar}
+    assert doc["threshold"] == {
+        "value": 1.0,
+        "source": "default",
+        "plugin_eval_cases": 0.3,
+        "applies_to": [],
+        "text": bar,
+    }
     [current] = [s for s in doc["variants"] if s["variant"] == "current"]
     basis = "every plugin eval case at or above --threshold 0.3; lowest: case 1, 0.333 with openai/exec-a"
     assert (current["verdict"], current["verdict_basis"]) == ("PASS", basis)

@@ -259,7 +259,7 @@ def test_a_schema_v1_corpus_may_write_focused_and_baseline_checks() -> None:
             {"kind": "baseline", "text": CRITERION, "reference": "", "reference_file": "r.jsonl"},
             "assertions[0].reference: (r.jsonl) holds no message",
         ),
-        ({"kind": "baseline", "text": CRITERION, "reference": "{}"}, "missing key(s) reference_file"),
+        ({"kind": "baseline", "text": CRITERION, "reference": "{}"}, "missing key reference_file"),
     ],
 )
 def test_bad_values_are_named_by_field(assertion: dict[str, Any], message: str) -> None:

@@ -58,7 +58,7 @@ def outcome(shard: Shard, passes: tuple[bool, ...], verified: tuple[bool | None,
     return ShardOutcome(shard, ShardState.GRADED, grade=grade)
 
 
-def run(*, ordinary: bool = False, **options: float) -> RunResult:
+def run(*, ordinary: bool = False, **options: object) -> RunResult:
     """The plugin suite scoring 0.5 on case 1 and 1.0 on case 2 (3/4 assertions: 75%), and when
     ``ordinary`` another corpus passing every assertion."""
     bundles = [plugin_bundle(), *([bundle("review", 2)] if ordinary else [])]
@@ -162,6 +162,33 @@ def test_a_mixed_run_says_which_threshold_decided_which_corpus() -> None:
         "all corpora graded; every plugin eval case's score at or above the threshold 0.5 (--fail-under) and every "
         "other corpus's pass rate at or above the threshold 0.5 (--fail-under); no regression"
     ]
+
+
+def test_a_fail_under_that_gated_nothing_says_so_when_the_ordinary_corpus_was_skipped() -> None:
+    skipped = ["BLOCKED_BAD_CORPUS: evals/review.evals.json: evals: expected an array"]
+    result = run(plugin_threshold=0.5, fail_under=0.9, skipped=skipped)
+    text = (
+        "threshold 0.5 (--threshold) on every plugin eval case's score; "
+        "0.9 (--fail-under) on nothing: no corpus of this run is gated by its pass rate"
+    )
+    assert threshold_text(result) == text
+    doc = json.loads(render_json(result, "forecast", {}))
+    assert doc["threshold"] == {
+        "value": 0.9,
+        "source": "--fail-under",
+        "plugin_eval_cases": 0.5,
+        "applies_to": [],
+        "text": text,
+    }
+    assert "threshold: 0.5 (--threshold) on every plugin eval case's score; 0.9 (--fail-under) on nothing" in (
+        render_complete_block(result, [])
+    )
+    # What the run's threshold did gate, when it gated something.
+    assert json.loads(render_json(run(fail_under=0.7), "forecast", {}))["threshold"]["applies_to"] == [
+        "plugin eval case scores"
+    ]
+    mixed = json.loads(render_json(run(ordinary=True, plugin_threshold=0.5, fail_under=0.9), "forecast", {}))
+    assert mixed["threshold"]["applies_to"] == ["pass rates"]
 
 
 def test_a_run_without_a_plugin_suite_reads_as_it_did() -> None:

@@ -9,17 +9,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from producer.launch.grade_only import recorded_plan
 from producer.plan.planning import plan_run
+from reducer.render import render_markdown
 from reducer.scoring import headline, is_inconclusive, rate
 from reducer.stats import mean_interval, pass_at_k, pass_hat_k, two_proportion_p, wilson
-from reducer.stream import reduce_run
+from reducer.stream import StreamReducer, reduce_run
 from schemas.corpus import Assertion, Corpus, EvalCase, ToolCallCheck
 from schemas.errors import BlockedError, FixtureNeedsGit, NoIsolation, NoSandbox
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import UNFINISHED, RunResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle, baseline_variant
-from schemas.shard_outcome import ShardOutcome
-from schemas.status import ExitCode, ShardState, Verdict
+from schemas.shard_outcome import ShardOutcome, outcome_line_of
+from schemas.status import ExitCode, SandboxMode, ShardState, Verdict
+from schemas.trajectory import Trajectory
 from schemas.verdict import AssertionVerdict, ShardGrade
 
 S = ShardState
@@ -327,7 +330,7 @@ def test_nothing_to_run_is_blocked_only_when_every_corpus_was_bad() -> None:
     assert reduce(empty, {}, skipped=bad).verdict is Verdict.BLOCKED
     assert reduce(empty, {}, skipped=bad, already_reported=["evals/y.evals.json"]).verdict is Verdict.WARN
     done = reduce(empty, {}, already_reported=["evals/y.evals.json"])
-    assert done.verdict is Verdict.PASS and done.reasons[0].startswith("nothing to run: 1 corpora already reported")
+    assert done.verdict is Verdict.PASS and done.reasons[0].startswith("nothing to run: 1 corpus already reported")
 
 
 # --- headline, composite, leaderboard, epochs ------------------------------------------------------
@@ -439,3 +442,25 @@ def test_two_proportions_with_no_spread_have_no_p_value_and_different_ones_do() 
     assert two_proportion_p(0, 5, 0, 0) is None
     p = two_proportion_p(1, 10, 9, 10)
     assert p is not None and 0.0 < p < 0.01
+
+
+def test_a_grade_only_run_lists_in_each_corpus_only_the_models_recorded_for_it() -> None:
+    # Corpus a recorded with exec-a only, corpus b with exec-b only: no 0/0 row of the other model.
+    kept = [
+        (skill, case_id, 0, Trajectory(skill=skill, case_id=case_id, model=model))
+        for skill, model in (("a", "exec-a"), ("b", "exec-b"))
+        for case_id in (1, 2, 3, 4)
+    ]
+    plan = recorded_plan(
+        "20260101-000000-00000000", [bundle("a"), bundle("b")], kept, judges=["j"], sandbox=SandboxMode.NONE
+    )
+    outcomes = {s.shard_id: graded(s, [True, True]) for s in plan.shards}
+    streamed = StreamReducer(plan)
+    for o in outcomes.values():
+        streamed.add(outcome_line_of(o))
+    for result in (reduce_run(plan, outcomes), streamed.result()):
+        assert [[m.model for m in s.models] for s in result.skills] == [["exec-a"], ["exec-b"]]
+        assert [list(s.usage) for s in result.skills] == [["exec-a"], ["exec-b"]]
+        assert sorted(m.model for m in result.leaderboard) == ["exec-a", "exec-b"]
+        for s in result.skills:
+            assert "0/0" not in render_markdown(result, s.skill, {})

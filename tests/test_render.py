@@ -88,7 +88,7 @@ def result(plan: RunPlan) -> RunResult:
         graded(by["commit-message", 1], (True, True)),
         graded(by["commit-message", 2], (False, True)),
         graded(by["commit-message", 3], (True, True)),
-        failed(by["commit-message", 4], S.EXECUTOR_FAILED, "executor-failed: exec: no completion after 6 attempt(s)"),
+        failed(by["commit-message", 4], S.EXECUTOR_FAILED, "executor-failed: exec: no completion after 6 attempts"),
         failed(by["commit-message", 5], S.BLOCKED, "BLOCKED_BAD_FIXTURE: case 5: fixtures[0].path escapes"),
         graded(by["changelog", 1], (True, True)),
         graded(by["changelog", 2], (True, True)),
@@ -126,7 +126,7 @@ def test_the_markdown_report_lists_the_not_graded_by_kind_and_the_sandbox(result
         "- grader-dispatch-failed: 0\n- grader-malformed: 0" in md
     )
     assert "### Blocked\n\n- case 5 (exec, epoch 0): BLOCKED_BAD_FIXTURE: case 5: fixtures\\[0\\].path escapes" in md
-    assert "- not graded: executor-failed: exec: no completion after 6 attempt(s)" in md
+    assert "- not graded: executor-failed: exec: no completion after 6 attempts" in md
     assert "Sandbox: bwrap." in md and "- sandbox: bwrap" in md
 
 

@@ -15,12 +15,12 @@ from producer.plan.planning import plan_run
 from reducer.render import render_json, render_markdown, run_log_line
 from reducer.render_html import render_html
 from reducer.render_junit import render_junit
-from reducer.stream import reduce_run
+from reducer.stream import StreamReducer, reduce_run
 from reducer.summary import render_complete_block
 from schemas.corpus import Corpus, EvalCase
 from schemas.report import RunResult
 from schemas.shard import CURRENT, RunPlan, SkillBundle, baseline_variant
-from schemas.shard_outcome import ShardOutcome
+from schemas.shard_outcome import ShardOutcome, outcome_line_of
 from schemas.status import ShardState, Verdict
 from schemas.triggers import TriggerCase, TriggerSet, TriggerSettings
 
@@ -142,3 +142,21 @@ def test_a_failed_gate_is_the_rows_last_paragraph_not_an_item_of_the_missed_list
     assert "bullet_list_close" in between  # after the list it follows, not inside it
     row = md[md.index(f"### {MODEL}") : md.index("## Routing matrix")]
     assert row.rstrip().endswith("is below 90%")  # the verdict last
+
+
+def test_a_trigger_shard_of_the_built_in_agent_says_the_skill_was_activated_when_it_fired() -> None:
+    result = trigger_run(("pdf",), compare=False)
+    (skill,) = result.skills
+    activated = {r.case_id: r.skill_activated for r in skill.runs}
+    assert activated == {1: True, 2: False, 3: False, 4: False}
+    runs = json.loads(result.model_dump_json())["skills"][0]["runs"]
+    assert [r["skill_activated"] for r in runs if r["case_id"] == 1] == [True]
+
+
+def test_a_trigger_line_stored_without_the_activation_still_counts_it_from_what_fired() -> None:
+    plan = plan_run(RUN, [trigger_bundle("pdf")], [MODEL])
+    fold = StreamReducer(plan)
+    for o in fired(plan).values():  # lines as written before they derived skill_activated
+        fold.add(outcome_line_of(o).model_copy(update={"skill_activated": None}))
+    (skill,) = fold.result(triggers=TriggerSettings()).skills
+    assert skill.models[0].skill_activated == (1, 4)

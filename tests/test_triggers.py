@@ -321,7 +321,7 @@ def test_the_proxy_stop_reads_one_model_response_like_the_trajectory() -> None:
 def test_junit_fails_only_the_gates_that_failed_and_skips_wrong_queries_as_reported() -> None:
     ungated = junit_suites(trigger_report(RUNS, TriggerSettings()))
     assert 'failures="0"' in ungated and 'skipped="1"' in ungated  # query 2 missed in both epochs
-    assert "missed in 2/2 epoch(s)" in ungated
+    assert "missed in 2/2 epochs" in ungated
     gated = junit_suites(trigger_report(RUNS, TriggerSettings(min_recall=0.7, max_false_trigger=0.5)))
     assert 'failures="1"' in gated
     assert '<failure message="a (m): recall 3/5 (60.0%) is below 70%"/>' in gated

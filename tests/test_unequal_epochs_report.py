@@ -111,3 +111,31 @@ def test_a_weighted_rate_keeps_the_counts_its_interval_is_of() -> None:
     assert Rate.model_validate_json(r.model_dump_json()).weighted == (4.8, 6.0)
     pooled = Rate.model_validate({"passed": 1, "total": 2, "rate": 0.5, "low": 0.1, "high": 0.9})
     assert pooled.weighted is None and "weighted" not in pooled.model_dump(mode="json")
+
+
+def test_the_aggregate_line_weighs_each_case_once_as_its_corpora_do() -> None:
+    # Corpus s as above (4.8 of 6 case-weighted, 16/22 verdicts); corpus t gets 3 epochs of every case,
+    # all passing: pooled on its own (18/18), one shard's worth per case beside s (6 of 6).
+    unequal = {c: 3 for c in range(1, 5)} | {5: 5, 6: 5}
+    epochs = {"s": unequal, "t": dict.fromkeys(range(1, CASES + 1), 3)}
+    rule = AdaptivePlan(
+        max_epochs=5,
+        looks_done=1,
+        cases=tuple(
+            CaseEpochs(skill=k, case_id=c, epochs=e, stopped="stable") for k in "st" for c, e in epochs[k].items()
+        ),
+    )
+    bundles = [bundle(k, (1,) * CASES) for k in "st"]
+    first = plan_run("20260101-000000-00000000", bundles, ["m"], judges=["j"], adaptive=rule)
+    plan = grown(first.model_copy(update={"adaptive": rule.model_copy(update={"cases": ()})}), rule)
+
+    def passes(skill: str, case: int, epoch: int) -> bool:
+        return skill == "t" or case <= 4 or (case == 5 and epoch % 2 == 0) or epoch == 0
+
+    result = reduce_run(plan, {s.shard_id: graded(s, [passes(s.skill, s.case_id, s.epoch)]) for s in plan.shards})
+    s, t = result.skills
+    assert s.behavioural.weighted == pytest.approx((4.8, 6.0)) and t.headline == "18/18 (100.0%)"
+    # 10.8 of 12 is 90.0%: not the pooled 34/40 (85.0%), nor 22.8 of 24 (t's every epoch counted beside s's one).
+    assert result.aggregate_headline == (
+        "AGGREGATE: 90.0% with each case weighted equally (34/40 verdicts over unequal epochs)"
+    )

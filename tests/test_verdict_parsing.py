@@ -98,7 +98,7 @@ def test_a_truncated_answer_is_not_json() -> None:
 def test_a_short_or_long_array_is_wrong_length(count: int) -> None:
     items = (good_items() * 2)[:count]
     result = malformed(answer(items), MalformedKind.WRONG_LENGTH)
-    assert f"{count} verdict(s) for 3" in result.reason
+    assert f"{count} {'verdict' if count == 1 else 'verdicts'} for 3 assertions" in result.reason
 
 
 def test_reordered_items_are_a_reorder() -> None:

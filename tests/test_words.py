@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import re
+import tokenize
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +27,8 @@ from worker.grading.plugin_checks import check_text_match
     ("count", "word", "said"),
     [
         (1, "query", "1 query"),
+        (3, "epoch", "3 epochs"),
+        (2, "corpus", "2 corpora"),
         (0, "query", "0 queries"),
         (2, "failing-case transcript", "2 failing-case transcripts"),
         (3, "match", "3 matches"),
@@ -105,3 +111,27 @@ def test_an_unequal_epochs_headline_says_weighted() -> None:
 
     said = headline(weighted_rate([(2, 2, 1), (1, 4, 2)]))
     assert "with each case weighted equally" in said and "weighed" not in said
+
+
+PRODUCT = ("bench", "engine", "harnesses", "producer", "reducer", "schemas", "testkit", "viewer", "worker")
+HEDGE = re.compile(r"[a-z]\(s\)")
+
+
+def test_no_product_message_hedges_a_count_with_an_s_in_brackets() -> None:
+    # Every string a message is built from, and every template; docstrings and comments are not messages.
+    root = Path(__file__).resolve().parent.parent
+    hedged = []
+    for top in PRODUCT:
+        for path in sorted((root / top).rglob("*.py")):
+            tokens = tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline)
+            for tok in tokens:
+                doc = tok.string.lstrip("rbfuRBFU").startswith(('"""', "'''"))
+                if tok.type == tokenize.STRING and not doc and HEDGE.search(re.sub(r"\{[^{}]*\}", "", tok.string)):
+                    hedged.append(f"{path.relative_to(root)}:{tok.start[0]}")
+        for path in sorted((root / top).rglob("*.html")):
+            hedged += [
+                f"{path.relative_to(root)}:{n}"
+                for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                if HEDGE.search(line)
+            ]
+    assert hedged == []

@@ -37,6 +37,7 @@ from schemas.manifest import result_key
 from schemas.report import Rate
 from schemas.shard import CURRENT
 from schemas.status import ShardState
+from schemas.words import plural
 from viewer.data import RunNotFound, RunUnreadable, ViewerData
 from viewer.rows import PAGE, Query, case_assertions
 from viewer.run_figures import adaptive_view, plugin_view, trigger_view
@@ -69,6 +70,7 @@ def _templates() -> Jinja2Templates:
     env.filters["pct"] = lambda x: "-" if x is None else f"{x * 100:.1f}%"
     # A rate and its interval are of the case-weighted counts when epochs were unequal: say those.
     env.filters["tally"] = lambda rate: tally(Rate.model_validate(rate))
+    env.filters["plural"] = plural  # {{ n | plural("shard") }}: "1 shard", "3 shards"
     return Jinja2Templates(env=env)
 
 

@@ -23,6 +23,7 @@ from schemas.errors import StoreError
 from schemas.report import PluginSuiteScore
 from schemas.shard import CURRENT
 from schemas.triggers import Proportion, QueryRate, TriggerFigures, TriggerReport
+from schemas.words import plural
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -163,7 +164,7 @@ def trigger_headline(raw: dict[str, Any]) -> str:
         report = TriggerReport.model_validate(raw)
     except ValidationError:
         return "trigger run (its figures do not read; the run page names the fault)"
-    failed = f"; {len(report.failures)} gate failure(s)" if report.failures else ""
+    failed = f"; {plural(len(report.failures), 'gate failure')}" if report.failures else ""
     if len(report.figures) > HEADLINE_ROWS:
         return f"triggers: {len(report.figures)} skill and row figures{failed}"
     return "; ".join(

@@ -14,6 +14,7 @@ from typing import Any
 
 from schemas.label import COMBINED
 from schemas.outcome import ShardOutcomeRecord
+from schemas.shard_outcome import skill_loaded
 from schemas.trajectory import AssistantEvent, ToolCallEvent, Trajectory
 from schemas.verdict import AssertionVerdict, ShardGrade
 from viewer.rows import Row
@@ -118,10 +119,7 @@ def trajectory_document(trajectory: Trajectory, grade: ShardGrade | None) -> dic
         "sandbox": trajectory.sandbox.value,
         "usage": trajectory.usage.model_dump(mode="json"),
         "rejected_calls": list(trajectory.rejected_calls),
-        # A trigger shard of the built-in agent records what fired, not a harness's own flag.
-        "skill_activated": trajectory.skill_activated
-        if trajectory.skill_activated is not None or trajectory.skills_fired is None
-        else trajectory.skill in trajectory.skills_fired,
+        "skill_activated": skill_loaded(trajectory.skill, trajectory.skill_activated, trajectory.skills_fired),
         "skills_fired": trajectory.skills_fired,
         "final_files": sorted(trajectory.final_files),
     }

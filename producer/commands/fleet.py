@@ -19,6 +19,7 @@ from producer.results.stored_run import rereport, run_status
 from schemas.constants import ALL_QUEUES
 from schemas.errors import ConfigError
 from schemas.status import ExitCode, SandboxMode
+from schemas.words import noun, plural
 
 RunIdArg = Annotated[str, typer.Argument(help="Run id.")]
 
@@ -48,7 +49,9 @@ def worker(
         raise typer.Exit(ExitCode.PASS if verdict.ok else ExitCode.FAIL)
     unknown = set(queues.split(",")) - set(ALL_QUEUES)
     if unknown:
-        raise ConfigError(f"unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(ALL_QUEUES)}")
+        raise ConfigError(
+            f"unknown {noun(len(unknown), 'queue')} {', '.join(sorted(unknown))}; known: {', '.join(ALL_QUEUES)}"
+        )
     node = name or settings.node_name or default_node_name()
     remember_node(settings, node)
     env = {
@@ -120,7 +123,7 @@ def resubmit(
     for note in done.notes:
         err.print(note, markup=False)
     out.print(
-        f"re-queued {done.total} shard(s) of run {run_id}: {len(done.execute)} to execute, "
+        f"re-queued {plural(done.total, 'shard')} of run {run_id}: {len(done.execute)} to execute, "
         f"{len(done.grade)} to grade, {len(done.stale)} stale re-sent",
         markup=False,
     )

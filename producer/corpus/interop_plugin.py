@@ -34,6 +34,7 @@ from schemas.checks_focus import attach_reference
 from schemas.constants import EVALS_DIR
 from schemas.corpus import DETERMINISTIC_ASSERTIONS
 from schemas.errors import BadCorpus
+from schemas.words import noun
 
 PLUGIN_MANIFESTS = (".claude-plugin/plugin.json", "plugin.json")
 MAX_FILE_CHARS = 256_000
@@ -113,7 +114,9 @@ def _check_meta(meta: dict[str, Any], allowed: frozenset[str], file: str, where:
     unknown = sorted(str(k) for k in set(meta) - allowed)
     if unknown:
         raise BadCorpus(
-            file, where, "unexpected key(s) " + ", ".join(unknown) + " (known: " + ", ".join(sorted(allowed)) + ")"
+            file,
+            where,
+            f"unexpected {noun(len(unknown), 'key')} {', '.join(unknown)} (known: {', '.join(sorted(allowed))})",
         )
     turns = meta.get("max_turns")
     if turns is not None and (isinstance(turns, bool) or not isinstance(turns, int) or turns < 1):

@@ -29,6 +29,7 @@ from typing import Any
 
 from schemas.checks_focus import plugin_focus_object as focus_object
 from schemas.errors import BadCorpus
+from schemas.words import noun
 
 COMMON_KEYS = frozenset({"type", "weight", "name", "description", "arm", "focus"})
 KIND_KEYS: dict[str, frozenset[str]] = {
@@ -123,7 +124,7 @@ def translate_grader(meta: dict[str, Any], body: str, file: str, where: str) -> 
         raise BadCorpus(file, f"{where}.type", f"{kind!r} is not a grader kind (known: {known})")
     unknown = sorted(str(k) for k in set(meta) - COMMON_KEYS - KIND_KEYS[kind])
     if unknown:
-        raise BadCorpus(file, where, f"unexpected key(s) {', '.join(unknown)} for a {kind} grader")
+        raise BadCorpus(file, where, f"unexpected {noun(len(unknown), 'key')} {', '.join(unknown)} for a {kind} grader")
     weight = _weight(meta, file, where)
     if meta.get("arm", "both") != "both":
         why = "only graders of both arms are read (leaving one out of the no-plugin arm's score is not applied)"

@@ -16,6 +16,7 @@ from typing import Any
 
 from schemas.constants import SKILLS_DIR
 from schemas.errors import BadCorpus
+from schemas.words import noun
 
 SKILL_CREATOR_FILE = "evals/evals.json"
 """Where skill-creator keeps the file, relative to the skill folder."""
@@ -37,7 +38,9 @@ def translate_skill_creator(data: Any, file: str, skill: str) -> dict[str, Any]:
         raise fail("$", f"top level is {type(data).__name__}; an object is required")
     unknown = sorted(set(data) - {"skill_name", "evals"})
     if unknown:
-        raise fail("$", "unexpected key(s) " + ", ".join(unknown) + " (skill-creator: skill_name, evals)")
+        raise fail(
+            "$", f"unexpected {noun(len(unknown), 'key')} " + ", ".join(unknown) + " (skill-creator: skill_name, evals)"
+        )
     name = data.get("skill_name", skill)
     if name != skill:
         raise fail("$.skill_name", f"{name!r} does not name the skill folder {skill!r} that holds this file")
@@ -52,7 +55,7 @@ def _case(raw: Any, at: str, skill: str, fail: Any) -> dict[str, Any]:
         raise fail(at, f"is {type(raw).__name__}; each eval is an object")
     unknown = sorted(set(raw) - CASE_KEYS)
     if unknown:
-        raise fail(at, "unexpected key(s) " + ", ".join(unknown))
+        raise fail(at, f"unexpected {noun(len(unknown), 'key')} " + ", ".join(unknown))
     if "expectations" in raw and "assertions" in raw:
         raise fail(at, "has both expectations and assertions; give one")
     key = "expectations" if "expectations" in raw else "assertions"

@@ -20,6 +20,7 @@ from schemas.constants import (
     SKILL_NAME_RE,
 )
 from schemas.errors import BadCorpus, BadSkillName
+from schemas.words import noun
 
 TOP_KEYS = frozenset({"skill_name", "evals"})
 TOP_OPTIONAL_KEYS = frozenset({"extensions"})  # the opt-in to extensions of schema v1
@@ -67,7 +68,7 @@ def path_problem(path: str) -> str | None:
         return f"{path!r} is absolute; paths are repo-relative"
     bad = sorted(GLOB_CHARS.intersection(path))
     if bad:
-        return f"{path!r} contains glob character(s) {' '.join(bad)}; paths are literal"
+        return f"{path!r} contains glob {noun(len(bad), 'character')} {' '.join(bad)}; paths are literal"
     normal = posixpath.normpath(path.replace("\\", "/"))
     if normal == ".." or normal.startswith("../"):
         return f"{path!r} escapes the repo root"
@@ -107,9 +108,9 @@ def key_problem(obj: Mapping[str, Any], required: frozenset[str], optional: froz
     extra = sorted(obj.keys() - required - optional)
     parts = []
     if missing:
-        parts.append("missing key(s) " + ", ".join(missing))
+        parts.append(f"missing {noun(len(missing), 'key')} " + ", ".join(missing))
     if extra:
-        parts.append("unexpected key(s) " + ", ".join(extra))
+        parts.append(f"unexpected {noun(len(extra), 'key')} " + ", ".join(extra))
     return "; ".join(parts) or None
 
 
@@ -140,5 +141,5 @@ def all_of(found: list[BadCorpus]) -> BadCorpus:
     first, listed = found[0], found[1:MAX_REPORTED_VIOLATIONS]
     rest = len(found) - len(listed) - 1
     if rest:
-        listed.append(BadCorpus(first.file, "$", f"and {rest} more violation(s) not listed"))
+        listed.append(BadCorpus(first.file, "$", f"and {rest} more {noun(rest, 'violation')} not listed"))
     return BadCorpus(first.file, first.path, first.problem, also=tuple(listed))

@@ -48,6 +48,7 @@ from schemas.corpus import (
 from schemas.errors import BadCorpus, BadRepo
 from schemas.mocks import MockServer
 from schemas.status import FixtureStage
+from schemas.words import plural
 
 T = TypeVar("T")
 
@@ -82,7 +83,7 @@ def validate_corpus(
         found.append(fail("$.evals", f"is {type(evals).__name__}; an array is required"))
         evals = []
     elif "evals" in data and len(evals) < MIN_EVALS:
-        found.append(fail("$.evals", f"has {len(evals)} case(s); at least {MIN_EVALS} are required"))
+        found.append(fail("$.evals", f"has {plural(len(evals), 'case')}; at least {MIN_EVALS} are required"))
     allow_objects = DETERMINISTIC_ASSERTIONS in extensions
     cases = _validate_cases(evals, fail, repo_has_file, allow_objects, found)
     if found:

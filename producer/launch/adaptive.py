@@ -29,6 +29,7 @@ from schemas.manifest import RunManifest, result_key
 from schemas.report import RunResult
 from schemas.shard import BASELINE_PREFIX, NO_SKILL, RunPlan, Shard
 from schemas.status import ShardState
+from schemas.words import plural
 
 
 def gates_of(manifest: RunManifest) -> dict[str, Gate]:
@@ -168,7 +169,8 @@ def round_line(adaptive: AdaptivePlan) -> str:
         f"{' decided ' + g.decided if g.decided else ''}"
         for g in adaptive.gates
     )
-    return f"adaptive epochs, look {adaptive.looks_done}/{adaptive.looks}: {figures}; {going} case(s) get more epochs"
+    more = f"{plural(going, 'case')} {'gets' if going == 1 else 'get'} more epochs"
+    return f"adaptive epochs, look {adaptive.looks_done}/{adaptive.looks}: {figures}; {more}"
 
 
 def _record_in_result(store: ArtifactStore, manifest: RunManifest) -> None:

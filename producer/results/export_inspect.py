@@ -38,6 +38,7 @@ from schemas.shard import CURRENT
 from schemas.status import ShardState, Verdict
 from schemas.trajectory import AssistantEvent, ToolCallEvent, Trajectory
 from schemas.triggers import TriggerCase
+from schemas.words import plural
 
 LoadTrajectory = Callable[[str], Trajectory | None]
 
@@ -179,7 +180,7 @@ def _status(part: SkillResult, samples: list[Any], verdict: Verdict, end: RunEnd
         return "started", None
     if all(s.error is not None for s in samples):
         return "error", _error(
-            f"nothing graded: {len(samples)} shard(s) ended without a grade (see the samples' errors)"
+            f"nothing graded: {plural(len(samples), 'shard')} ended without a grade (see the samples' errors)"
         )
     return "success", None
 

@@ -167,7 +167,7 @@ def test_health_fails_an_idle_consumer_with_work_waiting_but_not_a_fully_busy_on
     app.send_task(TASK_EXECUTE, args=["r", "s"], queue="grade")
     app.close()
     stuck = health(settings, "stuck")
-    assert stuck.returncode == 1 and "not consuming: 2 free slot(s), 1 message(s) waiting" in stuck.stderr
+    assert stuck.returncode == 1 and "not consuming: 2 free slots, 1 message waiting" in stuck.stderr
 
 
 def test_an_execute_worker_that_cannot_sandbox_refuses_to_start(tmp_path: Path, settings: Settings) -> None:

@@ -30,5 +30,5 @@ def test_twenty_thousand_bad_cases_print_a_screenful_and_a_count(tmp_path: Path)
     assert lines[0].startswith(f"BLOCKED_BAD_CORPUS: evals/{SKILL}.evals.json: $.evals[0].assertions[0]:")
     assert lines[-1] == (
         f"BLOCKED_BAD_CORPUS: evals/{SKILL}.evals.json: $: "
-        f"and {20_000 - MAX_REPORTED_VIOLATIONS} more violation(s) not listed"
+        f"and {20_000 - MAX_REPORTED_VIOLATIONS} more violations not listed"
     )

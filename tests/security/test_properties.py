@@ -111,4 +111,4 @@ def test_the_view_fits_the_cap_and_keeps_every_command_whole(sizes: list[tuple[i
     assert len(view.text) <= cap + 300  # the summary line
     for i, (command, _) in enumerate(sizes):
         assert f"C{i}:" + "c" * command in view.text
-    assert f"0 of {len(sizes)} tool call(s) removed" in view.text or view.elided.chars == 0
+    assert f"0 of {len(sizes)} tool call{'' if len(sizes) == 1 else 's'} removed" in view.text or view.elided.chars == 0

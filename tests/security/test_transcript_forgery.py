@@ -114,7 +114,7 @@ def test_caps_never_hide_a_call_and_say_what_they_cut(
     assert len(verdicts) == 2 and not any(v.passed for v in verdicts), verdicts
     sent = [r for r in run.requests if not r.get("tools")]
     flooded = next(json.dumps(r) for r in sent if "head -c 15000" in json.dumps(r))
-    assert "0 of 9 tool call(s) removed" in flooded and "characters elided from 8 tool result(s)" in flooded
+    assert "0 of 9 tool calls removed" in flooded and "characters elided from 8 tool results" in flooded
 
 
 def test_calls_that_alone_overflow_the_cap_are_the_agents_behaviour(

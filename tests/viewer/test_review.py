@@ -4,6 +4,7 @@ outcome, the labels in force) and which labels are refused, by name, over real s
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import redis
@@ -101,6 +102,7 @@ def test_a_trigger_shard_says_what_fired_and_a_label_on_it_says_what_is_true(
     assert failing["total"] == 3
     listed = c.get(f"/runs/{run}", params={"failing": "1"}).text
     assert listed.count('<tr class="shard failing"') == 3
+    assert "3 shards match" in listed and "(s)" not in listed
     assert (
         listed.count("should fire: yes · fired: nothing") == 1
         and listed.count("should fire: no · fired: pdf-tools") == 2
@@ -115,6 +117,9 @@ def test_a_trigger_shard_says_what_fired_and_a_label_on_it_says_what_is_true(
     should = {i: s for i, _, s, _ in TRIGGER_QUERIES}
     assert should[2] is True and '<b class="should">yes</b>' in html
     assert '<b class="fired wrap">nothing</b>' in html and 'id="trigger-outcome">wrong<' in html
+    assert re.search(r" · (1 call|\d+ calls), ", html) and "(s)" not in html
+    figures = c.get(f"/runs/{run}").text
+    assert re.search(r"at most (1 turn|\d+ turns)\.", figures) and "(s)" not in figures
     assert "&lt;script&gt;window.pwnedQuery=1&lt;/script&gt;" in html and "<script>window.pwnedQuery" not in html
     assert 'class="label-controls"' not in html and "Nothing to label: a trigger shard" in html
     cli = feature_runs.env.cli(

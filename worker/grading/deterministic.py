@@ -34,6 +34,7 @@ from schemas.corpus import (
 )
 from schemas.trajectory import ToolCallEvent, Trajectory
 from schemas.verdict import AssertionVerdict
+from schemas.words import plural
 from worker.grading.check_verdict import EVIDENCE_CHARS, Checker, check_verdict, cut, presence_verdict
 from worker.grading.http_checks import check_http_call, check_http_order
 from worker.grading.plugin_checks import PLUGIN_CHECKERS
@@ -154,7 +155,7 @@ def merge_by_position(
     deterministic checks the others. Raises ValueError on a count mismatch."""
     texts, _positions = split_assertions(assertions)
     if len(judged) != len(texts):
-        raise ValueError(f"{len(judged)} judged verdict(s) for {len(texts)} judged assertion(s)")
+        raise ValueError(f"{plural(len(judged), 'judged verdict')} for {plural(len(texts), 'judged assertion')}")
     queue = iter(judged)
     out = []
     for i, a in enumerate(assertions):

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from schemas.words import plural
+
 # An echo shorter than this cannot count as a leading-prefix match (an empty "text" would
 # otherwise be a prefix of every assertion).
 MIN_PREFIX_CHARS = 12
@@ -204,7 +206,9 @@ def parse_verdicts(answer: str, assertions: Sequence[str]) -> Parsed | Malformed
     if items is None:
         return Malformed(MalformedKind.NOT_JSON, "no JSON array found in the answer")
     if len(items) != len(assertions):
-        return Malformed(MalformedKind.WRONG_LENGTH, f"{len(items)} verdict(s) for {len(assertions)} assertion(s)")
+        return Malformed(
+            MalformedKind.WRONG_LENGTH, f"{plural(len(items), 'verdict')} for {plural(len(assertions), 'assertion')}"
+        )
     verdicts = []
     for i, item in enumerate(items):
         typed = _typed(item, i)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from schemas.constants import BLOCK_CAP_CHARS, TRANSCRIPT_CAP_CHARS
 from schemas.http_mocks import HttpCall
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, Trajectory
+from schemas.words import plural
 from worker.grading.transcript import neutralise_fences
 
 ARG_CAP_CHARS = 2_000
@@ -120,9 +121,9 @@ class Elisions:
     def summary(self, calls: int) -> str:
         """The view's first line, saying what was cut and that none of its ``calls`` tool calls was."""
         return (
-            f"(transcript caps: {self.chars} characters elided from {self.results} tool result(s), "
-            f"{self.messages} assistant message(s) and {self.arguments} call argument(s); "
-            f"0 of {calls} tool call(s) removed, no command shortened)"
+            f"(transcript caps: {plural(self.chars, 'character')} elided from {plural(self.results, 'tool result')}, "
+            f"{plural(self.messages, 'assistant message')} and {plural(self.arguments, 'call argument')}; "
+            f"0 of {plural(calls, 'tool call')} removed, no command shortened)"
         )
 
 

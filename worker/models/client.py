@@ -34,6 +34,7 @@ from engine.usage import queue_usage, record_usage, usage_totals
 from schemas.errors import BudgetExhausted, ContextOverflow, ModelCallFailed, ShareSpent
 from schemas.model_config import ModelConfig, ModelLimits, RetrySettings
 from schemas.trajectory import Usage
+from schemas.words import plural
 from worker.models.base import ModelReply, ModelRequest
 from worker.models.direct import EndpointUnreachable, MalformedReply
 from worker.models.limiter import Lease, Limiter
@@ -311,7 +312,7 @@ def _failure(model: str, attempts: int, last_error: BaseException | None) -> Mod
         return ContextOverflow(f"{model}: the conversation exceeds the model's context: {_short(last_error)}")
     kind = type(last_error).__name__ if last_error else "unknown"
     return ModelCallFailed(
-        f"{model}: no completion after {attempts} attempt(s); last error: {kind}: {_short(last_error)}"
+        f"{model}: no completion after {plural(attempts, 'attempt')}; last error: {kind}: {_short(last_error)}"
     )
 
 
