@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from producer.corpus.rules import MAX_CORPUS_DEPTH, depth_problem
+from producer.corpus.rules import MAX_CORPUS_DEPTH, MAX_PATH_KEY_CHARS, depth_problem
 from schemas.errors import BadCorpus
 
 MAX_INT_DIGITS = 64
@@ -29,24 +29,43 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys repeat is refused: a parser keeps the last, a reader may see the first."""
+    data = dict(pairs)
+    if len(data) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return data
+
+
+class _RepeatedKey(Exception):
+    def __init__(self, key: str) -> None:
+        shown = key if len(key) <= MAX_PATH_KEY_CHARS else key[:MAX_PATH_KEY_CHARS] + "…"
+        super().__init__(f"an object repeats the key {shown!r}; keys are unique")
+
+
 class _TooManyDigits(Exception):
     def __init__(self, digits: int) -> None:
         super().__init__(f"an integer of {digits} digits; at most {MAX_INT_DIGITS} are read")
 
 
 def parse_json(text: str, file: str) -> Any:
-    """``text`` as JSON; ``BadCorpus`` when it is not JSON, nests too deep or holds a huge integer."""
+    """``text`` as JSON; ``BadCorpus`` when it is not JSON, nests too deep, holds too many values,
+    a huge integer or an object with a repeated key."""
     try:
-        data = json.loads(text, parse_int=_bounded_int)
+        data = json.loads(text, parse_int=_bounded_int, object_pairs_hook=_unique_keys)
     except RecursionError as exc:
         raise BadCorpus(file, "$", f"nested deeper than {MAX_CORPUS_DEPTH} levels") from exc
-    except _TooManyDigits as exc:
+    except (_TooManyDigits, _RepeatedKey) as exc:
         raise BadCorpus(file, "$", str(exc)) from None
     except json.JSONDecodeError as exc:
         raise BadCorpus(file, "$", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     deep = depth_problem(data)
     if deep:
-        raise BadCorpus(file, deep.partition(": ")[0], deep.partition(": ")[2])
+        raise BadCorpus(file, *deep)
     return data
 
 
