@@ -42,9 +42,25 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 class _RepeatedKey(Exception):
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, line: int | None = None) -> None:
         shown = key if len(key) <= MAX_PATH_KEY_CHARS else key[:MAX_PATH_KEY_CHARS] + "…"
-        super().__init__(f"an object repeats the key {shown!r}; keys are unique")
+        at = f" (line {line})" if line else ""
+        super().__init__(f"an object repeats the key {shown!r}{at}; keys are unique")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
+    """The safe loader, refusing a mapping whose keys repeat (it would keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        data: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        if len(data) < len(node.value):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if key in seen:
+                    raise _RepeatedKey(str(key), key_node.start_mark.line + 1)
+                seen.add(key)
+        return data
 
 
 class _TooManyDigits(Exception):
@@ -90,7 +106,9 @@ def parse_yaml(text: str, file: str, where: str) -> Any:
                 digits = len(event.value.lstrip("-+").replace("_", ""))
                 if digits > MAX_INT_DIGITS:
                     raise BadCorpus(file, where, str(_TooManyDigits(digits)))
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # the safe loader, with unique keys
+    except _RepeatedKey as exc:
+        raise BadCorpus(file, where, str(exc)) from None
     except yaml.YAMLError as exc:
         raise BadCorpus(file, where, f"not YAML: {str(exc).splitlines()[0]}") from None
     except (RecursionError, ValueError) as exc:  # a limit the checks above did not foresee
