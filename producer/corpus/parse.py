@@ -1,8 +1,9 @@
 """Parsing corpus text of every format under the same limits. Pure: takes text, returns data.
 
 Our JSON, skill-creator's JSON and a plugin suite's YAML are parsed here, so the one depth
-limit (:data:`producer.corpus.rules.MAX_CORPUS_DEPTH`) and the one integer limit
-(:data:`MAX_INT_DIGITS`) hold for all of them; a document past either is ``BadCorpus``
+limit (:data:`producer.corpus.rules.MAX_CORPUS_DEPTH`), the one value-count limit
+(:data:`producer.corpus.rules.MAX_CORPUS_VALUES`) and the one integer limit
+(:data:`MAX_INT_DIGITS`) hold for all of them; a document past any is ``BadCorpus``
 naming the file, never a RecursionError or ValueError from the parser. The size cap is the
 reader's (:mod:`producer.corpus.files`). Errors name where the problem is, never the text.
 """
@@ -15,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from producer.corpus.rules import MAX_CORPUS_DEPTH, MAX_PATH_KEY_CHARS, depth_problem
+from producer.corpus.rules import MAX_CORPUS_DEPTH, MAX_CORPUS_VALUES, MAX_PATH_KEY_CHARS, depth_problem
 from schemas.errors import BadCorpus
 
 MAX_INT_DIGITS = 64
@@ -92,8 +93,12 @@ def parse_yaml(text: str, file: str, where: str) -> Any:
     recursive, and an alias could make a small document a large graph, so aliases are refused.
     """
     try:
-        depth = 0
+        depth = values = 0
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, (yaml.ScalarEvent, yaml.CollectionStartEvent)):
+                values += 1
+                if values > MAX_CORPUS_VALUES:
+                    raise BadCorpus(file, where, f"more than {MAX_CORPUS_VALUES} values; a corpus is not bulk data")
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_CORPUS_DEPTH:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from producer.corpus.parse import parse_json
+from producer.corpus.parse import parse_json, parse_yaml
 from producer.corpus.repo import Repo
 from producer.corpus.rules import MAX_CORPUS_BYTES, MAX_CORPUS_VALUES, depth_problem
 from producer.corpus.triggers import read_triggers
@@ -51,6 +51,12 @@ def test_too_many_values_is_bad_corpus_with_a_short_path() -> None:
     text = str(caught.value)
     assert text.startswith("BLOCKED_BAD_CORPUS: evals/dos.evals.json: $.KKK")
     assert f"more than {MAX_CORPUS_VALUES} values" in text and len(text) < 300
+
+
+def test_too_many_values_in_a_plugin_yaml_is_bad_corpus() -> None:
+    text = "max_turns: [" + ",".join("0" * (MAX_CORPUS_VALUES + 10)) + "]\n"
+    with pytest.raises(BadCorpus, match=f"evals/x/case.yaml: case.yaml: more than {MAX_CORPUS_VALUES} values"):
+        parse_yaml(text, "evals/x/case.yaml", "case.yaml")
 
 
 def _limit_memory() -> None:
