@@ -14,6 +14,7 @@ fixed identity and date so the same fixtures give the same commits.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
@@ -67,11 +68,18 @@ _DIFFING = frozenset({"diff", "log", "show", "format-patch", "whatchanged"})
 
 
 def _empty_home() -> str:
-    # One empty folder per process: HOME for git so no ~/.gitconfig is read.
+    # One empty folder per process: HOME for git so no ~/.gitconfig is read. Removed when the
+    # process that made it exits, so runs do not leave one behind each in TMPDIR.
     global _HOME
     if _HOME is None or not os.path.isdir(_HOME):
         _HOME = tempfile.mkdtemp(prefix="skill-eval-githome-")
+        atexit.register(_remove_home, _HOME, os.getpid())
     return _HOME
+
+
+def _remove_home(path: str, maker: int) -> None:
+    if os.getpid() == maker:  # a forked child inherits the hook, not the folder's lifetime
+        shutil.rmtree(path, ignore_errors=True)
 
 
 _HOME: str | None = None

@@ -24,17 +24,22 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from engine.store import LocalStore, open_store
+from engine.store import ArtifactStore, LocalStore, S3Store, open_store
 from harnesses.stream_json import read_stream_json
 from schemas.constants import SKILL_NAME_RE
 from schemas.errors import ConfigError
 from schemas.trajectory import Trajectory
 
-CASE_FILE_RE = re.compile(r"case-(?P<case>\d+)(?:\.epoch-(?P<epoch>\d+))?\.(?P<ext>jsonl|json)")
+CASE_FILE_RE = re.compile(r"case-(?P<case>[0-9]+)(?:\.epoch-(?P<epoch>[0-9]+))?\.(?P<ext>jsonl|json)")
+MAX_EPOCH = 10**6
+"""An epoch label past this is refused: a run has at most a few hundred epochs."""
+MAX_CASE_DIGITS = 18
+"""A case id is a corpus's integer id; a longer run of digits is no case (and past 4,300 no int)."""
 MAX_RECORDING_BYTES = 256 * 1024 * 1024
 """A recorded trajectory larger than this is refused (the executor's own transcripts stay far below)."""
 IMPORTED_MODEL = "imported"
@@ -57,7 +62,12 @@ def parse_key(key: str) -> tuple[str, int, int, str] | None:
     skill = parts[0]
     if not SKILL_NAME_RE.fullmatch(skill):
         raise ConfigError(f"{key}: {skill!r} is not a kebab-case skill name")
-    return skill, int(match["case"]), int(match["epoch"] or 0), match["ext"]
+    if len(match["case"]) > MAX_CASE_DIGITS:
+        raise ConfigError(f"{key}: a case id of {len(match['case'])} digits; at most {MAX_CASE_DIGITS}")
+    epoch = match["epoch"] or "0"
+    if len(epoch) > len(str(MAX_EPOCH)) or int(epoch) > MAX_EPOCH:
+        raise ConfigError(f"{key}: epoch {epoch[:20]} is past {MAX_EPOCH}")
+    return skill, int(match["case"]), int(epoch), match["ext"]
 
 
 def junk_note(key: str, lines: list[int]) -> str:
@@ -114,6 +124,57 @@ def _refuse_links(root: Path, key: str) -> None:
         raise ConfigError(f"{key}: is read through a link; recorded trajectories are read only as regular files")
 
 
+def read_local(path: Path, name: str) -> bytes:
+    """A local recording's bytes: a regular file only (a FIFO would hang, a device never end),
+    its size checked before reading and at most one byte past the limit read."""
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{name}: is {_kind(info.st_mode)}; recorded trajectories are read only as regular files")
+        if info.st_size > MAX_RECORDING_BYTES:
+            raise ConfigError(f"{name}: larger than {MAX_RECORDING_BYTES} bytes")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # swapped for a FIFO: no hang
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise ConfigError(f"{name}: changed while read; recorded trajectories are read only as regular files")
+            data = file.read(MAX_RECORDING_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{name}: cannot be read: {exc.strerror or type(exc).__name__}") from None
+    if len(data) > MAX_RECORDING_BYTES:
+        raise ConfigError(f"{name}: larger than {MAX_RECORDING_BYTES} bytes")
+    return data
+
+
+def _kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISLNK, "a link"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((what for test, what in kinds if test(mode)), "a device")
+
+
+def _read(store: ArtifactStore, key: str) -> bytes:
+    """One recording of ``store``, never more than one byte past the limit read."""
+    if isinstance(store, LocalStore):
+        _refuse_links(store.root, key)
+        return read_local(store.root.joinpath(*key.split("/")), key)
+    if isinstance(store, S3Store):
+        with store.open(key) as body:
+            return body.read(MAX_RECORDING_BYTES + 1)
+    return store.get(key)
+
+
+def _linked_folders(root: Path) -> None:
+    """A linked folder under a local root is named, not silently passed over by the walk."""
+    for dirpath, dirs, _files in os.walk(root):
+        for name in dirs:
+            if os.path.islink(os.path.join(dirpath, name)):
+                key = Path(dirpath, name).relative_to(root).as_posix()
+                raise ConfigError(f"{key}: is a link; recorded trajectories are read only in real folders")
+
+
 def load_trajectories(path_or_uri: str | Path, notes: list[str] | None = None) -> list[Imported]:
     """Every recorded trajectory under ``path_or_uri`` (a local directory, a single local file
     laid out as ``.../<skill>/case-<id>...``, ``file://`` or ``s3://``), sorted by (skill, case,
@@ -123,15 +184,18 @@ def load_trajectories(path_or_uri: str | Path, notes: list[str] | None = None) -
     target = str(path_or_uri)
     if "://" not in target:
         local = Path(target).resolve()
-        if local.is_file():
+        if local.exists() and not local.is_dir():
             key = f"{local.parent.name}/{local.name}"
             parsed = parse_key(key)
             if parsed is None:
                 raise ConfigError(f"{local}: not a .json or .jsonl trajectory")
             skill, case_id, epoch, _ext = parsed
-            return [(skill, case_id, epoch, parse_trajectory(local.read_bytes(), key, skill, case_id, notes))]
+            return [
+                (skill, case_id, epoch, parse_trajectory(read_local(local, str(local)), key, skill, case_id, notes))
+            ]
         if not local.is_dir():
             raise ConfigError(f"{local}: no such trajectory directory")
+        _linked_folders(local)
         target = str(local)
     store = open_store(target)
     found: dict[tuple[str, int, int], str] = {}
@@ -148,9 +212,7 @@ def load_trajectories(path_or_uri: str | Path, notes: list[str] | None = None) -
                 f"(first: {found[(skill, case_id, epoch)]})"
             )
         found[(skill, case_id, epoch)] = key
-        if isinstance(store, LocalStore):
-            _refuse_links(store.root, key)
-        loaded.append((skill, case_id, epoch, parse_trajectory(store.get(key), key, skill, case_id, notes)))
+        loaded.append((skill, case_id, epoch, parse_trajectory(_read(store, key), key, skill, case_id, notes)))
     if not loaded:
         raise ConfigError(f"{path_or_uri}: no recorded trajectories (<skill>/case-<id>[.epoch-<n>].json|.jsonl)")
     return sorted(loaded, key=lambda item: item[:3])

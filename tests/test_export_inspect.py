@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -182,3 +183,18 @@ def test_export_of_a_run_its_checks_refused_reads_blocked_from_the_store(tmp_pat
     (path,) = (tmp_path / "out").iterdir()
     lg = read_eval_log(str(path))
     assert lg.status == "error" and lg.error is not None and "BLOCKED_NO_SANDBOX" in lg.error.message
+
+
+def test_recorded_model_names_make_distinct_bounded_file_names(tmp_path: Path) -> None:
+    """Two names with one safe form once wrote one file, the second over the first; a long name
+    was an OSError. Each log now has its own file, named within the file-name limit."""
+    crafted = "recorded-exec-" + hashlib.sha256(b"recorded exec").hexdigest()[:10]  # another's safe form
+    models = ("recorded exec", "recorded-exec", "m" * 300, "recorded-exec_x", crafted)
+    plan = plan_for([bundle("s", [1, 1])], models=models, epochs=1)
+    outcomes = {sh.shard_id: graded(sh, [True]) for sh in plan.shards}
+    manifest = RunManifest(plan=plan, snapshots={})
+    paths = write_logs(reduce_run(plan, outcomes), manifest, lambda _id: None, tmp_path / "inspect")
+    assert len({p.name for p in paths}) == len(models) == len(list((tmp_path / "inspect").iterdir()))
+    assert all(len(p.name.encode()) < 255 for p in paths)
+    assert {read_eval_log(str(p)).eval.model for p in paths} == set(models)
+    assert any(p.name.endswith("_recorded-exec.eval") for p in paths)  # a safe name is kept as it is

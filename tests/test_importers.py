@@ -147,9 +147,12 @@ def test_a_recording_read_through_a_link_is_refused_and_never_parsed(tmp_path: P
     (host / "case-1.json").write_text('{"secret": "HOST-SECRET-3b7e"}')
     root = tmp_path / "recorded"
     root.mkdir()
-    (root / "demo").symlink_to(host)  # a skill folder that is a link: os.walk does not enter it
+    (root / "demo").symlink_to(host)  # a skill folder that is a link: named, never entered
     (root / "other").mkdir()
     (root / "other" / "case-1.json").symlink_to(host / "case-1.json")
+    with pytest.raises(ConfigError, match=r"demo: is a link; recorded trajectories are read only in real folders"):
+        load_trajectories(root)
+    (root / "demo").unlink()
     with pytest.raises(ConfigError, match=r"other/case-1\.json: is read through a link") as caught:
         load_trajectories(root)
     assert "HOST-SECRET" not in str(caught.value)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 import re
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from schemas.constants import (
@@ -34,6 +34,8 @@ FIXTURE_OPTIONAL_KEYS = frozenset({"stage"})
 MAX_CORPUS_BYTES = 8 * 1024 * 1024  # a corpus is prose and prompts; more is not a corpus
 MAX_REPORTED_VIOLATIONS = 50  # a screenful: enough to fix a file in one pass
 MAX_CORPUS_DEPTH = 32  # schema v1 nests six levels deep; room for extensions, none for a RecursionError
+MAX_CORPUS_VALUES = 500_000  # every value at any depth: thousands of cases with room; a flood is not a corpus
+MAX_PATH_KEY_CHARS = 64  # a key named in an error is cut here
 
 _VERB_RE = re.compile(r"\b(?:" + "|".join(sorted(CHECKABLE_VERBS)) + r")\b")
 _VAGUE_TAIL_RE = re.compile(r"(?:^|[^\w-])(?:well|correctly|properly|appropriately|as\s+expected)\Z", re.IGNORECASE)
@@ -120,19 +122,54 @@ def corpus_stem(file_name: str) -> str:
     return base[: -len(CORPUS_SUFFIX)] if base.endswith(CORPUS_SUFFIX) else base
 
 
-def depth_problem(data: Any, limit: int = MAX_CORPUS_DEPTH) -> str | None:
-    """Why ``data`` nests too deep (with the JSON path where it does), or None. Iterative, so
-    a hostile document cannot exhaust the stack here."""
-    stack: list[tuple[Any, str, int]] = [(data, "$", 1)]
-    while stack:
-        value, path, depth = stack.pop()
-        if depth > limit:
-            return f"{path}: nested deeper than {limit} levels"
-        if isinstance(value, dict):
-            stack.extend((v, f"{path}.{k}", depth + 1) for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value))
+def depth_problem(data: Any, limit: int = MAX_CORPUS_DEPTH, most: int | None = None) -> tuple[str, str] | None:
+    """Where and why ``data`` nests too deep or holds too many values (a JSON path, a problem), or None.
+
+    Iterative, so a hostile document cannot exhaust the stack here; it holds one iterator per
+    level and builds a path only for the value at fault, so neither a long key over a long list
+    nor a huge flat list costs more than a few frames; past ``most`` values it stops.
+    """
+    most = MAX_CORPUS_VALUES if most is None else most
+    frames = [_children(data)]
+    keys: list[str | int] = []  # the path to the container whose children frames[-1] walks
+    seen = 1
+    while frames:
+        step = next(frames[-1], None)
+        if step is None:
+            frames.pop()
+            if keys:
+                keys.pop()
+            continue
+        key, value = step
+        seen += 1
+        if len(frames) + 1 > limit:
+            return json_path([*keys, key]), f"nested deeper than {limit} levels"
+        if seen > most:
+            return json_path([*keys, key]), f"more than {most} values; a corpus is not bulk data"
+        if isinstance(value, (dict, list)):
+            frames.append(_children(value))
+            keys.append(key)
     return None
+
+
+def _children(value: Any) -> Iterator[tuple[str | int, Any]]:
+    if isinstance(value, dict):
+        return iter(value.items())
+    if isinstance(value, list):
+        return enumerate(value)
+    return iter(())
+
+
+def json_path(keys: list[str | int]) -> str:
+    """``$.a[0].b`` for the keys ``a, 0, b``; a key past :data:`MAX_PATH_KEY_CHARS` is cut, so a
+    hostile key cannot make the error the size of the file."""
+    out = ["$"]
+    for key in keys:
+        if isinstance(key, int):
+            out.append(f"[{key}]")
+        else:
+            out.append("." + (key if len(key) <= MAX_PATH_KEY_CHARS else key[:MAX_PATH_KEY_CHARS] + "…"))
+    return "".join(out)
 
 
 def all_of(found: list[BadCorpus]) -> BadCorpus:

@@ -33,7 +33,7 @@ def validate_triggers(data: Any, file: str) -> TriggerSet:
     stem = trigger_stem(file)
     deep = depth_problem(data, MAX_CORPUS_DEPTH)
     if deep:
-        raise BadCorpus(file, deep.partition(": ")[0], deep.partition(": ")[2])
+        raise BadCorpus(file, *deep)
     found: list[BadCorpus] = []
     if isinstance(data, list):
         cases = _cases(data, file, "$", creator=True, found=found)

@@ -10,10 +10,10 @@ set would tell the agent which skill each query is meant for; so does the author
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from producer.corpus.parse import parse_json
 from producer.corpus.repo import CorpusOutcome, Repo, bundle_key
 from producer.corpus.rules import MAX_CORPUS_BYTES, check_skill_name
 from producer.corpus.trigger_validation import trigger_stem, validate_triggers
@@ -66,14 +66,10 @@ def read_triggers(repo: Repo, file: str) -> TriggerSet:
     if path.stat().st_size > MAX_CORPUS_BYTES:
         raise BadCorpus(file, "$", f"larger than {MAX_CORPUS_BYTES} bytes")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except RecursionError as exc:
-        raise BadCorpus(file, "$", "nested too deep to parse") from exc
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise BadCorpus(file, "$", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    except json.JSONDecodeError as exc:
-        raise BadCorpus(file, "$", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
-    return validate_triggers(data, file)
+    return validate_triggers(parse_json(text, file), file)
 
 
 def installed_skills(repo: Repo) -> list[str]:

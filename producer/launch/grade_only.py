@@ -33,6 +33,8 @@ from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle, shard_id_for
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Trajectory
 
+MAX_PRINTED_WARNINGS = 20
+"""Warnings of one kind printed before the rest are counted."""
 Recorded = tuple[str, int, int, Trajectory]
 """(skill, case id, epoch, trajectory), as engine.importers.load_trajectories returns."""
 
@@ -136,23 +138,29 @@ def submit_recorded(
     return len(plan.shards)
 
 
+def _print_capped(err: Console, lines: Sequence[str]) -> None:
+    """The first :data:`MAX_PRINTED_WARNINGS` lines, then how many more: a folder of thousands of
+    stray files must not flood the terminal."""
+    for line in lines[:MAX_PRINTED_WARNINGS]:
+        err.print(line, markup=False)
+    if len(lines) > MAX_PRINTED_WARNINGS:
+        err.print(f"... and {len(lines) - MAX_PRINTED_WARNINGS} more like these, not shown", markup=False)
+
+
 def grade_recorded(
     req: RunRequest, trajectories: str, settings: Settings, out: Console, err: Console
 ) -> RunResult | str:
     """``skill-eval grade``: shard recorded trajectories and grade them like a run."""
     notes: list[str] = []
     recorded = load_trajectories(trajectories, notes)
-    for line in notes:
-        err.print(f"warning: {line}", markup=False)
+    _print_capped(err, [f"warning: {line}" for line in notes])
     if not req.skills and not req.all_evals:
         req.skills = sorted({skill for skill, _, _, _ in recorded})
     repo, bundles, skipped = plan_request(req, out)
     kept, ignored = select(recorded, bundles)
-    for line in ignored:
-        err.print(f"ignored recording {line}", markup=False)
+    _print_capped(err, [f"ignored recording {line}" for line in ignored])
     missing = unrecorded(bundles, kept, trajectories)
-    for line in missing:
-        err.print(f"warning: {line}", markup=False)
+    _print_capped(err, [f"warning: {line}" for line in missing])
     if not kept:
         raise ConfigError(f"{trajectories}: no recording of a case in the corpora planned; nothing to grade")
     plan = recorded_plan(new_run_id(), bundles, kept, judges=req.judges, sandbox=settings.sandbox)

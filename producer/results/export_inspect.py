@@ -25,6 +25,7 @@ Needs the ``inspect-ai`` package (the ``inspect`` extra); without it, a named CO
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -242,15 +243,34 @@ def build_logs(
     """(file name, EvalLog) per skill, variant and executor model; ``end``: how the run ended
     without a result, when it did (its status then says so)."""
     out = []
+    used: set[str] = set()
     for part in result.skills:
         for model in sorted({r.model for r in part.runs}):
-            name = f"{result.run_id}_{part.skill}_{_safe(part.variant)}_{_safe(model)}.eval"
-            out.append((name, _log(result, manifest, part, model, load, end)))
+            whole = (result.run_id, part.skill, part.variant, model)
+            stem = "_".join(_safe(p) for p in whole)
+            if stem in used:  # a recorded name crafted to equal another's safe form
+                stem = f"{stem[:MAX_STEM_CHARS]}-{_digest(repr(whole))}"
+            used.add(stem)
+            out.append((f"{stem}.eval", _log(result, manifest, part, model, load, end)))
     return out
 
 
+MAX_STEM_CHARS = 48
+"""Each part of a log's file name is cut here: four parts and their hashes stay far under the
+255 bytes a file name may have."""
+
+
 def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-")
+    """``text`` as a file-name part: unchanged when it is short and safe already; otherwise its safe
+    form, cut, with a short hash of the whole, so two names never write one file."""
+    safe = re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-.")
+    if safe == text and len(safe) <= MAX_STEM_CHARS:
+        return safe
+    return f"{safe[:MAX_STEM_CHARS]}-{_digest(text)}".lstrip("-")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:10]
 
 
 def write_logs(

@@ -5,7 +5,8 @@
   corpus is ``BLOCKED_BAD_REPO`` and the other corpora are still validated;
 * a corpus nested past the depth limit, and one holding a 5,000-digit integer, in each format
   (ours, skill-creator's JSON, a plugin suite's YAML): ``BLOCKED_BAD_CORPUS`` for that corpus
-  only (these were ``INFRA_ERROR`` crashes that stopped every other corpus).
+  only (these were ``INFRA_ERROR`` crashes that stopped every other corpus);
+* a repeated key, in each format: ``BLOCKED_BAD_CORPUS`` naming it, never the last value silently used.
 """
 
 from __future__ import annotations
@@ -144,6 +145,19 @@ def test_a_5000_digit_integer_is_bad_corpus_for_that_corpus_only(tmp_path: Path,
     file = FORMATS[fmt](root, HUGE)
     done = _validate(root)
     _assert_named(done, f"BLOCKED_BAD_CORPUS: {file}: $: an integer of 5000 digits; at most {MAX_INT_DIGITS}")
+
+
+REPEATED = {"ours": '1, "prompt": "EVIL"', "skill-creator": '1, "prompt": "EVIL"', "plugin-yaml": "1\nprompt: EVIL"}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_repeated_key_is_bad_corpus_for_that_corpus_only(tmp_path: Path, fmt: str) -> None:
+    """A parser keeps the last of two equal keys; a reviewer reads the first: neither is guessed."""
+    root = _repo(tmp_path)
+    file = FORMATS[fmt](root, REPEATED[fmt])
+    done = _validate(root)
+    _assert_named(done, f"BLOCKED_BAD_CORPUS: {file}: ")
+    assert "repeats the key 'prompt'" in done.stdout + done.stderr
 
 
 def test_a_plugin_suite_is_held_to_the_one_size_cap_as_a_whole(tmp_path: Path) -> None:
