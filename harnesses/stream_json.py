@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.event_bounds import capped_text
 from schemas.trajectory import (
     AssistantEvent,
     EndReason,
@@ -124,11 +125,10 @@ class _Parser:
         for block in content:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 text = _block_text(block.get("content"))
+                # Capped as every executor caps a result: a recording's size is not the report's.
+                output, cut = capped_text((ERROR_PREFIX + text) if block.get("is_error") else text)
                 self.out.events.append(
-                    ToolResultEvent(
-                        call_id=str(block.get("tool_use_id", "")),
-                        output=(ERROR_PREFIX + text) if block.get("is_error") else text,
-                    )
+                    ToolResultEvent(call_id=str(block.get("tool_use_id", "")), output=output, truncated=cut)
                 )
 
     def result(self, line: dict[str, Any]) -> None:
