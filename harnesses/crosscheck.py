@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord
 from harnesses.stream_json import ERROR_PREFIX
+from schemas.event_bounds import bound_arguments
 from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent
 
 
@@ -211,7 +212,8 @@ def _claim_named(
     return _claim_in_order(
         claims,
         calls,
-        lambda claimed, call: call.name == claimed.name and call.arguments == claimed.arguments,
+        # The stream's event holds its input bounded as every event does; the model's call is bounded alike.
+        lambda claimed, call: call.name == claimed.name and bound_arguments(call.arguments)[0] == claimed.arguments,
         results,
         ran,
         lambda claimed: (
