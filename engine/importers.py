@@ -22,6 +22,7 @@ evidence) and named, with its file and line, in ``notes``.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import stat
@@ -33,7 +34,8 @@ from engine.store import ArtifactStore, LocalStore, S3Store, open_store
 from harnesses.stream_json import read_stream_json
 from schemas.constants import SKILL_NAME_RE
 from schemas.errors import ConfigError
-from schemas.trajectory import Trajectory
+from schemas.event_bounds import capped_text
+from schemas.trajectory import Event, ToolResultEvent, Trajectory
 
 CASE_FILE_RE = re.compile(r"case-(?P<case>[0-9]+)(?:\.epoch-(?P<epoch>[0-9]+))?\.(?P<ext>jsonl|json)")
 MAX_EPOCH = 10**6
@@ -76,10 +78,11 @@ def junk_note(key: str, lines: list[int]) -> str:
     return f"{key}: line {shown} not JSON, skipped (the rest of the recording is graded)"
 
 
-def parse_stream_file(text: str, key: str, skill: str, case_id: int, notes: list[str]) -> Trajectory:
+def parse_stream_file(data: bytes, key: str, skill: str, case_id: int, notes: list[str]) -> Trajectory:
     """Decode a stream-json recording; its non-JSON lines are named in ``notes``."""
     try:
-        parsed = read_stream_json(text.splitlines())
+        # Line by line: a huge line is parsed, its result capped and let go before the next.
+        parsed = read_stream_json(line.decode("utf-8", errors="replace") for line in io.BytesIO(data))
     except (RecursionError, ValueError) as exc:  # the JSON parser's own limits: named, never a crash
         raise ConfigError(f"{key}: cannot be read: {type(exc).__name__} (nested too deep or a huge integer)") from None
     if not parsed.events:  # a log with no readable event is a broken recording, not a lazy agent
@@ -100,9 +103,9 @@ def parse_trajectory(data: bytes, key: str, skill: str, case_id: int, notes: lis
     """Decode one recorded file (``.json`` product format, ``.jsonl`` stream-json); warnings go to ``notes``."""
     if len(data) > MAX_RECORDING_BYTES:
         raise ConfigError(f"{key}: larger than {MAX_RECORDING_BYTES} bytes")
-    text = data.decode("utf-8", errors="replace")
     if key.endswith(".jsonl"):
-        return parse_stream_file(text, key, skill, case_id, [] if notes is None else notes)
+        return parse_stream_file(data, key, skill, case_id, [] if notes is None else notes)
+    text = data.decode("utf-8", errors="replace")
     try:
         trajectory = Trajectory.model_validate_json(text)
     except ValidationError as exc:
@@ -114,7 +117,15 @@ def parse_trajectory(data: bytes, key: str, skill: str, case_id: int, notes: lis
             f"{key}: records skill {trajectory.skill!r} case {trajectory.case_id}, but its path says "
             f"skill {skill!r} case {case_id}"
         )
-    return trajectory
+    return trajectory.model_copy(update={"events": [_capped(e) for e in trajectory.events]})
+
+
+def _capped(event: Event) -> Event:
+    """A recorded tool result cut as every executor cuts one (head and tail, the cut counted)."""
+    if not isinstance(event, ToolResultEvent):
+        return event
+    output, cut = capped_text(event.output)
+    return event.model_copy(update={"output": output, "truncated": True}) if cut else event
 
 
 def _refuse_links(root: Path, key: str) -> None:

@@ -58,8 +58,8 @@ from harnesses.base import (
 from harnesses.crosscheck import OrderRules
 from harnesses.endpoints import Protocol
 from harnesses.repo_hiding import hidden_binds
-from harnesses.stream_json import ParsedStream, json_objects
-from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, ToolResultEvent, Usage
+from harnesses.stream_json import ParsedStream, json_objects, result_event
+from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, Usage
 
 KEY_VARIABLE = "SKILL_EVAL_PROXY_KEY"
 REPO_CONFIG_DIRS = (".agents",)
@@ -218,7 +218,7 @@ def _mcp_call(out: ParsedStream, started: set[str], item: dict[str, Any], *, don
         text = str(error.get("message", "")) if isinstance(error, dict) else error
     flagged = isinstance(result, dict) and bool(result.get("is_error"))
     failed = error is not None or item.get("status") == "failed" or flagged
-    out.events.append(ToolResultEvent(call_id=item_id, output=text, exit_code=1 if failed else 0))
+    out.events.append(result_event(item_id, text, 1 if failed else 0))
 
 
 def read_codex_json(lines: Iterable[str]) -> ParsedStream:
@@ -239,13 +239,8 @@ def read_codex_json(lines: Iterable[str]) -> ParsedStream:
             elif item_type == "command_execution":
                 _command_started(out, started, item)
                 code = item.get("exit_code")
-                out.events.append(
-                    ToolResultEvent(
-                        call_id=item_id,
-                        output=str(item.get("aggregated_output", "")),
-                        exit_code=code if isinstance(code, int) else None,
-                    )
-                )
+                output = str(item.get("aggregated_output", ""))
+                out.events.append(result_event(item_id, output, code if isinstance(code, int) else None))
             elif item_type == "mcp_tool_call":
                 _mcp_call(out, started, item, done=True)
             elif item_type == "file_change":  # a patch applied: claims the model's patch call by its paths

@@ -46,9 +46,9 @@ from harnesses.crosscheck import CheckedEvents, with_sent_outputs
 from harnesses.endpoints import Protocol
 from harnesses.model_record import ProxyRecord
 from harnesses.repo_hiding import hidden_binds
-from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects
+from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects, result_event
 from schemas.errors import NoHarness
-from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, ToolResultEvent, Usage
+from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, Usage
 
 INNER_PACKAGES = "/run/skill-eval-copilot"
 """Where the unpacked package cache is bound read-only inside the sandbox."""
@@ -178,12 +178,10 @@ def _complete(out: ParsedStream, data: dict[str, Any]) -> None:
     if data.get("success") is True:
         code = _obj(data.get("shellExecution")).get("exitCode")
         output = str(_obj(data.get("result")).get("content", ""))
-        out.events.append(
-            ToolResultEvent(call_id=call_id, output=output, exit_code=code if isinstance(code, int) else None)
-        )
+        out.events.append(result_event(call_id, output, code if isinstance(code, int) else None))
     else:
         error = _obj(data.get("error")).get("message") or _obj(data.get("result")).get("content") or "failed"
-        out.events.append(ToolResultEvent(call_id=call_id, output=ERROR_PREFIX + str(error)))
+        out.events.append(result_event(call_id, ERROR_PREFIX + str(error)))
 
 
 def read_copilot_json(lines: Iterable[str]) -> ParsedStream:

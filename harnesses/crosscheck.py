@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord
-from harnesses.stream_json import ERROR_PREFIX
+from harnesses.stream_json import ERROR_PREFIX, result_event, with_output
+from schemas.event_bounds import bound_arguments
 from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent
 
 
@@ -128,7 +129,7 @@ def _claim_answered(record: ProxyRecord, ran: dict[str, ToolResultEvent | None],
         for call in turn.tool_calls:
             answered = record.tool_outputs.get(call.call_id)
             if not turn.side and call.name in rules.answered_tools and call.call_id not in ran and answered is not None:
-                ran[call.call_id] = ToolResultEvent(call_id=call.call_id, output=answered)
+                ran[call.call_id] = result_event(call.call_id, answered)
 
 
 def _command_of(arguments: dict[str, object]) -> str:
@@ -211,7 +212,8 @@ def _claim_named(
     return _claim_in_order(
         claims,
         calls,
-        lambda claimed, call: call.name == claimed.name and call.arguments == claimed.arguments,
+        # The stream's event holds its input bounded as every event does; the model's call is bounded alike.
+        lambda claimed, call: call.name == claimed.name and bound_arguments(call.arguments)[0] == claimed.arguments,
         results,
         ran,
         lambda claimed: (
@@ -290,6 +292,6 @@ def with_sent_outputs(checked: CheckedEvents, record: ProxyRecord) -> CheckedEve
         sent = record.tool_outputs.get(event.call_id) if isinstance(event, ToolResultEvent) else None
         if isinstance(event, ToolResultEvent) and sent is not None:
             prefix = ERROR_PREFIX if event.output.startswith(ERROR_PREFIX) else ""
-            event = event.model_copy(update={"output": prefix + sent})
+            event = with_output(event, prefix + sent)
         events.append(event)
     return CheckedEvents(events=events, rejected=checked.rejected, proposed=checked.proposed)

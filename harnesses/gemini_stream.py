@@ -21,7 +21,8 @@ from typing import Any
 
 from harnesses.crosscheck import CheckedEvents, _events
 from harnesses.model_record import ModelToolCall, ProxyRecord
-from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects
+from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects, result_event, with_output
+from schemas.event_bounds import bound_arguments
 from schemas.trajectory import AssistantEvent, EndReason, Event, ToolCallEvent, ToolResultEvent, Usage
 
 
@@ -35,8 +36,8 @@ def _result(data: dict[str, Any]) -> ToolResultEvent:
     output = data.get("output")
     text = output if isinstance(output, str) else ""
     if data.get("status") == "error" or error:
-        return ToolResultEvent(call_id=call_id, output=ERROR_PREFIX + str(error.get("message") or text))
-    return ToolResultEvent(call_id=call_id, output=text)
+        return result_event(call_id, ERROR_PREFIX + str(error.get("message") or text))
+    return result_event(call_id, text)
 
 
 def read_gemini_stream(lines: Iterable[str]) -> ParsedStream:
@@ -87,7 +88,7 @@ def _canon(value: Any) -> str:
 
 
 def _same_arguments(real: ModelToolCall, claimed: dict[str, Any]) -> bool:
-    return _canon(real.arguments) == _canon(claimed)
+    return _canon(bound_arguments(real.arguments)[0]) == _canon(claimed)  # the event holds them bounded
 
 
 def _sent_output(record: ProxyRecord, claimed: ToolCallEvent) -> str | None:
@@ -133,7 +134,7 @@ def cross_check_by_content(stream_events: Iterable[Event], record: ProxyRecord) 
         sent = _sent_output(record, claimed)
         if result is not None and not result.output.strip() and sent is not None:
             # The stream shows a display text (empty for a file read); the model got the result itself.
-            result = result.model_copy(update={"output": sent})
+            result = with_output(result, sent)
         ran[real.call_id] = result.model_copy(update={"call_id": real.call_id}) if result is not None else None
     events, proposed = _events(record, ran)
     return CheckedEvents(events=events, rejected=rejected, proposed=proposed)

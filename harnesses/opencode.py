@@ -41,8 +41,8 @@ from harnesses.adapter import HarnessAdapter, stage_skills
 from harnesses.base import FORWARDER_URL, PLACEHOLDER_KEY, HarnessPlan, HarnessRequest, bare_model
 from harnesses.endpoints import Protocol
 from harnesses.repo_hiding import HiddenFiles, hidden_file_binds
-from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects
-from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent, Usage
+from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects, result_event
+from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, Usage
 
 PROVIDER = "skill-eval"
 NESTED_INSTRUCTIONS = HiddenFiles(("AGENTS.md", "CONTEXT.md"), nested_only=True)
@@ -158,11 +158,9 @@ def _tool_part(out: ParsedStream, part: dict[str, Any]) -> None:
         metadata = _obj(state.get("metadata"))
         code = metadata.get("exit")
         output = str(state.get("output", ""))
-        out.events.append(
-            ToolResultEvent(call_id=call_id, output=output, exit_code=code if isinstance(code, int) else None)
-        )
+        out.events.append(result_event(call_id, output, code if isinstance(code, int) else None))
     elif status == "error":
-        out.events.append(ToolResultEvent(call_id=call_id, output=ERROR_PREFIX + str(state.get("error", ""))))
+        out.events.append(result_event(call_id, ERROR_PREFIX + str(state.get("error", ""))))
 
 
 def read_opencode_json(lines: Iterable[str]) -> ParsedStream:

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.event_bounds import capped_text
 from schemas.trajectory import (
     AssistantEvent,
     EndReason,
@@ -62,6 +63,19 @@ def json_objects(lines: Iterable[str], out: ParsedStream) -> Iterator[dict[str, 
             continue
         if isinstance(data, dict):
             yield data
+
+
+def result_event(call_id: str, output: str, exit_code: int | None = None) -> ToolResultEvent:
+    """A tool result a stream reported, capped as every executor caps one (head and tail, the cut
+    counted): what a harness or a recording printed does not grow the trajectory, report or page."""
+    kept, cut = capped_text(output)
+    return ToolResultEvent(call_id=call_id, output=kept, exit_code=exit_code, truncated=cut)
+
+
+def with_output(event: ToolResultEvent, output: str) -> ToolResultEvent:
+    """``event`` with ``output`` as its result, capped alike."""
+    kept, cut = capped_text(output)
+    return event.model_copy(update={"output": kept, "truncated": cut or event.truncated})
 
 
 def _block_text(content: Any) -> str:
@@ -124,12 +138,8 @@ class _Parser:
         for block in content:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 text = _block_text(block.get("content"))
-                self.out.events.append(
-                    ToolResultEvent(
-                        call_id=str(block.get("tool_use_id", "")),
-                        output=(ERROR_PREFIX + text) if block.get("is_error") else text,
-                    )
-                )
+                output = (ERROR_PREFIX + text) if block.get("is_error") else text
+                self.out.events.append(result_event(str(block.get("tool_use_id", "")), output))
 
     def result(self, line: dict[str, Any]) -> None:
         self.out.saw_result = True

@@ -59,6 +59,26 @@ def failing_assertions(result: RunResult) -> list[tuple[int, str]]:
     return sorted(lines, key=lambda item: -item[0])
 
 
+def unverified_passes(result: RunResult) -> list[str]:
+    """The line saying how many judged passes of the current arm quote no tool call or result
+    (they count as passes unless --strict-evidence; the Markdown report marks each), or none."""
+    checked = [
+        v.evidence_verified
+        for s in result.skills
+        if s.variant == CURRENT
+        for r in s.runs
+        for v in r.verdicts
+        if v.check == "judge" and v.passed and v.evidence_verified is not None
+    ]
+    unverified = checked.count(False)
+    if not unverified:
+        return []
+    return [
+        f"unverified passes: {unverified} of {len(checked)} judged passes quote no tool call or result "
+        "(counted as passes; --strict-evidence fails them)"
+    ]
+
+
 def _reports(paths: Sequence[str]) -> list[str]:
     """The report files summarised: their folder and the run's page, not one line per corpus."""
     if not paths:
@@ -125,6 +145,7 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
     ]
     overall = [a for a in result.human_agreement if a.scope == "all"]
     lines += [f"judge vs people: {line}" for line in agreement_lines(overall)]
+    lines += unverified_passes(result)
     lines += [f"reason: {r}" for r in result.reasons[:REASONS_SHOWN]]
     if len(result.reasons) > REASONS_SHOWN:
         lines.append(f"and {len(result.reasons) - REASONS_SHOWN} more reasons: see {page}")

@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Annotated, Any, Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from schemas.base import FrozenModel
+from schemas.event_bounds import bound_arguments
 from schemas.http_mocks import HttpCall
 from schemas.status import SandboxMode
 
@@ -38,9 +39,17 @@ class ToolCallEvent(FrozenModel):
     name: str
     """Tool name (shell, read_file, write_file, edit_file, glob, grep, or an external agent's own)."""
     arguments: dict[str, Any]
-    """Arguments as the agent gave them."""
+    """Arguments as the agent gave them; nested too deep or too large, bounded with a marker saying
+    what was elided (:func:`schemas.event_bounds.bound_arguments`), so every record can be stored."""
     ts: datetime = Field(default_factory=_now)
     """When the call was made (UTC)."""
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        # Every way a call enters a trajectory (agent loop, harness streams, imported recordings)
+        # builds this event: the bound holds for all of them.
+        return bound_arguments(value)[0] if isinstance(value, dict) else value
 
 
 class ToolResultEvent(FrozenModel):

@@ -100,6 +100,21 @@ def test_codexs_mcp_tool_call_claims_the_namespaced_call_of_the_same_tool_and_in
     assert isinstance(result, ToolResultEvent) and (result.call_id, result.output) == ("call_7", "Paris: sunny")
 
 
+def test_a_call_whose_input_nests_too_deep_is_claimed_as_every_event_records_it_bounded() -> None:
+    deep: Any = "sunny"
+    for _ in range(300):
+        deep = {"k": deep}
+    parsed = read_codex_json(mcp_stream({"city": "Paris", "filter": deep}))
+    call = ModelToolCall(
+        "call_7", "mcp__weather__get_forecast", {"city": "Paris", "filter": deep}, namespace="mcp__weather"
+    )
+    checked = Codex().cross_check(parsed.events, ProxyRecord(turns=[ModelTurn(tool_calls=(call,))]))
+    assert not checked.rejected and not checked.proposed
+    claimed = checked.events[0]
+    assert isinstance(claimed, ToolCallEvent) and claimed.arguments["city"] == "Paris"
+    assert claimed.arguments["filter"] == "[elided by skill-eval: nests deeper than 32 levels]"
+
+
 @pytest.mark.parametrize(
     "recorded",
     [

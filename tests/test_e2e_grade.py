@@ -184,3 +184,46 @@ def test_only_the_recordings_that_exist_are_graded_whatever_their_epoch_numbers(
         (2, "imported", "graded"),
     ]
     assert mixed["not_graded"] == 0 and mixed["shard_count"] == 2
+
+
+def test_a_recording_nested_too_deep_or_printing_megabytes_is_graded_and_bounded(tmp_path: Path, env: Env) -> None:
+    """A stream-json call whose input nests 300 levels (past what a trajectory can be stored at) and a
+    5 MB tool result: the case is graded on what it did, not an INFRA_ERROR; the deep input is
+    elided with a marker, the result cut to the executors' cap, and no file written grows with it."""
+    repo = new_repo(tmp_path / "repo")
+    write_skill(
+        repo,
+        SKILL,
+        [
+            case(1, "Run the first step.", ["runs the shell command echo MARK-TWO"]),
+            case(2, "Run the second step.", ["runs the shell command echo MARK-TWO"]),
+        ],
+    )
+    git_init(repo)
+    recorded = tmp_path / "recorded" / SKILL
+    recorded.mkdir(parents=True)
+    deep: list[object] = []
+    for _ in range(299):
+        deep = [deep]
+    log = _stream_json("echo MARK-ONE").replace('"input": {"command": "echo MARK-ONE"}', "%INPUT%")
+    log = log.replace("%INPUT%", '"input": ' + json.dumps({"command": "echo MARK-ONE", "x": deep}))
+    log = log.replace('"content": "done"', '"content": ' + json.dumps("HEAD-OF-RESULT " + "y" * 5_000_000 + " TAIL"))
+    (recorded / "case-1.jsonl").write_text(log)
+    (recorded / "case-2.json").write_text(_recording(2, "echo MARK-TWO"))
+
+    result = env.cli(
+        "grade", "--trajectories", str(tmp_path / "recorded"), "--repo", str(repo), "--judge", "openai/judge",
+        "--api-base", env.api_base, *env.place_args(), "--workers", "2",
+    )  # fmt: skip
+
+    out = result.stdout + result.stderr
+    assert "INFRA_ERROR" not in out and result.code == 1, out
+    assert "not graded (infra): none" in result.stdout, out
+    assert "FAIL replayed case 1 (imported e0)" in result.stdout, out
+    written = [p for p in [*env.out.rglob("*"), *env.store.rglob("*")] if p.is_file()]
+    assert written and max(p.stat().st_size for p in written) < 1_000_000, sorted(
+        (p.stat().st_size, str(p)) for p in written
+    )[-3:]
+    transcript = next(env.out.glob("*-transcript.txt")).read_text()
+    assert "[elided by skill-eval: nests deeper than 32 levels]" in transcript, transcript[:2000]
+    assert "chars elided]" in transcript and "HEAD-OF-RESULT" in transcript

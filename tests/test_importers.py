@@ -11,6 +11,7 @@ import pytest
 
 from engine.importers import load_trajectories, parse_key
 from schemas.errors import ConfigError
+from schemas.event_bounds import ELISION_MARKER, TOOL_RESULT_CAP_CHARS
 from schemas.trajectory import ToolCallEvent, Trajectory
 from tests.grading_support import good_trajectory
 
@@ -165,3 +166,41 @@ def test_ignored_files_and_skipped_stream_lines_are_named(recorded: Path) -> Non
         "commit-message/NOTES.md: ignored, not a recording (<skill>/case-<id>[.epoch-<n>].json|.jsonl)",
         "commit-message/case-2.epoch-0.jsonl: line 5 not JSON, skipped (the rest of the recording is graded)",
     ]
+
+
+def _nested(levels: int) -> object:
+    value: object = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def test_imported_tool_results_are_cut_to_the_executors_cap_saying_how_much(tmp_path: Path) -> None:
+    big = "HEAD " + "y" * 5_000_000 + " TAIL"
+    (tmp_path / "demo").mkdir()
+    stream = [*STREAM]
+    stream[2] = stream[2].replace('"content": "+x"', '"content": ' + json.dumps(big))
+    (tmp_path / "demo" / "case-1.jsonl").write_text("\n".join(stream) + "\n")
+    trajectory = good_trajectory().model_copy(update={"skill": "demo", "case_id": 2})
+    events = [e.model_copy(update={"output": big}) if e.kind == "tool_result" else e for e in trajectory.events]
+    (tmp_path / "demo" / "case-2.json").write_text(trajectory.model_copy(update={"events": events}).model_dump_json())
+    for _skill, _case, _epoch, loaded in load_trajectories(tmp_path):
+        results = [e for e in loaded.events if e.kind == "tool_result"]
+        assert results and all(e.truncated for e in results)
+        for event in results:
+            kept = len(event.output) - len(ELISION_MARKER.format(n=len(big) - TOOL_RESULT_CAP_CHARS))
+            assert kept == TOOL_RESULT_CAP_CHARS, len(event.output)
+            assert event.output.startswith("HEAD ") and event.output.endswith(" TAIL")
+            assert f"[{len(big) - TOOL_RESULT_CAP_CHARS} chars elided]" in event.output
+
+
+def test_an_imported_call_nested_300_deep_keeps_its_command_and_elides_the_rest(tmp_path: Path) -> None:
+    (tmp_path / "demo").mkdir()
+    stream = [*STREAM]
+    deep = json.dumps({"command": "git diff", "x": _nested(300)})
+    stream[1] = stream[1].replace('"input": {"command": "git diff"}', '"input": ' + deep)
+    (tmp_path / "demo" / "case-1.jsonl").write_text("\n".join(stream) + "\n")
+    [(_s, _c, _e, loaded)] = load_trajectories(tmp_path)
+    [call] = [e for e in loaded.events if isinstance(e, ToolCallEvent)]
+    assert call.arguments == {"command": "git diff", "x": "[elided by skill-eval: nests deeper than 32 levels]"}
+    assert Trajectory.model_validate_json(loaded.model_dump_json()) == loaded  # it can be stored and read back

@@ -25,7 +25,7 @@ from tests import model_support
 from tests.model_support import CannedServer
 from worker.models.base import ModelRequest
 from worker.models.client import GatedModelClient, goes_direct, request_key
-from worker.models.direct import EndpointError, OpenAICompatible, parse_completion
+from worker.models.direct import EndpointError, OpenAICompatible, parse_arguments, parse_completion
 from worker.models.prices import tokens_cost
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -263,3 +263,10 @@ def test_the_provider_key_goes_only_where_it_belongs(
         {"models": {"openai/a": {"api_base": "http://gpu.invalid/v1", "api_key_env": "GPU_KEY"}}}
     )
     assert request_key(named.for_model("openai/a")) == "sk-gpu"
+
+
+@pytest.mark.parametrize("raw", ["[" * 100_000 + "]" * 100_000, '{"n": 1' + "0" * 5000 + "}"])
+def test_arguments_past_the_json_parsers_limits_are_the_models_malformed_call(raw: str) -> None:
+    """Nested past the parser's recursion or a 5000-digit integer: unparseable arguments (the tool
+    answers an error), never an exception out of the reply's parsing."""
+    assert parse_arguments(raw) == {"_raw": raw}

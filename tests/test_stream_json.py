@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harnesses.stream_json import ERROR_PREFIX, parse_stream_json, read_stream_json
+from harnesses.codex import read_codex_json
+from harnesses.copilot_cli import read_copilot_json
+from harnesses.gemini_stream import read_gemini_stream
+from harnesses.opencode import read_opencode_json
+from harnesses.stream_json import ERROR_PREFIX, ParsedStream, parse_stream_json, read_stream_json
+from schemas.event_bounds import ELISION_MARKER, TOOL_RESULT_CAP_CHARS
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, ToolResultEvent
 
 
@@ -137,3 +144,44 @@ def test_arbitrary_text_never_breaks_the_parser(lines: list[str]) -> None:
     parsed = read_stream_json([*lines, *SESSION, *lines])
 
     assert sum(isinstance(e, AssistantEvent) for e in parsed.events) >= 2
+
+
+BIG = "HEAD " + "y" * 5_000_000 + " TAIL"
+
+
+@pytest.mark.parametrize(
+    ("read", "line"),
+    [
+        (
+            read_stream_json,
+            {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": BIG}]}},
+        ),
+        (
+            read_codex_json,
+            {"type": "item.completed", "item": {"id": "t1", "type": "command_execution", "aggregated_output": BIG}},
+        ),
+        (
+            read_opencode_json,
+            {"type": "tool_use", "part": {"callID": "t1", "state": {"status": "completed", "output": BIG}}},
+        ),
+        (
+            read_copilot_json,
+            {
+                "type": "tool.execution_complete",
+                "data": {"toolCallId": "t1", "success": True, "result": {"content": BIG}},
+            },
+        ),
+        (read_gemini_stream, {"type": "tool_result", "tool_id": "t1", "status": "success", "output": BIG}),
+    ],
+    ids=["claude-code", "codex", "opencode", "copilot", "gemini"],
+)
+def test_every_harness_streams_results_are_cut_to_the_executors_cap_saying_how_much(
+    read: Callable[[list[str]], ParsedStream], line: dict[str, object]
+) -> None:
+    [result] = [e for e in read([json.dumps(line)]).events if isinstance(e, ToolResultEvent)]
+    cut = len(BIG) - TOOL_RESULT_CAP_CHARS
+    assert result.truncated and result.output.startswith("HEAD ") and result.output.endswith(" TAIL")
+    assert (
+        result.output
+        == BIG[: TOOL_RESULT_CAP_CHARS // 2] + ELISION_MARKER.format(n=cut) + BIG[-TOOL_RESULT_CAP_CHARS // 2 :]
+    )

@@ -3,6 +3,7 @@ evidence quoted as code. Pure."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -114,6 +115,31 @@ def test_an_asked_for_calibration_is_in_the_block_whatever_the_verdict() -> None
     # --no-calibration: not asked for, not listed.
     skipped = CalibrationRecord(judge="judge-1", status=CalibrationStatus.SKIPPED)
     assert "calibration" not in render_complete_block(reduce_run(plan, outcomes, calibration={"judge-1": skipped}), [])
+
+
+def with_evidence(outcome: ShardOutcome, verified: tuple[bool | None, ...]) -> ShardOutcome:
+    """``outcome`` with each verdict's evidence marked verified, unverified or not looked up (None)."""
+    assert outcome.grade is not None
+    verdicts = [
+        v.model_copy(update={"evidence_verified": f}) for v, f in zip(outcome.grade.verdicts, verified, strict=True)
+    ]
+    return dataclasses.replace(outcome, grade=outcome.grade.model_copy(update={"verdicts": verdicts}))
+
+
+def test_unverified_judged_passes_are_said_before_the_verdict_and_still_counted() -> None:
+    plan = plan_run(RUN, [bundle("review", 3)], ["exec"], judges=["judge-1"])
+    flags = [(True, False), (False, True), (True, None)]  # two passes quote prose; one was not looked up
+    outcomes = {s.shard_id: with_evidence(graded(s, (True, True)), f) for s, f in zip(plan.shards, flags, strict=True)}
+    result = reduce_run(plan, outcomes)
+    assert result.verdict is Verdict.PASS  # the default counting is unchanged: they are passes
+    lines = render_complete_block(result, []).splitlines()
+    line = (
+        "unverified passes: 2 of 5 judged passes quote no tool call or result "
+        "(counted as passes; --strict-evidence fails them)"
+    )
+    assert line in lines and lines.index(line) < len(lines) - 1 and lines[-1] == "verdict: PASS"
+    verified = {s.shard_id: with_evidence(graded(s, (True, True)), (True, True)) for s in plan.shards}
+    assert "unverified passes" not in render_complete_block(reduce_run(plan, verified), [])
 
 
 # --- the summary does not bury the verdict ----------------------------------------------------------

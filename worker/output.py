@@ -9,7 +9,7 @@ from __future__ import annotations
 import codecs
 from collections import deque
 
-ELISION_MARKER = "\n... [{n} chars elided] ...\n"
+from schemas.event_bounds import ELISION_MARKER
 
 
 class OutputBuffer:

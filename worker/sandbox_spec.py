@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schemas.event_bounds import TOOL_RESULT_CAP_CHARS
+
 INNER_ROOT = "/workspace"
 """Where the workspace is mounted inside the sandbox."""
 INNER_HOME = "/home/agent"
@@ -23,7 +25,7 @@ class SandboxLimits:
     memory_mb: int = 2048
     processes: int = 256
     file_size_mb: int = 256
-    output_chars: int = 30_000
+    output_chars: int = TOOL_RESULT_CAP_CHARS
     tmpfs_mb: int = 512
     """Size cap of each private tmpfs (HOME and /tmp) in bubblewrap mode."""
     workspace_mb: int = 2048

@@ -26,6 +26,7 @@ from typing import Any
 
 from harnesses.model_record import ModelToolCall
 from schemas.errors import ContextOverflow, ExecutorFailed, ModelCallFailed, ShareSpent
+from schemas.event_bounds import bound_arguments
 from schemas.history import HistoryTurn
 from schemas.manifest import FLEET_WAIT_ALLOWANCE_S, AgentBudget
 from schemas.mocks import MockAnswer, agent_messages
@@ -49,10 +50,11 @@ def _assistant_message(reply: ModelReply) -> dict[str, Any]:
                 "type": "function",
                 "function": {
                     "name": call.name,
-                    # Send back exactly what the model sent, even when it was not valid JSON.
+                    # Send back exactly what the model sent, even when it was not valid JSON; arguments
+                    # nested too deep or too large as the trajectory keeps them (a provider may refuse them).
                     "arguments": call.arguments["_raw"]
                     if set(call.arguments) == {"_raw"}
-                    else json.dumps(call.arguments, ensure_ascii=False),
+                    else json.dumps(bound_arguments(call.arguments)[0], ensure_ascii=False),
                 },
             }
             for call in reply.tool_calls
@@ -121,10 +123,25 @@ class _Loop:
         self.waited_s += reply.waited_s
         return reply
 
+    def label(self, name: str) -> str:
+        """The tool name as recorded: a name the agent was not offered is escaped data, never a tool."""
+        offered = {spec["function"]["name"] for spec in self.tools.specs}
+        known = name in TOOL_NAMES or name in self.tools.mocks or name in offered
+        return name if known else "unknown-tool:" + json.dumps(name, ensure_ascii=True)
+
+    def refuse_malformed(self, call: ModelToolCall) -> ToolOutcome | None:
+        """A call whose arguments nest too deep or are too large: recorded with them elided and answered
+        with an error, never run (the agent's malformed call, graded as behaviour); None for any other."""
+        arguments, why = bound_arguments(call.arguments)
+        if why is None:
+            return None
+        self.events.append(ToolCallEvent(call_id=call.call_id, name=self.label(call.name), arguments=arguments))
+        outcome = ToolOutcome.error(f"{self.label(call.name)[:120]} was not run: {why}")
+        self.events.append(ToolResultEvent(call_id=call.call_id, output=outcome.output))
+        return outcome
+
     def run_tool(self, call: ModelToolCall) -> ToolOutcome:
-        # A name the agent was not offered is recorded as escaped data, never as a tool.
-        known = call.name in TOOL_NAMES or call.name in self.tools.mocks
-        name = call.name if known else "unknown-tool:" + json.dumps(call.name, ensure_ascii=True)
+        name = self.label(call.name)
         self.events.append(ToolCallEvent(call_id=call.call_id, name=name, arguments=call.arguments))
         if name in self.tools.mocks:
             return self.answer_mock(call)
@@ -218,7 +235,7 @@ class _Loop:
                 # A tool call still pending when the clock ran out is never started.
                 if self.remaining_s() <= 0:
                     return EndReason.WALL_CLOCK
-                outcome = self.run_tool(call)
+                outcome = self.refuse_malformed(call) or self.run_tool(call)
                 messages.append({"role": "tool", "tool_call_id": call.call_id, "content": _result_for_model(outcome)})
                 over = self.over_quota()
                 if over:

@@ -18,13 +18,14 @@ from typing import Any
 
 from schemas.checks_plugin import BUILTIN_EQUIVALENTS
 from schemas.corpus import EvalCase
+from schemas.event_bounds import TOOL_RESULT_CAP_CHARS
 from schemas.manifest import AgentBudget
 from schemas.mocks import MockAnswer, MockTool, answer, function_specs
 from schemas.trajectory import Event, ToolCallEvent
 from worker.executor.tools import TOOL_NAMES, TOOL_SPECS
 from worker.output import OutputBuffer
 
-MOCK_ANSWER_CHARS = 30_000
+MOCK_ANSWER_CHARS = TOOL_RESULT_CAP_CHARS
 """A repo-written answer is capped like a command's output (the sandbox's default)."""
 
 

@@ -89,7 +89,7 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
         return raw
     try:
         value = json.loads(raw or "{}")
-    except (TypeError, json.JSONDecodeError):
+    except (TypeError, ValueError, RecursionError):  # not JSON, or past the parser's limits: malformed
         return {"_raw": raw}
     return value if isinstance(value, dict) else {"_raw": raw}
 
