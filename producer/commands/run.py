@@ -84,6 +84,7 @@ from schemas.model_config import ModelConfig, load_model_config
 from schemas.report import RunResult
 from schemas.status import ExitCode, SandboxMode
 from schemas.triggers import TriggerSettings
+from schemas.visible import visible
 
 BEHAVIOURAL_FLAGS = (
     "--baseline",
@@ -136,7 +137,7 @@ def validate(
         else:
             bad += 1
             line = str(outcome.error)
-        out.print(line, markup=False, highlight=False)
+        out.print(visible(line) if outcome.bundle else line, markup=False, highlight=False)
     checked = validate_trigger_corpora(r, skills, all_evals, out)
     bad += checked.bad
     if not files and not checked.files:

@@ -32,6 +32,7 @@ from schemas.report import RunResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle, shard_id_for
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Trajectory
+from schemas.visible import visible
 
 Recorded = tuple[str, int, int, Trajectory]
 """(skill, case id, epoch, trajectory), as engine.importers.load_trajectories returns."""
@@ -142,17 +143,17 @@ def grade_recorded(
     """``skill-eval grade``: shard recorded trajectories and grade them like a run."""
     notes: list[str] = []
     recorded = load_trajectories(trajectories, notes)
-    for line in notes:
-        err.print(f"warning: {line}", markup=False)
+    for line in notes:  # each names a file of the recordings: one line, whatever the name holds
+        err.print(f"warning: {visible(line)}", markup=False)
     if not req.skills and not req.all_evals:
         req.skills = sorted({skill for skill, _, _, _ in recorded})
     repo, bundles, skipped = plan_request(req, out)
     kept, ignored = select(recorded, bundles)
     for line in ignored:
-        err.print(f"ignored recording {line}", markup=False)
+        err.print(f"ignored recording {visible(line)}", markup=False)
     missing = unrecorded(bundles, kept, trajectories)
     for line in missing:
-        err.print(f"warning: {line}", markup=False)
+        err.print(f"warning: {visible(line)}", markup=False)
     if not kept:
         raise ConfigError(f"{trajectories}: no recording of a case in the corpora planned; nothing to grade")
     plan = recorded_plan(new_run_id(), bundles, kept, judges=req.judges, sandbox=settings.sandbox)
