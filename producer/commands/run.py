@@ -141,7 +141,7 @@ def validate(
     checked = validate_trigger_corpora(r, skills, all_evals, out)
     bad += checked.bad
     if not files and not checked.files:
-        out.print(f"no corpora found under {r.root}/evals/")
+        out.print(visible(f"no corpora found under {r.root}/evals/"), markup=False)
     # A base fixture without git blocks its case and so the run (FixtureNeedsGit.stops_run): a CI
     # job gating on validate must not go green for a run that ends BLOCKED.
     guards = fixture_guards(r.root, [o.bundle for o in outcomes if o.bundle])

@@ -7,15 +7,20 @@ below holds both; what the CLI prints holds neither, only their visible escapes.
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
+from rich.table import Table
+from rich.text import Text
 from typer.testing import CliRunner
 
 from producer.commands.cli import app
+from producer.commands.console import InertConsole
 from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent, Trajectory
 from testkit.offline_server import OfflineModelServer
 from tests.conftest import EXAMPLE_REPO
@@ -37,6 +42,23 @@ def invoke(*args: str) -> str:
     result = CliRunner().invoke(app, list(args))
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     return result.output
+
+
+def test_the_cli_consoles_escape_every_control_but_the_line_breaks_of_any_renderable() -> None:
+    """The boundary: a table cell, a Text or a string printed by any command carries no control
+    sequence, whatever its caller forgot; the block's own line feeds stay line feeds."""
+    from producer.commands import app as commands
+
+    assert isinstance(commands.out, InertConsole) and isinstance(commands.err, InertConsole)
+    console = InertConsole(file=io.StringIO(), force_terminal=True, color_system=None, width=200)
+    table = Table("name")
+    table.add_row(Text("cell\x1b[2Jend"))
+    console.print(table)
+    console.print("one\x1b]0;pwned-title\x07\ntwo\rthree\x9b2J\u202eend", markup=False, highlight=False)
+    printed = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "\x1b" not in printed and "\r" not in printed and "\x9b" not in printed and "\u202e" not in printed
+    assert "cell\\x1b" in printed  # the table sized the cell for the raw text: the escape is cut, not raw
+    assert "one\\x1b]0;pwned-title\\x07\ntwo\\rthree\\x9b2J\\u202eend" in printed
 
 
 @pytest.fixture
@@ -75,6 +97,33 @@ def test_a_corpus_or_trigger_key_in_a_bad_corpus_path_is_shown_escaped(repo: Pat
 def test_a_folder_named_by_the_caller_is_shown_escaped_in_its_config_error(repo: Path, tmp_path: Path) -> None:
     output = invoke("grade", "--trajectories", str(tmp_path / HOSTILE), "--repo", str(repo), "--judge", "openai/j")
     assert output.startswith("CONFIG_ERROR: ") and output.count("\n") == 1
+    assert_inert(output)
+
+
+def test_a_model_name_in_the_status_usage_table_is_shown_escaped(repo: Path, tmp_path: Path) -> None:
+    """The usage table is a Rich table: the console escapes what its cells render, line breaks too."""
+    from engine.records import put_manifest
+    from engine.redis_server import RedisServer
+    from engine.state import RunState
+    from engine.store import open_store
+    from engine.usage import record_usage
+    from producer.corpus.repo import Repo
+    from producer.launch.submit import build_manifest
+    from producer.plan.planning import new_run_id, plan_run
+    from schemas.manifest import RunSettings
+
+    loaded = Repo(repo)
+    bundles = [o.bundle for o in loaded.load_many(loaded.targets([], True)) if o.bundle]
+    plan = plan_run(new_run_id(), bundles, ["openai/m"], judges=["openai/j"])
+    store = open_store(str(tmp_path / "store"))
+    manifest = build_manifest(plan, repo, store, RunSettings(), out_dir=str(tmp_path / "out"), skipped=[])
+    key = put_manifest(store, manifest)
+    with RedisServer(workdir=tmp_path / "redis") as server:
+        broker = redis.Redis.from_url(server.url)
+        RunState(broker).register(plan.run_id, [s.shard_id for s in plan.shards], key, "2026-01-01T00:00:00Z")
+        record_usage(broker, f"openai/{HOSTILE}", plan.run_id, calls=1, prompt_tokens=10)
+        output = invoke("status", plan.run_id, "--store", str(tmp_path / "store"), "--broker", server.url)
+    assert "openai/\\x1b]0;pwned-title" in output
     assert_inert(output)
 
 
