@@ -26,7 +26,8 @@ BLOCK_CONTROL_RE = re.compile(f"[\x00-\x08\x0b-\x1f{_UNICODE}]")  # line feed an
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _escape(match: re.Match[str]) -> str:
+def escape_char(match: re.Match[str]) -> str:
+    """The matched control character as its visible escape: ``\\n``, ``\\r``, ``\\t``, ``\\xNN`` or ``\\uNNNN``."""
     char = match.group()
     if char in _NAMED:
         return _NAMED[char]
@@ -36,9 +37,9 @@ def _escape(match: re.Match[str]) -> str:
 
 def visible(text: object) -> str:
     """``text`` as one line: every control character (line breaks included) a visible escape."""
-    return CONTROL_RE.sub(_escape, str(text))
+    return CONTROL_RE.sub(escape_char, str(text))
 
 
 def visible_lines(text: object) -> str:
     """``text`` with its line feeds and tabs kept and every other control character escaped."""
-    return BLOCK_CONTROL_RE.sub(_escape, str(text))
+    return BLOCK_CONTROL_RE.sub(escape_char, str(text))
