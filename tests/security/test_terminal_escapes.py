@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.table import Table
 from rich.text import Text
 from typer.testing import CliRunner
@@ -22,6 +24,7 @@ from typer.testing import CliRunner
 from producer.commands.cli import app
 from producer.commands.console import InertConsole
 from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent, Trajectory
+from schemas.visible import BLOCK_CONTROL_RE, CONTROL_RE, visible, visible_lines
 from testkit.offline_server import OfflineModelServer
 from tests.conftest import EXAMPLE_REPO
 from tests.e2e_support import Env, case, checked_env, git_init, new_repo, ran, scenario, write_skill
@@ -42,6 +45,16 @@ def invoke(*args: str) -> str:
     result = CliRunner().invoke(app, list(args))
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     return result.output
+
+
+@given(st.text())
+def test_a_visible_name_holds_no_control_and_is_one_line_and_stable(text: str) -> None:
+    shown, block = visible(text), visible_lines(text)
+    assert not CONTROL_RE.search(shown) and visible(shown) == shown
+    assert not BLOCK_CONTROL_RE.search(block) and visible_lines(block) == block
+    assert block.split("\n") == [visible_lines(line) for line in text.split("\n")]
+    if text.isprintable():
+        assert shown == text
 
 
 def test_the_cli_consoles_escape_every_control_but_the_line_breaks_of_any_renderable() -> None:
