@@ -14,6 +14,7 @@ from reducer.threshold import threshold_text
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import CaseRun, RunResult
 from schemas.shard import CURRENT
+from schemas.visible import visible
 from schemas.words import plural
 
 
@@ -151,4 +152,6 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
         lines.append(f"and {len(result.reasons) - REASONS_SHOWN} more reasons: see {page}")
     lines += _reports(paths)
     lines.append(f"verdict: {result.verdict.value}")
-    return "\n".join(lines) + "\n"
+    # Names come from the repo and the recordings (a model, a case, a file): none may start a line
+    # of its own or send the terminal a control sequence.
+    return "\n".join(visible(line) for line in lines) + "\n"

@@ -36,7 +36,10 @@
         └── ArtifactMissing            the key holds nothing (not a passing network fault)
 
 Every error prints as ``<STATUS>: <detail>`` and the detail names the file or field at
-fault, so the contract's named statuses are never strings assembled ad hoc elsewhere.
+fault, so the contract's named statuses are never strings assembled ad hoc elsewhere. The
+detail names what the repo, the corpus or a recording chose (a file, a key, a model), so it
+prints as one line with every control character a visible escape: no name can send the
+terminal an escape sequence or start a line of its own.
 
 A shard's terminal state comes from the error's own attributes (``worker.lifecycle``):
 a ``BlockedError`` ends it ``blocked`` (``case_level`` says whether the block is the case's
@@ -49,19 +52,22 @@ from __future__ import annotations
 from typing import ClassVar
 
 from schemas.status import ShardState
+from schemas.visible import visible, visible_lines
 
 
 class SkillEvalError(Exception):
     """Root of every error skill-eval raises on purpose."""
 
     status: ClassVar[str] = "ERROR"
+    lines_kept: ClassVar[bool] = False
+    """The detail's own line breaks are printed as such (a log tail the evaluator appends), not escaped."""
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
         self.detail = detail
 
     def __str__(self) -> str:
-        return f"{self.status}: {self.detail}"
+        return f"{self.status}: {(visible_lines if self.lines_kept else visible)(self.detail)}"
 
 
 class BlockedError(SkillEvalError):
@@ -101,7 +107,7 @@ class BadCorpus(BlockedError):
         self.also = also
 
     def __str__(self) -> str:
-        return "\n".join(f"{self.status}: {e.detail}" for e in (self, *self.also))
+        return "\n".join(f"{self.status}: {visible(e.detail)}" for e in (self, *self.also))
 
 
 class NoSandbox(BlockedError):

@@ -115,7 +115,11 @@ def test_a_sweep_of_the_demo_over_every_harness_and_the_agent_reports_a_harness_
     assert 'id="harnesses"' in html and f"claude-code × {CLAUDE}" in html
     assert "<th>harness × model</th><th>composite</th>" in html
     # The viewer's run page: the leaderboard by harness × model, the matrix and the pairs.
-    page = TestClient(create_app(open_store(str(tmp_path / "store")))).get(f"/runs/{run_id}").text
+    page = (
+        TestClient(create_app(open_store(str(tmp_path / "store"))), base_url="http://127.0.0.1")
+        .get(f"/runs/{run_id}")
+        .text
+    )
     assert "<th>harness × model</th>" in page and "Harness × assertion: commit-message" in page
     assert all(row in page for row in ROWS) and "Harnesses paired on the same cases" in page
 

@@ -46,6 +46,8 @@ HERE = Path(__file__).resolve().parent
 FACET_ASSERTIONS = 300
 SECTIONS = {"triggers": trigger_view, "adaptive": adaptive_view}
 """The run page's sections read from the result's own records, by the name of their API route."""
+LABEL_BODY_BYTES = 64 * 1024
+"""The largest label request read: a note of NOTE_CHARS escaped characters fits many times over."""
 CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'"
 
 
@@ -217,7 +219,9 @@ class Viewer:
         refused = _cross_site(request)
         if refused:
             return JSONResponse({"error": refused}, status_code=403)
-        body = await request.body()
+        body = await _capped_body(request)
+        if body is None:
+            return JSONResponse({"error": f"a label is sent in at most {LABEL_BODY_BYTES} bytes"}, status_code=413)
         return await run_in_threadpool(self.store_label, request.path_params["run_id"], body)
 
     def store_label(self, run_id: str, body: bytes) -> Response:
@@ -300,7 +304,8 @@ def create_app(
         threading.Thread(target=viewer.data.warm, name="viewer-warm", daemon=True).start()
         yield
 
-    hosts = sorted({host, "127.0.0.1", "localhost", "::1", "[::1]", "testserver"})
+    # Only the names this host answers to: any other Host is a page that rebound its name to it.
+    hosts = sorted({host, "127.0.0.1", "localhost", "::1", "[::1]"})
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
     return Starlette(routes=viewer.routes(), middleware=middleware, lifespan=lifespan)
 
@@ -314,9 +319,23 @@ def _cross_site(request: Request) -> str:
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         return "labels are sent as application/json"
     origin = request.headers.get("origin")
-    if origin and urlparse(origin).netloc != request.headers.get("host", ""):
+    parsed = urlparse(origin or "")
+    if origin and (parsed.scheme not in ("http", "https") or parsed.netloc != request.headers.get("host", "")):
         return f"cross-origin label refused (origin {origin})"
     return ""
+
+
+async def _capped_body(request: Request) -> bytes | None:
+    """The request's body, or None once it is over LABEL_BODY_BYTES (declared or sent): never read whole."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > LABEL_BODY_BYTES:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > LABEL_BODY_BYTES:
+            return None
+    return bytes(body)
 
 
 def _label(store: ArtifactStore, data: ViewerData, run_id: str, body: LabelRequest) -> HumanLabel:

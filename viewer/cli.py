@@ -14,7 +14,7 @@ from engine.settings import Settings
 from engine.store import LocalStore, open_store
 from reducer.agreement import agreement, agreement_lines
 from schemas.errors import ConfigError, StoreError
-from schemas.label import COMBINED
+from schemas.label import COMBINED, NOTE_CHARS
 
 StoreOpt = Annotated[str | None, typer.Option("--store", help="Artifact store (env SKILL_EVAL_STORE).")]
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -89,6 +89,8 @@ def register_commands(app: typer.Typer, out: Console) -> None:
             raise ConfigError(
                 "say --agree or --disagree" if not agree else "--agree and --disagree contradict: say one"
             )
+        if len(note) > NOTE_CHARS:  # said as a bad flag, before the store is read
+            raise ConfigError(f"--note: {len(note)} characters; a label's note keeps at most {NOTE_CHARS}")
         st = open_store(_store_uri(store))
         record = new_label(st, run_id, shard, assertion, judge, agree, note, "")
         passed = record.judge_passed

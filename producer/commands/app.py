@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from rich.console import Console
 from typer.core import TyperGroup
 
+from producer.commands.console import InertConsole
 from schemas.errors import SkillEvalError
 from schemas.status import ExitCode
 
@@ -66,5 +66,5 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+out = InertConsole(soft_wrap=True)
+err = InertConsole(stderr=True, soft_wrap=True)

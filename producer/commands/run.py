@@ -84,6 +84,7 @@ from schemas.model_config import ModelConfig, load_model_config
 from schemas.report import RunResult
 from schemas.status import ExitCode, SandboxMode
 from schemas.triggers import TriggerSettings
+from schemas.visible import visible
 
 BEHAVIOURAL_FLAGS = (
     "--baseline",
@@ -136,11 +137,11 @@ def validate(
         else:
             bad += 1
             line = str(outcome.error)
-        out.print(line, markup=False, highlight=False)
+        out.print(visible(line) if outcome.bundle else line, markup=False, highlight=False)
     checked = validate_trigger_corpora(r, skills, all_evals, out)
     bad += checked.bad
     if not files and not checked.files:
-        out.print(f"no corpora found under {r.root}/evals/")
+        out.print(visible(f"no corpora found under {r.root}/evals/"), markup=False)
     # A base fixture without git blocks its case and so the run (FixtureNeedsGit.stops_run): a CI
     # job gating on validate must not go green for a run that ends BLOCKED.
     guards = fixture_guards(r.root, [o.bundle for o in outcomes if o.bundle])

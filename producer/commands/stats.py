@@ -19,6 +19,7 @@ from producer.commands.app import out
 from schemas.errors import ConfigError
 from schemas.manifest import RunManifest
 from schemas.report import RunResult
+from schemas.visible import visible
 
 
 def load_run(run_id: str, store_uri: str | None) -> tuple[RunResult, RunManifest, ArtifactStore]:
@@ -74,8 +75,8 @@ def assertions(
     lines = assertion_lines(result, show_all)
     total = len(result.assertion_quality)
     out.print(f"run {run_id}: {total} assertions with graded verdicts, {len(lines)} listed", markup=False)
-    for line in lines:
-        out.print(line, markup=False, highlight=False)
+    for line in lines:  # an assertion's text is the corpus's: one line each
+        out.print(visible(line), markup=False, highlight=False)
 
 
 def export(

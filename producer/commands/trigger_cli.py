@@ -29,6 +29,7 @@ from schemas.constants import SKILL_NAME_RE
 from schemas.errors import ConfigError
 from schemas.status import ExitCode
 from schemas.triggers import DEFAULT_TRIGGER_TURNS, TriggerSettings
+from schemas.visible import visible
 from schemas.words import plural
 
 PANEL = "Trigger evaluation"
@@ -183,7 +184,7 @@ def validate_trigger_corpora(repo: Repo, skills: list[str], all_evals: bool, out
         if o.bundle and o.bundle.triggers:
             pos = sum(t.should_trigger for t in o.bundle.triggers.triggers)
             total = len(o.bundle.triggers.triggers)
-            line = f"OK {o.corpus_file}: {plural(total, 'query')} ({pos} positive, {total - pos} negative)"
+            line = visible(f"OK {o.corpus_file}: {plural(total, 'query')} ({pos} positive, {total - pos} negative)")
         else:
             bad += 1
             line = str(o.error)

@@ -32,6 +32,7 @@ from schemas.report import RunResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle, shard_id_for
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Trajectory
+from schemas.visible import visible
 
 MAX_PRINTED_WARNINGS = 20
 """Warnings of one kind printed before the rest are counted."""
@@ -153,14 +154,14 @@ def grade_recorded(
     """``skill-eval grade``: shard recorded trajectories and grade them like a run."""
     notes: list[str] = []
     recorded = load_trajectories(trajectories, notes)
-    _print_capped(err, [f"warning: {line}" for line in notes])
+    _print_capped(err, [f"warning: {visible(line)}" for line in notes])
     if not req.skills and not req.all_evals:
         req.skills = sorted({skill for skill, _, _, _ in recorded})
     repo, bundles, skipped = plan_request(req, out)
     kept, ignored = select(recorded, bundles)
-    _print_capped(err, [f"ignored recording {line}" for line in ignored])
+    _print_capped(err, [f"ignored recording {visible(line)}" for line in ignored])
     missing = unrecorded(bundles, kept, trajectories)
-    _print_capped(err, [f"warning: {line}" for line in missing])
+    _print_capped(err, [f"warning: {visible(line)}" for line in missing])
     if not kept:
         raise ConfigError(f"{trajectories}: no recording of a case in the corpora planned; nothing to grade")
     plan = recorded_plan(new_run_id(), bundles, kept, judges=req.judges, sandbox=settings.sandbox)

@@ -26,6 +26,7 @@ class RunStalled(SkillEvalError):
     """The run stopped making progress (the embedded workers died, the broker forgot the run)."""
 
     status = "RUN_STALLED"
+    lines_kept = True  # the note, then the workers' last log lines, one per line
 
 
 def _state_text(counts: dict[str, int]) -> str:

@@ -29,6 +29,7 @@ from producer.plan.repo_terms import check_repo_terms
 from schemas.adaptive import AdaptivePlan
 from schemas.status import ExitCode, SandboxMode
 from schemas.summary import PlanSummary, SkippedCorpus
+from schemas.visible import visible
 
 
 @dataclass(frozen=True)
@@ -108,12 +109,12 @@ def print_plan(summary: PlanSummary, out: Console) -> None:
         table.add_column(col, justify="right" if col in {"cases", "assertions", "shards"} else "left")
     for c in summary.corpora:
         # Repo names are text, never console markup (a ``[/]`` in a corpus path would crash the table).
-        table.add_row(Text(c.skill), Text(c.corpus), str(c.cases), str(c.assertions), str(c.shards))
+        table.add_row(Text(visible(c.skill)), Text(visible(c.corpus)), str(c.cases), str(c.assertions), str(c.shards))
     totals = summary.totals
     table.add_row("total", "", str(totals.cases), str(totals.assertions), str(totals.shards))
     out.print(table)
-    for line in plan_lines(summary):
-        out.print(line, markup=False, highlight=False)
+    for line in plan_lines(summary):  # each one line, whatever a corpus file is named
+        out.print(visible(line), markup=False, highlight=False)
 
 
 def plan_lines(summary: PlanSummary) -> list[str]:

@@ -14,6 +14,7 @@ from schemas.adaptive import AdaptivePlan
 from schemas.constants import DEFAULT_REPORT_DIR
 from schemas.manifest import RunSettings
 from schemas.shard import SkillBundle
+from schemas.visible import visible
 
 
 @dataclass
@@ -72,9 +73,9 @@ def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list[SkillBundle]
     if req.all_evals and not req.force and not req.triggers:
         done = reported_bundle_keys(req.out)
         for b in [b for b in bundles if set(req.models) <= done.get(b.bundle_key, set())]:
-            out.print(
-                f"skipped {b.corpus_file}: bundle key {b.bundle_key} already reported in {req.out} (--force re-runs it)"
-            )
+            again = "(--force re-runs it)"
+            line = f"skipped {b.corpus_file}: bundle key {b.bundle_key} already reported in {req.out} {again}"
+            out.print(visible(line), markup=False)
             bundles.remove(b)
             req.reported.append(b.corpus_file)
     return repo, bundles, [str(e) for e in errors]

@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from schemas.summary import RunStatus
+from schemas.visible import visible
 
 
 def waiting_lines(doc: RunStatus) -> list[str]:
@@ -68,7 +69,7 @@ def status_view(doc: RunStatus) -> RenderableType:
     parts: list[RenderableType] = [headline, Text(""), states]
     notes = [*end_lines(doc), *waiting_lines(doc)]
     if notes:
-        parts += [Text(""), *(Text(line, overflow="fold") for line in notes)]
+        parts += [Text(""), *(Text(visible(line), overflow="fold") for line in notes)]
     if doc.usage:
         parts += [Text(""), _usage_table(doc)]
     return Group(*parts)
@@ -82,7 +83,7 @@ def _usage_table(doc: RunStatus) -> Table:
     for model, u in doc.usage.items():
         cost = u.get("cost_usd")
         usage.add_row(
-            Text(model),  # a name, never console markup (``[/]`` in one made status crash)
+            Text(visible(model)),  # a name: never console markup (``[/]`` made status crash), one line
             f"{int(u.get('calls') or 0):,}",
             f"{int(u.get('prompt_tokens') or 0):,}",
             f"{int(u.get('completion_tokens') or 0):,}",

@@ -25,6 +25,7 @@ from schemas.errors import BlockedError
 from schemas.report import RunResult
 from schemas.status import ShardState
 from schemas.summary import RunStatus
+from schemas.visible import visible
 
 
 def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console) -> RunResult:
@@ -52,7 +53,7 @@ def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console
     paths = write_reports(result, manifest, store, out_dir or Path(manifest.out_dir or DEFAULT_REPORT_DIR))
     unfinished = sum(s.unfinished for s in result.skills)
     if unfinished and end is not None:
-        out.print(f"{end.label}: {end.reason}", markup=False)
+        out.print(visible(f"{end.label}: {end.reason}"), markup=False)
     if unfinished:  # said before the block, whose verdict stays last
         total = sum(s.shard_count for s in result.skills)
         out.print(

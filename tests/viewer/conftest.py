@@ -32,6 +32,8 @@ from tests.test_triggers_harness_e2e import _codex_rules
 SCRIPT_RESULT = "<script>window.pwnedResult=1</script>"
 SCRIPT_ASSERTION = "<script>window.pwnedAssertion=1</script>"
 SCRIPT_MODEL = "openai/exec-<script>window.pwnedModel=1</script>"
+LOCAL = "http://127.0.0.1"
+"""The base URL a test client talks to: a name the viewer answers to, as a browser on this host uses."""
 MODELS = ("openai/exec-a", SCRIPT_MODEL)
 HOSTILE_PROMPT = "Viewer one: greet and print markup. <script>window.pwnedPrompt=1</script>"
 HOSTILE_EXPECTED = "Prints <img src=x onerror=window.pwnedExpected=1> and nothing else."

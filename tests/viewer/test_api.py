@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,15 +13,15 @@ from engine.store import open_store
 from schemas.manifest import RunManifest
 from schemas.run_end import RunEnd
 from schemas.shard import RunPlan
-from tests.viewer.conftest import MODELS, ViewedRun
-from viewer.app import create_app, pager_links
+from tests.viewer.conftest import LOCAL, MODELS, ViewedRun
+from viewer.app import LABEL_BODY_BYTES, create_app, pager_links
 from viewer.data import ViewerData
 from viewer.live import counts_of_result, live_figures
 from viewer.rows import MAX_PAGE, Query
 
 
 def client(store: str | Path, review: bool = False) -> TestClient:
-    return TestClient(create_app(open_store(str(store)), review=review))
+    return TestClient(create_app(open_store(str(store)), review=review), base_url=LOCAL)
 
 
 def test_the_runs_list_names_the_run_with_its_verdict_and_plan(viewed_run: ViewedRun) -> None:
@@ -115,6 +116,32 @@ def test_labels_are_refused_read_only_and_counted_with_review(viewed_run: Viewed
         (1, False, "no quote"),
         (2, True, ""),
     ]
+
+
+def test_a_label_is_refused_for_a_test_host_name_a_huge_body_or_a_non_web_origin(
+    viewed_run: ViewedRun, tmp_path: Path
+) -> None:
+    """A page that rebinds its own name to 127.0.0.1 sends its own Host and Origin: none is taken."""
+    store = viewed_run.store_copy(tmp_path / "store")
+    run = viewed_run.run_id
+    rows = client(store).get(f"/api/runs/{run}/shards", params={"q": "viewer-two"}).json()["items"]
+    body = {"shard_id": rows[0]["shard_id"], "assertion": 1, "agree": True}
+    for name in ("testserver", "testserver:8765"):  # Starlette's test client's name is no host of ours
+        other = TestClient(create_app(open_store(str(store)), review=True), base_url=f"http://{name}")
+        assert other.get("/api/runs").status_code == 400
+        posted = other.post(f"/api/runs/{run}/labels", json=body, headers={"origin": f"http://{name}"})
+        assert posted.status_code == 400
+    c = client(store, review=True)
+    for scheme in ("ftp", "file", "ws"):  # the right host under a scheme no web page of ours has
+        origin = LOCAL.replace("http", scheme, 1)
+        assert c.post(f"/api/runs/{run}/labels", json=body, headers={"origin": origin}).status_code == 403
+    huge = json.dumps({**body, "note": "x" * (LABEL_BODY_BYTES + 1)}).encode()
+    for chunked in (False, True):  # a declared length, and a body streamed without one
+        content = iter([huge[i : i + 4096] for i in range(0, len(huge), 4096)]) if chunked else huge
+        refused = c.post(f"/api/runs/{run}/labels", content=content, headers={"content-type": "application/json"})
+        assert refused.status_code == 413, refused.text
+    assert c.post(f"/api/runs/{run}/labels", json=body, headers={"origin": LOCAL}).status_code == 200
+    assert len(list((store / "runs" / run / "labels").rglob("*.json"))) == 1
 
 
 def test_the_run_page_shows_gates_rates_and_the_corpus_by_model_map(viewed_run: ViewedRun) -> None:

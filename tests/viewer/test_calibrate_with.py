@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.viewer.conftest import ViewedRun
+from tests.viewer.conftest import LOCAL, ViewedRun
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -28,7 +28,7 @@ def case_two_shard(store: Path, run_id: str) -> str:
     from engine.store import open_store
     from viewer.app import create_app
 
-    api = TestClient(create_app(open_store(str(store))))
+    api = TestClient(create_app(open_store(str(store))), base_url=LOCAL)
     rows = api.get(f"/api/runs/{run_id}/shards", params={"q": "viewer-two", "model": "openai/exec-a"}).json()
     return str(rows["items"][0]["shard_id"])
 

@@ -9,7 +9,7 @@ from starlette.testclient import TestClient
 from engine.records import put_run_end
 from engine.store import open_store
 from schemas.run_end import RunEnd
-from tests.viewer.conftest import SCRIPT_ASSERTION, SCRIPT_MODEL, SCRIPT_RESULT, ViewedRun
+from tests.viewer.conftest import LOCAL, SCRIPT_ASSERTION, SCRIPT_MODEL, SCRIPT_RESULT, ViewedRun
 from viewer.app import create_app
 
 NOTE = "<script>window.pwnedNote=1</script><img src=x onerror=alert(1)>"
@@ -27,7 +27,7 @@ def assert_inert(html: str) -> None:
 
 def test_every_page_shows_hostile_strings_as_text(viewed_run: ViewedRun, tmp_path: Path) -> None:
     store = viewed_run.store_copy(tmp_path / "store")
-    c = TestClient(create_app(open_store(str(store)), review=True))
+    c = TestClient(create_app(open_store(str(store)), review=True), base_url=LOCAL)
     run = viewed_run.run_id
     runs_page = c.get("/").text
     assert_inert(runs_page)
@@ -57,7 +57,7 @@ def test_a_request_for_another_host_name_is_refused(viewed_run: ViewedRun) -> No
 
 
 def test_ids_that_are_not_ids_name_no_key_and_answer_404(viewed_run: ViewedRun) -> None:
-    c = TestClient(create_app(open_store(str(viewed_run.env.store))))
+    c = TestClient(create_app(open_store(str(viewed_run.env.store))), base_url=LOCAL)
     for path in (
         "/api/runs/%2E%2E",
         "/api/runs/.hidden",
@@ -75,7 +75,7 @@ def test_a_refused_runs_reason_is_text_on_the_runs_list_and_its_page(viewed_run:
     (store / "runs" / run / "result.json").unlink()
     reason = f"BLOCKED_MODEL_UNAVAILABLE: {NOTE}: no key"
     put_run_end(open_store(str(store)), RunEnd(run_id=run, how="blocked", reason=reason))
-    c = TestClient(create_app(open_store(str(store))))
+    c = TestClient(create_app(open_store(str(store))), base_url=LOCAL)
     for html in (c.get("/").text, c.get(f"/runs/{run}").text):
         assert_inert(html)
         assert escaped(NOTE) in html

@@ -9,14 +9,15 @@ from pathlib import Path
 from starlette.testclient import TestClient
 
 from engine.store import open_store
-from tests.viewer.conftest import ViewedRun
+from schemas.label import NOTE_CHARS
+from tests.viewer.conftest import LOCAL, ViewedRun
 from viewer.app import create_app
 
 
 def test_labels_from_the_command_line_show_in_the_report(viewed_run: ViewedRun, tmp_path: Path) -> None:
     store = viewed_run.store_copy(tmp_path / "store")
     run = viewed_run.run_id
-    api = TestClient(create_app(open_store(str(store))))
+    api = TestClient(create_app(open_store(str(store))), base_url=LOCAL)
     shard = api.get(f"/api/runs/{run}/shards", params={"q": "viewer-two", "model": "openai/exec-a"}).json()["items"][0]
     env = viewed_run.env
     first = env.cli("label", run, "--shard", shard["shard_id"], "--assertion", "1", "--agree", "--store", str(store))
@@ -51,6 +52,21 @@ def test_labels_from_the_command_line_show_in_the_report(viewed_run: ViewedRun, 
     assert [(a["judge"], a["n"], a["agreed"]) for a in overall] == [("openai/judge", 3, 2)]
     per_assertion = {a["scope"] for a in doc["human_agreement"]} - {"all"}
     assert "hostile case 2 #2: The agent runs echo viewer-two-b in the shell" in per_assertion
+
+
+def test_a_long_note_or_a_hostile_run_id_is_a_named_one_line_error(viewed_run: ViewedRun, tmp_path: Path) -> None:
+    store = viewed_run.store_copy(tmp_path / "store")
+    run = viewed_run.run_id
+    api = TestClient(create_app(open_store(str(store))), base_url=LOCAL)
+    shard = api.get(f"/api/runs/{run}/shards", params={"q": "viewer-two"}).json()["items"][0]["shard_id"]
+    flags = ("--shard", shard, "--assertion", "1", "--agree", "--store", str(store))
+    long = viewed_run.env.cli("label", run, *flags, "--note", "n" * (NOTE_CHARS + 1))
+    assert long.code == 2 and long.stderr.startswith("CONFIG_ERROR: --note: ") and "Traceback" not in long.stderr
+    hostile = "\x1b]0;pwned-title\x1b\\\x1b[41m\nCONFIG_ERROR: forged line"
+    typed = viewed_run.env.cli("label", hostile, *flags)
+    assert typed.code == 2 and "\x1b" not in typed.stdout + typed.stderr
+    assert typed.stderr.count("\n") == 1 and "\\x1b]0;pwned-title" in typed.stderr
+    assert not list((store / "runs" / run).glob("labels/**/*.json"))
 
 
 def test_view_names_a_bad_store_or_a_busy_port_and_exits_2(viewed_run: ViewedRun) -> None:

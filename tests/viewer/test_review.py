@@ -23,6 +23,7 @@ from schemas.status import ShardState
 from tests.viewer.conftest import (
     HOSTILE_EXPECTED,
     HOSTILE_PROMPT,
+    LOCAL,
     LONG_EXPECTED,
     TRIGGER_QUERIES,
     FeatureRuns,
@@ -34,7 +35,7 @@ from viewer.live import live_figures
 
 
 def client(store: str | Path, review: bool = False) -> TestClient:
-    return TestClient(create_app(open_store(str(store)), review=review))
+    return TestClient(create_app(open_store(str(store)), review=review), base_url=LOCAL)
 
 
 def shard_of(c: TestClient, run: str, **params: str) -> str:
@@ -228,7 +229,7 @@ def test_live_spend_of_unpriced_models_reads_unknown_not_zero(viewed_run: Viewed
         shards = [r["shard_id"] for r in client(viewed_run.env.store).get(f"/api/runs/{run}/shards").json()["items"]]
         RunState(broker).register(run, shards, f"runs/{run}/manifest.json", "2026-01-01T00:00:00Z")
         record_usage(broker, "openai/exec-a", run, calls=1, prompt_tokens=10)  # litellm knows no price
-        c = TestClient(create_app(open_store(str(viewed_run.env.store)), server.url))
+        c = TestClient(create_app(open_store(str(viewed_run.env.store)), server.url), base_url=LOCAL)
         live = c.get(f"/api/runs/{run}").json()["live"]
         assert (live["spend_usd"], live["spend_unknown"]) == (None, True)
         assert '<span data-live="spend">unknown</span>' in c.get(f"/runs/{run}").text

@@ -27,7 +27,7 @@ from schemas.triggers import TriggerSettings
 from tests.test_harness_e2e import CODEX_MODEL
 from tests.test_reducer import bundle
 from tests.test_sweep_triggers_adaptive import AGENT, CODEX, GPT, RUN, fired_by, observed, sweep_plan
-from tests.viewer.conftest import HOSTILE_QUERY, FeatureRuns
+from tests.viewer.conftest import HOSTILE_QUERY, LOCAL, FeatureRuns
 from viewer.app import _templates, create_app
 from viewer.run_figures import POOLED, adaptive_view, trigger_view
 
@@ -35,7 +35,7 @@ HOSTILE_ROW = "openai/exec-<img src=x onerror=alert(1)>\n| forged | row |"
 
 
 def client(store: str | Path) -> TestClient:
-    return TestClient(create_app(open_store(str(store))))
+    return TestClient(create_app(open_store(str(store))), base_url=LOCAL)
 
 
 def stored(runs: FeatureRuns, run_id: str, store: Path | None = None) -> dict:  # type: ignore[type-arg]

@@ -6,7 +6,7 @@ import boto3
 from starlette.testclient import TestClient
 
 from engine.store import open_store
-from tests.viewer.conftest import ViewedRun
+from tests.viewer.conftest import LOCAL, ViewedRun
 from viewer.app import create_app
 
 
@@ -17,7 +17,7 @@ def test_a_run_in_s3_lists_opens_and_takes_labels(viewed_run: ViewedRun, aws_env
     for path in (local / "runs").rglob("*"):
         if path.is_file():
             s3.put(path.relative_to(local).as_posix(), path.read_bytes())
-    c = TestClient(create_app(s3, review=True))
+    c = TestClient(create_app(s3, review=True), base_url=LOCAL)
     (run,) = c.get("/api/runs").json()["items"]
     assert run["run_id"] == viewed_run.run_id and run["verdict"] == "FAIL"
     rows = c.get(f"/api/runs/{viewed_run.run_id}/shards", params={"failing": "1", "q": "viewer-one"}).json()

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from schemas.constants import BLOCK_CAP_CHARS, TRANSCRIPT_CAP_CHARS
 from schemas.http_mocks import HttpCall
 from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, Trajectory
+from schemas.visible import escape_char
 from schemas.words import plural
 from worker.grading.transcript import neutralise_fences
 
@@ -50,7 +51,7 @@ _LT_LIKE = "<\uff1c\ufe64\u2039\u2329\u3008\u27e8\u276e"
 def flatten_breaks(text: str) -> str:
     """Every line-break-like character as ``\\n``, other control characters as visible escapes."""
     text = _BREAK_RE.sub("\n", text)
-    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _CONTROL_RE.sub(escape_char, text)
 
 
 def opens_like_marker(line: str) -> bool:
