@@ -94,7 +94,7 @@ def test_a_corpus_or_trigger_key_in_a_bad_corpus_path_is_shown_escaped(repo: Pat
     data["evals"][0][HOSTILE] = 1
     corpus.write_text(json.dumps(data))
     output = invoke("validate", "--all-evals", "--repo", str(repo))
-    assert "BLOCKED_BAD_CORPUS: evals/commit-message.evals.json: $.evals[0]: unexpected key(s) \\x1b]0;" in output
+    assert "BLOCKED_BAD_CORPUS: evals/commit-message.evals.json: $.evals[0]: unexpected key \\x1b]0;" in output
     assert_inert(output)
     deep: object = 1
     for _ in range(40):  # nested too deep: the path to the fault names the hostile key
