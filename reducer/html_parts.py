@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from html import escape, unescape
 
+from reducer.paired import MIN_INTERVAL_CASES
 from schemas.report import AssertionStat, Rate
 
 _NUMBER = re.compile(r"^[-+$]?[\d.,]+(%| pts)?(/[\d.,]+)?$")
@@ -88,6 +89,22 @@ def pct(x: float | None) -> str:
 
 def pts(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f} pts"
+
+
+def interval(low: float | None, high: float | None, cases: int, sep: str = " to ") -> str:
+    """A paired comparison's 95% bootstrap interval in points, or why it is not shown: from fewer
+    than ``MIN_INTERVAL_CASES`` cases the percentile bootstrap is too narrow to read."""
+    if low is None or high is None:
+        return "-"
+    if cases < MIN_INTERVAL_CASES:
+        return f"interval not shown: {cases} case{'' if cases == 1 else 's'}"
+    return f"{pts(low)}{sep}{pts(high)}"
+
+
+def ci(low: float | None, high: float | None, cases: int) -> str:
+    """``95% CI -66.7 pts to -33.3 pts``, or ``interval not shown: 2 cases`` (see :func:`interval`)."""
+    shown = interval(low, high, cases)
+    return shown if shown.startswith("interval not shown") else f"95% CI {shown}"
 
 
 def pval(x: float | None) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 from reducer.comparison import Cell, Key, cell_of, compare_all, with_unended
 from reducer.counters import Arm, ModelCounts, Spend, clusters_of
 from reducer.epoch_weights import counts_of_cells, model_rate, planned_shards, unequal_epochs, weighted_rate
-from reducer.gates import comparison_failures
+from reducer.gates import comparison_failures, comparison_warnings, regression_tested
 from reducer.plugin_score import is_plugin_suite, scores_from_sums
 from reducer.quality import assertion_texts, quality_rows
 from reducer.rows import blocked_row, case_row
@@ -39,7 +39,6 @@ from reducer.scoring import (
     rank,
     rate,
 )
-from reducer.sensitivity import sensitivity_warnings
 from reducer.sweep import harness_comparisons, harness_rates
 from reducer.threshold import threshold_of, with_verdicts
 from reducer.trigger_compare import run_report
@@ -75,7 +74,8 @@ class StreamReducer:
     already has a report; ``regression_alpha`` and ``require_uplift``, the comparison gates
     (:mod:`reducer.gates`); ``plugin_threshold``, ``--threshold``, what a plugin eval suite's
     every case must score; ``triggers``, which makes it a trigger run's reduce
-    (:mod:`reducer.triggers`), gated by its thresholds.
+    (:mod:`reducer.triggers`), gated by its thresholds; ``compare_guards``, the comparisons asked
+    for that could not run (``<skill>: GUARD_BAD_REF: ...``), each a WARN.
     """
 
     def __init__(self, plan: RunPlan, *, keep_rows: bool = False) -> None:
@@ -291,6 +291,7 @@ class StreamReducer:
         require_uplift: float | None = None,
         triggers: TriggerSettings | None = None,
         executor: str = "agent",
+        compare_guards: Sequence[str] = (),
     ) -> RunResult:
         """The run's result from everything added so far (shards never seen count as not graded);
         the arguments are the run's settings, named in the class's docstring."""
@@ -316,8 +317,9 @@ class StreamReducer:
             skipped,
             already_reported,
             comparison_fails=fails,
-            comparison_warns=sensitivity_warnings(comparisons),
+            comparison_warns=comparison_warnings(comparisons, skills, regression_alpha, compare_guards),
             plugin_threshold=plugin_threshold,
+            regression_tested=regression_tested(comparisons, regression_alpha),
         )
         if trigger is not None and verdict is Verdict.PASS:
             reasons = [trigger_pass_reason(trigger)]
