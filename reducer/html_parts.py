@@ -131,14 +131,15 @@ def bar(label: str, rate: float | None, low: float | None, high: float | None, *
     )
 
 
-def difference_bar(label: str, difference: float | None, low: float | None, high: float | None) -> str:
-    """A difference in [-1, 1] on a centred axis: a dot with its 95% interval."""
+def difference_bar(label: str, difference: float | None, low: float | None, high: float | None, cases: int) -> str:
+    """A difference in [-1, 1] on a centred axis: a dot with its 95% interval (no whisker from
+    fewer than ``MIN_INTERVAL_CASES`` cases, see :func:`interval`)."""
 
     def pos(x: float) -> float:
         return 50 + 50 * max(-1.0, min(1.0, x))
 
     parts = ['<div class="zero"></div>']
-    if low is not None and high is not None:
+    if low is not None and high is not None and cases >= MIN_INTERVAL_CASES:
         left, right = pos(low), pos(high)
         parts.append(f'<div class="whisker" style="left:{left:.1f}%;width:{max(right - left, 0.3):.1f}%"></div>')
     if difference is not None:

@@ -190,12 +190,18 @@ def test_a_regression_gate_too_few_cases_can_never_fire_warns_never_passes() -> 
 
 def test_an_interval_from_too_few_cases_is_not_shown_beside_a_test_that_cannot_fire() -> None:
     from reducer.render_compare import comparison_summary
+    from reducer.render_html import render_html
 
     plan = arms(2)
     old = fill(plan, OLD, lambda c, m, e: True)
-    c = overall(reduce(plan, {**old, **fill(plan, CURRENT, lambda c, m, e: False)}, regression_alpha=0.05))
+    result = reduce(plan, {**old, **fill(plan, CURRENT, lambda c, m, e: False)}, regression_alpha=0.05)
+    c = overall(result)
     line = comparison_summary(c)
     assert "interval not shown: 2 cases" in line and "95% CI" not in line
+    page = render_html(result)
+    assert "interval not shown: 2 cases" in page and "95% bootstrap CI" not in page
+    paired_row = page.split('<div class="bar-row diff">', 1)[1].split('<div class="num">', 1)[0]
+    assert 'class="whisker"' not in paired_row  # no whisker drawn for an interval not shown
     plan = arms(8)
     old = fill(plan, OLD, lambda c, m, e: True)
     c = overall(reduce(plan, {**old, **fill(plan, CURRENT, lambda c, m, e: c > 6)}))
