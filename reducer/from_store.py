@@ -110,6 +110,7 @@ def _options(manifest: RunManifest, calibration: Mapping[str, CalibrationRecord]
         "skipped": list(manifest.skipped),
         "triggers": settings.triggers,
         "executor": settings.executor,
+        "compare_guards": list(manifest.guards),
     }
 
 

@@ -4,6 +4,10 @@
   is a regression (the contract's rule). With it, only a significant one-sided drop is:
   the overall test or any single assertion, Holm-adjusted over that family, below alpha
   (assertions with fewer pairs than an exact test needs to reach alpha are not in the family).
+  When the overall test cannot reach alpha with this many cases (the smallest one-sided p an
+  exact paired test over ``n`` cases can give is ``2^-n``, every case changed the same way),
+  the gate cannot fire on the overall figure: :func:`comparison_warnings` makes that a WARN,
+  never a silent "no regression".
 - Against ``no-skill`` with ``require_uplift`` (a margin, 0 by default): the lower bound of
   the uplift's 95% interval must be above the margin, and the exact one-sided sign-flip test
   of the per-case differences minus the margin must reject at 2.5% (a percentile bootstrap
@@ -16,7 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
+from reducer.html_parts import ci
 from reducer.paired import UPLIFT_TEST_ALPHA, holm, min_discordant_for, sign_flip_test
+from reducer.sensitivity import sensitivity_warnings
 from schemas.comparison import PairedComparison
 from schemas.report import SkillResult
 
@@ -27,6 +33,50 @@ def _pct(x: float | None) -> str:
 
 def _p(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
+
+
+def smallest_p(cases: int) -> float:
+    """Smallest one-sided p an exact paired test (McNemar's or the sign-flip test) over ``cases``
+    cases can give: every case changed, all the same way, is one sign pattern of ``2^cases``."""
+    return 0.5**cases
+
+
+def regression_untestable(c: PairedComparison, alpha: float | None) -> bool:
+    """Whether ``--regression-alpha`` can never fire on this comparison's overall test."""
+    paired = c.test not in ("two-proportion-z", "none") and c.difference is not None
+    return alpha is not None and c.kind == "compare" and paired and smallest_p(c.cases) >= alpha
+
+
+def regression_tested(comparisons: Sequence[PairedComparison], alpha: float | None) -> bool:
+    """Whether a comparison against an old ref ran and its regression gate could fire: only
+    then may a PASS say "no regression"."""
+    compared = [c for c in comparisons if c.kind == "compare" and c.model is None]
+    return bool(compared) and all(c.difference is not None and not regression_untestable(c, alpha) for c in compared)
+
+
+def comparison_warnings(
+    comparisons: Sequence[PairedComparison],
+    skills: Sequence[SkillResult],
+    regression_alpha: float | None,
+    guards: Sequence[str] = (),
+) -> list[str]:
+    """The WARN reasons: a comparison asked for that a guard skipped (``<skill>: GUARD_...``), a
+    regression test that too few cases could never pass, a suite that cannot tell the skill from
+    its gutted copy (:mod:`reducer.sensitivity`)."""
+    by_arm = {(s.skill, s.variant): s for s in skills}
+    out = [f"comparison skipped: {g}" for g in guards]
+    for c in comparisons:
+        current, base = by_arm.get((c.skill, "current")), by_arm.get((c.skill, c.baseline))
+        if c.model is not None or current is None or base is None or not regression_untestable(c, regression_alpha):
+            continue
+        if current.inconclusive or base.inconclusive:
+            continue  # already a WARN of its own
+        out.append(
+            f"{c.skill}: too few cases to test for a regression at {regression_alpha:g} against {c.baseline}: "
+            f"the smallest p {c.cases} cases can give is {_p(smallest_p(c.cases))} "
+            f"(paired {_pct(c.difference)}, one-sided p = {_p(c.p_drop)})"
+        )
+    return out + sensitivity_warnings(comparisons)
 
 
 def comparison_failures(
@@ -61,9 +111,9 @@ def comparison_failures(
 def _uplift_failure(c: PairedComparison, margin: float) -> list[str]:
     if c.low is None:
         return [f"{c.skill}: no uplift shown over no skill (no paired graded cases; --require-uplift {margin:g})"]
-    shown = f"{c.skill}: uplift over no skill {_pct(c.difference)} (95% CI {_pct(c.low)} to {_pct(c.high)}"
+    shown = f"{c.skill}: uplift over no skill {_pct(c.difference)} ({ci(c.low, c.high, c.cases)}"
     if c.low <= margin:
-        return [f"{shown}) has a lower bound not above the margin {margin:g}"]
+        return [f"{shown}) has a lower bound not above the margin {_pct(margin)}"]
     if margin == 0 and c.p_uplift is not None and c.test != "two-proportion-z":
         p = c.p_uplift  # the comparison's own test is this test
     else:
@@ -71,7 +121,7 @@ def _uplift_failure(c: PairedComparison, margin: float) -> list[str]:
         p = sign_flip_test(shifted, seed=c.seed).uplift
     if p >= UPLIFT_TEST_ALPHA:
         return [
-            f"{shown}): too few cases to show it above the margin {margin:g} "
+            f"{shown}): too few cases to show it above the margin {_pct(margin)} "
             f"(exact one-sided p = {_p(p)} over {c.cases} cases, needs < {UPLIFT_TEST_ALPHA:g})"
         ]
     return []
@@ -83,7 +133,7 @@ def _regression(c: PairedComparison, alpha: float | None) -> list[str]:
     if alpha is None:
         if c.difference < 0:
             return [
-                f" ({c.baseline}; paired {_pct(c.difference)}, 95% CI {_pct(c.low)} to {_pct(c.high)}, "
+                f" ({c.baseline}; paired {_pct(c.difference)}, {ci(c.low, c.high, c.cases)}, "
                 f"one-sided p = {_p(c.p_drop)})"
             ]
         return []

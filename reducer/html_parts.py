@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from html import escape, unescape
 
+from reducer.paired import MIN_INTERVAL_CASES
 from schemas.report import AssertionStat, Rate
 
 _NUMBER = re.compile(r"^[-+$]?[\d.,]+(%| pts)?(/[\d.,]+)?$")
@@ -90,6 +91,22 @@ def pts(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f} pts"
 
 
+def interval(low: float | None, high: float | None, cases: int, sep: str = " to ") -> str:
+    """A paired comparison's 95% bootstrap interval in points, or why it is not shown: from fewer
+    than ``MIN_INTERVAL_CASES`` cases the percentile bootstrap is too narrow to read."""
+    if low is None or high is None:
+        return "-"
+    if cases < MIN_INTERVAL_CASES:
+        return f"interval not shown: {cases} case{'' if cases == 1 else 's'}"
+    return f"{pts(low)}{sep}{pts(high)}"
+
+
+def ci(low: float | None, high: float | None, cases: int) -> str:
+    """``95% CI -66.7 pts to -33.3 pts``, or ``interval not shown: 2 cases`` (see :func:`interval`)."""
+    shown = interval(low, high, cases)
+    return shown if shown.startswith("interval not shown") else f"95% CI {shown}"
+
+
 def pval(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
 
@@ -114,14 +131,15 @@ def bar(label: str, rate: float | None, low: float | None, high: float | None, *
     )
 
 
-def difference_bar(label: str, difference: float | None, low: float | None, high: float | None) -> str:
-    """A difference in [-1, 1] on a centred axis: a dot with its 95% interval."""
+def difference_bar(label: str, difference: float | None, low: float | None, high: float | None, cases: int) -> str:
+    """A difference in [-1, 1] on a centred axis: a dot with its 95% interval (no whisker from
+    fewer than ``MIN_INTERVAL_CASES`` cases, see :func:`interval`)."""
 
     def pos(x: float) -> float:
         return 50 + 50 * max(-1.0, min(1.0, x))
 
     parts = ['<div class="zero"></div>']
-    if low is not None and high is not None:
+    if low is not None and high is not None and cases >= MIN_INTERVAL_CASES:
         left, right = pos(low), pos(high)
         parts.append(f'<div class="whisker" style="left:{left:.1f}%;width:{max(right - left, 0.3):.1f}%"></div>')
     if difference is not None:

@@ -34,6 +34,11 @@ seeded Monte Carlo."""
 MONTE_CARLO_DRAWS = 100_000
 UPLIFT_TEST_ALPHA = 0.025
 """One-sided level matching a two-sided 95% interval."""
+MIN_INTERVAL_CASES = 6
+"""Fewest cases whose 95% bootstrap interval is printed: the fewest for which an exact one-sided
+paired test can reach 2.5% (``2^-6 < 0.025``). Below it the percentile bootstrap has only a
+handful of distinct resamples and is far too narrow (two cases that both dropped give an
+interval wholly below zero while the test's p is 0.25), so readers get the case count instead."""
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,17 @@ def _normal_cases(discordance: float, difference: float, alpha: float, power: fl
     return max(1, math.ceil((z(1 - alpha / 2) + z(power)) ** 2 * variance / difference**2))
 
 
+def normal_power(cases: int, discordance: float, difference: float, alpha: float, epochs: int) -> float:
+    """Power of the multi-epoch test under the normal approximation of :func:`cases_needed`
+    (optimistic for the same reasons)."""
+    _check(discordance, difference)
+    z = NormalDist()
+    spread = math.sqrt((discordance - difference**2) / epochs)
+    if spread == 0:
+        return 1.0
+    return z.cdf(math.sqrt(cases) * difference / spread - z.inv_cdf(1 - alpha / 2))
+
+
 def cases_needed(
     discordance: float = DEFAULT_DISCORDANCE,
     difference: float = DEFAULT_DIFFERENCE,
@@ -159,10 +170,16 @@ class PowerNote:
         out = [
             f"power: to detect {detect}, {basis}, "
             f"you need about {self.needed} cases at {plural(self.epochs, 'epoch')} ({at_one}); "
-            f"this run has {self.cases}.",
+            f"this run has {plural(self.cases, 'case')}.",
         ]
         if self.power_now is not None:
-            out.append(f"power: with {self.cases} cases at one epoch the chance to detect it is {self.power_now:.0%}.")
+            how = "exact McNemar" if self.epochs == 1 else "normal approximation"
+            if self.cases < self.min_discordant:
+                how = f"no exact test over {self.cases} cases reaches p < {self.alpha:g}"
+            out.append(
+                f"power: with {plural(self.cases, 'case')} at {plural(self.epochs, 'epoch')} "
+                f"the chance to detect it is {self.power_now:.0%} ({how})."
+            )
         if self.epochs > 1:
             out.append(
                 "power: the multi-epoch figure is a normal approximation that treats epochs as independent "
@@ -196,7 +213,7 @@ def power_note(
         epochs=epochs,
         needed=cases_needed(discordance, difference, alpha=alpha, power=power, epochs=epochs),
         needed_one_epoch=one,
-        power_now=mcnemar_power(cases, discordance, difference, alpha) if cases else None,
+        power_now=_power_now(cases, epochs, discordance, difference, alpha),
         difference=difference,
         discordance=discordance,
         alpha=alpha,
@@ -204,3 +221,14 @@ def power_note(
         min_discordant=min_discordant_for(alpha),
         observed_in=observed_in,
     )
+
+
+def _power_now(cases: int, epochs: int, discordance: float, difference: float, alpha: float) -> float | None:
+    """The chance this run, at its own epochs, detects the difference: exact for one epoch."""
+    if not cases:
+        return None
+    if cases < min_discordant_for(alpha):
+        return 0.0  # the exact test over cases cannot reach alpha, at any number of epochs
+    if epochs > 1:
+        return normal_power(cases, discordance, difference, alpha, epochs)
+    return mcnemar_power(cases, discordance, difference, alpha)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reducer.html_parts import pct, pts, pval
+from reducer.html_parts import ci, interval, pct, pts, pval
 from reducer.sensitivity import insensitive_assertions
 from schemas.comparison import AssertionQuality, NoiseFloor, PairedComparison
 from schemas.constants import WARN_INSENSITIVE_SUITE
@@ -78,9 +78,9 @@ def comparison_summary(c: PairedComparison) -> str:
     """One line: difference, interval, test and p-values (the report headline of a comparison)."""
     if c.test == "none":
         return f"{c.baseline}: nothing to compare ({c.note})"
-    interval = f", 95% CI {pts(c.low)} to {pts(c.high)}" if c.low is not None else ""
+    shown = "" if c.low is None else f", {ci(c.low, c.high, c.cases)}"
     return (
-        f"current vs {c.baseline}: {pts(c.difference)}{interval}; {TEST_LABELS[c.test]}: "
+        f"current vs {c.baseline}: {pts(c.difference)}{shown}; {TEST_LABELS[c.test]}: "
         f"two-sided p = {pval(c.p_two_sided)}, one-sided p (drop) = {pval(c.p_drop)}, "
         f"one-sided p (uplift) = {pval(c.p_uplift)}"
     )
@@ -130,7 +130,7 @@ def comparison_section(result: RunResult, current: SkillResult, base: SkillResul
         for c in per_model:
             out.append(
                 f"| {_cell(c.model or '')} | {pct(c.baseline_rate)} | {pct(c.current_rate)} | {pts(c.difference)} | "
-                f"{pts(c.low)} to {pts(c.high)} | {c.test} | {pval(c.p_two_sided)} | {c.pairs} | {c.dropped} |"
+                f"{interval(c.low, c.high, c.cases)} | {c.test} | {pval(c.p_two_sided)} | {c.pairs} | {c.dropped} |"
             )
     if overall.assertions:
         out += ["", "| case | assertion | baseline | current | pairs | better/worse | p (two-sided) | p drop (Holm) |"]

@@ -25,6 +25,7 @@ from reducer.html_parts import (
     RATE_AXIS,
     axis,
     bar,
+    ci,
     difference_bar,
     heat_row,
     name,
@@ -77,8 +78,8 @@ def _comparison(c: PairedComparison, per_model: list[PairedComparison], arms: Ma
     if current is not None:
         r = current.behavioural
         out.append(bar("current (all models)", r.rate, r.low, r.high))
-    out.append(difference_bar("paired difference", c.difference, c.low, c.high))
-    out += [difference_bar(f"{m.model}: difference", m.difference, m.low, m.high) for m in per_model]
+    out.append(difference_bar("paired difference", c.difference, c.low, c.high, c.cases))
+    out += [difference_bar(f"{m.model}: difference", m.difference, m.low, m.high, m.cases) for m in per_model]
     out.append(axis(DIFFERENCE_AXIS) + "</div>")
     out.append(
         "<p class='legend'>Paired difference, current minus the other arm, in percentage points: "
@@ -87,8 +88,8 @@ def _comparison(c: PairedComparison, per_model: list[PairedComparison], arms: Ma
     figures = (
         f"Paired over {c.cases} cases ({c.pairs} pairs; {c.dropped} dropped because a side was not graded"
         + (": " + ", ".join(f"{k} {v}" for k, v in sorted(c.dropped_by.items())) if c.dropped_by else "")
-        + f"). Difference {pts(c.difference)}, 95% bootstrap CI {pts(c.low)} to {pts(c.high)} "
-        f"({c.bootstrap_resamples} resamples over cases, seed {c.seed}). {TEST_LABELS[c.test]}: "
+        + f"). Difference {pts(c.difference)}, {ci(c.low, c.high, c.cases)} "
+        f"(bootstrap, {c.bootstrap_resamples} resamples over cases, seed {c.seed}). {TEST_LABELS[c.test]}: "
         f"two-sided p = {pval(c.p_two_sided)}, one-sided p (drop) = {pval(c.p_drop)}, "
         f"one-sided p (uplift) = {pval(c.p_uplift)}; {c.better} cases better, {c.worse} worse."
     )

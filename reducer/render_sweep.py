@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from html import escape
 
-from reducer.html_parts import heat_row, name, pct, pts, pval, table
+from reducer.html_parts import heat_row, interval, name, pct, pts, pval, table
 from schemas.report import RunResult, SkillResult
 from schemas.shard import CURRENT
 
@@ -62,7 +62,7 @@ def sweep_section(result: RunResult, current: SkillResult) -> list[str]:
     for c in rows:
         out.append(
             f"| {_cell(c.harness or '')} | {_cell(c.baseline)} | {c.cases} | {c.pairs} | {pct(c.current_rate)} | "
-            f"{pct(c.baseline_rate)} | {pts(c.difference)} | {pts(c.low)} to {pts(c.high)} | {c.test} | "
+            f"{pct(c.baseline_rate)} | {pts(c.difference)} | {interval(c.low, c.high, c.cases)} | {c.test} | "
             f"{pval(c.p_two_sided)} |"
         )
     notes = [f"- {_cell(c.harness or '')} vs {_cell(c.baseline)}: {_cell(c.note)}" for c in rows if c.note]
@@ -104,7 +104,7 @@ def sweep_html(result: RunResult) -> str:
                 pct(c.current_rate),
                 pct(c.baseline_rate),
                 pts(c.difference),
-                f"{pts(c.low)} to {pts(c.high)}",
+                interval(c.low, c.high, c.cases),
                 c.test,
                 pval(c.p_two_sided),
             ]

@@ -202,6 +202,7 @@ def decide_verdict(
     comparison_fails: Sequence[str] = (),
     comparison_warns: Sequence[str] = (),
     plugin_threshold: float | None = None,
+    regression_tested: bool = False,
 ) -> tuple[Verdict, list[str]]:
     """BLOCKED > FAIL > WARN > PASS, with every reason that applies.
 
@@ -211,6 +212,8 @@ def decide_verdict(
 
     A run with nothing to do because every valid corpus already has a report is not
     BLOCKED: those corpora were evaluated before; only the skipped ones (if any) warn.
+    ``regression_tested``: a comparison against an old ref ran and its gate could fire; only
+    then does a PASS say "no regression".
     """
     # Run-stopping case statuses (NO_ISOLATION -> BLOCKED; a base fixture without git
     # halts the skill; a worker refusing an unsandboxed shard). Only the current version counts:
@@ -249,15 +252,17 @@ def decide_verdict(
         return Verdict.PASS, [
             f"nothing to run: {plural(len(already_reported), 'corpus')} already reported (--force re-runs)"
         ]
-    return Verdict.PASS, [_passed(current, threshold, source, plugin_threshold)]
+    tail = "; no regression" if regression_tested else ""
+    return Verdict.PASS, [_passed(current, threshold, source, plugin_threshold) + tail]
 
 
 def _passed(current: Sequence[SkillResult], threshold: float, source: str, plugin_threshold: float | None) -> str:
     """A PASS's reason, naming each threshold only for the corpora it decided: a plugin eval suite
-    by its case scores (its pass rate decides nothing), every other corpus by its pass rate."""
+    by its case scores (its pass rate decides nothing), every other corpus by its pass rate. It
+    says "no regression" only after a comparison that could have found one (the caller's tail)."""
     ordinary, plugin = gated_kinds(current)
     if not plugin:
-        return f"all corpora graded and at or above the threshold {threshold} ({source}); no regression"
+        return f"all corpora graded and at or above the threshold {threshold} ({source})"
     cases = f"every plugin eval case's score at or above {case_threshold_label(threshold, source, plugin_threshold)}"
     rates = f" and every other corpus's pass rate at or above the threshold {threshold} ({source})" if ordinary else ""
-    return f"all corpora graded; {cases}{rates}; no regression"
+    return f"all corpora graded; {cases}{rates}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from reducer.html_parts import ci
 from reducer.paired import UPLIFT_TEST_ALPHA
 from schemas.comparison import AssertionComparison, PairedComparison
 from schemas.constants import WARN_INSENSITIVE_SUITE
@@ -46,7 +47,7 @@ def sensitivity_warnings(comparisons: Sequence[PairedComparison]) -> list[str]:
             continue
         out.append(
             f"{WARN_INSENSITIVE_SUITE}: {c.skill}: the suite cannot tell the skill from its gutted copy "
-            f"(instructions removed: paired drop {_pts(c.difference)}, 95% CI {_pts(c.low)} to {_pts(c.high)}, "
+            f"(instructions removed: paired drop {_pts(c.difference)}, {ci(c.low, c.high, c.cases)}, "
             f"one-sided p = {c.p_uplift:.3g} over {c.cases} cases, needs < {UPLIFT_TEST_ALPHA:g}; "
             f"{len(insensitive_assertions(c))} of {len(c.assertions)} assertions pass as often without them)"
         )

@@ -23,7 +23,7 @@ from typing import Any
 from reducer.comparison import Cell, Key, cell_of, compare_all, with_unended
 from reducer.counters import Arm, ModelCounts, Spend, clusters_of
 from reducer.epoch_weights import cells_rate, counts_of_cells, model_rate, planned_shards, unequal_epochs, weighted_rate
-from reducer.gates import comparison_failures
+from reducer.gates import comparison_failures, comparison_warnings, regression_tested
 from reducer.plugin_score import is_plugin_suite, scores_from_sums
 from reducer.quality import assertion_texts, quality_rows
 from reducer.rows import blocked_row, case_row
@@ -39,7 +39,6 @@ from reducer.scoring import (
     rank,
     rate,
 )
-from reducer.sensitivity import sensitivity_warnings
 from reducer.sweep import harness_comparisons, harness_rates
 from reducer.threshold import threshold_of, with_verdicts
 from reducer.trigger_compare import run_report
@@ -65,17 +64,17 @@ ROWS_NOT_KEPT = (
 class StreamReducer:
     """Fold outcome lines (each shard once, its latest attempt) into a :class:`RunResult`.
 
-    ``plan`` needs its corpora, models, epochs and variants only: every (variant, corpus,
-    case, model, epoch) is one planned shard, so the shard list itself is never needed
-    (a trigger run's figures, which follow each planned shard, are the exception).
-    ``keep_rows``: also keep each shard's row, given to :meth:`add` (or made by :meth:`add_outcome`).
+    ``plan`` needs its corpora, models, epochs and variants only: every (variant, corpus, case,
+    model, epoch) is one planned shard, so the shard list itself is never needed (a trigger run's
+    figures, which follow each planned shard, are the exception). ``keep_rows``: also keep each
+    shard's row, given to :meth:`add` (or made by :meth:`add_outcome`).
 
     The settings :meth:`result` takes: ``skipped``, the named errors of corpora left out before
     the run; ``already_reported``, the corpora ``--all-evals`` left out because their bundle key
     already has a report; ``regression_alpha`` and ``require_uplift``, the comparison gates
     (:mod:`reducer.gates`); ``plugin_threshold``, ``--threshold``, what a plugin eval suite's
-    every case must score; ``triggers``, which makes it a trigger run's reduce
-    (:mod:`reducer.triggers`), gated by its thresholds.
+    every case must score; ``triggers``, which makes it a trigger run's reduce (:mod:`reducer.triggers`),
+    gated by its thresholds; ``compare_guards``, the comparisons asked for that could not run, each a WARN.
     """
 
     def __init__(self, plan: RunPlan, *, keep_rows: bool = False) -> None:
@@ -292,6 +291,7 @@ class StreamReducer:
         require_uplift: float | None = None,
         triggers: TriggerSettings | None = None,
         executor: str = "agent",
+        compare_guards: Sequence[str] = (),
     ) -> RunResult:
         """The run's result from everything added so far (shards never seen count as not graded);
         the arguments are the run's settings, named in the class's docstring."""
@@ -305,8 +305,7 @@ class StreamReducer:
         aggregate, aggregate_headline = aggregate_gate(current, triggers is None, cells_rate(trusted))
         calibration = dict(calibration or {})
         comparisons, trigger, fails = self._compared(skills, triggers, executor, regression_alpha, require_uplift)
-        # A sweep's harnesses paired on the same cases: described, never gated (a trigger run's
-        # cases hold no assertions to pair; its figures are per harness × model pair).
+        # A sweep's harnesses paired on the same cases: described, never gated (a trigger run has none to pair).
         paired = self.pairs is not None and triggers is None
         harnesses = harness_comparisons(plan, skills, with_unended(self.pairs, plan)) if paired else []
         verdict, reasons = decide_verdict(
@@ -318,8 +317,9 @@ class StreamReducer:
             skipped,
             already_reported,
             comparison_fails=fails,
-            comparison_warns=sensitivity_warnings(comparisons),
+            comparison_warns=comparison_warnings(comparisons, skills, regression_alpha, compare_guards),
             plugin_threshold=plugin_threshold,
+            regression_tested=regression_tested(comparisons, regression_alpha),
         )
         if trigger is not None and verdict is Verdict.PASS:
             reasons = [trigger_pass_reason(trigger)]

@@ -81,7 +81,8 @@ class PlanSummary(FrozenModel):
     """``--epochs auto``: the shards if every case went on to ``--max-epochs``."""
     guards: list[str] = Field(default_factory=list)
     """What the run would block per case or skip per skill, by name (``BLOCKED_FIXTURE_NEEDS_GIT``,
-    ``GUARD_BAD_REF``, ``GUARD_NO_GIT``): the run goes on with the rest, so they change no exit code."""
+    ``GUARD_BAD_REF``, ``GUARD_NO_GIT``): the dry run's exit code stays as it is; the run goes on
+    with the rest and ends WARN for a skipped comparison."""
     pairs: list[HarnessPair] = Field(default_factory=list)
     """A sweep over several executors: each harness × model pair and its shards (empty: one executor)."""
 

@@ -170,7 +170,7 @@ def test_a_skill_that_does_nothing_fails_require_uplift(tmp_path: Path) -> None:
         result = run_cli(repo, tmp_path, server, *args)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "greeter: uplift over no skill +0.0 pts" in result.stdout
-    assert "lower bound not above the margin 0.05" in result.stdout
+    assert "lower bound not above the margin +5.0 pts" in result.stdout
     # The assertion fails with and without the skill: `skill-eval assertions` says it cannot discriminate.
     run_id = next(line.split(": ", 1)[1] for line in result.stdout.splitlines() if line.startswith("run: "))
     listed = subprocess.run(

@@ -164,3 +164,18 @@ def test_a_bad_ref_is_reported_and_the_current_version_is_still_graded(
     assert "skill: greeter [current]  cases: 4  result: 0/4 (0.0%)  FAIL (below threshold 1.0)" in result.stdout
     assert "baseline@" not in result.stdout
     assert result.returncode == 1  # nothing was compared; the current version, graded, failed its threshold
+
+
+@pytest.mark.slow
+def test_a_comparison_a_bad_ref_skipped_warns_with_exit_3_and_never_reads_no_regression(
+    repo: Path, tmp_path: Path, server: OfflineModelServer
+) -> None:
+    # The threshold lowered to 0 passes the graded current version: only the skipped comparison can decide.
+    result = run_cli(repo, tmp_path, server, "--compare", "HEAD~5", "--fail-under", "0")
+    assert result.returncode == 3, result.stdout + result.stderr
+    skipped = "comparison skipped: greeter: GUARD_BAD_REF: could not read HEAD~5:skills/greeter/SKILL.md"
+    assert f"reason: {skipped}" in result.stdout
+    assert result.stdout.rstrip().endswith("verdict: WARN")
+    assert "no regression" not in result.stdout
+    report = next((tmp_path / "zuvo" / "reports").glob("skill-eval-greeter-*.md")).read_text()
+    assert skipped in report and "no regression" not in report

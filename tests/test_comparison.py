@@ -140,7 +140,7 @@ def test_require_uplift_fails_unless_the_lower_bound_clears_the_margin() -> None
     assert reduce(plan, {**without, **helps}).verdict is Verdict.PASS
     no_help = fill(plan, CURRENT, lambda c, m, e: c == 1)
     result = reduce(plan, {**without, **no_help}, require_uplift=0.0, fail_under=0.0)
-    assert result.verdict is Verdict.FAIL and "lower bound not above the margin 0" in result.reasons[0]
+    assert result.verdict is Verdict.FAIL and "lower bound not above the margin +0.0 pts" in result.reasons[0]
     # A drop against no skill is reported, and decides nothing without --require-uplift (the
     # threshold, lowered to 0 here, is what fails such a run by default).
     dropped = {**fill(plan, NO_SKILL, lambda c, m, e: True), **no_help}
@@ -155,6 +155,69 @@ def test_two_cases_that_both_gain_are_too_few_to_show_uplift() -> None:
         require_uplift=0.0,
     )
     assert result.verdict is Verdict.FAIL and "too few cases" in result.reasons[0]
+
+
+def test_a_margin_reads_in_points_as_the_uplift_beside_it_does() -> None:
+    plan = arms(8, other=NO_SKILL)
+    result = reduce(
+        plan,
+        {**fill(plan, NO_SKILL, lambda c, m, e: False), **fill(plan, CURRENT, lambda c, m, e: c == 1)},
+        require_uplift=0.05,
+        fail_under=0.0,
+    )
+    assert result.verdict is Verdict.FAIL
+    assert result.reasons[0].endswith("has a lower bound not above the margin +5.0 pts")
+
+
+def test_a_regression_gate_too_few_cases_can_never_fire_warns_never_passes() -> None:
+    plan = arms(2, epochs=2)
+    old = fill(plan, OLD, lambda c, m, e: True)
+    new = fill(plan, CURRENT, lambda c, m, e: False)  # both cases dropped: p = 0.25 at best
+    result = reduce(plan, {**old, **new}, regression_alpha=0.05, fail_under=0.0)
+    assert result.verdict is Verdict.WARN
+    assert result.reasons == [
+        f"s: too few cases to test for a regression at 0.05 against {OLD}: the smallest p 2 cases can give "
+        "is 0.25 (paired -100.0 pts, one-sided p = 0.25)"
+    ]
+    assert not any("no regression" in r for r in result.reasons)
+    # Without --regression-alpha any drop fails, whatever the number of cases.
+    assert reduce(plan, {**old, **new}, fail_under=0.0).verdict is Verdict.FAIL
+    # Enough cases to reach alpha: the gate decides, and a PASS may then say "no regression".
+    plan = arms(8)
+    same = reduce(plan, {**fill(plan, OLD, lambda c, m, e: True), **fill(plan, CURRENT, lambda c, m, e: True)})
+    assert same.verdict is Verdict.PASS and same.reasons[0].endswith("; no regression")
+
+
+def test_an_interval_from_too_few_cases_is_not_shown_beside_a_test_that_cannot_fire() -> None:
+    from reducer.render_compare import comparison_summary
+    from reducer.render_html import render_html
+
+    plan = arms(2)
+    old = fill(plan, OLD, lambda c, m, e: True)
+    result = reduce(plan, {**old, **fill(plan, CURRENT, lambda c, m, e: False)}, regression_alpha=0.05)
+    c = overall(result)
+    line = comparison_summary(c)
+    assert "interval not shown: 2 cases" in line and "95% CI" not in line
+    page = render_html(result)
+    assert "interval not shown: 2 cases" in page and "95% bootstrap CI" not in page
+    paired_row = page.split('<div class="bar-row diff">', 1)[1].split('<div class="num">', 1)[0]
+    assert 'class="whisker"' not in paired_row  # no whisker drawn for an interval not shown
+    plan = arms(8)
+    old = fill(plan, OLD, lambda c, m, e: True)
+    c = overall(reduce(plan, {**old, **fill(plan, CURRENT, lambda c, m, e: c > 6)}))
+    assert "-75.0 pts, 95% CI -100.0 pts to -37.5 pts;" in comparison_summary(c)
+
+
+def test_a_comparison_a_guard_skipped_is_a_warn_and_never_a_pass_without_regression() -> None:
+    plan = plan_for([bundle("s", [1, 1])])
+    passing = fill(plan, CURRENT, lambda c, m, e: True)
+    plain = reduce(plan, passing)
+    assert plain.verdict is Verdict.PASS
+    assert plain.reasons == ["all corpora graded and at or above the threshold 1.0 (default)"]  # nothing compared
+    guard = "s: GUARD_BAD_REF: could not read HEAD~5:skills/s/SKILL.md"
+    skipped = reduce(plan, passing, compare_guards=[guard])
+    assert skipped.verdict is Verdict.WARN
+    assert skipped.reasons == [f"comparison skipped: {guard}"]
 
 
 def test_per_model_comparisons_beside_the_overall_one() -> None:

@@ -152,11 +152,24 @@ def test_the_power_printout_states_its_assumption_and_the_six_pair_floor() -> No
     assert "assuming 20% of pairs discordant" in text
     assert "10-point difference at alpha 0.05 with power 0.8" in text
     assert "at least 6 discordant pairs, all one way" in text
-    assert "this run has 4" in text
+    assert "this run has 4 cases." in text
     needed = text.splitlines()[0]
     assert "cases at 1 epoch (exact McNemar)" in needed and "at one epoch" not in needed  # one count, said once
     assert "at one epoch, exact McNemar" in power_note(4, 3).lines()[0]  # several epochs: the one-epoch count too
     assert math.isclose(power_note(4, 1).power_now or 0.0, 0.0)
+
+
+def test_the_chance_to_detect_is_for_the_run_s_own_epochs() -> None:
+    several = power_note(75, 2)
+    assert several.needed == 75 and 0.8 <= (several.power_now or 0.0) < 0.85  # the run's epochs, not one
+    assert several.power_now != power_note(75, 1).power_now
+    line = several.lines()[1]
+    assert line == "power: with 75 cases at 2 epochs the chance to detect it is 80% (normal approximation)."
+    # Two cases: no exact test over cases can reach alpha, at any number of epochs.
+    assert power_note(2, 2).lines()[1] == (
+        "power: with 2 cases at 2 epochs the chance to detect it is 0% (no exact test over 2 cases reaches p < 0.05)."
+    )
+    assert "; this run has 2 cases." in power_note(2, 2).lines()[0]
 
 
 @settings(max_examples=200, deadline=None)

@@ -87,9 +87,7 @@ def test_a_plugin_suite_passed_by_its_case_scores_names_no_pass_rate_threshold_a
     assert result.verdict is Verdict.PASS
     [suite] = result.skills
     assert (suite.headline, suite.verdict) == ("3/4 (75.0%)", "PASS")
-    assert result.reasons == [
-        "all corpora graded; every plugin eval case's score at or above --threshold 0.5; no regression"
-    ]
+    assert result.reasons == ["all corpora graded; every plugin eval case's score at or above --threshold 0.5"]
     assert threshold_text(result) == "threshold 0.5 (--threshold) on every plugin eval case's score"
     basis = f"every plugin eval case at or above --threshold 0.5; lowest: case 1, 0.500 with {MODEL}"
     surfaces = every_surface(result)
@@ -139,7 +137,7 @@ def test_a_mixed_run_says_which_threshold_decided_which_corpus() -> None:
     assert result.verdict is Verdict.PASS
     assert result.reasons == [
         "all corpora graded; every plugin eval case's score at or above --threshold 0.5 and every other "
-        "corpus's pass rate at or above the threshold 0.9 (--fail-under); no regression"
+        "corpus's pass rate at or above the threshold 0.9 (--fail-under)"
     ]
     assert threshold_text(result) == (
         "threshold 0.9 (--fail-under) on pass rates; 0.5 (--threshold) on every plugin eval case's score"
@@ -160,7 +158,7 @@ def test_a_mixed_run_says_which_threshold_decided_which_corpus() -> None:
     assert threshold_text(both) == "threshold 0.5 (--fail-under) on pass rates and on every plugin eval case's score"
     assert both.reasons == [
         "all corpora graded; every plugin eval case's score at or above the threshold 0.5 (--fail-under) and every "
-        "other corpus's pass rate at or above the threshold 0.5 (--fail-under); no regression"
+        "other corpus's pass rate at or above the threshold 0.5 (--fail-under)"
     ]
 
 
@@ -195,7 +193,7 @@ def test_a_run_without_a_plugin_suite_reads_as_it_did() -> None:
     plan = plan_run(RUN, [bundle("review", 2)], [MODEL], judges=["judge-1"])
     result = reduce_run(plan, {s.shard_id: outcome(s, (True, False)) for s in plan.shards}, fail_under=0.5)
     assert threshold_text(result) == "threshold 0.5 (--fail-under)"
-    assert result.reasons == ["all corpora graded and at or above the threshold 0.5 (--fail-under); no regression"]
+    assert result.reasons == ["all corpora graded and at or above the threshold 0.5 (--fail-under)"]
     assert "text" not in json.loads(render_json(result, "review", {}))["threshold"]
     assert rule_sentence(True, False, 0.5, "--fail-under", None) == ""
 

@@ -1,8 +1,8 @@
 """Compare mode: guard the old-vs-new comparison before anything runs.
 
 Two distinct guards decide per skill whether a baseline can be graded; a guard hit skips
-only the comparison (the current version is still graded), never falls through to a
-phantom baseline:
+only the comparison (the current version is still graded; the run ends WARN with the skipped
+comparison among its reasons, :mod:`reducer.gates`), never falls through to a phantom baseline:
 
 - ``GUARD_NO_GIT``: the repo is not a git repository;
 - ``GUARD_BAD_REF``: ``<ref>:skills/<skill>/SKILL.md`` cannot be read (bad ref, or the
