@@ -12,10 +12,11 @@ from schemas.summary import RunStatus
 
 def waiting_lines(doc: RunStatus) -> list[str]:
     """``status``'s lines on shards waiting without a lease, and the stall, if any."""
-    if doc.done or doc.source != "broker" or not doc.waiting:
+    if doc.done or doc.source != "broker" or not (doc.waiting or doc.lease_expired):
         return []
     oldest = f", the oldest sent {doc.waiting_oldest_s:.1f} s ago" if doc.waiting_oldest_s is not None else ""
-    lines = [f"waiting without a lease: {doc.waiting} shards{oldest}; in flight: {doc.in_flight}"]
+    expired = f"; lease expired (worker gone): {doc.lease_expired}" if doc.lease_expired else ""
+    lines = [f"waiting without a lease: {doc.waiting} shards{oldest}{expired}; in flight: {doc.in_flight}"]
     if doc.stalled:
         idle = doc.idle_s if doc.idle_s is not None else doc.waiting_oldest_s
         lines.append(

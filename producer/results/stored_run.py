@@ -67,7 +67,8 @@ def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console
 def _delivery(client: redis.Redis, run_id: str, settings: Settings) -> dict[str, Any]:
     """The ``RunStatus`` fields on shards waiting without a lease, and whether the run is stalled.
 
-    Stalled: shards wait, none is in flight, and no shard was claimed or moved for longer than
+    Stalled: shards wait (for a message, or with a lease that expired: their worker died), none
+    is in flight (a live lease), and no shard was claimed or moved for longer than
     the delivery ledger's bound plus three reaper periods; a live fleet would have sent a lost
     message again and started it by then (docs/design/cluster.md, "Delivery from the ledger").
     """
@@ -77,6 +78,7 @@ def _delivery(client: redis.Redis, run_id: str, settings: Settings) -> dict[str,
         "waiting": waiting.shards,
         "waiting_oldest_s": waiting.oldest_s,
         "in_flight": waiting.leased,
+        "lease_expired": waiting.expired,
         "idle_s": waiting.idle_s,
         "stalled": waiting.stalled(bound),
         "stall_after_s": bound,
