@@ -121,6 +121,9 @@ class RunStatus(FrozenModel):
     cannot finish by itself (no worker takes its messages, or the fleet's reaper is not running)."""
     stall_after_s: float | None = None
     """The bound the run is held to: the delivery ledger's re-send bound plus three reaper periods."""
+    not_ended: int = 0
+    """Shards the store holds no terminal record for (from the store only): queued, executing or
+    lost, which the store alone cannot tell apart, so no state in ``states`` counts them."""
     not_sent: int = 0
     """Shards never sent, because the run's checks refused it before dispatch (its end is
     ``blocked``): not queued, for nothing will ever run them."""

@@ -2,6 +2,7 @@
 -- Delivery.waiting). A lease is live until the expiry it is scored with: an expired one holds a
 -- shard no worker runs any more (its worker died), which waits for the reaper to hand it back.
 -- KEYS[1] waiting  KEYS[2] leases  KEYS[3] run hash
+-- ARGV none
 -- Returns {now (ms), shards waiting, send time (ms) of the oldest of them or '', live leases,
 -- expired leases, the run's progress (ms) or ''}.
 local t = redis.call('TIME')

@@ -115,7 +115,6 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
     end = None if result else load_run_end(store, run_id)
     unsent = len(manifest.plan.shards) - len(outcomes)
     refused = end is not None and end.how == "blocked"  # its checks refused it: nothing was sent
-    counts[ShardState.QUEUED.value] += 0 if refused else unsent
     return RunStatus(
         run_id=run_id,
         source="store",
@@ -126,4 +125,5 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
         usage={k: v.model_dump() for k, v in result.usage.items()} if result else {},
         end=end,
         not_sent=unsent if refused else 0,
+        not_ended=0 if refused else unsent,  # queued or executing: only the broker knows which
     )
