@@ -16,10 +16,11 @@ from reducer.render_triggers import gates_text, routing_section, trigger_section
 from reducer.scoring import counts, interval_method
 from reducer.stream import ROWS_NOT_KEPT
 from reducer.threshold import gate_rule, gated_kinds, is_plugin, threshold_text, verdict_basis
-from schemas.report import CaseRun, ClusteredRate, RunResult, SkillResult
+from schemas.report import UNFINISHED, CaseRun, ClusteredRate, RunResult, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import ShardState
 from schemas.trajectory import Usage
+from schemas.words import plural
 
 
 def _pct(x: float | None) -> str:
@@ -183,7 +184,14 @@ def _variant_section(s: SkillResult, result: RunResult) -> list[str]:
             f"unanimous on {_pct(s.judge_unanimous)} of assertions."
         )
     out += ["", "### Not graded (infra)", ""]
-    out += [f"- {md(kind)}: {n}" for kind, n in s.infra.items()]
+    out += [f"- {md(kind)}: {n}" for kind, n in s.infra.items() if kind != UNFINISHED]
+    if s.unfinished:  # no infra failure: the run may still be going
+        out += [
+            "",
+            "### Not ended",
+            "",
+            f"- {plural(s.unfinished, 'shard')} with no terminal record yet: still running or lost",
+        ]
     if s.blocked:
         out += ["", "### Blocked", ""]
         out += [f"- case {r.case_id} ({md(r.model)}, epoch {r.epoch}): {md(r.detail)}" for r in s.blocked]

@@ -103,4 +103,10 @@ def test_report_on_a_run_whose_store_lacks_a_shard_says_partial_and_does_not_pas
     assert "not graded (infra): none; not ended: 1;" in again.stdout
     # No transcript stands in for the shard that has not ended: there is none to show yet.
     assert not list((env.base / "again").glob("*-transcript.txt"))
+    (report,) = (env.base / "again").glob("*.md")
+    infra = report.read_text(encoding="utf-8").split("### Not graded (infra)")[1].split("###")[0]
+    assert UNFINISHED not in infra
+    assert "### Not ended\n\n- 1 shard with no terminal record yet: still running or lost" in report.read_text()
+    (page,) = (env.base / "again").glob("*.html")
+    assert "Not graded (infra): none; not ended (still running or lost): 1;" in page.read_text(encoding="utf-8")
     assert "failing-case transcript" not in again.stdout
