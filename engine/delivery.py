@@ -79,11 +79,19 @@ class Waiting:
     expired: int = 0
     """Shards whose lease expired: their worker is gone, and they wait for the reaper to hand them
     back (a dead fleet has no reaper, so they wait for ever)."""
+    expired_s: float | None = None
+    """Seconds since the latest of those leases expired (None: none did)."""
 
     def stalled(self, bound_s: float) -> bool:
         """Shards wait (for a message, or for the reaper), none is in flight, and nothing moved for
-        longer than ``bound_s`` (see :func:`stall_bound`): the run cannot finish by itself."""
+        longer than ``bound_s`` (see :func:`stall_bound`): the run cannot finish by itself.
+
+        A lease's expiry counts as a move: its worker lived until then, and a live fleet's reaper
+        hands the shard back within its period, so a long shard whose worker just died is no stall.
+        """
         idle = self.idle_s if self.idle_s is not None else self.oldest_s
+        if self.expired_s is not None:
+            idle = self.expired_s if idle is None else min(idle, self.expired_s)
         stuck = self.shards + self.expired
         return stuck > 0 and self.leased == 0 and idle is not None and idle > bound_s
 
@@ -173,12 +181,14 @@ class Delivery:
         """The run's shards waiting without a lease, those whose lease expired, how long the oldest
         waits, and how long the run idled; read at one instant of Redis's clock, which dates leases."""
         k = run_keys(run_id)
-        now_ms, shards, oldest, live, expired, progress = self._waiting(keys=[k.waiting, k.leases, k.run])
-        oldest_ms, progress_ms = reply_text(oldest), reply_text(progress)
+        reply = self._waiting(keys=[k.waiting, k.leases, k.run])
+        now_ms, shards, oldest, live, expired, progress, latest = reply
+        oldest_ms, progress_ms, latest_ms = reply_text(oldest), reply_text(progress), reply_text(latest)
         return Waiting(
             shards=int(shards),
             oldest_s=(int(now_ms) - float(oldest_ms)) / 1000 if oldest_ms else None,
             leased=int(live),
             idle_s=(int(now_ms) - int(progress_ms)) / 1000 if progress_ms else None,
             expired=int(expired),
+            expired_s=(int(now_ms) - float(latest_ms)) / 1000 if latest_ms else None,
         )

@@ -193,6 +193,22 @@ def test_a_run_whose_every_worker_died_mid_shard_is_stalled_once_the_leases_expi
     assert viewer._progress(RUN) == "stalled"
 
 
+def test_a_long_shard_whose_worker_just_died_is_no_stall_while_a_live_reaper_may_still_take_it_back(
+    settings: Settings,
+) -> None:
+    short = settings.model_copy(update={"redeliver_after_s": 0.5, "reaper_period_s": 0.1})
+    _, state, _ = _submitted(short, ["a"])
+    assert state.claim(RUN, "a", S.QUEUED, S.EXECUTING, "tok", ttl_s=1.5)
+    time.sleep(1.6)  # claimed longer ago than the bound; its lease expired a moment ago
+    doc = run_status(RUN, short)
+    assert (doc.lease_expired, doc.in_flight, doc.stalled) == (1, 0, False)
+    assert state.reap(RUN) == [("a", S.QUEUED)]
+    doc = run_status(RUN, short)  # handing it back is a move: the bound counts again from it
+    assert (doc.waiting, doc.lease_expired, doc.stalled) == (1, 0, False)
+    time.sleep(1.0)
+    assert run_status(RUN, short).stalled  # and nothing took it since
+
+
 def test_foreign_or_malformed_messages_at_a_queues_end_are_skipped_not_trusted(settings: Settings) -> None:
     client, _, delivery = _submitted(settings, ["a", "b"])
     for junk in (

@@ -4,10 +4,11 @@
 -- KEYS[1] waiting  KEYS[2] leases  KEYS[3] run hash
 -- ARGV none
 -- Returns {now (ms), shards waiting, send time (ms) of the oldest of them or '', live leases,
--- expired leases, the run's progress (ms) or ''}.
+-- expired leases, the run's progress (ms) or '', when (ms) the latest expired lease expired or ''}.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local latest = redis.call('ZREVRANGEBYSCORE', KEYS[2], now, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
 return {
   now,
   redis.call('ZCARD', KEYS[1]),
@@ -15,4 +16,5 @@ return {
   redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf'),
   redis.call('ZCOUNT', KEYS[2], '-inf', now),
   redis.call('HGET', KEYS[3], 'progress') or '',
+  latest[2] or '',
 }
