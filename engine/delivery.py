@@ -73,15 +73,27 @@ class Waiting:
     oldest_s: float | None
     """Seconds since the oldest of them was sent (None: none waits)."""
     leased: int
-    """Shards of the run a worker holds."""
+    """Shards of the run a worker holds: leases not yet expired."""
     idle_s: float | None
     """Seconds since a shard of the run was last claimed or moved (None: never)."""
+    expired: int = 0
+    """Shards whose lease expired: their worker is gone, and they wait for the reaper to hand them
+    back (a dead fleet has no reaper, so they wait for ever)."""
+    expired_s: float | None = None
+    """Seconds since the latest of those leases expired (None: none did)."""
 
     def stalled(self, bound_s: float) -> bool:
-        """Shards wait, none is in flight, and nothing moved for longer than ``bound_s`` (see
-        :func:`stall_bound`): the run cannot finish by itself."""
+        """Shards wait (for a message, or for the reaper), none is in flight, and nothing moved for
+        longer than ``bound_s`` (see :func:`stall_bound`): the run cannot finish by itself.
+
+        A lease's expiry counts as a move: its worker lived until then, and a live fleet's reaper
+        hands the shard back within its period, so a long shard whose worker just died is no stall.
+        """
         idle = self.idle_s if self.idle_s is not None else self.oldest_s
-        return self.shards > 0 and self.leased == 0 and idle is not None and idle > bound_s
+        if self.expired_s is not None:
+            idle = self.expired_s if idle is None else min(idle, self.expired_s)
+        stuck = self.shards + self.expired
+        return stuck > 0 and self.leased == 0 and idle is not None and idle > bound_s
 
 
 def stall_bound(redeliver_after_s: float, reaper_period_s: float) -> float:
@@ -101,6 +113,7 @@ class Delivery:
         self._reducing = register(client, "delivery_reducing")
         self._sample = register(client, "delivery_sample")
         self._swap = register(client, "delivery_swap")
+        self._waiting = register(client, "delivery_waiting")
 
     def watermark(self, queue: str) -> float:
         """Send time (ms) of the queue's oldest message whose shard still waits: every message sent
@@ -165,19 +178,17 @@ class Delivery:
         return previous is not None and reply_text(previous) != server
 
     def waiting(self, run_id: str) -> Waiting:
-        """The run's shards waiting without a lease, how long the oldest has, and how long the run idled."""
+        """The run's shards waiting without a lease, those whose lease expired, how long the oldest
+        waits, and how long the run idled; read at one instant of Redis's clock, which dates leases."""
         k = run_keys(run_id)
-        pipe = self.r.pipeline(transaction=False)
-        pipe.time()
-        pipe.zcard(k.waiting)
-        pipe.zrange(k.waiting, 0, 0, withscores=True)
-        pipe.zcard(k.leases)
-        pipe.hget(k.run, "progress")
-        (sec, usec), shards, oldest, leased, progress = pipe.execute()
-        now_ms = sec * 1000 + usec // 1000
+        reply = self._waiting(keys=[k.waiting, k.leases, k.run])
+        now_ms, shards, oldest, live, expired, progress, latest = reply
+        oldest_ms, progress_ms, latest_ms = reply_text(oldest), reply_text(progress), reply_text(latest)
         return Waiting(
             shards=int(shards),
-            oldest_s=(now_ms - oldest[0][1]) / 1000 if oldest else None,
-            leased=int(leased),
-            idle_s=(now_ms - int(progress)) / 1000 if progress else None,
+            oldest_s=(int(now_ms) - float(oldest_ms)) / 1000 if oldest_ms else None,
+            leased=int(live),
+            idle_s=(int(now_ms) - int(progress_ms)) / 1000 if progress_ms else None,
+            expired=int(expired),
+            expired_s=(int(now_ms) - float(latest_ms)) / 1000 if latest_ms else None,
         )

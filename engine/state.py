@@ -222,7 +222,7 @@ class RunState:
         """Return shards whose lease expired to the previous state; give back (shard, state) to re-enqueue."""
         k = self._keys(run_id)
         flat = self._reap(
-            keys=[*k.lease, k.unsent, inflight_key(QUEUE_EXECUTE), inflight_key(QUEUE_GRADE), k.waiting],
+            keys=[*k.lease, k.unsent, inflight_key(QUEUE_EXECUTE), inflight_key(QUEUE_GRADE), k.waiting, k.run],
             args=[
                 ShardState.EXECUTING.value,
                 ShardState.QUEUED.value,

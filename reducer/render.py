@@ -23,10 +23,11 @@ from reducer.threshold import (
     threshold_text,
     verdict_basis,
 )
-from schemas.report import CaseRun, ClusteredRate, RunResult, SkillResult
+from schemas.report import UNFINISHED, CaseRun, ClusteredRate, RunResult, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import ShardState
 from schemas.trajectory import Usage
+from schemas.words import plural
 
 
 def _pct(x: float | None) -> str:
@@ -190,7 +191,14 @@ def _variant_section(s: SkillResult, result: RunResult) -> list[str]:
             f"unanimous on {_pct(s.judge_unanimous)} of assertions."
         )
     out += ["", "### Not graded (infra)", ""]
-    out += [f"- {md(kind)}: {n}" for kind, n in s.infra.items()]
+    out += [f"- {md(kind)}: {n}" for kind, n in s.infra.items() if kind != UNFINISHED]
+    if s.unfinished:  # no infra failure: the run may still be going
+        out += [
+            "",
+            "### Not ended",
+            "",
+            f"- {plural(s.unfinished, 'shard')} with no terminal record yet: still running or lost",
+        ]
     if s.blocked:
         out += ["", "### Blocked", ""]
         out += [f"- case {r.case_id} ({md(r.model)}, epoch {r.epoch}): {md(r.detail)}" for r in s.blocked]

@@ -42,7 +42,7 @@ from reducer.render_triggers import trigger_html
 from reducer.stream import ROWS_NOT_KEPT
 from schemas.comparison import PairedComparison
 from schemas.constants import MIN_FLAKY_EPOCHS, MIN_QUALITY_OBSERVATIONS
-from schemas.report import CaseRun, RunResult, SkillResult
+from schemas.report import UNFINISHED, CaseRun, RunResult, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import ShardState
 
@@ -230,7 +230,8 @@ def _run(r: CaseRun, transcripts: Mapping[str, str]) -> str:
 def _verdicts(result: RunResult, transcripts: Mapping[str, str]) -> str:
     out = ['<section id="verdicts"><h2>Verdicts and evidence</h2>']
     for s in result.skills:
-        infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v) or "none"
+        infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v and k != UNFINISHED) or "none"
+        infra += f"; not ended (still running or lost): {s.unfinished}" if s.unfinished else ""
         failing = sum(r.state is not ShardState.GRADED or not all(v.passed for v in r.verdicts) for r in s.runs)
         body = [
             f"<p>{len(s.runs)} shards, {failing} failing or not graded (marked; open one to read its evidence). "

@@ -12,7 +12,7 @@ from reducer.render_compare import comparison_summary, noise_summary
 from reducer.render_triggers import complete_lines, gates_text
 from reducer.threshold import threshold_text
 from schemas.outcome import CalibrationRecord, CalibrationStatus
-from schemas.report import CaseRun, RunResult
+from schemas.report import UNFINISHED, CaseRun, RunResult
 from schemas.shard import CURRENT
 from schemas.visible import visible
 from schemas.words import plural
@@ -92,6 +92,16 @@ def _reports(paths: Sequence[str]) -> list[str]:
     return out + [f"page: {p}" for p in pages]
 
 
+def _header(result: RunResult) -> str:
+    """``SKILL-EVAL COMPLETE`` once every shard ended; else the block is a partial one, and says so
+    first (the store cannot tell a shard still running from one lost)."""
+    unfinished = sum(s.unfinished for s in result.skills)
+    if not unfinished:
+        return "SKILL-EVAL COMPLETE"
+    total = sum(s.shard_count for s in result.skills)
+    return f"SKILL-EVAL PARTIAL ({unfinished} of {total} shards not ended: still running or lost)"
+
+
 def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
     """The contract's ``SKILL-EVAL COMPLETE`` block, with the verdict once, as its last line.
 
@@ -99,13 +109,15 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
     :data:`FAILURES_SHOWN` failing assertions and :data:`REASONS_SHOWN` reasons, each with a count
     of the rest, the report folder and page, and the verdict as the last line.
     """
-    lines = ["SKILL-EVAL COMPLETE", f"run: {result.run_id}"]
+    lines = [_header(result), f"run: {result.run_id}"]
     if result.triggers is not None:  # no assertions: the trigger gates apply, not the threshold
         lines.append(f"gates: {gates_text(result.triggers)}")
     else:
         lines.append(threshold_text(result).replace("threshold ", "threshold: ", 1))
     for s in result.skills:
-        infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v) or "none"
+        # shards not ended are no infra failure (the run may still be going): counted apart
+        infra = ", ".join(f"{k} {v}" for k, v in s.infra.items() if v and k != UNFINISHED) or "none"
+        infra += f"; not ended: {s.unfinished}" if s.unfinished else ""
         if result.triggers is not None:  # the figures follow below
             arm = f"{s.variant}, triggers"  # with --compare, the arms are told apart by name
             lines += [f"skill: {s.skill} [{arm}]  queries: {s.cases}", f"  not run to an end (infra): {infra}"]

@@ -110,14 +110,21 @@ class RunStatus(FrozenModel):
     waiting_oldest_s: float | None = None
     """Seconds since the oldest of them was sent (None: none waits)."""
     in_flight: int = 0
-    """Shards a worker holds a lease on."""
+    """Shards a worker holds a live lease on (one not yet expired)."""
+    lease_expired: int = 0
+    """Shards whose lease expired: their worker is gone, and they wait for the fleet's reaper to
+    send them again (from the broker only)."""
     idle_s: float | None = None
     """Seconds since a shard of the run was last claimed or moved (None: never, or not known)."""
     stalled: bool = False
-    """Shards wait, none is in flight, and nothing moved for longer than ``stall_after_s``: the run
+    """Shards wait (or hold an expired lease), none is in flight, and nothing moved for longer than
+    ``stall_after_s``: the run
     cannot finish by itself (no worker takes its messages, or the fleet's reaper is not running)."""
     stall_after_s: float | None = None
     """The bound the run is held to: the delivery ledger's re-send bound plus three reaper periods."""
+    not_ended: int = 0
+    """Shards the store holds no terminal record for (from the store only): queued, executing or
+    lost, which the store alone cannot tell apart, so no state in ``states`` counts them."""
     not_sent: int = 0
     """Shards never sent, because the run's checks refused it before dispatch (its end is
     ``blocked``): not queued, for nothing will ever run them."""

@@ -64,7 +64,14 @@ STATUS = RunStatus(
     done=True,
     terminal=40,
     usage={
-        "openai/gpt-4.1": {"calls": 1234, "prompt_tokens": 2_500_000, "completion_tokens": 81_000, "cost_usd": 5.5},
+        "openai/gpt-4.1": {
+            "calls": 1234,
+            "errors": 12,
+            "failed": 2,
+            "prompt_tokens": 2_500_000,
+            "completion_tokens": 81_000,
+            "cost_usd": 5.5,
+        },
         "openai/judge": {"calls": 40, "prompt_tokens": 90_000, "completion_tokens": 4000, "cost_usd": None},
     },
 )
@@ -86,9 +93,33 @@ def test_status_is_a_table_a_person_reads(width: int) -> None:
     assert rows["graded"] == ["37"] and rows["executor-failed"] == ["2"] and rows["blocked"] == ["1"]
     assert rows["total"] == ["40"]
     assert "queued" not in rows  # a state with no shard is left out
-    assert rows["openai/gpt-4.1"] == ["1,234", "2,500,000", "81,000", "$5.5000"]
-    assert rows["openai/judge"] == ["40", "90,000", "4,000", "unknown"]
+    assert rows["model"] == ["calls", "errors", "failed", "tokens", "in", "tokens", "out", "cost"]
+    assert rows["openai/gpt-4.1"] == ["1,234", "12", "2", "2,500,000", "81,000", "$5.5000"]
+    assert rows["openai/judge"] == ["40", "0", "0", "90,000", "4,000", "unknown"]
     assert "{" not in text and "'calls'" not in text  # no Python dict printed
+
+
+def test_status_from_the_store_alone_names_no_state_it_cannot_know_and_keeps_prose_lines_whole(
+    tmp_path: Path,
+) -> None:
+    from engine.records import put_manifest
+    from engine.store import LocalStore
+    from schemas.manifest import RunManifest
+    from tests.test_reducer import bundle, plan_for
+
+    plan = plan_for([bundle("s", (2, 2))])
+    put_manifest(LocalStore(tmp_path / "store"), RunManifest(plan=plan, snapshots={}))
+    # Not a terminal: a pipe, as a script or a log reads it.
+    result = cli("status", plan.run_id, "--store", str(tmp_path / "store"), columns=60)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    rows = {line.split()[0]: line for line in lines[1:] if line.strip()}
+    # Queued or executing: the store holds no record of either, so it names neither.
+    assert "queued" not in rows and "executing" not in rows
+    assert rows["not"].split() == ["not", "ended", "(queued", "or", "running)", "2"]
+    # A sentence stays one line, however narrow the width a pipe is given.
+    assert "whether it is still going only its broker knows (--broker, or SKILL_EVAL_BROKER_URL)" in lines
+    assert lines[0] == f"run {plan.run_id}: not done (from the store); 0 of 2 shards finished"
 
 
 def test_status_json_keeps_its_shape() -> None:
@@ -114,7 +145,8 @@ def test_the_demo_echoes_a_command_a_user_can_copy(tmp_path: Path) -> None:
 
 
 def test_the_status_command_prints_the_table_and_json_for_machines(example_repo: Path, tmp_path: Path) -> None:
-    """A run submitted to a folder store and not yet executed: every shard queued."""
+    """A run submitted to a folder store and not yet executed: every shard not ended (the store
+    cannot tell queued from executing)."""
     from engine.records import put_manifest
     from engine.store import open_store
     from producer.corpus.repo import Repo
@@ -137,12 +169,12 @@ def test_the_status_command_prints_the_table_and_json_for_machines(example_repo:
     assert lines[0] == f"run {plan.run_id}: not done (from the store); 0 of 8 shards finished"
     assert "whether it is still going only its broker knows" in human.stdout
     rows = {line.split()[0]: line.split()[1:] for line in lines[1:] if line.strip()}
-    assert rows["queued"] == ["8"] and rows["total"] == ["8"]
+    assert rows["not"] == ["ended", "(queued", "or", "running)", "8"] and rows["total"] == ["8"]
     assert "{" not in human.stdout
 
     machine = cli("status", plan.run_id, "--json", "--store", str(tmp_path / "store"))
     doc = json.loads(machine.stdout)
-    assert doc["total"] == 8 and doc["states"]["queued"] == 8 and doc["done"] is False
+    assert doc["total"] == 8 and doc["not_ended"] == 8 and doc["states"]["queued"] == 0 and doc["done"] is False
 
 
 def test_the_dry_run_table_shows_repo_names_as_text_never_as_console_markup() -> None:

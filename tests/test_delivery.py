@@ -172,6 +172,43 @@ def test_status_shows_waiting_shards_and_calls_a_run_with_nothing_moving_past_it
     assert viewer._progress(RUN) == "running"
 
 
+def test_a_run_whose_every_worker_died_mid_shard_is_stalled_once_the_leases_expired(settings: Settings) -> None:
+    # Both shards executing, then their only worker killed: nothing waits in the ledger (the
+    # leases still hold the shards) and no reaper runs to hand them back. A lease counts as in
+    # flight only until its expiry.
+    short = settings.model_copy(update={"redeliver_after_s": 0.5, "reaper_period_s": 0.1})
+    _, state, _ = _submitted(short, ["a", "b"])
+    viewer = ViewerData(open_store(short.store), short.broker_url, stall_after_s=0.8)
+    assert state.claim(RUN, "a", S.QUEUED, S.EXECUTING, "tok-a", ttl_s=60)
+    assert state.claim(RUN, "b", S.QUEUED, S.EXECUTING, "tok-b", ttl_s=0.2)
+    time.sleep(1.2)
+    doc = run_status(RUN, short)  # a's lease is live: its worker may still be at it
+    assert (doc.waiting, doc.lease_expired, doc.in_flight, doc.stalled) == (0, 1, 1, False)
+    assert viewer._progress(RUN) == "running"
+    assert state.expire_lease(RUN, "a", "tok-a")
+    doc = run_status(RUN, short)
+    assert (doc.waiting, doc.lease_expired, doc.in_flight, doc.stalled) == (0, 2, 0, True)
+    assert waiting_lines(doc)[0] == "waiting without a lease: 0 shards; lease expired (worker gone): 2; in flight: 0"
+    assert waiting_lines(doc)[1].startswith("STALLED: nothing in flight")
+    assert viewer._progress(RUN) == "stalled"
+
+
+def test_a_long_shard_whose_worker_just_died_is_no_stall_while_a_live_reaper_may_still_take_it_back(
+    settings: Settings,
+) -> None:
+    short = settings.model_copy(update={"redeliver_after_s": 0.5, "reaper_period_s": 0.1})
+    _, state, _ = _submitted(short, ["a"])
+    assert state.claim(RUN, "a", S.QUEUED, S.EXECUTING, "tok", ttl_s=1.5)
+    time.sleep(1.6)  # claimed longer ago than the bound; its lease expired a moment ago
+    doc = run_status(RUN, short)
+    assert (doc.lease_expired, doc.in_flight, doc.stalled) == (1, 0, False)
+    assert state.reap(RUN) == [("a", S.QUEUED)]
+    doc = run_status(RUN, short)  # handing it back is a move: the bound counts again from it
+    assert (doc.waiting, doc.lease_expired, doc.stalled) == (1, 0, False)
+    time.sleep(1.0)
+    assert run_status(RUN, short).stalled  # and nothing took it since
+
+
 def test_foreign_or_malformed_messages_at_a_queues_end_are_skipped_not_trusted(settings: Settings) -> None:
     client, _, delivery = _submitted(settings, ["a", "b"])
     for junk in (

@@ -40,7 +40,10 @@ def test_a_run_missing_one_shard_is_not_a_pass_and_says_the_shard_is_not_graded(
         assert not any("all corpora graded" in r for r in result.reasons)
         assert any(f"1/16 shards not graded, {UNFINISHED}" in r for r in result.reasons)
         block = render_complete_block(result, [])
-        assert f"not graded (infra): {UNFINISHED} 1" in block
+        # Not ended is no infra failure, and the block does not present itself as a finished run's.
+        assert block.splitlines()[0] == "SKILL-EVAL PARTIAL (1 of 16 shards not ended: still running or lost)"
+        assert "not graded (infra): none; not ended: 1; blocked: 0" in block
+        assert "SKILL-EVAL COMPLETE" not in block
         assert "verdict: PASS" not in block
 
 
@@ -70,6 +73,7 @@ def test_a_complete_run_keeps_its_infra_tally_and_its_pass() -> None:
     result = reduce_run(plan, {s.shard_id: graded(s, [True, True]) for s in plan.shards})
     assert result.verdict is Verdict.PASS
     assert result.skills[0].unfinished == 0 and UNFINISHED not in result.skills[0].infra
+    assert render_complete_block(result, []).splitlines()[0] == "SKILL-EVAL COMPLETE"
 
 
 def test_report_on_a_run_whose_store_lacks_a_shard_says_partial_and_does_not_pass(tmp_path: Path) -> None:
@@ -94,4 +98,15 @@ def test_report_on_a_run_whose_store_lacks_a_shard_says_partial_and_does_not_pas
     assert "partial: 1 of 2 shards have no terminal record yet" in again.stdout
     assert "verdict: WARN" in again.stdout and "verdict: PASS" not in again.stdout
     assert "all corpora graded" not in again.stdout
-    assert f"not graded (infra): {UNFINISHED} 1" in again.stdout
+    assert "SKILL-EVAL PARTIAL (1 of 2 shards not ended: still running or lost)" in again.stdout
+    assert "SKILL-EVAL COMPLETE" not in again.stdout
+    assert "not graded (infra): none; not ended: 1;" in again.stdout
+    # No transcript stands in for the shard that has not ended: there is none to show yet.
+    assert not list((env.base / "again").glob("*-transcript.txt"))
+    (report,) = (env.base / "again").glob("*.md")
+    infra = report.read_text(encoding="utf-8").split("### Not graded (infra)")[1].split("###")[0]
+    assert UNFINISHED not in infra
+    assert "### Not ended\n\n- 1 shard with no terminal record yet: still running or lost" in report.read_text()
+    (page,) = (env.base / "again").glob("*.html")
+    assert "Not graded (infra): none; not ended (still running or lost): 1;" in page.read_text(encoding="utf-8")
+    assert "failing-case transcript" not in again.stdout

@@ -1,6 +1,6 @@
 -- Return the shards whose lease expired to the state before the leased one (engine/state.py: RunState.reap).
 -- KEYS[1] states  KEYS[2] leases  KEYS[3] owners  KEYS[4] unsent
--- KEYS[5] in-flight list of execute  KEYS[6] in-flight list of grade  KEYS[7] waiting
+-- KEYS[5] in-flight list of execute  KEYS[6] in-flight list of grade  KEYS[7] waiting  KEYS[8] run hash
 -- ARGV[1] executing  ARGV[2] queued  ARGV[3] grading  ARGV[4] executed (the state names)  ARGV[5] run id
 -- Returns flat {shard, state it went back to, ...}.
 local t = redis.call('TIME')
@@ -19,6 +19,7 @@ for _, shard in ipairs(expired) do
     redis.call('HSET', KEYS[1], shard, back)
     redis.call('ZADD', KEYS[4], now, shard)  -- unsent until its re-send is confirmed
     redis.call('ZADD', KEYS[7], now, shard)
+    redis.call('HSET', KEYS[8], 'progress', now)  -- a move: the stall bound counts from here
     table.insert(out, shard)
     table.insert(out, back)
   end

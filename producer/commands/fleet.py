@@ -78,7 +78,8 @@ def status(
     if as_json:
         sys.stdout.write(doc.model_dump_json(indent=2) + "\n")
         return
-    out.print(status_view(doc), highlight=False, soft_wrap=False)  # its long lines fold, never cropped
+    # Tables fit the width; prose folds on a terminal and stays whole lines in a pipe or file.
+    out.print(status_view(doc, fold=out.is_terminal), highlight=False, soft_wrap=False, crop=False)
 
 
 def report(

@@ -22,6 +22,7 @@ from reducer.render_junit import render_junit
 from reducer.summary import render_complete_block
 from schemas.manifest import RunManifest
 from schemas.report import RunResult
+from schemas.status import TERMINAL_STATES
 
 
 def write_reports(result: RunResult, manifest: RunManifest, store: ArtifactStore, out_dir: Path) -> list[Path]:
@@ -54,8 +55,8 @@ def write_reports(result: RunResult, manifest: RunManifest, store: ArtifactStore
             for r in part.runs:
                 per_case[r.case_id] = per_case.get(r.case_id, 0) + 1
             for r in part.runs:
-                if not needs_transcript(r):
-                    continue
+                if not needs_transcript(r) or r.state not in TERMINAL_STATES:
+                    continue  # a shard not ended has no transcript yet, only a placeholder
                 trajectory = load_trajectory(store, run_id, r.shard_id)
                 text = trajectory.render() if trajectory else f"(no trajectory recorded: {r.state.value}: {r.detail})\n"
                 name = transcript_name(

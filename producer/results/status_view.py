@@ -13,10 +13,11 @@ from schemas.visible import visible
 
 def waiting_lines(doc: RunStatus) -> list[str]:
     """``status``'s lines on shards waiting without a lease, and the stall, if any."""
-    if doc.done or doc.source != "broker" or not doc.waiting:
+    if doc.done or doc.source != "broker" or not (doc.waiting or doc.lease_expired):
         return []
     oldest = f", the oldest sent {doc.waiting_oldest_s:.1f} s ago" if doc.waiting_oldest_s is not None else ""
-    lines = [f"waiting without a lease: {doc.waiting} shards{oldest}; in flight: {doc.in_flight}"]
+    expired = f"; lease expired (worker gone): {doc.lease_expired}" if doc.lease_expired else ""
+    lines = [f"waiting without a lease: {doc.waiting} shards{oldest}{expired}; in flight: {doc.in_flight}"]
     if doc.stalled:
         idle = doc.idle_s if doc.idle_s is not None else doc.waiting_oldest_s
         lines.append(
@@ -52,11 +53,17 @@ def progress_words(doc: RunStatus) -> str:
     return "not done (from the store)"
 
 
-def status_view(doc: RunStatus) -> RenderableType:
-    """The run's headline, its shards by state (states with none left out) and its usage per model."""
-    headline = Text(
-        f"run {doc.run_id}: {progress_words(doc)}; {doc.terminal} of {doc.total} shards finished", overflow="fold"
-    )
+def status_view(doc: RunStatus, fold: bool = True) -> RenderableType:
+    """The run's headline, its shards by state (states with none left out) and its usage per model.
+
+    ``fold``: prose lines fold at the console's width (a terminal); else each stays one line, for
+    a pipe or a file, where a break mid-sentence is one the reader's own view did not make.
+    """
+
+    def prose(line: str) -> Text:
+        return Text(line, overflow="fold") if fold else Text(line, no_wrap=True, overflow="ignore")
+
+    headline = prose(f"run {doc.run_id}: {progress_words(doc)}; {doc.terminal} of {doc.total} shards finished")
     states = Table(box=None, pad_edge=False, show_edge=False)
     states.add_column("state")
     states.add_column("shards", justify="right")
@@ -65,11 +72,13 @@ def status_view(doc: RunStatus) -> RenderableType:
             states.add_row(state, f"{n:,}")
     if doc.not_sent:
         states.add_row("not sent (run blocked)", f"{doc.not_sent:,}")
+    if doc.not_ended:
+        states.add_row("not ended (queued or running)", f"{doc.not_ended:,}")
     states.add_row(Text("total", style="bold"), Text(f"{doc.total:,}", style="bold"))
     parts: list[RenderableType] = [headline, Text(""), states]
     notes = [*end_lines(doc), *waiting_lines(doc)]
     if notes:
-        parts += [Text(""), *(Text(visible(line), overflow="fold") for line in notes)]
+        parts += [Text(""), *(prose(visible(line)) for line in notes)]
     if doc.usage:
         parts += [Text(""), _usage_table(doc)]
     return Group(*parts)
@@ -78,13 +87,15 @@ def status_view(doc: RunStatus) -> RenderableType:
 def _usage_table(doc: RunStatus) -> Table:
     usage = Table(box=None, pad_edge=False, show_edge=False)
     usage.add_column("model", overflow="fold")
-    for name in ("calls", "tokens in", "tokens out", "cost"):
+    for name in ("calls", "errors", "failed", "tokens in", "tokens out", "cost"):
         usage.add_column(name, justify="right")
     for model, u in doc.usage.items():
         cost = u.get("cost_usd")
         usage.add_row(
             Text(visible(model)),  # a name: never console markup (``[/]`` made status crash), one line
             f"{int(u.get('calls') or 0):,}",
+            f"{int(u.get('errors') or 0):,}",  # attempts answered with an error
+            f"{int(u.get('failed') or 0):,}",  # calls that spent their retry budget
             f"{int(u.get('prompt_tokens') or 0):,}",
             f"{int(u.get('completion_tokens') or 0):,}",
             "unknown" if cost is None else f"${float(cost):,.4f}",

@@ -68,7 +68,8 @@ def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console
 def _delivery(client: redis.Redis, run_id: str, settings: Settings) -> dict[str, Any]:
     """The ``RunStatus`` fields on shards waiting without a lease, and whether the run is stalled.
 
-    Stalled: shards wait, none is in flight, and no shard was claimed or moved for longer than
+    Stalled: shards wait (for a message, or with a lease that expired: their worker died), none
+    is in flight (a live lease), and no shard was claimed or moved for longer than
     the delivery ledger's bound plus three reaper periods; a live fleet would have sent a lost
     message again and started it by then (docs/design/cluster.md, "Delivery from the ledger").
     """
@@ -78,6 +79,7 @@ def _delivery(client: redis.Redis, run_id: str, settings: Settings) -> dict[str,
         "waiting": waiting.shards,
         "waiting_oldest_s": waiting.oldest_s,
         "in_flight": waiting.leased,
+        "lease_expired": waiting.expired,
         "idle_s": waiting.idle_s,
         "stalled": waiting.stalled(bound),
         "stall_after_s": bound,
@@ -114,7 +116,6 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
     end = None if result else load_run_end(store, run_id)
     unsent = len(manifest.plan.shards) - len(outcomes)
     refused = end is not None and end.how == "blocked"  # its checks refused it: nothing was sent
-    counts[ShardState.QUEUED.value] += 0 if refused else unsent
     return RunStatus(
         run_id=run_id,
         source="store",
@@ -125,4 +126,5 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
         usage={k: v.model_dump() for k, v in result.usage.items()} if result else {},
         end=end,
         not_sent=unsent if refused else 0,
+        not_ended=0 if refused else unsent,  # queued or executing: only the broker knows which
     )
