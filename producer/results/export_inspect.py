@@ -25,11 +25,11 @@ Needs the ``inspect-ai`` package (the ``inspect`` extra); without it, a named CO
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from reducer.render import file_slug
 from schemas.errors import ConfigError
 from schemas.manifest import RunManifest
 from schemas.report import CaseRun, RunResult, SkillResult
@@ -249,7 +249,7 @@ def build_logs(
 
 
 def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-")
+    return file_slug(text, sep="-").strip("-")
 
 
 def write_logs(
