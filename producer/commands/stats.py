@@ -28,7 +28,7 @@ def load_run(run_id: str, store_uri: str | None) -> tuple[RunResult, RunManifest
     from reducer.from_store import run_result
 
     settings = Settings(store=store_uri) if store_uri else Settings()
-    store = open_store(settings.store)
+    store = open_store(settings.store, waited_on=True)
     records = StoredRun(store, run_id)
     manifest = records.manifest()  # a named error for a run that is not in the store
     return run_result(records, stream_from=settings.stream_reduce_shards, reuse=True).result, manifest, store
