@@ -214,7 +214,9 @@ RegressionAlphaOpt = Annotated[
         "--regression-alpha",
         min=0.0001,
         max=0.5,
-        help="Only a one-sided drop significant at this level is a regression (Holm over assertions).",
+        help="Only a one-sided drop significant at this level is a regression (Holm over assertions)."
+        " Default: unset, any drop against --compare's ref is a regression.",
+        show_default=False,
     ),
 ]
 
