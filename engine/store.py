@@ -376,6 +376,7 @@ def open_store(uri: str, *, waited_on: bool = False) -> ArtifactStore:
     if parsed.scheme == "s3":
         if not parsed.netloc:
             raise StoreError(f"invalid store URI {uri!r}: no bucket")
-        quick = {"max_attempts": 2, "connect_timeout_s": 3.0} if waited_on else {}
-        return S3Store(parsed.netloc, parsed.path.strip("/"), **quick)
+        if waited_on:
+            return S3Store(parsed.netloc, parsed.path.strip("/"), max_attempts=2, connect_timeout_s=3.0)
+        return S3Store(parsed.netloc, parsed.path.strip("/"))
     raise StoreError(f"invalid store URI {uri!r}: expected /path, file:///path or s3://bucket/prefix")

@@ -282,8 +282,8 @@ class Shared:
         """The command's settings: env (SKILL_EVAL_*) under the flags given (``--out`` checked first:
         the reports are written after the run, too late to refuse it)."""
         check_out_dir(self.out_dir)
-        given = {"broker_url": self.broker, "store": self.store, "worker_processes": self.worker_processes}
-        return settings_from(**given, **overrides)
+        given: dict[str, Any] = {"broker_url": self.broker, "store": self.store}
+        return settings_from(**given, worker_processes=self.worker_processes, **overrides)
 
     def run_settings(self, models: ModelConfig, **fields_: Any) -> RunSettings:
         """The run's settings from the shared options and the command's own ``fields_``."""
