@@ -201,6 +201,7 @@ class S3Store:
         *,
         multipart_threshold: int = MULTIPART_THRESHOLD,
         max_attempts: int = 10,
+        connect_timeout_s: float = 60.0,
     ) -> None:
         import boto3  # an I/O edge: only this class needs it
 
@@ -213,10 +214,14 @@ class S3Store:
 
         endpoint = endpoint_url or os.environ.get("SKILL_EVAL_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL")
         self.uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
+        self._where = f"{self.uri} (endpoint {endpoint})" if endpoint else self.uri
+        self._bucket_seen = False
         # Adaptive retries back off on throttling (SlowDown, 503) with a client-side rate
         # limit; the pool is sized for get_many's parallel reads.
         config = Config(
-            retries={"mode": "adaptive", "max_attempts": max_attempts}, max_pool_connections=_PARALLEL_READS * 2
+            retries={"mode": "adaptive", "max_attempts": max_attempts},
+            connect_timeout=connect_timeout_s,
+            max_pool_connections=_PARALLEL_READS * 2,
         )
         self._client: Any = boto3.client("s3", endpoint_url=endpoint, config=config)
         self._multipart_threshold = multipart_threshold
@@ -235,7 +240,7 @@ class S3Store:
             else:
                 self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
         except Exception as exc:  # botocore raises many unrelated types; all mean "not written"
-            raise StoreError(f"cannot write {key!r} to {self.uri}: {exc}") from exc
+            raise StoreError(f"cannot write {key!r} to {self._where}: {exc}") from exc
 
     def put_new(self, key: str, data: bytes) -> bool:
         """A conditional ``PutObject`` (``If-None-Match: *``): S3 answers 412 when the key exists."""
@@ -246,7 +251,7 @@ class S3Store:
             code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
             if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
                 return False
-            raise StoreError(f"cannot write {key!r} to {self.uri}: {exc}") from exc
+            raise StoreError(f"cannot write {key!r} to {self._where}: {exc}") from exc
 
     def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
         """Parallel ``GetObject`` calls: S3 has no batch read, and one at a time is latency-bound."""
@@ -269,7 +274,7 @@ class S3Store:
         except StoreError:
             raise
         except Exception as exc:
-            raise StoreError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
+            raise StoreError(f"cannot read {key!r} from {self._where}: {exc}") from exc
 
     def open(self, key: str) -> BinaryIO:
         """The object's bytes as a stream, read as they arrive; a failed read is a ``StoreError``."""
@@ -278,19 +283,35 @@ class S3Store:
         except self._client.exceptions.NoSuchKey as exc:
             raise ArtifactMissing(f"no artifact {key!r} in {self.uri}") from exc
         except Exception as exc:
-            raise StoreError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
-        return io.BufferedReader(_StoreStream(body, f"cannot read {key!r} from {self.uri}"), 1024 * 1024)
+            raise StoreError(f"cannot read {key!r} from {self._where}: {exc}") from exc
+        return io.BufferedReader(_StoreStream(body, f"cannot read {key!r} from {self._where}"), 1024 * 1024)
 
     def exists(self, key: str) -> bool:
         full = self._key(key)
         try:
             self._client.head_object(Bucket=self.bucket, Key=full)
+            self._bucket_seen = True
             return True
         except Exception as exc:
             code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
             if code in ("404", "NoSuchKey", "NotFound"):
+                self._check_bucket()
                 return False
-            raise StoreError(f"cannot check {key!r} in {self.uri}: {exc}") from exc
+            raise StoreError(f"cannot check {key!r} in {self._where}: {exc}") from exc
+
+    def _check_bucket(self) -> None:
+        """``StoreError`` naming the bucket when it does not exist: a HEAD's 404 says the same for a
+        missing key and a missing bucket, and "no such run" would blame the run. Asked once per store."""
+        if self._bucket_seen:
+            return
+        try:
+            self._client.head_bucket(Bucket=self.bucket)
+        except Exception as exc:
+            code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+            if code in ("404", "NoSuchBucket", "NotFound"):
+                raise StoreError(f"no bucket {self.bucket!r} at {self._where}: create it or fix the store URI") from exc
+            raise StoreError(f"cannot check the bucket of {self._where}: {exc}") from exc
+        self._bucket_seen = True
 
     def children(self, prefix: str) -> list[str]:
         _validate_prefix(prefix)
@@ -301,7 +322,7 @@ class S3Store:
             for page in paginator.paginate(Bucket=self.bucket, Prefix=full, Delimiter="/"):
                 names.extend(p["Prefix"][len(full) :].rstrip("/") for p in page.get("CommonPrefixes", []))
         except Exception as exc:
-            raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
+            raise StoreError(f"cannot list {prefix!r} in {self._where}: {exc}") from exc
         return sorted(n for n in names if n)
 
     def list(self, prefix: str) -> list[str]:
@@ -314,7 +335,7 @@ class S3Store:
             for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
                 keys.extend(obj["Key"][strip:] for obj in page.get("Contents", []))
         except Exception as exc:
-            raise StoreError(f"cannot list {prefix!r} in {self.uri}: {exc}") from exc
+            raise StoreError(f"cannot list {prefix!r} in {self._where}: {exc}") from exc
         return sorted(keys)
 
 
@@ -340,9 +361,11 @@ class _StoreStream(io.RawIOBase):
         super().close()
 
 
-def open_store(uri: str) -> ArtifactStore:
+def open_store(uri: str, *, waited_on: bool = False) -> ArtifactStore:
     """Open the store a URI names: ``/path`` or ``file:///path`` -> local, ``s3://bucket/prefix`` -> S3.
 
+    ``waited_on``: a command a user waits on (``status``, ``report``, ``export``): an S3 endpoint
+    that does not answer fails in seconds instead of after a worker's patient retries.
     Raise ``StoreError`` for any other scheme or a bucket-less S3 URI.
     """
     if uri.startswith("/"):
@@ -353,5 +376,7 @@ def open_store(uri: str) -> ArtifactStore:
     if parsed.scheme == "s3":
         if not parsed.netloc:
             raise StoreError(f"invalid store URI {uri!r}: no bucket")
+        if waited_on:
+            return S3Store(parsed.netloc, parsed.path.strip("/"), max_attempts=2, connect_timeout_s=3.0)
         return S3Store(parsed.netloc, parsed.path.strip("/"))
     raise StoreError(f"invalid store URI {uri!r}: expected /path, file:///path or s3://bucket/prefix")

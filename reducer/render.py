@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from datetime import datetime
@@ -87,9 +88,23 @@ def report_stem(skill: str, run_id: str) -> str:
     return f"skill-eval-{skill}-{run_id}"
 
 
+def file_slug(text: str, sep: str = "_", limit: int = 40) -> str:
+    """``text`` (a model, executor or variant name) as a bounded piece of a file name.
+
+    A ``cmd:`` executor's whole command is its name, and a file name over 255 bytes cannot be
+    written, so a long name keeps a safe prefix plus a hash of the whole, which keeps two long
+    names that share the prefix apart.
+    """
+    safe = re.sub(r"[^A-Za-z0-9.-]+", sep, text)
+    if len(safe) <= limit:
+        return safe
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{safe[:limit].rstrip(sep)}{sep}{digest}"
+
+
 def transcript_name(skill: str, run_id: str, run: CaseRun, unique_case: bool) -> str:
     """``skill-eval-<skill>-<RUN_ID>-case<id>-transcript.txt``; model and epoch added when a case ran more than once."""
-    suffix = "" if unique_case else f"-{re.sub(r'[^A-Za-z0-9.-]+', '_', run.model)}-e{run.epoch}"
+    suffix = "" if unique_case else f"-{file_slug(run.model)}-e{run.epoch}"
     return f"{report_stem(skill, run_id)}-case{run.case_id}{suffix}-transcript.txt"
 
 

@@ -54,3 +54,19 @@ def test_help_shows_no_source_markup() -> None:
     for name in ["", *group.commands]:
         shown = runner.invoke(app, [name, "--help"] if name else ["--help"]).output
         assert "``" not in shown, name
+
+
+def test_each_commands_summary_in_the_top_level_help_is_one_unbroken_sentence() -> None:
+    """``skill-eval --help`` lists a command by its docstring's first paragraph, line breaks kept:
+    that paragraph must be one line, or the listing breaks mid-sentence."""
+    group: Any = typer.main.get_command(app)
+    for name, command in group.commands.items():
+        summary = (command.help or "").strip().split("\n\n")[0]
+        assert "\n" not in summary, name
+
+
+def test_option_help_says_what_unset_means_and_what_a_store_may_be() -> None:
+    alpha = options("run")["regression_alpha"].help
+    assert "Default: unset, any drop" in alpha
+    for command in ("export", "assertions", "status", "report"):
+        assert "folder or s3://" in options(command)["store"].help, command

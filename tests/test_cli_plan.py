@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -164,19 +166,41 @@ def test_all_evals_over_an_empty_evals_folder_is_blocked_not_a_green_run(example
     assert "BLOCKED_NO_CORPUS:" in output and "evals/*.evals.json: no corpus found" in output
 
 
+def _half_redis() -> tuple[str, threading.Thread]:
+    """A broker that answers PING (so the flag's check passes) and drops every other command: the
+    evaluator's own connection failing mid-way, which no flag could fix."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(30)
+
+    def serve() -> None:
+        with listener:
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    return
+                with conn:
+                    while data := conn.recv(65536).upper():
+                        if b"HELLO" in data:
+                            conn.sendall(b"%1\r\n+proto\r\n:3\r\n")
+                        elif b"PING" in data:
+                            conn.sendall(b"+PONG\r\n")
+                        elif b"CLIENT" in data or b"SELECT" in data:  # the connection's own set-up
+                            conn.sendall(b"+OK\r\n")
+                        else:
+                            break
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return f"redis://127.0.0.1:{listener.getsockname()[1]}/0", thread
+
+
 def test_an_unexpected_crash_exits_2_never_1_which_would_read_as_fail(tmp_path: Path) -> None:
-    """A broker that cannot be reached is the evaluator failing, not the skill."""
+    """A broker connection lost mid-command is the evaluator failing, not the skill."""
     exe = Path(sys.executable).parent / "skill-eval"
+    url, _ = _half_redis()
     result = subprocess.run(
-        [
-            str(exe),
-            "status",
-            "20260101-000000-00000000",
-            "--broker",
-            "redis://127.0.0.1:1/0",
-            "--store",
-            str(tmp_path / "store"),
-        ],
+        [str(exe), "status", "20260101-000000-00000000", "--broker", url, "--store", str(tmp_path / "store")],
         capture_output=True,
         text=True,
         timeout=60,

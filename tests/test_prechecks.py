@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from engine.redis_server import RedisServer
 from producer.commands.cli import app
 from tests.conftest import EXAMPLE_REPO, ROOT
 
@@ -216,8 +217,8 @@ def test_fail_under_beside_threshold_is_refused_where_every_corpus_is_a_plugin_s
     assert code == 0, output  # alone, it is what every case must score
 
 
-def test_detach_with_a_broker_passes_the_check() -> None:
-    args = ["run", "commit-message", "--dry-run", "--detach", "--broker", "redis://127.0.0.1:1/0"]
+def test_detach_with_a_broker_passes_the_check(redis_server: RedisServer) -> None:
+    args = ["run", "commit-message", "--dry-run", "--detach", "--broker", redis_server.url]
     code, output = invoke(*args, "--repo", str(EXAMPLE_REPO))
     assert code == 0, output
 

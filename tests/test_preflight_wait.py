@@ -20,7 +20,7 @@ from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
 from producer.corpus.repo import Repo
-from producer.launch.preflight import check_before_dispatch, check_models
+from producer.launch.preflight import Waiting, check_before_dispatch, check_models
 from producer.plan.planning import plan_run
 from schemas.errors import ModelUnavailable, NoSandbox, NoTranscriptCapture
 from schemas.manifest import AgentBudget, RunManifest, RunSettings
@@ -93,7 +93,7 @@ def test_a_queue_no_worker_answers_blocks_the_run_naming_the_queue(manifest: Run
     with pytest.raises(ModelUnavailable) as raised:
         check_models(manifest, state, fleet, timeout_s=0.5, recheck_s=0.2)
     assert fleet.sent == ["execute", "grade"]
-    assert "no worker on queue execute, grade answered the model preflight within 0.5 s" in str(raised.value)
+    assert "no worker answered the model preflight on queues execute and grade within 0.5 s" in str(raised.value)
     assert "--no-preflight" in str(raised.value)
 
 
@@ -106,7 +106,7 @@ def test_only_the_silent_queue_is_named_when_the_other_answered(manifest: RunMan
     fleet = HalfFleet(state, after_s=0.0)
     with pytest.raises(ModelUnavailable) as raised:
         check_models(manifest, state, fleet, timeout_s=1.0, recheck_s=0.2)
-    assert "no worker on queue grade answered" in str(raised.value)
+    assert "no worker answered the model preflight on queue grade within" in str(raised.value)
     assert "execute" not in str(raised.value)
 
 
@@ -156,3 +156,14 @@ def test_an_embedded_run_checks_its_sandbox_beside_the_models_and_says_its_failu
     assert check_before_dispatch(run, store, state, passing, models=False, embedded=True, timeout_s=30) is not None
     assert passing.sent == [HOST_CHECK]  # --no-preflight: the host is still checked, no model is
     assert check_before_dispatch(run, store, state, passing, models=False, embedded=False, timeout_s=30) is None
+
+
+def test_a_long_wait_for_workers_says_so_once_on_the_way(manifest: RunManifest, state: RunState) -> None:
+    class Silent:
+        def preflight(self, run_id: str, queue: str) -> None:
+            pass
+
+    said: list[str] = []
+    with pytest.raises(ModelUnavailable):
+        check_models(manifest, state, Silent(), timeout_s=0.6, recheck_s=0.1, waiting=Waiting(said.append, 0.2))
+    assert said == ["waiting for a worker on queues execute and grade (up to 0.6 s)..."]

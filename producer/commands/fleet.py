@@ -11,7 +11,16 @@ import typer
 
 from engine.node import WorkerNode
 from producer.commands.app import err, out
-from producer.commands.options import BrokerOpt, JudgeOpt, MaxCostOpt, MaxTokensOpt, SandboxOpt, StoreOpt, settings_from
+from producer.commands.options import (
+    BrokerOpt,
+    JudgeOpt,
+    MaxCostOpt,
+    MaxTokensOpt,
+    SandboxOpt,
+    StoreOpt,
+    check_out_dir,
+    settings_from,
+)
 from producer.launch.fleet_checks import default_node_name, node_health, node_name_for_probe, remember_node
 from producer.launch.resubmit import CHOICES, parse_only, resubmit_run
 from producer.results.status_view import status_view
@@ -37,7 +46,8 @@ def worker(
     ] = False,
 ) -> None:
     """Start a worker for a cluster (execute, grade and reduce queues by default)."""
-    settings = settings_from(broker_url=broker, store=store, sandbox=sandbox)
+    # Not pinged: a starting worker waits for its broker (Celery retries), and --health says so itself.
+    settings = settings_from(broker_url=broker, store=store, sandbox=sandbox, reach_broker=False)
     if not settings.broker_url:
         raise ConfigError("a worker needs --broker or SKILL_EVAL_BROKER_URL")
     if health:
@@ -88,6 +98,8 @@ def report(
     store: StoreOpt = None,
 ) -> None:
     """Reduce again from the stored verdicts and write the reports; exit code is the verdict's."""
+    if out_dir is not None:
+        check_out_dir(out_dir)
     result = rereport(run_id, settings_from(store=store), out_dir, out)
     raise typer.Exit(result.verdict.exit_code)
 

@@ -24,6 +24,7 @@ from typer.models import ArgumentInfo, ParameterInfo
 from engine.repo_source import fetch_repo, is_remote
 from engine.settings import Settings
 from harnesses.registry import executor_help
+from producer.launch.fleet_checks import check_broker
 from schemas.constants import DEFAULT_REPORT_DIR
 from schemas.errors import ConfigError
 from schemas.manifest import RunSettings
@@ -213,7 +214,9 @@ RegressionAlphaOpt = Annotated[
         "--regression-alpha",
         min=0.0001,
         max=0.5,
-        help="Only a one-sided drop significant at this level is a regression (Holm over assertions).",
+        help="Only a one-sided drop significant at this level is a regression (Holm over assertions)."
+        " Default: unset, any drop against --compare's ref is a regression.",
+        show_default=False,
     ),
 ]
 
@@ -276,9 +279,11 @@ class Shared:
     out_dir: OutOpt = Path(DEFAULT_REPORT_DIR)
 
     def settings(self, **overrides: Any) -> Settings:
-        """The command's settings: env (SKILL_EVAL_*) under the flags given."""
-        given = {"broker_url": self.broker, "store": self.store, "worker_processes": self.worker_processes}
-        return settings_from(**given, **overrides)
+        """The command's settings: env (SKILL_EVAL_*) under the flags given (``--out`` checked first:
+        the reports are written after the run, too late to refuse it)."""
+        check_out_dir(self.out_dir)
+        given: dict[str, Any] = {"broker_url": self.broker, "store": self.store}
+        return settings_from(**given, worker_processes=self.worker_processes, **overrides)
 
     def run_settings(self, models: ModelConfig, **fields_: Any) -> RunSettings:
         """The run's settings from the shared options and the command's own ``fields_``."""
@@ -338,9 +343,26 @@ def _place(param: inspect.Parameter) -> int:
     return PANELS.index(panel) if panel in PANELS else len(PANELS)
 
 
-def settings_from(**overrides: Any) -> Settings:
-    """Settings from env (SKILL_EVAL_*) with flags given on the command line taking precedence."""
-    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+def settings_from(*, reach_broker: bool = True, **overrides: Any) -> Settings:
+    """Settings from env (SKILL_EVAL_*) with flags given on the command line taking precedence.
+
+    A broker URL is checked here, where it enters, and (unless ``reach_broker`` is false) pinged.
+    """
+    settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    if settings.broker_url:
+        named = "--broker" if overrides.get("broker_url") else "SKILL_EVAL_BROKER_URL"
+        check_broker(settings.broker_url, named, reach=reach_broker)
+    return settings
+
+
+def check_out_dir(path: Path, flag: str = "--out") -> None:
+    """Raise ``ConfigError`` naming ``flag`` when ``path`` or a folder above it is a file (it could
+    never be created as a folder); a missing folder is fine, it is made when written."""
+    for place in (path, *path.parents):
+        if place.is_dir():
+            return
+        if place.exists() or place.is_symlink():
+            raise ConfigError(f"{flag} {path}: {place} is a file, not a folder; name a folder (made when missing)")
 
 
 def repo_folder(spec: str) -> Path:

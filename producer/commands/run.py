@@ -117,9 +117,11 @@ def validate(
     model: CheckModelOpt = None,
     executor: ExecutorOpt = None,
 ) -> None:
-    """Validate corpora against schema v1: one line per corpus, exit 0 when all are valid and the
-    run would not block, else 2. With --model (and --executor), a model no given executor can run is
-    refused too."""
+    """Validate corpora against schema v1 and say whether a run would block.
+
+    One line per corpus; exit 0 when all are valid and the run would not block, else 2. With
+    --model (and --executor), a model no given executor can run is refused too.
+    """
     skills = need_targets(skills, all_evals)
     check_repo_path(repo)
     pair_harnesses(executor or [BUILTIN_EXECUTOR], model or [])

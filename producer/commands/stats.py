@@ -16,6 +16,7 @@ import typer
 from engine.settings import Settings
 from engine.store import ArtifactStore, open_store
 from producer.commands.app import out
+from producer.commands.options import check_out_dir
 from schemas.errors import ConfigError
 from schemas.manifest import RunManifest
 from schemas.report import RunResult
@@ -28,7 +29,7 @@ def load_run(run_id: str, store_uri: str | None) -> tuple[RunResult, RunManifest
     from reducer.from_store import run_result
 
     settings = Settings(store=store_uri) if store_uri else Settings()
-    store = open_store(settings.store)
+    store = open_store(settings.store, waited_on=True)
     records = StoredRun(store, run_id)
     manifest = records.manifest()  # a named error for a run that is not in the store
     return run_result(records, stream_from=settings.stream_reduce_shards, reuse=True).result, manifest, store
@@ -58,7 +59,9 @@ def assertion_lines(result: RunResult, show_all: bool = False) -> list[str]:
     return out
 
 
-StoreOpt = Annotated[str | None, typer.Option("--store", help="Artifact store (env SKILL_EVAL_STORE).")]
+StoreOpt = Annotated[
+    str | None, typer.Option("--store", help="Artifact store: folder or s3://... (env SKILL_EVAL_STORE).")
+]
 
 
 def assertions(
@@ -92,6 +95,7 @@ def export(
 
     if fmt != "inspect":
         raise ConfigError(f"--format {fmt!r}: the only export format is 'inspect'")
+    check_out_dir(out_dir)
     result, manifest, st = load_run(run_id, store)
     end = load_run_end(st, run_id)
     paths = write_logs(result, manifest, lambda shard_id: load_trajectory(st, run_id, shard_id), out_dir, end)

@@ -21,7 +21,7 @@ from engine.usage import usage_totals
 from producer.launch.adaptive import further_rounds
 from producer.launch.cluster import open_cluster, task_sender
 from producer.launch.embedded import EmbeddedCluster
-from producer.launch.preflight import check_before_dispatch
+from producer.launch.preflight import Waiting, check_before_dispatch
 from producer.launch.progress import RunStalled, wait_for_run
 from producer.plan.request import RunRequest
 from producer.results.reports import append_run_log, complete_block, write_reports
@@ -74,6 +74,7 @@ def drive(
                 models=req.preflight,
                 embedded=embedded is not None,
                 timeout_s=req.preflight_timeout_s,
+                waiting=None if embedded else Waiting(lambda line: err.print(line, markup=False, highlight=False)),
             )
         if embedded is not None:
             embedded.grow()  # its other worker processes, now that nothing waits on the first call

@@ -9,6 +9,7 @@ sized to that ceiling: a longer shard could be cut at every scale-down. ``node_h
 from __future__ import annotations
 
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -20,6 +21,32 @@ from schemas.errors import ConfigError
 
 NODE_FILE = "node-name"
 """File in the worker's workdir naming the node last started there (the probe's fallback)."""
+
+
+def shown_url(url: str) -> str:
+    """A broker URL fit to print: its password, if any, hidden."""
+    return re.sub(r"(//[^/@]*?:)[^/@]*@", r"\1***@", url)
+
+
+def check_broker(url: str, named: str, *, reach: bool = True) -> None:
+    """Raise ``ConfigError`` naming ``named`` (the flag or variable the URL came from) when the broker
+    URL is not a Redis URL or, with ``reach``, when no Redis answers there within a few seconds.
+
+    Checked before anything is planned or sent, so a mistyped ``--broker`` is the user's to fix,
+    not a crash of the evaluator after the work is done.
+    """
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
+    except ValueError as exc:
+        raise ConfigError(f"{named} {shown_url(url)!r} is not a Redis URL: {exc}") from exc
+    if not reach:
+        return
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise ConfigError(f"{named} {shown_url(url)}: the broker could not be reached: {exc}") from exc
+    finally:
+        client.close()
 
 
 def check_shard_timeout(shard_timeout_s: float, settings: Settings) -> None:
@@ -63,13 +90,18 @@ def node_name_for_probe(settings: Settings, name: str | None) -> str | None:
 
 
 def node_health(settings: Settings, name: str) -> Health:
-    """Assess one node from its record and its queues' depth (one Redis round trip each)."""
+    """Assess one node from its record and its queues' depth (one Redis round trip each); a broker
+    that does not answer makes the node unhealthy (the probe's exit 1), not a crash."""
     fleet = Fleet(redis.Redis.from_url(settings.broker_url or "", socket_connect_timeout=5, socket_timeout=10))
-    record = fleet.record(name)
-    waiting = fleet.waiting(record.queues) if record else 0
+    try:
+        record = fleet.record(name)
+        waiting = fleet.waiting(record.queues) if record else 0
+        now_ms = fleet.now_ms()
+    except redis.RedisError as exc:
+        return Health(False, f"the broker {shown_url(settings.broker_url or '')} could not be reached: {exc}")
     return assess(
         record,
-        now_ms=fleet.now_ms(),
+        now_ms=now_ms,
         waiting=waiting,
         stale_after_s=settings.health_stale_s,
         idle_after_s=settings.health_idle_s,

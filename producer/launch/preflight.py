@@ -11,6 +11,8 @@ is the same path there (worker/host_check.py, worker/preflight.py).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from engine.records import put_manifest, put_run_end
@@ -29,6 +31,31 @@ from schemas.preflight import (
 from schemas.run_end import RunEnd
 
 DEFAULT_TIMEOUT_S = 300.0
+
+
+@dataclass
+class Waiting:
+    """Where a wait for workers says, once, that it is still waiting: a silent wait of minutes on a
+    fleet with no worker for a queue reads as a hang."""
+
+    say: Callable[[str], None]
+    after_s: float = 5.0
+    _started: float = field(default_factory=time.monotonic)
+    _said: bool = False
+
+    def tick(self, what: str, timeout_s: float) -> None:
+        if not self._said and time.monotonic() - self._started >= self.after_s:
+            self._said = True
+            self.say(f"waiting for {what} (up to {timeout_s:g} s)...")
+
+
+def queues_text(queues: Sequence[str]) -> str:
+    """``queue execute`` or ``queues execute and grade``."""
+    if len(queues) == 1:
+        return f"queue {queues[0]}"
+    return f"queues {', '.join(queues[:-1])} and {queues[-1]}"
+
+
 """How long to wait for a worker of each queue (autoscaled fleets may start from zero)."""
 
 
@@ -49,6 +76,7 @@ def check_before_dispatch(
     models: bool,
     embedded: bool,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    waiting: Waiting | None = None,
 ) -> str | None:
     """The host check and (with ``models``) the model preflight; the manifest's store key when they
     stored it (the checking workers read the run from it), else None.
@@ -63,7 +91,7 @@ def check_before_dispatch(
         return None
     stored = put_manifest(store, manifest)
     try:
-        _run_checks(manifest, state, publisher, host=host, queues=queues, timeout_s=timeout_s)
+        _run_checks(manifest, state, publisher, host=host, queues=queues, timeout_s=timeout_s, waiting=waiting)
     except SkillEvalError as exc:
         put_run_end(store, RunEnd(run_id=manifest.plan.run_id, how="blocked", reason=str(exc)))
         raise
@@ -71,23 +99,32 @@ def check_before_dispatch(
 
 
 def _run_checks(
-    manifest: RunManifest, state: RunState, publisher: SendsChecks, *, host: bool, queues: list[str], timeout_s: float
+    manifest: RunManifest,
+    state: RunState,
+    publisher: SendsChecks,
+    *,
+    host: bool,
+    queues: list[str],
+    timeout_s: float,
+    waiting: Waiting | None,
 ) -> None:
     run_id = manifest.plan.run_id
     if host:
         publisher.host_check(run_id)
     if host and needs_canary(manifest):
-        wait_host_check(run_id, state, timeout_s=timeout_s)
+        wait_host_check(run_id, state, timeout_s=timeout_s, waiting=waiting)
         host = False
     if queues:
         send_model_checks(manifest, publisher)
     if host:  # the sandbox probe, checked beside the models and its failure said first
-        wait_host_check(run_id, state, timeout_s=timeout_s)
+        wait_host_check(run_id, state, timeout_s=timeout_s, waiting=waiting)
     if queues:
-        wait_model_checks(manifest, state, timeout_s=timeout_s)
+        wait_model_checks(manifest, state, timeout_s=timeout_s, waiting=waiting)
 
 
-def wait_host_check(run_id: str, state: RunState, *, timeout_s: float, recheck_s: float = 1.0) -> None:
+def wait_host_check(
+    run_id: str, state: RunState, *, timeout_s: float, recheck_s: float = 1.0, waiting: Waiting | None = None
+) -> None:
     """Wait for an execute worker's host check; raise the named error it found."""
     deadline = time.monotonic() + timeout_s
     while (raw := state.preflight(run_id, HOST_CHECK)) is None:
@@ -97,6 +134,8 @@ def wait_host_check(run_id: str, state: RunState, *, timeout_s: float, recheck_s
                 f"no execute worker answered the host check (sandbox, executor canary) within {timeout_s:g} s"
                 " (start a worker for the execute queue)"
             )
+        if waiting:
+            waiting.tick("a worker on queue execute to check its host", timeout_s)
         state.wait_preflight(run_id, min(recheck_s, left))
     error = HostCheckReport.model_validate_json(raw).error()
     if error is not None:
@@ -110,6 +149,7 @@ def check_models(
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     recheck_s: float = 1.0,
+    waiting: Waiting | None = None,
 ) -> list[PreflightReport]:
     """Send one preflight per queue and wait for the reports; raise ``ModelUnavailable`` naming each fault.
 
@@ -119,7 +159,7 @@ def check_models(
     at least every ``recheck_s`` in any case (kept below the Redis client's socket timeout).
     """
     send_model_checks(manifest, publisher)
-    return wait_model_checks(manifest, state, timeout_s=timeout_s, recheck_s=recheck_s)
+    return wait_model_checks(manifest, state, timeout_s=timeout_s, recheck_s=recheck_s, waiting=waiting)
 
 
 def send_model_checks(manifest: RunManifest, publisher: SendsPreflight) -> None:
@@ -129,7 +169,12 @@ def send_model_checks(manifest: RunManifest, publisher: SendsPreflight) -> None:
 
 
 def wait_model_checks(
-    manifest: RunManifest, state: RunState, *, timeout_s: float = DEFAULT_TIMEOUT_S, recheck_s: float = 1.0
+    manifest: RunManifest,
+    state: RunState,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    recheck_s: float = 1.0,
+    waiting: Waiting | None = None,
 ) -> list[PreflightReport]:
     """The queues' preflight reports once all are in; ``ModelUnavailable`` naming each fault."""
     run_id = manifest.plan.run_id
@@ -144,12 +189,14 @@ def wait_model_checks(
         if len(reports) == len(queues):
             break
         left = deadline - time.monotonic()
+        silent = queues_text([q for q in queues if q not in reports])
         if left <= 0:
-            silent = ", ".join(q for q in queues if q not in reports)
             raise ModelUnavailable(
-                f"no worker on queue {silent} answered the model preflight within {timeout_s:g} s "
-                "(start a worker for it, or pass --no-preflight)"
+                f"no worker answered the model preflight on {silent} within {timeout_s:g} s "
+                "(start a worker for each, or pass --no-preflight)"
             )
+        if waiting:
+            waiting.tick(f"a worker on {silent}", timeout_s)
         state.wait_preflight(run_id, min(recheck_s, left))
     failures = [line for q in queues for line in reports[q].failures()]
     if failures:

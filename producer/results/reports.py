@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 
 from engine.collect import load_trajectory
 from engine.store import ArtifactStore
 from reducer.render import (
+    file_slug,
     needs_transcript,
     render_json,
     render_markdown,
@@ -63,7 +63,7 @@ def write_reports(result: RunResult, manifest: RunManifest, store: ArtifactStore
                     skill, run_id, r, unique_case=per_case[r.case_id] == 1 and len(manifest.plan.variants) == 1
                 )
                 if part.variant != "current":
-                    variant = re.sub(r"[^A-Za-z0-9.-]+", "_", part.variant)  # refs may hold '/' and more
+                    variant = file_slug(part.variant)  # refs may hold '/' and more
                     name = name.replace("-transcript.txt", f"-{variant}-transcript.txt")
                 path = out_dir / name
                 path.write_text(text, encoding="utf-8")

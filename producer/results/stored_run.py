@@ -33,7 +33,7 @@ def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console
 
     A run its checks refused has nothing to reduce: its named error again (``BlockedError``, exit 2).
     """
-    store = open_store(settings.store)
+    store = open_store(settings.store, waited_on=True)
     end = load_run_end(store, run_id)
     if end is not None and end.how == "blocked" and load_result(store, run_id) is None:
         raise BlockedError(f"run {run_id} was refused before any shard was sent: {end.reason}")
@@ -88,7 +88,7 @@ def _delivery(client: redis.Redis, run_id: str, settings: Settings) -> dict[str,
 
 def run_status(run_id: str, settings: Settings) -> RunStatus:
     """Counts by state, ``done`` and per-model usage: from Redis when a broker is given, else from the store."""
-    store = open_store(settings.store)
+    store = open_store(settings.store, waited_on=True)
     if settings.broker_url:
         client = redis.Redis.from_url(settings.broker_url)
         state = RunState(client)

@@ -1,0 +1,69 @@
+"""Bad input on the command line is the user's to fix: a named CONFIG_ERROR naming the flag at fault
+(exit 2), never an INFRA_ERROR with a raw Python exception; a health probe keeps its 0/1 contract."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from engine.redis_server import RedisServer, free_port
+from producer.commands.cli import app
+
+runner = CliRunner()
+RUN = "20260101-000000-00000000"
+DEMO = str(Path(__file__).resolve().parents[1] / "examples" / "demo-repo")
+
+
+def refused(args: list[str], *named: str) -> str:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.output.startswith("CONFIG_ERROR: "), result.output
+    for text in named:
+        assert text in result.output, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("url", ["redis//oops", "http://x"])
+def test_a_malformed_broker_url_is_a_config_error_naming_broker(url: str, tmp_path: Path) -> None:
+    run = ["run", "commit-message", "--repo", DEMO, "--detach", "--model", "openai/x", "--judge", "openai/y"]
+    refused([*run, "--broker", url], "--broker", url)
+    refused(["status", RUN, "--broker", url, "--store", str(tmp_path)], "--broker", url)
+
+
+def test_a_malformed_broker_url_from_the_environment_names_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SKILL_EVAL_BROKER_URL", "http://x")
+    refused(["status", RUN, "--store", str(tmp_path)], "SKILL_EVAL_BROKER_URL")
+
+
+def test_an_unreachable_broker_is_named_with_its_url_and_its_password_hidden(tmp_path: Path) -> None:
+    url = f"redis://u:secret@127.0.0.1:{free_port()}"
+    shown = refused(["status", RUN, "--broker", url, "--store", str(tmp_path)], "--broker", "could not be reached")
+    assert "127.0.0.1" in shown and "secret" not in shown
+
+
+def test_a_reachable_broker_passes_the_check(redis_server: RedisServer, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["status", RUN, "--broker", redis_server.url, "--store", str(tmp_path)])
+    assert "--broker" not in result.output and "STORE_ERROR" in result.output  # the run, not the broker
+
+
+def test_worker_health_with_the_broker_down_exits_1_as_its_help_says(tmp_path: Path) -> None:
+    url = f"redis://127.0.0.1:{free_port()}"
+    result = runner.invoke(app, ["worker", "--health", "--name", "n1", "--broker", url, "--store", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert "n1: the broker" in result.output and "could not be reached" in result.output
+
+
+def test_an_out_that_is_a_file_is_a_config_error_naming_out(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    store = ["--store", str(tmp_path / "store")]
+    refused(["report", RUN, "--out", str(afile), *store], "--out", str(afile))
+    refused(["report", RUN, "--out", str(afile / "below"), *store], "--out", "is a file")
+    refused(["export", RUN, "--out", str(afile), *store], "--out", str(afile))
+    run = ["run", "commit-message", "--repo", DEMO, "--model", "openai/x", "--judge", "openai/y", "--dry-run"]
+    refused([*run, "--out", str(afile)], "--out", str(afile))
