@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from schemas.words import plural
+
 TOOL_RESULT_CAP_CHARS: Final = 30_000
 """The characters of one tool result any executor keeps (the sandbox's output cap)."""
 ELISION_MARKER: Final = "\n... [{n} chars elided] ...\n"
@@ -110,5 +112,6 @@ def bound_arguments(arguments: dict[str, Any]) -> tuple[dict[str, Any], str | No
         kept[name] = value
         used += measure(value, 2)[1]
     if left_out:
-        kept[ELIDED_KEY] = f"{left_out} more argument(s) left out by skill-eval (over the {MAX_ARGUMENT_CHARS} bound)"
+        more = plural(left_out, "more argument")
+        kept[ELIDED_KEY] = f"{more} left out by skill-eval (over the {MAX_ARGUMENT_CHARS} bound)"
     return kept, "its arguments are " + " and ".join(sorted(why)) + " (elided in the record)"

@@ -37,7 +37,7 @@ def test_arguments_past_the_size_bound_are_cut_saying_how_much_and_stay_bounded(
     assert len(json.dumps(kept)) <= MAX_ARGUMENT_CHARS
     assert kept["command"].startswith("ccc") and "chars elided]" in kept["command"]
     assert kept["list"].startswith("[elided by skill-eval: about ")
-    assert kept[ELIDED_KEY].startswith("11 more argument(s) left out")
+    assert kept[ELIDED_KEY].startswith("11 more arguments left out")
     assert bound_arguments(kept) == (kept, None)  # bounding twice changes nothing
 
 

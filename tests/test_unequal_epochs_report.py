@@ -16,7 +16,7 @@ from reducer.stream import reduce_run
 from schemas.adaptive import AdaptivePlan, CaseEpochs
 from schemas.report import Rate, RunResult
 from tests.test_reducer import bundle, graded
-from viewer.app import _templates
+from viewer.templating import templates
 
 CASES = 6
 
@@ -84,7 +84,7 @@ def test_the_viewer_run_page_shows_the_counts_the_rate_is_of() -> None:
     epochs = {c: 3 for c in range(1, 5)} | {5: 5, 6: 5}
     result = adaptive_result(epochs, lambda case, epoch: case <= 4 or (case == 5 and epoch % 2 == 0) or epoch == 0)
     doc = result.model_dump(mode="json")
-    tally = _templates().env.filters["tally"]  # the run page's "passed / assertions" cells
+    tally = templates().env.filters["tally"]  # the run page's "passed / assertions" cells
     assert tally(doc["skills"][0]["behavioural"]) == "4.8/6 case-weighted, 16/22 verdicts"
     assert tally(doc["skills"][0]["models"][0]["behavioural"]) == "4.8/6 case-weighted, 16/22 verdicts"
     assert (

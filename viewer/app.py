@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlparse
 
-import jinja2
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -25,22 +24,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.templating import Jinja2Templates
 
 from engine.labels import labelled_answers, load_labels, new_label, put_label
 from engine.store import ArtifactStore
 from reducer.agreement import agreement as judge_agreement
-from reducer.scoring import tally
 from schemas.errors import ConfigError, SkillEvalError
 from schemas.label import COMBINED, NOTE_CHARS, HumanLabel
 from schemas.manifest import result_key
-from schemas.report import Rate
 from schemas.shard import CURRENT
 from schemas.status import ShardState
-from schemas.words import plural
 from viewer.data import RunNotFound, RunUnreadable, ViewerData
 from viewer.rows import PAGE, Query, case_assertions
 from viewer.run_figures import adaptive_view, plugin_view, trigger_view
+from viewer.templating import templates
 
 HERE = Path(__file__).resolve().parent
 FACET_ASSERTIONS = 300
@@ -63,17 +59,6 @@ class LabelRequest(BaseModel):
     agree: bool
     note: str = Field(default="", max_length=NOTE_CHARS)
     reviewer: str = Field(default="", max_length=200)
-
-
-def _templates() -> Jinja2Templates:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.StrictUndefined
-    )
-    env.filters["pct"] = lambda x: "-" if x is None else f"{x * 100:.1f}%"
-    # A rate and its interval are of the case-weighted counts when epochs were unequal: say those.
-    env.filters["tally"] = lambda rate: tally(Rate.model_validate(rate))
-    env.filters["plural"] = plural  # {{ n | plural("shard") }}: "1 shard", "3 shards"
-    return Jinja2Templates(env=env)
 
 
 def _query(request: Request) -> Query:
@@ -125,7 +110,7 @@ class Viewer:
         self.store = store
         self.data = ViewerData(store, broker_url)
         self.review = review
-        self.templates = _templates()
+        self.templates = templates()
 
     def page(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
         values = {"review": self.review, "status": status, **context}

@@ -42,7 +42,8 @@ def assert_inert(output: str) -> None:
 
 
 def invoke(*args: str) -> str:
-    result = CliRunner().invoke(app, list(args))
+    # Wide enough that no table folds a hostile name across lines: what is checked is its escaping.
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "240"})
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     return result.output
 

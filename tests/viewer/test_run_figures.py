@@ -28,8 +28,9 @@ from tests.test_harness_e2e import CODEX_MODEL
 from tests.test_reducer import bundle
 from tests.test_sweep_triggers_adaptive import AGENT, CODEX, GPT, RUN, fired_by, observed, sweep_plan
 from tests.viewer.conftest import HOSTILE_QUERY, LOCAL, FeatureRuns
-from viewer.app import _templates, create_app
+from viewer.app import create_app
 from viewer.run_figures import POOLED, adaptive_view, trigger_view
+from viewer.templating import templates
 
 HOSTILE_ROW = "openai/exec-<img src=x onerror=alert(1)>\n| forged | row |"
 
@@ -170,7 +171,7 @@ def test_a_compared_trigger_run_shows_the_baseline_arms_own_figures_ungated() ->
     assert row["recall"]["count"] == "0 of 1 positive runs" and row["false_trigger"]["count"] == "0 of 1 negative runs"
     assert "gate" not in row  # a baseline arm is shown, never gated
     view = trigger_view({"skills": [], "triggers": report.model_dump(mode="json")}, RUN)
-    html = _templates().env.get_template("run_figures.html").render(triggers=view, adaptive=None)
+    html = templates().env.get_template("run_figures.html").render(triggers=view, adaptive=None)
     table = html.split("The earlier description's own figures (not gated)")[1]
     assert '<td data-label="arm" class="wrap">baseline@HEAD~1</td>' in table and "0 of 1 positive runs" in table
     assert (

@@ -1,0 +1,31 @@
+"""The viewer's Jinja2 environment: its templates, autoescaped, and the filters they use.
+
+Every page is rendered here with autoescaping and strict undefined names, so a string from the
+repo, the corpus, the agent or a model is text on the page, never markup, and a template that
+names a field the data lacks fails loudly instead of printing nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+from starlette.templating import Jinja2Templates
+
+from reducer.scoring import tally
+from schemas.report import Rate
+from schemas.words import plural
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def templates() -> Jinja2Templates:
+    """The pages' templates with their filters: ``pct`` (a share as a percent), ``plural``
+    (``{{ n | plural("shard") }}``: "1 shard", "3 shards") and ``tally`` (what a rate is the ratio
+    of: the case-weighted counts when a run's cases got unequal epochs)."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
+    )
+    env.filters.update(pct=lambda x: "-" if x is None else f"{x * 100:.1f}%", plural=plural)
+    env.filters["tally"] = lambda rate: tally(Rate.model_validate(rate))
+    return Jinja2Templates(env=env)
