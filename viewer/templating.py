@@ -8,10 +8,12 @@ names a field the data lacks fails loudly instead of printing nothing.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import jinja2
 from starlette.templating import Jinja2Templates
 
+from reducer.html_parts import interval, pts
 from reducer.scoring import tally
 from schemas.report import Rate
 from schemas.words import plural
@@ -22,10 +24,18 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 def templates() -> Jinja2Templates:
     """The pages' templates with their filters: ``pct`` (a share as a percent), ``plural``
     (``{{ n | plural("shard") }}``: "1 shard", "3 shards") and ``tally`` (what a rate is the ratio
-    of: the case-weighted counts when a run's cases got unequal epochs)."""
+    of: the case-weighted counts when a run's cases got unequal epochs), ``paired`` (a paired
+    comparison's difference in points with its interval, as the reports print it)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
     )
     env.filters.update(pct=lambda x: "-" if x is None else f"{x * 100:.1f}%", plural=plural)
     env.filters["tally"] = lambda rate: tally(Rate.model_validate(rate))
+    env.filters["paired"] = paired
     return Jinja2Templates(env=env)
+
+
+def paired(c: dict[str, Any]) -> str:
+    """``-50.0 pts (-66.7 pts – -33.3 pts)``; from too few cases the interval is not shown, as in
+    the reports (:func:`reducer.html_parts.interval`)."""
+    return f"{pts(c['difference'])} ({interval(c['low'], c['high'], c['cases'], ' – ')})"

@@ -265,3 +265,10 @@ def test_a_real_sweep_gives_each_harness_model_row_its_figures_gate_and_look(fea
     assert {g["stops"] for g in looks} == {"1 stable, 1 max-epochs"}  # cases are shared by the rows
     page = c.get(f"/runs/{adaptive}").text
     assert page.count('<article class="look"') == 2 and f'<span class="row-name">{codex_row}</span>' in page
+
+
+def test_a_paired_difference_reads_in_points_and_hides_an_interval_from_too_few_cases() -> None:
+    paired = templates().env.filters["paired"]  # the run page's comparison cells
+    few = {"difference": -0.5, "low": -0.667, "high": -0.333, "cases": 2}
+    assert paired(few) == "-50.0 pts (interval not shown: 2 cases)"
+    assert paired({**few, "cases": 8}) == "-50.0 pts (-66.7 pts – -33.3 pts)"
