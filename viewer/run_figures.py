@@ -74,6 +74,18 @@ def query_row(q: QueryRate) -> dict[str, Any]:
     }
 
 
+def figure_cells(f: TriggerFigures) -> dict[str, Any]:
+    """One row's four figures with their counts, as the current and the baseline arms show them."""
+    return {
+        "skill": f.skill,
+        "row": figure_label(f),
+        "recall": proportion_cells(f.recall, "positive runs"),
+        "false_trigger": proportion_cells(f.false_trigger, "negative runs"),
+        "precision": proportion_cells(f.precision, "activations"),
+        "f1": _pct(f.f1),
+    }
+
+
 def trigger_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] | None:
     """A trigger run's page section: per skill and row the four figures with their counts and the
     gates' verdict last, then each row's queries; the routing matrix, the paired changes and each
@@ -84,13 +96,8 @@ def trigger_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] |
     skills = (result or {}).get("skills", [])
     inconclusive = {s["skill"] for s in skills if s.get("variant") == CURRENT and s.get("inconclusive")}
     rows = [
-        {
-            "skill": f.skill,
-            "row": figure_label(f),
-            "recall": proportion_cells(f.recall, "positive runs"),
-            "false_trigger": proportion_cells(f.false_trigger, "negative runs"),
-            "precision": proportion_cells(f.precision, "activations"),
-            "f1": _pct(f.f1),
+        figure_cells(f)
+        | {
             "f1_range": "-" if f.f1_low is None or f.f1_high is None else f"{_pct(f.f1_low)} – {_pct(f.f1_high)}",
             "not_ended": f.not_ended,
             "gate": gate_of(report, f, inconclusive),
@@ -98,19 +105,7 @@ def trigger_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] |
         }
         for f in report.figures
     ]
-    baselines = [
-        {
-            "arm": arm,
-            "skill": f.skill,
-            "row": figure_label(f),
-            "recall": proportion_cells(f.recall, "positive runs"),
-            "false_trigger": proportion_cells(f.false_trigger, "negative runs"),
-            "precision": proportion_cells(f.precision, "activations"),
-            "f1": _pct(f.f1),
-        }
-        for arm, figures in report.baselines.items()
-        for f in figures
-    ]
+    baselines = [{"arm": arm} | figure_cells(f) for arm, figures in report.baselines.items() for f in figures]
     columns = routing_columns(report) if report.routing else []
     routing = [{"skill": s, "cells": [row.get(c, 0) for c in columns]} for s, row in report.routing.items()]
     return {
