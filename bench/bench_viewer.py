@@ -82,6 +82,10 @@ def write_shard_run(store: ArtifactStore, size: int = 1_000_000) -> str:
     return sid
 
 
+LOCAL = "http://127.0.0.1"
+"""The viewer answers only its bind host and loopback names, as a browser on this machine asks."""
+
+
 def timed(client: TestClient, path: str, repeat: int) -> dict[str, float]:
     samples = []
     for _ in range(repeat):
@@ -111,19 +115,19 @@ def main() -> None:
         sid = write_shard_run(store)
         size = len(store.get(trajectory_key(SHARD_RUN, sid)))
         print(f"shard run: one trajectory of {size / 1e6:.2f} MB")
-        cold = TestClient(create_app(store))  # a fresh viewer: nothing cached
+        cold = TestClient(create_app(store), base_url=LOCAL)  # a fresh viewer: nothing cached
         figures: dict[str, tuple[dict[str, float], float | None]] = {
             "run overview, cold (first request of a fresh viewer)": (
                 timed(cold, f"/api/runs/{RUN_ID}", 1),
                 TARGET_LIST_MS,
             ),
         }
-        unwarmed = TestClient(create_app(store))
+        unwarmed = TestClient(create_app(store), base_url=LOCAL)
         figures["run page, failing filter, no warm-up (builds the shard index)"] = (
             timed(unwarmed, f"/runs/{RUN_ID}?failing=1", 1),
             None,
         )
-        client = TestClient(create_app(store))
+        client = TestClient(create_app(store), base_url=LOCAL)
         with client:  # starts the app: its warm-up reads the runs' results in the background
             time.sleep(args.warm_s)
         figures |= {
