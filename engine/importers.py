@@ -89,14 +89,7 @@ def parse_stream_file(data: bytes, key: str, skill: str, case_id: int, notes: li
         raise ConfigError(f"{key}: no stream-json event could be read")
     if parsed.junk_lines:
         notes.append(junk_note(key, parsed.junk_lines))
-    return Trajectory(
-        skill=skill,
-        case_id=case_id,
-        model=IMPORTED_MODEL,
-        events=parsed.events,
-        end_reason=parsed.end_reason,
-        usage=parsed.usage,
-    )
+    return parsed.trajectory(skill, case_id, IMPORTED_MODEL)
 
 
 def parse_trajectory(data: bytes, key: str, skill: str, case_id: int, notes: list[str] | None = None) -> Trajectory:

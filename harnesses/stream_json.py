@@ -51,6 +51,12 @@ class ParsedStream:
     junk_lines: list[int] = field(default_factory=list)
     """1-based numbers of the non-blank lines that were not JSON (an importer names them)."""
 
+    def trajectory(self, skill: str, case_id: int, model: str) -> Trajectory:
+        """The stream as a :class:`Trajectory` of no shard yet."""
+        return Trajectory(
+            skill=skill, case_id=case_id, model=model, events=self.events, end_reason=self.end_reason, usage=self.usage
+        )
+
 
 def json_objects(lines: Iterable[str], out: ParsedStream) -> Iterator[dict[str, Any]]:
     """The JSON objects of a JSON-lines stream; a line that is not JSON (and not blank) is counted
@@ -195,12 +201,4 @@ def read_stream_json(lines: Iterable[str]) -> ParsedStream:
 
 def parse_stream_json(lines: Iterable[str], *, skill: str, case_id: int, model: str) -> Trajectory:
     """Parse a recorded stream-json log into a :class:`Trajectory` of no shard yet (junk lines skipped)."""
-    parsed = read_stream_json(lines)
-    return Trajectory(
-        skill=skill,
-        case_id=case_id,
-        model=model,
-        events=parsed.events,
-        end_reason=parsed.end_reason,
-        usage=parsed.usage,
-    )
+    return read_stream_json(lines).trajectory(skill, case_id, model)
