@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from datetime import datetime
 from typing import Any
 
 from reducer.agreement import agreement_lines
+from reducer.file_names import file_slug
 from reducer.plugin_score import plugin_score_lines
 from reducer.render_adaptive import markdown_section
 from reducer.render_compare import comparison_section, quality_section
@@ -86,20 +86,6 @@ def code(text: object) -> str:
 
 def report_stem(skill: str, run_id: str) -> str:
     return f"skill-eval-{skill}-{run_id}"
-
-
-def file_slug(text: str, sep: str = "_", limit: int = 40) -> str:
-    """``text`` (a model, executor or variant name) as a bounded piece of a file name.
-
-    A ``cmd:`` executor's whole command is its name, and a file name over 255 bytes cannot be
-    written, so a long name keeps a safe prefix plus a hash of the whole, which keeps two long
-    names that share the prefix apart.
-    """
-    safe = re.sub(r"[^A-Za-z0-9.-]+", sep, text)
-    if len(safe) <= limit:
-        return safe
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-    return f"{safe[:limit].rstrip(sep)}{sep}{digest}"
 
 
 def transcript_name(skill: str, run_id: str, run: CaseRun, unique_case: bool) -> str:

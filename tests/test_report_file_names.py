@@ -27,7 +27,7 @@ def test_a_3kb_row_name_gives_short_distinct_transcript_names(tmp_path: Path) ->
 
 
 def test_a_short_name_keeps_its_readable_slug() -> None:
-    from reducer.render import file_slug
+    from reducer.file_names import file_slug
 
     assert file_slug("openai/exec-b") == "openai_exec-b"
     assert file_slug(LONG).startswith("cmd_python3_-c_print_1_")

@@ -25,12 +25,11 @@ Needs the ``inspect-ai`` package (the ``inspect`` extra); without it, a named CO
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from reducer.file_names import file_slug, name_digest
 from schemas.errors import ConfigError
 from schemas.manifest import RunManifest
 from schemas.report import CaseRun, RunResult, SkillResult
@@ -249,7 +248,7 @@ def build_logs(
             whole = (result.run_id, part.skill, part.variant, model)
             stem = "_".join(_safe(p) for p in whole)
             if stem in used:  # a recorded name crafted to equal another's safe form
-                stem = f"{stem[:MAX_STEM_CHARS]}-{_digest(repr(whole))}"
+                stem = f"{stem[:MAX_STEM_CHARS]}-{name_digest(repr(whole))}"
             used.add(stem)
             out.append((f"{stem}.eval", _log(result, manifest, part, model, load, end)))
     return out
@@ -263,14 +262,7 @@ MAX_STEM_CHARS = 48
 def _safe(text: str) -> str:
     """``text`` as a file-name part: unchanged when it is short and safe already; otherwise its safe
     form, cut, with a short hash of the whole, so two names never write one file."""
-    safe = re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-.")
-    if safe == text and len(safe) <= MAX_STEM_CHARS:
-        return safe
-    return f"{safe[:MAX_STEM_CHARS]}-{_digest(text)}".lstrip("-")
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return file_slug(text, "-", MAX_STEM_CHARS, exact=True)
 
 
 def write_logs(

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from engine.collect import load_trajectory
 from engine.store import ArtifactStore
+from reducer.file_names import file_slug
 from reducer.render import (
-    file_slug,
     needs_transcript,
     render_json,
     render_markdown,
