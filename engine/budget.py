@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import redis
 
 from engine.keys import run_keys
-from engine.scripts import register, reply_text
+from engine.scripts import reply_text, scripts
 from schemas.trajectory import Usage
 
 _MICRO = 1_000_000
@@ -124,8 +124,7 @@ class RunBudget:
         """The run's shards, which a cap's fair share divides by; 0 leaves the share rule out."""
         keys = run_keys(run_id)
         self.key, self.models_key = keys.budget, keys.budget_models
-        self._reserve = register(client, "budget_reserve")
-        self._settle = register(client, "budget_settle")
+        self._lua = scripts(client, "budget")
         self._unmarked: dict[str, float] = {}
         """Model -> when this process last read its out-of-credit mark and found none (monotonic)."""
 
@@ -159,7 +158,7 @@ class RunBudget:
         shards = self.shards if own is not None else 0
         own = own or Usage()
         args = [reservation.tokens, reservation.micro_usd, own.total_tokens, _micro(own.cost_usd) or 0, shards]
-        got = self._reserve(keys=[self.key], args=args)
+        got = self._lua["reserve"](keys=[self.key], args=args)
         if got == 1:
             return reservation
         spend = self.spend()
@@ -173,7 +172,7 @@ class RunBudget:
         """Replace a reservation by what the call actually used (0 for a call that failed)."""
         if not self.capped:
             return
-        self._settle(
+        self._lua["settle"](
             keys=[self.key],
             args=[reservation.tokens, reservation.micro_usd, tokens, _micro(cost_usd) or 0],
         )

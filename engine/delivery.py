@@ -38,7 +38,7 @@ import redis
 
 from engine.broker import DRAINED, WAITING_QUEUE
 from engine.keys import run_keys, server_key, watermark_key
-from engine.scripts import register, reply_text, shard_states
+from engine.scripts import reply_text, scripts, shard_states
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.status import ShardState
 
@@ -108,12 +108,7 @@ class Delivery:
 
     def __init__(self, client: redis.Redis) -> None:
         self.r = client
-        self._overdue = register(client, "delivery_overdue")
-        self._reduce_due = register(client, "delivery_reduce_due")
-        self._reducing = register(client, "delivery_reducing")
-        self._sample = register(client, "delivery_sample")
-        self._swap = register(client, "delivery_swap")
-        self._waiting = register(client, "delivery_waiting")
+        self._lua = scripts(client, "delivery")
 
     def watermark(self, queue: str) -> float:
         """Send time (ms) of the queue's oldest message whose shard still waits: every message sent
@@ -144,7 +139,7 @@ class Delivery:
         (:data:`NEVER` until a sample is that old): what had left each queue by then."""
         marks = []
         for queue, now in zip((QUEUE_EXECUTE, QUEUE_GRADE), self.watermarks(), strict=True):
-            seen = self._sample(keys=[watermark_key(queue)], args=[now, int(age_s * 1000)])
+            seen = self._lua["sample"](keys=[watermark_key(queue)], args=[now, int(age_s * 1000)])
             marks.append(float(reply_text(seen)))
         return marks[0], marks[1]
 
@@ -153,18 +148,18 @@ class Delivery:
         message had left the queue, unclaimed. (shard, state) to send again; each is re-dated
         now, so no later pass sends it again before its new message has had its time."""
         k = run_keys(run_id)
-        flat = self._overdue(keys=[k.states, k.waiting, k.leases], args=[marks[0], marks[1]])
+        flat = self._lua["overdue"](keys=[k.states, k.waiting, k.leases], args=[marks[0], marks[1]])
         return shard_states(flat)
 
     def reduce_due(self, run_id: str, after_s: float) -> bool:
         """Whether the run's reduce should be sent again: every shard ended ``after_s`` ago and the
         run is still not reduced (the reduce message was lost with its worker)."""
-        return bool(self._reduce_due(keys=[run_keys(run_id).run], args=[int(after_s * 1000)]))
+        return bool(self._lua["reduce_due"](keys=[run_keys(run_id).run], args=[int(after_s * 1000)]))
 
     def reducing(self, run_id: str) -> None:
         """Note that a reduce of the run started now: the reaper sends no other for ``redeliver_after_s``
         (a reduce that outlives it gets a duplicate, which reduces the same records again)."""
-        self._reducing(keys=[run_keys(run_id).run])
+        self._lua["reducing"](keys=[run_keys(run_id).run])
 
     def restarted(self) -> bool:
         """Whether the Redis server restarted since the fleet last looked; True for exactly one caller.
@@ -174,14 +169,14 @@ class Delivery:
         Redis that lost its data, and with it every run) is no restart to act on.
         """
         server = str(self.r.info("server")["run_id"])
-        previous = self._swap(keys=[server_key()], args=[server])
+        previous = self._lua["swap"](keys=[server_key()], args=[server])
         return previous is not None and reply_text(previous) != server
 
     def waiting(self, run_id: str) -> Waiting:
         """The run's shards waiting without a lease, those whose lease expired, how long the oldest
         waits, and how long the run idled; read at one instant of Redis's clock, which dates leases."""
         k = run_keys(run_id)
-        reply = self._waiting(keys=[k.waiting, k.leases, k.run])
+        reply = self._lua["waiting"](keys=[k.waiting, k.leases, k.run])
         now_ms, shards, oldest, live, expired, progress, latest = reply
         oldest_ms, progress_ms, latest_ms = reply_text(oldest), reply_text(progress), reply_text(latest)
         return Waiting(

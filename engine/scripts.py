@@ -10,7 +10,7 @@ takes them from ``${name}`` placeholders filled here at load, so the names have 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from string import Template
 
@@ -54,6 +54,21 @@ def source(name: str) -> str:
 def register(client: redis.Redis, name: str) -> Script:
     """The script ``name`` bound to ``client`` (run by EVALSHA, loaded into Redis on first use)."""
     return client.register_script(source(name))
+
+
+@functools.cache
+def _names(prefix: str) -> tuple[str, ...]:
+    """The scripts named ``<prefix>_*`` in ``engine/lua/``."""
+    files = resources.files("engine").joinpath("lua").iterdir()
+    return tuple(sorted(f.name.removesuffix(".lua") for f in files if f.name.startswith(f"{prefix}_")))
+
+
+def scripts(client: redis.Redis, prefix: str) -> Mapping[str, Script]:
+    """Every script of one prefix bound to ``client``, by the rest of its name:
+    ``scripts(client, "state")["claim"]`` is ``engine/lua/state_claim.lua``. Each owner of shared
+    state (:mod:`engine.state`, :mod:`engine.delivery`, ...) keeps its scripts under its own prefix,
+    so a script added to the folder needs no line to be loaded."""
+    return {name.removeprefix(f"{prefix}_"): register(client, name) for name in _names(prefix)}
 
 
 def reply_text(value: object) -> str:

@@ -37,7 +37,7 @@ from engine.keys import (
     run_keys,
     server_key,
 )
-from engine.scripts import register, reply_text, shard_states
+from engine.scripts import reply_text, scripts, shard_states
 from engine.signals import SIGNAL_TTL_S, raise_signal, wait_signal
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.status import ShardState, may_transition
@@ -87,16 +87,7 @@ class RunState:
 
     def __init__(self, client: redis.Redis) -> None:
         self.r = client
-        self._transition = register(client, "state_transition")
-        self._claim = register(client, "state_claim")
-        self._heartbeat = register(client, "state_heartbeat")
-        self._reap = register(client, "state_reap")
-        self._register = register(client, "state_register")
-        self._release = register(client, "state_release")
-        self._requeue_shards = register(client, "state_requeue")
-        self._unsent = register(client, "state_unsent")
-        self._expire = register(client, "state_expire")
-        self._sent = register(client, "state_sent")
+        self._lua = scripts(client, "state")
 
     @staticmethod
     def _keys(run_id: str) -> RunKeys:
@@ -123,7 +114,7 @@ class RunState:
         for start in range(0, len(shard_ids), _REGISTER_CHUNK):
             chunk = shard_ids[start : start + _REGISTER_CHUNK]
             keys = [k.states, k.unsent, k.waiting]
-            added += int(self._register(keys=keys, args=[initial.value, *chunk]))
+            added += int(self._lua["register"](keys=keys, args=[initial.value, *chunk]))
         run = k.run
         self.r.hset(run, mapping={"total": len(shard_ids), "manifest": manifest_key, "created": created})
         self.r.hsetnx(run, "terminal", 0)
@@ -169,7 +160,7 @@ class RunState:
         more trip per task.
         """
         k = self._keys(run_id)
-        got = self._claim(
+        got = self._lua["claim"](
             keys=[*k.lease, k.claims, _inflight_list(dst), k.resubmits, k.run, k.waiting],
             args=[shard_id, src.value, dst.value, token, int(ttl_s * 1000), inflight_entry(run_id, shard_id)],
         )
@@ -182,7 +173,7 @@ class RunState:
         re-send it in, or None when the lease is not ours any more (nothing was changed)."""
         k = self._keys(run_id)
         for leased, back in ((ShardState.EXECUTING, ShardState.QUEUED), (ShardState.GRADING, ShardState.EXECUTED)):
-            done = self._release(
+            done = self._lua["release"](
                 keys=[*k.lease, k.claims, _inflight_list(leased), k.unsent, k.waiting],
                 args=[shard_id, token, leased.value, back.value, inflight_entry(run_id, shard_id)],
             )
@@ -198,19 +189,19 @@ class RunState:
     def heartbeat(self, run_id: str, shard_id: str, token: str, ttl_s: float) -> bool:
         """Extend the lease; False when the lease is no longer ours (the shard was reclaimed)."""
         k = self._keys(run_id)
-        return bool(self._heartbeat(keys=[k.leases, k.owners], args=[shard_id, token, int(ttl_s * 1000)]))
+        return bool(self._lua["heartbeat"](keys=[k.leases, k.owners], args=[shard_id, token, int(ttl_s * 1000)]))
 
     def expire_lease(self, run_id: str, shard_id: str, token: str) -> bool:
         """Give up a lease ``token`` holds: its heartbeats and writes are refused from now on, and the
         next reaper pass re-queues the shard (an abandoned task). False when ``token`` no longer held it."""
         k = self._keys(run_id)
-        return bool(self._expire(keys=[k.leases, k.owners], args=[shard_id, token]))
+        return bool(self._lua["expire"](keys=[k.leases, k.owners], args=[shard_id, token]))
 
     def transition(self, run_id: str, shard_id: str, new: ShardState, token: str = "") -> Transition:
         """Move the shard forward to ``new`` when allowed (and, with ``token``, when we hold its lease)."""
         allowed = [s.value for s in ShardState if may_transition(s, new)]
         k = self._keys(run_id)
-        moved, prev, done, total = self._transition(
+        moved, prev, done, total = self._lua["transition"](
             keys=[*k[:4], inflight_key(QUEUE_EXECUTE), inflight_key(QUEUE_GRADE), k.waiting],
             args=[shard_id, new.value, token, len(allowed), *allowed, inflight_entry(run_id, shard_id)],
         )
@@ -221,7 +212,7 @@ class RunState:
     def reap(self, run_id: str) -> list[tuple[str, ShardState]]:
         """Return shards whose lease expired to the previous state; give back (shard, state) to re-enqueue."""
         k = self._keys(run_id)
-        flat = self._reap(
+        flat = self._lua["reap"](
             keys=[*k.lease, k.unsent, inflight_key(QUEUE_EXECUTE), inflight_key(QUEUE_GRADE), k.waiting, k.run],
             args=[
                 ShardState.EXECUTING.value,
@@ -259,7 +250,7 @@ class RunState:
         k = self._keys(run_id)
         keys = [k.unsent, k.waiting]
         for start in range(0, len(shard_ids), _REGISTER_CHUNK):
-            self._sent(keys=keys, args=shard_ids[start : start + _REGISTER_CHUNK])
+            self._lua["sent"](keys=keys, args=shard_ids[start : start + _REGISTER_CHUNK])
 
     def unsent(self, run_id: str, grace_s: float) -> list[tuple[str, ShardState]]:
         """Waiting shards whose message was never confirmed sent within ``grace_s``: (shard, state) to send.
@@ -271,7 +262,7 @@ class RunState:
         duplicate at most, which its claim turns into a no-op.
         """
         k = self._keys(run_id)
-        flat = self._unsent(
+        flat = self._lua["unsent"](
             keys=[k.states, k.unsent, k.leases, k.waiting],
             args=[int(grace_s * 1000), *(s.value for s in WAITING_STATES)],
         )
@@ -333,7 +324,7 @@ class RunState:
                 x for shard, exp, back in moves[start : start + _REGISTER_CHUNK] for x in (shard, exp.value, back.value)
             ]
             keys = [k.run, k.states, active_runs_key(), k.claims, k.waiting]
-            flat = self._requeue_shards(keys=keys, args=[run_id, *args])
+            flat = self._lua["requeue"](keys=keys, args=[run_id, *args])
             moved += [reply_text(x) for x in flat]
         return moved
 

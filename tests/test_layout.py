@@ -328,15 +328,28 @@ def _header(script: Path) -> str:
     return "\n".join(line for line in itertools.takewhile(lambda line: line.startswith("--"), lines))
 
 
+def _script_names(tree: ast.AST) -> set[str]:
+    """The scripts a module names: each string constant (``register(client, "fleet_beat")``), and
+    ``<prefix>_<name>`` for each constant subscript of a module that loads ``scripts(client, "<prefix>")``
+    (``self._lua["claim"]``)."""
+    constants = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    prefixes = {
+        n.args[1].value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "scripts" and len(n.args) == 2
+        if isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str)
+    }
+    picked = {
+        n.slice.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str)
+    }
+    return constants | {f"{prefix}_{name}" for prefix in prefixes for name in picked}
+
+
 def test_every_redis_script_names_its_keys_and_argv_at_its_top_builds_no_key_and_is_loaded_by_name() -> None:
     scripts = sorted(LUA.glob("*.lua"))
-    names = {
-        node.value
-        for room in PRODUCT
-        for path in modules(room)
-        for node in ast.walk(parse(path))
-        if isinstance(node, ast.Constant) and isinstance(node.value, str)
-    }
+    names = {name for room in PRODUCT for path in modules(room) for name in _script_names(parse(path))}
     undocumented = [s.name for s in scripts if "KEYS[1]" not in _header(s) or "ARGV" not in _header(s)]
     keyed = [s.name for s in scripts if "skill-eval:" in s.read_text(encoding="utf-8")]  # keys: engine/keys.py
     unused = [s.name for s in scripts if s.stem not in names]

@@ -15,7 +15,7 @@ from engine.broker import InProcessBroker, Message
 from engine.keys import claims_field, run_keys
 from engine.records import load_outcome
 from engine.redis_server import RedisServer
-from engine.scripts import ScriptNotFound, source
+from engine.scripts import ScriptNotFound, scripts, source
 from engine.settings import Settings
 from engine.state import MAX_CLAIMS, RunState
 from schemas.constants import QUEUE_REDUCE
@@ -311,3 +311,11 @@ def test_every_script_is_read_with_the_state_names_filled_in_from_the_enum() -> 
     assert f"if cur == '{S.EXECUTING.value}'" in transition and f'["{S.BUDGET_EXHAUSTED.value}"]=true' in transition
     with pytest.raises(ScriptNotFound, match="no Redis script 'state_teleport'"):
         source("state_teleport")
+
+
+def test_an_owner_loads_every_script_of_its_prefix_by_the_rest_of_its_name(redis_client: redis.Redis) -> None:
+    lua = Path(engine.__file__).parent / "lua"
+    state = scripts(redis_client, "state")
+    assert sorted(state) == sorted(p.stem.removeprefix("state_") for p in lua.glob("state_*.lua"))
+    assert state["claim"].script == source("state_claim")
+    assert "sample" in scripts(redis_client, "delivery") and "claim" not in scripts(redis_client, "delivery")

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import redis
 
 from engine.keys import limiter_keys
-from engine.scripts import register
+from engine.scripts import scripts
 from schemas.errors import ModelCallFailed
 from schemas.model_config import LimiterSettings, ModelLimits
 
@@ -147,10 +147,7 @@ class Limiter:
         self.limits = limits
         self.settings = settings or LimiterSettings()
         self.state_key, self.leases_key = limiter_keys(limits.name)
-        self._acquire = register(redis_client, "limiter_acquire")
-        self._refresh = register(redis_client, "limiter_refresh")
-        self._settle_script = register(redis_client, "limiter_settle")
-        self._rate_limited = register(redis_client, "limiter_rate_limited")
+        self._lua = scripts(redis_client, "limiter")
         self._beat = _Heartbeat(self._refresh_lease, self.settings.lease_ttl_s / 3)
 
     # --- Redis with retries ---------------------------------------------------------------
@@ -205,7 +202,7 @@ class Limiter:
         # Without the lease the 429's request cannot be placed in time: count it as news.
         started = lease.started_ms if lease is not None else 1e18
         args = [retry_ms, started, self.settings.shrink, self.settings.min_factor]
-        _factor, left = self._with_redis(lambda: self._rate_limited(keys=[self.state_key], args=args))
+        _factor, left = self._with_redis(lambda: self._lua["rate_limited"](keys=[self.state_key], args=args))
         return max(0.0, float(left) / 1000.0)
 
     def wait_cooldown(self) -> None:
@@ -252,7 +249,7 @@ class Limiter:
         poll = _POLL_S[0]
         while True:
             granted, wait_ms, now_ms = self._with_redis(
-                lambda: self._acquire(keys=[self.state_key, self.leases_key], args=args)
+                lambda: self._lua["acquire"](keys=[self.state_key, self.leases_key], args=args)
             )
             wait_s = float(wait_ms) / 1000.0
             if granted in (b"1", "1"):
@@ -275,7 +272,7 @@ class Limiter:
         time, which is the round trip this saves."""
         pipe = self.redis.pipeline(transaction=False)
         keys = [self.state_key, self.leases_key]
-        pipe.evalsha(self._settle_script.sha, len(keys), *keys, *args)
+        pipe.evalsha(self._lua["settle"].sha, len(keys), *keys, *args)
         also(pipe)
         try:
             results = pipe.execute(raise_on_error=False)
@@ -285,7 +282,7 @@ class Limiter:
 
     def _refresh_lease(self, lease: Lease) -> None:
         # Lands before the grant's expiry (which included the slot wait): at most a third of the TTL.
-        self._refresh(keys=[self.leases_key], args=[lease.lease_id, self.settings.lease_ttl_s * 1000])
+        self._lua["refresh"](keys=[self.leases_key], args=[lease.lease_id, self.settings.lease_ttl_s * 1000])
 
     def _settle(
         self,
@@ -306,5 +303,5 @@ class Limiter:
         # long delaying) a call that has already succeeded, hence the short Redis budget.
         with contextlib.suppress(ModelCallFailed):
             self._with_redis(
-                lambda: self._settle_script(keys=[self.state_key, self.leases_key], args=args), budget_s=5.0
+                lambda: self._lua["settle"](keys=[self.state_key, self.leases_key], args=args), budget_s=5.0
             )
