@@ -20,7 +20,13 @@ from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
 from producer.corpus.repo import Repo
-from producer.launch.preflight import Waiting, check_before_dispatch, check_models
+from producer.launch.preflight import (
+    SendsPreflight,
+    Waiting,
+    check_before_dispatch,
+    send_model_checks,
+    wait_model_checks,
+)
 from producer.plan.planning import plan_run
 from schemas.errors import ModelUnavailable, NoSandbox, NoTranscriptCapture
 from schemas.manifest import AgentBudget, RunManifest, RunSettings
@@ -28,6 +34,20 @@ from schemas.preflight import HOST_CHECK, HostCheckReport, ModelCheck, Preflight
 from schemas.status import SandboxMode
 from tests.conftest import EXAMPLE_REPO
 from tests.engine_support import EXECUTOR, JUDGE, make_corpus_repo, plan_manifest
+
+
+def check_models(
+    manifest: RunManifest,
+    state: RunState,
+    fleet: SendsPreflight,
+    *,
+    timeout_s: float,
+    recheck_s: float,
+    waiting: Waiting | None = None,
+) -> list[PreflightReport]:
+    """The model checks as the producer runs them: one preflight per queue sent, then the wait."""
+    send_model_checks(manifest, fleet)
+    return wait_model_checks(manifest, state, timeout_s=timeout_s, recheck_s=recheck_s, waiting=waiting)
 
 
 @pytest.fixture

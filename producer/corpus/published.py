@@ -13,15 +13,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from producer.corpus import rules
 from producer.corpus.checks import CHECK_KEYS, MATCHER_KEYS
-from producer.corpus.rules import (
-    CASE_KEYS,
-    CASE_OPTIONAL_KEYS,
-    FIXTURE_KEYS,
-    FIXTURE_OPTIONAL_KEYS,
-    TOP_KEYS,
-    TOP_OPTIONAL_KEYS,
-)
 from producer.corpus.trigger_validation import CREATOR_KEYS
 from producer.corpus.validation_http import HTTP_CHECK_KEYS, MOCK_KEYS, REQUEST_MATCHER_KEYS
 from producer.corpus.validation_plugin import PLUGIN_CHECK_KEYS, TOOL_MATCHER_KEYS
@@ -31,9 +24,9 @@ Keys = tuple[frozenset[str], frozenset[str]]
 """An object's required keys and its optional ones, as the validator checks them."""
 
 OBJECT_KEYS: dict[str, Keys] = {
-    "Corpus": (TOP_KEYS, TOP_OPTIONAL_KEYS),
-    "EvalCase": (CASE_KEYS, CASE_OPTIONAL_KEYS),
-    "Fixture": (FIXTURE_KEYS, FIXTURE_OPTIONAL_KEYS),
+    "Corpus": (rules.TOP_KEYS, rules.TOP_OPTIONAL_KEYS),
+    "EvalCase": (rules.CASE_KEYS, rules.CASE_OPTIONAL_KEYS),
+    "Fixture": (rules.FIXTURE_KEYS, rules.FIXTURE_OPTIONAL_KEYS),
     "ToolCallMatcher": MATCHER_KEYS,
     "ToolMatcher": TOOL_MATCHER_KEYS,
     "HttpMatcher": REQUEST_MATCHER_KEYS,

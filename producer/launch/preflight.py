@@ -142,26 +142,6 @@ def wait_host_check(
         raise error
 
 
-def check_models(
-    manifest: RunManifest,
-    state: RunState,
-    publisher: SendsPreflight,
-    *,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    recheck_s: float = 1.0,
-    waiting: Waiting | None = None,
-) -> list[PreflightReport]:
-    """Send one preflight per queue and wait for the reports; raise ``ModelUnavailable`` naming each fault.
-
-    The run's manifest must already be in the store (the workers read the models from it).
-    The wait blocks on the run's preflight signal, which storing each report raises, so
-    it ends the moment the last report is stored, not a poll later; the reports are read again
-    at least every ``recheck_s`` in any case (kept below the Redis client's socket timeout).
-    """
-    send_model_checks(manifest, publisher)
-    return wait_model_checks(manifest, state, timeout_s=timeout_s, recheck_s=recheck_s, waiting=waiting)
-
-
 def send_model_checks(manifest: RunManifest, publisher: SendsPreflight) -> None:
     """One preflight per queue whose workers will call models."""
     for queue in preflight_queues(manifest):
@@ -176,7 +156,14 @@ def wait_model_checks(
     recheck_s: float = 1.0,
     waiting: Waiting | None = None,
 ) -> list[PreflightReport]:
-    """The queues' preflight reports once all are in; ``ModelUnavailable`` naming each fault."""
+    """The queues' preflight reports once all are in (sent by :func:`send_model_checks`);
+    ``ModelUnavailable`` naming each fault, or each queue no worker answered within ``timeout_s``.
+
+    The run's manifest must already be in the store (the workers read the models from it).
+    The wait blocks on the run's preflight signal, which storing each report raises, so
+    it ends the moment the last report is stored, not a poll later; the reports are read again
+    at least every ``recheck_s`` in any case (kept below the Redis client's socket timeout).
+    """
     run_id = manifest.plan.run_id
     queues = preflight_queues(manifest)
     reports: dict[str, PreflightReport] = {}
