@@ -34,7 +34,7 @@ from schemas.status import ShardState
 from schemas.verdict import ShardGrade
 from viewer.live import counts_of_result, limiter_figures, live_figures
 from viewer.rows import Query, Row, case_assertions, load_rows, matching, page_of
-from viewer.run_figures import plugin_note, trigger_headline
+from viewer.run_list import run_summary, unreadable_summary
 from viewer.task_view import check_query, task_document, with_triggers
 
 TRAJECTORY_SEARCH_MAX = 2000
@@ -131,7 +131,8 @@ class ViewerData:
         items = []
         for run_id in self.run_ids():
             try:
-                items.append(run_summary(self.run(run_id), self._progress(run_id)))
+                entry = self.run(run_id)
+                items.append(run_summary(entry.outline, entry.result, entry.end, self._progress(run_id)))
             except RunNotFound:
                 continue  # a folder without a manifest (labels of a run deleted, a stray write)
             except RunUnreadable as exc:
@@ -161,7 +162,7 @@ class ViewerData:
 
     def overview(self, run_id: str) -> dict[str, Any]:
         entry = self.run(run_id)
-        doc = run_summary(entry, self._progress(run_id))
+        doc = run_summary(entry.outline, entry.result, entry.end, self._progress(run_id))
         doc["live"] = self.live(run_id, entry)
         doc["result"] = entry.result
         return doc
@@ -317,78 +318,3 @@ def _run_end(raw: bytes, run_id: str) -> RunEnd:
         return RunEnd.model_validate_json(raw)
     except ValidationError as exc:
         raise RunUnreadable(f"run {run_id}: {run_end_key(run_id)} cannot be read here: {exc}") from exc
-
-
-def run_summary(entry: _Cached, progress: str | None) -> dict[str, Any]:
-    """One line of the runs list.
-
-    ``progress`` is the broker's word (``ViewerData._progress``; None: no broker knows the run,
-    so whether it goes on is not known and it is called neither running nor stalled). A run its
-    checks refused reads as BLOCKED with their named error; one whose embedded run stopped, as
-    ``interrupted`` and why (``ended``).
-    """
-    m = entry.outline.manifest
-    r = entry.result
-    end = entry.end if r is None and progress not in ("running", "stalled") else None  # the broker's word first
-    cost = 0.0
-    known_cost = False
-    if r is not None:
-        for u in r["usage"].values():
-            if u.get("cost_usd") is not None:
-                cost += u["cost_usd"]
-                known_cost = True
-    return {
-        "run_id": m.plan.run_id,
-        "when": m.plan.created_at.isoformat(),
-        "repo": m.repo,
-        "branch": m.branch,
-        "commit": m.sha7,
-        "skills": [b.skill for b in m.plan.bundles],
-        "models": list(m.plan.models),
-        "judges": list(m.plan.judges),
-        "harness": m.executor_label,
-        "arms": list(m.plan.variants),
-        "shards": entry.outline.shard_count,
-        "verdict": r["verdict"] if r else "BLOCKED" if end and end.how == "blocked" else None,
-        "reasons": list(r["reasons"]) if r else [end.reason] if end else [],
-        "rate": _headline(r) if r else None,
-        "cost_usd": round(cost, 6) if known_cost else None,
-        "running": progress == "running",
-        "stalled": progress == "stalled",
-        "ended": end.how if end else None,
-    }
-
-
-def unreadable_summary(run_id: str, why: str) -> dict[str, Any]:
-    """The runs list's line for a run this version cannot read: listed and named, never hidden."""
-    return {
-        "run_id": run_id,
-        "when": "",
-        "repo": None,
-        "branch": "",
-        "commit": "",
-        "skills": [],
-        "models": [],
-        "judges": [],
-        "harness": "",
-        "arms": [],
-        "shards": None,
-        "verdict": None,
-        "reasons": [],
-        "rate": None,
-        "cost_usd": None,
-        "running": False,
-        "stalled": False,
-        "ended": None,
-        "unreadable": why,
-    }
-
-
-def _headline(r: dict[str, Any]) -> str:
-    """The reducer's own headline: the suite's with several corpora, else the one corpus's (a
-    plugin eval suite's with what decided it: its assertions' rate does not); a trigger run's figures."""
-    if r.get("triggers") is not None:
-        return trigger_headline(r["triggers"])
-    if r.get("aggregate_headline"):
-        return str(r["aggregate_headline"])
-    return "; ".join(f"{s['skill']} [{s['variant']}]: {s['headline']}{plugin_note(s, r)}" for s in r["skills"])
