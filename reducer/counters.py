@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from reducer.scoring import rate
 from reducer.stats import Z95, mean_interval
+from schemas.outcome import OutcomeLine
 from schemas.report import CaseRun, ModelSummary
 from schemas.status import ShardState
 from schemas.trajectory import Usage
@@ -88,6 +89,13 @@ class ModelCounts:
             skill_activated=(self.activated[0], self.activated[1]) if self.activated[1] else None,
         )
 
+    def add_graded(self, passed: int, judged: int, score: float) -> None:
+        """Count one graded shard: ``passed`` of its ``judged`` verdicts, and its composite ``score``."""
+        self.graded += 1
+        self.passed += passed
+        self.judged += judged
+        self.composite.add(score)
+
     @classmethod
     def keeping(cls, scores: bool) -> ModelCounts:
         """Empty counts; ``scores``: keep each composite score too (see :class:`Mean`)."""
@@ -147,6 +155,25 @@ class Arm:
         if counts is None:
             counts = self.models[name] = ModelCounts.keeping(self.keep_scores)
         return counts
+
+    def add_graded(self, line: OutcomeLine, model: str, score: float) -> None:
+        """Count one graded shard of ``model`` (its row): its case's composite ``score``, each
+        assertion's verdict, its evidence checks and its judges' agreement."""
+        run_score = self.run_scores[(line.case_id, model)]
+        run_score[0] += score
+        run_score[1] += 1
+        self.graded_cases[line.case_id].add(model)
+        self.verified[0] += line.verified[0]
+        self.verified[1] += line.verified[1]
+        self.agreement[0] += line.agreement[0]
+        self.agreement[1] += line.agreement[1]
+        if line.unanimous is not None:
+            self.unanimous[0] += line.unanimous
+            self.unanimous[1] += 1
+        for index, passed in enumerate(line.passed):
+            cell = self.cells[(line.case_id, index, model)]
+            cell[0] += passed
+            cell[1] += 1
 
 
 def clusters_of(arms: Sequence[Arm], model: str | None = None) -> list[tuple[int, int]]:

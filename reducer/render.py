@@ -14,8 +14,8 @@ from reducer.render_adaptive import markdown_section
 from reducer.render_compare import comparison_section, quality_section
 from reducer.render_sweep import is_sweep, row_label, sweep_section
 from reducer.render_triggers import gates_text, routing_section, trigger_section
+from reducer.rows import ROWS_NOT_KEPT
 from reducer.scoring import counts, interval_method
-from reducer.stream import ROWS_NOT_KEPT
 from reducer.threshold import (
     gate_rule,
     gated_kinds,

@@ -39,7 +39,7 @@ from reducer.render_adaptive import html_section
 from reducer.render_compare import NO_SKILL_NOTE, TEST_LABELS
 from reducer.render_sweep import row_label, sweep_html
 from reducer.render_triggers import trigger_html
-from reducer.stream import ROWS_NOT_KEPT
+from reducer.rows import ROWS_NOT_KEPT
 from schemas.comparison import PairedComparison
 from schemas.constants import MIN_FLAKY_EPOCHS, MIN_QUALITY_OBSERVATIONS
 from schemas.report import UNFINISHED, CaseRun, RunResult, SkillResult

@@ -11,6 +11,15 @@ from schemas.shard_outcome import ShardOutcome
 from schemas.status import SandboxMode, ShardState
 from schemas.trajectory import Usage
 
+KEEP_BLOCKED = 1000
+"""Blocked shards listed per corpus and variant in a streamed result (the count is always exact)."""
+
+ROWS_NOT_KEPT = (
+    "Reduced from the run's outcome segments ({shards} shards): per-shard rows are not kept; every "
+    "figure above counts all of them. The full records of each shard stay in the store."
+)
+"""What the reports say where a streamed result has no per-shard rows to show."""
+
 
 def case_row(o: ShardOutcome, line: OutcomeLine | None) -> CaseRun:
     """A shard's row in the reports, from its full records (``line``: its outcome line, None when it never ended)."""

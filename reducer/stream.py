@@ -26,7 +26,7 @@ from reducer.epoch_weights import cells_rate, counts_of_cells, model_rate, plann
 from reducer.gates import comparison_failures, comparison_warnings, regression_tested
 from reducer.plugin_score import is_plugin_suite, scores_from_sums
 from reducer.quality import assertion_texts, quality_rows
-from reducer.rows import blocked_row, case_row
+from reducer.rows import KEEP_BLOCKED, blocked_row, case_row
 from reducer.scoring import (
     NO_RECORD,
     aggregate_gate,
@@ -50,15 +50,6 @@ from schemas.shard import CURRENT, RunPlan, SkillBundle, row_name
 from schemas.shard_outcome import ShardOutcome, outcome_line_of, skill_loaded
 from schemas.status import INFRA_FAILURES, ShardState, Verdict
 from schemas.triggers import TriggerReport, TriggerSettings
-
-KEEP_BLOCKED = 1000
-"""Blocked shards listed per corpus and variant in a streamed result (the count is always exact)."""
-
-ROWS_NOT_KEPT = (
-    "Reduced from the run's outcome segments ({shards} shards): per-shard rows are not kept; every "
-    "figure above counts all of them. The full records of each shard stay in the store."
-)
-"""What the reports say where a streamed result has no per-shard rows to show."""
 
 
 class StreamReducer:
@@ -164,33 +155,14 @@ class StreamReducer:
 
     def _add_graded(self, line: OutcomeLine, model: str, arm: Arm, models: Sequence[ModelCounts]) -> None:
         score = composite(line.passed, line.weights)
-        passed, judged = sum(line.passed), len(line.passed)
         for counts in models:
-            counts.graded += 1
-            counts.passed += passed
-            counts.judged += judged
-            counts.composite.add(score)
-        run_score = arm.run_scores[(line.case_id, model)]
-        run_score[0] += score
-        run_score[1] += 1
-        arm.graded_cases[line.case_id].add(model)
-        arm.verified[0] += line.verified[0]
-        arm.verified[1] += line.verified[1]
-        arm.agreement[0] += line.agreement[0]
-        arm.agreement[1] += line.agreement[1]
-        if line.unanimous is not None:
-            arm.unanimous[0] += line.unanimous
-            arm.unanimous[1] += 1
+            counts.add_graded(sum(line.passed), len(line.passed), score)
+        arm.add_graded(line, model, score)
         if line.skills_fired is not None:
             self.fired[line.shard_id] = tuple(line.skills_fired)
-        cells, case_id, model_name = arm.cells, line.case_id, model
-        for index, passed in enumerate(line.passed):
-            cell = cells[(case_id, index, model_name)]
-            cell[0] += passed
-            cell[1] += 1
         for index, d in enumerate(line.disagreed):
             if d >= 0:
-                split = self.disagreed[(line.skill, case_id, index)]
+                split = self.disagreed[(line.skill, line.case_id, index)]
                 split[0] += d
                 split[1] += 1
 

@@ -7,8 +7,9 @@ import random
 
 import pytest
 
+from reducer.rows import KEEP_BLOCKED
 from reducer.stats import mean_interval
-from reducer.stream import KEEP_BLOCKED, StreamReducer, reduce_run
+from reducer.stream import StreamReducer, reduce_run
 from reducer.summary import render_complete_block
 from schemas.outcome import CalibrationRecord, CalibrationStatus
 from schemas.report import UNFINISHED
