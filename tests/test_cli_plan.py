@@ -264,3 +264,19 @@ def test_a_files_entry_linking_out_of_the_repo_is_refused_by_validate_and_dry_ru
     code, output = invoke("run", "--all-evals", "--dry-run", "--json", "--repo", str(example_repo))
     assert code == 3  # WARN: the other corpus is planned
     assert [c["skill"] for c in json.loads(output)["corpora"]] == ["commit-message"]
+
+
+def test_a_crash_prints_one_line_with_the_exceptions_line_breaks_escaped(tmp_path: Path) -> None:
+    """Scripts read a failed command's last line: a crash whose message spans lines (pydantic's
+    report on a stored manifest it cannot read) still says INFRA_ERROR on that line, whole."""
+    run_id = "20260101-000000-00000000"
+    manifest = tmp_path / "store" / "runs" / run_id / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text('{"x": 1}')
+    exe = Path(sys.executable).parent / "skill-eval"
+    result = subprocess.run(
+        [str(exe), "report", run_id, "--store", str(tmp_path / "store")], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("INFRA_ERROR: ValidationError: 3 validation errors for RunManifest\\n")
+    assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n"), result.stderr
