@@ -29,7 +29,7 @@ from producer.plan.repo_terms import check_repo_terms
 from schemas.adaptive import AdaptivePlan
 from schemas.status import ExitCode, SandboxMode
 from schemas.summary import PlanSummary, SkippedCorpus
-from schemas.visible import visible
+from schemas.visible import inert_json, visible
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def dry_run_plan(
     guards = fixture_guards(r.root, bundles) + compare_lines
     summary = summary.model_copy(update={"guards": guards})
     if as_json:
-        sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
+        sys.stdout.write(inert_json(summary.model_dump_json(indent=2)) + "\n")
     else:
         print_plan(summary, out)
     # The real run goes on past a bad corpus with --all-evals and WARNs; the dry run says the same.
