@@ -101,14 +101,14 @@ def test_no_skill_and_no_all_evals_asks_instead_of_defaulting_to_all() -> None:
     assert "--all-evals" in output
 
 
-def test_dry_run_json_plans_cases_times_models_times_epochs() -> None:
+def test_dry_run_json_plans_cases_times_models_times_epochs(example_repo: Path) -> None:
     code, output = invoke(
         "run",
         "--all-evals",
         "--dry-run",
         "--json",
         "--repo",
-        str(EXAMPLE_REPO),
+        str(example_repo),
         "--model",
         "openai/m1",
         "--model",
@@ -145,10 +145,10 @@ def test_schema_exports_json_schema_for_the_corpus() -> None:
     assert code == 2
 
 
-def test_the_installed_console_script_runs_from_a_shell() -> None:
+def test_the_installed_console_script_runs_from_a_shell(example_repo: Path) -> None:
     exe = Path(sys.executable).parent / "skill-eval"
     result = subprocess.run(
-        [str(exe), "run", "commit-message", "--dry-run", "--repo", str(EXAMPLE_REPO)],
+        [str(exe), "run", "commit-message", "--dry-run", "--repo", str(example_repo)],
         capture_output=True,
         text=True,
         timeout=60,
