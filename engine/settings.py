@@ -5,11 +5,16 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.errors import ConfigError
 from schemas.status import SandboxMode
+
+ENV_PREFIX = "SKILL_EVAL_"
 
 
 def default_data_dir() -> Path:
@@ -39,9 +44,19 @@ def default_work_root() -> Path:
 
 
 class Settings(BaseSettings):
-    """Where the broker and store are, where workspaces go, and the engine's timing."""
+    """Where the broker and store are, where workspaces go, and the engine's timing.
 
-    model_config = SettingsConfigDict(env_prefix="SKILL_EVAL_", extra="ignore")
+    A value that does not fit its field raises :class:`ConfigError` naming the variable (or the
+    keyword) it came from: a mistyped ``SKILL_EVAL_*`` value is the user's to fix, not a crash.
+    """
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigError("; ".join(_problem(e, given=values) for e in exc.errors())) from None
 
     broker_url: str | None = None
     """Redis URL of the broker and state store; None means: start an embedded one-host cluster."""
@@ -113,3 +128,25 @@ class Settings(BaseSettings):
     @property
     def cache_dir(self) -> Path:
         return self.workdir / "snapshots"
+
+
+def _problem(error: ErrorDetails, *, given: dict[str, Any]) -> str:
+    """One field's validation error as ``SKILL_EVAL_LEASE_TTL_S: 'abc' is not a number``."""
+    ctx = error.get("ctx", {})
+    message = {
+        "float_parsing": "is not a number",
+        "int_parsing": "is not a whole number",
+        "int_from_float": "is not a whole number",
+        "bool_parsing": "is not true or false",
+        "enum": f"must be {ctx.get('expected')}",
+        "greater_than": f"must be above {ctx.get('gt', 0):g}",
+        "greater_than_equal": f"must be at least {ctx.get('ge', 0):g}",
+    }.get(error["type"])
+    if not error["loc"]:  # a rule across fields: its message names the variables itself
+        return error["msg"].removeprefix("Value error, ")
+    field = str(error["loc"][0])
+    where = field if field in given else f"{ENV_PREFIX}{field.upper()}"
+    if message is None:
+        message = error["msg"].removeprefix("Value error, ")
+        message = message[:1].lower() + message[1:]
+    return f"{where}: {error['input']!r} {message}"

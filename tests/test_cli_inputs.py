@@ -67,3 +67,22 @@ def test_an_out_that_is_a_file_is_a_config_error_naming_out(tmp_path: Path) -> N
     refused(["export", RUN, "--out", str(afile), *store], "--out", str(afile))
     run = ["run", "commit-message", "--repo", DEMO, "--model", "openai/x", "--judge", "openai/y", "--dry-run"]
     refused([*run, "--out", str(afile)], "--out", str(afile))
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        ("SKILL_EVAL_LEASE_TTL_S", "abc", "'abc' is not a number"),
+        ("SKILL_EVAL_WORKER_PROCESSES", "0", "'0' must be at least 1"),
+        ("SKILL_EVAL_SANDBOX", "\x1b[2J\u009b", "'\\x1b[2J\\x9b' must be 'bwrap' or 'none'"),
+    ],
+)
+def test_a_bad_settings_variable_is_a_config_error_naming_it_on_one_line(
+    variable: str, value: str, problem: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(variable, value)
+    line = f"CONFIG_ERROR: {variable}: {problem}\n"
+    assert refused(["status", RUN, "--store", str(tmp_path)]) == line
+    assert refused(["worker", "--broker", "redis://127.0.0.1:1", "--store", str(tmp_path)]) == line
+    run = ["run", "commit-message", "--repo", DEMO, "--model", "openai/x", "--judge", "openai/y", "--dry-run"]
+    assert refused(run) == line

@@ -101,14 +101,14 @@ def test_no_skill_and_no_all_evals_asks_instead_of_defaulting_to_all() -> None:
     assert "--all-evals" in output
 
 
-def test_dry_run_json_plans_cases_times_models_times_epochs() -> None:
+def test_dry_run_json_plans_cases_times_models_times_epochs(example_repo: Path) -> None:
     code, output = invoke(
         "run",
         "--all-evals",
         "--dry-run",
         "--json",
         "--repo",
-        str(EXAMPLE_REPO),
+        str(example_repo),
         "--model",
         "openai/m1",
         "--model",
@@ -145,10 +145,10 @@ def test_schema_exports_json_schema_for_the_corpus() -> None:
     assert code == 2
 
 
-def test_the_installed_console_script_runs_from_a_shell() -> None:
+def test_the_installed_console_script_runs_from_a_shell(example_repo: Path) -> None:
     exe = Path(sys.executable).parent / "skill-eval"
     result = subprocess.run(
-        [str(exe), "run", "commit-message", "--dry-run", "--repo", str(EXAMPLE_REPO)],
+        [str(exe), "run", "commit-message", "--dry-run", "--repo", str(example_repo)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -264,3 +264,19 @@ def test_a_files_entry_linking_out_of_the_repo_is_refused_by_validate_and_dry_ru
     code, output = invoke("run", "--all-evals", "--dry-run", "--json", "--repo", str(example_repo))
     assert code == 3  # WARN: the other corpus is planned
     assert [c["skill"] for c in json.loads(output)["corpora"]] == ["commit-message"]
+
+
+def test_a_crash_prints_one_line_with_the_exceptions_line_breaks_escaped(tmp_path: Path) -> None:
+    """Scripts read a failed command's last line: a crash whose message spans lines (pydantic's
+    report on a stored manifest it cannot read) still says INFRA_ERROR on that line, whole."""
+    run_id = "20260101-000000-00000000"
+    manifest = tmp_path / "store" / "runs" / run_id / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text('{"x": 1}')
+    exe = Path(sys.executable).parent / "skill-eval"
+    result = subprocess.run(
+        [str(exe), "report", run_id, "--store", str(tmp_path / "store")], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("INFRA_ERROR: ValidationError: 3 validation errors for RunManifest\\n")
+    assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n"), result.stderr

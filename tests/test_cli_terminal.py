@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import shlex
 import subprocess
@@ -10,9 +11,12 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
+import click
 import pytest
+import typer
 from rich.console import Console
 
+from producer.commands.cli import app
 from producer.plan.dry_run import print_plan
 from producer.results.status_view import status_view
 from schemas.summary import CorpusPlan, PlanSummary, PlanTotals, RunStatus
@@ -37,6 +41,33 @@ def test_help_shows_no_python_types(command: str) -> None:
     assert result.returncode == 0, result.stderr
     for noise in ("<bool>", "<str>", "<list[str]>", "<int", "<float", "<path>"):
         assert noise not in result.stdout, (noise, result.stdout)
+
+
+def _commands() -> list[str]:
+    group = typer.main.get_command(app)
+    return sorted(group.list_commands(click.Context(group)))  # type: ignore[attr-defined]
+
+
+HELP_COLUMNS = 100
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_help_folds_each_paragraph_of_a_commands_text_at_the_width_never_at_its_source_line_breaks(
+    command: str,
+) -> None:
+    """A line of the help text ends only where the next word would not fit (one column of
+    padding each side): a docstring's own line breaks are not the terminal's."""
+    result = cli(command, "--help", columns=HELP_COLUMNS)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("Usage:")) + 1
+    end = next(i for i, line in enumerate(lines) if line.startswith("╭"))
+    paragraphs = "\n".join(line.strip() for line in lines[start:end]).strip().split("\n\n")
+    assert paragraphs[0], result.stdout  # the command says what it does
+    for paragraph in paragraphs:
+        shown = paragraph.split("\n")
+        for line, following in itertools.pairwise(shown):
+            assert len(line) + 1 + len(following.split()[0]) > HELP_COLUMNS - 2, (line, following)
 
 
 def test_run_help_marks_the_required_options_and_names_values() -> None:

@@ -3,7 +3,7 @@
 Flag errors (a missing --repo, an unknown --executor or --invoke, an --api-base that is not a
 URL, --detach without a broker) exit 2 and start nothing; case guards (base fixtures without
 git, a --compare ref the skill is not at) are printed. A base fixture without git ends the run
-BLOCKED, so ``validate`` exits 2 for it; a dry run's exit code is the run's start, unchanged.
+BLOCKED, so ``validate`` and a dry run exit 2 for it; a --compare guard leaves the exit code alone.
 """
 
 from __future__ import annotations
@@ -40,8 +40,12 @@ def plain_repo(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(
     ("command", "exit_code"),
-    [(["validate", "--all-evals"], 2), (["run", "--all-evals", "--dry-run"], 0)],
-    ids=["validate-exits-as-the-run-ends", "dry-run"],
+    [
+        (["validate", "--all-evals"], 2),
+        (["run", "--all-evals", "--dry-run"], 2),
+        (["run", "--all-evals", "--dry-run", "--json"], 2),
+    ],
+    ids=["validate-exits-as-the-run-ends", "dry-run-exits-as-the-run-ends", "dry-run-json-too"],
 )
 def test_base_fixtures_in_a_repo_without_git_are_named(plain_repo: Path, command: list[str], exit_code: int) -> None:
     code, output = invoke(*command, "--repo", str(plain_repo))
@@ -63,7 +67,7 @@ def test_a_worktree_checkout_counts_as_without_git(example_repo: Path, tmp_path:
     worktree = tmp_path / "wt"
     subprocess.run(["git", "-C", str(example_repo), "worktree", "add", "-q", str(worktree)], check=True)
     code, output = invoke("run", "commit-message", "--dry-run", "--repo", str(worktree))
-    assert code == 0, output
+    assert code == 2, output
     assert "BLOCKED_FIXTURE_NEEDS_GIT: evals/commit-message.evals.json: case 1:" in output
 
 
@@ -80,7 +84,7 @@ def test_dry_run_names_a_compare_ref_that_does_not_exist(example_repo: Path) -> 
 
 def test_a_dry_run_without_git_plans_no_baseline_arm_as_its_guard_says(plain_repo: Path) -> None:
     code, output = invoke("run", "--all-evals", "--dry-run", "--compare", "HEAD~1", "--repo", str(plain_repo))
-    assert code == 0, output
+    assert code == 2, output  # a base fixture without git blocks the run; GUARD_NO_GIT alone would not
     assert "GUARD_NO_GIT: skill-eval --compare needs a git repository" in output
     assert "grading the current version only" in output
     assert "shards = cases x models x epochs = 4" in output  # the current arm alone, as the run plans it
@@ -123,8 +127,8 @@ def test_dry_run_json_carries_the_guards(example_repo: Path) -> None:
     ]
 
 
-def test_dry_run_without_models_prints_the_plan_and_says_what_a_run_needs() -> None:
-    code, output = invoke("run", "--all-evals", "--dry-run", "--repo", str(EXAMPLE_REPO))
+def test_dry_run_without_models_prints_the_plan_and_says_what_a_run_needs(example_repo: Path) -> None:
+    code, output = invoke("run", "--all-evals", "--dry-run", "--repo", str(example_repo))
     assert code == 0, output
     assert "(unspecified)" not in output
     assert "models: none given (shards counted for one model)  judges: none given" in output
@@ -217,9 +221,9 @@ def test_fail_under_beside_threshold_is_refused_where_every_corpus_is_a_plugin_s
     assert code == 0, output  # alone, it is what every case must score
 
 
-def test_detach_with_a_broker_passes_the_check(redis_server: RedisServer) -> None:
+def test_detach_with_a_broker_passes_the_check(redis_server: RedisServer, example_repo: Path) -> None:
     args = ["run", "commit-message", "--dry-run", "--detach", "--broker", redis_server.url]
-    code, output = invoke(*args, "--repo", str(EXAMPLE_REPO))
+    code, output = invoke(*args, "--repo", str(example_repo))
     assert code == 0, output
 
 

@@ -15,13 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 from producer.commands.cli import app
-from tests.conftest import EXAMPLE_REPO
 from tests.e2e_support import Env, case, git_init, new_repo, write_skill
 from tests.harness_e2e import model_fixtures
 
 server, env = model_fixtures({"rules": []})
 
-REPO = ["--repo", str(EXAMPLE_REPO)]
 MODELS = ["--model", "openai/m", "--judge", "openai/j"]
 
 
@@ -56,8 +54,10 @@ MODELS = ["--model", "openai/m", "--judge", "openai/j"]
         "grade-judge-spelling",
     ],
 )
-def test_validate_and_dry_run_refuse_a_name_given_twice(args: list[str], expected: str | None) -> None:
-    result = CliRunner().invoke(app, [*args, *REPO])
+def test_validate_and_dry_run_refuse_a_name_given_twice(
+    args: list[str], expected: str | None, example_repo: Path
+) -> None:
+    result = CliRunner().invoke(app, [*args, "--repo", str(example_repo)])  # a git checkout: no fixture guard
     if expected is None:  # two different models are a plan of two rows, not a repeat
         assert result.exit_code == 0, result.output
         return

@@ -230,9 +230,9 @@ def test_the_leaderboard_and_per_model_tables_of_a_sweep_head_their_rows_harness
     assert "<h2>Pass rate by model</h2>" in page and "### Assertions by model" in markdown
 
 
-def test_dry_run_lists_each_harness_model_pair_with_its_shards() -> None:
+def test_dry_run_lists_each_harness_model_pair_with_its_shards(example_repo: Path) -> None:
     code, output = invoke(
-        "run", "commit-message", "--repo", str(EXAMPLE_REPO), "--dry-run",
+        "run", "commit-message", "--repo", str(example_repo), "--dry-run",
         *("--executor", "claude-code", "--executor", "codex", "--executor", "agent"),
         *("--model", CLAUDE, "--model", GPT, "--epochs", "2"),
     )  # fmt: skip
@@ -241,7 +241,7 @@ def test_dry_run_lists_each_harness_model_pair_with_its_shards() -> None:
     for harness, model in (("claude-code", CLAUDE), ("codex", GPT), ("agent", CLAUDE), ("agent", GPT)):
         assert f"harness x model: {harness} x {model}: 4 shards" in output
     code, output = invoke(
-        "run", "commit-message", "--repo", str(EXAMPLE_REPO), "--dry-run", "--json",
+        "run", "commit-message", "--repo", str(example_repo), "--dry-run", "--json",
         *("--executor", "claude-code", "--executor", "gemini-cli"),
     )  # fmt: skip
     assert code == 0, output  # no --model yet: each harness counted for one unnamed model

@@ -12,6 +12,7 @@ Every command module registers its commands on :data:`app`, so each takes this p
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import typer
@@ -36,11 +37,23 @@ class _Commands(TyperGroup):
         command = super().get_command(ctx, cmd_name)
         if command is not None:
             _plain_types(command, ctx)
+            command.help = reflowed(command.help)
         return command
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         _plain_types(self, ctx)
         super().format_help(ctx, formatter)
+
+
+def reflowed(help_text: str | None) -> str | None:
+    """A command's docstring as ``--help`` shows it: each paragraph (blank-line separated) one
+    line, for the console to fold at the terminal's width. Typer joins the first paragraph's
+    lines but prints the others' hard line breaks as they are, mid-sentence at any width. A
+    paragraph starting with Click's ``\\b`` keeps its lines."""
+    if help_text is None:
+        return None
+    paragraphs = inspect.cleandoc(help_text).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paragraphs)
 
 
 def _plain_types(command: Any, ctx: Any) -> None:

@@ -19,6 +19,7 @@ from producer.commands.options import fill_optional_values
 from producer.corpus.published import published_schemas
 from schemas.errors import ConfigError
 from schemas.status import ExitCode
+from schemas.visible import visible
 from viewer.cli import register_commands as register_viewer_commands
 
 
@@ -60,11 +61,12 @@ def _options(
 def main() -> None:
     """Entry point. Click (standalone) handles usage errors (usage line, ``--help`` hint, exit 2)
     and Ctrl-C (exit 130); an unexpected crash is the evaluator failing, never a verdict: it
-    exits 2, not 1 (which would read as a behavioural FAIL in CI)."""
+    exits 2, not 1 (which would read as a behavioural FAIL in CI). Its line is one line (the
+    exception's own line breaks escaped), since scripts read a failed command's last line."""
     try:
         app(args=fill_optional_values(sys.argv[1:]))
     except Exception as exc:
-        err.print(f"INFRA_ERROR: {type(exc).__name__}: {exc}", markup=False, highlight=False)
+        err.print(visible(f"INFRA_ERROR: {type(exc).__name__}: {exc}"), markup=False, highlight=False)
         sys.exit(ExitCode.BLOCKED)
 
 

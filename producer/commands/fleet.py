@@ -28,6 +28,7 @@ from producer.results.stored_run import rereport, run_status
 from schemas.constants import ALL_QUEUES
 from schemas.errors import ConfigError
 from schemas.status import ExitCode, SandboxMode
+from schemas.visible import inert_json
 from schemas.words import noun, plural
 
 RunIdArg = Annotated[str, typer.Argument(help="Run id.")]
@@ -86,7 +87,7 @@ def status(
     """Shard counts by state, whether the run is done, and per-model usage (a table; --json for machines)."""
     doc = run_status(run_id, settings_from(broker_url=broker, store=store))
     if as_json:
-        sys.stdout.write(doc.model_dump_json(indent=2) + "\n")
+        sys.stdout.write(inert_json(doc.model_dump_json(indent=2)) + "\n")
         return
     # Tables fit the width; prose folds on a terminal and stays whole lines in a pipe or file.
     out.print(status_view(doc, fold=out.is_terminal), highlight=False, soft_wrap=False, crop=False)

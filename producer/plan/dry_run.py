@@ -2,8 +2,9 @@
 
 Nothing is enqueued and no model is called; the models may be missing (the plan counts shards
 for one). Bad corpora and the case guards of :mod:`producer.plan.prechecks` are listed, and the exit
-code is the one the real run would reach on them: WARN when ``--all-evals`` skips a bad corpus,
-BLOCKED when nothing is left, PASS otherwise (case guards do not change it).
+code is the one the real run would reach on them: BLOCKED when a base fixture needs git the
+repo lacks (that case blocks the run, as ``validate`` says too) or nothing is left, WARN when
+``--all-evals`` skips a bad corpus, PASS otherwise (a ``--compare`` guard does not change it).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from producer.plan.repo_terms import check_repo_terms
 from schemas.adaptive import AdaptivePlan
 from schemas.status import ExitCode, SandboxMode
 from schemas.summary import PlanSummary, SkippedCorpus
-from schemas.visible import visible
+from schemas.visible import inert_json, visible
 
 
 @dataclass(frozen=True)
@@ -93,14 +94,17 @@ def dry_run_plan(
         check_case_terms(plan, executor)
     check_repo_terms(r.root, executors)
     summary = plan_summary(plan, skipped, observed)
-    guards = fixture_guards(r.root, bundles) + compare_lines
-    summary = summary.model_copy(update={"guards": guards})
+    blocking = fixture_guards(r.root, bundles)
+    summary = summary.model_copy(update={"guards": blocking + compare_lines})
     if as_json:
-        sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
+        sys.stdout.write(inert_json(summary.model_dump_json(indent=2)) + "\n")
     else:
         print_plan(summary, out)
-    # The real run goes on past a bad corpus with --all-evals and WARNs; the dry run says the same.
-    return (ExitCode.WARN if bundles else ExitCode.BLOCKED) if errors else ExitCode.PASS
+    # A base fixture without git blocks its case and so the run (FixtureNeedsGit.stops_run); the
+    # real run goes on past a bad corpus with --all-evals and WARNs. The dry run says the same.
+    if blocking or (errors and not bundles):
+        return ExitCode.BLOCKED
+    return ExitCode.WARN if errors else ExitCode.PASS
 
 
 def print_plan(summary: PlanSummary, out: Console) -> None:

@@ -162,7 +162,7 @@ def test_skill_eval_run_exits_2_naming_the_shard_timeout_over_the_ceiling(tmp_pa
 
 
 def test_a_ceiling_that_a_task_could_outlive_the_redelivery_timeout_with_is_refused() -> None:
-    with pytest.raises(ValueError, match="must stay 600 s below"):
+    with pytest.raises(ConfigError, match="must stay 600 s below"):
         Settings(max_shard_timeout_s=4 * 3600)
 
 

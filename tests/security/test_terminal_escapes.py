@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from producer.commands.cli import app
 from producer.commands.console import InertConsole
 from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent, Trajectory
-from schemas.visible import BLOCK_CONTROL_RE, CONTROL_RE, visible, visible_lines
+from schemas.visible import BLOCK_CONTROL_RE, CONTROL_RE, inert_json, visible, visible_lines
 from testkit.offline_server import OfflineModelServer
 from tests.conftest import EXAMPLE_REPO
 from tests.e2e_support import Env, case, checked_env, git_init, new_repo, ran, scenario, write_skill
@@ -58,6 +58,13 @@ def test_a_visible_name_holds_no_control_and_is_one_line_and_stable(text: str) -
         assert shown == text
 
 
+@given(st.recursive(st.text() | st.none(), lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner)))
+def test_json_for_machines_holds_no_control_and_parses_to_the_same_value(value: object) -> None:
+    shown = inert_json(json.dumps(value, ensure_ascii=False, indent=2))
+    assert not CONTROL_RE.search(shown.replace("\n", ""))  # the document's own line breaks only
+    assert json.loads(shown) == value and inert_json(shown) == shown
+
+
 def test_the_cli_consoles_escape_every_control_but_the_line_breaks_of_any_renderable() -> None:
     """The boundary: a table cell, a Text or a string printed by any command carries no control
     sequence, whatever its caller forgot; the block's own line feeds stay line feeds."""
@@ -87,6 +94,31 @@ def test_a_corpus_file_name_in_the_dry_runs_skipped_lines_is_shown_escaped(repo:
     output = invoke("run", "--all-evals", "--dry-run", "--repo", str(repo))
     assert "skipped evals/\\x1b]0;pwned-title" in output
     assert_inert(output)
+
+
+def test_a_c1_control_in_a_corpus_file_name_is_escaped_in_the_dry_runs_json(repo: Path) -> None:
+    """JSON escapes C0 in its strings but not C1 (U+009B is a CSI on some terminals): --json does."""
+    (repo / "evals" / f"{HOSTILE}.evals.json").write_text("{not json")
+    output = invoke("run", "--all-evals", "--dry-run", "--json", "--repo", str(repo))
+    assert "\x9b" not in output and "\\u009b2J" in output, output
+    assert json.loads(output)["skipped"][0]["corpus"] == f"evals/{HOSTILE}.evals.json"
+
+
+def test_a_c1_control_in_a_model_name_is_escaped_in_status_json(tmp_path: Path) -> None:
+    from engine.records import put_manifest, put_run_end
+    from engine.store import LocalStore
+    from schemas.manifest import RunManifest
+    from schemas.run_end import RunEnd
+    from schemas.shard import RunPlan
+
+    run_id, why = "20260101-000000-0000cafe", f"BLOCKED_MODEL_UNAVAILABLE: openai/{HOSTILE}: refused"
+    store = LocalStore(tmp_path / "store")
+    plan = RunPlan(run_id=run_id, bundles=(), models=("openai/m",), judges=("openai/j",), shards=())
+    put_manifest(store, RunManifest(plan=plan, snapshots={}))
+    put_run_end(store, RunEnd(run_id=run_id, how="blocked", reason=why))
+    output = invoke("status", run_id, "--json", "--store", str(tmp_path / "store"))
+    assert "\x9b" not in output and "\\u009b2J" in output, output
+    assert json.loads(output)["end"]["reason"] == why
 
 
 def test_a_corpus_or_trigger_key_in_a_bad_corpus_path_is_shown_escaped(repo: Path) -> None:
