@@ -14,14 +14,12 @@ fixed identity and date so the same fixtures give the same commits.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import re
 import shutil
 import stat
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -67,22 +65,10 @@ _REMOVED = (
 _DIFFING = frozenset({"diff", "log", "show", "format-patch", "whatchanged"})
 
 
-def _empty_home() -> str:
-    # One empty folder per process: HOME for git so no ~/.gitconfig is read. Removed when the
-    # process that made it exits, so runs do not leave one behind each in TMPDIR.
-    global _HOME
-    if _HOME is None or not os.path.isdir(_HOME):
-        _HOME = tempfile.mkdtemp(prefix="skill-eval-githome-")
-        atexit.register(_remove_home, _HOME, os.getpid())
-    return _HOME
-
-
-def _remove_home(path: str, maker: int) -> None:
-    if os.getpid() == maker:  # a forked child inherits the hook, not the folder's lifetime
-        shutil.rmtree(path, ignore_errors=True)
-
-
-_HOME: str | None = None
+NO_HOME = "/dev/null"
+"""git's HOME: every ``$HOME/...`` path git might read (``.gitconfig``, ``.config/git/ignore``,
+``.config/git/attributes``, credentials) fails with ENOTDIR, which git takes as a missing file, and
+no one can create one there; nothing is made, so nothing is left behind by a killed process."""
 
 
 def git_env() -> dict[str, str]:
@@ -94,7 +80,7 @@ def git_env() -> dict[str, str]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
         "LANG": "C.UTF-8",
-        "HOME": _empty_home(),
+        "HOME": NO_HOME,
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": "/dev/null",
         "GIT_ATTR_NOSYSTEM": "1",

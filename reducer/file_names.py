@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
+from collections.abc import Iterable
 
 
 def file_slug(text: str, sep: str = "_", limit: int = 40, *, exact: bool = False) -> str:
@@ -19,6 +21,15 @@ def file_slug(text: str, sep: str = "_", limit: int = 40, *, exact: bool = False
     if len(safe) <= limit and (unchanged or not exact):
         return safe
     return f"{safe[:limit].strip(sep + '.')}{sep}{name_digest(text)}".lstrip(sep)
+
+
+def distinct_slugs(names: Iterable[str]) -> dict[str, str]:
+    """Each name's :func:`file_slug`, readable where it can be: names that would share one (``a/b``
+    beside ``a_b``) get the ``exact`` slug, which hashes every name the slug changed."""
+    names = set(names)
+    plain = {name: file_slug(name) for name in names}
+    shared = Counter(plain.values())
+    return {name: file_slug(name, exact=True) if shared[plain[name]] > 1 else plain[name] for name in names}
 
 
 def name_digest(text: str) -> str:

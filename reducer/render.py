@@ -88,9 +88,10 @@ def report_stem(skill: str, run_id: str) -> str:
     return f"skill-eval-{skill}-{run_id}"
 
 
-def transcript_name(skill: str, run_id: str, run: CaseRun, unique_case: bool) -> str:
-    """``skill-eval-<skill>-<RUN_ID>-case<id>-transcript.txt``; model and epoch added when a case ran more than once."""
-    suffix = "" if unique_case else f"-{file_slug(run.model)}-e{run.epoch}"
+def transcript_name(skill: str, run_id: str, run: CaseRun, unique_case: bool, model_slug: str | None = None) -> str:
+    """``skill-eval-<skill>-<RUN_ID>-case<id>-transcript.txt``; model and epoch added when a case ran
+    more than once (``model_slug``: the model's slug among the run's others, :func:`distinct_slugs`)."""
+    suffix = "" if unique_case else f"-{model_slug or file_slug(run.model)}-e{run.epoch}"
     return f"{report_stem(skill, run_id)}-case{run.case_id}{suffix}-transcript.txt"
 
 

@@ -1,26 +1,28 @@
-"""The empty HOME git runs with on the host is removed when the process exits: each command
-once left one ``skill-eval-githome-*`` folder behind in TMPDIR."""
+"""git on the host runs with a HOME nothing can be read from or left in: no user's git
+configuration, ignore or attributes file reaches a repo's commands, and a process killed with
+SIGKILL (no exit hooks) leaves no folder behind in TMPDIR."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from engine.gitcmd import git_env, run_git, run_in_git_env
 from tests.security.harness import case, make_repo
 
 PROGRAM = """
-import os, sys
+import os, signal, sys
 from pathlib import Path
-from engine.gitcmd import git_env, run_git
-home = git_env()["HOME"]
-assert os.path.isdir(home) and run_git(Path(sys.argv[1]), ["rev-parse", "HEAD"]).strip()
-print(home)
+from engine.gitcmd import run_git
+print(run_git(Path(sys.argv[1]), ["rev-parse", "HEAD"]).strip(), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-def test_the_git_home_of_a_process_is_gone_when_it_exits(tmp_path: Path) -> None:
+def test_a_killed_process_leaves_nothing_in_tmpdir(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", "demo", [case(1, "p", ["runs git status first"])])
     temp = tmp_path / "tmp"
     temp.mkdir()
@@ -30,8 +32,30 @@ def test_the_git_home_of_a_process_is_gone_when_it_exits(tmp_path: Path) -> None
         text=True,
         timeout=60,
         env={**os.environ, "TMPDIR": str(temp)},
-        check=True,
+        check=False,
     )
-    home = Path(done.stdout.strip())
-    assert home.parent == temp and home.name.startswith("skill-eval-githome-")
+    assert done.returncode == -signal.SIGKILL and len(done.stdout.strip()) == 40, done.stderr
     assert list(temp.iterdir()) == []
+
+
+def test_no_file_under_the_users_home_reaches_git(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", "demo", [case(1, "p", ["runs git status first"])])
+    (repo / "notes.tmp").write_text("x\n", encoding="utf-8")
+    home = Path(git_env()["HOME"])
+    assert not home.is_dir()  # nothing can be created below it
+    user_home = tmp_path / "home"
+    (user_home / ".config" / "git").mkdir(parents=True)
+    (user_home / ".config" / "git" / "ignore").write_text("*.tmp\n", encoding="utf-8")
+    (user_home / ".gitconfig").write_text("[core]\n\texcludesFile = ~/.config/git/ignore\n", encoding="utf-8")
+    old = os.environ.get("HOME")
+    os.environ["HOME"] = str(user_home)
+    try:
+        listed = run_git(repo, ["status", "--porcelain", "--untracked-files=all"])
+        done = run_in_git_env(["git", "status", "--porcelain"], repo, timeout_s=60)
+    finally:
+        if old is None:
+            del os.environ["HOME"]
+        else:
+            os.environ["HOME"] = old
+    assert "notes.tmp" in listed  # the user's ignore file was not read
+    assert done.returncode == 0 and done.stderr == b""  # and git warned of nothing

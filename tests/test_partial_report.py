@@ -95,7 +95,8 @@ def test_report_on_a_run_whose_store_lacks_a_shard_says_partial_and_does_not_pas
         again = env.cli("report", run.run_id, "--store", str(env.store), "--out", str(env.base / "again"))
 
     assert again.code == ExitCode.WARN, again.stdout + again.stderr
-    assert "partial: 1 of 2 shards have no terminal record yet" in again.stdout
+    assert "partial: shards not ended count as not graded, and the verdict cannot be PASS" in again.stdout
+    assert again.stdout.count("1 of 2 shards") == 1  # said once, in the block's header
     assert "verdict: WARN" in again.stdout and "verdict: PASS" not in again.stdout
     assert "all corpora graded" not in again.stdout
     assert "SKILL-EVAL PARTIAL (1 of 2 shards not ended: still running or lost)" in again.stdout

@@ -32,3 +32,14 @@ def test_a_short_name_keeps_its_readable_slug() -> None:
     assert file_slug("openai/exec-b") == "openai_exec-b"
     assert file_slug(LONG).startswith("cmd_python3_-c_print_1_")
     assert file_slug(LONG) != file_slug(LONG + " ")
+
+
+def test_two_models_with_one_readable_slug_keep_their_own_transcripts(tmp_path: Path) -> None:
+    plan = plan_for([bundle("s", (1, 1))], models=("org/exec", "org_exec"))  # both slug to org_exec
+    outcomes = {s.shard_id: graded(s, [False]) for s in plan.shards}
+    written = write_reports(
+        reduce_run(plan, outcomes), RunManifest(plan=plan, snapshots={}), open_store(str(tmp_path / "st")), tmp_path
+    )
+    transcripts = [p for p in written if p.name.endswith("-transcript.txt")]
+    assert len({p.name for p in transcripts}) == len(transcripts) == 4  # none overwrote another
+    assert any("-org_exec-e" in p.name for p in transcripts)  # the first keeps its readable name

@@ -32,9 +32,8 @@ from schemas.errors import ConfigError, SkillEvalError
 from schemas.label import COMBINED, NOTE_CHARS, HumanLabel
 from schemas.manifest import result_key
 from schemas.shard import CURRENT
-from schemas.status import ShardState
 from viewer.data import RunNotFound, RunUnreadable, ViewerData
-from viewer.rows import PAGE, Query, case_assertions
+from viewer.rows import PAGE, VIEW_STATES, Query, case_assertions
 from viewer.run_figures import adaptive_view, plugin_view, trigger_view
 from viewer.templating import templates
 
@@ -382,6 +381,6 @@ def _facets(data: ViewerData, run_id: str) -> dict[str, list[str]]:
     return {
         "models": list(plan.rows),
         "arms": list(plan.variants),
-        "states": [s.value for s in ShardState],
+        "states": VIEW_STATES,
         "assertions": list(texts)[:FACET_ASSERTIONS],
     }

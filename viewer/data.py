@@ -30,10 +30,9 @@ from schemas.errors import ConfigError, StoreError
 from schemas.manifest import RunOutline, grade_key, outcome_key, result_key, run_end_key, trajectory_key
 from schemas.outcome import ShardOutcomeRecord
 from schemas.run_end import RunEnd
-from schemas.status import ShardState
 from schemas.verdict import ShardGrade
 from viewer.live import counts_of_result, limiter_figures, live_figures
-from viewer.rows import Query, Row, case_assertions, load_rows, matching, page_of
+from viewer.rows import NOT_ENDED, Query, Row, case_assertions, load_rows, matching, page_of
 from viewer.run_list import run_summary, unreadable_summary
 from viewer.task_view import check_query, task_document, with_triggers
 
@@ -183,7 +182,7 @@ class ViewerData:
             counts, source = counts_of_result(entry.result), "result"
         else:
             ended = len(self.store.list(f"runs/{run_id}/outcomes/"))
-            counts, source = {"ended": ended, ShardState.QUEUED.value: total - ended}, "store"
+            counts, source = {"ended": ended, NOT_ENDED: total - ended}, "store"
         return {**live_figures(entry.outline.manifest, total, counts, source, usage), "limits": limits}
 
     def rows(self, run_id: str) -> list[Row]:
@@ -194,7 +193,7 @@ class ViewerData:
             if entry.rows is not None and entry.result is not None:
                 return entry.rows
             state = self._state()
-            live = state.states(run_id) if state is not None and entry.result is None else {}
+            live = state.states(run_id) if state is not None and state.exists(run_id) else None
             rows = load_rows(self.store, run_id, entry.result is not None, entry.case_runs, live)
             entry.rows = with_triggers(self.store, run_id, entry.outline.manifest.plan, rows)
             return entry.rows

@@ -12,6 +12,7 @@ import redis
 from engine.keys import limiter_keys
 from schemas.manifest import RunManifest
 from schemas.status import INFRA_FAILURES, ShardState
+from viewer.rows import NOT_ENDED
 
 GROUPS = {
     "queued": (ShardState.QUEUED,),
@@ -64,7 +65,7 @@ def live_figures(
     manifest: RunManifest, total: int, counts: dict[str, int], source: str, usage: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
     if "ended" in counts:  # only how many ended is known (no broker, not reduced), not how
-        groups = {"queued": counts.get(ShardState.QUEUED.value, 0), "ended": counts["ended"]}
+        groups = {NOT_ENDED: counts.get(NOT_ENDED, 0), "ended": counts["ended"]}
     else:
         groups = {name: sum(counts.get(s.value, 0) for s in states) for name, states in GROUPS.items()}
     finished = sum(n for name, n in groups.items() if name in ("graded", "blocked", "failed", "ended"))

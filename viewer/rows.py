@@ -137,8 +137,17 @@ def _row_of_line(text: bytes) -> Row | None:
         return None
 
 
-def rows_in_progress(store: ArtifactStore, manifest: RunManifest, live: Mapping[str, ShardState]) -> list[Row]:
-    """Every shard of the plan: its stored outcome and grade when it ended, else its live state (or queued)."""
+NOT_ENDED = "not ended"
+"""The state a page shows for a shard without a stored outcome when no broker can say whether it
+waits, runs or was lost (the store holds only ended shards)."""
+
+VIEW_STATES = [*(s.value for s in ShardState), NOT_ENDED]
+"""Every state a row can show."""
+
+
+def rows_in_progress(store: ArtifactStore, manifest: RunManifest, live: Mapping[str, ShardState] | None) -> list[Row]:
+    """Every shard of the plan: its stored outcome and grade when it ended, else its live state from
+    the broker (queued when the broker has none yet), or :data:`NOT_ENDED` without a broker."""
     run_id = manifest.plan.run_id
     shards = manifest.plan.shards
     ended = load_outcomes(store, run_id, [s.shard_id for s in shards])
@@ -150,7 +159,10 @@ def rows_in_progress(store: ArtifactStore, manifest: RunManifest, live: Mapping[
         if record is not None and record.state is ShardState.GRADED:
             raw = raw_grades.get(grade_key(run_id, s.shard_id))
             passed = tuple(v.passed for v in ShardGrade.model_validate_json(raw).verdicts) if raw else None
-        state = record.state if record else live.get(s.shard_id, ShardState.QUEUED)
+        if record is not None:
+            state = record.state.value
+        else:
+            state = NOT_ENDED if live is None else live.get(s.shard_id, ShardState.QUEUED).value
         rows.append(
             Row(
                 s.shard_id,
@@ -159,7 +171,7 @@ def rows_in_progress(store: ArtifactStore, manifest: RunManifest, live: Mapping[
                 s.case_id,
                 s.row,
                 s.epoch,
-                state.value,
+                state,
                 passed,
                 record.detail if record else "",
             )
@@ -172,10 +184,11 @@ def load_rows(
     run_id: str,
     reduced: bool,
     case_runs: list[tuple[str, str, list[dict[str, Any]]]],
-    live: Mapping[str, ShardState],
+    live: Mapping[str, ShardState] | None,
 ) -> list[Row]:
     """A reduced run's rows from its result, or (a streamed result keeps none) from its segments; a
-    run still going from its manifest and what is stored so far."""
+    run still going from its manifest and what is stored so far (``live``: the broker's states, None
+    without a broker)."""
     if reduced:
         return rows_from_result(case_runs) if case_runs else rows_from_segments(store, run_id)
     return rows_in_progress(store, load_manifest(store, run_id), live)

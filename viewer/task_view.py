@@ -19,7 +19,7 @@ from schemas.manifest import trajectory_key
 from schemas.shard import RunPlan, SkillBundle
 from schemas.status import ShardState
 from schemas.trajectory import Trajectory
-from viewer.rows import Query, Row, case_assertions
+from viewer.rows import VIEW_STATES, Query, Row, case_assertions
 
 FOLD_CHARS = 1500
 """A prompt or expected output longer than this is folded (its first line stays in view)."""
@@ -114,7 +114,7 @@ def _allowed(name: str, value: str, values: list[str]) -> None:
 def check_query(query: Query, plan: RunPlan) -> None:
     """A :class:`ConfigError` (400) naming the filter whose value the run cannot hold, with the
     values it can: a typo is never answered with an empty list that reads as "nothing failed"."""
-    _allowed("state", query.state, [s.value for s in ShardState])
+    _allowed("state", query.state, VIEW_STATES)
     _allowed("model", query.model, list(plan.rows))
     _allowed("arm", query.arm, list(plan.variants))
     texts = list(dict.fromkeys(t for case in case_assertions(plan).values() for t in case))

@@ -16,6 +16,7 @@ from starlette.templating import Jinja2Templates
 from reducer.html_parts import interval, pts
 from reducer.scoring import tally
 from schemas.report import Rate
+from schemas.status import TERMINAL_STATES
 from schemas.words import plural
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -32,6 +33,7 @@ def templates() -> Jinja2Templates:
     env.filters.update(pct=lambda x: "-" if x is None else f"{x * 100:.1f}%", plural=plural)
     env.filters["tally"] = lambda rate: tally(Rate.model_validate(rate))
     env.filters["paired"] = paired
+    env.globals["ended_states"] = [s.value for s in TERMINAL_STATES]
     return Jinja2Templates(env=env)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from engine.collect import load_trajectory
 from engine.store import ArtifactStore
-from reducer.file_names import file_slug
+from reducer.file_names import distinct_slugs
 from reducer.render import (
     needs_transcript,
     render_json,
@@ -30,6 +30,9 @@ def write_reports(result: RunResult, manifest: RunManifest, store: ArtifactStore
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     transcripts: dict[str, str] = {}
+    # Two names one readable slug would share (a/b, a_b) would overwrite each other's transcripts.
+    model_slugs = distinct_slugs(r.model for part in result.skills for r in part.runs)
+    variant_slugs = distinct_slugs(part.variant for part in result.skills)
     run_id = result.run_id
     for bundle in manifest.plan.bundles:
         skill = bundle.skill
@@ -59,12 +62,10 @@ def write_reports(result: RunResult, manifest: RunManifest, store: ArtifactStore
                     continue  # a shard not ended has no transcript yet, only a placeholder
                 trajectory = load_trajectory(store, run_id, r.shard_id)
                 text = trajectory.render() if trajectory else f"(no trajectory recorded: {r.state.value}: {r.detail})\n"
-                name = transcript_name(
-                    skill, run_id, r, unique_case=per_case[r.case_id] == 1 and len(manifest.plan.variants) == 1
-                )
-                if part.variant != "current":
-                    variant = file_slug(part.variant)  # refs may hold '/' and more
-                    name = name.replace("-transcript.txt", f"-{variant}-transcript.txt")
+                unique = per_case[r.case_id] == 1 and len(manifest.plan.variants) == 1
+                name = transcript_name(skill, run_id, r, unique, model_slugs[r.model])
+                if part.variant != "current":  # refs may hold '/' and more
+                    name = name.replace("-transcript.txt", f"-{variant_slugs[part.variant]}-transcript.txt")
                 path = out_dir / name
                 path.write_text(text, encoding="utf-8")
                 written.append(path)

@@ -54,13 +54,8 @@ def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console
     unfinished = sum(s.unfinished for s in result.skills)
     if unfinished and end is not None:
         out.print(visible(f"{end.label}: {end.reason}"), markup=False)
-    if unfinished:  # said before the block, whose verdict stays last
-        total = sum(s.shard_count for s in result.skills)
-        out.print(
-            f"partial: {unfinished} of {total} shards have no terminal record yet (missing or still running); "
-            "they count as not graded, and the verdict cannot be PASS",
-            markup=False,
-        )
+    if unfinished:  # what the block's PARTIAL header means for the verdict, said before the block
+        out.print("partial: shards not ended count as not graded, and the verdict cannot be PASS", markup=False)
     out.print(complete_block(result, paths), markup=False, highlight=False)
     return result
 

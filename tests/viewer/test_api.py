@@ -174,9 +174,14 @@ def test_a_run_not_reduced_yet_shows_what_is_stored_so_far(viewed_run: ViewedRun
     doc = c.get(f"/api/runs/{run}").json()
     assert doc["live"]["source"] == "store" and doc["result"] is None
     # Only how many ended is known from a listing, not how: they are not called done or graded.
-    assert doc["live"]["groups"] == {"queued": 1, "ended": 3}
+    assert doc["live"]["groups"] == {"not ended": 1, "ended": 3}
     rows = c.get(f"/api/runs/{run}/shards").json()["items"]
-    assert sorted(r["state"] for r in rows) == ["graded", "graded", "graded", "queued"]
+    # Nor is the shard without an outcome called queued: it may be waiting, running or lost.
+    assert sorted(r["state"] for r in rows) == ["graded", "graded", "graded", "not ended"]
+    (waiting,) = c.get(f"/api/runs/{run}/shards", params={"state": "not ended"}).json()["items"]
+    assert waiting["shard_id"] == ended[0].stem
+    shard_page = client(store, review=True).get(f"/runs/{run}/shards/{waiting['shard_id']}").text
+    assert "Nothing to label: this shard has not ended." in shard_page
     assert c.get(f"/api/runs/{run}/result").status_code == 404
     page = c.get(f"/runs/{run}").text
     assert ">not done<" in page and "whether it is still going is not known here" in page
