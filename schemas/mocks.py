@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import Field
 
 from schemas.base import FrozenModel
+from schemas.patterns import PatternTimeout, bounded
 
 MCP_PREFIX = "mcp__"
 _FIELD = re.compile(r"\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}")
@@ -68,11 +69,19 @@ def _value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
+def _expected(pattern: str, value: str) -> bool:
+    """An input the pattern gives up on is unexpected: the call gets the error answer and a finding."""
+    try:
+        return bounded(pattern).search(value) is not None
+    except PatternTimeout:
+        return False
+
+
 def answer(server: str, tool: MockTool, arguments: dict[str, Any]) -> MockAnswer:
     """The mock's answer to one call with ``arguments``."""
     for field, pattern in tool.expect.items():
         value = arguments.get(field)
-        if value is None or re.search(pattern, _value(value)) is None:
+        if value is None or not _expected(pattern, _value(value)):
             shown = "missing" if value is None else repr(_value(value))[:200]
             finding = f"{tool_name(server, tool.name)}: unexpected input {field}={shown} (expected /{pattern}/)"
             return MockAnswer(text=f"error: unexpected input: {field} is {shown}", is_error=True, finding=finding)

@@ -17,9 +17,7 @@ The corpus validator (producer/corpus/validation.py) has already compiled every 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
-from functools import cache
 
 from schemas.checks_focus import BaselineCheck, FocusedCheck
 from schemas.checks_plugin import JudgedCheck
@@ -32,17 +30,13 @@ from schemas.corpus import (
     ToolCallCheck,
     ToolCallMatcher,
 )
+from schemas.patterns import PatternTimeout, bounded
 from schemas.trajectory import ToolCallEvent, Trajectory
 from schemas.verdict import AssertionVerdict
 from schemas.words import plural
 from worker.grading.check_verdict import EVIDENCE_CHARS, Checker, check_verdict, cut, presence_verdict
 from worker.grading.http_checks import check_http_call, check_http_order
 from worker.grading.plugin_checks import PLUGIN_CHECKERS
-
-
-@cache
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
 
 
 def _calls(trajectory: Trajectory) -> list[ToolCallEvent]:
@@ -63,7 +57,7 @@ def call_matches(call: ToolCallEvent, matcher: ToolCallMatcher) -> bool:
     if matcher.tool is not None and call.name != matcher.tool:
         return False
     subject = _subject(call, matcher.argument)
-    return subject is not None and _compiled(matcher.pattern).search(subject) is not None
+    return subject is not None and bounded(matcher.pattern).search(subject) is not None
 
 
 def _quote(call: ToolCallEvent) -> str:
@@ -95,7 +89,7 @@ def _check_file(check: FileContainsCheck, trajectory: Trajectory) -> AssertionVe
     content = trajectory.final_files.get(check.path)
     if content is None:
         return check_verdict(check, False, f"absent: {check.path} among the files the run touched")
-    match = _compiled(check.pattern).search(content)
+    match = bounded(check.pattern).search(content)
     if match is None:
         return check_verdict(check, False, f"absent: a match for /{check.pattern}/ in the final {check.path}")
     return check_verdict(check, True, f"{check.path}: {match.group(0)[:EVIDENCE_CHARS]}")
@@ -115,8 +109,13 @@ def _check_activated(check: SkillActivatedCheck, trajectory: Trajectory) -> Asse
 
 
 def check_assertion(check: DeterministicAssertion, trajectory: Trajectory) -> AssertionVerdict:
-    """The verdict of one deterministic assertion on ``trajectory``."""
-    return _CHECKERS[check.kind](check, trajectory)
+    """The verdict of one deterministic assertion on ``trajectory``; a pattern of the check that
+    gives up on the agent's text fails it (decided against the agent: an absence check it would
+    otherwise pass included)."""
+    try:
+        return _CHECKERS[check.kind](check, trajectory)
+    except PatternTimeout as exc:
+        return check_verdict(check, False, f"not decided: {exc}; counted as failed")
 
 
 _CHECKERS: dict[str, Checker] = {

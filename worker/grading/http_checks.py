@@ -3,10 +3,9 @@ product's HTTP mock proxy recorded. Pure; never reads anything the agent printed
 
 from __future__ import annotations
 
-import re
-
 from schemas.checks_http import HttpCallCheck, HttpMatcher, HttpOrderCheck
 from schemas.http_mocks import HttpCall
+from schemas.patterns import bounded
 from schemas.trajectory import Trajectory
 from schemas.verdict import AssertionVerdict
 from schemas.words import noun
@@ -16,9 +15,9 @@ from worker.grading.check_verdict import check_verdict, cut
 def matches(call: HttpCall, matcher: HttpMatcher) -> bool:
     if matcher.method not in ("*", call.method):
         return False
-    if re.search(matcher.url, call.url) is None:
+    if bounded(matcher.url).search(call.url) is None:
         return False
-    return matcher.body is None or re.search(matcher.body, call.request_body) is not None
+    return matcher.body is None or bounded(matcher.body).search(call.request_body) is not None
 
 
 def quote(call: HttpCall) -> str:

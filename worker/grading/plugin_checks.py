@@ -25,20 +25,11 @@ from schemas.checks_plugin import (
     ToolOrderCheck,
 )
 from schemas.mocks import MCP_PREFIX
+from schemas.patterns import bounded
 from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent, Trajectory
 from schemas.verdict import AssertionVerdict
 from schemas.words import noun, plural
 from worker.grading.check_verdict import EVIDENCE_CHARS, Checker, check_verdict, cut, presence_verdict
-
-_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
-
-
-@cache
-def compiled(pattern: str, flags: str = "") -> re.Pattern[str]:
-    value = 0
-    for flag in flags:
-        value |= _FLAGS.get(flag, 0)
-    return re.compile(pattern, value)
 
 
 def tool_input(call: ToolCallEvent) -> str:
@@ -49,7 +40,7 @@ def matches(call: ToolCallEvent, matcher: ToolMatcher) -> bool:
     same = (matcher.tool, BUILTIN_EQUIVALENTS.get(matcher.tool), *HARNESS_EQUIVALENTS.get(matcher.tool, ()))
     if call.name not in same:
         return False
-    return matcher.input_match is None or compiled(matcher.input_match).search(tool_input(call)) is not None
+    return matcher.input_match is None or bounded(matcher.input_match).search(tool_input(call)) is not None
 
 
 def _calls(trajectory: Trajectory) -> list[ToolCallEvent]:
@@ -101,7 +92,7 @@ def mock_calls_text(trajectory: Trajectory) -> str:
 
 
 def _check_count(check: TextMatchCheck, subject: str, where: str) -> AssertionVerdict:
-    found = sum(1 for _ in compiled(check.pattern, check.flags).finditer(subject))
+    found = sum(1 for _ in bounded(check.pattern, check.flags).finditer(subject))
     return check_verdict(
         check,
         found == check.count,
@@ -118,7 +109,7 @@ def check_text_match(check: TextMatchCheck, trajectory: Trajectory) -> Assertion
         if check.absent:
             return check_verdict(check, True, f"{where} does not exist among the files the run changed")
         return check_verdict(check, False, f"absent: {where} among the files the run changed")
-    match = compiled(check.pattern, check.flags).search(subject)
+    match = bounded(check.pattern, check.flags).search(subject)
     quote = f"{where}: {match.group(0)[:EVIDENCE_CHARS]}" if match else None
     return presence_verdict(check, not check.absent, f"match for /{check.pattern}/ in {where}", quote)
 
