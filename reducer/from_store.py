@@ -76,13 +76,11 @@ def reduces_by_streaming(outline: RunOutline | None, threshold: int) -> bool:
     return outline is not None and outline.shard_count >= threshold
 
 
-def run_result(
-    records: RunRecords, *, stream_from: int, reuse: bool = False, already_reported: Collection[str] = ()
-) -> Reduced:
+def run_result(records: RunRecords, *, stream_from: int, reuse: bool = False) -> Reduced:
     """The run's result: the stored one when ``reuse`` and there is one; else a reduce, from the
     outcome segments when the run has at least ``stream_from`` shards, from every shard's full
     records (rows kept) otherwise. A plan with no shards (nothing left to run) reduces to what
-    was left out and why: ``skipped`` corpora, and ``already_reported`` ones."""
+    was left out and why: ``skipped`` corpora, and the ``reported`` ones with their earlier verdicts."""
     if reuse:
         stored = records.stored_result()
         if stored is not None:
@@ -93,7 +91,7 @@ def run_result(
         return _streamed(records, outline)
     manifest = records.manifest()
     if not manifest.plan.shards:
-        result = reduce_run(manifest.plan, {}, skipped=manifest.skipped, already_reported=list(already_reported))
+        result = reduce_run(manifest.plan, {}, skipped=manifest.skipped, already_reported=manifest.reported)
         return Reduced(result, manifest)
     options = _options(manifest, records.calibration(manifest))
     return Reduced(reduce_run(manifest.plan, records.outcomes(manifest), **options), manifest)
@@ -108,6 +106,7 @@ def _options(manifest: RunManifest, calibration: Mapping[str, CalibrationRecord]
         "require_uplift": settings.require_uplift,
         "calibration": calibration,
         "skipped": list(manifest.skipped),
+        "already_reported": list(manifest.reported),
         "triggers": settings.triggers,
         "executor": settings.executor,
         "compare_guards": list(manifest.guards),

@@ -54,6 +54,16 @@ def regression_tested(comparisons: Sequence[PairedComparison], alpha: float | No
     return bool(compared) and all(c.difference is not None and not regression_untestable(c, alpha) for c in compared)
 
 
+def pass_tail(comparisons: Sequence[PairedComparison], alpha: float | None, require_uplift: float | None) -> str:
+    """What a PASS's reason adds for the comparisons: "no regression" only after a comparison against
+    an old ref that could have found one; that the uplift over no skill was not gated when it was
+    measured without ``--require-uplift`` (a PASS must not read as the skill having helped)."""
+    tail = "; no regression" if regression_tested(comparisons, alpha) else ""
+    if require_uplift is None and any(c.kind == "no-skill" for c in comparisons):
+        tail += "; uplift over no skill measured, not gated (--require-uplift)"
+    return tail
+
+
 def comparison_warnings(
     comparisons: Sequence[PairedComparison],
     skills: Sequence[SkillResult],

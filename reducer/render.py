@@ -170,6 +170,8 @@ def corpus_status(s: SkillResult, result: RunResult) -> str:
         return f"{s.verdict} ({verdict_basis(s, result)})"
     if s.verdict == "FAIL":
         return f"FAIL (below threshold {result.threshold})"
+    if s.verdict == "WARN":
+        return f"WARN ({plural(s.unplanned, 'case')} of {s.cases} not graded: no recording)"
     return s.verdict if s.verdict in ("PASS", "NOT GRADED") else ""
 
 

@@ -26,7 +26,7 @@ from reducer.stats import clustered_interval, pass_at_k, pass_hat_k, wilson
 from reducer.threshold import case_threshold_label, corpus_verdict, gated_kinds, threshold_of
 from schemas.constants import AGGREGATE_INCONCLUSIVE_SHARE, INCONCLUSIVE_CASE_SHARE, SMALL_CORPUS_CASES
 from schemas.outcome import CalibrationRecord, CalibrationStatus
-from schemas.report import UNFINISHED, AssertionStat, ClusteredRate, ModelSummary, Rate, SkillResult
+from schemas.report import UNFINISHED, AssertionStat, CarriedReport, ClusteredRate, ModelSummary, Rate, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import Verdict
 from schemas.words import plural
@@ -198,11 +198,11 @@ def decide_verdict(
     calibration: Mapping[str, CalibrationRecord],
     fail_under: float | None,
     skipped: Sequence[str],
-    already_reported: Sequence[str] = (),
+    already_reported: Sequence[CarriedReport] = (),
     comparison_fails: Sequence[str] = (),
     comparison_warns: Sequence[str] = (),
     plugin_threshold: float | None = None,
-    regression_tested: bool = False,
+    pass_tail: str = "",
 ) -> tuple[Verdict, list[str]]:
     """BLOCKED > FAIL > WARN > PASS, with every reason that applies.
 
@@ -210,10 +210,11 @@ def decide_verdict(
     the default 1.0 when None) fails the run; a plugin eval suite fails it when a case scores
     below ``plugin_threshold`` (``--threshold``), or below that threshold when None.
 
-    A run with nothing to do because every valid corpus already has a report is not
-    BLOCKED: those corpora were evaluated before; only the skipped ones (if any) warn.
-    ``regression_tested``: a comparison against an old ref ran and its gate could fire; only
-    then does a PASS say "no regression".
+    A corpus ``--all-evals`` left out for its earlier report (``already_reported``) carries that
+    report's verdict: a carried FAIL fails the run, a carried WARN warns, each named in the reasons.
+    A run with nothing to do because every valid corpus already has a report is not BLOCKED:
+    those corpora were evaluated before, and their verdicts decide it.
+    ``pass_tail``: what a PASS's reason adds for the comparisons (:func:`reducer.gates.pass_tail`).
     """
     # Run-stopping case statuses (NO_ISOLATION -> BLOCKED; a base fixture without git
     # halts the skill; a worker refusing an unsandboxed shard). Only the current version counts:
@@ -226,6 +227,7 @@ def decide_verdict(
     fails = _threshold_failures(current, threshold, source, plugin_threshold)
     # Regressions and uplift are decided on the paired figures (reducer.gates).
     fails += comparison_fails
+    fails += [c.reason() for c in already_reported if c.verdict == "FAIL"]
     if fails:
         return Verdict.FAIL, fails
     warns = [f"{s.skill} ({s.variant}): {s.headline}" for s in all_skills if s.inconclusive]
@@ -246,14 +248,13 @@ def decide_verdict(
     warns += [f"{s.skill} ({s.variant}) case {r.case_id} blocked: {r.detail}" for s in all_skills for r in s.blocked]
     warns += [f"{skill}: baseline unavailable, no comparison" for skill in sorted(unavailable)]
     warns += comparison_warns
+    warns += [c.reason() for c in already_reported if c.verdict == "WARN"]
     if warns:
         return Verdict.WARN, warns
-    if not current and already_reported:
-        return Verdict.PASS, [
-            f"nothing to run: {plural(len(already_reported), 'corpus')} already reported (--force re-runs)"
-        ]
-    tail = "; no regression" if regression_tested else ""
-    return Verdict.PASS, [_passed(current, threshold, source, plugin_threshold) + tail]
+    carried = [c.reason() for c in already_reported]
+    if not current and carried:
+        return Verdict.PASS, [f"nothing to run: {plural(len(carried), 'corpus')} already reported", *carried]
+    return Verdict.PASS, [_passed(current, threshold, source, plugin_threshold) + pass_tail, *carried]
 
 
 def _passed(current: Sequence[SkillResult], threshold: float, source: str, plugin_threshold: float | None) -> str:

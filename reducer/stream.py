@@ -1,17 +1,15 @@
 """The one reduce: fold a run's outcome lines into counters, then into its :class:`RunResult`. Pure.
 
-Every figure of a result (rates and Wilson intervals, infra tallies, the INCONCLUSIVE gates,
-composite means, the assertion matrix with pass@k and pass^k, assertion quality, usage,
-paired comparisons, trigger figures and the verdict) is computed here, from the counters of
-:mod:`reducer.counters`, whichever way the lines arrive.
+Every figure of a result (rates and Wilson intervals, infra tallies, the INCONCLUSIVE gates, composite
+means, the assertion matrix with pass@k and pass^k, assertion quality, usage, paired comparisons, trigger
+figures and the verdict) is computed here, from the counters of :mod:`reducer.counters`, however they come.
 
-Two modes, one fold. Streamed (``keep_rows=False``): compact :class:`OutcomeLine` s, a
-million shards in the memory of the plan; ``SkillResult.runs`` stays empty and blocked
-shards are listed up to ``KEEP_BLOCKED``. Rows kept (``keep_rows=True``, :func:`reduce_run`):
-each shard's full records also give its row (verdicts with their evidence, judge answers),
-so the reports can show every run; the figures are the same fold's. A run with a baseline
-arm also gets its paired comparisons, which pair shards one by one: for it each shard
-leaves one small interned cell in memory.
+Two modes, one fold. Streamed (``keep_rows=False``): compact :class:`OutcomeLine` s, a million shards
+in the memory of the plan; ``SkillResult.runs`` stays empty and blocked shards are listed up to
+``KEEP_BLOCKED``. Rows kept (``keep_rows=True``, :func:`reduce_run`): each shard's full records also
+give its row (verdicts with their evidence, judge answers), so the reports can show every run; the
+figures are the same fold's. A run with a baseline arm also gets its paired comparisons, which pair
+shards one by one: for it each shard leaves one small interned cell in memory.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from typing import Any
 from reducer.comparison import Cell, Key, cell_of, compare_all, with_unended
 from reducer.counters import Arm, ModelCounts, Spend, clusters_of
 from reducer.epoch_weights import cells_rate, counts_of_cells, model_rate, planned_shards, unequal_epochs, weighted_rate
-from reducer.gates import comparison_failures, comparison_warnings, regression_tested
+from reducer.gates import comparison_failures, comparison_warnings, pass_tail
 from reducer.plugin_score import is_plugin_suite, scores_from_sums
 from reducer.quality import assertion_texts, quality_rows
 from reducer.rows import KEEP_BLOCKED, blocked_row, case_row
@@ -42,13 +40,13 @@ from reducer.scoring import (
 from reducer.sweep import harness_comparisons, harness_rates
 from reducer.threshold import threshold_of, with_verdicts
 from reducer.trigger_compare import run_report
-from reducer.triggers import trigger_pass_reason
+from reducer.triggers import trigger_verdict
 from schemas.comparison import PairedComparison
 from schemas.outcome import CalibrationRecord, OutcomeLine
-from schemas.report import UNFINISHED, AssertionStat, CaseRun, ModelSummary, RunResult, SkillResult
+from schemas.report import UNFINISHED, AssertionStat, CarriedReport, CaseRun, ModelSummary, RunResult, SkillResult
 from schemas.shard import CURRENT, RunPlan, SkillBundle, row_name
 from schemas.shard_outcome import ShardOutcome, outcome_line_of, skill_loaded
-from schemas.status import INFRA_FAILURES, ShardState, Verdict
+from schemas.status import INFRA_FAILURES, ShardState
 from schemas.triggers import TriggerReport, TriggerSettings
 
 
@@ -62,7 +60,7 @@ class StreamReducer:
 
     The settings :meth:`result` takes: ``skipped``, the named errors of corpora left out before
     the run; ``already_reported``, the corpora ``--all-evals`` left out because their bundle key
-    already has a report; ``regression_alpha`` and ``require_uplift``, the comparison gates
+    already has a report (each with its verdict); ``regression_alpha`` and ``require_uplift``, the gates
     (:mod:`reducer.gates`); ``plugin_threshold``, ``--threshold``, what a plugin eval suite's
     every case must score; ``triggers``, which makes it a trigger run's reduce (:mod:`reducer.triggers`),
     gated by its thresholds; ``compare_guards``, the comparisons asked for that could not run, each a WARN.
@@ -89,6 +87,7 @@ class StreamReducer:
         self._order = {m: i for i, m in enumerate(plan.rows)}
         self._planned = Counter((s.variant, s.skill, s.row) for s in plan.shards) if plan.shards else None
         """Planned shards per (variant, corpus, row) when the plan lists its shards."""
+        self._cases = Counter((v, k) for v, k, _ in {(s.variant, s.skill, s.case_id) for s in plan.shards})
         self._models = {m: m for m in plan.rows}  # one string object per row for every pair key
         self._rows = {(h, m): row_name(m, h) for h, ms in plan.harnesses.items() for m in ms}
         # Every executor model is in the usage (zero when none of its shards ended), a corpus's the models
@@ -216,6 +215,7 @@ class StreamReducer:
             inconclusive=inconclusive,
             not_graded=not_graded,
             unfinished=unfinished,
+            unplanned=cases - self._cases[(variant, bundle.skill)] if self._cases else 0,  # a case not recorded
             shard_count=shards,
             headline=head,
             models=[
@@ -258,7 +258,7 @@ class StreamReducer:
         plugin_threshold: float | None = None,
         calibration: Mapping[str, CalibrationRecord] | None = None,
         skipped: Sequence[str] = (),
-        already_reported: Sequence[str] = (),
+        already_reported: Sequence[CarriedReport] = (),
         regression_alpha: float | None = None,
         require_uplift: float | None = None,
         triggers: TriggerSettings | None = None,
@@ -291,10 +291,10 @@ class StreamReducer:
             comparison_fails=fails,
             comparison_warns=comparison_warnings(comparisons, skills, regression_alpha, compare_guards),
             plugin_threshold=plugin_threshold,
-            regression_tested=regression_tested(comparisons, regression_alpha),
+            pass_tail=pass_tail(comparisons, regression_alpha, require_uplift),
         )
-        if trigger is not None and verdict is Verdict.PASS:
-            reasons = [trigger_pass_reason(trigger)]
+        if trigger is not None:
+            verdict, reasons = trigger_verdict(trigger, verdict, reasons)
         return RunResult(
             run_id=plan.run_id,
             verdict=verdict,

@@ -167,3 +167,14 @@ def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
     # Names come from the repo and the recordings (a model, a case, a file): none may start a line
     # of its own or send the terminal a control sequence.
     return "\n".join(visible(line) for line in lines) + "\n"
+
+
+def render_nothing_run(result: RunResult) -> str:
+    """What a run with nothing left to run prints instead of the COMPLETE block: no run was stored
+    and no report written (the earlier reports stand), so there is no run id, no report folder and
+    no page; the corpora left out, the reasons (each carried verdict) and the verdict, last."""
+    lines = ["SKILL-EVAL NOTHING RUN (no run stored, no report written: the earlier reports stand)"]
+    lines += [f"skipped: {s}" for s in result.skipped]
+    lines += [f"reason: {r}" for r in result.reasons]
+    lines.append(f"verdict: {result.verdict.value}")
+    return "\n".join(visible(line) for line in lines)

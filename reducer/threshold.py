@@ -41,7 +41,9 @@ def corpus_verdict(s: SkillResult, threshold: float, plugin_threshold: float | N
         return "PASS" if min(scores) >= (threshold if plugin_threshold is None else plugin_threshold) else "FAIL"
     if s.behavioural.rate is None:
         return "NOT GRADED"
-    return "PASS" if s.behavioural.rate >= threshold else "FAIL"
+    if s.behavioural.rate < threshold:
+        return "FAIL"
+    return "WARN" if s.unplanned else "PASS"  # a case never graded: what was graded cannot speak for it
 
 
 def with_verdicts(

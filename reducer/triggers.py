@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from reducer.stats import wilson
 from schemas.shard import CURRENT, RunPlan
+from schemas.status import Verdict
 from schemas.triggers import (
     NO_ACTIVATION,
     GateFailure,
@@ -201,8 +202,20 @@ def plan_runs(plan: RunPlan, fired: Mapping[str, tuple[str, ...] | None], varian
     return runs
 
 
-def trigger_pass_reason(report: TriggerReport) -> str:
-    """The PASS line of a trigger run: gated and met, or reported only."""
-    if report.min_recall is None and report.max_false_trigger is None:
-        return "every trigger query ran; figures reported, nothing gated (--min-recall, --max-false-trigger)"
-    return "every trigger query ran; no trigger gate failed"
+NO_TRIGGER_GATE = "no trigger gate given: figures only (--min-recall, --max-false-trigger)"
+"""Why a trigger run with no gate WARNs: it measured, and decided nothing (docs/design/triggers.md)."""
+
+
+def trigger_verdict(report: TriggerReport, verdict: Verdict, reasons: list[str]) -> tuple[Verdict, list[str]]:
+    """A trigger run's verdict from its reduce's: a PASS with a gate says the gates held; with none,
+    nothing was decided, so a PASS becomes a WARN saying which flags gate (a WARN gets that reason too)."""
+    gated = report.min_recall is not None or report.max_false_trigger is not None
+    if verdict is Verdict.PASS:
+        return (
+            (Verdict.PASS, ["every trigger query ran; no trigger gate failed"])
+            if gated
+            else (Verdict.WARN, [NO_TRIGGER_GATE])
+        )
+    if verdict is Verdict.WARN and not gated:
+        return verdict, [*reasons, NO_TRIGGER_GATE]
+    return verdict, reasons

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from schemas.base import FrozenModel
 from schemas.model_config import ModelConfig
+from schemas.report import CarriedReport
 from schemas.shard import RunPlan, Shard
 from schemas.triggers import TriggerSettings
 
@@ -101,6 +102,8 @@ class RunManifest(FrozenModel):
     """Short git commit of the repo at submit time, or ``-``."""
     skipped: list[str] = Field(default_factory=list)
     """Corpora skipped before the run, with their named errors."""
+    reported: list[CarriedReport] = Field(default_factory=list)
+    """Corpora ``--all-evals`` left out because an earlier report covers them, each with that report's verdict."""
     guards: list[str] = Field(default_factory=list)
     """Guards hit before the run (GUARD_NO_GIT, GUARD_BAD_REF): what was not compared, and why."""
 

@@ -214,6 +214,9 @@ class SkillResult(BaseModel):
     unfinished: int = 0
     """Shards with no terminal record in the store (missing, or still running when reduced): not
     graded, counted in ``not_graded`` and listed in ``infra`` as :data:`UNFINISHED`."""
+    unplanned: int = 0
+    """Cases of the corpus with no shard at all (a grade run with no recording of them): never
+    graded, so the corpus cannot PASS on the cases that were (its verdict is then WARN)."""
     shard_count: int
     """Shards in total."""
     headline: str
@@ -239,9 +242,10 @@ class SkillResult(BaseModel):
     """Claude Code plugin eval suites only: the per-case and suite scores as ``plugin eval`` defines them."""
     usage: dict[str, Usage] = Field(default_factory=dict)
     """Usage and cost per model (executor and judge) of this corpus in this variant alone."""
-    verdict: Literal["PASS", "FAIL", "INCONCLUSIVE", "NOT GRADED", ""] = ""
+    verdict: Literal["PASS", "WARN", "FAIL", "INCONCLUSIVE", "NOT GRADED", ""] = ""
     """The current arm's corpus against the run's threshold (empty for a baseline arm, which no
-    threshold applies to): PASS only when its behavioural pass rate reaches the threshold; a plugin
+    threshold applies to): PASS only when its behavioural pass rate reaches the threshold and every
+    case of it was planned (WARN when that rate reaches it but a case had no shard); a plugin
     eval suite's, only when every case's score reaches the case threshold (reducer/threshold.py)."""
 
     @property
@@ -252,6 +256,27 @@ class SkillResult(BaseModel):
 
 UNFINISHED = "missing or still running"
 """The ``infra`` entry of shards a reduce found no terminal record for."""
+
+
+class CarriedReport(BaseModel):
+    """A corpus ``--all-evals`` left out because its bundle key already has a report for the run's
+    models: that earlier report stands, so its verdict is carried into this run's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    corpus_file: str
+    """The corpus, as ``evals/<skill>.evals.json``."""
+    skill: str
+    """Its skill."""
+    verdict: Literal["PASS", "WARN", "FAIL"]
+    """What the earlier report concluded for it: the corpus's own verdict there (PASS or FAIL), or
+    the report's verdict when the report predates a corpus's own."""
+    report: str
+    """The earlier report's JSON file, in the report folder."""
+
+    def reason(self) -> str:
+        """This corpus's line among the run's reasons."""
+        return f"{self.skill}: {self.verdict} in its earlier report {self.report} (--force re-runs it)"
 
 
 class RunResult(BaseModel):

@@ -103,6 +103,7 @@ def test_a_skill_that_helps_passes_require_uplift_with_paired_figures_in_every_r
     assert "skill: greeter [current]  cases: 6  result: 6/6 (100.0%)" in result.stdout
     assert "compare greeter: current vs no-skill: +100.0 pts, 95% CI +100.0 pts to +100.0 pts" in result.stdout
     assert "McNemar's exact test over cases: two-sided p = 0.0312" in result.stdout
+    assert "measured, not gated" not in result.stdout  # --require-uplift gated it
     # The no-skill executor never saw the skill: no request of that arm carries its text or name.
     prompts = [json.dumps(r) for r in server.requests() if r.get("tools")]
     with_skill = [p for p in prompts if "(with the skill)" in p]
@@ -161,6 +162,22 @@ def test_a_skill_that_helps_passes_require_uplift_with_paired_figures_in_every_r
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
+def test_an_uplift_measured_without_require_uplift_is_said_not_gated_in_the_reason(
+    tmp_path: Path, server: OfflineModelServer
+) -> None:
+    """A PASS after ``--baseline no-skill`` alone must not read as the skill having helped: nothing
+    decided the uplift, and the console's reason says so (the markdown report says ``Gate: none``)."""
+    repo = make_repo(tmp_path / "repo")
+    result = run_cli(repo, tmp_path, server, "--baseline", "no-skill")
+    assert result.returncode == 0, result.stdout + result.stderr
+    reasons = [line for line in result.stdout.splitlines() if line.startswith("reason: ")]
+    assert reasons == [
+        "reason: all corpora graded and at or above the threshold 1.0 (default); "
+        "uplift over no skill measured, not gated (--require-uplift)"
+    ], result.stdout
+    assert result.stdout.splitlines()[-1] == "verdict: PASS"
+
+
 def test_a_skill_that_does_nothing_fails_require_uplift(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     same = {**SCENARIO, "rules": [{"tools": True, "contains": "Say hello", "replies": [{"text": "Hello!"}]}]}

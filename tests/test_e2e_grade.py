@@ -168,7 +168,12 @@ def test_only_the_recordings_that_exist_are_graded_whatever_their_epoch_numbers(
     assert "warning: mixed/case-2.jsonl: line 4 not JSON, skipped" in result.stderr, out
     assert "warning: mixed/notes.txt: ignored, not a recording" in result.stderr, out
     assert "mixed case 3: no recording under" in result.stderr, out
-    assert result.code == 3 and "verdict: WARN" in result.stdout, out  # the unrecorded case warns
+    assert result.code == 3 and result.stdout.splitlines()[-1] == "verdict: WARN", out  # the unrecorded case warns
+    # Each corpus's line says its real status: a case never graded keeps "mixed" from reading as a PASS.
+    assert f"skill: {SKILL} [current]  cases: 2  result: 5/5 (100.0%)  PASS" in result.stdout, out
+    assert "skill: mixed [current]  cases: 3  result: 2/2 (100.0%)  WARN (1 case of 3 not graded: no recording)" in (
+        result.stdout
+    ), out
     report = json.loads(next(env.out.glob(f"skill-eval-{SKILL}-*.json")).read_text())
     runs = report["variants"][0]["runs"]
     assert sorted((r["case_id"], r["model"], r["epoch"], r["state"]) for r in runs) == [

@@ -277,6 +277,7 @@ def test_c_e_infra_failures_turn_a_corpus_inconclusive_and_all_evals_skips_what_
     assert "skipped evals/beta.evals.json: bundle key" in third.stdout
     assert "skill: " not in third.stdout, third.stdout
     assert third.code == 3 and third.field("skipped:")
+    assert not third.field("run:")  # nothing ran: no run id, no report, no run-log line
 
     # Editing one SKILL.md (uncommitted: the working tree is graded) re-runs that corpus alone.
     skill_md = repo / "skills" / "steady" / "SKILL.md"
@@ -295,7 +296,7 @@ def test_c_e_infra_failures_turn_a_corpus_inconclusive_and_all_evals_skips_what_
         "skill: steady",
         "skill: beta",
     }
-    assert len(env.run_log.read_text().splitlines()) == 5
+    assert len(env.run_log.read_text().splitlines()) == 4  # the run with nothing to run logged nothing
 
 
 # --- (d) several models and epochs ---------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 from reducer.from_store import run_result
 from schemas.manifest import RunManifest, RunOutline
 from schemas.outcome import CalibrationRecord, CalibrationStatus, OutcomeLine
-from schemas.report import RunResult
+from schemas.report import CarriedReport, RunResult
 from schemas.shard_outcome import ShardOutcome, outcome_line_of
 from schemas.status import ShardState, Verdict
 from schemas.triggers import TriggerSettings
@@ -93,10 +93,11 @@ def test_a_trigger_run_never_streams() -> None:
 
 def test_a_plan_with_nothing_to_run_reduces_to_what_was_left_out() -> None:
     plan = plan_for([], models=["m"])  # every corpus already has a report
-    records = Records(RunManifest(plan=plan, snapshots={}, skipped=[]), {})
-    reduced = run_result(records, stream_from=1, reuse=True, already_reported=["s"])
-    assert reduced.result.verdict is Verdict.PASS
-    assert reduced.result.reasons == ["nothing to run: 1 corpus already reported (--force re-runs)"]
+    earlier = CarriedReport(corpus_file="evals/s.evals.json", skill="s", verdict="FAIL", report="out/s.json")
+    records = Records(RunManifest(plan=plan, snapshots={}, skipped=[], reported=[earlier]), {})
+    reduced = run_result(records, stream_from=1, reuse=True)
+    assert reduced.result.verdict is Verdict.FAIL  # the earlier report stands, and it failed
+    assert reduced.result.reasons == ["s: FAIL in its earlier report out/s.json (--force re-runs it)"]
 
 
 @pytest.mark.parametrize("state", [ShardState.EXECUTOR_FAILED, ShardState.BLOCKED])

@@ -193,7 +193,8 @@ def test_the_real_run_refuses_bad_flags_before_starting_anything(
     assert result.returncode == 2, result.stderr
     assert expected in result.stderr
     assert "KEY" not in result.stderr and "MODEL_UNAVAILABLE" not in result.stderr  # the key is not blamed
-    assert result.stdout == ""  # a detached run's id is never an empty line to capture
+    # A refusal ends as every outcome of a run does, with its verdict on stdout; bad flags print their error alone.
+    assert result.stdout == ("verdict: BLOCKED\n" if expected.startswith("BLOCKED") else "")
     assert not (tmp_path / "out").exists()
     assert time.monotonic() - start < 50  # no cluster was started and waited on
 

@@ -11,14 +11,14 @@ from hypothesis import strategies as st
 
 from producer.launch.grade_only import recorded_plan
 from producer.plan.planning import plan_run
-from reducer.render import render_markdown
+from reducer.render import corpus_status, render_markdown
 from reducer.scoring import headline, is_inconclusive, rate
 from reducer.stats import mean_interval, pass_at_k, pass_hat_k, two_proportion_p, wilson
 from reducer.stream import StreamReducer, reduce_run
 from schemas.corpus import Assertion, Corpus, EvalCase, ToolCallCheck
 from schemas.errors import BlockedError, FixtureNeedsGit, NoIsolation, NoSandbox
 from schemas.outcome import CalibrationRecord, CalibrationStatus
-from schemas.report import UNFINISHED, RunResult
+from schemas.report import UNFINISHED, CarriedReport, RunResult
 from schemas.shard import CURRENT, RunPlan, Shard, SkillBundle, baseline_variant
 from schemas.shard_outcome import ShardOutcome, outcome_line_of
 from schemas.status import ExitCode, SandboxMode, ShardState, Verdict
@@ -324,13 +324,40 @@ def test_fail_beats_warn() -> None:
     assert result.verdict is Verdict.FAIL
 
 
+def carried(skill: str, verdict: str) -> CarriedReport:
+    return CarriedReport(
+        corpus_file=f"evals/{skill}.evals.json", skill=skill, verdict=verdict, report=f"out/skill-eval-{skill}-x.json"
+    )
+
+
 def test_nothing_to_run_is_blocked_only_when_every_corpus_was_bad() -> None:
     empty = plan_for([])
     bad = ["BLOCKED_BAD_CORPUS: evals/x.evals.json: bad"]
     assert reduce(empty, {}, skipped=bad).verdict is Verdict.BLOCKED
-    assert reduce(empty, {}, skipped=bad, already_reported=["evals/y.evals.json"]).verdict is Verdict.WARN
-    done = reduce(empty, {}, already_reported=["evals/y.evals.json"])
-    assert done.verdict is Verdict.PASS and done.reasons[0].startswith("nothing to run: 1 corpus already reported")
+    assert reduce(empty, {}, skipped=bad, already_reported=[carried("y", "PASS")]).verdict is Verdict.WARN
+    done = reduce(empty, {}, already_reported=[carried("y", "PASS")])
+    assert done.verdict is Verdict.PASS
+    assert done.reasons == [
+        "nothing to run: 1 corpus already reported",
+        "y: PASS in its earlier report out/skill-eval-y-x.json (--force re-runs it)",
+    ]
+
+
+def test_a_corpus_skipped_for_its_earlier_report_carries_that_reports_verdict() -> None:
+    """Its earlier report stands: a FAIL there fails this run, over the WARN of a bad corpus and
+    over the PASS of the corpora that ran; a carried WARN warns; a carried PASS is named."""
+    empty = plan_for([])
+    bad = ["BLOCKED_BAD_CORPUS: evals/x.evals.json: bad"]
+    failed = reduce(empty, {}, skipped=bad, already_reported=[carried("y", "FAIL"), carried("z", "PASS")])
+    assert failed.verdict is Verdict.FAIL
+    assert failed.reasons == ["y: FAIL in its earlier report out/skill-eval-y-x.json (--force re-runs it)"]
+    plan = plan_for([bundle("s")])
+    passing = outcomes_for(plan, {i: [True, True] for i in range(1, 5)})
+    assert reduce(plan, passing, already_reported=[carried("y", "FAIL")]).verdict is Verdict.FAIL
+    warned = reduce(plan, passing, already_reported=[carried("y", "WARN")])
+    assert warned.verdict is Verdict.WARN and warned.reasons == [carried("y", "WARN").reason()]
+    kept = reduce(plan, passing, already_reported=[carried("y", "PASS")])
+    assert kept.verdict is Verdict.PASS and kept.reasons[1:] == [carried("y", "PASS").reason()]
 
 
 # --- headline, composite, leaderboard, epochs ------------------------------------------------------
@@ -464,3 +491,23 @@ def test_a_grade_only_run_lists_in_each_corpus_only_the_models_recorded_for_it()
         assert sorted(m.model for m in result.leaderboard) == ["exec-a", "exec-b"]
         for s in result.skills:
             assert "0/0" not in render_markdown(result, s.skill, {})
+
+
+def test_a_corpus_with_a_case_never_recorded_cannot_pass_on_the_cases_graded() -> None:
+    """A grade run plans only what was recorded: 3 of 4 cases graded, all passing, is WARN, not PASS,
+    in every reduce (rows kept or streamed), and says why beside the headline."""
+    kept = [(CASE_SKILL, case_id, 0, Trajectory(skill=CASE_SKILL, case_id=case_id, model="m")) for case_id in (1, 2, 3)]
+    plan = recorded_plan("20260101-000000-00000000", [bundle(CASE_SKILL)], kept, judges=["j"], sandbox=SandboxMode.NONE)
+    outcomes = {s.shard_id: graded(s, [True, True]) for s in plan.shards}
+    streamed = StreamReducer(plan)
+    for o in outcomes.values():
+        streamed.add(outcome_line_of(o))
+    for result in (reduce_run(plan, outcomes), streamed.result()):
+        (s,) = result.skills
+        assert (s.cases, s.unplanned, s.headline, s.verdict) == (4, 1, "6/6 (100.0%)", "WARN")
+        assert corpus_status(s, result) == "WARN (1 case of 4 not graded: no recording)"
+    full = reduce_run(plan_for([bundle(CASE_SKILL)]), outcomes_for(plan_for([bundle(CASE_SKILL)]), {1: [True, True]}))
+    assert full.skills[0].unplanned == 0  # a run plans every case: one not ended is no unrecorded case
+
+
+CASE_SKILL = "s"

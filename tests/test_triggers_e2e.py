@@ -167,7 +167,7 @@ def test_all_evals_triggers_reports_the_routing_matrix_across_skills(
     server.set_scenario({"rules": rules, "default": {"text": "(no script)"}})
 
     result = env.run(repo, "--all-evals", "--triggers", "--trigger-turns", "1")
-    assert result.code == 0, result.stdout + result.stderr
+    assert result.code == 3, result.stdout + result.stderr  # WARN: no gate given, nothing was decided
     doc, text = reports(env.out, "csv-clean", result.run_id)
     assert doc["triggers"]["routing"] == {
         "csv-clean": {"csv-clean": 1, "pdf-tools": 1},
@@ -177,12 +177,14 @@ def test_all_evals_triggers_reports_the_routing_matrix_across_skills(
     assert "| pdf-tools | 1 | 1 | 1 |" in text
     assert {f["skill"] for f in doc["triggers"]["figures"]} == {"csv-clean", "pdf-tools"}
     assert "triggers csv-clean (openai/exec-a): recall 1/2 (50.0%" in result.stdout
-    # Recall 50% passes: no gate was given, and the behavioural threshold (1.0 by default) is not a trigger gate.
+    # Recall 50% decides nothing: no gate was given, and the behavioural threshold (1.0 by default) is not a
+    # trigger gate. A run that measured and decided nothing must not read as a PASS: it WARNs and names the flags.
     block = result.stdout[result.stdout.index("SKILL-EVAL COMPLETE") :].strip().splitlines()
     assert "gates: none (--min-recall and --max-false-trigger not given)" in block
     assert not any(line.startswith("threshold") for line in block)
     triggers_at = max(i for i, line in enumerate(block) if line.startswith("triggers "))
-    assert block[-1] == "verdict: PASS" and triggers_at < len(block) - 1
+    assert "reason: no trigger gate given: figures only (--min-recall, --max-false-trigger)" in block
+    assert block[-1] == "verdict: WARN" and triggers_at < len(block) - 1
     assert "- trigger gates: none" in text and "threshold 1.0" not in text
     (page,) = env.out.glob(f"*{result.run_id}*.html")
     assert "<dt>trigger gates</dt>" in page.read_text() and "threshold 1.0" not in page.read_text()
@@ -221,7 +223,7 @@ def test_a_zuvo_sized_repo_plans_runs_and_reduces_its_routing_matrix(
     assert "at most 342 model calls (3 turns per shard" in dry.stdout
 
     result = env.cli(*env.run_args(repo, "--all-evals", "--triggers", "--trigger-turns", "1"), timeout_s=500)
-    assert result.code == 0, result.stdout + result.stderr
+    assert result.code == 3, result.stdout + result.stderr
     doc, _ = reports(env.out, "skill-00", result.run_id)
     routing = doc["triggers"]["routing"]
     assert len(routing) == 57
@@ -254,7 +256,7 @@ def test_compare_reports_the_paired_change_of_recall_and_false_triggers_between_
     server.set_scenario({"rules": [*old_arm, *new_arm], "default": {"text": "(no script)"}})
 
     result = env.run(repo, "pdf-tools", "--triggers", "--trigger-turns", "1", "--compare", old.stdout.strip())
-    assert result.code == 0, result.stdout + result.stderr
+    assert result.code == 3, result.stdout + result.stderr
     doc, text = reports(env.out, "pdf-tools", result.run_id)
     (change,) = doc["triggers"]["changes"]
     # Positives 1, 2, 3: differences 0, +1, 0 -> +1/3; negatives 4, 5: -1, 0 -> -1/2.
@@ -319,7 +321,7 @@ def test_a_query_that_fires_in_some_epochs_only_is_flagged_flaky(
     server.set_scenario({"rules": [coin], "default": {"text": "(no skill needed)"}, "seed": 0})
 
     result = env.run(repo, "pdf-tools", "--triggers", "--trigger-turns", "1", "--epochs", "4")
-    assert result.code == 0, result.stdout + result.stderr
+    assert result.code == 3, result.stdout + result.stderr
     doc, text = reports(env.out, "pdf-tools", result.run_id)
     (f,) = doc["triggers"]["figures"]
     query = next(q for q in f["queries"] if q["case_id"] == 1)

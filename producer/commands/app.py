@@ -12,15 +12,17 @@ Every command module registers its commands on :data:`app`, so each takes this p
 
 from __future__ import annotations
 
+import functools
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
 from producer.commands.console import InertConsole
-from schemas.errors import SkillEvalError
-from schemas.status import ExitCode
+from schemas.errors import BlockedError, SkillEvalError
+from schemas.status import ExitCode, Verdict
 
 
 class _Commands(TyperGroup):
@@ -81,3 +83,25 @@ app = typer.Typer(
 )
 out = InertConsole(soft_wrap=True)
 err = InertConsole(stderr=True, soft_wrap=True)
+
+
+def ends_with_verdict(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` (``run``, ``grade``, ``report``: the commands whose exit code is a verdict) with a
+    BLOCKED refusal ending as every other outcome does: its named error, then ``verdict: BLOCKED`` as
+    the last line of stdout. A detached run's goes to stderr: its stdout holds a run id or nothing,
+    for a script to capture. A ``ConfigError`` (bad flags, before any run) and a dry run's refusal print
+    as they did."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            command(*args, **kwargs)
+        except BlockedError as exc:
+            if kwargs.get("dry_run"):
+                raise  # a plan, not an outcome: its --json stdout stays JSON or nothing
+            err.print(str(exc), markup=False, highlight=False)
+            detached = bool(getattr(kwargs.get("shared"), "detach", False))
+            (err if detached else out).print(f"verdict: {Verdict.BLOCKED.value}", markup=False, highlight=False)
+            raise typer.Exit(ExitCode.BLOCKED) from exc
+
+    return wrapper

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from engine.node import WorkerNode
-from producer.commands.app import err, out
+from producer.commands.app import ends_with_verdict, err, out
 from producer.commands.options import (
     BrokerOpt,
     JudgeOpt,
@@ -93,6 +93,7 @@ def status(
     out.print(status_view(doc, fold=out.is_terminal), highlight=False, soft_wrap=False, crop=False)
 
 
+@ends_with_verdict
 def report(
     run_id: RunIdArg,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Report folder (default: the run's).")] = None,

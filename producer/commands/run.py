@@ -14,7 +14,7 @@ from engine.litellm_table import bundled_model_table
 from engine.settings import Settings
 from engine.store import open_store
 from harnesses.registry import check_executor
-from producer.commands.app import err, out
+from producer.commands.app import ends_with_verdict, err, out
 from producer.commands.options import (
     AllEvalsOpt,
     BaselineOpt,
@@ -153,6 +153,7 @@ def validate(
 
 
 @with_shared
+@ends_with_verdict
 def run(
     skills: SkillsArg = None,
     all_evals: AllEvalsOpt = False,
@@ -345,6 +346,7 @@ def _request(
 
 
 @with_shared
+@ends_with_verdict
 def grade(
     skills: GradeSkillsArg = None,
     trajectories: TrajectoriesOpt = "",

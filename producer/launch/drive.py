@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import redis
@@ -26,6 +26,8 @@ from producer.launch.progress import RunStalled, wait_for_run
 from producer.plan.request import RunRequest
 from producer.results.reports import append_run_log, complete_block, write_reports
 from reducer.from_store import run_result
+from reducer.stream import reduce_run
+from reducer.summary import render_nothing_run
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.errors import SkillEvalError
 from schemas.manifest import RunManifest, manifest_key
@@ -54,9 +56,9 @@ def drive(
     worker could boot while the run was being planned; None opens them here.
     Returns the result, or the run id when detached.
     """
-    store = open_store(settings.store)
     if not manifest.plan.shards:
-        return conclude_run(manifest, store, settings, req.out, out, already_reported=req.reported)
+        return conclude_nothing_run(manifest, err if req.detach else out)
+    store = open_store(settings.store)
     for line in concurrency_notes(manifest):
         err.print(line, markup=False, highlight=False)
     cluster = contextlib.nullcontext(opened) if opened is not None else open_cluster(settings, req.workers)
@@ -142,19 +144,22 @@ def concurrency_notes(manifest: RunManifest) -> list[str]:
 
 
 def conclude_run(
-    manifest: RunManifest,
-    store: ArtifactStore,
-    settings: Settings,
-    out_dir: Path,
-    out: Console,
-    already_reported: Sequence[str] = (),
+    manifest: RunManifest, store: ArtifactStore, settings: Settings, out_dir: Path, out: Console
 ) -> RunResult:
     """Load (or compute) the reduced result, write the reports and the run-log line, print the block."""
     records = StoredRun(store, manifest.plan.run_id, manifest=manifest)
-    result = run_result(
-        records, stream_from=settings.stream_reduce_shards, reuse=True, already_reported=already_reported
-    ).result
+    result = run_result(records, stream_from=settings.stream_reduce_shards, reuse=True).result
     paths = write_reports(result, manifest, store, out_dir)
     append_run_log(result, manifest, settings.run_log)
     out.print(complete_block(result, paths), markup=False, highlight=False)
+    return result
+
+
+def conclude_nothing_run(manifest: RunManifest, out: Console) -> RunResult:
+    """A plan with nothing left to run: every corpus skipped, for its earlier report or its named
+    error. Nothing is stored, written or logged (no report, page, JUnit file or run-log line would
+    describe a run that happened); the verdict carries the earlier reports' and says so. A detached
+    run prints this on stderr: its stdout holds a run id or nothing."""
+    result = reduce_run(manifest.plan, {}, skipped=manifest.skipped, already_reported=manifest.reported)
+    out.print(render_nothing_run(result), markup=False, highlight=False)
     return result

@@ -27,7 +27,7 @@ from schemas.shard import RunPlan, baseline_variant
 
 def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Console) -> RunResult | str:
     """Plan, submit and (unless detached) wait and report. Returns the result, or the run id when detached."""
-    repo, bundles, skipped = plan_request(req, out)
+    repo, bundles, skipped = plan_request(req, err if req.detach else out)  # a detached stdout: the run id alone
     variants = arm_variants(req.compare, req.baseline)
     plan = plan_run(
         new_run_id(),
@@ -68,7 +68,7 @@ def prepare(
     """Snapshot the repo into the manifest (the executor's canary runs on an execute worker, before dispatch)."""
     store = open_store(settings.store)
     manifest = build_manifest(plan, root, store, req.settings, out_dir=str(req.out), skipped=skipped)
-    return manifest.model_copy(update={"guards": guards})
+    return manifest.model_copy(update={"guards": guards, "reported": req.reported})
 
 
 def plan_compare(plan: RunPlan, root: Path, ref: str, out_dir: Path, err: Console) -> tuple[RunPlan, list[str]]:

@@ -9,10 +9,11 @@ from rich.console import Console
 
 from producer.corpus.repo import Repo
 from producer.plan.prechecks import check_plugin_threshold
-from producer.results.reports import reported_bundle_keys
+from producer.results.reports import carried_report, earlier_reports
 from schemas.adaptive import AdaptivePlan
 from schemas.constants import DEFAULT_REPORT_DIR
 from schemas.manifest import RunSettings
+from schemas.report import CarriedReport
 from schemas.shard import SkillBundle
 from schemas.visible import visible
 
@@ -43,8 +44,9 @@ class RunRequest:
     """Have a worker of each queue check the run's models (key, one minimal call) before dispatch."""
     preflight_timeout_s: float = 300.0
     """How long to wait for those workers."""
-    reported: list[str] = field(default_factory=list)
-    """Filled by :func:`plan_request`: corpora left out because their bundle key already has a report."""
+    reported: list[CarriedReport] = field(default_factory=list)
+    """Filled by :func:`plan_request`: corpora left out because their bundle key already has a
+    report, each with that report's verdict (it stands, and decides the run with the new ones)."""
     triggers: bool = False
     """``--triggers``: run the trigger corpora (``evals/<skill>.triggers.json``) instead of the behavioural ones."""
     harnesses: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -71,11 +73,14 @@ def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list[SkillBundle]
     check_plugin_threshold(req.settings.plugin_threshold, [o.corpus_file for o in outcomes], req.settings.fail_under)
     bundles = [o.bundle for o in outcomes if o.bundle]
     if req.all_evals and not req.force and not req.triggers:
-        done = reported_bundle_keys(req.out)
-        for b in [b for b in bundles if set(req.models) <= done.get(b.bundle_key, set())]:
-            again = "(--force re-runs it)"
-            line = f"skipped {b.corpus_file}: bundle key {b.bundle_key} already reported in {req.out} {again}"
+        done = earlier_reports(req.out)
+        for b in list(bundles):
+            carried = carried_report(done.get(b.bundle_key, []), req.models, b)
+            if carried is None:
+                continue
+            earlier = f"already reported {carried.verdict} in {carried.report} (--force re-runs it)"
+            line = f"skipped {b.corpus_file}: bundle key {b.bundle_key} {earlier}"
             out.print(visible(line), markup=False)
             bundles.remove(b)
-            req.reported.append(b.corpus_file)
+            req.reported.append(carried)
     return repo, bundles, [str(e) for e in errors]

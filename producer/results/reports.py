@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from engine.collect import load_trajectory
 from engine.store import ArtifactStore
@@ -21,7 +23,8 @@ from reducer.render_html import render_html
 from reducer.render_junit import render_junit
 from reducer.summary import render_complete_block
 from schemas.manifest import RunManifest
-from schemas.report import RunResult
+from schemas.report import CarriedReport, RunResult
+from schemas.shard import SkillBundle
 from schemas.status import TERMINAL_STATES
 
 
@@ -103,25 +106,70 @@ def append_run_log(result: RunResult, manifest: RunManifest, log_path: Path) -> 
     return line
 
 
-def reported_bundle_keys(out_dir: Path) -> dict[str, set[str]]:
-    """Bundle key -> executor models with a conclusive JSON report in ``out_dir`` (``--all-evals`` skips them).
+@dataclass(frozen=True)
+class EarlierReport:
+    """One conclusive JSON report of a corpus in the report folder, as ``--all-evals`` reads it."""
+
+    run_id: str
+    path: str
+    models: frozenset[str]
+    verdict: Literal["PASS", "WARN", "FAIL"]
+
+
+def earlier_reports(out_dir: Path) -> dict[str, list[EarlierReport]]:
+    """Bundle key -> the conclusive JSON reports of its current version in ``out_dir``.
 
     An INCONCLUSIVE report does not count: it says the infra failed, not how the skill
-    behaves, so the next ``--all-evals`` re-runs that corpus without needing ``--force``.
-    The models are kept so that sweeping a new executor model over unchanged corpora is not
-    mistaken for a re-run.
+    behaves, so the next ``--all-evals`` re-runs that corpus without needing ``--force``; nor
+    does one whose corpus was not graded. The models are kept so that sweeping a new executor
+    model over unchanged corpora is not mistaken for a re-run, and the verdict so that the
+    report a corpus is skipped for still decides the run (:func:`carried_report`).
     """
-    keys: dict[str, set[str]] = {}
-    for path in out_dir.glob("skill-eval-*.json"):
+    found: dict[str, list[EarlierReport]] = {}
+    for path in sorted(out_dir.glob("skill-eval-*.json")):
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         for variant in doc.get("variants", []) if isinstance(doc, dict) else []:
-            if variant.get("variant") == "current" and variant.get("bundle_key") and not variant.get("inconclusive"):
-                models = {m.get("model", "") for m in variant.get("models", []) if isinstance(m, dict)}
-                keys.setdefault(variant["bundle_key"], set()).update(models)
-    return keys
+            if variant.get("variant") != "current" or not variant.get("bundle_key") or variant.get("inconclusive"):
+                continue
+            verdict = _verdict_of(variant.get("verdict"), doc.get("verdict"))
+            if verdict is None:
+                continue
+            models = frozenset(m.get("model", "") for m in variant.get("models", []) if isinstance(m, dict))
+            report = EarlierReport(str(doc.get("run_id", "")), str(path), models, verdict)
+            found.setdefault(variant["bundle_key"], []).append(report)
+    return found
+
+
+def _verdict_of(own: object, run: object) -> Literal["PASS", "WARN", "FAIL"] | None:
+    """The corpus's own verdict in a report (PASS or FAIL; None when it was not graded), or the
+    report's verdict when the report predates a corpus's own (None when it was BLOCKED)."""
+    if own:
+        return own if own in ("PASS", "WARN", "FAIL") else None
+    return "PASS" if run == "PASS" else "WARN" if run == "WARN" else "FAIL" if run == "FAIL" else None
+
+
+def reported_bundle_keys(out_dir: Path) -> dict[str, set[str]]:
+    """Bundle key -> executor models with a conclusive JSON report in ``out_dir`` (``--all-evals`` skips them)."""
+    return {key: {m for r in found for m in r.models} for key, found in earlier_reports(out_dir).items()}
+
+
+SEVERITY = {"PASS": 0, "WARN": 1, "FAIL": 2}
+
+
+def carried_report(found: list[EarlierReport], models: list[str], bundle: SkillBundle) -> CarriedReport | None:
+    """What a corpus skipped for its earlier reports carries: per model of the run the newest report
+    covering it, and of those the worst verdict (the newest report saying it); None when a model has none."""
+    newest: list[EarlierReport] = []
+    for model in models or [""]:
+        covering = [r for r in found if model in r.models]
+        if not covering:
+            return None
+        newest.append(max(covering, key=lambda r: r.run_id))
+    worst = max(newest, key=lambda r: (SEVERITY[r.verdict], r.run_id))
+    return CarriedReport(corpus_file=bundle.corpus_file, skill=bundle.skill, verdict=worst.verdict, report=worst.path)
 
 
 def complete_block(result: RunResult, paths: list[Path]) -> str:
