@@ -100,9 +100,11 @@ def planned_shards(plan: RunPlan, bundle: SkillBundle) -> int:
 
 
 def unequal_epochs(plan: RunPlan, skills: Iterable[str]) -> bool:
-    """Whether the cases of these corpora were planned unequal epochs (only ``--epochs auto`` can):
-    with equal epochs every case already weighs by its assertions alone, and the pooled rate is
-    the one to show."""
+    """Whether the cases of these corpora were planned unequal epochs (only ``--epochs auto`` can), or
+    every one went on past the first round: with equal epochs every case already weighs by its
+    assertions alone, but a case that went on is still rated by its first round (a run whose
+    every case stopped there shows the pooled rate)."""
     if plan.adaptive is None:
         return False
-    return len({plan.epochs_of(s, case.id) for s in skills for case in plan.bundle(s).corpus.evals}) > 1
+    epochs = {plan.epochs_of(s, case.id) for s in skills for case in plan.bundle(s).corpus.evals}
+    return len(epochs) > 1 or any(n > plan.adaptive.first_round for n in epochs)

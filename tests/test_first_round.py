@@ -95,3 +95,12 @@ def test_the_look_weighs_a_case_that_went_on_by_its_first_round() -> None:
     # k of 3 first-round passes, given 4 of 5 and a mixed first round: k = 2 (C(3,2) C(2,2) = 3 ways)
     # or k = 1 impossible (would leave 3 passes for 2 epochs); so 2/3.
     assert draws.estimate == pytest.approx(2 / 3)
+
+
+def test_a_run_whose_every_case_went_on_is_still_rated_by_first_rounds() -> None:
+    """Every case varied in its first round and got 5 epochs: equal epochs, yet not the pooled rate."""
+    from tests.test_unequal_epochs_report import adaptive_result
+
+    result = adaptive_result(dict.fromkeys(range(1, 7), 5), lambda _, epoch: epoch != 1)
+    # 4 of 5 passed, the first round mixed: k = 2 of 3 for certain, so each case is rated 2/3, not 4/5.
+    assert result.skills[0].behavioural.rate == pytest.approx(2 / 3)
