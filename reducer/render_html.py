@@ -58,10 +58,13 @@ def _models(result: RunResult) -> str:
         out.append(_part(result, title, "<div class='bars'>" + "".join(bars) + axis(RATE_AXIS) + "</div>"))
     if len(result.leaderboard) > 1 and not _several_corpora(result):  # several corpora: the leaderboard leads
         rows = [
-            [m.model, pct(m.composite_mean), f"{pct(m.composite_low)} to {pct(m.composite_high)}"]
+            [m.model, pct(m.composite_mean), f"{pct(ci[0])} to {pct(ci[1])}" if (ci := m.composite_interval) else "-"]
             for m in result.leaderboard
         ]
-        out.append("<h3>Leaderboard (composite score)</h3>" + table([row_label(result), "composite", "95% CI"], rows))
+        out.append(
+            "<h3>Leaderboard (composite score)</h3>"
+            + table([row_label(result), "composite", "95% CI over cases"], rows)
+        )
     return "".join(out) + "</section>"
 
 

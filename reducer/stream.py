@@ -169,7 +169,7 @@ class StreamReducer:
             counts.graded += 1
             counts.passed += passed
             counts.judged += judged
-            counts.composite.add(score)
+            counts.composite.add(score, (line.skill, line.case_id))
         run_score = arm.run_scores[(line.case_id, model)]
         run_score[0] += score
         run_score[1] += 1
