@@ -207,7 +207,8 @@ def _variant_section(s: SkillResult, result: RunResult) -> list[str]:
         "",
         "### Models",
         "",
-        f"| {row_label(result)} | behavioural | 95% CI (Wilson) | 95% CI (by case) | composite (95% CI over cases) | graded/shards |",
+        f"| {row_label(result)} | behavioural | 95% CI (Wilson) | 95% CI (by case) "
+        "| composite (95% CI over cases) | graded/shards |",
         "|---|---|---|---|---|---|",
     ]
     for m in s.models:
