@@ -132,10 +132,10 @@ def case_draws(
                 cell[0] += passed
                 cell[1] += 1
     out = {}
-    for c, r in rates.items():
+    for c, shard_rates in rates.items():
         judged = sum(n for _, n in series[c].values())
         passes = estimated_passes([(p, n) for p, n in series[c].values()], first_round)
-        out[c] = CaseDraws(tuple(r), sizes[c], passes / judged)
+        out[c] = CaseDraws(tuple(shard_rates), sizes[c], passes / judged)
     return out
 
 

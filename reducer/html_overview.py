@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from html import escape
 
-from reducer.html_parts import Raw, heat, name, pct, table
+from reducer.html_parts import Raw, composite_range, heat, name, pct, table
 from reducer.render_sweep import row_label
 from reducer.render_triggers import gates_text
 from reducer.threshold import gate_rule, threshold_text, verdict_basis
@@ -134,7 +134,7 @@ def overview(result: RunResult) -> str:
         [
             name(m.model),
             pct(m.composite_mean),
-            f"{pct(ci[0])} to {pct(ci[1])}" if (ci := m.composite_interval) else "-",
+            composite_range(m),
             pct(m.behavioural.rate),
         ]
         for m in result.leaderboard
