@@ -5,7 +5,8 @@ figure at the level ``1 - alpha / looks`` (Bonferroni over the looks the rule ca
 so the chance that any look decides wrongly stays under ``alpha``; docs/design/statistics.md).
 
 The gated figure is the corpus's own: its behavioural pass rate against the threshold (each
-case weighted by its assertions, never by its epochs), or, with a gating baseline
+case weighted by its assertions, never by its epochs, and each case's rate the estimate that
+this very rule leaves unbiased, :mod:`reducer.first_round`), or, with a gating baseline
 (``--compare``, or ``no-skill`` with ``--require-uplift``), the paired difference current minus
 baseline, averaged the same way. Its interval is the stratified one: the cases are the strata,
 fixed (the gate judges this corpus, not a population of cases), and the only chance is in the
@@ -33,7 +34,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal
 
-from schemas.adaptive import AdaptivePlan, CaseEpochs, GateLook, StopReason
+from reducer.first_round import estimated_passes
+from schemas.adaptive import FIRST_ROUND, AdaptivePlan, CaseEpochs, GateLook, StopReason
 
 Verdicts = tuple[bool, ...]
 ShardKey = tuple[str, str, int, str, int]
@@ -51,10 +53,17 @@ class Gate:
 
 @dataclass(frozen=True)
 class CaseDraws:
-    """One case of one arm: its per-shard pass rates and its assertions (its weight)."""
+    """One case of one arm: its per-shard pass rates, its assertions (its weight) and its rate as the
+    first round would have it (:mod:`reducer.first_round`; None: the plain mean)."""
 
     rates: tuple[float, ...]
     assertions: int
+    unbiased: float | None = None
+
+    @property
+    def estimate(self) -> float:
+        """The case's rate in the gated figure: unbiased under the adaptive rule."""
+        return self.mean if self.unbiased is None else self.unbiased
 
     @property
     def mean(self) -> float:
@@ -104,16 +113,30 @@ def variances(cases: Mapping[int, CaseDraws]) -> dict[int, float]:
 
 
 def case_draws(
-    observed: Mapping[ShardKey, Verdicts], skill: str, variant: str, row: str | None = None
+    observed: Mapping[ShardKey, Verdicts],
+    skill: str,
+    variant: str,
+    row: str | None = None,
+    first_round: int = FIRST_ROUND,
 ) -> dict[int, CaseDraws]:
     """Case -> its graded shards' pass rates in one corpus arm (every model's and epoch's, or one row's)."""
     rates: dict[int, list[float]] = {}
     sizes: dict[int, int] = {}
+    series: dict[int, dict[tuple[str, int], list[int]]] = {}
     for (s, v, case_id, r, _), verdicts in sorted(observed.items()):
         if s == skill and v == variant and verdicts and row in (None, r):
             rates.setdefault(case_id, []).append(sum(verdicts) / len(verdicts))
             sizes[case_id] = max(sizes.get(case_id, 0), len(verdicts))
-    return {c: CaseDraws(tuple(r), sizes[c]) for c, r in rates.items()}
+            for index, passed in enumerate(verdicts):
+                cell = series.setdefault(case_id, {}).setdefault((r, index), [0, 0])
+                cell[0] += passed
+                cell[1] += 1
+    out = {}
+    for c, shard_rates in rates.items():
+        judged = sum(n for _, n in series[c].values())
+        passes = estimated_passes([(p, n) for p, n in series[c].values()], first_round)
+        out[c] = CaseDraws(tuple(shard_rates), sizes[c], passes / judged)
+    return out
 
 
 def stratified(terms: Sequence[tuple[float, float, float]], level: float) -> tuple[float, float, float] | None:
@@ -131,7 +154,7 @@ def stratified(terms: Sequence[tuple[float, float, float]], level: float) -> tup
 def pass_rate_look(cases: Mapping[int, CaseDraws], gate: Gate, level: float, skill: str) -> GateLook:
     """The pass rate's stratified interval at ``level`` against the threshold."""
     shares = variances(cases)
-    found = stratified([(d.assertions, d.mean, shares[c]) for c, d in cases.items()], level)
+    found = stratified([(d.assertions, d.estimate, shares[c]) for c, d in cases.items()], level)
     look = GateLook(skill=skill, figure="pass-rate", target=gate.target, level=level)
     if found is None:
         return look
@@ -147,7 +170,9 @@ def paired_look(
     both = [c for c in current if c in baseline]
     cur_var = variances({c: current[c] for c in both})
     base_var = variances({c: baseline[c] for c in both})
-    terms = [(current[c].assertions, current[c].mean - baseline[c].mean, cur_var[c] + base_var[c]) for c in both]
+    terms = [
+        (current[c].assertions, current[c].estimate - baseline[c].estimate, cur_var[c] + base_var[c]) for c in both
+    ]
     found = stratified(terms, level)
     look = GateLook(skill=skill, figure="paired-difference", target=gate.target, low=-1.0, high=1.0, level=level)
     if found is None:
@@ -187,11 +212,11 @@ def look_at(
     looked: Sequence[str | None] = rows or [None]
     for skill, gate in gates.items():
         for row in looked:
-            current = case_draws(observed, skill, variants[0], row)
+            current = case_draws(observed, skill, variants[0], row, plan.first_round)
             if gate.baseline is None:
                 look = pass_rate_look(current, gate, plan.level, skill)
             else:
-                base = case_draws(observed, skill, gate.baseline, row)
+                base = case_draws(observed, skill, gate.baseline, row, plan.first_round)
                 look = paired_look(current, base, gate, plan.level, skill)
             looks.append(look if row is None else look.model_copy(update={"row": row}))
     return looks

@@ -7,13 +7,12 @@ to these and turns them into the result's figures.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from reducer.scoring import rate
-from reducer.stats import Z95, mean_interval
+from reducer.stats import mean_interval
 from schemas.outcome import OutcomeLine
 from schemas.report import CaseRun, ModelSummary
 from schemas.status import ShardState
@@ -22,45 +21,32 @@ from schemas.trajectory import Usage
 
 @dataclass
 class Mean:
-    """Running count, sum, mean and sum of squared deviations of composite scores in [0, 1].
+    """Composite scores in [0, 1] summed per case: their mean over cases and its interval.
 
-    The spread is kept as Welford's sum of squared deviations, not as a sum of squares:
-    ``squares - n * mean**2`` cancels catastrophically when every score is the same, leaving
-    a spread of ~1e-17 where the exact figure is zero (an interval a few 1e-9 wide instead
-    of a point). The mean reported is ``total / n``, the plain sum in the order added.
-
-    ``values`` keeps the scores themselves when the reduce keeps every shard's row (they cost
-    less than the rows): the interval is then :func:`reducer.stats.mean_interval`'s two-pass
-    one, to the last bit whatever the order the scores came in.
+    A case's epochs are not independent draws (a deterministic case scores the same every
+    epoch), so the unit is the case: each case's mean composite, then the mean of those and a t
+    interval on cases - 1 degrees of freedom (:func:`reducer.stats.mean_interval`). Memory is
+    two numbers per case.
     """
 
-    n: int = 0
-    total: float = 0.0
-    mean: float = 0.0
-    deviations: float = 0.0
-    values: list[float] | None = None
+    cases: dict[object, list[float]] = field(default_factory=dict)
+    """Case key -> [sum of its shards' composites, its graded shards]."""
 
-    def add(self, value: float) -> None:
-        if self.values is not None:
-            self.values.append(value)
-        self.n += 1
-        self.total += value
-        delta = value - self.mean
-        self.mean += delta / self.n
-        self.deviations += delta * (value - self.mean)
+    def add(self, value: float, case: object = None) -> None:
+        """One graded shard's composite; ``case``: its case's key (None: a case of its own)."""
+        key = ("shard", len(self.cases)) if case is None else case
+        cell = self.cases.setdefault(key, [0.0, 0.0])
+        cell[0] += value
+        cell[1] += 1
+
+    @property
+    def n(self) -> int:
+        """Cases with a graded shard."""
+        return len(self.cases)
 
     def interval(self) -> tuple[float | None, tuple[float, float]]:
-        """The mean and its normal-approximation 95% interval (``(0, 1)`` below two scores)."""
-        if self.values is not None:
-            return mean_interval(self.values)
-        if self.n == 0:
-            return None, (0.0, 1.0)
-        mean = self.total / self.n
-        if self.n < 2:
-            return mean, (0.0, 1.0)
-        var = max(0.0, self.deviations / (self.n - 1))
-        half = Z95 * math.sqrt(var / self.n)
-        return mean, (max(0.0, mean - half), min(1.0, mean + half))
+        """The mean of the per-case composites and its 95% interval over cases (``(0, 1)`` below two cases)."""
+        return mean_interval([total / shards for total, shards in self.cases.values()])
 
 
 @dataclass
@@ -79,6 +65,7 @@ class ModelCounts:
         interval, graded of ``shards`` planned, and how often its harness loaded the skill."""
         mean, (low, high) = self.composite.interval()
         return ModelSummary(
+            composite_cases=self.composite.n,
             model=model,
             behavioural=rate(self.passed, self.judged, clusters),
             composite_mean=mean,
@@ -89,17 +76,13 @@ class ModelCounts:
             skill_activated=(self.activated[0], self.activated[1]) if self.activated[1] else None,
         )
 
-    def add_graded(self, passed: int, judged: int, score: float) -> None:
-        """Count one graded shard: ``passed`` of its ``judged`` verdicts, and its composite ``score``."""
+    def add_graded(self, passed: int, judged: int, score: float, case: tuple[str, int]) -> None:
+        """Count one graded shard: ``passed`` of its ``judged`` verdicts, and its composite ``score``
+        for its ``case`` (corpus, case id): the composite's interval is over cases."""
         self.graded += 1
         self.passed += passed
         self.judged += judged
-        self.composite.add(score)
-
-    @classmethod
-    def keeping(cls, scores: bool) -> ModelCounts:
-        """Empty counts; ``scores``: keep each composite score too (see :class:`Mean`)."""
-        return cls(composite=Mean(values=[] if scores else None))
+        self.composite.add(score, case)
 
 
 class Spend:
@@ -133,8 +116,6 @@ class Arm:
     rows: list[CaseRun] = field(default_factory=list)
     """Per-shard rows, in the order added (kept only when the reducer keeps rows)."""
     blocked: list[CaseRun] = field(default_factory=list)
-    keep_scores: bool = False
-    """Keep each composite score (a reduce that keeps rows)."""
     models: dict[str, ModelCounts] = field(default_factory=dict)
     cells: dict[tuple[int, int, str], list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     """(case, assertion index, model) -> [passed, observed]."""
@@ -153,7 +134,7 @@ class Arm:
         """The counts of one executor model, made on first use."""
         counts = self.models.get(name)
         if counts is None:
-            counts = self.models[name] = ModelCounts.keeping(self.keep_scores)
+            counts = self.models[name] = ModelCounts()
         return counts
 
     def add_graded(self, line: OutcomeLine, model: str, score: float) -> None:

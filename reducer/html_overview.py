@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from html import escape
 
-from reducer.html_parts import Raw, heat, name, pct, table
+from reducer.html_parts import Raw, composite_range, heat, name, pct, table
 from reducer.render_sweep import row_label
 from reducer.render_triggers import gates_text
 from reducer.threshold import gate_rule, threshold_text, verdict_basis
@@ -134,7 +134,7 @@ def overview(result: RunResult) -> str:
         [
             name(m.model),
             pct(m.composite_mean),
-            f"{pct(m.composite_low)} to {pct(m.composite_high)}",
+            composite_range(m),
             pct(m.behavioural.rate),
         ]
         for m in result.leaderboard
@@ -145,6 +145,6 @@ def overview(result: RunResult) -> str:
         "(red 0% to green 100%), then the models ranked by composite score over every corpus.</p>"
         + table(["corpus", "verdict", *[name(m) for m in models]], rows, stack=False)
         + "<h3>Leaderboard</h3>"
-        + table([row_label(result), "composite", "95% CI", "pass rate"], board, stack=False)
+        + table([row_label(result), "composite", "95% CI over cases", "pass rate"], board, stack=False)
         + "</section>"
     )

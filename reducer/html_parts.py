@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from html import escape, unescape
 
 from reducer.paired import MIN_INTERVAL_CASES
-from schemas.report import AssertionStat, Rate
+from schemas.report import AssertionStat, ModelSummary, Rate
 
 _NUMBER = re.compile(r"^[-+$]?[\d.,]+(%| pts)?(/[\d.,]+)?$")
 """A short figure (``12``, ``45.0%``, ``+3.1 pts``, ``2/5``): right-aligned and kept on one line."""
@@ -81,6 +81,12 @@ def name(text: str) -> Raw:
     """A name, escaped, with a break opportunity after each separator: it wraps between its parts,
     never inside a word."""
     return Raw(_SEPARATORS.sub(r"\1<wbr>", escape(text)))
+
+
+def composite_range(m: ModelSummary) -> str:
+    """A model's composite interval over cases, ``40.0% to 90.0%``; ``-`` from fewer than two cases."""
+    found = m.composite_interval
+    return "-" if found is None else f"{pct(found[0])} to {pct(found[1])}"
 
 
 def pct(x: float | None) -> str:

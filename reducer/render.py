@@ -210,7 +210,8 @@ def _variant_section(s: SkillResult, result: RunResult) -> list[str]:
         "",
         "### Models",
         "",
-        f"| {row_label(result)} | behavioural | 95% CI (Wilson) | 95% CI (by case) | composite | graded/shards |",
+        f"| {row_label(result)} | behavioural | 95% CI (Wilson) | 95% CI (by case) "
+        "| composite (95% CI over cases) | graded/shards |",
         "|---|---|---|---|---|---|",
     ]
     for m in s.models:
@@ -218,8 +219,8 @@ def _variant_section(s: SkillResult, result: RunResult) -> list[str]:
         out.append(
             f"| {md(m.model)} | {counts(m.behavioural)} | "
             f"{_pct(m.behavioural.low)}–{_pct(m.behavioural.high)} | "
-            f"{f'{_pct(by_case.low)}–{_pct(by_case.high)}' if by_case else '-'} | {_pct(m.composite_mean)} "
-            f"({_pct(m.composite_low)}–{_pct(m.composite_high)}) | {m.graded}/{m.shards} |"
+            f"{f'{_pct(by_case.low)}–{_pct(by_case.high)}' if by_case else '-'} | {_pct(m.composite_mean)}"
+            f"{f' ({_pct(ci[0])}–{_pct(ci[1])})' if (ci := m.composite_interval) else ''} | {m.graded}/{m.shards} |"
         )
     out += _per_model_tables(s)
     out += plugin_score_lines(s)

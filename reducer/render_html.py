@@ -26,6 +26,7 @@ from reducer.html_parts import (
     axis,
     bar,
     ci,
+    composite_range,
     difference_bar,
     heat_row,
     name,
@@ -57,11 +58,11 @@ def _models(result: RunResult) -> str:
         title = f"{name(s.skill)} [{name(s.variant)}]: {escape(s.headline)}"
         out.append(_part(result, title, "<div class='bars'>" + "".join(bars) + axis(RATE_AXIS) + "</div>"))
     if len(result.leaderboard) > 1 and not _several_corpora(result):  # several corpora: the leaderboard leads
-        rows = [
-            [m.model, pct(m.composite_mean), f"{pct(m.composite_low)} to {pct(m.composite_high)}"]
-            for m in result.leaderboard
-        ]
-        out.append("<h3>Leaderboard (composite score)</h3>" + table([row_label(result), "composite", "95% CI"], rows))
+        rows = [[m.model, pct(m.composite_mean), composite_range(m)] for m in result.leaderboard]
+        out.append(
+            "<h3>Leaderboard (composite score)</h3>"
+            + table([row_label(result), "composite", "95% CI over cases"], rows)
+        )
     return "".join(out) + "</section>"
 
 

@@ -34,10 +34,10 @@ def figure_label(f: TriggerFigures) -> str:
 
 
 def proportion_text(p: Proportion) -> str:
-    """``3/4 (75.0%, 95% CI 30.1-95.4%)``; ``0/0 (not measured)`` when nothing counted."""
+    """``3/4 (75.0%, 95% CI over queries 30.1-95.4%)``; ``0/0 (not measured)`` when nothing counted."""
     if p.rate is None:
         return f"{p.hits}/{p.total} (not measured)"
-    return f"{p.hits}/{p.total} ({100 * p.rate:.1f}%, 95% CI {100 * p.low:.1f}-{100 * p.high:.1f}%)"
+    return f"{p.hits}/{p.total} ({100 * p.rate:.1f}%, 95% CI over queries {100 * p.low:.1f}-{100 * p.high:.1f}%)"
 
 
 def f1_text(f: TriggerFigures) -> str:

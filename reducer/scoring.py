@@ -92,7 +92,7 @@ def interval_method(r: Rate) -> str:
     """How a rate's ``low``-``high`` interval was computed, for the reports."""
     if r.weighted is None:
         return "Wilson"
-    return "Wilson on the case-weighted counts, each case weighted as one shard"
+    return "Wilson on the case-weighted counts, each case weighted as one shard and rated by its first round"
 
 
 def inconclusive_headline(not_graded: int, shards: int, infra: int, blocked: int) -> str:

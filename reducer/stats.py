@@ -28,19 +28,20 @@ def wilson(successes: float, n: float, z: float = Z95) -> tuple[float, float]:
     return (low, high)
 
 
-def mean_interval(values: Sequence[float], z: float = Z95) -> tuple[float | None, tuple[float, float]]:
-    """Mean of values in [0, 1] and a normal-approximation 95% interval clipped to [0, 1].
+def mean_interval(values: Sequence[float], level: float = 0.95) -> tuple[float | None, tuple[float, float]]:
+    """Mean of values in [0, 1] (one per case) and its t interval at ``level`` on ``len - 1``
+    degrees of freedom, clipped to [0, 1].
 
     With fewer than two values nothing is known about the spread, so the interval is [0, 1].
     """
     if not values:
         return None, (0.0, 1.0)
     n = len(values)
-    mean = sum(values) / n
+    mean = math.fsum(values) / n
     if n < 2:
         return mean, (0.0, 1.0)
-    var = sum((v - mean) ** 2 for v in values) / (n - 1)
-    half = z * math.sqrt(var / n)
+    var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+    half = t_quantile(1 - (1 - level) / 2, n - 1) * math.sqrt(var / n)
     return mean, (max(0.0, mean - half), min(1.0, mean + half))
 
 

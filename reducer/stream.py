@@ -69,13 +69,11 @@ class StreamReducer:
     def __init__(self, plan: RunPlan, *, keep_rows: bool = False) -> None:
         self.plan = plan
         self.keep_rows = keep_rows
-        self.arms: dict[tuple[str, str], Arm] = {
-            (v, b.skill): Arm(keep_scores=keep_rows) for v in plan.variants for b in plan.bundles
-        }
+        self.arms: dict[tuple[str, str], Arm] = {(v, b.skill): Arm() for v in plan.variants for b in plan.bundles}
         self.disagreed: dict[tuple[str, int, int], list[int]] = defaultdict(lambda: [0, 0])
         """(skill, case, assertion) -> [ensemble questions the judges disagreed on, ensemble questions]."""
         self.spend: dict[str, Spend] = defaultdict(Spend)
-        self.board: dict[str, ModelCounts] = {m: ModelCounts.keeping(keep_rows) for m in plan.rows}
+        self.board: dict[str, ModelCounts] = {m: ModelCounts() for m in plan.rows}
         """The leaderboard: each model's counts over the current variant's corpora."""
         self.templates: dict[str, set[str]] = defaultdict(set)
         self.fired: dict[str, tuple[str, ...]] = {}
@@ -155,7 +153,7 @@ class StreamReducer:
     def _add_graded(self, line: OutcomeLine, model: str, arm: Arm, models: Sequence[ModelCounts]) -> None:
         score = composite(line.passed, line.weights)
         for counts in models:
-            counts.add_graded(sum(line.passed), len(line.passed), score)
+            counts.add_graded(sum(line.passed), len(line.passed), score, (line.skill, line.case_id))
         arm.add_graded(line, model, score)
         if line.skills_fired is not None:
             self.fired[line.shard_id] = tuple(line.skills_fired)

@@ -11,10 +11,10 @@ what won the routing, which is what the confusion table and the routing matrix s
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from reducer.stats import wilson
+from reducer.stats import clustered_interval
 from schemas.shard import CURRENT, RunPlan
 from schemas.status import Verdict
 from schemas.triggers import (
@@ -56,9 +56,24 @@ class TriggerRun:
         return self.fired[0] if self.fired else NO_ACTIVATION
 
 
-def proportion(hits: int, total: int) -> Proportion:
-    low, high = wilson(hits, total)
-    return Proportion(hits=hits, total=total, rate=hits / total if total else None, low=low, high=high)
+def proportion(per_query: Mapping[int, tuple[int, int]]) -> Proportion:
+    """Hits over runs from each query's (hits, runs), with the interval over queries (one query is
+    one draw of the set, however many epochs it ran): :func:`reducer.stats.clustered_interval`."""
+    kept = [(h, n) for h, n in per_query.values() if n > 0]
+    hits, total = sum(h for h, _ in kept), sum(n for _, n in kept)
+    found = clustered_interval(kept)
+    low, high = (found.low, found.high) if found is not None else (0.0, 1.0)
+    rate = hits / total if total else None
+    return Proportion(hits=hits, total=total, rate=rate, low=low, high=high, queries=len(kept))
+
+
+def _per_query(runs: Iterable[TriggerRun], counted: Callable[[TriggerRun], bool]) -> dict[int, tuple[int, int]]:
+    """Query -> (runs where ``counted``, runs) over these runs."""
+    out: dict[int, tuple[int, int]] = {}
+    for r in runs:
+        h, n = out.get(r.case_id, (0, 0))
+        out[r.case_id] = (h + counted(r), n + 1)
+    return out
 
 
 def f1_score(precision: float | None, recall: float | None) -> float | None:
@@ -97,9 +112,10 @@ def skill_figures(skill: str, model: str, runs: Sequence[TriggerRun], executor: 
     ended = [r for r in runs if r.fired is not None]
     positives = [r for r in ended if r.should_trigger]
     negatives = [r for r in ended if not r.should_trigger]
-    recall = proportion(sum(r.hit for r in positives), len(positives))
-    false_trigger = proportion(sum(r.hit for r in negatives), len(negatives))
-    precision = proportion(recall.hits, recall.hits + false_trigger.hits)
+    recall = proportion(_per_query(positives, lambda r: r.hit))
+    false_trigger = proportion(_per_query(negatives, lambda r: r.hit))
+    # Precision's runs are the ones that fired; a query's share is its positives among them.
+    precision = proportion(_per_query([r for r in ended if r.hit], lambda r: r.should_trigger))
     return TriggerFigures(
         skill=skill,
         model=model,
@@ -108,7 +124,8 @@ def skill_figures(skill: str, model: str, runs: Sequence[TriggerRun], executor: 
         false_trigger=false_trigger,
         precision=precision,
         f1=f1_score(precision.rate, recall.rate),
-        # F1 grows with both precision and recall, so the bounds' F1s bracket it (conservatively).
+        # F1 grows with both precision and recall, so the bounds' F1s bracket it: it covers the F1
+        # whenever both intervals cover theirs (at least 90% of the time, not 95%).
         f1_low=f1_score(precision.low, recall.low) if precision.total and recall.total else None,
         f1_high=f1_score(precision.high, recall.high) if precision.total and recall.total else None,
         queries=query_rates(runs),

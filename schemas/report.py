@@ -144,11 +144,21 @@ class ModelSummary(BaseModel):
     behavioural: Rate
     """Passed assertions / assertions in graded shards."""
     composite_mean: float | None
-    """Mean composite score over graded shards."""
+    """Mean over cases of each case's mean composite score over its graded shards."""
     composite_low: float
-    """95% interval of the composite mean."""
+    """95% interval of the composite mean over cases (t on cases - 1 degrees of freedom; 0 below two cases)."""
     composite_high: float
-    """Upper bound."""
+    """Upper bound (1 below two cases)."""
+    composite_cases: int | None = None
+    """Cases the composite is the mean of (None in results written before it was recorded)."""
+
+    @property
+    def composite_interval(self) -> tuple[float, float] | None:
+        """The composite's 95% interval over cases; None from fewer than two cases (nothing to show)."""
+        if self.composite_cases is not None and self.composite_cases < 2:
+            return None
+        return self.composite_low, self.composite_high
+
     graded: int
     """Shards graded."""
     shards: int

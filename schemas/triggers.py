@@ -67,13 +67,19 @@ class TriggerSettings(FrozenModel):
 
 
 class Proportion(FrozenModel):
-    """``hits/total`` with its 95% Wilson interval (rate None when total is 0)."""
+    """``hits/total`` with its 95% interval over queries (rate None when total is 0).
+
+    A query's epochs are not independent runs (a query that routes one way tends to route so
+    every time), so the interval is the case-clustered one of the behavioural rates with the
+    query as the case (:func:`reducer.stats.clustered_interval`); 0 to 1 from fewer than two queries."""
 
     hits: int
     total: int
     rate: float | None
     low: float
     high: float
+    queries: int | None = None
+    """Queries with a run in ``total``: what the interval is over (None in results written before)."""
 
 
 class QueryRate(FrozenModel):

@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from engine.state import RunState
+from reducer.first_round import series_estimates
 from schemas.status import ShardState
 from testkit.offline_server import OfflineModelServer
 from tests.test_baseline_no_skill import make_repo, run_cli
@@ -67,11 +68,10 @@ def test_adaptive_epochs_go_to_the_varying_cases_and_every_report_says_why_each_
     current = next(s for s in doc["variants"] if s["variant"] == "current")
     assert current["shard_count"] == sum(c["epochs"] for c in cases.values()) < CASES * MAX_EPOCHS
     assert sorted({r["epoch"] for r in current["runs"] if r["case_id"] == varied[0]["case_id"]}) == list(range(5))
-    # Each case weighs once, whatever its epochs: the rate is the mean of the per-case rates.
-    per_case = [
-        sum(v["passed"] for r in current["runs"] if r["case_id"] == c for v in r["verdicts"]) / cases[c]["epochs"]
-        for c in cases
-    ]
+    # Each case weighs once, whatever its epochs: the rate is the mean of the per-case rates, a case
+    # that went on past its first round rated as that round would be (unbiased under the rule).
+    passes = {c: sum(v["passed"] for r in current["runs"] if r["case_id"] == c for v in r["verdicts"]) for c in cases}
+    per_case = [series_estimates([(passes[c], cases[c]["epochs"])], 3)[0] for c in cases]
     assert current["behavioural"]["rate"] == pytest.approx(sum(per_case) / CASES)
     # The one model's row says the same (pooled, the cases that got more epochs would count more).
     assert [m["behavioural"]["rate"] for m in current["models"]] == [pytest.approx(sum(per_case) / CASES)]

@@ -108,10 +108,12 @@ def test_compare_shows_the_baseline_arms_own_figures_beside_the_current_ones() -
     section = md[md.index("### Against the earlier description") :]
     rows = [line for line in section.splitlines() if line.startswith("| baseline") or line.startswith("| current")]
     assert rows == [
-        f"| {REF} | {MODEL} (agent) | 2/2 (100.0%, 95% CI 34.2-100.0%) | 1/2 (50.0%, 95% CI 9.5-90.5%) | "
-        "2/3 (66.7%, 95% CI 20.8-93.9%) | 80.0%, range 25.9-96.8% |",
-        f"| current | {MODEL} (agent) | 1/2 (50.0%, 95% CI 9.5-90.5%) | 0/2 (0.0%, 95% CI 0.0-65.8%) | "
-        "1/1 (100.0%, 95% CI 20.7-100.0%) | 66.7%, range 13.0-95.0% |",
+        f"| {REF} | {MODEL} (agent) | 2/2 (100.0%, 95% CI over queries 1.2-100.0%) | "
+        "1/2 (50.0%, 95% CI over queries 0.2-99.8%) | 2/3 (66.7%, 95% CI over queries 4.4-98.9%) | "
+        "80.0%, range 1.9-99.4% |",
+        f"| current | {MODEL} (agent) | 1/2 (50.0%, 95% CI over queries 0.2-99.8%) | "
+        "0/2 (0.0%, 95% CI over queries 0.0-98.8%) | 1/1 (100.0%, 95% CI over queries 0.0-100.0%) | "
+        "66.7%, range 0.0-99.9% |",
     ]
     assert "- triggers pdf vs baseline@v1: recall -50.0 pts" in section
     assert json.loads(render_json(result, "pdf", {}))["triggers"]["baselines"][REF][0]["recall"]["hits"] == 2

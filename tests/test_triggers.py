@@ -148,10 +148,16 @@ def test_figures_match_hand_computed_values() -> None:
     assert report.failures == []
 
 
-def test_wilson_interval_and_f1_edges() -> None:
-    p = proportion(1, 3)
-    assert (p.low, p.high) == (pytest.approx(0.06149, abs=1e-5), pytest.approx(0.79234, abs=1e-5))
-    assert proportion(0, 0).rate is None
+def test_the_interval_is_over_queries_and_f1_edges() -> None:
+    from reducer.stats import clustered_interval
+
+    p = proportion({1: (1, 3), 2: (3, 3), 3: (0, 3)})
+    found = clustered_interval([(1, 3), (3, 3), (0, 3)])
+    assert found is not None and (p.low, p.high, p.queries) == (found.low, found.high, 3)
+    assert (p.low, p.high) == (0.0, 1.0) or p.high - p.low > 0.5  # three queries say little
+    one = proportion({1: (1, 3)})
+    assert (one.low, one.high, one.queries) == (0.0, 1.0, 1)  # one query says nothing of another
+    assert proportion({}).rate is None
     assert f1_score(None, 0.5) is None
     assert f1_score(0.0, 0.0) == 0.0
 

@@ -60,24 +60,27 @@ def test_an_adaptive_run_whose_cases_all_got_three_epochs_reports_the_pooled_wil
 
 
 def test_unequal_epochs_show_the_case_weighted_counts_their_wilson_interval_is_of() -> None:
-    # Cases 1-4: 3 epochs, all pass; case 5: 3 of 5; case 6: 1 of 5. Raw 16/22; weighted 4.8 of 6.
+    # Cases 1-4: 3 epochs, all pass; case 5: 3 of 5; case 6: 1 of 5. Raw 16/22. Weighted, each case
+    # that went on past its first round of 3 is rated as that round would be given its 5 epochs:
+    # case 5 (k first-round passes, 1 or 2, in the ratio C(3,k) C(2,3-k): 3 to 6) 5/9, case 6 1/3;
+    # 4 + 5/9 + 1/3 = 44/9 of 6.
     epochs = {c: 3 for c in range(1, 5)} | {5: 5, 6: 5}
     result = adaptive_result(epochs, lambda case, epoch: case <= 4 or (case == 5 and epoch % 2 == 0) or epoch == 0)
     b = result.skills[0].behavioural
-    low, high = wilson95(4.8, 6)
+    low, high = wilson95(44 / 9, 6)
     assert (b.passed, b.total, b.low, b.high) == pytest.approx((16, 22, low, high), abs=1e-9)
-    assert result.skills[0].headline == "80.0% with each case weighted equally (16/22 verdicts over unequal epochs)"
+    assert result.skills[0].headline == "81.5% with each case weighted equally (16/22 verdicts over unequal epochs)"
     md = render_markdown(result, "s", {})
     interval = f"{100 * low:.1f}%–{100 * high:.1f}%"
     assert (
-        f"Behavioural pass rate 4.8/6 case-weighted (80.0%; 16/22 verdicts), 95% CI {interval} "
-        "(Wilson on the case-weighted counts, each case weighted as one shard)"
+        f"Behavioural pass rate 4.89/6 case-weighted (81.5%; 16/22 verdicts), 95% CI {interval} "
+        "(Wilson on the case-weighted counts, each case weighted as one shard and rated by its first round)"
     ) in md
-    assert f"| m | 4.8/6 case-weighted (80.0%; 16/22 verdicts) | {interval} |" in md
-    assert "16/22 (80.0%)" not in md  # never a percent beside counts it is not the ratio of
-    assert b.weighted == pytest.approx((4.8, 6.0))
+    assert f"| m | 4.89/6 case-weighted (81.5%; 16/22 verdicts) | {interval} |" in md
+    assert "16/22 (81.5%)" not in md  # never a percent beside counts it is not the ratio of
+    assert b.weighted == pytest.approx((44 / 9, 6.0))
     html = render_html(result)
-    assert "Wilson interval of the case-weighted counts" in html and "80.0% (each case weighted equally)" in html
+    assert "Wilson interval of the case-weighted counts" in html and "81.5% (each case weighted equally)" in html
 
 
 def test_the_viewer_run_page_shows_the_counts_the_rate_is_of() -> None:
@@ -85,8 +88,8 @@ def test_the_viewer_run_page_shows_the_counts_the_rate_is_of() -> None:
     result = adaptive_result(epochs, lambda case, epoch: case <= 4 or (case == 5 and epoch % 2 == 0) or epoch == 0)
     doc = result.model_dump(mode="json")
     tally = templates().env.filters["tally"]  # the run page's "passed / assertions" cells
-    assert tally(doc["skills"][0]["behavioural"]) == "4.8/6 case-weighted, 16/22 verdicts"
-    assert tally(doc["skills"][0]["models"][0]["behavioural"]) == "4.8/6 case-weighted, 16/22 verdicts"
+    assert tally(doc["skills"][0]["behavioural"]) == "4.89/6 case-weighted, 16/22 verdicts"
+    assert tally(doc["skills"][0]["models"][0]["behavioural"]) == "4.89/6 case-weighted, 16/22 verdicts"
     assert (
         tally(
             adaptive_result(dict.fromkeys(range(1, 7), 3), lambda c, e: c > 2).model_dump(mode="json")["skills"][0][
@@ -101,7 +104,7 @@ def test_a_rate_below_the_threshold_names_the_case_weighted_figure() -> None:
     epochs = {c: 3 for c in range(1, 5)} | {5: 5, 6: 5}
     result = adaptive_result(epochs, lambda case, epoch: case <= 4 or (case == 5 and epoch % 2 == 0) or epoch == 0)
     assert result.reasons == [
-        "s: behavioural pass rate 80.0% with each case weighted equally (16/22 verdicts over unequal epochs) "
+        "s: behavioural pass rate 81.5% with each case weighted equally (16/22 verdicts over unequal epochs) "
         "is below the threshold 1.0 (default)"
     ]
 
@@ -114,7 +117,7 @@ def test_a_weighted_rate_keeps_the_counts_its_interval_is_of() -> None:
 
 
 def test_the_aggregate_line_weighs_each_case_once_as_its_corpora_do() -> None:
-    # Corpus s as above (4.8 of 6 case-weighted, 16/22 verdicts); corpus t gets 3 epochs of every case,
+    # Corpus s as above (44/9 of 6 case-weighted, 16/22 verdicts); corpus t gets 3 epochs of every case,
     # all passing: pooled on its own (18/18), one shard's worth per case beside s (6 of 6).
     unequal = {c: 3 for c in range(1, 5)} | {5: 5, 6: 5}
     epochs = {"s": unequal, "t": dict.fromkeys(range(1, CASES + 1), 3)}
@@ -134,8 +137,8 @@ def test_the_aggregate_line_weighs_each_case_once_as_its_corpora_do() -> None:
 
     result = reduce_run(plan, {s.shard_id: graded(s, [passes(s.skill, s.case_id, s.epoch)]) for s in plan.shards})
     s, t = result.skills
-    assert s.behavioural.weighted == pytest.approx((4.8, 6.0)) and t.headline == "18/18 (100.0%)"
-    # 10.8 of 12 is 90.0%: not the pooled 34/40 (85.0%), nor 22.8 of 24 (t's every epoch counted beside s's one).
+    assert s.behavioural.weighted == pytest.approx((44 / 9, 6.0)) and t.headline == "18/18 (100.0%)"
+    # 98/9 of 12 is 90.7%: not the pooled 34/40 (85.0%), nor t's every epoch counted beside s's one.
     assert result.aggregate_headline == (
-        "AGGREGATE: 90.0% with each case weighted equally (34/40 verdicts over unequal epochs)"
+        "AGGREGATE: 90.7% with each case weighted equally (34/40 verdicts over unequal epochs)"
     )

@@ -46,7 +46,7 @@ def _pct(x: float | None) -> str:
 
 
 def proportion_cells(p: Proportion, unit: str) -> dict[str, str]:
-    """``2 of 3 positive runs``, its rate and its 95% Wilson interval (``-`` when nothing counted)."""
+    """``2 of 3 positive runs``, its rate and its 95% interval over queries (``-`` when nothing counted)."""
     interval = "-" if p.rate is None else f"{_pct(p.low)} – {_pct(p.high)}"
     return {"count": f"{p.hits} of {p.total} {unit}", "rate": _pct(p.rate), "interval": interval}
 
