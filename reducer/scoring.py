@@ -202,7 +202,7 @@ def decide_verdict(
     comparison_fails: Sequence[str] = (),
     comparison_warns: Sequence[str] = (),
     plugin_threshold: float | None = None,
-    regression_tested: bool = False,
+    regression_tested: str = "",
 ) -> tuple[Verdict, list[str]]:
     """BLOCKED > FAIL > WARN > PASS, with every reason that applies.
 
@@ -212,8 +212,9 @@ def decide_verdict(
 
     A run with nothing to do because every valid corpus already has a report is not
     BLOCKED: those corpora were evaluated before; only the skipped ones (if any) warn.
-    ``regression_tested``: a comparison against an old ref ran and its gate could fire; only
-    then does a PASS say "no regression".
+    ``regression_tested``: what the regression gate tested, when a comparison against an old ref
+    ran and its gate could fire (:func:`reducer.gates.regression_tested`); only then does a PASS
+    say it, in those words.
     """
     # Run-stopping case statuses (NO_ISOLATION -> BLOCKED; a base fixture without git
     # halts the skill; a worker refusing an unsandboxed shard). Only the current version counts:
@@ -252,14 +253,14 @@ def decide_verdict(
         return Verdict.PASS, [
             f"nothing to run: {plural(len(already_reported), 'corpus')} already reported (--force re-runs)"
         ]
-    tail = "; no regression" if regression_tested else ""
+    tail = f"; {regression_tested}" if regression_tested else ""
     return Verdict.PASS, [_passed(current, threshold, source, plugin_threshold) + tail]
 
 
 def _passed(current: Sequence[SkillResult], threshold: float, source: str, plugin_threshold: float | None) -> str:
     """A PASS's reason, naming each threshold only for the corpora it decided: a plugin eval suite
     by its case scores (its pass rate decides nothing), every other corpus by its pass rate. It
-    says "no regression" only after a comparison that could have found one (the caller's tail)."""
+    says what a regression test found only after one that could have found one (the caller's tail)."""
     ordinary, plugin = gated_kinds(current)
     if not plugin:
         return f"all corpora graded and at or above the threshold {threshold} ({source})"

@@ -120,7 +120,7 @@ def test_a_skill_that_helps_passes_require_uplift_with_paired_figures_in_every_r
     assert overall["kind"] == "no-skill" and overall["test"] == "mcnemar-exact"
     assert overall["better"] == CASES and overall["dropped"] == 0
     assert doc["gates"] == {"regression_alpha": None, "require_uplift": 0.0}
-    # Reducing the run again gives the same interval: the bootstrap seed is the run id's.
+    # Reducing the run again gives the same interval (and any Monte Carlo p: its seed is the run id's).
     run_id = doc["run_id"]
     again = subprocess.run(
         [

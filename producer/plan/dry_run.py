@@ -56,6 +56,8 @@ class PlanInput:
     fail_under: float | None = None
     """``--fail-under``: refused beside ``--threshold``, as the run refuses it, when every corpus is
     a plugin eval suite."""
+    regression_alpha: float | None = None
+    """``--regression-alpha``: the power printout is for the regression gate's own test."""
 
 
 def dry_run_plan(
@@ -92,7 +94,7 @@ def dry_run_plan(
     for executor in executors:
         check_case_terms(plan, executor)
     check_repo_terms(r.root, executors)
-    summary = plan_summary(plan, skipped, observed)
+    summary = plan_summary(plan, skipped, observed, plan_in.regression_alpha)
     guards = fixture_guards(r.root, bundles) + compare_lines
     summary = summary.model_copy(update={"guards": guards})
     if as_json:
