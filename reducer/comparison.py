@@ -138,7 +138,7 @@ def compare_arms(
     else:
         p = sign_flip_test(diffs, seed=seed)
         test = "sign-flip-exact" if p.exact else "sign-flip-monte-carlo"
-    interval = paired_interval([float(d) for d in diffs], p)
+    interval = paired_interval(diffs, p)
     n = len(rates)
     return PairedComparison(
         **common,  # type: ignore[arg-type]

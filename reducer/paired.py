@@ -199,18 +199,21 @@ def mean(values: Sequence[float]) -> float:
 
 
 def paired_interval(
-    diffs: Sequence[float], p: PairedP | None = None, level: float = 0.95
+    diffs: Sequence[Fraction | float], p: PairedP | None = None, level: float = 0.95
 ) -> tuple[float, float] | None:
     """Score interval of the mean of per-case differences in [-1, 1]; None with no case.
 
     The set of means ``t`` that the score test does not reject: ``n (mean - t)^2 <= z^2 v(t)``,
-    with ``v(t)`` the variance of a difference restricted to mean ``t``: the spread of the data
-    about ``t``, and at least ``|t| (1 - |t|)``, the least variance a paired pass/fail outcome of
-    mean ``t`` can have (the restricted estimate of Tango's interval when no pair disagreed). So
-    cases that all agree still give an interval as wide as the data allow (ten unchanged cases:
-    about -28 to +28 points), never a point. ``p``: the exact test's p-values over the same
-    differences; the interval then reaches zero whenever that one-sided exact p is not below
-    ``(1 - level) / 2``, so it never shows a change the exact test cannot.
+    with ``v(t)`` the variance of a case's difference restricted to mean ``t``: the spread of the
+    data about ``t``, and at least the least variance a difference of mean ``t`` can have on the
+    grid the differences lie on (steps of ``h``, one over the common denominator: a case's
+    difference is a mean of paired pass/fail outcomes): ``(t - a)(b - t)`` between neighbouring
+    grid points ``a < t < b``. For single pass/fail outcomes (``h = 1``) that is ``|t| (1 - |t|)``,
+    the restricted estimate of Tango's interval when no pair disagreed. So cases that all agree
+    still give an interval (ten unchanged cases: about -28 to +28 points), never a point.
+    ``p``: the exact test's p-values over the same differences; the interval then reaches zero
+    whenever that one-sided exact p is not below ``(1 - level) / 2``, so it never shows a change
+    the exact test cannot.
     """
     if not diffs:
         return None
@@ -218,11 +221,15 @@ def paired_interval(
         raise ValueError("level must be in (0, 1)")
     n = len(diffs)
     z = NormalDist().inv_cdf(1 - (1 - level) / 2)
-    centre = math.fsum(diffs) / n
-    spread = math.fsum((d - centre) ** 2 for d in diffs) / n
+    values = [float(d) for d in diffs]
+    centre = math.fsum(values) / n
+    spread = math.fsum((d - centre) ** 2 for d in values) / n
+    # Floats (a caller's rates) are read back as the ratios of small counts they were.
+    step = 1 / math.lcm(*{Fraction(d).limit_denominator(1_000_000).denominator for d in diffs})
 
     def rejected(t: float) -> bool:
-        variance = max(spread + (centre - t) ** 2, abs(t) * (1 - abs(t)))
+        r = t / step - math.floor(t / step)
+        variance = max(spread + (centre - t) ** 2, step * step * r * (1 - r))
         return n * (centre - t) ** 2 > z * z * variance
 
     def edge(far: float) -> float:

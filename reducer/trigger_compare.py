@@ -35,7 +35,7 @@ def paired_change(diffs: Sequence[Fraction], seed: int) -> PairedChange:
     if not diffs:
         return PairedChange(difference=None)
     p = sign_flip_test(diffs, seed)
-    interval = paired_interval([float(d) for d in diffs], p)
+    interval = paired_interval(diffs, p)
     low, high = interval if interval is not None else (None, None)
     return PairedChange(
         difference=float(sum(diffs) / len(diffs)),

@@ -327,3 +327,13 @@ def test_the_regression_gate_is_holm_corrected_across_corpora() -> None:
     a, _ = _gated(0.01, "a")
     fails = comparison_failures([a, b], skills_a + skills_b, regression_alpha=0.05)
     assert len(fails) == 2 and "over 2 tests in 2 corpora" in fails[0]
+
+
+def test_a_pass_never_says_a_p_below_alpha_was_above_it() -> None:
+    from reducer.gates import regression_tested
+
+    a, _ = _gated(0.03, "a")
+    b, _ = _gated(0.03, "b")  # each below 0.05 alone; Holm over both: 0.06, no FAIL
+    assert regression_tested([a, b], 0.05) == (
+        "no significant regression (one-sided p = 0.03, not below alpha 0.05 after Holm's adjustment)"
+    )
