@@ -4,7 +4,7 @@ Shards pair by (case, model, epoch). A pair where either side is not graded is d
 counted by the state of the side that failed: an infra failure or a blocked case is never
 turned into a gain or a loss. Per (case, model) the kept epochs give each arm a pass rate;
 the case's difference is the mean over models of ``current - baseline``; the test and the
-bootstrap run over cases (docs/design/statistics.md).
+interval run over cases (docs/design/statistics.md).
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from fractions import Fraction
 
 from reducer.noise import noise_floor
 from reducer.paired import (
-    BOOTSTRAP_RESAMPLES,
-    bootstrap_interval,
     holm,
     mcnemar_exact,
+    paired_interval,
     seed_for,
     sign_flip_test,
 )
@@ -139,7 +138,7 @@ def compare_arms(
     else:
         p = sign_flip_test(diffs, seed=seed)
         test = "sign-flip-exact" if p.exact else "sign-flip-monte-carlo"
-    interval = bootstrap_interval([float(d) for d in diffs], seed)
+    interval = paired_interval(diffs, p)
     n = len(rates)
     return PairedComparison(
         **common,  # type: ignore[arg-type]
@@ -154,7 +153,6 @@ def compare_arms(
         p_uplift=p.uplift,
         better=better,
         worse=worse,
-        bootstrap_resamples=BOOTSTRAP_RESAMPLES,
         per_case=[CaseDelta(case_id=c, baseline_rate=float(y), current_rate=float(x)) for c, (x, y) in rates.items()],
         assertions=_assertions(current, pairs, p.drop) if model is None else [],
         noise=noise_floor(pairs) if kind == "same" and model is None else None,

@@ -98,8 +98,8 @@ def pts(x: float | None) -> str:
 
 
 def interval(low: float | None, high: float | None, cases: int, sep: str = " to ") -> str:
-    """A paired comparison's 95% bootstrap interval in points, or why it is not shown: from fewer
-    than ``MIN_INTERVAL_CASES`` cases the percentile bootstrap is too narrow to read."""
+    """A paired comparison's 95% interval in points, or why it is not shown: from fewer than
+    ``MIN_INTERVAL_CASES`` cases no exact test over them can exclude any difference at 2.5%."""
     if low is None or high is None:
         return "-"
     if cases < MIN_INTERVAL_CASES:

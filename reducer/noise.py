@@ -6,7 +6,8 @@ comparison's (case, model, epoch) pairs, each split into its assertions: a flip 
 assertion that passed in one arm and failed in the other. The discordance is the share of
 such pairs that flipped, with its interval clustered by case (docs/design/statistics.md);
 from it, :func:`reducer.power.min_detectable_effect` gives the smallest difference a
-paired comparison of this run's size detects (alpha 0.05, power 0.8).
+paired comparison of this run's size detects with the regression test (one-sided, alpha 0.05,
+power 0.8; at least :func:`reducer.power.min_cases` cases at any number of epochs).
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ repeated measures of one case are never counted as independent evidence.
   a pass/fail outcome per case) it *is* McNemar's exact test: the zero differences are the
   concordant pairs and the statistic is the binomial count of discordant pairs one way.
 - :func:`mcnemar_exact`: McNemar's exact test from the two discordant counts.
-- :func:`bootstrap_interval`: a percentile interval of the mean difference, resampling
-  cases with replacement from a seeded generator, so reducing a run again gives the same
-  interval.
+- :func:`paired_interval`: a score interval of the mean difference over cases (Tango's for
+  paired proportions, its variance floor kept for per-case means), made consistent with the
+  exact test: never wholly on one side of zero unless that one-sided exact p is below 2.5%.
 - :func:`holm`: Holm's step-down adjustment of a family of p-values.
 """
 
@@ -25,9 +25,8 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from statistics import NormalDist
 
-BOOTSTRAP_RESAMPLES = 2000
-"""Resamples per interval: the percentile bounds move by well under a point between seeds."""
 MAX_EXACT_SUPPORT = 200_000
 """Bound on the exact enumeration's grid (ten times this many points) before it falls back to
 seeded Monte Carlo."""
@@ -35,10 +34,9 @@ MONTE_CARLO_DRAWS = 100_000
 UPLIFT_TEST_ALPHA = 0.025
 """One-sided level matching a two-sided 95% interval."""
 MIN_INTERVAL_CASES = 6
-"""Fewest cases whose 95% bootstrap interval is printed: the fewest for which an exact one-sided
-paired test can reach 2.5% (``2^-6 < 0.025``). Below it the percentile bootstrap has only a
-handful of distinct resamples and is far too narrow (two cases that both dropped give an
-interval wholly below zero while the test's p is 0.25), so readers get the case count instead."""
+"""Fewest cases whose 95% interval is printed: the fewest for which an exact one-sided paired
+test can reach 2.5% (``2^-6 < 0.025``). Below it no test over the cases can exclude any
+difference at that level, so readers get the case count instead of a bound that says little."""
 
 
 @dataclass(frozen=True)
@@ -196,39 +194,61 @@ def mcnemar_exact(better: int, worse: int) -> PairedP:
     return PairedP(float(two), float(drop), float(uplift))
 
 
-def min_discordant_for(alpha: float) -> int:
-    """Fewest discordant pairs, all one way, for which the exact two-sided McNemar p is below ``alpha``."""
-    if not 0 < alpha < 1:
-        raise ValueError("alpha must be in (0, 1)")
-    n = 1
-    while 2 * Fraction(1, 2**n) >= Fraction(alpha).limit_denominator(10**9):
-        n += 1
-    return n
-
-
 def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
-def bootstrap_interval(
-    diffs: Sequence[float], seed: int, resamples: int = BOOTSTRAP_RESAMPLES, level: float = 0.95
+def paired_interval(
+    diffs: Sequence[Fraction | float], p: PairedP | None = None, level: float = 0.95
 ) -> tuple[float, float] | None:
-    """Percentile interval of the mean of ``diffs``, resampling cases; None with no case."""
+    """Score interval of the mean of per-case differences in [-1, 1]; None with no case.
+
+    The set of means ``t`` that the score test does not reject: ``n (mean - t)^2 <= z^2 v(t)``,
+    with ``v(t)`` the variance of a case's difference restricted to mean ``t``: the spread of the
+    data about ``t``, and at least the least variance a difference of mean ``t`` can have on the
+    grid the differences lie on (steps of ``h``, one over the common denominator: a case's
+    difference is a mean of paired pass/fail outcomes): ``(t - a)(b - t)`` between neighbouring
+    grid points ``a < t < b``. For single pass/fail outcomes (``h = 1``) that is ``|t| (1 - |t|)``,
+    the restricted estimate of Tango's interval when no pair disagreed. So cases that all agree
+    still give an interval (ten unchanged cases: about -28 to +28 points), never a point.
+    ``p``: the exact test's p-values over the same differences; the interval then reaches zero
+    whenever that one-sided exact p is not below ``(1 - level) / 2``, so it never shows a change
+    the exact test cannot.
+    """
     if not diffs:
         return None
     if not 0 < level < 1:
         raise ValueError("level must be in (0, 1)")
     n = len(diffs)
-    rng = random.Random(seed)
-    values = list(diffs)
-    means = sorted(math.fsum(rng.choices(values, k=n)) / n for _ in range(resamples))
+    z = NormalDist().inv_cdf(1 - (1 - level) / 2)
+    values = [float(d) for d in diffs]
+    centre = math.fsum(values) / n
+    spread = math.fsum((d - centre) ** 2 for d in values) / n
+    # Floats (a caller's rates) are read back as the ratios of small counts they were.
+    step = 1 / math.lcm(*{Fraction(d).limit_denominator(1_000_000).denominator for d in diffs})
+
+    def rejected(t: float) -> bool:
+        r = t / step - math.floor(t / step)
+        variance = max(spread + (centre - t) ** 2, step * step * r * (1 - r))
+        return n * (centre - t) ** 2 > z * z * variance
+
+    def edge(far: float) -> float:
+        if not rejected(far):
+            return far
+        inside, outside = centre, far  # the statistic grows away from the mean: one crossing
+        for _ in range(50):
+            mid = (inside + outside) / 2
+            inside, outside = (mid, outside) if not rejected(mid) else (inside, mid)
+        return inside
+
+    low, high = edge(-1.0), edge(1.0)
     tail = (1 - level) / 2
-    low = means[max(0, math.floor(tail * resamples))]
-    high = means[min(resamples - 1, math.ceil((1 - tail) * resamples) - 1)]
-    # Rounding in the means must not put a bound outside the data's range, nor cross the bounds.
-    floor, ceiling = min(diffs), max(diffs)
-    low = min(max(low, floor), ceiling)
-    return (low, max(min(high, ceiling), low))
+    if p is not None:
+        if p.drop >= tail:
+            high = max(high, 0.0)
+        if p.uplift >= tail:
+            low = min(low, 0.0)
+    return (low, high)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

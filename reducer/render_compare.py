@@ -48,10 +48,13 @@ def noise_summary(noise: NoiseFloor) -> str:
     if noise.min_detectable is not None:
         mde = (
             f"smallest detectable difference {100 * noise.min_detectable:.1f} pts with {noise.cases} cases x "
-            f"{plural(noise.epochs, 'epoch')} (alpha {noise.alpha:g}, power {noise.power:g})"
+            f"{plural(noise.epochs, 'epoch')} (one-sided alpha {noise.alpha:g}, power {noise.power:g})"
         )
     else:
-        mde = f"no difference is detectable with {noise.cases} cases (alpha {noise.alpha:g}, power {noise.power:g})"
+        mde = (
+            f"no difference is detectable with {noise.cases} cases "
+            f"(one-sided alpha {noise.alpha:g}, power {noise.power:g})"
+        )
     return (
         f"{noise.flips}/{noise.pairs} assertion pairs flipped: discordance {pct(noise.discordance)} "
         f"(95% CI {pct(noise.low)}–{pct(noise.high)}, {method}, {noise.method}); {mde}"
@@ -113,8 +116,8 @@ def comparison_section(result: RunResult, current: SkillResult, base: SkillResul
         out.append(
             f"Over {overall.cases} cases ({overall.pairs} (case, model, epoch) pairs; {_dropped(overall)}); "
             f"{overall.better} cases better, {overall.worse} worse; case rates {pct(overall.baseline_rate)} -> "
-            f"{pct(overall.current_rate)}; bootstrap over cases, {overall.bootstrap_resamples} resamples, "
-            f"seed {overall.seed} (from the run id)."
+            f"{pct(overall.current_rate)}; score interval over cases, consistent with the exact test "
+            f"(seed {overall.seed}, from the run id, for any Monte Carlo p)."
         )
     else:
         out.append(f"{_dropped(overall)}. {overall.note}.")

@@ -8,6 +8,7 @@ from html import escape
 from xml.sax.saxutils import quoteattr
 
 from reducer.html_parts import table
+from reducer.paired import MIN_INTERVAL_CASES
 from schemas.shard import CURRENT, ROW_SEPARATOR
 from schemas.triggers import NO_ACTIVATION, PairedChange, Proportion, QueryRate, TriggerFigures, TriggerReport
 from schemas.words import plural
@@ -48,13 +49,18 @@ def f1_text(f: TriggerFigures) -> str:
 
 
 def change_text(c: PairedChange) -> str:
-    """``+50.0 pts (95% CI +0.0 to +100.0 pts, p=0.5, 2 queries)``; ``not paired`` without a pair."""
+    """``+50.0 pts (95% CI +0.0 to +100.0 pts, p=0.5, 8 queries)``; ``not paired`` without a pair.
+
+    From fewer than ``MIN_INTERVAL_CASES`` queries the interval is not shown, as for the
+    behavioural comparisons: no exact test over so few can exclude any change at 2.5%."""
     if c.difference is None:
         return "not paired (no query ended in both arms)"
+    p = f"p={c.p_two_sided:.3g}, " if c.p_two_sided is not None else ""
+    if c.low is not None and c.high is not None and c.queries < MIN_INTERVAL_CASES:
+        return f"{100 * c.difference:+.1f} pts (interval not shown: {plural(c.queries, 'query')}, {p.rstrip(', ')})"
     bounds = (
         f"95% CI {100 * c.low:+.1f} to {100 * c.high:+.1f} pts, " if c.low is not None and c.high is not None else ""
     )
-    p = f"p={c.p_two_sided:.3g}, " if c.p_two_sided is not None else ""
     return f"{100 * c.difference:+.1f} pts ({bounds}{p}{plural(c.queries, 'query')})"
 
 

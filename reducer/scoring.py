@@ -260,7 +260,7 @@ def decide_verdict(
 def _passed(current: Sequence[SkillResult], threshold: float, source: str, plugin_threshold: float | None) -> str:
     """A PASS's reason, naming each threshold only for the corpora it decided: a plugin eval suite
     by its case scores (its pass rate decides nothing), every other corpus by its pass rate. It
-    says "no regression" only after a comparison that could have found one (the caller's tail)."""
+    says what a regression test found only after one that could have found one (the caller's tail)."""
     ordinary, plugin = gated_kinds(current)
     if not plugin:
         return f"all corpora graded and at or above the threshold {threshold} ({source})"

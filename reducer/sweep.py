@@ -7,7 +7,7 @@ harness × model pair (:func:`schemas.shard.row_name`). Two figures are the harn
   observations pooled: which instruction of the skill works in which agent.
 - **Harnesses paired on the same cases.** Each two harnesses (in the order given) go through
   the one paired comparison of :mod:`reducer.comparison` (McNemar or the sign-flip test over
-  cases, the bootstrap interval, per assertion McNemar with Holm). The unit is a model both
+  cases, the score interval, per assertion McNemar with Holm). The unit is a model both
   harnesses run, so the difference is the harness's alone; two harnesses that share no model
   pair each of one's models with each of the other's, and the comparison says the difference
   is then the harness's and its model's together. They describe: no gate reads them.

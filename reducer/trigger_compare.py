@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from fractions import Fraction
 
-from reducer.paired import bootstrap_interval, seed_for, sign_flip_test
+from reducer.paired import paired_interval, seed_for, sign_flip_test
 from reducer.triggers import TriggerRun, plan_runs, trigger_report
 from schemas.shard import CURRENT, RunPlan
 from schemas.triggers import PairedChange, TriggerChange, TriggerReport, TriggerSettings
@@ -34,13 +34,14 @@ def query_differences(current: Sequence[TriggerRun], baseline: Sequence[TriggerR
 def paired_change(diffs: Sequence[Fraction], seed: int) -> PairedChange:
     if not diffs:
         return PairedChange(difference=None)
-    interval = bootstrap_interval([float(d) for d in diffs], seed)
+    p = sign_flip_test(diffs, seed)
+    interval = paired_interval(diffs, p)
     low, high = interval if interval is not None else (None, None)
     return PairedChange(
         difference=float(sum(diffs) / len(diffs)),
         low=low,
         high=high,
-        p_two_sided=sign_flip_test(diffs, seed).two_sided,
+        p_two_sided=p.two_sided,
         queries=len(diffs),
     )
 

@@ -97,7 +97,7 @@ class NoiseFloor(BaseModel):
     (alpha and power below) when the difference's one-way discordant pairs come on top of the
     observed noise; None when no difference is detectable at this size (or every pair flipped)."""
     alpha: float = 0.05
-    """Two-sided level of the test behind ``min_detectable``."""
+    """One-sided level of the test behind ``min_detectable`` (the regression test's)."""
     power: float = 0.8
     """Power behind ``min_detectable``."""
     per_case: list[FlipRate] = Field(default_factory=list)
@@ -148,7 +148,7 @@ class PairedComparison(BaseModel):
     model: str | None
     """Executor model, or None for all models together (per-case differences averaged over models)."""
     cases: int
-    """Cases with at least one kept pair: the unit of the test and the bootstrap."""
+    """Cases with at least one kept pair: the unit of the test and the interval."""
     pairs: int
     """(case, model, epoch) pairs kept (both sides graded)."""
     dropped: int
@@ -162,7 +162,7 @@ class PairedComparison(BaseModel):
     difference: float | None
     """``current_rate - baseline_rate``: the uplift (negative: a drop)."""
     low: float | None
-    """Lower bound of the 95% bootstrap interval of the difference (cases resampled)."""
+    """Lower bound of the 95% score interval of the difference over cases (``reducer.paired.paired_interval``)."""
     high: float | None
     """Upper bound."""
     test: TestName
@@ -178,9 +178,10 @@ class PairedComparison(BaseModel):
     worse: int
     """Cases whose pass rate is lower in the current arm."""
     bootstrap_resamples: int = 0
-    """Resamples behind the interval."""
+    """Resamples behind the interval: 0, the score interval resamples nothing (kept for readers of
+    reports written by a percentile bootstrap)."""
     seed: int = 0
-    """Seed of the bootstrap (and of any Monte Carlo p), derived from the run id."""
+    """Seed of any Monte Carlo p, derived from the run id."""
     per_case: list[CaseDelta] = Field(default_factory=list)
     """The unit of the test: each case's rate in both arms."""
     assertions: list[AssertionComparison] = Field(default_factory=list)

@@ -155,7 +155,8 @@ class PairedChange(FrozenModel):
     """Mean over queries of each query's paired rate difference (None: no query paired)."""
     low: float | None = None
     high: float | None = None
-    """95% percentile bootstrap interval over queries (seeded by the run: reproducible)."""
+    """95% score interval over queries (``reducer.paired.paired_interval``), printed from
+    ``MIN_INTERVAL_CASES`` queries up."""
     p_two_sided: float | None = None
     """Exact sign-flip (paired permutation) test; McNemar's with one run per query."""
     queries: int = 0

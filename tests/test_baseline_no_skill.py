@@ -101,7 +101,7 @@ def test_a_skill_that_helps_passes_require_uplift_with_paired_figures_in_every_r
     assert "power: to detect a 10-point difference" in result.stderr
     assert "skill: greeter [no-skill]  cases: 6  result: 0/6 (0.0%)" in result.stdout
     assert "skill: greeter [current]  cases: 6  result: 6/6 (100.0%)" in result.stdout
-    assert "compare greeter: current vs no-skill: +100.0 pts, 95% CI +100.0 pts to +100.0 pts" in result.stdout
+    assert "compare greeter: current vs no-skill: +100.0 pts, 95% CI +61.0 pts to +100.0 pts" in result.stdout
     assert "McNemar's exact test over cases: two-sided p = 0.0312" in result.stdout
     assert "measured, not gated" not in result.stdout  # --require-uplift gated it
     # The no-skill executor never saw the skill: no request of that arm carries its text or name.
@@ -121,7 +121,7 @@ def test_a_skill_that_helps_passes_require_uplift_with_paired_figures_in_every_r
     assert overall["kind"] == "no-skill" and overall["test"] == "mcnemar-exact"
     assert overall["better"] == CASES and overall["dropped"] == 0
     assert doc["gates"] == {"regression_alpha": None, "require_uplift": 0.0}
-    # Reducing the run again gives the same interval: the bootstrap seed is the run id's.
+    # Reducing the run again gives the same interval (and any Monte Carlo p: its seed is the run id's).
     run_id = doc["run_id"]
     again = subprocess.run(
         [

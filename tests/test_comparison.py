@@ -179,13 +179,13 @@ def test_a_regression_gate_too_few_cases_can_never_fire_warns_never_passes() -> 
         f"s: too few cases to test for a regression at 0.05 against {OLD}: the smallest p 2 cases can give "
         "is 0.25 (paired -100.0 pts, one-sided p = 0.25)"
     ]
-    assert not any("no regression" in r for r in result.reasons)
+    assert not any("no regression" in r or "no significant regression" in r for r in result.reasons)
     # Without --regression-alpha any drop fails, whatever the number of cases.
     assert reduce(plan, {**old, **new}, fail_under=0.0).verdict is Verdict.FAIL
-    # Enough cases to reach alpha: the gate decides, and a PASS may then say "no regression".
+    # Enough cases to reach alpha: the gate decides, and a PASS may then say what it found.
     plan = arms(8)
     same = reduce(plan, {**fill(plan, OLD, lambda c, m, e: True), **fill(plan, CURRENT, lambda c, m, e: True)})
-    assert same.verdict is Verdict.PASS and same.reasons[0].endswith("; no regression")
+    assert same.verdict is Verdict.PASS and same.reasons[0].endswith(f"; no drop against {OLD}")
 
 
 def test_an_interval_from_too_few_cases_is_not_shown_beside_a_test_that_cannot_fire() -> None:
@@ -205,7 +205,7 @@ def test_an_interval_from_too_few_cases_is_not_shown_beside_a_test_that_cannot_f
     plan = arms(8)
     old = fill(plan, OLD, lambda c, m, e: True)
     c = overall(reduce(plan, {**old, **fill(plan, CURRENT, lambda c, m, e: c > 6)}))
-    assert "-75.0 pts, 95% CI -100.0 pts to -37.5 pts;" in comparison_summary(c)
+    assert "-75.0 pts, 95% CI -100.0 pts to -33.4 pts;" in comparison_summary(c)
 
 
 def test_a_comparison_a_guard_skipped_is_a_warn_and_never_a_pass_without_regression() -> None:
@@ -277,3 +277,63 @@ def test_a_single_observation_is_not_called_non_discriminating() -> None:
     plan = plan_for([bundle("s", [1, 1])])
     quality = reduce(plan, outcomes_for(plan, {1: [True], 2: [True]})).assertion_quality
     assert len(quality) == 2 and not quality[0].non_discriminating and not quality[0].flaky
+
+
+def test_a_pass_says_what_the_regression_test_found_and_its_interval_agrees() -> None:
+    # 3 of 8 cases pass at the old ref and fail now: exact one-sided p = 1/8, not below 0.05.
+    plan = arms(8)
+    old = fill(plan, OLD, lambda c, m, e: True)
+    new = fill(plan, CURRENT, lambda c, m, e: c > 3)
+    result = reduce(plan, {**old, **new}, regression_alpha=0.05, fail_under=0.6)
+    assert result.verdict is Verdict.PASS
+    assert result.reasons[0].endswith("; no significant regression (one-sided p = 0.125 >= alpha 0.05)")
+    c = overall(result)
+    assert c.p_drop == 0.125 and c.high is not None and c.high >= 0  # the interval does not show a drop the test cannot
+    # Without --regression-alpha a PASS means no drop at all.
+    same = reduce(plan, {**old, **fill(plan, CURRENT, lambda c, m, e: True)})
+    assert same.reasons[0].endswith(f"; no drop against {OLD}")
+
+
+def _gated(p_drop: float, skill: str = "s", assertions: tuple = ()):  # type: ignore[no-untyped-def,type-arg]
+    """A real reduced comparison against the old ref, its p-values set: the gate's inputs alone."""
+    plan = arms(8)
+    result = reduce(plan, {**fill(plan, OLD, lambda c, m, e: True), **fill(plan, CURRENT, lambda c, m, e: c > 2)})
+    c = overall(result).model_copy(update={"skill": skill, "p_drop": p_drop, "assertions": list(assertions)})
+    return c, [s.model_copy(update={"skill": skill}) for s in result.skills]
+
+
+def test_an_assertion_that_only_the_one_sided_count_can_test_is_in_the_family() -> None:
+    from reducer.gates import comparison_failures
+    from schemas.comparison import AssertionComparison
+
+    # 5 of 5 pairs dropped: one-sided p = 1/32 < 0.05, though the two-sided p (1/16) is not.
+    five = AssertionComparison(
+        case_id=1, index=0, text="t", baseline_rate=1.0, current_rate=0.0, pairs=5, better=0, worse=5,
+        p_two_sided=0.0625, p_drop=0.03125, p_drop_holm=0.0625,
+    )  # fmt: skip
+    c, skills = _gated(0.02, assertions=(five,))
+    fails = comparison_failures([c], skills, regression_alpha=0.05)
+    assert any("case 1 assertion 1 dropped significantly: 5 pairs worse" in f for f in fails)
+
+
+def test_the_regression_gate_is_holm_corrected_across_corpora() -> None:
+    from reducer.gates import comparison_failures
+
+    a, skills_a = _gated(0.03, "a")
+    b, skills_b = _gated(0.03, "b")
+    assert len(comparison_failures([a], skills_a, regression_alpha=0.05)) == 1  # alone, 0.03 < 0.05
+    # Two corpora, each at 0.03: Holm over both gives 0.06, so neither fails (each alone would).
+    assert comparison_failures([a, b], skills_a + skills_b, regression_alpha=0.05) == []
+    a, _ = _gated(0.01, "a")
+    fails = comparison_failures([a, b], skills_a + skills_b, regression_alpha=0.05)
+    assert len(fails) == 2 and "over 2 tests in 2 corpora" in fails[0]
+
+
+def test_a_pass_never_says_a_p_below_alpha_was_above_it() -> None:
+    from reducer.gates import regression_tested
+
+    a, _ = _gated(0.03, "a")
+    b, _ = _gated(0.03, "b")  # each below 0.05 alone; Holm over both: 0.06, no FAIL
+    assert regression_tested([a, b], 0.05) == (
+        "no significant regression (one-sided p = 0.03, not below alpha 0.05 after Holm's adjustment)"
+    )

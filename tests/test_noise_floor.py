@@ -24,12 +24,13 @@ import pytest
 
 from engine.records import latest_noise, put_result
 from engine.store import LocalStore
+from producer.plan.planning import gate_test
 from reducer.noise import noise_floor
 from reducer.power import cases_needed, min_detectable_effect, power_note
 from reducer.stream import reduce_run
 from schemas.comparison import NoiseRecord
 from schemas.manifest import noise_key
-from schemas.shard import CURRENT, SAME
+from schemas.shard import CURRENT, NO_SKILL, SAME
 from testkit.offline_server import OfflineModelServer
 from testkit.scenario import ScenarioError, parse_scenario, pick_reply
 from tests.test_baseline_no_skill import make_repo, run_cli
@@ -109,7 +110,10 @@ def test_the_noise_floor_finds_the_scripted_models_flip_rate_and_later_runs_plan
     )
     assert plan.returncode == 0, plan.stderr
     power = json.loads(plan.stdout)["power"]
-    expected = power_note(CASES, 1, discordance=noise["discordance"] + 0.1, observed_in=doc["run_id"]).lines()
+    alpha, gate = gate_test((CURRENT, NO_SKILL), None)  # the uplift gate's one-sided 2.5% test
+    expected = power_note(
+        CASES, 1, discordance=noise["discordance"] + 0.1, observed_in=doc["run_id"], alpha=alpha, gate=gate
+    ).lines()
     assert power == expected and f"the noise floor observed by run {doc['run_id']}, plus the difference" in power[0]
 
 
@@ -166,7 +170,7 @@ def test_the_minimum_detectable_effect_inverts_the_sample_size() -> None:
         assert mde is not None and abs(mde - difference) < 0.01
         assert min_detectable_effect(n, noise, epochs=3) < mde  # type: ignore[operator]
         assert min_detectable_effect(2 * n, noise) < mde  # type: ignore[operator]
-    assert min_detectable_effect(5, 0.2) is None  # five cases can never reach p < 0.05
+    assert min_detectable_effect(4, 0.2) is None  # four cases can never reach one-sided p < 0.05
     assert min_detectable_effect(0, 0.2) is None
 
 

@@ -1,9 +1,10 @@
-"""Paired statistics: exact tests, the case bootstrap, Holm, power. Pure; property-tested."""
+"""Paired statistics: exact tests, the interval over cases, Holm, power. Pure; property-tested."""
 
 from __future__ import annotations
 
 import itertools
 import math
+import random
 from fractions import Fraction
 
 import pytest
@@ -11,14 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reducer.paired import (
-    bootstrap_interval,
     holm,
     mcnemar_exact,
-    min_discordant_for,
-    seed_for,
+    paired_interval,
     sign_flip_test,
 )
-from reducer.power import cases_needed, mcnemar_power, power_note
+from reducer.power import cases_needed, mcnemar_power, min_cases, min_detectable_effect, power_note
 
 small_fraction = st.fractions(min_value=-1, max_value=1, max_denominator=6)
 
@@ -38,8 +37,8 @@ def brute_force(diffs: list[Fraction]) -> tuple[float, float, float]:
     )
 
 
-def test_mcnemar_needs_six_discordant_pairs_all_one_way_for_p_below_005() -> None:
-    assert min_discordant_for(0.05) == 6
+def test_mcnemar_needs_five_discordant_pairs_all_one_way_for_one_sided_p_below_005() -> None:
+    assert min_cases(0.05) == 5 and min_cases(0.025) == 6  # 2^-5 = 0.03125; 2^-4 = 0.0625
     assert mcnemar_exact(0, 5).two_sided == pytest.approx(0.0625)
     assert mcnemar_exact(0, 6).two_sided == pytest.approx(0.03125)
     assert mcnemar_exact(0, 6).drop == pytest.approx(1 / 64)  # six worse, none better: a drop
@@ -102,20 +101,43 @@ def test_a_support_too_large_falls_back_to_seeded_monte_carlo() -> None:
     assert a.uplift < 0.001  # every case gained
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.floats(-1, 1), min_size=1, max_size=30), st.text(max_size=8))
-def test_the_bootstrap_is_deterministic_per_seed_and_stays_in_the_data_range(diffs: list[float], run: str) -> None:
-    seed = seed_for(run, "skill")
-    a, b = bootstrap_interval(diffs, seed), bootstrap_interval(diffs, seed)
-    assert a == b and a is not None
-    assert min(diffs) <= a[0] <= a[1] <= max(diffs)
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-6, 6), min_size=1, max_size=30))
+def test_the_interval_holds_the_mean_stays_in_range_and_agrees_with_the_exact_test(steps: list[int]) -> None:
+    diffs = [Fraction(k, 6) for k in steps]
+    p = sign_flip_test(diffs)
+    low, high = paired_interval([float(d) for d in diffs], p)  # type: ignore[misc]
+    mean = float(sum(diffs, Fraction(0))) / len(diffs)
+    assert -1 <= low <= mean + 1e-9 and mean - 1e-9 <= high <= 1
+    # Wholly on one side of zero only when that one-sided exact p is below 2.5%.
+    assert high >= 0 or p.drop < 0.025
+    assert low <= 0 or p.uplift < 0.025
+    assert paired_interval([]) is None
 
 
-def test_the_bootstrap_interval_covers_the_mean_of_a_spread_sample() -> None:
-    diffs = [0.0, 0.5, 1.0, 0.25, 0.75, 0.5, 0.0, 1.0]
-    low, high = bootstrap_interval(diffs, seed_for("r"))  # type: ignore[misc]
-    assert low < sum(diffs) / len(diffs) < high
-    assert bootstrap_interval([], 1) is None
+def test_cases_that_all_agree_give_an_interval_as_wide_as_the_data_allow() -> None:
+    low, high = paired_interval([0.0] * 10)  # type: ignore[misc]
+    assert low < -0.25 and high > 0.25  # ten unchanged cases cannot rule out a 25-point change
+    low, high = paired_interval([1.0] * 8)  # type: ignore[misc]
+    assert low < 0.75 and high == 1.0
+
+
+def _coverage(n: int, up: float, down: float, runs: int = 400) -> float:
+    """Share of simulated runs whose interval holds the true difference ``up - down``."""
+    rng = random.Random(n)
+    covered = 0
+    for _ in range(runs):
+        diffs = [1.0 if (u := rng.random()) < up else -1.0 if u < up + down else 0.0 for _ in range(n)]
+        low, high = paired_interval(diffs)  # type: ignore[misc]
+        covered += low - 1e-9 <= up - down <= high + 1e-9
+    return covered / runs
+
+
+@pytest.mark.parametrize("n", [6, 10, 30])
+@pytest.mark.parametrize(("up", "down"), [(0.3, 0.1), (0.5, 0.1), (0.15, 0.05), (0.1, 0.0)])
+def test_the_interval_covers_the_true_difference_at_small_numbers_of_cases(n: int, up: float, down: float) -> None:
+    # The percentile bootstrap covered 47-95% here (60% at 6 cases, 15 and 5 points discordant).
+    assert _coverage(n, up, down) >= 0.92
 
 
 @settings(max_examples=150, deadline=None)
@@ -133,9 +155,10 @@ def test_holm_on_a_known_family() -> None:
 
 
 def test_power_is_exact_for_one_epoch_and_grows_with_cases() -> None:
-    # Every pair discordant and every one won: power is the chance that 6+ pairs exist, i.e. 1 at n = 6.
-    assert mcnemar_power(6, 1.0, 1.0) == pytest.approx(1.0)
-    assert mcnemar_power(5, 1.0, 1.0) == 0.0  # five all-one-way pairs never reach p < 0.05
+    # Every pair discordant and every one won: the one-sided test at 0.05 rejects from 5 such pairs.
+    assert mcnemar_power(5, 1.0, 1.0) == pytest.approx(1.0)
+    assert mcnemar_power(4, 1.0, 1.0) == 0.0  # four all-one-way pairs never reach p < 0.05 (1/16)
+    assert mcnemar_power(5, 1.0, 1.0, alpha=0.025) == 0.0
     assert mcnemar_power(40, 0.2, 0.1) < mcnemar_power(200, 0.2, 0.1)
     n = cases_needed(0.2, 0.1)
     assert mcnemar_power(n, 0.2, 0.1) >= 0.8 > mcnemar_power(n - 1, 0.2, 0.1) - 0.02
@@ -150,8 +173,8 @@ def test_more_epochs_need_fewer_cases_under_the_stated_assumption() -> None:
 def test_the_power_printout_states_its_assumption_and_the_six_pair_floor() -> None:
     text = "\n".join(power_note(4, 1).lines())
     assert "assuming 20% of pairs discordant" in text
-    assert "10-point difference at alpha 0.05 with power 0.8" in text
-    assert "at least 6 discordant pairs, all one way" in text
+    assert "10-point difference with the gate's one-sided test at alpha 0.05 with power 0.8" in text
+    assert "at least 5 discordant pairs, all one way" in text and "one-sided" in text
     assert "this run has 4 cases." in text
     needed = text.splitlines()[0]
     assert "cases at 1 epoch (exact McNemar)" in needed and "at one epoch" not in needed  # one count, said once
@@ -160,11 +183,11 @@ def test_the_power_printout_states_its_assumption_and_the_six_pair_floor() -> No
 
 
 def test_the_chance_to_detect_is_for_the_run_s_own_epochs() -> None:
-    several = power_note(75, 2)
-    assert several.needed == 75 and 0.8 <= (several.power_now or 0.0) < 0.85  # the run's epochs, not one
-    assert several.power_now != power_note(75, 1).power_now
+    several = power_note(59, 2)
+    assert several.needed == 59 and 0.8 <= (several.power_now or 0.0) < 0.85  # the run's epochs, not one
+    assert several.power_now != power_note(59, 1).power_now
     line = several.lines()[1]
-    assert line == "power: with 75 cases at 2 epochs the chance to detect it is 80% (normal approximation)."
+    assert line == "power: with 59 cases at 2 epochs the chance to detect it is 80% (normal approximation)."
     # Two cases: no exact test over cases can reach alpha, at any number of epochs.
     assert power_note(2, 2).lines()[1] == (
         "power: with 2 cases at 2 epochs the chance to detect it is 0% (no exact test over 2 cases reaches p < 0.05)."
@@ -193,3 +216,26 @@ def test_mcnemar_equals_the_binomial_sums_it_stands_for(better: int, worse: int)
     uplift = 1 - Fraction(sum(math.comb(n, i) for i in range(better)), 2**n)
     assert (p.drop, p.uplift) == (float(drop), float(uplift))
     assert p.two_sided == float(min(Fraction(1), 2 * min(drop, uplift)))
+
+
+def test_power_is_for_the_gate_s_one_sided_test_and_respects_the_exact_floor() -> None:
+    # The regression gate is one-sided: 134 cases, not the two-sided test's 168.
+    assert cases_needed(0.2, 0.1) == 134
+    assert cases_needed(0.2, 0.1, alpha=0.025) > 134
+    # Five cases can fail a run at 0.05 (p = 1/32): the printout must not say they cannot.
+    five = power_note(5, 30)
+    assert five.needed == 5 and (five.power_now or 0.0) > 0
+    assert "no exact test" not in five.lines()[1]
+    # Fewer cases than the exact test needs: nothing is detectable, whatever the epochs.
+    assert min_detectable_effect(2, 0.2, epochs=3) is None
+    assert min_detectable_effect(4, 0.2, epochs=30) is None
+    assert min_detectable_effect(5, 0.2, epochs=30) is not None
+    assert "needs at least 6 discordant pairs" in "\n".join(power_note(6, 1, alpha=0.025).lines())
+
+
+def test_the_planned_power_is_for_the_test_that_gates_the_run() -> None:
+    from producer.plan.planning import gate_test
+
+    assert gate_test(("current", "baseline@v1"), 0.01) == (0.01, "the regression gate's (--regression-alpha)")
+    assert gate_test(("current", "baseline@v1"), None)[0] == 0.05  # any drop fails; the test shown at 0.05
+    assert gate_test(("current", "no-skill"), None)[0] == 0.025  # --require-uplift's one-sided 2.5%

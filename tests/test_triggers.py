@@ -308,12 +308,24 @@ def test_paired_change_of_recall_and_false_triggers_uses_the_query_as_the_unit()
     assert change.recall.difference == pytest.approx(1 / 3)
     assert change.recall.queries == 3
     assert change.recall.low is not None and change.recall.high is not None
-    assert 0.0 <= change.recall.low <= 1 / 3 <= change.recall.high <= 0.5
+    # Three queries: no exact test can exclude no change, and the interval says so by reaching 0.
+    assert change.recall.low <= 0.0 < 1 / 3 <= change.recall.high <= 1.0
     assert change.recall.p_two_sided == pytest.approx(0.5)  # two non-zero same-sign differences: 2 * 1/4
     assert change.false_trigger.difference == -1.0 and change.false_trigger.queries == 1
     unpaired = trigger_change("run", "a", "baseline@v1", now, [])
     assert unpaired.recall.difference is None
     assert "not paired" in change_text(unpaired.recall)
+
+
+def test_a_trigger_change_from_too_few_queries_shows_no_interval_as_behaviour_does() -> None:
+    def arm(fired: bool, queries: int) -> list[TriggerRun]:
+        return [TriggerRun("a", "m", q, "q", True, ("a",) if fired else (), 0) for q in range(1, queries + 1)]
+
+    two = trigger_change("run", "a", "baseline@v1", arm(True, 2), arm(False, 2)).recall
+    assert change_text(two) == "+100.0 pts (interval not shown: 2 queries, p=0.5)"
+    eight = trigger_change("run", "a", "baseline@v1", arm(True, 8), arm(False, 8)).recall
+    assert change_text(eight).startswith("+100.0 pts (95% CI +")
+    assert eight.low is not None and 0.5 < eight.low < 1.0 and eight.high == 1.0  # never a point at +100
 
 
 def test_the_proxy_stop_reads_one_model_response_like_the_trajectory() -> None:

@@ -214,8 +214,8 @@ RegressionAlphaOpt = Annotated[
         "--regression-alpha",
         min=0.0001,
         max=0.5,
-        help="Only a one-sided drop significant at this level is a regression (Holm over assertions)."
-        " Default: unset, any drop against --compare's ref is a regression.",
+        help="Only a one-sided drop significant at this level is a regression (Holm over every corpus's"
+        " overall test and assertions together). Default: unset, any drop against --compare's ref is a regression.",
         show_default=False,
     ),
 ]

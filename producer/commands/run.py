@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from pathlib import Path
@@ -196,7 +197,7 @@ def run(
     models = _model_config(shared, folder, settings, executors, model, [] if as_triggers else judge)
     if dry_run:
         plan = _plan_input(model, judge, count, (compare, baseline, threshold), shared, settings, executors, adaptive)
-        _dry_run(skills, all_evals, folder, plan, trigger_turns if as_triggers else None, as_json)
+        _dry_run(skills, all_evals, folder, plan, trigger_turns if as_triggers else None, as_json, regression_alpha)
     _require_models(model, judge, trigger_run)
     run_settings = shared.run_settings(
         models,
@@ -276,13 +277,21 @@ def _behavioural(shared: Shared, *gates: object) -> dict[str, object]:
 
 
 def _dry_run(
-    skills: list[str], all_evals: bool, folder: Path, plan_in: PlanInput, trigger_turns: int | None, as_json: bool
+    skills: list[str],
+    all_evals: bool,
+    folder: Path,
+    plan_in: PlanInput,
+    trigger_turns: int | None,
+    as_json: bool,
+    regression_alpha: float | None = None,
 ) -> NoReturn:
-    """Print what the run would do (a trigger run's plan when ``trigger_turns`` is given) and exit as it would start."""
+    """Print what the run would do (a trigger run's plan when ``trigger_turns`` is given) and exit as it would start;
+    ``regression_alpha``: its power printout is for the regression gate's test at that level."""
     if trigger_turns is not None:
         models = plan_in.models or [UNSPECIFIED]
         args = (plan_in.epochs, trigger_turns, out, as_json)
         trigger_dry_run(skills, all_evals, folder, models, *args, harnesses=plan_in.harnesses)
+    plan_in = dataclasses.replace(plan_in, regression_alpha=regression_alpha)
     raise typer.Exit(dry_run_plan(skills, all_evals, folder, plan_in, as_json, out))
 
 

@@ -57,6 +57,8 @@ class PlanInput:
     fail_under: float | None = None
     """``--fail-under``: refused beside ``--threshold``, as the run refuses it, when every corpus is
     a plugin eval suite."""
+    regression_alpha: float | None = None
+    """``--regression-alpha``: the power printout is for the regression gate's own test."""
 
 
 def dry_run_plan(
@@ -93,7 +95,7 @@ def dry_run_plan(
     for executor in executors:
         check_case_terms(plan, executor)
     check_repo_terms(r.root, executors)
-    summary = plan_summary(plan, skipped, observed)
+    summary = plan_summary(plan, skipped, observed, plan_in.regression_alpha)
     blocking = fixture_guards(r.root, bundles)
     summary = summary.model_copy(update={"guards": blocking + compare_lines})
     if as_json:

@@ -7,7 +7,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from reducer.power import DEFAULT_DIFFERENCE, power_note
+from reducer.paired import UPLIFT_TEST_ALPHA
+from reducer.power import DEFAULT_ALPHA, DEFAULT_DIFFERENCE, power_note
 from schemas.adaptive import AdaptivePlan
 from schemas.comparison import NoiseRecord
 from schemas.errors import ConfigError
@@ -108,29 +109,54 @@ def arm_variants(compare: str | None = None, baseline: str | None = None) -> lis
     return variants
 
 
-def power_lines(plan: RunPlan, observed: Mapping[str, NoiseRecord] | None = None) -> list[str]:
-    """What a compare or baseline run can detect (empty for a run with one arm), per corpus size."""
+def power_lines(
+    plan: RunPlan, observed: Mapping[str, NoiseRecord] | None = None, regression_alpha: float | None = None
+) -> list[str]:
+    """What a compare or baseline run can detect (empty for a run with one arm), per corpus size,
+    with the gate's own one-sided test (``regression_alpha``: ``--regression-alpha``)."""
     if len(plan.variants) < 2 or not plan.bundles:
         return []
-    return _power(plan, observed or {})
+    return _power(plan, observed or {}, regression_alpha)
 
 
-def _power(plan: RunPlan, observed: Mapping[str, NoiseRecord]) -> list[str]:
+def gate_test(variants: Sequence[str], regression_alpha: float | None) -> tuple[float, str]:
+    """The one-sided level of the test a compared run is gated by, and whose test it is."""
+    if any(v not in (CURRENT, NO_SKILL, SAME, GUTTED) for v in variants):  # baseline@REF
+        if regression_alpha is not None:
+            return regression_alpha, "the regression gate's (--regression-alpha)"
+        return DEFAULT_ALPHA, "a regression"  # without --regression-alpha any drop fails
+    if NO_SKILL in variants:
+        return UPLIFT_TEST_ALPHA, "the uplift gate's (--require-uplift)"
+    if GUTTED in variants:
+        return UPLIFT_TEST_ALPHA, "the sensitivity check's"
+    return DEFAULT_ALPHA, "a regression"
+
+
+def _power(plan: RunPlan, observed: Mapping[str, NoiseRecord], regression_alpha: float | None) -> list[str]:
     """The power note of the smallest corpus, with the discordance its last noise floor observed
     (``observed``: skill -> record) or, without one, the assumed default."""
     smallest = min(plan.bundles, key=lambda b: len(b.corpus.evals))
+    alpha, gate = gate_test(plan.variants, regression_alpha)
     record = observed.get(smallest.skill)
     if record is None:
-        return power_note(len(smallest.corpus.evals), plan.epochs).lines()
+        return power_note(len(smallest.corpus.evals), plan.epochs, alpha=alpha, gate=gate).lines()
     # Identical arms flip both ways at the noise floor; a difference adds one-way discordant pairs on top.
     discordance = min(1.0, record.discordance + DEFAULT_DIFFERENCE)
     return power_note(
-        len(smallest.corpus.evals), plan.epochs, discordance=discordance, observed_in=record.run_id
+        len(smallest.corpus.evals),
+        plan.epochs,
+        discordance=discordance,
+        observed_in=record.run_id,
+        alpha=alpha,
+        gate=gate,
     ).lines()
 
 
 def plan_summary(
-    plan: RunPlan, skipped: Sequence[SkippedCorpus] = (), observed: Mapping[str, NoiseRecord] | None = None
+    plan: RunPlan,
+    skipped: Sequence[SkippedCorpus] = (),
+    observed: Mapping[str, NoiseRecord] | None = None,
+    regression_alpha: float | None = None,
 ) -> PlanSummary:
     """The plan at a glance: per corpus cases and assertions, totals, shard count, corpora left out."""
     per_skill = Counter(s.skill for s in plan.shards)  # an arm a guard dropped for one skill counts no shards
@@ -158,7 +184,7 @@ def plan_summary(
             shards=len(plan.shards),
         ),
         skipped=list(skipped),
-        power=power_lines(plan, observed),
+        power=power_lines(plan, observed, regression_alpha),
         adaptive=plan.adaptive,
         max_shards=len(plan.shards) * plan.adaptive.max_epochs // plan.epochs if plan.adaptive else None,
         pairs=harness_pairs(plan),
