@@ -160,7 +160,10 @@ class Repo:
         try:
             corpus = validate_corpus(foreign.data, corpus_file, self.has_file, skill_name=skill)
         except BadCorpus as exc:
-            raise foreign.locate_error(exc) from exc
+            raise foreign.locate_error(exc) or exc from exc
+        problems = foreign.locate_error(None)
+        if problems is not None:
+            raise problems
         return SkillBundle(
             skill=skill,
             bundle_key=bundle_key(skill, self.bundle_files(skill, foreign.graded_paths)),
