@@ -64,7 +64,7 @@ from producer.launch.grade_only import grade_recorded
 from producer.plan.dry_run import PlanInput, dry_run_plan
 from producer.plan.epochs import parse_epochs
 from producer.plan.harnesses import UNSPECIFIED, pair_harnesses, planned_harnesses
-from producer.plan.model_names import check_model_names
+from producer.plan.model_names import check_cost_cap, check_model_names
 from producer.plan.planning import arm_variants
 from producer.plan.prechecks import (
     check_api_base,
@@ -256,6 +256,7 @@ def _model_config(
     """The run's model config (no key is looked at), once every model name litellm could not route is refused."""
     config = shared.model_config(folder, settings)
     check_names(executors, models or [], judges or [], config)
+    check_cost_cap(shared.max_cost, [*(models or []), *(judges or [])], bundled_model_table())
     return config
 
 
@@ -370,6 +371,7 @@ def grade(
     folder = repo_folder(shared.repo)
     config = shared.model_config(folder, settings)
     check_names([], [], judge, config)
+    check_cost_cap(shared.max_cost, judge, bundled_model_table())
     run_settings = shared.run_settings(config)
     req = _request(shared, skills or [], False, folder, [], judge, run_settings)
     conclude(grade_recorded(req, trajectories, settings, out, err), req.out)
