@@ -17,6 +17,10 @@ faithfully (``append_system_prompt``) stops the suite with a named error
 rather than being dropped. Front matter and ``case.yaml`` are parsed under the corpus limits
 (:func:`producer.corpus.parse.parse_yaml`: safe loader, no aliases).
 
+Violations are collected, not raised: every case and every file of a case is read past a bad one
+(a file that cannot be parsed stops only itself, a bad value is left out of the case), and the
+suite's reader adds the validator's own to them, so one pass names them all (:class:`SuiteReading`).
+
 Case ids are the case folders in sorted order, from 1. A run's score is the weighted share of its
 assertions passed; a case's score is the mean over its runs (reducer/plugin_score.py).
 """
