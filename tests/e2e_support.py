@@ -197,7 +197,10 @@ class Env:
         """``skill-eval run`` against the offline server with this env's store, out and config."""
         return self.cli(*self.run_args(repo, *args, models=models))
 
-    def run_args(self, repo: Path, *args: str, models: tuple[str, ...] = ("openai/exec-a",)) -> tuple[str, ...]:
+    def run_args(
+        self, repo: Path, *args: str, models: tuple[str, ...] = ("openai/exec-a",), workers: int = 2
+    ) -> tuple[str, ...]:
+        """``skill-eval run`` with this env's places; an option given twice is refused, so ``--workers`` is set here."""
         model_args = [a for m in models for a in ("--model", m)]
         return (
             "run",
@@ -211,7 +214,7 @@ class Env:
             self.api_base,
             *self.place_args(),
             "--workers",
-            "2",
+            str(workers),
         )
 
     def place_args(self) -> tuple[str, ...]:

@@ -224,3 +224,19 @@ def test_resubmit_refuses_an_unknown_state_and_a_judge_without_regrade(settings:
         parse_only("executor-failed,graded")
     with pytest.raises(ConfigError, match="--judge on resubmit needs --regrade"):
         resubmit_run("r", settings, judges=["openai/j"])
+
+
+def test_resubmit_refuses_a_cost_cap_on_a_model_litellm_cannot_price(tmp_path: Path, settings: Settings) -> None:
+    """The run's scripted models have no price: a raised cost cap would count none of their calls."""
+    repo = make_corpus_repo(tmp_path / "repo", cases=2)
+    state = RunState(redis.Redis.from_url(settings.broker_url or ""))
+    store = open_store(settings.store)
+    manifest = _manifest(repo, settings, "http://127.0.0.1:9/v1", 1000)
+    run_id = manifest.plan.run_id
+    store.put(manifest_key(run_id), manifest.model_dump_json().encode())
+    ids = [s.shard_id for s in manifest.plan.shards]
+    state.register(run_id, ids, manifest_key(run_id), "now", ShardState.BUDGET_EXHAUSTED)
+    unpriced = ", ".join(dict.fromkeys([*manifest.plan.models, *manifest.plan.judges]))
+    with pytest.raises(ConfigError, match=f"--max-cost 5: litellm has no price for models? {unpriced}, so"):
+        resubmit_run(run_id, settings, max_cost_usd=5.0)
+    assert set(state.states(run_id).values()) == {ShardState.BUDGET_EXHAUSTED}  # nothing re-queued

@@ -86,3 +86,23 @@ def test_a_bad_settings_variable_is_a_config_error_naming_it_on_one_line(
     assert refused(["worker", "--broker", "redis://127.0.0.1:1", "--store", str(tmp_path)]) == line
     run = ["run", "commit-message", "--repo", DEMO, "--model", "openai/x", "--judge", "openai/y", "--dry-run"]
     assert refused(run) == line
+
+
+def test_a_cost_cap_on_a_model_litellm_cannot_price_is_refused_naming_each_model(tmp_path: Path) -> None:
+    """Its calls' cost is unknown, so the cap would never count them: the run is refused up front
+    (dry run, run, grade) and pointed at --max-tokens, instead of passing with the cap unapplied."""
+    run = ["run", "commit-message", "--repo", DEMO, "--out", str(tmp_path / "out"), "--max-cost", "0.000001"]
+    models = ["--model", "openai/scripted-demo-executor", "--judge", "openai/scripted-judge"]
+    for args in ([*run, *models, "--dry-run"], [*run, *models]):
+        refused(
+            args,
+            "--max-cost 1e-06: litellm has no price for models openai/scripted-demo-executor, openai/scripted-judge",
+            "--max-tokens",
+        )
+    grade = ["grade", "--trajectories", str(tmp_path), "--repo", DEMO, "--judge", "openai/scripted-judge"]
+    refused([*grade, "--max-cost", "1"], "no price for model openai/scripted-judge, so its spend cannot be counted")
+    priced = ["--model", "openai/gpt-4.1", "--judge", "openai/scripted-judge", "--max-cost", "1"]
+    refused([*run[:-2], *priced, "--dry-run"], "no price for model openai/scripted-judge,")
+    gpt = ["--model", "openai/gpt-4.1", "--judge", "openai/gpt-4.1", "--max-cost", "1", "--dry-run"]
+    result = runner.invoke(app, [*run[:-2], *gpt])  # priced: the cap applies, the plan is printed
+    assert "CONFIG_ERROR" not in result.output and "Plan " in result.output, result.output

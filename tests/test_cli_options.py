@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -70,3 +71,28 @@ def test_option_help_says_what_unset_means_and_what_a_store_may_be() -> None:
     assert "Default: unset, any drop" in alpha
     for command in ("export", "assertions", "status", "report"):
         assert "folder or s3://" in options(command)["store"].help, command
+
+
+def test_help_shows_each_default_usage_md_states_once() -> None:
+    """docs/usage.md states these defaults; ``--help`` shows each as ``[default: X]``, and says it once
+    (a help text that also writes "(default: X)" would print it twice)."""
+    stated = [
+        ("run", "--workers", "8"),
+        ("grade", "--workers", "8"),
+        ("worker", "--concurrency", "8"),
+        ("run", "--out", "zuvo/reports"),
+        ("grade", "--out", "zuvo/reports"),
+        ("run", "--invoke", "explicit"),
+        ("run", "--epochs", "1"),
+        ("label", "--judge", "combined"),
+    ]
+    usage = (Path(__file__).resolve().parents[1] / "docs" / "usage.md").read_text()
+    assert "`--workers` (`run`, `grade`; default 8) and `--concurrency` (`worker`; default 8)" in usage
+    for command, flag, default in stated:
+        shown = " ".join(runner.invoke(app, [command, "--help"]).output.replace("│", " ").split())
+        row = re.search(rf"(?<![\w-]){re.escape(flag)}(?:,\S+)? [A-Z]", shown)  # the option's row, not a mention
+        assert row is not None, (command, flag, shown)
+        after = re.search(r" --[a-z][\w-]*(?:,\S+)? [A-Z]", shown[row.end() :])  # the next option's row
+        line = shown[row.start() : row.end() + after.start()] if after else shown[row.start() :]
+        assert f"[default: {default}" in line, (command, flag, line)
+        assert line.lower().count("default") == 1, (command, flag, line)

@@ -380,3 +380,44 @@ def test_all_evals_in_a_plugin_repo_whose_skills_folder_leaves_the_repo_is_a_nam
     [outcome] = outcomes  # listed, not silently dropped ...
     assert outcome.bundle is None  # ... and nothing outside the repo is read into a bundle
     assert str(outcome.error).startswith("BLOCKED_BAD_REPO: skills/stranger/")
+
+
+def test_every_violation_of_a_plugin_suite_is_named_in_one_pass(tmp_path: Path) -> None:
+    """Four faults in four files of the suite: `validate` prints one line for each, not the first."""
+    root = plugin_repo(tmp_path)
+    (root / "evals" / "wave" / "case.yaml").write_text(
+        "prompt: Wave at the team\ngrader: oops\ngraders:\n  - type: llm\n    rubric: The agent runs the wave command\n"
+    )
+    (root / "evals" / "greet-ada" / "prompt.md").write_text("---\nmax_turns: lots\n---\nPlease greet Ada.\n")
+    (root / "evals" / "greet-ada" / "graders" / "edit.md").write_text(
+        f"---\ntype: llm\nfocus: everything\n---\n{GOOD}\n"
+    )
+    (root / "evals" / "greet-ada" / "graders" / "re.md").write_text('---\ntype: regex\npattern: "fix(ed"\n---\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "producer.commands.cli", "validate", "greeter", "--repo", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("BLOCKED_BAD_CORPUS: ")]
+    expected = [
+        "evals/wave/case.yaml: $: unexpected key grader",
+        "evals/greet-ada/prompt.md: front matter.max_turns: 'lots' is not a positive integer",
+        "evals/greet-ada/graders/edit.md: front matter.focus: 'everything' is not",
+        "evals/greet-ada/graders/re.md: front matter.pattern: is not a valid regular expression",
+    ]
+    for part in expected:
+        assert sum(part in line for line in lines) == 1, (part, lines)
+
+
+def test_a_plugin_suite_flooded_with_violations_lists_a_screenful_and_counts_the_rest(tmp_path: Path) -> None:
+    root = plugin_repo(tmp_path)
+    for i in range(80):
+        (root / "evals" / "greet-ada" / "graders" / f"bad-{i:02}.md").write_text("---\ntype: nonsense\n---\nx\n")
+    with pytest.raises(BadCorpus) as info:
+        Repo(root).load("evals/*/ [plugin suite: greeter]")
+    lines = str(info.value).splitlines()
+    assert len(lines) == 51, lines[-3:]
+    assert lines[-1].endswith("and 30 more violations not listed")
+    assert "bad-00.md: front matter.type: 'nonsense' is not a grader kind" in lines[0]

@@ -1,5 +1,5 @@
-"""A skill, ``--model``, ``--executor`` or ``--judge`` named twice, or skills beside ``--all-evals``:
-refused by name.
+"""A skill, ``--model``, ``--executor`` or ``--judge`` named twice, an option of one value (``--baseline``,
+``--compare``, ...) given twice, or skills beside ``--all-evals``: refused by name.
 
 A name given twice would plan every one of its shards twice under the same id; results are
 counted per id, so the run would wait forever for the second copy. A judge named twice would sit
@@ -38,6 +38,17 @@ MODELS = ["--model", "openai/m", "--judge", "openai/j"]
         (["run", "commit-message", "--dry-run", *MODELS, "--judge", "openai/j"], "--judge openai/j given more than"),
         (["grade", "--trajectories", "t", "--judge", "openai/j", "--judge", "openai/j"], "--judge openai/j given"),
         (["grade", "--trajectories", "t", "--judge", "notamodel"], "--judge notamodel: litellm cannot tell"),
+        (
+            ["run", "commit-message", "--dry-run", *MODELS, "--baseline", "no-skill", "--baseline", "same"],
+            "--baseline given more than once ('no-skill', 'same'): it takes one value",
+        ),
+        (
+            ["run", "commit-message", *MODELS, "--compare", "HEAD", "--compare=HEAD~1"],
+            "--compare given more than once ('HEAD', 'HEAD~1')",
+        ),
+        (["run", "commit-message", "--dry-run", "--epochs", "2", "--runs", "3"], "--epochs given more than once"),
+        (["validate", "commit-message", "--repo", "."], "--repo given more than once"),
+        (["grade", "--trajectories", "t", "--trajectories", "u", "--judge", "openai/j"], "--trajectories given"),
     ],
     ids=[
         "validate-skill",
@@ -52,6 +63,11 @@ MODELS = ["--model", "openai/m", "--judge", "openai/j"]
         "dry-run-judge",
         "grade-judge",
         "grade-judge-spelling",
+        "dry-run-baseline",
+        "run-compare",
+        "dry-run-epochs-alias",
+        "validate-repo",
+        "grade-trajectories",
     ],
 )
 def test_validate_and_dry_run_refuse_a_name_given_twice(

@@ -285,7 +285,7 @@ def test_a_run_on_two_worker_processes_grades_every_shard_and_leaves_none(tmp_pa
     with OfflineModelServer(scenario(slow, [])) as server:
         env = Env(tmp_path / "e2e", server.base_url)
         env.base.mkdir()
-        args = (*env.run_args(repo, "greet"), "--workers", "4", "--worker-processes", "2")
+        args = (*env.run_args(repo, "greet", "--worker-processes", "2", workers=4),)
         done, workers = _run_seeing_workers(env, *args)
         assert done.code in (0, 1), done.stderr[-2000:]
         assert "not graded (infra): none" in done.stdout, done.stdout[-2000:]

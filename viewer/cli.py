@@ -79,9 +79,7 @@ def register_commands(app: typer.Typer, out: Console) -> None:
         agree: Annotated[bool, typer.Option("--agree", help="Agree with the verdict.")] = False,
         disagree: Annotated[bool, typer.Option("--disagree", help="Disagree with the verdict.")] = False,
         note: Annotated[str, typer.Option("--note", help="Why.")] = "",
-        judge: Annotated[
-            str, typer.Option("--judge", help="Judge whose answer is labelled (default: combined).")
-        ] = COMBINED,
+        judge: Annotated[str, typer.Option("--judge", help="Judge whose answer is labelled.")] = COMBINED,
         store: StoreOpt = None,
     ) -> None:
         """Label one verdict of a run agree or disagree, as a versioned record in the store."""

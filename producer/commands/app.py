@@ -21,7 +21,7 @@ import typer
 from typer.core import TyperGroup
 
 from producer.commands.console import InertConsole
-from schemas.errors import BlockedError, SkillEvalError
+from schemas.errors import BlockedError, ConfigError, SkillEvalError
 from schemas.status import ExitCode, Verdict
 
 
@@ -40,6 +40,7 @@ class _Commands(TyperGroup):
         if command is not None:
             _plain_types(command, ctx)
             command.help = reflowed(command.help)
+            _refuse_repeats(command)
         return command
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
@@ -56,6 +57,42 @@ def reflowed(help_text: str | None) -> str | None:
         return None
     paragraphs = inspect.cleandoc(help_text).split("\n\n")
     return "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paragraphs)
+
+
+def _refuse_repeats(command: Any) -> None:
+    """Make ``command`` refuse an option that takes one value given twice (``--baseline no-skill
+    --baseline same``), naming the option and both values: Click keeps the last one silently, and
+    which one the user meant cannot be guessed. Repeatable options (``--model``) are checked where
+    their values are used; a flag given twice means what it means once."""
+    parse = type(command).parse_args
+
+    def checked(ctx: Any, args: list[str]) -> list[str]:
+        if not any(a in ("--help", "-h") for a in args):
+            _, _, order = command.make_parser(ctx).parse_args(args=list(args))
+            seen: set[int] = set()
+            for param in order:
+                single = param.param_type_name == "option" and not (param.is_flag or param.multiple or param.count)
+                if single and param.nargs == 1 and id(param) in seen:
+                    values = _values_of(param.opts + param.secondary_opts, args)
+                    raise ConfigError(f"{param.opts[0]} given more than once ({', '.join(values)}): it takes one value")
+                seen.add(id(param))
+        rest: list[str] = parse(command, ctx, args)
+        return rest
+
+    command.parse_args = checked
+
+
+def _values_of(names: list[str], args: list[str]) -> list[str]:
+    """The values ``args`` gives the option spelled ``names`` (``--opt V`` or ``--opt=V``), quoted."""
+    values = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg in names and i + 1 < len(args):
+            values.append(args[i + 1])
+        elif "=" in arg and arg.split("=", 1)[0] in names:
+            values.append(arg.split("=", 1)[1])
+    return [repr(v) for v in values]
 
 
 def _plain_types(command: Any, ctx: Any) -> None:

@@ -180,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         repo = git_copy(Path(tmp) / "demo-repo")
         print(f"offline model server (SCRIPTED demo model, not an LLM): {server.base_url}", flush=True)
         threshold = [] if "--fail-under" in extra else ["--fail-under", DEMO_THRESHOLD]
+        out = (
+            []
+            if any(a == "--out" or a.startswith("--out=") for a in extra)
+            else ["--out", str(ROOT / "zuvo" / "reports")]
+        )
         if threshold:
             print(
                 f"the scripted model fails some assertions on purpose: the demo passes --fail-under {DEMO_THRESHOLD}"
@@ -201,8 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             JUDGE,
             "--api-base",
             server.base_url,
-            "--out",
-            str(ROOT / "zuvo" / "reports"),
+            *out,
             *threshold,
             *extra,
         ]

@@ -100,7 +100,13 @@ ConfigOpt = Annotated[
 ApiBaseOpt = Annotated[str | None, _option("--api-base", help="API base URL for every model of the run.", panel=MODELS)]
 MaxCostOpt = Annotated[
     float | None,
-    _option("--max-cost", min=0.0, help="Run-wide cap on model spend in USD (executor and judge).", panel=MODELS),
+    _option(
+        "--max-cost",
+        min=0.0,
+        help="Run-wide cap on model spend in USD (executor and judge); refused for a model litellm cannot price"
+        " (cap it with --max-tokens).",
+        panel=MODELS,
+    ),
 ]
 MaxTokensOpt = Annotated[
     int | None, _option("--max-tokens", min=1, help="Run-wide cap on model tokens (executor and judge).", panel=MODELS)

@@ -65,7 +65,7 @@ from producer.launch.grade_only import grade_recorded
 from producer.plan.dry_run import PlanInput, dry_run_plan
 from producer.plan.epochs import parse_epochs
 from producer.plan.harnesses import UNSPECIFIED, pair_harnesses, planned_harnesses
-from producer.plan.model_names import check_model_names
+from producer.plan.model_names import check_cost_cap, check_model_names
 from producer.plan.planning import arm_variants
 from producer.plan.prechecks import (
     check_api_base,
@@ -145,6 +145,10 @@ def validate(
     bad += checked.bad
     if not files and not checked.files:
         out.print(visible(f"no corpora found under {r.root}/evals/"), markup=False)
+    # A warning, not a block: a case may keep an input file in evals/; the skip is what must be seen.
+    inputs = [f for o in outcomes if o.bundle for c in o.bundle.corpus.evals for f in c.files]
+    for line in r.unread_lookalikes(inputs):
+        out.print(visible(line), markup=False, highlight=False)
     # A base fixture without git blocks its case and so the run (FixtureNeedsGit.stops_run): a CI
     # job gating on validate must not go green for a run that ends BLOCKED.
     guards = fixture_guards(r.root, [o.bundle for o in outcomes if o.bundle])
@@ -254,6 +258,7 @@ def _model_config(
     """The run's model config (no key is looked at), once every model name litellm could not route is refused."""
     config = shared.model_config(folder, settings)
     check_names(executors, models or [], judges or [], config)
+    check_cost_cap(shared.max_cost, [*(models or []), *(judges or [])], bundled_model_table())
     return config
 
 
@@ -377,6 +382,7 @@ def grade(
     folder = repo_folder(shared.repo)
     config = shared.model_config(folder, settings)
     check_names([], [], judge, config)
+    check_cost_cap(shared.max_cost, judge, bundled_model_table())
     run_settings = shared.run_settings(config)
     req = _request(shared, skills or [], False, folder, [], judge, run_settings)
     conclude(grade_recorded(req, trajectories, settings, out, err), req.out)

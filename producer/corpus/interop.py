@@ -23,10 +23,10 @@ from engine.repo_files import resolve_inside
 from producer.corpus.files import read_corpus_text
 from producer.corpus.interop_add_dirs import add_dir_fixtures
 from producer.corpus.interop_mocks import MOCKS_DIR, read_mocks
-from producer.corpus.interop_plugin import ADD_DIRS, PLUGIN_MANIFESTS, PluginCase, translate_plugin_suite
+from producer.corpus.interop_plugin import ADD_DIRS, PLUGIN_MANIFESTS, PluginCase, suite_corpus, translate_plugin_suite
 from producer.corpus.interop_skill_creator import SKILL_CREATOR_FILE, skill_creator_path, translate_skill_creator
 from producer.corpus.parse import parse_json
-from producer.corpus.rules import MAX_CORPUS_BYTES
+from producer.corpus.rules import MAX_CORPUS_BYTES, all_of
 from schemas.constants import CORPUS_SUFFIX, EVALS_DIR, SKILLS_DIR
 from schemas.errors import BadCorpus, BlockedError
 
@@ -47,11 +47,17 @@ class ForeignCorpus:
     graded_paths: tuple[str, ...]
     origins: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Schema-v1 JSON path prefix -> (file, path) in the original format, for error messages."""
+    problems: tuple[BadCorpus, ...] = ()
+    """Violations found while reading the original format (the validator's are added to them)."""
+    unreadable: frozenset[str] = frozenset()
+    """Files that could not be parsed: the validator's word on their empty case is left out."""
 
-    def locate_error(self, exc: BadCorpus) -> BadCorpus:
-        """The validator's error, each of its violations pointed at the original file and field."""
-        first, *rest = [self._locate_one(e) for e in (exc, *exc.also)]
-        return BadCorpus(first.file, first.path, first.problem, also=tuple(rest))
+    def locate_error(self, exc: BadCorpus | None) -> BadCorpus | None:
+        """Every violation, the reading's then the validator's, each pointed at the original file and
+        field; None when there is none. Capped like a native corpus's (:func:`all_of`)."""
+        located = [self._locate_one(e) for e in ((exc, *exc.also) if exc is not None else ())]
+        found = [*self.problems, *(e for e in located if e.file not in self.unreadable)]
+        return all_of(found) if found else None
 
     def _locate_one(self, exc: BadCorpus) -> BadCorpus:
         for prefix in sorted(self.origins, key=len, reverse=True):
@@ -100,7 +106,8 @@ def plugin_suite_files(root: Path, skills: list[str]) -> list[str]:
     for skill in skills:
         name = plugin_suite_name(skill)
         try:
-            has_cases = bool(read_foreign(root, name).data["evals"])
+            foreign = read_foreign(root, name)
+            has_cases = bool(foreign.data["evals"] or foreign.problems)
         except BlockedError:  # listed: its named error is reported with the other corpora
             has_cases = True
         if has_cases:
@@ -197,7 +204,8 @@ def read_foreign(root: Path, corpus_file: str) -> ForeignCorpus:
         skills = (
             sorted(p.name for p in (root / SKILLS_DIR).iterdir() if p.is_dir()) if (root / SKILLS_DIR).is_dir() else []
         )
-        data, folders = translate_plugin_suite(cases, skill, skills)
+        reading = translate_plugin_suite(cases, skill, skills)
+        data, folders = suite_corpus(reading, skill), reading.folders
         mocks = read_mocks(root, read)
         if mocks:
             for case_data in data["evals"]:
@@ -207,17 +215,16 @@ def read_foreign(root: Path, corpus_file: str) -> ForeignCorpus:
             case = next(c for c in cases if f"{EVALS_DIR}/{c.name}" == folder)
             main = f"{folder}/prompt.md" if case.prompt_md is not None else f"{folder}/case.yaml"
             origins[f"$.evals[{i}]"] = (main, "$")
-            _add_dirs(root, data["evals"][i], folder, read, f"{folder}/case.yaml" if case.case_yaml else main)
-            grader_files = [f"{folder}/graders/{g}" for g in sorted(case.graders)]
-            in_yaml = len(data["evals"][i]["assertions"]) - len(grader_files)
-            for j in range(len(data["evals"][i]["assertions"])):
-                origins[f"$.evals[{i}].assertions[{j}]"] = (
-                    (f"{folder}/case.yaml", f"$.graders[{j}]")
-                    if j < in_yaml
-                    else (grader_files[j - in_yaml], "front matter")
-                )
+            try:
+                _add_dirs(root, data["evals"][i], folder, read, f"{folder}/case.yaml" if case.case_yaml else main)
+            except BadCorpus as exc:
+                reading.found.append(exc)
+            for j, origin in enumerate(reading.origins[i]):
+                origins[f"$.evals[{i}].assertions[{j}]"] = origin
         hidden = (MOCKS_DIR,) if mocks else ()  # the mocks' answers are graded inputs: never in a workspace
-        return ForeignCorpus(data, skill, (*folders, *hidden), origins)
+        return ForeignCorpus(
+            data, skill, (*folders, *hidden), origins, tuple(reading.found), frozenset(reading.unreadable)
+        )
     parts = corpus_file.split("/")
     if len(parts) != 4 or parts[0] != SKILLS_DIR or "/".join(parts[2:]) != SKILL_CREATOR_FILE:
         raise BadCorpus(corpus_file, "$", "not a corpus skill-eval can read")

@@ -17,6 +17,10 @@ faithfully (``append_system_prompt``) stops the suite with a named error
 rather than being dropped. Front matter and ``case.yaml`` are parsed under the corpus limits
 (:func:`producer.corpus.parse.parse_yaml`: safe loader, no aliases).
 
+Violations are collected, not raised: every case and every file of a case is read past a bad one
+(a file that cannot be parsed stops only itself, a bad value is left out of the case), and the
+suite's reader adds the validator's own to them, so one pass names them all (:class:`SuiteReading`).
+
 Case ids are the case folders in sorted order, from 1. A run's score is the weighted share of its
 assertions passed; a case's score is the mean over its runs (reducer/plugin_score.py).
 """
@@ -24,9 +28,9 @@ assertions passed; a case's score is the mean over its runs (reducer/plugin_scor
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from producer.corpus.interop_plugin_graders import translate_grader
 from producer.corpus.parse import parse_yaml
@@ -61,6 +65,7 @@ ADD_DIRS = "add_dirs"
 """The key under which a translated case carries its ``context.add_dirs`` until the suite's
 reader turns them into files (:mod:`producer.corpus.interop_add_dirs`)."""
 MAX_ADD_DIRS = 16
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -97,35 +102,38 @@ def _yaml(text: str, file: str, where: str) -> dict[str, Any]:
     return meta
 
 
-def _check_meta(meta: dict[str, Any], allowed: frozenset[str], file: str, where: str) -> None:
+def _check_meta(meta: dict[str, Any], allowed: frozenset[str], file: str, where: str, found: list[BadCorpus]) -> None:
+    """Every violation of ``meta`` added to ``found``; a value found bad is dropped from ``meta``, so
+    the rest of the case is still read (and checked) as its author meant it."""
     for key, why in UNSUPPORTED_KEYS.items():
         if key in meta:
-            raise BadCorpus(file, f"{where}.{key}", why)
+            found.append(BadCorpus(file, f"{where}.{key}", why))
     context = meta.get("context")
-    if context is not None:
-        if not isinstance(context, dict):
-            raise BadCorpus(file, f"{where}.context", "must be a mapping")
-        for key, value in context.items():
-            if key in ("scaffold_script", "history_file", "add_dirs"):
-                continue
-            why = UNSUPPORTED_KEYS.get(str(key), f"unexpected key {key!r}")
-            if value not in (None, [], ""):
-                raise BadCorpus(file, f"{where}.context.{key}", why)
-    unknown = sorted(str(k) for k in set(meta) - allowed)
+    if context is not None and not isinstance(context, dict):
+        found.append(BadCorpus(file, f"{where}.context", "must be a mapping"))
+        meta.pop("context")
+    for key, value in (meta.get("context") or {}).items():
+        if key in ("scaffold_script", "history_file", "add_dirs"):
+            continue
+        why = UNSUPPORTED_KEYS.get(str(key), f"unexpected key {key!r}")
+        if value not in (None, [], ""):
+            found.append(BadCorpus(file, f"{where}.context.{key}", why))
+    unknown = sorted(str(k) for k in set(meta) - allowed - set(UNSUPPORTED_KEYS))
     if unknown:
-        raise BadCorpus(
-            file,
-            where,
-            f"unexpected {noun(len(unknown), 'key')} {', '.join(unknown)} (known: {', '.join(sorted(allowed))})",
+        known = ", ".join(sorted(allowed))
+        found.append(
+            BadCorpus(file, where, f"unexpected {noun(len(unknown), 'key')} {', '.join(unknown)} (known: {known})")
         )
     turns = meta.get("max_turns")
     if turns is not None and (isinstance(turns, bool) or not isinstance(turns, int) or turns < 1):
-        raise BadCorpus(file, f"{where}.max_turns", f"{turns!r} is not a positive integer")
+        found.append(BadCorpus(file, f"{where}.max_turns", f"{turns!r} is not a positive integer"))
+        meta.pop("max_turns")
     tools = meta.get("allowed_tools")
     if tools is not None and not (
         isinstance(tools, str) or (isinstance(tools, list) and all(isinstance(t, str) for t in tools))
     ):
-        raise BadCorpus(file, f"{where}.allowed_tools", "must be a string or a list of tool names")
+        found.append(BadCorpus(file, f"{where}.allowed_tools", "must be a string or a list of tool names"))
+        meta.pop("allowed_tools")
 
 
 def _scaffold(case: PluginCase, meta: dict[str, Any]) -> str | None:
@@ -179,58 +187,119 @@ def _history(case: PluginCase, meta: dict[str, Any]) -> list[dict[str, str]] | N
     return read_history(case.sessions[name], f"{EVALS_DIR}/{case.name}/{name}")
 
 
-def _read_case_yaml(text: str, file: str) -> tuple[dict[str, Any], str, list[str | dict[str, Any]]]:
+Origin = tuple[str, str]
+"""The file and field an assertion was read from, for the validator's messages."""
+
+
+@dataclass
+class SuiteReading:
+    """What reading a suite's cases for one skill found: violations are collected, not raised, so
+    one pass names every one of them (the validator's own are added to them)."""
+
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    folders: list[str] = field(default_factory=list)
+    origins: list[list[Origin]] = field(default_factory=list)
+    """Per kept case, the file and field of each of its assertions."""
+    found: list[BadCorpus] = field(default_factory=list)
+    unreadable: set[str] = field(default_factory=set)
+    """Files that could not be parsed at all: what the validator says of their (empty) case is not news."""
+
+
+def _parse(reading: SuiteReading, file: str, parse: Callable[[], T], empty: T) -> T:
+    """``parse()``, or ``empty`` with its violation recorded and ``file`` marked unreadable."""
+    try:
+        return parse()
+    except BadCorpus as exc:
+        reading.found.append(exc)
+        reading.unreadable.add(file)
+        return empty
+
+
+def _read_case_yaml(
+    text: str, file: str, reading: SuiteReading
+) -> tuple[dict[str, Any], str, list[tuple[str | dict[str, Any], Origin]]]:
     """A case folder's ``case.yaml`` -> (its keys, its prompt, its graders as schema-v1 assertions)."""
-    if len(text) > MAX_FILE_CHARS:
-        raise BadCorpus(file, "$", f"is {len(text)} characters; at most {MAX_FILE_CHARS} are read")
-    meta = _yaml(text, file, "$")
-    _check_meta(meta, CASE_KEYS, file, "$")
+
+    def load() -> dict[str, Any]:
+        if len(text) > MAX_FILE_CHARS:
+            raise BadCorpus(file, "$", f"is {len(text)} characters; at most {MAX_FILE_CHARS} are read")
+        return _yaml(text, file, "$")
+
+    nothing: dict[str, Any] = {}
+    meta = _parse(reading, file, load, nothing)
+    _check_meta(meta, CASE_KEYS, file, "$", reading.found)
     execution = meta.get("execution") or {}
     if not isinstance(execution, dict):
-        raise BadCorpus(file, "$.execution", "must be a mapping")
+        reading.found.append(BadCorpus(file, "$.execution", "must be a mapping"))
+        execution = {}
     prompt = str(meta.get("prompt") or execution.get("prompt") or "")
     graders = meta.get("graders") or []
     if not isinstance(graders, list):
-        raise BadCorpus(file, "$.graders", "must be a list")
-    assertions: list[str | dict[str, Any]] = []
+        reading.found.append(BadCorpus(file, "$.graders", "must be a list"))
+        graders = []
+    assertions: list[tuple[str | dict[str, Any], Origin]] = []
     for i, g in enumerate(graders):
-        if not isinstance(g, dict):
-            raise BadCorpus(file, f"$.graders[{i}]", "must be a mapping")
-        assertions.append(translate_grader(g, "", file, f"$.graders[{i}]"))
+        try:
+            if not isinstance(g, dict):
+                raise BadCorpus(file, f"$.graders[{i}]", "must be a mapping")
+            assertions.append((translate_grader(g, "", file, f"$.graders[{i}]"), (file, f"$.graders[{i}]")))
+        except BadCorpus as exc:
+            reading.found.append(exc)
     return meta, prompt, assertions
 
 
-def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | None]:
-    """One case -> (schema-v1 case dict, the skill its front matter names or None)."""
+def _read_case(
+    case: PluginCase, case_id: int, reading: SuiteReading
+) -> tuple[dict[str, Any], str | None, list[Origin]]:
+    """One case -> (schema-v1 case dict, the skill its front matter names or None, each assertion's
+    origin); every violation is added to ``reading``."""
     folder = f"{EVALS_DIR}/{case.name}"
     meta: dict[str, Any] = {}
     prompt = ""
-    assertions: list[str | dict[str, Any]] = []
+    assertions: list[tuple[str | dict[str, Any], Origin]] = []
     if case.case_yaml is not None:
-        meta, prompt, assertions = _read_case_yaml(case.case_yaml, f"{folder}/case.yaml")
+        meta, prompt, assertions = _read_case_yaml(case.case_yaml, f"{folder}/case.yaml", reading)
     if case.prompt_md is not None:
         file = f"{folder}/prompt.md"
-        front, body = _front_matter(case.prompt_md, file)
-        _check_meta(front, PROMPT_KEYS, file, "front matter")
+        nothing: tuple[dict[str, Any], str] = ({}, "")
+        front, body = _parse(reading, file, lambda: _front_matter(case.prompt_md or "", file), nothing)
+        _check_meta(front, PROMPT_KEYS, file, "front matter", reading.found)
         meta = {**meta, **front}
         prompt = body or prompt
     if case.case_yaml is None and case.prompt_md is None:
-        raise BadCorpus(folder, "$", "a case folder needs prompt.md or case.yaml")
+        reading.found.append(BadCorpus(folder, "$", "a case folder needs prompt.md or case.yaml"))
     for name, text in sorted(case.graders.items()):
         file = f"{folder}/graders/{name}"
-        front, body = _front_matter(text, file)
-        assertions.append(translate_grader(front, body, file, "front matter"))
-    if not assertions:
-        raise BadCorpus(folder, "graders", "a case with no grader cannot be graded")
-    assertions = [attach_reference(a, dict(case.sessions), folder) for a in assertions]
-    skill = meta.get("skill")
+        try:
+            front, body = _front_matter(text, file)
+            assertions.append((translate_grader(front, body, file, "front matter"), (file, "front matter")))
+        except BadCorpus as exc:
+            reading.found.append(exc)
+    if not assertions and not case.graders and not (meta.get("graders") or []):
+        reading.found.append(BadCorpus(folder, "graders", "a case with no grader cannot be graded"))
     data: dict[str, Any] = {
         "id": case_id,
         "prompt": prompt,
         "expected_output": f"(Claude Code plugin eval case {case.name})",
         "files": [],
-        "assertions": assertions,
+        "assertions": [],
     }
+    for a, _ in assertions:
+        try:
+            data["assertions"].append(attach_reference(a, dict(case.sessions), folder))
+        except BadCorpus as exc:
+            reading.found.append(exc)
+            data["assertions"].append(a)
+    try:
+        _case_terms(case, meta, data, folder)
+    except BadCorpus as exc:
+        reading.found.append(exc)
+    skill = meta.get("skill")
+    return data, skill if isinstance(skill, str) else None, [o for _, o in assertions]
+
+
+def _case_terms(case: PluginCase, meta: dict[str, Any], data: dict[str, Any], folder: str) -> None:
+    """The case's limits, scaffold, history and extra folders, from its front matter or case.yaml."""
     if meta.get("max_turns") is not None:
         data["max_turns"] = meta["max_turns"]
     timeout = next((meta[k] for k in ("timeout_seconds", "timeout") if meta.get(k) is not None), None)
@@ -248,21 +317,27 @@ def _read_case(case: PluginCase, case_id: int) -> tuple[dict[str, Any], str | No
     tools = meta.get("allowed_tools")
     if tools is not None:
         data["allowed_tools"] = [t for t in re.split(r"[,\s]+", tools) if t] if isinstance(tools, str) else tools
-    return data, skill if isinstance(skill, str) else None
 
 
-def translate_plugin_suite(
-    cases: list[PluginCase], skill: str, plugin_skills: list[str]
-) -> tuple[dict[str, Any], list[str]]:
-    """The suite's cases for ``skill`` -> (schema-v1 corpus dict, the case folders it used).
+def translate_plugin_suite(cases: list[PluginCase], skill: str, plugin_skills: list[str]) -> SuiteReading:
+    """The suite's cases for ``skill``, as schema-v1 case dicts, with every violation of any case.
 
     A case belongs to ``skill`` when its front matter names it, or names no skill and the
-    plugin has this one skill only. Raises BadCorpus naming the file at fault.
+    plugin has this one skill only; a case whose skill could not be read because of a violation
+    is kept too (its violations are named whichever skill is asked for).
     """
-    kept, folders = [], []
+    reading = SuiteReading()
     for case_id, case in enumerate(sorted(cases, key=lambda c: c.name), start=1):
-        data, named = _read_case(case, case_id)
-        if named == skill or (named is None and plugin_skills == [skill]):
-            kept.append(data)
-            folders.append(f"{EVALS_DIR}/{case.name}")
-    return {"skill_name": skill, "extensions": [DETERMINISTIC_ASSERTIONS], "evals": kept}, folders
+        before = len(reading.found)
+        data, named, origins = _read_case(case, case_id, reading)
+        broken = len(reading.found) > before
+        if named == skill or (named is None and (plugin_skills == [skill] or broken)):
+            reading.kept.append(data)
+            reading.folders.append(f"{EVALS_DIR}/{case.name}")
+            reading.origins.append(origins)
+    return reading
+
+
+def suite_corpus(reading: SuiteReading, skill: str) -> dict[str, Any]:
+    """The schema-v1 corpus dict of a suite's kept cases."""
+    return {"skill_name": skill, "extensions": [DETERMINISTIC_ASSERTIONS], "evals": reading.kept}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from collections.abc import Iterable
@@ -15,8 +16,9 @@ from producer.corpus.parse import parse_json
 from producer.corpus.rules import check_skill_name, corpus_stem
 from producer.corpus.validation import validate_corpus
 from schemas.constants import AGENTS_DIR, CORPUS_SUFFIX, EVALS_DIR, SKILL_FILE, SKILLS_DIR
-from schemas.errors import BadCorpus, BadRepo, BlockedError, DevOnly, NoCorpus
+from schemas.errors import BadCorpus, BadRepo, BadSkillName, BlockedError, DevOnly, NoCorpus
 from schemas.shard import SkillBundle
+from schemas.triggers import TRIGGERS_SUFFIX
 
 
 def bundle_key(skill: str, files: Iterable[tuple[str, bytes]]) -> str:
@@ -40,6 +42,9 @@ class CorpusOutcome:
     error: BlockedError | None = None
 
 
+_LOOKALIKE = re.compile(r"\.(?:json|ya?ml)$", re.IGNORECASE)
+"""A file under ``evals/`` that could be a corpus by its format."""
+
 _KEBAB = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 """A name a plugin suite can be attributed to (others get their named error when asked for by name)."""
 
@@ -62,6 +67,20 @@ class Repo:
 
     def skill_dir_exists(self, name: str) -> bool:
         return (self.root / SKILLS_DIR / name).is_dir()
+
+    def check_skill(self, name: str, file: str | None = None) -> str:
+        """``name`` when it is kebab-case and ``skills/<name>/`` exists, else ``BadSkillName`` naming
+        ``file`` (the corpus whose name it was read from) and the nearest skill when one is close."""
+        try:
+            return check_skill_name(name, self.skill_dir_exists)
+        except BadSkillName as exc:
+            near = difflib.get_close_matches(name.lower().replace("_", "-"), self._skill_names(), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise BadSkillName(f"{file + ': ' if file else ''}{exc.detail}{hint}") from None
+
+    def _skill_names(self) -> list[str]:
+        folder = self.inside(SKILLS_DIR)
+        return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder is not None and folder.is_dir() else []
 
     def require_skill_file(self, skill: str) -> None:
         """Raise ``BLOCKED_BAD_REPO`` naming ``skills/<skill>/SKILL.md`` when it is not a readable file.
@@ -107,6 +126,26 @@ class Repo:
         )
         return ours + creator + interop.plugin_suite_files(self.root, rest)
 
+    def unread_lookalikes(self, inputs: Iterable[str] = ()) -> list[str]:
+        """A line for each file directly under ``evals/`` that looks like a corpus (JSON or YAML) but
+        has no name a corpus is read by, so no run would ever read it (``release-note.eval.json``);
+        ``inputs`` (the files the loaded cases name) are left out: a case may keep its input there."""
+        folder = self.inside(EVALS_DIR)
+        if folder is None or not folder.is_dir():
+            return []
+        lines, known = [], (CORPUS_SUFFIX, TRIGGERS_SUFFIX)
+        for p in sorted(folder.iterdir()):
+            rel = f"{EVALS_DIR}/{p.name}"
+            if not _LOOKALIKE.search(p.name) or p.name.endswith(known) or rel in set(inputs) or not p.is_file():
+                continue
+            stem = p.name.split(".", 1)[0]
+            meant = f"{EVALS_DIR}/{stem}{TRIGGERS_SUFFIX if 'trigger' in p.name.lower() else CORPUS_SUFFIX}"
+            lines.append(
+                f"WARNING: {rel}: not read; a corpus is {EVALS_DIR}/<skill>{CORPUS_SUFFIX} and a trigger corpus "
+                f"{EVALS_DIR}/<skill>{TRIGGERS_SUFFIX} (did you mean {meant}?)"
+            )
+        return lines
+
     def inside(self, relpath: str) -> Path | None:
         """The real path of ``relpath``, or None when absent; ``BLOCKED_BAD_REPO`` when a link leaves the repo."""
         return resolve_inside(self.root, relpath)
@@ -138,7 +177,7 @@ class Repo:
         """Load and validate one corpus; raise the contract's named error on any problem."""
         if interop.is_foreign(corpus_file):
             return self._load_foreign(corpus_file)
-        skill = check_skill_name(corpus_stem(corpus_file), self.skill_dir_exists)
+        skill = self.check_skill(corpus_stem(corpus_file), corpus_file)
         self.require_skill_file(skill)
         path = self.inside(corpus_file)
         text = read_corpus_text(self.root, corpus_file) if path is not None and path.is_file() else None
@@ -155,12 +194,15 @@ class Repo:
 
     def _load_foreign(self, corpus_file: str) -> SkillBundle:
         foreign = interop.read_foreign(self.root, corpus_file)
-        skill = check_skill_name(foreign.skill, self.skill_dir_exists)
+        skill = self.check_skill(foreign.skill)
         self.require_skill_file(skill)
         try:
             corpus = validate_corpus(foreign.data, corpus_file, self.has_file, skill_name=skill)
         except BadCorpus as exc:
-            raise foreign.locate_error(exc) from exc
+            raise foreign.locate_error(exc) or exc from exc
+        problems = foreign.locate_error(None)
+        if problems is not None:
+            raise problems
         return SkillBundle(
             skill=skill,
             bundle_key=bundle_key(skill, self.bundle_files(skill, foreign.graded_paths)),
@@ -183,7 +225,7 @@ class Repo:
             return files
         files = []
         for name in skills:
-            check_skill_name(name, self.skill_dir_exists)
+            self.check_skill(name)
             corpus_file = self.corpus_path(name)
             if interop.is_foreign(corpus_file):
                 found = interop.exists(self.root, corpus_file)

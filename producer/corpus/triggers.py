@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from producer.corpus.parse import parse_json
 from producer.corpus.repo import CorpusOutcome, Repo, bundle_key
-from producer.corpus.rules import MAX_CORPUS_BYTES, check_skill_name
+from producer.corpus.rules import MAX_CORPUS_BYTES
 from producer.corpus.trigger_validation import trigger_stem, validate_triggers
 from schemas.constants import EVALS_DIR, SKILL_FILE, SKILLS_DIR
 from schemas.corpus import Corpus, EvalCase
@@ -50,7 +50,7 @@ def trigger_targets(repo: Repo, skills: Sequence[str], all_evals: bool) -> list[
         return files
     out = []
     for name in skills:
-        check_skill_name(name, repo.skill_dir_exists)
+        repo.check_skill(name)
         real = repo.inside(trigger_file(name))  # a link out of the repo is BLOCKED_BAD_REPO
         if real is None or not real.is_file():
             raise NoCorpus(f"{trigger_file(name)} not found; author it first")
@@ -83,7 +83,7 @@ def installed_skills(repo: Repo) -> list[str]:
 def trigger_bundle(repo: Repo, file: str) -> SkillBundle:
     """The bundle of one trigger corpus. Its key covers every installed SKILL.md (the distractors'
     descriptions decide routing too) and the trigger file."""
-    skill = check_skill_name(trigger_stem(file), repo.skill_dir_exists)
+    skill = repo.check_skill(trigger_stem(file), file)
     repo.require_skill_file(skill)  # without it the skill is not in the catalogue: nothing could route to it
     triggers = read_triggers(repo, file)
     files = [(file, repo.inside(file).read_bytes())]  # type: ignore[union-attr]  # read just above

@@ -29,11 +29,13 @@ import redis
 
 from engine.broker import send_shard
 from engine.budget import RunBudget
+from engine.litellm_table import bundled_model_table
 from engine.records import put_manifest
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
 from producer.launch.cluster import task_sender
+from producer.plan.model_names import check_cost_cap
 from schemas.errors import ConfigError
 from schemas.manifest import RunManifest, manifest_key, trajectory_key
 from schemas.status import ShardState
@@ -99,6 +101,9 @@ def resubmit_run(
         raise ConfigError(f"run {run_id} is a trigger run: what fired is read from the record, nothing is graded")
     if judges:
         manifest = _new_revision(manifest, list(judges), store, state)
+    # A raised cost cap counts only priced models' spend: refused, as the run would refuse it.
+    called = () if manifest.settings.executor.startswith("recorded:") else manifest.plan.models
+    check_cost_cap(max_cost_usd, [*called, *manifest.plan.judges], bundled_model_table())
     if max_cost_usd is not None or max_tokens is not None:
         caps = manifest.settings
         RunBudget(client, run_id).set_caps(
