@@ -56,15 +56,17 @@ def test_a_judge_is_checked_too() -> None:
     ],
     ids=["demo", "bare-name-litellm-lists", "cmd-executor", "any-prefix"],
 )
-def test_names_litellm_can_route_are_accepted(extra: list[str]) -> None:
-    result = CliRunner().invoke(app, ["run", "commit-message", "--dry-run", *extra, *REPO])
+def test_names_litellm_can_route_are_accepted(extra: list[str], example_repo: Path) -> None:
+    # A git checkout: the demo's base fixtures need one, and a dry run refuses them without it.
+    result = CliRunner().invoke(app, ["run", "commit-message", "--dry-run", *extra, "--repo", str(example_repo)])
     assert result.exit_code == 0, result.output
 
 
-def test_a_bare_name_the_model_config_sends_straight_over_http_is_accepted(tmp_path: Path) -> None:
+def test_a_bare_name_the_model_config_sends_straight_over_http_is_accepted(tmp_path: Path, example_repo: Path) -> None:
     config = tmp_path / "models.toml"
     config.write_text('[models.my-local-model]\ntransport = "direct"\napi_base = "http://127.0.0.1:9/v1"\n')
-    args = ["run", "commit-message", "--dry-run", "--model", "my-local-model", "--config", str(config), *REPO]
+    args = ["run", "commit-message", "--dry-run", "--model", "my-local-model", "--config", str(config)]
+    args += ["--repo", str(example_repo)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
 
