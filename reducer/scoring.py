@@ -262,8 +262,19 @@ def _passed(current: Sequence[SkillResult], threshold: float, source: str, plugi
     by its case scores (its pass rate decides nothing), every other corpus by its pass rate. It
     says what a regression test found only after one that could have found one (the caller's tail)."""
     ordinary, plugin = gated_kinds(current)
+    graded = _graded(current)
     if not plugin:
-        return f"all corpora graded and at or above the threshold {threshold} ({source})"
+        return f"{graded} and at or above the threshold {threshold} ({source})"
     cases = f"every plugin eval case's score at or above {case_threshold_label(threshold, source, plugin_threshold)}"
     rates = f" and every other corpus's pass rate at or above the threshold {threshold} ({source})" if ordinary else ""
-    return f"all corpora graded; {cases}{rates}"
+    return f"{graded}; {cases}{rates}"
+
+
+def _graded(current: Sequence[SkillResult]) -> str:
+    """ "all corpora graded" only when every shard was: a corpus may miss up to a quarter of its shards
+    (a whole case among four) and still be conclusive, and a PASS then says how many it missed."""
+    missing = sum(s.not_graded for s in current)
+    if not missing:
+        return "all corpora graded"
+    total = sum(s.shard_count for s in current)
+    return f"every corpus conclusive ({missing} of {plural(total, 'shard')} not graded)"

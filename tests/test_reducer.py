@@ -205,6 +205,17 @@ def test_a_fully_graded_run_without_gates_passes_with_exit_0() -> None:
     assert result.aggregate_headline == ""  # one corpus: no aggregate line
 
 
+def test_a_pass_with_a_whole_case_not_graded_says_so_instead_of_all_corpora_graded() -> None:
+    # One case of four failed for infra in each of its 3 epochs: 25% of the shards, not over it.
+    plan = plan_for([bundle("s", (1, 1, 1, 1))], epochs=3)
+    outcomes = outcomes_for(plan, {1: [True], 2: [True], 3: [True], 4: S.EXECUTOR_FAILED})
+    result = reduce(plan, outcomes)
+    assert result.verdict is Verdict.PASS and not result.skills[0].inconclusive
+    assert result.reasons == [
+        "every corpus conclusive (3 of 12 shards not graded) and at or above the threshold 1.0 (default)"
+    ]
+
+
 @pytest.mark.parametrize(("fail_under", "verdict"), [(0.8, Verdict.FAIL), (0.75, Verdict.PASS), (0.5, Verdict.PASS)])
 def test_a_rate_below_fail_under_fails_with_exit_1(fail_under: float, verdict: Verdict) -> None:
     plan = plan_for([bundle("s")])
