@@ -50,7 +50,8 @@ class Settings(BaseSettings):
     keyword) it came from: a mistyped ``SKILL_EVAL_*`` value is the user's to fix, not a crash.
     """
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+    # No inf or nan: a lease or a period of inf seconds never expires, and nan compares false to all.
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", allow_inf_nan=False)
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -135,6 +136,7 @@ def _problem(error: ErrorDetails, *, given: dict[str, Any]) -> str:
     ctx = error.get("ctx", {})
     message = {
         "float_parsing": "is not a number",
+        "finite_number": "is not a finite number",
         "int_parsing": "is not a whole number",
         "int_from_float": "is not a whole number",
         "bool_parsing": "is not true or false",
