@@ -85,3 +85,15 @@ def test_a_sweeps_scenario_answers_each_harness_on_a_shared_model_with_its_own_s
     assert answering(ask, "claude-sonnet-4-5") is None
     # The agent's script answers the agent's prompt whatever model it names.
     assert answering(f"tools: {AGENT_PROMPT}) ...\n{ask}", "claude-sonnet-4-5") is not None
+
+
+def test_the_usage_doc_says_what_the_codex_demo_records_for_activation() -> None:
+    """The Codex demo records the skill activated in both cases (its test above): explicit
+    invocation makes Codex send the skill's body itself. The doc must not say case 2 skips it."""
+    text = " ".join((ROOT / "docs" / "usage.md").read_text(encoding="utf-8").split())
+    start = text.index("`make demo-claude-code` runs")
+    demos = text[start : text.index("`make demo-sweep`", start)]
+    same = next(s for s in demos.split(". ") if "do the same" in s)
+    assert "demo-codex" not in same, same
+    codex = demos[demos.index("`make demo-codex` runs") :]
+    assert "activated in both cases" in codex and "body" in codex
