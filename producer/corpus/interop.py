@@ -47,6 +47,8 @@ class ForeignCorpus:
     graded_paths: tuple[str, ...]
     origins: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Schema-v1 JSON path prefix -> (file, path) in the original format, for error messages."""
+    case_names: tuple[str, ...] = ()
+    """A plugin suite's case folder names, in the order of ``data["evals"]`` (none otherwise)."""
 
     def locate_error(self, exc: BadCorpus) -> BadCorpus:
         """The validator's error, each of its violations pointed at the original file and field."""
@@ -217,7 +219,8 @@ def read_foreign(root: Path, corpus_file: str) -> ForeignCorpus:
                     else (grader_files[j - in_yaml], "front matter")
                 )
         hidden = (MOCKS_DIR,) if mocks else ()  # the mocks' answers are graded inputs: never in a workspace
-        return ForeignCorpus(data, skill, (*folders, *hidden), origins)
+        names = tuple(folder.rpartition("/")[2] for folder in folders)
+        return ForeignCorpus(data, skill, (*folders, *hidden), origins, names)
     parts = corpus_file.split("/")
     if len(parts) != 4 or parts[0] != SKILLS_DIR or "/".join(parts[2:]) != SKILL_CREATOR_FILE:
         raise BadCorpus(corpus_file, "$", "not a corpus skill-eval can read")
