@@ -308,7 +308,10 @@ def test_a_plugin_suites_run_page_shows_the_scores_that_decided_it_at_any_width(
     page = browser.new_page(viewport={"width": width, "height": height})
     with serving(plugin_run, plugin_run.env.store) as url:
         # The runs list and the run's headline say what decided the suite beside its assertions' rate.
-        decided = "forecast [current]: 18/22 (81.8%) — FAIL: a plugin eval case below --threshold 0.5; lowest: case 1 (oslo-rain)"
+        decided = (
+            "forecast [current]: 18/22 (81.8%) — FAIL: a plugin eval case below --threshold 0.5; "
+            "lowest: case 1 (oslo-rain)"
+        )
         page.goto(url + "/")
         expect(page.locator("tr.run td[data-label='result']")).to_contain_text(decided)
         no_sideways_scroll(page)
