@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 
 from reducer.html_parts import table
+from reducer.markdown_text import md
 from reducer.threshold import score_against, verdict_basis
 from schemas.report import PluginCaseScore, PluginSuiteScore, RunResult, SkillResult
 from schemas.words import plural
@@ -47,8 +48,8 @@ def scores_from_sums(
 def below_threshold(skill: SkillResult, threshold: float, label: str) -> list[str]:
     """One line per (model, case) whose score is below ``threshold`` (``label`` names it and its source)."""
     return [
-        f"{skill.skill}: plugin eval case {c.case_id} scores {score_against(c.score, threshold)} with {s.model}, "
-        f"below {label}"
+        f"{skill.skill}: plugin eval {skill.case_label(c.case_id)} scores {score_against(c.score, threshold)} "
+        f"with {s.model}, below {label}"
         for s in skill.plugin_scores
         for c in s.cases
         if c.score is not None and round(c.score, 12) < threshold
@@ -70,7 +71,9 @@ def plugin_score_lines(skill: SkillResult) -> list[str]:
         "Run score: weighted share of graders passed; case score: mean over its graded runs; "
         "suite score: mean of the case scores (0 to 1).",
         "",
-        "| model | suite score | " + " | ".join(f"case {c.case_id}" for c in skill.plugin_scores[0].cases) + " |",
+        "| model | suite score | "
+        + " | ".join(md(skill.case_label(c.case_id)) for c in skill.plugin_scores[0].cases)
+        + " |",
         "|---|---|" + "---|" * len(skill.plugin_scores[0].cases),
     ]
     for s in skill.plugin_scores:
@@ -99,7 +102,7 @@ def plugin_score_html(result: RunResult) -> str:
         "suite score: mean of the case scores (0 to 1).</p>"
     )
     for skill in suites:
-        head = ["model", "suite score", *(f"case {c.case_id}" for c in skill.plugin_scores[0].cases)]
+        head = ["model", "suite score", *(skill.case_label(c.case_id) for c in skill.plugin_scores[0].cases)]
         rows = [
             [s.model, _score(s.score), *(f"{_score(c.score)} ({plural(c.runs, 'run')})" for c in s.cases)]
             for s in skill.plugin_scores

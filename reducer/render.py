@@ -9,6 +9,7 @@ from typing import Any
 
 from reducer.agreement import agreement_lines
 from reducer.file_names import file_slug
+from reducer.markdown_text import MD_BREAKS, MD_CONTROL, md
 from reducer.plugin_score import plugin_score_lines
 from reducer.render_adaptive import markdown_section
 from reducer.render_compare import comparison_section, quality_section
@@ -40,29 +41,6 @@ def _field(text: str) -> str:
     return re.sub(r"[\t\r\n]+", " ", text).strip() or "-"
 
 
-# Every kind of line break (a new line would start a heading, a list or raw HTML block) and
-# the other control characters; then the characters that make HTML or Markdown structure.
-_MD_BREAKS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]+")
-_MD_CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f]")
-# Mid-line (every untrusted string is embedded after the report's own prefix) only these make
-# structure: code spans, emphasis, links and images, table cells, strikethrough (``~~``, so a ref
-# like ``HEAD~1`` reads as typed); "_" only at a
-# word boundary (CommonMark ignores it inside words, as in BLOCKED_BAD_FIXTURE).
-_MD_SPECIAL = re.compile(r"([\\`*\[\]|]|~(?=~)|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
-
-
-def md(text: object) -> str:
-    """``text`` (untrusted: from the repo, the corpus, the agent or a judge) as inert Markdown.
-
-    One line; ``&``, ``<`` and ``>`` as HTML entities, so no raw HTML, tag or comment; every
-    character that makes structure mid-line backslash-escaped, so no link, image, emphasis,
-    code span or table cell boundary. Renders as the same visible text.
-    """
-    flat = _MD_CONTROL.sub("\ufffd", _MD_BREAKS.sub(" ", str(text)))
-    flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_SPECIAL.sub(r"\\\1", flat)
-
-
 _cell = md
 
 _BACKTICKS = re.compile("`+")
@@ -76,7 +54,7 @@ def code(text: object) -> str:
     the text is padded with a space each side when it starts or ends with a backtick or space
     (a parser strips exactly one each side). Line breaks become spaces, as a code span shows them.
     """
-    flat = _MD_CONTROL.sub("\ufffd", _MD_BREAKS.sub(" ", str(text)))
+    flat = MD_CONTROL.sub("\ufffd", MD_BREAKS.sub(" ", str(text)))
     if not flat.strip():
         return "(none)"
     fence = "`" * (max((len(run) for run in _BACKTICKS.findall(flat)), default=0) + 1)
@@ -239,7 +217,7 @@ def _variant_section(s: SkillResult, result: RunResult) -> list[str]:
     if not s.runs and s.shard_count:
         out += [ROWS_NOT_KEPT.format(shards=f"{s.shard_count:,}"), ""]
     for r in s.runs:
-        out.append(f"#### case {r.case_id} · {md(r.model)} · epoch {r.epoch}: {r.state.value}")
+        out.append(f"#### {md(s.case_label(r.case_id))} · {md(r.model)} · epoch {r.epoch}: {r.state.value}")
         if r.state is not ShardState.GRADED:
             out.append(f"- not graded: {md(r.detail or r.state.value)}")
         if r.skill_activated is not None:

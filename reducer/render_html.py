@@ -202,13 +202,14 @@ def _quality(result: RunResult) -> str:
     return "".join(out) + "</section>"
 
 
-def _run(r: CaseRun, transcripts: Mapping[str, str]) -> str:
-    """One shard, collapsed: its summary says how it went (failing shards marked), the rest is a click away."""
+def _run(r: CaseRun, transcripts: Mapping[str, str], label: str = "") -> str:
+    """One shard, collapsed: its summary says how it went (failing shards marked), the rest is a click
+    away. ``label``: how its case is named (:meth:`SkillResult.case_label`)."""
     passed = sum(v.passed for v in r.verdicts)
     status = f"{passed}/{len(r.verdicts)} passed" if r.state is ShardState.GRADED else r.state.value
     bad = r.state is not ShardState.GRADED or passed < len(r.verdicts)
     mark = '<span class="fail">FAIL</span> ' if r.state is ShardState.GRADED and bad else ""
-    title = f"{mark}case {r.case_id} · {name(r.model)} · epoch {r.epoch}: {escape(status)}"
+    title = f"{mark}{escape(label or f'case {r.case_id}')} · {name(r.model)} · epoch {r.epoch}: {escape(status)}"
     out = [f"<details class='shard'><summary>{title}</summary>"]
     link = transcripts.get(r.shard_id)
     if link:
@@ -238,7 +239,7 @@ def _verdicts(result: RunResult, transcripts: Mapping[str, str]) -> str:
             f"<p>{len(s.runs)} shards, {failing} failing or not graded (marked; open one to read its evidence). "
             f"Not graded (infra): {escape(infra)}; blocked: {s.blocked_count}; "
             f"sandbox: {escape(', '.join(s.sandbox_modes) or 'n/a')}</p>",
-            *(_run(r, transcripts) for r in s.runs),
+            *(_run(r, transcripts, s.case_label(r.case_id)) for r in s.runs),
         ]
         if not s.runs and s.shard_count:
             body.append(f"<p>{ROWS_NOT_KEPT.format(shards=s.shard_count)}</p>")
@@ -254,9 +255,8 @@ def _unended(result: RunResult, transcripts: Mapping[str, str]) -> str:
     for s in result.skills:
         runs = [r for r in s.runs if r.state is not ShardState.GRADED]
         if runs:
-            out.append(
-                _part(result, f"{name(s.skill)} [{name(s.variant)}]", "".join(_run(r, transcripts) for r in runs))
-            )
+            shown = "".join(_run(r, transcripts, s.case_label(r.case_id)) for r in runs)
+            out.append(_part(result, f"{name(s.skill)} [{name(s.variant)}]", shown))
     if len(out) == 1:
         out.append("<p>none: every shard ended with a record of what fired</p>")
     return "".join(out) + "</section>"

@@ -231,6 +231,7 @@ class StreamReducer:
             if is_plugin_suite(bundle.corpus_file)
             else [],
             usage={name: spend.usage() for name, spend in arm.spend.items()},
+            case_names={c.id: c.name for c in bundle.corpus.evals if c.name},
         )
 
     def _plan_order(self, r: CaseRun) -> tuple[int, int, int]:

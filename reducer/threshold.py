@@ -11,11 +11,11 @@ and nothing may read as its PASS.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from schemas.constants import DEFAULT_THRESHOLD
-from schemas.report import PluginSuiteScore, RunResult, SkillResult
+from schemas.report import PluginSuiteScore, RunResult, SkillResult, case_label
 from schemas.shard import CURRENT
 
 
@@ -162,13 +162,16 @@ def lowest_case(scores: Sequence[PluginSuiteScore]) -> tuple[float, int, str] | 
     return min(scored) if scored else None
 
 
-def plugin_basis(scores: Sequence[PluginSuiteScore], bar: float, label: str) -> str:
-    """What decided a plugin eval suite: its lowest case score against ``bar`` (``label`` names it)."""
+def plugin_basis(
+    scores: Sequence[PluginSuiteScore], bar: float, label: str, names: Mapping[int, str] | None = None
+) -> str:
+    """What decided a plugin eval suite: its lowest case score against ``bar`` (``label`` names it;
+    ``names``: the cases' names, shown beside their numbers)."""
     lowest = lowest_case(scores)
     if lowest is None:
         return f"no plugin eval case scored; each must reach {label}"
     score, case_id, model = lowest
-    where = f"lowest: case {case_id}, {score_against(score, bar)} with {model}"
+    where = f"lowest: {case_label(case_id, names)}, {score_against(score, bar)} with {model}"
     if score >= bar:
         return f"every plugin eval case at or above {label}; {where}"
     return f"a plugin eval case below {label}; {where}"
@@ -179,6 +182,6 @@ def verdict_basis(s: SkillResult, result: RunResult) -> str:
     if s.verdict not in ("PASS", "FAIL"):
         return ""
     if is_plugin(s):
-        return plugin_basis(s.plugin_scores, plugin_bar(result), case_bar(result))
+        return plugin_basis(s.plugin_scores, plugin_bar(result), case_bar(result), s.case_names)
     side = "at or above" if s.verdict == "PASS" else "below"
     return f"behavioural pass rate {s.headline} {side} the threshold {result.threshold} ({result.threshold_source})"

@@ -155,6 +155,9 @@ class EvalCase(FrozenModel):
     """Answers to the agent's HTTP requests, served by a proxy in the sandbox (schemas/http_mocks.py)."""
     history: tuple[HistoryTurn, ...] = ()
     """Earlier turns of a conversation the case continues (schemas/history.py); empty: a fresh one."""
+    name: str | None = None
+    """The case's name where its format gives it one (a plugin eval case: its folder under
+    ``evals/``); reports show it beside the id. Not a key of an ``evals.json`` case."""
 
     @property
     def has_base_fixtures(self) -> bool:

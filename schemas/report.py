@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -168,6 +169,12 @@ class ModelSummary(BaseModel):
     None when no shard recorded it."""
 
 
+def case_label(case_id: int, names: Mapping[int, str] | None = None) -> str:
+    """``case 2 (fix-note)`` for a case with a name (a plugin eval case's folder), else ``case 2``."""
+    name = (names or {}).get(case_id)
+    return f"case {case_id} ({name})" if name else f"case {case_id}"
+
+
 class PluginCaseScore(BaseModel):
     """One case's score as ``plugin eval`` defines it, for one executor model."""
 
@@ -250,6 +257,9 @@ class SkillResult(BaseModel):
     """Sandbox modes that ran."""
     plugin_scores: list[PluginSuiteScore] = Field(default_factory=list)
     """Claude Code plugin eval suites only: the per-case and suite scores as ``plugin eval`` defines them."""
+    case_names: dict[int, str] = Field(default_factory=dict)
+    """Case id -> the case's name, for the cases that have one (a plugin eval case's folder):
+    reports show it beside the case's number."""
     usage: dict[str, Usage] = Field(default_factory=dict)
     """Usage and cost per model (executor and judge) of this corpus in this variant alone."""
     verdict: Literal["PASS", "WARN", "FAIL", "INCONCLUSIVE", "NOT GRADED", ""] = ""
@@ -257,6 +267,10 @@ class SkillResult(BaseModel):
     threshold applies to): PASS only when its behavioural pass rate reaches the threshold and every
     case of it was planned (WARN when that rate reaches it but a case had no shard); a plugin
     eval suite's, only when every case's score reaches the case threshold (reducer/threshold.py)."""
+
+    def case_label(self, case_id: int) -> str:
+        """``case 2 (fix-note)``, or ``case 2`` for a case with no name."""
+        return case_label(case_id, self.case_names)
 
     @property
     def blocked_count(self) -> int:

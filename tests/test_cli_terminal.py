@@ -219,3 +219,34 @@ def test_the_dry_run_table_shows_repo_names_as_text_never_as_console_markup() ->
     console = Console(record=True, width=200)
     print_plan(summary, console)
     assert hostile in console.export_text()
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_status_keeps_a_long_model_name_on_one_line_at_80_columns(width: int) -> None:
+    """A model name is read whole: at 80 columns it is never split mid-word across lines (the
+    numeric columns' headers wrap instead)."""
+    long_name, judge = "openai/scripted-demo-executor", "openai/scripted-demo-judge"
+    usage = {
+        long_name: {"calls": 8, "prompt_tokens": 78_199, "completion_tokens": 140, "cost_usd": 0.0991},
+        judge: {"calls": 2, "prompt_tokens": 1_604, "completion_tokens": 309, "cost_usd": None},
+    }
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    console.print(status_view(STATUS.model_copy(update={"usage": usage})))
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= width for line in lines)
+    rows = {line.split()[0]: line.split()[1:] for line in lines if line.strip()}
+    assert rows[long_name] == ["8", "0", "0", "78,199", "140", "$0.0991"]
+    assert rows[judge] == ["2", "0", "0", "1,604", "309", "unknown"]
+
+
+def test_status_breaks_a_model_name_too_long_for_its_column_at_its_separators() -> None:
+    name = "openrouter/some-provider/a-very-long-model-name-that-goes-on-2025"
+    usage = {name: {"calls": 8, "prompt_tokens": 78_199, "completion_tokens": 140, "cost_usd": None}}
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    console.print(status_view(STATUS.model_copy(update={"usage": usage})))
+    lines = console.export_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("openrouter/"))
+    parts = [line.split()[0] for line in lines[start:] if line.strip()]
+    assert "".join(parts) == name
+    assert all(part[-1] in "/-_." for part in parts[:-1]), parts  # every line ends at a separator
+    assert lines[start].split()[1:] == ["8", "0", "0", "78,199", "140", "unknown"]

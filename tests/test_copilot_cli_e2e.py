@@ -202,4 +202,4 @@ def test_make_demo_copilot_cli_runs_the_commit_message_skill_with_the_real_binar
 ) -> None:
     out = run_demo(tmp_path, "copilot-cli")  # case 1 loads the skill through its skill tool
 
-    assert "--model openai/gpt-5" in out and "--executor copilot-cli" in out
+    assert "--model openai/gpt-scripted-demo" in out and "--executor copilot-cli" in out

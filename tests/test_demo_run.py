@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from producer.commands.demo import AGENT_PROMPT, DEMO_THRESHOLD, OWN_PROMPTS, sweep_scenario
+from producer.commands.demo import AGENT_PROMPT, DEMO_THRESHOLD, EXECUTOR, HARNESS_DEMOS, OWN_PROMPTS, sweep_scenario
 from testkit.model_handler import select_rule_text
 from testkit.scenario import parse_scenario
 from tests.e2e_support import current, reports
@@ -50,7 +50,7 @@ def test_make_demo_codex_runs_the_real_codex_over_the_responses_api_and_ends_wit
 ) -> None:
     out = run_demo(tmp_path, "codex")
 
-    assert "--model openai/gpt-5" in out and "--executor codex" in out
+    assert "--model openai/gpt-scripted-demo" in out and "--executor codex" in out
     run_id = next(line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("run: "))
     doc, _markdown = reports(tmp_path / "reports", "commit-message", run_id)
     runs = {r["case_id"]: r for r in current(doc)["runs"]}
@@ -67,14 +67,16 @@ def test_make_demo_codex_runs_the_real_codex_over_the_responses_api_and_ends_wit
         and "> docs/USAGE.md" in wrote["evidence"]
     )
     assert all(not r["rejected_calls"] for r in runs.values())
-    assert doc["usage"]["openai/gpt-5"]["prompt_tokens"] > 0
+    # A scripted model, named so: no real model's name, no price (its cost is unknown, not a real model's).
+    usage = doc["usage"]["openai/gpt-scripted-demo"]
+    assert usage["prompt_tokens"] > 0 and usage["cost_usd"] is None
 
 
 def test_a_sweeps_scenario_answers_each_harness_on_a_shared_model_with_its_own_script_only() -> None:
     rules = parse_scenario(sweep_scenario(["codex", "opencode", "copilot-cli", "agent"]))
     ask = "I fixed the greeting punctuation in src/greeting.py. Please commit it."
 
-    def answering(text: str, model: str = "gpt-5") -> str | None:
+    def answering(text: str, model: str = "gpt-scripted-demo") -> str | None:
         rule = select_rule_text(rules, model, text, True)
         return None if rule is None else rule.name
 
@@ -82,6 +84,30 @@ def test_a_sweeps_scenario_answers_each_harness_on_a_shared_model_with_its_own_s
         assert answering(f"{prompt}, a system prompt.\n{ask}") == f"commit-message/1 ({harness})"
     # A request in no harness's prompt gets none's script: the scenario's default answers it.
     assert answering(ask) is None
-    assert answering(ask, "claude-sonnet-4-5") is None
+    assert answering(ask, "scripted-demo-claude") is None
     # The agent's script answers the agent's prompt whatever model it names.
-    assert answering(f"tools: {AGENT_PROMPT}) ...\n{ask}", "claude-sonnet-4-5") is not None
+    assert answering(f"tools: {AGENT_PROMPT}) ...\n{ask}", "scripted-demo-claude") is not None
+
+
+def test_the_usage_doc_says_what_the_codex_demo_records_for_activation() -> None:
+    """The Codex demo records the skill activated in both cases (its test above): explicit
+    invocation makes Codex send the skill's body itself. The doc must not say case 2 skips it."""
+    text = " ".join((ROOT / "docs" / "usage.md").read_text(encoding="utf-8").split())
+    start = text.index("`make demo-claude-code` runs")
+    demos = text[start : text.index("`make demo-sweep`", start)]
+    same = next(s for s in demos.split(". ") if "do the same" in s)
+    assert "demo-codex" not in same, same
+    codex = demos[demos.index("`make demo-codex` runs") :]
+    assert "activated in both cases" in codex and "body" in codex
+
+
+@pytest.mark.parametrize("model", sorted({EXECUTOR, *HARNESS_DEMOS.values()}))
+def test_every_demo_model_is_named_scripted_and_priced_by_no_table(model: str) -> None:
+    """A stored demo run must not read as a real model's run, nor cost what a real model costs:
+    the harnesses take any model name through their custom provider, so each demo names its
+    scripted model so, and its turns are unpriced (the cost is unknown)."""
+    from worker.models.via_litellm import token_cost
+
+    assert "scripted-demo" in model
+    assert token_cost(model, 1000, 1000) is None
+    assert token_cost(model.partition("/")[2], 1000, 1000) is None  # as the harness's reply names it

@@ -168,7 +168,7 @@ def test_make_demo_gemini_cli_runs_the_commit_message_skill_with_the_real_binary
 ) -> None:
     out = run_demo(tmp_path, "gemini-cli")  # case 1 loads the skill through activate_skill
 
-    assert "--model gemini/gemini-2.5-pro" in out and "--executor gemini-cli" in out
+    assert "--model gemini/scripted-demo-gemini" in out and "--executor gemini-cli" in out
 
 
 SHELL_TOOL = [{"functionDeclarations": [{"name": SHELL, "parameters": {"type": "object"}}]}]

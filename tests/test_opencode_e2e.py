@@ -160,4 +160,4 @@ def test_make_demo_opencode_runs_the_commit_message_skill_with_the_real_binary_a
 ) -> None:
     out = run_demo(tmp_path, "opencode")  # case 1 loads the skill through OpenCode's skill tool
 
-    assert "--model openai/gpt-5" in out and "--executor opencode" in out
+    assert "--model openai/gpt-scripted-demo" in out and "--executor opencode" in out

@@ -77,10 +77,15 @@ def test_a_plugin_suite_runs_as_written_and_is_scored_as_plugin_eval_scores_it(e
     ]
     assert scores["score"] == pytest.approx((1 / 3 + 1) / 2)
     assert doc["verdict"] == "FAIL"
-    assert any("plugin eval case 1 scores 0.333" in r and "--threshold 0.95" in r for r in doc["reasons"])
+    assert any("plugin eval case 1 (oslo-rain) scores 0.333" in r and "--threshold 0.95" in r for r in doc["reasons"])
     assert "### Plugin eval scores" in markdown
+    # Each case is named by its folder beside its number (numbered in folder order).
+    assert current["case_names"] == {"1": "oslo-rain", "2": "sunny-day"}
+    assert "| model | suite score | case 1 (oslo-rain) | case 2 (sunny-day) |" in markdown
     [page] = [p for p in env.out.rglob("*.html") if res.run_id in p.read_text()]
-    assert 'id="plugin-scores"' in page.read_text() and "0.333 (2 runs)" in page.read_text()
+    html = page.read_text()
+    assert 'id="plugin-scores"' in html and "0.333 (2 runs)" in html
+    assert "<th>case 1 (oslo-rain)</th>" in html and "<th>case 2 (sunny-day)</th>" in html
     assert "plugin eval score (openai/exec-a): suite 0.667; cases 1=0.333, 2=1.000" in res.stdout
     if env.extra:
         assert current["runs"] == []  # the streamed reduce ran: it lists no runs
@@ -92,6 +97,8 @@ def test_a_plugin_suite_runs_as_written_and_is_scored_as_plugin_eval_scores_it(e
     finding = "mcp__weather__get_forecast: unexpected input city='Berlin' (expected /^(Paris|Oslo)$/)"
     assert all(r["mock_findings"] == [finding] for r in sunny)
     assert f"- **mock finding**: {md(finding)}" in markdown
+    assert f"#### case 2 (sunny-day) · {MODEL} · epoch 0: graded" in markdown
+    assert "case 2 (sunny-day) · " in html
 
 
 def test_threshold_is_what_every_case_must_score_whatever_the_runs_threshold(env: Env, tmp_path: Path) -> None:
@@ -114,7 +121,7 @@ def test_threshold_is_what_every_case_must_score_whatever_the_runs_threshold(env
         "text": bar,
     }
     [current] = [s for s in doc["variants"] if s["variant"] == "current"]
-    basis = "every plugin eval case at or above --threshold 0.3; lowest: case 1, 0.333 with openai/exec-a"
+    basis = "every plugin eval case at or above --threshold 0.3; lowest: case 1 (oslo-rain), 0.333 with openai/exec-a"
     assert (current["verdict"], current["verdict_basis"]) == ("PASS", basis)
     assert doc["reasons"] == ["all corpora graded; every plugin eval case's score at or above --threshold 0.3"]
     assert (
@@ -175,7 +182,7 @@ def test_a_run_mixing_a_plugin_suite_and_a_corpus_names_each_ones_threshold(
     block = res.stdout[res.stdout.index("SKILL-EVAL COMPLETE") :].strip().splitlines()
     assert "threshold: 0.9 (--fail-under) on pass rates; 0.3 (--threshold) on every plugin eval case's score" in block
     assert "skill: greeter [current]  cases: 2  result: 4/4 (100.0%)  PASS" in block
-    basis = "every plugin eval case at or above --threshold 0.3; lowest: case 1, 0.333 with openai/exec-a"
+    basis = "every plugin eval case at or above --threshold 0.3; lowest: case 1 (oslo-rain), 0.333 with openai/exec-a"
     assert f"skill: forecast [current]  cases: 2  result: 18/22 (81.8%)  PASS ({basis})" in block
     assert (
         "reason: all corpora graded; every plugin eval case's score at or above --threshold 0.3 and every other "

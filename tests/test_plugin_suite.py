@@ -116,6 +116,7 @@ def execute(client: GatedModelClient, repo: Path, bundle: SkillBundle, case_id: 
 def test_the_suite_is_read_with_every_grader_kind_and_its_limits(plugin_repo: Path) -> None:
     corpus = Repo(plugin_repo).load(SUITE).corpus
     oslo, sunny = corpus.evals  # case folders in sorted order
+    assert [(c.id, c.name) for c in corpus.evals] == [(1, "oslo-rain"), (2, "sunny-day")]  # reports name them
     kinds = [a if isinstance(a, str) else a.kind for a in sunny.assertions]
     assert kinds == [
         *("text_match", "text_match", "tool_count", "tool_order", "file_glob", "tool_count", "judged", "tool_count")

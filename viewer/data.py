@@ -32,7 +32,7 @@ from schemas.outcome import ShardOutcomeRecord
 from schemas.run_end import RunEnd
 from schemas.verdict import ShardGrade
 from viewer.live import counts_of_result, limiter_figures, live_figures
-from viewer.rows import NOT_ENDED, Query, Row, case_assertions, load_rows, matching, page_of
+from viewer.rows import NOT_ENDED, Query, Row, case_assertions, case_names, load_rows, matching, page_of
 from viewer.run_list import run_summary, unreadable_summary
 from viewer.task_view import check_query, task_document, with_triggers
 
@@ -206,7 +206,9 @@ class ViewerData:
             matched = self._in_trajectories(run_id, matched, query.text)
         page, total = page_of(matched, query)
         offset, limit = query.served()
-        return {"items": [r.as_json() for r in page], "total": total, "offset": offset, "limit": limit}
+        names = case_names(self.run(run_id).outline.manifest.plan)
+        items = [r.as_json() | {"case_name": names.get((r.skill, r.case_id))} for r in page]
+        return {"items": items, "total": total, "offset": offset, "limit": limit}
 
     def _in_trajectories(self, run_id: str, rows: list[Row], needle: str) -> list[Row]:
         """The rows whose trajectory holds ``needle`` (case-insensitive) in any event's text."""
@@ -255,6 +257,7 @@ class ViewerData:
         doc = shard_document(row, texts, grade, outcome, trajectory) | task_document(
             entry.outline.manifest.plan, row, trajectory
         )
+        doc["shard"]["case_name"] = case_names(entry.outline.manifest.plan).get((row.skill, row.case_id))
         doc["same_case"] = sorted(same_case, key=lambda r: (str(r["variant"]), str(r["epoch"])))
         return doc
 

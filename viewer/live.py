@@ -61,6 +61,14 @@ def limiter_figures(
     return out
 
 
+SOURCE_WORDS = {
+    "broker": "live, from the run's broker",
+    "result": "from the run's result",
+    "store": "from the shards the store holds (no broker, not reduced)",
+}
+"""Where a run page's shard counts come from, as its note under "Shards" says it."""
+
+
 def live_figures(
     manifest: RunManifest, total: int, counts: dict[str, int], source: str, usage: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
@@ -79,6 +87,7 @@ def live_figures(
     eta = elapsed / finished * remaining if finished and remaining and source == "broker" else None
     return {
         "source": source,
+        "source_words": SOURCE_WORDS.get(source, source),
         "total": total,
         "states": counts,
         "groups": groups,

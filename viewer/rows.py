@@ -70,6 +70,11 @@ class Row:
 _ENDED_BADLY = {s.value for s in ShardState if s.terminal and s is not ShardState.GRADED}
 
 
+def case_names(plan: RunPlan) -> dict[tuple[str, int], str]:
+    """(skill, case id) -> the case's name, for the cases that have one (a plugin eval case's folder)."""
+    return {(b.skill, c.id): c.name for b in plan.bundles for c in b.corpus.evals if c.name}
+
+
 def case_assertions(plan: RunPlan) -> dict[tuple[str, int], list[str]]:
     """(skill, case id) -> the case's assertion texts."""
     return {(b.skill, c.id): [assertion_text(a) for a in c.assertions] for b in plan.bundles for c in b.corpus.evals}

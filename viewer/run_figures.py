@@ -20,7 +20,7 @@ from reducer.threshold import case_threshold_label, plugin_basis, rule_sentence,
 from schemas.adaptive import AdaptivePlan, GateLook
 from schemas.constants import DEFAULT_THRESHOLD
 from schemas.errors import StoreError
-from schemas.report import PluginSuiteScore
+from schemas.report import PluginSuiteScore, case_label
 from schemas.shard import CURRENT
 from schemas.triggers import Proportion, QueryRate, TriggerFigures, TriggerReport
 from schemas.words import plural
@@ -177,6 +177,11 @@ def _suite_scores(skill: dict[str, Any], run_id: str) -> list[PluginSuiteScore]:
         raise StoreError(f"run {run_id}: result.json plugin_scores of {name} cannot be read: {exc}") from exc
 
 
+def case_names(skill: dict[str, Any]) -> dict[int, str]:
+    """A corpus's case names by case id (JSON keeps the ids as strings)."""
+    return {int(k): str(v) for k, v in (skill.get("case_names") or {}).items() if str(k).isdigit()}
+
+
 def _bar(result: dict[str, Any]) -> tuple[float, str, float | None, float, str]:
     """The run's threshold and source, ``--threshold``, and what a plugin eval case must score (value, words)."""
     threshold, source = result.get("threshold", DEFAULT_THRESHOLD), result.get("threshold_source", "default")
@@ -196,7 +201,8 @@ def plugin_note(skill: dict[str, Any], result: dict[str, Any]) -> str:
     if not skill.get("plugin_scores") or verdict not in ("PASS", "FAIL"):
         return ""
     *_, bar, label = _bar(result)
-    return f" — {verdict}: {plugin_basis(_suite_scores(skill, str(result.get('run_id'))), bar, label)}"
+    scores = _suite_scores(skill, str(result.get("run_id")))
+    return f" — {verdict}: {plugin_basis(scores, bar, label, case_names(skill))}"
 
 
 def plugin_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] | None:
@@ -220,6 +226,7 @@ def plugin_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] | 
                 "cases": [
                     {
                         "case_id": c.case_id,
+                        "case": case_label(c.case_id, case_names(s)),
                         "score": "-" if c.score is None else score_against(c.score, bar),
                         "runs": c.runs,
                         "mark": "-" if c.score is None else "met" if round(c.score, 12) >= bar else "below",
@@ -229,7 +236,7 @@ def plugin_view(result: dict[str, Any] | None, run_id: str) -> dict[str, Any] | 
             }
             for m in scores
         ]
-        basis = plugin_basis(scores, bar, label) if verdict in ("PASS", "FAIL") else ""
+        basis = plugin_basis(scores, bar, label, case_names(s)) if verdict in ("PASS", "FAIL") else ""
         rows.append(
             {"skill": s.get("skill"), "variant": s.get("variant"), "verdict": verdict, "basis": basis}
             | {"models": models}

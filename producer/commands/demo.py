@@ -54,15 +54,20 @@ def git_copy(dest: Path) -> Path:
     return dest
 
 
-CLAUDE_CODE_MODEL = "anthropic/claude-sonnet-4-5"
+OPENAI_DEMO = "openai/gpt-scripted-demo"
+"""Codex's, OpenCode's and Copilot CLI's scripted model. Its id starts with ``gpt-`` because OpenCode
+offers such a model ``apply_patch`` (and its demo script patches); outside Codex's catalogue it is
+offered Codex's shell and no patch tool, as its demo script expects."""
 HARNESS_DEMOS = {
-    "claude-code": CLAUDE_CODE_MODEL,
-    "codex": "openai/gpt-5",
-    "opencode": "openai/gpt-5",
-    "gemini-cli": "gemini/gemini-2.5-pro",
-    "copilot-cli": "openai/gpt-5",
+    "claude-code": "anthropic/scripted-demo-claude",
+    "codex": OPENAI_DEMO,
+    "opencode": OPENAI_DEMO,
+    "gemini-cli": "gemini/scripted-demo-gemini",
+    "copilot-cli": OPENAI_DEMO,
 }
-"""The real harnesses the demo runs, each with the model its scripted scenario speaks."""
+"""The real harnesses the demo runs, each with the API its scripted scenario speaks. Each model is
+named scripted, no real model's name: a stored demo run must not read as a real model's, nor be
+priced at a real model's rates (no price table knows these names: their cost is unknown)."""
 
 DEMO_THRESHOLD = "0.6"
 """The demo's ``--fail-under``: its scripted model fails some assertions on purpose (to show what a

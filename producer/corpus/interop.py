@@ -51,6 +51,8 @@ class ForeignCorpus:
     """Violations found while reading the original format (the validator's are added to them)."""
     unreadable: frozenset[str] = frozenset()
     """Files that could not be parsed: the validator's word on their empty case is left out."""
+    case_names: tuple[str, ...] = ()
+    """A plugin suite's case folder names, in the order of ``data["evals"]`` (none otherwise)."""
 
     def locate_error(self, exc: BadCorpus | None) -> BadCorpus | None:
         """Every violation, the reading's then the validator's, each pointed at the original file and
@@ -222,8 +224,9 @@ def read_foreign(root: Path, corpus_file: str) -> ForeignCorpus:
             for j, origin in enumerate(reading.origins[i]):
                 origins[f"$.evals[{i}].assertions[{j}]"] = origin
         hidden = (MOCKS_DIR,) if mocks else ()  # the mocks' answers are graded inputs: never in a workspace
+        names = tuple(folder.rpartition("/")[2] for folder in folders)
         return ForeignCorpus(
-            data, skill, (*folders, *hidden), origins, tuple(reading.found), frozenset(reading.unreadable)
+            data, skill, (*folders, *hidden), origins, tuple(reading.found), frozenset(reading.unreadable), names
         )
     parts = corpus_file.split("/")
     if len(parts) != 4 or parts[0] != SKILLS_DIR or "/".join(parts[2:]) != SKILL_CREATOR_FILE:

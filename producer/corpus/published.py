@@ -33,6 +33,9 @@ OBJECT_KEYS: dict[str, Keys] = {
     "HttpMock": MOCK_KEYS,
 }
 """A corpus object's model (by its schema title) -> the keys the validator wants of it."""
+READER_SET: dict[str, frozenset[str]] = {"EvalCase": frozenset({"name"})}
+"""A corpus object's fields that a reader of another format sets (a plugin eval case's folder
+name), never a key of an ``evals.json``: left out of the published schema."""
 CHECK_KIND_KEYS: dict[str, Keys] = {**CHECK_KEYS, **PLUGIN_CHECK_KEYS, **HTTP_CHECK_KEYS}
 """An assertion object's ``kind`` -> the keys the validator wants of it."""
 
@@ -53,6 +56,8 @@ def corpus_schema(model_schema: dict[str, Any]) -> dict[str, Any]:
         keys = input_keys(node)
         if keys is not None:
             node["required"] = sorted(keys[0])
+        for key in READER_SET.get(node.get("title", ""), ()):
+            node.get("properties", {}).pop(key, None)
     return out
 
 

@@ -203,6 +203,9 @@ class Repo:
         problems = foreign.locate_error(None)
         if problems is not None:
             raise problems
+        if foreign.case_names:  # the validator reads schema v1, which has no case name: set after it
+            named = (c.model_copy(update={"name": n}) for c, n in zip(corpus.evals, foreign.case_names, strict=True))
+            corpus = corpus.model_copy(update={"evals": tuple(named)})
         return SkillBundle(
             skill=skill,
             bundle_key=bundle_key(skill, self.bundle_files(skill, foreign.graded_paths)),

@@ -3,6 +3,8 @@ keeps the record for machines)."""
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -84,15 +86,33 @@ def status_view(doc: RunStatus, fold: bool = True) -> RenderableType:
     return Group(*parts)
 
 
+NAME_WIDTH = 30
+"""The widest line of a model name in ``status``'s table: with its six numeric columns it fits 80."""
+
+
+def name_lines(name: str, width: int = NAME_WIDTH) -> str:
+    """``name`` in lines of at most ``width``, each ending after a ``/``, ``-``, ``_`` or ``.``
+    (a part longer than ``width``, with no separator to break at, is cut at ``width``)."""
+    lines = [""]
+    parts = re.findall(r"[^/_.-]*[/_.-]|[^/_.-]+$", name)
+    for part in (p[i : i + width] for p in parts for i in range(0, len(p), width)):
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
+
+
 def _usage_table(doc: RunStatus) -> Table:
     usage = Table(box=None, pad_edge=False, show_edge=False)
-    usage.add_column("model", overflow="fold")
+    # Rich wraps at spaces only and a model name has none: it is broken at its separators here
+    # (the numeric headers wrap first).
+    usage.add_column("model", no_wrap=True)
     for name in ("calls", "errors", "failed", "tokens in", "tokens out", "cost"):
         usage.add_column(name, justify="right")
     for model, u in doc.usage.items():
         cost = u.get("cost_usd")
         usage.add_row(
-            Text(visible(model)),  # a name: never console markup (``[/]`` made status crash), one line
+            Text(name_lines(visible(model))),  # a name: never console markup (``[/]`` made status crash)
             f"{int(u.get('calls') or 0):,}",
             f"{int(u.get('errors') or 0):,}",  # attempts answered with an error
             f"{int(u.get('failed') or 0):,}",  # calls that spent their retry budget

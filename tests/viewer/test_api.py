@@ -300,3 +300,44 @@ def test_a_run_this_version_cannot_read_is_listed_by_name_and_the_others_still_s
     assert page.status_code == 200 and f"run {other}: its manifest cannot be read here" in page.text
     opened = c.get(f"/api/runs/{other}")
     assert opened.status_code == 422 and opened.json()["error"].startswith("STORE_ERROR: run ")
+
+
+def test_the_favicon_is_served_and_every_page_names_it(viewed_run: ViewedRun) -> None:
+    c = client(viewed_run.env.store)
+    icon = c.get("/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+    assert icon.text.startswith("<svg")
+    assert c.get("/static/favicon.svg").status_code == 200
+    assert '<link rel="icon" href="/static/favicon.svg"' in c.get("/").text
+
+
+def test_the_shard_counts_heading_is_shards_and_says_where_its_counts_come_from(viewed_run: ViewedRun) -> None:
+    page = client(viewed_run.env.store).get(f"/runs/{viewed_run.run_id}").text
+    assert "Shards (" not in page and "Shards <small>" not in page
+    assert '<p class="meta" id="counts-source">counts <span data-live="source">from the run&#39;s result</span>' in page
+    live = client(viewed_run.env.store).get(f"/api/runs/{viewed_run.run_id}").json()["live"]
+    assert live["source"] == "result" and live["source_words"] == "from the run's result"
+
+
+def test_a_model_name_on_a_page_breaks_only_after_its_separators(viewed_run: ViewedRun) -> None:
+    page = client(viewed_run.env.store).get(f"/runs/{viewed_run.run_id}").text
+    assert '<td class="name">openai/<wbr>exec-<wbr>a</td>' in page  # the tokens table
+    # Escaped first: a separator never lands inside an escape sequence.
+    assert "openai/<wbr>exec-<wbr>&lt;script&gt;window.<wbr>pwnedModel=1&lt;/<wbr>script&gt;" in page
+    assert "overflow-wrap: anywhere" not in name_rule()
+
+
+def name_rule() -> str:
+    css = (Path(__file__).resolve().parents[2] / "viewer" / "static" / "viewer.css").read_text(encoding="utf-8")
+    return next(line for line in css.splitlines() if line.startswith(".name "))
+
+
+def test_a_plugin_suites_shards_name_their_case_folder(plugin_run: ViewedRun) -> None:
+    c = client(plugin_run.env.store)
+    items = c.get(f"/api/runs/{plugin_run.run_id}/shards").json()["items"]
+    assert {(r["case_id"], r["case_name"]) for r in items} == {(1, "oslo-rain"), (2, "sunny-day")}
+    shard = next(r for r in items if r["case_id"] == 2)["shard_id"]
+    page = c.get(f"/runs/{plugin_run.run_id}/shards/{shard}").text
+    assert "· case 2 (sunny-day) ·" in page
+    run_page = c.get(f"/runs/{plugin_run.run_id}").text
+    assert '<td data-label="scored" class="words">case 1 (oslo-rain)</td>' in run_page

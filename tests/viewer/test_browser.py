@@ -151,7 +151,7 @@ def test_live_counts_follow_the_broker_without_a_reload(
             state.register(run, shards, f"runs/{run}/manifest.json", "2026-01-01T00:00:00Z")
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.goto(f"{url}/runs/{run}")
-            expect(page.locator("[data-live=source]")).to_have_text("broker")
+            expect(page.locator("[data-live=source]")).to_have_text("live, from the run's broker")
             expect(page.locator("[data-group=queued]")).to_have_text("4")
             page.evaluate("window.notReloaded = true")
             state.transition(run, shards[0], ShardState.EXECUTING)
@@ -308,7 +308,10 @@ def test_a_plugin_suites_run_page_shows_the_scores_that_decided_it_at_any_width(
     page = browser.new_page(viewport={"width": width, "height": height})
     with serving(plugin_run, plugin_run.env.store) as url:
         # The runs list and the run's headline say what decided the suite beside its assertions' rate.
-        decided = "forecast [current]: 18/22 (81.8%) — FAIL: a plugin eval case below --threshold 0.5; lowest: case 1"
+        decided = (
+            "forecast [current]: 18/22 (81.8%) — FAIL: a plugin eval case below --threshold 0.5; "
+            "lowest: case 1 (oslo-rain)"
+        )
         page.goto(url + "/")
         expect(page.locator("tr.run td[data-label='result']")).to_contain_text(decided)
         no_sideways_scroll(page)
@@ -323,7 +326,7 @@ def test_a_plugin_suites_run_page_shows_the_scores_that_decided_it_at_any_width(
         gate = section.locator("article.plugin-suite").first.locator("p.gate")
         expect(gate.locator(".verdict")).to_have_text("FAIL")
         expect(gate.locator(".basis")).to_contain_text(
-            "a plugin eval case below --threshold 0.5; lowest: case 1, 0.333"
+            "a plugin eval case below --threshold 0.5; lowest: case 1 (oslo-rain), 0.333"
         )
         shown_whole(page, gate.locator(".verdict"), width)
         expect(section.locator("tr.suite-score")).to_have_count(2)
@@ -331,10 +334,87 @@ def test_a_plugin_suites_run_page_shows_the_scores_that_decided_it_at_any_width(
         below = section.locator("tr.case-score.below")
         expect(below).to_have_count(2)  # oslo-rain, for each model
         expect(below.first.locator("td[data-label='score']")).to_have_text("0.333")
+        expect(below.first.locator("td[data-label='scored']")).to_have_text("case 1 (oslo-rain)")  # its folder
         shown_whole(page, below.first.locator("td[data-label='vs threshold']"), width)
         model_cells = section.locator("tr.suite-score td[data-label='model']")
         expect(model_cells).to_have_text(sorted(["openai/exec-a", SCRIPT_MODEL]))  # the markup is text
+        cases = page.locator("tr.shard td[data-label='case']").all_inner_texts()
+        assert sorted(set(cases)) == ["1 (oslo-rain)", "2 (sunny-day)"], cases  # each case's folder
         page.screenshot(path=str(SHOTS / f"run-plugin-{layout}.png"), full_page=True)
         no_sideways_scroll(page)
         nothing_ran(page)
+    page.close()
+
+
+LINES = """(el) => {
+  const lines = []; let top = null;
+  const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let i = 0; i < node.data.length; i++) {
+      const range = document.createRange(); range.setStart(node, i); range.setEnd(node, i + 1);
+      const rect = range.getBoundingClientRect();
+      const unseen = !rect.width && !rect.height;  // a space or comma at a line's end
+      if (unseen && lines.length) { lines[lines.length - 1] += node.data[i]; continue; }
+      if (top === null || rect.top > top + 2) { lines.push(""); top = rect.top; }
+      lines[lines.length - 1] += node.data[i];
+    }
+  }
+  return lines;
+}"""
+"""The lines a browser laid an element's text out in."""
+
+NARROWEST = """(el) => {
+  const probe = document.createElement("div");
+  probe.className = el.className; probe.innerHTML = el.innerHTML;
+  probe.style.cssText = "position:absolute; left:0; top:0; width:min-content";
+  document.body.appendChild(probe); return probe;
+}"""
+"""A copy of a name's element laid out as narrow as its breaks let it be: every break is taken."""
+
+
+def breaks_only_at_separators(lines: list[str]) -> None:
+    """Each line but the last ends after a separator, or between two names of a list."""
+    assert all(line.rstrip()[-1] in "/-_.," for line in lines[:-1]), lines
+
+
+@pytest.mark.parametrize("layout", sorted(WIDTHS))
+def test_model_names_wrap_only_at_separators_and_the_filters_fit_the_card(
+    browser: Browser, viewed_run: ViewedRun, layout: str
+) -> None:
+    width, height = WIDTHS[layout]
+    page = browser.new_page(viewport={"width": width, "height": height})
+    with serving(viewed_run, viewed_run.env.store) as url:
+        page.goto(url + "/")
+        cell = page.locator("tr.run td[data-label='models']")
+        breaks_only_at_separators(cell.evaluate(LINES))
+        narrowest = page.evaluate_handle(NARROWEST, cell.element_handle())
+        lines = narrowest.evaluate(LINES)
+        assert len(lines) > 3 and "".join(lines) == "".join(cell.inner_text().split("\n")), lines
+        breaks_only_at_separators(lines)
+        page.goto(f"{url}/runs/{viewed_run.run_id}")
+        expect(page.locator("#counts-source")).to_have_text("counts from the run's result")
+        names = page.locator("td.name")
+        assert names.count() >= 8
+        for i in range(names.count()):
+            breaks_only_at_separators(names.nth(i).evaluate(LINES))
+        tokens = page.locator("section.card:has(h2:text-is('Tokens and cost')) td.name").first
+        lines = page.evaluate_handle(NARROWEST, tokens.element_handle()).evaluate(LINES)
+        assert lines[0] == "openai/" and "".join(lines) == "openai/exec-a", lines
+        breaks_only_at_separators(lines)
+        # The assertion filter stays inside its card and the page, with an assertion as long as the
+        # filter shows one (its first 90 characters) among its options.
+        page.locator("select.assertion-filter").evaluate(
+            "(s) => { const o = document.createElement('option'); o.textContent = 'W'.repeat(90); s.appendChild(o); }"
+        )
+        inside = page.locator("select.assertion-filter").evaluate(
+            """(s) => {
+              const card = s.closest("section.card"), style = getComputedStyle(card);
+              const box = card.getBoundingClientRect(), own = s.getBoundingClientRect();
+              const left = box.left + parseFloat(style.paddingLeft), right = box.right - parseFloat(style.paddingRight);
+              return [own.left >= left - 0.5 && own.right <= right + 0.5, own.left, own.right, left, right];
+            }"""
+        )
+        assert inside[0], inside  # within the card's padding, not over it
+        no_sideways_scroll(page)
+        page.screenshot(path=str(SHOTS / f"run-names-{layout}.png"), full_page=True)
     page.close()

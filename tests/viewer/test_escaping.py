@@ -19,6 +19,11 @@ def escaped(raw: str) -> str:
     return raw.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def text_of(html: str) -> str:
+    """The page without the break points a model name is given (``<wbr>``: the viewer's own markup)."""
+    return html.replace("<wbr>", "")
+
+
 def assert_inert(html: str) -> None:
     assert "<script>window.pwned" not in html
     assert "<img src=x" not in html
@@ -31,10 +36,10 @@ def test_every_page_shows_hostile_strings_as_text(viewed_run: ViewedRun, tmp_pat
     run = viewed_run.run_id
     runs_page = c.get("/").text
     assert_inert(runs_page)
-    assert escaped(SCRIPT_MODEL) in runs_page
+    assert escaped(SCRIPT_MODEL) in text_of(runs_page)
     run_page = c.get(f"/runs/{run}").text
     assert_inert(run_page)
-    assert escaped(SCRIPT_MODEL) in run_page
+    assert escaped(SCRIPT_MODEL) in text_of(run_page)
     rows = c.get(f"/api/runs/{run}/shards", params={"q": "viewer-one", "model": SCRIPT_MODEL}).json()["items"]
     (row,) = rows
     label = {"shard_id": row["shard_id"], "assertion": 2, "agree": False, "note": NOTE}
@@ -44,7 +49,7 @@ def test_every_page_shows_hostile_strings_as_text(viewed_run: ViewedRun, tmp_pat
     html = page.text
     assert_inert(html)
     for raw in (SCRIPT_RESULT, SCRIPT_ASSERTION, SCRIPT_MODEL, NOTE):
-        assert escaped(raw) in html, raw
+        assert escaped(raw) in text_of(html), raw
     filtered = c.get(f"/runs/{run}", params={"q": SCRIPT_ASSERTION}).text  # the search box echoes the query
     assert_inert(filtered)
     assert escaped(SCRIPT_ASSERTION) in filtered

@@ -16,7 +16,7 @@ function pollRun(section) {
         }
         const set = (key, text) => { const el = section.querySelector(`[data-live="${key}"]`); if (el) el.textContent = text; };
         set("total", String(doc.live.total));
-        set("source", doc.live.source);
+        set("source", doc.live.source_words);
         set("spend", spendText(doc.live));
         set("eta", doc.live.eta_s === null ? "-" : `${Math.round(doc.live.eta_s)} s`);
         showLimits(doc.live.limits || {});
@@ -42,6 +42,15 @@ function spendText(live) {
   return `$${live.spend_usd.toFixed(4)}${live.spend_unknown ? " + unknown" : ""}`;
 }
 
+// A model name as text nodes with a <wbr> after each / - _ . (as the pages' `name` filter).
+function nameWithBreaks(el, name) {
+  const parts = name.split(/(?<=[/_.-])/);
+  parts.forEach((part, i) => {
+    el.appendChild(document.createTextNode(part));
+    if (i < parts.length - 1) el.appendChild(document.createElement("wbr"));
+  });
+}
+
 function showLimits(limits) {
   const body = document.getElementById("limits");
   if (!body) return;
@@ -50,8 +59,10 @@ function showLimits(limits) {
     const cells = [model, String(l.in_flight), String(l.rate_limited), `${l.cooldown_s} s`, `${Math.round(l.pace * 100)}%`];
     cells.forEach((text, i) => {
       const td = document.createElement("td");
-      td.textContent = text;
-      if (i === 0) td.className = "wrap";
+      if (i === 0) {
+        td.className = "name";
+        nameWithBreaks(td, text);
+      } else td.textContent = text;
       tr.appendChild(td);
     });
     return tr;
