@@ -55,11 +55,16 @@ class ProxyRecord:
 
     turns: list[ModelTurn] = field(default_factory=list)
     forwarded: int = 0
-    """Requests forwarded upstream (retries included)."""
+    """Requests forwarded upstream (retries and side requests included)."""
+    asked: int = 0
+    """Requests of the harness's own conversation sent upstream (a model-answer path, not a side
+    request; retries included). Only these speak for the upstream: the fields below count them alone,
+    since the agent can send its proxy any request it likes and have it fail."""
     upstream_failures: int = 0
-    """Forwarded requests that came back 429/5xx or did not come back."""
+    """Requests of the harness's own conversation that came back 429/5xx or did not come back."""
     last_upstream_ok: bool = True
-    """False when the last forwarded request failed: the harness gave up on a failing upstream."""
+    """False when the last request of the harness's own conversation failed: the harness gave up on a
+    failing upstream."""
     last_error: str = ""
     refused: list[str] = field(default_factory=list)
     """Requests answered locally with a refusal (path, key, budget, request rules), one line each."""

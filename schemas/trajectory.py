@@ -98,6 +98,12 @@ class EndReason(str, Enum):
     """The run's cap refused a call after the shard spent past its share (cap / the run's shards)."""
     SKILL_ACTIVATED = "skill-activated"
     """A trigger shard: the agent activated a skill, which is all the shard asks."""
+    NO_MODEL_CALL = "no-model-call"
+    """A harness ended before it asked its model anything, though its canary proved it starts and
+    asks: what the case added (the repo's plugin hooks, the agent's commands) stopped it."""
+    STREAM_CUT = "stream-cut"
+    """A harness's event stream passed the sandbox's output cap (what the agent's commands printed):
+    graded on what was recorded before the cut."""
 
 
 class Usage(BaseModel):

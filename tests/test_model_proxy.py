@@ -299,3 +299,20 @@ def test_a_request_the_proxy_fails_on_is_one_log_line_without_the_key(
     logged = err.out + err.err
     assert "Traceback" not in logged and "a request failed" in logged
     assert REAL_KEY[:12] not in logged and "RuntimeError: upstream said no to" in logged
+
+
+def test_only_the_harness_s_own_conversation_speaks_for_the_upstream(
+    server: OfflineModelServer, tmp_path: Path
+) -> None:
+    # The agent's own request (none of the harness's prompt in it) that the upstream fails with a
+    # retryable status is no evidence of an infra failure: the record's upstream fields ignore it.
+    opening = "Do the task for the shard."
+    with proxy_for(server, tmp_path, opening=opening) as proxy, client(proxy) as c:
+        assert ask(c, f"{opening} use a tool").status_code == 200
+        assert ask(c, "forever and ever").status_code == 429
+        record = proxy.record
+        assert (record.forwarded, record.asked, record.upstream_failures) == (2, 1, 0)
+        assert record.last_upstream_ok and record.last_error == ""
+        assert ask(c, f"{opening} overloaded").status_code == 529  # the harness's own: it counts
+    assert (record.asked, record.upstream_failures, record.last_upstream_ok) == (2, 1, False)
+    assert "upstream status 529" in record.last_error

@@ -184,6 +184,7 @@ def probe_harness_capture(
             skill=CANARY_SKILL,
             case=canary.case(),
             budget=AgentBudget(wall_clock_s=wall_clock_s, max_turns=8),
+            probe=True,
         )
         try:
             trajectory = run_harness(shard, sandbox=sandbox, limits=model_limits, limiter=limiter, tmp_parent=parent)

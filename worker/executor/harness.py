@@ -17,10 +17,11 @@ The shard's life, in order:
    (the adapter's ``cross_check``: by call id, by order, or its own), and record whether the
    skill was activated, the HTTP calls the mocks answered and their findings.
 
-Failure rules: a harness that fails before its first model call, or whose upstream kept
-failing until it gave up, is ``executor-failed`` (infra). Anything after the first proxied
-call is behaviour unless the proxy's record shows an infra cause; the harness's own words
-are never what decides. Running out of wall clock, tokens or turns is behaviour.
+Failure rules (:mod:`worker.executor.harness_end`): a harness whose own conversation asked
+the upstream and got no answer, or whose upstream kept failing its own requests until it gave
+up, is ``executor-failed`` (infra); one that never asked its model anything, or whose stream
+the agent's output cut at the sandbox's cap, is behaviour. The proxy's record decides, never
+the harness's own words. Running out of wall clock, tokens or turns is behaviour.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from harnesses.crosscheck import CheckedEvents
 from harnesses.endpoints import DEFAULT_KEY_ENV, normalise_upstream
 from harnesses.model_record import ProxyRecord
 from schemas.corpus import EvalCase
-from schemas.errors import BudgetExhausted, ExecutorFailed, NoSandbox
+from schemas.errors import ExecutorFailed, NoSandbox
 from schemas.http_mocks import HttpCall
 from schemas.manifest import AgentBudget
 from schemas.model_config import ModelLimits
@@ -54,6 +55,7 @@ from worker.executor.allowed import not_offered
 from worker.executor.external import EXTERNAL_OUTPUT_CHARS
 from worker.executor.final_files import collect_final_files
 from worker.executor.harness_binary import find_binary, sealed_copy
+from worker.executor.harness_end import settle_end
 from worker.executor.harness_stage import installed, other_skills, plugin_name, skill_files, stage_home
 from worker.executor.mock_calls import mock_servers, settle_mock_calls, stage_mocks
 from worker.http_mock import HttpMockProxy
@@ -87,6 +89,9 @@ class HarnessShard:
     shard_id: str = ""
     triggers: bool = False
     """A trigger shard: every skill of the repo staged, and which of them fired recorded."""
+    probe: bool = False
+    """The harness's canary: nothing of a repo runs in it, so a harness that never asks its model
+    is broken itself (infra), not stopped by what a case added (:mod:`worker.executor.harness_end`)."""
 
     def named(self) -> TrajectoryName:
         """The name of this shard's trajectory, as the other executors' is :meth:`ExecutorInputs.named`."""
@@ -169,10 +174,6 @@ def priced(record: ProxyRecord, model: str, token_cost: Callable[[str, int, int]
             return None
         total += cost
     return total
-
-
-def _tail(text: str, chars: int = 600) -> str:
-    return text[-chars:].strip() or "(no output)"
 
 
 def _request(shard: HarnessShard, workspace: Path) -> HarnessRequest:
@@ -295,24 +296,6 @@ def _run_behind_proxy(
         shutil.rmtree(private, ignore_errors=True)
 
 
-def _refuse_infra(where: str, ran: _Ran, saw_result: bool) -> None:
-    """Raise when the record shows the run ended for a cause outside the agent (see the module doc)."""
-    record, result = ran.record, ran.result
-    if record.run_budget_end is not None:  # the run's cap, not the agent: never judged as behaviour
-        raise BudgetExhausted(f"{where}: {record.run_budget_end}")
-    if result.truncated:
-        raise ExecutorFailed(f"{where}: its event stream was cut by the sandbox's output cap")
-    if not record.turns:
-        if result.limit == "timeout":
-            raise ExecutorFailed(f"{where}: no model call within the wall clock: {_tail(result.output)}")
-        why = f"upstream kept failing ({record.last_error})" if record.upstream_failures else "no model call"
-        if record.refused:  # its own requests broke a rule: the adapter's settings, not the agent
-            why += f"; the proxy refused: {record.refused[-1]}"
-        raise ExecutorFailed(f"{where}: failed before its first model response, {why}: {_tail(result.output)}")
-    if not record.last_upstream_ok and not saw_result:
-        raise ExecutorFailed(f"{where}: the upstream kept failing until the harness gave up: {record.last_error}")
-
-
 def run_harness(
     shard: HarnessShard,
     *,
@@ -340,12 +323,15 @@ def run_harness(
     config = replace(config, tools=harness.offered_tools(request))
     ran = _run_behind_proxy(shard, sandbox, plan, config, found, _Host(limiter, usage, run_budget, tmp_parent))
     parsed = harness.read_stream(ran.result.output.splitlines())
-    _refuse_infra(f"{harness.name} ({shard.model})", ran, parsed.saw_result)
+    where = f"{harness.name} ({shard.model})"
+    forced = settle_end(where, ran.record, ran.result, saw_result=parsed.saw_result, probe=shard.probe)
     end_reason = parsed.end_reason
     if ran.record.budget_end is not None:
         end_reason = EndReason(ran.record.budget_end)
     elif ran.result.limit == "timeout":
         end_reason = EndReason.WALL_CLOCK
+    elif forced is not None:
+        end_reason = forced
     checked = harness.cross_check(parsed.events, ran.record)
     trajectory = _trajectory(shard, sandbox, plan, ran, checked, end_reason, since_epoch)
     findings = [*trajectory.mock_findings, *not_offered(checked.events, config.tools)]

@@ -18,7 +18,9 @@ Per request, in order (docs/design/harnesses.md has the reasons):
    :class:`~harnesses.model_record.ProxyRecord` (the source of truth for what the model
    said), its turn marked when the request did not continue the harness's own conversation
    (:mod:`harnesses.conversation`), and sent back with every fragment of the real key
-   scrubbed from it. Cost is priced at the model the reply names.
+   scrubbed from it. Cost is priced at the model the reply names. Only the requests of the
+   harness's own conversation count as the upstream's answers (``asked``, ``upstream_failures``,
+   ``last_upstream_ok``): a side request the upstream fails is no evidence of an infra failure.
 """
 
 from __future__ import annotations
@@ -275,6 +277,7 @@ class ModelProxy(FleetWaits):
         side: bool = False,
     ) -> None:
         counts = path.endswith(("/messages", "/responses", "/chat/completions")) or gemini_api.answers(path)
+        asking = counts and not side  # only the harness's own conversation speaks for the upstream
         estimate = len(body) // 4 if counts else 0
         reservation = None
         if counts and self.run_budget is not None:
@@ -332,9 +335,11 @@ class ModelProxy(FleetWaits):
                         lease.settle(tokens if status == 200 else None, success=status == 200)
         except ModelCallFailed as exc:  # the limiter's Redis stayed away: an infra failure of this call
             with self._lock:
-                self.record.upstream_failures += 1
-                self.record.last_upstream_ok = False
-                self.record.last_error = exc.detail
+                if asking:
+                    self.record.asked += 1
+                    self.record.upstream_failures += 1
+                    self.record.last_upstream_ok = False
+                    self.record.last_error = exc.detail
             handler.reply(503, error_body(self.config.protocol, 503, "skill-eval proxy: limiter unavailable"))
             return
         finally:
@@ -342,11 +347,13 @@ class ModelProxy(FleetWaits):
                 self._note(waiting=-1)
         with self._lock:
             self.record.forwarded += 1
-            ok = status < 400 or status not in RETRYABLE
-            self.record.last_upstream_ok = ok
-            if not ok:
-                self.record.upstream_failures += 1
-                self.record.last_error = f"{path}: upstream status {status}"
+            if asking:
+                self.record.asked += 1
+                ok = status < 400 or status not in RETRYABLE
+                self.record.last_upstream_ok = ok
+                if not ok:
+                    self.record.upstream_failures += 1
+                    self.record.last_error = f"{path}: upstream status {status}"
             if turn is not None:
                 self.record.turns.append(turn)
         if self.usage is not None and counts:
