@@ -10,12 +10,14 @@ is the same path there (worker/host_check.py, worker/preflight.py).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from engine.records import put_manifest, put_run_end
+from engine.redis_retry import with_redis_retry
 from engine.state import RunState
 from engine.store import ArtifactStore
 from schemas.errors import BlockedError, ModelUnavailable, SkillEvalError
@@ -127,7 +129,7 @@ def wait_host_check(
 ) -> None:
     """Wait for an execute worker's host check; raise the named error it found."""
     deadline = time.monotonic() + timeout_s
-    while (raw := state.preflight(run_id, HOST_CHECK)) is None:
+    while (raw := with_redis_retry(lambda: state.preflight(run_id, HOST_CHECK))) is None:
         left = deadline - time.monotonic()
         if left <= 0:
             raise BlockedError(
@@ -136,7 +138,7 @@ def wait_host_check(
             )
         if waiting:
             waiting.tick("a worker on queue execute to check its host", timeout_s)
-        state.wait_preflight(run_id, min(recheck_s, left))
+        with_redis_retry(functools.partial(state.wait_preflight, run_id, min(recheck_s, left)))
     error = HostCheckReport.model_validate_json(raw).error()
     if error is not None:
         raise error
@@ -162,7 +164,8 @@ def wait_model_checks(
     The run's manifest must already be in the store (the workers read the models from it).
     The wait blocks on the run's preflight signal, which storing each report raises, so
     it ends the moment the last report is stored, not a poll later; the reports are read again
-    at least every ``recheck_s`` in any case (kept below the Redis client's socket timeout).
+    at least every ``recheck_s`` in any case (kept below the Redis client's socket timeout). Its
+    reads retry a broker restart as the workers do (engine/redis_retry.py).
     """
     run_id = manifest.plan.run_id
     queues = preflight_queues(manifest)
@@ -170,7 +173,7 @@ def wait_model_checks(
     deadline = time.monotonic() + timeout_s
     while True:
         for queue in queues:
-            raw = None if queue in reports else state.preflight(run_id, queue)
+            raw = None if queue in reports else with_redis_retry(functools.partial(state.preflight, run_id, queue))
             if raw is not None:
                 reports[queue] = PreflightReport.model_validate_json(raw)
         if len(reports) == len(queues):
@@ -184,7 +187,7 @@ def wait_model_checks(
             )
         if waiting:
             waiting.tick(f"a worker on {silent}", timeout_s)
-        state.wait_preflight(run_id, min(recheck_s, left))
+        with_redis_retry(functools.partial(state.wait_preflight, run_id, min(recheck_s, left)))
     failures = [line for q in queues for line in reports[q].failures()]
     if failures:
         raise ModelUnavailable("; ".join(dict.fromkeys(failures)))

@@ -40,7 +40,7 @@ from worker.models.direct import EndpointUnreachable, MalformedReply
 from worker.models.limiter import Lease, Limiter
 from worker.models.prices import dearest_per_token
 from worker.models.transports import Transports, goes_direct
-from worker.redis_retry import with_redis_retry
+from engine.redis_retry import with_redis_retry
 
 __all__ = [
     "GatedModelClient",
