@@ -49,9 +49,10 @@ def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console
     figures = agreement(*labelled_answers(store, run_id, cases))
     if figures:
         result = result.model_copy(update={"human_agreement": figures})
-    put_result(store, result)
-    paths = write_reports(result, manifest, store, out_dir or Path(manifest.out_dir or DEFAULT_REPORT_DIR))
     unfinished = sum(s.unfinished for s in result.skills)
+    if not unfinished:  # a partial result stored would read as the run's final one (status, report, run)
+        put_result(store, result)
+    paths = write_reports(result, manifest, store, out_dir or Path(manifest.out_dir or DEFAULT_REPORT_DIR))
     if unfinished and end is not None:
         out.print(visible(f"{end.label}: {end.reason}"), markup=False)
     if unfinished:  # what the block's PARTIAL header means for the verdict, said before the block
