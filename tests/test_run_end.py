@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from engine.records import load_run_end, put_manifest, put_run_end
 from engine.redis_server import RedisServer
+from engine.settings import shown_url
 from engine.state import RunState
 from engine.store import LocalStore
 from producer.commands.cli import app
@@ -200,3 +201,22 @@ def test_sigterm_to_the_command_waiting_for_a_fleet_run_names_it_and_how_to_foll
     assert done.code == 143, done.stderr
     assert f"run: {run_id}\n" in done.stderr and f"`skill-eval status {run_id}` follows it" in done.stderr
     assert load_run_end(LocalStore(env.store), run_id) is None  # it goes on: nothing says it ended
+
+
+def test_status_says_a_broker_that_does_not_know_the_run_lost_it(
+    store: LocalStore, tmp_path: Path, broker: RedisServer
+) -> None:
+    """Asked with a broker that answered it has no such run (lost with its data, or expired), status says
+    the run is not going on, not that only its broker knows."""
+    shown = CliRunner().invoke(app, ["status", RUN, "--store", str(tmp_path / "store"), "--broker", broker.url])
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.startswith(f"run {RUN}: not going on (unknown to its broker; from the store)")
+    said = f"the broker at {broker.url} does not know this run (lost with its data, or expired): it is not going on"
+    assert said in " ".join(shown.output.split())
+    assert "only its broker knows" not in shown.output
+    assert f"`skill-eval report {RUN}` gives what was stored" in " ".join(shown.output.split())
+
+
+def test_status_hides_the_password_of_the_broker_that_lost_the_run() -> None:
+    doc = _status(lost_by=shown_url("redis://user:secret@host:6379/0"))
+    assert "secret" not in end_lines(doc)[0] and "redis://user:***@host:6379/0" in end_lines(doc)[0]
