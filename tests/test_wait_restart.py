@@ -88,3 +88,25 @@ def test_the_preflight_wait_lives_through_a_broker_restart(tmp_path: Path) -> No
         _restart(server).put_preflight(RUN, HOST_CHECK, HostCheckReport(worker="w@h").model_dump_json())
         thread.join(30)
     assert outcome == {"returned": True}
+
+
+@pytest.mark.timeout(60)
+def test_the_preflight_wait_sends_the_check_again_after_a_broker_back_without_its_data(tmp_path: Path) -> None:
+    """A Redis back without its data lost the check's message: sent again, a worker answers it, and the
+    wait ends with that answer instead of timing out on a worker that never saw the question."""
+    sent: list[str] = []
+    with RedisServer(workdir=tmp_path / "redis") as server:
+        state = RunState(redis.Redis.from_url(server.url))
+
+        def resend() -> None:  # what a publisher's send would put on the execute queue
+            sent.append(HOST_CHECK)
+
+        thread, outcome = _in_thread(lambda: wait_host_check(RUN, state, timeout_s=30, recheck_s=0.2, resend=resend))
+        back = _restart(server)
+        deadline = time.monotonic() + 20
+        while not sent and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sent == [HOST_CHECK]
+        back.put_preflight(RUN, HOST_CHECK, HostCheckReport(worker="w@h").model_dump_json())
+        thread.join(30)
+    assert outcome == {"returned": True}
