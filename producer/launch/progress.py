@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -19,6 +20,8 @@ from engine.redis_retry import with_redis_retry
 from engine.state import RunState
 from schemas.errors import SkillEvalError
 from schemas.status import ShardState
+
+T = TypeVar("T")
 
 BAR_WIDTH = 28
 """Wide enough to read, narrow enough that the bar, the counts and both clocks fit in 80 columns."""
@@ -94,6 +97,10 @@ def _look(state: RunState, run_id: str, usage: Callable[[], dict[str, dict[str, 
     )
 
 
+def _read(call: Callable[[], T], retried: bool) -> T:
+    return with_redis_retry(call) if retried else call()
+
+
 def wait_for_run(
     state: RunState,
     run_id: str,
@@ -107,14 +114,16 @@ def wait_for_run(
     """Block until the run is reduced; raise RunStalled when ``alive`` says the workers are gone, or
     when the broker no longer knows the run.
 
-    Every read retries Redis connection errors as the workers do (engine/redis_retry.py): a broker
-    restarting under a running run must not end this wait while the fleet goes on.
+    On a fleet (no ``alive``) every read retries Redis connection errors as the workers do
+    (engine/redis_retry.py): a broker restarting under a running run must not end this wait while
+    the fleet goes on. An embedded cluster's private Redis never comes back: no retry there.
     """
     start = time.monotonic()
-    first = with_redis_retry(lambda: _look(state, run_id, None))
+    fleet = alive is None
+    first = _read(lambda: _look(state, run_id, None), fleet)
     with RunProgress(run_id, first.total, console, show=show) as progress:
         while True:
-            look = with_redis_retry(lambda: _look(state, run_id, usage))
+            look = _read(lambda: _look(state, run_id, usage), fleet)
             rates = _rate_text(look.usage, time.monotonic() - start) if usage is not None else ""
             progress.show(look.done, look.total, look.counts, rates)
             if look.reduced:
@@ -128,4 +137,4 @@ def wait_for_run(
                     f" `skill-eval report {run_id}` gives what was stored, `skill-eval run` again redoes it"
                 )
             # woken the moment the reduce ends, not a poll later
-            with_redis_retry(lambda: state.wait_reduced(run_id, poll_s))
+            _read(lambda: state.wait_reduced(run_id, poll_s), fleet)
