@@ -47,7 +47,8 @@ def store(tmp_path: Path) -> LocalStore:
 
 
 def test_ctrl_c_on_an_embedded_run_records_it_interrupted(store: LocalStore) -> None:
-    with pytest.raises(KeyboardInterrupt), ended_if_stopped(store, RUN, embedded=True):
+    with pytest.raises(KeyboardInterrupt), ended_if_stopped(store, RUN, embedded=True) as driving:
+        driving.sent = True
         raise KeyboardInterrupt
     end = load_run_end(store, RUN)
     assert end is not None and end.how == "interrupted" and end.reason == "Ctrl-C before the run finished"
@@ -62,7 +63,8 @@ def test_an_embedded_run_whose_workers_died_records_the_stall_without_the_log_ta
 
 def test_sigterm_on_an_embedded_run_records_it_interrupted_and_names_the_run(store: LocalStore) -> None:
     said: list[str] = []
-    with pytest.raises(Stopped) as stopped, ended_if_stopped(store, RUN, embedded=True, say=said.append):
+    with pytest.raises(Stopped) as stopped, ended_if_stopped(store, RUN, embedded=True, say=said.append) as driving:
+        driving.sent = True
         raise Stopped(signal.SIGTERM)
     assert stopped.value.code == 143  # the shell's code for a process SIGTERM ended
     end = load_run_end(store, RUN)
@@ -80,10 +82,12 @@ def test_a_run_on_a_fleet_goes_on_without_its_command_so_nothing_is_recorded(sto
 
 
 def test_a_fleet_run_stopped_before_any_shard_was_sent_records_it_interrupted(store: LocalStore) -> None:
-    with pytest.raises(Stopped), ended_if_stopped(store, RUN, embedded=False):
-        raise Stopped(signal.SIGTERM)
+    said: list[str] = []
+    with pytest.raises(Stopped), ended_if_stopped(store, RUN, embedded=False, say=said.append):
+        raise Stopped(signal.SIGTERM)  # during the preflight: nothing was sent, nothing will run it
     end = load_run_end(store, RUN)
-    assert end is not None and end.how == "interrupted"
+    assert end is not None and end.how == "interrupted" and end.reason == "SIGTERM before any shard was sent"
+    assert said == [f"run: {RUN}", "SIGTERM before any shard was sent: nothing ran; `skill-eval run` again to run it"]
 
 
 def test_a_fleet_run_its_broker_lost_records_it_interrupted(store: LocalStore) -> None:

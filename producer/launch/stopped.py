@@ -68,12 +68,11 @@ class Driving:
     """Whether its shards' first messages were being sent: from then on a fleet runs it without the command."""
 
 
-def _why(exc: BaseException) -> str:
+def _why(exc: BaseException, sent: bool) -> str:
     if isinstance(exc, RunStalled):
         return str(exc).splitlines()[0]  # the worker log's tail under it stays in the terminal
-    if isinstance(exc, Stopped):
-        return f"{exc.signal_name} before the run finished"
-    return "Ctrl-C before the run finished"
+    what = exc.signal_name if isinstance(exc, Stopped) else "Ctrl-C"
+    return f"{what} before the run finished" if sent else f"{what} before any shard was sent"
 
 
 @contextlib.contextmanager
@@ -92,8 +91,9 @@ def ended_if_stopped(
         if not store.exists(manifest_key(run_id)):
             raise
         goes_on = not embedded and driving.sent and not isinstance(exc, RunStalled)
+        why = _why(exc, driving.sent)
         if not goes_on:
-            put_run_end(store, RunEnd(run_id=run_id, how="interrupted", reason=_why(exc)))
+            put_run_end(store, RunEnd(run_id=run_id, how="interrupted", reason=why))
         if say is not None:
             say(f"run: {run_id}")
             if goes_on:
@@ -101,6 +101,8 @@ def ended_if_stopped(
                     "only this command's wait stopped: the run goes on on its fleet; "
                     f"`skill-eval status {run_id}` follows it, `skill-eval report {run_id}` writes its reports"
                 )
+            elif not driving.sent:
+                say(f"{why}: nothing ran; `skill-eval run` again to run it")
             elif not isinstance(exc, RunStalled):  # a stall's own error follows with its detail
-                say(f"{_why(exc)}; `skill-eval report {run_id}` reduces what ended")
+                say(f"{why}; `skill-eval report {run_id}` reduces what ended")
         raise
