@@ -8,6 +8,8 @@ exactly ours. Per run (``skill-eval:run:<run_id>``):
 - ``…:states`` hash shard id -> state; ``…:leases`` sorted set shard id -> lease expiry (ms);
   ``…:owners`` hash shard id -> lease token; ``…:attempts`` hash ``<shard>:<leased state>`` -> claims
   (``RunKeys.claims``: the name of the key predates the counting of claims apart from resubmits);
+  ``…:unrecorded`` hash ``<shard>:<leased state>:<attempt>`` -> the store's error that kept a
+  worker from recording how the shard ended (cited when the shard is given up);
 - ``…:calibrating:<judge>`` the lock of the worker calibrating that judge;
 - ``…:usage:<model>`` and ``…:usage-models`` the run's usage counters;
 - ``…:unsent`` sorted set shard id -> when noted (ms): registered or reaped shards whose
@@ -56,6 +58,8 @@ class RunKeys(NamedTuple):
     """A one-token list raised with each preflight report stored: the producer blocks on it (BLPOP)."""
     budget: str
     budget_models: str
+    unrecorded: str
+    """Why a worker could not record a shard's end in the store, per claim phase and attempt."""
 
     @property
     def lease(self) -> tuple[str, str, str]:
@@ -78,12 +82,19 @@ def run_keys(run_id: str) -> RunKeys:
         preflight_signal=f"{base}:preflight-signal",
         budget=f"{base}:budget",
         budget_models=f"{base}:budget:models",
+        unrecorded=f"{base}:unrecorded",
     )
 
 
 def claims_field(shard_id: str, leased: str) -> str:
     """The field of ``RunKeys.claims`` counting claims of ``shard_id`` into ``leased``."""
     return f"{shard_id}:{leased}"
+
+
+def unrecorded_field(shard_id: str, leased: str, attempt: int) -> str:
+    """The field of ``RunKeys.unrecorded`` for ``shard_id``'s claims into ``leased`` in ``attempt``
+    (a resubmitted attempt starts without the earlier attempt's note)."""
+    return f"{shard_id}:{leased}:{attempt}"
 
 
 def active_runs_key() -> str:

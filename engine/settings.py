@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,11 @@ def default_data_dir() -> Path:
 
 _TMPFS = Path("/dev/shm")
 _TMPFS_MIN_FREE = 2 * 1024**3  # Docker's default /dev/shm is 64 MB: far too small for workspaces
+
+
+def shown_url(url: str) -> str:
+    """A broker URL fit to print: its password, if any, hidden."""
+    return re.sub(r"(//[^/@]*?:)[^/@]*@", r"\1***@", url)
 
 
 def default_work_root() -> Path:

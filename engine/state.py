@@ -36,6 +36,7 @@ from engine.keys import (
     preflight_key,
     run_keys,
     server_key,
+    unrecorded_field,
 )
 from engine.scripts import reply_text, scripts, shard_states
 from engine.signals import SIGNAL_TTL_S, raise_signal, wait_signal
@@ -185,6 +186,17 @@ class RunState:
         """How many times the shard was claimed into ``leased`` (executing or grading), this claim included."""
         value = self.r.hget(self._keys(run_id).claims, claims_field(shard_id, leased.value))
         return int(value or 0)
+
+    def note_unrecorded(self, run_id: str, shard_id: str, leased: ShardState, attempt: int, why: str) -> None:
+        """Note why this claim could not record the shard's end in the store (its lease then lapses and
+        the shard is claimed again): the claim that gives the shard up cites it instead of a death."""
+        field = unrecorded_field(shard_id, leased.value, attempt)
+        self.r.hset(self._keys(run_id).unrecorded, field, why[:1000])
+
+    def unrecorded(self, run_id: str, shard_id: str, leased: ShardState, attempt: int) -> str | None:
+        """The latest note of :meth:`note_unrecorded` for this phase and attempt, or None."""
+        raw = self.r.hget(self._keys(run_id).unrecorded, unrecorded_field(shard_id, leased.value, attempt))
+        return reply_text(raw) if raw is not None else None
 
     def heartbeat(self, run_id: str, shard_id: str, token: str, ttl_s: float) -> bool:
         """Extend the lease; False when the lease is no longer ours (the shard was reclaimed)."""

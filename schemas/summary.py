@@ -131,3 +131,7 @@ class RunStatus(FrozenModel):
     end: RunEnd | None = None
     """How the run ended without a result (refused by its checks, or its embedded run stopped);
     None: it is reduced, or it may still be going."""
+    lost_by: str | None = None
+    """The broker given (its URL, password hidden) when it answered that it does not know the run:
+    lost with its data, or expired. Nothing runs the run then; None: no broker was asked, or it
+    knows the run."""

@@ -15,7 +15,7 @@ from engine.redis_server import RedisServer
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import open_store
-from producer.launch.resubmit import resubmit_run
+from producer.launch.resubmit import Resubmitted, resubmit_run
 from producer.plan.planning import plan_run
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE, QUEUE_REDUCE
 from schemas.corpus import Corpus, EvalCase
@@ -125,3 +125,30 @@ def test_a_resubmit_of_stale_shards_sends_each_waiting_one_without_a_lease_to_it
     for queue in (QUEUE_EXECUTE, QUEUE_GRADE):
         sent = sorted(message for message, _ in _queued(client, queue))
         assert sent == sorted((run_id, s) for s, q in waiting.items() if q == queue)
+
+
+def test_a_second_resubmit_says_it_only_sent_again_what_the_first_had_re_queued(settings: Settings) -> None:
+    """Two resubmits of one run, one after the other (or at once): the first re-queues the failed shards,
+    the second finds them queued and only sends their messages again, and says so, not that it re-queued."""
+    manifest = _manifest()
+    run_id = manifest.plan.run_id
+    put_manifest(open_store(settings.store), manifest)
+    state = RunState(redis.Redis.from_url(settings.broker_url or ""))
+    ids = sorted(s.shard_id for s in manifest.plan.shards)
+    state.register(run_id, ids, manifest_key(run_id), "now")
+    for shard_id in ids[:2]:
+        assert state.claim(run_id, shard_id, ShardState.QUEUED, ShardState.EXECUTING, "t", 30)
+        state.transition(run_id, shard_id, ShardState.EXECUTOR_FAILED, "t")
+
+    first = resubmit_run(run_id, settings).summary(run_id)
+    second = resubmit_run(run_id, settings).summary(run_id)
+
+    assert first == f"re-queued 2 shards of run {run_id}: 2 to execute, 0 to grade, 2 waiting shards sent again"
+    assert second == f"re-queued nothing in run {run_id}; 4 waiting shards sent again"
+
+
+def test_a_resubmit_whose_shards_moved_on_before_it_could_move_them_says_so() -> None:
+    said = Resubmitted(stale=["a"], moved_on=2).summary("r")
+    assert said == "re-queued nothing in run r; 1 waiting shard sent again; 2 moved on before this resubmit could" + (
+        " (already re-queued?)"
+    )

@@ -8,10 +8,11 @@ import pytest
 import redis
 
 from engine.broker import InProcessBroker, Message
+from engine.keys import claims_field, run_keys
 from engine.records import load_outcome, put_manifest
 from engine.redis_server import RedisServer
 from engine.settings import Settings
-from engine.state import RunState
+from engine.state import MAX_CLAIMS, RunState
 from producer.plan.planning import plan_run
 from schemas.constants import QUEUE_GRADE
 from schemas.corpus import Corpus, EvalCase
@@ -24,8 +25,9 @@ from schemas.errors import (
     NoIsolation,
     NoSandbox,
     SkillEvalError,
+    StoreError,
 )
-from schemas.manifest import RunManifest
+from schemas.manifest import RunManifest, trajectory_key
 from schemas.outcome import ShardOutcomeRecord
 from schemas.shard import SkillBundle
 from schemas.status import ShardState
@@ -117,3 +119,32 @@ def test_a_body_that_moves_the_shard_on_sends_its_next_task_and_a_later_error_is
     assert ctx.state.get(run_id, shard_id) is S.EXECUTED
     assert load_outcome(ctx.store, run_id, shard_id) is None
     assert broker.messages == [Message(QUEUE_GRADE, run_id, shard_id)]
+
+
+def test_a_shard_whose_end_the_store_refuses_is_given_up_naming_the_store_error_not_a_death(
+    redis_server: RedisServer, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """The store refuses the trajectory, then the outcome naming that failure: nothing is recorded and
+    the lease lapses. The claim that gives the shard up says which store error, not that a worker died."""
+    ctx = Context(Settings(broker_url=redis_server.url, store=str(tmp_path / "store"), workdir=tmp_path / "w"))
+    run_id, shard_id = _run(redis_client, ctx)
+    blocked = [tmp_path / "store" / "runs" / run_id / folder for folder in ("trajectories", "attempts")]
+    for path in blocked:
+        path.write_text("")  # a file where the store's folder goes: every write under it is refused
+
+    broker = InProcessBroker()
+    with pytest.raises(StoreError), shard_lease(ctx, broker, run_id, shard_id, S.QUEUED, S.EXECUTING) as lease:
+        assert lease is not None
+        ctx.store.put(trajectory_key(run_id, shard_id), b"{}")
+    assert ctx.state.get(run_id, shard_id) is S.EXECUTING  # nothing recorded: left to its lease
+    assert ctx.state.expire_lease(run_id, shard_id, lease.token)
+    for path in blocked:
+        path.unlink()  # the store takes writes again
+    redis_client.hset(run_keys(run_id).claims, claims_field(shard_id, S.EXECUTING.value), MAX_CLAIMS)
+
+    with shard_lease(ctx, broker, run_id, shard_id, S.QUEUED, S.EXECUTING) as again:
+        assert again is None  # given up: the body does not run a fourth time
+    outcome = load_outcome(ctx.store, run_id, shard_id)
+    assert outcome is not None and outcome.state is S.EXECUTOR_FAILED and outcome.status == "STORE_ERROR"
+    assert outcome.detail.startswith(f"STORE_ERROR: cannot write {trajectory_key(run_id, shard_id)!r}")
+    assert "died" not in outcome.detail

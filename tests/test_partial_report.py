@@ -8,7 +8,7 @@ from pathlib import Path
 from engine.store import open_store
 from reducer.stream import StreamReducer, reduce_run
 from reducer.summary import render_complete_block
-from schemas.manifest import outcome_key
+from schemas.manifest import outcome_key, result_key
 from schemas.report import UNFINISHED, RunResult
 from schemas.shard_outcome import outcome_line_of
 from schemas.status import ExitCode, Verdict
@@ -89,10 +89,17 @@ def test_report_on_a_run_whose_store_lacks_a_shard_says_partial_and_does_not_pas
         store = open_store(str(env.store))
         shard = sorted(store.list(f"runs/{run.run_id}/outcomes/"))[0]
         assert shard == outcome_key(run.run_id, shard.rsplit("/", 1)[1].removesuffix(".json"))
+        assert store.exists(result_key(run.run_id))  # the run's own reduce stored its result
+        # As the store reads mid-run: one shard ended, the other not yet, nothing reduced.
         Path(env.store, shard).unlink()  # the local store's key is the file's path under its root
+        Path(env.store, result_key(run.run_id)).unlink()
         assert not store.exists(shard)
 
         again = env.cli("report", run.run_id, "--store", str(env.store), "--out", str(env.base / "again"))
+        # A partial report is not the run's result: nothing reads it as done, or reuses it.
+        assert not store.exists(result_key(run.run_id))
+        status = env.cli("status", run.run_id, "--store", str(env.store))
+        assert status.stdout.startswith(f"run {run.run_id}: not done (from the store)"), status.stdout
 
     assert again.code == ExitCode.WARN, again.stdout + again.stderr
     assert "partial: shards not ended count as not graded, and the verdict cannot be PASS" in again.stdout

@@ -13,20 +13,25 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 from rich.console import Console
 from typer.testing import CliRunner
 
 from engine.records import load_run_end, put_manifest, put_run_end
+from engine.redis_server import RedisServer
+from engine.settings import shown_url
+from engine.state import RunState
 from engine.store import LocalStore
 from producer.commands.cli import app
-from producer.launch.drive import ended_if_stopped
 from producer.launch.progress import RunStalled
+from producer.launch.stopped import Stopped, ended_if_stopped
 from producer.results.status_view import end_lines, progress_words, status_view
 from schemas.manifest import RunManifest
 from schemas.run_end import RunEnd
 from schemas.shard import RunPlan
 from schemas.summary import RunStatus
 from testkit.offline_server import OfflineModelServer
+from tests.conftest import EXAMPLE_REPO
 from tests.e2e_support import Env, case, new_repo, scenario, write_skill
 from viewer.data import ViewerData
 
@@ -42,7 +47,8 @@ def store(tmp_path: Path) -> LocalStore:
 
 
 def test_ctrl_c_on_an_embedded_run_records_it_interrupted(store: LocalStore) -> None:
-    with pytest.raises(KeyboardInterrupt), ended_if_stopped(store, RUN, embedded=True):
+    with pytest.raises(KeyboardInterrupt), ended_if_stopped(store, RUN, embedded=True) as driving:
+        driving.sent = True
         raise KeyboardInterrupt
     end = load_run_end(store, RUN)
     assert end is not None and end.how == "interrupted" and end.reason == "Ctrl-C before the run finished"
@@ -55,10 +61,41 @@ def test_an_embedded_run_whose_workers_died_records_the_stall_without_the_log_ta
     assert end is not None and end.reason == "RUN_STALLED: the workers stopped before the run finished"
 
 
+def test_sigterm_on_an_embedded_run_records_it_interrupted_and_names_the_run(store: LocalStore) -> None:
+    said: list[str] = []
+    with pytest.raises(Stopped) as stopped, ended_if_stopped(store, RUN, embedded=True, say=said.append) as driving:
+        driving.sent = True
+        raise Stopped(signal.SIGTERM)
+    assert stopped.value.code == 143  # the shell's code for a process SIGTERM ended
+    end = load_run_end(store, RUN)
+    assert end is not None and end.how == "interrupted" and end.reason == "SIGTERM before the run finished"
+    assert said == [f"run: {RUN}", f"SIGTERM before the run finished; `skill-eval report {RUN}` reduces what ended"]
+
+
 def test_a_run_on_a_fleet_goes_on_without_its_command_so_nothing_is_recorded(store: LocalStore) -> None:
-    with pytest.raises(KeyboardInterrupt), ended_if_stopped(store, RUN, embedded=False):
+    said: list[str] = []
+    with pytest.raises(KeyboardInterrupt), ended_if_stopped(store, RUN, embedded=False, say=said.append) as driving:
+        driving.sent = True
         raise KeyboardInterrupt
     assert load_run_end(store, RUN) is None
+    assert said[0] == f"run: {RUN}" and f"`skill-eval status {RUN}` follows it" in said[1]
+
+
+def test_a_fleet_run_stopped_before_any_shard_was_sent_records_it_interrupted(store: LocalStore) -> None:
+    said: list[str] = []
+    with pytest.raises(Stopped), ended_if_stopped(store, RUN, embedded=False, say=said.append):
+        raise Stopped(signal.SIGTERM)  # during the preflight: nothing was sent, nothing will run it
+    end = load_run_end(store, RUN)
+    assert end is not None and end.how == "interrupted" and end.reason == "SIGTERM before any shard was sent"
+    assert said == [f"run: {RUN}", "SIGTERM before any shard was sent: nothing ran; `skill-eval run` again to run it"]
+
+
+def test_a_fleet_run_its_broker_lost_records_it_interrupted(store: LocalStore) -> None:
+    with pytest.raises(RunStalled), ended_if_stopped(store, RUN, embedded=False) as driving:
+        driving.sent = True
+        raise RunStalled(f"the broker no longer knows run {RUN}")
+    end = load_run_end(store, RUN)
+    assert end is not None and end.reason == f"RUN_STALLED: the broker no longer knows run {RUN}"
 
 
 def test_nothing_is_recorded_for_a_run_never_stored(tmp_path: Path) -> None:
@@ -109,9 +146,19 @@ def test_status_calls_a_run_running_only_on_the_brokers_word() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_ctrl_c_on_a_real_embedded_run_leaves_it_interrupted_in_status_and_the_viewer(tmp_path: Path) -> None:
-    """The real command on its embedded cluster, its agent's model never answering: Ctrl-C stops it,
-    and the stored run says interrupted, not running, wherever it is read."""
+@pytest.mark.parametrize(
+    ("sig", "code", "why"),
+    [
+        (signal.SIGINT, 130, "Ctrl-C before the run finished"),
+        (signal.SIGTERM, 143, "SIGTERM before the run finished"),  # a cancelled CI job
+    ],
+)
+def test_a_signal_on_a_real_embedded_run_leaves_it_interrupted_in_status_and_the_viewer(
+    tmp_path: Path, sig: signal.Signals, code: int, why: str
+) -> None:
+    """The real command on its embedded cluster, its agent's model never answering: Ctrl-C or SIGTERM
+    stops it, the command names the run, and the stored run says interrupted, not running, wherever
+    it is read."""
     hang = {"contains": "Say hello", "tools": True, "replies": [{"hang": True}]}
     with OfflineModelServer(scenario([hang], [])) as server:
         env = Env(tmp_path / "e2e", server.base_url)
@@ -124,13 +171,56 @@ def test_ctrl_c_on_a_real_embedded_run_leaves_it_interrupted_in_status_and_the_v
         while not any("Say hello" in json.dumps(r) for r in server.requests()):  # a shard is out
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         done = env.finish(proc, timeout_s=60)
-    assert done.code != 0
+    assert done.code == code, done.stderr
     (run_dir,) = env.store.glob("runs/*")
+    assert f"run: {run_dir.name}\n{why}; `skill-eval report {run_dir.name}` reduces what ended" in done.stderr
     end = load_run_end(LocalStore(env.store), run_dir.name)
-    assert end is not None and end.how == "interrupted" and end.reason == "Ctrl-C before the run finished"
+    assert end is not None and end.how == "interrupted" and end.reason == why
     status = env.cli("status", run_dir.name, "--store", str(env.store))
     assert status.stdout.startswith(f"run {run_dir.name}: interrupted (from the store)"), status.stdout
     (item,) = ViewerData(LocalStore(env.store)).runs()
     assert item["ended"] == "interrupted" and item["running"] is False and item["verdict"] is None
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_to_the_command_waiting_for_a_fleet_run_names_it_and_how_to_follow_it(
+    tmp_path: Path, broker: RedisServer
+) -> None:
+    """A cancelled CI job stops the command, not the run: the fleet goes on, and the command says which
+    run and how to follow it, exiting as the shell reports SIGTERM (143), not with a verdict."""
+    env = Env(tmp_path / "e2e", "http://127.0.0.1:9/v1")  # no worker serves the run: it never ends
+    env.base.mkdir()
+    models = ("--model", "openai/m", "--judge", "openai/j", "--no-preflight", "--broker", broker.url)
+    proc = env.start("run", "commit-message", "--repo", str(EXAMPLE_REPO), *env.place_args(), *models)
+    state, deadline = RunState(redis.Redis.from_url(broker.url)), time.monotonic() + 90
+    while not state.active_runs():  # submitted: the command now waits for the fleet
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    done = env.finish(proc, timeout_s=60)
+    (run_id,) = state.active_runs()
+    assert done.code == 143, done.stderr
+    assert f"run: {run_id}\n" in done.stderr and f"`skill-eval status {run_id}` follows it" in done.stderr
+    assert load_run_end(LocalStore(env.store), run_id) is None  # it goes on: nothing says it ended
+
+
+def test_status_says_a_broker_that_does_not_know_the_run_lost_it(
+    store: LocalStore, tmp_path: Path, broker: RedisServer
+) -> None:
+    """Asked with a broker that answered it has no such run (lost with its data, or expired), status says
+    the run is not going on, not that only its broker knows."""
+    shown = CliRunner().invoke(app, ["status", RUN, "--store", str(tmp_path / "store"), "--broker", broker.url])
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.startswith(f"run {RUN}: not going on (unknown to its broker; from the store)")
+    said = f"the broker at {broker.url} does not know this run (lost with its data, or expired): it is not going on"
+    assert said in " ".join(shown.output.split())
+    assert "only its broker knows" not in shown.output
+    assert f"`skill-eval report {RUN}` gives what was stored" in " ".join(shown.output.split())
+
+
+def test_status_hides_the_password_of_the_broker_that_lost_the_run() -> None:
+    doc = _status(lost_by=shown_url("redis://user:secret@host:6379/0"))
+    assert "secret" not in end_lines(doc)[0] and "redis://user:***@host:6379/0" in end_lines(doc)[0]

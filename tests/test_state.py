@@ -243,7 +243,7 @@ def test_a_shard_whose_worker_died_max_attempts_times_is_given_up_as_an_infra_fa
     task(ctx, broker, RUN, "s1")  # no manifest exists: nothing past the give-up may run
     assert state.get(RUN, "s1") is end
     outcome = load_outcome(ctx.store, RUN, "s1")
-    assert outcome is not None and "died 3 times" in outcome.detail
+    assert outcome is not None and "claimed 3 times while" in outcome.detail and "never ended" in outcome.detail
     assert broker.messages == [Message(QUEUE_REDUCE, RUN, None)]
 
 

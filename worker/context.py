@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, TypeVar
 
 import redis
 
+from engine.redis_retry import with_redis_retry
 from engine.segments import SegmentWriter
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
 from schemas.manifest import RunManifest, manifest_key
-from worker.redis_retry import with_redis_retry
 
 if TYPE_CHECKING:
     from worker.models.client import GatedModelClient

@@ -4,7 +4,8 @@
 
 1. **claim** ``src -> dst`` under a fresh lease token (a redelivered message, or one for a
    shard another worker holds or that moved on, claims nothing and the body never runs);
-2. **give up** a shard claimed more than ``MAX_CLAIMS`` times (its workers died on it);
+2. **give up** a shard claimed more than ``MAX_CLAIMS`` times (its workers died on it, or could
+   not record its end: the store's error is cited then);
 3. **heartbeat** the lease while the body works, noting if it was lost (reclaimed by the
    reaper after a stall);
 4. the body ends the shard with :meth:`ShardLease.end` (a terminal outcome) or moves it on
@@ -33,7 +34,7 @@ from engine.collect import load_trajectory
 from engine.records import commit_outcome
 from engine.state import MAX_CLAIMS
 from schemas.constants import QUEUE_REDUCE
-from schemas.errors import ArtifactMissing, BlockedError, InfraError, SkillEvalError
+from schemas.errors import ArtifactMissing, BlockedError, InfraError, SkillEvalError, StoreError
 from schemas.manifest import RunManifest
 from schemas.outcome import ShardOutcomeRecord
 from schemas.shard_outcome import outcome_line
@@ -125,7 +126,15 @@ class ShardLease:
         self.settled = True
         if not self.renew():
             return
-        committed = commit_outcome(self.ctx.store, self.run_id, self.shard_id, self.attempt, outcome)
+        try:
+            committed = commit_outcome(self.ctx.store, self.run_id, self.shard_id, self.attempt, outcome)
+        except StoreError as exc:
+            # Nothing recorded: the lease lapses and the shard is claimed again. Should the store keep
+            # refusing, the claim that gives it up says so, not that a worker died.
+            why = outcome.detail if outcome.status == exc.status else str(exc)
+            state = self.ctx.state
+            with_redis_retry(lambda: state.note_unrecorded(self.run_id, self.shard_id, self.leased, self.attempt, why))
+            raise
         if committed != outcome:
             log.warning(
                 "another delivery of this attempt committed first; its outcome stands",
@@ -222,6 +231,22 @@ def _exhausted(lease: ShardLease) -> bool:
     return True
 
 
+def _given_up(lease: ShardLease) -> ShardOutcomeRecord:
+    """The end of a shard claimed ``MAX_CLAIMS`` times without ending: the store error that kept its
+    end from being recorded, when a claim noted one; else its workers died or stalled past the lease."""
+    state = PHASE_FAILURE[lease.leased]
+    ctx, run_id, shard_id = lease.ctx, lease.run_id, lease.shard_id
+    why = with_redis_retry(lambda: ctx.state.unrecorded(run_id, shard_id, lease.leased, lease.attempt))
+    if why is not None:
+        detail = f"{why} (claimed {MAX_CLAIMS} times while {lease.leased.value}; its end could not be stored)"
+        return ShardOutcomeRecord(state=state, detail=detail, status=StoreError.status)
+    detail = (
+        f"{state.value}: claimed {MAX_CLAIMS} times while {lease.leased.value} and never ended "
+        "(its worker died or stalled past its lease)"
+    )
+    return ShardOutcomeRecord(state=state, detail=detail, status=state.value)
+
+
 @contextmanager
 def shard_lease(
     ctx: Context, broker: Broker, run_id: str, shard_id: str, src: ShardState, dst: ShardState
@@ -238,9 +263,7 @@ def shard_lease(
         yield None
         return
     if _exhausted(lease):
-        state = PHASE_FAILURE[dst]
-        detail = f"{state.value}: the worker died {MAX_CLAIMS} times while {dst.value} this shard"
-        lease.end(ShardOutcomeRecord(state=state, detail=detail, status=state.value))
+        lease.end(_given_up(lease))
         yield None
         return
     try:

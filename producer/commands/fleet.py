@@ -29,7 +29,7 @@ from schemas.constants import ALL_QUEUES
 from schemas.errors import ConfigError
 from schemas.status import ExitCode, SandboxMode
 from schemas.visible import inert_json
-from schemas.words import noun, plural
+from schemas.words import noun
 
 RunIdArg = Annotated[str, typer.Argument(help="Run id.")]
 
@@ -137,8 +137,4 @@ def resubmit(
     )
     for note in done.notes:
         err.print(note, markup=False)
-    out.print(
-        f"re-queued {plural(done.total, 'shard')} of run {run_id}: {len(done.execute)} to execute, "
-        f"{len(done.grade)} to grade, {len(done.stale)} stale re-sent",
-        markup=False,
-    )
+    out.print(done.summary(run_id), markup=False)

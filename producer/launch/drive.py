@@ -13,7 +13,6 @@ from rich.console import Console
 from engine.broker import Broker
 from engine.budget import RunBudget
 from engine.collect import StoredRun
-from engine.records import put_run_end
 from engine.settings import Settings
 from engine.state import RunState
 from engine.store import ArtifactStore, open_store
@@ -23,6 +22,7 @@ from producer.launch.cluster import open_cluster, task_sender
 from producer.launch.embedded import EmbeddedCluster
 from producer.launch.preflight import Waiting, check_before_dispatch
 from producer.launch.progress import RunStalled, wait_for_run
+from producer.launch.stopped import ended_if_stopped
 from producer.plan.request import RunRequest
 from producer.results.reports import append_run_log, complete_block, write_reports
 from reducer.from_store import run_result
@@ -30,10 +30,9 @@ from reducer.stream import reduce_run
 from reducer.summary import render_nothing_run
 from schemas.constants import QUEUE_EXECUTE, QUEUE_GRADE
 from schemas.errors import SkillEvalError
-from schemas.manifest import RunManifest, manifest_key
+from schemas.manifest import RunManifest
 from schemas.preflight import models_for
 from schemas.report import RunResult
-from schemas.run_end import RunEnd
 
 Submitter = Callable[[RunManifest, ArtifactStore, RunState, Broker, str | None], int]
 """Store the manifest (unless the last argument is the key it is already stored under), register
@@ -59,10 +58,12 @@ def drive(
     if not manifest.plan.shards:
         return conclude_nothing_run(manifest, err if req.detach else out)
     store = open_store(settings.store)
+    say = functools.partial(err.print, markup=False, highlight=False)
     for line in concurrency_notes(manifest):
-        err.print(line, markup=False, highlight=False)
+        say(line)
     cluster = contextlib.nullcontext(opened) if opened is not None else open_cluster(settings, req.workers)
-    with cluster as (live, embedded), ended_if_stopped(store, manifest.plan.run_id, embedded=embedded is not None):
+    stopping = functools.partial(ended_if_stopped, store, manifest.plan.run_id, say=say)
+    with cluster as (live, embedded), stopping(embedded=embedded is not None) as driving:
         client = redis.Redis.from_url(live.broker_url or "")
         state = RunState(client)
         publisher = task_sender(live, manifest)
@@ -76,10 +77,11 @@ def drive(
                 models=req.preflight,
                 embedded=embedded is not None,
                 timeout_s=req.preflight_timeout_s,
-                waiting=None if embedded else Waiting(lambda line: err.print(line, markup=False, highlight=False)),
+                waiting=None if embedded else Waiting(say),
             )
         if embedded is not None:
             embedded.grow()  # its other worker processes, now that nothing waits on the first call
+        driving.sent = True
         submitter(manifest, store, state, publisher, stored)  # a large manifest is written once
         if req.detach and embedded is None:
             return manifest.plan.run_id
@@ -92,13 +94,21 @@ def drive(
             alive=embedded.alive if embedded else None,
             show=req.show_progress,
         )
-        try:
+        with log_tail_if_stalled(embedded):
             wait()
             manifest = further_rounds(manifest, store, state, publisher, wait, err)
-        except RunStalled as exc:
-            tail = f"\nlast worker log lines:\n{embedded.log_tail(2000)}" if embedded else ""
-            raise RunStalled(f"{exc.detail}{tail}") from exc
     return conclude_run(manifest, store, settings, req.out, out)
+
+
+@contextlib.contextmanager
+def log_tail_if_stalled(embedded: EmbeddedCluster | None) -> Iterator[None]:
+    """An embedded run's stall carries its workers' last log lines: they say why they stopped."""
+    try:
+        yield
+    except RunStalled as exc:
+        if embedded is None:
+            raise
+        raise RunStalled(f"{exc.detail}\nlast worker log lines:\n{embedded.log_tail(2000)}") from exc
 
 
 def set_caps(client: redis.Redis, manifest: RunManifest) -> None:
@@ -116,23 +126,6 @@ def named_if_refused(err: Console, run_id: str) -> Iterator[None]:
         yield
     except SkillEvalError:
         err.print(f"run: {run_id}", markup=False, highlight=False)
-        raise
-
-
-@contextlib.contextmanager
-def ended_if_stopped(store: ArtifactStore, run_id: str, *, embedded: bool) -> Iterator[None]:
-    """Record the run's end as ``interrupted`` when an embedded run stops before it is reduced
-    (Ctrl-C, its workers gone): its private broker and workers go with this command, so nothing
-    runs it any more, and the stored run must not read as still going. A run on a fleet goes on
-    without the command that submitted it: nothing is recorded for it. A refused run's end is
-    recorded by its checks (producer/launch/preflight.py)."""
-    try:
-        yield
-    except (KeyboardInterrupt, RunStalled) as exc:
-        if embedded and store.exists(manifest_key(run_id)):
-            # A stall's first line names it; the worker log's tail under it stays in the terminal.
-            why = str(exc).splitlines()[0] if isinstance(exc, RunStalled) else "Ctrl-C before the run finished"
-            put_run_end(store, RunEnd(run_id=run_id, how="interrupted", reason=why))
         raise
 
 

@@ -9,23 +9,17 @@ sized to that ceiling: a longer shard could be cut at every scale-down. ``node_h
 from __future__ import annotations
 
 import os
-import re
 import socket
 from pathlib import Path
 
 import redis
 
 from engine.fleet import Fleet, Health, assess
-from engine.settings import Settings
+from engine.settings import Settings, shown_url
 from schemas.errors import ConfigError
 
 NODE_FILE = "node-name"
 """File in the worker's workdir naming the node last started there (the probe's fallback)."""
-
-
-def shown_url(url: str) -> str:
-    """A broker URL fit to print: its password, if any, hidden."""
-    return re.sub(r"(//[^/@]*?:)[^/@]*@", r"\1***@", url)
 
 
 def check_broker(url: str, named: str, *, reach: bool = True) -> None:

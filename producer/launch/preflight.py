@@ -10,12 +10,16 @@ is the same path there (worker/host_check.py, worker/preflight.py).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
+
+import redis
 
 from engine.records import put_manifest, put_run_end
+from engine.redis_retry import with_redis_retry
 from engine.state import RunState
 from engine.store import ArtifactStore
 from schemas.errors import BlockedError, ModelUnavailable, SkillEvalError
@@ -31,6 +35,8 @@ from schemas.preflight import (
 from schemas.run_end import RunEnd
 
 DEFAULT_TIMEOUT_S = 300.0
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -111,23 +117,45 @@ def _run_checks(
     run_id = manifest.plan.run_id
     if host:
         publisher.host_check(run_id)
+    again = functools.partial(publisher.host_check, run_id)
     if host and needs_canary(manifest):
-        wait_host_check(run_id, state, timeout_s=timeout_s, waiting=waiting)
+        wait_host_check(run_id, state, timeout_s=timeout_s, waiting=waiting, resend=again)
         host = False
     if queues:
         send_model_checks(manifest, publisher)
     if host:  # the sandbox probe, checked beside the models and its failure said first
-        wait_host_check(run_id, state, timeout_s=timeout_s, waiting=waiting)
+        wait_host_check(run_id, state, timeout_s=timeout_s, waiting=waiting, resend=again)
     if queues:
-        wait_model_checks(manifest, state, timeout_s=timeout_s, waiting=waiting)
+        resend = functools.partial(send_model_checks, manifest, publisher)
+        wait_model_checks(manifest, state, timeout_s=timeout_s, waiting=waiting, resend=resend)
+
+
+def _through_restart(read: Callable[[], T], resend: Callable[[], None] | None) -> T:
+    """``read`` retried through a broker restart as the workers' calls are (engine/redis_retry.py),
+    then the checks sent again: a Redis back without its data lost their messages, and one whose pop
+    a worker had pending took it along. A second answer only replaces the first."""
+    try:
+        return read()
+    except (redis.ConnectionError, redis.TimeoutError):
+        value = with_redis_retry(read)
+        if resend is not None:
+            resend()
+        return value
 
 
 def wait_host_check(
-    run_id: str, state: RunState, *, timeout_s: float, recheck_s: float = 1.0, waiting: Waiting | None = None
+    run_id: str,
+    state: RunState,
+    *,
+    timeout_s: float,
+    recheck_s: float = 1.0,
+    waiting: Waiting | None = None,
+    resend: Callable[[], None] | None = None,
 ) -> None:
-    """Wait for an execute worker's host check; raise the named error it found."""
+    """Wait for an execute worker's host check; raise the named error it found. Through a broker
+    restart, ``resend`` sends the check again."""
     deadline = time.monotonic() + timeout_s
-    while (raw := state.preflight(run_id, HOST_CHECK)) is None:
+    while (raw := _through_restart(functools.partial(state.preflight, run_id, HOST_CHECK), resend)) is None:
         left = deadline - time.monotonic()
         if left <= 0:
             raise BlockedError(
@@ -136,7 +164,7 @@ def wait_host_check(
             )
         if waiting:
             waiting.tick("a worker on queue execute to check its host", timeout_s)
-        state.wait_preflight(run_id, min(recheck_s, left))
+        _through_restart(functools.partial(state.wait_preflight, run_id, min(recheck_s, left)), resend)
     error = HostCheckReport.model_validate_json(raw).error()
     if error is not None:
         raise error
@@ -155,6 +183,7 @@ def wait_model_checks(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     recheck_s: float = 1.0,
     waiting: Waiting | None = None,
+    resend: Callable[[], None] | None = None,
 ) -> list[PreflightReport]:
     """The queues' preflight reports once all are in (sent by :func:`send_model_checks`);
     ``ModelUnavailable`` naming each fault, or each queue no worker answered within ``timeout_s``.
@@ -162,7 +191,8 @@ def wait_model_checks(
     The run's manifest must already be in the store (the workers read the models from it).
     The wait blocks on the run's preflight signal, which storing each report raises, so
     it ends the moment the last report is stored, not a poll later; the reports are read again
-    at least every ``recheck_s`` in any case (kept below the Redis client's socket timeout).
+    at least every ``recheck_s`` in any case (kept below the Redis client's socket timeout). Its
+    reads live through a broker restart, after which ``resend`` sends the checks again.
     """
     run_id = manifest.plan.run_id
     queues = preflight_queues(manifest)
@@ -170,7 +200,8 @@ def wait_model_checks(
     deadline = time.monotonic() + timeout_s
     while True:
         for queue in queues:
-            raw = None if queue in reports else state.preflight(run_id, queue)
+            read = functools.partial(state.preflight, run_id, queue)
+            raw = None if queue in reports else _through_restart(read, resend)
             if raw is not None:
                 reports[queue] = PreflightReport.model_validate_json(raw)
         if len(reports) == len(queues):
@@ -184,7 +215,7 @@ def wait_model_checks(
             )
         if waiting:
             waiting.tick(f"a worker on {silent}", timeout_s)
-        state.wait_preflight(run_id, min(recheck_s, left))
+        _through_restart(functools.partial(state.wait_preflight, run_id, min(recheck_s, left)), resend)
     failures = [line for q in queues for line in reports[q].failures()]
     if failures:
         raise ModelUnavailable("; ".join(dict.fromkeys(failures)))

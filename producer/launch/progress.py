@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TypeVar
 
 from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
+from engine.redis_retry import with_redis_retry
 from engine.state import RunState
 from schemas.errors import SkillEvalError
 from schemas.status import ShardState
+
+T = TypeVar("T")
 
 BAR_WIDTH = 28
 """Wide enough to read, narrow enough that the bar, the counts and both clocks fit in 80 columns."""
@@ -73,6 +78,29 @@ class RunProgress(Progress):
         yield Text(self._detail, overflow="fold")
 
 
+@dataclass(frozen=True)
+class _Look:
+    """One reading of a run's progress from Redis."""
+
+    done: int
+    total: int
+    counts: dict[str, int]
+    usage: dict[str, dict[str, float]]
+    reduced: bool
+    known: bool
+
+
+def _look(state: RunState, run_id: str, usage: Callable[[], dict[str, dict[str, float]]] | None) -> _Look:
+    done, total = state.totals(run_id)
+    return _Look(
+        done, total, state.counts(run_id), usage() if usage else {}, state.reduced(run_id), state.exists(run_id)
+    )
+
+
+def _read(call: Callable[[], T], retried: bool) -> T:
+    return with_redis_retry(call) if retried else call()
+
+
 def wait_for_run(
     state: RunState,
     run_id: str,
@@ -83,19 +111,30 @@ def wait_for_run(
     poll_s: float = 0.25,
     show: bool = True,
 ) -> None:
-    """Block until the run is reduced; raise RunStalled when ``alive`` says the workers are gone."""
+    """Block until the run is reduced; raise RunStalled when ``alive`` says the workers are gone, or
+    when the broker no longer knows the run.
+
+    On a fleet (no ``alive``) every read retries Redis connection errors as the workers do
+    (engine/redis_retry.py): a broker restarting under a running run must not end this wait while
+    the fleet goes on. An embedded cluster's private Redis never comes back: no retry there.
+    """
     start = time.monotonic()
-    _, total = state.totals(run_id)
-    with RunProgress(run_id, total, console, show=show) as progress:
+    fleet = alive is None
+    first = _read(lambda: _look(state, run_id, None), fleet)
+    with RunProgress(run_id, first.total, console, show=show) as progress:
         while True:
-            done, total = state.totals(run_id)
-            rates = _rate_text(usage(), time.monotonic() - start) if usage is not None else ""
-            progress.show(done, total, state.counts(run_id), rates)
-            if state.reduced(run_id):
+            look = _read(lambda: _look(state, run_id, usage), fleet)
+            rates = _rate_text(look.usage, time.monotonic() - start) if usage is not None else ""
+            progress.show(look.done, look.total, look.counts, rates)
+            if look.reduced:
                 return
             if alive is not None and not alive():
                 raise RunStalled("the workers stopped before the run finished")
-            if not state.exists(run_id):
+            if not look.known:
                 # A broker restarted without persistence forgets the run: say so instead of waiting forever.
-                raise RunStalled(f"the broker no longer knows run {run_id} (restarted without persistence?)")
-            state.wait_reduced(run_id, poll_s)  # woken the moment the reduce ends, not a poll later
+                raise RunStalled(
+                    f"the broker no longer knows run {run_id} (restarted without persistence?): nothing runs it;"
+                    f" `skill-eval report {run_id}` gives what was stored, `skill-eval run` again redoes it"
+                )
+            # woken the moment the reduce ends, not a poll later
+            _read(lambda: state.wait_reduced(run_id, poll_s), fleet)

@@ -39,6 +39,7 @@ from producer.plan.model_names import check_cost_cap
 from schemas.errors import ConfigError
 from schemas.manifest import RunManifest, manifest_key, trajectory_key
 from schemas.status import ShardState
+from schemas.words import plural
 
 STALE = "stale"
 CHOICES = (
@@ -60,9 +61,23 @@ class Resubmitted:
     stale: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    moved_on: int = 0
+    """Shards chosen that had moved on before this resubmit could move them (another resubmit, or a
+    late delivery, took them first): neither re-queued nor counted again."""
+
     @property
     def total(self) -> int:
         return len(self.execute) + len(self.grade) + len(self.stale)
+
+    def summary(self, run_id: str) -> str:
+        """One line saying what this resubmit did: what it re-queued, what it only sent again."""
+        requeued = len(self.execute) + len(self.grade)
+        resent = f"{plural(len(self.stale), 'waiting shard')} sent again" if self.stale else ""
+        taken = f"{self.moved_on} moved on before this resubmit could (already re-queued?)" if self.moved_on else ""
+        if requeued:
+            head = f"re-queued {plural(requeued, 'shard')} of run {run_id}: {len(self.execute)} to execute, "
+            return ", ".join(p for p in (f"{head}{len(self.grade)} to grade", resent, taken) if p)
+        return f"re-queued nothing in run {run_id}" + "".join(f"; {p}" for p in (resent, taken) if p)
 
 
 def parse_only(value: str | None) -> list[str]:
@@ -126,6 +141,8 @@ def resubmit_run(
             if shard_id in moved:
                 send_shard(publisher, run_id, shard_id, back)
                 (done.execute if back is ShardState.QUEUED else done.grade).append(shard_id)
+            else:
+                done.moved_on += 1
         if STALE in only:
             for shard_id, waiting in state.unleased(run_id):
                 if shard_id not in moved:

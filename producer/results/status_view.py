@@ -37,6 +37,11 @@ def end_lines(doc: RunStatus) -> list[str]:
     if doc.end is not None:
         after = f"; `skill-eval report {doc.run_id}` reduces what ended" if doc.end.how == "interrupted" else ""
         return [f"{doc.end.reason}{after}"]
+    if doc.source == "store" and doc.lost_by is not None:
+        return [
+            f"the broker at {doc.lost_by} does not know this run (lost with its data, or expired): it is not"
+            f" going on; `skill-eval report {doc.run_id}` gives what was stored, `skill-eval run` again redoes it"
+        ]
     if doc.source == "store":
         return ["whether it is still going only its broker knows (--broker, or SKILL_EVAL_BROKER_URL)"]
     return []
@@ -50,6 +55,8 @@ def progress_words(doc: RunStatus) -> str:
         return f"done ({where})"
     if doc.end is not None:
         return f"{doc.end.label} (from the store)"
+    if doc.lost_by is not None:
+        return "not going on (unknown to its broker; from the store)"
     if doc.source == "broker":
         return f"{'STALLED' if doc.stalled else 'running'} (live, from the broker)"
     return "not done (from the store)"

@@ -13,7 +13,7 @@ from engine.delivery import Delivery, stall_bound
 from engine.labels import labelled_answers
 from engine.records import load_manifest, load_result, load_run_end, put_result
 from engine.segments import SegmentWriter
-from engine.settings import Settings
+from engine.settings import Settings, shown_url
 from engine.state import RunState
 from engine.store import open_store
 from engine.usage import usage_totals
@@ -49,9 +49,10 @@ def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console
     figures = agreement(*labelled_answers(store, run_id, cases))
     if figures:
         result = result.model_copy(update={"human_agreement": figures})
-    put_result(store, result)
-    paths = write_reports(result, manifest, store, out_dir or Path(manifest.out_dir or DEFAULT_REPORT_DIR))
     unfinished = sum(s.unfinished for s in result.skills)
+    if not unfinished:  # a partial result stored would read as the run's final one (status, report, run)
+        put_result(store, result)
+    paths = write_reports(result, manifest, store, out_dir or Path(manifest.out_dir or DEFAULT_REPORT_DIR))
     if unfinished and end is not None:
         out.print(visible(f"{end.label}: {end.reason}"), markup=False)
     if unfinished:  # what the block's PARTIAL header means for the verdict, said before the block
@@ -102,6 +103,7 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
             )
     # A run its broker knows is going (the broker's word first); one it does not may have ended
     # without a result: refused by its checks (never registered), or its embedded broker is gone.
+    lost_by = shown_url(settings.broker_url) if settings.broker_url else None
     manifest = load_manifest(store, run_id)
     outcomes = collect_outcomes(store, manifest)
     counts = {s.value: 0 for s in ShardState}
@@ -122,4 +124,5 @@ def run_status(run_id: str, settings: Settings) -> RunStatus:
         end=end,
         not_sent=unsent if refused else 0,
         not_ended=0 if refused else unsent,  # queued or executing: only the broker knows which
+        lost_by=lost_by,
     )

@@ -30,6 +30,7 @@ from urllib.parse import urlparse
 import redis
 
 from engine.budget import OverShare, Reservation, RunBudget, is_out_of_credit
+from engine.redis_retry import with_redis_retry
 from engine.usage import queue_usage, record_usage, usage_totals
 from schemas.errors import BudgetExhausted, ContextOverflow, ModelCallFailed, ShareSpent
 from schemas.model_config import ModelConfig, ModelLimits, RetrySettings
@@ -40,7 +41,6 @@ from worker.models.direct import EndpointUnreachable, MalformedReply
 from worker.models.limiter import Lease, Limiter
 from worker.models.prices import dearest_per_token
 from worker.models.transports import Transports, goes_direct
-from worker.redis_retry import with_redis_retry
 
 __all__ = [
     "GatedModelClient",

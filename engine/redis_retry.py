@@ -1,7 +1,8 @@
-"""Retrying a Redis operation through a restart: the one rule every state call of a worker follows.
+"""Retrying a Redis operation through a restart: the one rule every state call follows.
 
-Redis may restart under a running worker (a failover, an operator, a fault test): every
-state operation retries connection errors for a while instead of failing the shard.
+Redis may restart under a running worker or a waiting producer (a failover, an operator, a
+fault test): every state operation retries connection errors for a while instead of failing
+the shard, or ending the producer's wait while the run goes on.
 """
 
 from __future__ import annotations
