@@ -23,6 +23,9 @@ exhausted by it, so the last share is left to the shards within theirs and to th
 (the over-spender's own judge included, which is what lets it be graded). A shard within
 its share that the cap refuses ends ``budget-exhausted`` as before: an adversarial agent
 that burns tokens until the cap refuses it can no longer take itself out of the pass rate.
+Likewise a call that does not fit and whose estimate alone would take its shard past its share
+(one oversized request, such as a 2 MB body an agent posts its proxy) is refused as the shard's
+own and never marks the run: the run is exhausted only by what was spent and honestly reserved.
 
 Keys: ``skill-eval:run:<run_id>:budget`` hash (caps, spent, reserved, in tokens and in
 micro-dollars) and ``…:budget:models`` hash (model -> why it is out of credit).
@@ -85,10 +88,18 @@ class OverShare:
         return self.why
 
 
-def over_share_why(spend: Spend, shards: int, own: Usage) -> str:
-    """Why a shard's call was refused as its own doing: the share it passed, in words."""
-    if spend.max_tokens is not None and own.total_tokens >= spend.max_tokens / shards:
+def over_share_why(spend: Spend, shards: int, own: Usage, asked: Reservation | None = None) -> str:
+    """Why a shard's call was refused as its own doing: the share it passed (or the share its
+    one call alone would pass, ``asked`` its estimate), in words."""
+    asked = asked or Reservation(0, 0)
+    if spend.max_tokens is not None and own.total_tokens + asked.tokens > spend.max_tokens / shards:
         share = spend.max_tokens // shards
+        if own.total_tokens < spend.max_tokens / shards:
+            return (
+                f"this shard's request alone is estimated at {asked.tokens} tokens: with the {own.total_tokens} "
+                f"it spent, past its share of the run's token cap ({share} = {spend.max_tokens} / {shards} "
+                "shards), and more than the cap has left"
+            )
         return (
             f"this shard spent {own.total_tokens} tokens, past its share of the run's token cap "
             f"({share} = {spend.max_tokens} / {shards} shards)"
@@ -163,7 +174,7 @@ class RunBudget:
             return reservation
         spend = self.spend()
         if got == 2:
-            return OverShare(over_share_why(spend, shards, own))
+            return OverShare(over_share_why(spend, shards, own, reservation))
         if spend.exhausted == "tokens":
             return f"the run's token cap is reached ({spend.tokens} of {spend.max_tokens} tokens spent)"
         return f"the run's cost cap is reached (${spend.cost_usd:.4f} of ${spend.max_cost_usd:.4f} spent)"
