@@ -216,15 +216,21 @@ def test_one_request_too_large_for_the_shards_share_is_refused_as_its_own_and_th
     spent = budget.reserve("m", 10_000, None, own=Usage(prompt_tokens=0))
     assert isinstance(spent, Reservation)
     budget.settle(spent, 10_000, None)
-    # One request estimated above what the cap has left, from a shard within its share: its own doing.
-    oversized = budget.reserve("m", 500_000, None, own=Usage(prompt_tokens=10_000))
+    # One request of a harness's conversation (a body the agent shapes) estimated above a whole
+    # share and above what the cap has left, from a shard within its share: its own doing.
+    oversized = budget.reserve("m", 500_000, None, own=Usage(prompt_tokens=10_000), shaped="conversation")
     assert isinstance(oversized, OverShare), oversized
     assert "request alone is estimated at 500000 tokens" in str(oversized)
     assert budget.spend().exhausted is None
     # The run goes on for everyone else, until spent tokens fill the cap.
     assert isinstance(budget.reserve("m", 40_000, None, own=Usage(prompt_tokens=0)), Reservation)
     assert isinstance(budget.reserve("judge", 140_000, None), Reservation)
-    late = budget.reserve("m", 20_000, None, own=Usage(prompt_tokens=0))  # 210,000 > 200,000, within its share
+    # The agent's own side request: any refusal is its doing, whatever its size.
+    side = budget.reserve("m", 20_000, None, own=Usage(prompt_tokens=0), shaped="side")  # 210,000 > 200,000
+    assert isinstance(side, OverShare) and "of the agent's own" in str(side), side
+    assert budget.spend().exhausted is None
+    # Within a share, the conversation's request the cap refuses ends the run as before (infra).
+    late = budget.reserve("m", 20_000, None, own=Usage(prompt_tokens=0), shaped="conversation")  # 210,000 > 200,000
     assert isinstance(late, str) and "token cap is reached" in late
     assert budget.spend().exhausted == "tokens"
 

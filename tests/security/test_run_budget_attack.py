@@ -75,4 +75,4 @@ def test_one_oversized_request_is_the_agents_own_refusal_and_every_case_is_still
     # The flood never reached the upstream; the agent was told why, and it is listed as its doing.
     assert not any(len(str(b)) > 1_000_000 for b in server.requests())
     [refusal] = runs[1]["refused_requests"]
-    assert refusal.startswith("BUDGET_SHARE:") and "past its share of the run's token cap" in refusal
+    assert refusal.startswith("BUDGET_SHARE:") and "more than its share of the run's token cap" in refusal

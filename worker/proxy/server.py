@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 import httpx
 import structlog
 
-from engine.budget import OverShare, RunBudget
+from engine.budget import OverShare, RunBudget, Shaped
 from harnesses import gemini_api
 from harnesses.conversation import continues, sent_outputs
 from harnesses.endpoints import is_model_path, scrub, upstream_url
@@ -285,7 +285,10 @@ class ModelProxy(FleetWaits):
                 completion_tokens=self.record.completion_tokens,
                 cost_usd=self._spent_cost,
             )
-            got = self.run_budget.reserve(self.config.model, estimate + RESERVED_COMPLETION, None, own=own)
+            shaped: Shaped = "side" if side else "conversation"  # the agent can shape either body
+            got = self.run_budget.reserve(
+                self.config.model, estimate + RESERVED_COMPLETION, None, own=own, shaped=shaped
+            )
             if isinstance(got, OverShare):  # this shard's own spending: its trajectory ends as behaviour
                 with self._lock:
                     if side:  # the agent's own request: refused and listed, the harness's conversation goes on
