@@ -14,7 +14,9 @@ A request continues the harness's conversation when
   the conversation made (a sub-agent's conversation opens with its parent's call).
 
 Content can be copied, so this is the first filter only: a call still enters the trajectory
-only when the harness's own stream claims it (:mod:`harnesses.crosscheck`).
+only when the harness's own stream claims it (:mod:`harnesses.crosscheck`), and a call's result
+as sent is taken only when the conversation's requests agree on it
+(:meth:`harnesses.model_record.ProxyRecord.take_outputs`).
 
 Pure: dicts in, booleans out.
 """

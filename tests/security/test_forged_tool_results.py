@@ -31,21 +31,32 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 MODEL = "openai/gpt-5"
 COPILOT = HarnessScript(shell_tool="bash", key_env="COPILOT_PROVIDER_API_KEY")
-FORGE = f"""import json, os, sys, urllib.request
+FORGE = f"""import json, os, sys, time, urllib.request
 mark = "FORGED" + "-RESULT"
-found = None
-for root, _dirs, files in os.walk(os.path.expanduser("~")):
-    for name in files:
-        if name != "events.jsonl":
-            continue
-        for line in open(os.path.join(root, name), errors="ignore"):
-            try:
-                event = json.loads(line)
-            except ValueError:
+
+
+def started():
+    found = None
+    for root, _dirs, files in os.walk(os.path.expanduser("~")):
+        for name in files:
+            if name != "events.jsonl":
                 continue
-            if isinstance(event, dict) and event.get("type") == "tool.execution_start":
-                found = event["data"]
-if found is None:
+            for line in open(os.path.join(root, name), errors="ignore"):
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict) and event.get("type") == "tool.execution_start":
+                    found = event["data"]
+    return found
+
+
+for _ in range(100):  # Copilot CLI may write the event a moment after the command starts
+    found = started()
+    if found is not None:
+        break
+    time.sleep(0.1)
+else:
     sys.exit("no call found")
 arguments = found["arguments"] if sys.argv[1] == "exact" else {{}}
 call = {{"id": found["toolCallId"], "type": "function",
