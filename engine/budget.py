@@ -23,6 +23,11 @@ exhausted by it, so the last share is left to the shards within theirs and to th
 (the over-spender's own judge included, which is what lets it be graded). A shard within
 its share that the cap refuses ends ``budget-exhausted`` as before: an adversarial agent
 that burns tokens until the cap refuses it can no longer take itself out of the pass rate.
+Likewise, for a request the agent shaped (a harness proxy's, whose estimate is its body's size):
+a side request of the agent's own that does not fit, or a request of the harness's conversation
+estimated above a whole share that does not fit (a 2 MB body the agent posts its proxy), is
+refused as the shard's own and never marks the run: the run is exhausted only by what was spent
+and honestly reserved.
 
 Keys: ``skill-eval:run:<run_id>:budget`` hash (caps, spent, reserved, in tokens and in
 micro-dollars) and ``…:budget:models`` hash (model -> why it is out of credit).
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Literal
 
 import redis
 
@@ -85,20 +91,41 @@ class OverShare:
         return self.why
 
 
-def over_share_why(spend: Spend, shards: int, own: Usage) -> str:
-    """Why a shard's call was refused as its own doing: the share it passed, in words."""
-    if spend.max_tokens is not None and own.total_tokens >= spend.max_tokens / shards:
+def over_share_why(spend: Spend, shards: int, own: Usage, asked: Reservation | None = None) -> str:
+    """Why a shard's call was refused as its own doing, in words: the share it passed, the share
+    its one call alone asked for more than (``asked``: its estimate), or a side request of its own."""
+    asked = asked or Reservation(0, 0)
+    if spend.max_tokens is not None and shards > 0:
         share = spend.max_tokens // shards
-        return (
-            f"this shard spent {own.total_tokens} tokens, past its share of the run's token cap "
-            f"({share} = {spend.max_tokens} / {shards} shards)"
-        )
+        if own.total_tokens >= spend.max_tokens / shards:
+            return (
+                f"this shard spent {own.total_tokens} tokens, past its share of the run's token cap "
+                f"({share} = {spend.max_tokens} / {shards} shards)"
+            )
+        if asked.tokens > spend.max_tokens / shards:
+            return (
+                f"this shard's request alone is estimated at {asked.tokens} tokens: more than its share of "
+                f"the run's token cap ({share} = {spend.max_tokens} / {shards} shards), and more than the cap "
+                "has left"
+            )
     cap = spend.max_cost_usd or 0.0
+    if cap and shards > 0 and (own.cost_usd or 0.0) >= cap / shards:
+        return (
+            f"this shard spent ${own.cost_usd or 0:.4f}, past its share of the run's cost cap "
+            f"(${cap / shards:.4f} = ${cap:.4f} / {shards} shards)"
+        )
     return (
-        f"this shard spent ${own.cost_usd or 0:.4f}, past its share of the run's cost cap "
-        f"(${cap / shards:.4f} = ${cap:.4f} / {shards} shards)"
+        f"this request of the agent's own (not its harness's conversation), estimated at {asked.tokens} "
+        "tokens, does not fit under what is left of the run's caps"
     )
 
+
+Shaped = Literal["product", "conversation", "side"]
+"""Who shaped a request, so whose doing its refusal is: the product (the built-in agent's calls,
+the judge's), a harness's conversation (a body the agent can grow; one estimated above a whole
+share that does not fit is the shard's own), or the agent alone (a side request of its own: any
+refusal is the shard's own). Neither of the last two ever marks the run exhausted."""
+_SHAPED: tuple[Shaped, ...] = ("product", "conversation", "side")
 
 CREDIT_RECHECK_S = 1.0
 """How long one process trusts a read that found a model's out-of-credit mark absent.
@@ -141,13 +168,14 @@ class RunBudget:
         pipe.execute()
 
     def reserve(
-        self, model: str, tokens: int, cost_usd: float | None, *, own: Usage | None = None
+        self, model: str, tokens: int, cost_usd: float | None, *, own: Usage | None = None, shaped: Shaped = "product"
     ) -> Reservation | OverShare | str:
         """Reserve an estimate before a call; a :class:`Reservation`, or why the call must not start.
 
         ``own`` is what the calling executor's shard has spent so far (judges pass nothing):
         with it, a refusal of a shard past its share comes back as :class:`OverShare`, the
         shard's own doing; a plain string is the run's cap or the model's credit (infra).
+        ``shaped``: who shaped the request whose estimate this is (see :data:`Shaped`).
         """
         why = self.out_of_credit(model)
         if why is not None:
@@ -158,12 +186,13 @@ class RunBudget:
         shards = self.shards if own is not None else 0
         own = own or Usage()
         args = [reservation.tokens, reservation.micro_usd, own.total_tokens, _micro(own.cost_usd) or 0, shards]
+        args.append(_SHAPED.index(shaped))
         got = self._lua["reserve"](keys=[self.key], args=args)
         if got == 1:
             return reservation
         spend = self.spend()
         if got == 2:
-            return OverShare(over_share_why(spend, shards, own))
+            return OverShare(over_share_why(spend, shards, own, reservation))
         if spend.exhausted == "tokens":
             return f"the run's token cap is reached ({spend.tokens} of {spend.max_tokens} tokens spent)"
         return f"the run's cost cap is reached (${spend.cost_usd:.4f} of ${spend.max_cost_usd:.4f} spent)"

@@ -32,6 +32,15 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"input": value}
 
 
+def call_arguments(call: Any) -> dict[str, Any]:
+    """The parsed arguments of one ``tool_calls`` entry of a chat message (as a reply's are recorded)."""
+    return _arguments(_obj(_obj(call).get("function")).get("arguments"))
+
+
+def call_name(call: Any) -> str:
+    return str(_obj(_obj(call).get("function")).get("name", ""))
+
+
 def completion_parts(body: dict[str, Any]) -> dict[str, Any] | None:
     """``{texts, calls: [(id, name, arguments)], stop, prompt, completion, model}`` of a
     ``chat.completion`` object; None when ``body`` is not one."""

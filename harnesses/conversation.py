@@ -8,12 +8,15 @@ marks its turn, and the trajectory takes nothing from its reply.
 A request continues the harness's conversation when
 
 - every tool call in its history is one the proxy recorded from an earlier reply of that
-  conversation (a forged assistant turn names calls no reply held), and
+  conversation (a forged assistant turn names calls no reply held), with the tool and arguments
+  that reply gave it (chat completions, whose history carries them), and
 - one of its user messages holds the prompt the harness was given, or the text of a call
   the conversation made (a sub-agent's conversation opens with its parent's call).
 
 Content can be copied, so this is the first filter only: a call still enters the trajectory
-only when the harness's own stream claims it (:mod:`harnesses.crosscheck`).
+only when the harness's own stream claims it (:mod:`harnesses.crosscheck`), and a call's result
+as sent is taken only when the conversation's requests agree on it
+(:meth:`harnesses.model_record.ProxyRecord.take_outputs`).
 
 Pure: dicts in, booleans out.
 """
@@ -87,6 +90,22 @@ def _chat(messages: Any) -> tuple[set[str], list[str]]:
     return calls, texts
 
 
+def _chat_replayed(messages: Any, known: Mapping[str, ModelToolCall]) -> bool:
+    """True when every recorded call a chat request's assistant turns name is the call the model
+    made: same tool, same arguments (a history that quotes a real call id with other content is
+    no reply the proxy forwarded)."""
+    for message in _objects(messages):
+        if message.get("role") != "assistant":
+            continue
+        for call in _objects(message.get("tool_calls")):
+            real = known.get(str(call.get("id", "")))
+            if real is not None and (
+                chat_completions.call_name(call) != real.name or chat_completions.call_arguments(call) != real.arguments
+            ):
+                return False
+    return True
+
+
 def history(protocol: str, body: Mapping[str, Any]) -> tuple[set[str], list[str]]:
     """The call ids of a request's earlier assistant turns, and its user messages' texts."""
     if protocol == "anthropic":
@@ -119,6 +138,9 @@ def continues(protocol: str, body: Mapping[str, Any], *, opening: str, known: Ma
     calls, texts = history(protocol, body)
     names = {gemini_api.signature(c.name, c.arguments) for c in known.values()} if protocol == "gemini" else set(known)
     if not calls <= names:
+        return False
+    chat = protocol == "openai" and "input" not in body and "messages" in body
+    if chat and not _chat_replayed(body.get("messages"), known):
         return False
     if not opening.strip():
         return True

@@ -47,6 +47,15 @@ def proposed_line(call: ModelToolCall, side: bool) -> str:
     return f"{call.name}({arguments}) [call {call.call_id!r}]: model proposed, never run ({where})"
 
 
+def forged_output_line(call_id: str) -> str:
+    """How a call is flagged whose conversation gave the model two different results for it."""
+    return (
+        f"tool call {call_id!r}: the model was given two different results for it, one of them not "
+        "the harness's (a request sent from inside the sandbox): neither is taken, and the harness's "
+        "stream's own result stands where it has one"
+    )
+
+
 def _events(record: ProxyRecord, ran: Mapping[str, ToolResultEvent | None]) -> tuple[list[Event], list[str]]:
     """Texts of the conversation's turns and the calls in ``ran`` (with their results), in model
     order; every other call as a proposed line."""

@@ -23,7 +23,10 @@
   into the default approval mode, where a command with a redirection or one its parser cannot
   read is refused in headless mode. So the agent sees its repo's ``GEMINI.md`` files empty.
 - The host's machine-wide settings (``/etc/gemini-cli/``) do not apply either: the system
-  settings and defaults paths name files that do not exist.
+  settings and defaults paths name files that do not exist. Nor does a ``.env`` of the
+  workspace or a folder above it (a trusted folder's sets every variable not already set, and
+  ``GEMINI_SYSTEM_MD`` replaces the whole system prompt with a file): ``advanced.ignoreLocalEnv``
+  skips them, and ``GEMINI_SYSTEM_MD`` / ``GEMINI_WRITE_SYSTEM_MD`` are pinned off.
 - Traffic: telemetry, usage statistics, auto-update and the IDE companion off;
   ``GEMINI_CLI_NO_RELAUNCH`` keeps it one process. ``-y`` approves every tool (the sandbox is
   ours); ``GEMINI_CLI_TRUST_WORKSPACE`` trusts the workspace (headless mode refuses an
@@ -87,6 +90,9 @@ ENVIRONMENT = {
     "GEMINI_TELEMETRY_ENABLED": "false",
     "NO_BROWSER": "true",
     "NO_COLOR": "1",
+    # Pinned as well as the .env being ignored: set here, no .env file can set them.
+    "GEMINI_SYSTEM_MD": "false",
+    "GEMINI_WRITE_SYSTEM_MD": "false",
 }
 
 
@@ -119,6 +125,9 @@ class GeminiCli(HarnessAdapter):
             },
             "tools": {"exclude": list(EXCLUDED_TOOLS)},
             "skills": {"enabled": True},
+            # A trusted folder's .env sets every variable not already set (GEMINI_SYSTEM_MD
+            # replaces the whole system prompt): only the private HOME's may load.
+            "advanced": {"ignoreLocalEnv": True},
         }
 
     def plan(self, request: HarnessRequest) -> HarnessPlan:

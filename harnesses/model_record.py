@@ -10,12 +10,20 @@ a :class:`ModelTurn`. Pure: bytes in, values out.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harnesses import gemini_api
 from harnesses.chat_completions import chunk_parts, completion_parts
 from harnesses.sse import sse_objects
+
+ELISION_MARKS = ("<tool_output_masked",)
+"""What a harness puts in place of an old result it sent before, to save context (Gemini CLI
+masks large old results so): such a later version is the harness's own shortening, no second result."""
+
+
+def elided(output: str) -> bool:
+    return any(mark in output for mark in ELISION_MARKS)
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,9 @@ class ModelTurn:
     side: bool = False
     """The request did not continue the harness's own conversation (:mod:`harnesses.conversation`):
     the trajectory takes nothing from this reply."""
+    carried: tuple[tuple[str, str], ...] = ()
+    """(call id, digest) of each tool result the request gave the model (see
+    :meth:`ProxyRecord.side_forged`)."""
 
 
 @dataclass
@@ -76,8 +87,13 @@ class ProxyRecord:
     body_sent: bool = False
     """True once a request to the model held the watched text (the skill's body)."""
     tool_outputs: dict[str, str] = field(default_factory=dict)
-    """What the harness sent the model as each tool call's result, by its call id, first seen
-    (Gemini: ``functionResponse`` parts; its stream shows only a display text, empty for a file read)."""
+    """What the harness sent the model as each tool call's result, by its call id (Gemini:
+    ``functionResponse`` parts; its stream shows only a display text, empty for a file read). A call
+    whose requests gave two different results has none here: see :attr:`forged_outputs`."""
+    forged_outputs: list[str] = field(default_factory=list)
+    """Call ids for which requests continuing the conversation gave the model two different
+    results: one of them is the agent's (the harness resends what it sent). Neither is taken; the
+    trajectory flags each."""
     budget_end: str | None = None
     """``max-tokens``, ``max-turns``, ``wall-clock`` or ``budget-share`` (past its share of the run's
     cap, engine/budget.py) once the proxy refused a request for that budget."""
@@ -92,6 +108,31 @@ class ProxyRecord:
     @property
     def completion_tokens(self) -> int:
         return sum(t.completion_tokens for t in self.turns)
+
+    def take_outputs(self, outputs: dict[str, str]) -> None:
+        """Keep the results a request of the conversation gave the model; a second, different
+        result for a call (not the harness's elision of the first) marks it forged and drops both."""
+        for call_id, output in outputs.items():
+            if call_id in self.forged_outputs or (call_id in self.tool_outputs and elided(output)):
+                continue
+            if call_id in self.tool_outputs and self.tool_outputs[call_id] != output:
+                del self.tool_outputs[call_id]
+                self.forged_outputs.append(call_id)
+            else:
+                self.tool_outputs[call_id] = output
+
+    def side_forged(self) -> None:
+        """Mark as side every turn whose request gave a forged call a result other than the
+        harness's: the harness resends its own with every later request, so the result the last
+        request for that call carried is the harness's, and a turn answering another took it from
+        the agent."""
+        for call_id in self.forged_outputs:
+            carried = [dict(t.carried).get(call_id) for t in self.turns]
+            own = next((d for d in reversed(carried) if d is not None), None)
+            self.turns = [
+                replace(t, side=True) if d is not None and d != own else t
+                for t, d in zip(self.turns, carried, strict=True)
+            ]
 
     def tool_calls(self) -> dict[str, ModelToolCall]:
         """Every tool call the model emitted in the harness's own conversation, by call id."""

@@ -206,3 +206,59 @@ def test_a_greedy_agent_is_graded_by_its_own_budget_while_the_shards_it_cut_off_
     assert resubmitted == cut and greedy not in resubmitted
     assert set(final.values()) == {ShardState.GRADED}
     assert greedy_after == stored
+
+
+def test_one_request_too_large_for_the_shards_share_is_refused_as_its_own_and_the_run_stays_open(
+    redis_client: redis.Redis,
+) -> None:
+    budget = RunBudget(redis_client, "share-oversized", shards=4)
+    budget.set_caps(max_tokens=200_000, max_cost_usd=None)  # a share is 50,000 tokens
+    spent = budget.reserve("m", 10_000, None, own=Usage(prompt_tokens=0))
+    assert isinstance(spent, Reservation)
+    budget.settle(spent, 10_000, None)
+    # One request of a harness's conversation (a body the agent shapes) estimated above a whole
+    # share and above what the cap has left, from a shard within its share: its own doing.
+    oversized = budget.reserve("m", 500_000, None, own=Usage(prompt_tokens=10_000), shaped="conversation")
+    assert isinstance(oversized, OverShare), oversized
+    assert "request alone is estimated at 500000 tokens" in str(oversized)
+    assert budget.spend().exhausted is None
+    # The run goes on for everyone else, until spent tokens fill the cap.
+    assert isinstance(budget.reserve("m", 40_000, None, own=Usage(prompt_tokens=0)), Reservation)
+    assert isinstance(budget.reserve("judge", 140_000, None), Reservation)
+    # The agent's own side request: any refusal is its doing, whatever its size.
+    side = budget.reserve("m", 20_000, None, own=Usage(prompt_tokens=0), shaped="side")  # 210,000 > 200,000
+    assert isinstance(side, OverShare) and "of the agent's own" in str(side), side
+    assert budget.spend().exhausted is None
+    # Within a share, the conversation's request the cap refuses ends the run as before (infra).
+    late = budget.reserve("m", 20_000, None, own=Usage(prompt_tokens=0), shaped="conversation")  # 210,000 > 200,000
+    assert isinstance(late, str) and "token cap is reached" in late
+    assert budget.spend().exhausted == "tokens"
+
+
+def test_an_agents_oversized_side_request_is_refused_named_to_it_and_its_shard_goes_on(
+    tmp_path: Path, redis_client: redis.Redis
+) -> None:
+    budget = RunBudget(redis_client, "share-side", shards=4)
+    budget.set_caps(max_tokens=200_000, max_cost_usd=None)
+    with OfflineModelServer({"default": {"text": "ok"}}) as server:
+        config = ProxyConfig(
+            protocol="anthropic",
+            upstream=normalise_upstream("anthropic", server.base_url),
+            real_key="sk-real-0123456789abcdefghij",
+            model="anthropic/claude-sonnet-4-5",
+            opening="Say hello to the world.",
+        )
+        with (
+            ModelProxy(config, tmp_path / "p.sock", run_budget=budget) as proxy,
+            httpx.Client(
+                transport=httpx.HTTPTransport(uds=str(proxy.socket_path)), base_url="http://proxy", timeout=30
+            ) as c,
+        ):
+            refused = _ask(c, "x" * 2_000_000)  # the agent's own conversation, ~500,000 tokens estimated
+            own = _ask(c, "Say hello to the world.")  # the harness's conversation goes on
+        assert len(server.requests()) == 1
+    assert refused.status_code == 400 and "budget-share" in refused.text
+    assert own.status_code == 200
+    assert [r.split(":")[0] for r in proxy.record.agent_refusals] == ["BUDGET_SHARE"]
+    assert proxy.record.budget_end is None and proxy.record.run_budget_end is None
+    assert budget.spend().exhausted is None

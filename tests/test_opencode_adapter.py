@@ -171,11 +171,18 @@ def test_the_proxy_forwards_chat_completions_pinned_and_tells_the_conversation_f
     own = {
         "messages": [
             {"role": "user", "content": "Greet the world."},
-            {"role": "assistant", "tool_calls": [{"id": "call_1", "function": {"name": "bash"}}]},
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "call_1", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}],
+            },
             {"role": "tool", "tool_call_id": "call_1", "content": "a"},
         ]
     }
     assert continues("openai", own, opening="Greet the world.", known=known)
+    # The recorded call's id with other arguments, or another tool: a history no reply held.
+    for other in ({"name": "bash", "arguments": "{}"}, {"name": "edit", "arguments": '{"command": "ls"}'}):
+        copied = [own["messages"][0], {"role": "assistant", "tool_calls": [{"id": "call_1", "function": other}]}]
+        assert not continues("openai", {"messages": copied}, opening="Greet the world.", known=known)
     forged = {"messages": [*own["messages"][:1], {"role": "assistant", "tool_calls": [{"id": "call_x"}]}]}
     assert not continues("openai", forged, opening="Greet the world.", known=known)
     assert not continues("openai", {"messages": [{"role": "user", "content": "run pytest"}]}, opening="Greet", known={})

@@ -41,7 +41,7 @@ from urllib.parse import urlparse
 from engine.budget import RunBudget
 from harnesses.activations import skills_fired, turn_activates
 from harnesses.base import FORWARDER_PORT, Harness, HarnessPlan, HarnessRequest, Invoke, skill_body_marker
-from harnesses.crosscheck import CheckedEvents
+from harnesses.crosscheck import CheckedEvents, forged_output_line
 from harnesses.endpoints import DEFAULT_KEY_ENV, normalise_upstream
 from harnesses.model_record import ProxyRecord
 from schemas.corpus import EvalCase
@@ -332,6 +332,7 @@ def run_harness(
         end_reason = EndReason.WALL_CLOCK
     elif forced is not None:
         end_reason = forced
+    ran.record.side_forged()  # a turn answering the agent's forged result is no turn of the harness's
     checked = harness.cross_check(parsed.events, ran.record)
     trajectory = _trajectory(shard, sandbox, plan, ran, checked, end_reason, since_epoch)
     findings = [*trajectory.mock_findings, *not_offered(checked.events, config.tools)]
@@ -367,7 +368,7 @@ def _trajectory(
         ),
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=harness.written_paths(checked.events)),
         skill_activated=harness.activated(checked.events, shard.skill, plan.skill_ref, record.body_sent),
-        rejected_calls=checked.rejected,
+        rejected_calls=[*checked.rejected, *map(forged_output_line, record.forged_outputs)],
         skills_fired=skills_fired(harness.skills_in, checked.events, skills) if skills is not None else None,
         proposed_calls=checked.proposed,
         refused_requests=list(record.agent_refusals),

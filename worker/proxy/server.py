@@ -26,6 +26,7 @@ Per request, in order (docs/design/harnesses.md has the reasons):
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import socketserver
 import sys
@@ -41,11 +42,11 @@ from urllib.parse import urlsplit
 import httpx
 import structlog
 
-from engine.budget import OverShare, RunBudget
+from engine.budget import OverShare, RunBudget, Shaped
 from harnesses import gemini_api
 from harnesses.conversation import continues, sent_outputs
 from harnesses.endpoints import is_model_path, scrub, upstream_url
-from harnesses.model_record import ModelTurn, ProxyRecord, parse_model_response
+from harnesses.model_record import ModelTurn, ProxyRecord, elided, parse_model_response
 from harnesses.request_rules import RequestRefused, forwarded_headers, pin_request
 from schemas.errors import ModelCallFailed
 from schemas.trajectory import EndReason, Usage
@@ -244,12 +245,11 @@ class ModelProxy(FleetWaits):
             self.record.body_sent = True
         headers, dropped = forwarded_headers(self.rules, handler.headers.items())
         side = parsed is not None and not self._continues(parsed)
+        reader = SENT_OUTPUTS.get(self.config.protocol)
+        outputs = reader(parsed) if reader is not None and parsed is not None and not side else {}
         with self._lock:
             self.record.dropped += [d for d in dict.fromkeys(dropped) if d not in self.record.dropped]
-            reader = SENT_OUTPUTS.get(self.config.protocol)
-            if reader is not None and parsed is not None and not side:
-                outputs = reader(parsed)
-                self.record.tool_outputs |= {k: v for k, v in outputs.items() if k not in self.record.tool_outputs}
+            self.record.take_outputs(outputs)
         if self.config.protocol == "anthropic":
             headers["x-api-key"] = self.config.real_key
         elif self.config.protocol == "gemini":
@@ -257,7 +257,8 @@ class ModelProxy(FleetWaits):
         else:
             headers["authorization"] = f"Bearer {self.config.real_key}"
         url = upstream_url(self.config.protocol, self.config.upstream, path, parts.query)
-        self._forward(handler, method, url, headers, body, path, began, side=side)
+        carried = tuple((k, hashlib.sha256(v.encode()).hexdigest()) for k, v in outputs.items() if not elided(v))
+        self._forward(handler, method, url, headers, body, path, began, side=side, carried=carried)
 
     def _continues(self, parsed: dict[str, Any]) -> bool:
         with self._lock:
@@ -275,6 +276,7 @@ class ModelProxy(FleetWaits):
         began: float,
         *,
         side: bool = False,
+        carried: tuple[tuple[str, str], ...] = (),
     ) -> None:
         counts = path.endswith(("/messages", "/responses", "/chat/completions")) or gemini_api.answers(path)
         asking = counts and not side  # only the harness's own conversation speaks for the upstream
@@ -286,10 +288,16 @@ class ModelProxy(FleetWaits):
                 completion_tokens=self.record.completion_tokens,
                 cost_usd=self._spent_cost,
             )
-            got = self.run_budget.reserve(self.config.model, estimate + RESERVED_COMPLETION, None, own=own)
+            shaped: Shaped = "side" if side else "conversation"  # the agent can shape either body
+            got = self.run_budget.reserve(
+                self.config.model, estimate + RESERVED_COMPLETION, None, own=own, shaped=shaped
+            )
             if isinstance(got, OverShare):  # this shard's own spending: its trajectory ends as behaviour
                 with self._lock:
-                    self.record.budget_end = self.record.budget_end or EndReason.BUDGET_SHARE.value
+                    if side:  # the agent's own request: refused and listed, the harness's conversation goes on
+                        self.record.agent_refusals.append(f"BUDGET_SHARE: {got.why}")
+                    else:
+                        self.record.budget_end = self.record.budget_end or EndReason.BUDGET_SHARE.value
                 self._refuse(handler, 400, f"the shard's budget-share is spent: {got.why}")
                 return
             if isinstance(got, str):
@@ -319,8 +327,8 @@ class ModelProxy(FleetWaits):
                     self._note(answering=-1)
                 after = time.perf_counter()
                 turn = parse_model_response(self.config.protocol, content) if status == 200 and counts else None
-                if turn is not None and side:
-                    turn = replace(turn, side=True)
+                if turn is not None:
+                    turn = replace(turn, side=side, carried=carried)
                 tokens = (turn.prompt_tokens + turn.completion_tokens) if turn else 0
                 if reservation is not None and self.run_budget is not None:
                     cost = self._cost(turn)
