@@ -20,7 +20,8 @@ The shard's life, in order:
 Failure rules: a harness that fails before its first model call, or whose upstream kept
 failing until it gave up, is ``executor-failed`` (infra). Anything after the first proxied
 call is behaviour unless the proxy's record shows an infra cause; the harness's own words
-are never what decides. Running out of wall clock, tokens or turns is behaviour.
+are never what decides. Running out of wall clock, tokens or turns is behaviour, and so is
+filling the workspace past its quota, whatever the record shows (:mod:`worker.workspace_quota`).
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ from schemas.http_mocks import HttpCall
 from schemas.manifest import AgentBudget
 from schemas.model_config import ModelLimits
 from schemas.status import SandboxMode
-from schemas.trajectory import EndReason, Trajectory, TrajectoryName, Usage
+from schemas.trajectory import AssistantEvent, EndReason, Trajectory, TrajectoryName, Usage
 from worker.executor.allowed import not_offered
-from worker.executor.external import EXTERNAL_OUTPUT_CHARS
+from worker.executor.external import EXTERNAL_OUTPUT_CHARS, tail_of
 from worker.executor.final_files import collect_final_files
 from worker.executor.harness_binary import find_binary, sealed_copy
 from worker.executor.harness_stage import installed, other_skills, plugin_name, skill_files, stage_home
@@ -61,6 +62,7 @@ from worker.models.limiter import Limiter
 from worker.proxy import ModelProxy, ProxyConfig, forwarder_command
 from worker.sandbox import INNER_HOME, INNER_ROOT, BwrapSandbox, CommandResult, Sandbox, SandboxLimits
 from worker.seccomp_filter import seccomp_program
+from worker.workspace_quota import WORKSPACE_LIMIT, quota_breach
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost-map fetch from the internet
 
@@ -153,6 +155,7 @@ def _run_sandboxed(
                 pass_fds=(program.fileno(),),
                 socket_output=True,
                 allowance=allowance,
+                watch=sandbox.workspace,
             )
         finally:
             if sandbox.uid is not None:
@@ -169,10 +172,6 @@ def priced(record: ProxyRecord, model: str, token_cost: Callable[[str, int, int]
             return None
         total += cost
     return total
-
-
-def _tail(text: str, chars: int = 600) -> str:
-    return text[-chars:].strip() or "(no output)"
 
 
 def _request(shard: HarnessShard, workspace: Path) -> HarnessRequest:
@@ -304,11 +303,11 @@ def _refuse_infra(where: str, ran: _Ran, saw_result: bool) -> None:
         raise ExecutorFailed(f"{where}: its event stream was cut by the sandbox's output cap")
     if not record.turns:
         if result.limit == "timeout":
-            raise ExecutorFailed(f"{where}: no model call within the wall clock: {_tail(result.output)}")
+            raise ExecutorFailed(f"{where}: no model call within the wall clock: {tail_of(result.output)}")
         why = f"upstream kept failing ({record.last_error})" if record.upstream_failures else "no model call"
         if record.refused:  # its own requests broke a rule: the adapter's settings, not the agent
             why += f"; the proxy refused: {record.refused[-1]}"
-        raise ExecutorFailed(f"{where}: failed before its first model response, {why}: {_tail(result.output)}")
+        raise ExecutorFailed(f"{where}: failed before its first model response, {why}: {tail_of(result.output)}")
     if not record.last_upstream_ok and not saw_result:
         raise ExecutorFailed(f"{where}: the upstream kept failing until the harness gave up: {record.last_error}")
 
@@ -340,16 +339,22 @@ def run_harness(
     config = replace(config, tools=harness.offered_tools(request))
     ran = _run_behind_proxy(shard, sandbox, plan, config, found, _Host(limiter, usage, run_budget, tmp_parent))
     parsed = harness.read_stream(ran.result.output.splitlines())
-    _refuse_infra(f"{harness.name} ({shard.model})", ran, parsed.saw_result)
+    # Measured before the final files are read; a breach is the agent's doing whatever else the record shows.
+    over = quota_breach(sandbox.workspace, sandbox.limits, stopped=ran.result.limit == WORKSPACE_LIMIT)
+    if over is None:
+        _refuse_infra(f"{harness.name} ({shard.model})", ran, parsed.saw_result)
     end_reason = parsed.end_reason
-    if ran.record.budget_end is not None:
+    if over is not None:
+        end_reason = EndReason.WORKSPACE_QUOTA
+    elif ran.record.budget_end is not None:
         end_reason = EndReason(ran.record.budget_end)
     elif ran.result.limit == "timeout":
         end_reason = EndReason.WALL_CLOCK
     checked = harness.cross_check(parsed.events, ran.record)
     trajectory = _trajectory(shard, sandbox, plan, ran, checked, end_reason, since_epoch)
     findings = [*trajectory.mock_findings, *not_offered(checked.events, config.tools)]
-    trajectory = trajectory.model_copy(update={"started_at": started_at, "mock_findings": findings})
+    events = [*trajectory.events, *([AssistantEvent(text=f"(run ended by the product: {over})")] if over else [])]
+    trajectory = trajectory.model_copy(update={"started_at": started_at, "mock_findings": findings, "events": events})
     return settle_mock_calls(trajectory, shard.case)
 
 
