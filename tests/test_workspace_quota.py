@@ -33,7 +33,7 @@ def test_a_breach_is_a_sentence_and_a_stopped_command_is_one_even_after_the_work
 
 def test_the_watch_trips_when_the_workspace_goes_over_and_stops_when_left(tmp_path: Path) -> None:
     limits = SandboxLimits(workspace_files=50)
-    with QuotaWatch(tmp_path, limits, interval_s=0.05) as watch:
+    with QuotaWatch((tmp_path,), limits, interval_s=0.05) as watch:
         time.sleep(0.2)
         assert not watch.tripped.is_set()
         for i in range(60):

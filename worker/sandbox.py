@@ -173,7 +173,7 @@ class BwrapSandbox:
         timeout = self.limits.timeout_s if timeout_s is None else timeout_s
         try:
             return execute(
-                argv, env=env, cwd=None, stdin=stdin, timeout_s=timeout, limits=self.limits, watch=self.workspace
+                argv, env=env, cwd=None, stdin=stdin, timeout_s=timeout, limits=self.limits, watch=(self.workspace,)
             )
         finally:
             if self.uid is not None:
@@ -218,7 +218,7 @@ class UnconfinedSandbox:
                 stdin=stdin,
                 timeout_s=timeout,
                 limits=self.limits,
-                watch=self.workspace,
+                watch=(self.workspace,),
             )
         finally:
             if self.uid is not None:

@@ -239,7 +239,7 @@ def execute(
     pass_fds: tuple[int, ...] = (),
     socket_output: bool = False,
     allowance: Callable[[], float] | None = None,
-    watch: Path | None = None,
+    watch: tuple[Path, ...] = (),
 ) -> CommandResult:
     """Run ``argv`` in its own process group, read its output incrementally, enforce the wall clock.
 
@@ -250,8 +250,9 @@ def execute(
     ``/proc/<pid>/fd/1``, so nothing the command starts can write into its output that way.
     ``allowance``: seconds the wall clock is extended by, read as it runs (a harness's model
     proxy: what its requests waited on the fleet, which is not the agent's time).
-    ``watch``: the workspace, sampled while the command runs; past its quota the command is
-    killed and its ``limit`` is ``workspace-quota`` (:class:`~worker.workspace_quota.QuotaWatch`).
+    ``watch``: the workspace (and any folder counted with it), sampled while the command runs;
+    past its quota the command is killed and its ``limit`` is ``workspace-quota``
+    (:class:`~worker.workspace_quota.QuotaWatch`).
     """
     started = time.monotonic()
     buffer = OutputBuffer(
@@ -291,7 +292,7 @@ def execute(
             return CommandResult(output=f"sandbox could not start the command: {exc}", exit_code=None)
         if socket_output:
             theirs.close()  # only the child holds the writing end: EOF when it (and its children) exit
-        quota = stack.enter_context(QuotaWatch(watch, limits)) if watch is not None else None
+        quota = stack.enter_context(QuotaWatch(watch, limits)) if watch else None
         stop = quota.tripped if quota is not None else None
         timed_out = _pump(proc, buffer, deadline=started + timeout_s, out=reader, allowance=allowance, stop=stop)
         stopped = stop is not None and stop.is_set() and not timed_out

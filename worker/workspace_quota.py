@@ -87,14 +87,17 @@ def quota_breach(root: Path, limits: SandboxLimits, *, stopped: bool = False) ->
 
 
 class QuotaWatch:
-    """A thread sampling ``root`` while a command runs; ``tripped`` is set once it is over quota.
+    """A thread sampling ``roots`` while a command runs; ``tripped`` is set once they hold more
+    than the quota together (a harness's private HOME, a host folder, counts with its workspace).
 
     Use as a context manager around the command; :func:`worker.sandbox_exec.execute` kills the
     command's process group when ``tripped`` is set.
     """
 
-    def __init__(self, root: Path, limits: SandboxLimits, *, interval_s: float = SAMPLE_INTERVAL_S) -> None:
-        self.root, self.limits, self.interval_s = root, limits, interval_s
+    def __init__(
+        self, roots: tuple[Path, ...], limits: SandboxLimits, *, interval_s: float = SAMPLE_INTERVAL_S
+    ) -> None:
+        self.roots, self.limits, self.interval_s = roots, limits, interval_s
         self.tripped = threading.Event()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._sample, name="workspace-quota", daemon=True)
@@ -111,7 +114,10 @@ class QuotaWatch:
         wait_s = self.interval_s
         while not self._done.wait(wait_s):
             started = time.monotonic()
-            usage = workspace_usage(self.root, stop_after_files=self.limits.workspace_files)
+            usage = WorkspaceUsage(0, 0)
+            for root in self.roots:
+                more = workspace_usage(root, stop_after_files=self.limits.workspace_files - usage.files)
+                usage = WorkspaceUsage(usage.bytes + more.bytes, usage.files + more.files)
             if usage.over(self.limits) is not None:
                 self.tripped.set()
                 return

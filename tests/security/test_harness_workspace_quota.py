@@ -87,6 +87,18 @@ def test_a_harness_agent_filling_the_workspace_is_stopped_while_it_runs(
     assert "over its 20 MB quota" in trajectory.model_dump_json()
 
 
+def test_a_harness_agent_filling_its_private_home_is_stopped_as_if_it_were_the_workspace(
+    server: OfflineModelServer, tmp_path: Path
+) -> None:
+    """The harness's HOME is a host folder bound into the sandbox, next to the workspaces."""
+    fill = f"head -c 30000000 /dev/zero > ~/junk; sleep {LINGER_S}"
+
+    trajectory, took = _claude_code(server, tmp_path, fill)
+
+    assert trajectory.end_reason is EndReason.WORKSPACE_QUOTA
+    assert took < LINGER_S, "the harness ran on past the quota until its command ended"
+
+
 _RESULT = json.dumps({"type": "result", "subtype": "success", "is_error": False, "num_turns": 1, "result": "ok"})
 
 

@@ -134,6 +134,7 @@ def _run_sandboxed(
     timeout_s: float,
     *,
     allowance: Callable[[], float] | None = None,
+    home: Path,
 ) -> CommandResult:
     from worker.sandbox_exec import bwrap_argv, execute, inner_argv, reap_uid, sandbox_env
 
@@ -155,7 +156,7 @@ def _run_sandboxed(
                 pass_fds=(program.fileno(),),
                 socket_output=True,
                 allowance=allowance,
-                watch=sandbox.workspace,
+                watch=(sandbox.workspace, home),  # its HOME is a host folder: counted with the workspace
             )
         finally:
             if sandbox.uid is not None:
@@ -288,6 +289,7 @@ def _run_behind_proxy(
                 plan.stdin,
                 shard.budget.wall_clock_s,
                 allowance=proxy.allowance_s,  # the fleet's waits are not the agent's time
+                home=private / "home",
             )
         return _Ran(result, proxy.record, proxy.waited_s, list(http.calls), http.findings())
     finally:
