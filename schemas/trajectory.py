@@ -65,7 +65,7 @@ class ToolResultEvent(FrozenModel):
     truncated: bool = False
     """True when the middle of the output was elided."""
     limit: str | None = None
-    """Which sandbox limit the command hit (timeout, cpu, memory, processes, file-size), if any."""
+    """Which sandbox limit the command hit (timeout, cpu, memory, processes, file-size, workspace-quota), if any."""
     ts: datetime = Field(default_factory=_now)
     """When the result was recorded (UTC)."""
 

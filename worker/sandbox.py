@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import tempfile
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -32,57 +31,9 @@ __all__ = [
     "CommandResult",
     "Sandbox",
     "SandboxLimits",
-    "WorkspaceUsage",
     "open_sandbox",
     "require_sandbox",
-    "workspace_usage",
 ]
-
-
-@dataclass(frozen=True)
-class WorkspaceUsage:
-    """What a workspace holds: allocated bytes and entries."""
-
-    bytes: int
-    files: int
-
-    def over(self, limits: SandboxLimits) -> str | None:
-        """Which quota is exceeded, as a sentence for the trajectory, or None."""
-        if self.bytes > limits.workspace_mb * 1024 * 1024:
-            return f"the workspace holds {self.bytes // (1024 * 1024)} MB, over its {limits.workspace_mb} MB quota"
-        if self.files > limits.workspace_files:
-            return f"the workspace holds {self.files} entries, over its {limits.workspace_files} quota"
-        return None
-
-
-def workspace_usage(root: Path, *, stop_after_files: int | None = None) -> WorkspaceUsage:
-    """Allocated bytes (``st_blocks``, so sparse files count as what they occupy) and entries under
-    ``root``, never following a link; stops counting past ``stop_after_files`` entries.
-
-    Each tool call is its own bwrap, so no per-sandbox tmpfs can hold the workspace's state
-    across calls; measuring after every call and ending the shard when a quota is exceeded
-    works for an unprivileged worker too. One call can still write up to what the filesystem
-    allows before it is measured (its processes' file size is bounded by ``file_size_mb``).
-    """
-    total = files = 0
-    stack = [str(root)]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as it:
-                for entry in it:
-                    files += 1
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    total += st.st_blocks * 512
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-        except OSError:
-            continue  # a folder the agent made unreadable: its content is not counted, the folder is
-        if stop_after_files is not None and files > stop_after_files:
-            break
-    return WorkspaceUsage(bytes=total, files=files)
 
 
 class Sandbox(Protocol):
@@ -93,9 +44,14 @@ class Sandbox(Protocol):
     """Host path of the workspace (inside the sandbox it is mounted at a fixed path)."""
     inner_root: str
     """Path of the workspace as commands inside the sandbox see it (e.g. ``/workspace``)."""
+    limits: SandboxLimits
+    """Per-command limits and the workspace's quota."""
 
     def run(self, command: str, *, timeout_s: float | None = None, stdin: str | None = None) -> CommandResult:
-        """Run ``command`` with ``bash -c`` in the workspace; never raises for the command's own failure."""
+        """Run ``command`` with ``bash -c`` in the workspace; never raises for the command's own failure.
+
+        The workspace is watched while it runs: past its quota the command is stopped with
+        ``limit`` ``workspace-quota`` (:mod:`worker.workspace_quota`)."""
         ...
 
 
@@ -216,7 +172,9 @@ class BwrapSandbox:
         """Run a bwrap ``argv`` built for this sandbox; every process its uid left is reaped after."""
         timeout = self.limits.timeout_s if timeout_s is None else timeout_s
         try:
-            return execute(argv, env=env, cwd=None, stdin=stdin, timeout_s=timeout, limits=self.limits)
+            return execute(
+                argv, env=env, cwd=None, stdin=stdin, timeout_s=timeout, limits=self.limits, watch=(self.workspace,)
+            )
         finally:
             if self.uid is not None:
                 reap_uid(self.uid)
@@ -253,7 +211,15 @@ class UnconfinedSandbox:
         argv = inner_argv(command, self.limits, uid=self.uid, unconfined=True)
         timeout = self.limits.timeout_s if timeout_s is None else timeout_s
         try:
-            return execute(argv, env=env, cwd=self.workspace, stdin=stdin, timeout_s=timeout, limits=self.limits)
+            return execute(
+                argv,
+                env=env,
+                cwd=self.workspace,
+                stdin=stdin,
+                timeout_s=timeout,
+                limits=self.limits,
+                watch=(self.workspace,),
+            )
         finally:
             if self.uid is not None:
                 reap_uid(self.uid)  # also background processes that left the process group

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import IO, cast
 from engine.gitcmd import GIT_IDENTITY
 from worker.output import OutputBuffer
 from worker.sandbox_spec import INNER_HOME, INNER_ROOT, CommandResult, SandboxLimits
+from worker.workspace_quota import WORKSPACE_LIMIT, QuotaWatch
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # System folders mounted read-only; each is a folder or a symlink (merged-/usr) on the host.
@@ -186,9 +188,10 @@ def _pump(
     deadline: float,
     out: IO[bytes] | None = None,
     allowance: Callable[[], float] | None = None,
+    stop: threading.Event | None = None,
 ) -> bool:
     """Feed ``proc``'s output (or ``out``) into ``buffer`` until EOF or ``deadline`` (later by
-    ``allowance()``, read again at least every 0.1 s); reap it. True on timeout."""
+    ``allowance()``, read again at least every 0.1 s) or until ``stop`` is set; reap it. True on timeout."""
     reader = out or proc.stdout
     assert reader is not None
     fd = reader.fileno()
@@ -208,6 +211,8 @@ def _pump(
             if now >= (drain_until or deadline):
                 timed_out = drain_until is None
                 break
+            if stop is not None and stop.is_set():
+                break  # killed below, with every process of its group
             ready, _, _ = select.select([fd], [], [], min((drain_until or deadline) - now, 0.1))
             if not ready:
                 continue
@@ -234,6 +239,7 @@ def execute(
     pass_fds: tuple[int, ...] = (),
     socket_output: bool = False,
     allowance: Callable[[], float] | None = None,
+    watch: tuple[Path, ...] = (),
 ) -> CommandResult:
     """Run ``argv`` in its own process group, read its output incrementally, enforce the wall clock.
 
@@ -244,6 +250,9 @@ def execute(
     ``/proc/<pid>/fd/1``, so nothing the command starts can write into its output that way.
     ``allowance``: seconds the wall clock is extended by, read as it runs (a harness's model
     proxy: what its requests waited on the fleet, which is not the agent's time).
+    ``watch``: the workspace (and any folder counted with it), sampled while the command runs;
+    past its quota the command is killed and its ``limit`` is ``workspace-quota``
+    (:class:`~worker.workspace_quota.QuotaWatch`).
     """
     started = time.monotonic()
     buffer = OutputBuffer(
@@ -283,10 +292,13 @@ def execute(
             return CommandResult(output=f"sandbox could not start the command: {exc}", exit_code=None)
         if socket_output:
             theirs.close()  # only the child holds the writing end: EOF when it (and its children) exit
-        timed_out = _pump(proc, buffer, deadline=started + timeout_s, out=reader, allowance=allowance)
-    code = None if timed_out else proc.returncode
+        quota = stack.enter_context(QuotaWatch(watch, limits)) if watch else None
+        stop = quota.tripped if quota is not None else None
+        timed_out = _pump(proc, buffer, deadline=started + timeout_s, out=reader, allowance=allowance, stop=stop)
+        stopped = stop is not None and stop.is_set() and not timed_out
+    code = None if timed_out or stopped else proc.returncode
     output, truncated = buffer.render()
-    limit = _which_limit(code, timed_out, buffer.seen)
+    limit = WORKSPACE_LIMIT if stopped else _which_limit(code, timed_out, buffer.seen)
     if limit in ("cpu", "file-size") and code is not None and code > 128:
         code = None  # killed by the limit's signal, not an exit of its own
     return CommandResult(

@@ -29,7 +29,8 @@ class SandboxLimits:
     tmpfs_mb: int = 512
     """Size cap of each private tmpfs (HOME and /tmp) in bubblewrap mode."""
     workspace_mb: int = 2048
-    """Quota on the workspace's disk use, measured after every tool call (see ``workspace_usage``)."""
+    """Quota on the workspace's disk use, watched while every command runs and measured after it
+    (:mod:`worker.workspace_quota`)."""
     workspace_files: int = 200_000
     """Quota on the number of entries (files, folders, links) in the workspace."""
 
@@ -43,7 +44,8 @@ class CommandResult:
     exit_code: int | None
     """Exit code; None when the command was killed by a limit before exiting."""
     limit: str | None = None
-    """Limit hit: ``timeout``, ``cpu``, ``memory``, ``processes`` or ``file-size``; None otherwise."""
+    """Limit hit: ``timeout``, ``cpu``, ``memory``, ``processes``, ``file-size`` or ``workspace-quota``
+    (the workspace's quota, watched while the command ran); None otherwise."""
     truncated: bool = False
     """True when the middle of the output was elided."""
     duration_s: float = 0.0

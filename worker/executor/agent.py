@@ -38,7 +38,8 @@ from worker.executor.scaffold import run_scaffold
 from worker.executor.tools import TOOL_NAMES, ToolOutcome, execute_tool
 from worker.http_mock_sandbox import http_mocked
 from worker.models.base import ModelClient, ModelReply
-from worker.sandbox import Sandbox, SandboxLimits, workspace_usage
+from worker.sandbox import Sandbox, SandboxLimits
+from worker.workspace_quota import WORKSPACE_LIMIT, quota_breach
 
 
 def _assistant_message(reply: ModelReply) -> dict[str, Any]:
@@ -203,13 +204,12 @@ class _Loop:
         since it was made, so no file can have changed, and the final-files walk is skipped."""
         return any(isinstance(e, ToolCallEvent) for e in self.events)
 
-    def over_quota(self) -> str | None:
-        """The workspace quota exceeded after a tool call (the agent's doing: behaviour), or None."""
+    def over_quota(self, outcome: ToolOutcome) -> str | None:
+        """The workspace quota exceeded by a tool call (the agent's doing: behaviour), or None."""
         limits = getattr(self.sandbox, "limits", None)
         if not isinstance(limits, SandboxLimits):
             return None
-        usage = workspace_usage(self.sandbox.workspace, stop_after_files=limits.workspace_files)
-        return usage.over(limits)
+        return quota_breach(self.sandbox.workspace, limits, stopped=outcome.limit == WORKSPACE_LIMIT)
 
     def run(self, prompt: str) -> EndReason:
         messages: list[dict[str, Any]] = [{"role": "system", "content": self.system}] if self.system else []
@@ -237,7 +237,7 @@ class _Loop:
                     return EndReason.WALL_CLOCK
                 outcome = self.refuse_malformed(call) or self.run_tool(call)
                 messages.append({"role": "tool", "tool_call_id": call.call_id, "content": _result_for_model(outcome)})
-                over = self.over_quota()
+                over = self.over_quota(outcome)
                 if over:
                     self.events.append(AssistantEvent(text=f"(run ended by the product: {over})"))
                     return EndReason.WORKSPACE_QUOTA

@@ -14,7 +14,8 @@ middle (a cut stream is refused rather than graded with a hole in it).
 
 Failure semantics: the CLI exiting non-zero, crashing before its
 ``result`` line, or hitting a resource limit other than the wall clock is
-``executor-failed`` (infra); running out of wall clock or turns is behaviour.
+``executor-failed`` (infra); running out of wall clock or turns, or filling the workspace
+past its quota (watched while the CLI runs, measured after it), is behaviour.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from datetime import UTC, datetime
 from harnesses.stream_json import read_stream_json
 from schemas.constants import CMD_EXECUTOR_PREFIX
 from schemas.errors import ConfigError, ExecutorFailed
-from schemas.trajectory import EndReason, ToolCallEvent, Trajectory
+from schemas.trajectory import AssistantEvent, EndReason, ToolCallEvent, Trajectory
 from worker.executor.final_files import collect_final_files
 from worker.executor.prompt import ExecutorInputs, render_executor_prompt
 from worker.sandbox import Sandbox, SandboxLimits
+from worker.workspace_quota import WORKSPACE_LIMIT, quota_breach
 
 OPTION_PREFIX = CMD_EXECUTOR_PREFIX
 # An agent's whole stream must fit; the sandbox's default cap is sized for one tool's output.
@@ -63,7 +65,8 @@ def external_limits(limits: SandboxLimits, *, wall_clock_s: float) -> SandboxLim
     return replace(limits, output_chars=EXTERNAL_OUTPUT_CHARS, timeout_s=wall_clock_s, cpu_s=int(wall_clock_s))
 
 
-def _tail(text: str, chars: int = 600) -> str:
+def tail_of(text: str, chars: int = 600) -> str:
+    """The end of a CLI's output, for an error that must say what it printed last."""
     return text[-chars:].strip() or "(no output)"
 
 
@@ -83,17 +86,22 @@ def run_external(
     prompt = render_executor_prompt(inputs, workspace=sandbox.inner_root)
     result = sandbox.run(executor.command, timeout_s=wall_clock_s, stdin=prompt.text)
     where = f"external executor {executor.command!r}"
-    if result.truncated:
+    # Measured before the final files are read; a breach is the agent's doing, whatever the CLI did after.
+    over = quota_breach(sandbox.workspace, sandbox.limits, stopped=result.limit == WORKSPACE_LIMIT)
+    if result.truncated and over is None:
         raise ExecutorFailed(f"{where}: its event stream was cut by the sandbox's output cap")
     parsed = read_stream_json(result.output.splitlines())
     end_reason = parsed.end_reason
-    if result.limit == "timeout":
+    if over is not None:
+        end_reason = EndReason.WORKSPACE_QUOTA
+        parsed.events.append(AssistantEvent(text=f"(run ended by the product: {over})"))
+    elif result.limit == "timeout":
         end_reason = EndReason.WALL_CLOCK
     elif result.limit:
-        raise ExecutorFailed(f"{where}: stopped by the sandbox's {result.limit} limit: {_tail(result.output)}")
+        raise ExecutorFailed(f"{where}: stopped by the sandbox's {result.limit} limit: {tail_of(result.output)}")
     elif end_reason is not EndReason.MAX_TURNS and (result.exit_code != 0 or not parsed.saw_result):
         what = f"exited {result.exit_code}" if result.exit_code != 0 else "ended without a result event"
-        raise ExecutorFailed(f"{where}: {what}: {_tail(result.output)}")
+        raise ExecutorFailed(f"{where}: {what}: {tail_of(result.output)}")
     wrote = [
         str(event.arguments[key])
         for event in parsed.events

@@ -21,7 +21,8 @@ Failure rules (:mod:`worker.executor.harness_end`): a harness whose own conversa
 the upstream and got no answer, or whose upstream kept failing its own requests until it gave
 up, is ``executor-failed`` (infra); one that never asked its model anything, or whose stream
 the agent's output cut at the sandbox's cap, is behaviour. The proxy's record decides, never
-the harness's own words. Running out of wall clock, tokens or turns is behaviour.
+the harness's own words. Running out of wall clock, tokens or turns is behaviour, and so is
+filling the workspace past its quota, whatever the record shows (:mod:`worker.workspace_quota`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from schemas.http_mocks import HttpCall
 from schemas.manifest import AgentBudget
 from schemas.model_config import ModelLimits
 from schemas.status import SandboxMode
-from schemas.trajectory import EndReason, Trajectory, TrajectoryName, Usage
+from schemas.trajectory import AssistantEvent, EndReason, Trajectory, TrajectoryName, Usage
 from worker.executor.allowed import not_offered
 from worker.executor.external import EXTERNAL_OUTPUT_CHARS
 from worker.executor.final_files import collect_final_files
@@ -63,6 +64,7 @@ from worker.models.limiter import Limiter
 from worker.proxy import ModelProxy, ProxyConfig, forwarder_command
 from worker.sandbox import INNER_HOME, INNER_ROOT, BwrapSandbox, CommandResult, Sandbox, SandboxLimits
 from worker.seccomp_filter import seccomp_program
+from worker.workspace_quota import WORKSPACE_LIMIT, quota_breach
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost-map fetch from the internet
 
@@ -137,6 +139,7 @@ def _run_sandboxed(
     timeout_s: float,
     *,
     allowance: Callable[[], float] | None = None,
+    home: Path,
 ) -> CommandResult:
     from worker.sandbox_exec import bwrap_argv, execute, inner_argv, reap_uid, sandbox_env
 
@@ -158,6 +161,7 @@ def _run_sandboxed(
                 pass_fds=(program.fileno(),),
                 socket_output=True,
                 allowance=allowance,
+                watch=(sandbox.workspace, home),  # its HOME is a host folder: counted with the workspace
             )
         finally:
             if sandbox.uid is not None:
@@ -290,6 +294,7 @@ def _run_behind_proxy(
                 plan.stdin,
                 shard.budget.wall_clock_s,
                 allowance=proxy.allowance_s,  # the fleet's waits are not the agent's time
+                home=private / "home",
             )
         return _Ran(result, proxy.record, proxy.waited_s, list(http.calls), http.findings())
     finally:
@@ -324,9 +329,15 @@ def run_harness(
     ran = _run_behind_proxy(shard, sandbox, plan, config, found, _Host(limiter, usage, run_budget, tmp_parent))
     parsed = harness.read_stream(ran.result.output.splitlines())
     where = f"{harness.name} ({shard.model})"
-    forced = settle_end(where, ran.record, ran.result, saw_result=parsed.saw_result, probe=shard.probe)
+    # Measured before the final files are read; a breach is the agent's doing whatever else the record shows.
+    over = quota_breach(sandbox.workspace, sandbox.limits, stopped=ran.result.limit == WORKSPACE_LIMIT)
+    forced = None
+    if over is None:
+        forced = settle_end(where, ran.record, ran.result, saw_result=parsed.saw_result, probe=shard.probe)
     end_reason = parsed.end_reason
-    if ran.record.budget_end is not None:
+    if over is not None:
+        end_reason = EndReason.WORKSPACE_QUOTA
+    elif ran.record.budget_end is not None:
         end_reason = EndReason(ran.record.budget_end)
     elif ran.result.limit == "timeout":
         end_reason = EndReason.WALL_CLOCK
@@ -336,7 +347,8 @@ def run_harness(
     checked = harness.cross_check(parsed.events, ran.record)
     trajectory = _trajectory(shard, sandbox, plan, ran, checked, end_reason, since_epoch)
     findings = [*trajectory.mock_findings, *not_offered(checked.events, config.tools)]
-    trajectory = trajectory.model_copy(update={"started_at": started_at, "mock_findings": findings})
+    events = [*trajectory.events, *([AssistantEvent(text=f"(run ended by the product: {over})")] if over else [])]
+    trajectory = trajectory.model_copy(update={"started_at": started_at, "mock_findings": findings, "events": events})
     return settle_mock_calls(trajectory, shard.case)
 
 

@@ -24,11 +24,8 @@ from __future__ import annotations
 from harnesses.model_record import ProxyRecord
 from schemas.errors import BudgetExhausted, ExecutorFailed
 from schemas.trajectory import EndReason
+from worker.executor.external import tail_of
 from worker.sandbox import CommandResult
-
-
-def _tail(text: str, chars: int = 600) -> str:
-    return text[-chars:].strip() or "(no output)"
 
 
 def settle_end(
@@ -45,11 +42,11 @@ def settle_end(
     answered = any(not turn.side for turn in record.turns)
     if not answered and (record.asked or probe):
         if result.limit == "timeout":
-            raise ExecutorFailed(f"{where}: no model response within the wall clock: {_tail(result.output)}")
+            raise ExecutorFailed(f"{where}: no model response within the wall clock: {tail_of(result.output)}")
         why = f"upstream kept failing ({record.last_error})" if record.upstream_failures else "no model call"
         if record.refused:
             why += f"; the proxy refused: {record.refused[-1]}"
-        raise ExecutorFailed(f"{where}: failed before its first model response, {why}: {_tail(result.output)}")
+        raise ExecutorFailed(f"{where}: failed before its first model response, {why}: {tail_of(result.output)}")
     if answered and not record.last_upstream_ok and not saw_result:
         raise ExecutorFailed(f"{where}: the upstream kept failing until the harness gave up: {record.last_error}")
     if result.truncated:
