@@ -49,10 +49,14 @@ def test_a_trigger_run_gives_each_rows_figures_with_counts_and_the_gates_verdict
     view = c.get(f"/api/runs/{run}/triggers").json()
     a, b = view["rows"]
     assert (a["row"], b["row"]) == ("openai/exec-a (agent)", "openai/exec-b (agent)")
-    assert a["recall"] == {"count": "1 of 2 positive runs", "rate": "50.0%", "interval": "9.5% – 90.5%"}
+    assert a["recall"] == {
+        "count": "1 of 2 positive runs",
+        "rate": "50.0%",
+        "interval": "0.2% – 99.8%",
+    }  # over 2 queries
     assert b["recall"]["count"] == "2 of 2 positive runs" and b["recall"]["rate"] == "100.0%"
     assert b["false_trigger"]["count"] == "1 of 2 negative runs"
-    assert b["precision"] == {"count": "2 of 3 activations", "rate": "66.7%", "interval": "20.8% – 93.9%"}
+    assert b["precision"] == {"count": "2 of 3 activations", "rate": "66.7%", "interval": "4.4% – 98.9%"}
     assert (a["f1"], b["f1"]) == ("50.0%", "80.0%")
     # The gate's verdict is the reducer's failure line, never a threshold checked again here.
     result = stored(feature_runs, run)
