@@ -136,6 +136,24 @@ def test_status_says_blocked_and_why_for_a_refused_run_and_never_running() -> No
     assert end_lines(stopped) == [f"Ctrl-C before the run finished; `skill-eval report {RUN}` reduces what ended"]
 
 
+def _state_rows(doc: RunStatus) -> list[str]:
+    console = Console(record=True, width=200)
+    console.print(status_view(doc))
+    return [" ".join(line.split()) for line in console.export_text().splitlines()]
+
+
+def test_status_says_the_shards_of_a_run_known_not_to_go_on_never_will_end() -> None:
+    """Once the run is known not to be going on (interrupted, or lost with its broker), its shards
+    not ended are not called queued or running: the state row says what became of them."""
+    stopped = _status(end=RunEnd(run_id=RUN, how="interrupted", reason="SIGTERM before the run finished"), not_ended=2)
+    assert "not ended (never will: interrupted) 2" in _state_rows(stopped)
+    lost = _status(lost_by="redis://127.0.0.1:6379/0", not_ended=2)
+    assert "not ended (lost with the broker) 2" in _state_rows(lost)
+    for doc in (stopped, lost):
+        assert not any("queued or running" in row for row in _state_rows(doc))
+    assert "not ended (queued or running) 2" in _state_rows(_status(not_ended=2))  # it may still be going
+
+
 def test_status_calls_a_run_running_only_on_the_brokers_word() -> None:
     assert progress_words(_status()) == "not done (from the store)"
     assert "only its broker knows" in end_lines(_status())[0]

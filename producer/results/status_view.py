@@ -62,6 +62,16 @@ def progress_words(doc: RunStatus) -> str:
     return "not done (from the store)"
 
 
+def not_ended_words(doc: RunStatus) -> str:
+    """The state row of the shards the store holds no end for: queued or running while the run may
+    go on; once it is known not to, what became of them (the headline's word, said again)."""
+    if doc.end is not None and doc.end.how == "interrupted":
+        return "not ended (never will: interrupted)"
+    if doc.lost_by is not None:
+        return "not ended (lost with the broker)"
+    return "not ended (queued or running)"
+
+
 def status_view(doc: RunStatus, fold: bool = True) -> RenderableType:
     """The run's headline, its shards by state (states with none left out) and its usage per model.
 
@@ -82,7 +92,7 @@ def status_view(doc: RunStatus, fold: bool = True) -> RenderableType:
     if doc.not_sent:
         states.add_row("not sent (run blocked)", f"{doc.not_sent:,}")
     if doc.not_ended:
-        states.add_row("not ended (queued or running)", f"{doc.not_ended:,}")
+        states.add_row(not_ended_words(doc), f"{doc.not_ended:,}")
     states.add_row(Text("total", style="bold"), Text(f"{doc.total:,}", style="bold"))
     parts: list[RenderableType] = [headline, Text(""), states]
     notes = [*end_lines(doc), *waiting_lines(doc)]
