@@ -231,7 +231,8 @@ def decide_verdict(
     if fails:
         return Verdict.FAIL, fails
     warns = [f"{s.skill} ({s.variant}): {s.headline}" for s in all_skills if s.inconclusive]
-    warns += [f"{s.skill} ({s.variant}): {partial(s)}" for s in all_skills if s.unfinished]
+    # An INCONCLUSIVE headline already counts the shards not finished: the partial result is said once.
+    warns += [f"{s.skill} ({s.variant}): {partial(s)}" for s in all_skills if s.unfinished and not s.inconclusive]
     if aggregate_inconclusive:
         warns.append(f"more than {AGGREGATE_INCONCLUSIVE_SHARE:.0%} of corpora are INCONCLUSIVE")
     warns += [

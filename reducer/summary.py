@@ -92,24 +92,31 @@ def _reports(paths: Sequence[str]) -> list[str]:
     return out + [f"page: {p}" for p in pages]
 
 
-def _header(result: RunResult) -> str:
+NOT_ENDED_WHY = "still running or lost"
+"""Why shards did not end, when nothing recorded the run's end: the store cannot tell a shard
+still running from one lost."""
+
+
+def _header(result: RunResult, not_ended_why: str) -> str:
     """``SKILL-EVAL COMPLETE`` once every shard ended; else the block is a partial one, and says so
-    first (the store cannot tell a shard still running from one lost)."""
+    first, and why the shards did not end."""
     unfinished = sum(s.unfinished for s in result.skills)
     if not unfinished:
         return "SKILL-EVAL COMPLETE"
     total = sum(s.shard_count for s in result.skills)
-    return f"SKILL-EVAL PARTIAL ({unfinished} of {total} shards not ended: still running or lost)"
+    return f"SKILL-EVAL PARTIAL ({unfinished} of {total} shards not ended: {not_ended_why})"
 
 
-def render_complete_block(result: RunResult, paths: Sequence[str]) -> str:
+def render_complete_block(result: RunResult, paths: Sequence[str], not_ended_why: str = NOT_ENDED_WHY) -> str:
     """The contract's ``SKILL-EVAL COMPLETE`` block, with the verdict once, as its last line.
 
     However large the run, what follows the corpus lines is short: at most
     :data:`FAILURES_SHOWN` failing assertions and :data:`REASONS_SHOWN` reasons, each with a count
-    of the rest, the report folder and page, and the verdict as the last line.
+    of the rest, the report folder and page, and the verdict as the last line. ``not_ended_why``:
+    what became of the shards not ended, when a record of the run's end says (``the run was
+    interrupted``).
     """
-    lines = [_header(result), f"run: {result.run_id}"]
+    lines = [_header(result, not_ended_why), f"run: {result.run_id}"]
     if result.triggers is not None:  # no assertions: the trigger gates apply, not the threshold
         lines.append(f"gates: {gates_text(result.triggers)}")
     else:

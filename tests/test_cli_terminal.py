@@ -250,3 +250,35 @@ def test_status_breaks_a_model_name_too_long_for_its_column_at_its_separators() 
     assert "".join(parts) == name
     assert all(part[-1] in "/-_." for part in parts[:-1]), parts  # every line ends at a separator
     assert lines[start].split()[1:] == ["8", "0", "0", "78,199", "140", "unknown"]
+
+
+NAMES = ("openai/scripted-demo-executor", "openai/scripted-demo-executor-b", "openai/j", "openrouter/x/a-b_c.d-2025")
+
+
+@pytest.mark.parametrize("width", [60, 72, 80, 120])
+def test_status_never_cuts_a_number_and_breaks_a_model_name_only_at_its_separators(width: int) -> None:
+    """Every digit of every figure is printed whatever the width; the model's name takes the width
+    the figures leave, and a line of it ends only after a ``/``, ``-``, ``_`` or ``.``."""
+    figures = {"calls": 18, "errors": 0, "failed": 0, "prompt_tokens": 14_612, "completion_tokens": 335}
+    usage: dict[str, dict[str, int | float | None]] = {name: {**figures, "cost_usd": None} for name in NAMES}
+    usage["openai/j"] = {**figures, "calls": 1_234, "prompt_tokens": 250_000, "cost_usd": 0.0991}
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    console.print(status_view(STATUS.model_copy(update={"usage": usage})), crop=False)
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= width for line in lines), lines
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("model")) + 1 :]
+    broken: list[tuple[list[str], list[str]]] = []  # each model's name, line by line, and its figures
+    for line in table:
+        words = line.split()
+        if len(words) > 1:  # a model's first line: the start of its name and its figures
+            broken.append(([words[0]], words[1:]))
+        elif words:  # the rest of its name
+            broken[-1][0].append(words[0])
+    rows = {"".join(parts): figures for parts, figures in broken}
+    expected = ["18", "0", "0", "14,612", "335", "unknown"]
+    assert {name: rows[name] for name in NAMES if name != "openai/j"} == {n: expected for n in NAMES if n != "openai/j"}
+    assert rows["openai/j"] == ["1,234", "0", "0", "250,000", "335", "$0.0991"]
+    for parts, _ in broken:
+        assert all(part[-1] in "/-_." for part in parts[:-1]), parts  # broken only at its separators
+    if width >= 80:  # room for a 31-character name beside the figures: it stays whole
+        assert any(line.split()[0] == "openai/scripted-demo-executor-b" for line in table if line.strip())

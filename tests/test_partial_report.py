@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine.records import put_run_end
 from engine.store import open_store
 from reducer.stream import StreamReducer, reduce_run
 from reducer.summary import render_complete_block
 from schemas.manifest import outcome_key, result_key
 from schemas.report import UNFINISHED, RunResult
+from schemas.run_end import RunEnd
 from schemas.shard_outcome import outcome_line_of
 from schemas.status import ExitCode, Verdict
 from testkit.offline_server import OfflineModelServer
@@ -68,6 +70,15 @@ def test_missing_shards_count_in_the_inconclusive_rule() -> None:
     assert result.verdict is Verdict.WARN
 
 
+def test_an_inconclusive_corpus_with_shards_not_ended_says_so_in_one_reason() -> None:
+    """The INCONCLUSIVE headline counts the shards not finished: a second reason saying it again
+    (``2/4 shards not graded, missing or still running``) is left out."""
+    plan = plan_for([bundle("s", (2,) * 4)])
+    result = reduce_run(plan, {s.shard_id: graded(s, [True, True]) for s in plan.shards[2:]})
+    about = [r for r in result.reasons if "shards not graded" in r]
+    assert about == ["s (current): INCONCLUSIVE (2/4 shards not graded — 2 not finished)"], result.reasons
+
+
 def test_a_complete_run_keeps_its_infra_tally_and_its_pass() -> None:
     plan = plan_for([bundle("s", (2,) * 4)])
     result = reduce_run(plan, {s.shard_id: graded(s, [True, True]) for s in plan.shards})
@@ -118,3 +129,10 @@ def test_report_on_a_run_whose_store_lacks_a_shard_says_partial_and_does_not_pas
     (page,) = (env.base / "again").glob("*.html")
     assert "Not graded (infra): none; not ended (still running or lost): 1;" in page.read_text(encoding="utf-8")
     assert "failing-case transcript" not in again.stdout
+
+    # Its command stopped and recorded the run interrupted: nothing runs the shard, and the header says so.
+    put_run_end(store, RunEnd(run_id=run.run_id, how="interrupted", reason="SIGTERM before the run finished"))
+    stopped = env.cli("report", run.run_id, "--store", str(env.store), "--out", str(env.base / "stopped"))
+    assert stopped.code == ExitCode.WARN, stopped.stdout + stopped.stderr
+    assert "SKILL-EVAL PARTIAL (1 of 2 shards not ended: the run was interrupted)" in stopped.stdout
+    assert "still running" not in stopped.stdout.split("SKILL-EVAL PARTIAL")[1].splitlines()[0]

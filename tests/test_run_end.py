@@ -24,7 +24,7 @@ from engine.state import RunState
 from engine.store import LocalStore
 from producer.commands.cli import app
 from producer.launch.progress import RunStalled
-from producer.launch.stopped import Stopped, ended_if_stopped
+from producer.launch.stopped import NOTHING_RUNS_IT, Stopped, ended_if_stopped
 from producer.results.status_view import end_lines, progress_words, status_view
 from schemas.manifest import RunManifest
 from schemas.run_end import RunEnd
@@ -69,7 +69,22 @@ def test_sigterm_on_an_embedded_run_records_it_interrupted_and_names_the_run(sto
     assert stopped.value.code == 143  # the shell's code for a process SIGTERM ended
     end = load_run_end(store, RUN)
     assert end is not None and end.how == "interrupted" and end.reason == "SIGTERM before the run finished"
-    assert said == [f"run: {RUN}", f"SIGTERM before the run finished; `skill-eval report {RUN}` reduces what ended"]
+    assert said == [
+        f"run: {RUN}",
+        "SIGTERM before the run finished: nothing runs it any more, so its end is recorded interrupted; "
+        f"`skill-eval report {RUN}` reduces what ended",
+    ]
+
+
+@pytest.mark.parametrize("sent", [True, False])
+def test_the_line_a_stopped_command_prints_is_the_one_the_usage_guide_quotes(store: LocalStore, sent: bool) -> None:
+    """docs/usage.md ("A stopped command gives no verdict") quotes what the command says became of the run."""
+    said: list[str] = []
+    with pytest.raises(Stopped), ended_if_stopped(store, RUN, embedded=True, say=said.append) as driving:
+        driving.sent = sent
+        raise Stopped(signal.SIGTERM)
+    guide = " ".join((Path(__file__).parents[1] / "docs" / "usage.md").read_text(encoding="utf-8").split())
+    assert said[1].replace(RUN, "<id>") in guide, said[1]
 
 
 def test_a_run_on_a_fleet_goes_on_without_its_command_so_nothing_is_recorded(store: LocalStore) -> None:
@@ -87,7 +102,11 @@ def test_a_fleet_run_stopped_before_any_shard_was_sent_records_it_interrupted(st
         raise Stopped(signal.SIGTERM)  # during the preflight: nothing was sent, nothing will run it
     end = load_run_end(store, RUN)
     assert end is not None and end.how == "interrupted" and end.reason == "SIGTERM before any shard was sent"
-    assert said == [f"run: {RUN}", "SIGTERM before any shard was sent: nothing ran; `skill-eval run` again to run it"]
+    assert said == [
+        f"run: {RUN}",
+        "SIGTERM before any shard was sent: nothing ran, and its end is recorded interrupted; "
+        "`skill-eval run` again to run it",
+    ]
 
 
 def test_a_fleet_run_its_broker_lost_records_it_interrupted(store: LocalStore) -> None:
@@ -136,6 +155,24 @@ def test_status_says_blocked_and_why_for_a_refused_run_and_never_running() -> No
     assert end_lines(stopped) == [f"Ctrl-C before the run finished; `skill-eval report {RUN}` reduces what ended"]
 
 
+def _state_rows(doc: RunStatus) -> list[str]:
+    console = Console(record=True, width=200)
+    console.print(status_view(doc))
+    return [" ".join(line.split()) for line in console.export_text().splitlines()]
+
+
+def test_status_says_the_shards_of_a_run_known_not_to_go_on_never_will_end() -> None:
+    """Once the run is known not to be going on (interrupted, or lost with its broker), its shards
+    not ended are not called queued or running: the state row says what became of them."""
+    stopped = _status(end=RunEnd(run_id=RUN, how="interrupted", reason="SIGTERM before the run finished"), not_ended=2)
+    assert "not ended (never will: interrupted) 2" in _state_rows(stopped)
+    lost = _status(lost_by="redis://127.0.0.1:6379/0", not_ended=2)
+    assert "not ended (lost with the broker) 2" in _state_rows(lost)
+    for doc in (stopped, lost):
+        assert not any("queued or running" in row for row in _state_rows(doc))
+    assert "not ended (queued or running) 2" in _state_rows(_status(not_ended=2))  # it may still be going
+
+
 def test_status_calls_a_run_running_only_on_the_brokers_word() -> None:
     assert progress_words(_status()) == "not done (from the store)"
     assert "only its broker knows" in end_lines(_status())[0]
@@ -175,7 +212,8 @@ def test_a_signal_on_a_real_embedded_run_leaves_it_interrupted_in_status_and_the
         done = env.finish(proc, timeout_s=60)
     assert done.code == code, done.stderr
     (run_dir,) = env.store.glob("runs/*")
-    assert f"run: {run_dir.name}\n{why}; `skill-eval report {run_dir.name}` reduces what ended" in done.stderr
+    stopped = f"{why}: {NOTHING_RUNS_IT}; `skill-eval report {run_dir.name}` reduces what ended"
+    assert f"run: {run_dir.name}\n{stopped}" in done.stderr
     end = load_run_end(LocalStore(env.store), run_dir.name)
     assert end is not None and end.how == "interrupted" and end.reason == why
     status = env.cli("status", run_dir.name, "--store", str(env.store))

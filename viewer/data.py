@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from engine.collect import load_trajectory
 from engine.delivery import Delivery, stall_bound
 from engine.records import load_manifest, load_outline
-from engine.settings import Settings
+from engine.settings import Settings, shown_url
 from engine.state import RunState
 from engine.store import RECORD_ID, ArtifactStore
 from engine.usage import usage_totals
@@ -131,7 +131,7 @@ class ViewerData:
         for run_id in self.run_ids():
             try:
                 entry = self.run(run_id)
-                items.append(run_summary(entry.outline, entry.result, entry.end, self._progress(run_id)))
+                items.append(run_summary(entry.outline, entry.result, entry.end, *self._progress_by(run_id)))
             except RunNotFound:
                 continue  # a folder without a manifest (labels of a run deleted, a stray write)
             except RunUnreadable as exc:
@@ -146,14 +146,21 @@ class ViewerData:
             for run_id in reduced[:WARM_INDEXES]:
                 self.rows(run_id)
 
+    def _progress_by(self, run_id: str) -> tuple[str | None, str | None]:
+        """The run's progress (:meth:`_progress`) and the broker that said it (its URL, password hidden)."""
+        return self._progress(run_id), shown_url(self.broker_url) if self.broker_url else None
+
     def _progress(self, run_id: str) -> str | None:
         """``running``, ``stalled`` (the test ``status`` applies: shards wait, none in flight, nothing
         moved for longer than the fleet re-sends a lost message) or ``reduced``, from the broker;
-        None when no broker knows the run (then not known: the store alone cannot tell a run going
+        ``lost`` when the broker given does not know the run (lost with its data, or expired: nothing
+        runs it); None without a broker (then not known: the store alone cannot tell a run going
         on a fleet from one whose command was killed)."""
         state = self._state()
-        if state is None or not state.exists(run_id):
+        if state is None:
             return None
+        if not state.exists(run_id):
+            return "lost"
         if state.reduced(run_id):
             return "reduced"
         assert self._redis is not None
@@ -161,7 +168,7 @@ class ViewerData:
 
     def overview(self, run_id: str) -> dict[str, Any]:
         entry = self.run(run_id)
-        doc = run_summary(entry.outline, entry.result, entry.end, self._progress(run_id))
+        doc = run_summary(entry.outline, entry.result, entry.end, *self._progress_by(run_id))
         doc["live"] = self.live(run_id, entry)
         doc["result"] = entry.result
         return doc
@@ -182,7 +189,8 @@ class ViewerData:
             counts, source = counts_of_result(entry.result), "result"
         else:
             ended = len(self.store.list(f"runs/{run_id}/outcomes/"))
-            counts, source = {"ended": ended, NOT_ENDED: total - ended}, "store"
+            # A broker given that does not know the run: its shards not ended never will.
+            counts, source = {"ended": ended, NOT_ENDED: total - ended}, "store" if state is None else "lost"
         return {**live_figures(entry.outline.manifest, total, counts, source, usage), "limits": limits}
 
     def rows(self, run_id: str) -> list[Row]:

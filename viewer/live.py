@@ -65,6 +65,7 @@ SOURCE_WORDS = {
     "broker": "live, from the run's broker",
     "result": "from the run's result",
     "store": "from the shards the store holds (no broker, not reduced)",
+    "lost": "from the shards the store holds (its broker does not know the run: the others never end)",
 }
 """Where a run page's shard counts come from, as its note under "Shards" says it."""
 

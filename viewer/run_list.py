@@ -11,7 +11,11 @@ from viewer.run_figures import plugin_note, trigger_headline
 
 
 def run_summary(
-    outline: RunOutline, result: dict[str, Any] | None, end: RunEnd | None, progress: str | None
+    outline: RunOutline,
+    result: dict[str, Any] | None,
+    end: RunEnd | None,
+    progress: str | None,
+    broker: str | None = None,
 ) -> dict[str, Any]:
     """One line of the runs list, from the run's outline, its slim result (None: not reduced) and
     how a run without a result ended (None: it did not, or not that anyone recorded).
@@ -19,7 +23,9 @@ def run_summary(
     ``progress`` is the broker's word (``ViewerData._progress`` in :mod:`viewer.data`; None: no broker knows the run,
     so whether it goes on is not known and it is called neither running nor stalled). A run its
     checks refused reads as BLOCKED with their named error; one whose embedded run stopped, as
-    ``interrupted`` and why (``ended``).
+    ``interrupted`` and why (``ended``). One the broker given (``broker``, its URL with the
+    password hidden) does not know (``progress`` ``lost``), with no result and no recorded end,
+    is not going on: ``lost_by`` names that broker.
     """
     m = outline.manifest
     r = result
@@ -50,6 +56,7 @@ def run_summary(
         "running": progress == "running",
         "stalled": progress == "stalled",
         "ended": end.how if end else None,
+        "lost_by": broker if progress == "lost" and r is None and end is None else None,
     }
 
 
@@ -74,6 +81,7 @@ def unreadable_summary(run_id: str, why: str) -> dict[str, Any]:
         "running": False,
         "stalled": False,
         "ended": None,
+        "lost_by": None,
         "unreadable": why,
     }
 

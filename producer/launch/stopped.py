@@ -58,6 +58,10 @@ def termination_unwinds() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+NOTHING_RUNS_IT = "nothing runs it any more, so its end is recorded interrupted"
+"""What became of a run its stopped command ran on its own cluster (docs/usage.md says it too)."""
+
+
 @dataclass
 class Driving:
     """The run a command drives, as far as stopping it goes."""
@@ -102,7 +106,7 @@ def ended_if_stopped(
                     f"`skill-eval status {run_id}` follows it, `skill-eval report {run_id}` writes its reports"
                 )
             elif not driving.sent:
-                say(f"{why}: nothing ran; `skill-eval run` again to run it")
+                say(f"{why}: nothing ran, and its end is recorded interrupted; `skill-eval run` again to run it")
             elif not isinstance(exc, RunStalled):  # a stall's own error follows with its detail
-                say(f"{why}; `skill-eval report {run_id}` reduces what ended")
+                say(f"{why}: {NOTHING_RUNS_IT}; `skill-eval report {run_id}` reduces what ended")
         raise

@@ -21,7 +21,7 @@ from reducer.render import (
 )
 from reducer.render_html import render_html
 from reducer.render_junit import render_junit
-from reducer.summary import render_complete_block
+from reducer.summary import NOT_ENDED_WHY, render_complete_block
 from schemas.manifest import RunManifest
 from schemas.report import CarriedReport, RunResult
 from schemas.shard import SkillBundle
@@ -172,7 +172,7 @@ def carried_report(found: list[EarlierReport], models: list[str], bundle: SkillB
     return CarriedReport(corpus_file=bundle.corpus_file, skill=bundle.skill, verdict=worst.verdict, report=worst.path)
 
 
-def complete_block(result: RunResult, paths: list[Path]) -> str:
+def complete_block(result: RunResult, paths: list[Path], not_ended_why: str = NOT_ENDED_WHY) -> str:
     """The SKILL-EVAL COMPLETE block counting every file written (transcripts are listed in the md
     reports), without its final line break: printed, its verdict is the output's last line."""
-    return render_complete_block(result, [str(p) for p in paths]).rstrip("\n")
+    return render_complete_block(result, [str(p) for p in paths], not_ended_why).rstrip("\n")

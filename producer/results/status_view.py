@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -62,6 +62,16 @@ def progress_words(doc: RunStatus) -> str:
     return "not done (from the store)"
 
 
+def not_ended_words(doc: RunStatus) -> str:
+    """The state row of the shards the store holds no end for: queued or running while the run may
+    go on; once it is known not to, what became of them (the headline's word, said again)."""
+    if doc.end is not None and doc.end.how == "interrupted":
+        return "not ended (never will: interrupted)"
+    if doc.lost_by is not None:
+        return "not ended (lost with the broker)"
+    return "not ended (queued or running)"
+
+
 def status_view(doc: RunStatus, fold: bool = True) -> RenderableType:
     """The run's headline, its shards by state (states with none left out) and its usage per model.
 
@@ -82,49 +92,96 @@ def status_view(doc: RunStatus, fold: bool = True) -> RenderableType:
     if doc.not_sent:
         states.add_row("not sent (run blocked)", f"{doc.not_sent:,}")
     if doc.not_ended:
-        states.add_row("not ended (queued or running)", f"{doc.not_ended:,}")
+        states.add_row(not_ended_words(doc), f"{doc.not_ended:,}")
     states.add_row(Text("total", style="bold"), Text(f"{doc.total:,}", style="bold"))
     parts: list[RenderableType] = [headline, Text(""), states]
     notes = [*end_lines(doc), *waiting_lines(doc)]
     if notes:
         parts += [Text(""), *(prose(visible(line)) for line in notes)]
     if doc.usage:
-        parts += [Text(""), _usage_table(doc)]
+        parts += [Text(""), UsageTable(doc)]
     return Group(*parts)
 
 
-NAME_WIDTH = 30
-"""The widest line of a model name in ``status``'s table: with its six numeric columns it fits 80."""
+GAP = 2
+"""Spaces between two columns of ``status``'s usage table (rich's padding, none at its edges)."""
+
+NUMBERS = ("calls", "errors", "failed", "tokens in", "tokens out", "cost")
+"""The usage table's numeric columns, after the model's."""
 
 
-def name_lines(name: str, width: int = NAME_WIDTH) -> str:
+def _parts(name: str) -> list[str]:
+    """``name`` cut after each separator: the pieces a line of it may end with."""
+    return re.findall(r"[^/_.-]*[/_.-]|[^/_.-]+$", name) or [name]
+
+
+def name_lines(name: str, width: int) -> str:
     """``name`` in lines of at most ``width``, each ending after a ``/``, ``-``, ``_`` or ``.``
     (a part longer than ``width``, with no separator to break at, is cut at ``width``)."""
     lines = [""]
-    parts = re.findall(r"[^/_.-]*[/_.-]|[^/_.-]+$", name)
-    for part in (p[i : i + width] for p in parts for i in range(0, len(p), width)):
+    for part in (p[i : i + width] for p in _parts(name) for i in range(0, len(p), width)):
         if lines[-1] and len(lines[-1]) + len(part) > width:
             lines.append("")
         lines[-1] += part
     return "\n".join(lines)
 
 
-def _usage_table(doc: RunStatus) -> Table:
-    usage = Table(box=None, pad_edge=False, show_edge=False)
-    # Rich wraps at spaces only and a model name has none: it is broken at its separators here
-    # (the numeric headers wrap first).
-    usage.add_column("model", no_wrap=True)
-    for name in ("calls", "errors", "failed", "tokens in", "tokens out", "cost"):
-        usage.add_column(name, justify="right")
+def _usage_cells(doc: RunStatus) -> list[list[str]]:
+    """Each model's row: its name (shown as text, never console markup) and its six figures."""
+    rows = []
     for model, u in doc.usage.items():
         cost = u.get("cost_usd")
-        usage.add_row(
-            Text(name_lines(visible(model))),  # a name: never console markup (``[/]`` made status crash)
-            f"{int(u.get('calls') or 0):,}",
-            f"{int(u.get('errors') or 0):,}",  # attempts answered with an error
-            f"{int(u.get('failed') or 0):,}",  # calls that spent their retry budget
-            f"{int(u.get('prompt_tokens') or 0):,}",
-            f"{int(u.get('completion_tokens') or 0):,}",
-            "unknown" if cost is None else f"${float(cost):,.4f}",
+        rows.append(
+            [
+                visible(model),
+                f"{int(u.get('calls') or 0):,}",
+                f"{int(u.get('errors') or 0):,}",  # attempts answered with an error
+                f"{int(u.get('failed') or 0):,}",  # calls that spent their retry budget
+                f"{int(u.get('prompt_tokens') or 0):,}",
+                f"{int(u.get('completion_tokens') or 0):,}",
+                "unknown" if cost is None else f"${float(cost):,.4f}",
+            ]
         )
-    return usage
+    return rows
+
+
+class UsageTable:
+    """``status``'s usage per model, laid out at the width it is printed at.
+
+    A figure is never cut: each numeric column is at least as wide as its widest figure (and its
+    header's longest word; a header wraps at its space). The model's name takes the width left,
+    broken only after its separators (rich would wrap it at spaces only, and a name has none);
+    below the width the figures need, the table is wider than the console, and a terminal wraps
+    its lines rather than a number losing a digit.
+    """
+
+    def __init__(self, doc: RunStatus) -> None:
+        self.rows = _usage_cells(doc)
+
+    def widths(self, width: int) -> list[int]:
+        """The columns' widths (model's first) for a console ``width`` columns wide."""
+        cells = [max(len(r[i]) for r in self.rows) for i in range(1, len(NUMBERS) + 1)]
+        least = [max(cell, *map(len, head.split())) for cell, head in zip(cells, NUMBERS, strict=True)]
+        whole = [max(cell, len(head)) for cell, head in zip(cells, NUMBERS, strict=True)]
+        name = max(len("model"), *(len(r[0]) for r in self.rows))
+        part = max(len(p) for r in self.rows for p in _parts(r[0]))  # the narrowest a name can be broken to
+        room = width - GAP * len(NUMBERS)
+        name = max(min(name, room - sum(least)), part, len("model"))
+        spare = room - name - sum(least)  # what is left lets headers stay on one line, first to last
+        numbers = []
+        for low, high in zip(least, whole, strict=True):
+            grow = max(0, min(high - low, spare))
+            spare -= grow
+            numbers.append(low + grow)
+        return [name, *numbers]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        widths = self.widths(options.max_width)
+        table = Table(box=None, pad_edge=False, show_edge=False, width=sum(widths) + GAP * len(NUMBERS))
+        table.add_column("model", width=widths[0], no_wrap=True)
+        for head, w in zip(NUMBERS, widths[1:], strict=True):
+            table.add_column(head, justify="right", width=w)
+        for name, *figures in self.rows:
+            numbers = (Text(f, no_wrap=True, overflow="fold") for f in figures)  # wide enough: never folded
+            table.add_row(Text(name_lines(name, widths[0]), no_wrap=True, overflow="fold"), *numbers)
+        yield from console.render(table, options.update_width(max(options.max_width, table.width or 0)))

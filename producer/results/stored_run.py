@@ -20,6 +20,7 @@ from engine.usage import usage_totals
 from producer.results.reports import complete_block, write_reports
 from reducer.agreement import agreement
 from reducer.from_store import run_result
+from reducer.summary import NOT_ENDED_WHY
 from schemas.constants import DEFAULT_REPORT_DIR
 from schemas.errors import BlockedError
 from schemas.report import RunResult
@@ -57,7 +58,9 @@ def rereport(run_id: str, settings: Settings, out_dir: Path | None, out: Console
         out.print(visible(f"{end.label}: {end.reason}"), markup=False)
     if unfinished:  # what the block's PARTIAL header means for the verdict, said before the block
         out.print("partial: shards not ended count as not graded, and the verdict cannot be PASS", markup=False)
-    out.print(complete_block(result, paths), markup=False, highlight=False)
+    # Nothing runs an interrupted run any more: its shards not ended are not "still running".
+    why = "the run was interrupted" if end is not None and end.how == "interrupted" else NOT_ENDED_WHY
+    out.print(complete_block(result, paths, why), markup=False, highlight=False)
     return result
 
 

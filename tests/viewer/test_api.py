@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+import redis
 from starlette.testclient import TestClient
 
 from engine.records import put_run_end
+from engine.redis_server import RedisServer
+from engine.settings import shown_url
 from engine.store import open_store
 from schemas.manifest import RunManifest
 from schemas.run_end import RunEnd
@@ -185,6 +188,34 @@ def test_a_run_not_reduced_yet_shows_what_is_stored_so_far(viewed_run: ViewedRun
     assert c.get(f"/api/runs/{run}/result").status_code == 404
     page = c.get(f"/runs/{run}").text
     assert ">not done<" in page and "whether it is still going is not known here" in page
+
+
+def test_a_run_the_viewers_broker_does_not_know_reads_as_not_going_on(
+    viewed_run: ViewedRun, tmp_path: Path, broker: RedisServer
+) -> None:
+    """Started with ``--broker``, the viewer asks that broker; one that answers it has no such run
+    (lost with its data, or expired) means nothing runs it: the page says so and names the broker
+    (its password hidden), as ``status`` does, never that a broker should be given."""
+    store = viewed_run.store_copy(tmp_path / "store")
+    run = viewed_run.run_id
+    (store / "runs" / run / "result.json").unlink()
+    sorted((store / "runs" / run / "outcomes").glob("*.json"))[0].unlink()  # one shard never ended
+    redis.Redis.from_url(broker.url).config_set("requirepass", "secret")  # shown hidden, never in the page
+    url = broker.url.replace("redis://", "redis://:secret@", 1)
+    c = TestClient(create_app(open_store(str(store)), url), base_url=LOCAL)
+    shown = shown_url(url)
+    (item,) = c.get("/api/runs").json()["items"]
+    assert item["lost_by"] == shown and item["running"] is False and item["verdict"] is None
+    assert ">not going on<" in c.get("/").text
+    doc = c.get(f"/api/runs/{run}").json()
+    assert doc["lost_by"] == shown and doc["live"]["groups"] == {"not ended": 1, "ended": 3}
+    assert "never end" in doc["live"]["source_words"] and "no broker" not in doc["live"]["source_words"]
+    (left,) = c.get(f"/api/runs/{run}/shards", params={"state": "not ended"}).json()["items"]
+    assert left["state"] == "not ended"
+    page = " ".join(c.get(f"/runs/{run}").text.split())
+    assert 'id="verdict-value">not going on<' in page
+    assert f"The broker at {shown} does not know this run (lost with its data, or expired): it is not going on" in page
+    assert "secret" not in page and "skill-eval view --broker" not in page and "not known here" not in page
 
 
 def test_a_run_its_checks_refused_reads_as_blocked_with_the_named_error(viewed_run: ViewedRun, tmp_path: Path) -> None:

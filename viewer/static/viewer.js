@@ -22,7 +22,7 @@ function pollRun(section) {
         showLimits(doc.live.limits || {});
         const verdict = document.getElementById("verdict-value");
         if (verdict) {
-          const word = doc.verdict || (doc.running ? "running" : doc.stalled ? "STALLED" : doc.ended || "not done");
+          const word = doc.verdict || (doc.running ? "running" : doc.stalled ? "STALLED" : doc.ended || (doc.lost_by ? "not going on" : "not done"));
           verdict.textContent = word;
           verdict.className = `verdict ${doc.verdict || (doc.running ? "RUNNING" : doc.stalled ? "WARN" : "ENDED")}`;
         }
