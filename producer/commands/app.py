@@ -61,9 +61,10 @@ def reflowed(help_text: str | None) -> str | None:
 
 def _refuse_repeats(command: Any) -> None:
     """Make ``command`` refuse an option that takes one value given twice (``--baseline no-skill
-    --baseline same``), naming the option (with its aliases: ``--epochs/--runs``) and both values: Click keeps the last one silently, and
-    which one the user meant cannot be guessed. Repeatable options (``--model``) are checked where
-    their values are used; a flag given twice means what it means once."""
+    --baseline same``), naming the option (with its aliases: ``--epochs/--runs``) and both values:
+    Click keeps the last one silently, and which one the user meant cannot be guessed. Repeatable
+    options (``--model``) are checked where their values are used; a flag given twice means what it
+    means once."""
     parse = type(command).parse_args
 
     def checked(ctx: Any, args: list[str]) -> list[str]:

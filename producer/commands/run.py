@@ -146,8 +146,7 @@ def validate(
     if not files and not checked.files:
         out.print(visible(f"no corpora found under {r.root}/evals/"), markup=False)
     # A warning, not a block: a case may keep an input file in evals/; the skip is what must be seen.
-    inputs = [f for o in outcomes if o.bundle for c in o.bundle.corpus.evals for f in c.files]
-    for line in r.unread_lookalikes(inputs):
+    for line in r.lookalike_warnings(outcomes):
         out.print(visible(line), markup=False, highlight=False)
     # A base fixture without git blocks its case and so the run (FixtureNeedsGit.stops_run): a CI
     # job gating on validate must not go green for a run that ends BLOCKED.
