@@ -44,6 +44,7 @@ class CorpusOutcome:
 
 
 _LOOKALIKE = re.compile(r"\.(?:json|ya?ml)$", re.IGNORECASE)
+"""A file under ``evals/`` that could be a corpus by its format."""
 _MAX_LOOKALIKE_DEPTH = 8
 
 
@@ -58,7 +59,7 @@ def _files_below(folder: Path, top: Path, skipped: set[str], depth: int = 0) -> 
         elif p.is_dir() and not p.is_symlink() and f"{EVALS_DIR}/{rel}" not in skipped and depth < _MAX_LOOKALIKE_DEPTH:
             found += _files_below(p, top, skipped, depth + 1)
     return found
-"""A file under ``evals/`` that could be a corpus by its format."""
+
 
 _KEBAB = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 """A name a plugin suite can be attributed to (others get their named error when asked for by name)."""
