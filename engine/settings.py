@@ -116,6 +116,12 @@ class Settings(BaseSettings):
     """``--health`` fails when the node's last heartbeat is older than this."""
     health_idle_s: float = 120.0
     """``--health`` fails when the node has a free slot, its queues hold messages, and it took none for this long."""
+    warm: bool | None = None
+    """Whether an embedded run uses and leaves a warm spare worker; None: only on a terminal. The
+    entry point reads it before this object can be built (producer/launch/warm.py) and leaves no
+    spare for a value that does not fit; a command building settings then refuses it here."""
+    warm_idle_s: float = Field(default=900.0, gt=0)
+    """Seconds a warm spare waits for the next command before it exits."""
 
     @model_validator(mode="after")
     def _ceiling_below_redelivery(self) -> Settings:

@@ -16,6 +16,7 @@ from reducer.html_parts import table
 from reducer.markdown_text import md
 from reducer.threshold import score_against, verdict_basis
 from schemas.report import PluginCaseScore, PluginSuiteScore, RunResult, SkillResult
+from schemas.visible import visible
 from schemas.words import plural
 
 PLUGIN_SUITE_PREFIX = "evals/*/ [plugin suite:"
@@ -86,7 +87,7 @@ def plugin_complete_lines(skill: SkillResult) -> list[str]:
     """One line per model for the SKILL-EVAL COMPLETE block."""
     return [
         f"  plugin eval score ({s.model}): suite {_score(s.score)}; cases "
-        + ", ".join(f"{c.case_id}={_score(c.score)}" for c in s.cases)
+        + ", ".join(f"{visible(skill.case_cell(c.case_id))}={_score(c.score)}" for c in s.cases)
         for s in skill.plugin_scores
     ]
 

@@ -209,7 +209,7 @@ def _variant_section(s: SkillResult, result: RunResult) -> list[str]:
     for a in s.assertions:
         cells = [_pct(a.by_model[m].rate) if m in a.by_model else "-" for m in models]
         out.append(
-            f"| {a.case_id} | {_cell(a.text)} | "
+            f"| {_cell(s.case_cell(a.case_id))} | {_cell(a.text)} | "
             + " | ".join(cells)
             + f" | {_pct(a.pass_at_k)} | {_pct(a.pass_hat_k)} |"
         )
@@ -255,7 +255,7 @@ def _per_model_tables(s: SkillResult) -> list[str]:
         out += ["", f"#### {md(m.model)}", "", head, "|---|---|---|---|---|" + ("---|" if activation else "")]
         for r in runs:
             passed = f"{sum(v.passed for v in r.verdicts)}/{len(r.verdicts)}" if r.state is ShardState.GRADED else "-"
-            row = f"| {r.case_id} | {r.epoch} | {r.state.value} | {passed} | {_pct(r.composite)} |"
+            row = f"| {_cell(s.case_cell(r.case_id))} | {r.epoch} | {r.state.value} | {passed} | {_pct(r.composite)} |"
             if activation:
                 row += " - |" if r.skill_activated is None else (" yes |" if r.skill_activated else " no |")
             out.append(row)

@@ -66,7 +66,8 @@ def _junit_suite(s: SkillResult, properties: str = "") -> str:
     cases: list[str] = []
     counts = {"failure": 0, "error": 0, "skipped": 0}
     for r in s.runs:
-        name = f"case{r.case_id}.{r.model}.e{r.epoch}"
+        named = s.case_names.get(r.case_id)
+        name = f"case{r.case_id}{f' ({named})' if named else ''}.{r.model}.e{r.epoch}"
         if r.state is not ShardState.GRADED:
             # A shard that never finished is <skipped>, not an <error>.
             cases.append(_testcase(s.skill, name, "error" if r.state.terminal else "skipped", r.state.value, r.detail))

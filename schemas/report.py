@@ -272,6 +272,10 @@ class SkillResult(BaseModel):
         """``case 2 (fix-note)``, or ``case 2`` for a case with no name."""
         return case_label(case_id, self.case_names)
 
+    def case_cell(self, case_id: int) -> str:
+        """``2 (fix-note)``, or ``2`` for a case with no name: a case column's cell."""
+        return case_label(case_id, self.case_names).removeprefix("case ")
+
     @property
     def blocked_count(self) -> int:
         """Blocked shards, every one counted."""

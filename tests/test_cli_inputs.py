@@ -76,6 +76,9 @@ def test_an_out_that_is_a_file_is_a_config_error_naming_out(tmp_path: Path) -> N
         ("SKILL_EVAL_REAPER_PERIOD_S", "inf", "'inf' is not a finite number"),
         ("SKILL_EVAL_WORKER_PROCESSES", "0", "'0' must be at least 1"),
         ("SKILL_EVAL_SANDBOX", "\x1b[2J\u009b", "'\\x1b[2J\\x9b' must be 'bwrap' or 'none'"),
+        ("SKILL_EVAL_WARM", "maybe", "'maybe' is not true or false"),
+        ("SKILL_EVAL_WARM_IDLE_S", "abc", "'abc' is not a number"),
+        ("SKILL_EVAL_WARM_IDLE_S", "0", "'0' must be above 0"),
     ],
 )
 def test_a_bad_settings_variable_is_a_config_error_naming_it_on_one_line(

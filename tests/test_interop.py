@@ -201,7 +201,7 @@ def test_a_plugin_suite_is_read_as_the_corpus_of_the_plugins_skill(tmp_path: Pat
         (
             "greet-ada/graders/ran.md",
             "---\ntype: regex\n---\n(unclosed\n",
-            "evals/greet-ada/graders/ran.md: front matter.pattern: is not a valid regular expression",
+            "evals/greet-ada/graders/ran.md: body: is not a valid regular expression",
         ),
         (
             "wave/case.yaml",
@@ -409,6 +409,22 @@ def test_every_violation_of_a_plugin_suite_is_named_in_one_pass(tmp_path: Path) 
     ]
     for part in expected:
         assert sum(part in line for line in lines) == 1, (part, lines)
+
+
+def test_every_problem_of_one_grader_file_is_named_in_one_pass(tmp_path: Path) -> None:
+    """A bad weight, an unknown target and a pattern (in the body) that does not compile: three lines."""
+    root = plugin_repo(tmp_path)
+    (root / "evals" / "greet-ada" / "graders" / "ran.md").write_text(
+        "---\ntype: regex\nweight: -3\ntarget: nowhere\n---\n(unclosed\n"
+    )
+    with pytest.raises(BadCorpus) as info:
+        Repo(root).load("evals/*/ [plugin suite: greeter]")
+    file = "BLOCKED_BAD_CORPUS: evals/greet-ada/graders/ran.md"
+    lines = str(info.value).splitlines()
+    assert f"{file}: front matter.weight: -3 is not a positive number" in lines
+    targets = "last_message, trace, transcript, files, mock_calls or {source: file, path}"
+    assert f"{file}: front matter.target: 'nowhere' is not {targets}" in lines
+    assert any(line.startswith(f"{file}: body: is not a valid regular expression") for line in lines), lines
 
 
 def test_a_plugin_suite_flooded_with_violations_lists_a_screenful_and_counts_the_rest(tmp_path: Path) -> None:

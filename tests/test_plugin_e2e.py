@@ -22,6 +22,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 FIXTURE = Path(__file__).parent / "fixtures" / "plugin-weather"
 MODEL = "openai/exec-a"
 
+SCORE_LINE = "plugin eval score (openai/exec-a): suite 0.667; cases 1 (oslo-rain)=0.333, 2 (sunny-day)=1.000"
+
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
@@ -86,7 +88,7 @@ def test_a_plugin_suite_runs_as_written_and_is_scored_as_plugin_eval_scores_it(e
     html = page.read_text()
     assert 'id="plugin-scores"' in html and "0.333 (2 runs)" in html
     assert "<th>case 1 (oslo-rain)</th>" in html and "<th>case 2 (sunny-day)</th>" in html
-    assert "plugin eval score (openai/exec-a): suite 0.667; cases 1=0.333, 2=1.000" in res.stdout
+    assert SCORE_LINE in res.stdout
     if env.extra:
         assert current["runs"] == []  # the streamed reduce ran: it lists no runs
         return
@@ -141,7 +143,7 @@ def test_threshold_is_what_every_case_must_score_whatever_the_runs_threshold(env
     [junit] = list(env.out.rglob("*.junit.xml"))
     for text in (res.stdout, markdown, html, json.dumps(doc["reasons"]), junit.read_text()):
         assert "1.0 (default)" not in text and "behavioural pass rate reaches" not in text
-    score = block.index("  plugin eval score (openai/exec-a): suite 0.667; cases 1=0.333, 2=1.000")
+    score = block.index(f"  {SCORE_LINE}")
     assert block[-1] == "verdict: PASS" and score < len(block) - 1
     # The evidence figure says what it counted: the judged passes, not the deterministic checks'.
     assert "Evidence a judge quoted was found in a tool call or result for 0/2 judged passes (0.0%); " in markdown

@@ -80,7 +80,7 @@ def test_each_target_and_match_reads_what_plugin_eval_reads(meta: dict[str, Any]
     ("meta", "needle"),
     [
         ({"pattern": "x", "match": "count:many"}, "is not contains, not_contains or count:N"),
-        ({"pattern": "x", "target": "stdout"}, "is not last_message, trace, files, mock_calls"),
+        ({"pattern": "x", "target": "stdout"}, "is not last_message, trace, transcript, files, mock_calls"),
     ],
 )
 def test_what_is_not_read_is_refused_by_name(meta: dict[str, Any], needle: str) -> None:

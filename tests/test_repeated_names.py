@@ -46,7 +46,10 @@ MODELS = ["--model", "openai/m", "--judge", "openai/j"]
             ["run", "commit-message", *MODELS, "--compare", "HEAD", "--compare=HEAD~1"],
             "--compare given more than once ('HEAD', 'HEAD~1')",
         ),
-        (["run", "commit-message", "--dry-run", "--epochs", "2", "--runs", "3"], "--epochs given more than once"),
+        (
+            ["run", "commit-message", "--dry-run", "--epochs", "2", "--runs", "3"],
+            "--epochs/--runs given more than once ('2', '3')",
+        ),
         (["validate", "commit-message", "--repo", "."], "--repo given more than once"),
         (["grade", "--trajectories", "t", "--trajectories", "u", "--judge", "openai/j"], "--trajectories given"),
     ],

@@ -276,12 +276,18 @@ def test_a_dead_spares_socket_file_is_replaced_by_the_next_spare(runtime: Path) 
         ("on", False, True),
         ("0", True, False),
         ("off", True, False),
+        ("maybe", True, False),  # refused by the command's settings: no spare is left for it
     ],
 )
 def test_the_spare_is_on_for_a_terminal_unless_the_environment_says(
     value: str, interactive: bool, expected: bool
 ) -> None:
     assert warm.enabled({"SKILL_EVAL_WARM": value} if value else {}, interactive) is expected
+
+
+def test_a_bad_idle_time_leaves_no_spare() -> None:
+    assert warm.enabled({"SKILL_EVAL_WARM": "1", "SKILL_EVAL_WARM_IDLE_S": "abc"}, True) is False
+    assert warm.enabled({"SKILL_EVAL_WARM": "1", "SKILL_EVAL_WARM_IDLE_S": "30"}, False) is True
 
 
 def test_the_key_follows_the_code_and_the_environment_but_not_the_shell_s_own_variables(tmp_path: Path) -> None:

@@ -61,9 +61,10 @@ def reflowed(help_text: str | None) -> str | None:
 
 def _refuse_repeats(command: Any) -> None:
     """Make ``command`` refuse an option that takes one value given twice (``--baseline no-skill
-    --baseline same``), naming the option and both values: Click keeps the last one silently, and
-    which one the user meant cannot be guessed. Repeatable options (``--model``) are checked where
-    their values are used; a flag given twice means what it means once."""
+    --baseline same``), naming the option (with its aliases: ``--epochs/--runs``) and both values:
+    Click keeps the last one silently, and which one the user meant cannot be guessed. Repeatable
+    options (``--model``) are checked where their values are used; a flag given twice means what it
+    means once."""
     parse = type(command).parse_args
 
     def checked(ctx: Any, args: list[str]) -> list[str]:
@@ -74,7 +75,8 @@ def _refuse_repeats(command: Any) -> None:
                 single = param.param_type_name == "option" and not (param.is_flag or param.multiple or param.count)
                 if single and param.nargs == 1 and id(param) in seen:
                     values = _values_of(param.opts + param.secondary_opts, args)
-                    raise ConfigError(f"{param.opts[0]} given more than once ({', '.join(values)}): it takes one value")
+                    names = "/".join(param.opts)  # every spelling: the values may have come under either
+                    raise ConfigError(f"{names} given more than once ({', '.join(values)}): it takes one value")
                 seen.add(id(param))
         rest: list[str] = parse(command, ctx, args)
         return rest

@@ -76,14 +76,14 @@ def locate(root: Path, skill: str) -> str:
         return ours
     if (root / skill_creator_path(skill)).is_file():
         return skill_creator_path(skill)
-    if is_plugin(root) and _case_dirs(root):
+    if is_plugin(root) and case_dirs(root):
         return plugin_suite_name(skill)
     return ours
 
 
 def exists(root: Path, corpus_file: str) -> bool:
     if _PLUGIN_FILE.match(corpus_file):
-        return is_plugin(root) and bool(_case_dirs(root))
+        return is_plugin(root) and bool(case_dirs(root))
     return (root / corpus_file).is_file()
 
 
@@ -102,7 +102,7 @@ def plugin_suite_files(root: Path, skills: list[str]) -> list[str]:
     A suite that cannot be read is still listed (its named error is reported like any other
     corpus's); a skill with no case in the suite has no corpus there, so it is left out.
     """
-    if not is_plugin(root) or not _case_dirs(root):
+    if not is_plugin(root) or not case_dirs(root):
         return []
     names = []
     for skill in skills:
@@ -121,7 +121,8 @@ def is_plugin(root: Path) -> bool:
     return any((root / m).is_file() for m in PLUGIN_MANIFESTS)
 
 
-def _case_dirs(root: Path) -> list[Path]:
+def case_dirs(root: Path) -> list[Path]:
+    """A plugin suite's case folders: ``evals/<case>/`` with a ``prompt.md`` or a ``case.yaml``."""
     folder = root / EVALS_DIR
     if not folder.is_dir():
         return []
@@ -166,7 +167,7 @@ class SuiteReader:
 def _plugin_cases(root: Path, read: SuiteReader) -> list[PluginCase]:
     """Every case folder's files. Scripts are the folder's regular ``*.sh`` files (a link is not one)."""
     cases = []
-    for d in _case_dirs(root):
+    for d in case_dirs(root):
         rel = f"{EVALS_DIR}/{d.name}"
         graders_dir = resolve_inside(root, f"{rel}/graders")  # a link out is refused before it is listed
         found = graders_dir.glob("*.md") if graders_dir is not None else ()

@@ -244,7 +244,7 @@ def _read_case_yaml(
                 raise BadCorpus(file, f"$.graders[{i}]", "must be a mapping")
             assertions.append((translate_grader(g, "", file, f"$.graders[{i}]"), (file, f"$.graders[{i}]")))
         except BadCorpus as exc:
-            reading.found.append(exc)
+            reading.found += [exc, *exc.also]
     return meta, prompt, assertions
 
 
@@ -274,7 +274,7 @@ def _read_case(
             front, body = _front_matter(text, file)
             assertions.append((translate_grader(front, body, file, "front matter"), (file, "front matter")))
         except BadCorpus as exc:
-            reading.found.append(exc)
+            reading.found += [exc, *exc.also]
     if not assertions and not case.graders and not (meta.get("graders") or []):
         reading.found.append(BadCorpus(folder, "graders", "a case with no grader cannot be graded"))
     data: dict[str, Any] = {

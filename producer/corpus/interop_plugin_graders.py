@@ -25,8 +25,10 @@ does not compile stops the suite with the grader's file named.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from producer.corpus.validation_plugin import _pattern
 from schemas.checks_focus import plugin_focus_object as focus_object
 from schemas.errors import BadCorpus
 from schemas.words import noun
@@ -43,6 +45,7 @@ KIND_KEYS: dict[str, frozenset[str]] = {
 REFUSED_KINDS: dict[str, str] = {}
 _JS_NAMED_GROUP = re.compile(r"\(\?<(?![=!])([A-Za-z_][A-Za-z0-9_]*)>")
 _JS_BACKREF = re.compile(r"\\k<([A-Za-z_][A-Za-z0-9_]*)>")
+T = TypeVar("T")
 
 
 def js_pattern(pattern: str) -> str:
@@ -70,40 +73,59 @@ def _matcher(raw: Any, file: str, where: str) -> dict[str, Any]:
     raise BadCorpus(file, where, "must be a tool name or {tool, input_match}")
 
 
-def _regex(meta: dict[str, Any], body: str, file: str, where: str) -> dict[str, Any]:
-    pattern = meta.get("pattern") if isinstance(meta.get("pattern"), str) else body.strip()
-    if not pattern:
-        raise BadCorpus(file, where, "a regex grader needs its pattern (the body or pattern:)")
+REGEX_TARGETS: dict[str, str] = {
+    "last_message": "reply",
+    "trace": "transcript",
+    "transcript": "transcript",
+    "files": "files",
+    "mock_calls": "mock_calls",
+}
+"""A ``regex`` grader's ``target`` names -> the assertion's ``source``."""
+_SOURCE_FORMS = frozenset({"last_message", "transcript", "files"})
+"""The names also read as ``{source: <name>}``."""
+
+
+def _target(target: Any, file: str, where: str) -> dict[str, Any]:
+    if isinstance(target, dict) and target.get("source") == "file" and set(target) == {"source", "path"}:
+        return {"source": "file", "path": target["path"]}
+    if isinstance(target, dict) and set(target) == {"source"} and target["source"] in _SOURCE_FORMS:
+        target = target["source"]
+    if isinstance(target, str) and target in REGEX_TARGETS:
+        return {"source": REGEX_TARGETS[target]}
+    names = ", ".join(REGEX_TARGETS)
+    raise BadCorpus(file, f"{where}.target", f"{target!r} is not {names} or {{source: file, path}}")
+
+
+def _regex(meta: dict[str, Any], body: str, file: str, where: str, found: list[BadCorpus]) -> dict[str, Any]:
+    """The ``text_match`` object; every problem of the grader is added to ``found``, not only the first."""
+    in_meta = isinstance(meta.get("pattern"), str)
+    pattern = meta["pattern"] if in_meta else body.strip()
+    at = f"{where}.pattern" if in_meta else "body"
     out: dict[str, Any] = {"kind": "text_match", "pattern": js_pattern(pattern)}
     flags = meta.get("flags") or ""
     if not isinstance(flags, str) or set(flags) - set("imsgu"):
-        raise BadCorpus(file, f"{where}.flags", f"{flags!r}: only the flags i, m, s, g and u are read")
+        found.append(BadCorpus(file, f"{where}.flags", f"{flags!r}: only the flags i, m, s, g and u are read"))
+        flags = ""
     if set(flags) & set("ims"):
         out["flags"] = "".join(sorted(set(flags) & set("ims")))
+    if not pattern:
+        found.append(BadCorpus(file, where, "a regex grader needs its pattern (the body or pattern:)"))
+    else:
+        try:
+            _pattern(out["pattern"], at, lambda path, problem: BadCorpus(file, path, problem), flags)
+        except BadCorpus as exc:
+            found.append(exc)
     match = str(meta.get("match", "contains"))
     if match == "not_contains":
         out["absent"] = True
     elif re.fullmatch(r"count:\d{1,6}", match):
         out["count"] = int(match[6:])
     elif match != "contains":
-        raise BadCorpus(file, f"{where}.match", f"{match!r} is not contains, not_contains or count:N")
-    target = meta.get("target", "last_message")
-    if isinstance(target, dict) and target.get("source") == "file" and set(target) == {"source", "path"}:
-        out.update(source="file", path=target["path"])
-    elif target in ("last_message", {"source": "last_message"}):
-        out["source"] = "reply"
-    elif target in ("trace", "transcript", {"source": "transcript"}):
-        out["source"] = "transcript"
-    elif target == "mock_calls":
-        out["source"] = "mock_calls"
-    elif target in ("files", {"source": "files"}):
-        out["source"] = "files"
-    else:
-        raise BadCorpus(
-            file,
-            f"{where}.target",
-            f"{target!r} is not last_message, trace, files, mock_calls or {{source: file, path}}",
-        )
+        found.append(BadCorpus(file, f"{where}.match", f"{match!r} is not contains, not_contains or count:N"))
+    try:
+        out.update(_target(meta.get("target", "last_message"), file, where))
+    except BadCorpus as exc:
+        found.append(exc)
     return out
 
 
@@ -115,40 +137,33 @@ def _llm(meta: dict[str, Any], body: str, file: str, where: str) -> dict[str, An
 
 
 def translate_grader(meta: dict[str, Any], body: str, file: str, where: str) -> str | dict[str, Any]:
-    """The grader's front matter (or case.yaml entry) and body -> an assertion object."""
+    """The grader's front matter (or case.yaml entry) and body -> an assertion object.
+
+    Raises :class:`BadCorpus` naming every problem of the grader (the rest in ``also``), so one
+    pass shows them all.
+    """
     kind = meta.get("type")
     if kind in REFUSED_KINDS:
         raise BadCorpus(file, f"{where}.type", f"{kind!r} grader: {REFUSED_KINDS[kind]}")
     if kind not in KIND_KEYS:
         known = ", ".join(sorted(KIND_KEYS))
         raise BadCorpus(file, f"{where}.type", f"{kind!r} is not a grader kind (known: {known})")
+    found: list[BadCorpus] = []
     unknown = sorted(str(k) for k in set(meta) - COMMON_KEYS - KIND_KEYS[kind])
     if unknown:
-        raise BadCorpus(file, where, f"unexpected {noun(len(unknown), 'key')} {', '.join(unknown)} for a {kind} grader")
-    weight = _weight(meta, file, where)
+        found.append(
+            BadCorpus(file, where, f"unexpected {noun(len(unknown), 'key')} {', '.join(unknown)} for a {kind} grader")
+        )
+    weight = _collect(found, lambda: _weight(meta, file, where), 1.0)
     if meta.get("arm", "both") != "both":
         why = "only graders of both arms are read (leaving one out of the no-plugin arm's score is not applied)"
-        raise BadCorpus(file, f"{where}.arm", f"{meta['arm']!r}: {why}")
-    if kind in ("llm", "baseline"):
-        out = _llm(meta, body, file, where)
-        if kind == "baseline" or meta.get("focus") is not None:
-            out = focus_object(kind, meta, out["text"], file, where)
-    elif kind == "regex":
-        out = _regex(meta, body, file, where)
-    elif kind == "tool_used":
-        calls = _matcher({k: meta[k] for k in ("tool", "input_match") if k in meta}, file, where)
-        out = {"kind": "tool_count", "calls": calls, "min": meta.get("min", 1)}
-        if meta.get("max") is not None:
-            out["max"] = meta["max"]
-    elif kind == "tool_order":
-        out = {
-            "kind": "tool_order",
-            "before": _matcher(meta.get("before"), file, f"{where}.before"),
-            "after": _matcher(meta.get("after"), file, f"{where}.after"),
-        }
+        found.append(BadCorpus(file, f"{where}.arm", f"{meta['arm']!r}: {why}"))
+    if kind == "regex":
+        out = _regex(meta, body, file, where, found)
     else:
-        exists = meta.get("exists", True)
-        out = {"kind": "file_glob", "glob": meta.get("path"), "exists": exists}
+        out = _collect(found, lambda: _translate_kind(kind, meta, body, file, where), {})
+    if found:
+        raise BadCorpus(found[0].file, found[0].path, found[0].problem, also=tuple(found[1:]))
     label = body if kind not in ("llm", "regex", "baseline") else ""
     label = label.strip() or next((str(meta[k]) for k in ("description", "name") if meta.get(k)), "")
     if kind not in ("llm", "baseline") and label.strip():
@@ -158,3 +173,34 @@ def translate_grader(meta: dict[str, Any], body: str, file: str, where: str) -> 
     elif out["kind"] == "judged":
         return str(out["text"])  # an unweighted rubric is a plain judged assertion
     return out
+
+
+def _collect(found: list[BadCorpus], make: Callable[[], T], instead: T) -> T:
+    """``make()``, or ``instead`` with its violation added to ``found``."""
+    try:
+        return make()
+    except BadCorpus as exc:
+        found += [exc, *exc.also]
+        return instead
+
+
+def _translate_kind(kind: str, meta: dict[str, Any], body: str, file: str, where: str) -> dict[str, Any]:
+    """The assertion object of a grader of any kind but ``regex``."""
+    if kind in ("llm", "baseline"):
+        out = _llm(meta, body, file, where)
+        if kind == "baseline" or meta.get("focus") is not None:
+            out = focus_object(kind, meta, out["text"], file, where)
+        return out
+    if kind == "tool_used":
+        calls = _matcher({k: meta[k] for k in ("tool", "input_match") if k in meta}, file, where)
+        out = {"kind": "tool_count", "calls": calls, "min": meta.get("min", 1)}
+        if meta.get("max") is not None:
+            out["max"] = meta["max"]
+        return out
+    if kind == "tool_order":
+        return {
+            "kind": "tool_order",
+            "before": _matcher(meta.get("before"), file, f"{where}.before"),
+            "after": _matcher(meta.get("after"), file, f"{where}.after"),
+        }
+    return {"kind": "file_glob", "glob": meta.get("path"), "exists": meta.get("exists", True)}

@@ -12,6 +12,7 @@ from pathlib import Path
 from engine.repo_files import read_inside, resolve_inside
 from producer.corpus import interop
 from producer.corpus.files import read_corpus_text
+from producer.corpus.interop_mocks import MOCKS_DIR
 from producer.corpus.parse import parse_json
 from producer.corpus.rules import check_skill_name, corpus_stem
 from producer.corpus.validation import validate_corpus
@@ -44,6 +45,21 @@ class CorpusOutcome:
 
 _LOOKALIKE = re.compile(r"\.(?:json|ya?ml)$", re.IGNORECASE)
 """A file under ``evals/`` that could be a corpus by its format."""
+_MAX_LOOKALIKE_DEPTH = 8
+
+
+def _files_below(folder: Path, top: Path, skipped: set[str], depth: int = 0) -> list[str]:
+    """The regular files below ``folder``, relative to ``top`` (links are not followed), past the
+    folders ``skipped`` names (``evals/<name>``) and a few levels deep."""
+    found = []
+    for p in folder.iterdir():
+        rel = p.relative_to(top).as_posix()
+        if p.is_file():
+            found.append(rel)
+        elif p.is_dir() and not p.is_symlink() and f"{EVALS_DIR}/{rel}" not in skipped and depth < _MAX_LOOKALIKE_DEPTH:
+            found += _files_below(p, top, skipped, depth + 1)
+    return found
+
 
 _KEBAB = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 """A name a plugin suite can be attributed to (others get their named error when asked for by name)."""
@@ -127,24 +143,31 @@ class Repo:
         return ours + creator + interop.plugin_suite_files(self.root, rest)
 
     def unread_lookalikes(self, inputs: Iterable[str] = ()) -> list[str]:
-        """A line for each file directly under ``evals/`` that looks like a corpus (JSON or YAML) but
-        has no name a corpus is read by, so no run would ever read it (``release-note.eval.json``);
-        ``inputs`` (the files the loaded cases name) are left out: a case may keep its input there."""
+        """A line for each file under ``evals/`` (in subfolders too) that looks like a corpus (JSON or
+        YAML) but has no name a corpus is read by, so no run would ever read it (``release-note.eval.json``).
+        Left out: ``inputs`` (the files the loaded cases name: a case may keep its input there) and a
+        plugin suite's own folders (its case folders and ``evals/mocks/``), which it reads itself."""
         folder = self.inside(EVALS_DIR)
         if folder is None or not folder.is_dir():
             return []
-        lines, known = [], (CORPUS_SUFFIX, TRIGGERS_SUFFIX)
-        for p in sorted(folder.iterdir()):
-            rel = f"{EVALS_DIR}/{p.name}"
-            if not _LOOKALIKE.search(p.name) or p.name.endswith(known) or rel in set(inputs) or not p.is_file():
+        suite = {f"{EVALS_DIR}/{d.name}" for d in interop.case_dirs(self.root)} | {MOCKS_DIR}
+        lines, known, named = [], (CORPUS_SUFFIX, TRIGGERS_SUFFIX), set(inputs)
+        for path in sorted(_files_below(folder, folder, suite)):
+            rel = f"{EVALS_DIR}/{path}"
+            name = path.rsplit("/", 1)[-1]
+            if not _LOOKALIKE.search(name) or (name.endswith(known) and "/" not in path) or rel in named:
                 continue
-            stem = p.name.split(".", 1)[0]
-            meant = f"{EVALS_DIR}/{stem}{TRIGGERS_SUFFIX if 'trigger' in p.name.lower() else CORPUS_SUFFIX}"
+            stem = name.split(".", 1)[0]
+            meant = f"{EVALS_DIR}/{stem}{TRIGGERS_SUFFIX if 'trigger' in name.lower() else CORPUS_SUFFIX}"
             lines.append(
                 f"WARNING: {rel}: not read; a corpus is {EVALS_DIR}/<skill>{CORPUS_SUFFIX} and a trigger corpus "
                 f"{EVALS_DIR}/<skill>{TRIGGERS_SUFFIX} (did you mean {meant}?)"
             )
         return lines
+
+    def lookalike_warnings(self, outcomes: Iterable[CorpusOutcome]) -> list[str]:
+        """:meth:`unread_lookalikes` but the files the loaded corpora's cases name."""
+        return self.unread_lookalikes(f for o in outcomes if o.bundle for c in o.bundle.corpus.evals for f in c.files)
 
     def inside(self, relpath: str) -> Path | None:
         """The real path of ``relpath``, or None when absent; ``BLOCKED_BAD_REPO`` when a link leaves the repo."""

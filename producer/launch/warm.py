@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import select
 import signal
@@ -71,21 +72,29 @@ CLAIM_TIMEOUT_S = 2.0
 _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
 
 
+_YES = ("1", "true", "yes", "on")
+_NO = ("0", "false", "no", "off")
+
+
 def enabled(environ: Mapping[str, str], interactive: bool) -> bool:
-    """Whether this command uses and leaves a spare: ``SKILL_EVAL_WARM`` if set, else ``interactive``."""
+    """Whether this command uses and leaves a spare: ``SKILL_EVAL_WARM`` if set, else ``interactive``.
+
+    A value of either variable that does not fit means no spare: this runs before the command
+    line, whose settings (engine/settings.py: ``warm``, ``warm_idle_s``) refuse it by name.
+    """
     value = environ.get(WARM_ENV, "").strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
+    if idle_seconds(environ) is None or (value and value not in _YES + _NO):
         return False
-    return interactive
+    return value in _YES if value else interactive
 
 
-def idle_seconds(environ: Mapping[str, str]) -> float:
+def idle_seconds(environ: Mapping[str, str]) -> float | None:
+    """``SKILL_EVAL_WARM_IDLE_S`` (default 15 minutes); None when it is not a positive number."""
     try:
-        return max(1.0, float(environ.get(IDLE_ENV, DEFAULT_IDLE_S)))
+        idle = float(environ.get(IDLE_ENV, DEFAULT_IDLE_S))
     except ValueError:
-        return DEFAULT_IDLE_S
+        return None
+    return max(1.0, idle) if 0 < idle < math.inf else None
 
 
 def spare_key(environ: Mapping[str, str]) -> str:
@@ -254,8 +263,9 @@ def leave(environ: Mapping[str, str], *, lean: bool = False) -> subprocess.Popen
     others = sorted((p for p in path.parent.glob("*.sock") if p != path), key=_mtime, reverse=True)
     for old in others[MAX_SPARES - 1 :]:
         _retire(old)
+    idle = idle_seconds(environ) or DEFAULT_IDLE_S
     return subprocess.Popen(
-        [sys.executable, "-P", "-m", PRESTART_MODULE, "--spare", os.fspath(path), str(idle_seconds(environ))],
+        [sys.executable, "-P", "-m", PRESTART_MODULE, "--spare", os.fspath(path), str(idle)],
         cwd="/",  # not the command's folder: see producer/launch/prestart.py
         env={**environ, LITELLM_PRELOAD_ENV: "0"} if lean else dict(environ),
         stdin=subprocess.DEVNULL,

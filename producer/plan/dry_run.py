@@ -73,6 +73,8 @@ def dry_run_plan(
         raise errors[0]
     check_plugin_threshold(plan_in.plugin_threshold, [o.corpus_file for o in outcomes], plan_in.fail_under)
     bundles = [o.bundle for o in outcomes if o.bundle]
+    for line in r.lookalike_warnings(outcomes):  # on stderr: a --json plan keeps stdout to itself
+        sys.stderr.write(visible(line) + "\n")
     plan = plan_run(
         new_run_id(),
         bundles,

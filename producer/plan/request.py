@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +68,8 @@ def plan_request(req: RunRequest, out: Console) -> tuple[Repo, list[SkillBundle]
         outcomes = load_trigger_bundles(repo, trigger_targets(repo, req.skills, req.all_evals))
     else:
         outcomes = repo.load_many(repo.targets(req.skills, req.all_evals))
+        for line in repo.lookalike_warnings(outcomes):  # a warning: the run goes on without them
+            sys.stderr.write(visible(line) + "\n")
     errors = [o.error for o in outcomes if o.error]
     if errors and not req.all_evals:
         raise errors[0]

@@ -418,3 +418,35 @@ def test_model_names_wrap_only_at_separators_and_the_filters_fit_the_card(
         no_sideways_scroll(page)
         page.screenshot(path=str(SHOTS / f"run-names-{layout}.png"), full_page=True)
     page.close()
+
+
+@pytest.mark.parametrize("layout", sorted(WIDTHS))
+def test_shard_ids_never_wrap_and_repo_paths_wrap_only_at_separators(
+    browser: Browser, viewed_run: ViewedRun, layout: str
+) -> None:
+    width, height = WIDTHS[layout]
+    page = browser.new_page(viewport={"width": width, "height": height})
+    with serving(viewed_run, viewed_run.env.store) as url:
+        page.goto(url + "/")
+        cell = page.locator("tr.run td[data-label='repo @ commit']").first
+        for lines in (cell.evaluate(LINES), page.evaluate_handle(NARROWEST, cell.element_handle()).evaluate(LINES)):
+            # A break after a separator, or at a space ("… @ master"): never inside a folder's name.
+            assert all(line[-1] in "/-_., " for line in lines[:-1]), lines
+        narrowest = page.evaluate_handle(NARROWEST, cell.element_handle()).evaluate(LINES)
+        assert len(narrowest) > 3 and narrowest[0].endswith("/"), narrowest  # the path did break at its "/"s
+        no_sideways_scroll(page)
+        page.goto(f"{url}/runs/{viewed_run.run_id}")
+        ids = page.locator("td[data-label='shard']")
+        assert ids.count() >= 4
+        for i in range(ids.count()):
+            assert len(ids.nth(i).evaluate(LINES)) == 1
+            # However the table squeezes the column (a long model name beside it), the id stays whole.
+            squeezed = page.evaluate_handle(NARROWEST, ids.nth(i).element_handle()).evaluate(LINES)
+            assert len(squeezed) == 1, squeezed
+        table = page.locator("td[data-label='shard']").first.evaluate(
+            "e => { const b = e.closest('.scroll'); return b ? b.scrollWidth <= b.clientWidth + 1 : true; }"
+        )
+        assert table, "the shards table scrolls sideways inside its box"
+        no_sideways_scroll(page)
+        page.screenshot(path=str(SHOTS / f"run-ids-{layout}.png"), full_page=True)
+    page.close()
