@@ -30,7 +30,7 @@ from viewer.app import create_app
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[1]
-CLAUDE, GPT, GEMINI = "anthropic/claude-sonnet-4-5", "openai/gpt-5", "gemini/gemini-2.5-pro"
+CLAUDE, GPT, GEMINI = "anthropic/scripted-demo-claude", "openai/gpt-scripted-demo", "gemini/scripted-demo-gemini"
 HARNESSES = ("claude-code", "codex", "gemini-cli", "opencode", "copilot-cli", "agent")
 ROWS = [
     f"claude-code × {CLAUDE}",
@@ -127,6 +127,7 @@ def test_a_sweep_of_the_demo_over_every_harness_and_the_agent_reports_a_harness_
 def test_a_sweep_over_claude_code_and_codex_runs_each_with_its_model_and_pairs_them(tmp_path: Path) -> None:
     """Two real harnesses of two protocols in one run: each runs the one model it can speak (the
     scripted rules of each answer its own model only), and the two share no model."""
+    claude = "anthropic/claude-sonnet-4-5"  # the model the scripted rules of tests/test_harness_e2e.py answer
     claude_rules = [{**r, "model": "claude-sonnet-4-5"} for r in RULES]
     codex_rules = [{**r, "model": "gpt-5-codex"} for r in CODEX_RULES]
     judge = [
@@ -143,12 +144,12 @@ def test_a_sweep_over_claude_code_and_codex_runs_each_with_its_model_and_pairs_t
         corpus.write_text(json.dumps({**json.loads(corpus.read_text()), "extensions": ["deterministic-assertions"]}))
         git_init(repo)
         sweep = ("--executor", "claude-code", "--executor", "codex", "--fail-under", "0.5")
-        res = env.run(repo, "greet", *sweep, models=(CLAUDE, CODEX_MODEL))
+        res = env.run(repo, "greet", *sweep, models=(claude, CODEX_MODEL))
         asked = {b.get("model") for b in server.requests() if b.get("model") != "judge"}
     assert res.code == 0, res.stdout + res.stderr
     doc, markdown = reports(env.out, "greet", res.run_id)
     [current] = [v for v in doc["variants"] if v["variant"] == "current"]
-    rows = [f"claude-code × {CLAUDE}", f"codex × {CODEX_MODEL}"]
+    rows = [f"claude-code × {claude}", f"codex × {CODEX_MODEL}"]
     assert [m["model"] for m in current["models"]] == rows
     assert all((m["graded"], m["shards"]) == (3, 3) for m in current["models"])
     # Both greeted the sun in case 2; Claude Code loaded the skill in case 1 only, Codex (told to
