@@ -216,7 +216,7 @@ def test_a_trigger_runs_rows_and_an_adaptive_runs_look_read_at_any_width(
         look = page.locator("#adaptive article.look")
         expect(look).to_have_count(1)
         decision = look.locator("td.decision")
-        expect(decision).to_have_text("not decided against 0.75")
+        expect(decision).to_have_text("undecided (0.75 inside its interval), so the look stopped no case; the verdict does not read it")
         expect(look.locator("td.stops")).to_have_text("2 stable, 2 max-epochs")
         decision.scroll_into_view_if_needed()
         expect(decision).to_be_in_viewport(ratio=1)
