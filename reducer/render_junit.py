@@ -39,7 +39,7 @@ def render_junit(result: RunResult) -> str:
     suites = "".join(_junit_suite(s, _junit_properties(result, s)) for s in arms)
     suites += junit_suites(result.triggers) if result.triggers is not None else ""
     suites += "".join(_carried_suite(c) for c in result.carried)
-    run = f"<property name=\"verdict\" value={quoteattr(result.verdict.value)}/>"
+    run = f'<property name="verdict" value={quoteattr(result.verdict.value)}/>'
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f"<testsuites name={quoteattr(f'skill-eval {result.run_id}')}>"

@@ -62,7 +62,8 @@ def headline(r: Rate) -> str:
     once), then the raw verdict counts, said to be all of them."""
     pct = 100.0 * r.rate if r.rate is not None else 0.0
     if r.weighted is not None:
-        return f"{pct:.1f}% (each case rated by its first round and weighted equally; {r.passed}/{r.total} verdicts in all)"
+        how = "each case rated by its first round and weighted equally"
+        return f"{pct:.1f}% ({how}; {r.passed}/{r.total} verdicts in all)"
     return f"{r.passed}/{r.total} ({pct:.1f}%)"
 
 

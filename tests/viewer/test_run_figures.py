@@ -101,7 +101,10 @@ def test_an_adaptive_run_gives_its_look_interval_decision_and_why_cases_stopped(
     assert look["estimate"] == f"{gate['estimate']:.3f}" and look["level"] == "97.50%"
     assert look["interval"] == f"[{gate['low']:.3f}, {gate['high']:.3f}]"
     assert look["over"] == "stratified by case over these cases' epochs"
-    assert look["decision"] == "undecided (0.75 inside its interval), so the look stopped no case; the verdict does not read it"  # the threshold sits near the true rate
+    assert (
+        look["decision"]
+        == "undecided (0.75 inside its interval), so the look stopped no case; the verdict does not read it"
+    )  # the threshold sits near the true rate
     assert look["stops"] == "2 stable, 2 max-epochs"
     assert [(x["case_id"], x["epochs"], x["stopped"]) for x in view["cases"]] == [
         (1, 3, "stable"),
@@ -114,7 +117,10 @@ def test_an_adaptive_run_gives_its_look_interval_decision_and_why_cases_stopped(
     assert c.get(f"/api/runs/{run}/triggers").status_code == 404
     page = c.get(f"/runs/{run}").text
     assert '<section class="card" id="adaptive">' in page and 'id="triggers"' not in page
-    assert '<td class="decision">undecided (0.75 inside its interval), so the look stopped no case; the verdict does not read it</td>' in page
+    assert (
+        '<td class="decision">undecided (0.75 inside its interval), so the look stopped no case; '
+        "the verdict does not read it</td>" in page
+    )
     assert "Rates per corpus" in page  # an adaptive run's pass rates are its figures
 
 
@@ -140,7 +146,9 @@ def test_a_sweeps_rows_each_carry_their_own_figures_gate_and_look() -> None:
     looks = adaptive_view({"adaptive": after.model_dump(mode="json")}, RUN)["looks"]  # type: ignore[index]
     assert [g["row"] for g in looks] == [CODEX, AGENT]
     assert [g["decision"] for g in looks] == [
-        f"decided: {g.decided} 0.9" if g.decided else "undecided (0.9 inside its interval), so the look stopped no case; the verdict does not read it"
+        f"decided: {g.decided} 0.9"
+        if g.decided
+        else "undecided (0.9 inside its interval), so the look stopped no case; the verdict does not read it"
         for g in after.gates
     ]
 
