@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from reducer.scoring import rate
-from reducer.stats import mean_interval
+from reducer.stats import composite_interval
 from schemas.outcome import OutcomeLine
 from schemas.report import CaseRun, ModelSummary
 from schemas.status import ShardState
@@ -25,8 +25,8 @@ class Mean:
 
     A case's epochs are not independent draws (a deterministic case scores the same every
     epoch), so the unit is the case: each case's mean composite, then the mean of those and a t
-    interval on cases - 1 degrees of freedom (:func:`reducer.stats.mean_interval`). Memory is
-    two numbers per case.
+    interval on cases - 1 degrees of freedom, never narrower than the case-clustered Wilson one
+    (:func:`reducer.stats.composite_interval`). Memory is two numbers per case.
     """
 
     cases: dict[object, list[float]] = field(default_factory=dict)
@@ -46,7 +46,7 @@ class Mean:
 
     def interval(self) -> tuple[float | None, tuple[float, float]]:
         """The mean of the per-case composites and its 95% interval over cases (``(0, 1)`` below two cases)."""
-        return mean_interval([total / shards for total, shards in self.cases.values()])
+        return composite_interval([total / shards for total, shards in self.cases.values()])
 
 
 @dataclass

@@ -99,7 +99,12 @@ def corpora(result: RunResult) -> str:
             Raw(f"{name(s.skill)} [{name(s.variant)}]"),
             badge(s, verdict_basis(s, result)),
             f"{s.behavioural.passed}/{s.behavioural.total}",
-            pct(s.behavioural.rate) + (" (each case weighted equally)" if s.behavioural.weighted is not None else ""),
+            pct(s.behavioural.rate)
+            + (
+                " (each case rated by its first round and weighted equally)"
+                if s.behavioural.weighted is not None
+                else ""
+            ),
             not_graded(s),
         ]
         for s in result.skills

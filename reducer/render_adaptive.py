@@ -17,12 +17,28 @@ REASONS = {
 }
 
 
+LOOK_INTERVAL = "stratified by case over these cases' epochs"
+"""What a look's interval is over: each case's own epochs, so it speaks of these cases and is
+narrower than the 95% interval over cases the reports show beside the verdict."""
+
+
+def look_decision(g: GateLook) -> str:
+    """What the look decided. An undecided look stopped no case; it says so rather than "not
+    decided against" the threshold, which would read as contradicting a definite verdict: the
+    verdict is the rate (or the paired test) against the threshold, not this interval."""
+    if g.decided:
+        return f"decided: {g.decided} {g.target:g}"
+    return f"undecided ({g.target:g} inside its interval), so the look stopped no case; the verdict does not read it"
+
+
 def _look(g: GateLook) -> str:
     """The look's figure and interval, led by its harness × model pair in a sweep."""
     estimate = "-" if g.estimate is None else f"{g.estimate:.3f}"
-    side = f"decided: {g.decided} {g.target:g}" if g.decided else f"not decided against {g.target:g}"
     row = f"{g.row}: " if g.row is not None else ""
-    return f"{row}{g.figure} {estimate}, {100 * g.level:.2f}% interval [{g.low:.3f}, {g.high:.3f}]: {side}"
+    return (
+        f"{row}{g.figure} {estimate}, {100 * g.level:.2f}% interval {LOOK_INTERVAL} "
+        f"[{g.low:.3f}, {g.high:.3f}]: {look_decision(g)}"
+    )
 
 
 def _cases(plan: AdaptivePlan, skill: str | None) -> list[CaseEpochs]:

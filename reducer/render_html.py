@@ -90,9 +90,10 @@ def _comparison(c: PairedComparison, per_model: list[PairedComparison], arms: Ma
         f"Paired over {c.cases} cases ({c.pairs} pairs; {c.dropped} dropped because a side was not graded"
         + (": " + ", ".join(f"{k} {v}" for k, v in sorted(c.dropped_by.items())) if c.dropped_by else "")
         + f"). Difference {pts(c.difference)}, {ci(c.low, c.high, c.cases)} "
-        f"(score interval over cases, seed {c.seed}). {TEST_LABELS[c.test]}: "
+        f"(score interval over cases). {TEST_LABELS[c.test]}: "
         f"two-sided p = {pval(c.p_two_sided)}, one-sided p (drop) = {pval(c.p_drop)}, "
-        f"one-sided p (uplift) = {pval(c.p_uplift)}; {c.better} cases better, {c.worse} worse."
+        f"one-sided p (uplift) = {pval(c.p_uplift)}; {c.better} cases better, {c.worse} worse "
+        f"(seed {c.seed}, from the run id, for any Monte Carlo p)."
     )
     out.append(f"<p>{escape(figures)}</p>")
     if c.note:

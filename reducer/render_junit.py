@@ -7,7 +7,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from reducer.render_triggers import junit_suites
 from reducer.threshold import suite_threshold, verdict_basis
-from schemas.report import RunResult, SkillResult
+from schemas.report import CarriedReport, RunResult, SkillResult
 from schemas.shard import CURRENT
 from schemas.status import ShardState
 
@@ -26,6 +26,10 @@ def render_junit(result: RunResult) -> str:
     An INCONCLUSIVE corpus reports its graded assertions as ``<skipped>``: its numbers
     measured the infra, not the skill, so they neither pass nor fail a CI job. The current
     arm's suite carries the paired comparisons as ``<properties>`` (difference, interval, p).
+    A corpus left out for its earlier report is a suite of its own whose one testcase fails when
+    that report FAILed (its FAIL still fails the run) and is skipped otherwise, and the run's own
+    verdict is a property of ``<testsuites>``: a CI job reading the file alone sees what the run
+    concluded, not only the corpora that ran.
     """
     # A trigger run's shards hold no assertions: an arm's suite lists only the shards that did not
     # end (an empty one would read 0 tests), its figures and gates are the trigger suites.
@@ -34,7 +38,27 @@ def render_junit(result: RunResult) -> str:
     ]
     suites = "".join(_junit_suite(s, _junit_properties(result, s)) for s in arms)
     suites += junit_suites(result.triggers) if result.triggers is not None else ""
-    return '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>' + suites + "</testsuites>\n"
+    suites += "".join(_carried_suite(c) for c in result.carried)
+    run = f'<property name="verdict" value={quoteattr(result.verdict.value)}/>'
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<testsuites name={quoteattr(f'skill-eval {result.run_id}')}>"
+        f"<properties>{run}</properties>" + suites + "</testsuites>\n"
+    )
+
+
+def _carried_suite(c: CarriedReport) -> str:
+    """A corpus this run left out for its earlier report: one testcase, failing when that report FAILed."""
+    tag = "failure" if c.verdict == "FAIL" else "skipped"
+    case = _testcase(c.skill, "earlier report", tag, c.reason())
+    props = "".join(
+        f"<property name={quoteattr(k)} value={quoteattr(_xml_text(v))}/>"
+        for k, v in (("verdict", c.verdict), ("carried_from", c.report))
+    )
+    return (
+        f'<testsuite name={quoteattr(f"{c.skill}[carried]")} tests="1" failures="{int(tag == "failure")}" '
+        f'errors="0" skipped="{int(tag == "skipped")}"><properties>{props}</properties>{case}</testsuite>'
+    )
 
 
 def _junit_properties(result: RunResult, s: SkillResult) -> str:

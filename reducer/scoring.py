@@ -58,10 +58,12 @@ def rate(passed: int, total: int, clusters: Sequence[tuple[int, int]] = ()) -> R
 
 def headline(r: Rate) -> str:
     """``passed/graded (percent)``, e.g. ``4/7 (57.1%)``; with unequal epochs the case-weighted
-    percent first (it is not ``passed/total``), then the raw verdict counts."""
+    percent first (it is not ``passed/total``: each case is rated by its first round and weighs
+    once), then the raw verdict counts, said to be all of them."""
     pct = 100.0 * r.rate if r.rate is not None else 0.0
     if r.weighted is not None:
-        return f"{pct:.1f}% with each case weighted equally ({r.passed}/{r.total} verdicts over unequal epochs)"
+        how = "each case rated by its first round and weighted equally"
+        return f"{pct:.1f}% ({how}; {r.passed}/{r.total} verdicts in all)"
     return f"{r.passed}/{r.total} ({pct:.1f}%)"
 
 

@@ -45,6 +45,22 @@ def mean_interval(values: Sequence[float], level: float = 0.95) -> tuple[float |
     return mean, (max(0.0, mean - half), min(1.0, mean + half))
 
 
+def composite_interval(values: Sequence[float], level: float = 0.95) -> tuple[float | None, tuple[float, float]]:
+    """Mean of per-case values in [0, 1] and its interval over cases: the t interval of
+    :func:`mean_interval`, never narrower than the case-clustered Wilson interval of the values
+    taken as fractional successes, one trial per case (:func:`clustered_interval`).
+
+    The floor is for a spread the cases cannot estimate: every case scoring the same gives a t
+    interval of zero width, as if two cases at 1.0 proved the next one scores 1.0 too; the
+    behavioural rate's interval counts each case as one trial then, and so does this one.
+    """
+    mean, (low, high) = mean_interval(values, level)
+    floor = clustered_interval([(v, 1.0) for v in values], level)
+    if floor is None:
+        return mean, (low, high)
+    return mean, (min(low, floor.low), max(high, floor.high))
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k: chance that at least one of k draws from n attempts (c passed) passes."""
     if k > n:

@@ -307,6 +307,7 @@ class StreamReducer:
             calibration={judge: record.describe() for judge, record in calibration.items()},
             template_hashes={name: ",".join(sorted(d)) for name, d in sorted(self.templates.items())},
             skipped=list(skipped),
+            carried=list(already_reported),
             comparisons=comparisons,
             harness_comparisons=harnesses,
             assertion_quality=quality_rows(self.arms, self.disagreed, assertion_texts(plan.bundles)),

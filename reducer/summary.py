@@ -138,7 +138,9 @@ def render_complete_block(result: RunResult, paths: Sequence[str], not_ended_why
     fails = failing_assertions(result)
     if fails:
         shards = sum(n for n, _ in fails)
-        lines.append(f"failing assertions: {len(fails)} distinct, {shards} failed verdicts; most frequent first:")
+        lines.append(
+            f"failing assertions: {len(fails)} distinct, {plural(shards, 'failed verdict')}; most frequent first:"
+        )
         lines += [f"  {line}" for _, line in fails[:FAILURES_SHOWN]]
         if len(fails) > FAILURES_SHOWN:
             lines.append(f"  and {len(fails) - FAILURES_SHOWN} more: see {page}")

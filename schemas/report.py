@@ -338,6 +338,9 @@ class RunResult(BaseModel):
     """SHA-256 of each prompt template used."""
     skipped: list[str] = Field(default_factory=list)
     """Corpora skipped before the run (named errors)."""
+    carried: list[CarriedReport] = Field(default_factory=list, exclude_if=lambda c: not c)
+    """Corpora ``--all-evals`` left out for their earlier report, whose verdicts this run carries
+    (left out of the record when there are none)."""
     comparisons: list[PairedComparison] = Field(default_factory=list)
     """Paired comparisons of the current arm with each baseline arm (all models, then per model)."""
     harness_comparisons: list[PairedComparison] = Field(default_factory=list)

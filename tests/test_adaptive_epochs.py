@@ -210,3 +210,19 @@ def test_adaptive_epochs_give_the_interval_of_fixed_epochs_for_fewer_calls() -> 
         f"fixed epochs as narrow: {fixed} ({fixed * len(probs)} calls)"
     )
     assert adaptive_calls < fixed * len(probs)
+
+
+def test_an_undecided_look_says_what_its_interval_is_over_and_does_not_contradict_a_fail() -> None:
+    """At threshold 1 a look's interval reaches 1 and stays undecided while the rate FAILs: the
+    look says it stopped nothing and that the verdict does not read it, and names its interval as
+    stratified over these cases' epochs (narrower than the 95% interval over cases beside it)."""
+    from reducer.render_adaptive import summary_lines
+    from schemas.adaptive import AdaptivePlan, CaseEpochs, GateLook
+
+    look = GateLook(skill="s", figure="pass-rate", target=1.0, estimate=0.871, low=0.741, high=1.0, level=0.9833)
+    case = CaseEpochs(skill="s", case_id=1, epochs=5, stopped="max-epochs")
+    plan = AdaptivePlan(first_round=3, step=2, max_epochs=5, looks_done=1, cases=(case,), gates=(look,))
+    (line,) = summary_lines(plan)
+    assert "98.33% interval stratified by case over these cases' epochs [0.741, 1.000]" in line
+    assert "not decided against" not in line
+    assert line.endswith("undecided (1 inside its interval), so the look stopped no case; the verdict does not read it")

@@ -6,7 +6,7 @@ import pytest
 
 from reducer.render import render_markdown
 from reducer.render_html import render_html
-from reducer.stats import mean_interval
+from reducer.stats import composite_interval, mean_interval
 from tests.test_reducer import bundle, graded, plan_for, reduce
 
 
@@ -39,3 +39,21 @@ def test_one_case_shows_no_composite_interval() -> None:
     assert a.composite_cases == 1 and a.composite_interval is None
     assert "| 66.7% | 3/6 |" in render_markdown(result, "s", {})  # the composite alone, no interval beside it
     assert "95% CI over cases</th>" in render_html(result)
+
+
+@pytest.mark.parametrize(("cases", "low"), [(2, "1.2%"), (4, "28.3%")])
+def test_cases_that_all_score_full_marks_give_no_zero_width_interval(cases: int, low: str) -> None:
+    """Every case at 1.0: the t interval's spread is zero, so it read 100.0%-100.0%; the floor is the
+    case-clustered Wilson interval with each case one trial, as the behavioural by-case one."""
+    plan = plan_for([bundle("s", [1] * cases)], epochs=2)
+    result = reduce(plan, {s.shard_id: graded(s, [True]) for s in plan.shards})
+    m = result.leaderboard[0]
+    assert m.composite_cases == cases and m.composite_mean == 1.0 and m.composite_high == 1.0
+    assert f"{m.composite_low:.1%}" == low
+    assert f"100.0% ({low}–100.0%)" in render_markdown(result, "s", {})
+
+
+def test_the_floor_never_narrows_the_t_interval() -> None:
+    values = [0.0, 1.0, 1.0]
+    assert composite_interval(values)[1][0] <= mean_interval(values)[1][0]
+    assert composite_interval(values)[1][1] >= mean_interval(values)[1][1]

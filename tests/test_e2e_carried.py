@@ -74,6 +74,10 @@ def test_a_rerun_skipping_a_failed_corpus_fails_again_and_writes_nothing_when_no
     assert "skill: steady [current]  cases: 2  result: 2/2 (100.0%)  PASS" in mixed.stdout
     assert f"reason: release: FAIL in its earlier report {earlier} (--force re-runs it)" in mixed.stdout
     assert mixed.stdout.splitlines()[-1] == "verdict: FAIL"
+    # The run's JUnit file fails as the run does: the carried FAIL is a failing testcase of its own.
+    junit = (env.out / f"skill-eval-{mixed.run_id}.junit.xml").read_text()
+    assert '<testsuite name="release[carried]" tests="1" failures="1"' in junit
+    assert '<property name="verdict" value="FAIL"/>' in junit
 
 
 def test_a_detached_rerun_with_nothing_to_run_prints_no_run_id_and_exits_with_the_carried_verdict(

@@ -51,3 +51,23 @@ def test_the_current_suite_carries_the_paired_figures_as_properties() -> None:
     assert props["compare.no-skill.difference"] == "1.0" and props["compare.no-skill.test"] == "mcnemar-exact"
     assert float(props["compare.no-skill.p_uplift"]) == 1 / 64
     assert len(current.findall("testcase")) == 6  # properties are not counted as tests
+
+
+def test_a_carried_report_is_a_suite_of_its_own_and_the_run_verdict_a_property() -> None:
+    from schemas.report import CarriedReport
+
+    plan = plan_for([bundle("s", [1, 1])])
+    earlier = [
+        CarriedReport(corpus_file="evals/old.evals.json", skill="old", verdict="FAIL", report="/r/old-1.json"),
+        CarriedReport(corpus_file="evals/ok.evals.json", skill="ok", verdict="PASS", report="/r/ok-1.json"),
+    ]
+    result = reduce(plan, outcomes_for(plan, {1: [True], 2: [True]}), already_reported=earlier)
+    assert result.verdict.value == "FAIL"
+    root = ET.fromstring(render_junit(result))
+    assert {p.get("name"): p.get("value") for p in root.findall("properties/property")} == {"verdict": "FAIL"}
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    old, ok = suites["old[carried]"], suites["ok[carried]"]
+    assert (old.get("tests"), old.get("failures"), old.get("skipped")) == ("1", "1", "0")
+    assert old.findall("testcase/failure")[0].get("message") == earlier[0].reason()
+    assert (ok.get("failures"), ok.get("skipped")) == ("0", "1")
+    assert "/r/ok-1.json" in (ok.findall("testcase/skipped")[0].get("message") or "")

@@ -110,7 +110,7 @@ def test_the_noise_floor_finds_the_scripted_models_flip_rate_and_later_runs_plan
     )
     assert plan.returncode == 0, plan.stderr
     power = json.loads(plan.stdout)["power"]
-    alpha, gate = gate_test((CURRENT, NO_SKILL), None)  # the uplift gate's one-sided 2.5% test
+    alpha, gate = gate_test((CURRENT, NO_SKILL), None)  # the uplift test's one-sided 2.5% (no gate required)
     expected = power_note(
         CASES, 1, discordance=noise["discordance"] + 0.1, observed_in=doc["run_id"], alpha=alpha, gate=gate
     ).lines()

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
+import subprocess
+import sys
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -239,3 +243,19 @@ def test_the_planned_power_is_for_the_test_that_gates_the_run() -> None:
     assert gate_test(("current", "baseline@v1"), 0.01) == (0.01, "the regression gate's (--regression-alpha)")
     assert gate_test(("current", "baseline@v1"), None)[0] == 0.05  # any drop fails; the test shown at 0.05
     assert gate_test(("current", "no-skill"), None)[0] == 0.025  # --require-uplift's one-sided 2.5%
+    # Against no-skill without --require-uplift no gate reads the uplift test: the power says whose test
+    # it is without claiming a gate the run does not have.
+    assert gate_test(("current", "no-skill"), None) == (0.025, "an uplift")
+    assert gate_test(("current", "no-skill"), None, 0.1) == (0.025, "the uplift gate's (--require-uplift)")
+
+
+def test_a_dry_run_names_the_uplift_gate_only_when_it_is_required(tmp_path: Path) -> None:
+    from tests.test_baseline_no_skill import make_repo
+
+    repo = make_repo(tmp_path / "repo")
+    for extra, said in (((), "with an uplift one-sided test"), (("--require-uplift", "0.1"), "--require-uplift")):
+        args = ["run", "greeter", "--repo", str(repo), "--baseline", "no-skill", "--dry-run", "--json", *extra]
+        done = subprocess.run([sys.executable, "-m", "producer.commands.cli", *args], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        (power, *_) = json.loads(done.stdout)["power"]
+        assert said in power and ("gate" in power) == bool(extra)

@@ -268,3 +268,12 @@ def test_the_markdown_report_has_one_table_per_executor_model() -> None:
     ]
     assert "| 1 | 0 | graded | 1/2 | 50.0% |" in md.split("#### exec-b\n\n", 1)[1]
     assert "| case | assertion | exec-a | exec-b | pass@k | pass^k |" in md
+
+
+def test_the_failing_assertions_line_counts_one_failed_verdict_in_the_singular() -> None:
+    from reducer.summary import render_complete_block
+    from tests.test_reducer import bundle, outcomes_for, plan_for, reduce
+
+    plan = plan_for([bundle("s", [1, 1])])
+    block = render_complete_block(reduce(plan, outcomes_for(plan, {1: [True], 2: [False]})), [])
+    assert "failing assertions: 1 distinct, 1 failed verdict; most frequent first:" in block

@@ -99,3 +99,19 @@ def test_assertion_quality_flags_nothing_on_too_few_verdicts() -> None:
     section = render_html(result).split('<section id="quality">', 1)[1].split("</section>", 1)[0]
     assert "0 of 2 assertions flagged" in section and "at least 4 verdicts from two or more models" in section
     assert "always pass" not in section
+
+
+def test_the_paired_line_gives_the_seed_for_the_monte_carlo_p_not_for_the_interval() -> None:
+    from schemas.shard import CURRENT, NO_SKILL
+    from tests.test_reducer import bundle, outcomes_for, plan_for, reduce
+
+    plan = plan_for([bundle("s", [1] * 6)], variants=(CURRENT, NO_SKILL))
+    outcomes = {
+        **outcomes_for(plan, {k: [True] for k in range(1, 7)}),
+        **outcomes_for(plan, {k: [k % 2 == 0] for k in range(1, 7)}, variant=NO_SKILL),
+    }
+    result = reduce(plan, outcomes)
+    html = render_html(result)
+    seed = result.comparisons[0].seed
+    assert "(score interval over cases)." in html and f"seed {seed}, from the run id, for any Monte Carlo p" in html
+    assert "over cases, seed" not in html

@@ -286,14 +286,17 @@ def test_the_reports_of_a_streamed_result_say_rows_are_not_kept_and_still_show_a
 
 
 def test_the_spread_of_equal_scores_is_exactly_zero() -> None:
-    """Every case scoring the same: the interval over cases is a point, not a few 1e-9 wide."""
+    """Every case scoring the same: the t interval over cases is a point, not a few 1e-9 wide, so
+    the interval is the case-clustered Wilson floor exactly."""
     from reducer.counters import Mean
+    from reducer.stats import clustered_interval
 
     running = Mean()
     for i in range(27):
         running.add(2 / 3, i % 9)
     mean, (low, high) = running.interval()
-    assert running.n == 9 and low == high
+    floor = clustered_interval([(2 / 3, 1.0)] * 9)
+    assert running.n == 9 and floor is not None and (low, high) == pytest.approx((floor.low, floor.high), abs=1e-15)
     assert mean is not None and math.isclose(mean, 2 / 3, rel_tol=1e-15)
 
 

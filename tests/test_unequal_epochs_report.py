@@ -69,7 +69,10 @@ def test_unequal_epochs_show_the_case_weighted_counts_their_wilson_interval_is_o
     b = result.skills[0].behavioural
     low, high = wilson95(44 / 9, 6)
     assert (b.passed, b.total, b.low, b.high) == pytest.approx((16, 22, low, high), abs=1e-9)
-    assert result.skills[0].headline == "81.5% with each case weighted equally (16/22 verdicts over unequal epochs)"
+    assert (
+        result.skills[0].headline
+        == "81.5% (each case rated by its first round and weighted equally; 16/22 verdicts in all)"
+    )
     md = render_markdown(result, "s", {})
     interval = f"{100 * low:.1f}%–{100 * high:.1f}%"
     assert (
@@ -80,7 +83,10 @@ def test_unequal_epochs_show_the_case_weighted_counts_their_wilson_interval_is_o
     assert "16/22 (81.5%)" not in md  # never a percent beside counts it is not the ratio of
     assert b.weighted == pytest.approx((44 / 9, 6.0))
     html = render_html(result)
-    assert "Wilson interval of the case-weighted counts" in html and "81.5% (each case weighted equally)" in html
+    assert (
+        "Wilson interval of the case-weighted counts" in html
+        and "81.5% (each case rated by its first round and weighted equally)" in html
+    )
 
 
 def test_the_viewer_run_page_shows_the_counts_the_rate_is_of() -> None:
@@ -104,7 +110,8 @@ def test_a_rate_below_the_threshold_names_the_case_weighted_figure() -> None:
     epochs = {c: 3 for c in range(1, 5)} | {5: 5, 6: 5}
     result = adaptive_result(epochs, lambda case, epoch: case <= 4 or (case == 5 and epoch % 2 == 0) or epoch == 0)
     assert result.reasons == [
-        "s: behavioural pass rate 81.5% with each case weighted equally (16/22 verdicts over unequal epochs) "
+        "s: behavioural pass rate 81.5% (each case rated by its first round and weighted equally; "
+        "16/22 verdicts in all) "
         "is below the threshold 1.0 (default)"
     ]
 
@@ -140,5 +147,5 @@ def test_the_aggregate_line_weighs_each_case_once_as_its_corpora_do() -> None:
     assert s.behavioural.weighted == pytest.approx((44 / 9, 6.0)) and t.headline == "18/18 (100.0%)"
     # 98/9 of 12 is 90.7%: not the pooled 34/40 (85.0%), nor t's every epoch counted beside s's one.
     assert result.aggregate_headline == (
-        "AGGREGATE: 90.7% with each case weighted equally (34/40 verdicts over unequal epochs)"
+        "AGGREGATE: 90.7% (each case rated by its first round and weighted equally; 34/40 verdicts in all)"
     )

@@ -110,7 +110,10 @@ def test_an_unequal_epochs_headline_says_weighted() -> None:
     from reducer.scoring import headline
 
     said = headline(weighted_rate([(2, 2, 1), (1, 4, 2)]))
-    assert "with each case weighted equally" in said and "weighed" not in said
+    assert "weighted equally" in said and "weighed" not in said
+    # The raw counts do not give the percent (each case is rated by its first round): the label
+    # says what the percent is and that the counts are all the verdicts, not the percent's.
+    assert said.endswith("(each case rated by its first round and weighted equally; 3/6 verdicts in all)")
 
 
 PRODUCT = ("bench", "engine", "harnesses", "producer", "reducer", "schemas", "testkit", "viewer", "worker")

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from reducer.render_adaptive import REASONS, stop_counts, summary_rule
+from reducer.render_adaptive import LOOK_INTERVAL, REASONS, look_decision, stop_counts, summary_rule
 from reducer.render_triggers import change_lines, figure_label, gates_text, routing_caption, routing_columns
 from reducer.threshold import case_threshold_label, plugin_basis, rule_sentence, score_against
 from schemas.adaptive import AdaptivePlan, GateLook
@@ -130,7 +130,8 @@ def look_row(g: GateLook, plan: AdaptivePlan) -> dict[str, Any]:
         "estimate": "-" if g.estimate is None else f"{g.estimate:.3f}",
         "interval": f"[{g.low:.3f}, {g.high:.3f}]",
         "level": f"{100 * g.level:.2f}%",
-        "decision": f"decided: {g.decided} {g.target:g}" if g.decided else f"not decided against {g.target:g}",
+        "over": LOOK_INTERVAL,
+        "decision": look_decision(g),
         "stops": ", ".join(f"{n} {reason}" for reason, n in stop_counts(plan, g.skill).items()),
     }
 

@@ -86,11 +86,37 @@ def unreadable_summary(run_id: str, why: str) -> dict[str, Any]:
     }
 
 
+CARRIED_MARK = " in its earlier report "
+"""What a carried report's reason says (``CarriedReport.reason``): read from a result stored
+before it listed its carried reports apart."""
+
+
 def _headline(r: dict[str, Any]) -> str:
     """The reducer's own headline: the suite's with several corpora, else the one corpus's (a
-    plugin eval suite's with what decided it: its assertions' rate does not); a trigger run's figures."""
+    plugin eval suite's with what decided it: its assertions' rate does not); a trigger run's
+    figures. Then each corpus left out for its earlier report, with the verdict it carried: a run
+    whose corpora that ran all passed may FAIL for one of those, and its line says why."""
     if r.get("triggers") is not None:
-        return trigger_headline(r["triggers"])
-    if r.get("aggregate_headline"):
-        return str(r["aggregate_headline"])
-    return "; ".join(f"{s['skill']} [{s['variant']}]: {s['headline']}{plugin_note(s, r)}" for s in r["skills"])
+        ran = trigger_headline(r["triggers"])
+    elif r.get("aggregate_headline"):
+        ran = str(r["aggregate_headline"])
+    else:
+        ran = "; ".join(f"{s['skill']} [{s['variant']}]: {s['headline']}{plugin_note(s, r)}" for s in r["skills"])
+    return "; ".join([part for part in (ran,) if part] + _carried(r))
+
+
+def _carried(r: dict[str, Any]) -> list[str]:
+    """``<skill>: FAIL carried from an earlier report (<file>)`` per corpus left out for its report."""
+    if "carried" in r:
+        found = [(c["skill"], c["verdict"], c["report"]) for c in r["carried"]]
+    else:
+        found = []
+        for reason in r["reasons"]:
+            head, _, rest = reason.partition(CARRIED_MARK)
+            skill, _, verdict = head.rpartition(": ")
+            if rest and skill:
+                found.append((skill, verdict, rest.split(" (--force")[0]))
+    return [
+        f"{skill}: {verdict} carried from an earlier report ({report.rsplit('/', 1)[-1]})"
+        for skill, verdict, report in found
+    ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import sys
 from pathlib import Path
@@ -198,7 +197,7 @@ def run(
     models = _model_config(shared, folder, settings, executors, model, [] if as_triggers else judge)
     if dry_run:
         plan = _plan_input(model, judge, count, (compare, baseline, threshold), shared, settings, executors, adaptive)
-        _dry_run(skills, all_evals, folder, plan, trigger_turns if as_triggers else None, as_json, regression_alpha)
+        _dry_run(skills, all_evals, folder, plan, trigger_turns if as_triggers else None, as_json, behavioural)
     _require_models(model, judge, trigger_run)
     run_settings = shared.run_settings(
         models,
@@ -285,16 +284,14 @@ def _dry_run(
     plan_in: PlanInput,
     trigger_turns: int | None,
     as_json: bool,
-    regression_alpha: float | None = None,
+    gates: dict[str, object],
 ) -> NoReturn:
-    """Print what the run would do (a trigger run's plan when ``trigger_turns`` is given) and exit as it would start;
-    ``regression_alpha``: its power printout is for the regression gate's test at that level."""
+    """Print what the run would do (a trigger run's plan with ``trigger_turns``; ``gates``: flags by name); exit."""
     if trigger_turns is not None:
         models = plan_in.models or [UNSPECIFIED]
         args = (plan_in.epochs, trigger_turns, out, as_json)
         trigger_dry_run(skills, all_evals, folder, models, *args, harnesses=plan_in.harnesses)
-    plan_in = dataclasses.replace(plan_in, regression_alpha=regression_alpha)
-    raise typer.Exit(dry_run_plan(skills, all_evals, folder, plan_in, as_json, out))
+    raise typer.Exit(dry_run_plan(skills, all_evals, folder, plan_in.gated_by(gates), as_json, out))
 
 
 def _checked_settings(

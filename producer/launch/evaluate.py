@@ -46,7 +46,7 @@ def run_evaluation(req: RunRequest, settings: Settings, out: Console, err: Conso
         plan, guards = plan_compare(plan, repo.root, req.compare, req.out, err)
     observed = latest_noise(open_store(settings.store), plan.bundles) if len(plan.variants) > 1 else {}
     # Before the run: what this many cases can detect, with the gate's own test.
-    for line in power_lines(plan, observed, req.settings.regression_alpha):
+    for line in power_lines(plan, observed, req.settings.regression_alpha, req.settings.require_uplift):
         err.print(line, markup=False, highlight=False)
 
     def submitter(m: RunManifest, st: ArtifactStore, state: RunState, broker: Broker, stored: str | None) -> int:

@@ -9,9 +9,12 @@ repo lacks (that case blocks the run, as ``validate`` says too) or nothing is le
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from rich.console import Console
 from rich.table import Table
@@ -59,6 +62,15 @@ class PlanInput:
     a plugin eval suite."""
     regression_alpha: float | None = None
     """``--regression-alpha``: the power printout is for the regression gate's own test."""
+    require_uplift: float | None = None
+    """``--require-uplift``: the power printout is for the uplift gate's test (without it, no gate's)."""
+
+    def gated_by(self, flags: Mapping[str, object]) -> PlanInput:
+        """This input with the gates among the run's behavioural flags (by name) that its power printout reads."""
+        alpha, uplift = (flags.get(flag) for flag in ("--regression-alpha", "--require-uplift"))
+        return dataclasses.replace(
+            self, regression_alpha=cast(float | None, alpha), require_uplift=cast(float | None, uplift)
+        )
 
 
 def dry_run_plan(
@@ -97,7 +109,7 @@ def dry_run_plan(
     for executor in executors:
         check_case_terms(plan, executor)
     check_repo_terms(r.root, executors)
-    summary = plan_summary(plan, skipped, observed, plan_in.regression_alpha)
+    summary = plan_summary(plan, skipped, observed, plan_in.regression_alpha, plan_in.require_uplift)
     blocking = fixture_guards(r.root, bundles)
     summary = summary.model_copy(update={"guards": blocking + compare_lines})
     if as_json:

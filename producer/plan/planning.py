@@ -110,33 +110,42 @@ def arm_variants(compare: str | None = None, baseline: str | None = None) -> lis
 
 
 def power_lines(
-    plan: RunPlan, observed: Mapping[str, NoiseRecord] | None = None, regression_alpha: float | None = None
+    plan: RunPlan,
+    observed: Mapping[str, NoiseRecord] | None = None,
+    regression_alpha: float | None = None,
+    require_uplift: float | None = None,
 ) -> list[str]:
     """What a compare or baseline run can detect (empty for a run with one arm), per corpus size,
-    with the gate's own one-sided test (``regression_alpha``: ``--regression-alpha``)."""
+    with the gate's own one-sided test (``regression_alpha``: ``--regression-alpha``;
+    ``require_uplift``: ``--require-uplift``, without which no gate reads the uplift test)."""
     if len(plan.variants) < 2 or not plan.bundles:
         return []
-    return _power(plan, observed or {}, regression_alpha)
+    return _power(plan, observed or {}, regression_alpha, require_uplift)
 
 
-def gate_test(variants: Sequence[str], regression_alpha: float | None) -> tuple[float, str]:
-    """The one-sided level of the test a compared run is gated by, and whose test it is."""
+def gate_test(
+    variants: Sequence[str], regression_alpha: float | None, require_uplift: float | None = None
+) -> tuple[float, str]:
+    """The one-sided level of the test a compared run is gated by, and whose test it is (a run
+    against no-skill without ``--require-uplift`` has no gate: the uplift test is named as such)."""
     if any(v not in (CURRENT, NO_SKILL, SAME, GUTTED) for v in variants):  # baseline@REF
         if regression_alpha is not None:
             return regression_alpha, "the regression gate's (--regression-alpha)"
         return DEFAULT_ALPHA, "a regression"  # without --regression-alpha any drop fails
     if NO_SKILL in variants:
-        return UPLIFT_TEST_ALPHA, "the uplift gate's (--require-uplift)"
+        return UPLIFT_TEST_ALPHA, "the uplift gate's (--require-uplift)" if require_uplift is not None else "an uplift"
     if GUTTED in variants:
         return UPLIFT_TEST_ALPHA, "the sensitivity check's"
     return DEFAULT_ALPHA, "a regression"
 
 
-def _power(plan: RunPlan, observed: Mapping[str, NoiseRecord], regression_alpha: float | None) -> list[str]:
+def _power(
+    plan: RunPlan, observed: Mapping[str, NoiseRecord], regression_alpha: float | None, require_uplift: float | None
+) -> list[str]:
     """The power note of the smallest corpus, with the discordance its last noise floor observed
     (``observed``: skill -> record) or, without one, the assumed default."""
     smallest = min(plan.bundles, key=lambda b: len(b.corpus.evals))
-    alpha, gate = gate_test(plan.variants, regression_alpha)
+    alpha, gate = gate_test(plan.variants, regression_alpha, require_uplift)
     record = observed.get(smallest.skill)
     if record is None:
         return power_note(len(smallest.corpus.evals), plan.epochs, alpha=alpha, gate=gate).lines()
@@ -157,6 +166,7 @@ def plan_summary(
     skipped: Sequence[SkippedCorpus] = (),
     observed: Mapping[str, NoiseRecord] | None = None,
     regression_alpha: float | None = None,
+    require_uplift: float | None = None,
 ) -> PlanSummary:
     """The plan at a glance: per corpus cases and assertions, totals, shard count, corpora left out."""
     per_skill = Counter(s.skill for s in plan.shards)  # an arm a guard dropped for one skill counts no shards
@@ -184,7 +194,7 @@ def plan_summary(
             shards=len(plan.shards),
         ),
         skipped=list(skipped),
-        power=power_lines(plan, observed, regression_alpha),
+        power=power_lines(plan, observed, regression_alpha, require_uplift),
         adaptive=plan.adaptive,
         max_shards=len(plan.shards) * plan.adaptive.max_epochs // plan.epochs if plan.adaptive else None,
         pairs=harness_pairs(plan),

@@ -153,6 +153,12 @@ def test_the_run_page_shows_gates_rates_and_the_corpus_by_model_map(viewed_run: 
     assert "behavioural pass rate 6/10 (60.0%) is below the threshold 0.8 (--fail-under)" in html
     heat = html[html.index('id="heatmap"') :]
     assert heat.count('class="heat-3"') == 2  # 3/5 for each model: 60%
+    # Each rate shows the by-case interval (the one to read) and the Wilson one, each named by what it is over.
+    assert "<th>95% CI (by case)</th><th>95% CI (Wilson)</th>" in html and "<th>95% interval</th>" not in html
+    rate = json.loads((viewed_run.env.store / "runs" / viewed_run.run_id / "result.json").read_text())
+    by_case = rate["skills"][0]["behavioural"]["clustered"]
+    cell = f'<td data-label="95% CI (by case)" class="by-case">{by_case["low"]:.1%} – {by_case["high"]:.1%}</td>'
+    assert cell in html
 
 
 def test_a_cost_litellm_cannot_price_reads_unknown_as_status_and_the_report_say(viewed_run: ViewedRun) -> None:
@@ -372,3 +378,28 @@ def test_a_plugin_suites_shards_name_their_case_folder(plugin_run: ViewedRun) ->
     assert "· case 2 (sunny-day) ·" in page
     run_page = c.get(f"/runs/{plugin_run.run_id}").text
     assert '<td data-label="scored" class="words">case 1 (oslo-rain)</td>' in run_page
+
+
+def test_a_run_failed_by_a_carried_report_says_so_on_its_line(viewed_run: ViewedRun, tmp_path: Path) -> None:
+    """The corpora that ran may all pass while a corpus left out for its earlier FAIL fails the run:
+    the runs list's line names that corpus beside the rate, from the record or, for a result stored
+    before it listed them apart, from its reasons."""
+    store = viewed_run.store_copy(tmp_path / "store")
+    path = store / "runs" / viewed_run.run_id / "result.json"
+    doc = json.loads(path.read_text())
+    earlier = {"corpus_file": "evals/release.evals.json", "skill": "release", "verdict": "FAIL"}
+    earlier["report"] = "/out/skill-eval-release-20260101.json"
+    said = "release: FAIL carried from an earlier report (skill-eval-release-20260101.json)"
+    reason = "release: FAIL in its earlier report /out/skill-eval-release-20260101.json (--force re-runs it)"
+    doc["comparisons"] = [
+        {"skill": "hostile", "baseline": "no-skill", "model": None, "current_rate": 0.6, "baseline_rate": 0.5}
+        | {"difference": 0.1, "low": -0.2, "high": 0.4, "cases": 8, "pairs": 8, "p_two_sided": 0.5}
+    ]
+    for stored in ({**doc, "carried": [earlier]}, {**doc, "reasons": [*doc["reasons"], reason]}):
+        path.write_text(json.dumps(stored))
+        c = client(store)
+        (item,) = c.get("/api/runs").json()["items"]
+        assert item["rate"].endswith(f"; {said}")
+        assert said in c.get("/").text
+    page = c.get(f"/runs/{viewed_run.run_id}").text
+    assert "<th>p (two-sided; a gate is one-sided)</th>" in page

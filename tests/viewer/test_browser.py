@@ -101,7 +101,7 @@ def test_a_reviewer_finds_a_failure_sees_its_evidence_and_labels_three_verdicts(
         page.click(f"a[href='/runs/{viewed_run.run_id}']")
         expect(page.locator("#verdict-value")).to_have_text("FAIL")
         # Every rate's interval and its graded shards on screen, at phone width too (one card a row).
-        for label in ("95% interval", "graded / shards"):
+        for label in ("95% CI (by case)", "95% CI (Wilson)", "graded / shards"):
             for row in ("corpus", "model"):
                 shown_whole(page, page.locator(f"table.rates tr.{row} td[data-label='{label}']").first, width)
         shown_whole(page, page.locator("tr.leader td[data-label='graded / shards']").last, width)
@@ -216,7 +216,9 @@ def test_a_trigger_runs_rows_and_an_adaptive_runs_look_read_at_any_width(
         look = page.locator("#adaptive article.look")
         expect(look).to_have_count(1)
         decision = look.locator("td.decision")
-        expect(decision).to_have_text("not decided against 0.75")
+        expect(decision).to_have_text(
+            "undecided (0.75 inside its interval), so the look stopped no case; the verdict does not read it"
+        )
         expect(look.locator("td.stops")).to_have_text("2 stable, 2 max-epochs")
         decision.scroll_into_view_if_needed()
         expect(decision).to_be_in_viewport(ratio=1)

@@ -49,11 +49,7 @@ def test_a_trigger_run_gives_each_rows_figures_with_counts_and_the_gates_verdict
     view = c.get(f"/api/runs/{run}/triggers").json()
     a, b = view["rows"]
     assert (a["row"], b["row"]) == ("openai/exec-a (agent)", "openai/exec-b (agent)")
-    assert a["recall"] == {
-        "count": "1 of 2 positive runs",
-        "rate": "50.0%",
-        "interval": "0.2% – 99.8%",
-    }  # over 2 queries
+    assert a["recall"] == {"count": "1 of 2 positive runs", "rate": "50.0%", "interval": "0.2% – 99.8%"}
     assert b["recall"]["count"] == "2 of 2 positive runs" and b["recall"]["rate"] == "100.0%"
     assert b["false_trigger"]["count"] == "1 of 2 negative runs"
     assert b["precision"] == {"count": "2 of 3 activations", "rate": "66.7%", "interval": "4.4% – 98.9%"}
@@ -104,7 +100,11 @@ def test_an_adaptive_run_gives_its_look_interval_decision_and_why_cases_stopped(
     assert look["row"] == POOLED and look["figure"] == "pass-rate"
     assert look["estimate"] == f"{gate['estimate']:.3f}" and look["level"] == "97.50%"
     assert look["interval"] == f"[{gate['low']:.3f}, {gate['high']:.3f}]"
-    assert look["decision"] == "not decided against 0.75"  # the threshold sits near the true rate
+    assert look["over"] == "stratified by case over these cases' epochs"
+    assert (
+        look["decision"]
+        == "undecided (0.75 inside its interval), so the look stopped no case; the verdict does not read it"
+    )  # the threshold sits near the true rate
     assert look["stops"] == "2 stable, 2 max-epochs"
     assert [(x["case_id"], x["epochs"], x["stopped"]) for x in view["cases"]] == [
         (1, 3, "stable"),
@@ -117,7 +117,10 @@ def test_an_adaptive_run_gives_its_look_interval_decision_and_why_cases_stopped(
     assert c.get(f"/api/runs/{run}/triggers").status_code == 404
     page = c.get(f"/runs/{run}").text
     assert '<section class="card" id="adaptive">' in page and 'id="triggers"' not in page
-    assert '<td class="decision">not decided against 0.75</td>' in page
+    assert (
+        '<td class="decision">undecided (0.75 inside its interval), so the look stopped no case; '
+        "the verdict does not read it</td>" in page
+    )
     assert "Rates per corpus" in page  # an adaptive run's pass rates are its figures
 
 
@@ -143,7 +146,10 @@ def test_a_sweeps_rows_each_carry_their_own_figures_gate_and_look() -> None:
     looks = adaptive_view({"adaptive": after.model_dump(mode="json")}, RUN)["looks"]  # type: ignore[index]
     assert [g["row"] for g in looks] == [CODEX, AGENT]
     assert [g["decision"] for g in looks] == [
-        f"decided: {g.decided} 0.9" if g.decided else "not decided against 0.9" for g in after.gates
+        f"decided: {g.decided} 0.9"
+        if g.decided
+        else "undecided (0.9 inside its interval), so the look stopped no case; the verdict does not read it"
+        for g in after.gates
     ]
 
 
