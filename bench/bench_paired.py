@@ -6,8 +6,8 @@ Usage::
 
 Builds a run of ``cases x models x epochs`` shards in each of two arms (current and no
 skill), three assertions per case, verdicts drawn from a seeded generator, and times
-``reduce_run`` (rates, gates, pairing, the exact sign-flip test, the 2,000-resample case
-bootstrap per comparison, Holm, assertion quality). Prints the median and the slowest run;
+``reduce_run`` (rates, gates, pairing, the exact sign-flip test, the score interval per
+comparison, Holm, assertion quality). Prints the median and the slowest run;
 exits 1 when the median misses the target.
 """
 
