@@ -7,16 +7,25 @@ or bare, or splits a word into such chunks. Python's :func:`shlex.split` does no
 double-quote escapes of ``$`` and backticks, so this module reads the line as a POSIX shell
 reads words. A claim then matches a call only when the words are the call's command exactly:
 a substring test would let a reported ``echo pytest skipped`` claim a forged ``pytest`` call.
+
+Codex also redacts what looks like a secret in the command it reports (an ``sk-`` key, an AWS
+key id...) as ``[REDACTED_SECRET]``: that marker stands for one run of 16 or more characters
+other than blanks and quotes (no short word such as ``pytest`` hides behind it), and nothing
+else of the command may differ.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 
 SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 """The shells a harness wraps a model's command string in (``<shell> -lc <command>``)."""
 SHELL_FLAGS = frozenset({"-c", "-lc"})
 
+REDACTED = "[REDACTED_SECRET]"
+"""What Codex writes in a reported command in place of a secret."""
+_SECRET = r"[^\s'\"]{16,}"
 _BLANKS = " \t\n"
 _DOUBLE_ESCAPES = '$`"\\'
 
@@ -83,13 +92,22 @@ def runs_command(sent: object, reported: str) -> bool:
     """True when ``reported`` (the stream's command line) runs exactly ``sent`` (the model's
     ``cmd``/``command`` argument): the same text, the same argv (a list), or the text as the one
     argument of a shell's ``-c``/``-lc``."""
+    words = split_words(reported)
     if isinstance(sent, list):
-        return split_words(reported) == [str(part) for part in sent]
+        parts = [str(part) for part in sent]
+        return words is not None and len(words) == len(parts) and all(map(_same_word, words, parts))
     text = str(sent)
     if reported == text:
         return True
-    words = split_words(reported)
     if words is None or len(words) != 3:
         return False
     shell, flag, command = words
-    return posixpath.basename(shell) in SHELLS and flag in SHELL_FLAGS and command == text
+    return posixpath.basename(shell) in SHELLS and flag in SHELL_FLAGS and _same_word(command, text)
+
+
+def _same_word(reported: str, sent: str) -> bool:
+    """The same text, but for secrets Codex redacted in ``reported``."""
+    if REDACTED not in reported:
+        return reported == sent
+    pattern = _SECRET.join(re.escape(part) for part in reported.split(REDACTED))
+    return re.fullmatch(pattern, sent, flags=re.DOTALL) is not None

@@ -14,7 +14,7 @@ from harnesses.shell_words import runs_command, split_words
 from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent
 
 HEREDOC = (
-    "cat > /tmp/f.py <<'PYEOF'\nimport json\nbody = {\"model\": \"x\", \"text\": \"$s go\\n\" + `id`}\n"
+    'cat > /tmp/f.py <<\'PYEOF\'\nimport json\nbody = {"model": "x", "text": "$s go\\n" + `id`}\n'
     "PYEOF\nmv important /tmp/gone && echo tidy"
 )
 
@@ -102,3 +102,14 @@ def test_a_part_of_the_words_or_a_line_left_open_is_no_match() -> None:
     assert not runs_command("pytest", "/bin/bash -lc pytest extra")
     assert not runs_command("pytest", "/bin/evil -lc pytest")
     assert split_words("echo 'open") is None and split_words('echo "open') is None and split_words("a\\") is None
+
+
+def test_a_secret_codex_redacted_stands_for_one_word_part_and_nothing_else() -> None:
+    sent = 'curl -H "authorization: Bearer sk-abc_123-xyz0123456" http://h/v1 && mv important /tmp/gone'
+    reported = (
+        "/bin/bash -lc 'curl -H \"authorization: Bearer [REDACTED_SECRET]\" http://h/v1 && mv important /tmp/gone'"
+    )
+    assert runs_command(sent, reported)
+    assert not runs_command(sent.replace("/tmp/gone", "/tmp/kept"), reported)
+    assert not runs_command(sent.replace("sk-abc_123-xyz0123456", 'sk-a" x "b'), reported)  # no quote or blank inside
+    assert not runs_command("pytest", "/bin/bash -lc [REDACTED_SECRET]")  # a short word is no secret
