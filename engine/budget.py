@@ -18,7 +18,9 @@ burning a retry budget.
 A shard's fair share of a cap is the cap divided by the run's shards. An executor past its
 share may not take the cap's last share: its call is refused once spent plus reserved plus
 the estimate would pass the cap minus one share, and that refusal is the shard's own
-(``budget-share``: behaviour, graded as it stands), not the run's. The run is not marked
+(``budget-share``: behaviour, graded as it stands), not the run's. What a shard has spent
+counts its reservations still in flight (kept per shard in the budget hash, taken off when
+settled): calls it fires at once, each estimated below a share, are not each within it. The run is not marked
 exhausted by it, so the last share is left to the shards within theirs and to the judges
 (the over-spender's own judge included, which is what lets it be graded). A shard within
 its share that the cap refuses ends ``budget-exhausted`` as before: an adversarial agent
@@ -67,6 +69,8 @@ def is_out_of_credit(err: BaseException) -> bool:
 class Reservation:
     tokens: int
     micro_usd: int
+    shard: str = ""
+    """The key of the shard it was counted under while in flight ('' none), for its settling."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ def over_share_why(spend: Spend, shards: int, own: Usage, asked: Reservation | N
         share = spend.max_tokens // shards
         if own.total_tokens >= spend.max_tokens / shards:
             return (
-                f"this shard spent {own.total_tokens} tokens, past its share of the run's token cap "
+                f"this shard spent or has in flight {own.total_tokens} tokens, past its share of the run's token cap "
                 f"({share} = {spend.max_tokens} / {shards} shards)"
             )
         if asked.tokens > spend.max_tokens / shards:
@@ -111,7 +115,7 @@ def over_share_why(spend: Spend, shards: int, own: Usage, asked: Reservation | N
     cap = spend.max_cost_usd or 0.0
     if cap and shards > 0 and (own.cost_usd or 0.0) >= cap / shards:
         return (
-            f"this shard spent ${own.cost_usd or 0:.4f}, past its share of the run's cost cap "
+            f"this shard spent or has in flight ${own.cost_usd or 0:.4f}, past its share of the run's cost cap "
             f"(${cap / shards:.4f} = ${cap:.4f} / {shards} shards)"
         )
     return (
@@ -168,7 +172,14 @@ class RunBudget:
         pipe.execute()
 
     def reserve(
-        self, model: str, tokens: int, cost_usd: float | None, *, own: Usage | None = None, shaped: Shaped = "product"
+        self,
+        model: str,
+        tokens: int,
+        cost_usd: float | None,
+        *,
+        own: Usage | None = None,
+        shaped: Shaped = "product",
+        shard: str = "",
     ) -> Reservation | OverShare | str:
         """Reserve an estimate before a call; a :class:`Reservation`, or why the call must not start.
 
@@ -176,23 +187,27 @@ class RunBudget:
         with it, a refusal of a shard past its share comes back as :class:`OverShare`, the
         shard's own doing; a plain string is the run's cap or the model's credit (infra).
         ``shaped``: who shaped the request whose estimate this is (see :data:`Shaped`).
+        ``shard``: a key of the calling shard ('' none), under which its reservations in flight
+        are counted with ``own`` until settled (:meth:`settle` must follow every reservation,
+        with 0 for a call that failed).
         """
         why = self.out_of_credit(model)
         if why is not None:
             return f"{model} is out of credit for this run: {why}"
-        reservation = Reservation(tokens, _micro(cost_usd) or 0)
         if not self.capped:
             return Reservation(0, 0)
         shards = self.shards if own is not None else 0
+        shard = shard if own is not None else ""
+        reservation = Reservation(tokens, _micro(cost_usd) or 0, shard)
         own = own or Usage()
-        args = [reservation.tokens, reservation.micro_usd, own.total_tokens, _micro(own.cost_usd) or 0, shards]
-        args.append(_SHAPED.index(shaped))
+        args: list[int | str] = [reservation.tokens, reservation.micro_usd, own.total_tokens, _micro(own.cost_usd) or 0]
+        args += [shards, _SHAPED.index(shaped), shard]
         got = self._lua["reserve"](keys=[self.key], args=args)
         if got == 1:
             return reservation
         spend = self.spend()
         if got == 2:
-            return OverShare(over_share_why(spend, shards, own, reservation))
+            return OverShare(over_share_why(spend, shards, self._with_in_flight(own, shard), reservation))
         if spend.exhausted == "tokens":
             return f"the run's token cap is reached ({spend.tokens} of {spend.max_tokens} tokens spent)"
         return f"the run's cost cap is reached (${spend.cost_usd:.4f} of ${spend.max_cost_usd:.4f} spent)"
@@ -203,8 +218,17 @@ class RunBudget:
             return
         self._lua["settle"](
             keys=[self.key],
-            args=[reservation.tokens, reservation.micro_usd, tokens, _micro(cost_usd) or 0],
+            args=[reservation.tokens, reservation.micro_usd, tokens, _micro(cost_usd) or 0, reservation.shard],
         )
+
+    def _with_in_flight(self, own: Usage, shard: str) -> Usage:
+        """``own`` with what ``shard`` has reserved and not yet settled added, as the refusal counted it."""
+        if not shard:
+            return own
+        tokens, micro = self.r.hmget(self.key, [f"inflight_tokens:{shard}", f"inflight_cost:{shard}"])
+        in_flight = int(reply_text(tokens)) if tokens is not None else 0
+        cost = (own.cost_usd or 0.0) + (int(reply_text(micro)) / _MICRO if micro is not None else 0.0)
+        return Usage(prompt_tokens=own.total_tokens + in_flight, cost_usd=cost if cost or own.cost_usd else None)
 
     def out_of_credit(self, model: str) -> str | None:
         """Why ``model`` is marked out of credit for the run, or None (see ``CREDIT_RECHECK_S``)."""

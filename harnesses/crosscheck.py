@@ -7,7 +7,9 @@ results: by call id (Claude Code), or by order and command (Codex). So a tool ca
 the trajectory only when both hold it:
 
 - a call the stream claims that no proxied response of the harness's conversation contains
-  (or that names a different tool) is rejected: left out, with its result, and flagged;
+  (or that names a different tool) is rejected: left out as a call, with its result, and
+  flagged; a rejected command of a stream paired by order (Codex) is still shown to the judge,
+  as a note saying it is no verified call, so that a command which ran never disappears;
 - a call the record holds that the stream never claims (the agent asked its proxy for it on
   the side, or the harness never got to run it) is "model proposed, never run": listed
   apart, never an event, never a call, never shown to the judge;
@@ -18,11 +20,11 @@ the trajectory only when both hold it:
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord
+from harnesses.shell_words import runs_command
 from harnesses.stream_json import ERROR_PREFIX, result_event, with_output
 from schemas.event_bounds import bound_arguments
 from schemas.trajectory import AssistantEvent, Event, ToolCallEvent, ToolResultEvent
@@ -141,23 +143,13 @@ def _claim_answered(record: ProxyRecord, ran: dict[str, ToolResultEvent | None],
                 ran[call.call_id] = result_event(call.call_id, answered)
 
 
+def _raw_command(arguments: dict[str, object]) -> object:
+    return arguments.get("cmd", arguments.get("command", ""))
+
+
 def _command_of(arguments: dict[str, object]) -> str:
-    raw = arguments.get("cmd", arguments.get("command", ""))
+    raw = _raw_command(arguments)
     return " ".join(str(part) for part in raw) if isinstance(raw, list) else str(raw)
-
-
-def _same_command(sent: str, reported: str) -> bool:
-    """True when the stream's ``reported`` command line runs the command the model ``sent``.
-
-    Codex reports ``/bin/bash -lc '<command>'``, shell-quoted: compare with its words too.
-    """
-    if sent in reported:
-        return True
-    try:
-        words = shlex.split(reported)
-    except ValueError:
-        return False
-    return sent in words
 
 
 def _shell_calls(turns: Iterable[ModelTurn], rules: OrderRules) -> list[ModelToolCall]:
@@ -168,8 +160,10 @@ def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord, ru
     """As :func:`cross_check`, for a stream whose items do not carry the model's call ids.
 
     Each command the stream reports, in order, claims the next shell call of the harness's
-    conversation (in the proxy's order) whose command text it contains; calls it passes over
-    were proposed and never run. A command with no such call is rejected. Patch calls are
+    conversation (in the proxy's order) whose command it runs exactly
+    (:func:`harnesses.shell_words.runs_command`); calls it passes over were proposed and never
+    run. A command with no such call is rejected, and shown to the judge as a note at the end of
+    the events (:func:`_unverified_run`). Patch calls are
     claimed the same way by the stream's patch items, whose listed paths the patch must name.
     The tool names are the harness's (``rules``).
     """
@@ -182,22 +176,38 @@ def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord, ru
     named = [c for c in claims if (prefix and c.name.startswith(prefix)) or c.name in rules.named_claims]
     commands = [c for c in claims if c.name not in rules.patch_claims and not any(c is n for n in named)]
     shell = _shell_calls(record.turns, rules)
-    rejected += _claim_in_order(
+    unmatched = _claim_in_order(
         commands,
         shell,
-        lambda claimed, call: _same_command(_command_of(call.arguments), _command_of(claimed.arguments)),
+        lambda claimed, call: runs_command(_raw_command(call.arguments), _command_of(claimed.arguments)),
         results_by_stream_id,
         ran,
-        lambda claimed: (
-            f"command {_command_of(claimed.arguments)[:120]!r} is in the harness's stream but matches "
-            "no shell call in the model responses the proxy forwarded: rejected"
-        ),
     )
+    rejected += [
+        f"command {_command_of(claimed.arguments)[:120]!r} is in the harness's stream but matches "
+        "no shell call in the model responses the proxy forwarded: rejected (shown to the judge as unverified)"
+        for claimed in unmatched
+    ]
     rejected += _claim_patches(claims, record, ran, rules)
     rejected += _claim_named(named, record, ran, results_by_stream_id, rules)
     _claim_answered(record, ran, rules)
     events, proposed = _events(record, ran)
+    events += [_unverified_run(claimed, results_by_stream_id.get(claimed.call_id)) for claimed in unmatched]
     return CheckedEvents(events=events, rejected=rejected, proposed=proposed)
+
+
+def _unverified_run(claimed: ToolCallEvent, result: ToolResultEvent | None) -> AssistantEvent:
+    """A command the stream says the harness ran that no model reply holds, as the judge reads it:
+    never a tool call (the stream can be written by the agent), never left out (a command that ran
+    and fooled the matching must still be seen). See docs/design/harnesses.md."""
+    text = (
+        "(not a verified tool call: the harness's stream reports it ran the command "
+        f"{_command_of(claimed.arguments)!r}, but no model reply the proxy forwarded holds it"
+    )
+    if result is None:
+        return AssistantEvent(text=text + "; the stream gives no result)")
+    code = "" if result.exit_code is None else f", exit code {result.exit_code}"
+    return AssistantEvent(text=f"{text}{code}; the stream's output: {result.output!r})")
 
 
 def _claim_named(
@@ -218,18 +228,19 @@ def _claim_named(
         for c in t.tool_calls
         if c.call_id not in ran and (c.namespace is not None or c.name in rules.named_claims)
     ]
-    return _claim_in_order(
+    unmatched = _claim_in_order(
         claims,
         calls,
         # The stream's event holds its input bounded as every event does; the model's call is bounded alike.
         lambda claimed, call: call.name == claimed.name and bound_arguments(call.arguments)[0] == claimed.arguments,
         results,
         ran,
-        lambda claimed: (
-            f"tool call {claimed.name[:120]!r} is in the harness's stream but matches no call of that "
-            "tool and input in the model responses the proxy forwarded: rejected"
-        ),
     )
+    return [
+        f"tool call {claimed.name[:120]!r} is in the harness's stream but matches no call of that "
+        "tool and input in the model responses the proxy forwarded: rejected"
+        for claimed in unmatched
+    ]
 
 
 def _claim_in_order(
@@ -238,17 +249,16 @@ def _claim_in_order(
     same: Callable[[ToolCallEvent, ModelToolCall], bool],
     results: Mapping[str, ToolResultEvent],
     ran: dict[str, ToolResultEvent | None],
-    why: Callable[[ToolCallEvent], str],
-) -> list[str]:
+) -> list[ToolCallEvent]:
     """Each claim, in order, takes the next call after the last one taken that is ``same``; its
-    stream result becomes that call's (in ``ran``). Calls passed over stay unclaimed; a claim with
-    no such call is rejected (``why``)."""
-    rejected: list[str] = []
+    stream result becomes that call's (in ``ran``). Calls passed over stay unclaimed; the claims
+    with no such call are returned (rejected)."""
+    rejected: list[ToolCallEvent] = []
     at = 0
     for claimed in claims:
         match = next((i for i in range(at, len(calls)) if same(claimed, calls[i])), None)
         if match is None:
-            rejected.append(why(claimed))
+            rejected.append(claimed)
             continue
         real, at = calls[match], match + 1
         result = results.get(claimed.call_id)

@@ -8,6 +8,8 @@ the offline model server (a scripted agent that loops on a shell command forever
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +55,9 @@ def test_a_shard_past_its_share_is_refused_one_share_short_of_the_cap_and_the_ru
     budget.settle(first, 700, None)
     greedy = budget.reserve("m", 100, None, own=Usage(prompt_tokens=700))  # 800 > 1,000 - 250
     assert isinstance(greedy, OverShare)
-    assert "spent 700 tokens, past its share of the run's token cap (250 = 1000 / 4 shards)" in str(greedy)
+    assert "spent or has in flight 700 tokens, past its share of the run's token cap (250 = 1000 / 4 shards)" in str(
+        greedy
+    )
     assert budget.spend().exhausted is None  # the shard's own refusal: the last share stays open
     within = budget.reserve("m", 100, None, own=Usage(prompt_tokens=249))  # a shard within its share
     judge = budget.reserve("judge", 150, None)  # a judge (no own spend) may fill the cap
@@ -67,6 +71,39 @@ def test_a_shard_past_its_share_is_refused_one_share_short_of_the_cap_and_the_ru
     assert isinstance(budget.reserve("m", 1, None, own=Usage(prompt_tokens=300)), OverShare)
     assert isinstance(budget.reserve("m", 1, None, own=Usage(prompt_tokens=10)), str)
     assert budget.spend().tokens == 950
+
+
+def test_requests_one_shard_fires_at_once_count_toward_its_share_and_the_run_stays_open(
+    redis_client: redis.Redis,
+) -> None:
+    """Six requests at once, each estimated below a share: those past the shard's share with its
+    own in flight are its own refusal, never the run's, and the other shards go on."""
+    budget = RunBudget(redis_client, "share-in-flight", shards=4)
+    budget.set_caps(max_tokens=200_000, max_cost_usd=None)  # a share is 50,000 tokens
+    barrier = threading.Barrier(6)
+
+    def fire() -> Reservation | OverShare | str:
+        barrier.wait()
+        return budget.reserve("m", 44_000, None, own=Usage(), shaped="conversation", shard="greedy")
+
+    with ThreadPoolExecutor(6) as pool:
+        got = list(pool.map(lambda _: fire(), range(6)))
+    held = [g for g in got if isinstance(g, Reservation)]
+    refused = [g for g in got if isinstance(g, OverShare)]
+    # 0, 44,000 and 88,000 in flight: the third passes its share, so the fourth would take the last.
+    assert len(held) == 3 and len(refused) == 3, got
+    assert "spent or has in flight 132000 tokens, past its share" in str(refused[0])
+    assert budget.spend().exhausted is None
+    other = budget.reserve("m", 40_000, None, own=Usage(), shaped="conversation", shard="innocent")
+    assert isinstance(other, Reservation)
+    for reservation in held:
+        budget.settle(reservation, 1_000, None)
+    fields = {k.decode(): int(v) for k, v in redis_client.hgetall(budget.key).items() if k.startswith(b"inflight")}
+    assert fields == {"inflight_tokens:innocent": 40_000, "inflight_cost:innocent": 0}
+    budget.settle(other, 0, None)  # a call that failed gives its whole reservation back
+    raw = redis_client.hgetall(budget.key)
+    assert not [k for k in raw if k.startswith(b"inflight")] and int(raw[b"reserved_tokens"]) == 0
+    assert budget.spend().tokens == 3_000
 
 
 def test_the_cost_cap_has_its_share_too_and_a_budget_without_shards_never_blames_the_shard(

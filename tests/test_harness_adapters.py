@@ -13,7 +13,7 @@ from harnesses.codex import Codex, read_codex_json
 from harnesses.model_record import ModelToolCall, ModelTurn, ProxyRecord, parse_model_response
 from harnesses.registry import check_executor, harness_for
 from schemas.errors import ConfigError
-from schemas.trajectory import ToolCallEvent
+from schemas.trajectory import AssistantEvent, ToolCallEvent, ToolResultEvent
 from testkit.anthropic_api import message_body, sse_events
 from testkit.responses_api import response_body
 from testkit.responses_api import sse_events as response_events
@@ -150,8 +150,12 @@ def test_codex_commands_pair_with_the_proxied_shell_calls_by_order_and_a_forged_
         turns=[ModelTurn(tool_calls=(ModelToolCall("call_1", "exec_command", {"cmd": "tr '\\0' x"}),))]
     )
     checked = Codex().cross_check(parsed.events, record)
-    assert [(e.kind, e.call_id) for e in checked.events] == [("tool_call", "call_1"), ("tool_result", "call_1")]
+    calls = [(e.kind, e.call_id) for e in checked.events if isinstance(e, ToolCallEvent | ToolResultEvent)]
+    assert calls == [("tool_call", "call_1"), ("tool_result", "call_1")]
     assert len(checked.rejected) == 1 and "rm -rf" in checked.rejected[0]
+    # The rejected command ran: the judge still reads it, as a note that is no verified call.
+    (note,) = [e for e in checked.events if isinstance(e, AssistantEvent)]
+    assert "not a verified tool call" in note.text and "rm -rf /" in note.text and "gone" in note.text
 
 
 def test_a_skill_folder_linked_outside_the_workspace_stages_nothing_and_linked_files_are_skipped(

@@ -5,6 +5,9 @@
 -- ARGV[5] the run's shards (0: the caller is no executor, no share rule)
 -- ARGV[6] who shaped the request: 0 the product, 1 a harness's conversation the agent can grow
 --   (its body is the estimate), 2 the agent alone (a side request of its own)
+-- ARGV[7] the calling shard's key ('' none): its reservations still in flight count as its own,
+--   so calls it fires at once cannot each pass as within its share; kept in the hash's fields
+--   inflight_tokens:<key> and inflight_cost:<key> until settled
 -- Returns 1 when reserved, 0 when the cap refuses (the run is marked exhausted), 2 when the caller
 -- is past its share on a dimension and the call would pass the cap minus one share (not marked), or
 -- when a call the agent shaped does not fit and is its own doing (never the run's, so not marked
@@ -14,6 +17,11 @@ local tokens, cost = tonumber(ARGV[1]), tonumber(ARGV[2])
 local own = {tokens = tonumber(ARGV[3]), cost = tonumber(ARGV[4])}
 local shards = tonumber(ARGV[5])
 local shaped = tonumber(ARGV[6] or '0')
+local shard = ARGV[7] or ''
+if shard ~= '' then
+  own.tokens = own.tokens + num('inflight_tokens:' .. shard)
+  own.cost = own.cost + num('inflight_cost:' .. shard)
+end
 local asked = {tokens = tokens, cost = cost}
 local over = false
 local caps = {}
@@ -42,4 +50,8 @@ for _, dim in ipairs({'tokens', 'cost'}) do
 end
 redis.call('HINCRBY', KEYS[1], 'reserved_tokens', tokens)
 redis.call('HINCRBY', KEYS[1], 'reserved_cost', cost)
+if shard ~= '' then
+  redis.call('HINCRBY', KEYS[1], 'inflight_tokens:' .. shard, tokens)
+  redis.call('HINCRBY', KEYS[1], 'inflight_cost:' .. shard, cost)
+end
 return 1

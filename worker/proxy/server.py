@@ -32,6 +32,7 @@ import socketserver
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler
@@ -133,6 +134,8 @@ class ModelProxy(FleetWaits):
         """Optional ``usage(prompt_tokens, completion_tokens, ok, rate_limited)`` callback (run counters)."""
         self.record = ProxyRecord()
         self.rules = config.rules()
+        self._budget_key = uuid.uuid4().hex
+        """This shard's key in the run's budget, under which its reservations in flight count as its own."""
         self._spent_cost: float | None = None
         """Dollars this shard's answers cost so far (None while no answer could be priced)."""
         self.latencies: list[float] = []
@@ -290,7 +293,7 @@ class ModelProxy(FleetWaits):
             )
             shaped: Shaped = "side" if side else "conversation"  # the agent can shape either body
             got = self.run_budget.reserve(
-                self.config.model, estimate + RESERVED_COMPLETION, None, own=own, shaped=shaped
+                self.config.model, estimate + RESERVED_COMPLETION, None, own=own, shaped=shaped, shard=self._budget_key
             )
             if isinstance(got, OverShare):  # this shard's own spending: its trajectory ends as behaviour
                 with self._lock:
@@ -335,6 +338,7 @@ class ModelProxy(FleetWaits):
                     if cost is not None:
                         self._spent_cost = (self._spent_cost or 0.0) + cost
                     self.run_budget.settle(reservation, tokens, cost)
+                    reservation = None
                 if lease is not None:
                     if status == 429:
                         lease.settle(0, success=False)
@@ -353,6 +357,8 @@ class ModelProxy(FleetWaits):
         finally:
             if not granted:  # the limiter gave up (or raised): this request no longer waits
                 self._note(waiting=-1)
+            if reservation is not None and self.run_budget is not None:  # failed before settling: nothing spent
+                self.run_budget.settle(reservation, 0, None)
         with self._lock:
             self.record.forwarded += 1
             if asking:
