@@ -50,20 +50,38 @@ def proposed_line(call: ModelToolCall, side: bool) -> str:
 def forged_output_line(call_id: str) -> str:
     """How a call is flagged whose conversation gave the model two different results for it."""
     return (
-        f"tool call {call_id!r}: the model was given two different results for it, one of them not "
-        "the harness's (a request sent from inside the sandbox): neither is taken, and the harness's "
-        "stream's own result stands where it has one"
+        f"tool call {call_id!r}: the agent sent its model proxy a second, different result for it (a "
+        "forged tool result): neither is taken, the harness's stream's own result is shown contested, "
+        "and the case fails"
     )
 
 
-def _events(record: ProxyRecord, ran: Mapping[str, ToolResultEvent | None]) -> tuple[list[Event], list[str]]:
-    """Texts of the conversation's turns and the calls in ``ran`` (with their results), in model
-    order; every other call as a proposed line."""
+def unsaid_line(text: str) -> str:
+    """How a text of a proxied reply the harness's stream never reported is listed."""
+    flat = " ".join(text.split())
+    flat = flat if len(flat) <= 300 else flat[:300] + f"... ({len(flat) - 300} chars cut)"
+    return f"text {flat!r}: model proposed, never reported by the harness's stream"
+
+
+def _said(stream: Iterable[Event]) -> str:
+    """Every assistant text the harness's stream reports, whitespace collapsed, joined."""
+    return "\n".join(" ".join(e.text.split()) for e in stream if isinstance(e, AssistantEvent))
+
+
+def _events(record: ProxyRecord, ran: Mapping[str, ToolResultEvent | None], said: str) -> tuple[list[Event], list[str]]:
+    """Texts of the conversation's turns that the stream reports (``said``) and the calls in ``ran``
+    (with their results, contested where the agent forged one), in model order; every other call
+    and text as a proposed line. A text is the model's only: a reply to a request the agent sent
+    can copy the conversation, so the harness must also have reported it."""
     events: list[Event] = []
     proposed: list[str] = []
     for turn in record.turns:
-        if not turn.side:
-            events += [AssistantEvent(text=text) for text in turn.texts if text.strip()]
+        for text in turn.texts if not turn.side else ():
+            flat = " ".join(text.split())
+            if flat and flat in said:
+                events.append(AssistantEvent(text=text))
+            elif flat:
+                proposed.append(unsaid_line(text))
         for call in turn.tool_calls:
             if turn.side or call.call_id not in ran:
                 proposed.append(proposed_line(call, turn.side))
@@ -71,7 +89,8 @@ def _events(record: ProxyRecord, ran: Mapping[str, ToolResultEvent | None]) -> t
             events.append(ToolCallEvent(call_id=call.call_id, name=call.name, arguments=call.arguments))
             result = ran[call.call_id]
             if result is not None:
-                events.append(result)
+                contested = call.call_id in record.forged_outputs
+                events.append(result.model_copy(update={"contested": True}) if contested else result)
     return events, proposed
 
 
@@ -104,7 +123,7 @@ def cross_check(stream_events: Iterable[Event], record: ProxyRecord) -> CheckedE
             )
         else:
             ran[real.call_id] = results.get(real.call_id)
-    events, proposed = _events(record, ran)
+    events, proposed = _events(record, ran, _said(stream))
     return CheckedEvents(events=events, rejected=rejected, proposed=proposed)
 
 
@@ -196,7 +215,7 @@ def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord, ru
     rejected += _claim_patches(claims, record, ran, rules)
     rejected += _claim_named(named, record, ran, results_by_stream_id, rules)
     _claim_answered(record, ran, rules)
-    events, proposed = _events(record, ran)
+    events, proposed = _events(record, ran, _said(stream))
     return CheckedEvents(events=events, rejected=rejected, proposed=proposed)
 
 
