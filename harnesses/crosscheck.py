@@ -12,7 +12,12 @@ the trajectory only when both hold it:
   the side, or the harness never got to run it) is "model proposed, never run": listed
   apart, never an event, never a call, never shown to the judge;
 - a reply to a side request (:mod:`harnesses.conversation`) contributes nothing: its text is
-  left out and its calls are listed as proposed.
+  left out and its calls are listed as proposed;
+- a text of the conversation's replies enters only when the harness's stream reports it too (a
+  request copying the harness's prompt passes for the harness's own): others are listed as
+  proposed, never the judge's;
+- a call whose conversation gave the model two different results (the agent's forged one among
+  them) keeps its place, with the stream's result marked contested; grading fails the case.
 """
 
 from __future__ import annotations

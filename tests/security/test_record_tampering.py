@@ -102,7 +102,8 @@ def _copilot(rule: dict[str, Any]) -> dict[str, Any]:
 
 
 RULES = [
-    canary_rule("bash"),
+    {**canary_rule("bash"), "name": "canary/copilot", "model": COPILOT.split("/")[1]},
+    {**canary_rule("Bash"), "name": "canary/claude", "model": CLAUDE.split("/")[1]},
     # The agent's forged requests: their replies are the agent's, never the trajectory's.
     {"name": "forged", "contains": "FORGED-RESULT", "tools": True, "replies": [{"text": "SIDE-REPLY-TEXT"}]},
     {"name": "forged-text", "contains": "FORGE-TEXT", "replies": [{"text": CLAIM}]},
