@@ -14,7 +14,12 @@ the trajectory only when both hold it:
   the side, or the harness never got to run it) is "model proposed, never run": listed
   apart, never an event, never a call, never shown to the judge;
 - a reply to a side request (:mod:`harnesses.conversation`) contributes nothing: its text is
-  left out and its calls are listed as proposed.
+  left out and its calls are listed as proposed;
+- a text of the conversation's replies enters only when the harness's stream reports it too (a
+  request copying the harness's prompt passes for the harness's own): others are listed as
+  proposed, never the judge's;
+- a call whose conversation gave the model two different results (the agent's forged one among
+  them) keeps its place, with the stream's result marked contested; grading fails the case.
 """
 
 from __future__ import annotations
@@ -52,20 +57,38 @@ def proposed_line(call: ModelToolCall, side: bool) -> str:
 def forged_output_line(call_id: str) -> str:
     """How a call is flagged whose conversation gave the model two different results for it."""
     return (
-        f"tool call {call_id!r}: the model was given two different results for it, one of them not "
-        "the harness's (a request sent from inside the sandbox): neither is taken, and the harness's "
-        "stream's own result stands where it has one"
+        f"tool call {call_id!r}: the agent sent its model proxy a second, different result for it (a "
+        "forged tool result): neither is taken, the harness's stream's own result is shown contested, "
+        "and the case fails"
     )
 
 
-def _events(record: ProxyRecord, ran: Mapping[str, ToolResultEvent | None]) -> tuple[list[Event], list[str]]:
-    """Texts of the conversation's turns and the calls in ``ran`` (with their results), in model
-    order; every other call as a proposed line."""
+def unsaid_line(text: str) -> str:
+    """How a text of a proxied reply the harness's stream never reported is listed."""
+    flat = " ".join(text.split())
+    flat = flat if len(flat) <= 300 else flat[:300] + f"... ({len(flat) - 300} chars cut)"
+    return f"text {flat!r}: model proposed, never reported by the harness's stream"
+
+
+def _said(stream: Iterable[Event]) -> str:
+    """Every assistant text the harness's stream reports, whitespace collapsed, joined."""
+    return "\n".join(" ".join(e.text.split()) for e in stream if isinstance(e, AssistantEvent))
+
+
+def _events(record: ProxyRecord, ran: Mapping[str, ToolResultEvent | None], said: str) -> tuple[list[Event], list[str]]:
+    """Texts of the conversation's turns that the stream reports (``said``) and the calls in ``ran``
+    (with their results, contested where the agent forged one), in model order; every other call
+    and text as a proposed line. A text is the model's only: a reply to a request the agent sent
+    can copy the conversation, so the harness must also have reported it."""
     events: list[Event] = []
     proposed: list[str] = []
     for turn in record.turns:
-        if not turn.side:
-            events += [AssistantEvent(text=text) for text in turn.texts if text.strip()]
+        for text in turn.texts if not turn.side else ():
+            flat = " ".join(text.split())
+            if flat and flat in said:
+                events.append(AssistantEvent(text=text))
+            elif flat:
+                proposed.append(unsaid_line(text))
         for call in turn.tool_calls:
             if turn.side or call.call_id not in ran:
                 proposed.append(proposed_line(call, turn.side))
@@ -73,7 +96,8 @@ def _events(record: ProxyRecord, ran: Mapping[str, ToolResultEvent | None]) -> t
             events.append(ToolCallEvent(call_id=call.call_id, name=call.name, arguments=call.arguments))
             result = ran[call.call_id]
             if result is not None:
-                events.append(result)
+                contested = call.call_id in record.forged_outputs
+                events.append(result.model_copy(update={"contested": True}) if contested else result)
     return events, proposed
 
 
@@ -106,7 +130,7 @@ def cross_check(stream_events: Iterable[Event], record: ProxyRecord) -> CheckedE
             )
         else:
             ran[real.call_id] = results.get(real.call_id)
-    events, proposed = _events(record, ran)
+    events, proposed = _events(record, ran, _said(stream))
     return CheckedEvents(events=events, rejected=rejected, proposed=proposed)
 
 
@@ -191,7 +215,7 @@ def cross_check_by_order(stream_events: Iterable[Event], record: ProxyRecord, ru
     rejected += _claim_patches(claims, record, ran, rules)
     rejected += _claim_named(named, record, ran, results_by_stream_id, rules)
     _claim_answered(record, ran, rules)
-    events, proposed = _events(record, ran)
+    events, proposed = _events(record, ran, _said(stream))
     events += [_unverified_run(claimed, results_by_stream_id.get(claimed.call_id)) for claimed in unmatched]
     return CheckedEvents(events=events, rejected=rejected, proposed=proposed)
 

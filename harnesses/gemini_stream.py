@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from harnesses.crosscheck import CheckedEvents, _events
+from harnesses.crosscheck import CheckedEvents, _events, _said
 from harnesses.model_record import ModelToolCall, ProxyRecord
 from harnesses.stream_json import ERROR_PREFIX, ParsedStream, json_objects, result_event, with_output
 from schemas.event_bounds import bound_arguments
@@ -136,5 +136,5 @@ def cross_check_by_content(stream_events: Iterable[Event], record: ProxyRecord) 
             # The stream shows a display text (empty for a file read); the model got the result itself.
             result = with_output(result, sent)
         ran[real.call_id] = result.model_copy(update={"call_id": real.call_id}) if result is not None else None
-    events, proposed = _events(record, ran)
+    events, proposed = _events(record, ran, _said(stream))
     return CheckedEvents(events=events, rejected=rejected, proposed=proposed)

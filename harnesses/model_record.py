@@ -10,7 +10,7 @@ a :class:`ModelTurn`. Pure: bytes in, values out.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from harnesses import gemini_api
@@ -18,12 +18,17 @@ from harnesses.chat_completions import chunk_parts, completion_parts
 from harnesses.sse import sse_objects
 
 ELISION_MARKS = ("<tool_output_masked",)
-"""What a harness puts in place of an old result it sent before, to save context (Gemini CLI
-masks large old results so): such a later version is the harness's own shortening, no second result."""
+"""What Gemini CLI puts in place of a large old result it sent before, to save context: such a later
+version is the harness's own shortening, no second result. No other harness elides, so for them the
+mark is text like any other (a command's output can print it)."""
+ELIDING_PROTOCOLS = frozenset({"gemini"})
+"""The wire protocols of the harnesses that elide old results (Gemini CLI's)."""
 
 
-def elided(output: str) -> bool:
-    return any(mark in output for mark in ELISION_MARKS)
+def elided(output: str, protocol: str) -> bool:
+    """True when ``output`` is the harness's elision of a result it sent before: only on the wire of
+    a harness that elides."""
+    return protocol in ELIDING_PROTOCOLS and any(mark in output for mark in ELISION_MARKS)
 
 
 @dataclass(frozen=True)
@@ -55,9 +60,6 @@ class ModelTurn:
     side: bool = False
     """The request did not continue the harness's own conversation (:mod:`harnesses.conversation`):
     the trajectory takes nothing from this reply."""
-    carried: tuple[tuple[str, str], ...] = ()
-    """(call id, digest) of each tool result the request gave the model (see
-    :meth:`ProxyRecord.side_forged`)."""
 
 
 @dataclass
@@ -92,8 +94,9 @@ class ProxyRecord:
     whose requests gave two different results has none here: see :attr:`forged_outputs`."""
     forged_outputs: list[str] = field(default_factory=list)
     """Call ids for which requests continuing the conversation gave the model two different
-    results: one of them is the agent's (the harness resends what it sent). Neither is taken; the
-    trajectory flags each."""
+    results: one of them is the agent's (the harness resends what it sent), and which one cannot be
+    told by order (the agent can send its forgery before or after the harness's). Neither is taken,
+    no turn is dropped for it, and the case fails: the agent tampered with its record."""
     budget_end: str | None = None
     """``max-tokens``, ``max-turns``, ``wall-clock`` or ``budget-share`` (past its share of the run's
     cap, engine/budget.py) once the proxy refused a request for that budget."""
@@ -109,30 +112,18 @@ class ProxyRecord:
     def completion_tokens(self) -> int:
         return sum(t.completion_tokens for t in self.turns)
 
-    def take_outputs(self, outputs: dict[str, str]) -> None:
+    def take_outputs(self, outputs: dict[str, str], protocol: str) -> None:
         """Keep the results a request of the conversation gave the model; a second, different
-        result for a call (not the harness's elision of the first) marks it forged and drops both."""
+        result for a call marks it forged and drops both. The one exception is the harness's own
+        elision of a result already taken, on the wire of a harness that elides (:func:`elided`)."""
         for call_id, output in outputs.items():
-            if call_id in self.forged_outputs or (call_id in self.tool_outputs and elided(output)):
+            if call_id in self.forged_outputs or (call_id in self.tool_outputs and elided(output, protocol)):
                 continue
             if call_id in self.tool_outputs and self.tool_outputs[call_id] != output:
                 del self.tool_outputs[call_id]
                 self.forged_outputs.append(call_id)
             else:
                 self.tool_outputs[call_id] = output
-
-    def side_forged(self) -> None:
-        """Mark as side every turn whose request gave a forged call a result other than the
-        harness's: the harness resends its own with every later request, so the result the last
-        request for that call carried is the harness's, and a turn answering another took it from
-        the agent."""
-        for call_id in self.forged_outputs:
-            carried = [dict(t.carried).get(call_id) for t in self.turns]
-            own = next((d for d in reversed(carried) if d is not None), None)
-            self.turns = [
-                replace(t, side=True) if d is not None and d != own else t
-                for t, d in zip(self.turns, carried, strict=True)
-            ]
 
     def tool_calls(self) -> dict[str, ModelToolCall]:
         """Every tool call the model emitted in the harness's own conversation, by call id."""

@@ -66,6 +66,9 @@ class ToolResultEvent(FrozenModel):
     """True when the middle of the output was elided."""
     limit: str | None = None
     """Which sandbox limit the command hit (timeout, cpu, memory, processes, file-size, workspace-quota), if any."""
+    contested: bool = False
+    """The agent sent its model a second, different result for this call (a forged tool result):
+    this output is the harness's stream's, and the case fails (:attr:`Trajectory.forged_results`)."""
     ts: datetime = Field(default_factory=_now)
     """When the result was recorded (UTC)."""
 
@@ -77,6 +80,8 @@ class ToolResultEvent(FrozenModel):
             head += f" exit={self.exit_code}"
         if self.limit:
             head += f" limit={label(self.limit)}"
+        if self.contested:
+            head += " (contested: the agent sent its model a second, different result for this call)"
         return head
 
 
@@ -189,6 +194,9 @@ class Trajectory(BaseModel):
     the product's proxy outside the sandbox; empty when the case has no ``http_mocks``)."""
     rejected_calls: list[str] = Field(default_factory=list)
     """Tool calls the harness's stream claimed that no proxied model response contained (flagged, left out)."""
+    forged_results: list[str] = Field(default_factory=list)
+    """Call ids the agent sent its model proxy a second, different result for (a forged tool result):
+    the agent tampered with its record, and grading fails the case (:mod:`worker.grading.tampering`)."""
     skills_fired: list[str] | None = None
     """Trigger runs: every installed skill the agent activated, in order of first activation (None: not a
     trigger run)."""

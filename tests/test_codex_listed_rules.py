@@ -102,6 +102,7 @@ def stream_of_the_command() -> list[str]:
     return [
         json.dumps({"type": "item.started", "item": {**item, "aggregated_output": "", "status": "in_progress"}}),
         json.dumps({"type": "item.completed", "item": {**item, "aggregated_output": "built\n", "exit_code": 0}}),
+        json.dumps({"type": "item.completed", "item": {"id": "item_1", "type": "agent_message", "text": "done"}}),
     ]
 
 

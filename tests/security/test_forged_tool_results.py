@@ -12,7 +12,8 @@ Before the fix the proxy kept the first result it saw for a call: the judge read
 ``42 passed`` as the command's output and passed the assertion, and the forged request's reply
 entered the trajectory as the agent's message. Now the naive forgery is a side request, the
 exact one is flagged (two different results for one call: neither is taken, the stream's own
-stands), the forged reply is left out, and both cases are graded on the real output.
+stands, contested) and fails its case, the forged reply is left out, and both cases are graded on
+the real output.
 """
 
 from __future__ import annotations
@@ -121,9 +122,10 @@ def test_a_result_the_agent_sends_its_model_for_its_own_call_never_reaches_the_j
     doc, _markdown = reports(env.out, "greet", res.run_id)
     runs = {r["case_id"]: r for r in current(doc)["runs"]}
     assert {i: r["state"] for i, r in runs.items()} == {1: "graded", 2: "graded"}, runs
-    assert {i: [v["passed"] for v in r["verdicts"]] for i, r in runs.items()} == {1: [False], 2: [False]}
+    # The exact one fails twice: its assertion, and the verdict naming the forged result.
+    assert {i: [v["passed"] for v in r["verdicts"]] for i, r in runs.items()} == {1: [False], 2: [False, False]}
     # The naive forgery named a call no reply held: a side request, nothing of it taken, nothing flagged.
     assert runs[1]["rejected_calls"] == []
     # The exact one gave the call a second result: flagged as the agent's, neither result taken.
     [flag] = runs[2]["rejected_calls"]
-    assert "two different results" in flag
+    assert "second, different result" in flag and "forged tool result" in runs[2]["verdicts"][1]["evidence"]

@@ -343,7 +343,6 @@ def run_harness(
         end_reason = EndReason.WALL_CLOCK
     elif forced is not None:
         end_reason = forced
-    ran.record.side_forged()  # a turn answering the agent's forged result is no turn of the harness's
     checked = harness.cross_check(parsed.events, ran.record)
     trajectory = _trajectory(shard, sandbox, plan, ran, checked, end_reason, since_epoch)
     findings = [*trajectory.mock_findings, *not_offered(checked.events, config.tools)]
@@ -381,6 +380,7 @@ def _trajectory(
         final_files=collect_final_files(sandbox, since_epoch=since_epoch, wrote=harness.written_paths(checked.events)),
         skill_activated=harness.activated(checked.events, shard.skill, plan.skill_ref, record.body_sent),
         rejected_calls=[*checked.rejected, *map(forged_output_line, record.forged_outputs)],
+        forged_results=list(record.forged_outputs),
         skills_fired=skills_fired(harness.skills_in, checked.events, skills) if skills is not None else None,
         proposed_calls=checked.proposed,
         refused_requests=list(record.agent_refusals),

@@ -37,6 +37,7 @@ from schemas.words import plural
 from worker.grading.check_verdict import EVIDENCE_CHARS, Checker, check_verdict, cut, presence_verdict
 from worker.grading.http_checks import check_http_call, check_http_order
 from worker.grading.plugin_checks import PLUGIN_CHECKERS
+from worker.grading.tampering import with_tampering
 
 
 def _calls(trajectory: Trajectory) -> list[ToolCallEvent]:
@@ -151,7 +152,8 @@ def merge_by_position(
 ) -> list[AssertionVerdict]:
     """One verdict per assertion in corpus order: judged verdicts fill the string positions (in
     order), ``focused`` the positions of the focus assertions (their own judge's votes),
-    deterministic checks the others. Raises ValueError on a count mismatch."""
+    deterministic checks the others; a run whose agent forged a tool result gets them all failed
+    and one more, failing (:mod:`worker.grading.tampering`). Raises ValueError on a count mismatch."""
     texts, _positions = split_assertions(assertions)
     if len(judged) != len(texts):
         raise ValueError(f"{plural(len(judged), 'judged verdict')} for {plural(len(texts), 'judged assertion')}")
@@ -166,4 +168,4 @@ def merge_by_position(
             out.append(focused[i])
         else:
             out.append(check_assertion(a, trajectory))
-    return out
+    return with_tampering(out, trajectory)

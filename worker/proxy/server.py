@@ -26,7 +26,6 @@ Per request, in order (docs/design/harnesses.md has the reasons):
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import socketserver
 import sys
@@ -47,7 +46,7 @@ from engine.budget import OverShare, RunBudget, Shaped
 from harnesses import gemini_api
 from harnesses.conversation import continues, sent_outputs
 from harnesses.endpoints import is_model_path, scrub, upstream_url
-from harnesses.model_record import ModelTurn, ProxyRecord, elided, parse_model_response
+from harnesses.model_record import ModelTurn, ProxyRecord, parse_model_response
 from harnesses.request_rules import RequestRefused, forwarded_headers, pin_request
 from schemas.errors import ModelCallFailed
 from schemas.trajectory import EndReason, Usage
@@ -252,7 +251,7 @@ class ModelProxy(FleetWaits):
         outputs = reader(parsed) if reader is not None and parsed is not None and not side else {}
         with self._lock:
             self.record.dropped += [d for d in dict.fromkeys(dropped) if d not in self.record.dropped]
-            self.record.take_outputs(outputs)
+            self.record.take_outputs(outputs, self.config.protocol)
         if self.config.protocol == "anthropic":
             headers["x-api-key"] = self.config.real_key
         elif self.config.protocol == "gemini":
@@ -260,8 +259,7 @@ class ModelProxy(FleetWaits):
         else:
             headers["authorization"] = f"Bearer {self.config.real_key}"
         url = upstream_url(self.config.protocol, self.config.upstream, path, parts.query)
-        carried = tuple((k, hashlib.sha256(v.encode()).hexdigest()) for k, v in outputs.items() if not elided(v))
-        self._forward(handler, method, url, headers, body, path, began, side=side, carried=carried)
+        self._forward(handler, method, url, headers, body, path, began, side=side)
 
     def _continues(self, parsed: dict[str, Any]) -> bool:
         with self._lock:
@@ -279,7 +277,6 @@ class ModelProxy(FleetWaits):
         began: float,
         *,
         side: bool = False,
-        carried: tuple[tuple[str, str], ...] = (),
     ) -> None:
         counts = path.endswith(("/messages", "/responses", "/chat/completions")) or gemini_api.answers(path)
         asking = counts and not side  # only the harness's own conversation speaks for the upstream
@@ -331,7 +328,7 @@ class ModelProxy(FleetWaits):
                 after = time.perf_counter()
                 turn = parse_model_response(self.config.protocol, content) if status == 200 and counts else None
                 if turn is not None:
-                    turn = replace(turn, side=side, carried=carried)
+                    turn = replace(turn, side=side)
                 tokens = (turn.prompt_tokens + turn.completion_tokens) if turn else 0
                 if reservation is not None and self.run_budget is not None:
                     cost = self._cost(turn)
