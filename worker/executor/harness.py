@@ -222,6 +222,7 @@ def _proxy_config(
         betas=harness.betas,
         answered_empty=harness.answered_empty,
         opening=plan.stdin,
+        harness=harness.name,
     )
 
 
