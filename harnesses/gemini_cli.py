@@ -22,6 +22,10 @@
   names to ``GEMINI.md``, and an untrusted folder, which loads none of them, turns ``--yolo``
   into the default approval mode, where a command with a redirection or one its parser cannot
   read is refused in headless mode. So the agent sees its repo's ``GEMINI.md`` files empty.
+  Its file tools look a subfolder's up at each call (``discoveryMaxDirs`` bounds only the
+  start-up search), so one written while the case runs would still be appended: the proxy takes
+  that ``Newly Discovered Project Context`` block out of every request
+  (:mod:`harnesses.appended_context`).
 - The host's machine-wide settings (``/etc/gemini-cli/``) do not apply either: the system
   settings and defaults paths name files that do not exist. Nor does a ``.env`` of the
   workspace or a folder above it (a trusted folder's sets every variable not already set, and

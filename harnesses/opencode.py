@@ -19,7 +19,10 @@
   ``read`` tool also appends the ``AGENTS.md`` or ``CONTEXT.md`` of the subfolders between the
   file read and the workspace, with no switch to stop it: those (:data:`NESTED_INSTRUCTIONS`)
   are covered by empty read-only files inside the sandbox (:meth:`OpenCode.prepare`), the last
-  resort, as it also hides them from the agent's reads. The workspace's own stay readable.
+  resort, as it also hides them from the agent's reads. The workspace's own stay readable. It
+  looks them up at each read, so one written while the case runs (the repo's ``setup.sh``)
+  would still be appended: the proxy takes that ``<system-reminder>`` block out of every
+  request (:mod:`harnesses.appended_context`).
 - Traffic: the models.dev fetch, auto-update, sharing, LSP downloads and default plugins
   off; LSP, formatters and workspace snapshots off (they cost start-up time and do nothing
   the judge reads). Permissions are ``allow``: the sandbox is ours.

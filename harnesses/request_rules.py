@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harnesses import gemini_api
+from harnesses.appended_context import without_appended_context
 from harnesses.endpoints import Protocol
 from schemas.model_config import DEFAULT_MAX_OUTPUT_TOKENS
 
@@ -88,6 +89,9 @@ class RequestRules:
     tools: frozenset[str] | None = None
     """The tool names the request may offer (a namespace's members as ``<namespace>__<member>``);
     None: every tool the harness offers."""
+    harness: str | None = None
+    """The harness whose own appended instruction files are taken out of tool results
+    (:mod:`harnesses.appended_context`); None: none."""
 
 
 def _tool_refusal(protocol: str, tool: Any) -> str | None:
@@ -184,7 +188,8 @@ def pin_request(rules: RequestRules, path: str, body: bytes) -> tuple[bytes, dic
     without a body); raise :class:`RequestRefused`.
 
     A request without a body (``GET /v1/models``) passes as it is. A body is re-encoded only
-    when a limit was clamped, so the harness's own bytes go upstream otherwise.
+    when a limit was clamped or the harness's appended instruction files were taken out, so the
+    harness's own bytes go upstream otherwise.
     """
     if not body.strip() and path.endswith("/models"):
         return body, None
@@ -197,7 +202,7 @@ def pin_request(rules: RequestRules, path: str, body: bytes) -> tuple[bytes, dic
     if not isinstance(parsed, dict):
         raise RequestRefused(BAD_REQUEST_BODY, "the body is not a JSON object")
     _check(rules, parsed)
-    clamped = _clamp(rules, parsed)
+    clamped = without_appended_context(rules.harness, _clamp(rules, parsed))
     if clamped == parsed:
         return body, parsed
     return json.dumps(clamped, ensure_ascii=False, separators=(",", ":")).encode(), clamped
@@ -225,7 +230,7 @@ def _pin_gemini(rules: RequestRules, path: str, body: bytes) -> tuple[bytes, dic
         why = gemini_api.tool_refusal(tool)
         if why is not None:
             raise RequestRefused(SERVER_TOOL_REFUSED, why)
-    clamped = gemini_api.clamp(parsed, rules.max_output)
+    clamped = without_appended_context(rules.harness, gemini_api.clamp(parsed, rules.max_output))
     if clamped == parsed:
         return body, parsed
     return json.dumps(clamped, ensure_ascii=False, separators=(",", ":")).encode(), clamped

@@ -106,6 +106,10 @@ class EndReason(str, Enum):
     NO_MODEL_CALL = "no-model-call"
     """A harness ended before it asked its model anything, though its canary proved it starts and
     asks: what the case added (the repo's plugin hooks, the agent's commands) stopped it."""
+    UPSTREAM_FAILED_OWN_REQUESTS = "upstream-failed-own-requests"
+    """The upstream failed what the proxy took for the harness's conversation, but answered the
+    worker's own call to the same model right after: the agent (or the repo's code) can send its
+    proxy requests that copy the case prompt, so that failure alone is no proof of infra."""
     STREAM_CUT = "stream-cut"
     """A harness's event stream passed the sandbox's output cap (what the agent's commands printed):
     graded on what was recorded before the cut."""

@@ -40,3 +40,41 @@ def test_the_runs_cap_is_never_the_agents() -> None:
     record = ProxyRecord(turns=[ModelTurn()], asked=1, run_budget_end="the run's token cap is reached")
     with pytest.raises(BudgetExhausted):
         settle_end("h", record, OK, saw_result=True)
+
+
+def test_an_upstream_failure_the_worker_s_own_call_does_not_see_is_graded() -> None:
+    # A request copying the case prompt passes for the harness's own: its 429 alone proves nothing.
+    asked = ProxyRecord(asked=3, upstream_failures=3, last_upstream_ok=False, last_error="status 429")
+    answered = ProxyRecord(turns=[ModelTurn()], asked=2, upstream_failures=1, last_upstream_ok=False)
+    calls: list[str] = []
+
+    def worker_call_answered() -> None:
+        calls.append("probe")
+
+    for record in (asked, answered):
+        ended = settle_end("h", record, OK, saw_result=False, upstream_check=worker_call_answered)
+        assert ended is EndReason.UPSTREAM_FAILED_OWN_REQUESTS
+    timed_out = CommandResult(output="", exit_code=-9, limit="timeout")
+    assert settle_end("h", asked, timed_out, saw_result=False, upstream_check=worker_call_answered) is (
+        EndReason.UPSTREAM_FAILED_OWN_REQUESTS
+    )
+    assert calls == ["probe"] * 3
+
+
+def test_an_upstream_failure_the_worker_s_own_call_shares_is_infra() -> None:
+    asked = ProxyRecord(asked=3, upstream_failures=3, last_upstream_ok=False, last_error="status 529")
+    with pytest.raises(ExecutorFailed, match="the worker's own call failed too: status 529"):
+        settle_end("h", asked, OK, saw_result=False, upstream_check=lambda: "status 529")
+
+
+def test_the_worker_calls_the_upstream_only_when_the_record_would_make_the_shard_infra() -> None:
+    def never() -> str | None:
+        raise AssertionError("no call on this path")
+
+    assert settle_end("h", ProxyRecord(turns=[ModelTurn()], asked=1), OK, saw_result=True, upstream_check=never) is None
+    assert settle_end("h", ProxyRecord(), OK, saw_result=False, upstream_check=never) is EndReason.NO_MODEL_CALL
+    # The canary, where nothing of a repo runs, is infra on its record alone.
+    with pytest.raises(ExecutorFailed):
+        settle_end(
+            "h", ProxyRecord(asked=1, upstream_failures=1), OK, saw_result=False, probe=True, upstream_check=never
+        )

@@ -61,6 +61,14 @@ def check_model(client: GatedModelClient, model: str) -> ModelCheck:
     return ModelCheck(model=model, ok=True)
 
 
+def upstream_fails(client: GatedModelClient, model: str) -> str | None:
+    """The worker's own minimal call to ``model``, out of any agent's reach: None when it was
+    answered, else why not. A harness shard's end calls it before blaming the upstream
+    (worker/executor/harness_end.py): one call, through the fleet's limiter, on that rare path only."""
+    check = check_model(client, model)
+    return None if check.ok else check.why
+
+
 MAX_PARALLEL_CHECKS = 16
 """Models checked at once; a larger sweep is checked in rounds of this many."""
 

@@ -9,6 +9,9 @@ that case graded, its assertion failing, and the run FAIL:
   the harness on the case the skill fails, before its first model call;
 - the agent's Bash ``curl``s its own model proxy with requests the upstream answers 429 (a
   retryable status), then kills its harness: the failing side requests are not the harness's;
+- the agent's Bash ``curl``s its proxy with requests that copy the case prompt (so the proxy takes
+  them for the harness's own conversation) and that the upstream answers 429, then kills its
+  harness: the worker's own call to the model is answered, so the failure is the case's;
 - under Copilot CLI the agent prints 60 MB, cutting the harness's event stream at the
   sandbox's output cap.
 """
@@ -16,6 +19,7 @@ that case graded, its assertion failing, and the run FAIL:
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +48,26 @@ SIDE_FLOOD = " ".join(
         f"done; {KILL_HARNESS}; sleep 5",
     ]
 )
+CLAUDE_COPY = "anthropic/claude-haiku-4-5"
+PROMPT_AS_SENT = 'Use the "s" skill for this task.\n\nHARD-CASE write hello.\n\nRelevant files: README.md\n'
+COPIED_PROMPT = json.dumps(
+    {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 10,
+        # The prompt as Claude Code sends it: the proxy cannot tell this request from its own.
+        "messages": [{"role": "user", "content": f"{PROMPT_AS_SENT}MARK"}],
+    }
+)
+PROMPT_COPY_FLOOD = " ".join(
+    [
+        'M=SIDE; M="${M}-FLOOD";',
+        "for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code} '",
+        f"http://127.0.0.1:{FORWARDER_PORT}/v1/messages -H 'x-api-key: {PLACEHOLDER_KEY}'",
+        "-H 'anthropic-version: 2023-06-01' -H 'content-type: application/json'",
+        "-d " + shlex.quote(COPIED_PROMPT).replace("MARK", "'\"$M\"'") + ";",
+        f"done; {KILL_HARNESS}; sleep 5",
+    ]
+)
 HOOK = f"#!/bin/sh\nif grep -q HARD-CASE; then\n  {KILL_HARNESS}\nfi\nexit 0\n"
 JUDGE = [{"assertion_contains": "hello.txt", "transcript_regex": r"echo hello > hello\.txt"}]
 WRITE_HELLO = "echo hello > hello.txt"
@@ -64,6 +88,7 @@ FLOOD = "head -c 60000000 /dev/zero | tr '\\0' A; echo"
 RULES = [
     {"name": "side", "contains": "SIDE-FLOOD", "replies": [{"status": 429, "retry_after": 1}]},
     *_rules(CLAUDE, "Bash", call("Bash", command=SIDE_FLOOD, description="x")),
+    *_rules(CLAUDE_COPY, "Bash", call("Bash", command=PROMPT_COPY_FLOOD, description="x")),
     *_rules(COPILOT, "bash", call("bash", command=FLOOD, description="x")),
 ]
 server, env = model_fixtures(scenario(RULES, JUDGE))
@@ -117,6 +142,16 @@ def test_an_agent_whose_side_requests_fail_upstream_before_it_kills_claude_code_
     assert row["usage"]["calls"] >= 1, row
     side = [b for b in server.requests() if b.get("messages") == [{"role": "user", "content": "SIDE-FLOOD"}]]
     assert len(side) == 3  # the upstream answered each 429: the agent's, not the harness's
+
+
+def test_an_agent_whose_prompt_copying_requests_fail_upstream_before_it_kills_claude_code_fails_the_case(
+    env: Env, server: OfflineModelServer, tmp_path: Path
+) -> None:
+    res = _run(env, server, tmp_path, "claude-code", CLAUDE_COPY)
+    row = _attacked_case_graded(env, res)
+    assert row["end_reason"] == "upstream-failed-own-requests", row
+    copied = [b for b in server.requests() if "SIDE-FLOOD" in json.dumps(b.get("messages"))]
+    assert len(copied) == 3  # each answered 429: the proxy took them for the harness's conversation
 
 
 def test_an_agent_that_floods_copilot_clis_event_stream_past_the_output_cap_fails_the_case(

@@ -51,12 +51,12 @@ from schemas.http_mocks import HttpCall
 from schemas.manifest import AgentBudget
 from schemas.model_config import ModelLimits
 from schemas.status import SandboxMode
-from schemas.trajectory import AssistantEvent, EndReason, Trajectory, TrajectoryName, Usage
+from schemas.trajectory import EndReason, Trajectory, TrajectoryName, Usage
 from worker.executor.allowed import not_offered
 from worker.executor.external import EXTERNAL_OUTPUT_CHARS
 from worker.executor.final_files import collect_final_files
 from worker.executor.harness_binary import find_binary, sealed_copy
-from worker.executor.harness_end import settle_end
+from worker.executor.harness_end import UpstreamCheck, end_notes, settle_end
 from worker.executor.harness_stage import installed, other_skills, plugin_name, skill_files, stage_home
 from worker.executor.mock_calls import mock_servers, settle_mock_calls, stage_mocks
 from worker.http_mock import HttpMockProxy
@@ -222,6 +222,7 @@ def _proxy_config(
         betas=harness.betas,
         answered_empty=harness.answered_empty,
         opening=plan.stdin,
+        harness=harness.name,
     )
 
 
@@ -310,6 +311,7 @@ def run_harness(
     usage: Usage_ | None = None,
     tmp_parent: Path | None = None,
     run_budget: RunBudget | None = None,
+    upstream_check: UpstreamCheck | None = None,
 ) -> Trajectory:
     """Run ``shard`` in ``sandbox`` (bubblewrap, opened with :func:`harness_limits`); return its trajectory.
 
@@ -333,7 +335,14 @@ def run_harness(
     over = quota_breach(sandbox.workspace, sandbox.limits, stopped=ran.result.limit == WORKSPACE_LIMIT)
     forced = None
     if over is None:
-        forced = settle_end(where, ran.record, ran.result, saw_result=parsed.saw_result, probe=shard.probe)
+        forced = settle_end(
+            where,
+            ran.record,
+            ran.result,
+            saw_result=parsed.saw_result,
+            probe=shard.probe,
+            upstream_check=upstream_check,
+        )
     end_reason = parsed.end_reason
     if over is not None:
         end_reason = EndReason.WORKSPACE_QUOTA
@@ -346,7 +355,7 @@ def run_harness(
     checked = harness.cross_check(parsed.events, ran.record)
     trajectory = _trajectory(shard, sandbox, plan, ran, checked, end_reason, since_epoch)
     findings = [*trajectory.mock_findings, *not_offered(checked.events, config.tools)]
-    events = [*trajectory.events, *([AssistantEvent(text=f"(run ended by the product: {over})")] if over else [])]
+    events = [*trajectory.events, *end_notes(over, forced, ran.record)]
     trajectory = trajectory.model_copy(update={"started_at": started_at, "mock_findings": findings, "events": events})
     return settle_mock_calls(trajectory, shard.case)
 

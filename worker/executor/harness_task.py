@@ -15,6 +15,7 @@ from schemas.trajectory import Trajectory
 from worker.executor.allowed import case_budget
 from worker.executor.harness import HarnessShard, harness_limits, run_harness
 from worker.executor.shard_job import ShardJob
+from worker.preflight import upstream_fails
 from worker.sandbox import open_sandbox
 
 
@@ -59,6 +60,7 @@ def run_harness_shard(job: ShardJob, harness: Harness) -> Trajectory:
             limiter=Limiter(ctx.redis, model_limits, config.limiter),
             usage=usage,
             tmp_parent=ctx.settings.workspaces_dir,
+            upstream_check=lambda: upstream_fails(ctx.model_client(run_id), shard.model),
             run_budget=RunBudget(
                 ctx.redis,
                 run_id,

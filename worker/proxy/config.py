@@ -47,6 +47,10 @@ class ProxyConfig:
     """The tools a request may offer the model (the case's allowed tools, in the harness's names);
     None: the harness's own set (:attr:`harnesses.request_rules.RequestRules.tools`)."""
 
+    harness: str | None = None
+    """The harness's name: the instruction files it appends to tool results on its own are taken
+    out (:mod:`harnesses.appended_context`)."""
+
     def rules(self) -> RequestRules:
         return RequestRules(
             protocol=self.protocol,
@@ -55,4 +59,5 @@ class ProxyConfig:
             headers=self.headers,
             betas=self.betas,
             tools=self.tools,
+            harness=self.harness,
         )
