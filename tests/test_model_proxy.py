@@ -316,3 +316,22 @@ def test_only_the_harness_s_own_conversation_speaks_for_the_upstream(
         assert ask(c, f"{opening} overloaded").status_code == 529  # the harness's own: it counts
     assert (record.asked, record.upstream_failures, record.last_upstream_ok) == (2, 1, False)
     assert "upstream status 529" in record.last_error
+
+
+@pytest.mark.parametrize("length", [str(64 * 1024 * 1024), "-5", "many"])
+def test_a_body_over_the_bound_or_unsized_is_refused_unread(
+    server: OfflineModelServer, tmp_path: Path, length: str
+) -> None:
+    # The proxy read any Content-Length whole into the worker's memory before judging the request.
+    with proxy_for(server, tmp_path) as proxy:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(10)
+            sock.connect(str(proxy.socket_path))
+            head = f"POST /v1/messages HTTP/1.1\r\nHost: proxy\r\nx-api-key: {PLACEHOLDER_KEY}\r\n"
+            sock.sendall(f"{head}Content-Length: {length}\r\n\r\n{{}}".encode())
+            answer = sock.recv(4096).decode()
+        assert answer.startswith("HTTP/1.1 413"), answer
+        assert "must be sized and at most" in answer
+        assert proxy.record.agent_refusals and not proxy.record.turns
+        with client(proxy) as c:
+            assert ask(c, "hi").status_code == 200  # and it still serves the shard

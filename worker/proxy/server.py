@@ -57,6 +57,11 @@ from worker.proxy.waits import FleetWaits
 
 log = structlog.get_logger("skill_eval.worker")
 
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
+"""The largest request body the proxy reads. A harness's request carries its whole conversation,
+each tool result already cut to the sandbox's output cap; a bigger body is an agent's, and the
+proxy would otherwise hold all of it in the worker's memory before judging it."""
+
 RESERVED_COMPLETION = 4096
 """Completion tokens a harness request is assumed to use before its answer says (then settled)."""
 
@@ -85,6 +90,17 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             return
         error = scrub(f"{type(exc).__name__}: {exc}", self.proxy.config.real_key)  # never a piece of the key
         log.warning("model proxy: a request failed", error=error[:500])
+
+
+def _content_length(header: str | None) -> int | None:
+    """The body's length from its header (0 when absent); None when it is no length or over the bound."""
+    if header is None:
+        return 0
+    try:
+        length = int(header)
+    except ValueError:
+        return None
+    return length if 0 <= length <= MAX_REQUEST_BYTES else None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -213,7 +229,15 @@ class ModelProxy(FleetWaits):
         began = time.perf_counter()
         parts = urlsplit(handler.path)
         path = parts.path.rstrip("/") or "/"
-        length = int(handler.headers.get("Content-Length") or 0)
+        length = _content_length(handler.headers.get("Content-Length"))
+        if length is None:
+            handler.close_connection = True  # its body, unread, must not be taken for the next request
+            with self._lock:
+                self.record.agent_refusals.append(f"{method} {path}: a body over {MAX_REQUEST_BYTES} bytes or unsized")
+            self._refuse(
+                handler, 413, f"{method} {path}: a request body must be sized and at most {MAX_REQUEST_BYTES} bytes"
+            )
+            return
         body = handler.rfile.read(length) if length else b""
         if not is_model_path(self.config.protocol, method, path):
             if path in self.config.answered_empty:
