@@ -169,10 +169,8 @@ def test_a_model_name_in_the_status_usage_table_is_shown_escaped(repo: Path, tmp
         RunState(broker).register(plan.run_id, [s.shard_id for s in plan.shards], key, "2026-01-01T00:00:00Z")
         record_usage(broker, f"openai/{HOSTILE}", plan.run_id, calls=1, prompt_tokens=10)
         output = invoke("status", plan.run_id, "--store", str(tmp_path / "store"), "--broker", server.url)
-    # The name is folded at its separators (status keeps the table within 80 columns), escaped whole.
-    assert "\nopenai/\\x1b]0;pwned- " in output and "\ntitle\\x1b\\\\x1b[41m\\x9b2J\\nFORG " in output
-    assert "\x1b" not in output and "\x9b" not in output and "\r" not in output, repr(output)
-    assert not any(line.lstrip().startswith(FORGED) for line in output.splitlines()), output
+    assert "openai/\\x1b]0;pwned-title" in output  # wide enough for the whole name on one line
+    assert_inert(output)
 
 
 # --- a graded run of hostile recordings: warnings, the COMPLETE block, status and report ------

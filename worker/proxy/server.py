@@ -51,16 +51,12 @@ from harnesses.request_rules import RequestRefused, forwarded_headers, pin_reque
 from schemas.errors import ModelCallFailed
 from schemas.trajectory import EndReason, Usage
 from worker.models.limiter import Limiter
+from worker.proxy.bounds import MAX_REQUEST_BYTES, content_length
 from worker.proxy.config import ProxyConfig
 from worker.proxy.replies import RETRYABLE, backoff_hint, error_body, holds, retry_after
 from worker.proxy.waits import FleetWaits
 
 log = structlog.get_logger("skill_eval.worker")
-
-MAX_REQUEST_BYTES = 32 * 1024 * 1024
-"""The largest request body the proxy reads. A harness's request carries its whole conversation,
-each tool result already cut to the sandbox's output cap; a bigger body is an agent's, and the
-proxy would otherwise hold all of it in the worker's memory before judging it."""
 
 RESERVED_COMPLETION = 4096
 """Completion tokens a harness request is assumed to use before its answer says (then settled)."""
@@ -90,17 +86,6 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             return
         error = scrub(f"{type(exc).__name__}: {exc}", self.proxy.config.real_key)  # never a piece of the key
         log.warning("model proxy: a request failed", error=error[:500])
-
-
-def _content_length(header: str | None) -> int | None:
-    """The body's length from its header (0 when absent); None when it is no length or over the bound."""
-    if header is None:
-        return 0
-    try:
-        length = int(header)
-    except ValueError:
-        return None
-    return length if 0 <= length <= MAX_REQUEST_BYTES else None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -229,7 +214,7 @@ class ModelProxy(FleetWaits):
         began = time.perf_counter()
         parts = urlsplit(handler.path)
         path = parts.path.rstrip("/") or "/"
-        length = _content_length(handler.headers.get("Content-Length"))
+        length = content_length(handler.headers.get("Content-Length"))
         if length is None:
             handler.close_connection = True  # its body, unread, must not be taken for the next request
             with self._lock:
