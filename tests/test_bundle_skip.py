@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from producer.plan.request import RunRequest, plan_request
-from producer.results.reports import reported_bundle_keys
+from producer.results.reports import earlier_reports
 from tests.conftest import EXAMPLE_REPO
 
 
@@ -50,7 +50,8 @@ def test_reported_keys_remember_models_and_ignore_inconclusive_reports(tmp_path:
     write_report(tmp_path, "b-2", ["m1"], inconclusive=True)
     write_report(tmp_path, "c-3", ["m1"], verdict="NOT GRADED")
     (tmp_path / "skill-eval-broken.json").write_text("{not json")
-    assert reported_bundle_keys(tmp_path) == {"a-1": {"m1"}}
+    found = earlier_reports(tmp_path)
+    assert list(found) == ["a-1"] and [r.models for r in found["a-1"]] == [frozenset({"m1"})]
 
 
 def test_an_unchanged_corpus_is_skipped_for_the_same_models_but_not_for_a_new_one(tmp_path: Path) -> None:

@@ -151,11 +151,6 @@ def _verdict_of(own: object, run: object) -> Literal["PASS", "WARN", "FAIL"] | N
     return "PASS" if run == "PASS" else "WARN" if run == "WARN" else "FAIL" if run == "FAIL" else None
 
 
-def reported_bundle_keys(out_dir: Path) -> dict[str, set[str]]:
-    """Bundle key -> executor models with a conclusive JSON report in ``out_dir`` (``--all-evals`` skips them)."""
-    return {key: {m for r in found for m in r.models} for key, found in earlier_reports(out_dir).items()}
-
-
 SEVERITY = {"PASS": 0, "WARN": 1, "FAIL": 2}
 
 
